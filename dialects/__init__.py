@@ -1,0 +1,63 @@
+"""Hector's three dialects, defined once and loadable into any MLIR context.
+
+``load(context)`` registers ``hector_inter``, ``hector_intra`` and ``placement`` in the
+compiler's context (``mlir``); ``load_into_torch_mlir(context)`` registers the same
+definitions in torch-mlir's separate MLIR copy, for the raise step.
+"""
+
+from __future__ import annotations
+
+from . import hector_inter, hector_intra, placement
+from ._spec import DialectDef
+
+DIALECTS: tuple[DialectDef, ...] = (hector_inter.DIALECT, hector_intra.DIALECT, placement.DIALECT)
+
+
+def irdl_text() -> str:
+    """The IRDL module that defines all three dialects."""
+    return "module {\n" + "\n".join(d.to_irdl() for d in DIALECTS) + "\n}\n"
+
+
+def _load_with(ir_module, irdl_module, context) -> None:
+    with context:
+        defs = ir_module.Module.parse(irdl_text())
+        irdl_module.load_dialects(defs)
+    # Keep the definitions alive with the context: the loaded dialects refer to them.
+    _KEEPALIVE.append(defs)
+
+
+_KEEPALIVE: list = []
+_LOADED: set[int] = set()
+
+
+def load(context) -> None:
+    """Load the three dialects into an ``mlir.ir.Context`` (idempotent)."""
+    key = id(context)
+    if key in _LOADED:
+        return
+    from mlir import ir
+    from mlir.dialects import irdl
+
+    _load_with(ir, irdl, context)
+    _LOADED.add(key)
+
+
+def load_into_torch_mlir(context) -> None:
+    """Load the three dialects into a ``torch_mlir.ir.Context`` (idempotent)."""
+    key = id(context)
+    if key in _LOADED:
+        return
+    from torch_mlir import ir
+    from torch_mlir.dialects import irdl
+
+    _load_with(ir, irdl, context)
+    _LOADED.add(key)
+
+
+def make_context():
+    """A fresh ``mlir.ir.Context`` with Hector's dialects loaded."""
+    from mlir import ir
+
+    ctx = ir.Context()
+    load(ctx)
+    return ctx

@@ -1,0 +1,179 @@
+"""Declarative op specs shared by Hector's three dialects.
+
+Each dialect file declares its types and ops once, with these dataclasses. From that one
+declaration we derive (a) the IRDL module that MLIR loads at run time, into the compiler's
+context or into torch-mlir's, and (b) the reference docs in ``docs/dialects/*.md``.
+Constraints IRDL cannot express (shape and kind agreement between operands) live in
+``passes/verify.py`` and run at the start of every pipeline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Constraint names usable for operands/results, and the IRDL they expand to.
+_TYPE_CONSTRAINTS: dict[str, str] = {
+    "tensor": 'irdl.base "!builtin.tensor"',
+    "memref": 'irdl.base "!builtin.memref"',
+    "any": "irdl.any",
+}
+
+
+@dataclass(frozen=True)
+class Operand:
+    """An operand or result: a name, a type constraint, and how many values it takes."""
+
+    name: str
+    constraint: str
+    doc: str
+    variadicity: str = "single"  # "single" | "optional" | "variadic"
+
+
+@dataclass(frozen=True)
+class Attr:
+    """A required attribute: a string enum (``values``), an integer, or a bool."""
+
+    name: str
+    kind: str  # "enum" | "int" | "bool"
+    doc: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TypeDef:
+    """A parameterless dialect type, such as ``!hector_inter.graph``."""
+
+    name: str
+    summary: str
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """One operation: its signature, its docs and an example in generic form."""
+
+    name: str
+    summary: str
+    description: str
+    operands: tuple[Operand, ...]
+    results: tuple[Operand, ...]
+    attributes: tuple[Attr, ...] = ()
+    example: str = ""
+
+
+@dataclass(frozen=True)
+class DialectDef:
+    """A dialect: its name, a description, its types and its ops."""
+
+    name: str
+    summary: str
+    description: str
+    types: tuple[TypeDef, ...] = ()
+    ops: tuple[OpDef, ...] = field(default_factory=tuple)
+
+    def op(self, name: str) -> OpDef:
+        """Return the op spec called ``name`` (without the dialect prefix)."""
+        for op in self.ops:
+            if op.name == name:
+                return op
+        raise KeyError(f"{self.name}.{name}")
+
+    # ---- IRDL -----------------------------------------------------------------------------
+    def to_irdl(self) -> str:
+        """Render this dialect as an ``irdl.dialect`` module body."""
+        lines = [f"irdl.dialect @{self.name} {{"]
+        for t in self.types:
+            lines.append(f"  irdl.type @{t.name}")
+        for op in self.ops:
+            lines.append(f"  irdl.operation @{op.name} {{")
+            counter = 0
+
+            def fresh(text: str, _lines: list[str] = lines) -> str:
+                nonlocal counter
+                counter += 1
+                name = f"%c{counter}"
+                _lines.append(f"    {name} = {text}")
+                return name
+
+            def constraint(c: str) -> str:
+                if c in _TYPE_CONSTRAINTS:
+                    return fresh(_TYPE_CONSTRAINTS[c])
+                # "<dialect>.<type>": one of our own types.
+                dialect, _, tname = c.partition(".")
+                return fresh(f"irdl.base @{dialect}::@{tname}")
+
+            def group(values: tuple[Operand, ...]) -> str:
+                parts = []
+                for v in values:
+                    ref = constraint(v.constraint)
+                    var = "" if v.variadicity == "single" else f"{v.variadicity} "
+                    parts.append(f"{v.name}: {var}{ref}")
+                return ", ".join(parts)
+
+            if op.operands:
+                body = group(op.operands)
+                lines.append(f"    irdl.operands({body})")
+            else:
+                lines.append("    irdl.operands()")
+            body = group(op.results)
+            lines.append(f"    irdl.results({body})")
+            if op.attributes:
+                entries = []
+                for a in op.attributes:
+                    if a.kind == "enum":
+                        refs = [fresh(f'irdl.is "{v}"') for v in a.values]
+                        ref = fresh(f"irdl.any_of({', '.join(refs)})")
+                    elif a.kind == "int":
+                        ref = fresh('irdl.base "#builtin.integer"')
+                    elif a.kind == "bool":
+                        ref = fresh(
+                            f"irdl.any_of({fresh('irdl.is true')}, {fresh('irdl.is false')})"
+                        )
+                    else:
+                        raise ValueError(f"unknown attribute kind {a.kind!r}")
+                    entries.append(f'"{a.name}" = {ref}')
+                lines.append(f"    irdl.attributes {{{', '.join(entries)}}}")
+            lines.append("  }")
+        lines.append("}")
+        return "\n".join(lines)
+
+    # ---- docs -----------------------------------------------------------------------------
+    def to_markdown(self) -> str:
+        """Render the reference page for this dialect (``docs/dialects/<name>.md``)."""
+        out = [
+            f"# `{self.name}` dialect",
+            "",
+            "<!-- Generated by `python -m hector.dialects.docs`; do not edit. -->",
+            "",
+            self.summary,
+            "",
+            self.description.strip(),
+            "",
+        ]
+        if self.types:
+            out += ["## Types", ""]
+            for t in self.types:
+                out += [f"### `!{self.name}.{t.name}`", "", t.summary, ""]
+        out += ["## Operations", ""]
+        for op in self.ops:
+            out += [f"### `{self.name}.{op.name}`", "", f"_{op.summary}_", ""]
+            out += [op.description.strip(), ""]
+            if op.operands:
+                out += ["| operand | constraint | meaning |", "|---|---|---|"]
+                for v in op.operands:
+                    var = "" if v.variadicity == "single" else f" ({v.variadicity})"
+                    out.append(f"| `{v.name}` | {v.constraint}{var} | {v.doc} |")
+                out.append("")
+            out += ["| result | constraint | meaning |", "|---|---|---|"]
+            for v in op.results:
+                var = "" if v.variadicity == "single" else f" ({v.variadicity})"
+                out.append(f"| `{v.name}` | {v.constraint}{var} | {v.doc} |")
+            out.append("")
+            if op.attributes:
+                out += ["| attribute | kind | meaning |", "|---|---|---|"]
+                for a in op.attributes:
+                    kind = " \\| ".join(f'`"{v}"`' for v in a.values) if a.values else a.kind
+                    out.append(f"| `{a.name}` | {kind} | {a.doc} |")
+                out.append("")
+            if op.example:
+                out += ["Example:", "", "```mlir", op.example.strip(), "```", ""]
+        return "\n".join(out).rstrip() + "\n"

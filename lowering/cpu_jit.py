@@ -1,0 +1,32 @@
+"""The CPU back end: JIT-compile LLVM-dialect modules with MLIR's ExecutionEngine and call them.
+
+Functions are called through their C interface (``llvm.emit_c_interface``): every argument is a
+memref descriptor built over a NumPy array that shares memory with the caller's tensor, so
+outputs are written in place with no copy.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+from mlir import ir
+from mlir.execution_engine import ExecutionEngine
+from mlir.runtime import get_ranked_memref_descriptor
+
+
+class CpuKernel:
+    """A compiled function from an LLVM-dialect module, callable on NumPy arrays."""
+
+    def __init__(self, module: ir.Module, name: str, opt_level: int = 3) -> None:
+        self.name = name
+        self.engine = ExecutionEngine(module, opt_level=opt_level)
+
+    def __call__(self, *arrays: np.ndarray) -> None:
+        """Run the function on ``arrays`` (inputs, then outputs), in the function's order."""
+        descriptors = []
+        for a in arrays:
+            if not a.flags["C_CONTIGUOUS"]:
+                raise ValueError("compiled functions take C-contiguous arrays")
+            descriptors.append(ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))))
+        self.engine.invoke(self.name, *descriptors)

@@ -1,0 +1,79 @@
+"""Hector's named pipelines and the ordered stages of each target.
+
+A target is an ordered list of stages (``inter → intra → loops → llvm`` on the CPU,
+``inter → intra → gpu → ptx`` on the GPU); each stage has a name, so a user can dump the IR
+after any of them (``hector compile --emit intra``, ``CompiledFunction.ir("loops")``). Each stage
+is also a registered named pipeline, so ``hector-opt -p hector-lower-cpu`` runs the same thing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..passes._registry import register_pipeline
+
+# Upstream lowering of scf/memref/arith/func to the LLVM dialect, for the CPU JIT.
+LLVM_CPU = (
+    "canonicalize, convert-linalg-to-loops, convert-scf-to-cf, expand-strided-metadata, "
+    "lower-affine, finalize-memref-to-llvm, convert-arith-to-llvm, convert-index-to-llvm, "
+    "convert-cf-to-llvm, convert-func-to-llvm, reconcile-unrealized-casts"
+)
+
+# NVVM target: sm_90 (H100/H200 class) with PTX ISA 8.0.
+GPU_CHIP = "sm_90"
+GPU_FEATURES = "+ptx80"
+
+
+def ptx_pipeline(chip: str = GPU_CHIP, features: str = GPU_FEATURES) -> str:
+    """Upstream steps from gpu.module kernels to PTX text in a gpu.binary."""
+    return (
+        f"canonicalize, nvvm-attach-target{{chip={chip} features={features}}}, "
+        "gpu.module(convert-scf-to-cf, convert-gpu-to-nvvm, canonicalize, "
+        "reconcile-unrealized-casts), gpu-module-to-binary{format=isa}"
+    )
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One named step of a target: the IR after it can be dumped by this name."""
+
+    name: str
+    pipeline: str
+    description: str
+
+
+CPU_STAGES: tuple[Stage, ...] = (
+    Stage("intra", "convert-hector-inter-to-intra", "GEMM/traversal templates on memrefs"),
+    Stage("loops", "convert-hector-intra-to-scf", "scf.for loop nests"),
+    Stage("llvm", LLVM_CPU, "LLVM dialect, ready for the CPU JIT"),
+)
+
+GPU_STAGES: tuple[Stage, ...] = (
+    Stage("intra", "convert-hector-inter-to-intra", "GEMM/traversal templates on memrefs"),
+    Stage("gpu", "convert-hector-intra-to-gpu", "gpu.func kernels and host launches"),
+    Stage("ptx", ptx_pipeline(), "NVVM → PTX text in a gpu.binary"),
+)
+
+TARGETS: dict[str, tuple[Stage, ...]] = {"cpu": CPU_STAGES, "gpu": GPU_STAGES}
+
+
+register_pipeline(
+    "hector-lower-llvm-cpu",
+    "Upstream lowering of scf/memref/arith/func to the LLVM dialect",
+    LLVM_CPU,
+)
+register_pipeline(
+    "hector-lower-cpu",
+    "hector_inter to the LLVM dialect for the CPU JIT (intra, loops, llvm)",
+    ", ".join(s.pipeline for s in CPU_STAGES),
+)
+register_pipeline(
+    "hector-lower-ptx",
+    f"gpu.module kernels to PTX ({GPU_CHIP}, {GPU_FEATURES})",
+    ptx_pipeline(),
+)
+register_pipeline(
+    "hector-lower-gpu",
+    "hector_inter to GPU kernels compiled to PTX (intra, gpu, ptx)",
+    ", ".join(s.pipeline for s in GPU_STAGES),
+)

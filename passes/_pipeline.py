@@ -1,0 +1,582 @@
+"""Pipeline machinery shared by ``hector-opt`` and the compiler API.
+
+A pipeline string mixes Hector passes (Python functions in :data:`PASSES`), named pipelines
+(:data:`PIPELINES`, expanded in place) and upstream MLIR passes, for example::
+
+    builtin.module(hector-verify, canonicalize, func.func(cse), hector-lower-cpu)
+
+MLIR's textual pipeline parser cannot name a Python pass, so :func:`parse_pipeline` splits the
+string itself into :class:`Stage` objects: one per Hector pass, and one per run of consecutive
+upstream elements. :func:`build_pass_manager` turns the stages into one ``PassManager`` and
+:func:`run_pipeline` runs it, turning every failure into :class:`PipelineError` with the
+diagnostics and, optionally, a reproducer file plus the ``hector-opt`` command that replays it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import os
+import re
+import tempfile
+import traceback
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mlir import ir, passmanager
+
+from ._registry import PASSES, PIPELINES, PassFailure, PassInfo
+
+__all__ = [
+    "VERIFY_PASS",
+    "Diagnostic",
+    "InvalidPipelineError",
+    "PipelineError",
+    "Stage",
+    "build_pass_manager",
+    "diagnostics_from_error",
+    "parse_options",
+    "parse_pipeline",
+    "reproducer_command",
+    "run_pipeline",
+    "split_elements",
+]
+
+#: The pass prepended to every pipeline run with ``verify=True`` (when it is registered).
+VERIFY_PASS = "hector-verify"
+
+# Element names: a pass argument (``hector-verify``) or an anchor op name (``func.func``).
+_ELEMENT = re.compile(r"^(?P<name>[A-Za-z_][\w.\-]*)\s*(?P<rest>.*)$", re.DOTALL)
+_OPEN_TO_CLOSE = {"(": ")", "{": "}", "[": "]"}
+
+
+# ---- diagnostics --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One MLIR diagnostic, copied out of the bindings into plain Python data.
+
+    ``location`` is the textual location (``loc("f.mlir":3:5)``); ``file``, ``line`` and
+    ``column`` are its first file-line-column part, or ``None`` when it has none (unknown
+    locations).
+    """
+
+    severity: str  # "error" | "warning" | "note" | "remark"
+    message: str
+    location: str
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    notes: tuple[Diagnostic, ...] = ()
+
+    @classmethod
+    def from_info(cls, info: Any) -> Diagnostic:
+        """Copy an ``ir.DiagnosticInfo`` (or ``ir.Diagnostic``) and its notes."""
+        file, line, column = file_line_col(info.location)
+        return cls(
+            severity=_severity_name(info.severity),
+            message=str(info.message),
+            location=str(info.location),
+            file=file,
+            line=line,
+            column=column,
+            notes=tuple(cls.from_info(n) for n in info.notes),
+        )
+
+    def format(self, filename: Callable[[str], str] | None = None) -> str:
+        """``file:line:col: severity: message``, then one line per note, like ``mlir-opt``.
+
+        ``filename`` maps the location's file name to the one shown (``"-"`` → the real input).
+        """
+        lines = [self.header(filename)]
+        lines += [n.header(filename) for n in self.notes]
+        return "\n".join(lines)
+
+    def header(self, filename: Callable[[str], str] | None = None) -> str:
+        """The first line alone: ``file:line:col: severity: message`` (no notes)."""
+        return f"{self.where(filename)}: {self.severity}: {self.message}"
+
+    def where(self, filename: Callable[[str], str] | None = None) -> str:
+        """``file:line:col`` (``<unknown>:0`` without a file location)."""
+        if self.file is None:
+            return "<unknown>:0"
+        name = filename(self.file) if filename is not None else self.file
+        return f"{name}:{self.line}:{self.column}"
+
+    def __str__(self) -> str:
+        return self.format()
+
+
+def _severity_name(severity: Any) -> str:
+    name = getattr(severity, "name", str(severity))
+    return name.rsplit(".", 1)[-1].lower()
+
+
+def file_line_col(location: Any) -> tuple[str | None, int | None, int | None]:
+    """The first file-line-column location inside ``location`` (name, call site, fused)."""
+    seen = 0
+    pending = [location]
+    while pending and seen < 64:
+        loc = pending.pop(0)
+        seen += 1
+        if loc.is_a_file():
+            return str(loc.filename), int(loc.start_line), int(loc.start_col)
+        if loc.is_a_name():
+            pending.append(loc.child_loc)
+        elif loc.is_a_callsite():
+            pending.append(loc.callee)
+        elif loc.is_a_fused():
+            pending.extend(loc.locations)
+    return None, None, None
+
+
+def diagnostics_from_error(err: ir.MLIRError) -> list[Diagnostic]:
+    """The diagnostics an ``ir.MLIRError`` carries; its message alone when it has none."""
+    diags = [Diagnostic.from_info(d) for d in getattr(err, "error_diagnostics", [])]
+    if not diags:
+        diags = [Diagnostic("error", str(getattr(err, "message", err)), "loc(unknown)")]
+    return diags
+
+
+class PipelineError(Exception):
+    """A pipeline failed: ``diagnostics`` says why, ``reproducer`` where the input IR went.
+
+    ``command`` is the exact ``hector-opt`` command line replaying the failure on the
+    reproducer file (``None`` when no reproducer was written).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        diagnostics: Iterable[Diagnostic] = (),
+        *,
+        pipeline: str = "",
+        reproducer: str | None = None,
+        command: str | None = None,
+    ) -> None:
+        self.diagnostics = list(diagnostics)
+        self.pipeline = pipeline
+        self.reproducer = reproducer
+        self.command = command
+        #: Formatted tracebacks of unexpected exceptions raised inside Hector passes.
+        self.tracebacks: list[str] = []
+        text = message
+        if self.diagnostics:
+            text += "\n" + "\n".join(d.format() for d in self.diagnostics)
+        if command is not None:
+            text += f"\nreproduce with:\n  {command}"
+        super().__init__(text)
+        self.message = message
+
+
+class InvalidPipelineError(PipelineError, ValueError):
+    """The pipeline string itself is wrong: bad syntax, unknown pass, bad option."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+# ---- parsing ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step of a pipeline.
+
+    A Hector stage has ``pass_info`` set and ``options`` bound (defaults filled in); an upstream
+    stage has ``pass_info`` ``None`` and ``text`` holds one or more comma-separated upstream
+    pipeline elements, as MLIR's textual parser reads them.
+    """
+
+    text: str
+    pass_info: PassInfo | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_hector(self) -> bool:
+        """Whether this stage runs a Hector (Python) pass."""
+        return self.pass_info is not None
+
+    @property
+    def name(self) -> str:
+        """The Hector pass name, or the upstream text."""
+        return self.pass_info.name if self.pass_info is not None else self.text
+
+
+def split_elements(text: str) -> list[str]:
+    """Split a pipeline body at top-level commas, respecting ``()``, ``{}``, ``[]`` and quotes.
+
+    Raises :class:`InvalidPipelineError` on unbalanced brackets or an empty element.
+    """
+    elements: list[str] = []
+    stack: list[str] = []
+    start = 0
+    quote = False
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == '"':
+                quote = False
+            continue
+        if ch == '"':
+            quote = True
+        elif ch in _OPEN_TO_CLOSE:
+            stack.append(_OPEN_TO_CLOSE[ch])
+        elif ch in ")}]":
+            if not stack or stack.pop() != ch:
+                raise InvalidPipelineError(f"unbalanced '{ch}' at offset {i} in pipeline {text!r}")
+        elif ch == "," and not stack:
+            elements.append(text[start:i].strip())
+            start = i + 1
+    if quote:
+        raise InvalidPipelineError(f"unterminated string in pipeline {text!r}")
+    if stack:
+        raise InvalidPipelineError(f"missing '{stack[-1]}' in pipeline {text!r}")
+    elements.append(text[start:].strip())
+    if elements == [""]:
+        return []
+    if any(e == "" for e in elements):
+        raise InvalidPipelineError(f"empty element in pipeline {text!r}")
+    return elements
+
+
+def _split_element(element: str) -> tuple[str, str, str]:
+    """``name{opts}`` → (name, "{", opts); ``anchor(p)`` → (anchor, "(", p); ``name`` → (name, "", "")."""
+    match = _ELEMENT.match(element)
+    if match is None:
+        raise InvalidPipelineError(f"expected a pass name, got {element!r}")
+    name, rest = match.group("name"), match.group("rest").strip()
+    if not rest:
+        return name, "", ""
+    opener = rest[0]
+    if opener in "({" and rest.endswith(_OPEN_TO_CLOSE[opener]):
+        inner = rest[1:-1]
+        # The brackets must close at the very end: "a(b)(c)" is not one element.
+        try:
+            split_elements(inner)
+        except InvalidPipelineError:
+            raise InvalidPipelineError(f"malformed pipeline element {element!r}") from None
+        return name, opener, inner
+    raise InvalidPipelineError(f"malformed pipeline element {element!r}")
+
+
+def _unwrap_module(text: str) -> str:
+    """``builtin.module(body)`` → ``body``; anything else unchanged."""
+    text = text.strip()
+    elements = split_elements(text)
+    if len(elements) == 1:
+        name, opener, inner = _split_element(elements[0])
+        if name == "builtin.module" and opener == "(":
+            return inner
+    return text
+
+
+def parse_options(text: str) -> dict[str, str]:
+    """Parse ``key=value key2="a b" flag`` (MLIR's pass-option syntax) into strings.
+
+    A bare ``flag`` means ``flag=true``; double quotes and one level of braces around a value
+    are removed.
+    """
+    options: dict[str, str] = {}
+    i, n = 0, len(text)
+    while i < n:
+        if text[i].isspace():
+            i += 1
+            continue
+        j = i
+        while j < n and not text[j].isspace() and text[j] != "=":
+            j += 1
+        key = text[i:j]
+        if j < n and text[j] == "=":
+            j += 1
+            value_start = j
+            depth = 0
+            quote = False
+            while j < n:
+                ch = text[j]
+                if quote:
+                    quote = ch != '"'
+                elif ch == '"':
+                    quote = True
+                elif ch == "{":
+                    depth += 1
+                elif ch == "}":
+                    depth -= 1
+                elif ch.isspace() and depth == 0:
+                    break
+                j += 1
+            value = text[value_start:j]
+            if len(value) >= 2 and (value[0], value[-1]) in (('"', '"'), ("{", "}")):
+                value = value[1:-1]
+        else:
+            value = "true"
+        if not key:
+            raise InvalidPipelineError(f"malformed pass options {{{text}}}")
+        options[key] = value
+        i = j
+    return options
+
+
+def _check_nested(name: str, inner: str, anchors: tuple[str, ...]) -> None:
+    """Reject Hector passes inside an upstream nested pipeline (they are module-level only)."""
+    for element in split_elements(inner):
+        sub, opener, body = _split_element(element)
+        path = (*anchors, name)
+        if sub in PASSES or sub in PIPELINES:
+            kind = "pass" if sub in PASSES else "pipeline"
+            where = "".join(f"{a}(" for a in path) + "..." + ")" * len(path)
+            raise InvalidPipelineError(
+                f"Hector {kind} '{sub}' runs on the whole module; it cannot be nested inside "
+                f"'{where}' (put it at the top level of the pipeline)"
+            )
+        if opener == "(":
+            _check_nested(sub, body, path)
+
+
+def parse_pipeline(text: str) -> list[Stage]:
+    """Parse a pipeline string into stages.
+
+    Accepts ``builtin.module(a, b{opt=1 x=foo}, func.func(canonicalize), c)`` or the same
+    without the ``builtin.module(...)`` wrapper. Hector passes become Hector stages with bound
+    options; named pipelines expand recursively; consecutive upstream elements are grouped into
+    one upstream stage. Raises :class:`InvalidPipelineError` on malformed input, unknown options
+    and Hector passes nested inside an op-anchored pipeline.
+    """
+    return _parse(text, ())
+
+
+def _parse(text: str, expanding: tuple[str, ...]) -> list[Stage]:
+    stages: list[Stage] = []
+    upstream: list[str] = []
+
+    def flush() -> None:
+        if upstream:
+            stages.append(Stage(", ".join(upstream)))
+            upstream.clear()
+
+    for element in split_elements(_unwrap_module(text)):
+        name, opener, inner = _split_element(element)
+        if name in PASSES:
+            if opener == "(":
+                raise InvalidPipelineError(
+                    f"Hector pass '{name}' takes options in braces ({name}{{opt=value}}), "
+                    "not a nested pipeline"
+                )
+            info = PASSES[name]
+            try:
+                options = info.bind(parse_options(inner))
+            except ValueError as err:
+                raise InvalidPipelineError(str(err)) from None
+            flush()
+            stages.append(Stage(element, info, options))
+        elif name in PIPELINES:
+            if opener:
+                raise InvalidPipelineError(f"named pipeline '{name}' takes no options")
+            if name in expanding:
+                chain = " -> ".join((*expanding, name))
+                raise InvalidPipelineError(f"named pipeline '{name}' refers to itself ({chain})")
+            flush()
+            stages.extend(_parse(PIPELINES[name].pipeline, (*expanding, name)))
+        else:
+            if opener == "(":
+                _check_nested(name, inner, ())
+            upstream.append(element)
+    flush()
+    return stages
+
+
+# ---- building and running -----------------------------------------------------------------
+
+
+def _close_names(name: str) -> list[str]:
+    return difflib.get_close_matches(name, [*PASSES, *PIPELINES], n=3, cutoff=0.6)
+
+
+def _unknown_pass_message(name: str) -> str:
+    message = f"unknown pass '{name}'"
+    close = _close_names(name)
+    if close:
+        quoted = [f"'{c}'" for c in close]
+        options = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+        message += f"; did you mean {options}?"
+    return message
+
+
+_UNKNOWN_UPSTREAM = re.compile(r"'([^']+)' does not refer to a registered pass or pass pipeline")
+
+
+def _upstream_error(text: str, err: ValueError) -> InvalidPipelineError:
+    """Turn the bindings' ValueError for a bad upstream element into a readable error."""
+    raw = str(err)
+    match = _UNKNOWN_UPSTREAM.search(raw)
+    if match is not None:
+        return InvalidPipelineError(_unknown_pass_message(match.group(1)))
+    # Other parser errors (bad option, bad anchor): keep MLIR's words, drop its blank lines.
+    detail = "; ".join(line.strip() for line in raw.splitlines() if line.strip())
+    return InvalidPipelineError(f"invalid pipeline element '{text}': {detail}")
+
+
+def _location_of(failure: PassFailure, op: ir.Operation) -> ir.Location:
+    loc = failure.location
+    if loc is None:
+        return op.location
+    if isinstance(loc, ir.Location):
+        return loc
+    # Tolerate passes that hand over the offending op or value instead of its location.
+    inner = getattr(loc, "location", None)
+    if isinstance(inner, ir.Location):
+        return inner
+    owner = getattr(loc, "owner", None)
+    if owner is not None and isinstance(getattr(owner, "location", None), ir.Location):
+        return owner.location
+    return op.location
+
+
+def _hector_callable(stage: Stage, tracebacks: list[str]) -> Callable[[Any, Any], None]:
+    """Wrap a Hector pass for ``PassManager.add``: failures become diagnostics, never raise."""
+    info = stage.pass_info
+    assert info is not None
+    options = dict(stage.options)
+
+    def run(op: Any, pass_: Any) -> None:
+        try:
+            # Passes build attributes and ops: give them the module's context and a default
+            # location, as a C++ pass would have.
+            with op.context, op.location:
+                info.run(op, **options)
+        except PassFailure as failure:
+            _location_of(failure, op).emit_error(failure.message)
+            pass_.signal_pass_failure()
+        except Exception as err:  # a bug in the pass: report it, keep the traceback
+            tracebacks.append(traceback.format_exc())
+            op.location.emit_error(
+                f"internal error in pass '{info.name}': {type(err).__name__}: {err}"
+            )
+            pass_.signal_pass_failure()
+
+    return run
+
+
+def build_pass_manager(
+    stages: Iterable[Stage],
+    context: ir.Context,
+    print_ir_after_all: bool = False,
+    *,
+    print_generic_op_form: bool = False,
+    tracebacks: list[str] | None = None,
+) -> passmanager.PassManager:
+    """A ``builtin.module`` PassManager running ``stages`` in order.
+
+    Upstream stages are added textually; Hector stages as Python passes that report
+    :class:`PassFailure` (and any other exception, with the pass name) as an error diagnostic
+    plus a pass failure. With ``print_ir_after_all`` MLIR prints the IR after every pass to
+    stderr (in generic form with ``print_generic_op_form``). When ``tracebacks`` is a list, the
+    formatted traceback of each unexpected exception in a Hector pass is appended to it.
+    Raises :class:`InvalidPipelineError` for an unknown or malformed upstream pass.
+    """
+    if tracebacks is None:
+        tracebacks = []
+    with context:
+        pm = passmanager.PassManager("builtin.module")
+        for stage in stages:
+            if stage.pass_info is None:
+                try:
+                    pm.add(stage.text)
+                except ValueError as err:
+                    raise _upstream_error(stage.text, err) from None
+            else:
+                info = stage.pass_info
+                pm.add(
+                    _hector_callable(stage, tracebacks),
+                    name=info.name,
+                    argument=info.name,
+                    description=info.description,
+                )
+        if print_ir_after_all:
+            pm.enable_ir_printing(
+                print_after_all=True, print_generic_op_form=print_generic_op_form
+            )
+    return pm
+
+
+_REPRO_COUNTER = itertools.count()
+
+
+def _quote(text: str) -> str:
+    """Single-quote ``text`` for a POSIX shell."""
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def reproducer_command(path: str, pipeline: str, verify: bool = True) -> str:
+    """The ``hector-opt`` command line that replays ``pipeline`` on the file ``path``."""
+    command = f"hector-opt {_quote(path) if _needs_quotes(path) else path} -p {_quote(pipeline)}"
+    if not verify:
+        command += " --no-hector-verify"
+    return command
+
+
+def _needs_quotes(text: str) -> bool:
+    return re.fullmatch(r"[\w@%+=:,./-]+", text) is None
+
+
+def _write_reproducer(asm: str) -> str:
+    directory = tempfile.gettempdir()
+    while True:
+        path = os.path.join(directory, f"hector-repro-{os.getpid()}-{next(_REPRO_COUNTER)}.mlir")
+        try:
+            with open(path, "x", encoding="utf-8") as f:
+                f.write(asm)
+            return path
+        except FileExistsError:
+            continue
+
+
+def run_pipeline(
+    module: ir.Module | ir.Operation,
+    pipeline: str,
+    *,
+    print_ir_after_all: bool = False,
+    verify: bool = True,
+    reproducer: bool = True,
+    print_generic_op_form: bool = False,
+) -> None:
+    """Run ``pipeline`` on ``module`` in place.
+
+    With ``verify`` (the default) ``hector-verify`` runs first when it is registered. On
+    failure raises :class:`PipelineError` carrying the diagnostics; with ``reproducer`` the
+    input IR (generic form, as it was before the run) is written to
+    ``<tmp>/hector-repro-<pid>-<n>.mlir`` and the error names the ``hector-opt`` command that
+    replays it. A malformed pipeline raises :class:`InvalidPipelineError` (a subclass).
+    """
+    op = module.operation if isinstance(module, ir.Module) else module
+    stages = parse_pipeline(pipeline)
+    if verify and VERIFY_PASS in PASSES:
+        if not (stages and stages[0].is_hector and stages[0].name == VERIFY_PASS):
+            stages.insert(0, Stage(VERIFY_PASS, PASSES[VERIFY_PASS], PASSES[VERIFY_PASS].bind({})))
+    tracebacks: list[str] = []
+    pm = build_pass_manager(
+        stages,
+        op.context,
+        print_ir_after_all,
+        print_generic_op_form=print_generic_op_form,
+        tracebacks=tracebacks,
+    )
+    asm = op.get_asm(print_generic_op_form=True, assume_verified=True) if reproducer else None
+    try:
+        pm.run(op)
+    except ir.MLIRError as err:
+        diagnostics = diagnostics_from_error(err)
+        path = command = None
+        if asm is not None:
+            path = _write_reproducer(asm)
+            command = reproducer_command(path, pipeline, verify)
+        error = PipelineError(
+            f"pipeline {_quote(pipeline)} failed",
+            diagnostics,
+            pipeline=pipeline,
+            reproducer=path,
+            command=command,
+        )
+        error.tracebacks = tracebacks
+        raise error from None

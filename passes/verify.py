@@ -1,0 +1,303 @@
+"""``hector-verify``: the checks IRDL cannot express, run at the start of every pipeline.
+
+IRDL checks each op on its own (operand types, attribute values). This pass checks what
+relates operands to each other: shapes agree (``K`` of the rows matches ``K`` of the weight),
+weights have the rank their slicing needs, element types are ``f32``, the optional operands a
+template's attributes rely on are present, and every tensor is used as what it is — node-wise,
+edge-wise or a weight. Kinds are inferred along the data flow: function arguments take the kind
+of their first use (or the ``hector.kind`` argument attribute), and a later conflicting use is an
+error at that use.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+
+from ._registry import PassFailure, register_pass
+
+NODE, EDGE, WEIGHT = "node-wise", "edge-wise", "weight"
+
+
+def _shape(value: ir.Value, what: str, op: ir.Operation) -> list[int | None]:
+    t = value.type
+    if not isinstance(t, ir.ShapedType):
+        raise PassFailure(f"{what} must be a tensor or memref, got {t}", op.location)
+    st = ir.ShapedType(t)
+    if not st.has_rank:
+        raise PassFailure(f"{what} must be ranked, got {t}", op.location)
+    if not isinstance(st.element_type, ir.F32Type) and not isinstance(
+        st.element_type
+    , ir.IntegerType):
+        raise PassFailure(f"{what} must have f32 elements, got {t}", op.location)
+    dyn = ir.ShapedType.get_dynamic_size()
+    return [None if d == dyn else d for d in st.shape]
+
+
+def _f32(value: ir.Value, what: str, op: ir.Operation) -> list[int | None]:
+    shape = _shape(value, what, op)
+    if not isinstance(ir.ShapedType(value.type).element_type, ir.F32Type):
+        raise PassFailure(f"{what} must have f32 elements, got {value.type}", op.location)
+    return shape
+
+
+def _rank(shape: list[int | None], rank: int, what: str, op: ir.Operation) -> None:
+    if len(shape) != rank:
+        raise PassFailure(f"{what} must have rank {rank}, got rank {len(shape)}", op.location)
+
+
+def _same(a: int | None, b: int | None, what: str, op: ir.Operation) -> None:
+    if a is not None and b is not None and a != b:
+        raise PassFailure(f"{what}: {a} vs {b}", op.location)
+
+
+def _index(value: ir.Value, what: str, op: ir.Operation) -> None:
+    t = value.type
+    ok = isinstance(t, ir.MemRefType)
+    if ok:
+        mt = ir.MemRefType(t)
+        et = mt.element_type
+        ok = mt.rank == 1 and isinstance(et, ir.IntegerType) and ir.IntegerType(et).width == 32
+    if not ok:
+        raise PassFailure(f"{what} must be memref<?xi32>, got {t}", op.location)
+
+
+class _Kinds:
+    """Kind inference over one function body."""
+
+    def __init__(self, func: ir.Operation) -> None:
+        self.kind: dict[ir.Value, str] = {}
+        block = func.regions[0].blocks[0]
+        arg_attrs = None
+        if "arg_attrs" in func.attributes:
+            arg_attrs = ir.ArrayAttr(func.attributes["arg_attrs"])
+        for i, arg in enumerate(block.arguments):
+            if arg_attrs is None:
+                continue
+            d = ir.DictAttr(arg_attrs[i])
+            if "hector.kind" in d:
+                text = ir.StringAttr(d["hector.kind"]).value
+                mapping = {"node": NODE, "edge": EDGE, "weight": WEIGHT}
+                if text not in mapping:
+                    raise PassFailure(
+                        f"argument #{i}: hector.kind must be one of node, edge, weight; "
+                        f"got {text!r}",
+                        func.location,
+                    )
+                self.kind[arg] = mapping[text]
+
+    def use(self, value: ir.Value, want: str, what: str, op: ir.Operation) -> None:
+        have = self.kind.get(value)
+        if have is None:
+            self.kind[value] = want
+        elif have != want:
+            raise PassFailure(f"{what} must be {want}, but it is {have}", op.location)
+
+    def rows(self, value: ir.Value, what: str, op: ir.Operation) -> str | None:
+        """The kind of a row tensor (node- or edge-wise); a weight here is an error."""
+        have = self.kind.get(value)
+        if have == WEIGHT:
+            raise PassFailure(f"{what} must be node-wise or edge-wise, not a weight", op.location)
+        return have
+
+    def set(self, value: ir.Value, kind: str | None) -> None:
+        if kind is not None:
+            self.kind[value] = kind
+
+
+def _segments(op: ir.Operation) -> list[int]:
+    return list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+
+
+def _str(op: ir.Operation, name: str) -> str:
+    return ir.StringAttr(op.attributes[name]).value
+
+
+def _verify_inter(op: ir.Operation, kinds: _Kinds) -> None:
+    name = op.name.removeprefix("hector_inter.")
+    ops = list(op.operands)
+    res = op.results[0] if len(op.results) else None
+    if name in ("gather_src", "gather_dst"):
+        x = _f32(ops[1], "gathered features", op)
+        _rank(x, 2, "gathered features", op)
+        kinds.use(ops[1], NODE, "gathered features", op)
+        out = _f32(res, "result", op)
+        _rank(out, 2, "result", op)
+        _same(x[1], out[1], "feature width of input and result differ", op)
+        kinds.set(res, EDGE)
+    elif name == "typed_linear":
+        slice_ = _str(op, "slice")
+        x = _f32(ops[1], "input rows", op)
+        w = _f32(ops[2], "weight", op)
+        out = _f32(res, "result", op)
+        _rank(x, 2, "input rows", op)
+        _rank(out, 2, "result", op)
+        kinds.use(ops[2], WEIGHT, "weight", op)
+        if slice_ == "none":
+            _rank(w, 2, 'weight of a typed_linear with slice = "none"', op)
+            k, n = w
+            kinds.set(res, kinds.rows(ops[1], "input rows", op))
+        else:
+            _rank(w, 3, f'weight of a typed_linear with slice = "{slice_}"', op)
+            _, k, n = w
+            want = EDGE if slice_ == "etype" else NODE
+            kinds.use(ops[1], want, f'input rows of a typed_linear with slice = "{slice_}"', op)
+            kinds.set(res, want)
+        _same(x[1], k, "input width does not match the weight's input dimension", op)
+        _same(out[1], n, "result width does not match the weight's output dimension", op)
+        _same(x[0], out[0], "result rows do not match input rows", op)
+    elif name == "degree_norm":
+        out = _f32(res, "result", op)
+        if out != [None, 1] and not (len(out) == 2 and out[1] == 1):
+            raise PassFailure(f"result must be an edge-wise column [E, 1], got {res.type}", op.location)
+        kinds.set(res, EDGE)
+    elif name == "scale":
+        x = _f32(ops[0], "scaled rows", op)
+        s = _f32(ops[1], "scale", op)
+        out = _f32(res, "result", op)
+        _rank(x, 2, "scaled rows", op)
+        if len(s) != 2 or s[1] != 1:
+            raise PassFailure(f"scale must be a column [M, 1], got {ops[1].type}", op.location)
+        _same(x[0], s[0], "rows of the input and the scale differ", op)
+        _same(x[1], out[1], "feature width of input and result differ", op)
+        kx = kinds.rows(ops[0], "scaled rows", op)
+        ks = kinds.rows(ops[1], "scale", op)
+        if kx is not None and ks is not None and kx != ks:
+            raise PassFailure(f"scaled rows are {kx} but the scale is {ks}", op.location)
+        kind = kx or ks
+        if kind is not None:
+            kinds.use(ops[0], kind, "scaled rows", op)
+            kinds.use(ops[1], kind, "scale", op)
+        kinds.set(res, kind)
+    elif name == "sum_to_dst":
+        x = _f32(ops[1], "summed rows", op)
+        out = _f32(res, "result", op)
+        _rank(x, 2, "summed rows", op)
+        _rank(out, 2, "result", op)
+        _same(x[1], out[1], "feature width of input and result differ", op)
+        kinds.use(ops[1], EDGE, "summed rows", op)
+        kinds.set(res, NODE)
+    elif name == "add":
+        a = _f32(ops[0], "left operand", op)
+        b = _f32(ops[1], "right operand", op)
+        out = _f32(res, "result", op)
+        _rank(a, 2, "left operand", op)
+        ka = kinds.rows(ops[0], "left operand", op)
+        if len(b) == 1:
+            kinds.use(ops[1], WEIGHT, "bias", op)
+            _same(a[1], b[0], "bias width does not match the rows", op)
+        else:
+            _rank(b, 2, "right operand", op)
+            _same(a[1], b[1], "operand widths differ", op)
+            _same(a[0], b[0], "operand rows differ", op)
+            kb = kinds.rows(ops[1], "right operand", op)
+            if ka is not None and kb is not None and ka != kb:
+                raise PassFailure(f"cannot add {ka} rows to {kb} rows", op.location)
+            ka = ka or kb
+            if ka is not None:
+                kinds.use(ops[0], ka, "left operand", op)
+                kinds.use(ops[1], ka, "right operand", op)
+        _same(a[1], out[1], "result width differs from operands", op)
+        kinds.set(res, ka)
+    elif name == "unary":
+        x = _f32(ops[0], "operand", op)
+        out = _f32(res, "result", op)
+        if x != out and len(x) == len(out):
+            for i, (p, q) in enumerate(zip(x, out, strict=True)):
+                _same(p, q, f"result dimension {i} differs from the operand", op)
+        kinds.set(res, kinds.rows(ops[0], "operand", op))
+
+
+def _verify_intra(op: ir.Operation) -> None:
+    name = op.name.removeprefix("hector_intra.")
+    seg = _segments(op)
+    ops = list(op.operands)
+    if name == "gemm_template":
+        a, w, gather, widx, scatter, out = seg
+        it = iter(ops)
+        a_v, w_v = next(it), next(it)
+        if gather:
+            _index(next(it), "gather_index", op)
+        if widx:
+            _index(next(it), "weight_index", op)
+        if scatter:
+            _index(next(it), "scatter_index", op)
+        out_v = next(it)
+        sa = _f32(a_v, "a", op)
+        sw = _f32(w_v, "weight", op)
+        so = _f32(out_v, "out", op)
+        _rank(sa, 2, "a", op)
+        _rank(so, 2, "out", op)
+        _rank(sw, 3 if widx else 2, "weight" + (" with a weight_index" if widx else ""), op)
+        _same(sa[1], sw[-2], "a's width does not match the weight's input dimension", op)
+        _same(so[1], sw[-1], "out's width does not match the weight's output dimension", op)
+        tile = ir.IntegerAttr(op.attributes["tile_n"]).value
+        if tile <= 0 or ir.IntegerAttr(op.attributes["block_size"]).value <= 0:
+            raise PassFailure("tile_n and block_size must be positive", op.location)
+        if _str(op, "epilogue") == "store" and scatter:
+            raise PassFailure(
+                'a scattered GEMM must accumulate (epilogue "add" or "atomic_add"): '
+                "several rows may land on one output row",
+                op.location,
+            )
+    elif name == "traversal_template":
+        has_gather, has_index, _, has_y, _ = seg
+        fn, reduce = _str(op, "fn"), _str(op, "reduce")
+        if reduce != "none" and not has_index:
+            raise PassFailure(f'reduce = "{reduce}" needs a scatter_index operand', op.location)
+        if fn in ("scale", "add", "add_bias") and not has_y:
+            raise PassFailure(f'fn = "{fn}" needs a second input y', op.location)
+        if fn not in ("scale", "add", "add_bias") and has_y:
+            raise PassFailure(f'fn = "{fn}" takes no second input', op.location)
+        it = iter(ops)
+        if has_gather:
+            _index(next(it), "gather_index", op)
+        if has_index:
+            _index(next(it), "scatter_index", op)
+        x = _f32(next(it), "x", op)
+        y = _f32(next(it), "y", op) if has_y else None
+        out = _f32(next(it), "out", op)
+        _rank(x, 2, "x", op)
+        _rank(out, 2, "out", op)
+        _same(x[1], out[1], "x and out widths differ", op)
+        if fn == "scale" and y is not None and (len(y) != 2 or y[1] != 1):
+            raise PassFailure("y of a scale must be a column [M, 1]", op.location)
+        if fn == "add" and y is not None and (len(y) != 2 or y[1] != x[1]):
+            raise PassFailure("y of an add must have x's shape", op.location)
+        if fn == "add_bias" and y is not None and (len(y) != 1 or y[0] != x[1]):
+            raise PassFailure("y of an add_bias must be a vector of x's width", op.location)
+
+
+def verify_module(module_op: ir.Operation) -> None:
+    """Check every Hector op in ``module_op``; raise :class:`PassFailure` at the first error."""
+    for func in _functions(module_op):
+        kinds = _Kinds(func)
+        for op in _walk(func):
+            if op.name.startswith("hector_inter."):
+                _verify_inter(op, kinds)
+            elif op.name.startswith("hector_intra."):
+                _verify_intra(op)
+
+
+def _functions(module_op: ir.Operation) -> list[ir.Operation]:
+    out = []
+    for op in module_op.regions[0].blocks[0].operations:
+        if op.operation.name == "func.func" and len(op.operation.regions[0].blocks):
+            out.append(op.operation)
+    return out
+
+
+def _walk(op: ir.Operation):
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                yield inner.operation
+                yield from _walk(inner.operation)
+
+
+@register_pass(
+    "hector-verify",
+    "Check shapes, element types and node/edge/weight kinds that IRDL cannot express",
+)
+def run(module_op: ir.Operation) -> None:
+    """Pass entry point: verify the module (no rewriting)."""
+    verify_module(module_op)

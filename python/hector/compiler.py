@@ -1,0 +1,147 @@
+"""Compile traced hector_inter programs through the named stages of a target.
+
+``compile_traced`` runs the CPU stages (``inter → intra → loops → llvm``), keeps each stage's IR
+for inspection, and JIT-compiles the result; ``compile_gpu`` runs the GPU stages
+(``inter → intra → gpu → ptx``) and returns the PTX. Any stage failure raises
+:class:`hector.passes._pipeline.PipelineError`, whose message names a reproducer file and the
+``hector-opt`` command that replays the failure.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from mlir import ir
+
+from .dialects import make_context
+from .frontend import EDGE, NODE, Traced
+from .graph import HeteroGraph
+from .lowering import pipelines
+from .lowering.cpu_jit import CpuKernel
+from .lowering.ptx import extract_ptx
+from .passes._pipeline import run_pipeline
+
+
+@dataclass
+class StagedModule:
+    """A module taken through a target's stages, with the IR after each stage by name."""
+
+    context: Any
+    module: Any
+    stages: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def ir(self, stage: str) -> str:
+        """The IR text after ``stage``."""
+        if stage not in self.stages:
+            raise KeyError(f"no stage {stage!r}; stages: {', '.join(self.stages)}")
+        return self.stages[stage]
+
+
+def run_stages(text: str, target: str, until: str | None = None) -> StagedModule:
+    """Parse hector_inter ``text`` and run the stages of ``target`` (up to ``until``)."""
+    if target not in pipelines.TARGETS:
+        raise ValueError(f"unknown target {target!r}; targets: {', '.join(pipelines.TARGETS)}")
+    start = time.perf_counter()
+    ctx = make_context()
+    with ctx, ir.Location.unknown():
+        module = ir.Module.parse(text)
+        staged = StagedModule(ctx, module, {"inter": str(module)})
+        first = True
+        for stage in pipelines.TARGETS[target]:
+            run_pipeline(module, stage.pipeline, verify=first)
+            first = False
+            staged.stages[stage.name] = str(module)
+            if stage.name == until:
+                break
+    staged.seconds = time.perf_counter() - start
+    return staged
+
+
+@dataclass
+class CpuEntry:
+    """A compiled CPU kernel plus the ABI needed to call it on a graph and tensors."""
+
+    traced: Traced
+    staged: StagedModule
+    kernel: CpuKernel
+
+    def ir(self, stage: str) -> str:
+        """The IR after ``stage``."""
+        return self.staged.ir(stage)
+
+    def run(
+        self, g: HeteroGraph, tensors: tuple[torch.Tensor, ...], names: list[str]
+    ) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        """Check the tensors against the graph, allocate outputs and call the kernel."""
+        for name, kind, t in zip(names, self.traced.arg_kinds, tensors, strict=True):
+            if kind == NODE and t.shape[0] != g.num_nodes:
+                raise ValueError(
+                    f"argument '{name}' is node-wise: expected {g.num_nodes} rows (the graph's "
+                    f"nodes), got {t.shape[0]}"
+                )
+            if kind == EDGE and t.shape[0] != g.num_edges:
+                raise ValueError(
+                    f"argument '{name}' is edge-wise: expected {g.num_edges} rows, "
+                    f"got {t.shape[0]}"
+                )
+        weight_checks = _weight_rows(self.traced)
+        for pos, slice_ in weight_checks.items():
+            want = g.num_etypes if slice_ == "etype" else g.num_ntypes
+            have = tensors[pos].shape[0]
+            if have != want:
+                what = "edge types" if slice_ == "etype" else "node types"
+                raise ValueError(
+                    f"argument '{names[pos]}' is sliced by {slice_}: expected {want} slices "
+                    f"(the graph's {what}), got {have}"
+                )
+        outs = []
+        for kind, width in zip(self.traced.result_kinds, self.traced.result_widths, strict=True):
+            rows = g.num_nodes if kind == NODE else g.num_edges
+            outs.append(torch.empty((rows, *width), dtype=torch.float32))
+        arrays = [np.ascontiguousarray(a.numpy()) for a in g.arrays()]
+        arrays += [t.detach().contiguous().numpy() for t in tensors]
+        arrays += [o.numpy() for o in outs]
+        self.kernel(*arrays)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _weight_rows(traced: Traced) -> dict[int, str]:
+    """Positions of type-sliced weights and their slicing, read from the traced text."""
+    out: dict[int, str] = {}
+    for line in traced.text.splitlines():
+        if "typed_linear" in line and 'slice = "none"' not in line:
+            operands = line.split("(", 1)[1].split(")", 1)[0].split(", ")
+            weight = operands[2]
+            if weight.startswith("%a"):
+                out[int(weight[2:])] = "etype" if 'slice = "etype"' in line else "ntype"
+    return out
+
+
+def compile_traced(traced: Traced, target: str = "cpu") -> CpuEntry:
+    """Lower a traced program through the CPU stages and JIT-compile it."""
+    staged = run_stages(traced.text, target)
+    with staged.context:
+        kernel = CpuKernel(staged.module, traced.name)
+    return CpuEntry(traced, staged, kernel)
+
+
+@dataclass
+class GpuEntry:
+    """PTX for a traced program, with the IR of every stage."""
+
+    staged: StagedModule
+    ptx: str
+
+
+def compile_gpu(traced: Traced | str) -> GpuEntry:
+    """Lower a traced program (or hector_inter text) through the GPU stages to PTX."""
+    text = traced.text if isinstance(traced, Traced) else traced
+    staged = run_stages(text, "gpu")
+    with staged.context:
+        ptx = "\n".join(extract_ptx(staged.module).values())
+    return GpuEntry(staged, ptx)

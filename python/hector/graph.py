@@ -1,0 +1,351 @@
+"""Heterogeneous graphs as the compiled code sees them.
+
+A :class:`HeteroGraph` is a COO edge list sorted (stably) by edge type, with node types and the
+per-edge degree normalizers RGCN-style models need, all as contiguous CPU tensors. It is built
+from PyG-style ``edge_index`` / ``edge_type`` tensors by :meth:`HeteroGraph.from_edge_index`,
+which validates its inputs and raises :class:`ValueError` naming the problem; preprocessing
+(range checks, sorting, degree counts) runs in the native runtime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import torch
+
+from hector.runtime import native
+
+__all__ = ["GRAPH_ARRAYS", "HeteroGraph", "random_graph"]
+
+#: Names of the graph tensors passed to compiled code, in exactly this order (see
+#: :meth:`HeteroGraph.arrays`).
+GRAPH_ARRAYS = ("src", "dst", "etype", "ntype", "etype_ptr", "norm_dst_etype", "norm_dst")
+
+_INT32_MAX = 2**31 - 1
+
+
+def _as_int_tensor(name: str, value: Any) -> torch.Tensor:
+    """Return ``value`` as a CPU integer tensor, or raise ValueError naming ``name``."""
+    if not isinstance(value, torch.Tensor):
+        if isinstance(value, np.ndarray):
+            value = torch.from_numpy(value)
+        else:
+            raise ValueError(
+                f"{name} must be a torch.Tensor of integers, got {type(value).__name__}"
+            )
+    if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
+        raise ValueError(f"{name} must have an integer dtype, got {value.dtype}")
+    return value.detach().cpu()
+
+
+def _as_count(name: str, value: Any, *, minimum: int = 0) -> int:
+    """Return ``value`` as a Python int in ``[minimum, 2**31 - 1]``, or raise ValueError."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_floating_point():
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ValueError(f"{name} must be an int, got {type(value).__name__}")
+    value = int(value)
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if value > _INT32_MAX:
+        raise ValueError(f"{name} = {value} does not fit in int32 (max {_INT32_MAX})")
+    return value
+
+
+def _int64_numpy(t: torch.Tensor) -> np.ndarray:
+    """Return a contiguous int64 numpy view/copy of an integer CPU tensor."""
+    return np.ascontiguousarray(t.to(torch.int64).numpy())
+
+
+class HeteroGraph:
+    """A heterogeneous graph with edges sorted by edge type.
+
+    Build one with :meth:`from_edge_index` (or :func:`random_graph`); the constructor takes
+    already-validated, already-sorted arrays and is not meant to be called directly.
+
+    Attributes (all contiguous CPU tensors; E edges, N nodes, R edge types):
+        src, dst, etype: int32 [E], edge endpoints and types in edge-type-sorted order.
+        ntype: int32 [N], the type of every node.
+        etype_ptr: int32 [R + 1], edges of type r are ``[etype_ptr[r], etype_ptr[r + 1])``.
+        norm_dst_etype: float32 [E, 1], ``1 / #edges with the same (dst, etype)``: RGCN's
+            1/c_{i,r}, i.e. a mean over the in-neighbours of each relation.
+        norm_dst: float32 [E, 1], ``1 / in-degree(dst)``.
+        perm: int64 [E], the original (input) id of each sorted edge.
+    """
+
+    def __init__(
+        self,
+        *,
+        src: torch.Tensor,
+        dst: torch.Tensor,
+        etype: torch.Tensor,
+        ntype: torch.Tensor,
+        etype_ptr: torch.Tensor,
+        norm_dst_etype: torch.Tensor,
+        norm_dst: torch.Tensor,
+        perm: torch.Tensor,
+        num_ntypes: int,
+    ) -> None:
+        """Store preprocessed arrays; use :meth:`from_edge_index` to build a graph."""
+        self.src = src
+        self.dst = dst
+        self.etype = etype
+        self.ntype = ntype
+        self.etype_ptr = etype_ptr
+        self.norm_dst_etype = norm_dst_etype
+        self.norm_dst = norm_dst
+        self.perm = perm
+        self._num_ntypes = num_ntypes
+
+    @classmethod
+    def from_edge_index(
+        cls,
+        edge_index: torch.Tensor,
+        edge_type: torch.Tensor,
+        num_nodes: int | None = None,
+        node_type: torch.Tensor | None = None,
+        num_etypes: int | None = None,
+        num_ntypes: int | None = None,
+    ) -> HeteroGraph:
+        """Build a graph from PyG-style tensors, validating them first.
+
+        Args:
+            edge_index: integer [2, E] tensor; row 0 holds source and row 1 destination ids.
+            edge_type: integer [E] tensor of edge types.
+            num_nodes: number of nodes N; defaults to ``len(node_type)`` when given, else
+                ``edge_index.max() + 1`` (0 without edges).
+            node_type: integer [N] tensor of node types; defaults to all zeros.
+            num_etypes: number of edge types R; defaults to ``edge_type.max() + 1``.
+            num_ntypes: number of node types; defaults to ``node_type.max() + 1`` (1 without
+                ``node_type``).
+
+        Returns:
+            The graph, with edges stably sorted by edge type.
+
+        Raises:
+            ValueError: on a non-integer dtype, a wrong shape, mismatched lengths, a negative
+                count, or a node id, edge type or node type out of range; the message names the
+                offending entry.
+        """
+        edge_index = _as_int_tensor("edge_index", edge_index)
+        edge_type = _as_int_tensor("edge_type", edge_type)
+        if edge_index.dim() != 2 or edge_index.shape[0] != 2:
+            raise ValueError(f"edge_index must have shape [2, E], got {list(edge_index.shape)}")
+        if edge_type.dim() != 1:
+            raise ValueError(f"edge_type must have shape [E], got {list(edge_type.shape)}")
+        num_edges = edge_index.shape[1]
+        if edge_type.shape[0] != num_edges:
+            raise ValueError(
+                f"edge_type has {edge_type.shape[0]} entries but edge_index has {num_edges} edges"
+            )
+        if num_edges > _INT32_MAX:
+            raise ValueError(f"{num_edges} edges do not fit in int32 (max {_INT32_MAX})")
+
+        if node_type is not None:
+            node_type = _as_int_tensor("node_type", node_type)
+            if node_type.dim() != 1:
+                raise ValueError(f"node_type must have shape [N], got {list(node_type.shape)}")
+        if num_nodes is None:
+            if node_type is not None:
+                num_nodes = node_type.shape[0]
+            else:
+                num_nodes = int(edge_index.max()) + 1 if num_edges > 0 else 0
+                num_nodes = max(num_nodes, 0)  # a negative id is reported below
+        num_nodes = _as_count("num_nodes", num_nodes)
+        if node_type is not None and node_type.shape[0] != num_nodes:
+            raise ValueError(
+                f"node_type has {node_type.shape[0]} entries but num_nodes={num_nodes}"
+            )
+        if num_etypes is None:
+            num_etypes = max(int(edge_type.max()) + 1, 0) if num_edges > 0 else 0
+        num_etypes = _as_count("num_etypes", num_etypes)
+
+        # Range checks on the edges, in the native runtime.
+        src64 = _int64_numpy(edge_index[0])
+        dst64 = _int64_numpy(edge_index[1])
+        etype64 = _int64_numpy(edge_type)
+        code, bad = native.graph_validate(src64, dst64, etype64, num_nodes, num_etypes)
+        if code == native.ERR_SRC_RANGE:
+            raise ValueError(
+                f"edge_index[0][{bad}] = {int(src64[bad])} is out of range for "
+                f"num_nodes={num_nodes}"
+            )
+        if code == native.ERR_DST_RANGE:
+            raise ValueError(
+                f"edge_index[1][{bad}] = {int(dst64[bad])} is out of range for "
+                f"num_nodes={num_nodes}"
+            )
+        if code == native.ERR_ETYPE_RANGE:
+            value = int(etype64[bad])
+            if value < 0:
+                raise ValueError(f"edge_type[{bad}] = {value} is negative")
+            raise ValueError(
+                f"edge_type[{bad}] = {value} is out of range for num_etypes={num_etypes}"
+            )
+
+        # Node types.
+        if num_ntypes is not None:
+            num_ntypes = _as_count("num_ntypes", num_ntypes)
+        if node_type is None:
+            if num_ntypes is None:
+                num_ntypes = 1
+            ntype = torch.zeros(num_nodes, dtype=torch.int32)
+        else:
+            if num_ntypes is None:
+                num_ntypes = int(node_type.max()) + 1 if num_nodes > 0 else 1
+                num_ntypes = max(num_ntypes, 1)  # a negative type is reported below
+            ntype64 = node_type.to(torch.int64)
+            bad_nodes = ((ntype64 < 0) | (ntype64 >= int(num_ntypes))).nonzero()
+            if bad_nodes.numel() > 0:
+                i = int(bad_nodes[0, 0])
+                value = int(ntype64[i])
+                if value < 0:
+                    raise ValueError(f"node_type[{i}] = {value} is negative")
+                raise ValueError(
+                    f"node_type[{i}] = {value} is out of range for num_ntypes={num_ntypes}"
+                )
+            ntype = node_type.to(torch.int32, copy=True).contiguous()
+        num_ntypes = _as_count("num_ntypes", num_ntypes)
+        if num_nodes > 0 and num_ntypes == 0:
+            raise ValueError(f"num_ntypes must be >= 1 for a graph with {num_nodes} nodes")
+
+        # Stable sort by edge type, then degree normalizers on the sorted edges.
+        perm_np, etype_ptr_np = native.graph_sort_by_etype(etype64, num_etypes)
+        src32 = np.ascontiguousarray(src64[perm_np].astype(np.int32))
+        dst32 = np.ascontiguousarray(dst64[perm_np].astype(np.int32))
+        etype32 = np.ascontiguousarray(etype64[perm_np].astype(np.int32))
+        norm_dst_etype, norm_dst = native.graph_degree_norm(dst32, etype32, num_nodes, num_etypes)
+        return cls(
+            src=torch.from_numpy(src32),
+            dst=torch.from_numpy(dst32),
+            etype=torch.from_numpy(etype32),
+            ntype=ntype,
+            etype_ptr=torch.from_numpy(etype_ptr_np.astype(np.int32)),
+            norm_dst_etype=torch.from_numpy(norm_dst_etype).reshape(num_edges, 1),
+            norm_dst=torch.from_numpy(norm_dst).reshape(num_edges, 1),
+            perm=torch.from_numpy(perm_np),
+            num_ntypes=num_ntypes,
+        )
+
+    @property
+    def num_nodes(self) -> int:
+        """Number of nodes N."""
+        return int(self.ntype.shape[0])
+
+    @property
+    def num_edges(self) -> int:
+        """Number of edges E."""
+        return int(self.src.shape[0])
+
+    @property
+    def num_etypes(self) -> int:
+        """Number of edge types R (including types without edges)."""
+        return int(self.etype_ptr.shape[0]) - 1
+
+    @property
+    def num_ntypes(self) -> int:
+        """Number of node types (including types without nodes)."""
+        return self._num_ntypes
+
+    def arrays(self) -> tuple[torch.Tensor, ...]:
+        """Return the graph tensors in :data:`GRAPH_ARRAYS` order, as compiled code takes them."""
+        return tuple(getattr(self, name) for name in GRAPH_ARRAYS)
+
+    def schema(self) -> tuple[int, int]:
+        """Return ``(num_etypes, num_ntypes)``: the part of the graph compiled code depends on."""
+        return (self.num_etypes, self.num_ntypes)
+
+    def edge_index_sorted(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return int64 ``edge_index`` [2, E] and ``edge_type`` [E] in the sorted edge order.
+
+        Feeding these to a PyG layer makes its edges line up with this graph's edges.
+        """
+        edge_index = torch.stack([self.src, self.dst]).to(torch.int64)
+        return edge_index, self.etype.to(torch.int64)
+
+    def __repr__(self) -> str:
+        """Return a one-line summary of the graph's sizes."""
+        return (
+            f"HeteroGraph(num_nodes={self.num_nodes}, num_edges={self.num_edges}, "
+            f"num_etypes={self.num_etypes}, num_ntypes={self.num_ntypes})"
+        )
+
+
+def random_graph(
+    num_nodes: int,
+    num_edges: int,
+    num_etypes: int,
+    *,
+    num_ntypes: int = 1,
+    empty_etypes: Iterable[int] = (),
+    isolated_nodes: int = 0,
+    seed: int = 0,
+) -> HeteroGraph:
+    """Generate a random heterogeneous graph with a skewed degree distribution.
+
+    Sources follow a power-law-like distribution (a few hub nodes emit many edges), edge types
+    are skewed too (some relations are rare), destinations and node types are uniform.
+    Self-loops and duplicate edges may occur.
+
+    Args:
+        num_nodes: number of nodes N.
+        num_edges: number of edges E.
+        num_etypes: number of edge types R.
+        num_ntypes: number of node types; each node gets a uniformly random one.
+        empty_etypes: edge types that must have no edges.
+        isolated_nodes: the last ``isolated_nodes`` nodes get no incident edge.
+        seed: seed of the ``torch.Generator``; equal arguments give equal graphs.
+
+    Returns:
+        The graph.
+
+    Raises:
+        ValueError: if the arguments are inconsistent (e.g. edges requested but every edge type
+            is empty or every node is isolated).
+    """
+    num_nodes = _as_count("num_nodes", num_nodes)
+    num_edges = _as_count("num_edges", num_edges)
+    num_etypes = _as_count("num_etypes", num_etypes)
+    num_ntypes = _as_count("num_ntypes", num_ntypes, minimum=1)
+    isolated_nodes = _as_count("isolated_nodes", isolated_nodes)
+    empty = {int(r) for r in empty_etypes}
+    for r in sorted(empty):
+        if not 0 <= r < num_etypes:
+            raise ValueError(f"empty_etypes entry {r} is out of range for num_etypes={num_etypes}")
+    if isolated_nodes > num_nodes:
+        raise ValueError(f"isolated_nodes={isolated_nodes} exceeds num_nodes={num_nodes}")
+    active = num_nodes - isolated_nodes
+    allowed = torch.tensor([r for r in range(num_etypes) if r not in empty], dtype=torch.int64)
+    if num_edges > 0 and active == 0:
+        raise ValueError("cannot place edges: every node is isolated")
+    if num_edges > 0 and allowed.numel() == 0:
+        raise ValueError("cannot place edges: every edge type is empty")
+
+    gen = torch.Generator().manual_seed(seed)
+    node_type = torch.randint(0, num_ntypes, (num_nodes,), generator=gen, dtype=torch.int64)
+    if num_edges == 0:
+        edge_index = torch.empty(2, 0, dtype=torch.int64)
+        edge_type = torch.empty(0, dtype=torch.int64)
+    else:
+        # Rank r = floor(n * u^3) has density ~ r^(-2/3): low ranks (hubs) are drawn far more
+        # often. A random permutation maps ranks to node ids so hubs are spread over the graph.
+        hubs = torch.randperm(active, generator=gen)
+        u = torch.rand(num_edges, generator=gen, dtype=torch.float64)
+        rank = (u.pow(3) * active).to(torch.int64).clamp_(max=active - 1)
+        src = hubs[rank]
+        dst = torch.randint(0, active, (num_edges,), generator=gen, dtype=torch.int64)
+        u = torch.rand(num_edges, generator=gen, dtype=torch.float64)
+        type_rank = (u.pow(2) * allowed.numel()).to(torch.int64).clamp_(max=allowed.numel() - 1)
+        type_order = allowed[torch.randperm(allowed.numel(), generator=gen)]
+        edge_type = type_order[type_rank]
+        edge_index = torch.stack([src, dst])
+    return HeteroGraph.from_edge_index(
+        edge_index,
+        edge_type,
+        num_nodes=num_nodes,
+        node_type=node_type,
+        num_etypes=num_etypes,
+        num_ntypes=num_ntypes,
+    )

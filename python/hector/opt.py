@@ -1,0 +1,424 @@
+"""``hector-opt``: parse, verify, transform and print IR in Hector's dialects, like ``mlir-opt``.
+
+Reads a file (or ``-``/stdin), runs a pipeline that mixes Hector passes, named pipelines and
+upstream MLIR passes (``-p 'builtin.module(hector-verify, canonicalize)'``), and prints the
+result. ``hector-verify`` runs first unless ``--no-hector-verify`` is given. Diagnostics print as
+``file:line:col: error: message`` with the source line; ``--verify-diagnostics`` checks them
+against ``// expected-error {{...}}`` comments instead, as lit tests of invalid IR do.
+
+Exit status: 0 on success, 1 when the input or the pipeline is wrong (or an expected diagnostic
+did not match), 2 on an internal error in hector-opt itself. Set ``HECTOR_DEBUG=1`` to see the
+Python tracebacks behind internal errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TextIO
+
+SPLIT_MARKER = "// -----"
+_SPLIT_LINE = re.compile(r"^\s*// -----\s*$")
+_EXPECTED = re.compile(
+    r"expected-(?P<kind>error|note|remark|warning)(?P<re>-re)? *"
+    r"(?:@(?P<where>[+-][0-9]+|above|below|unknown))? *\{\{(?P<text>.*)\}\}\s*$"
+)
+
+
+class _UsageError(Exception):
+    """A user error outside any IR location (bad input file, bad pipeline): exit 1."""
+
+
+def _debug() -> bool:
+    return os.environ.get("HECTOR_DEBUG", "") not in ("", "0")
+
+
+# ---- argument parsing ---------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="hector-opt",
+        description="Parse, verify, transform and print IR in Hector's dialects.",
+    )
+    p.add_argument("input", nargs="?", default="-", help="input file ('-' or none for stdin)")
+    p.add_argument("-o", dest="output", default="-", metavar="FILE", help="output file")
+    p.add_argument(
+        "-p",
+        "--pass-pipeline",
+        default="",
+        metavar="PIPELINE",
+        help="pipeline to run, e.g. 'builtin.module(hector-verify, canonicalize)'",
+    )
+    p.add_argument(
+        "--list-passes",
+        action="store_true",
+        help="list Hector passes (with options) and named pipelines, then exit",
+    )
+    p.add_argument(
+        "--split-input-file",
+        action="store_true",
+        help=f"process each '{SPLIT_MARKER}'-separated chunk of the input independently",
+    )
+    p.add_argument(
+        "--verify-diagnostics",
+        action="store_true",
+        help="check diagnostics against '// expected-error {{...}}' comments",
+    )
+    p.add_argument(
+        "--mlir-print-ir-after-all",
+        action="store_true",
+        help="print the IR after every pass (to stderr)",
+    )
+    p.add_argument(
+        "--mlir-print-op-generic", action="store_true", help="print ops in generic form"
+    )
+    p.add_argument(
+        "--mlir-print-debuginfo", action="store_true", help="print locations in the output"
+    )
+    p.add_argument(
+        "--no-hector-verify",
+        action="store_true",
+        help="do not run hector-verify at the start of the pipeline",
+    )
+    p.add_argument(
+        "--allow-unregistered-dialect",
+        action="store_true",
+        help="accept ops of dialects that are not loaded",
+    )
+    return p
+
+
+# ---- pass registry ------------------------------------------------------------------------
+
+
+def _load_passes() -> None:
+    """Register every Hector pass and named pipeline (``import hector.lowering``)."""
+    try:
+        import hector.lowering  # noqa: F401  (registers passes, conversions and pipelines)
+    except Exception as err:
+        raise RuntimeError(
+            f"cannot load Hector's passes: importing hector.lowering failed with "
+            f"{type(err).__name__}: {err}"
+        ) from err
+
+
+def list_passes(out: TextIO) -> None:
+    """Print every Hector pass with its description and options, then the named pipelines."""
+    from hector.passes._registry import PASSES, PIPELINES
+
+    out.write("Hector passes:\n")
+    for name in sorted(PASSES):
+        info = PASSES[name]
+        out.write(f"  {name} — {info.description}\n")
+        for opt_name, opt in info.options.items():
+            default = str(opt.default).lower() if opt.type is bool else opt.default
+            choices = f" (one of {', '.join(map(str, opt.choices))})" if opt.choices else ""
+            out.write(f"      {opt_name}={default} — {opt.doc}{choices}\n")
+    out.write("Named pipelines:\n")
+    for name in sorted(PIPELINES):
+        info = PIPELINES[name]
+        out.write(f"  {name} — {info.description}\n")
+        out.write(f"      = {info.pipeline}\n")
+
+
+# ---- input --------------------------------------------------------------------------------
+
+
+def _read_input(path: str) -> tuple[str, str]:
+    """(text, display name) of the input; raises :class:`_UsageError` when unreadable."""
+    if path == "-":
+        return sys.stdin.read(), "<stdin>"
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read(), path
+    except FileNotFoundError:
+        raise _UsageError(f"could not open input file '{path}': no such file") from None
+    except IsADirectoryError:
+        raise _UsageError(f"could not open input file '{path}': is a directory") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise _UsageError(f"could not read input file '{path}': {err}") from None
+
+
+@dataclass
+class _Chunk:
+    """One piece of the input, padded with blank lines so its line numbers are the file's."""
+
+    text: str
+    first_line: int  # 1-based line of the original file where the chunk starts
+
+    @property
+    def padded(self) -> str:
+        return "\n" * (self.first_line - 1) + self.text
+
+
+def split_input(text: str, split: bool) -> list[_Chunk]:
+    """The whole input, or its ``// -----``-separated chunks when ``split``."""
+    if not split:
+        return [_Chunk(text, 1)]
+    chunks: list[_Chunk] = []
+    lines = text.splitlines(keepends=True)
+    start = 0
+    for i, line in enumerate(lines):
+        if _SPLIT_LINE.match(line):
+            chunks.append(_Chunk("".join(lines[start:i]), start + 1))
+            start = i + 1
+    chunks.append(_Chunk("".join(lines[start:]), start + 1))
+    return chunks
+
+
+# ---- diagnostics --------------------------------------------------------------------------
+
+
+def _render(diag, name_of: Callable[[str], str], source: list[str]) -> str:
+    """``file:line:col: severity: message``, the source line and a caret, then the notes."""
+    out: list[str] = []
+    for d in (diag, *diag.notes):
+        out.append(d.header(name_of))
+        if d.file == "-" and d.line is not None and 1 <= d.line <= len(source):
+            line = source[d.line - 1].rstrip("\n")
+            prefix = "".join(c if c == "\t" else " " for c in line[: max(d.column - 1, 0)])
+            out.append(line)
+            out.append(prefix + "^")
+    return "\n".join(out)
+
+
+@dataclass
+class _Expected:
+    """One ``// expected-<kind> [@where] {{text}}`` comment."""
+
+    kind: str
+    text: str
+    regex: bool
+    line: int | None  # None: an unknown location (@unknown)
+    comment_line: int
+    matched: bool = False
+
+    def matches(self, message: str) -> bool:
+        if not self.regex:
+            return self.text in message
+        # "-re": literal text with {{regex}} parts, as in MLIR and FileCheck.
+        parts = re.split(r"\{\{(.*?)\}\}", self.text)
+        pattern = "".join(p if i % 2 else re.escape(p) for i, p in enumerate(parts))
+        return re.search(pattern, message) is not None
+
+
+def parse_expectations(chunk: _Chunk) -> list[_Expected]:
+    """The expected diagnostics a chunk declares, with the line each refers to."""
+    expected: list[_Expected] = []
+    below: list[_Expected] = []
+    last_plain: int | None = None
+    for offset, line in enumerate(chunk.text.splitlines()):
+        number = chunk.first_line + offset
+        match = _EXPECTED.search(line)
+        if match is None:
+            last_plain = number
+            for e in below:
+                e.line = number
+            below.clear()
+            continue
+        where = match.group("where")
+        e = _Expected(
+            match.group("kind"), match.group("text"), match.group("re") is not None, number, number
+        )
+        if where is None:
+            pass
+        elif where[0] in "+-":
+            e.line = number + int(where)
+        elif where == "unknown":
+            e.line = None
+        elif where == "above":
+            e.line = last_plain if last_plain is not None else number - 1
+        else:  # below: the next line without an expectation
+            below.append(e)
+        expected.append(e)
+    return expected
+
+
+def check_expectations(
+    expected: list[_Expected], produced: list, name_of: Callable[[str], str]
+) -> list[str]:
+    """Match produced diagnostics (and their notes) against expectations; return the misses."""
+    problems: list[str] = []
+    for diag in produced:
+        for d in (diag, *diag.notes):
+            line = d.line if d.file == "-" else None
+            candidates = [
+                e for e in expected if e.kind == d.severity and e.line == line and e.matches(d.message)
+            ]
+            fresh = [e for e in candidates if not e.matched]
+            if fresh or candidates:
+                (fresh or candidates)[0].matched = True
+            elif d.severity in ("error", "warning"):
+                problems.append(f"{d.where(name_of)}: error: unexpected {d.severity}: {d.message}")
+    name = name_of("-")
+    for e in expected:
+        if not e.matched:
+            where = f"{name}:{e.comment_line}"
+            at = "an unknown location" if e.line is None else f"line {e.line}"
+            problems.append(
+                f'{where}: error: expected {e.kind} "{e.text}" was not produced (at {at})'
+            )
+    return problems
+
+
+# ---- processing ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Result:
+    output: str | None  # printed IR, None when the chunk failed
+    diagnostics: list = field(default_factory=list)
+    tracebacks: list[str] = field(default_factory=list)
+
+
+def _process(chunk: _Chunk, context, args: argparse.Namespace, extra: list) -> _Result:
+    """Parse, run the pipeline on and print one chunk."""
+    from mlir import ir
+
+    from hector.passes._pipeline import (
+        InvalidPipelineError,
+        PipelineError,
+        diagnostics_from_error,
+        run_pipeline,
+    )
+
+    try:
+        module = ir.Module.parse(chunk.padded, context)
+    except ir.MLIRError as err:
+        return _Result(None, diagnostics_from_error(err) + _drain(extra))
+    sys.stderr.flush()
+    try:
+        run_pipeline(
+            module,
+            args.pass_pipeline,
+            print_ir_after_all=args.mlir_print_ir_after_all,
+            verify=not args.no_hector_verify,
+            reproducer=False,
+            print_generic_op_form=args.mlir_print_op_generic,
+        )
+    except InvalidPipelineError:
+        raise
+    except PipelineError as err:
+        return _Result(None, err.diagnostics + _drain(extra), err.tracebacks)
+    text = module.operation.get_asm(
+        print_generic_op_form=args.mlir_print_op_generic,
+        enable_debug_info=args.mlir_print_debuginfo,
+    )
+    return _Result(text, _drain(extra))
+
+
+def _drain(extra: list) -> list:
+    out = list(extra)
+    extra.clear()
+    return out
+
+
+def _run(args: argparse.Namespace) -> int:
+    _load_passes()
+    if args.list_passes:
+        list_passes(sys.stdout)
+        return 0
+
+    from mlir import ir
+
+    from hector.dialects import load
+    from hector.passes._pipeline import (
+        Diagnostic,
+        InvalidPipelineError,
+        build_pass_manager,
+        parse_pipeline,
+    )
+
+    context = ir.Context()
+    context.allow_unregistered_dialects = args.allow_unregistered_dialect
+    load(context)
+    # Check the pipeline once, before reading any input, so a typo is one clear error.
+    try:
+        build_pass_manager(parse_pipeline(args.pass_pipeline), context)
+    except InvalidPipelineError as err:
+        raise _UsageError(str(err)) from None
+
+    text, display = _read_input(args.input)
+    source = text.splitlines()
+
+    def name_of(file: str) -> str:
+        return display if file == "-" else file
+
+    # Diagnostics no MLIRError captures (warnings, remarks, errors emitted outside a run).
+    extra: list[Diagnostic] = []
+
+    def on_diagnostic(d) -> bool:
+        try:
+            extra.append(Diagnostic.from_info(d))
+        except Exception:  # never let a handler raise into MLIR
+            return False
+        return True
+
+    context.attach_diagnostic_handler(on_diagnostic)
+
+    outputs: list[str] = []
+    failed = False
+    for chunk in split_input(text, args.split_input_file):
+        try:
+            result = _process(chunk, context, args, extra)
+        except InvalidPipelineError as err:
+            raise _UsageError(str(err)) from None
+        if _debug():
+            for tb in result.tracebacks:
+                sys.stderr.write(tb)
+        if args.verify_diagnostics:
+            problems = check_expectations(
+                parse_expectations(chunk), result.diagnostics, name_of
+            )
+            for p in problems:
+                sys.stderr.write(p + "\n")
+            failed |= bool(problems)
+        else:
+            for d in result.diagnostics:
+                sys.stderr.write(_render(d, name_of, source) + "\n")
+            failed |= result.output is None or any(
+                d.severity == "error" for d in result.diagnostics
+            )
+        if result.output is not None:
+            outputs.append(result.output)
+
+    joined = f"{SPLIT_MARKER}\n".join(outputs)
+    if args.output == "-":
+        sys.stdout.write(joined)
+        sys.stdout.flush()
+    elif not failed:
+        try:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(joined)
+        except OSError as err:
+            raise _UsageError(f"could not write output file '{args.output}': {err}") from None
+    return 1 if failed else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``hector-opt`` console script; returns the exit status."""
+    args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except _UsageError as err:
+        sys.stderr.write(f"hector-opt: error: {err}\n")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 1
+    except Exception as err:
+        if _debug():
+            traceback.print_exc()
+        sys.stderr.write(f"hector-opt: internal error: {type(err).__name__}: {err}\n")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
