@@ -146,7 +146,9 @@ class DialectDef:
             "",
             self.summary,
             "",
-            self.description.strip(),
+            # The description is the dialect module's docstring; its first line restates
+            # the summary.
+            self.description.strip().split("\n\n", 1)[-1].strip(),
             "",
         ]
         if self.types:
@@ -163,11 +165,14 @@ class DialectDef:
                     var = "" if v.variadicity == "single" else f" ({v.variadicity})"
                     out.append(f"| `{v.name}` | {v.constraint}{var} | {v.doc} |")
                 out.append("")
-            out += ["| result | constraint | meaning |", "|---|---|---|"]
-            for v in op.results:
-                var = "" if v.variadicity == "single" else f" ({v.variadicity})"
-                out.append(f"| `{v.name}` | {v.constraint}{var} | {v.doc} |")
-            out.append("")
+            if op.results:
+                out += ["| result | constraint | meaning |", "|---|---|---|"]
+                for v in op.results:
+                    var = "" if v.variadicity == "single" else f" ({v.variadicity})"
+                    out.append(f"| `{v.name}` | {v.constraint}{var} | {v.doc} |")
+                out.append("")
+            else:
+                out += ["No results: the op writes its `out` operand.", ""]
             if op.attributes:
                 out += ["| attribute | kind | meaning |", "|---|---|---|"]
                 for a in op.attributes:

@@ -1,0 +1,5 @@
+// Not valid MLIR: a bare dialect name where an op is expected.
+func.func @f() {
+  hector_inter
+  return
+}

@@ -1,0 +1,85 @@
+"""@hector.compile: tracing, argument checks at the boundary, and stage dumps."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import hector
+from hector.models import rgcn_layer
+
+
+@pytest.fixture
+def graph() -> hector.HeteroGraph:
+    return hector.random_graph(30, 120, 3, seed=0)
+
+
+def _weights(in_dim: int = 4, out_dim: int = 2, etypes: int = 3):
+    return torch.randn(etypes, in_dim, out_dim), torch.randn(in_dim, out_dim), torch.randn(out_dim)
+
+
+def test_wrong_node_count_is_rejected(graph: hector.HeteroGraph) -> None:
+    with pytest.raises(ValueError, match="argument 'x' is node-wise: expected 30 rows"):
+        rgcn_layer(graph, torch.randn(29, 4), *_weights())
+
+
+def test_wrong_etype_count_is_rejected(graph: hector.HeteroGraph) -> None:
+    with pytest.raises(ValueError, match="'weight' is sliced by etype: expected 3 slices"):
+        rgcn_layer(graph, torch.randn(30, 4), *_weights(etypes=4))
+
+
+def test_wrong_dtype_and_width(graph: hector.HeteroGraph) -> None:
+    w, r, b = _weights()
+    with pytest.raises(ValueError, match="must be float32"):
+        rgcn_layer(graph, torch.randn(30, 4, dtype=torch.float64), w, r, b)
+    with pytest.raises(hector.TraceError, match="does not match weight shape"):
+        rgcn_layer(graph, torch.randn(30, 5), w, r, b)
+    with pytest.raises(TypeError, match="takes 4 tensors"):
+        rgcn_layer(graph, torch.randn(30, 4), w, r)
+    with pytest.raises(TypeError, match="HeteroGraph"):
+        rgcn_layer(None, torch.randn(30, 4), w, r, b)
+
+
+def test_kind_conflict_is_a_trace_error(graph: hector.HeteroGraph) -> None:
+    @hector.compile
+    def bad(g, x):
+        return g.sum_to_dst(x)  # x is node-wise: a node tensor cannot be reduced onto nodes
+
+    @hector.compile
+    def bad2(g, x):
+        e = g.gather_src(x)
+        return g.gather_src(e)  # gathering edge rows as if they were nodes
+
+    with pytest.raises(hector.TraceError):
+        bad2(graph, torch.randn(30, 4))
+    # x's first use fixes it as edge-wise, so the node count check fails at the boundary.
+    with pytest.raises(ValueError, match="edge-wise: expected 120 rows"):
+        bad(graph, torch.randn(30, 4))
+
+
+def test_gather_dst_relu_and_degree_norm_by_dst(graph: hector.HeteroGraph) -> None:
+    @hector.compile
+    def layer(g, x, w):
+        m = g.typed_linear(g.gather_dst(x), w)
+        return hector.relu(g.sum_to_dst(m * g.degree_norm("dst")))
+
+    x, w = torch.randn(30, 4), torch.randn(3, 4, 5)
+    out = layer(graph, x, w)
+    src, dst, et = (t.long() for t in (graph.src, graph.dst, graph.etype))
+    msg = torch.einsum("ek,ekn->en", x[dst], w[et])
+    deg = torch.zeros(30).index_add_(0, dst, torch.ones(len(dst)))
+    ref = torch.zeros(30, 5).index_add_(0, dst, msg / deg[dst, None]).relu()
+    assert (out - ref).abs().max().item() <= 1e-4
+
+
+def test_stage_dumps_and_ptx(graph: hector.HeteroGraph) -> None:
+    args = (torch.randn(30, 4), *_weights())
+    assert '"hector_inter.typed_linear"' in rgcn_layer.ir("inter", graph, *args)
+    assert '"hector_intra.gemm_template"' in rgcn_layer.ir("intra", graph, *args)
+    assert "scf.for" in rgcn_layer.ir("loops", graph, *args)
+    assert "llvm.func" in rgcn_layer.ir("llvm", graph, *args)
+    with pytest.raises(KeyError, match="no stage 'bogus'"):
+        rgcn_layer.ir("bogus", graph, *args)
+    ptx = rgcn_layer.ptx(graph, *args)
+    assert ptx.count(".entry") == 5
+    assert ".target sm_90" in ptx
