@@ -16,7 +16,9 @@ _G = Operand("graph", "hector_inter.graph", "the typed graph")
 
 
 def _ex(sig: str, body: str, ret: str) -> str:
-    return f"func.func @example({sig}) -> {ret.split(':')[1].strip()} {{\n{body}\n  return {ret}\n}}"
+    return (
+        f"func.func @example({sig}) -> {ret.split(':')[1].strip()} {{\n{body}\n  return {ret}\n}}"
+    )
 
 
 GATHER_SRC = OpDef(

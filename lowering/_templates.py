@@ -154,7 +154,13 @@ def gemm_element(
 
 
 def gemm_row_cpu(
-    b: Body, ops: Operands, r: str, t: str | None, o: str, k_extent: int, n_extent: int,
+    b: Body,
+    ops: Operands,
+    r: str,
+    t: str | None,
+    o: str,
+    k_extent: int,
+    n_extent: int,
     epilogue: str,
 ) -> None:
     """CPU form of one GEMM row: ``k`` outer, ``j`` inner, so the inner loop walks contiguous

@@ -151,8 +151,10 @@ class _FuncLowering:
         for i, value in enumerate(results):
             name = f"%out{i}"
             args.append(f"{name}: {_emit.to_memref(value.type)}")
-            if value in self.out_param or isinstance(value, ir.BlockArgument) or (
-                value.owner.name == "hector_inter.degree_norm"
+            if (
+                value in self.out_param
+                or isinstance(value, ir.BlockArgument)
+                or (value.owner.name == "hector_inter.degree_norm")
             ):
                 copies.append((name, value))  # returned twice, or not computed here: copy
             else:
@@ -169,8 +171,10 @@ class _FuncLowering:
             self._lower(op)
         for name, value in copies:
             src, _ = self._src(value)
-            self.w.emit(f"memref.copy {src}, {name} : {_emit.to_memref(value.type)} to "
-                        f"{_emit.to_memref(value.type)}")
+            self.w.emit(
+                f"memref.copy {src}, {name} : {_emit.to_memref(value.type)} to "
+                f"{_emit.to_memref(value.type)}"
+            )
         for name, mtype in reversed(self.alloc):
             self.w.emit(f"memref.dealloc {name} : {mtype}")
         self.w.emit("return")
@@ -254,10 +258,14 @@ class _FuncLowering:
             rows = (gather, idx) if gather is not None else (a, atype)
             out = self._out(res, rows)
             self._gemm(
-                {"a": a, "weight": w, "gather_index": gather, "weight_index": windex,
-                 "out": out},
-                {"a": atype, "weight": wtype, "gather_index": idx, "weight_index": idx,
-                 "out": rtype},
+                {"a": a, "weight": w, "gather_index": gather, "weight_index": windex, "out": out},
+                {
+                    "a": atype,
+                    "weight": wtype,
+                    "gather_index": idx,
+                    "weight_index": idx,
+                    "out": rtype,
+                },
                 "store",
             )
         elif kind in ("gather_src", "gather_dst"):
@@ -267,7 +275,9 @@ class _FuncLowering:
             self._traversal(
                 {"gather_index": gather, "x": x, "out": out},
                 {"gather_index": idx, "x": xtype, "out": rtype},
-                "edge", "copy", "none",
+                "edge",
+                "copy",
+                "none",
             )
         elif kind == "sum_to_dst":
             dst = self._graph("dst", op)
@@ -280,14 +290,18 @@ class _FuncLowering:
                 self._traversal(
                     {"scatter_index": dst, "x": x, "y": y, "out": out},
                     {"scatter_index": idx, "x": xtype, "y": ytype, "out": rtype},
-                    "edge", "scale", "sum",
+                    "edge",
+                    "scale",
+                    "sum",
                 )
             else:
                 x, xtype = self._src(m)
                 self._traversal(
                     {"scatter_index": dst, "x": x, "out": out},
                     {"scatter_index": idx, "x": xtype, "out": rtype},
-                    "edge", "copy", "sum",
+                    "edge",
+                    "copy",
+                    "sum",
                 )
         elif kind in ("scale", "add", "unary"):
             x, xtype = self._src(op.operands[0])
@@ -295,15 +309,19 @@ class _FuncLowering:
             parallel = self._parallel(op.operands[0])
             if kind == "unary":
                 fn = ir.StringAttr(op.attributes["fn"]).value
-                self._traversal({"x": x, "out": out}, {"x": xtype, "out": rtype}, parallel, fn,
-                                "none")
+                self._traversal(
+                    {"x": x, "out": out}, {"x": xtype, "out": rtype}, parallel, fn, "none"
+                )
                 return
             y, ytype = self._src(op.operands[1])
             bias = ir.ShapedType(op.operands[1].type).rank == 1
             fn = "scale" if kind == "scale" else ("add_bias" if bias else "add")
             self._traversal(
-                {"x": x, "y": y, "out": out}, {"x": xtype, "y": ytype, "out": rtype},
-                parallel, fn, "none",
+                {"x": x, "y": y, "out": out},
+                {"x": xtype, "y": ytype, "out": rtype},
+                parallel,
+                fn,
+                "none",
             )
         else:
             raise PassFailure(f"no lowering for '{name}' yet", op.location)

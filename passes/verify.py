@@ -26,8 +26,8 @@ def _shape(value: ir.Value, what: str, op: ir.Operation) -> list[int | None]:
     if not st.has_rank:
         raise PassFailure(f"{what} must be ranked, got {t}", op.location)
     if not isinstance(st.element_type, ir.F32Type) and not isinstance(
-        st.element_type
-    , ir.IntegerType):
+        st.element_type, ir.IntegerType
+    ):
         raise PassFailure(f"{what} must have f32 elements, got {t}", op.location)
     dyn = ir.ShapedType.get_dynamic_size()
     return [None if d == dyn else d for d in st.shape]
@@ -148,7 +148,9 @@ def _verify_inter(op: ir.Operation, kinds: _Kinds) -> None:
     elif name == "degree_norm":
         out = _f32(res, "result", op)
         if out != [None, 1] and not (len(out) == 2 and out[1] == 1):
-            raise PassFailure(f"result must be an edge-wise column [E, 1], got {res.type}", op.location)
+            raise PassFailure(
+                f"result must be an edge-wise column [E, 1], got {res.type}", op.location
+            )
         kinds.set(res, EDGE)
     elif name == "scale":
         x = _f32(ops[0], "scaled rows", op)

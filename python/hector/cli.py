@@ -79,11 +79,17 @@ def demo(args: argparse.Namespace) -> int:
     torch.manual_seed(args.seed)
     empty = (args.etypes // 2,) if args.etypes > 1 else ()
     g = random_graph(
-        args.nodes, args.edges, args.etypes, empty_etypes=empty,
-        isolated_nodes=min(10, args.nodes // 10), seed=args.seed,
+        args.nodes,
+        args.edges,
+        args.etypes,
+        empty_etypes=empty,
+        isolated_nodes=min(10, args.nodes // 10),
+        seed=args.seed,
     )
-    print(f"graph: {g} (edge type {empty[0] if empty else '-'} has no edges; "
-          f"{min(10, args.nodes // 10)} isolated nodes)")
+    print(
+        f"graph: {g} (edge type {empty[0] if empty else '-'} has no edges; "
+        f"{min(10, args.nodes // 10)} isolated nodes)"
+    )
     x = torch.randn(g.num_nodes, args.in_dim)
     conv = RGCNConv(args.in_dim, args.out_dim, args.etypes, aggr="mean")
     fast = FastRGCNConv(args.in_dim, args.out_dim, args.etypes, aggr="mean")
@@ -101,12 +107,21 @@ def demo(args: argparse.Namespace) -> int:
         err = (out - ref).abs().max().item()
         err_fast = (out - ref_fast).abs().max().item()
         rows = [
-            ("hector (compiled, CPU)", _time(lambda: rgcn_layer(g, x, weight, root, bias),
-                                            args.runs, "hector"), err),
-            ("pyg RGCNConv", _time(lambda: conv(x, edge_index, edge_type), args.runs, "RGCNConv"),
-             0.0),
-            ("pyg FastRGCNConv", _time(lambda: fast(x, edge_index, edge_type), args.runs,
-                                       "FastRGCNConv"), err_fast),
+            (
+                "hector (compiled, CPU)",
+                _time(lambda: rgcn_layer(g, x, weight, root, bias), args.runs, "hector"),
+                err,
+            ),
+            (
+                "pyg RGCNConv",
+                _time(lambda: conv(x, edge_index, edge_type), args.runs, "RGCNConv"),
+                0.0,
+            ),
+            (
+                "pyg FastRGCNConv",
+                _time(lambda: fast(x, edge_index, edge_type), args.runs, "FastRGCNConv"),
+                err_fast,
+            ),
         ]
     best_peer = min(statistics.median(t) for _, t, _ in rows[1:])
     print(f"\ncompile time (trace + lower + JIT): {compile_s * 1e3:.0f} ms")
@@ -117,8 +132,11 @@ def demo(args: argparse.Namespace) -> int:
     print(f"speed-up vs best PyG layer: {speedup:.2f}x  ({args.runs} runs each, medians)")
 
     gpu = compiler.compile_gpu(rgcn_inter_text(args.in_dim, args.out_dim, args.etypes))
-    entries = [ln.split()[2].split("(")[0] for ln in gpu.ptx.splitlines()
-               if ln.startswith(".visible .entry")]
+    entries = [
+        ln.split()[2].split("(")[0]
+        for ln in gpu.ptx.splitlines()
+        if ln.startswith(".visible .entry")
+    ]
     target = next((ln.split()[1] for ln in gpu.ptx.splitlines() if ln.startswith(".target")), "?")
     print(f"\nGPU: {len(entries)} kernels emitted as PTX for {target}: {', '.join(entries)}")
     ok = err <= 1e-4
@@ -160,8 +178,9 @@ def compile_cmd(args: argparse.Namespace) -> int:
         lines = [d.format(lambda f: name if f == "-" else f) for d in err.diagnostics]
         lines = lines or [f"error: {err.message}"]
         if err.command is not None:
-            lines.append(f"note: IR before the failing pipeline saved; reproduce with:\n  "
-                         f"{err.command}")
+            lines.append(
+                f"note: IR before the failing pipeline saved; reproduce with:\n  {err.command}"
+            )
         raise CliError("\n".join(lines)) from None
     if args.output == "-":
         sys.stdout.write(result if result.endswith("\n") else result + "\n")
@@ -180,8 +199,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return compile_cmd(args)
     except CliError as err:
         msg = str(err)
-        print(msg if msg.startswith(("<", "/")) or ": error:" in msg else f"error: {msg}",
-              file=sys.stderr)
+        print(
+            msg if msg.startswith(("<", "/")) or ": error:" in msg else f"error: {msg}",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -189,8 +210,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:  # noqa: BLE001 — a CLI never shows a traceback
         if os.environ.get("HECTOR_DEBUG"):
             raise
-        print(f"hector: internal error: {type(err).__name__}: {err}\n"
-              "(set HECTOR_DEBUG=1 for the traceback)", file=sys.stderr)
+        print(
+            f"hector: internal error: {type(err).__name__}: {err}\n"
+            "(set HECTOR_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
         return 2
 
 

@@ -86,8 +86,7 @@ class CpuEntry:
                 )
             if kind == EDGE and t.shape[0] != g.num_edges:
                 raise ValueError(
-                    f"argument '{name}' is edge-wise: expected {g.num_edges} rows, "
-                    f"got {t.shape[0]}"
+                    f"argument '{name}' is edge-wise: expected {g.num_edges} rows, got {t.shape[0]}"
                 )
         weight_checks = _weight_rows(self.traced)
         for pos, slice_ in weight_checks.items():

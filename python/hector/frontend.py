@@ -99,13 +99,22 @@ class _Tracer:
         """Fix the kind of an argument at its first use; reject a conflicting later use."""
         if v.kind is None:
             if v.arg is not None and v.shape is not None and kind != WEIGHT and len(v.shape) < 2:
-                raise TraceError(f"{what}: argument #{v.arg} of shape {v.shape} is not a row tensor")
+                raise TraceError(
+                    f"{what}: argument #{v.arg} of shape {v.shape} is not a row tensor"
+                )
             v.kind = kind
         elif v.kind != kind:
             raise TraceError(f"{what} must be {kind}-wise but is {v.kind}")
 
-    def emit(self, name: str, operands: list[Value], width: tuple[int, ...], kind: str | None,
-             graph: bool = False, **attrs: str) -> Value:
+    def emit(
+        self,
+        name: str,
+        operands: list[Value],
+        width: tuple[int, ...],
+        kind: str | None,
+        graph: bool = False,
+        **attrs: str,
+    ) -> Value:
         out = self.new(width, kind)
         self.ops.append(_Op(name, operands, out, attrs, graph))
         return out
@@ -198,7 +207,8 @@ class GraphProxy:
         return self.typed_linear(x, weight, slice="none")
 
     def degree_norm(self, by: str = "dst_etype") -> Value:
-        """Per-edge ``1/c``: incoming edges of the same type (``"dst_etype"``) or all (``"dst"``)."""
+        """Per-edge ``1/c``: ``c`` counts incoming edges of the same type (``"dst_etype"``)
+        or all incoming edges (``"dst"``)."""
         if by not in ("dst_etype", "dst"):
             raise TraceError(f"by must be 'dst_etype' or 'dst', got {by!r}")
         return self._t.emit("degree_norm", [], (1,), EDGE, graph=True, by=by)
@@ -245,8 +255,14 @@ def trace(fn: Callable[..., Any], shapes: list[tuple[int, ...]], name: str | Non
     for i, shape in enumerate(shapes):
         if len(shape) == 0:
             raise TraceError(f"tensor argument #{i} is a scalar; Hector takes rows or weights")
-        args.append(t.new(tuple(shape[1:]) if len(shape) > 1 else tuple(shape), None, arg=i,
-                          shape=tuple(shape)))
+        args.append(
+            t.new(
+                tuple(shape[1:]) if len(shape) > 1 else tuple(shape),
+                None,
+                arg=i,
+                shape=tuple(shape),
+            )
+        )
     out = fn(GraphProxy(t), *args)
     results = list(out) if isinstance(out, (tuple, list)) else [out]
     for r in results:
@@ -332,8 +348,10 @@ class CompiledFunction:
                 )
 
     def _key(self, g: HeteroGraph, tensors: tuple[torch.Tensor, ...]) -> tuple:
-        return (g.schema(), tuple(tuple(t.shape[1:]) if t.dim() == 2 else tuple(t.shape)
-                                  for t in tensors))
+        return (
+            g.schema(),
+            tuple(tuple(t.shape[1:]) if t.dim() == 2 else tuple(t.shape) for t in tensors),
+        )
 
     def compile_for(self, g: HeteroGraph, *tensors: torch.Tensor) -> Any:
         """Compile (or fetch from the cache) the kernel for these argument shapes."""

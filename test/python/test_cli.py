@@ -11,7 +11,10 @@ RGCN_SMALL = ["--nodes", "60", "--edges", "300", "--etypes", "3", "--runs", "2"]
 def _hector(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "hector.cli", *args],
-        input=stdin, capture_output=True, text=True, timeout=300,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+
 from hector.graph import GRAPH_ARRAYS, HeteroGraph, random_graph
 
 

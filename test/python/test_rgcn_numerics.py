@@ -64,5 +64,7 @@ def test_compiled_kernel_is_cached() -> None:
     first = rgcn_layer.compile_for(g, x, w, r, b)
     g2 = hector.random_graph(60, 300, 3, seed=1)  # same schema and widths: same kernel
     assert rgcn_layer.compile_for(g2, torch.randn(60, 4), w, r, b) is first
-    assert rgcn_layer.compile_for(g, torch.randn(40, 5), torch.randn(3, 5, 2), torch.randn(5, 2),
-                                  b) is not first
+    assert (
+        rgcn_layer.compile_for(g, torch.randn(40, 5), torch.randn(3, 5, 2), torch.randn(5, 2), b)
+        is not first
+    )

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from hector.runtime import native
 
 RUNTIME_DIR = Path(native.__file__).resolve().parent
