@@ -163,7 +163,7 @@ def rebuild(
     pieces = []
     for op in module_op.regions[0].blocks[0].operations:
         op = op.operation
-        text = convert(op) if op.name == "func.func" else None
+        text = convert(op) if op.name == "func.func" and len(op.regions[0].blocks) else None
         pieces.append(text if text is not None else str(op))
     if extra is not None:
         pieces.append(extra())

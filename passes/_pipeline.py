@@ -242,7 +242,10 @@ def split_elements(text: str) -> list[str]:
 
 
 def _split_element(element: str) -> tuple[str, str, str]:
-    """``name{opts}`` → (name, "{", opts); ``anchor(p)`` → (anchor, "(", p); ``name`` → (name, "", "")."""
+    """Split one element: ``name{opts}`` → (name, "{", opts), ``anchor(p)`` → (anchor, "(", p).
+
+    A bare ``name`` gives (name, "", "").
+    """
     match = _ELEMENT.match(element)
     if match is None:
         raise InvalidPipelineError(f"expected a pass name, got {element!r}")
@@ -494,9 +497,7 @@ def build_pass_manager(
                     description=info.description,
                 )
         if print_ir_after_all:
-            pm.enable_ir_printing(
-                print_after_all=True, print_generic_op_form=print_generic_op_form
-            )
+            pm.enable_ir_printing(print_after_all=True, print_generic_op_form=print_generic_op_form)
     return pm
 
 

@@ -51,10 +51,10 @@ def run_stages(text: str, target: str, until: str | None = None) -> StagedModule
     with ctx, ir.Location.unknown():
         module = ir.Module.parse(text)
         staged = StagedModule(ctx, module, {"inter": str(module)})
-        first = True
+        # Bad input is reported against the user's own file: no reproducer for the verifier.
+        run_pipeline(module, "hector-verify", verify=False, reproducer=False)
         for stage in pipelines.TARGETS[target]:
-            run_pipeline(module, stage.pipeline, verify=first)
-            first = False
+            run_pipeline(module, stage.pipeline, verify=False)
             staged.stages[stage.name] = str(module)
             if stage.name == until:
                 break

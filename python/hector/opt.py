@@ -20,7 +20,10 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from hector.passes._pipeline import Diagnostic
 
 SPLIT_MARKER = "// -----"
 _SPLIT_LINE = re.compile(r"^\s*// -----\s*$")
@@ -75,9 +78,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the IR after every pass (to stderr)",
     )
-    p.add_argument(
-        "--mlir-print-op-generic", action="store_true", help="print ops in generic form"
-    )
+    p.add_argument("--mlir-print-op-generic", action="store_true", help="print ops in generic form")
     p.add_argument(
         "--mlir-print-debuginfo", action="store_true", help="print locations in the output"
     )
@@ -175,7 +176,7 @@ def split_input(text: str, split: bool) -> list[_Chunk]:
 # ---- diagnostics --------------------------------------------------------------------------
 
 
-def _render(diag, name_of: Callable[[str], str], source: list[str]) -> str:
+def _render(diag: Diagnostic, name_of: Callable[[str], str], source: list[str]) -> str:
     """``file:line:col: severity: message``, the source line and a caret, then the notes."""
     out: list[str] = []
     for d in (diag, *diag.notes):
@@ -241,7 +242,7 @@ def parse_expectations(chunk: _Chunk) -> list[_Expected]:
 
 
 def check_expectations(
-    expected: list[_Expected], produced: list, name_of: Callable[[str], str]
+    expected: list[_Expected], produced: list[Diagnostic], name_of: Callable[[str], str]
 ) -> list[str]:
     """Match produced diagnostics (and their notes) against expectations; return the misses."""
     problems: list[str] = []
@@ -249,7 +250,9 @@ def check_expectations(
         for d in (diag, *diag.notes):
             line = d.line if d.file == "-" else None
             candidates = [
-                e for e in expected if e.kind == d.severity and e.line == line and e.matches(d.message)
+                e
+                for e in expected
+                if e.kind == d.severity and e.line == line and e.matches(d.message)
             ]
             fresh = [e for e in candidates if not e.matched]
             if fresh or candidates:
@@ -273,11 +276,13 @@ def check_expectations(
 @dataclass
 class _Result:
     output: str | None  # printed IR, None when the chunk failed
-    diagnostics: list = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
     tracebacks: list[str] = field(default_factory=list)
 
 
-def _process(chunk: _Chunk, context, args: argparse.Namespace, extra: list) -> _Result:
+def _process(
+    chunk: _Chunk, context: object, args: argparse.Namespace, extra: list[Diagnostic]
+) -> _Result:
     """Parse, run the pipeline on and print one chunk."""
     from mlir import ir
 
@@ -313,7 +318,7 @@ def _process(chunk: _Chunk, context, args: argparse.Namespace, extra: list) -> _
     return _Result(text, _drain(extra))
 
 
-def _drain(extra: list) -> list:
+def _drain(extra: list[Diagnostic]) -> list[Diagnostic]:
     out = list(extra)
     extra.clear()
     return out
@@ -353,7 +358,7 @@ def _run(args: argparse.Namespace) -> int:
     # Diagnostics no MLIRError captures (warnings, remarks, errors emitted outside a run).
     extra: list[Diagnostic] = []
 
-    def on_diagnostic(d) -> bool:
+    def on_diagnostic(d: object) -> bool:
         try:
             extra.append(Diagnostic.from_info(d))
         except Exception:  # never let a handler raise into MLIR
@@ -373,9 +378,7 @@ def _run(args: argparse.Namespace) -> int:
             for tb in result.tracebacks:
                 sys.stderr.write(tb)
         if args.verify_diagnostics:
-            problems = check_expectations(
-                parse_expectations(chunk), result.diagnostics, name_of
-            )
+            problems = check_expectations(parse_expectations(chunk), result.diagnostics, name_of)
             for p in problems:
                 sys.stderr.write(p + "\n")
             failed |= bool(problems)

@@ -329,9 +329,7 @@ def test_print_ir_after_all_goes_to_stderr(registry: list[str]) -> None:
         f"m = ir.Module.parse('''{_MODULE}''', ctx)\n"
         "run_pipeline(m, 'test-noop, canonicalize', verify=False, print_ir_after_all=True)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
-    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "IR Dump After test-noop (test-noop)" in proc.stderr
     assert "IR Dump After Canonicalizer (canonicalize)" in proc.stderr
