@@ -60,6 +60,15 @@ class OpDef:
     example: str = ""
 
 
+def _value_table(role: str, values: tuple[Operand, ...]) -> list[str]:
+    """Markdown table of operands or results."""
+    rows = [f"| {role} | constraint | meaning |", "|---|---|---|"]
+    for v in values:
+        var = "" if v.variadicity == "single" else f" ({v.variadicity})"
+        rows.append(f"| `{v.name}` | {v.constraint}{var} | {v.doc} |")
+    return [*rows, ""]
+
+
 @dataclass(frozen=True)
 class DialectDef:
     """A dialect: its name, a description, its types and its ops."""
@@ -160,17 +169,9 @@ class DialectDef:
             out += [f"### `{self.name}.{op.name}`", "", f"_{op.summary}_", ""]
             out += [op.description.strip(), ""]
             if op.operands:
-                out += ["| operand | constraint | meaning |", "|---|---|---|"]
-                for v in op.operands:
-                    var = "" if v.variadicity == "single" else f" ({v.variadicity})"
-                    out.append(f"| `{v.name}` | {v.constraint}{var} | {v.doc} |")
-                out.append("")
+                out += _value_table("operand", op.operands)
             if op.results:
-                out += ["| result | constraint | meaning |", "|---|---|---|"]
-                for v in op.results:
-                    var = "" if v.variadicity == "single" else f" ({v.variadicity})"
-                    out.append(f"| `{v.name}` | {v.constraint}{var} | {v.doc} |")
-                out.append("")
+                out += _value_table("result", op.results)
             else:
                 out += ["No results: the op writes its `out` operand.", ""]
             if op.attributes:

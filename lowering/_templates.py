@@ -195,7 +195,8 @@ def traversal_rows(ops: Operands, w: Writer, c0: str) -> str:
 def traversal_element(
     b: Body, op: ir.Operation, ops: Operands, i: str, xr: str, d: str | None, j: str, atomic: bool
 ) -> None:
-    """``out[d or i, j] (=, +=) fn(x[xr, j], y)`` for one element."""
+    """``out[d or i, j] (=, +=) fn(x[xr, j], y)`` for one element; ``atomic`` when several
+    threads may add into one element (the GPU), whatever the template's ``reduce`` says."""
     fn, reduce = str_attr(op, "fn"), str_attr(op, "reduce")
     v = b.load(ops, "x", xr, j)
     if fn == "scale":
@@ -217,7 +218,7 @@ def traversal_element(
         b.store(ops, "out", v, i, j)
     else:
         assert d is not None
-        b.accumulate(ops, "out", v, atomic or reduce == "atomic_sum", d, j)
+        b.accumulate(ops, "out", v, atomic, d, j)
 
 
 def block_size(op: ir.Operation) -> int:

@@ -157,6 +157,7 @@ def _verify_inter(op: ir.Operation, kinds: _Kinds) -> None:
         s = _f32(ops[1], "scale", op)
         out = _f32(res, "result", op)
         _rank(x, 2, "scaled rows", op)
+        _rank(out, 2, "result", op)
         if len(s) != 2 or s[1] != 1:
             raise PassFailure(f"scale must be a column [M, 1], got {ops[1].type}", op.location)
         _same(x[0], s[0], "rows of the input and the scale differ", op)
@@ -198,12 +199,17 @@ def _verify_inter(op: ir.Operation, kinds: _Kinds) -> None:
             if ka is not None:
                 kinds.use(ops[0], ka, "left operand", op)
                 kinds.use(ops[1], ka, "right operand", op)
+        _rank(out, 2, "result", op)
         _same(a[1], out[1], "result width differs from operands", op)
         kinds.set(res, ka)
     elif name == "unary":
         x = _f32(ops[0], "operand", op)
         out = _f32(res, "result", op)
-        if x != out and len(x) == len(out):
+        if len(x) != len(out):
+            raise PassFailure(
+                f"result rank {len(out)} differs from the operand's rank {len(x)}", op.location
+            )
+        if x != out:
             for i, (p, q) in enumerate(zip(x, out, strict=True)):
                 _same(p, q, f"result dimension {i} differs from the operand", op)
         kinds.set(res, kinds.rows(ops[0], "operand", op))

@@ -575,7 +575,6 @@ func.func @traversal_f64(%m: memref<?x8xf64>, %out: memref<?x8xf32>) {
 
 // The verifier stops at the first error of a function, and checks every function.
 // COUNT: error: operand widths differ: 8 vs 4
-// COUNT-NOT: error:
 func.func @fine(%a: tensor<?x8xf32>) -> tensor<?x8xf32> {
   %0 = "hector_inter.unary"(%a) {fn = "relu"} : (tensor<?x8xf32>) -> tensor<?x8xf32>
   return %0 : tensor<?x8xf32>
@@ -586,3 +585,36 @@ func.func @second_function_is_checked(%a: tensor<?x8xf32>, %b: tensor<?x4xf32>) 
   %1 = "hector_inter.add"(%0, %b) : (tensor<?x8xf32>, tensor<?x4xf32>) -> tensor<?x8xf32>
   return %1 : tensor<?x8xf32>
 }
+
+// -----
+
+// add with a rank-1 result: the result rank must be checked (it once raised IndexError).
+func.func @add_rank1_result(%a: tensor<?x8xf32>, %b: tensor<8xf32>) -> tensor<8xf32> {
+  // COUNT: error: result must have rank 2, got rank 1
+  // expected-error @+1 {{result must have rank 2, got rank 1}}
+  %0 = "hector_inter.add"(%a, %b) : (tensor<?x8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+// scale with a rank-1 result: the same check.
+func.func @scale_rank1_result(%a: tensor<?x8xf32>, %s: tensor<?x1xf32>) -> tensor<8xf32> {
+  // COUNT: error: result must have rank 2, got rank 1
+  // expected-error @+1 {{result must have rank 2, got rank 1}}
+  %0 = "hector_inter.scale"(%a, %s) : (tensor<?x8xf32>, tensor<?x1xf32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+// unary whose result has another rank than its operand: rejected (the shape check once
+// only runs when the ranks are equal).
+func.func @unary_rank_change(%a: tensor<?x8xf32>) -> tensor<?x8x2xf32> {
+  // COUNT: error: result rank 3 differs from the operand's rank 2
+  // expected-error @+1 {{result rank 3 differs from the operand's rank 2}}
+  %0 = "hector_inter.unary"(%a) {fn = "relu"} : (tensor<?x8xf32>) -> tensor<?x8x2xf32>
+  return %0 : tensor<?x8x2xf32>
+}
+
+// COUNT-NOT: error:

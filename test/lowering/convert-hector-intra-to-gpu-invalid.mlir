@@ -1,0 +1,18 @@
+// RUN: hector-opt %s --split-input-file --verify-diagnostics -p convert-hector-intra-to-gpu
+// RUN: not hector-opt %s --split-input-file -p convert-hector-intra-to-gpu,convert-hector-intra-to-gpu 2>&1 | FileCheck %s
+
+// The conversion runs once per module: a second run (or an input that already holds a
+// gpu.module) is refused at the existing kernel module.
+
+// CHECK-COUNT-2: error: the module already holds a gpu.module; run this conversion once
+
+func.func @host(%x: memref<?x8xf32>, %out: memref<?x8xf32>) {
+  "hector_intra.traversal_template"(%x, %out) {parallel = "node", fn = "relu", reduce = "none", block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 1, 0, 1>} : (memref<?x8xf32>, memref<?x8xf32>) -> ()
+  return
+}
+
+// -----
+
+// expected-error @+1 {{the module already holds a gpu.module; run this conversion once}}
+gpu.module @hector_kernels {
+}
