@@ -9,7 +9,7 @@ place (same context), so conversions compose with upstream passes in one pass ma
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from mlir import ir
 
@@ -63,22 +63,9 @@ class Writer:
             self.emit(line, indent)
 
 
-def functions(module_op: ir.Operation) -> Iterator[ir.Operation]:
-    """Top-level ``func.func`` definitions of a module."""
-    for op in module_op.regions[0].blocks[0].operations:
-        op = op.operation
-        if op.name == "func.func" and len(op.regions[0].blocks):
-            yield op
-
-
 def body_ops(func: ir.Operation) -> list[ir.Operation]:
     """The ops of a function's single block."""
     return [op.operation for op in func.regions[0].blocks[0].operations]
-
-
-def type_str(t: ir.Type) -> str:
-    """Textual form of a type."""
-    return str(t)
 
 
 def to_memref(t: ir.Type) -> str:
