@@ -25,6 +25,7 @@ from __future__ import annotations
 from mlir import ir
 
 from ..passes._registry import Option, PassFailure, register_pass
+from ..passes.verify import EDGE, verify_function
 from . import _emit
 from ._emit import GRAPH_ARRAYS, Writer
 
@@ -51,6 +52,7 @@ class _FuncLowering:
         self.graph: dict[str, str] = {}  # array name → SSA name
         self.fused: set[ir.Operation] = set()
         self.filled: set[str] = set()
+        self.kinds = verify_function(func)  # node/edge kind of every value
 
     # -- helpers ---------------------------------------------------------------------------
     def _dim(self, memref: str, mtype: str) -> str:
@@ -211,21 +213,7 @@ class _FuncLowering:
 
     def _parallel(self, value: ir.Value) -> str:
         """Whether rows of ``value`` are edges or nodes (for the schedule's record)."""
-        while not isinstance(value, ir.BlockArgument):
-            owner = value.owner
-            name = owner.name.removeprefix("hector_inter.")
-            if name in ("gather_src", "gather_dst", "degree_norm"):
-                return "edge"
-            if name == "sum_to_dst":
-                return "node"
-            if name == "typed_linear":
-                slice_ = ir.StringAttr(owner.attributes["slice"]).value
-                if slice_ != "none":
-                    return "edge" if slice_ == "etype" else "node"
-                value = owner.operands[1]
-            else:
-                value = owner.operands[0]
-        return "node"
+        return "edge" if self.kinds.get(value) == EDGE else "node"
 
     def _lower(self, op: ir.Operation) -> None:
         name = op.name

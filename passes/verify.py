@@ -22,20 +22,15 @@ def _shape(value: ir.Value, what: str, op: ir.Operation) -> list[int | None]:
     t = value.type
     if not isinstance(t, ir.ShapedType):
         raise PassFailure(f"{what} must be a tensor or memref, got {t}", op.location)
-    st = ir.ShapedType(t)
-    if not st.has_rank:
+    if not t.has_rank:
         raise PassFailure(f"{what} must be ranked, got {t}", op.location)
-    if not isinstance(st.element_type, ir.F32Type) and not isinstance(
-        st.element_type, ir.IntegerType
-    ):
-        raise PassFailure(f"{what} must have f32 elements, got {t}", op.location)
     dyn = ir.ShapedType.get_dynamic_size()
-    return [None if d == dyn else d for d in st.shape]
+    return [None if d == dyn else d for d in t.shape]
 
 
 def _f32(value: ir.Value, what: str, op: ir.Operation) -> list[int | None]:
     shape = _shape(value, what, op)
-    if not isinstance(ir.ShapedType(value.type).element_type, ir.F32Type):
+    if not isinstance(value.type.element_type, ir.F32Type):
         raise PassFailure(f"{what} must have f32 elements, got {value.type}", op.location)
     return shape
 
@@ -275,15 +270,22 @@ def _verify_intra(op: ir.Operation) -> None:
             raise PassFailure("y of an add_bias must be a vector of x's width", op.location)
 
 
+def verify_function(func: ir.Operation) -> dict[ir.Value, str]:
+    """Check every Hector op of one function and return the inferred kind of each value
+    (``NODE``, ``EDGE`` or ``WEIGHT``); raise :class:`PassFailure` at the first error."""
+    kinds = _Kinds(func)
+    for op in _walk(func):
+        if op.name.startswith("hector_inter."):
+            _verify_inter(op, kinds)
+        elif op.name.startswith("hector_intra."):
+            _verify_intra(op)
+    return kinds.kind
+
+
 def verify_module(module_op: ir.Operation) -> None:
     """Check every Hector op in ``module_op``; raise :class:`PassFailure` at the first error."""
     for func in _functions(module_op):
-        kinds = _Kinds(func)
-        for op in _walk(func):
-            if op.name.startswith("hector_inter."):
-                _verify_inter(op, kinds)
-            elif op.name.startswith("hector_intra."):
-                _verify_intra(op)
+        verify_function(func)
 
 
 def _functions(module_op: ir.Operation) -> list[ir.Operation]:

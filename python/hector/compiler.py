@@ -88,8 +88,7 @@ class CpuEntry:
                 raise ValueError(
                     f"argument '{name}' is edge-wise: expected {g.num_edges} rows, got {t.shape[0]}"
                 )
-        weight_checks = _weight_rows(self.traced)
-        for pos, slice_ in weight_checks.items():
+        for pos, slice_ in self.traced.weight_slices.items():
             want = g.num_etypes if slice_ == "etype" else g.num_ntypes
             have = tensors[pos].shape[0]
             if have != want:
@@ -107,18 +106,6 @@ class CpuEntry:
         arrays += [o.numpy() for o in outs]
         self.kernel(*arrays)
         return outs[0] if len(outs) == 1 else tuple(outs)
-
-
-def _weight_rows(traced: Traced) -> dict[int, str]:
-    """Positions of type-sliced weights and their slicing, read from the traced text."""
-    out: dict[int, str] = {}
-    for line in traced.text.splitlines():
-        if "typed_linear" in line and 'slice = "none"' not in line:
-            operands = line.split("(", 1)[1].split(")", 1)[0].split(", ")
-            weight = operands[2]
-            if weight.startswith("%a"):
-                out[int(weight[2:])] = "etype" if 'slice = "etype"' in line else "ntype"
-    return out
 
 
 def compile_traced(traced: Traced, target: str = "cpu") -> CpuEntry:

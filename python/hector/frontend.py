@@ -246,6 +246,7 @@ class Traced:
     arg_kinds: tuple[str, ...]
     result_kinds: tuple[str, ...]
     result_widths: tuple[tuple[int, ...], ...]
+    weight_slices: dict[int, str] = field(default_factory=dict)  # arg position → etype|ntype
 
 
 def trace(fn: Callable[..., Any], shapes: list[tuple[int, ...]], name: str | None = None) -> Traced:
@@ -298,12 +299,20 @@ def trace(fn: Callable[..., Any], shapes: list[tuple[int, ...]], name: str | Non
     text = (
         f"func.func @{fname}({', '.join(sig)}) -> ({ret_types}) {{\n" + "\n".join(lines) + "\n}\n"
     )
+    weight_slices = {
+        op.operands[1].arg: op.attrs["slice"]
+        for op in t.ops
+        if op.name == "typed_linear"
+        and op.attrs["slice"] != "none"
+        and op.operands[1].arg is not None
+    }
     return Traced(
         fname,
         text,
         tuple(a.kind or WEIGHT for a in args),
         tuple(r.kind or NODE for r in results),
         tuple(r.width for r in results),
+        weight_slices,
     )
 
 
