@@ -51,6 +51,10 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--etypes", type=int, default=4)
     c.add_argument("--emit", choices=list(STAGES), default="ptx", help="stage to print")
     c.add_argument("-o", "--output", default="-", help="output file (default stdout)")
+
+    from . import bench
+
+    bench.add_subcommands(sub)
     return p
 
 
@@ -196,6 +200,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "demo":
             return demo(args)
+        if args.command == "bench":
+            from . import bench
+
+            return bench.run(args)
         return compile_cmd(args)
     except CliError as err:
         msg = str(err)

@@ -1,0 +1,39 @@
+"""``hector bench <name>``: benchmarks that write JSON records (format in DESIGN.md).
+
+Each benchmark is a module here (``gnn``, ``offload``, ``gather``) exposing
+``add_arguments(parser)`` and ``run(args) -> int``. The CLI builds one subcommand per entry of
+:data:`BENCHMARKS` and imports the module only when that benchmark runs, so ``hector --help``
+stays fast and a benchmark's heavy imports never slow the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+# name → (module, one-line help)
+BENCHMARKS: dict[str, tuple[str, str]] = {
+    "gnn": ("gnn", "RGCN/RGAT/HGT: Hector vs PyG layers, inference or training"),
+    "offload": ("offload", "activation offloading vs keep-all, save_on_cpu, checkpointing"),
+    "gather": ("gather", "unified-tensor zero-copy gather vs index_select + copy"),
+}
+
+
+def add_subcommands(sub: argparse._SubParsersAction) -> None:
+    """Add ``bench`` with one sub-subcommand per benchmark to the ``hector`` parser."""
+    b = sub.add_parser("bench", help="run a benchmark and write a JSON record")
+    bsub = b.add_subparsers(dest="benchmark", required=True)
+    for name, (module, help_) in BENCHMARKS.items():
+        p = bsub.add_parser(name, help=help_)
+        try:
+            mod = importlib.import_module(f".{module}", __name__)
+        except ImportError:  # a benchmark not built yet must not break the others
+            continue
+        mod.add_arguments(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark chosen on the command line."""
+    module, _ = BENCHMARKS[args.benchmark]
+    mod = importlib.import_module(f".{module}", __name__)
+    return int(mod.run(args))
