@@ -34,7 +34,7 @@ class Attr:
     """A required attribute: a string enum (``values``), an integer, or a bool."""
 
     name: str
-    kind: str  # "enum" | "int" | "bool"
+    kind: str  # "enum" | "int" | "bool" | "float"
     doc: str
     values: tuple[str, ...] = ()
 
@@ -133,6 +133,8 @@ class DialectDef:
                         ref = fresh(f"irdl.any_of({', '.join(refs)})")
                     elif a.kind == "int":
                         ref = fresh('irdl.base "#builtin.integer"')
+                    elif a.kind == "float":
+                        ref = fresh('irdl.base "#builtin.float"')
                     elif a.kind == "bool":
                         ref = fresh(
                             f"irdl.any_of({fresh('irdl.is true')}, {fresh('irdl.is false')})"

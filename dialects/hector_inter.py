@@ -14,6 +14,8 @@ from ._spec import Attr, DialectDef, OpDef, Operand, TypeDef
 
 _G = Operand("graph", "hector_inter.graph", "the typed graph")
 
+UNARY_FNS = ("relu", "copy", "leaky_relu", "exp", "tanh", "sigmoid", "gelu", "neg")
+
 
 def _ex(sig: str, body: str, ret: str) -> str:
     return (
@@ -106,14 +108,16 @@ graph, so this op reads a cached array and does no work at run time.
 
 SCALE = OpDef(
     name="scale",
-    summary="Multiply each row by a per-row scalar.",
+    summary="Multiply each row (or each head's slice of it) by a per-row scalar.",
     description="""
-`out[i, :] = x[i, :] * s[i, 0]`. Both operands index the same rows (edges or nodes). Used for
-degree normalisation and, later, for attention weights.
+`out[i, h*Dh + d] = x[i, h*Dh + d] * s[i, h]` with `s` of shape `[M, H]`, `Dh = D / H`: with
+`H = 1` every column of a row is scaled by one number (degree normalisation); with `H` heads each
+head's slice is scaled by its own attention weight (RGAT, HGT). Both operands index the same
+rows (edges or nodes).
 """,
     operands=(
         Operand("x", "tensor", "rows `[M, D]`"),
-        Operand("s", "tensor", "per-row scalars `[M, 1]`"),
+        Operand("s", "tensor", "per-row, per-head scalars `[M, H]`, `H` divides `D`"),
     ),
     results=(Operand("out", "tensor", "`[M, D]`"),),
     example=_ex(
@@ -147,11 +151,14 @@ ADD = OpDef(
     summary="Elementwise sum of two row tensors, or of a row tensor and a bias vector.",
     description="""
 `out = lhs + rhs` where both are `[M, D]` of the same kind, or `rhs` is a weight-kind bias of
-shape `[D]` added to every row.
+shape `[D]` added to every row, or a typed bias `[T, D]` whose row is picked by each row's type
+(node type for node-wise rows, edge type for edge-wise rows; HGT's per-node-type projections).
+The typed form takes the graph as an optional third operand.
 """,
     operands=(
         Operand("lhs", "tensor", "rows `[M, D]`"),
-        Operand("rhs", "tensor", "rows `[M, D]` or bias `[D]`"),
+        Operand("rhs", "tensor", "rows `[M, D]`, bias `[D]` or typed bias `[T, D]`"),
+        Operand("graph", "hector_inter.graph", "the graph (typed bias only)", "optional"),
     ),
     results=(Operand("out", "tensor", "`[M, D]`"),),
     example=_ex(
@@ -165,17 +172,197 @@ UNARY = OpDef(
     name="unary",
     summary="An elementwise unary function.",
     description="""
-`out = fn(x)` elementwise. `fn = "relu"` is RGCN's activation; `"copy"` is the identity.
+`out = fn(x)` elementwise. `relu` is RGCN's activation, `leaky_relu` (negative slope `slope`)
+RGAT's attention nonlinearity, `gelu` (exact, erf form) HGT's, `exp`, `tanh`, `sigmoid`, `neg`
+as named; `copy` is the identity. `slope` is read by `leaky_relu` only.
 """,
     operands=(Operand("x", "tensor", "any rows `[M, D]`"),),
     results=(Operand("out", "tensor", "`[M, D]`, same kind as `x`"),),
-    attributes=(Attr("fn", "enum", "the function applied", ("relu", "copy")),),
+    attributes=(
+        Attr("fn", "enum", "the function applied", UNARY_FNS),
+        Attr("slope", "float", "negative slope of `leaky_relu` (ignored by the others)"),
+    ),
     example=_ex(
         "%x: tensor<?x8xf32>",
-        '  %0 = "hector_inter.unary"(%x) {fn = "relu"} : (tensor<?x8xf32>) -> tensor<?x8xf32>',
+        '  %0 = "hector_inter.unary"(%x) {fn = "leaky_relu", slope = 2.0e-01 : f32} '
+        ": (tensor<?x8xf32>) -> tensor<?x8xf32>",
         "%0 : tensor<?x8xf32>",
     ),
 )
+
+SUM_TO_SRC = OpDef(
+    name="sum_to_src",
+    summary="Sum edge rows onto their source nodes.",
+    description="""
+`out[u, :] = Σ_{e : src(e) = u} x[e, :]`; the adjoint of `gather_src` (autodiff emits it for the
+gradient of source-node features).
+""",
+    operands=(_G, Operand("x", "tensor", "edge-wise rows `[E, D]`")),
+    results=(Operand("out", "tensor", "node-wise rows `[N, D]`"),),
+    example=_ex(
+        "%g: !hector_inter.graph, %x: tensor<?x8xf32>",
+        '  %0 = "hector_inter.sum_to_src"(%g, %x) '
+        ": (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>",
+        "%0 : tensor<?x8xf32>",
+    ),
+)
+
+TYPED_LINEAR_T = OpDef(
+    name="typed_linear_transposed",
+    summary="Row-wise product with the transposed typed weight (input gradient of typed_linear).",
+    description="""
+`out[i, :] = dy[i, :] @ W[type(i)]^T`, with the same `slice` rule as `typed_linear`. Autodiff
+emits it for `∂L/∂x` of `out = typed_linear(x, W)`.
+""",
+    operands=(
+        _G,
+        Operand("dy", "tensor", "row gradients `[M, N]`"),
+        Operand("weight", "tensor", "`[R, K, N]` when sliced, `[K, N]` when shared"),
+    ),
+    results=(Operand("out", "tensor", "`[M, K]`, same kind as `dy`"),),
+    attributes=(
+        Attr("slice", "enum", "how the weight is picked per row", ("etype", "ntype", "none")),
+    ),
+    example=_ex(
+        "%g: !hector_inter.graph, %dy: tensor<?x8xf32>, %w: tensor<3x16x8xf32>",
+        '  %0 = "hector_inter.typed_linear_transposed"(%g, %dy, %w) {slice = "etype"} '
+        ": (!hector_inter.graph, tensor<?x8xf32>, tensor<3x16x8xf32>) -> tensor<?x16xf32>",
+        "%0 : tensor<?x16xf32>",
+    ),
+)
+
+TYPED_LINEAR_WGRAD = OpDef(
+    name="typed_linear_weight_grad",
+    summary="Per-type sum of outer products (weight gradient of typed_linear).",
+    description="""
+`out[t] = Σ_{i : type(i) = t} x[i, :]^T ⊗ dy[i, :]` (`out = Σ_i x[i]^T ⊗ dy[i]` with
+`slice = "none"`). Autodiff emits it for `∂L/∂W` of `typed_linear(x, W)`; when `x` is a
+gather, the lowering reads the gathered rows in place.
+""",
+    operands=(
+        _G,
+        Operand("x", "tensor", "forward input rows `[M, K]`"),
+        Operand("dy", "tensor", "row gradients `[M, N]`"),
+    ),
+    results=(Operand("out", "tensor", "weight-kind `[R, K, N]` (sliced) or `[K, N]`"),),
+    attributes=(
+        Attr("slice", "enum", "how rows are grouped by type", ("etype", "ntype", "none")),
+    ),
+    example=_ex(
+        "%g: !hector_inter.graph, %x: tensor<?x16xf32>, %dy: tensor<?x8xf32>",
+        '  %0 = "hector_inter.typed_linear_weight_grad"(%g, %x, %dy) {slice = "etype"} '
+        ": (!hector_inter.graph, tensor<?x16xf32>, tensor<?x8xf32>) -> tensor<3x16x8xf32>",
+        "%0 : tensor<3x16x8xf32>",
+    ),
+)
+
+DOT = OpDef(
+    name="dot",
+    summary="Per-head inner product of two row tensors.",
+    description="""
+`out[i, h] = Σ_{d < Dh} x[i, h*Dh + d] * y[i, h*Dh + d]` with `Dh = D / H` and `H` the result
+width: the attention logit `q_i · k_j` of HGT per head (and, with `H = 1`, a plain edge inner
+product). Both operands index the same rows.
+""",
+    operands=(
+        Operand("x", "tensor", "rows `[M, D]`"),
+        Operand("y", "tensor", "rows `[M, D]`"),
+    ),
+    results=(Operand("out", "tensor", "`[M, H]`, `H` divides `D`"),),
+    example=_ex(
+        "%x: tensor<?x16xf32>, %y: tensor<?x16xf32>",
+        '  %0 = "hector_inter.dot"(%x, %y) '
+        ": (tensor<?x16xf32>, tensor<?x16xf32>) -> tensor<?x2xf32>",
+        "%0 : tensor<?x2xf32>",
+    ),
+)
+
+UNARY_GRAD = OpDef(
+    name="unary_grad",
+    summary="Input gradient of an elementwise unary function.",
+    description="""
+`out = dy * fn'(…)` elementwise, where `ref` is what the derivative is written in: the forward
+*input* for `relu`, `leaky_relu`, `gelu`, and the forward *output* for `exp`, `tanh`,
+`sigmoid` (so autodiff keeps whichever the forward already has). `copy` and `neg` ignore `ref`.
+""",
+    operands=(
+        Operand("ref", "tensor", "forward input or output `[M, D]` (see above)"),
+        Operand("dy", "tensor", "output gradient `[M, D]`"),
+    ),
+    results=(Operand("out", "tensor", "input gradient `[M, D]`"),),
+    attributes=(
+        Attr("fn", "enum", "the forward function", UNARY_FNS),
+        Attr("slope", "float", "negative slope of `leaky_relu`"),
+    ),
+    example=_ex(
+        "%x: tensor<?x8xf32>, %dy: tensor<?x8xf32>",
+        '  %0 = "hector_inter.unary_grad"(%x, %dy) {fn = "relu", slope = 0.0 : f32} '
+        ": (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>",
+        "%0 : tensor<?x8xf32>",
+    ),
+)
+
+EDGE_SOFTMAX = OpDef(
+    name="edge_softmax",
+    summary="Softmax of edge scores over the incoming edges of each node, per head.",
+    description="""
+`out[e, h] = exp(x[e, h] - m[dst(e), h]) / Σ_{e' : dst(e') = dst(e)} exp(x[e', h] - m[…])` with
+`m[v, h] = max_{e' : dst(e') = v} x[e', h]` (max-subtracted, so large logits do not overflow).
+RGAT's and HGT's attention normalisation (PyG's `softmax(alpha, index)`).
+""",
+    operands=(_G, Operand("x", "tensor", "edge-wise scores `[E, H]`")),
+    results=(Operand("out", "tensor", "edge-wise weights `[E, H]`"),),
+    example=_ex(
+        "%g: !hector_inter.graph, %x: tensor<?x2xf32>",
+        '  %0 = "hector_inter.edge_softmax"(%g, %x) '
+        ": (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>",
+        "%0 : tensor<?x2xf32>",
+    ),
+)
+
+EDGE_SOFTMAX_GRAD = OpDef(
+    name="edge_softmax_grad",
+    summary="Input gradient of edge_softmax, from its output.",
+    description="""
+`out[e, h] = y[e, h] * (dy[e, h] - Σ_{e' : dst(e') = dst(e)} dy[e', h] * y[e', h])` where `y` is
+the forward output: the softmax Jacobian applied without materialising it.
+""",
+    operands=(
+        _G,
+        Operand("y", "tensor", "forward output `[E, H]`"),
+        Operand("dy", "tensor", "output gradient `[E, H]`"),
+    ),
+    results=(Operand("out", "tensor", "input gradient `[E, H]`"),),
+    example=_ex(
+        "%g: !hector_inter.graph, %y: tensor<?x2xf32>, %dy: tensor<?x2xf32>",
+        '  %0 = "hector_inter.edge_softmax_grad"(%g, %y, %dy) '
+        ": (!hector_inter.graph, tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>",
+        "%0 : tensor<?x2xf32>",
+    ),
+)
+
+SUM_ROWS = OpDef(
+    name="sum_rows",
+    summary="Sum of all rows, or of the rows of each type (bias gradients).",
+    description="""
+`by = "none"`: `out[d] = Σ_i x[i, d]` (gradient of a shared bias). `by = "type"`:
+`out[t, d] = Σ_{i : type(i) = t} x[i, d]`, the type being the node type of node-wise rows or the
+edge type of edge-wise rows (gradient of a typed bias); this form takes the graph as its
+optional second operand.
+""",
+    operands=(
+        Operand("x", "tensor", "rows `[M, D]`"),
+        Operand("graph", "hector_inter.graph", "the graph (typed sums only)", "optional"),
+    ),
+    results=(Operand("out", "tensor", "weight-kind `[D]` or `[T, D]`"),),
+    attributes=(Attr("by", "enum", "which rows are summed together", ("none", "type")),),
+    example=_ex(
+        "%x: tensor<?x8xf32>",
+        '  %0 = "hector_inter.sum_rows"(%x) {by = "none"} : (tensor<?x8xf32>) -> tensor<8xf32>',
+        "%0 : tensor<8xf32>",
+    ),
+)
+
 
 DIALECT = DialectDef(
     name="hector_inter",
@@ -188,5 +375,22 @@ DIALECT = DialectDef(
             "types and cached degree counts. At the intra level it becomes those arrays.",
         ),
     ),
-    ops=(GATHER_SRC, GATHER_DST, TYPED_LINEAR, DEGREE_NORM, SCALE, SUM_TO_DST, ADD, UNARY),
+    ops=(
+        GATHER_SRC,
+        GATHER_DST,
+        TYPED_LINEAR,
+        DEGREE_NORM,
+        SCALE,
+        SUM_TO_DST,
+        ADD,
+        UNARY,
+        SUM_TO_SRC,
+        TYPED_LINEAR_T,
+        TYPED_LINEAR_WGRAD,
+        DOT,
+        UNARY_GRAD,
+        EDGE_SOFTMAX,
+        EDGE_SOFTMAX_GRAD,
+        SUM_ROWS,
+    ),
 )

@@ -15,11 +15,25 @@ from ._spec import Attr, DialectDef, OpDef, Operand
 
 _IDX = "memref<?xi32>"
 
+# Row functions of the traversal template; their element semantics live in
+# lowering/_templates.py (shared by the CPU and GPU back ends).
+UNARY_FNS = ("relu", "leaky_relu", "exp", "tanh", "sigmoid", "gelu", "neg")
+BINARY_FNS = ("scale", "add", "add_bias", "mul", "sub", "div", "exp_sub", "dot")
+GRAD_FNS = (
+    "relu_grad",
+    "leaky_relu_grad",
+    "gelu_grad",
+    "exp_grad",
+    "tanh_grad",
+    "sigmoid_grad",
+)
+TRAVERSAL_FNS = ("copy", *UNARY_FNS, *BINARY_FNS, *GRAD_FNS)
+
 GEMM_TEMPLATE = OpDef(
     name="gemm_template",
     summary="Row-gathered, type-sliced matrix multiply with a store/accumulate epilogue.",
     description="""
-For each row `i` in `[0, M)`:
+For each row `i` in `[0, M)`, with `variant = "xw"` (the forward product):
 
 ```
 r = gather_index ? gather_index[i] : i          // gathered left rows
@@ -27,6 +41,12 @@ t = weight_index ? weight_index[i] : -          // per-row weight slice (edge/no
 o = scatter_index ? scatter_index[i] : i        // scattered output rows
 out[o, :]  (=, +=, atomic +=)  a[r, :] @ (t ? weight[t] : weight)
 ```
+
+`variant = "xwt"` multiplies by the transposed slice, `a[r, :] @ weight[t]^T` (input
+gradients); `variant = "xty"` accumulates outer products into a weight-shaped output,
+`out[t] += a[r, :]^T ⊗ weight[i, :]` (weight gradients: here `weight` holds the row gradients
+`[M, N]`, `out` is `[R, K, N]` or `[K, N]`, zero-filled by the caller, and `epilogue` must be
+`add`).
 
 `M` is the length of the first index operand present, else `a`'s row count. Optional
 operands are given with `operandSegmentSizes`. The GPU lowering maps one thread to an
@@ -42,6 +62,7 @@ operands are given with `operandSegmentSizes`. The GPU lowering maps one thread 
     ),
     results=(),
     attributes=(
+        Attr("variant", "enum", "which product", ("xw", "xwt", "xty")),
         Attr("epilogue", "enum", "how results reach `out`", ("store", "add", "atomic_add")),
         Attr("tile_n", "int", "output columns computed per thread (GPU)"),
         Attr("block_size", "int", "threads per block (GPU)"),
@@ -49,7 +70,7 @@ operands are given with `operandSegmentSizes`. The GPU lowering maps one thread 
     example="""func.func @example(%x: memref<?x16xf32>, %w: memref<3x16x8xf32>, %src: memref<?xi32>,
                     %etype: memref<?xi32>, %out: memref<?x8xf32>) {
   "hector_intra.gemm_template"(%x, %w, %src, %etype, %out)
-      {epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
+      {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
        operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>}
       : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?xi32>, memref<?xi32>,
          memref<?x8xf32>) -> ()
@@ -61,25 +82,42 @@ TRAVERSAL_TEMPLATE = OpDef(
     name="traversal_template",
     summary="Edge- or node-parallel loop fusing a row function with an optional reduction.",
     description="""
-For each row `i` in `[0, M)` (an edge when `parallel = "edge"`, a node when `"node"`):
+For each row `i` in `[0, M)` (an edge when `parallel = "edge"`, a node when `"node"`) and
+each output column `j`:
 
 ```
-xi = x[gather_index ? gather_index[i] : i, :]        // optional gathered read
-v  = fn(xi, y)         // copy | scale (xi * y[i, 0]) | add (xi + y[i, :])
-                       // | add_bias (xi + y[:]) | relu (max(xi, 0))
-reduce = "none":       out[i, :] = v
-reduce = "sum":        out[scatter_index[i], :] += v          (sequential accumulation)
-reduce = "atomic_sum": out[scatter_index[i], :] atomic+= v    (GPU)
+xr = gather_index ? gather_index[i] : i             // optional gathered read of x
+yr = y_index ? y_index[i] : i                       // optional gathered read of y
+v  = fn(x[xr, :], y[yr, :])[j]
+reduce = "none":       out[i, j] = v
+reduce = "sum":        out[scatter_index[i], j] += v   (out[j] += v without scatter_index)
+reduce = "atomic_sum": as "sum", atomically (GPU)
+reduce = "max":        out[scatter_index[i], j] = max(out[…], v)
 ```
 
-`M` is the length of `gather_index` when present, else `x`'s row count. `scatter_index`
-(the destination of each edge) is required by the reductions; `y` by `scale`, `add` and
-`add_bias`. A reduction adds into `out`, which the caller zero-fills. The GPU lowering gives
-one thread to each `(i, column)` element, `block_size` threads per block.
+Row functions (`Dx`, `Dy`, `Do` are the widths of x, y, out):
+
+| fn | `v[j]` |
+|---|---|
+| `copy` | `x[j]` |
+| `scale` | `x[j] * y[j / (Dx / Dy)]` (per-head scale) |
+| `add`, `add_bias` | `x[j] + y[j]` (`add_bias`: `y` is a vector, read without a row) |
+| `mul`, `sub`, `div` | `x[j] * y[j]`, `x[j] - y[j]`, `x[j] / y[j]` |
+| `exp_sub` | `exp(x[j] - y[j])` (softmax numerator) |
+| `dot` | `Σ_{d < Dx/Do} x[j*Dh + d] * y[j*Dh + d]` (per-head inner product) |
+| `relu`, `leaky_relu`, `exp`, `tanh`, `sigmoid`, `gelu`, `neg` | unary functions of `x` |
+| `relu_grad`, `leaky_relu_grad`, `gelu_grad` | `x[j] * f'(y[j])` (`x` = dy, `y` = forward input) |
+| `exp_grad`, `tanh_grad`, `sigmoid_grad` | `x[j] * f'(…)` from `y` = forward output |
+
+`M` is the length of `gather_index` when present, else `x`'s row count. A sum reduction adds
+into `out`, which the caller zero-fills; a max reduction expects `out` filled with `-inf`. The
+GPU lowering gives one thread to each `(i, column)` element, `block_size` threads per block,
+and makes reductions atomic.
 """,
     operands=(
         Operand("gather_index", "memref", f"`{_IDX}`: row of `x` read for each `i`", "optional"),
         Operand("scatter_index", "memref", f"`{_IDX}`: destination row of each `i`", "optional"),
+        Operand("y_index", "memref", f"`{_IDX}`: row of `y` read for each `i`", "optional"),
         Operand("x", "memref", "rows `[M, D]`"),
         Operand("y", "memref", "second input of `fn`", "optional"),
         Operand("out", "memref", "output rows"),
@@ -87,15 +125,16 @@ one thread to each `(i, column)` element, `block_size` threads per block.
     results=(),
     attributes=(
         Attr("parallel", "enum", "what a loop iteration stands for", ("edge", "node")),
-        Attr("fn", "enum", "row function", ("copy", "scale", "add", "add_bias", "relu")),
-        Attr("reduce", "enum", "how rows reach `out`", ("none", "sum", "atomic_sum")),
+        Attr("fn", "enum", "row function (table above)", TRAVERSAL_FNS),
+        Attr("reduce", "enum", "how rows reach `out`", ("none", "sum", "atomic_sum", "max")),
+        Attr("slope", "float", "negative slope of `leaky_relu` / `leaky_relu_grad`"),
         Attr("block_size", "int", "threads per block (GPU)"),
     ),
     example="""func.func @example(%dst: memref<?xi32>, %m: memref<?x8xf32>, %norm: memref<?x1xf32>,
                     %out: memref<?x8xf32>) {
   "hector_intra.traversal_template"(%dst, %m, %norm, %out)
-      {parallel = "edge", fn = "scale", reduce = "sum", block_size = 256 : i64,
-       operandSegmentSizes = array<i32: 0, 1, 1, 1, 1>}
+      {parallel = "edge", fn = "scale", reduce = "sum", slope = 0.0 : f32,
+       block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 1, 0, 1, 1, 1>}
       : (memref<?xi32>, memref<?x8xf32>, memref<?x1xf32>, memref<?x8xf32>) -> ()
   return
 }""",

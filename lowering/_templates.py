@@ -14,7 +14,7 @@ from mlir import ir
 from ._emit import Writer, grouped_operands, int_attr, str_attr
 
 GEMM_OPERANDS = ("a", "weight", "gather_index", "weight_index", "scatter_index", "out")
-TRAVERSAL_OPERANDS = ("gather_index", "scatter_index", "x", "y", "out")
+TRAVERSAL_OPERANDS = ("gather_index", "scatter_index", "y_index", "x", "y", "out")
 
 
 @dataclass
@@ -130,10 +130,23 @@ def gemm_row_prologue(b: Body, ops: Operands, i: str) -> tuple[str, str | None, 
     return r, t, o
 
 
+def _weight_index(t: str | None, k: str, j: str, transposed: bool) -> list[str]:
+    return [*([t] if t is not None else []), *((j, k) if transposed else (k, j))]
+
+
 def gemm_element(
-    b: Body, ops: Operands, r: str, t: str | None, o: str, j: str, k_extent: int, epilogue: str
+    b: Body,
+    ops: Operands,
+    r: str,
+    t: str | None,
+    o: str,
+    j: str,
+    k_extent: int,
+    epilogue: str,
+    transposed: bool = False,
 ) -> None:
-    """GPU form: ``out[o, j] (=, +=, atomic +=) Σ_k a[r, k] * weight[t, k, j]``."""
+    """GPU form: ``out[o, j] (=, +=, atomic +=) Σ_k a[r, k] * weight[t, k, j]`` (``weight[t, j,
+    k]`` when ``transposed``)."""
     c0, c1, ck = b.const(0), b.const(1), b.const(k_extent)
     zero = b.w.fresh("zero")
     b.emit(f"{zero} = arith.constant 0.000000e+00 : f32")
@@ -141,7 +154,7 @@ def gemm_element(
     b.emit(f"{acc} = scf.for {k} = {c0} to {ck} step {c1} iter_args({acc_in} = {zero}) -> (f32) {{")
     b.indent += 2
     av = b.load(ops, "a", r, k)
-    wv = b.load(ops, "weight", *([t] if t is not None else []), k, j)
+    wv = b.load(ops, "weight", *_weight_index(t, k, j, transposed))
     p, s = b.w.fresh("p"), b.w.fresh("s")
     b.emit(f"{p} = arith.mulf {av}, {wv} : f32")
     b.emit(f"{s} = arith.addf {acc_in}, {p} : f32")
@@ -162,9 +175,33 @@ def gemm_row_cpu(
     k_extent: int,
     n_extent: int,
     epilogue: str,
+    variant: str = "xw",
+    i: str | None = None,
 ) -> None:
     """CPU form of one GEMM row: ``k`` outer, ``j`` inner, so the inner loop walks contiguous
-    weight and output rows (LLVM vectorises it)."""
+    weight and output rows (LLVM vectorises it). ``xwt`` reads the weight transposed (``j``
+    outer, a dot product over contiguous weight rows inside); ``xty`` adds the outer product of
+    row ``r`` of ``a`` and row ``i`` of the gradient into ``out[t]``."""
+    if variant == "xty":
+        c0, c1 = b.const(0), b.const(1)
+        ck, cn = b.const(k_extent), b.const(n_extent)
+        k = b.open_for(c0, ck, c1, "k")
+        av = b.load(ops, "a", r, k)
+        j = b.open_for(c0, cn, c1, "j")
+        gv = b.load(ops, "weight", i, j)
+        p = b.w.fresh("p")
+        b.emit(f"{p} = arith.mulf {av}, {gv} : f32")
+        b.accumulate(ops, "out", p, False, *([t] if t is not None else []), k, j)
+        b.close()
+        b.close()
+        return
+    if variant == "xwt":
+        c0, c1 = b.const(0), b.const(1)
+        cn = b.const(n_extent)
+        j = b.open_for(c0, cn, c1, "j")
+        gemm_element(b, ops, r, t, o, j, k_extent, epilogue, transposed=True)
+        b.close()
+        return
     c0, c1 = b.const(0), b.const(1)
     ck, cn = b.const(k_extent), b.const(n_extent)
     if epilogue == "store":
@@ -192,33 +229,211 @@ def traversal_rows(ops: Operands, w: Writer, c0: str) -> str:
     return m
 
 
+def _f32_const(b: Body, value: float, hint: str = "cst") -> str:
+    c = b.w.fresh(hint)
+    b.emit(f"{c} = arith.constant {value!r} : f32")
+    return c
+
+
+def _arith(b: Body, opname: str, *args: str, hint: str = "t") -> str:
+    r = b.w.fresh(hint)
+    b.emit(f"{r} = arith.{opname} {', '.join(args)} : f32")
+    return r
+
+
+def _exp(b: Body, v: str) -> str:
+    r = b.w.fresh("exp")
+    b.emit(f"{r} = math.exp {v} : f32")
+    return r
+
+
+def _sigmoid(b: Body, v: str) -> str:
+    """``1 / (1 + exp(-v))``: saturates cleanly to 0 and 1 for large ``|v|``."""
+    e = _exp(b, _arith(b, "negf", v))
+    one = _f32_const(b, 1.0)
+    return _arith(b, "divf", one, _arith(b, "addf", one, e), hint="sig")
+
+
+def _tanh(b: Body, v: str) -> str:
+    """``1 - 2 / (exp(2v) + 1)``: exact limits ±1, no overflow to NaN."""
+    one, two = _f32_const(b, 1.0), _f32_const(b, 2.0)
+    e = _exp(b, _arith(b, "mulf", v, two))
+    return _arith(b, "subf", one, _arith(b, "divf", two, _arith(b, "addf", e, one)), hint="tanh")
+
+
+_ERF = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429, 0.3275911)
+
+
+def _erf(b: Body, v: str) -> str:
+    """Abramowitz–Stegun 7.1.26 (|error| < 1.5e-7), written in arith + one exp so the CPU and
+    GPU back ends need no libm/libdevice."""
+    a1, a2, a3, a4, a5, p = (_f32_const(b, c) for c in _ERF)
+    one, zero = _f32_const(b, 1.0), _f32_const(b, 0.0)
+    ax = b.w.fresh("ax")
+    b.emit(f"{ax} = math.absf {v} : f32")
+    t = _arith(b, "divf", one, _arith(b, "addf", one, _arith(b, "mulf", p, ax)))
+    poly = a5
+    for a in (a4, a3, a2, a1):
+        poly = _arith(b, "addf", _arith(b, "mulf", poly, t), a)
+    poly = _arith(b, "mulf", poly, t)
+    e = _exp(b, _arith(b, "negf", _arith(b, "mulf", ax, ax)))
+    y = _arith(b, "subf", one, _arith(b, "mulf", poly, e))
+    neg = b.w.fresh("neg")
+    b.emit(f"{neg} = arith.cmpf olt, {v}, {zero} : f32")
+    ny = _arith(b, "negf", y)
+    r = b.w.fresh("erf")
+    b.emit(f"{r} = arith.select {neg}, {ny}, {y} : f32")
+    return r
+
+
+def _gelu(b: Body, v: str) -> str:
+    """Exact GELU ``v/2 · (1 + erf(v/√2))`` (PyTorch's default)."""
+    half, one = _f32_const(b, 0.5), _f32_const(b, 1.0)
+    rs2 = _f32_const(b, 0.7071067811865476)
+    cdf = _arith(b, "mulf", half, _arith(b, "addf", one, _erf(b, _arith(b, "mulf", v, rs2))))
+    return _arith(b, "mulf", v, cdf, hint="gelu")
+
+
+def _gelu_grad(b: Body, v: str) -> str:
+    """``d/dv gelu(v) = Φ(v) + v·φ(v)``."""
+    half, one = _f32_const(b, 0.5), _f32_const(b, 1.0)
+    rs2 = _f32_const(b, 0.7071067811865476)
+    inv_sqrt_2pi = _f32_const(b, 0.3989422804014327)
+    cdf = _arith(b, "mulf", half, _arith(b, "addf", one, _erf(b, _arith(b, "mulf", v, rs2))))
+    sq = _arith(b, "mulf", _arith(b, "mulf", v, v), half)
+    pdf = _arith(b, "mulf", inv_sqrt_2pi, _exp(b, _arith(b, "negf", sq)))
+    return _arith(b, "addf", cdf, _arith(b, "mulf", v, pdf), hint="dgelu")
+
+
+def _leaky(b: Body, v: str, slope: float, pos: str, negv: str) -> str:
+    zero = _f32_const(b, 0.0)
+    c = b.w.fresh("pos")
+    b.emit(f"{c} = arith.cmpf ogt, {v}, {zero} : f32")
+    r = b.w.fresh("sel")
+    b.emit(f"{r} = arith.select {c}, {pos}, {negv} : f32")
+    return r
+
+
+def unary_value(b: Body, fn: str, v: str, slope: float) -> str:
+    """``fn(v)`` for the unary row functions."""
+    if fn == "relu":
+        return _arith(b, "maximumf", v, _f32_const(b, 0.0), hint="relu")
+    if fn == "leaky_relu":
+        return _leaky(b, v, slope, v, _arith(b, "mulf", v, _f32_const(b, slope)))
+    if fn == "exp":
+        return _exp(b, v)
+    if fn == "tanh":
+        return _tanh(b, v)
+    if fn == "sigmoid":
+        return _sigmoid(b, v)
+    if fn == "gelu":
+        return _gelu(b, v)
+    if fn == "neg":
+        return _arith(b, "negf", v)
+    raise ValueError(f"unknown unary function {fn!r}")
+
+
+def grad_value(b: Body, fn: str, dy: str, ref: str, slope: float) -> str:
+    """``dy * fn'(…)`` where ``ref`` is the forward input (relu, leaky_relu, gelu) or the
+    forward output (exp, tanh, sigmoid)."""
+    base = fn.removesuffix("_grad")
+    if base == "relu":
+        return _leaky(b, ref, 0.0, dy, _f32_const(b, 0.0))
+    if base == "leaky_relu":
+        return _leaky(b, ref, slope, dy, _arith(b, "mulf", dy, _f32_const(b, slope)))
+    if base == "gelu":
+        return _arith(b, "mulf", dy, _gelu_grad(b, ref))
+    if base == "exp":
+        return _arith(b, "mulf", dy, ref)
+    if base == "tanh":
+        one = _f32_const(b, 1.0)
+        return _arith(b, "mulf", dy, _arith(b, "subf", one, _arith(b, "mulf", ref, ref)))
+    if base == "sigmoid":
+        one = _f32_const(b, 1.0)
+        return _arith(b, "mulf", dy, _arith(b, "mulf", ref, _arith(b, "subf", one, ref)))
+    raise ValueError(f"unknown gradient function {fn!r}")
+
+
+def width(value: ir.Value) -> int:
+    """The static width (last dimension) of a row tensor or vector."""
+    shape = ir.ShapedType(value.type)
+    return static_dim(value, shape.rank - 1)
+
+
 def traversal_element(
-    b: Body, op: ir.Operation, ops: Operands, i: str, xr: str, d: str | None, j: str, atomic: bool
+    b: Body,
+    op: ir.Operation,
+    ops: Operands,
+    i: str,
+    xr: str,
+    yr: str,
+    d: str | None,
+    j: str,
+    atomic: bool,
 ) -> None:
-    """``out[d or i, j] (=, +=) fn(x[xr, j], y)`` for one element; ``atomic`` when several
-    threads may add into one element (the GPU), whatever the template's ``reduce`` says."""
+    """``out[d or i, j] (=, +=, max=) fn(x[xr, :], y[yr, :])[j]`` for one element; ``atomic``
+    when several threads may update one element (the GPU), whatever ``reduce`` says."""
     fn, reduce = str_attr(op, "fn"), str_attr(op, "reduce")
-    v = b.load(ops, "x", xr, j)
-    if fn == "scale":
-        s = b.load(ops, "y", i, b.const(0))
-        r = b.w.fresh("scaled")
-        b.emit(f"{r} = arith.mulf {v}, {s} : f32")
-        v = r
-    elif fn in ("add", "add_bias"):
-        y = b.load(ops, "y", i, j) if fn == "add" else b.load(ops, "y", j)
-        r = b.w.fresh("added")
-        b.emit(f"{r} = arith.addf {v}, {y} : f32")
-        v = r
-    elif fn == "relu":
-        zero, r = b.w.fresh("zero"), b.w.fresh("relu")
-        b.emit(f"{zero} = arith.constant 0.000000e+00 : f32")
-        b.emit(f"{r} = arith.maximumf {v}, {zero} : f32")
-        v = r
+    slope = float(ir.FloatAttr(op.attributes["slope"]).value)
+    if fn == "dot":
+        dx, do = width(ops.values["x"]), width(ops.values["out"])
+        dh = dx // do
+        c0, c1, cdh = b.const(0), b.const(1), b.const(dh)
+        base = b.w.fresh("base")
+        b.emit(f"{base} = arith.muli {j}, {cdh} : index")
+        zero = _f32_const(b, 0.0, "zero")
+        acc, k, acc_in = b.w.fresh("acc"), b.w.fresh("k"), b.w.fresh("acc_in")
+        b.emit(
+            f"{acc} = scf.for {k} = {c0} to {cdh} step {c1} "
+            f"iter_args({acc_in} = {zero}) -> (f32) {{"
+        )
+        b.indent += 2
+        col = b.w.fresh("col")
+        b.emit(f"{col} = arith.addi {base}, {k} : index")
+        xv, yv = b.load(ops, "x", xr, col), b.load(ops, "y", yr, col)
+        s = _arith(b, "addf", acc_in, _arith(b, "mulf", xv, yv))
+        b.emit(f"scf.yield {s} : f32")
+        b.close()
+        v = acc
+    else:
+        v = b.load(ops, "x", xr, j)
+        if fn == "copy":
+            pass
+        elif fn == "scale":
+            dx, dy_ = width(ops.values["x"]), width(ops.values["y"])
+            col = b.const(0)
+            if dy_ > 1:
+                col = b.w.fresh("head")
+                b.emit(f"{col} = arith.divui {j}, {b.const(dx // dy_)} : index")
+            v = _arith(b, "mulf", v, b.load(ops, "y", yr, col), hint="scaled")
+        elif fn == "add_bias":
+            v = _arith(b, "addf", v, b.load(ops, "y", j), hint="added")
+        elif fn in ("add", "mul", "sub", "div", "exp_sub"):
+            y = b.load(ops, "y", yr, j)
+            name = {"add": "addf", "mul": "mulf", "div": "divf"}.get(fn, "subf")
+            v = _arith(b, name, v, y)
+            if fn == "exp_sub":
+                v = _exp(b, v)
+        elif fn.endswith("_grad"):
+            v = grad_value(b, fn, v, b.load(ops, "y", yr, j), slope)
+        else:
+            v = unary_value(b, fn, v, slope)
     if reduce == "none":
         b.store(ops, "out", v, i, j)
-    else:
+    elif reduce == "max":
         assert d is not None
-        b.accumulate(ops, "out", v, atomic, d, j)
+        if atomic:
+            old = b.w.fresh("old")
+            b.emit(
+                f"{old} = memref.atomic_rmw maximumf {v}, {ops.names['out']}[{d}, {j}] "
+                f": (f32, {ops.types['out']}) -> f32"
+            )
+        else:
+            cur = b.load(ops, "out", d, j)
+            b.store(ops, "out", _arith(b, "maximumf", cur, v), d, j)
+    else:
+        idx = (d, j) if d is not None else (j,)
+        b.accumulate(ops, "out", v, atomic, *idx)
 
 
 def block_size(op: ir.Operation) -> int:

@@ -16,17 +16,16 @@ from mlir.runtime import get_ranked_memref_descriptor
 
 
 class CpuKernel:
-    """A compiled function from an LLVM-dialect module, callable on NumPy arrays."""
+    """The compiled functions of an LLVM-dialect module, callable by name on NumPy arrays."""
 
-    def __init__(self, module: ir.Module, name: str, opt_level: int = 3) -> None:
-        self.name = name
+    def __init__(self, module: ir.Module, opt_level: int = 3) -> None:
         self.engine = ExecutionEngine(module, opt_level=opt_level)
 
-    def __call__(self, *arrays: np.ndarray) -> None:
-        """Run the function on ``arrays`` (inputs, then outputs), in the function's order."""
+    def __call__(self, name: str, *arrays: np.ndarray) -> None:
+        """Run function ``name`` on ``arrays`` (inputs, then outputs), in its order."""
         descriptors = []
         for a in arrays:
             if not a.flags["C_CONTIGUOUS"]:
                 raise ValueError("compiled functions take C-contiguous arrays")
             descriptors.append(ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))))
-        self.engine.invoke(self.name, *descriptors)
+        self.engine.invoke(name, *descriptors)

@@ -30,7 +30,7 @@ from . import _emit
 from ._emit import GRAPH_ARRAYS, Writer
 
 _GEMM_OPERANDS = ("a", "weight", "gather_index", "weight_index", "scatter_index", "out")
-_TRAV_OPERANDS = ("gather_index", "scatter_index", "x", "y", "out")
+_TRAV_OPERANDS = ("gather_index", "scatter_index", "y_index", "x", "y", "out")
 
 
 def _is_graph(t: ir.Type) -> bool:
@@ -92,12 +92,19 @@ class _FuncLowering:
     def _src(self, value: ir.Value) -> tuple[str, str]:
         return self.buf[value], _emit.to_memref(value.type)
 
-    def _gemm(self, ops: dict[str, str | None], types: dict[str, str], epilogue: str) -> None:
+    def _gemm(
+        self,
+        ops: dict[str, str | None],
+        types: dict[str, str],
+        epilogue: str,
+        variant: str = "xw",
+    ) -> None:
         names = [ops[k] for k in _GEMM_OPERANDS if ops.get(k) is not None]
         tys = [types[k] for k in _GEMM_OPERANDS if ops.get(k) is not None]
         seg = ", ".join("1" if ops.get(k) is not None else "0" for k in _GEMM_OPERANDS)
         self.w.emit(
-            f'"hector_intra.gemm_template"({", ".join(names)}) {{epilogue = "{epilogue}", '
+            f'"hector_intra.gemm_template"({", ".join(names)}) {{variant = "{variant}", '
+            f'epilogue = "{epilogue}", '
             f"tile_n = {self.tile_n} : i64, block_size = {self.block_size} : i64, "
             f"operandSegmentSizes = array<i32: {seg}>}} : ({', '.join(tys)}) -> ()"
         )
@@ -109,15 +116,57 @@ class _FuncLowering:
         parallel: str,
         fn: str,
         reduce: str,
+        slope: float = 0.0,
     ) -> None:
         names = [ops[k] for k in _TRAV_OPERANDS if ops.get(k) is not None]
         tys = [types[k] for k in _TRAV_OPERANDS if ops.get(k) is not None]
         seg = ", ".join("1" if ops.get(k) is not None else "0" for k in _TRAV_OPERANDS)
         self.w.emit(
             f'"hector_intra.traversal_template"({", ".join(names)}) {{parallel = "{parallel}", '
-            f'fn = "{fn}", reduce = "{reduce}", block_size = {self.block_size} : i64, '
+            f'fn = "{fn}", reduce = "{reduce}", slope = {float(slope)!r} : f32, '
+            f"block_size = {self.block_size} : i64, "
             f"operandSegmentSizes = array<i32: {seg}>}} : ({', '.join(tys)}) -> ()"
         )
+
+    def _trav(
+        self,
+        fn: str,
+        out: tuple[str, str],
+        x: tuple[str, str],
+        *,
+        y: tuple[str, str] | None = None,
+        gather: str | None = None,
+        y_index: str | None = None,
+        scatter: str | None = None,
+        reduce: str = "none",
+        parallel: str = "edge",
+        slope: float = 0.0,
+    ) -> None:
+        """Emit one traversal from (name, type) pairs and index array names."""
+        idx = "memref<?xi32>"
+        ops = {"gather_index": gather, "scatter_index": scatter, "y_index": y_index}
+        types = {"gather_index": idx, "scatter_index": idx, "y_index": idx}
+        ops["x"], types["x"] = x
+        ops["out"], types["out"] = out
+        if y is not None:
+            ops["y"], types["y"] = y
+        self._traversal(ops, types, parallel, fn, reduce, slope)
+
+    def _temp(self, mtype: str, rows: str | None) -> tuple[str, str]:
+        """A scratch buffer of ``mtype`` with ``rows`` (an index SSA name) dynamic rows."""
+        name = self.w.fresh("tmp")
+        self.w.emit(f"{name} = memref.alloc({rows or ''}) : {mtype}")
+        self.alloc.append((name, mtype))
+        return name, mtype
+
+    def _fill(self, name: str, mtype: str, value: str) -> None:
+        c = self.w.fresh("fill")
+        self.w.emit(f"{c} = arith.constant {value} : f32")
+        self.w.emit(f"linalg.fill ins({c} : f32) outs({name} : {mtype})")
+
+    def _count(self, array: str, op: ir.Operation) -> str:
+        """The length of a graph array (``src`` → edges, ``ntype`` → nodes)."""
+        return self._dim(self._graph(array, op), "memref<?xi32>")
 
     # -- the function ----------------------------------------------------------------------
     def run(self) -> str | None:
@@ -184,17 +233,12 @@ class _FuncLowering:
 
     def _plan_fusion(self, ops: list[ir.Operation]) -> None:
         for op in ops:
-            if op.name == "hector_inter.typed_linear":
-                x = op.operands[1]
-                producer = x.owner if not isinstance(x, ir.BlockArgument) else None
-                if (
-                    producer is not None
-                    and producer.name in ("hector_inter.gather_src", "hector_inter.gather_dst")
-                    and all(u.name == "hector_inter.typed_linear" for u in _users(x))
-                    and ir.StringAttr(op.attributes["slice"]).value != "ntype"
-                ):
-                    self.fused.add(producer)
-            if op.name == "hector_inter.sum_to_dst":
+            if op.name in _GATHERS:
+                x = op.results[0]
+                users = [(u.owner, u.operand_number) for u in x.uses]
+                if users and x not in self.out_param and all(_reads_gathered(*u) for u in users):
+                    self.fused.add(op)
+            if op.name in ("hector_inter.sum_to_dst", "hector_inter.sum_to_src"):
                 x = op.operands[1]
                 producer = x.owner if not isinstance(x, ir.BlockArgument) else None
                 if (
@@ -202,6 +246,7 @@ class _FuncLowering:
                     and producer.name == "hector_inter.scale"
                     and len(_users(x)) == 1
                     and x not in self.out_param
+                    and not self._is_gathered(producer.operands[0])
                 ):
                     self.fused.add(producer)
             if op.name == "hector_inter.degree_norm":
@@ -211,9 +256,29 @@ class _FuncLowering:
                 by = ir.StringAttr(op.attributes["by"]).value
                 self.buf[op.results[0]] = self._graph(f"norm_{by}", op)
 
+    def _is_gathered(self, value: ir.Value) -> bool:
+        return not isinstance(value, ir.BlockArgument) and value.owner in self.fused
+
+    def _read(self, value: ir.Value, op: ir.Operation) -> tuple[tuple[str, str], str | None]:
+        """How a template reads ``value``: its buffer, and the index array when it is a fused
+        gather (the gathered copy is never built)."""
+        if self._is_gathered(value) and value.owner.name in _GATHERS:
+            producer = value.owner
+            side = "src" if producer.name.endswith("src") else "dst"
+            return self._src(producer.operands[1]), self._graph(side, op)
+        return self._src(value), None
+
     def _parallel(self, value: ir.Value) -> str:
         """Whether rows of ``value`` are edges or nodes (for the schedule's record)."""
         return "edge" if self.kinds.get(value) == EDGE else "node"
+
+    def _type_array(self, value: ir.Value, op: ir.Operation) -> str:
+        """The per-row type array of ``value``'s rows: edge types or node types."""
+        return self._graph("etype" if self.kinds.get(value) == EDGE else "ntype", op)
+
+    def _rows_of(self, value: ir.Value, op: ir.Operation) -> tuple[str, str]:
+        """(array, type) whose length is the row count of ``value``."""
+        return (self._graph("src" if self.kinds.get(value) == EDGE else "ntype", op), _IDX)
 
     def _lower(self, op: ir.Operation) -> None:
         name = op.name
@@ -226,23 +291,37 @@ class _FuncLowering:
         kind = name.removeprefix("hector_inter.")
         res = op.results[0]
         rtype = _emit.to_memref(res.type)
-        idx = "memref<?xi32>"
-        if kind == "typed_linear":
+        idx = _IDX
+        if kind in ("typed_linear", "typed_linear_transposed", "typed_linear_weight_grad"):
             slice_ = ir.StringAttr(op.attributes["slice"]).value
-            x = op.operands[1]
-            gather = None
-            if not isinstance(x, ir.BlockArgument) and x.owner in self.fused:
-                producer = x.owner
-                a, atype = self._src(producer.operands[1])
-                gather = self._graph("src" if producer.name.endswith("src") else "dst", op)
-            else:
-                a, atype = self._src(x)
-            w, wtype = self._src(op.operands[2])
+            (a, atype), gather = self._read(op.operands[1], op)
             windex = None
-            if slice_ == "etype":
-                windex = self._graph("etype", op)
-            elif slice_ == "ntype":
-                windex = self._graph("ntype", op)
+            if slice_ != "none":
+                windex = self._graph("etype" if slice_ == "etype" else "ntype", op)
+            if kind == "typed_linear_weight_grad":
+                g, gtype = self._src(op.operands[2])
+                out = self._out(res, (a, atype))
+                self._zero(out, rtype)
+                self._gemm(
+                    {
+                        "a": a,
+                        "weight": g,
+                        "gather_index": gather,
+                        "weight_index": windex,
+                        "out": out,
+                    },
+                    {
+                        "a": atype,
+                        "weight": gtype,
+                        "gather_index": idx,
+                        "weight_index": idx,
+                        "out": rtype,
+                    },
+                    "add",
+                    "xty",
+                )
+                return
+            w, wtype = self._src(op.operands[2])
             rows = (gather, idx) if gather is not None else (a, atype)
             out = self._out(res, rows)
             self._gemm(
@@ -255,64 +334,175 @@ class _FuncLowering:
                     "out": rtype,
                 },
                 "store",
+                "xw" if kind == "typed_linear" else "xwt",
             )
         elif kind in ("gather_src", "gather_dst"):
             gather = self._graph("src" if kind.endswith("src") else "dst", op)
-            x, xtype = self._src(op.operands[1])
+            x = self._src(op.operands[1])
             out = self._out(res, (gather, idx))
-            self._traversal(
-                {"gather_index": gather, "x": x, "out": out},
-                {"gather_index": idx, "x": xtype, "out": rtype},
-                "edge",
-                "copy",
-                "none",
-            )
-        elif kind == "sum_to_dst":
-            dst = self._graph("dst", op)
+            self._trav("copy", (out, rtype), x, gather=gather)
+        elif kind in ("sum_to_dst", "sum_to_src"):
+            scatter = self._graph("dst" if kind.endswith("dst") else "src", op)
             m = op.operands[1]
             out = self._out(res, (self._graph("ntype", op), idx))
             self._zero(out, rtype)
-            if not isinstance(m, ir.BlockArgument) and m.owner in self.fused:
-                x, xtype = self._src(m.owner.operands[0])
-                y, ytype = self._src(m.owner.operands[1])
-                self._traversal(
-                    {"scatter_index": dst, "x": x, "y": y, "out": out},
-                    {"scatter_index": idx, "x": xtype, "y": ytype, "out": rtype},
-                    "edge",
+            if self._is_gathered(m) and m.owner.name == "hector_inter.scale":
+                self._trav(
                     "scale",
-                    "sum",
+                    (out, rtype),
+                    self._src(m.owner.operands[0]),
+                    y=self._src(m.owner.operands[1]),
+                    scatter=scatter,
+                    reduce="sum",
                 )
             else:
-                x, xtype = self._src(m)
-                self._traversal(
-                    {"scatter_index": dst, "x": x, "out": out},
-                    {"scatter_index": idx, "x": xtype, "out": rtype},
-                    "edge",
-                    "copy",
-                    "sum",
-                )
-        elif kind in ("scale", "add", "unary"):
-            x, xtype = self._src(op.operands[0])
-            out = self._out(res, (x, xtype))
-            parallel = self._parallel(op.operands[0])
-            if kind == "unary":
-                fn = ir.StringAttr(op.attributes["fn"]).value
-                self._traversal(
-                    {"x": x, "out": out}, {"x": xtype, "out": rtype}, parallel, fn, "none"
+                x, gather = self._read(m, op)
+                self._trav("copy", (out, rtype), x, gather=gather, scatter=scatter, reduce="sum")
+        elif kind in ("scale", "add", "dot", "unary_grad"):
+            lhs, rhs = op.operands[0], op.operands[1]
+            if kind == "unary_grad":
+                lhs, rhs = op.operands[1], op.operands[0]  # x = dy, y = forward ref
+            x, gather = self._read(lhs, op)
+            rows = (gather, idx) if gather is not None else x
+            out = self._out(res, rows)
+            parallel = self._parallel(lhs)
+            if kind == "add" and ir.ShapedType(rhs.type).rank == 1:
+                self._trav(
+                    "add_bias", (out, rtype), x, y=self._src(rhs), gather=gather, parallel=parallel
                 )
                 return
-            y, ytype = self._src(op.operands[1])
-            bias = ir.ShapedType(op.operands[1].type).rank == 1
-            fn = "scale" if kind == "scale" else ("add_bias" if bias else "add")
-            self._traversal(
-                {"x": x, "y": y, "out": out},
-                {"x": xtype, "y": ytype, "out": rtype},
-                parallel,
+            if kind == "add" and len(op.operands) > 2:  # typed bias
+                self._trav(
+                    "add",
+                    (out, rtype),
+                    x,
+                    y=self._src(rhs),
+                    gather=gather,
+                    y_index=self._type_array(lhs, op),
+                    parallel=parallel,
+                )
+                return
+            y, y_index = self._read(rhs, op)
+            fn = kind
+            slope = 0.0
+            if kind == "unary_grad":
+                base = ir.StringAttr(op.attributes["fn"]).value
+                slope = float(ir.FloatAttr(op.attributes["slope"]).value)
+                if base in ("copy", "neg"):
+                    self._trav(base, (out, rtype), x, gather=gather, parallel=parallel)
+                    return
+                fn = f"{base}_grad"
+            self._trav(
                 fn,
-                "none",
+                (out, rtype),
+                x,
+                y=y,
+                gather=gather,
+                y_index=y_index,
+                parallel=parallel,
+                slope=slope,
+            )
+        elif kind == "unary":
+            x, gather = self._read(op.operands[0], op)
+            out = self._out(res, (gather, idx) if gather is not None else x)
+            fn = ir.StringAttr(op.attributes["fn"]).value
+            slope = float(ir.FloatAttr(op.attributes["slope"]).value)
+            self._trav(
+                fn,
+                (out, rtype),
+                x,
+                gather=gather,
+                slope=slope,
+                parallel=self._parallel(op.operands[0]),
+            )
+        elif kind == "edge_softmax":
+            self._edge_softmax(op, rtype)
+        elif kind == "edge_softmax_grad":
+            self._edge_softmax_grad(op, rtype)
+        elif kind == "sum_rows":
+            x, gather = self._read(op.operands[0], op)
+            out = self._out(res, x)
+            self._zero(out, rtype)
+            scatter = None
+            if ir.StringAttr(op.attributes["by"]).value == "type":
+                scatter = self._type_array(op.operands[0], op)
+            self._trav(
+                "copy",
+                (out, rtype),
+                x,
+                gather=gather,
+                scatter=scatter,
+                reduce="sum",
+                parallel=self._parallel(op.operands[0]),
             )
         else:
             raise PassFailure(f"no lowering for '{name}' yet", op.location)
+
+    def _node_temp(self, width: int, op: ir.Operation) -> tuple[str, str]:
+        return self._temp(f"memref<?x{width}xf32>", self._count("ntype", op))
+
+    def _edge_softmax(self, op: ir.Operation, rtype: str) -> None:
+        """max per destination → exp(x - max) → sum per destination → divide."""
+        res = op.results[0]
+        x = self._src(op.operands[1])
+        heads = _emit_width(res)
+        dst = self._graph("dst", op)
+        nmax = self._node_temp(heads, op)
+        self._fill(*nmax, "0xFF800000")  # -inf
+        self._trav("copy", nmax, x, scatter=dst, reduce="max")
+        ex = self._temp(rtype, self._count("src", op))
+        self._trav("exp_sub", ex, x, y=nmax, y_index=dst)
+        nsum = self._node_temp(heads, op)
+        self._fill(*nsum, "0.000000e+00")
+        self._trav("copy", nsum, ex, scatter=dst, reduce="sum")
+        out = self._out(res, (dst, _IDX))
+        self._trav("div", (out, rtype), ex, y=nsum, y_index=dst)
+
+    def _edge_softmax_grad(self, op: ir.Operation, rtype: str) -> None:
+        """``y * (dy - Σ_dst dy*y)``: one reducing traversal, then two row traversals."""
+        res = op.results[0]
+        y, dy = self._src(op.operands[1]), self._src(op.operands[2])
+        heads = _emit_width(res)
+        dst = self._graph("dst", op)
+        nsum = self._node_temp(heads, op)
+        self._fill(*nsum, "0.000000e+00")
+        self._trav("mul", nsum, dy, y=y, scatter=dst, reduce="sum")
+        diff = self._temp(rtype, self._count("src", op))
+        self._trav("sub", diff, dy, y=nsum, y_index=dst)
+        out = self._out(res, (dst, _IDX))
+        self._trav("mul", (out, rtype), diff, y=y)
+
+
+_IDX = "memref<?xi32>"
+_GATHERS = ("hector_inter.gather_src", "hector_inter.gather_dst")
+
+
+def _emit_width(value: ir.Value) -> int:
+    shape = ir.ShapedType(value.type)
+    return shape.get_dim_size(shape.rank - 1)
+
+
+def _reads_gathered(user: ir.Operation, operand: int) -> bool:
+    """Whether ``user`` can read its operand #``operand`` through a gather index instead of a
+    materialised gathered copy (GEMM left rows, traversal x and y inputs)."""
+    name = user.name.removeprefix("hector_inter.")
+    if name == "typed_linear":
+        return operand == 1 and ir.StringAttr(user.attributes["slice"]).value != "ntype"
+    if name == "typed_linear_weight_grad":
+        return operand == 1 and ir.StringAttr(user.attributes["slice"]).value != "ntype"
+    if name in ("dot",):
+        return operand in (0, 1)
+    if name == "add":
+        return (
+            operand in (0, 1)
+            and len(user.operands) == 2
+            and (ir.ShapedType(user.operands[1].type).rank == 2)
+        )
+    if name in ("unary",):
+        return operand == 0
+    if name == "scale":
+        return operand == 1  # the per-head scale; x stays a plain read so sums can fuse
+    return False
 
 
 @register_pass(

@@ -74,7 +74,41 @@ def _launch(w: Writer, kernel: str, ops: T.Operands, roles, threads: str, bs: in
     )
 
 
+def _gemm_xty(op: ir.Operation, w: Writer, kernels: _Kernels, kname: str) -> None:
+    """Weight gradient: one thread per ``(k, n)`` weight element walks every row and adds into
+    ``out[type(row), k, n]``; a thread owns its ``(k, n)`` for all types, so no atomics."""
+    ops = T.operands(op, T.GEMM_OPERANDS, w)
+    k, n = T.static_dim(ops.values["a"], 1), T.width(ops.values["weight"])
+    threads = w.const_index(k * n)
+    _launch(w, kname, ops, T.GEMM_OPERANDS, threads, T.block_size(op))
+    kw, kops, gid = _kernel(kernels, kname, op, ops, T.GEMM_OPERANDS)
+    b = T.Body(kw, 4)
+    kc0, kc1 = b.const(0), b.const(1)
+    km = T.gemm_rows(op, kops, kw, kc0)
+    cn, ckn = b.const(n), b.const(k * n)
+    kk, j, ok = kw.fresh("k"), kw.fresh("j"), kw.fresh("ok")
+    b.emit(f"{kk} = arith.divui {gid}, {cn} : index")
+    b.emit(f"{j} = arith.remui {gid}, {cn} : index")
+    b.emit(f"{ok} = arith.cmpi ult, {gid}, {ckn} : index")
+    b.emit(f"scf.if {ok} {{")
+    b.indent += 2
+    i = b.open_for(kc0, km, kc1, "i")
+    r, t, _ = T.gemm_row_prologue(b, kops, i)
+    av, gv, p = b.load(kops, "a", r, kk), b.load(kops, "weight", i, j), kw.fresh("p")
+    b.emit(f"{p} = arith.mulf {av}, {gv} : f32")
+    b.accumulate(kops, "out", p, False, *([t] if t is not None else []), kk, j)
+    b.close()
+    b.close()
+    kw.emit("gpu.return", 4)
+    kw.lines.append("  }")
+    kernels.texts.append("\n".join(kw.lines))
+
+
 def _gemm(op: ir.Operation, w: Writer, kernels: _Kernels, kname: str) -> None:
+    variant = _emit.str_attr(op, "variant")
+    if variant == "xty":
+        _gemm_xty(op, w, kernels, kname)
+        return
     ops = T.operands(op, T.GEMM_OPERANDS, w)
     n = T.static_dim(ops.values["out"], 1)
     k = T.static_dim(ops.values["a"], 1)
@@ -116,7 +150,7 @@ def _gemm(op: ir.Operation, w: Writer, kernels: _Kernels, kname: str) -> None:
             b.emit(f"{inb} = arith.cmpi ult, {j}, {cn} : index")
             b.emit(f"scf.if {inb} {{")
             b.indent += 2
-        T.gemm_element(b, kops, r, t, o, j, k, epilogue)
+        T.gemm_element(b, kops, r, t, o, j, k, epilogue, transposed=variant == "xwt")
         if n % tile:
             b.close()
     b.close()
@@ -125,9 +159,106 @@ def _gemm(op: ir.Operation, w: Writer, kernels: _Kernels, kname: str) -> None:
     kernels.texts.append("\n".join(kw.lines))
 
 
-def _traversal(op: ir.Operation, w: Writer, kernels: _Kernels, kname: str) -> None:
+ALIGN_MODES = ("none", "warp128")
+WARP = 32
+
+
+def traversal_align(op: ir.Operation) -> str:
+    """A traversal's optional ``align`` attribute (default ``"none"``), validated."""
+    if "align" not in op.attributes:
+        return "none"
+    attr = op.attributes["align"]
+    value = ir.StringAttr(attr).value if isinstance(attr, ir.StringAttr) else None
+    if value not in ALIGN_MODES:
+        raise PassFailure(f'align must be "none" or "warp128", got {attr}', op.location)
+    return value
+
+
+def _warp128_columns(b: T.Body, kops: T.Operands, xr: str, lane: str, d: int) -> str:
+    """The aligned thread→element mapping (``align = "warp128"``, see
+    ``passes/request_model.py``): one warp per row, lane ``lane`` of step ``k`` reads element
+    ``32k + lane - s`` of the row, where ``s`` is the row's misalignment in floats,
+    ``(address(x[xr, 0]) / 4) mod 32``. Every step then reads one aligned 128-byte segment.
+    Opens the step loop and the in-row guard (two regions the caller closes) and returns the
+    element index."""
+    kw = b.w
+    x, xt = kops.names["x"], kops.types["x"]
+    ptr, words, rowstart, addr, shift = (kw.fresh(h) for h in ("ptr", "words", "rs", "a", "s"))
+    c4, cw, cw1, cd = b.const(4), b.const(WARP), b.const(WARP - 1), b.const(d)
+    b.emit(f"{ptr} = memref.extract_aligned_pointer_as_index {x} : {xt} -> index")
+    b.emit(f"{words} = arith.divui {ptr}, {c4} : index")
+    b.emit(f"{rowstart} = arith.muli {xr}, {cd} : index")
+    b.emit(f"{addr} = arith.addi {words}, {rowstart} : index")
+    b.emit(f"{shift} = arith.remui {addr}, {cw} : index")
+    span, padded, steps = kw.fresh("span"), kw.fresh("padded"), kw.fresh("steps")
+    b.emit(f"{span} = arith.addi {shift}, {cd} : index")
+    b.emit(f"{padded} = arith.addi {span}, {cw1} : index")
+    b.emit(f"{steps} = arith.divui {padded}, {cw} : index")
+    k = b.open_for(b.const(0), steps, b.const(1), "step")
+    base, e0, e = kw.fresh("sbase"), kw.fresh("e0"), kw.fresh("e")
+    after, inrow, ok = kw.fresh("after"), kw.fresh("inrow"), kw.fresh("inb")
+    b.emit(f"{base} = arith.muli {k}, {cw} : index")
+    b.emit(f"{e0} = arith.addi {base}, {lane} : index")
+    b.emit(f"{after} = arith.cmpi uge, {e0}, {shift} : index")
+    b.emit(f"{e} = arith.subi {e0}, {shift} : index")
+    b.emit(f"{inrow} = arith.cmpi ult, {e}, {cd} : index")
+    b.emit(f"{ok} = arith.andi {after}, {inrow} : i1")
+    b.emit(f"scf.if {ok} {{")
+    b.indent += 2
+    return e
+
+
+def _traversal_warp128(op: ir.Operation, w: Writer, kernels: _Kernels, kname: str) -> None:
+    """A traversal with ``align = "warp128"``: one warp (32 threads) per row, each warp reading
+    its row of ``x`` in aligned 128-byte segments (the zero-copy gather kernel)."""
     ops = T.operands(op, T.TRAVERSAL_OPERANDS, w)
-    d = T.static_dim(ops.values["out"], 1)
+    d = T.width(ops.values["out"])
+    if T.width(ops.values["x"]) != d or _emit.str_attr(op, "fn") == "dot":
+        raise PassFailure(
+            'align = "warp128" needs an elementwise row function with x and out of the same '
+            "width (element j of out reads element j of x)",
+            op.location,
+        )
+    bs = T.block_size(op)
+    if bs % WARP:
+        raise PassFailure(
+            f'align = "warp128" needs a block_size that is a multiple of {WARP}, got {bs}',
+            op.location,
+        )
+    c0 = w.const_index(0)
+    m = T.traversal_rows(ops, w, c0)
+    cw, threads = w.const_index(WARP), w.fresh("threads")
+    w.emit(f"{threads} = arith.muli {m}, {cw} : index")
+    _launch(w, kname, ops, T.TRAVERSAL_OPERANDS, threads, bs)
+    kw, kops, gid = _kernel(kernels, kname, op, ops, T.TRAVERSAL_OPERANDS)
+    b = T.Body(kw, 4)
+    km = T.traversal_rows(kops, kw, b.const(0))
+    ckw = b.const(WARP)
+    i, lane, ok = kw.fresh("i"), kw.fresh("lane"), kw.fresh("ok")
+    b.emit(f"{i} = arith.divui {gid}, {ckw} : index")
+    b.emit(f"{lane} = arith.remui {gid}, {ckw} : index")
+    b.emit(f"{ok} = arith.cmpi ult, {i}, {km} : index")
+    b.emit(f"scf.if {ok} {{")
+    b.indent += 2
+    xr = b.load_index(kops, "gather_index", i) if kops.has("gather_index") else i
+    yr = b.load_index(kops, "y_index", i) if kops.has("y_index") else i
+    dst = b.load_index(kops, "scatter_index", i) if kops.has("scatter_index") else None
+    j = _warp128_columns(b, kops, xr, lane, d)
+    T.traversal_element(b, op, kops, i, xr, yr, dst, j, atomic=True)
+    b.close()
+    b.close()
+    b.close()
+    kw.emit("gpu.return", 4)
+    kw.lines.append("  }")
+    kernels.texts.append("\n".join(kw.lines))
+
+
+def _traversal(op: ir.Operation, w: Writer, kernels: _Kernels, kname: str) -> None:
+    if traversal_align(op) == "warp128":
+        _traversal_warp128(op, w, kernels, kname)
+        return
+    ops = T.operands(op, T.TRAVERSAL_OPERANDS, w)
+    d = T.width(ops.values["out"])
     c0 = w.const_index(0)
     m = T.traversal_rows(ops, w, c0)
     cd, threads = w.const_index(d), w.fresh("threads")
@@ -145,8 +276,9 @@ def _traversal(op: ir.Operation, w: Writer, kernels: _Kernels, kname: str) -> No
     b.emit(f"scf.if {ok} {{")
     b.indent += 2
     xr = b.load_index(kops, "gather_index", i) if kops.has("gather_index") else i
+    yr = b.load_index(kops, "y_index", i) if kops.has("y_index") else i
     dst = b.load_index(kops, "scatter_index", i) if kops.has("scatter_index") else None
-    T.traversal_element(b, op, kops, i, xr, dst, j, atomic=True)
+    T.traversal_element(b, op, kops, i, xr, yr, dst, j, atomic=True)
     b.close()
     kw.emit("gpu.return", 4)
     kw.lines.append("  }")

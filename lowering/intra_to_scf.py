@@ -36,9 +36,12 @@ def _lower_gemm(op: ir.Operation, w: Writer) -> None:
     b = T.Body(w, 2)
     i = b.open_for(c0, m, c1, "i")
     r, t, o = T.gemm_row_prologue(b, ops, i)
+    variant = _emit.str_attr(op, "variant")
     k_extent = T.static_dim(ops.values["a"], 1)
-    n_extent = T.static_dim(ops.values["out"], 1)
-    T.gemm_row_cpu(b, ops, r, t, o, k_extent, n_extent, _emit.str_attr(op, "epilogue"))
+    n_extent = T.width(ops.values["weight"] if variant == "xty" else ops.values["out"])
+    T.gemm_row_cpu(
+        b, ops, r, t, o, k_extent, n_extent, _emit.str_attr(op, "epilogue"), variant, i
+    )
     b.close()
 
 
@@ -46,13 +49,14 @@ def _lower_traversal(op: ir.Operation, w: Writer) -> None:
     ops = T.operands(op, T.TRAVERSAL_OPERANDS, w)
     c0, c1 = w.const_index(0), w.const_index(1)
     m = T.traversal_rows(ops, w, c0)
-    width = w.const_index(T.static_dim(ops.values["out"], 1))
+    width = w.const_index(T.width(ops.values["out"]))
     b = T.Body(w, 2)
     i = b.open_for(c0, m, c1, "i")
     xr = b.load_index(ops, "gather_index", i) if ops.has("gather_index") else i
+    yr = b.load_index(ops, "y_index", i) if ops.has("y_index") else i
     d = b.load_index(ops, "scatter_index", i) if ops.has("scatter_index") else None
     j = b.open_for(c0, width, c1, "j")
-    T.traversal_element(b, op, ops, i, xr, d, j, atomic=False)
+    T.traversal_element(b, op, ops, i, xr, yr, d, j, atomic=False)
     b.close()
     b.close()
 

@@ -15,7 +15,8 @@ from ..passes._registry import register_pipeline
 # Upstream lowering of scf/memref/arith/func to the LLVM dialect, for the CPU JIT.
 LLVM_CPU = (
     "canonicalize, convert-linalg-to-loops, convert-scf-to-cf, expand-strided-metadata, "
-    "lower-affine, finalize-memref-to-llvm, convert-arith-to-llvm, convert-index-to-llvm, "
+    "lower-affine, finalize-memref-to-llvm, convert-math-to-llvm, convert-arith-to-llvm, "
+    "convert-index-to-llvm, "
     "convert-cf-to-llvm, convert-func-to-llvm, reconcile-unrealized-casts"
 )
 

@@ -99,6 +99,27 @@ class _Kinds:
             self.kind[value] = kind
 
 
+def _same_rows(
+    kinds: _Kinds, a: ir.Value, b: ir.Value, wa: str, wb: str, op: ir.Operation
+) -> str | None:
+    """Two row operands that must index the same rows: unify their kinds."""
+    ka, kb = kinds.rows(a, wa, op), kinds.rows(b, wb, op)
+    if ka is not None and kb is not None and ka != kb:
+        raise PassFailure(f"{wa} are {ka} but {wb} are {kb}", op.location)
+    kind = ka or kb
+    if kind is not None:
+        kinds.use(a, kind, wa, op)
+        kinds.use(b, kind, wb, op)
+    return kind
+
+
+def _same_shape(a: list[int | None], b: list[int | None], what: str, op: ir.Operation) -> None:
+    if len(a) != len(b):
+        raise PassFailure(f"{what}: rank {len(a)} vs {len(b)}", op.location)
+    for p, q in zip(a, b, strict=True):
+        _same(p, q, what, op)
+
+
 def _segments(op: ir.Operation) -> list[int]:
     return list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
 
@@ -149,23 +170,101 @@ def _verify_inter(op: ir.Operation, kinds: _Kinds) -> None:
         kinds.set(res, EDGE)
     elif name == "scale":
         x = _f32(ops[0], "scaled rows", op)
-        s = _f32(ops[1], "scale", op)
+        sc = _f32(ops[1], "scale", op)
         out = _f32(res, "result", op)
         _rank(x, 2, "scaled rows", op)
         _rank(out, 2, "result", op)
-        if len(s) != 2 or s[1] != 1:
-            raise PassFailure(f"scale must be a column [M, 1], got {ops[1].type}", op.location)
-        _same(x[0], s[0], "rows of the input and the scale differ", op)
+        _rank(sc, 2, "scale", op)
+        if sc[1] is not None and x[1] is not None and (sc[1] <= 0 or x[1] % sc[1]):
+            raise PassFailure(
+                f"scale width {sc[1]} (heads) must divide the row width {x[1]}", op.location
+            )
+        _same(x[0], sc[0], "rows of the input and the scale differ", op)
         _same(x[1], out[1], "feature width of input and result differ", op)
-        kx = kinds.rows(ops[0], "scaled rows", op)
-        ks = kinds.rows(ops[1], "scale", op)
-        if kx is not None and ks is not None and kx != ks:
-            raise PassFailure(f"scaled rows are {kx} but the scale is {ks}", op.location)
-        kind = kx or ks
-        if kind is not None:
-            kinds.use(ops[0], kind, "scaled rows", op)
-            kinds.use(ops[1], kind, "scale", op)
-        kinds.set(res, kind)
+        kinds.set(res, _same_rows(kinds, ops[0], ops[1], "scaled rows", "scale", op))
+    elif name == "dot":
+        x = _f32(ops[0], "left rows", op)
+        y = _f32(ops[1], "right rows", op)
+        out = _f32(res, "result", op)
+        for v, what in ((x, "left rows"), (y, "right rows"), (out, "result")):
+            _rank(v, 2, what, op)
+        _same(x[1], y[1], "operand widths differ", op)
+        _same(x[0], y[0], "operand rows differ", op)
+        if out[1] is not None and x[1] is not None and (out[1] <= 0 or x[1] % out[1]):
+            raise PassFailure(
+                f"result width {out[1]} (heads) must divide the operand width {x[1]}",
+                op.location,
+            )
+        kinds.set(res, _same_rows(kinds, ops[0], ops[1], "left rows", "right rows", op))
+    elif name in ("unary_grad",):
+        r = _f32(ops[0], "ref", op)
+        dy = _f32(ops[1], "dy", op)
+        out = _f32(res, "result", op)
+        _same_shape(r, dy, "ref and dy shapes differ", op)
+        _same_shape(dy, out, "result shape differs from dy", op)
+        kinds.set(res, _same_rows(kinds, ops[0], ops[1], "ref", "dy", op))
+    elif name in ("edge_softmax", "edge_softmax_grad"):
+        vals = ops[1:]
+        shapes = [_f32(v, f"operand #{i + 1}", op) for i, v in enumerate(vals)]
+        out = _f32(res, "result", op)
+        for sh in [*shapes, out]:
+            _rank(sh, 2, "edge scores", op)
+        for sh in shapes:
+            _same_shape(sh, out, "operand and result shapes differ", op)
+        for v in vals:
+            kinds.use(v, EDGE, "edge scores", op)
+        kinds.set(res, EDGE)
+    elif name == "sum_to_src":
+        x = _f32(ops[1], "summed rows", op)
+        out = _f32(res, "result", op)
+        _rank(x, 2, "summed rows", op)
+        _rank(out, 2, "result", op)
+        _same(x[1], out[1], "feature width of input and result differ", op)
+        kinds.use(ops[1], EDGE, "summed rows", op)
+        kinds.set(res, NODE)
+    elif name in ("typed_linear_transposed", "typed_linear_weight_grad"):
+        slice_ = _str(op, "slice")
+        grad = name == "typed_linear_weight_grad"
+        a = _f32(ops[1], "rows", op)
+        b = _f32(ops[2], "weight" if not grad else "row gradients", op)
+        out = _f32(res, "result", op)
+        _rank(a, 2, "rows", op)
+        w, rows = (out, [a, b]) if grad else (b, [a, out])
+        if not grad:
+            kinds.use(ops[2], WEIGHT, "weight", op)
+        _rank(w, 2 if slice_ == "none" else 3, "weight", op)
+        for r in rows:
+            _rank(r, 2, "rows", op)
+        k, n = w[-2], w[-1]
+        if grad:
+            _same(a[1], k, "input width does not match the weight gradient", op)
+            _same(b[1], n, "gradient width does not match the weight gradient", op)
+            _same(a[0], b[0], "rows of input and gradient differ", op)
+        else:
+            _same(a[1], n, "gradient width does not match the weight's output dimension", op)
+            _same(out[1], k, "result width does not match the weight's input dimension", op)
+        if slice_ == "none":
+            kind = kinds.rows(ops[1], "rows", op)
+        else:
+            kind = EDGE if slice_ == "etype" else NODE
+            kinds.use(ops[1], kind, f'rows of a slice = "{slice_}" op', op)
+        if grad:
+            kinds.use(ops[2], kind, "row gradients", op) if kind else None
+            kinds.set(res, WEIGHT)
+        else:
+            kinds.set(res, kind)
+    elif name == "sum_rows":
+        x = _f32(ops[0], "rows", op)
+        out = _f32(res, "result", op)
+        _rank(x, 2, "rows", op)
+        by = _str(op, "by")
+        has_graph = len(ops) > 1
+        if by == "type" and not has_graph:
+            raise PassFailure('sum_rows with by = "type" needs the graph operand', op.location)
+        _rank(out, 2 if by == "type" else 1, "result", op)
+        _same(x[1], out[-1], "result width differs from the rows", op)
+        kinds.rows(ops[0], "rows", op)
+        kinds.set(res, WEIGHT)
     elif name == "sum_to_dst":
         x = _f32(ops[1], "summed rows", op)
         out = _f32(res, "result", op)
@@ -183,6 +282,15 @@ def _verify_inter(op: ir.Operation, kinds: _Kinds) -> None:
         if len(b) == 1:
             kinds.use(ops[1], WEIGHT, "bias", op)
             _same(a[1], b[0], "bias width does not match the rows", op)
+        elif len(ops) > 2:  # typed bias [T, D] picked by each row's type
+            _rank(b, 2, "typed bias", op)
+            kinds.use(ops[1], WEIGHT, "typed bias", op)
+            _same(a[1], b[1], "typed bias width does not match the rows", op)
+            if ka is None:
+                raise PassFailure(
+                    "a typed bias needs rows of a known kind (node-wise or edge-wise)",
+                    op.location,
+                )
         else:
             _rank(b, 2, "right operand", op)
             _same(a[1], b[1], "operand widths differ", op)
@@ -216,6 +324,7 @@ def _verify_intra(op: ir.Operation) -> None:
     ops = list(op.operands)
     if name == "gemm_template":
         a, w, gather, widx, scatter, out = seg
+        variant = _str(op, "variant")
         it = iter(ops)
         a_v, w_v = next(it), next(it)
         if gather:
@@ -229,10 +338,22 @@ def _verify_intra(op: ir.Operation) -> None:
         sw = _f32(w_v, "weight", op)
         so = _f32(out_v, "out", op)
         _rank(sa, 2, "a", op)
-        _rank(so, 2, "out", op)
-        _rank(sw, 3 if widx else 2, "weight" + (" with a weight_index" if widx else ""), op)
-        _same(sa[1], sw[-2], "a's width does not match the weight's input dimension", op)
-        _same(so[1], sw[-1], "out's width does not match the weight's output dimension", op)
+        if variant == "xty":
+            _rank(sw, 2, "row gradients (weight operand of an xty GEMM)", op)
+            _rank(so, 3 if widx else 2, "out" + (" with a weight_index" if widx else ""), op)
+            _same(sa[1], so[-2], "a's width does not match out's input dimension", op)
+            _same(sw[1], so[-1], "gradient width does not match out's output dimension", op)
+            if _str(op, "epilogue") != "add" or scatter:
+                raise PassFailure(
+                    'an xty GEMM accumulates (epilogue "add") and takes no scatter_index',
+                    op.location,
+                )
+        else:
+            _rank(so, 2, "out", op)
+            _rank(sw, 3 if widx else 2, "weight" + (" with a weight_index" if widx else ""), op)
+            k, n = (sw[-2], sw[-1]) if variant == "xw" else (sw[-1], sw[-2])
+            _same(sa[1], k, "a's width does not match the weight's input dimension", op)
+            _same(so[1], n, "out's width does not match the weight's output dimension", op)
         tile = ir.IntegerAttr(op.attributes["tile_n"]).value
         if tile <= 0 or ir.IntegerAttr(op.attributes["block_size"]).value <= 0:
             raise PassFailure("tile_n and block_size must be positive", op.location)
@@ -243,31 +364,53 @@ def _verify_intra(op: ir.Operation) -> None:
                 op.location,
             )
     elif name == "traversal_template":
-        has_gather, has_index, _, has_y, _ = seg
+        has_gather, has_index, has_yidx, _, has_y, _ = seg
         fn, reduce = _str(op, "fn"), _str(op, "reduce")
-        if reduce != "none" and not has_index:
-            raise PassFailure(f'reduce = "{reduce}" needs a scatter_index operand', op.location)
-        if fn in ("scale", "add", "add_bias") and not has_y:
+        if reduce == "max" and not has_index:
+            raise PassFailure('reduce = "max" needs a scatter_index operand', op.location)
+        needs_y = fn in _BINARY or fn.endswith("_grad")
+        if needs_y and not has_y:
             raise PassFailure(f'fn = "{fn}" needs a second input y', op.location)
-        if fn not in ("scale", "add", "add_bias") and has_y:
+        if not needs_y and has_y:
             raise PassFailure(f'fn = "{fn}" takes no second input', op.location)
+        if has_yidx and not has_y:
+            raise PassFailure("y_index given without y", op.location)
         it = iter(ops)
-        if has_gather:
-            _index(next(it), "gather_index", op)
-        if has_index:
-            _index(next(it), "scatter_index", op)
+        for present, role in (
+            (has_gather, "gather_index"),
+            (has_index, "scatter_index"),
+            (has_yidx, "y_index"),
+        ):
+            if present:
+                _index(next(it), role, op)
         x = _f32(next(it), "x", op)
         y = _f32(next(it), "y", op) if has_y else None
         out = _f32(next(it), "out", op)
         _rank(x, 2, "x", op)
-        _rank(out, 2, "out", op)
-        _same(x[1], out[1], "x and out widths differ", op)
-        if fn == "scale" and y is not None and (len(y) != 2 or y[1] != 1):
-            raise PassFailure("y of a scale must be a column [M, 1]", op.location)
-        if fn == "add" and y is not None and (len(y) != 2 or y[1] != x[1]):
-            raise PassFailure("y of an add must have x's shape", op.location)
-        if fn == "add_bias" and y is not None and (len(y) != 1 or y[0] != x[1]):
-            raise PassFailure("y of an add_bias must be a vector of x's width", op.location)
+        if reduce in ("sum", "atomic_sum") and not has_index:
+            _rank(out, 1, "out of a sum over all rows", op)
+        else:
+            _rank(out, 2, "out", op)
+        if fn == "dot":
+            if out[-1] is not None and x[1] is not None and (out[-1] <= 0 or x[1] % out[-1]):
+                raise PassFailure("out width (heads) of a dot must divide x's width", op.location)
+        else:
+            _same(x[1], out[-1], "x and out widths differ", op)
+        if y is None:
+            return
+        if fn == "add_bias":
+            if len(y) != 1 or y[0] != x[1]:
+                raise PassFailure("y of an add_bias must be a vector of x's width", op.location)
+        elif fn == "scale":
+            _rank(y, 2, "y", op)
+            if y[1] is not None and x[1] is not None and (y[1] <= 0 or x[1] % y[1]):
+                raise PassFailure("y width (heads) of a scale must divide x's width", op.location)
+        else:
+            _rank(y, 2, "y", op)
+            _same(x[1], y[1], f"y of a {fn} must have x's width", op)
+
+
+_BINARY = ("scale", "add", "add_bias", "mul", "sub", "div", "exp_sub", "dot")
 
 
 def verify_function(func: ir.Operation) -> dict[ir.Value, str]:

@@ -26,6 +26,57 @@ from .lowering.ptx import extract_ptx
 from .passes._pipeline import run_pipeline
 
 
+@dataclass(frozen=True)
+class FunctionAbi:
+    """How to call one compiled function: what each result is and, for generated functions,
+    how results map back (``grad_of``: tensor argument of each gradient; ``num_saved``)."""
+
+    name: str
+    result_kinds: tuple[str, ...]  # "node" | "edge" | "weight"
+    result_shapes: tuple[tuple[int | None, ...], ...]  # None: the row count
+    grad_of: tuple[int, ...] = ()
+    num_saved: int = 0
+
+
+_KINDS = {"node-wise": NODE, "edge-wise": EDGE, "weight": "weight"}
+
+
+def _abis(module: Any) -> dict[str, FunctionAbi]:
+    """Read every function's result ABI from the hector_inter module (kinds from the
+    ``hector.result_kinds`` attribute of generated functions, else inferred by the verifier)."""
+    from .passes.verify import verify_function
+
+    out = {}
+    dyn = ir.ShapedType.get_dynamic_size()
+    for op in module.body.operations:
+        op = op.operation
+        if op.name != "func.func" or not len(op.regions[0].blocks):
+            continue
+        name = ir.StringAttr(op.attributes["sym_name"]).value
+        ret = list(op.regions[0].blocks[0].operations)[-1].operation
+        shapes = tuple(
+            tuple(None if d == dyn else d for d in ir.ShapedType(v.type).shape)
+            for v in ret.operands
+        )
+        if "hector.result_kinds" in op.attributes:
+            kinds = tuple(
+                ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["hector.result_kinds"])
+            )
+        else:
+            inferred = verify_function(op)
+            kinds = tuple(_KINDS.get(inferred.get(v, "node-wise"), NODE) for v in ret.operands)
+        grad_of: tuple[int, ...] = ()
+        if "hector.grad_of" in op.attributes:
+            grad_of = tuple(
+                ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes["hector.grad_of"])
+            )
+        saved = 0
+        if "hector.num_saved" in op.attributes:
+            saved = ir.IntegerAttr(op.attributes["hector.num_saved"]).value
+        out[name] = FunctionAbi(name, kinds, shapes, grad_of, saved)
+    return out
+
+
 @dataclass
 class StagedModule:
     """A module taken through a target's stages, with the IR after each stage by name."""
@@ -34,6 +85,7 @@ class StagedModule:
     module: Any
     stages: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
+    abi: dict[str, FunctionAbi] = field(default_factory=dict)
 
     def ir(self, stage: str) -> str:
         """The IR text after ``stage``."""
@@ -42,8 +94,11 @@ class StagedModule:
         return self.stages[stage]
 
 
-def run_stages(text: str, target: str, until: str | None = None) -> StagedModule:
-    """Parse hector_inter ``text`` and run the stages of ``target`` (up to ``until``)."""
+def run_stages(
+    text: str, target: str, until: str | None = None, autodiff: bool = False
+) -> StagedModule:
+    """Parse hector_inter ``text`` and run the stages of ``target`` (up to ``until``); with
+    ``autodiff``, first add the ``_train``/``_backward`` functions (stage ``autodiff``)."""
     if target not in pipelines.TARGETS:
         raise ValueError(f"unknown target {target!r}; targets: {', '.join(pipelines.TARGETS)}")
     start = time.perf_counter()
@@ -53,6 +108,10 @@ def run_stages(text: str, target: str, until: str | None = None) -> StagedModule
         staged = StagedModule(ctx, module, {"inter": str(module)})
         # Bad input is reported against the user's own file: no reproducer for the verifier.
         run_pipeline(module, "hector-verify", verify=False, reproducer=False)
+        if autodiff:
+            run_pipeline(module, "hector-autodiff", verify=False)
+            staged.stages["autodiff"] = str(module)
+        staged.abi = _abis(module)
         for stage in pipelines.TARGETS[target]:
             run_pipeline(module, stage.pipeline, verify=False)
             staged.stages[stage.name] = str(module)
@@ -74,10 +133,8 @@ class CpuEntry:
         """The IR after ``stage``."""
         return self.staged.ir(stage)
 
-    def run(
-        self, g: HeteroGraph, tensors: tuple[torch.Tensor, ...], names: list[str]
-    ) -> torch.Tensor | tuple[torch.Tensor, ...]:
-        """Check the tensors against the graph, allocate outputs and call the kernel."""
+    def check(self, g: HeteroGraph, tensors: tuple[torch.Tensor, ...], names: list[str]) -> None:
+        """Check the tensors against the graph before any compiled code runs."""
         for name, kind, t in zip(names, self.traced.arg_kinds, tensors, strict=True):
             if kind == NODE and t.shape[0] != g.num_nodes:
                 raise ValueError(
@@ -97,22 +154,36 @@ class CpuEntry:
                     f"argument '{names[pos]}' is sliced by {slice_}: expected {want} slices "
                     f"(the graph's {what}), got {have}"
                 )
+
+    def call(self, fname: str, g: HeteroGraph, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Run compiled function ``fname`` on the graph and tensors; return its results."""
+        abi = self.staged.abi[fname]
         outs = []
-        for kind, width in zip(self.traced.result_kinds, self.traced.result_widths, strict=True):
+        for kind, shape in zip(abi.result_kinds, abi.result_shapes, strict=True):
             rows = g.num_nodes if kind == NODE else g.num_edges
-            outs.append(torch.empty((rows, *width), dtype=torch.float32))
+            dims = [rows if d is None else d for d in shape]
+            outs.append(torch.empty(dims, dtype=torch.float32))
         arrays = [np.ascontiguousarray(a.numpy()) for a in g.arrays()]
         arrays += [t.detach().contiguous().numpy() for t in tensors]
         arrays += [o.numpy() for o in outs]
-        self.kernel(*arrays)
+        self.kernel(fname, *arrays)
+        return outs
+
+    def run(
+        self, g: HeteroGraph, tensors: tuple[torch.Tensor, ...], names: list[str]
+    ) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        """Check the tensors against the graph, allocate outputs and call the kernel."""
+        self.check(g, tensors, names)
+        outs = self.call(self.traced.name, g, list(tensors))
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
-def compile_traced(traced: Traced, target: str = "cpu") -> CpuEntry:
-    """Lower a traced program through the CPU stages and JIT-compile it."""
-    staged = run_stages(traced.text, target)
+def compile_traced(traced: Traced, target: str = "cpu", autodiff: bool = False) -> CpuEntry:
+    """Lower a traced program through the CPU stages and JIT-compile it (with its
+    ``_train``/``_backward`` functions when ``autodiff``)."""
+    staged = run_stages(traced.text, target, autodiff=autodiff)
     with staged.context:
-        kernel = CpuKernel(staged.module, traced.name)
+        kernel = CpuKernel(staged.module)
     return CpuEntry(traced, staged, kernel)
 
 

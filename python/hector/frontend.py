@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,9 +67,32 @@ class Value:
     def __rmul__(self, other: Value) -> Value:
         return self.tracer.scale(other, self)
 
+    def __neg__(self) -> Value:
+        return self.tracer.unary(self, "neg")
+
     def relu(self) -> Value:
         """Elementwise ``max(x, 0)``."""
         return self.tracer.unary(self, "relu")
+
+    def leaky_relu(self, negative_slope: float = 0.01) -> Value:
+        """Elementwise ``x if x > 0 else negative_slope * x``."""
+        return self.tracer.unary(self, "leaky_relu", negative_slope)
+
+    def exp(self) -> Value:
+        """Elementwise ``exp(x)``."""
+        return self.tracer.unary(self, "exp")
+
+    def tanh(self) -> Value:
+        """Elementwise ``tanh(x)``."""
+        return self.tracer.unary(self, "tanh")
+
+    def sigmoid(self) -> Value:
+        """Elementwise ``1 / (1 + exp(-x))``."""
+        return self.tracer.unary(self, "sigmoid")
+
+    def gelu(self) -> Value:
+        """Elementwise exact GELU (PyTorch's default, erf form)."""
+        return self.tracer.unary(self, "gelu")
 
 
 @dataclass
@@ -76,8 +100,9 @@ class _Op:
     name: str
     operands: list[Value]
     result: Value
-    attrs: dict[str, str] = field(default_factory=dict)
+    attrs: dict[str, str | float] = field(default_factory=dict)
     uses_graph: bool = False
+    graph_last: bool = False
 
 
 class _Tracer:
@@ -113,10 +138,11 @@ class _Tracer:
         width: tuple[int, ...],
         kind: str | None,
         graph: bool = False,
-        **attrs: str,
+        graph_last: bool = False,
+        **attrs: str | float,
     ) -> Value:
         out = self.new(width, kind)
-        self.ops.append(_Op(name, operands, out, attrs, graph))
+        self.ops.append(_Op(name, operands, out, attrs, graph or graph_last, graph_last))
         return out
 
     # -- ops ----------------------------------------------------------------------------------
@@ -141,20 +167,24 @@ class _Tracer:
 
     def scale(self, a: Any, b: Any) -> Value:
         a, b = self.check(a, "operand of *"), self.check(b, "operand of *")
-        if a.width == (1,) and b.width != (1,):
+        if len(a.width) == 1 and len(b.width) == 1 and a.width[0] < b.width[0]:
             a, b = b, a
-        if b.width != (1,):
-            raise TraceError("* scales rows by a per-row column [M, 1] (e.g. g.degree_norm())")
+        if len(a.width) != 1 or len(b.width) != 1 or a.width[0] % b.width[0]:
+            raise TraceError(
+                "* scales rows by per-row (per-head) scalars [M, H] where H divides the row "
+                f"width (e.g. g.degree_norm() or attention weights); got widths {a.width} and "
+                f"{b.width}"
+            )
         kind = a.kind or b.kind or NODE
         self.claim(a, kind, "scaled rows")
         self.claim(b, kind, "scale")
         return self.emit("scale", [a, b], a.width, kind)
 
-    def unary(self, x: Any, fn: str) -> Value:
+    def unary(self, x: Any, fn: str, slope: float = 0.0) -> Value:
         x = self.check(x, fn)
         kind = x._rows(fn)
         self.claim(x, kind, fn)
-        return self.emit("unary", [x], x.width, kind, fn=fn)
+        return self.emit("unary", [x], x.width, kind, fn=fn, slope=float(slope))
 
 
 class GraphProxy:
@@ -219,12 +249,76 @@ class GraphProxy:
         self._t.claim(x, EDGE, "sum_to_dst input")
         return self._t.emit("sum_to_dst", [x], x.width, NODE, graph=True)
 
+    def sum_to_src(self, x: Value) -> Value:
+        """Sum edge rows onto source nodes."""
+        x = self._t.check(x, "sum_to_src input")
+        self._t.claim(x, EDGE, "sum_to_src input")
+        return self._t.emit("sum_to_src", [x], x.width, NODE, graph=True)
+
+    def edge_softmax(self, x: Value) -> Value:
+        """Softmax of edge scores ``[E, H]`` over each node's incoming edges, per head."""
+        x = self._t.check(x, "edge_softmax input")
+        self._t.claim(x, EDGE, "edge_softmax input")
+        return self._t.emit("edge_softmax", [x], x.width, EDGE, graph=True)
+
+    def dot(self, x: Value, y: Value, heads: int = 1) -> Value:
+        """Per-head inner product of two row tensors of width ``D``: ``[M, heads]``."""
+        x, y = self._t.check(x, "dot operand"), self._t.check(y, "dot operand")
+        if x.width != y.width or len(x.width) != 1:
+            raise TraceError(f"dot needs two row tensors of one width, got {x.width}, {y.width}")
+        if heads <= 0 or x.width[0] % heads:
+            raise TraceError(f"heads={heads} must divide the row width {x.width[0]}")
+        kind = x.kind or y.kind or NODE
+        self._t.claim(x, kind, "dot operand")
+        self._t.claim(y, kind, "dot operand")
+        return self._t.emit("dot", [x, y], (heads,), kind)
+
+    def typed_bias(self, x: Value, bias: Value) -> Value:
+        """``x[i] + bias[type(i)]``: a bias per node type (node rows) or edge type (edge
+        rows), ``bias`` of shape ``[T, D]``."""
+        x, bias = self._t.check(x, "typed_bias rows"), self._t.check(bias, "typed_bias bias")
+        kind = x._rows("typed_bias rows")
+        self._t.claim(x, kind, "typed_bias rows")
+        self._t.claim(bias, WEIGHT, "typed_bias bias")
+        if bias.shape is not None and (len(bias.shape) != 2 or bias.shape[1] != x.width[-1]):
+            raise TraceError(f"typed bias must be [T, {x.width[-1]}], got shape {bias.shape}")
+        return self._t.emit("add", [x, bias], x.width, kind, graph_last=True)
+
+
+def _traced(x: Any, what: str) -> Value:
+    if not isinstance(x, Value):
+        raise TraceError(f"hector.{what} takes a traced value")
+    return x
+
 
 def relu(x: Value) -> Value:
     """Elementwise ``max(x, 0)`` inside a traced function."""
-    if not isinstance(x, Value):
-        raise TraceError("hector.relu takes a traced value")
-    return x.relu()
+    return _traced(x, "relu").relu()
+
+
+def leaky_relu(x: Value, negative_slope: float = 0.01) -> Value:
+    """Elementwise leaky ReLU inside a traced function."""
+    return _traced(x, "leaky_relu").leaky_relu(negative_slope)
+
+
+def gelu(x: Value) -> Value:
+    """Elementwise exact GELU inside a traced function."""
+    return _traced(x, "gelu").gelu()
+
+
+def sigmoid(x: Value) -> Value:
+    """Elementwise logistic sigmoid inside a traced function."""
+    return _traced(x, "sigmoid").sigmoid()
+
+
+def tanh(x: Value) -> Value:
+    """Elementwise tanh inside a traced function."""
+    return _traced(x, "tanh").tanh()
+
+
+def exp(x: Value) -> Value:
+    """Elementwise exp inside a traced function."""
+    return _traced(x, "exp").exp()
 
 
 def _tensor_type(v: Value) -> str:
@@ -284,11 +378,16 @@ def trace(fn: Callable[..., Any], shapes: list[tuple[int, ...]], name: str | Non
         return f"%a{v.arg}" if v.arg is not None else f"%v{v.index}"
 
     for op in t.ops:
-        operands = (["%g"] if op.uses_graph else []) + [ref(v) for v in op.operands]
-        types = (["!hector_inter.graph"] if op.uses_graph else []) + [
-            _tensor_type(v) for v in op.operands
-        ]
-        attrs = ", ".join(f'{k} = "{v}"' for k, v in op.attrs.items())
+        operands = [ref(v) for v in op.operands]
+        types = [_tensor_type(v) for v in op.operands]
+        if op.uses_graph:
+            where = len(operands) if op.graph_last else 0
+            operands.insert(where, "%g")
+            types.insert(where, "!hector_inter.graph")
+        attrs = ", ".join(
+            f"{k} = {v!r} : f32" if isinstance(v, float) else f'{k} = "{v}"'
+            for k, v in op.attrs.items()
+        )
         attrs = f" {{{attrs}}}" if attrs else ""
         lines.append(
             f'  {ref(op.result)} = "hector_inter.{op.name}"({", ".join(operands)}){attrs} : '
@@ -306,6 +405,9 @@ def trace(fn: Callable[..., Any], shapes: list[tuple[int, ...]], name: str | Non
         and op.attrs["slice"] != "none"
         and op.operands[1].arg is not None
     }
+    for op in t.ops:  # typed biases are sliced by the type of their rows
+        if op.name == "add" and op.graph_last and op.operands[1].arg is not None:
+            weight_slices[op.operands[1].arg] = "etype" if op.operands[0].kind == EDGE else "ntype"
     return Traced(
         fname,
         text,
@@ -332,6 +434,7 @@ class CompiledFunction:
         self.fn = fn
         self.target = target
         self._cache: dict[tuple, Any] = {}
+        self.compile_seconds = 0.0  # of the last compilation
         functools.update_wrapper(self, fn)
         params = list(inspect.signature(fn).parameters)
         if not params:
@@ -362,22 +465,30 @@ class CompiledFunction:
             tuple(tuple(t.shape[1:]) if t.dim() == 2 else tuple(t.shape) for t in tensors),
         )
 
-    def compile_for(self, g: HeteroGraph, *tensors: torch.Tensor) -> Any:
-        """Compile (or fetch from the cache) the kernel for these argument shapes."""
+    def compile_for(self, g: HeteroGraph, *tensors: torch.Tensor, train: bool = False) -> Any:
+        """Compile (or fetch from the cache) the kernel for these argument shapes; with
+        ``train``, the module also holds the ``_train`` and ``_backward`` functions."""
         from . import compiler
 
         self._check_args(g, tensors)
-        key = self._key(g, tensors)
+        key = (self._key(g, tensors), train)
         entry = self._cache.get(key)
         if entry is None:
+            start = time.perf_counter()
             traced = trace(self.fn, [tuple(t.shape) for t in tensors])
-            entry = compiler.compile_traced(traced, target=self.target)
+            entry = compiler.compile_traced(traced, target=self.target, autodiff=train)
+            self.compile_seconds = time.perf_counter() - start
             self._cache[key] = entry
         return entry
 
     def __call__(self, g: HeteroGraph, *tensors: torch.Tensor) -> Any:
-        entry = self.compile_for(g, *tensors)
-        return entry.run(g, tensors, self._params)
+        train = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+        entry = self.compile_for(g, *tensors, train=train)
+        if not train:
+            return entry.run(g, tensors, self._params)
+        entry.check(g, tensors, self._params)
+        outs = _Differentiable.apply(entry, g, *tensors)
+        return outs[0] if len(outs) == 1 else tuple(outs)
 
     def ir(self, stage: str, g: HeteroGraph, *tensors: torch.Tensor) -> str:
         """The IR after ``stage`` (``inter``, ``intra``, ``loops``, ``llvm``) for these shapes."""
@@ -389,6 +500,44 @@ class CompiledFunction:
 
         entry = self.compile_for(g, *tensors)
         return compiler.compile_gpu(entry.traced).ptx
+
+
+class _Differentiable(torch.autograd.Function):
+    """Runs ``<f>_train`` forward and ``<f>_backward`` in backward, so compiled functions
+    train with ``loss.backward()`` and any torch optimizer. Saved values go through
+    ``ctx.save_for_backward`` (and so through saved-tensor hooks such as activation
+    offloading)."""
+
+    @staticmethod
+    def forward(ctx: Any, entry: Any, g: HeteroGraph, *tensors: torch.Tensor) -> Any:
+        name = entry.traced.name
+        outs = entry.call(f"{name}_train", g, list(tensors))
+        n = len(entry.traced.result_kinds)
+        ctx.entry, ctx.g, ctx.n_inputs = entry, g, len(tensors)
+        ctx.save_for_backward(*tensors, *outs[n:])
+        for t in outs[n:]:
+            ctx.mark_non_differentiable(t)
+        return tuple(outs[:n])
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor | None) -> Any:
+        entry, g = ctx.entry, ctx.g
+        stored = ctx.saved_tensors
+        tensors, saved = list(stored[: ctx.n_inputs]), list(stored[ctx.n_inputs :])
+        name = entry.traced.name
+        abi = entry.staged.abi[name]
+        d_outs = []
+        for grad, kind, shape in zip(grads, abi.result_kinds, abi.result_shapes, strict=True):
+            if grad is None:
+                rows = g.num_nodes if kind == NODE else g.num_edges
+                grad = torch.zeros([rows if d is None else d for d in shape])
+            d_outs.append(grad.contiguous().float())
+        partials = entry.call(f"{name}_backward", g, [*tensors, *saved, *d_outs])
+        result: list[torch.Tensor | None] = [None] * ctx.n_inputs
+        grad_of = entry.staged.abi[f"{name}_backward"].grad_of
+        for pos, part in zip(grad_of, partials, strict=True):
+            result[pos] = part if result[pos] is None else result[pos] + part
+        return (None, None, *result)
 
 
 def compile(fn: Callable[..., Any] | None = None, *, target: str = "cpu") -> Any:  # noqa: A001

@@ -297,10 +297,10 @@ def test_cpu_kernel_on_run_stages_output() -> None:
     x, w, b = _rand(g.num_nodes, 4, seed=30), _rand(4, 3, seed=31), _rand(3, seed=32)
     staged = compiler.run_stages(_GATHER_DST_SCALE, "cpu")
     with staged.context:
-        kernel = CpuKernel(staged.module, "gds")
+        kernel = CpuKernel(staged.module)
     out = np.full((g.num_nodes, 3), np.nan, dtype=np.float32)  # must be fully overwritten
     arrays = [np.ascontiguousarray(a.numpy()) for a in g.arrays()]
-    kernel(*arrays, x.numpy(), w.numpy(), b.numpy(), out)
+    kernel("gds", *arrays, x.numpy(), w.numpy(), b.numpy(), out)
     dst = g.dst.long()
     want = torch.relu(_sum_to_dst(g, (x[dst] @ w) * _norm_dst(g)) + b)
     _close(torch.from_numpy(out), want)
