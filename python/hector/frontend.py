@@ -370,8 +370,8 @@ def trace(fn: Callable[..., Any], shapes: list[tuple[int, ...]], name: str | Non
     fname = name or getattr(fn, "__name__", "forward")
     fname = "".join(c if c.isalnum() or c == "_" else "_" for c in fname)
     sig = ["%g: !hector_inter.graph"]
-    for a in args:
-        sig.append(f"%a{a.arg}: {_tensor_type(a)}")
+    for a in args:  # kinds travel as argument attributes, so every pass agrees with the tracer
+        sig.append(f'%a{a.arg}: {_tensor_type(a)} {{hector.kind = "{a.kind or WEIGHT}"}}')
     lines = []
 
     def ref(v: Value) -> str:

@@ -1,13 +1,33 @@
-"""Relational GNN layers written against Hector's graph API.
+"""Relational GNN models compiled by Hector: RGCN, RGAT and HGT.
 
-``rgcn_layer`` is the RGCN layer of Schlichtkrull et al. with PyG's ``RGCNConv`` conventions
-(``aggr="mean"`` per relation, root weight, bias), so its weights load from ``RGCNConv`` one to
-one: ``weight`` is ``[R, in, out]``, ``root`` ``[in, out]``, ``bias`` ``[out]``.
+Each layer is an ``nn.Module`` whose relational core is one function compiled with
+:func:`hector.compile` (forward and, through ``hector-autodiff``, backward); only weight-sized
+glue (stacking per-type weights, folding constants into them) runs in PyTorch, so gradients
+reach every parameter through ``torch.autograd``. Each layer follows the conventions of the
+PyG layer of the same model and loads its weights one to one with ``from_pyg``:
+
+* :class:`RGCNLayer` ↔ ``RGCNConv`` (mean per relation, root weight, bias);
+* :class:`RGATLayer` ↔ ``RGATConv`` (across-relation additive self-attention, ``dim=1``,
+  concatenated heads, bias);
+* :class:`HGTLayer` ↔ ``HGTConv`` (per-node-type K/Q/V, per-relation per-head K/V matrices and
+  priors, edge softmax, GELU, per-node-type output projection, gated residual).
+
+:class:`RGCN`, :class:`RGAT` and :class:`HGT` stack layers (ReLU between them, none after the
+last). A graph for HGT must number nodes grouped by node type in the layer's ``node_types``
+order and edge types in its ``edge_types`` order (``hector.datasets`` builds such graphs).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
 from . import frontend
+from .graph import HeteroGraph
 
 
 def _rgcn_layer(g, x, weight, root, bias):
@@ -28,3 +48,286 @@ def rgcn_inter_text(in_dim: int, out_dim: int, num_etypes: int) -> str:
         [(1, in_dim), (num_etypes, in_dim, out_dim), (in_dim, out_dim), (out_dim,)],
         name="rgcn_layer",
     ).text
+
+
+def _make_rgat(slope: float) -> frontend.CompiledFunction:
+    def rgat_layer(g, x, weight, q, k, bias):
+        """RGATConv: ``α = softmax_dst(leaky_relu(W_r h_i · q + W_r h_j · k))``,
+        ``h'_i = Σ_j α_ij ⊙_head W_r h_j + b``."""
+        hs = g.typed_linear(g.gather_src(x), weight)  # W_r h_j  [E, H*F]
+        hd = g.typed_linear(g.gather_dst(x), weight)  # W_r h_i  [E, H*F]
+        logits = g.linear(hd, q) + g.linear(hs, k)  # [E, H]
+        alpha = g.edge_softmax(logits.leaky_relu(slope))
+        return g.sum_to_dst(hs * alpha) + bias
+
+    return frontend.compile(rgat_layer)
+
+
+def _make_hgt(heads: int, skip: bool) -> frontend.CompiledFunction:
+    def hgt_core(g, x, wk, bk, wq, bq, wv, bv, wk_rel, wv_rel, wout, bout):
+        k = g.typed_bias(g.typed_linear(x, wk, slice="ntype"), bk)
+        q = g.typed_bias(g.typed_linear(x, wq, slice="ntype"), bq)
+        v = g.typed_bias(g.typed_linear(x, wv, slice="ntype"), bv)
+        k_e = g.typed_linear(g.gather_src(k), wk_rel)  # per relation and head (block diagonal)
+        v_e = g.typed_linear(g.gather_src(v), wv_rel)
+        alpha = g.edge_softmax(g.dot(g.gather_dst(q), k_e, heads=heads))
+        agg = g.sum_to_dst(v_e * alpha)
+        return g.typed_bias(g.typed_linear(agg.gelu(), wout, slice="ntype"), bout)
+
+    def hgt_layer(g, x, wk, bk, wq, bq, wv, bv, wk_rel, wv_rel, wout, bout, gate, keep):
+        out = hgt_core(g, x, wk, bk, wq, bq, wv, bv, wk_rel, wv_rel, wout, bout)
+        return out * gate + x * keep  # σ(skip) · out + (1 − σ(skip)) · x per node type
+
+    return frontend.compile(hgt_layer if skip else hgt_core)
+
+
+class RGCNLayer(nn.Module):
+    """One RGCN layer (PyG ``RGCNConv`` semantics without basis/block decomposition)."""
+
+    def __init__(self, in_dim: int, out_dim: int, num_etypes: int) -> None:
+        """Glorot-initialised ``weight [R, in, out]``, ``root [in, out]``, zero ``bias``."""
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(num_etypes, in_dim, out_dim))
+        self.root = nn.Parameter(torch.empty(in_dim, out_dim))
+        self.bias = nn.Parameter(torch.zeros(out_dim))
+        for p in (self.weight, self.root):
+            nn.init.xavier_uniform_(p)
+
+    @classmethod
+    def from_pyg(cls, conv: Any) -> RGCNLayer:
+        """A layer holding a copy of ``RGCNConv``'s weights (same outputs on the same graph)."""
+        if getattr(conv, "num_bases", None) or getattr(conv, "num_blocks", None):
+            raise ValueError("RGCNConv with basis or block decomposition is not supported")
+        if conv.root is None or conv.bias is None or conv.aggr != "mean":
+            raise ValueError("RGCNLayer.from_pyg needs RGCNConv(aggr='mean', root_weight, bias)")
+        r, i, o = conv.weight.shape
+        layer = cls(i, o, r)
+        with torch.no_grad():
+            layer.weight.copy_(conv.weight)
+            layer.root.copy_(conv.root)
+            layer.bias.copy_(conv.bias)
+        return layer
+
+    def forward(self, g: HeteroGraph, x: torch.Tensor) -> torch.Tensor:
+        """``[N, in] → [N, out]``."""
+        return rgcn_layer(g, x, self.weight, self.root, self.bias)
+
+
+class RGATLayer(nn.Module):
+    """One RGAT layer (PyG ``RGATConv`` defaults: across-relation additive attention)."""
+
+    def __init__(
+        self, in_dim: int, out_dim: int, num_etypes: int, heads: int = 1, slope: float = 0.2
+    ) -> None:
+        """``out_dim`` per head; the output has ``heads * out_dim`` columns."""
+        super().__init__()
+        hf = heads * out_dim
+        self.heads, self.slope = heads, slope
+        self.weight = nn.Parameter(torch.empty(num_etypes, in_dim, hf))
+        self.q = nn.Parameter(torch.empty(hf, heads))
+        self.k = nn.Parameter(torch.empty(hf, heads))
+        self.bias = nn.Parameter(torch.zeros(hf))
+        for p in (self.weight, self.q, self.k):
+            nn.init.xavier_uniform_(p)
+        self._fn = _make_rgat(slope)
+
+    @classmethod
+    def from_pyg(cls, conv: Any) -> RGATLayer:
+        """A layer holding a copy of ``RGATConv``'s weights."""
+        if conv.dim != 1 or not conv.concat or conv.bias is None:
+            raise ValueError("RGATLayer.from_pyg needs RGATConv(dim=1, concat=True, bias=True)")
+        if conv.attention_mechanism != "across-relation" or conv.attention_mode != (
+            "additive-self-attention"
+        ):
+            raise ValueError("only across-relation additive self-attention is supported")
+        if conv.mod is not None or conv.num_bases or conv.num_blocks or conv.lin_edge:
+            raise ValueError("RGATConv with mod, bases, blocks or edge features: unsupported")
+        r, i, hf = conv.weight.shape
+        layer = cls(i, hf // conv.heads, r, conv.heads, float(conv.negative_slope))
+        with torch.no_grad():
+            for name in ("weight", "q", "k", "bias"):
+                getattr(layer, name).copy_(getattr(conv, name))
+        return layer
+
+    def forward(self, g: HeteroGraph, x: torch.Tensor) -> torch.Tensor:
+        """``[N, in] → [N, heads * out]``."""
+        return self._fn(g, x, self.weight, self.q, self.k, self.bias)
+
+
+class HGTLayer(nn.Module):
+    """One HGT layer (PyG ``HGTConv`` semantics) over node types ``node_types`` and edge types
+    ``edge_types`` (``(src_type, relation, dst_type)`` triples)."""
+
+    def __init__(
+        self,
+        in_dim: int,
+        out_dim: int,
+        node_types: Sequence[str],
+        edge_types: Sequence[tuple[str, str, str]],
+        heads: int = 1,
+    ) -> None:
+        """All node types share ``in_dim``; ``out_dim`` must be divisible by ``heads``."""
+        super().__init__()
+        if out_dim % heads:
+            raise ValueError(f"out_dim {out_dim} must be divisible by heads {heads}")
+        self.node_types, self.edge_types = list(node_types), [tuple(e) for e in edge_types]
+        t, r, d = len(self.node_types), len(self.edge_types), out_dim // heads
+        self.heads, self.in_dim, self.out_dim = heads, in_dim, out_dim
+        self.kqv_weight = nn.Parameter(torch.empty(t, in_dim, 3 * out_dim))
+        self.kqv_bias = nn.Parameter(torch.zeros(t, 3 * out_dim))
+        self.out_weight = nn.Parameter(torch.empty(t, out_dim, out_dim))
+        self.out_bias = nn.Parameter(torch.zeros(t, out_dim))
+        self.k_rel = nn.Parameter(torch.empty(heads * r, d, d))  # PyG's HeteroLinear layout
+        self.v_rel = nn.Parameter(torch.empty(heads * r, d, d))
+        self.skip = nn.Parameter(torch.ones(t))
+        self.p_rel = nn.Parameter(torch.ones(r, heads))
+        for p in (self.kqv_weight, self.out_weight, self.k_rel, self.v_rel):
+            nn.init.xavier_uniform_(p)
+        self.dst_types = sorted({e[2] for e in self.edge_types}, key=self.node_types.index)
+        self._fn = _make_hgt(heads, skip=in_dim == out_dim)
+
+    @classmethod
+    def from_pyg(cls, conv: Any) -> HGTLayer:
+        """A layer holding a copy of ``HGTConv``'s weights."""
+        dims = set(conv.in_channels.values())
+        if len(dims) != 1:
+            raise ValueError("HGTLayer needs one input width for all node types")
+        layer = cls(dims.pop(), conv.out_channels, conv.node_types, conv.edge_types, conv.heads)
+        with torch.no_grad():
+            for i, nt in enumerate(layer.node_types):
+                lin = conv.kqv_lin.lins[nt]
+                layer.kqv_weight[i].copy_(lin.weight.t())
+                layer.kqv_bias[i].copy_(lin.bias)
+                out = conv.out_lin.lins[nt]
+                layer.out_weight[i].copy_(out.weight.t())
+                layer.out_bias[i].copy_(out.bias)
+                layer.skip[i].copy_(conv.skip[nt][0])
+            layer.k_rel.copy_(conv.k_rel.weight)
+            layer.v_rel.copy_(conv.v_rel.weight)
+            for j, et in enumerate(layer.edge_types):
+                layer.p_rel[j].copy_(conv.p_rel["__".join(et)][0])
+        return layer
+
+    def _relation_weight(self, w: torch.Tensor, prior: torch.Tensor | None) -> torch.Tensor:
+        """``[H*R, D, D]`` per-head matrices → ``[R, H*D, H*D]`` block-diagonal per relation,
+        each head's block scaled by ``prior[r, h]`` (differentiable, weight-sized)."""
+        h, r = self.heads, len(self.edge_types)
+        d = self.out_dim // h
+        blocks = w.view(h, r, d, d).permute(1, 0, 2, 3)  # [R, H, D, D]
+        if prior is not None:
+            blocks = blocks * prior.view(r, h, 1, 1)
+        eye = torch.eye(h, dtype=w.dtype)
+        return torch.einsum("rhde,hg->rhdge", blocks, eye).reshape(r, h * d, h * d)
+
+    def forward(self, g: HeteroGraph, x_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """``{node_type: [N_t, in]} → {dst node_type: [N_t, out]}``."""
+        missing = [nt for nt in self.node_types if nt not in x_dict]
+        if missing:
+            raise ValueError(f"x_dict lacks node types {missing}")
+        counts = [x_dict[nt].shape[0] for nt in self.node_types]
+        if sum(counts) != g.num_nodes:
+            raise ValueError(
+                f"x_dict holds {sum(counts)} nodes but the graph has {g.num_nodes}; nodes must "
+                f"be numbered by node type in the order {self.node_types}"
+            )
+        x = torch.cat([x_dict[nt] for nt in self.node_types])
+        f = self.out_dim
+        wk, wq, wv = self.kqv_weight.split(f, dim=2)
+        bk, bq, bv = self.kqv_bias.split(f, dim=1)
+        scale = self.p_rel / math.sqrt(f // self.heads)  # prior and 1/√D folded into K_rel
+        args = [
+            x,
+            wk.contiguous(),
+            bk.contiguous(),
+            wq.contiguous(),
+            bq.contiguous(),
+            wv.contiguous(),
+            bv.contiguous(),
+            self._relation_weight(self.k_rel, scale),
+            self._relation_weight(self.v_rel, None),
+            self.out_weight,
+            self.out_bias,
+        ]
+        if self.in_dim == self.out_dim:
+            gate = torch.sigmoid(self.skip)[g.ntype.long()].unsqueeze(1)
+            args += [gate, 1 - gate]
+        out = self._fn(g, *args)
+        parts = dict(zip(self.node_types, out.split(counts), strict=True))
+        return {nt: parts[nt] for nt in self.dst_types}
+
+
+class _Stack(nn.Module):
+    def __init__(self, layers: list[nn.Module]) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+
+    def forward(self, g: HeteroGraph, x: Any) -> Any:
+        for i, layer in enumerate(self.layers):
+            x = layer(g, x)
+            if i + 1 < len(self.layers):
+                x = {k: torch.relu(v) for k, v in x.items()} if isinstance(x, dict) else x.relu()
+        return x
+
+
+class RGCN(_Stack):
+    """``num_layers`` RGCN layers: ``in → hidden → … → out`` with ReLU between layers."""
+
+    def __init__(
+        self, in_dim: int, hidden: int, out_dim: int, num_etypes: int, num_layers: int = 2
+    ) -> None:
+        """Build the stack."""
+        dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
+        super().__init__([RGCNLayer(a, b, num_etypes) for a, b in zip(dims, dims[1:])])
+
+
+class RGAT(_Stack):
+    """``num_layers`` RGAT layers with ``heads`` heads each (hidden width ``heads * hidden``)."""
+
+    def __init__(
+        self,
+        in_dim: int,
+        hidden: int,
+        out_dim: int,
+        num_etypes: int,
+        num_layers: int = 2,
+        heads: int = 1,
+    ) -> None:
+        """Build the stack; the last layer has one head of width ``out_dim``."""
+        layers = []
+        d = in_dim
+        for i in range(num_layers):
+            last = i + 1 == num_layers
+            layers.append(
+                RGATLayer(d, out_dim if last else hidden, num_etypes, 1 if last else heads)
+            )
+            d = hidden * heads
+        super().__init__(layers)
+
+
+class HGT(_Stack):
+    """``num_layers`` HGT layers of width ``hidden`` (inputs first projected if needed by the
+    first layer's per-type K/Q/V), then the last layer's output per destination node type."""
+
+    def __init__(
+        self,
+        in_dim: int,
+        hidden: int,
+        node_types: Sequence[str],
+        edge_types: Sequence[tuple[str, str, str]],
+        num_layers: int = 2,
+        heads: int = 1,
+    ) -> None:
+        """Build the stack (every layer keeps all node types as destinations)."""
+        dims = [in_dim] + [hidden] * num_layers
+        super().__init__(
+            [HGTLayer(a, b, node_types, edge_types, heads) for a, b in zip(dims, dims[1:])]
+        )
+
+    def forward(self, g: HeteroGraph, x: Any) -> Any:
+        """Layers in sequence; node types that receive no edges keep their previous features."""
+        for i, layer in enumerate(self.layers):
+            out = layer(g, x)
+            x = {nt: out.get(nt, x[nt]) for nt in layer.node_types}
+            if i + 1 < len(self.layers):
+                x = {k: torch.relu(v) for k, v in x.items()}
+        return x
