@@ -277,7 +277,9 @@ class RGCN(_Stack):
     ) -> None:
         """Build the stack."""
         dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
-        super().__init__([RGCNLayer(a, b, num_etypes) for a, b in zip(dims, dims[1:])])
+        super().__init__(
+            [RGCNLayer(a, b, num_etypes) for a, b in zip(dims, dims[1:], strict=False)]
+        )
 
 
 class RGAT(_Stack):
@@ -320,7 +322,10 @@ class HGT(_Stack):
         """Build the stack (every layer keeps all node types as destinations)."""
         dims = [in_dim] + [hidden] * num_layers
         super().__init__(
-            [HGTLayer(a, b, node_types, edge_types, heads) for a, b in zip(dims, dims[1:])]
+            [
+                HGTLayer(a, b, node_types, edge_types, heads)
+                for a, b in zip(dims, dims[1:], strict=False)
+            ]
         )
 
     def forward(self, g: HeteroGraph, x: Any) -> Any:
