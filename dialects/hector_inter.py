@@ -245,9 +245,7 @@ gather, the lowering reads the gathered rows in place.
         Operand("dy", "tensor", "row gradients `[M, N]`"),
     ),
     results=(Operand("out", "tensor", "weight-kind `[R, K, N]` (sliced) or `[K, N]`"),),
-    attributes=(
-        Attr("slice", "enum", "how rows are grouped by type", ("etype", "ntype", "none")),
-    ),
+    attributes=(Attr("slice", "enum", "how rows are grouped by type", ("etype", "ntype", "none")),),
     example=_ex(
         "%g: !hector_inter.graph, %x: tensor<?x16xf32>, %dy: tensor<?x8xf32>",
         '  %0 = "hector_inter.typed_linear_weight_grad"(%g, %x, %dy) {slice = "etype"} '

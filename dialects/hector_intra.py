@@ -113,6 +113,13 @@ Row functions (`Dx`, `Dy`, `Do` are the widths of x, y, out):
 into `out`, which the caller zero-fills; a max reduction expects `out` filled with `-inf`. The
 GPU lowering gives one thread to each `(i, column)` element, `block_size` threads per block,
 and makes reductions atomic.
+
+Optional attribute `align` (`"none"` by default; IRDL cannot declare optional attributes, so
+the GPU lowering checks it): `"warp128"` gives one warp to each row instead, reading `x[xr, :]`
+in 128-byte-aligned segments (lane `l` of step `k` reads column `32k + l - s`, `s` being the
+row's misalignment in floats), which cuts PCIe requests when `x` is a unified tensor read
+zero-copy (`passes/request_model.py`). It needs `x` and `out` of the same width and a
+`block_size` that is a multiple of 32; the CPU lowering ignores it.
 """,
     operands=(
         Operand("gather_index", "memref", f"`{_IDX}`: row of `x` read for each `i`", "optional"),

@@ -5,7 +5,7 @@
 
 // CHECK: error: 'arith.addf' cannot be lowered to hector_intra; only hector_inter ops may appear in a function with relational ops
 func.func @arith_inside(%g: !hector_inter.graph, %x: tensor<?x8xf32>) -> tensor<?x8xf32> {
-  %0 = "hector_inter.unary"(%x) {fn = "relu"} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %0 = "hector_inter.unary"(%x) {fn = "relu", slope = 0.0 : f32} : (tensor<?x8xf32>) -> tensor<?x8xf32>
   // expected-error @+1 {{'arith.addf' cannot be lowered to hector_intra; only hector_inter ops may appear in a function with relational ops}}
   %1 = arith.addf %0, %0 : tensor<?x8xf32>
   return %1 : tensor<?x8xf32>
@@ -36,7 +36,7 @@ func.func @two_graphs(%g: !hector_inter.graph, %h: !hector_inter.graph, %x: tens
 // CHECK: error: argument of type f32 is not supported; expected a ranked tensor or !hector_inter.graph
 // expected-error @+1 {{argument of type f32 is not supported; expected a ranked tensor or !hector_inter.graph}}
 func.func @scalar_arg(%g: !hector_inter.graph, %x: tensor<?x8xf32>, %s: f32) -> tensor<?x8xf32> {
-  %0 = "hector_inter.unary"(%x) {fn = "relu"} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %0 = "hector_inter.unary"(%x) {fn = "relu", slope = 0.0 : f32} : (tensor<?x8xf32>) -> tensor<?x8xf32>
   return %0 : tensor<?x8xf32>
 }
 

@@ -27,7 +27,7 @@
 // CHECK-NEXT: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
 // CHECK-NEXT: linalg.fill ins(%[[ZERO]] : f32) outs(%[[AGG]] : memref<?x8xf32>)
 // CHECK-NEXT: "hector_intra.traversal_template"(%[[DST]], %[[MSG]], %[[NORM]], %[[AGG]])
-// CHECK-SAME: fn = "scale", operandSegmentSizes = array<i32: 0, 1, 1, 1, 1>, parallel = "edge", reduce = "sum"
+// CHECK-SAME: fn = "scale", operandSegmentSizes = array<i32: 0, 1, 0, 1, 1, 1>, parallel = "edge", reduce = "sum"
 //   self loop: shared weight, no gather
 // CHECK: %[[SELF:.*]] = memref.alloc(%{{.*}}) : memref<?x8xf32>
 // CHECK-NEXT: "hector_intra.gemm_template"(%[[X]], %[[W0]], %[[SELF]])
@@ -35,12 +35,12 @@
 //   h = agg + self; hb = h + bias; out = relu(hb), written straight into the output
 // CHECK: %[[H:.*]] = memref.alloc(%{{.*}}) : memref<?x8xf32>
 // CHECK-NEXT: "hector_intra.traversal_template"(%[[AGG]], %[[SELF]], %[[H]])
-// CHECK-SAME: fn = "add", operandSegmentSizes = array<i32: 0, 0, 1, 1, 1>, parallel = "node", reduce = "none"
+// CHECK-SAME: fn = "add", operandSegmentSizes = array<i32: 0, 0, 0, 1, 1, 1>, parallel = "node", reduce = "none"
 // CHECK: %[[HB:.*]] = memref.alloc(%{{.*}}) : memref<?x8xf32>
 // CHECK-NEXT: "hector_intra.traversal_template"(%[[H]], %[[B]], %[[HB]])
-// CHECK-SAME: fn = "add_bias", operandSegmentSizes = array<i32: 0, 0, 1, 1, 1>, parallel = "node", reduce = "none"
+// CHECK-SAME: fn = "add_bias", operandSegmentSizes = array<i32: 0, 0, 0, 1, 1, 1>, parallel = "node", reduce = "none"
 // CHECK-NEXT: "hector_intra.traversal_template"(%[[HB]], %[[OUT]])
-// CHECK-SAME: fn = "relu", operandSegmentSizes = array<i32: 0, 0, 1, 0, 1>, parallel = "node", reduce = "none"
+// CHECK-SAME: fn = "relu", operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>, parallel = "node", reduce = "none"
 //   every intermediate buffer is freed, the last allocated first
 // CHECK-NEXT: memref.dealloc %[[HB]] : memref<?x8xf32>
 // CHECK-NEXT: memref.dealloc %[[H]] : memref<?x8xf32>
@@ -53,7 +53,7 @@
 
 // Two GEMM templates and four traversals in all; no degree_norm op survives (it is a graph array).
 // SCHED-LABEL: func.func @rgcn
-// SCHED-COUNT-2: "hector_intra.gemm_template"({{.*}}block_size = 64 : i64{{.*}}tile_n = 4 : i64}
+// SCHED-COUNT-2: "hector_intra.gemm_template"({{.*}}block_size = 64 : i64{{.*}}tile_n = 4 : i64, variant = "xw"}
 // SCHED-COUNT-4: "hector_intra.traversal_template"({{.*}}block_size = 64 : i64
 // SCHED-NOT: degree_norm
 // SCHED: return
@@ -66,7 +66,7 @@ func.func @rgcn(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: tensor<3x16x8
   %self = "hector_inter.typed_linear"(%g, %x, %w0) {slice = "none"} : (!hector_inter.graph, tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
   %h = "hector_inter.add"(%agg, %self) : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
   %hb = "hector_inter.add"(%h, %b) : (tensor<?x8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
-  %r = "hector_inter.unary"(%hb) {fn = "relu"} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %r = "hector_inter.unary"(%hb) {fn = "relu", slope = 0.0 : f32} : (tensor<?x8xf32>) -> tensor<?x8xf32>
   return %r : tensor<?x8xf32>
 }
 
@@ -79,16 +79,17 @@ func.func @rgcn(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: tensor<3x16x8
 // CHECK-SAME: attributes {hector.outputs = 2 : i64}
 // CHECK: %[[XS:.*]] = memref.alloc(%{{.*}}) : memref<?x16xf32>
 // CHECK-NEXT: "hector_intra.traversal_template"(%[[SRC]], %[[X]], %[[XS]])
-// CHECK-SAME: fn = "copy", operandSegmentSizes = array<i32: 1, 0, 1, 0, 1>, parallel = "edge", reduce = "none"
+// CHECK-SAME: fn = "copy", operandSegmentSizes = array<i32: 1, 0, 0, 1, 0, 1>, parallel = "edge", reduce = "none"
 // CHECK: %[[M:.*]] = memref.alloc(%{{.*}}) : memref<?x8xf32>
 // CHECK-NEXT: "hector_intra.gemm_template"(%[[XS]], %[[W]], %[[ETYPE]], %[[M]])
 // CHECK-SAME: operandSegmentSizes = array<i32: 1, 1, 0, 1, 0, 1>
 //   sum_to_dst without a scale: fn = copy, writing the first output directly
 // CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[OUT0]] : memref<?x8xf32>)
 // CHECK-NEXT: "hector_intra.traversal_template"(%[[DST]], %[[M]], %[[OUT0]])
-// CHECK-SAME: fn = "copy", operandSegmentSizes = array<i32: 0, 1, 1, 0, 1>, parallel = "edge", reduce = "sum"
-// CHECK-NEXT: "hector_intra.traversal_template"(%[[XS]], %[[OUT1]])
-// CHECK-SAME: fn = "relu", {{.*}}parallel = "edge", reduce = "none"
+// CHECK-SAME: fn = "copy", operandSegmentSizes = array<i32: 0, 1, 0, 1, 0, 1>, parallel = "edge", reduce = "sum"
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[OUT1]] : memref<?x16xf32>)
+// CHECK-NEXT: "hector_intra.traversal_template"(%[[DST]], %[[XS]], %[[OUT1]])
+// CHECK-SAME: fn = "copy", {{.*}}parallel = "edge", reduce = "sum"
 // CHECK-NEXT: memref.dealloc %[[M]]
 // CHECK-NEXT: memref.dealloc %[[XS]]
 // CHECK-NEXT: return
@@ -96,7 +97,7 @@ func.func @gather_reused(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: tens
   %xs = "hector_inter.gather_src"(%g, %x) : (!hector_inter.graph, tensor<?x16xf32>) -> tensor<?x16xf32>
   %m = "hector_inter.typed_linear"(%g, %xs, %w) {slice = "etype"} : (!hector_inter.graph, tensor<?x16xf32>, tensor<3x16x8xf32>) -> tensor<?x8xf32>
   %s = "hector_inter.sum_to_dst"(%g, %m) : (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>
-  %r = "hector_inter.unary"(%xs) {fn = "relu"} : (tensor<?x16xf32>) -> tensor<?x16xf32>
+  %r = "hector_inter.sum_to_dst"(%g, %xs) : (!hector_inter.graph, tensor<?x16xf32>) -> tensor<?x16xf32>
   return %s, %r : tensor<?x8xf32>, tensor<?x16xf32>
 }
 
@@ -143,7 +144,7 @@ func.func @gather_returned(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: te
 // CHECK-NEXT: "hector_intra.gemm_template"(%[[X]], %[[W]], %[[DST]], %[[M]])
 // CHECK-SAME: operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1>
 // CHECK-NEXT: "hector_intra.traversal_template"(%[[M]], %[[NORMD]], %[[OUT]])
-// CHECK-SAME: fn = "scale", operandSegmentSizes = array<i32: 0, 0, 1, 1, 1>, parallel = "edge", reduce = "none"
+// CHECK-SAME: fn = "scale", operandSegmentSizes = array<i32: 0, 0, 0, 1, 1, 1>, parallel = "edge", reduce = "none"
 // CHECK-NOT: linalg.fill
 // CHECK: return
 func.func @gather_dst_scale(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: tensor<16x8xf32>) -> tensor<?x8xf32> {
@@ -201,7 +202,7 @@ func.func @ntype(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: tensor<2x16x
 // CHECK-NEXT: memref.copy %[[NORMD]], %[[O3]] : memref<?x1xf32> to memref<?x1xf32>
 // CHECK-NEXT: return
 func.func @copies(%g: !hector_inter.graph, %x: tensor<?x8xf32>) -> (tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x1xf32>) {
-  %0 = "hector_inter.unary"(%x) {fn = "relu"} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %0 = "hector_inter.unary"(%x) {fn = "relu", slope = 0.0 : f32} : (tensor<?x8xf32>) -> tensor<?x8xf32>
   %n = "hector_inter.degree_norm"(%g) {by = "dst"} : (!hector_inter.graph) -> tensor<?x1xf32>
   return %0, %0, %x, %n : tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x1xf32>
 }
@@ -220,7 +221,7 @@ func.func @copies(%g: !hector_inter.graph, %x: tensor<?x8xf32>) -> (tensor<?x8xf
 // CHECK-NEXT: memref.dealloc %[[T]] : memref<5x8xf32>
 func.func @static_rows(%a: tensor<5x8xf32>, %b: tensor<5x8xf32>) -> tensor<5x8xf32> {
   %0 = "hector_inter.add"(%a, %b) : (tensor<5x8xf32>, tensor<5x8xf32>) -> tensor<5x8xf32>
-  %1 = "hector_inter.unary"(%0) {fn = "copy"} : (tensor<5x8xf32>) -> tensor<5x8xf32>
+  %1 = "hector_inter.unary"(%0) {fn = "copy", slope = 0.0 : f32} : (tensor<5x8xf32>) -> tensor<5x8xf32>
   return %1 : tensor<5x8xf32>
 }
 
@@ -240,7 +241,7 @@ func.func @plain(%a: tensor<4xf32>) -> tensor<4xf32> {
   return %0 : tensor<4xf32>
 }
 func.func @converted(%g: !hector_inter.graph, %x: tensor<?x8xf32>) -> tensor<?x8xf32> {
-  %0 = "hector_inter.unary"(%x) {fn = "relu"} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %0 = "hector_inter.unary"(%x) {fn = "relu", slope = 0.0 : f32} : (tensor<?x8xf32>) -> tensor<?x8xf32>
   return %0 : tensor<?x8xf32>
 }
 func.func private @decl(tensor<?x8xf32>) -> tensor<?x8xf32>

@@ -7,7 +7,7 @@
 // CHECK-COUNT-2: error: the module already holds a gpu.module; run this conversion once
 
 func.func @host(%x: memref<?x8xf32>, %out: memref<?x8xf32>) {
-  "hector_intra.traversal_template"(%x, %out) {parallel = "node", fn = "relu", reduce = "none", block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 1, 0, 1>} : (memref<?x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.traversal_template"(%x, %out) {parallel = "node", fn = "relu", reduce = "none", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 

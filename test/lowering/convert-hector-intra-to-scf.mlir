@@ -46,7 +46,7 @@
 // CHECK-NEXT: }
 // CHECK-NEXT: return
 func.func @gemm_gather_etype(%a: memref<?x16xf32>, %w: memref<3x16x8xf32>, %src: memref<?xi32>, %etype: memref<?xi32>, %out: memref<?x8xf32>) {
-  "hector_intra.gemm_template"(%a, %w, %src, %etype, %out) {epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?xi32>, memref<?xi32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%a, %w, %src, %etype, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?xi32>, memref<?xi32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -69,7 +69,7 @@ func.func @gemm_gather_etype(%a: memref<?x16xf32>, %w: memref<3x16x8xf32>, %src:
 // CHECK-NEXT: %[[NEW:.*]] = arith.addf %[[OLD]], %[[P]] : f32
 // CHECK-NEXT: memref.store %[[NEW]], %[[OUT]][%[[O]], %[[J]]] : memref<?x4xf32>
 func.func @gemm_scatter_add(%a: memref<?x16xf32>, %w: memref<16x4xf32>, %dst: memref<?xi32>, %out: memref<?x4xf32>) {
-  "hector_intra.gemm_template"(%a, %w, %dst, %out) {epilogue = "add", tile_n = 4 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1>} : (memref<?x16xf32>, memref<16x4xf32>, memref<?xi32>, memref<?x4xf32>) -> ()
+  "hector_intra.gemm_template"(%a, %w, %dst, %out) {variant = "xw", epilogue = "add", tile_n = 4 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1>} : (memref<?x16xf32>, memref<16x4xf32>, memref<?xi32>, memref<?x4xf32>) -> ()
   return
 }
 
@@ -140,12 +140,12 @@ func.func @traversal_kinds(%src: memref<?xi32>, %dst: memref<?xi32>, %x: memref<
   %t = memref.alloc(%n) : memref<?x8xf32>
   %zero = arith.constant 0.000000e+00 : f32
   linalg.fill ins(%zero : f32) outs(%t : memref<?x8xf32>)
-  "hector_intra.traversal_template"(%dst, %x, %norm, %t) {parallel = "edge", fn = "scale", reduce = "sum", block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 1, 1, 1, 1>} : (memref<?xi32>, memref<?x8xf32>, memref<?x1xf32>, memref<?x8xf32>) -> ()
-  "hector_intra.traversal_template"(%src, %x, %y) {parallel = "edge", fn = "copy", reduce = "none", block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 0, 1, 0, 1>} : (memref<?xi32>, memref<?x8xf32>, memref<?x8xf32>) -> ()
-  "hector_intra.traversal_template"(%t, %b, %t) {parallel = "node", fn = "add_bias", reduce = "none", block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 1, 1, 1>} : (memref<?x8xf32>, memref<8xf32>, memref<?x8xf32>) -> ()
-  "hector_intra.traversal_template"(%t, %y, %t) {parallel = "node", fn = "add", reduce = "none", block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 1, 1, 1>} : (memref<?x8xf32>, memref<?x8xf32>, memref<?x8xf32>) -> ()
-  "hector_intra.traversal_template"(%t, %out) {parallel = "node", fn = "relu", reduce = "none", block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 1, 0, 1>} : (memref<?x8xf32>, memref<?x8xf32>) -> ()
-  "hector_intra.traversal_template"(%dst, %x, %out) {parallel = "edge", fn = "copy", reduce = "atomic_sum", block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 1, 1, 0, 1>} : (memref<?xi32>, memref<?x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.traversal_template"(%dst, %x, %norm, %t) {parallel = "edge", fn = "scale", reduce = "sum", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 1, 0, 1, 1, 1>} : (memref<?xi32>, memref<?x8xf32>, memref<?x1xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.traversal_template"(%src, %x, %y) {parallel = "edge", fn = "copy", reduce = "none", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 0, 0, 1, 0, 1>} : (memref<?xi32>, memref<?x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.traversal_template"(%t, %b, %t) {parallel = "node", fn = "add_bias", reduce = "none", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 1, 1, 1>} : (memref<?x8xf32>, memref<8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.traversal_template"(%t, %y, %t) {parallel = "node", fn = "add", reduce = "none", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 1, 1, 1>} : (memref<?x8xf32>, memref<?x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.traversal_template"(%t, %out) {parallel = "node", fn = "relu", reduce = "none", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.traversal_template"(%dst, %x, %out) {parallel = "edge", fn = "copy", reduce = "atomic_sum", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 1, 0, 1, 0, 1>} : (memref<?xi32>, memref<?x8xf32>, memref<?x8xf32>) -> ()
   memref.dealloc %t : memref<?x8xf32>
   return
 }

@@ -117,18 +117,18 @@ func.func @degree_norm_shape(%g: !hector_inter.graph) -> tensor<?x2xf32> {
 
 // -----
 
-// COUNT: error: scale must be a column [M, 1], got tensor<?x8xf32>
-func.func @scale_not_column(%a: tensor<?x8xf32>, %s: tensor<?x8xf32>) -> tensor<?x8xf32> {
-  // expected-error @+1 {{scale must be a column [M, 1], got tensor<?x8xf32>}}
-  %0 = "hector_inter.scale"(%a, %s) : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+// COUNT: error: scale width 3 (heads) must divide the row width 8
+func.func @scale_heads_not_dividing(%a: tensor<?x8xf32>, %s: tensor<?x3xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{scale width 3 (heads) must divide the row width 8}}
+  %0 = "hector_inter.scale"(%a, %s) : (tensor<?x8xf32>, tensor<?x3xf32>) -> tensor<?x8xf32>
   return %0 : tensor<?x8xf32>
 }
 
 // -----
 
-// COUNT: error: scale must be a column [M, 1], got tensor<?xf32>
+// COUNT: error: scale must have rank 2, got rank 1
 func.func @scale_vector(%a: tensor<?x8xf32>, %s: tensor<?xf32>) -> tensor<?x8xf32> {
-  // expected-error @+1 {{scale must be a column [M, 1], got tensor<?xf32>}}
+  // expected-error @+1 {{scale must have rank 2, got rank 1}}
   %0 = "hector_inter.scale"(%a, %s) : (tensor<?x8xf32>, tensor<?xf32>) -> tensor<?x8xf32>
   return %0 : tensor<?x8xf32>
 }
@@ -183,7 +183,7 @@ func.func @add_result_width(%a: tensor<?x8xf32>, %b: tensor<?x8xf32>) -> tensor<
 // COUNT: error: result dimension 1 differs from the operand: 8 vs 4
 func.func @unary_shape(%a: tensor<?x8xf32>) -> tensor<?x4xf32> {
   // expected-error @+1 {{result dimension 1 differs from the operand: 8 vs 4}}
-  %0 = "hector_inter.unary"(%a) {fn = "relu"} : (tensor<?x8xf32>) -> tensor<?x4xf32>
+  %0 = "hector_inter.unary"(%a) {fn = "relu", slope = 0.0 : f32} : (tensor<?x8xf32>) -> tensor<?x4xf32>
   return %0 : tensor<?x4xf32>
 }
 
@@ -213,7 +213,7 @@ func.func @weight_f64(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: tensor<
 // COUNT: error: operand must have f32 elements, got tensor<?x8xi32>
 func.func @unary_i32(%a: tensor<?x8xi32>) -> tensor<?x8xi32> {
   // expected-error @+1 {{operand must have f32 elements, got tensor<?x8xi32>}}
-  %0 = "hector_inter.unary"(%a) {fn = "relu"} : (tensor<?x8xi32>) -> tensor<?x8xi32>
+  %0 = "hector_inter.unary"(%a) {fn = "relu", slope = 0.0 : f32} : (tensor<?x8xi32>) -> tensor<?x8xi32>
   return %0 : tensor<?x8xi32>
 }
 
@@ -311,11 +311,11 @@ func.func @weight_as_rows(%g: !hector_inter.graph, %w: tensor<16x16xf32>) -> ten
 
 // -----
 
-// COUNT: error: scaled rows are node-wise but the scale is edge-wise
+// COUNT: error: scaled rows are node-wise but scale are edge-wise
 func.func @scale_node_by_edge(%g: !hector_inter.graph, %m: tensor<?x8xf32>) -> tensor<?x8xf32> {
   %0 = "hector_inter.sum_to_dst"(%g, %m) : (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>
   %1 = "hector_inter.degree_norm"(%g) {by = "dst_etype"} : (!hector_inter.graph) -> tensor<?x1xf32>
-  // expected-error @+1 {{scaled rows are node-wise but the scale is edge-wise}}
+  // expected-error @+1 {{scaled rows are node-wise but scale are edge-wise}}
   %2 = "hector_inter.scale"(%0, %1) : (tensor<?x8xf32>, tensor<?x1xf32>) -> tensor<?x8xf32>
   return %2 : tensor<?x8xf32>
 }
@@ -356,7 +356,7 @@ func.func @bias_is_rows(%g: !hector_inter.graph, %x: tensor<?x8xf32>, %v: tensor
 func.func @relu_of_weight(%g: !hector_inter.graph, %x: tensor<?x8xf32>, %w: tensor<8x8xf32>) -> tensor<8x8xf32> {
   %0 = "hector_inter.typed_linear"(%g, %x, %w) {slice = "none"} : (!hector_inter.graph, tensor<?x8xf32>, tensor<8x8xf32>) -> tensor<?x8xf32>
   // expected-error @+1 {{operand must be node-wise or edge-wise, not a weight}}
-  %1 = "hector_inter.unary"(%w) {fn = "relu"} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %1 = "hector_inter.unary"(%w) {fn = "relu", slope = 0.0 : f32} : (tensor<8x8xf32>) -> tensor<8x8xf32>
   return %1 : tensor<8x8xf32>
 }
 
@@ -367,7 +367,7 @@ func.func @relu_of_weight(%g: !hector_inter.graph, %x: tensor<?x8xf32>, %w: tens
 // COUNT: error: argument #1: hector.kind must be one of node, edge, weight; got 'vertex'
 // expected-error @+1 {{argument #1: hector.kind must be one of node, edge, weight; got 'vertex'}}
 func.func @bad_kind(%g: !hector_inter.graph, %x: tensor<?x8xf32> {hector.kind = "vertex"}) -> tensor<?x8xf32> {
-  %0 = "hector_inter.unary"(%x) {fn = "relu"} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %0 = "hector_inter.unary"(%x) {fn = "relu", slope = 0.0 : f32} : (tensor<?x8xf32>) -> tensor<?x8xf32>
   return %0 : tensor<?x8xf32>
 }
 
@@ -405,7 +405,7 @@ func.func @declared_node_weight(%g: !hector_inter.graph, %x: tensor<?x8xf32>, %w
 // COUNT: error: a scattered GEMM must accumulate (epilogue "add" or "atomic_add"): several rows may land on one output row
 func.func @gemm_scatter_store(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %dst: memref<?xi32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{a scattered GEMM must accumulate (epilogue "add" or "atomic_add")}}
-  "hector_intra.gemm_template"(%a, %w, %dst, %out) {epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?xi32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%a, %w, %dst, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?xi32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -414,7 +414,7 @@ func.func @gemm_scatter_store(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %dst: 
 // COUNT: error: weight with a weight_index must have rank 3, got rank 2
 func.func @gemm_weight_index_rank(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %etype: memref<?xi32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{weight with a weight_index must have rank 3, got rank 2}}
-  "hector_intra.gemm_template"(%a, %w, %etype, %out) {epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 1, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?xi32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%a, %w, %etype, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 1, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?xi32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -423,7 +423,7 @@ func.func @gemm_weight_index_rank(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %e
 // COUNT: error: weight must have rank 2, got rank 3
 func.func @gemm_shared_weight_rank(%a: memref<?x16xf32>, %w: memref<3x16x8xf32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{weight must have rank 2, got rank 3}}
-  "hector_intra.gemm_template"(%a, %w, %out) {epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%a, %w, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -432,7 +432,7 @@ func.func @gemm_shared_weight_rank(%a: memref<?x16xf32>, %w: memref<3x16x8xf32>,
 // COUNT: error: a's width does not match the weight's input dimension: 12 vs 16
 func.func @gemm_k(%a: memref<?x12xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{a's width does not match the weight's input dimension: 12 vs 16}}
-  "hector_intra.gemm_template"(%a, %w, %out) {epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>} : (memref<?x12xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%a, %w, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>} : (memref<?x12xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -441,7 +441,7 @@ func.func @gemm_k(%a: memref<?x12xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf
 // COUNT: error: out's width does not match the weight's output dimension: 4 vs 8
 func.func @gemm_n(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x4xf32>) {
   // expected-error @+1 {{out's width does not match the weight's output dimension: 4 vs 8}}
-  "hector_intra.gemm_template"(%a, %w, %out) {epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x4xf32>) -> ()
+  "hector_intra.gemm_template"(%a, %w, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x4xf32>) -> ()
   return
 }
 
@@ -450,7 +450,7 @@ func.func @gemm_n(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x4xf
 // COUNT: error: gather_index must be memref<?xi32>, got memref<?xi64>
 func.func @gemm_index_type(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %src: memref<?xi64>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{gather_index must be memref<?xi32>, got memref<?xi64>}}
-  "hector_intra.gemm_template"(%a, %w, %src, %out) {epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?xi64>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%a, %w, %src, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?xi64>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -459,7 +459,7 @@ func.func @gemm_index_type(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %src: mem
 // COUNT: error: tile_n and block_size must be positive
 func.func @gemm_tile(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{tile_n and block_size must be positive}}
-  "hector_intra.gemm_template"(%a, %w, %out) {epilogue = "store", tile_n = 0 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%a, %w, %out) {variant = "xw", epilogue = "store", tile_n = 0 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -468,25 +468,25 @@ func.func @gemm_tile(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x
 // COUNT: error: a must have f32 elements, got memref<?x16xf16>
 func.func @gemm_f16(%a: memref<?x16xf16>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{a must have f32 elements, got memref<?x16xf16>}}
-  "hector_intra.gemm_template"(%a, %w, %out) {epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>} : (memref<?x16xf16>, memref<16x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%a, %w, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>} : (memref<?x16xf16>, memref<16x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 
 // -----
 
-// COUNT: error: reduce = "sum" needs a scatter_index operand
+// COUNT: error: out of a sum over all rows must have rank 1, got rank 2
 func.func @reduce_without_index(%m: memref<?x8xf32>, %out: memref<?x8xf32>) {
-  // expected-error @+1 {{reduce = "sum" needs a scatter_index operand}}
-  "hector_intra.traversal_template"(%m, %out) {parallel = "edge", fn = "copy", reduce = "sum", block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 1, 0, 1>} : (memref<?x8xf32>, memref<?x8xf32>) -> ()
+  // expected-error @+1 {{out of a sum over all rows must have rank 1, got rank 2}}
+  "hector_intra.traversal_template"(%m, %out) {parallel = "edge", fn = "copy", reduce = "sum", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 
 // -----
 
-// COUNT: error: reduce = "atomic_sum" needs a scatter_index operand
-func.func @atomic_without_index(%m: memref<?x8xf32>, %out: memref<?x8xf32>) {
-  // expected-error @+1 {{reduce = "atomic_sum" needs a scatter_index operand}}
-  "hector_intra.traversal_template"(%m, %out) {parallel = "edge", fn = "copy", reduce = "atomic_sum", block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 1, 0, 1>} : (memref<?x8xf32>, memref<?x8xf32>) -> ()
+// COUNT: error: reduce = "max" needs a scatter_index operand
+func.func @max_without_index(%m: memref<?x8xf32>, %out: memref<?x8xf32>) {
+  // expected-error @+1 {{reduce = "max" needs a scatter_index operand}}
+  "hector_intra.traversal_template"(%m, %out) {parallel = "edge", fn = "copy", reduce = "max", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -495,7 +495,7 @@ func.func @atomic_without_index(%m: memref<?x8xf32>, %out: memref<?x8xf32>) {
 // COUNT: error: fn = "scale" needs a second input y
 func.func @scale_without_y(%dst: memref<?xi32>, %m: memref<?x8xf32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{fn = "scale" needs a second input y}}
-  "hector_intra.traversal_template"(%dst, %m, %out) {parallel = "edge", fn = "scale", reduce = "sum", block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 1, 1, 0, 1>} : (memref<?xi32>, memref<?x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.traversal_template"(%dst, %m, %out) {parallel = "edge", fn = "scale", reduce = "sum", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 1, 0, 1, 0, 1>} : (memref<?xi32>, memref<?x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -504,7 +504,7 @@ func.func @scale_without_y(%dst: memref<?xi32>, %m: memref<?x8xf32>, %out: memre
 // COUNT: error: fn = "add_bias" needs a second input y
 func.func @add_bias_without_y(%m: memref<?x8xf32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{fn = "add_bias" needs a second input y}}
-  "hector_intra.traversal_template"(%m, %out) {parallel = "node", fn = "add_bias", reduce = "none", block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 1, 0, 1>} : (memref<?x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.traversal_template"(%m, %out) {parallel = "node", fn = "add_bias", reduce = "none", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -513,7 +513,7 @@ func.func @add_bias_without_y(%m: memref<?x8xf32>, %out: memref<?x8xf32>) {
 // COUNT: error: fn = "relu" takes no second input
 func.func @relu_with_y(%m: memref<?x8xf32>, %y: memref<?x8xf32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{fn = "relu" takes no second input}}
-  "hector_intra.traversal_template"(%m, %y, %out) {parallel = "node", fn = "relu", reduce = "none", block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 1, 1, 1>} : (memref<?x8xf32>, memref<?x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.traversal_template"(%m, %y, %out) {parallel = "node", fn = "relu", reduce = "none", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 1, 1, 1>} : (memref<?x8xf32>, memref<?x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -522,25 +522,25 @@ func.func @relu_with_y(%m: memref<?x8xf32>, %y: memref<?x8xf32>, %out: memref<?x
 // COUNT: error: x and out widths differ: 8 vs 4
 func.func @traversal_widths(%m: memref<?x8xf32>, %out: memref<?x4xf32>) {
   // expected-error @+1 {{x and out widths differ: 8 vs 4}}
-  "hector_intra.traversal_template"(%m, %out) {parallel = "node", fn = "copy", reduce = "none", block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 1, 0, 1>} : (memref<?x8xf32>, memref<?x4xf32>) -> ()
+  "hector_intra.traversal_template"(%m, %out) {parallel = "node", fn = "copy", reduce = "none", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x8xf32>, memref<?x4xf32>) -> ()
   return
 }
 
 // -----
 
-// COUNT: error: y of a scale must be a column [M, 1]
-func.func @traversal_scale_y(%dst: memref<?xi32>, %m: memref<?x8xf32>, %y: memref<?x8xf32>, %out: memref<?x8xf32>) {
-  // expected-error @+1 {{y of a scale must be a column [M, 1]}}
-  "hector_intra.traversal_template"(%dst, %m, %y, %out) {parallel = "edge", fn = "scale", reduce = "sum", block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 1, 1, 1, 1>} : (memref<?xi32>, memref<?x8xf32>, memref<?x8xf32>, memref<?x8xf32>) -> ()
+// COUNT: error: y width (heads) of a scale must divide x's width
+func.func @traversal_scale_y(%dst: memref<?xi32>, %m: memref<?x8xf32>, %y: memref<?x3xf32>, %out: memref<?x8xf32>) {
+  // expected-error @+1 {{y width (heads) of a scale must divide x's width}}
+  "hector_intra.traversal_template"(%dst, %m, %y, %out) {parallel = "edge", fn = "scale", reduce = "sum", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 1, 0, 1, 1, 1>} : (memref<?xi32>, memref<?x8xf32>, memref<?x3xf32>, memref<?x8xf32>) -> ()
   return
 }
 
 // -----
 
-// COUNT: error: y of an add must have x's shape
+// COUNT: error: y of a add must have x's width: 8 vs 4
 func.func @traversal_add_y(%m: memref<?x8xf32>, %y: memref<?x4xf32>, %out: memref<?x8xf32>) {
-  // expected-error @+1 {{y of an add must have x's shape}}
-  "hector_intra.traversal_template"(%m, %y, %out) {parallel = "node", fn = "add", reduce = "none", block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 1, 1, 1>} : (memref<?x8xf32>, memref<?x4xf32>, memref<?x8xf32>) -> ()
+  // expected-error @+1 {{y of a add must have x's width: 8 vs 4}}
+  "hector_intra.traversal_template"(%m, %y, %out) {parallel = "node", fn = "add", reduce = "none", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 1, 1, 1>} : (memref<?x8xf32>, memref<?x4xf32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -549,7 +549,7 @@ func.func @traversal_add_y(%m: memref<?x8xf32>, %y: memref<?x4xf32>, %out: memre
 // COUNT: error: y of an add_bias must be a vector of x's width
 func.func @traversal_bias_y(%m: memref<?x8xf32>, %y: memref<4xf32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{y of an add_bias must be a vector of x's width}}
-  "hector_intra.traversal_template"(%m, %y, %out) {parallel = "node", fn = "add_bias", reduce = "none", block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 1, 1, 1>} : (memref<?x8xf32>, memref<4xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.traversal_template"(%m, %y, %out) {parallel = "node", fn = "add_bias", reduce = "none", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 1, 1, 1>} : (memref<?x8xf32>, memref<4xf32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -558,7 +558,7 @@ func.func @traversal_bias_y(%m: memref<?x8xf32>, %y: memref<4xf32>, %out: memref
 // COUNT: error: scatter_index must be memref<?xi32>, got memref<?x1xi32>
 func.func @traversal_index_rank(%dst: memref<?x1xi32>, %m: memref<?x8xf32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{scatter_index must be memref<?xi32>, got memref<?x1xi32>}}
-  "hector_intra.traversal_template"(%dst, %m, %out) {parallel = "edge", fn = "copy", reduce = "sum", block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 1, 1, 0, 1>} : (memref<?x1xi32>, memref<?x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.traversal_template"(%dst, %m, %out) {parallel = "edge", fn = "copy", reduce = "sum", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 1, 0, 1, 0, 1>} : (memref<?x1xi32>, memref<?x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -567,7 +567,7 @@ func.func @traversal_index_rank(%dst: memref<?x1xi32>, %m: memref<?x8xf32>, %out
 // COUNT: error: x must have f32 elements, got memref<?x8xf64>
 func.func @traversal_f64(%m: memref<?x8xf64>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{x must have f32 elements, got memref<?x8xf64>}}
-  "hector_intra.traversal_template"(%m, %out) {parallel = "node", fn = "copy", reduce = "none", block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 1, 0, 1>} : (memref<?x8xf64>, memref<?x8xf32>) -> ()
+  "hector_intra.traversal_template"(%m, %out) {parallel = "node", fn = "copy", reduce = "none", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x8xf64>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -576,7 +576,7 @@ func.func @traversal_f64(%m: memref<?x8xf64>, %out: memref<?x8xf32>) {
 // The verifier stops at the first error of a function, and checks every function.
 // COUNT: error: operand widths differ: 8 vs 4
 func.func @fine(%a: tensor<?x8xf32>) -> tensor<?x8xf32> {
-  %0 = "hector_inter.unary"(%a) {fn = "relu"} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %0 = "hector_inter.unary"(%a) {fn = "relu", slope = 0.0 : f32} : (tensor<?x8xf32>) -> tensor<?x8xf32>
   return %0 : tensor<?x8xf32>
 }
 func.func @second_function_is_checked(%a: tensor<?x8xf32>, %b: tensor<?x4xf32>) -> tensor<?x8xf32> {
@@ -613,7 +613,7 @@ func.func @scale_rank1_result(%a: tensor<?x8xf32>, %s: tensor<?x1xf32>) -> tenso
 func.func @unary_rank_change(%a: tensor<?x8xf32>) -> tensor<?x8x2xf32> {
   // COUNT: error: result rank 3 differs from the operand's rank 2
   // expected-error @+1 {{result rank 3 differs from the operand's rank 2}}
-  %0 = "hector_inter.unary"(%a) {fn = "relu"} : (tensor<?x8xf32>) -> tensor<?x8x2xf32>
+  %0 = "hector_inter.unary"(%a) {fn = "relu", slope = 0.0 : f32} : (tensor<?x8xf32>) -> tensor<?x8x2xf32>
   return %0 : tensor<?x8x2xf32>
 }
 

@@ -15,7 +15,7 @@
 // CHECK-NEXT: %[[SELF:.*]] = "hector_inter.typed_linear"(%[[G]], %[[X]], %[[W0]]) {slice = "none"} : (!hector_inter.graph, tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
 // CHECK-NEXT: %[[H:.*]] = "hector_inter.add"(%[[AGG]], %[[SELF]]) : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
 // CHECK-NEXT: %[[HB:.*]] = "hector_inter.add"(%[[H]], %[[B]]) : (tensor<?x8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
-// CHECK-NEXT: %[[R:.*]] = "hector_inter.unary"(%[[HB]]) {fn = "relu"} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+// CHECK-NEXT: %[[R:.*]] = "hector_inter.unary"(%[[HB]]) {fn = "relu", slope = 0.000000e+00 : f32} : (tensor<?x8xf32>) -> tensor<?x8xf32>
 // CHECK-NEXT: return %[[R]] : tensor<?x8xf32>
 func.func @rgcn(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: tensor<3x16x8xf32>, %w0: tensor<16x8xf32>, %b: tensor<8xf32>) -> tensor<?x8xf32> {
   %xs = "hector_inter.gather_src"(%g, %x) : (!hector_inter.graph, tensor<?x16xf32>) -> tensor<?x16xf32>
@@ -26,7 +26,7 @@ func.func @rgcn(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: tensor<3x16x8
   %self = "hector_inter.typed_linear"(%g, %x, %w0) {slice = "none"} : (!hector_inter.graph, tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
   %h = "hector_inter.add"(%agg, %self) : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
   %hb = "hector_inter.add"(%h, %b) : (tensor<?x8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
-  %r = "hector_inter.unary"(%hb) {fn = "relu"} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %r = "hector_inter.unary"(%hb) {fn = "relu", slope = 0.0 : f32} : (tensor<?x8xf32>) -> tensor<?x8xf32>
   return %r : tensor<?x8xf32>
 }
 
@@ -39,7 +39,7 @@ func.func @rgcn(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: tensor<3x16x8
 // CHECK-NEXT: "hector_inter.degree_norm"(%{{.*}}) {by = "dst"} : (!hector_inter.graph) -> tensor<?x1xf32>
 // CHECK-NEXT: "hector_inter.scale"
 // CHECK-NEXT: "hector_inter.sum_to_dst"
-// CHECK-NEXT: "hector_inter.unary"(%{{.*}}) {fn = "copy"}
+// CHECK-NEXT: "hector_inter.unary"(%{{.*}}) {fn = "copy", slope = 0.000000e+00 : f32}
 // CHECK-NEXT: return
 func.func @ntype_and_edge_rows(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %wt: tensor<2x16x4xf32>, %ws: tensor<4x4xf32>) -> tensor<?x4xf32> {
   %0 = "hector_inter.typed_linear"(%g, %x, %wt) {slice = "ntype"} : (!hector_inter.graph, tensor<?x16xf32>, tensor<2x16x4xf32>) -> tensor<?x4xf32>
@@ -48,7 +48,7 @@ func.func @ntype_and_edge_rows(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w
   %3 = "hector_inter.degree_norm"(%g) {by = "dst"} : (!hector_inter.graph) -> tensor<?x1xf32>
   %4 = "hector_inter.scale"(%2, %3) : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
   %5 = "hector_inter.sum_to_dst"(%g, %4) : (!hector_inter.graph, tensor<?x4xf32>) -> tensor<?x4xf32>
-  %6 = "hector_inter.unary"(%5) {fn = "copy"} : (tensor<?x4xf32>) -> tensor<?x4xf32>
+  %6 = "hector_inter.unary"(%5) {fn = "copy", slope = 0.0 : f32} : (tensor<?x4xf32>) -> tensor<?x4xf32>
   return %6 : tensor<?x4xf32>
 }
 
@@ -78,19 +78,19 @@ func.func @plain(%a: f32) -> f32 {
 
 // hector_intra templates with every optional operand combination the lowerings produce.
 // CHECK-LABEL: func.func @intra
-// CHECK-NEXT: "hector_intra.gemm_template"({{.*}}) {block_size = 128 : i64, epilogue = "store", operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>, tile_n = 8 : i64}
-// CHECK-NEXT: "hector_intra.gemm_template"({{.*}}) {block_size = 128 : i64, epilogue = "atomic_add", operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1>, tile_n = 4 : i64}
-// CHECK-NEXT: "hector_intra.traversal_template"({{.*}}) {block_size = 256 : i64, fn = "scale", operandSegmentSizes = array<i32: 0, 1, 1, 1, 1>, parallel = "edge", reduce = "sum"}
-// CHECK-NEXT: "hector_intra.traversal_template"({{.*}}) {block_size = 256 : i64, fn = "copy", operandSegmentSizes = array<i32: 1, 0, 1, 0, 1>, parallel = "edge", reduce = "none"}
-// CHECK-NEXT: "hector_intra.traversal_template"({{.*}}) {block_size = 256 : i64, fn = "add_bias", operandSegmentSizes = array<i32: 0, 0, 1, 1, 1>, parallel = "node", reduce = "none"}
-// CHECK-NEXT: "hector_intra.traversal_template"({{.*}}) {block_size = 256 : i64, fn = "relu", operandSegmentSizes = array<i32: 0, 1, 1, 0, 1>, parallel = "edge", reduce = "atomic_sum"}
+// CHECK-NEXT: "hector_intra.gemm_template"({{.*}}) {block_size = 128 : i64, epilogue = "store", operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>, tile_n = 8 : i64, variant = "xw"}
+// CHECK-NEXT: "hector_intra.gemm_template"({{.*}}) {block_size = 128 : i64, epilogue = "atomic_add", operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1>, tile_n = 4 : i64, variant = "xw"}
+// CHECK-NEXT: "hector_intra.traversal_template"({{.*}}) {block_size = 256 : i64, fn = "scale", operandSegmentSizes = array<i32: 0, 1, 0, 1, 1, 1>, parallel = "edge", reduce = "sum", slope = 0.000000e+00 : f32}
+// CHECK-NEXT: "hector_intra.traversal_template"({{.*}}) {block_size = 256 : i64, fn = "copy", operandSegmentSizes = array<i32: 1, 0, 0, 1, 0, 1>, parallel = "edge", reduce = "none", slope = 0.000000e+00 : f32}
+// CHECK-NEXT: "hector_intra.traversal_template"({{.*}}) {block_size = 256 : i64, fn = "add_bias", operandSegmentSizes = array<i32: 0, 0, 0, 1, 1, 1>, parallel = "node", reduce = "none", slope = 0.000000e+00 : f32}
+// CHECK-NEXT: "hector_intra.traversal_template"({{.*}}) {block_size = 256 : i64, fn = "relu", operandSegmentSizes = array<i32: 0, 1, 0, 1, 0, 1>, parallel = "edge", reduce = "atomic_sum", slope = 0.000000e+00 : f32}
 // CHECK-NEXT: return
 func.func @intra(%x: memref<?x16xf32>, %w: memref<3x16x8xf32>, %w0: memref<16x8xf32>, %src: memref<?xi32>, %etype: memref<?xi32>, %dst: memref<?xi32>, %m: memref<?x8xf32>, %norm: memref<?x1xf32>, %bias: memref<8xf32>, %out: memref<?x8xf32>, %e16: memref<?x16xf32>) {
-  "hector_intra.gemm_template"(%x, %w, %src, %etype, %m) {epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?xi32>, memref<?xi32>, memref<?x8xf32>) -> ()
-  "hector_intra.gemm_template"(%x, %w0, %dst, %out) {epilogue = "atomic_add", tile_n = 4 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?xi32>, memref<?x8xf32>) -> ()
-  "hector_intra.traversal_template"(%dst, %m, %norm, %out) {parallel = "edge", fn = "scale", reduce = "sum", block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 1, 1, 1, 1>} : (memref<?xi32>, memref<?x8xf32>, memref<?x1xf32>, memref<?x8xf32>) -> ()
-  "hector_intra.traversal_template"(%src, %x, %e16) {parallel = "edge", fn = "copy", reduce = "none", block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 0, 1, 0, 1>} : (memref<?xi32>, memref<?x16xf32>, memref<?x16xf32>) -> ()
-  "hector_intra.traversal_template"(%out, %bias, %out) {parallel = "node", fn = "add_bias", reduce = "none", block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 1, 1, 1>} : (memref<?x8xf32>, memref<8xf32>, memref<?x8xf32>) -> ()
-  "hector_intra.traversal_template"(%dst, %m, %out) {parallel = "edge", fn = "relu", reduce = "atomic_sum", block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 1, 1, 0, 1>} : (memref<?xi32>, memref<?x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%x, %w, %src, %etype, %m) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?xi32>, memref<?xi32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%x, %w0, %dst, %out) {variant = "xw", epilogue = "atomic_add", tile_n = 4 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?xi32>, memref<?x8xf32>) -> ()
+  "hector_intra.traversal_template"(%dst, %m, %norm, %out) {parallel = "edge", fn = "scale", reduce = "sum", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 1, 0, 1, 1, 1>} : (memref<?xi32>, memref<?x8xf32>, memref<?x1xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.traversal_template"(%src, %x, %e16) {parallel = "edge", fn = "copy", reduce = "none", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 0, 0, 1, 0, 1>} : (memref<?xi32>, memref<?x16xf32>, memref<?x16xf32>) -> ()
+  "hector_intra.traversal_template"(%out, %bias, %out) {parallel = "node", fn = "add_bias", reduce = "none", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 1, 1, 1>} : (memref<?x8xf32>, memref<8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.traversal_template"(%dst, %m, %out) {parallel = "edge", fn = "relu", reduce = "atomic_sum", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 1, 0, 1, 0, 1>} : (memref<?xi32>, memref<?x8xf32>, memref<?x8xf32>) -> ()
   return
 }

@@ -143,7 +143,7 @@ CASES: dict[str, tuple[Callable, Callable, Callable, str]] = {
         _gather_dst,
         lambda g: (_rand(g.num_nodes, D_IN, seed=1),),
         lambda g, x: x[g.dst.long()],
-        'fn = "copy", operandSegmentSizes = array<i32: 1, 0, 1, 0, 1>, parallel = "edge"',
+        'fn = "copy", operandSegmentSizes = array<i32: 1, 0, 0, 1, 0, 1>, parallel = "edge"',
     ),
     "gather_dst_fused_into_gemm": (
         _gather_dst_linear,
@@ -167,14 +167,14 @@ CASES: dict[str, tuple[Callable, Callable, Callable, str]] = {
         _sum_copy,
         lambda g: (_rand(g.num_nodes, D_IN, seed=8),),
         lambda g, x: _sum_to_dst(g, x[g.src.long()]),
-        'fn = "copy", operandSegmentSizes = array<i32: 0, 1, 1, 0, 1>, parallel = "edge", '
+        'fn = "copy", operandSegmentSizes = array<i32: 0, 1, 0, 1, 0, 1>, parallel = "edge", '
         'reduce = "sum"',
     ),
     "scale_alone": (
         _scale_alone,
         lambda g: (_rand(g.num_nodes, D_IN, seed=9),),
         lambda g, x: x[g.src.long()] * _norm_dst_etype(g),
-        'fn = "scale", operandSegmentSizes = array<i32: 0, 0, 1, 1, 1>, parallel = "edge", '
+        'fn = "scale", operandSegmentSizes = array<i32: 0, 0, 0, 1, 1, 1>, parallel = "edge", '
         'reduce = "none"',
     ),
     "add": (
@@ -193,7 +193,7 @@ CASES: dict[str, tuple[Callable, Callable, Callable, str]] = {
         _mean_by_dst,
         lambda g: (_rand(g.num_nodes, D_IN, seed=14),),
         lambda g, x: _sum_to_dst(g, x[g.src.long()] * _norm_dst(g)),
-        'fn = "scale", operandSegmentSizes = array<i32: 0, 1, 1, 1, 1>, parallel = "edge", '
+        'fn = "scale", operandSegmentSizes = array<i32: 0, 1, 0, 1, 1, 1>, parallel = "edge", '
         'reduce = "sum"',
     ),
     "rgcn": (
@@ -263,7 +263,8 @@ func.func @gds(%g: !hector_inter.graph, %x: tensor<?x4xf32>, %w: tensor<4x3xf32>
   %2 = "hector_inter.scale"(%1, %n) : (tensor<?x3xf32>, tensor<?x1xf32>) -> tensor<?x3xf32>
   %3 = "hector_inter.sum_to_dst"(%g, %2) : (!hector_inter.graph, tensor<?x3xf32>) -> tensor<?x3xf32>
   %4 = "hector_inter.add"(%3, %b) : (tensor<?x3xf32>, tensor<3xf32>) -> tensor<?x3xf32>
-  %5 = "hector_inter.unary"(%4) {fn = "relu"} : (tensor<?x3xf32>) -> tensor<?x3xf32>
+  %5 = "hector_inter.unary"(%4) {fn = "relu", slope = 0.0 : f32}
+      : (tensor<?x3xf32>) -> tensor<?x3xf32>
   return %5 : tensor<?x3xf32>
 }
 """

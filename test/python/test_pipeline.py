@@ -38,7 +38,7 @@ _TEST_PASSES = {
 
 _MODULE = """
 func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
-  %0 = "hector_inter.unary"(%x) {fn = "relu"} : (tensor<4xf32>) -> tensor<4xf32>
+  %0 = "hector_inter.unary"(%x) {fn = "relu", slope = 0.0 : f32} : (tensor<4xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
 """

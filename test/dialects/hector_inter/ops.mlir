@@ -60,9 +60,9 @@ func.func @rgcn_layer(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: tensor<
   %6 = "hector_inter.add"(%4, %5) : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
   // CHECK: "hector_inter.add"(%{{[0-9a-z_]+}}, %{{[0-9a-z_]+}}) : (tensor<?x8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
   %7 = "hector_inter.add"(%6, %b) : (tensor<?x8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
-  // CHECK: "hector_inter.unary"(%{{[0-9a-z_]+}}) {fn = "relu"} : (tensor<?x8xf32>) -> tensor<?x8xf32>
-  %8 = "hector_inter.unary"(%7) {fn = "relu"} : (tensor<?x8xf32>) -> tensor<?x8xf32>
-  // CHECK: "hector_inter.unary"(%{{[0-9a-z_]+}}) {fn = "copy"} : (tensor<?x8xf32>) -> tensor<?x8xf32>
-  %9 = "hector_inter.unary"(%8) {fn = "copy"} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  // CHECK: "hector_inter.unary"(%{{[0-9a-z_]+}}) {fn = "relu", slope = 0.000000e+00 : f32} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %8 = "hector_inter.unary"(%7) {fn = "relu", slope = 0.0 : f32} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  // CHECK: "hector_inter.unary"(%{{[0-9a-z_]+}}) {fn = "copy", slope = 0.000000e+00 : f32} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %9 = "hector_inter.unary"(%8) {fn = "copy", slope = 0.0 : f32} : (tensor<?x8xf32>) -> tensor<?x8xf32>
   return %9 : tensor<?x8xf32>
 }

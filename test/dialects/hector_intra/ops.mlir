@@ -14,7 +14,7 @@ func.func @gemm_gather_etype(%x: memref<?x16xf32>, %w: memref<3x16x8xf32>, %src:
   // CHECK-SAME: operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>
   // CHECK-SAME: tile_n = 8 : i64
   // CHECK-SAME: : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?xi32>, memref<?xi32>, memref<?x8xf32>) -> ()
-  "hector_intra.gemm_template"(%x, %w, %src, %etype, %out) {epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?xi32>, memref<?xi32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%x, %w, %src, %etype, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?xi32>, memref<?xi32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -24,7 +24,7 @@ func.func @gemm_shared_add(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out: mem
   // CHECK: "hector_intra.gemm_template"(%{{[0-9a-z_]+}}, %{{[0-9a-z_]+}}, %{{[0-9a-z_]+}})
   // CHECK-SAME: epilogue = "add"
   // CHECK-SAME: operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>
-  "hector_intra.gemm_template"(%x, %w, %out) {epilogue = "add", tile_n = 4 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%x, %w, %out) {variant = "xw", epilogue = "add", tile_n = 4 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -34,7 +34,7 @@ func.func @gemm_scatter_atomic(%x: memref<?x16xf32>, %w: memref<3x16x8xf32>, %et
   // CHECK: "hector_intra.gemm_template"(%{{[0-9a-z_]+}}, %{{[0-9a-z_]+}}, %{{[0-9a-z_]+}}, %{{[0-9a-z_]+}}, %{{[0-9a-z_]+}})
   // CHECK-SAME: epilogue = "atomic_add"
   // CHECK-SAME: operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1>
-  "hector_intra.gemm_template"(%x, %w, %etype, %dst, %out) {epilogue = "atomic_add", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?xi32>, memref<?xi32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%x, %w, %etype, %dst, %out) {variant = "xw", epilogue = "atomic_add", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?xi32>, memref<?xi32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -45,11 +45,11 @@ func.func @traversal_edge_scale_sum(%dst: memref<?xi32>, %m: memref<?x8xf32>, %n
   // CHECK: "hector_intra.traversal_template"(%[[DST]], %[[M]], %[[N]], %[[O]])
   // CHECK-SAME: block_size = 256 : i64
   // CHECK-SAME: fn = "scale"
-  // CHECK-SAME: operandSegmentSizes = array<i32: 0, 1, 1, 1, 1>
+  // CHECK-SAME: operandSegmentSizes = array<i32: 0, 1, 0, 1, 1, 1>
   // CHECK-SAME: parallel = "edge"
   // CHECK-SAME: reduce = "sum"
   // CHECK-SAME: : (memref<?xi32>, memref<?x8xf32>, memref<?x1xf32>, memref<?x8xf32>) -> ()
-  "hector_intra.traversal_template"(%dst, %m, %norm, %out) {parallel = "edge", fn = "scale", reduce = "sum", block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 1, 1, 1, 1>} : (memref<?xi32>, memref<?x8xf32>, memref<?x1xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.traversal_template"(%dst, %m, %norm, %out) {parallel = "edge", fn = "scale", reduce = "sum", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 1, 0, 1, 1, 1>} : (memref<?xi32>, memref<?x8xf32>, memref<?x1xf32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -58,9 +58,9 @@ func.func @traversal_edge_scale_sum(%dst: memref<?xi32>, %m: memref<?x8xf32>, %n
 func.func @traversal_edge_copy_atomic(%dst: memref<?xi32>, %m: memref<?x8xf32>, %out: memref<?x8xf32>) {
   // CHECK: "hector_intra.traversal_template"(%{{[0-9a-z_]+}}, %{{[0-9a-z_]+}}, %{{[0-9a-z_]+}})
   // CHECK-SAME: fn = "copy"
-  // CHECK-SAME: operandSegmentSizes = array<i32: 0, 1, 1, 0, 1>
+  // CHECK-SAME: operandSegmentSizes = array<i32: 0, 1, 0, 1, 0, 1>
   // CHECK-SAME: reduce = "atomic_sum"
-  "hector_intra.traversal_template"(%dst, %m, %out) {parallel = "edge", fn = "copy", reduce = "atomic_sum", block_size = 128 : i64, operandSegmentSizes = array<i32: 0, 1, 1, 0, 1>} : (memref<?xi32>, memref<?x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.traversal_template"(%dst, %m, %out) {parallel = "edge", fn = "copy", reduce = "atomic_sum", slope = 0.0 : f32, block_size = 128 : i64, operandSegmentSizes = array<i32: 0, 1, 0, 1, 0, 1>} : (memref<?xi32>, memref<?x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -69,9 +69,9 @@ func.func @traversal_edge_copy_atomic(%dst: memref<?xi32>, %m: memref<?x8xf32>, 
 func.func @traversal_edge_gather(%src: memref<?xi32>, %x: memref<?x8xf32>, %out: memref<?x8xf32>) {
   // CHECK: "hector_intra.traversal_template"(%{{[0-9a-z_]+}}, %{{[0-9a-z_]+}}, %{{[0-9a-z_]+}})
   // CHECK-SAME: fn = "copy"
-  // CHECK-SAME: operandSegmentSizes = array<i32: 1, 0, 1, 0, 1>
+  // CHECK-SAME: operandSegmentSizes = array<i32: 1, 0, 0, 1, 0, 1>
   // CHECK-SAME: reduce = "none"
-  "hector_intra.traversal_template"(%src, %x, %out) {parallel = "edge", fn = "copy", reduce = "none", block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 0, 1, 0, 1>} : (memref<?xi32>, memref<?x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.traversal_template"(%src, %x, %out) {parallel = "edge", fn = "copy", reduce = "none", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 0, 0, 1, 0, 1>} : (memref<?xi32>, memref<?x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -80,16 +80,16 @@ func.func @traversal_edge_gather(%src: memref<?xi32>, %x: memref<?x8xf32>, %out:
 func.func @traversal_node(%a: memref<?x8xf32>, %b: memref<?x8xf32>, %bias: memref<8xf32>, %out: memref<?x8xf32>) {
   // CHECK: "hector_intra.traversal_template"(%{{[0-9a-z_]+}}, %{{[0-9a-z_]+}}, %{{[0-9a-z_]+}})
   // CHECK-SAME: fn = "add"
-  // CHECK-SAME: operandSegmentSizes = array<i32: 0, 0, 1, 1, 1>
+  // CHECK-SAME: operandSegmentSizes = array<i32: 0, 0, 0, 1, 1, 1>
   // CHECK-SAME: parallel = "node"
   // CHECK-SAME: reduce = "none"
-  "hector_intra.traversal_template"(%a, %b, %out) {parallel = "node", fn = "add", reduce = "none", block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 1, 1, 1>} : (memref<?x8xf32>, memref<?x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.traversal_template"(%a, %b, %out) {parallel = "node", fn = "add", reduce = "none", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 1, 1, 1>} : (memref<?x8xf32>, memref<?x8xf32>, memref<?x8xf32>) -> ()
   // CHECK: "hector_intra.traversal_template"(%{{[0-9a-z_]+}}, %{{[0-9a-z_]+}}, %{{[0-9a-z_]+}})
   // CHECK-SAME: fn = "add_bias"
-  "hector_intra.traversal_template"(%out, %bias, %out) {parallel = "node", fn = "add_bias", reduce = "none", block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 1, 1, 1>} : (memref<?x8xf32>, memref<8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.traversal_template"(%out, %bias, %out) {parallel = "node", fn = "add_bias", reduce = "none", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 1, 1, 1>} : (memref<?x8xf32>, memref<8xf32>, memref<?x8xf32>) -> ()
   // CHECK: "hector_intra.traversal_template"(%{{[0-9a-z_]+}}, %{{[0-9a-z_]+}})
   // CHECK-SAME: fn = "relu"
-  // CHECK-SAME: operandSegmentSizes = array<i32: 0, 0, 1, 0, 1>
-  "hector_intra.traversal_template"(%out, %out) {parallel = "node", fn = "relu", reduce = "none", block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 1, 0, 1>} : (memref<?x8xf32>, memref<?x8xf32>) -> ()
+  // CHECK-SAME: operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>
+  "hector_intra.traversal_template"(%out, %out) {parallel = "node", fn = "relu", reduce = "none", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x8xf32>, memref<?x8xf32>) -> ()
   return
 }
