@@ -7,7 +7,8 @@ Each template becomes a ``gpu.func`` kernel in the module ``@hector_kernels`` (n
   output columns of its row, each a ``k``-loop dot product, and writes them with the epilogue
   (``add`` with a scatter index becomes an atomic add, since rows may collide);
 * ``traversal_template``: one thread per ``(row, column)`` element; ``sum`` reductions become
-  atomic adds (``memref.atomic_rmw addf``);
+  atomic adds (``memref.atomic_rmw addf``); with ``align = "warp128"`` one warp per row, reading
+  ``x`` in aligned 128-byte segments (:func:`_warp128_columns`, the zero-copy gather mapping);
 * the grid is ``ceil(threads / block_size)`` blocks of ``block_size`` threads, computed on the
   host from the runtime row count.
 
