@@ -92,6 +92,16 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="accept ops of dialects that are not loaded",
     )
+    p.add_argument(
+        "--torch",
+        action="store_true",
+        help="input is torch-dialect IR: run raise-torch-to-hector in torch-mlir's context",
+    )
+    p.add_argument(
+        "--torch-strict",
+        action="store_true",
+        help="with --torch: report every op that cannot be raised as an error (file:line)",
+    )
     return p
 
 
@@ -325,6 +335,8 @@ def _drain(extra: list[Diagnostic]) -> list[Diagnostic]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.torch or args.torch_strict:
+        return _run_torch(args)
     _load_passes()
     if args.list_passes:
         list_passes(sys.stdout)
@@ -402,6 +414,22 @@ def _run(args: argparse.Namespace) -> int:
         except OSError as err:
             raise _UsageError(f"could not write output file '{args.output}': {err}") from None
     return 1 if failed else 0
+
+
+def _run_torch(args: argparse.Namespace) -> int:
+    """``--torch``: raise torch-dialect input to hector_inter (lowering/raise_torch_to_hector)."""
+    from hector.lowering.raise_torch_to_hector import run_cli
+
+    text, display = _read_input(args.input)
+    out, errors = run_cli(text, display, strict=args.torch_strict)
+    for line in errors:
+        sys.stderr.write(line + "\n")
+    if out is not None and args.output == "-":
+        sys.stdout.write(out)
+    elif out is not None:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(out)
+    return 0 if out is not None else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
