@@ -171,9 +171,10 @@ class _FuncLowering:
     # -- the function ----------------------------------------------------------------------
     def run(self) -> str | None:
         ops = _emit.body_ops(self.func)
-        if not any(op.name.startswith("hector_inter.") for op in ops):
-            return None
         block = self.func.regions[0].blocks[0]
+        takes_graph = any(_is_graph(a.type) for a in block.arguments)
+        if not takes_graph and not any(op.name.startswith("hector_inter.") for op in ops):
+            return None  # not a Hector function (a graph argument makes one, even op-free)
         sym = ir.StringAttr(self.func.attributes["sym_name"]).value
         args: list[str] = []
         graph_args = [a for a in block.arguments if _is_graph(a.type)]

@@ -312,7 +312,9 @@ def run_module(module_op: ir.Operation) -> None:
 
     def convert(func: ir.Operation) -> str | None:
         ops = _emit.body_ops(func)
-        if not any(op.name.startswith("hector_intra.") for op in ops):
+        if "hector.outputs" not in func.attributes and not any(
+            op.name.startswith("hector_intra.") for op in ops
+        ):
             return None
         sym = ir.StringAttr(func.attributes["sym_name"]).value
         w = Writer(ir.AsmState(func))

@@ -39,9 +39,7 @@ def _lower_gemm(op: ir.Operation, w: Writer) -> None:
     variant = _emit.str_attr(op, "variant")
     k_extent = T.static_dim(ops.values["a"], 1)
     n_extent = T.width(ops.values["weight"] if variant == "xty" else ops.values["out"])
-    T.gemm_row_cpu(
-        b, ops, r, t, o, k_extent, n_extent, _emit.str_attr(op, "epilogue"), variant, i
-    )
+    T.gemm_row_cpu(b, ops, r, t, o, k_extent, n_extent, _emit.str_attr(op, "epilogue"), variant, i)
     b.close()
 
 
@@ -64,7 +62,9 @@ def _lower_traversal(op: ir.Operation, w: Writer) -> None:
 def convert_function(func: ir.Operation) -> str | None:
     """The CPU form of one function, or None when it holds no templates."""
     ops = _emit.body_ops(func)
-    if not any(op.name.startswith("hector_intra.") for op in ops):
+    if "hector.outputs" not in func.attributes and not any(
+        op.name.startswith("hector_intra.") for op in ops
+    ):
         return None
     w = Writer(ir.AsmState(func))
     for op in ops:

@@ -205,3 +205,13 @@ def test_backward_ir_reuses_forward_values(g: hector.HeteroGraph) -> None:
     assert "hector_inter.edge_softmax_grad" in backward
     assert "hector_inter.gather_src" in backward  # re-emitted, then fused
     assert entry.staged.abi["f_train"].num_saved == 2  # m and the softmax output
+
+
+def test_backward_without_relational_ops(g: hector.HeteroGraph) -> None:
+    """``a + b`` has a backward program that only returns ``dy`` twice: it must still compile."""
+
+    @hector.compile
+    def f(g, a, b):
+        return a + b
+
+    _check(g, f, lambda g, a, b: a + b, [(N, 4), (N, 4)])
