@@ -1,6 +1,11 @@
 """Hector's passes on its own dialects; importing this package registers each of them."""
 
-from . import verify  # noqa: F401  (registers hector-verify)
+from . import (  # importing each module registers its passes
+    autodiff,  # noqa: F401  (registers hector-autodiff)
+    infer_unified,  # noqa: F401  (placement-infer-unified)
+    plan_offload,  # noqa: F401  (placement-plan-offload)
+    verify,  # noqa: F401  (hector-verify)
+)
 from ._registry import PASSES, PIPELINES, Option, PassFailure, register_pass, register_pipeline
 
 __all__ = ["PASSES", "PIPELINES", "Option", "PassFailure", "register_pass", "register_pipeline"]

@@ -22,6 +22,9 @@ _EXPORTS = {
     "relu": "frontend",
     "HeteroGraph": "graph",
     "random_graph": "graph",
+    "unified": "unified",
+    "offload": "offload",
+    "import_model": "importer",
 }
 
 __all__ = sorted(_EXPORTS)

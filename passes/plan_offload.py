@@ -1,0 +1,276 @@
+"""``placement-plan-offload``: decide keep / offload / recompute for each forward scope.
+
+Input: a *profile function*, one argument per forward scope (module) in forward order::
+
+    func.func @profile(
+        %s0: tensor<4194304xi8> {placement.forward_ns = 1200000 : i64, placement.name = "h.0"},
+        %s1: tensor<4194304xi8> {placement.forward_ns = 1150000 : i64, placement.name = "h.1"})
+        attributes {placement.write_bandwidth = 1000000000 : i64} {
+      return
+    }
+
+The size of each argument (``tensor<Nxi8>``) is the bytes of activations the scope saves,
+``placement.forward_ns`` its forward time, ``placement.name`` (optional) its module name, and
+``placement.write_bandwidth`` (bytes/s, or the ``write_bandwidth`` option) the measured write
+bandwidth of the offload store. Functions whose arguments carry no ``placement.forward_ns`` are
+left alone.
+
+Output: the same function with one decision per scope inserted before the ``return`` —
+``placement.offload`` (+ ``placement.prefetch`` of its result), ``placement.keep`` or
+``placement.recompute`` with ``scope`` = the argument index — and ``placement.plan`` (the
+policy) on the function. Offload decisions carry ``placement.required_bandwidth`` (bytes/s, the
+left side of the rule below). Running the pass again re-plans (old decisions are dropped).
+
+The adaptive rule (DESIGN.md, "Activation offloading"): with ``T`` the total forward time,
+scopes are visited in forward order and scope ``i`` is offloaded while::
+
+    (Σ bytes of earlier offloaded scopes + 2·bytes(i)) / (3·T − 2·Σ forward time of scopes < i)
+        ≤ write bandwidth
+
+The first scope that fails the rule and every later one are not offloaded: their I/O could not
+hide behind the rest of the step. They are kept, except that with ``memory_budget`` > 0 and
+``recompute`` on, kept scopes are switched to recomputation — cheapest first (least forward
+time per byte freed) — until the kept bytes fit the budget. ``policy=all`` offloads every scope
+that saves bytes, ``policy=none`` keeps everything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mlir import ir
+
+from ._registry import Option, PassFailure, register_pass
+
+__all__ = ["ScopeProfile", "decide", "profile_ir", "required_bandwidths"]
+
+DECISION_OPS = ("placement.keep", "placement.offload", "placement.prefetch", "placement.recompute")
+POLICIES = ("adaptive", "all", "none")
+
+
+@dataclass(frozen=True)
+class ScopeProfile:
+    """Profile of one forward scope: its name, forward time (ns) and saved bytes."""
+
+    name: str
+    forward_ns: int
+    nbytes: int
+
+
+def required_bandwidths(scopes: Sequence[ScopeProfile]) -> list[float]:
+    """Bandwidth (bytes/s) scope ``i`` needs if every earlier scope is offloaded.
+
+    ``inf`` where the remaining step time is not positive.
+    """
+    total = sum(s.forward_ns for s in scopes)
+    out: list[float] = []
+    before_bytes = 0
+    before_ns = 0
+    for s in scopes:
+        window_ns = 3 * total - 2 * before_ns
+        need = (before_bytes + 2 * s.nbytes) / (window_ns * 1e-9) if window_ns > 0 else float("inf")
+        out.append(need)
+        before_bytes += s.nbytes
+        before_ns += s.forward_ns
+    return out
+
+
+def decide(
+    scopes: Sequence[ScopeProfile],
+    write_bandwidth: float,
+    policy: str = "adaptive",
+    *,
+    recompute: bool = True,
+    memory_budget: int = 0,
+) -> list[str]:
+    """Decide ``"offload"``, ``"keep"`` or ``"recompute"`` per scope (the rule above).
+
+    Args:
+        scopes: the profile, in forward order.
+        write_bandwidth: measured write bandwidth of the store, bytes/s (> 0 for adaptive).
+        policy: ``"adaptive"``, ``"all"`` or ``"none"``.
+        recompute: allow recomputation of scopes that are not offloaded.
+        memory_budget: bytes the kept scopes may hold (0: unlimited).
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+    if policy == "none":
+        return ["keep"] * len(scopes)
+    if policy == "all":
+        return ["offload" if s.nbytes > 0 else "keep" for s in scopes]
+    if write_bandwidth <= 0:
+        raise ValueError(f"write bandwidth must be > 0 bytes/s, got {write_bandwidth}")
+    decisions = ["keep"] * len(scopes)
+    for i, need in enumerate(required_bandwidths(scopes)):
+        if need > write_bandwidth:
+            break
+        if scopes[i].nbytes > 0:
+            decisions[i] = "offload"
+    if recompute and memory_budget > 0:
+        kept = [i for i, d in enumerate(decisions) if d == "keep" and scopes[i].nbytes > 0]
+        kept_bytes = sum(scopes[i].nbytes for i in kept)
+        for i in sorted(kept, key=lambda i: (scopes[i].forward_ns / scopes[i].nbytes, i)):
+            if kept_bytes <= memory_budget:
+                break
+            decisions[i] = "recompute"
+            kept_bytes -= scopes[i].nbytes
+    return decisions
+
+
+def profile_ir(
+    scopes: Sequence[ScopeProfile], write_bandwidth: float, func_name: str = "profile"
+) -> str:
+    """The textual profile function for ``scopes`` (the pass's input format)."""
+    args = []
+    for i, s in enumerate(scopes):
+        name = s.name.replace("\\", "\\\\").replace('"', '\\"')
+        args.append(
+            f"%s{i}: tensor<{int(s.nbytes)}xi8> {{placement.forward_ns = {int(s.forward_ns)} : "
+            f'i64, placement.name = "{name}"}}'
+        )
+    sig = ",\n    ".join(args)
+    return (
+        f"func.func @{func_name}(\n    {sig})\n"
+        f"    attributes {{placement.write_bandwidth = {int(write_bandwidth)} : i64}} {{\n"
+        "  return\n}\n"
+    )
+
+
+def _i64(value: int) -> ir.Attribute:
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), int(value))
+
+
+def _profile_of(func: ir.Operation) -> list[ScopeProfile] | None:
+    """The scopes of a profile function, or None when ``func`` is not one."""
+    block = func.regions[0].blocks[0]
+    arg_attrs = None
+    if "arg_attrs" in func.attributes:
+        arg_attrs = ir.ArrayAttr(func.attributes["arg_attrs"])
+    dicts = [
+        ir.DictAttr(arg_attrs[i]) if arg_attrs is not None else None
+        for i in range(len(block.arguments))
+    ]
+    if not any(d is not None and "placement.forward_ns" in d for d in dicts):
+        return None
+    scopes = []
+    for i, arg in enumerate(block.arguments):
+        d = dicts[i]
+        if d is None or "placement.forward_ns" not in d:
+            raise PassFailure(
+                f"profile argument #{i} has no placement.forward_ns attribute", func.location
+            )
+        t = arg.type
+        ok = isinstance(t, ir.RankedTensorType)
+        if ok:
+            rt = ir.RankedTensorType(t)
+            et = rt.element_type
+            ok = (
+                rt.rank == 1
+                and isinstance(et, ir.IntegerType)
+                and ir.IntegerType(et).width == 8
+                and rt.shape[0] >= 0
+                and not rt.is_dynamic_dim(0)
+            )
+        if not ok:
+            raise PassFailure(
+                f"profile argument #{i} must be tensor<Nxi8> (N = saved bytes), got {t}",
+                func.location,
+            )
+        fwd = d["placement.forward_ns"]
+        if not isinstance(fwd, ir.IntegerAttr) or ir.IntegerAttr(fwd).value < 0:
+            raise PassFailure(
+                f"profile argument #{i}: placement.forward_ns must be a non-negative integer "
+                f"(nanoseconds), got {fwd}",
+                func.location,
+            )
+        name = f"scope{i}"
+        if "placement.name" in d:
+            name = ir.StringAttr(d["placement.name"]).value
+        nbytes = ir.RankedTensorType(t).shape[0]
+        scopes.append(ScopeProfile(name, ir.IntegerAttr(fwd).value, nbytes))
+    return scopes
+
+
+def _plan_function(
+    func: ir.Operation,
+    policy: str,
+    write_bandwidth: int,
+    recompute: bool,
+    memory_budget: int,
+    ahead: int,
+) -> None:
+    scopes = _profile_of(func)
+    if scopes is None:
+        return
+    bandwidth = write_bandwidth
+    if bandwidth <= 0 and "placement.write_bandwidth" in func.attributes:
+        attr = func.attributes["placement.write_bandwidth"]
+        if isinstance(attr, ir.IntegerAttr):
+            bandwidth = ir.IntegerAttr(attr).value
+        elif isinstance(attr, ir.FloatAttr):
+            bandwidth = ir.FloatAttr(attr).value
+    if policy == "adaptive" and bandwidth <= 0:
+        raise PassFailure(
+            "adaptive planning needs the write bandwidth: set placement.write_bandwidth "
+            "(bytes/s) on the function or the pass option write_bandwidth",
+            func.location,
+        )
+    decisions = decide(scopes, bandwidth, policy, recompute=recompute, memory_budget=memory_budget)
+    needs = required_bandwidths(scopes)
+    block = func.regions[0].blocks[0]
+    for op in reversed(list(block.operations)):  # users (prefetch) before their operands
+        if op.operation.name in DECISION_OPS:
+            op.operation.erase()
+    terminator = list(block.operations)[-1]
+    with ir.InsertionPoint(terminator), func.location:
+        for i, (arg, decision) in enumerate(zip(block.arguments, decisions, strict=True)):
+            attrs = {"scope": _i64(i)}
+            if decision == "offload":
+                attrs["target"] = ir.StringAttr.get("ssd")
+                need = needs[i]
+                attrs["placement.required_bandwidth"] = _i64(
+                    int(need) if need != float("inf") else -1
+                )
+            op = ir.Operation.create(
+                f"placement.{decision}", results=[arg.type], operands=[arg], attributes=attrs
+            )
+            if decision == "offload":
+                ir.Operation.create(
+                    "placement.prefetch",
+                    results=[arg.type],
+                    operands=[op.result],
+                    attributes={"scope": _i64(i), "ahead": _i64(ahead)},
+                )
+    func.attributes["placement.plan"] = ir.StringAttr.get(policy)
+
+
+@register_pass(
+    "placement-plan-offload",
+    "Decide keep/offload/recompute per forward scope from a profile (adaptive offload rule)",
+    policy=Option(str, "adaptive", "adaptive | all | none", POLICIES),
+    write_bandwidth=Option(
+        int, 0, "write bandwidth in bytes/s (0: the function's placement.write_bandwidth)"
+    ),
+    recompute=Option(bool, True, "allow recomputation of scopes that are not offloaded"),
+    memory_budget=Option(
+        int, 0, "bytes kept scopes may hold before they are recomputed (0: unlimited)"
+    ),
+    ahead=Option(int, 1, "prefetch lead, in scopes, recorded on placement.prefetch"),
+)
+def run(
+    module_op: ir.Operation,
+    policy: str = "adaptive",
+    write_bandwidth: int = 0,
+    recompute: bool = True,
+    memory_budget: int = 0,
+    ahead: int = 1,
+) -> None:
+    """Pass entry point: plan every profile function of the module in place."""
+    if write_bandwidth < 0 or memory_budget < 0 or ahead < 0:
+        raise PassFailure(
+            "write_bandwidth, memory_budget and ahead must be >= 0", module_op.location
+        )
+    for op in module_op.regions[0].blocks[0].operations:
+        if op.operation.name == "func.func":
+            _plan_function(op.operation, policy, write_bandwidth, recompute, memory_budget, ahead)

@@ -1,0 +1,86 @@
+"""``hector.offload``: activation offloading to SSD.
+
+``hector.offload`` is a callable package: ``hector.offload(model, policy=...)`` (the same as
+:func:`wrap`) wraps a model so that the activations its forward saves for backward
+go to the native SSD store and come back for backward; the package also exports the pieces::
+
+    import hector
+
+    model = hector.offload(model, policy="adaptive")  # "all" | "none" | Plan | plan file
+    for x, y in batches:
+        loss = loss_fn(model(x), y)
+        loss.backward()
+    print(model.cache.stats())
+    model.close()  # deletes the store's files (also done at exit)
+
+    with hector.offload.TensorCache(policy="all") as cache:  # any code, no module
+        loss = f(x)
+        loss.backward()
+
+See docs/offload.md for the planner rule, the plan IR and the runtime.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+from torch import nn
+
+from hector.runtime.offload import ChecksumError, OffloadIOError, ShortIOError, TensorStore
+
+from .cache import OffloadedModule, OffloadError, TensorCache, default_scopes
+from .plan import Plan, PlanError, measure_write_bandwidth
+
+__all__ = [
+    "ChecksumError",
+    "OffloadError",
+    "OffloadIOError",
+    "OffloadedModule",
+    "Plan",
+    "PlanError",
+    "ShortIOError",
+    "TensorCache",
+    "TensorStore",
+    "default_scopes",
+    "measure_write_bandwidth",
+    "wrap",
+]
+
+
+def wrap(model: nn.Module, policy: str | Plan = "adaptive", **options: Any) -> OffloadedModule:
+    """Wrap ``model`` so its saved activations are offloaded according to ``policy``.
+
+    Args:
+        model: the module to train (may be a ``DistributedDataParallel`` wrapper; each rank
+            process then has its own store).
+        policy: ``"adaptive"`` (profile the first step keeping everything, measure the write
+            bandwidth, plan with ``placement-plan-offload``, follow the plan from the next
+            step), ``"all"``, ``"none"``, a :class:`Plan`, or the path of a plan file.
+        **options: forwarded to :class:`TensorCache` (``threshold``, ``ahead``, ``root``,
+            ``threads``, ``direct``, ``on_write_error``, ``scopes``, ``write_bandwidth``, ...).
+
+    Returns:
+        An :class:`OffloadedModule`; its ``cache`` holds statistics and the plan.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"hector.offload expects a torch.nn.Module, got {type(model).__name__}")
+    return OffloadedModule(model, TensorCache(policy, model, **options))
+
+
+class _CallableModule(types.ModuleType):
+    """Lets ``hector.offload(...)`` call :func:`wrap` while staying a package."""
+
+    def __call__(
+        self, model: nn.Module, policy: str | Plan = "adaptive", **options: Any
+    ) -> OffloadedModule:
+        """``hector.offload(model, policy, **options)`` is :func:`wrap`."""
+        return wrap(model, policy, **options)
+
+
+sys.modules[__name__].__class__ = _CallableModule
+# ``hector.offload`` is exported lazily by ``hector/__init__.py`` as the attribute ``offload``
+# of this package: that attribute is the (callable) package itself, so ``hector.offload`` is
+# the same object however it was first reached.
+offload = sys.modules[__name__]

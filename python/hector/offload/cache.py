@@ -1,0 +1,613 @@
+"""The tensor cache: saved activations offloaded to the native store, read back for backward.
+
+:class:`TensorCache` installs ``torch.autograd.graph.saved_tensors_hooks``. ``pack`` starts an
+asynchronous write of the tensor's storage and returns a small handle; ``unpack`` returns the
+tensor from memory (a write still in flight, or a prefetched read) or waits for its read.
+Every storage is stored once, however many views of it autograd saves. Parameters, buffers,
+tensors below ``threshold`` bytes and scopes the plan keeps stay in memory.
+
+Scopes are modules (by default the top-level blocks of the model, ModuleLists expanded);
+forward pre-/post-hooks track which scope saved each tensor. Every time a scope starts a new
+*group* is opened; when backward unpacks a tensor of group ``g`` the cache starts reading groups
+``g``, ``g-1``, …, ``g-ahead`` (reverse forward order), and when the forward of the whole model
+ends it prefetches its last groups (a group still being written is then simply kept in memory).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from hector.runtime.offload import OffloadIOError, TensorStore
+
+from .plan import Plan
+
+__all__ = ["OffloadError", "OffloadedModule", "TensorCache", "default_scopes"]
+
+POLICIES = ("adaptive", "all", "none")
+
+
+class OffloadError(RuntimeError):
+    """Misuse of the tensor cache (bad policy, plan not matching the model, closed cache)."""
+
+
+def default_scopes(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """The forward scopes of ``model``: its top-level blocks.
+
+    Wrappers with a single child (``DistributedDataParallel``, ``OffloadedModule``) are looked
+    through; ``ModuleList``/``Sequential`` children are expanded into their elements. Names are
+    the qualified names inside ``model``.
+    """
+    prefix = ""
+    root = model
+    while True:
+        children = list(root.named_children())
+        if len(children) != 1:
+            break
+        name, child = children[0]
+        if isinstance(child, nn.ModuleList | nn.Sequential):
+            break
+        prefix += name + "."
+        root = child
+    scopes: list[tuple[str, nn.Module]] = []
+    for name, child in root.named_children():
+        if isinstance(child, nn.ModuleList | nn.Sequential):
+            scopes += [(f"{prefix}{name}.{n}", c) for n, c in child.named_children()]
+        else:
+            scopes.append((prefix + name, child))
+    return scopes or [(prefix.rstrip(".") or "model", root)]
+
+
+class _Entry:
+    """One saved storage: in memory, being written, on disk, being read, or loaded."""
+
+    __slots__ = (
+        "id",
+        "key",
+        "nbytes",
+        "device",
+        "storage",
+        "buffer",
+        "state",
+        "refs",
+        "group",
+        "wanted",
+        "weak",
+        "ptr",
+    )
+
+    def __init__(self, entry_id: int, nbytes: int, device: torch.device) -> None:
+        self.id = entry_id
+        self.key = 0
+        self.nbytes = nbytes
+        self.device = device
+        self.storage: torch.UntypedStorage | None = None  # original memory, while held
+        self.buffer: torch.Tensor | None = None  # uint8 host buffer of a read
+        self.state = "memory"  # memory | writing | stored | reading | loaded | failed
+        self.refs = 0
+        self.group: tuple[int, int] = (0, 0)
+        self.wanted = False
+        self.weak: Any = None
+        self.ptr = 0
+
+
+class _Handle:
+    """What autograd keeps instead of an offloaded tensor: the entry and the view geometry."""
+
+    __slots__ = ("cache", "entry", "dtype", "size", "stride", "offset", "__weakref__")
+
+    def __init__(self, cache: TensorCache, entry: _Entry, t: torch.Tensor) -> None:
+        self.cache = cache
+        self.entry = entry
+        self.dtype = t.dtype
+        self.size = tuple(t.shape)
+        self.stride = tuple(t.stride())
+        self.offset = t.storage_offset()
+
+    def __del__(self) -> None:
+        try:
+            self.cache._release(self.entry)
+        except Exception:  # noqa: BLE001  (interpreter shutdown)
+            pass
+
+
+class TensorCache:
+    """Offload saved activations to SSD through the native store.
+
+    Args:
+        policy: ``"all"`` (offload every eligible tensor), ``"none"`` (keep everything),
+            ``"adaptive"`` (profile the first step with everything kept, then plan with the
+            adaptive rule of ``placement-plan-offload`` and follow the plan), a :class:`Plan`,
+            or the path of a plan file (a ``placement`` module written by :meth:`Plan.save`).
+        module: the model whose parameters/buffers stay in memory and whose scopes are tracked
+            (None: no scopes; every eligible tensor follows ``"all"``/``"none"``).
+        scopes: ``(name, module)`` scopes to track instead of :func:`default_scopes`.
+        threshold: tensors whose storage is smaller than this many bytes stay in memory.
+        ahead: how many groups (scopes) before the one backward is in are prefetched.
+        root, threads, chunk_bytes, direct: passed to :class:`TensorStore` (created lazily,
+            one per process, so one per rank under ``torch.distributed``).
+        on_write_error: ``"keep"`` (the tensor stays valid in memory, a ``RuntimeWarning`` is
+            issued and the error recorded in :attr:`errors`) or ``"raise"`` (the next hook
+            call raises the :class:`OffloadIOError`).
+        record_timeline: keep ``(seconds, resident bytes)`` after each event in
+            :attr:`timeline`.
+    """
+
+    def __init__(
+        self,
+        policy: str | Plan = "all",
+        module: nn.Module | None = None,
+        *,
+        scopes: list[tuple[str, nn.Module]] | None = None,
+        threshold: int = 64 * 1024,
+        ahead: int = 1,
+        root: str | None = None,
+        threads: int = 4,
+        chunk_bytes: int = 4 << 20,
+        direct: bool = True,
+        on_write_error: str = "keep",
+        record_timeline: bool = False,
+        write_bandwidth: float | None = None,
+    ) -> None:
+        if isinstance(policy, str) and policy not in POLICIES:
+            plan = Plan.load(policy)  # a plan file; raises a clear error if it is not one
+            policy = plan
+        if on_write_error not in ("keep", "raise"):
+            raise OffloadError(f"on_write_error must be 'keep' or 'raise', got {on_write_error!r}")
+        if ahead < 0 or threshold < 0:
+            raise OffloadError("ahead and threshold must be >= 0")
+        self.plan: Plan | None = policy if isinstance(policy, Plan) else None
+        self.policy = "plan" if self.plan is not None else policy
+        self.threshold = threshold
+        self.ahead = ahead
+        self.on_write_error = on_write_error
+        self._store_args = {
+            "root": root,
+            "threads": threads,
+            "chunk_bytes": chunk_bytes,
+            "direct": direct,
+        }
+        self.write_bandwidth = write_bandwidth
+        self._store: TensorStore | None = None
+        self._lock = threading.RLock()
+        self._ids = itertools.count(1)
+        self._aliases: dict[tuple[str, int], _Entry] = {}
+        self._by_key: dict[int, _Entry] = {}
+        self._groups: dict[tuple[int, int], dict[int, _Entry]] = {}
+        self._pass = 0
+        self._group = 0
+        self._scope_stack: list[str] = []
+        self._param_ptrs: set[int] = set()
+        self._hooks: list[Any] = []
+        self._wrapped: list[tuple[nn.Module, Any]] = []
+        self._ctx: contextlib.AbstractContextManager[Any] | None = None
+        self._pending_error: OffloadIOError | None = None
+        self.errors: list[OffloadIOError] = []
+        self.module = module
+        self.scope_names: list[str] = []  # in first-forward order
+        self._profile: dict[str, list[float]] = {}
+        self._scope_start: dict[str, float] = {}
+        self._profiling = self.policy == "adaptive"
+        self.counters = dict.fromkeys(
+            (
+                "packed",
+                "offloaded",
+                "kept",
+                "aliased",
+                "served_from_memory",
+                "prefetched",
+                "read_waits",
+                "write_errors",
+                "bytes_offloaded",
+            ),
+            0,
+        )
+        self.read_wait_s = 0.0
+        self.resident_bytes = 0
+        self.peak_resident_bytes = 0
+        self.record_timeline = record_timeline
+        self.timeline: list[tuple[float, int]] = []
+        self._t0 = time.perf_counter()
+        if module is not None:
+            self._attach(module, scopes if scopes is not None else default_scopes(module))
+
+    # ---- set-up -------------------------------------------------------------------------------
+    @property
+    def store(self) -> TensorStore:
+        """The process's store (opened on first use)."""
+        if self._store is None or self._store.closed:
+            self._store = TensorStore(**self._store_args)
+        return self._store
+
+    def _attach(self, module: nn.Module, scopes: list[tuple[str, nn.Module]]) -> None:
+        self._scopes = scopes
+        self._hooks.append(module.register_forward_pre_hook(self._root_pre))
+        self._hooks.append(module.register_forward_hook(self._root_post))
+        for name, m in scopes:
+            self._hooks.append(m.register_forward_pre_hook(self._scope_pre(name)))
+            self._hooks.append(m.register_forward_hook(self._scope_post(name)))
+        if self.plan is not None:
+            self._apply_plan(self.plan)
+
+    def _apply_plan(self, plan: Plan) -> None:
+        names = [n for n, _ in self._scopes]
+        unknown = [n for n in plan.decisions if n not in names]
+        if unknown:
+            raise OffloadError(
+                f"the plan names scopes the model does not have: {', '.join(unknown[:5])} "
+                f"(model scopes: {', '.join(names[:8])}{' ...' if len(names) > 8 else ''})"
+            )
+        for name, m in self._scopes:
+            if plan.decisions.get(name) == "recompute":
+                self._wrap_recompute(m)
+
+    def _wrap_recompute(self, m: nn.Module) -> None:
+        from torch.utils.checkpoint import checkpoint
+
+        original = m.forward
+
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            if not torch.is_grad_enabled():
+                return original(*args, **kwargs)
+            return checkpoint(original, *args, use_reentrant=False, **kwargs)
+
+        m.forward = forward  # type: ignore[method-assign]
+        self._wrapped.append((m, original))
+
+    def _refresh_params(self) -> None:
+        ptrs: set[int] = set()
+        if self.module is not None:
+            for t in itertools.chain(self.module.parameters(), self.module.buffers()):
+                ptrs.add(t.untyped_storage().data_ptr())
+        self._param_ptrs = ptrs
+
+    def _new_pass(self) -> None:
+        with self._lock:
+            self._pass += 1
+            self._group = 0
+
+    def _root_pre(self, module: nn.Module, args: Any) -> None:
+        if torch.is_grad_enabled():
+            self._refresh_params()
+            self._new_pass()
+
+    def _root_post(self, module: nn.Module, args: Any, output: Any) -> None:
+        if not torch.is_grad_enabled():
+            return
+        if self._profiling and self._profile:
+            self._finish_profile()
+        # Backward starts with the last groups: get them in (or keep them) now.
+        with self._lock:
+            for g in range(self._group, max(self._group - self.ahead - 1, -1), -1):
+                self._prefetch_group((self._pass, g))
+
+    def _scope_pre(self, name: str) -> Callable[..., None]:
+        def hook(module: nn.Module, args: Any) -> None:
+            if not torch.is_grad_enabled():
+                return
+            if name not in self.scope_names:
+                self.scope_names.append(name)
+            with self._lock:
+                self._group += 1
+            self._scope_stack.append(name)
+            if self._profiling:
+                self._scope_start[name] = time.perf_counter()
+
+        return hook
+
+    def _scope_post(self, name: str) -> Callable[..., None]:
+        def hook(module: nn.Module, args: Any, output: Any) -> None:
+            if not torch.is_grad_enabled():
+                return
+            if self._scope_stack and self._scope_stack[-1] == name:
+                self._scope_stack.pop()
+            if self._profiling and name in self._scope_start:
+                rec = self._profile.setdefault(name, [0.0, 0.0])
+                rec[0] += time.perf_counter() - self._scope_start.pop(name)
+
+        return hook
+
+    def _finish_profile(self) -> None:
+        """End of the profiled step: plan with the adaptive rule and follow the plan."""
+        from .plan import measure_write_bandwidth, profile_from
+
+        bandwidth = self.write_bandwidth
+        if bandwidth is None:
+            bandwidth = measure_write_bandwidth(self.store)
+            self.write_bandwidth = bandwidth
+        scopes = profile_from(self.scope_names, self._profile)
+        self.plan = Plan.from_profile(scopes, bandwidth, policy="adaptive")
+        self._profiling = False
+        self._apply_plan(self.plan)
+
+    # ---- context manager ----------------------------------------------------------------------
+    def hooks(self) -> torch.autograd.graph.saved_tensors_hooks:
+        """The ``saved_tensors_hooks`` context that routes saved tensors through this cache."""
+        return torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+
+    def __enter__(self) -> TensorCache:
+        if self.module is None:
+            self._new_pass()
+        self._ctx = self.hooks()
+        self._ctx.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._ctx is not None:
+            ctx, self._ctx = self._ctx, None
+            ctx.__exit__(*exc)
+
+    def close(self) -> None:
+        """Remove the hooks, undo recompute wrappers, close the store (deleting its files)."""
+        for h in self._hooks:
+            h.remove()
+        self._hooks.clear()
+        for m, original in self._wrapped:
+            m.forward = original  # type: ignore[method-assign]
+        self._wrapped.clear()
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
+
+    # ---- decisions ----------------------------------------------------------------------------
+    def _decision(self) -> str:
+        scope = self._scope_stack[-1] if self._scope_stack else None
+        if self._profiling or self.policy == "none":
+            return "keep"
+        if self.policy == "all":
+            return "offload"
+        assert self.plan is not None
+        if scope is None:
+            return "keep"
+        return self.plan.decisions.get(scope, "keep")
+
+    def _eligible(self, t: torch.Tensor) -> bool:
+        return (
+            t.layout == torch.strided
+            and not isinstance(t, nn.Parameter)
+            and t.device.type in ("cpu", "cuda")
+        )
+
+    # ---- hooks --------------------------------------------------------------------------------
+    def _pack(self, t: torch.Tensor) -> Any:
+        if self._pending_error is not None:
+            err, self._pending_error = self._pending_error, None
+            raise err
+        if not self._eligible(t):
+            return t
+        storage = t.untyped_storage()
+        ptr = storage.data_ptr()
+        if ptr == 0 or ptr in self._param_ptrs:
+            return t
+        nbytes = storage.nbytes()
+        with self._lock:
+            self._drain()
+            if self._profiling and self._scope_stack:
+                rec = self._profile.setdefault(self._scope_stack[-1], [0.0, 0.0])
+            else:
+                rec = None
+            key = (str(t.device), ptr)
+            entry = self._aliases.get(key)
+            if entry is not None and entry.weak is not None and not entry.weak.expired():
+                self.counters["aliased"] += 1
+            else:
+                entry = _Entry(next(self._ids), nbytes, t.device)
+                entry.ptr = ptr
+                entry.weak = torch.multiprocessing.reductions.StorageWeakRef(storage)
+                entry.storage = storage
+                entry.group = (self._pass, self._group)
+                self._aliases[key] = entry
+                self._groups.setdefault(entry.group, {})[entry.id] = entry
+                self._add_resident(nbytes)
+                self.counters["packed"] += 1
+                if rec is not None:
+                    rec[1] += nbytes
+                if nbytes >= self.threshold and self._decision() == "offload":
+                    self._start_write(entry)
+                else:
+                    self.counters["kept"] += 1
+            entry.refs += 1
+            return _Handle(self, entry, t)
+
+    def _unpack(self, h: Any) -> torch.Tensor:
+        if not isinstance(h, _Handle):
+            return h
+        with self._lock:
+            self._drain()
+            e = h.entry
+            group = e.group
+            for g in range(group[1], group[1] - self.ahead - 1, -1):
+                self._prefetch_group((group[0], g))
+            storage = self._materialize(e)
+        out = torch.empty((0,), dtype=h.dtype, device=storage.device)
+        return out.set_(storage, h.offset, h.size, h.stride)
+
+    # ---- entry state machine (called with the lock held) -----------------------------------
+    def _add_resident(self, n: int) -> None:
+        self.resident_bytes += n
+        self.peak_resident_bytes = max(self.peak_resident_bytes, self.resident_bytes)
+        if self.record_timeline:
+            self.timeline.append((time.perf_counter() - self._t0, self.resident_bytes))
+
+    def _start_write(self, e: _Entry) -> None:
+        assert e.storage is not None
+        store = self.store
+        if e.device.type == "cuda":  # pinned staging: device → pinned host, then to the store
+            staging = torch.empty(e.nbytes, dtype=torch.uint8, pin_memory=True)
+            src = torch.empty((0,), dtype=torch.uint8, device=e.device).set_(e.storage)
+            staging.copy_(src, non_blocking=True)
+            torch.cuda.current_stream(e.device).synchronize()
+            e.buffer = staging
+            address = staging.data_ptr()
+        else:
+            address = e.storage.data_ptr()
+        e.key = store.write(address, e.nbytes)
+        e.state = "writing"
+        self._by_key[e.key] = e
+        self.counters["offloaded"] += 1
+        self.counters["bytes_offloaded"] += e.nbytes
+
+    def _drain(self) -> None:
+        if self._store is None or self._store.closed:
+            return
+        for key in self._store.completions():
+            e = self._by_key.get(key)
+            if e is None:
+                continue
+            if e.state == "writing":
+                self._write_done(e)
+            elif e.state == "reading":
+                with contextlib.suppress(OffloadIOError):  # raised again by _materialize
+                    if self._store.poll(key):
+                        e.state = "loaded"
+
+    def _write_done(self, e: _Entry) -> None:
+        try:
+            self.store.poll(e.key)
+        except OffloadIOError as err:
+            e.state = "failed"  # the storage stays referenced: nothing is lost
+            self.counters["write_errors"] += 1
+            self.errors.append(err)
+            if e.device.type == "cuda":
+                e.buffer = None
+            if self.on_write_error == "raise":
+                self._pending_error = err
+            else:
+                warnings.warn(
+                    f"hector.offload: {err}; the tensor stays in memory",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+            return
+        e.state = "stored"
+        if e.device.type == "cuda":
+            e.buffer = None
+        if not e.wanted:
+            e.storage = None
+            self._add_resident(-e.nbytes)
+
+    def _prefetch_group(self, group: tuple[int, int]) -> None:
+        for e in list(self._groups.get(group, {}).values()):
+            if e.state == "writing":
+                e.wanted = True  # keep it in memory when the write completes
+            elif e.state == "stored" and e.storage is None and e.buffer is None:
+                self._start_read(e)
+                self.counters["prefetched"] += 1
+
+    def _start_read(self, e: _Entry) -> None:
+        pin = e.device.type == "cuda"
+        e.buffer = torch.empty(e.nbytes, dtype=torch.uint8, pin_memory=pin)
+        self._add_resident(e.nbytes)
+        self.store.read(e.key, e.buffer.data_ptr(), e.nbytes)
+        e.state = "reading"
+
+    def _materialize(self, e: _Entry) -> torch.UntypedStorage:
+        if e.storage is not None:
+            if e.state != "memory":
+                self.counters["served_from_memory"] += 1
+            return e.storage
+        if e.state == "stored" and e.buffer is None:
+            self._start_read(e)
+        if e.state == "reading":
+            start = time.perf_counter()
+            self.counters["read_waits"] += 1
+            try:
+                self.store.wait(e.key)
+            except OffloadIOError:
+                e.state = "stored"
+                self._add_resident(-e.nbytes)
+                e.buffer = None
+                raise
+            self.read_wait_s += time.perf_counter() - start
+            e.state = "loaded"
+        assert e.buffer is not None
+        if e.device.type == "cuda":
+            data = e.buffer.to(e.device, non_blocking=True)
+            e.storage = data.untyped_storage()
+            e.buffer = None
+            return e.storage
+        return e.buffer.untyped_storage()
+
+    def _release(self, e: _Entry) -> None:
+        with self._lock:
+            e.refs -= 1
+            if e.refs > 0:
+                return
+            group = self._groups.get(e.group)
+            if group is not None:
+                group.pop(e.id, None)
+                if not group:
+                    del self._groups[e.group]
+            akey = (str(e.device), e.ptr)
+            if self._aliases.get(akey) is e:
+                del self._aliases[akey]
+            if e.key:
+                self._by_key.pop(e.key, None)
+                if self._store is not None and not self._store.closed:
+                    self._store.remove(e.key)
+            held = e.storage is not None or (e.buffer is not None and e.device.type == "cpu")
+            if e.state == "writing" and e.storage is not None and e.device.type == "cpu":
+                # The write still reads this memory; the store deletes the file afterwards.
+                # Wait so the storage can be freed safely.
+                if self._store is not None and not self._store.closed:
+                    with contextlib.suppress(OffloadIOError, ValueError):
+                        self._store.wait(e.key)
+            if held:
+                self._add_resident(-e.nbytes)
+            e.storage = None
+            e.buffer = None
+
+    # ---- reporting ----------------------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        """Counters of the cache plus the store's I/O statistics."""
+        out: dict[str, Any] = dict(self.counters)
+        out["read_wait_s"] = self.read_wait_s
+        out["resident_bytes"] = self.resident_bytes
+        out["peak_resident_bytes"] = self.peak_resident_bytes
+        if self._store is not None and not self._store.closed:
+            out["store"] = self._store.stats()
+            out["direct_io"] = self._store.direct
+        return out
+
+    @contextlib.contextmanager
+    def step(self) -> Iterator[TensorCache]:
+        """Context for one training step without a module (``with cache.step(): ...``)."""
+        with self:
+            yield self
+
+
+class OffloadedModule(nn.Module):
+    """A module whose forward runs under a :class:`TensorCache` (``hector.offload(model)``).
+
+    Calling it runs ``module`` with the cache's saved-tensor hooks; backward then reads the
+    offloaded activations back. ``cache`` exposes statistics and the plan; :meth:`close` (or
+    leaving a ``with`` block) removes the hooks and deletes the store's files.
+    """
+
+    def __init__(self, module: nn.Module, cache: TensorCache) -> None:
+        super().__init__()
+        self.module = module
+        object.__setattr__(self, "cache", cache)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the wrapped module with saved tensors routed through the cache."""
+        with self.cache.hooks():
+            return self.module(*args, **kwargs)
+
+    def close(self) -> None:
+        """Detach the cache from the module and delete its stored files."""
+        self.cache.close()
+
+    def __enter__(self) -> OffloadedModule:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
