@@ -1,0 +1,386 @@
+"""Helpers shared by the ``hector bench`` benchmarks: timing, peak memory, records, tables, plots.
+
+Record format (DESIGN.md, "Benchmark records"): one JSON object per run with ``benchmark``,
+the benchmark's configuration keys, ``device``, ``hector_version``, ``host``, a ``results``
+list (one entry per system: ``system``, ``variant``, ``median_ms``, ``min_ms``, ``max_ms``,
+``runs``, ``peak_mem_bytes``, ``max_abs_err``, ...) and ``speedup_vs_best_peer`` /
+``memory_ratio_vs_best_peer`` comparing the ``"hector"`` entry with the best peer entry.
+
+Peak memory is measured per system in a fresh subprocess (:func:`measure_in_subprocess`): on
+CPU the peak resident set size above the subprocess's baseline (taken after imports, data and
+model set-up), with the kernel's high-water mark reset through ``/proc/self/clear_refs`` right
+before the measured calls (:class:`PeakRSS`); on CUDA ``torch.cuda.max_memory_allocated`` above
+the allocated baseline.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "PeakRSS",
+    "Timing",
+    "best_peer_ratios",
+    "bar_plot",
+    "format_table",
+    "geomean",
+    "host_info",
+    "measure_in_subprocess",
+    "mib",
+    "time_calls",
+    "write_json",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Timing
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Wall-clock times of repeated calls, in milliseconds."""
+
+    times_ms: tuple[float, ...]
+
+    @property
+    def median_ms(self) -> float:
+        """Median of the timed runs."""
+        return statistics.median(self.times_ms)
+
+    @property
+    def min_ms(self) -> float:
+        """Fastest timed run."""
+        return min(self.times_ms)
+
+    @property
+    def max_ms(self) -> float:
+        """Slowest timed run."""
+        return max(self.times_ms)
+
+    def as_record(self) -> dict[str, Any]:
+        """``median_ms``, ``min_ms``, ``max_ms`` and ``runs`` for a result entry."""
+        return {
+            "median_ms": round(self.median_ms, 4),
+            "min_ms": round(self.min_ms, 4),
+            "max_ms": round(self.max_ms, 4),
+            "runs": len(self.times_ms),
+        }
+
+
+def time_calls(
+    fn: Callable[[], object],
+    runs: int,
+    *,
+    warmup: int = 1,
+    sync: Callable[[], None] | None = None,
+    progress: Any | None = None,
+) -> Timing:
+    """Call ``fn`` ``warmup`` times untimed, then ``runs`` times timed.
+
+    Args:
+        fn: the work to time (one call = one measured run).
+        runs: timed calls (>= 1).
+        warmup: untimed calls first (compilation, allocator and cache warm-up).
+        sync: called after each call before the clock stops (``torch.cuda.synchronize``).
+        progress: a tqdm bar to ``update(1)`` after every call (warm-up included).
+
+    Returns:
+        The timed runs.
+    """
+    if runs < 1:
+        raise ValueError(f"runs must be >= 1, got {runs}")
+    for _ in range(warmup):
+        fn()
+        if sync is not None:
+            sync()
+        if progress is not None:
+            progress.update(1)
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        if sync is not None:
+            sync()
+        times.append((time.perf_counter() - start) * 1e3)
+        if progress is not None:
+            progress.update(1)
+    return Timing(tuple(times))
+
+
+# ---------------------------------------------------------------------------------------------
+# Peak memory
+# ---------------------------------------------------------------------------------------------
+
+
+def _status_kib(field_name: str) -> int | None:
+    """A ``kB`` field of ``/proc/self/status`` (``VmRSS``, ``VmHWM``) in KiB, or None."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith(field_name + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+class PeakRSS:
+    """Peak resident memory of this process above a baseline, on Linux.
+
+    ``start()`` records the current RSS as the baseline and resets the kernel's high-water mark
+    (``VmHWM``) by writing ``5`` to ``/proc/self/clear_refs``; ``peak_bytes()`` is then
+    ``VmHWM - baseline``. Where the reset is not allowed, the high-water mark of the whole
+    process is used instead and :attr:`method` says so; without ``/proc`` it falls back to
+    ``resource.getrusage`` (``ru_maxrss``, never reset).
+    """
+
+    def __init__(self) -> None:
+        """Create an unstarted meter."""
+        self.baseline_bytes = 0
+        self.method = "unstarted"
+
+    def start(self) -> None:
+        """Take the baseline and reset the high-water mark."""
+        rss = _status_kib("VmRSS")
+        if rss is None:
+            import resource
+
+            self.baseline_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            self.method = "ru_maxrss above baseline (high-water mark not reset)"
+            return
+        self.baseline_bytes = rss * 1024
+        try:
+            with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+                f.write("5")
+            self.method = "VmHWM above baseline RSS (VmHWM reset via /proc/self/clear_refs)"
+        except OSError:
+            self.method = "VmHWM above baseline RSS (VmHWM not resettable: includes set-up)"
+
+    def peak_bytes(self) -> int:
+        """Peak RSS since :meth:`start`, minus the baseline (>= 0)."""
+        hwm = _status_kib("VmHWM")
+        if hwm is None:
+            import resource
+
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        else:
+            peak = hwm * 1024
+        return max(peak - self.baseline_bytes, 0)
+
+
+def measure_in_subprocess(
+    module: str,
+    payload: dict[str, Any],
+    *,
+    timeout: float = 900.0,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Run ``python -m <module> --memory-worker <json payload>`` and return its JSON answer.
+
+    ``env`` adds environment variables (e.g. ``MALLOC_MMAP_THRESHOLD_`` so freed buffers
+    leave the resident set at once and RSS follows live memory).
+
+    The worker prints one JSON object as its last stdout line. A crash, a timeout or an
+    unreadable answer comes back as ``{"error": "..."}`` instead of an exception, so one failing
+    system never stops a benchmark.
+    """
+    cmd = [sys.executable, "-m", module, "--memory-worker", json.dumps(payload)]
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"error": f"memory measurement timed out after {timeout:.0f} s"}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        how = f"killed by signal {-proc.returncode}" if proc.returncode < 0 else tail
+        return {"error": f"memory worker failed (exit {proc.returncode}): {how}"}
+    try:
+        answer = json.loads(lines[-1])
+    except json.JSONDecodeError:
+        return {"error": f"memory worker printed no JSON: {lines[-1][:200]}"}
+    return answer if isinstance(answer, dict) else {"error": "memory worker answer not a dict"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Records
+# ---------------------------------------------------------------------------------------------
+
+
+def host_info(device: str = "cpu") -> dict[str, Any]:
+    """Machine and library versions for the ``host`` field of a record."""
+    import torch
+
+    info: dict[str, Any] = {
+        "cpus": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__.split("+")[0],
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+        "machine": platform.machine(),
+    }
+    try:
+        import torch_geometric
+
+        info["torch_geometric"] = torch_geometric.__version__
+    except ImportError:
+        pass
+    if device == "cuda" and torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def best_peer_ratios(
+    results: Sequence[dict[str, Any]], system: str = "hector"
+) -> tuple[float | None, float | None]:
+    """``(speedup_vs_best_peer, memory_ratio_vs_best_peer)`` for ``system``.
+
+    The speed-up divides the fastest peer's median by ``system``'s median; the memory ratio
+    divides ``system``'s peak memory by the lowest peer peak memory. Peers are the entries of
+    other systems that ran (``status == "ok"``, a median present). ``None`` where either side
+    is missing.
+    """
+
+    def ok(r: dict[str, Any]) -> bool:
+        return r.get("status", "ok") == "ok" and r.get("median_ms") is not None
+
+    ours = [r for r in results if r["system"] == system and ok(r)]
+    peers = [r for r in results if r["system"] != system and ok(r)]
+    if not ours or not peers:
+        return None, None
+    me = ours[0]
+    speedup = min(p["median_ms"] for p in peers) / me["median_ms"] if me["median_ms"] else None
+    peer_mem = [p["peak_mem_bytes"] for p in peers if p.get("peak_mem_bytes")]
+    mem = None
+    if me.get("peak_mem_bytes") is not None and peer_mem:
+        mem = me["peak_mem_bytes"] / min(peer_mem)
+    return (
+        round(speedup, 4) if speedup is not None else None,
+        round(mem, 4) if mem is not None else None,
+    )
+
+
+def write_json(path: str | os.PathLike[str], record: Any) -> None:
+    """Write ``record`` as indented JSON (creating parent folders); atomic via a temp file."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(p.name + ".tmp")
+    try:
+        tmp.write_text(json.dumps(record, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+        tmp.replace(p)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def geomean(values: Iterable[float]) -> float | None:
+    """Geometric mean of the positive values, or None when there are none."""
+    vals = [v for v in values if v is not None and v > 0]
+    if not vals:
+        return None
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables and plots
+# ---------------------------------------------------------------------------------------------
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if value == 0:
+            return "0"
+        if abs(value) >= 1e4 or abs(value) < 1e-3:
+            return f"{value:.2e}"
+        return f"{value:.3f}" if abs(value) < 100 else f"{value:.1f}"
+    return str(value)
+
+
+def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
+    """A plain-text table: ``columns`` are ``(key, header)``; numbers right-aligned."""
+    cells = [[_fmt(r.get(k)) for k, _ in columns] for r in rows]
+    widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, (_, h) in enumerate(columns)]
+    numeric = [
+        all(isinstance(r.get(k), int | float) or r.get(k) is None for r in rows) for k, _ in columns
+    ]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(
+            v.rjust(w) if num else v.ljust(w)
+            for v, w, num in zip(values, widths, numeric, strict=True)
+        ).rstrip()
+
+    out = [line([h for _, h in columns]), line(["-" * w for w in widths])]
+    out += [line(c) for c in cells]
+    return "\n".join(out)
+
+
+def mib(nbytes: float | None) -> float | None:
+    """Bytes → MiB (None stays None)."""
+    return None if nbytes is None else nbytes / 2**20
+
+
+def bar_plot(
+    path: str | os.PathLike[str],
+    title: str,
+    labels: Sequence[str],
+    panels: Sequence[tuple[str, Sequence[float | None], Sequence[tuple[float, float]] | None]],
+) -> None:
+    """Save side-by-side bar charts (matplotlib, Agg backend) to ``path``.
+
+    Args:
+        path: output image (format from the suffix, e.g. ``.png``, ``.svg``).
+        title: figure title.
+        labels: one label per bar (shared by all panels).
+        panels: ``(y label, values, error ranges or None)`` per panel; a ``None`` value draws
+            no bar (a system that did not run); error ranges are ``(low, high)`` absolute.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(max(4.5, 1.2 * len(labels)) * len(panels), 4.2), squeeze=False
+    )
+    xs = list(range(len(labels)))
+    for ax, (ylabel, values, ranges) in zip(axes[0], panels, strict=True):
+        heights = [v if v is not None else 0.0 for v in values]
+        yerr = None
+        if ranges is not None:
+            yerr = [
+                [max(h - lo, 0) for h, (lo, _) in zip(heights, ranges, strict=True)],
+                [max(hi - h, 0) for h, (_, hi) in zip(heights, ranges, strict=True)],
+            ]
+        colors = ["tab:orange" if lab.startswith("hector") else "tab:blue" for lab in labels]
+        ax.bar(xs, heights, color=colors, yerr=yerr, capsize=3)
+        for x, v in zip(xs, values, strict=True):
+            ax.annotate(
+                "n/a" if v is None else _fmt(float(v)),
+                (x, v or 0.0),
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
+        ax.set_xticks(xs)
+        ax.set_xticklabels(labels, rotation=20, ha="right", fontsize=8)
+        ax.set_ylabel(ylabel)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,207 @@
+"""``hector bench gnn``: records on a tiny synthetic graph, the suite, and argument errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from hector import cli
+from hector.bench import _common, gnn
+
+# synthetic:mag at this scale: 194 nodes, 4222 edges, 8 relations, 4 node types
+TINY = ["--dataset", "synthetic:mag", "--scale", "0.0001", "--hidden", "8", "--runs", "2"]
+DS, SCALE = "synthetic:mag", 0.0001
+TOP_KEYS = {
+    "benchmark",
+    "model",
+    "dataset",
+    "mode",
+    "device",
+    "hector_version",
+    "host",
+    "results",
+    "speedup_vs_best_peer",
+    "memory_ratio_vs_best_peer",
+}
+
+
+def _has(model: str) -> bool:
+    return gnn._hector_class(model) is not None
+
+
+def _check_record(rec: dict, model: str, mode: str, peers: set[str]) -> dict:
+    """Validate the DESIGN.md record fields; return the hector entry."""
+    assert TOP_KEYS <= set(rec)
+    assert (rec["benchmark"], rec["model"], rec["mode"]) == ("gnn", model, mode)
+    assert rec["dataset"] == DS and rec["device"] == "cpu"
+    assert rec["host"]["cpus"] >= 1 and rec["host"]["torch"].startswith("2.")
+    assert rec["graph"]["nodes"] == 194 and rec["graph"]["edges"] == 4222
+    systems = {(r["system"], r["variant"]) for r in rec["results"]}
+    assert {("pyg", p) for p in peers} <= systems
+    for r in rec["results"]:
+        if r["status"] != "ok":
+            continue
+        assert r["runs"] == 2
+        assert 0 < r["min_ms"] <= r["median_ms"] <= r["max_ms"]
+        assert r["max_abs_err"] is not None and r["max_abs_err"] < 1e-4
+    hector = next(r for r in rec["results"] if r["system"] == "hector")
+    if hector["status"] == "ok":
+        assert hector["compile_ms"] >= 0 and hector["compile_ms_method"]
+        best = min(
+            r["median_ms"] for r in rec["results"] if r["system"] == "pyg" and r["status"] == "ok"
+        )
+        assert rec["speedup_vs_best_peer"] == pytest.approx(best / hector["median_ms"], rel=1e-3)
+    return hector
+
+
+def test_rgcn_inference_cli_writes_record_plot_and_memory(tmp_path) -> None:
+    out, plot = tmp_path / "rec.json", tmp_path / "rec.png"
+    r = subprocess.run(
+        [sys.executable, "-m", "hector.cli", "bench", "gnn", "--model", "rgcn"]
+        + ["--mode", "inference", *TINY, "--json", str(out), "--plot", str(plot)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "speed-up vs best PyG layer" in r.stdout and "RGCNConv" in r.stdout
+    rec = json.loads(out.read_text())
+    hector = _check_record(rec, "rgcn", "inference", {"RGCNConv", "FastRGCNConv"})
+    assert hector["status"] == "ok"
+    for res in rec["results"]:  # peak memory measured per system in a subprocess
+        assert isinstance(res["peak_mem_bytes"], int) and res["peak_mem_bytes"] >= 0, res
+        assert "VmHWM" in res["peak_mem_method"]
+    fast = next(r for r in rec["results"] if r["variant"] == "FastRGCNConv")
+    assert fast["peak_mem_bytes"] > 0  # it materializes one weight matrix per edge
+    peers = [x["peak_mem_bytes"] for x in rec["results"] if x["system"] == "pyg"]
+    if min(peers) > 0:
+        assert rec["memory_ratio_vs_best_peer"] == pytest.approx(
+            hector["peak_mem_bytes"] / min(peers), rel=1e-3
+        )
+    assert plot.stat().st_size > 1000 and plot.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("model", ["rgcn", "rgat", "hgt"])
+def test_training_records_compare_gradients(model: str) -> None:
+    if not _has(model):
+        pytest.skip(f"hector.models.{gnn.HECTOR_CLASS[model]} not available yet")
+    cell = gnn.Cell(model, DS, "training", hidden=8, in_dim=8, runs=2, scale=SCALE)
+    rec = gnn.run_cell(cell, memory=False, quiet=True)
+    peers = {"rgcn": {"RGCNConv", "FastRGCNConv"}, "rgat": {"RGATConv"}, "hgt": {"HGTConv"}}
+    hector = _check_record(rec, model, "training", peers[model])
+    assert hector["status"] == "ok"
+    assert hector["max_abs_err_grad_input"] < 1e-4
+    assert hector["ref_grad_input_max_abs"] > 0
+    if model in ("rgcn", "rgat"):  # same parameter names as the PyG layer
+        assert set(hector["grad_params_compared"]) >= {"weight", "bias"}
+        assert hector["max_abs_err_grad_params"] < 1e-4
+    assert rec["config"]["loss"] == "mean(out**2)"
+    assert hector["peak_mem_bytes"] is None  # memory=False
+
+
+@pytest.mark.parametrize("model", ["rgat", "hgt"])
+def test_attention_models_inference_with_heads(model: str) -> None:
+    if not _has(model):
+        pytest.skip(f"hector.models.{gnn.HECTOR_CLASS[model]} not available yet")
+    cell = gnn.Cell(model, DS, "inference", hidden=8, in_dim=8, heads=2, runs=2, scale=SCALE)
+    rec = gnn.run_cell(cell, memory=False, quiet=True)
+    hector = _check_record(rec, model, "inference", {gnn.REFERENCE[model]})
+    assert hector["status"] == "ok" and rec["config"]["heads"] == 2
+
+
+def test_missing_hector_model_is_reported_and_peers_still_run(monkeypatch) -> None:
+    monkeypatch.setattr(gnn, "_hector_class", lambda model: None)
+    cell = gnn.Cell("rgat", DS, "inference", hidden=8, in_dim=8, runs=2, scale=SCALE)
+    rec = gnn.run_cell(cell, memory=False, quiet=True)
+    hector = rec["results"][0]
+    assert hector["system"] == "hector" and hector["status"] == "unavailable"
+    assert "RGATLayer is not available yet" in hector["reason"]
+    assert rec["results"][1]["status"] == "ok"
+    assert rec["speedup_vs_best_peer"] is None and rec["memory_ratio_vs_best_peer"] is None
+
+
+def test_suite_writes_cells_summary_and_plot(tmp_path, capsys) -> None:
+    rc = cli.main(
+        ["bench", "gnn", "--suite", "--model", "rgcn", "--dataset", DS]
+        + ["--scale", str(SCALE), "--hidden", "8", "--runs", "1", "--no-memory"]
+        + ["--json", str(tmp_path / "suite")]
+    )
+    assert rc == 0
+    files = sorted(p.name for p in (tmp_path / "suite").iterdir())
+    assert files == [
+        "rgcn_synthetic-mag_inference.json",
+        "rgcn_synthetic-mag_training.json",
+        "summary.json",
+        "summary.png",
+    ]
+    summary = json.loads((tmp_path / "suite" / "summary.json").read_text())
+    assert summary["benchmark"] == "gnn-suite" and len(summary["cells"]) == 2
+    assert set(summary["geomean"]) == {"inference", "training"}
+    if _has("rgcn"):
+        assert summary["geomean"]["training"]["cells_measured"] == 1
+    assert "geomean inference" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--model", "rgcn", "--mode", "inference"], "--dataset required"),
+        (["--model", "rgcn", "--mode", "inference", "--dataset", "cora"], "unknown dataset 'cora'"),
+        (TINY[:2] + ["--model", "rgat", "--mode", "training", "--runs", "0"], "--runs must be"),
+        (TINY[:2] + ["--model", "rgat", "--mode", "training", "--hidden", "-1"], "--hidden must"),
+        (TINY[:2] + ["--model", "hgt", "--mode", "training", "--heads", "3"], "divisible"),
+        (TINY[:2] + ["--model", "rgcn", "--mode", "training", "--scale", "0"], "--scale must"),
+        (["--model", "rgcn", "--mode", "training", "--dataset", "synthetic:cora"], "valid: synth"),
+        (
+            [
+                "--model",
+                "rgcn",
+                "--mode",
+                "training",
+                "--dataset",
+                "synthetic:aifb",
+                "--scale",
+                "0.0001",
+            ],
+            "leaves 1 nodes",
+        ),  # fmt: skip
+    ],
+)
+def test_bad_arguments_give_error_and_exit_1(argv: list[str], message: str, capsys) -> None:
+    assert cli.main(["bench", "gnn", *argv]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err, err
+    assert "Traceback" not in err
+
+
+def test_bad_argument_from_the_command_line_has_no_traceback(tmp_path) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "hector.cli", "bench", "gnn", "--model", "rgcn", "--mode"]
+        + ["inference", "--dataset", str(tmp_path / "missing")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 1
+    assert r.stderr.startswith("error: unknown dataset") and "Traceback" not in r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_common_helpers() -> None:
+    t = _common.time_calls(lambda: None, 3, warmup=1)
+    assert len(t.times_ms) == 3 and t.as_record()["runs"] == 3
+    results = [
+        {"system": "hector", "variant": "h", "median_ms": 2.0, "peak_mem_bytes": 50},
+        {"system": "pyg", "variant": "a", "median_ms": 8.0, "peak_mem_bytes": 100},
+        {"system": "pyg", "variant": "b", "median_ms": 6.0, "peak_mem_bytes": 400},
+        {"system": "pyg", "variant": "c", "status": "skipped"},
+    ]
+    assert _common.best_peer_ratios(results) == (3.0, 0.5)
+    assert _common.geomean([2.0, 8.0, None]) == pytest.approx(4.0)
+    table = _common.format_table(results, [("variant", "v"), ("median_ms", "ms")])
+    assert table.splitlines()[0].split() == ["v", "ms"] and "-" in table.splitlines()[-1]
+    with pytest.raises(ValueError, match="runs must be >= 1"):
+        _common.time_calls(lambda: None, 0)
