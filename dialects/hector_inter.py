@@ -362,6 +362,90 @@ optional second operand.
 )
 
 
+def _index_op(name: str, summary: str, description: str, src_kind: str, dst_kind: str) -> OpDef:
+    return OpDef(
+        name=name,
+        summary=summary,
+        description=description,
+        operands=(_G, Operand("x", "tensor", f"{src_kind} rows `[*, D]`")),
+        results=(Operand("out", "tensor", f"{dst_kind} rows `[*, D]`"),),
+        example=_ex(
+            "%g: !hector_inter.graph, %x: tensor<?x8xf32>",
+            f'  %0 = "hector_inter.{name}"(%g, %x) '
+            ": (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>",
+            "%0 : tensor<?x8xf32>",
+        ),
+    )
+
+
+COMPACT_GATHER_SRC = _index_op(
+    "compact_gather_src",
+    "Copy the source-node row of each unique (source, edge type) pair onto it.",
+    """
+`out[c, :] = x[compact_src(c), :]` for every *compact row* `c`, one per unique (source node,
+edge type) pair of the graph. Compact materialization rewrites `typed_linear(gather_src(x), W)`
+into `expand_compact(typed_linear(compact_gather_src(x), W))`, so the product is computed once
+per pair instead of once per edge. The compaction map is built once per graph by the runtime.
+""",
+    "node-wise",
+    "compact",
+)
+
+EXPAND_COMPACT = _index_op(
+    "expand_compact",
+    "Read each edge's row from its (source, edge type) pair.",
+    """
+`out[e, :] = x[edge_compact(e), :]`: the per-edge view of a compact value. The lowering folds
+it into the reading template's index, so the per-edge copy is never built.
+""",
+    "compact",
+    "edge-wise",
+)
+
+SUM_TO_COMPACT = _index_op(
+    "sum_to_compact",
+    "Sum edge rows onto their (source, edge type) pair.",
+    """
+`out[c, :] = Σ_{e : edge_compact(e) = c} x[e, :]`; the adjoint of `expand_compact`.
+""",
+    "edge-wise",
+    "compact",
+)
+
+SUM_COMPACT_TO_SRC = _index_op(
+    "sum_compact_to_src",
+    "Sum compact rows onto their source nodes.",
+    """
+`out[u, :] = Σ_{c : compact_src(c) = u} x[c, :]`; the adjoint of `compact_gather_src`.
+""",
+    "compact",
+    "node-wise",
+)
+
+WEIGHT_PRODUCT = OpDef(
+    name="weight_product",
+    summary="Product of two weights, per slice (what linear operator reordering computes).",
+    description="""
+With `variant = "xw"`: `out[r] = a[r] @ b` (`a` `[R, K, N]` or `[K, N]`, `b` `[N, H]`): RGAT's
+`W_r q` computed once per edge type instead of projecting every edge twice. `"xwt"`:
+`out[r] = a[r] @ b^T` and `"xty"`: `out = Σ_r a[r]^T @ b[r]` are its two gradients. All
+operands and the result are weights.
+""",
+    operands=(
+        Operand("a", "tensor", "weight `[R, K, N]` / `[K, N]`"),
+        Operand("b", "tensor", "weight"),
+    ),
+    results=(Operand("out", "tensor", "weight"),),
+    attributes=(Attr("variant", "enum", "which product", ("xw", "xwt", "xty")),),
+    example=_ex(
+        "%w: tensor<3x16x8xf32>, %q: tensor<8x2xf32>",
+        '  %0 = "hector_inter.weight_product"(%w, %q) {variant = "xw"} '
+        ": (tensor<3x16x8xf32>, tensor<8x2xf32>) -> tensor<3x16x2xf32>",
+        "%0 : tensor<3x16x2xf32>",
+    ),
+)
+
+
 DIALECT = DialectDef(
     name="hector_inter",
     summary="Relational operators on typed graphs: Hector's inter-operator level.",
@@ -390,5 +474,10 @@ DIALECT = DialectDef(
         EDGE_SOFTMAX,
         EDGE_SOFTMAX_GRAD,
         SUM_ROWS,
+        COMPACT_GATHER_SRC,
+        EXPAND_COMPACT,
+        SUM_TO_COMPACT,
+        SUM_COMPACT_TO_SRC,
+        WEIGHT_PRODUCT,
     ),
 )

@@ -24,6 +24,9 @@ GRAPH_ARRAYS: tuple[tuple[str, str], ...] = (
     ("etype_ptr", "memref<?xi32>"),
     ("norm_dst_etype", "memref<?x1xf32>"),
     ("norm_dst", "memref<?x1xf32>"),
+    ("compact_src", "memref<?xi32>"),
+    ("compact_etype", "memref<?xi32>"),
+    ("edge_compact", "memref<?xi32>"),
 )
 
 

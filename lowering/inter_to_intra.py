@@ -25,7 +25,8 @@ from __future__ import annotations
 from mlir import ir
 
 from ..passes._registry import Option, PassFailure, register_pass
-from ..passes.verify import EDGE, verify_function
+from ..passes.fuse import MARK, SUMS, reads_gathered
+from ..passes.verify import COMPACT, EDGE, verify_function
 from . import _emit
 from ._emit import GRAPH_ARRAYS, Writer
 
@@ -233,27 +234,31 @@ class _FuncLowering:
         return "\n".join([header, *self.w.lines, "}"])
 
     def _plan_fusion(self, ops: list[ir.Operation]) -> None:
+        """Fuse what ``hector-fuse`` marked (``hector.fuse``), after checking the marks still
+        hold; degree norms always read the graph's cached arrays."""
         for op in ops:
-            if op.name in _GATHERS:
-                x = op.results[0]
-                users = [(u.owner, u.operand_number) for u in x.uses]
-                if users and x not in self.out_param and all(_reads_gathered(*u) for u in users):
-                    self.fused.add(op)
-            if op.name in ("hector_inter.sum_to_dst", "hector_inter.sum_to_src"):
-                x = op.operands[1]
-                producer = x.owner if not isinstance(x, ir.BlockArgument) else None
-                if (
-                    producer is not None
-                    and producer.name == "hector_inter.scale"
-                    and len(_users(x)) == 1
-                    and x not in self.out_param
-                    and not self._is_gathered(producer.operands[0])
-                ):
-                    self.fused.add(producer)
+            mark = ir.StringAttr(op.attributes[MARK]).value if MARK in op.attributes else None
+            if mark == "into_sum":
+                out = op.results[0]
+                users = _users(out)
+                if len(users) != 1 or users[0].name not in SUMS or out in self.out_param:
+                    raise PassFailure(
+                        'hector.fuse = "into_sum" on a scale that is not summed exactly once',
+                        op.location,
+                    )
+                self.fused.add(op)
+            elif mark == "index" and op.name in _GATHER_INDEX:
+                out = op.results[0]
+                uses = [(u.owner, u.operand_number) for u in out.uses]
+                if out in self.out_param or not all(reads_gathered(*u) for u in uses):
+                    raise PassFailure(
+                        'hector.fuse = "index" on a gather that a user cannot read through an '
+                        "index",
+                        op.location,
+                    )
+                self.fused.add(op)
             if op.name == "hector_inter.degree_norm":
                 self.fused.add(op)  # a graph array, nothing to compute
-        for op in ops:
-            if op.name == "hector_inter.degree_norm":
                 by = ir.StringAttr(op.attributes["by"]).value
                 self.buf[op.results[0]] = self._graph(f"norm_{by}", op)
 
@@ -263,23 +268,22 @@ class _FuncLowering:
     def _read(self, value: ir.Value, op: ir.Operation) -> tuple[tuple[str, str], str | None]:
         """How a template reads ``value``: its buffer, and the index array when it is a fused
         gather (the gathered copy is never built)."""
-        if self._is_gathered(value) and value.owner.name in _GATHERS:
+        if self._is_gathered(value) and value.owner.name in _GATHER_INDEX:
             producer = value.owner
-            side = "src" if producer.name.endswith("src") else "dst"
-            return self._src(producer.operands[1]), self._graph(side, op)
+            index = self._graph(_GATHER_INDEX[producer.name], op)
+            return self._src(producer.operands[1]), index
         return self._src(value), None
 
     def _parallel(self, value: ir.Value) -> str:
-        """Whether rows of ``value`` are edges or nodes (for the schedule's record)."""
-        return "edge" if self.kinds.get(value) == EDGE else "node"
+        """Whether rows of ``value`` are edges (or compact rows) or nodes (the schedule's
+        record)."""
+        return "edge" if self.kinds.get(value) in (EDGE, COMPACT) else "node"
 
     def _type_array(self, value: ir.Value, op: ir.Operation) -> str:
         """The per-row type array of ``value``'s rows: edge types or node types."""
-        return self._graph("etype" if self.kinds.get(value) == EDGE else "ntype", op)
-
-    def _rows_of(self, value: ir.Value, op: ir.Operation) -> tuple[str, str]:
-        """(array, type) whose length is the row count of ``value``."""
-        return (self._graph("src" if self.kinds.get(value) == EDGE else "ntype", op), _IDX)
+        kind = self.kinds.get(value)
+        name = {EDGE: "etype", COMPACT: "compact_etype"}.get(kind, "ntype")
+        return self._graph(name, op)
 
     def _lower(self, op: ir.Operation) -> None:
         name = op.name
@@ -297,8 +301,14 @@ class _FuncLowering:
             slice_ = ir.StringAttr(op.attributes["slice"]).value
             (a, atype), gather = self._read(op.operands[1], op)
             windex = None
-            if slice_ != "none":
-                windex = self._graph("etype" if slice_ == "etype" else "ntype", op)
+            if slice_ == "ntype":
+                windex = self._graph("ntype", op)
+            elif slice_ == "etype":
+                rows = op.operands[1]
+                compact = self.kinds.get(rows) == COMPACT or (
+                    self._is_gathered(rows) and rows.owner.name == "hector_inter.compact_gather_src"
+                )
+                windex = self._graph("compact_etype" if compact else "etype", op)
             if kind == "typed_linear_weight_grad":
                 g, gtype = self._src(op.operands[2])
                 out = self._out(res, (a, atype))
@@ -337,28 +347,35 @@ class _FuncLowering:
                 "store",
                 "xw" if kind == "typed_linear" else "xwt",
             )
-        elif kind in ("gather_src", "gather_dst"):
-            gather = self._graph("src" if kind.endswith("src") else "dst", op)
+        elif op.name in _GATHER_INDEX:
+            gather = self._graph(_GATHER_INDEX[op.name], op)
             x = self._src(op.operands[1])
             out = self._out(res, (gather, idx))
             self._trav("copy", (out, rtype), x, gather=gather)
-        elif kind in ("sum_to_dst", "sum_to_src"):
-            scatter = self._graph("dst" if kind.endswith("dst") else "src", op)
+        elif op.name in _SCATTER_INDEX:
+            index, rows = _SCATTER_INDEX[op.name]
+            scatter = self._graph(index, op)
             m = op.operands[1]
-            out = self._out(res, (self._graph("ntype", op), idx))
+            out = self._out(res, (self._graph(rows, op), idx))
             self._zero(out, rtype)
             if self._is_gathered(m) and m.owner.name == "hector_inter.scale":
+                x, gather = self._read(m.owner.operands[0], op)
+                y, y_index = self._read(m.owner.operands[1], op)
                 self._trav(
                     "scale",
                     (out, rtype),
-                    self._src(m.owner.operands[0]),
-                    y=self._src(m.owner.operands[1]),
+                    x,
+                    y=y,
+                    gather=gather,
+                    y_index=y_index,
                     scatter=scatter,
                     reduce="sum",
                 )
             else:
                 x, gather = self._read(m, op)
                 self._trav("copy", (out, rtype), x, gather=gather, scatter=scatter, reduce="sum")
+        elif kind == "weight_product":
+            self._weight_product(op, rtype)
         elif kind in ("scale", "add", "dot", "unary_grad"):
             lhs, rhs = op.operands[0], op.operands[1]
             if kind == "unary_grad":
@@ -439,6 +456,38 @@ class _FuncLowering:
         else:
             raise PassFailure(f"no lowering for '{name}' yet", op.location)
 
+    def _collapse(self, name: str, mtype: str) -> tuple[str, str]:
+        """View a rank-3 weight ``[R, K, N]`` as rows ``[R*K, N]`` (no copy)."""
+        dims = mtype.removeprefix("memref<").removesuffix(">").split("x")  # [R, K, N, f32]
+        if len(dims) != 4:
+            return name, mtype
+        r, k, n = (int(d) for d in dims[:3])
+        new = self.w.fresh("rows")
+        ntype = f"memref<{r * k}x{n}xf32>"
+        self.w.emit(f"{new} = memref.collapse_shape {name} [[0, 1], [2]] : {mtype} into {ntype}")
+        return new, ntype
+
+    def _weight_product(self, op: ir.Operation, rtype: str) -> None:
+        """``W[r] @ q`` and its gradients as one GEMM over the weight's rows ``[R*K, N]``."""
+        variant = ir.StringAttr(op.attributes["variant"]).value
+        a, b = self._src(op.operands[0]), self._src(op.operands[1])
+        out = self._out(op.results[0], a)
+        if variant == "xty":
+            self._zero(out, rtype)
+            a, b = self._collapse(*a), self._collapse(*b)
+            o = (out, rtype)
+            epilogue = "add"
+        else:
+            a = self._collapse(*a)
+            o = self._collapse(out, rtype)
+            epilogue = "store"
+        self._gemm(
+            {"a": a[0], "weight": b[0], "out": o[0]},
+            {"a": a[1], "weight": b[1], "out": o[1]},
+            epilogue,
+            variant,
+        )
+
     def _node_temp(self, width: int, op: ir.Operation) -> tuple[str, str]:
         return self._temp(f"memref<?x{width}xf32>", self._count("ntype", op))
 
@@ -475,35 +524,25 @@ class _FuncLowering:
 
 
 _IDX = "memref<?xi32>"
-_GATHERS = ("hector_inter.gather_src", "hector_inter.gather_dst")
+# gather op → the graph array it reads rows through
+_GATHER_INDEX = {
+    "hector_inter.gather_src": "src",
+    "hector_inter.gather_dst": "dst",
+    "hector_inter.compact_gather_src": "compact_src",
+    "hector_inter.expand_compact": "edge_compact",
+}
+# sum op → (scatter index, graph array whose length is the result's row count)
+_SCATTER_INDEX = {
+    "hector_inter.sum_to_dst": ("dst", "ntype"),
+    "hector_inter.sum_to_src": ("src", "ntype"),
+    "hector_inter.sum_to_compact": ("edge_compact", "compact_src"),
+    "hector_inter.sum_compact_to_src": ("compact_src", "ntype"),
+}
 
 
 def _emit_width(value: ir.Value) -> int:
     shape = ir.ShapedType(value.type)
     return shape.get_dim_size(shape.rank - 1)
-
-
-def _reads_gathered(user: ir.Operation, operand: int) -> bool:
-    """Whether ``user`` can read its operand #``operand`` through a gather index instead of a
-    materialised gathered copy (GEMM left rows, traversal x and y inputs)."""
-    name = user.name.removeprefix("hector_inter.")
-    if name == "typed_linear":
-        return operand == 1 and ir.StringAttr(user.attributes["slice"]).value != "ntype"
-    if name == "typed_linear_weight_grad":
-        return operand == 1 and ir.StringAttr(user.attributes["slice"]).value != "ntype"
-    if name in ("dot",):
-        return operand in (0, 1)
-    if name == "add":
-        return (
-            operand in (0, 1)
-            and len(user.operands) == 2
-            and (ir.ShapedType(user.operands[1].type).rank == 2)
-        )
-    if name in ("unary",):
-        return operand == 0
-    if name == "scale":
-        return operand == 1  # the per-head scale; x stays a plain read so sums can fuse
-    return False
 
 
 @register_pass(

@@ -63,10 +63,18 @@ register_pipeline(
     "Upstream lowering of scf/memref/arith/func to the LLVM dialect",
     LLVM_CPU,
 )
+# Hector's optimizations on hector_inter, in the order hector.compile runs them by default.
+OPTIMIZE = "hector-linear-reorder, hector-compact-materialization, hector-fuse"
+
+register_pipeline(
+    "hector-optimize",
+    "Hector's hector_inter optimizations: linear reordering, compact materialization, fusion",
+    OPTIMIZE,
+)
 register_pipeline(
     "hector-lower-cpu",
-    "hector_inter to the LLVM dialect for the CPU JIT (intra, loops, llvm)",
-    ", ".join(s.pipeline for s in CPU_STAGES),
+    "hector_inter to the LLVM dialect for the CPU JIT (optimize, intra, loops, llvm)",
+    ", ".join([OPTIMIZE, *(s.pipeline for s in CPU_STAGES)]),
 )
 register_pipeline(
     "hector-lower-ptx",
@@ -75,6 +83,6 @@ register_pipeline(
 )
 register_pipeline(
     "hector-lower-gpu",
-    "hector_inter to GPU kernels compiled to PTX (intra, gpu, ptx)",
-    ", ".join(s.pipeline for s in GPU_STAGES),
+    "hector_inter to GPU kernels compiled to PTX (optimize, intra, gpu, ptx)",
+    ", ".join([OPTIMIZE, *(s.pipeline for s in GPU_STAGES)]),
 )

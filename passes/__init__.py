@@ -2,7 +2,10 @@
 
 from . import (  # importing each module registers its passes
     autodiff,  # noqa: F401  (registers hector-autodiff)
+    compact,  # noqa: F401  (hector-compact-materialization)
+    fuse,  # noqa: F401  (hector-fuse, hector-dce-cse)
     infer_unified,  # noqa: F401  (placement-infer-unified)
+    linear_reorder,  # noqa: F401  (hector-linear-reorder)
     plan_offload,  # noqa: F401  (placement-plan-offload)
     verify,  # noqa: F401  (hector-verify)
 )

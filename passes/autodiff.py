@@ -10,7 +10,8 @@ generated), the pass adds two functions next to it and leaves ``@f`` as it is:
   kernels as the forward program.
 
 Forward values are reused, never recomputed, except graph structure and gathers: a
-``degree_norm`` is a cached graph array and a ``gather_src``/``gather_dst`` of a value the
+``degree_norm`` is a cached graph array and a gather (``gather_src``, ``gather_dst``,
+``compact_gather_src``, ``expand_compact``) of a value the
 backward program already has is re-emitted there (the lowering folds it into the reading
 template's index, so it costs no memory); everything else the backward program needs is saved.
 Gradients of one weight used by several ops are returned as separate partial results and
@@ -24,6 +25,8 @@ Rules (``dy`` is the adjoint of the op's result):
 |---|---|
 | `gather_src(x)` / `gather_dst(x)` | `dx += sum_to_src(dy)` / `sum_to_dst(dy)` |
 | `sum_to_dst(x)` / `sum_to_src(x)` | `dx += gather_dst(dy)` / `gather_src(dy)` |
+| `compact_gather_src` / `expand_compact` | `sum_compact_to_src` / `sum_to_compact` (and back) |
+| `weight_product(a, b)` | `da += weight_product(dy, b){xwt}`, `db += weight_product(a, dy){xty}` |
 | `typed_linear(x, W)` | `dx += typed_linear_transposed(dy, W)`, |
 | | `dW += typed_linear_weight_grad(x, dy)` |
 | `scale(x, s)` | `dx += scale(dy, s)`, `ds += dot(dy, x)` (none for `degree_norm`) |
@@ -40,10 +43,21 @@ import io
 from mlir import ir
 
 from ._registry import PassFailure, register_pass
-from .verify import EDGE, NODE, WEIGHT, verify_function
+from .verify import COMPACT, EDGE, NODE, WEIGHT, verify_function
 
-_KIND_TEXT = {NODE: "node", EDGE: "edge", WEIGHT: "weight"}
+_KIND_TEXT = {NODE: "node", EDGE: "edge", WEIGHT: "weight", COMPACT: "compact"}
 _OUTPUT_REF = ("exp", "tanh", "sigmoid")  # derivatives written in the forward output
+# Each index op's adjoint: gathers sum back, sums gather back.
+_PAIRS = (
+    ("gather_src", "sum_to_src"),
+    ("gather_dst", "sum_to_dst"),
+    ("compact_gather_src", "sum_compact_to_src"),
+    ("expand_compact", "sum_to_compact"),
+)
+_ADJOINT = {**dict(_PAIRS), **{b: a for a, b in _PAIRS}}
+# Forward values the backward program recomputes instead of saving: gathers (folded into the
+# reading template's index by the lowering, so they cost nothing).
+_REEMIT = tuple(f"hector_inter.{a}" for a, _ in _PAIRS)
 GRAPH_TYPE = "!hector_inter.graph"
 
 
@@ -103,10 +117,7 @@ class _Backward:
         if v in self.fwd_names:
             return self.fwd_names[v]
         owner = None if isinstance(v, ir.BlockArgument) else v.owner
-        if owner is not None and owner.name in (
-            "hector_inter.gather_src",
-            "hector_inter.gather_dst",
-        ):
+        if owner is not None and owner.name in _REEMIT:
             x = owner.operands[1]
             name = self.op(
                 owner.name.removeprefix("hector_inter."),
@@ -146,14 +157,26 @@ class _Backward:
         ops = list(op.operands)
         out = op.results[0]
         t = lambda v: str(v.type)  # noqa: E731
-        if kind in ("gather_src", "gather_dst", "sum_to_dst", "sum_to_src"):
-            adj = {
-                "gather_src": "sum_to_src",
-                "gather_dst": "sum_to_dst",
-                "sum_to_dst": "gather_dst",
-                "sum_to_src": "gather_src",
-            }[kind]
-            self.acc(ops[1], self.op(adj, [(dy, t(out))], t(ops[1]), graph=True))
+        if kind in _ADJOINT:
+            self.acc(ops[1], self.op(_ADJOINT[kind], [(dy, t(out))], t(ops[1]), graph=True))
+        elif kind == "weight_product":
+            a, b = ops
+            if _str(op, "variant") != "xw":
+                raise PassFailure(
+                    "hector-autodiff: only weight_product xw is differentiable", op.location
+                )
+            self.acc(
+                a,
+                self.op(
+                    "weight_product", [(dy, t(out)), (self.fwd(b), t(b))], t(a), 'variant = "xwt"'
+                ),
+            )
+            self.acc(
+                b,
+                self.op(
+                    "weight_product", [(self.fwd(a), t(a)), (dy, t(out))], t(b), 'variant = "xty"'
+                ),
+            )
         elif kind == "typed_linear":
             x, w = ops[1], ops[2]
             sl = f'slice = "{_str(op, "slice")}"'
@@ -256,6 +279,14 @@ class _Backward:
             res = op.results[0]
             if res in self.adjoint:
                 self.rule(op, self.adjoint[res])
+            elif res in self.weight_partials:  # a computed weight (weight_product)
+                partials = self.weight_partials.pop(res)
+                if len(partials) != 1:
+                    raise PassFailure(
+                        "hector-autodiff: a computed weight read by several ops is not supported",
+                        op.location,
+                    )
+                self.rule(op, partials[0])
         # Gradient results, in argument order; partial weight gradients one result each.
         grads: list[tuple[int, str, ir.Value]] = []
         for i, a in enumerate(args):

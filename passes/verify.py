@@ -16,6 +16,19 @@ from mlir import ir
 from ._registry import PassFailure, register_pass
 
 NODE, EDGE, WEIGHT = "node-wise", "edge-wise", "weight"
+COMPACT = "compact"  # one row per unique (source node, edge type) pair
+
+# Ops that move rows between index spaces: name → (input kind, result kind).
+INDEX_OPS = {
+    "gather_src": (NODE, EDGE),
+    "gather_dst": (NODE, EDGE),
+    "sum_to_dst": (EDGE, NODE),
+    "sum_to_src": (EDGE, NODE),
+    "compact_gather_src": (NODE, COMPACT),
+    "expand_compact": (COMPACT, EDGE),
+    "sum_to_compact": (EDGE, COMPACT),
+    "sum_compact_to_src": (COMPACT, NODE),
+}
 
 
 def _shape(value: ir.Value, what: str, op: ir.Operation) -> list[int | None]:
@@ -71,7 +84,7 @@ class _Kinds:
             d = ir.DictAttr(arg_attrs[i])
             if "hector.kind" in d:
                 text = ir.StringAttr(d["hector.kind"]).value
-                mapping = {"node": NODE, "edge": EDGE, "weight": WEIGHT}
+                mapping = {"node": NODE, "edge": EDGE, "weight": WEIGHT, "compact": COMPACT}
                 if text not in mapping:
                     raise PassFailure(
                         f"argument #{i}: hector.kind must be one of node, edge, weight; "
@@ -97,6 +110,15 @@ class _Kinds:
     def set(self, value: ir.Value, kind: str | None) -> None:
         if kind is not None:
             self.kind[value] = kind
+
+
+def _sliced_kind(kinds: _Kinds, x: ir.Value, slice_: str, op: ir.Operation) -> str:
+    """Rows a sliced weight applies to: nodes (``ntype``), or edges or compact rows (``etype``,
+    both carry an edge type)."""
+    if slice_ == "ntype":
+        return NODE
+    have = kinds.kind.get(x)
+    return COMPACT if have == COMPACT else EDGE
 
 
 def _same_rows(
@@ -132,14 +154,16 @@ def _verify_inter(op: ir.Operation, kinds: _Kinds) -> None:
     name = op.name.removeprefix("hector_inter.")
     ops = list(op.operands)
     res = op.results[0] if len(op.results) else None
-    if name in ("gather_src", "gather_dst"):
-        x = _f32(ops[1], "gathered features", op)
-        _rank(x, 2, "gathered features", op)
-        kinds.use(ops[1], NODE, "gathered features", op)
+    if name in INDEX_OPS:
+        want, result_kind = INDEX_OPS[name]
+        what = "summed rows" if name.startswith("sum") else "gathered features"
+        x = _f32(ops[1], what, op)
+        _rank(x, 2, what, op)
+        kinds.use(ops[1], want, what, op)
         out = _f32(res, "result", op)
         _rank(out, 2, "result", op)
         _same(x[1], out[1], "feature width of input and result differ", op)
-        kinds.set(res, EDGE)
+        kinds.set(res, result_kind)
     elif name == "typed_linear":
         slice_ = _str(op, "slice")
         x = _f32(ops[1], "input rows", op)
@@ -155,7 +179,7 @@ def _verify_inter(op: ir.Operation, kinds: _Kinds) -> None:
         else:
             _rank(w, 3, f'weight of a typed_linear with slice = "{slice_}"', op)
             _, k, n = w
-            want = EDGE if slice_ == "etype" else NODE
+            want = _sliced_kind(kinds, ops[1], slice_, op)
             kinds.use(ops[1], want, f'input rows of a typed_linear with slice = "{slice_}"', op)
             kinds.set(res, want)
         _same(x[1], k, "input width does not match the weight's input dimension", op)
@@ -214,14 +238,6 @@ def _verify_inter(op: ir.Operation, kinds: _Kinds) -> None:
         for v in vals:
             kinds.use(v, EDGE, "edge scores", op)
         kinds.set(res, EDGE)
-    elif name == "sum_to_src":
-        x = _f32(ops[1], "summed rows", op)
-        out = _f32(res, "result", op)
-        _rank(x, 2, "summed rows", op)
-        _rank(out, 2, "result", op)
-        _same(x[1], out[1], "feature width of input and result differ", op)
-        kinds.use(ops[1], EDGE, "summed rows", op)
-        kinds.set(res, NODE)
     elif name in ("typed_linear_transposed", "typed_linear_weight_grad"):
         slice_ = _str(op, "slice")
         grad = name == "typed_linear_weight_grad"
@@ -246,13 +262,34 @@ def _verify_inter(op: ir.Operation, kinds: _Kinds) -> None:
         if slice_ == "none":
             kind = kinds.rows(ops[1], "rows", op)
         else:
-            kind = EDGE if slice_ == "etype" else NODE
+            kind = _sliced_kind(kinds, ops[1], slice_, op)
             kinds.use(ops[1], kind, f'rows of a slice = "{slice_}" op', op)
         if grad:
             kinds.use(ops[2], kind, "row gradients", op) if kind else None
             kinds.set(res, WEIGHT)
         else:
             kinds.set(res, kind)
+    elif name == "weight_product":
+        a = _f32(ops[0], "a", op)
+        b = _f32(ops[1], "b", op)
+        out = _f32(res, "result", op)
+        variant = _str(op, "variant")
+        for v in ops:
+            kinds.use(v, WEIGHT, "operand of a weight_product", op)
+        if len(a) not in (2, 3):
+            raise PassFailure("a must be a weight of rank 2 or 3", op.location)
+        if variant == "xw":
+            _rank(b, 2, "b", op)
+            _same(a[-1], b[0], "a's output dimension does not match b's rows", op)
+            _same_shape(out, [*a[:-1], b[1]], "result shape must be a[..., :K] x b's columns", op)
+        elif variant == "xwt":
+            _rank(b, 2, "b", op)
+            _same(a[-1], b[1], "a's output dimension does not match b's columns", op)
+            _same_shape(out, [*a[:-1], b[0]], "result shape must be a[..., :K] x b's rows", op)
+        else:
+            _same_shape(a[:-1], b[:-1], "a and b must share their leading dimensions", op)
+            _same_shape(out, [a[-1], b[-1]], "result must be [N, H]", op)
+        kinds.set(res, WEIGHT)
     elif name == "sum_rows":
         x = _f32(ops[0], "rows", op)
         out = _f32(res, "result", op)
@@ -265,14 +302,6 @@ def _verify_inter(op: ir.Operation, kinds: _Kinds) -> None:
         _same(x[1], out[-1], "result width differs from the rows", op)
         kinds.rows(ops[0], "rows", op)
         kinds.set(res, WEIGHT)
-    elif name == "sum_to_dst":
-        x = _f32(ops[1], "summed rows", op)
-        out = _f32(res, "result", op)
-        _rank(x, 2, "summed rows", op)
-        _rank(out, 2, "result", op)
-        _same(x[1], out[1], "feature width of input and result differ", op)
-        kinds.use(ops[1], EDGE, "summed rows", op)
-        kinds.set(res, NODE)
     elif name == "add":
         a = _f32(ops[0], "left operand", op)
         b = _f32(ops[1], "right operand", op)

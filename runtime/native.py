@@ -29,6 +29,7 @@ __all__ = [
     "LIBRARY_NAME",
     "OK",
     "abi_version",
+    "graph_compact",
     "graph_degree_norm",
     "graph_sort_by_etype",
     "graph_validate",
@@ -111,6 +112,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.hector_graph_sort_by_etype.restype = _I32
     lib.hector_graph_degree_norm.argtypes = [_I64, _I64, _I32, _P, _P, _P, _P]
     lib.hector_graph_degree_norm.restype = _I32
+    lib.hector_graph_compact.argtypes = [_I64, _I64, _I32, _P, _P, _P, _P, _P, _P]
+    lib.hector_graph_compact.restype = _I32
 
 
 @functools.cache
@@ -292,3 +295,41 @@ def graph_degree_norm(
     if code != OK:
         _raise_status("hector_graph_degree_norm", code)
     return norm_dst_etype, norm_dst
+
+
+def graph_compact(
+    src: np.ndarray, etype: np.ndarray, num_nodes: int, num_etypes: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Compaction map (``hector_graph_compact``) of edges sorted by type.
+
+    Returns:
+        ``(compact_src, compact_etype, edge_compact)``, int32: the source node and edge type of
+        each unique (source, edge type) pair, grouped by type, and each edge's row among them.
+
+    Raises:
+        ValueError: if an id or type is out of range or edge types are not sorted.
+    """
+    src = _check_array("src", src, np.int32)
+    etype = _check_array("etype", etype, np.int32)
+    num_edges = _check_same_length(src=src, etype=etype)
+    num_nodes = _check_count("num_nodes", num_nodes)
+    num_etypes = _check_count("num_etypes", num_etypes, _INT32_MAX)
+    compact_src = np.empty(num_edges, dtype=np.int32)
+    compact_etype = np.empty(num_edges, dtype=np.int32)
+    edge_compact = np.empty(num_edges, dtype=np.int32)
+    count = ctypes.c_int64(0)
+    code = load_library().hector_graph_compact(
+        num_edges,
+        num_nodes,
+        num_etypes,
+        _ptr(src),
+        _ptr(etype),
+        _ptr(compact_src),
+        _ptr(compact_etype),
+        _ptr(edge_compact),
+        ctypes.byref(count),
+    )
+    if code != OK:
+        _raise_status("hector_graph_compact", code)
+    c = count.value
+    return compact_src[:c].copy(), compact_etype[:c].copy(), edge_compact

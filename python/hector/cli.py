@@ -51,6 +51,12 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--etypes", type=int, default=4)
     c.add_argument("--emit", choices=list(STAGES), default="ptx", help="stage to print")
     c.add_argument("-o", "--output", default="-", help="output file (default stdout)")
+    for name, what in (
+        ("compact", "compact materialization"),
+        ("reorder", "linear operator reordering"),
+        ("fuse", "template fusion, DCE and CSE"),
+    ):
+        c.add_argument(f"--no-{name}", action="store_true", help=f"disable {what}")
 
     from . import bench
 
@@ -170,11 +176,13 @@ def compile_cmd(args: argparse.Namespace) -> int:
         with open(args.input, encoding="utf-8") as f:
             text, name = f.read(), args.input
     target = STAGES[args.emit]
+    options = compiler.Options(not args.no_compact, not args.no_reorder, not args.no_fuse)
     try:
         if args.emit == "ptx":
-            result = compiler.compile_gpu(text).ptx
+            result = compiler.compile_gpu(text, options=options).ptx
         else:
-            result = compiler.run_stages(text, target, until=args.emit).ir(args.emit)
+            staged = compiler.run_stages(text, target, until=args.emit, options=options)
+            result = staged.ir(args.emit)
     except ir.MLIRError as err:
         lines = [d.format(lambda f: name if f == "-" else f) for d in diagnostics_from_error(err)]
         raise CliError("\n".join(lines)) from None

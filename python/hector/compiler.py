@@ -38,7 +38,7 @@ class FunctionAbi:
     num_saved: int = 0
 
 
-_KINDS = {"node-wise": NODE, "edge-wise": EDGE, "weight": "weight"}
+_KINDS = {"node-wise": NODE, "edge-wise": EDGE, "weight": "weight", "compact": "compact"}
 
 
 def _abis(module: Any) -> dict[str, FunctionAbi]:
@@ -94,11 +94,46 @@ class StagedModule:
         return self.stages[stage]
 
 
+@dataclass(frozen=True)
+class Options:
+    """Which of Hector's optimizations run (``hector.compile(..., compact=, reorder=, fuse=)``)
+    and the graph statistics their cost models read."""
+
+    compact: bool = True
+    reorder: bool = True
+    fuse: bool = True
+    rows: int = -1  # edges of the graph (linear-reorder cost model); -1: unknown
+    ratio: float = -1.0  # compaction ratio of the graph; -1: unknown
+
+    def variant(self) -> str:
+        """The ablation label: U (none), C, R, C+R, C+R+F, ..."""
+        parts = [n for n, on in (("C", self.compact), ("R", self.reorder), ("F", self.fuse)) if on]
+        return "+".join(parts) or "U"
+
+    def pipelines(self, autodiff: bool) -> list[tuple[str, str]]:
+        """(stage name, pipeline) of the hector_inter optimizations, in order."""
+        out = []
+        if self.reorder:
+            out.append(("reorder", f"hector-linear-reorder{{rows={self.rows}}}"))
+        if self.compact:
+            out.append(("compact", f"hector-compact-materialization{{ratio={self.ratio}}}"))
+        if autodiff:
+            out.append(("autodiff", "hector-autodiff"))
+        if self.fuse:
+            out.append(("fuse", "hector-fuse"))
+        return out
+
+
 def run_stages(
-    text: str, target: str, until: str | None = None, autodiff: bool = False
+    text: str,
+    target: str,
+    until: str | None = None,
+    autodiff: bool = False,
+    options: Options | None = None,
 ) -> StagedModule:
-    """Parse hector_inter ``text`` and run the stages of ``target`` (up to ``until``); with
-    ``autodiff``, first add the ``_train``/``_backward`` functions (stage ``autodiff``)."""
+    """Parse hector_inter ``text`` and run the stages of ``target`` (up to ``until``): first
+    the optimizations ``options`` enables (default: none, so the IR is lowered as written) and,
+    with ``autodiff``, the ``_train``/``_backward`` functions; each is a named stage."""
     if target not in pipelines.TARGETS:
         raise ValueError(f"unknown target {target!r}; targets: {', '.join(pipelines.TARGETS)}")
     start = time.perf_counter()
@@ -108,9 +143,10 @@ def run_stages(
         staged = StagedModule(ctx, module, {"inter": str(module)})
         # Bad input is reported against the user's own file: no reproducer for the verifier.
         run_pipeline(module, "hector-verify", verify=False, reproducer=False)
-        if autodiff:
-            run_pipeline(module, "hector-autodiff", verify=False)
-            staged.stages["autodiff"] = str(module)
+        opts = options if options is not None else Options(False, False, False)
+        for name, pipeline in opts.pipelines(autodiff):
+            run_pipeline(module, pipeline, verify=False)
+            staged.stages[name] = str(module)
         staged.abi = _abis(module)
         for stage in pipelines.TARGETS[target]:
             run_pipeline(module, stage.pipeline, verify=False)
@@ -160,7 +196,7 @@ class CpuEntry:
         abi = self.staged.abi[fname]
         outs = []
         for kind, shape in zip(abi.result_kinds, abi.result_shapes, strict=True):
-            rows = g.num_nodes if kind == NODE else g.num_edges
+            rows = {NODE: g.num_nodes, "compact": g.num_compact}.get(kind, g.num_edges)
             dims = [rows if d is None else d for d in shape]
             outs.append(torch.empty(dims, dtype=torch.float32))
         arrays = [np.ascontiguousarray(a.numpy()) for a in g.arrays()]
@@ -178,10 +214,12 @@ class CpuEntry:
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
-def compile_traced(traced: Traced, target: str = "cpu", autodiff: bool = False) -> CpuEntry:
+def compile_traced(
+    traced: Traced, target: str = "cpu", autodiff: bool = False, options: Options | None = None
+) -> CpuEntry:
     """Lower a traced program through the CPU stages and JIT-compile it (with its
     ``_train``/``_backward`` functions when ``autodiff``)."""
-    staged = run_stages(traced.text, target, autodiff=autodiff)
+    staged = run_stages(traced.text, target, autodiff=autodiff, options=options)
     with staged.context:
         kernel = CpuKernel(staged.module)
     return CpuEntry(traced, staged, kernel)
@@ -195,10 +233,12 @@ class GpuEntry:
     ptx: str
 
 
-def compile_gpu(traced: Traced | str) -> GpuEntry:
+def compile_gpu(
+    traced: Traced | str, autodiff: bool = False, options: Options | None = None
+) -> GpuEntry:
     """Lower a traced program (or hector_inter text) through the GPU stages to PTX."""
     text = traced.text if isinstance(traced, Traced) else traced
-    staged = run_stages(text, "gpu")
+    staged = run_stages(text, "gpu", autodiff=autodiff, options=options)
     with staged.context:
         ptx = "\n".join(extract_ptx(staged.module).values())
     return GpuEntry(staged, ptx)

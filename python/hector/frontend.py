@@ -426,13 +426,22 @@ def trace(fn: Callable[..., Any], shapes: list[tuple[int, ...]], name: str | Non
 class CompiledFunction:
     """A forward function compiled by Hector; call it like the original on a HeteroGraph."""
 
-    def __init__(self, fn: Callable[..., Any], target: str = "cpu") -> None:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        target: str = "cpu",
+        *,
+        compact: bool = True,
+        reorder: bool = True,
+        fuse: bool = True,
+    ) -> None:
         if target not in ("cpu",):
             raise ValueError(
                 f"target {target!r} cannot run here; use target='cpu' and .ptx() for GPU code"
             )
         self.fn = fn
         self.target = target
+        self.optimizations = (compact, reorder, fuse)
         self._cache: dict[tuple, Any] = {}
         self.compile_seconds = 0.0  # of the last compilation
         functools.update_wrapper(self, fn)
@@ -471,15 +480,29 @@ class CompiledFunction:
         from . import compiler
 
         self._check_args(g, tensors)
-        key = (self._key(g, tensors), train)
+        options = self.options_for(g)
+        # The compaction cost model reads the graph's ratio: key on the decision it makes.
+        stats = options.ratio <= 0.95
+        key = (self._key(g, tensors), train, self.optimizations, stats)
         entry = self._cache.get(key)
         if entry is None:
             start = time.perf_counter()
             traced = trace(self.fn, [tuple(t.shape) for t in tensors])
-            entry = compiler.compile_traced(traced, target=self.target, autodiff=train)
+            entry = compiler.compile_traced(
+                traced, target=self.target, autodiff=train, options=options
+            )
             self.compile_seconds = time.perf_counter() - start
             self._cache[key] = entry
         return entry
+
+    def options_for(self, g: HeteroGraph) -> Any:
+        """The optimization options for graph ``g`` (its statistics feed the cost models)."""
+        from .compiler import Options
+
+        compact, reorder, fuse = self.optimizations
+        # Reordering is judged per row (rows unknown): the decision then holds for every graph
+        # of this schema, so one kernel serves them all.
+        return Options(compact, reorder, fuse, ratio=g.compaction_ratio)
 
     def __call__(self, g: HeteroGraph, *tensors: torch.Tensor) -> Any:
         train = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
@@ -499,7 +522,7 @@ class CompiledFunction:
         from . import compiler
 
         entry = self.compile_for(g, *tensors)
-        return compiler.compile_gpu(entry.traced).ptx
+        return compiler.compile_gpu(entry.traced, options=self.options_for(g)).ptx
 
 
 class _Differentiable(torch.autograd.Function):
@@ -529,7 +552,7 @@ class _Differentiable(torch.autograd.Function):
         d_outs = []
         for grad, kind, shape in zip(grads, abi.result_kinds, abi.result_shapes, strict=True):
             if grad is None:
-                rows = g.num_nodes if kind == NODE else g.num_edges
+                rows = {NODE: g.num_nodes, "compact": g.num_compact}.get(kind, g.num_edges)
                 grad = torch.zeros([rows if d is None else d for d in shape])
             d_outs.append(grad.contiguous().float())
         partials = entry.call(f"{name}_backward", g, [*tensors, *saved, *d_outs])
@@ -540,8 +563,20 @@ class _Differentiable(torch.autograd.Function):
         return (None, None, *result)
 
 
-def compile(fn: Callable[..., Any] | None = None, *, target: str = "cpu") -> Any:  # noqa: A001
-    """Decorator: compile a forward function ``fn(g, *tensors)`` with Hector."""
+def compile(  # noqa: A001
+    fn: Callable[..., Any] | None = None,
+    *,
+    target: str = "cpu",
+    compact: bool = True,
+    reorder: bool = True,
+    fuse: bool = True,
+) -> Any:
+    """Decorator: compile a forward function ``fn(g, *tensors)`` with Hector.
+
+    ``compact``, ``reorder`` and ``fuse`` switch compact materialization, linear operator
+    reordering and template fusion (with DCE/CSE) on or off; results and gradients are the same
+    either way, only time and memory change."""
+    opts = {"target": target, "compact": compact, "reorder": reorder, "fuse": fuse}
     if fn is None:
-        return lambda f: CompiledFunction(f, target=target)
-    return CompiledFunction(fn, target=target)
+        return lambda f: CompiledFunction(f, **opts)
+    return CompiledFunction(fn, **opts)

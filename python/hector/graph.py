@@ -21,7 +21,18 @@ __all__ = ["GRAPH_ARRAYS", "HeteroGraph", "random_graph"]
 
 #: Names of the graph tensors passed to compiled code, in exactly this order (see
 #: :meth:`HeteroGraph.arrays`).
-GRAPH_ARRAYS = ("src", "dst", "etype", "ntype", "etype_ptr", "norm_dst_etype", "norm_dst")
+GRAPH_ARRAYS = (
+    "src",
+    "dst",
+    "etype",
+    "ntype",
+    "etype_ptr",
+    "norm_dst_etype",
+    "norm_dst",
+    "compact_src",
+    "compact_etype",
+    "edge_compact",
+)
 
 _INT32_MAX = 2**31 - 1
 
@@ -73,6 +84,8 @@ class HeteroGraph:
             1/c_{i,r}, i.e. a mean over the in-neighbours of each relation.
         norm_dst: float32 [E, 1], ``1 / in-degree(dst)``.
         perm: int64 [E], the original (input) id of each sorted edge.
+        compact_src, compact_etype: int32 [C], the unique (source, edge type) pairs; and
+        edge_compact: int32 [E], each edge's pair (built on first use, cached).
     """
 
     def __init__(
@@ -248,6 +261,43 @@ class HeteroGraph:
     def num_ntypes(self) -> int:
         """Number of node types (including types without nodes)."""
         return self._num_ntypes
+
+    def _compaction(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The compaction map, built natively on first use and cached with the graph."""
+        cached = getattr(self, "_compact_map", None)
+        if cached is None:
+            cs, ce, ec = native.graph_compact(
+                self.src.numpy(), self.etype.numpy(), self.num_nodes, self.num_etypes
+            )
+            cached = (torch.from_numpy(cs), torch.from_numpy(ce), torch.from_numpy(ec))
+            self._compact_map = cached
+        return cached
+
+    @property
+    def compact_src(self) -> torch.Tensor:
+        """int32 [C]: source node of each unique (source, edge type) pair, grouped by type."""
+        return self._compaction()[0]
+
+    @property
+    def compact_etype(self) -> torch.Tensor:
+        """int32 [C]: edge type of each unique (source, edge type) pair."""
+        return self._compaction()[1]
+
+    @property
+    def edge_compact(self) -> torch.Tensor:
+        """int32 [E]: the compact row (unique (source, edge type) pair) of each edge."""
+        return self._compaction()[2]
+
+    @property
+    def num_compact(self) -> int:
+        """Number of unique (source node, edge type) pairs C."""
+        return int(self.compact_src.shape[0])
+
+    @property
+    def compaction_ratio(self) -> float:
+        """``C / E``: how much compact materialization shrinks edge-wise values (1 if no
+        edges)."""
+        return self.num_compact / self.num_edges if self.num_edges else 1.0
 
     def arrays(self) -> tuple[torch.Tensor, ...]:
         """Return the graph tensors in :data:`GRAPH_ARRAYS` order, as compiled code takes them."""

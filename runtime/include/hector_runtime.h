@@ -73,6 +73,14 @@ int32_t hector_graph_degree_norm(int64_t num_edges, int64_t num_nodes, int32_t n
                                  const int32_t* dst, const int32_t* etype, float* norm_dst_etype,
                                  float* norm_dst);
 
+/* Compaction map of a graph whose edges are sorted by type: one row per unique
+ * (source node, edge type) pair. Writes compact_src / compact_etype (capacity num_edges; the
+ * first *num_compact entries are used, grouped by edge type) and edge_compact[e], the row of
+ * edge e. Returns HECTOR_ERR_INVALID_ARGUMENT if edge types are not sorted. */
+int32_t hector_graph_compact(int64_t num_edges, int64_t num_nodes, int32_t num_etypes,
+                             const int32_t* src, const int32_t* etype, int32_t* compact_src,
+                             int32_t* compact_etype, int32_t* edge_compact, int64_t* num_compact);
+
 #ifdef __cplusplus
 }
 #endif

@@ -121,3 +121,47 @@ extern "C" int32_t hector_graph_degree_norm(int64_t num_edges, int64_t num_nodes
   }
   return HECTOR_OK;
 }
+
+extern "C" int32_t hector_graph_compact(int64_t num_edges, int64_t num_nodes, int32_t num_etypes,
+                                        const int32_t* src, const int32_t* etype,
+                                        int32_t* compact_src, int32_t* compact_etype,
+                                        int32_t* edge_compact, int64_t* num_compact) {
+  if (num_edges < 0 || num_nodes < 0 || num_etypes < 0 || num_compact == nullptr) {
+    return HECTOR_ERR_INVALID_ARGUMENT;
+  }
+  *num_compact = 0;
+  if (num_edges == 0) return HECTOR_OK;
+  if (src == nullptr || etype == nullptr || compact_src == nullptr || compact_etype == nullptr ||
+      edge_compact == nullptr) {
+    return HECTOR_ERR_INVALID_ARGUMENT;
+  }
+  for (int64_t e = 0; e < num_edges; ++e) {
+    if (!in_range(src[e], num_nodes)) return HECTOR_ERR_SRC_RANGE;
+    if (!in_range(etype[e], num_etypes)) return HECTOR_ERR_ETYPE_RANGE;
+  }
+  try {
+    // One pass over edges sorted by type with a per-node stamp: the row of (src, etype) is
+    // remembered while the stamp says the node was last seen under the current edge type, so
+    // the map costs O(N + E) and its rows come out grouped by edge type.
+    std::vector<int32_t> stamp(static_cast<size_t>(num_nodes), -1);
+    std::vector<int64_t> row(static_cast<size_t>(num_nodes), -1);
+    int64_t c = 0;
+    for (int64_t e = 0; e < num_edges; ++e) {
+      const size_t s = static_cast<size_t>(src[e]);
+      const int32_t r = etype[e];
+      if (e > 0 && etype[e] < etype[e - 1]) return HECTOR_ERR_INVALID_ARGUMENT;  // needs sorted
+      if (stamp[s] != r) {
+        stamp[s] = r;
+        row[s] = c;
+        compact_src[c] = src[e];
+        compact_etype[c] = r;
+        ++c;
+      }
+      edge_compact[e] = static_cast<int32_t>(row[s]);
+    }
+    *num_compact = c;
+  } catch (const std::bad_alloc&) {
+    return HECTOR_ERR_OUT_OF_MEMORY;
+  }
+  return HECTOR_OK;
+}

@@ -1,6 +1,6 @@
-// RUN: hector-opt %s --split-input-file -p convert-hector-inter-to-intra | FileCheck %s
-// RUN: hector-opt %s --split-input-file -p 'convert-hector-inter-to-intra{block_size=64 tile_n=4}' | FileCheck %s --check-prefix=SCHED
-// RUN: hector-opt %s --split-input-file -p convert-hector-inter-to-intra | hector-opt --split-input-file -p hector-verify | FileCheck %s --check-prefix=REVERIFY
+// RUN: hector-opt %s --split-input-file -p 'hector-fuse, convert-hector-inter-to-intra' | FileCheck %s
+// RUN: hector-opt %s --split-input-file -p 'hector-fuse, convert-hector-inter-to-intra{block_size=64 tile_n=4}' | FileCheck %s --check-prefix=SCHED
+// RUN: hector-opt %s --split-input-file -p 'hector-fuse, convert-hector-inter-to-intra' | hector-opt --split-input-file -p hector-verify | FileCheck %s --check-prefix=REVERIFY
 
 // The output of the conversion is valid hector_intra (the templates pass hector-verify again).
 // REVERIFY-COUNT-2: "hector_intra.gemm_template"
@@ -88,7 +88,7 @@ func.func @rgcn(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: tensor<3x16x8
 // CHECK-NEXT: "hector_intra.traversal_template"(%[[DST]], %[[M]], %[[OUT0]])
 // CHECK-SAME: fn = "copy", operandSegmentSizes = array<i32: 0, 1, 0, 1, 0, 1>, parallel = "edge", reduce = "sum"
 // CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[OUT1]] : memref<?x16xf32>)
-// CHECK-NEXT: "hector_intra.traversal_template"(%[[DST]], %[[XS]], %[[OUT1]])
+// CHECK-NEXT: "hector_intra.traversal_template"(%{{.*}}, %[[XS]], %[[OUT1]])
 // CHECK-SAME: fn = "copy", {{.*}}parallel = "edge", reduce = "sum"
 // CHECK-NEXT: memref.dealloc %[[M]]
 // CHECK-NEXT: memref.dealloc %[[XS]]
@@ -97,7 +97,7 @@ func.func @gather_reused(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: tens
   %xs = "hector_inter.gather_src"(%g, %x) : (!hector_inter.graph, tensor<?x16xf32>) -> tensor<?x16xf32>
   %m = "hector_inter.typed_linear"(%g, %xs, %w) {slice = "etype"} : (!hector_inter.graph, tensor<?x16xf32>, tensor<3x16x8xf32>) -> tensor<?x8xf32>
   %s = "hector_inter.sum_to_dst"(%g, %m) : (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>
-  %r = "hector_inter.sum_to_dst"(%g, %xs) : (!hector_inter.graph, tensor<?x16xf32>) -> tensor<?x16xf32>
+  %r = "hector_inter.sum_to_compact"(%g, %xs) : (!hector_inter.graph, tensor<?x16xf32>) -> tensor<?x16xf32>
   return %s, %r : tensor<?x8xf32>, tensor<?x16xf32>
 }
 
@@ -138,7 +138,7 @@ func.func @gather_returned(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: te
 // ---- gather_dst folds with index dst; degree_norm by dst reads norm_dst; scale alone --------
 
 // CHECK-LABEL: func.func @gather_dst_scale
-// CHECK-SAME: (%{{[^:]*}}: memref<?xi32>, %[[DST:[^:]*]]: memref<?xi32>, {{.*}}, %[[NORMDE:[^:]*]]: memref<?x1xf32>, %[[NORMD:[^:]*]]: memref<?x1xf32>, %[[X:[^:]*]]: memref<?x16xf32>, %[[W:[^:]*]]: memref<16x8xf32>, %[[OUT:[^:]*]]: memref<?x8xf32>)
+// CHECK-SAME: (%{{[^:]*}}: memref<?xi32>, %[[DST:[^:]*]]: memref<?xi32>, {{.*}}, %[[NORMDE:[^:]*]]: memref<?x1xf32>, %[[NORMD:[^:]*]]: memref<?x1xf32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %[[X:[^:]*]]: memref<?x16xf32>, %[[W:[^:]*]]: memref<16x8xf32>, %[[OUT:[^:]*]]: memref<?x8xf32>)
 // CHECK: %[[E:.*]] = memref.dim %[[DST]], %{{.*}} : memref<?xi32>
 // CHECK-NEXT: %[[M:.*]] = memref.alloc(%[[E]])
 // CHECK-NEXT: "hector_intra.gemm_template"(%[[X]], %[[W]], %[[DST]], %[[M]])
@@ -160,7 +160,7 @@ func.func @gather_dst_scale(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: t
 // ---- a scale with another use is not fused into the sum ----------------------------------
 
 // CHECK-LABEL: func.func @scale_returned
-// CHECK-SAME: %[[NORMDE:[^:]*]]: memref<?x1xf32>, %{{[^:]*}}: memref<?x1xf32>, %[[M:[^:]*]]: memref<?x8xf32>, %[[OSUM:[^:]*]]: memref<?x8xf32>, %[[OSC:[^:]*]]: memref<?x8xf32>)
+// CHECK-SAME: %[[NORMDE:[^:]*]]: memref<?x1xf32>, %{{[^:]*}}: memref<?x1xf32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %[[M:[^:]*]]: memref<?x8xf32>, %[[OSUM:[^:]*]]: memref<?x8xf32>, %[[OSC:[^:]*]]: memref<?x8xf32>)
 // CHECK: "hector_intra.traversal_template"(%[[M]], %[[NORMDE]], %[[OSC]])
 // CHECK-SAME: fn = "scale", {{.*}}reduce = "none"
 // CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[OSUM]] : memref<?x8xf32>)
@@ -193,7 +193,7 @@ func.func @ntype(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: tensor<2x16x
 // ---- values not computed here are copied into the outputs -----------------------------------
 
 // CHECK-LABEL: func.func @copies
-// CHECK-SAME: %[[NORMD:[^:]*]]: memref<?x1xf32>, %[[X:[^:]*]]: memref<?x8xf32>, %[[O0:[^:]*]]: memref<?x8xf32>, %[[O1:[^:]*]]: memref<?x8xf32>, %[[O2:[^:]*]]: memref<?x8xf32>, %[[O3:[^:]*]]: memref<?x1xf32>)
+// CHECK-SAME: %[[NORMD:[^:]*]]: memref<?x1xf32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %[[X:[^:]*]]: memref<?x8xf32>, %[[O0:[^:]*]]: memref<?x8xf32>, %[[O1:[^:]*]]: memref<?x8xf32>, %[[O2:[^:]*]]: memref<?x8xf32>, %[[O3:[^:]*]]: memref<?x1xf32>)
 // CHECK-SAME: attributes {hector.outputs = 4 : i64}
 // CHECK: "hector_intra.traversal_template"(%[[X]], %[[O0]])
 // CHECK-SAME: fn = "relu"

@@ -191,10 +191,11 @@ def test_backward_ir_reuses_forward_values(g: hector.HeteroGraph) -> None:
     """The backward program re-emits gathers/degree norms instead of saving them, and saves
     the softmax output it needs."""
 
-    @hector.compile
     def f(g, x, w):
         m = g.typed_linear(g.gather_src(x), w)
         return g.sum_to_dst(m * g.edge_softmax(g.dot(m, m)))
+
+    f = hector.compile(f, compact=False)
 
     x = torch.randn(N, 4, requires_grad=True)
     w = torch.randn(R, 4, 4, requires_grad=True)
@@ -205,6 +206,33 @@ def test_backward_ir_reuses_forward_values(g: hector.HeteroGraph) -> None:
     assert "hector_inter.edge_softmax_grad" in backward
     assert "hector_inter.gather_src" in backward  # re-emitted, then fused
     assert entry.staged.abi["f_train"].num_saved == 2  # m and the softmax output
+
+
+def test_compact_backward_saves_compact_rows(g: hector.HeteroGraph) -> None:
+    """With compact materialization the saved projection has one row per (source, edge type)
+    pair, and the backward program re-reads it through the compaction map."""
+
+    def f(g, x, w):
+        m = g.typed_linear(g.gather_src(x), w)
+        return g.sum_to_dst(m * g.edge_softmax(g.dot(m, m)))
+
+    compiled = hector.compile(f)
+    _check(g, compiled, lambda g, x, w: _eager_self_attention(g, x, w), [(N, 4), (R, 4, 4)])
+    x = torch.randn(N, 4, requires_grad=True)
+    w = torch.randn(R, 4, 4, requires_grad=True)
+    entry = compiled.compile_for(g, x, w, train=True)
+    abi = entry.staged.abi["f_train"]
+    assert "compact" in abi.result_kinds[1:]  # a saved value is compact
+    backward = entry.ir("autodiff")[entry.ir("autodiff").index("@f_backward") :]
+    assert "hector_inter.expand_compact" in backward
+    assert "hector_inter.sum_to_compact" in backward
+
+
+def _eager_self_attention(g: hector.HeteroGraph, x: torch.Tensor, w: torch.Tensor):
+    src, dst, et, _ = _idx(g)
+    m = torch.bmm(x[src].unsqueeze(1), w[et]).squeeze(1)
+    alpha = pyg_softmax((m * m).sum(-1, keepdim=True), dst, num_nodes=N)
+    return _sum(dst, m * alpha, N)
 
 
 def test_backward_without_relational_ops(g: hector.HeteroGraph) -> None:

@@ -157,7 +157,7 @@ func.func @unary_bad_fn(%x: tensor<?x8xf32>) {
 
 func.func @unary_fn_not_string(%x: tensor<?x8xf32>) {
   // expected-error @+1 {{'1 : i64' does not satisfy the constraint}}
-  %0 = "hector_inter.unary"(%x) {fn = 1 : i64} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %0 = "hector_inter.unary"(%x) {fn = 1 : i64, slope = 0.0 : f32} : (tensor<?x8xf32>) -> tensor<?x8xf32>
   return
 }
 
@@ -165,7 +165,7 @@ func.func @unary_fn_not_string(%x: tensor<?x8xf32>) {
 
 func.func @unary_missing_fn(%x: tensor<?x8xf32>) {
   // expected-error @+1 {{'hector_inter.unary' op attribute "fn" is expected but not provided}}
-  %0 = "hector_inter.unary"(%x) : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  %0 = "hector_inter.unary"(%x) {slope = 0.0 : f32} : (tensor<?x8xf32>) -> tensor<?x8xf32>
   return
 }
 

@@ -125,7 +125,7 @@ func.func @traversal_bad_reduce(%dst: memref<?xi32>, %x: memref<?x8xf32>, %out: 
 
 func.func @traversal_missing_reduce(%x: memref<?x8xf32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{'hector_intra.traversal_template' op attribute "reduce" is expected but not provided}}
-  "hector_intra.traversal_template"(%x, %out) {parallel = "node", fn = "relu", block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.traversal_template"(%x, %out) {parallel = "node", fn = "relu", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 
