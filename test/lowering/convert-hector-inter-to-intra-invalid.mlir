@@ -51,3 +51,22 @@ func.func @verified_first(%g: !hector_inter.graph, %x: tensor<?x8xf32>) -> tenso
   %1 = "hector_inter.sum_to_dst"(%g, %0) : (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>
   return %1 : tensor<?x8xf32>
 }
+
+// -----
+
+// CHECK: error: hector.fuse = "index" on a gather that a user cannot read through an index
+func.func @bad_fuse_mark(%g: !hector_inter.graph, %x: tensor<?x2xf32>) -> tensor<?x2xf32> {
+  // expected-error @+1 {{hector.fuse = "index" on a gather that a user cannot read through an index}}
+  %a = "hector_inter.gather_src"(%g, %x) {hector.fuse = "index"} : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
+  %s = "hector_inter.edge_softmax"(%g, %a) : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
+  return %s : tensor<?x2xf32>
+}
+
+// -----
+
+// CHECK: error: hector.fuse = "into_sum" on a scale that is not summed exactly once
+func.func @bad_sum_mark(%x: tensor<?x2xf32>, %s: tensor<?x1xf32>) -> tensor<?x2xf32> {
+  // expected-error @+1 {{hector.fuse = "into_sum" on a scale that is not summed exactly once}}
+  %m = "hector_inter.scale"(%x, %s) {hector.fuse = "into_sum"} : (tensor<?x2xf32>, tensor<?x1xf32>) -> tensor<?x2xf32>
+  return %m : tensor<?x2xf32>
+}

@@ -1,0 +1,105 @@
+"""PyG's relational layers through ``hector.import_model`` (torch.export → torch-mlir → raise):
+the observed behaviour, pinned. See docs/import.md "PyG layers".
+
+* ``RGATConv`` and ``FastRGCNConv`` import; the per-relation projections (and RGAT's attention
+  softmax) are raised, the rest runs eagerly; forward and backward match PyG.
+* ``RGCNConv`` fails in torch.export (``int(segment_count.max())``, a data-dependent size, in its
+  segment-matmul heuristic); with ``torch_geometric.backend.use_segment_matmul = False`` it
+  imports as a per-relation masked loop that stays almost entirely eager, and matches.
+* ``HGTConv`` takes dicts (a clear error); wrapped to take tensors, torch.export fails in
+  ``HeteroLinear.forward_naive`` (per-type slices ``x[start:end]`` with data-dependent bounds).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_import import _check
+
+import hector
+from hector.importer import ImportError_
+
+torch_geometric = pytest.importorskip("torch_geometric")
+from torch_geometric.nn import FastRGCNConv, HGTConv, RGATConv, RGCNConv  # noqa: E402
+
+N, E, R = 40, 240, 4
+
+
+@pytest.fixture(scope="module")
+def g() -> hector.HeteroGraph:
+    return hector.random_graph(N, E, R, isolated_nodes=2, seed=3)
+
+
+def _inputs(g: hector.HeteroGraph) -> list[torch.Tensor]:
+    ei, et = g.edge_index_sorted()
+    return [torch.randn(N, 8), ei, et]
+
+
+def test_rgatconv_imports_and_matches(g: hector.HeteroGraph) -> None:
+    torch.manual_seed(0)
+    model, inputs = RGATConv(8, 6, R, heads=2), _inputs(g)
+    imported = hector.import_model(model, inputs, graph=g)
+    raised = imported.report.raised
+    assert raised["edge_softmax"] == 1 and raised["typed_linear"] >= 2
+    assert raised["gather_src"] == 1 and raised["gather_dst"] == 1
+    # The aggregation (scatter_add of a view) is among what runs eagerly.
+    assert "torch.aten.scatter_add" in {n for n, _ in imported.report.unsupported}
+    _check(model, imported, inputs)
+    with pytest.raises(ImportError_, match=r"strict import: \d+ op\(s\) cannot be raised"):
+        hector.import_model(model, inputs, graph=g, strict=True)
+
+
+def test_fastrgcnconv_imports_and_matches(g: hector.HeteroGraph) -> None:
+    torch.manual_seed(1)
+    model, inputs = FastRGCNConv(8, 6, R, aggr="mean"), _inputs(g)
+    imported = hector.import_model(model, inputs, graph=g)
+    assert imported.report.raised["sum_to_dst"] >= 1
+    assert imported.report.raised["gather_src"] == 1
+    # bmm(x_j.unsqueeze(-2), weight.index_select(0, edge_type)).squeeze(-2): a typed linear.
+    assert 'slice = "etype"' in imported.hector_ir()
+    _check(model, imported, inputs)
+
+
+def test_rgcnconv_export_fails_with_the_reason(g: hector.HeteroGraph) -> None:
+    torch.manual_seed(2)
+    model = RGCNConv(8, 6, R, aggr="mean")
+    with pytest.raises(
+        ImportError_,
+        match="torch-mlir could not export the module: Could not extract specialized integer "
+        "from data-dependent expression",
+    ):
+        hector.import_model(model, _inputs(g), graph=g)
+
+
+def test_rgcnconv_without_segment_matmul_imports_eagerly(
+    g: hector.HeteroGraph, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(torch_geometric.backend, "use_segment_matmul", False)
+    torch.manual_seed(3)
+    model, inputs = RGCNConv(8, 6, R, aggr="mean"), _inputs(g)
+    imported = hector.import_model(model, inputs, graph=g)
+    # Only the root weight (a shared linear) is raised; the masked per-relation loop is eager.
+    assert set(imported.report.raised) <= {"typed_linear", "add"}
+    assert "torch.aten.eq.Scalar" in {n for n, _ in imported.report.unsupported}
+    _check(model, imported, inputs)
+
+
+def test_hgtconv_dict_inputs_and_export_failure(g: hector.HeteroGraph) -> None:
+    ei, et = g.edge_index_sorted()
+    meta = (["n"], [("n", f"r{i}", "n") for i in range(R)])
+    conv = HGTConv(8, 8, meta, heads=2)
+    x = torch.randn(N, 8)
+    per_type = [ei[:, et == i] for i in range(R)]
+    with pytest.raises(ImportError_, match="example input 0 is a dict"):
+        hector.import_model(conv, [{"n": x}, dict(zip(meta[1], per_type, strict=True))], graph=g)
+
+    class Positional(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = conv
+
+        def forward(self, x, edge_index, etype, *per):  # noqa: D102
+            return self.conv({"n": x}, dict(zip(meta[1], per, strict=True)))["n"]
+
+    with pytest.raises(ImportError_, match="data-dependent expression"):
+        hector.import_model(Positional(), [x, ei, et, *per_type], graph=g)
