@@ -81,7 +81,26 @@ def _make_hgt(heads: int, skip: bool) -> frontend.CompiledFunction:
     return frontend.compile(hgt_layer if skip else hgt_core)
 
 
-class RGCNLayer(nn.Module):
+class _Optimizable(nn.Module):
+    """A layer whose compiled core can be rebuilt with other optimization switches."""
+
+    _fn: frontend.CompiledFunction
+
+    def optimize(self, compact: bool = True, reorder: bool = True, fuse: bool = True) -> Any:
+        """Recompile the layer's core with these switches (same numbers, other speed/memory);
+        returns the layer."""
+        self._fn = frontend.CompiledFunction(
+            self._fn.fn, compact=compact, reorder=reorder, fuse=fuse
+        )
+        return self
+
+    @property
+    def compiled(self) -> frontend.CompiledFunction:
+        """The compiled core (for its IR, PTX and compile time)."""
+        return self._fn
+
+
+class RGCNLayer(_Optimizable):
     """One RGCN layer (PyG ``RGCNConv`` semantics without basis/block decomposition)."""
 
     def __init__(self, in_dim: int, out_dim: int, num_etypes: int) -> None:
@@ -92,6 +111,7 @@ class RGCNLayer(nn.Module):
         self.bias = nn.Parameter(torch.zeros(out_dim))
         for p in (self.weight, self.root):
             nn.init.xavier_uniform_(p)
+        self._fn = rgcn_layer
 
     @classmethod
     def from_pyg(cls, conv: Any) -> RGCNLayer:
@@ -110,10 +130,10 @@ class RGCNLayer(nn.Module):
 
     def forward(self, g: HeteroGraph, x: torch.Tensor) -> torch.Tensor:
         """``[N, in] → [N, out]``."""
-        return rgcn_layer(g, x, self.weight, self.root, self.bias)
+        return self._fn(g, x, self.weight, self.root, self.bias)
 
 
-class RGATLayer(nn.Module):
+class RGATLayer(_Optimizable):
     """One RGAT layer (PyG ``RGATConv`` defaults: across-relation additive attention)."""
 
     def __init__(
@@ -154,7 +174,7 @@ class RGATLayer(nn.Module):
         return self._fn(g, x, self.weight, self.q, self.k, self.bias)
 
 
-class HGTLayer(nn.Module):
+class HGTLayer(_Optimizable):
     """One HGT layer (PyG ``HGTConv`` semantics) over node types ``node_types`` and edge types
     ``edge_types`` (``(src_type, relation, dst_type)`` triples)."""
 
@@ -216,7 +236,7 @@ class HGTLayer(nn.Module):
         blocks = w.view(h, r, d, d).permute(1, 0, 2, 3)  # [R, H, D, D]
         if prior is not None:
             blocks = blocks * prior.view(r, h, 1, 1)
-        eye = torch.eye(h, dtype=w.dtype)
+        eye = torch.eye(h, dtype=w.dtype, device=w.device)
         return torch.einsum("rhde,hg->rhdge", blocks, eye).reshape(r, h * d, h * d)
 
     def forward(self, g: HeteroGraph, x_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
