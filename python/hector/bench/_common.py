@@ -260,7 +260,8 @@ def best_peer_ratios(
     peers = [r for r in results if r["system"] != system and ok(r)]
     if not ours or not peers:
         return None, None
-    me = ours[0]
+    # Hector with every optimization when several variants ran (an ablation).
+    me = next((r for r in ours if r.get("optimizations", "C+R+F") == "C+R+F"), ours[0])
     speedup = min(p["median_ms"] for p in peers) / me["median_ms"] if me["median_ms"] else None
     peer_mem = [p["peak_mem_bytes"] for p in peers if p.get("peak_mem_bytes")]
     mem = None

@@ -81,6 +81,7 @@ class Cell:
     seed: int = 0
     device: str = "cpu"
     max_peer_mem_gb: float = 4.0
+    ablation: bool = False  # measure Hector under U, C, R, C+R, C+R+F
 
     @property
     def training(self) -> bool:
@@ -112,6 +113,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="PATH", help="write the record (with --suite: a directory)")
     p.add_argument("--plot", metavar="PATH", help="bar chart of time and memory per system")
     p.add_argument("--suite", action="store_true", help="run the model x dataset x mode grid")
+    p.add_argument(
+        "--ablation",
+        action="store_true",
+        help="measure Hector under U (no optimization), C, R, C+R and C+R+F",
+    )
     p.add_argument(
         "--no-memory",
         action="store_true",
@@ -161,6 +167,53 @@ def _hector_class(model: str) -> Any:
 
     models = importlib.import_module("hector.models")
     return getattr(models, HECTOR_CLASS[model], None)
+
+
+# Ablation variants: (label, compact, reorder, fuse), as in the Hector paper's ablation.
+ABLATION = (
+    ("U", False, False, False),
+    ("C", True, False, False),
+    ("R", False, True, False),
+    ("C+R", True, True, False),
+    ("C+R+F", True, True, True),
+)
+
+
+def _hector_systems(
+    cell: Cell, hector_cls: Any, ref: Any, dev: Any, graph: Callable[[], Any]
+) -> list[System]:
+    """Hector's layer loaded from the PyG reference: one system with every optimization, or
+    one per ablation variant (``--ablation``)."""
+    variants = ABLATION if cell.ablation else (ABLATION[-1],)
+    systems = []
+    for label, compact, reorder, fuse in variants:
+
+        def build(c: bool = compact, r: bool = reorder, f: bool = fuse) -> tuple[Any, Any]:
+            layer = hector_cls.from_pyg(ref).to(dev).optimize(c, r, f)
+            g = graph()
+            return layer, lambda xx: layer(g, xx)
+
+        name = HECTOR_CLASS[cell.model] + (f" {label}" if cell.ablation else "")
+        systems.append(System("hector", name, build))
+        systems[-1].optimizations = label  # type: ignore[attr-defined]
+    return systems
+
+
+def kernel_count(module: Any, training: bool) -> int | None:
+    """Templates (= kernels on the GPU) in the functions one call runs: the forward function,
+    or ``_train`` and ``_backward`` in training."""
+    fn = getattr(module, "compiled", None)
+    if fn is None or not fn._cache:
+        return None
+    entry = list(fn._cache.values())[-1]
+    name = entry.traced.name
+    wanted = (f"@{name}_train(", f"@{name}_backward(") if training else (f"@{name}(",)
+    count = 0
+    for chunk in entry.ir("intra").split("func.func ")[1:]:
+        if chunk.startswith(wanted):
+            count += chunk.count("hector_intra.gemm_template")
+            count += chunk.count("hector_intra.traversal_template")
+    return count
 
 
 def build_setup(cell: Cell) -> Setup:
@@ -219,13 +272,7 @@ def build_setup(cell: Cell) -> Setup:
             )
         systems.append(fast_sys)
         if hector_cls is not None:
-
-            def build_hector() -> tuple[Any, Callable[[Any], Any]]:
-                layer = hector_cls.from_pyg(ref)
-                g = hector_graph()
-                return layer, lambda xx: layer(g, xx)
-
-            systems.insert(0, System("hector", HECTOR_CLASS["rgcn"], build_hector))
+            systems[:0] = _hector_systems(cell, hector_cls, ref, dev, hector_graph)
         elif not cell.training:
             from hector.models import rgcn_layer
 
@@ -271,13 +318,7 @@ def build_setup(cell: Cell) -> Setup:
             )
         name = HECTOR_CLASS[cell.model]
         if hector_cls is not None:
-
-            def build_hector() -> tuple[Any, Callable[[Any], Any]]:
-                layer = hector_cls.from_pyg(ref)
-                g = hector_graph()
-                return layer, lambda xx: layer(g, xx)
-
-            systems.insert(0, System("hector", name, build_hector))
+            systems[:0] = _hector_systems(cell, hector_cls, ref, dev, hector_graph)
         else:
             systems.insert(
                 0,
@@ -491,6 +532,9 @@ def run_cell(cell: Cell, *, memory: bool = True, quiet: bool = False) -> dict[st
                     entry["compile_ms"] = round(max(first_ms - timing.median_ms, 0.0), 3)
                     entry["compile_ms_method"] = "first call minus median run"
             entry["first_call_ms"] = round(first_ms, 3)
+            if system.name == "hector":
+                entry["optimizations"] = getattr(system, "optimizations", "C+R+F")
+                entry["kernels"] = kernel_count(module, cell.training)
             measured.append((system, entry, module, forward))
         except BenchError:
             raise
@@ -534,6 +578,30 @@ def run_cell(cell: Cell, *, memory: bool = True, quiet: bool = False) -> dict[st
     speedup, mem_ratio = _common.best_peer_ratios(results)
     from hector import __version__
 
+    ablation = None
+    if cell.ablation:
+        ran = {r.get("optimizations"): r for r in results if r["system"] == "hector"}
+        base = ran.get("U", {})
+        ablation = {
+            label: {
+                "median_ms": r.get("median_ms"),
+                "peak_mem_bytes": r.get("peak_mem_bytes"),
+                "kernels": r.get("kernels"),
+                "speedup_vs_U": (
+                    round(base["median_ms"] / r["median_ms"], 4)
+                    if base.get("median_ms") and r.get("median_ms")
+                    else None
+                ),
+                "memory_vs_U": (
+                    round(r["peak_mem_bytes"] / base["peak_mem_bytes"], 4)
+                    if base.get("peak_mem_bytes") and r.get("peak_mem_bytes")
+                    else None
+                ),
+            }
+            for label, r in ran.items()
+            if label is not None
+        }
+
     return {
         "benchmark": "gnn",
         "model": cell.model,
@@ -556,6 +624,7 @@ def run_cell(cell: Cell, *, memory: bool = True, quiet: bool = False) -> dict[st
         "results": results,
         "speedup_vs_best_peer": speedup,
         "memory_ratio_vs_best_peer": mem_ratio,
+        **({"ablation": ablation} if ablation is not None else {}),
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
 
@@ -630,6 +699,7 @@ _COLUMNS = [
     ("max_abs_err", "max|err|"),
     ("grad_err", "grad max|err|"),
     ("compile_ms", "compile ms"),
+    ("kernels", "kernels"),
 ]
 
 
@@ -700,6 +770,7 @@ def _cell_from_args(args: argparse.Namespace, model: str, dataset: str, mode: st
         seed=args.seed,
         device=args.device,
         max_peer_mem_gb=args.max_peer_mem_gb,
+        ablation=getattr(args, "ablation", False),
     )
 
 
