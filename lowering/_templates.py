@@ -221,6 +221,15 @@ def gemm_row_cpu(
     b.close()
 
 
+def row_indices(b: Body, ops: Operands, i: str) -> tuple[str, str, str | None]:
+    """For traversal row ``i``: the row of ``x`` read, the row of ``y`` read, and the output
+    row of a reduction (None without ``scatter_index``)."""
+    xr = b.load_index(ops, "gather_index", i) if ops.has("gather_index") else i
+    yr = b.load_index(ops, "y_index", i) if ops.has("y_index") else i
+    d = b.load_index(ops, "scatter_index", i) if ops.has("scatter_index") else None
+    return xr, yr, d
+
+
 def traversal_rows(ops: Operands, w: Writer, c0: str) -> str:
     """Emit the row count ``M`` of a traversal template and return its name."""
     role = "gather_index" if ops.has("gather_index") else "x"

@@ -61,6 +61,13 @@ def _kernel(
     return kw, kops, gid
 
 
+def _finish(kw: Writer, kernels: _Kernels) -> None:
+    """Close a kernel opened by :func:`_kernel` and add it to the module."""
+    kw.emit("gpu.return", 4)
+    kw.lines.append("  }")
+    kernels.texts.append("\n".join(kw.lines))
+
+
 def _launch(w: Writer, kernel: str, ops: T.Operands, roles, threads: str, bs: int) -> None:
     c1 = w.const_index(1)
     cbs = w.const_index(bs)
@@ -100,9 +107,7 @@ def _gemm_xty(op: ir.Operation, w: Writer, kernels: _Kernels, kname: str) -> Non
     b.accumulate(kops, "out", p, False, *([t] if t is not None else []), kk, j)
     b.close()
     b.close()
-    kw.emit("gpu.return", 4)
-    kw.lines.append("  }")
-    kernels.texts.append("\n".join(kw.lines))
+    _finish(kw, kernels)
 
 
 def _gemm(op: ir.Operation, w: Writer, kernels: _Kernels, kname: str) -> None:
@@ -155,9 +160,7 @@ def _gemm(op: ir.Operation, w: Writer, kernels: _Kernels, kname: str) -> None:
         if n % tile:
             b.close()
     b.close()
-    kw.emit("gpu.return", 4)
-    kw.lines.append("  }")
-    kernels.texts.append("\n".join(kw.lines))
+    _finish(kw, kernels)
 
 
 ALIGN_MODES = ("none", "warp128")
@@ -241,17 +244,13 @@ def _traversal_warp128(op: ir.Operation, w: Writer, kernels: _Kernels, kname: st
     b.emit(f"{ok} = arith.cmpi ult, {i}, {km} : index")
     b.emit(f"scf.if {ok} {{")
     b.indent += 2
-    xr = b.load_index(kops, "gather_index", i) if kops.has("gather_index") else i
-    yr = b.load_index(kops, "y_index", i) if kops.has("y_index") else i
-    dst = b.load_index(kops, "scatter_index", i) if kops.has("scatter_index") else None
+    xr, yr, dst = T.row_indices(b, kops, i)
     j = _warp128_columns(b, kops, xr, lane, d)
     T.traversal_element(b, op, kops, i, xr, yr, dst, j, atomic=True)
     b.close()
     b.close()
     b.close()
-    kw.emit("gpu.return", 4)
-    kw.lines.append("  }")
-    kernels.texts.append("\n".join(kw.lines))
+    _finish(kw, kernels)
 
 
 def _traversal(op: ir.Operation, w: Writer, kernels: _Kernels, kname: str) -> None:
@@ -276,14 +275,10 @@ def _traversal(op: ir.Operation, w: Writer, kernels: _Kernels, kname: str) -> No
     b.emit(f"{ok} = arith.cmpi ult, {i}, {km} : index")
     b.emit(f"scf.if {ok} {{")
     b.indent += 2
-    xr = b.load_index(kops, "gather_index", i) if kops.has("gather_index") else i
-    yr = b.load_index(kops, "y_index", i) if kops.has("y_index") else i
-    dst = b.load_index(kops, "scatter_index", i) if kops.has("scatter_index") else None
+    xr, yr, dst = T.row_indices(b, kops, i)
     T.traversal_element(b, op, kops, i, xr, yr, dst, j, atomic=True)
     b.close()
-    kw.emit("gpu.return", 4)
-    kw.lines.append("  }")
-    kernels.texts.append("\n".join(kw.lines))
+    _finish(kw, kernels)
 
 
 def _host_op(op: ir.Operation, w: Writer) -> bool:

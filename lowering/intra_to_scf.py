@@ -50,9 +50,7 @@ def _lower_traversal(op: ir.Operation, w: Writer) -> None:
     width = w.const_index(T.width(ops.values["out"]))
     b = T.Body(w, 2)
     i = b.open_for(c0, m, c1, "i")
-    xr = b.load_index(ops, "gather_index", i) if ops.has("gather_index") else i
-    yr = b.load_index(ops, "y_index", i) if ops.has("y_index") else i
-    d = b.load_index(ops, "scatter_index", i) if ops.has("scatter_index") else None
+    xr, yr, d = T.row_indices(b, ops, i)
     j = b.open_for(c0, width, c1, "j")
     T.traversal_element(b, op, ops, i, xr, yr, d, j, atomic=False)
     b.close()

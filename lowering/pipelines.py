@@ -55,7 +55,35 @@ GPU_STAGES: tuple[Stage, ...] = (
     Stage("ptx", ptx_pipeline(), "NVVM → PTX text in a gpu.binary"),
 )
 
-TARGETS: dict[str, tuple[Stage, ...]] = {"cpu": CPU_STAGES, "gpu": GPU_STAGES}
+# Host side of a GPU module, for running it (target "cuda"): every C-interface wrapper requested,
+# the host's GPU ops chained on one stream (gpu-async-region), then gpu-to-llvm turns the
+# gpu.binary into a module loaded at JIT start and each launch into mgpuLaunchKernel, calls into
+# MLIR's CUDA runtime wrappers (libmlir_cuda_runtime.so); see python/hector/gpu_exec.py.
+LLVM_GPU_HOST = (
+    "func.func(llvm-request-c-wrappers, gpu-async-region), convert-scf-to-cf, "
+    "expand-strided-metadata, lower-affine, finalize-memref-to-llvm, convert-math-to-llvm, "
+    "convert-arith-to-llvm, convert-index-to-llvm, convert-cf-to-llvm, gpu-to-llvm, "
+    "convert-func-to-llvm, reconcile-unrealized-casts"
+)
+
+
+def cuda_stages(chip: str = GPU_CHIP, features: str = GPU_FEATURES) -> tuple[Stage, ...]:
+    """The stages of target ``cuda`` for one GPU architecture: the GPU stages, then the host
+    lowered to LLVM for the JIT (the PTX of ``chip`` embedded, loaded by the driver)."""
+    return (
+        *GPU_STAGES[:2],
+        Stage("ptx", ptx_pipeline(chip, features), f"NVVM → PTX text ({chip}) in a gpu.binary"),
+        Stage("host", LLVM_GPU_HOST, "host LLVM dialect calling MLIR's CUDA runtime wrappers"),
+    )
+
+
+CUDA_STAGES: tuple[Stage, ...] = cuda_stages()
+
+TARGETS: dict[str, tuple[Stage, ...]] = {
+    "cpu": CPU_STAGES,
+    "gpu": GPU_STAGES,
+    "cuda": CUDA_STAGES,
+}
 
 
 register_pipeline(
@@ -85,4 +113,15 @@ register_pipeline(
     "hector-lower-gpu",
     "hector_inter to GPU kernels compiled to PTX (optimize, intra, gpu, ptx)",
     ", ".join([OPTIMIZE, *(s.pipeline for s in GPU_STAGES)]),
+)
+register_pipeline(
+    "hector-lower-gpu-host",
+    "Host side of a gpu.binary module to the LLVM dialect (mgpu* runtime calls, C wrappers)",
+    LLVM_GPU_HOST,
+)
+register_pipeline(
+    "hector-lower-cuda",
+    f"hector_inter to a JIT-ready host module with embedded PTX ({GPU_CHIP}): optimize, intra, "
+    "gpu, ptx, host",
+    ", ".join([OPTIMIZE, *(s.pipeline for s in CUDA_STAGES)]),
 )

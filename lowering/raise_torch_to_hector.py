@@ -49,6 +49,20 @@ BINDINGS = ("src", "dst", "etype", "ntype", "edge_index")
 _VT = re.compile(r"!torch\.vtensor<\[([-0-9,]*)\],(\w+)>")
 _LOC = re.compile(r'"([^"]+)":(\d+)')
 _CAST = "builtin.unrealized_conversion_cast"
+#: ops through which a value stays a weight (see ``_Raiser.weight_like``).
+_WEIGHT_VIEWS = (
+    "torch.aten.t",
+    "torch.aten.transpose.int",
+    "torch.aten.permute",
+    "torch.aten.view",
+    "torch.aten.reshape",
+    "torch.aten.clone",
+    "torch.aten.detach",
+    "torch.aten.mul.Scalar",
+    "torch.aten.div.Scalar",
+    "torch.aten.neg",
+    "torch.aten._to_copy",
+)
 
 
 class RaiseError(Exception):
@@ -137,6 +151,9 @@ class _Raiser:
                 self.N = s[0][0]
         if "hector.num_nodes" in func.attributes:
             self.N = self.ir.IntegerAttr(func.attributes["hector.num_nodes"]).value
+        self.R = -1
+        if "hector.num_etypes" in func.attributes:
+            self.R = self.ir.IntegerAttr(func.attributes["hector.num_etypes"]).value
         for op in self.block.operations if self.N < 0 else ():
             # Nodes are the rows gathered or scattered through the src/dst index.
             op = op.operation
@@ -191,6 +208,16 @@ class _Raiser:
         if n == "torch.aten.select.int" and op.operands[0] in self.bind:
             if self.bind[op.operands[0]] == "edge_index" and self.const(op.operands[1]) == 0:
                 return {0: "src", 1: "dst"}.get(self.const(op.operands[2]))
+        if n == "torch.aten.squeeze.dim" and self.const(op.operands[1]) == 0:
+            # ``edge_index[k]`` exported as ``slice(edge_index, 0, k, k + 1, 1).squeeze(0)``.
+            sl = _def(op.operands[0])
+            if _name(sl) == "torch.aten.slice.Tensor" and sl.operands[0] in self.bind:
+                dim, lo, hi, step = (self.const(x) for x in sl.operands[1:5])
+                whole_row = isinstance(lo, int) and isinstance(hi, int) and hi == lo + 1
+                if self.bind[sl.operands[0]] == "edge_index" and (dim, step) == (0, 1):
+                    return {0: "src", 1: "dst"}.get(lo) if whole_row else None
+        if n == "torch.aten.add.Tensor" and self.const(op.operands[2]) == 1:
+            return self.key_role(op)
         if n in ("torch.aten._to_copy", "torch.aten.to.dtype", "torch.aten.clone"):
             return self.index_role(op.operands[0])
         return None
@@ -208,6 +235,87 @@ class _Raiser:
         if _name(inner) not in ("torch.aten.unsqueeze", "torch.aten.view", "torch.aten.reshape"):
             return None
         return self.index_role(inner.operands[0])
+
+    def key_role(self, add: Any) -> str | None:
+        """``"dst_etype"`` when ``add`` is a key unique per (destination, edge type):
+        ``dst * c + etype`` with ``c`` at least the number of edge types, or
+        ``etype * c + dst`` with ``c`` at least the number of nodes (``c`` is checked where
+        the count is known: ``hector.num_etypes`` / ``hector.num_nodes`` on the function)."""
+        for a, b in (add.operands[:2], list(add.operands[:2])[::-1]):
+            mul = _def(a)
+            if _name(mul) != "torch.aten.mul.Scalar":
+                continue
+            c, inner, other = self.const(mul.operands[1]), mul.operands[0], self.index_role(b)
+            if not isinstance(c, int) or isinstance(c, bool) or c < 1:
+                continue
+            scaled = self.index_role(inner)
+            if (scaled, other) == ("dst", "etype") and (self.R < 0 or c >= self.R):
+                return "dst_etype"
+            if (scaled, other) == ("etype", "dst") and (self.N < 0 or c >= self.N):
+                return "dst_etype"
+        return None
+
+    def is_ones(self, v: Any) -> bool:
+        """``v`` is a tensor of ones (a splat literal, ``ones``, ``ones_like``)."""
+        op = _def(v)
+        n = _name(op)
+        if n == "torch.vtensor.literal":
+            a = self.ir.DenseElementsAttr(op.attributes["value"])
+            return a.is_splat and str(a.get_splat_value()).startswith("1.0")
+        return n in ("torch.aten.ones", "torch.aten.ones_like", "torch.aten.new_ones")
+
+    def counted(self, v: Any) -> str | None:
+        """The index whose occurrences ``v`` counts (``"dst"``, ``"dst_etype"``, ...):
+        ``zeros.index_add(0, I, ones)``, ``zeros.scatter_add(0, I, ones)`` or
+        ``scatter_reduce(..., "sum")`` of ones onto zeros, optionally ``clamp(min=1)``."""
+        op = _def(v)
+        if _name(op) == "torch.aten.clamp" and self.const(op.operands[1]) in (1, 1.0):
+            if self.const(op.operands[2]) is None:
+                op = _def(op.operands[0])
+        n = _name(op)
+        if n in ("torch.aten.index_put.hacked_twin", "torch.aten.index_put"):
+            lst = _def(op.operands[1])
+            if (
+                self.is_zeros(op.operands[0])
+                and self.const(op.operands[3]) is True
+                and _name(lst) == "torch.prim.ListConstruct"
+                and len(lst.operands) == 1
+                and self.is_ones(op.operands[2])
+            ):
+                return self.index_role(lst.operands[0])
+        if n == "torch.aten.scatter_add" or (
+            n == "torch.aten.scatter_reduce.two" and self.const(op.operands[4]) == "sum"
+        ):
+            if (
+                self.is_zeros(op.operands[0])
+                and self.const(op.operands[1]) == 0
+                and self.is_ones(op.operands[3])
+            ):
+                return self.index_role(op.operands[2]) or self.broadcast_role(op.operands[2])
+        return None
+
+    def norm_by(self, v: Any, reciprocal: bool) -> str | None:
+        """``"dst"``/``"dst_etype"`` when ``v`` (``[E]`` or ``[E, 1]``) is ``1 / count[I]``
+        (``reciprocal``) or ``count[I]`` (not ``reciprocal``) with ``I`` the dst index or a
+        (dst, etype) key and ``count`` its occurrence count."""
+        op = _def(v)
+        if _name(op) == "torch.aten.unsqueeze" and self.const(op.operands[1]) in (-1, 1):
+            v = op.operands[0]
+        if reciprocal:
+            op = _def(v)
+            if _name(op) == "torch.aten.mul.Scalar" and self.const(op.operands[1]) in (1, 1.0):
+                v = op.operands[0]
+            op = _def(v)
+            if _name(op) != "torch.aten.reciprocal":
+                return None
+            v = op.operands[0]
+            op = _def(v)
+            if _name(op) == "torch.aten.unsqueeze" and self.const(op.operands[1]) in (-1, 1):
+                v = op.operands[0]
+        g = self.gathered(v)
+        if g is None or g[1] not in ("dst", "dst_etype") or self.counted(g[0]) != g[1]:
+            return None
+        return g[1]
 
     def gathered(self, v: Any) -> tuple[Any, str] | None:
         """``(x, role)`` when ``v`` is ``x[I]`` / ``index_select(x, 0, I)`` for an index."""
@@ -273,8 +381,22 @@ class _Raiser:
             return None
         return HNode("leaf", k, s[0], value=v)
 
+    def weight_like(self, v: Any, depth: int = 0) -> bool:
+        """``v`` is a weight: a function argument that is not a graph index (parameters are
+        arguments), a constant, or a transpose/view/scalar multiple of one. A matrix computed
+        from row-wise data (``x.t() @ x``) is not."""
+        if v in self.H or v in self.bind or depth > 8:
+            return False
+        op = _def(v)
+        n = _name(op)
+        if op is None or n == "torch.vtensor.literal":
+            return True
+        if n in _WEIGHT_VIEWS:
+            return self.weight_like(op.operands[0], depth + 1)
+        return False
+
     def weight(self, v: Any, rank: int) -> HNode | None:
-        if v in self.H:
+        if not self.weight_like(v):
             return None
         s = _shape(v)
         if s is None or s[1] != "f32" or len(s[0]) != rank:
@@ -299,7 +421,7 @@ class _Raiser:
             if x is not None and len(shape) == 2:
                 return self.node(f"gather_{g[1]}", "edge", shape, x, graph="first")
             return None
-        if n == "torch.aten.squeeze.dim" and self.const(op.operands[1]) == 1:
+        if n == "torch.aten.squeeze.dim" and self.const(op.operands[1]) in (1, -2):
             return self.match_typed_linear(op, shape)
         if n in ("torch.aten.mm", "torch.aten.matmul"):
             x, w = self.rows(op.operands[0]), self.weight(op.operands[1], 2)
@@ -327,14 +449,16 @@ class _Raiser:
                 return self.node(f"sum_to_{s[1]}", "node", shape, m, graph="first")
             return None
         if n == "torch.aten.div.Tensor":
-            return self.match_softmax(op, shape)
+            return self.match_softmax(op, shape) or self.match_div_count(op, shape)
         if n == "torch.aten.mul.Tensor":
             return self.match_scale(op, shape)
+        if n == "torch.aten.mul.Scalar" and self.const(op.operands[1]) in (1, 1.0):
+            return self.H.get(op.operands[0])  # ``1.0 * x`` (how ``1.0 / t`` is exported)
         if n == "torch.aten.view" and len(shape) == 2:
             return self.match_head_scale(op, shape)
         if n == "torch.aten.sum.dim_IntList":
             return self.match_dot(op, shape)
-        if n == "torch.aten.unsqueeze" and len(shape) == 2:
+        if n in ("torch.aten.unsqueeze", "torch.aten.reciprocal") and len(shape) == 2:
             return self.match_degree_norm(op, shape)
         if n in ("torch.aten.add.Tensor", "torch.aten.sub.Tensor"):
             return self.match_add(op, shape, n.endswith("sub.Tensor"))
@@ -366,7 +490,7 @@ class _Raiser:
         if _name(bmm) not in ("torch.aten.bmm", "torch.aten.matmul"):
             return None
         un = _def(self.skip_views(bmm.operands[0]))
-        if _name(un) != "torch.aten.unsqueeze" or self.const(un.operands[1]) != 1:
+        if _name(un) != "torch.aten.unsqueeze" or self.const(un.operands[1]) not in (1, -2):
             return None
         wg = self.gathered(bmm.operands[1])
         if wg is None or wg[1] not in ("etype", "ntype"):
@@ -416,6 +540,21 @@ class _Raiser:
         if x is None or len(shape) != 2:
             return None
         return self.node("edge_softmax", "edge", shape, x, graph="first")
+
+    def match_div_count(self, op: Any, shape: tuple[int, ...]) -> HNode | None:
+        """``X / count[I].unsqueeze(-1)`` (a mean over the dst's or (dst, etype)'s incoming
+        edges) → ``scale(X, degree_norm)``."""
+        if len(shape) != 2 or shape[0] != self.E:
+            return None
+        d = _shape(op.operands[1])
+        if d is None or d[0] != (self.E, 1):
+            return None
+        by = self.norm_by(op.operands[1], reciprocal=False)
+        x = self.rows(op.operands[0], "edge") if by else None
+        if x is None:
+            return None
+        norm = self.node("degree_norm", "edge", (self.E, 1), graph="first", attrs={"by": by})
+        return self.node("scale", "edge", shape, x, norm)
 
     def match_scale(self, op: Any, shape: tuple[int, ...]) -> HNode | None:
         a, b = op.operands
@@ -482,33 +621,14 @@ class _Raiser:
         return self.node("dot", x.kind, shape, x, y)
 
     def match_degree_norm(self, op: Any, shape: tuple[int, ...]) -> HNode | None:
-        if self.const(op.operands[1]) not in (-1, 1) or shape[1] != 1:
+        """``(1 / count[I]).unsqueeze(-1)`` (``I`` = dst or a (dst, etype) key, ``count`` its
+        occurrence count from an index_add/scatter_add of ones) → ``degree_norm``."""
+        if len(shape) != 2 or shape[1] != 1 or shape[0] != self.E:
             return None
-        v = op.operands[0]
-        mul = _def(v)
-        if _name(mul) == "torch.aten.mul.Scalar" and self.const(mul.operands[1]) in (1, 1.0):
-            v = mul.operands[0]
-        rec = _def(v)
-        if _name(rec) != "torch.aten.reciprocal":
+        by = self.norm_by(op.results[0], reciprocal=True)
+        if by is None:
             return None
-        gd = self.gathered(rec.operands[0])
-        if gd is None or gd[1] != "dst":
-            return None
-        deg = gd[0]
-        clamp = _def(deg)
-        if _name(clamp) == "torch.aten.clamp" and self.const(clamp.operands[1]) in (1, 1.0):
-            deg = clamp.operands[0]
-        summed = self.summed(deg)
-        if summed is None or summed[1] != "dst":
-            return None
-        ones = _def(summed[0])
-        if _name(ones) == "torch.vtensor.literal":
-            a = self.ir.DenseElementsAttr(ones.attributes["value"])
-            if not (a.is_splat and str(a.get_splat_value()).startswith("1.0")):
-                return None
-        elif _name(ones) not in ("torch.aten.ones", "torch.aten.ones_like"):
-            return None
-        return self.node("degree_norm", "edge", shape, graph="first", attrs={"by": "dst"})
+        return self.node("degree_norm", "edge", shape, graph="first", attrs={"by": by})
 
     def match_add(self, op: Any, shape: tuple[int, ...], sub: bool) -> HNode | None:
         if self.const(op.operands[2]) not in (1, 1.0):
