@@ -11,9 +11,33 @@ start without loading PyTorch.
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any
 
 __version__ = "0.1.0"
+
+
+def _load_mlir_before_torch_mlir() -> None:
+    """Load Hector's MLIR native library now, before anything can load torch-mlir's.
+
+    Both ``mlir`` and ``torch_mlir`` ship their own MLIR/LLVM shared libraries. When torch-mlir's
+    load first, Hector's JIT-compiled kernels resolve runtime symbols into torch-mlir's copy and
+    crash (segmentation fault). Loading ``mlir``'s library here (~50 ms, no PyTorch) fixes the
+    order for every program that imports ``hector`` first; one that imported torch-mlir's
+    bindings first gets a clear :class:`ImportError` instead of a crash later.
+    """
+    if "mlir._mlir_libs._mlir" in sys.modules:
+        return
+    if any(name.startswith("torch_mlir._mlir_libs.") for name in sys.modules):
+        raise ImportError(
+            "hector must be imported before torch_mlir: torch-mlir's MLIR libraries are already "
+            "loaded, and Hector's JIT-compiled kernels would crash against them; move "
+            "'import hector' above the first torch_mlir import"
+        )
+    importlib.import_module("mlir._mlir_libs._mlir")
+
+
+_load_mlir_before_torch_mlir()
 
 _EXPORTS = {
     "CompiledFunction": "frontend",

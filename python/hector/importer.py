@@ -29,7 +29,8 @@ from typing import Any
 
 # Hector's MLIR (and its JIT) must be loaded before torch-mlir's copy: when torch-mlir's native
 # libraries load first, JIT-compiled Hector kernels resolve runtime symbols into torch-mlir's
-# LLVM and crash. Importing them here, ahead of any torch_mlir import below, fixes the order.
+# LLVM and crash. ``import hector`` (hector/__init__.py) already loads them first, or refuses
+# with a clear ImportError when torch_mlir's were loaded before; these imports keep it explicit.
 import mlir.execution_engine  # noqa: F401,I001
 import mlir.ir  # noqa: F401
 import torch
@@ -516,6 +517,12 @@ def _run_eager(op: Any, env: dict[Any, Any], canon: Any) -> None:
         out = vals
     elif name == "torch.vtensor.literal":
         out = _literal(op)
+    elif name == "torch.runtime.assert":
+        # torch.export's guards on data-dependent sizes (``u0 >= 30``): check them here too.
+        if not vals[0]:
+            msg = ir.StringAttr(op.attributes["message"]).value
+            raise RuntimeError(f"imported model: {msg}")
+        return
     elif name.startswith("torch.aten.") or name == "torch.operator":
         if name == "torch.operator":
             name = ir.StringAttr(op.attributes["name"]).value
@@ -528,6 +535,7 @@ def _run_eager(op: Any, env: dict[Any, Any], canon: Any) -> None:
         fn = getattr(packet, overload)
         schema = fn._schema.arguments
         args = []
+        kwargs: dict[str, Any] = {}
         for i, v in enumerate(vals):
             t = str(schema[i].type) if i < len(schema) else ""
             if "ScalarType" in t and isinstance(v, int):
@@ -538,8 +546,11 @@ def _run_eager(op: Any, env: dict[Any, Any], canon: Any) -> None:
                 v = torch.contiguous_format if v == 0 else torch.preserve_format
             elif "Device" in t and isinstance(v, str):
                 v = torch.device(v)
-            args.append(v)
-        out = fn(*args)
+            if i < len(schema) and schema[i].kwarg_only:
+                kwargs[schema[i].name] = v  # e.g. add.Tensor's alpha, gather's sparse_grad
+            else:
+                args.append(v)
+        out = fn(*args, **kwargs)
     else:
         raise ImportError_(f"cannot execute '{name}' eagerly")
     if len(op.results) == 1:
@@ -577,6 +588,13 @@ def import_model(
     if not isinstance(graph, HeteroGraph):
         raise TypeError(f"graph must be a hector.HeteroGraph, got {type(graph).__name__}")
     inputs = list(example_inputs)
+    for i, t in enumerate(inputs):
+        if not isinstance(t, torch.Tensor | int | float | bool | None):
+            raise ImportError_(
+                f"example input {i} is a {type(t).__name__}; import_model takes tensors (and "
+                "Python scalars) as positional inputs: wrap the module in one whose forward "
+                "takes the tensors and builds the dict/list itself"
+            )
     roles, order = _bindings(inputs, graph)
     state = dict(module.named_parameters())
     state.update(dict(module.named_buffers()))
@@ -610,6 +628,9 @@ def import_model(
             d = {GRAPH_ATTR: ir.StringAttr.get(roles[j])} if j in roles else {}
             attrs.append(ir.DictAttr.get(d))
         func.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
+        i64 = ir.IntegerType.get_signless(64)
+        func.attributes["hector.num_nodes"] = ir.IntegerAttr.get(i64, graph.num_nodes)
+        func.attributes["hector.num_etypes"] = ir.IntegerAttr.get(i64, graph.num_etypes)
         try:
             report = raise_module(mod, strict=strict)
         except RaiseError as err:
