@@ -132,8 +132,9 @@ def run_stages(
     options: Options | None = None,
 ) -> StagedModule:
     """Parse hector_inter ``text`` and run the stages of ``target`` (up to ``until``): first
-    the optimizations ``options`` enables (default: none, so the IR is lowered as written) and,
-    with ``autodiff``, the ``_train``/``_backward`` functions; each is a named stage."""
+    the optimizations ``options`` enables (default: all, as ``hector.compile``; pass
+    ``Options(False, False, False)`` to lower the IR as written) and, with ``autodiff``, the
+    ``_train``/``_backward`` functions; each is a named stage."""
     if target not in pipelines.TARGETS:
         raise ValueError(f"unknown target {target!r}; targets: {', '.join(pipelines.TARGETS)}")
     start = time.perf_counter()
@@ -143,7 +144,7 @@ def run_stages(
         staged = StagedModule(ctx, module, {"inter": str(module)})
         # Bad input is reported against the user's own file: no reproducer for the verifier.
         run_pipeline(module, "hector-verify", verify=False, reproducer=False)
-        opts = options if options is not None else Options(False, False, False)
+        opts = options if options is not None else Options()
         for name, pipeline in opts.pipelines(autodiff):
             run_pipeline(module, pipeline, verify=False)
             staged.stages[name] = str(module)

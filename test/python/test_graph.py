@@ -64,6 +64,9 @@ def test_arrays_order_dtypes_and_layout() -> None:
         "etype_ptr",
         "norm_dst_etype",
         "norm_dst",
+        "compact_src",
+        "compact_etype",
+        "edge_compact",
     )
     arrays = g.arrays()
     assert len(arrays) == len(GRAPH_ARRAYS)
@@ -72,9 +75,10 @@ def test_arrays_order_dtypes_and_layout() -> None:
         assert array.device.type == "cpu"
         assert array.is_contiguous()
     dtypes = [a.dtype for a in arrays]
-    assert dtypes == [torch.int32] * 5 + [torch.float32] * 2
+    assert dtypes == [torch.int32] * 5 + [torch.float32] * 2 + [torch.int32] * 3
     shapes = [tuple(a.shape) for a in arrays]
-    assert shapes == [(400,), (400,), (400,), (50,), (5,), (400, 1), (400, 1)]
+    c = g.num_compact
+    assert shapes == [(400,), (400,), (400,), (50,), (5,), (400, 1), (400, 1), (c,), (c,), (400,)]
     assert g.perm.dtype == torch.int64 and tuple(g.perm.shape) == (400,)
 
 
@@ -337,3 +341,16 @@ def test_norm_dst_etype_matches_pyg_rgcnconv_mean() -> None:
     msg = torch.bmm(x[src].unsqueeze(1), conv.weight[etype]).squeeze(1) * g.norm_dst_etype
     out = torch.zeros(80, 5).index_add_(0, dst, msg)
     torch.testing.assert_close(out, expected.detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_compaction_map_is_the_unique_source_etype_pairs() -> None:
+    """compact rows are exactly the distinct (source, edge type) pairs, and every edge points
+    to the row of its own pair."""
+    g = random_graph(30, 300, 3, seed=4)
+    pairs = torch.stack([g.compact_src, g.compact_etype], 1)
+    assert len({tuple(p) for p in pairs.tolist()}) == g.num_compact  # no duplicates
+    want = {tuple(p) for p in torch.stack([g.src, g.etype], 1).tolist()}
+    assert {tuple(p) for p in pairs.tolist()} == want
+    ec = g.edge_compact.long()
+    assert torch.equal(g.compact_src[ec], g.src) and torch.equal(g.compact_etype[ec], g.etype)
+    assert g.compaction_ratio == g.num_compact / g.num_edges < 1.0

@@ -167,7 +167,8 @@ CASES: dict[str, tuple[Callable, Callable, Callable, str]] = {
         _sum_copy,
         lambda g: (_rand(g.num_nodes, D_IN, seed=8),),
         lambda g, x: _sum_to_dst(g, x[g.src.long()]),
-        'fn = "copy", operandSegmentSizes = array<i32: 0, 1, 0, 1, 0, 1>, parallel = "edge", '
+        # the gather is read through the traversal's index: one template
+        'fn = "copy", operandSegmentSizes = array<i32: 1, 1, 0, 1, 0, 1>, parallel = "edge", '
         'reduce = "sum"',
     ),
     "scale_alone": (
@@ -193,7 +194,8 @@ CASES: dict[str, tuple[Callable, Callable, Callable, str]] = {
         _mean_by_dst,
         lambda g: (_rand(g.num_nodes, D_IN, seed=14),),
         lambda g, x: _sum_to_dst(g, x[g.src.long()] * _norm_dst(g)),
-        'fn = "scale", operandSegmentSizes = array<i32: 0, 1, 0, 1, 1, 1>, parallel = "edge", '
+        # gather, scale and sum in one traversal: x read by src, summed by dst
+        'fn = "scale", operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1>, parallel = "edge", '
         'reduce = "sum"',
     ),
     "rgcn": (
@@ -272,7 +274,7 @@ func.func @gds(%g: !hector_inter.graph, %x: tensor<?x4xf32>, %w: tensor<4x3xf32>
 
 def test_run_stages_keeps_each_stage() -> None:
     staged = compiler.run_stages(_GATHER_DST_SCALE, "cpu")
-    assert list(staged.stages) == ["inter", "intra", "loops", "llvm"]
+    assert list(staged.stages) == ["inter", "reorder", "compact", "fuse", "intra", "loops", "llvm"]
     assert "hector_inter.gather_dst" in staged.ir("inter")
     intra = staged.ir("intra")
     assert "hector_inter" not in intra
@@ -289,7 +291,7 @@ def test_run_stages_keeps_each_stage() -> None:
 
 def test_run_stages_until_stops_early() -> None:
     staged = compiler.run_stages(_GATHER_DST_SCALE, "cpu", until="intra")
-    assert list(staged.stages) == ["inter", "intra"]
+    assert list(staged.stages) == ["inter", "reorder", "compact", "fuse", "intra"]
 
 
 def test_cpu_kernel_on_run_stages_output() -> None:
@@ -343,7 +345,15 @@ def test_ptx_has_one_entry_per_template(case: str) -> None:
 
 def test_compile_gpu_on_text() -> None:
     entry = compiler.compile_gpu(_GATHER_DST_SCALE)
-    assert list(entry.staged.stages) == ["inter", "intra", "gpu", "ptx"]
+    assert list(entry.staged.stages) == [
+        "inter",
+        "reorder",
+        "compact",
+        "fuse",
+        "intra",
+        "gpu",
+        "ptx",
+    ]
     kinds = _templates(entry.staged.ir("intra"))
     entries = re.findall(r"\.entry\s+(\w+)\(", entry.ptx)
     assert len(entries) == len(kinds) == 4
