@@ -197,8 +197,11 @@ def compile_cmd(args: argparse.Namespace) -> int:
     if args.output == "-":
         sys.stdout.write(result if result.endswith("\n") else result + "\n")
     else:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(result)
+        try:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(result)
+        except OSError as err:
+            raise CliError(f"cannot write '{args.output}': {err.strerror}") from None
     return 0
 
 
