@@ -39,8 +39,13 @@ For each row `i` in `[0, M)`, with `variant = "xw"` (the forward product):
 r = gather_index ? gather_index[i] : i          // gathered left rows
 t = weight_index ? weight_index[i] : -          // per-row weight slice (edge/node type)
 o = scatter_index ? scatter_index[i] : i        // scattered output rows
-out[o, :]  (=, +=, atomic +=)  a[r, :] @ (t ? weight[t] : weight)
+out[o, :]  (=, +=, atomic +=)  s * (a[r, :] @ (t ? weight[t] : weight))
+                                   // s = row_scale ? row_scale[i, 0] : 1
 ```
+
+With a `scatter_index` and a `row_scale` this is a whole message-passing step in one kernel:
+RGCN's `Σ_{e → v} (1/c_e) x[src(e)] W[etype(e)]` reads gathered rows, multiplies, scales and
+accumulates into destination rows without any per-edge intermediate.
 
 `variant = "xwt"` multiplies by the transposed slice, `a[r, :] @ weight[t]^T` (input
 gradients); `variant = "xty"` accumulates outer products into a weight-shaped output,
@@ -58,6 +63,7 @@ operands are given with `operandSegmentSizes`. The GPU lowering maps one thread 
         Operand("gather_index", "memref", f"`{_IDX}`: row of `a` for each `i`", "optional"),
         Operand("weight_index", "memref", f"`{_IDX}`: weight slice for each `i`", "optional"),
         Operand("scatter_index", "memref", f"`{_IDX}`: output row for each `i`", "optional"),
+        Operand("row_scale", "memref", "`memref<?x1xf32>`: a factor for each `i`", "optional"),
         Operand("out", "memref", "output rows `[*, N]`"),
     ),
     results=(),
@@ -71,7 +77,7 @@ operands are given with `operandSegmentSizes`. The GPU lowering maps one thread 
                     %etype: memref<?xi32>, %out: memref<?x8xf32>) {
   "hector_intra.gemm_template"(%x, %w, %src, %etype, %out)
       {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
-       operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>}
+       operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1>}
       : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?xi32>, memref<?xi32>,
          memref<?x8xf32>) -> ()
   return

@@ -13,7 +13,15 @@ from mlir import ir
 
 from ._emit import Writer, grouped_operands, int_attr, str_attr
 
-GEMM_OPERANDS = ("a", "weight", "gather_index", "weight_index", "scatter_index", "out")
+GEMM_OPERANDS = (
+    "a",
+    "weight",
+    "gather_index",
+    "weight_index",
+    "scatter_index",
+    "row_scale",
+    "out",
+)
 TRAVERSAL_OPERANDS = ("gather_index", "scatter_index", "y_index", "x", "y", "out")
 
 
@@ -130,6 +138,11 @@ def gemm_row_prologue(b: Body, ops: Operands, i: str) -> tuple[str, str | None, 
     return r, t, o
 
 
+def gemm_row_scale(b: Body, ops: Operands, i: str) -> str | None:
+    """The factor of GEMM row ``i`` (``row_scale[i, 0]``), or None without ``row_scale``."""
+    return b.load(ops, "row_scale", i, b.const(0)) if ops.has("row_scale") else None
+
+
 def _weight_index(t: str | None, k: str, j: str, transposed: bool) -> list[str]:
     return [*([t] if t is not None else []), *((j, k) if transposed else (k, j))]
 
@@ -144,9 +157,10 @@ def gemm_element(
     k_extent: int,
     epilogue: str,
     transposed: bool = False,
+    scale: str | None = None,
 ) -> None:
-    """GPU form: ``out[o, j] (=, +=, atomic +=) Σ_k a[r, k] * weight[t, k, j]`` (``weight[t, j,
-    k]`` when ``transposed``)."""
+    """GPU form: ``out[o, j] (=, +=, atomic +=) scale * Σ_k a[r, k] * weight[t, k, j]``
+    (``weight[t, j, k]`` when ``transposed``; ``scale`` the row's ``row_scale``, if any)."""
     c0, c1, ck = b.const(0), b.const(1), b.const(k_extent)
     zero = b.w.fresh("zero")
     b.emit(f"{zero} = arith.constant 0.000000e+00 : f32")
@@ -160,6 +174,10 @@ def gemm_element(
     b.emit(f"{s} = arith.addf {acc_in}, {p} : f32")
     b.emit(f"scf.yield {s} : f32")
     b.close()
+    if scale is not None:
+        scaled = b.w.fresh("rs")
+        b.emit(f"{scaled} = arith.mulf {acc}, {scale} : f32")
+        acc = scaled
     if epilogue == "store":
         b.store(ops, "out", acc, o, j)
     else:
@@ -177,8 +195,11 @@ def gemm_row_cpu(
     epilogue: str,
     variant: str = "xw",
     i: str | None = None,
+    scale: str | None = None,
+    scratch: str | None = None,
 ) -> None:
-    """CPU form of one GEMM row: ``k`` outer, ``j`` inner, so the inner loop walks contiguous
+    """CPU form of one GEMM row (``scratch``: a ``memref<N x f32>`` row buffer, needed by
+    accumulating epilogues): ``k`` outer, ``j`` inner, so the inner loop walks contiguous
     weight and output rows (LLVM vectorises it). ``xwt`` reads the weight transposed (``j``
     outer, a dot product over contiguous weight rows inside); ``xty`` adds the outer product of
     row ``r`` of ``a`` and row ``i`` of the gradient into ``out[t]``."""
@@ -199,25 +220,55 @@ def gemm_row_cpu(
         c0, c1 = b.const(0), b.const(1)
         cn = b.const(n_extent)
         j = b.open_for(c0, cn, c1, "j")
-        gemm_element(b, ops, r, t, o, j, k_extent, epilogue, transposed=True)
+        gemm_element(b, ops, r, t, o, j, k_extent, epilogue, transposed=True, scale=scale)
         b.close()
         return
     c0, c1 = b.const(0), b.const(1)
     ck, cn = b.const(k_extent), b.const(n_extent)
-    if epilogue == "store":
-        zero = b.w.fresh("zero")
-        b.emit(f"{zero} = arith.constant 0.000000e+00 : f32")
-        j = b.open_for(c0, cn, c1, "j")
+    # An accumulating epilogue sums the row's product in a scratch row first: adding K partial
+    # products of every incoming row straight into the output would round like a K*degree-term
+    # sum; this way each output element receives one rounded product per row, as on the GPU.
+    target, tname = ("out", o) if epilogue == "store" else ("scratch", None)
+    zero = b.w.fresh("zero")
+    b.emit(f"{zero} = arith.constant 0.000000e+00 : f32")
+    j = b.open_for(c0, cn, c1, "j")
+    if target == "out":
         b.store(ops, "out", zero, o, j)
-        b.close()
+    else:
+        b.emit(f"memref.store {zero}, {scratch}[{j}] : memref<{n_extent}xf32>")
+    b.close()
     k = b.open_for(c0, ck, c1, "k")
     av = b.load(ops, "a", r, k)
     j = b.open_for(c0, cn, c1, "j")
     wv = b.load(ops, "weight", *([t] if t is not None else []), k, j)
     p = b.w.fresh("p")
     b.emit(f"{p} = arith.mulf {av}, {wv} : f32")
-    b.accumulate(ops, "out", p, False, o, j)
+    if target == "out":
+        b.accumulate(ops, "out", p, False, tname, j)
+    else:
+        cur, acc = b.w.fresh("cur"), b.w.fresh("acc")
+        b.emit(f"{cur} = memref.load {scratch}[{j}] : memref<{n_extent}xf32>")
+        b.emit(f"{acc} = arith.addf {cur}, {p} : f32")
+        b.emit(f"memref.store {acc}, {scratch}[{j}] : memref<{n_extent}xf32>")
     b.close()
+    b.close()
+    if target == "out":
+        if scale is not None:
+            j = b.open_for(c0, cn, c1, "j")
+            v = b.load(ops, "out", o, j)
+            sv = b.w.fresh("rs")
+            b.emit(f"{sv} = arith.mulf {v}, {scale} : f32")
+            b.store(ops, "out", sv, o, j)
+            b.close()
+        return
+    j = b.open_for(c0, cn, c1, "j")
+    v = b.w.fresh("row")
+    b.emit(f"{v} = memref.load {scratch}[{j}] : memref<{n_extent}xf32>")
+    if scale is not None:
+        sv = b.w.fresh("rs")
+        b.emit(f"{sv} = arith.mulf {v}, {scale} : f32")
+        v = sv
+    b.accumulate(ops, "out", v, False, o, j)
     b.close()
 
 

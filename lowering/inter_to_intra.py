@@ -30,7 +30,15 @@ from ..passes.verify import COMPACT, EDGE, verify_function
 from . import _emit
 from ._emit import GRAPH_ARRAYS, Writer
 
-_GEMM_OPERANDS = ("a", "weight", "gather_index", "weight_index", "scatter_index", "out")
+_GEMM_OPERANDS = (
+    "a",
+    "weight",
+    "gather_index",
+    "weight_index",
+    "scatter_index",
+    "row_scale",
+    "out",
+)
 _TRAV_OPERANDS = ("gather_index", "scatter_index", "y_index", "x", "y", "out")
 
 
@@ -247,6 +255,20 @@ class _FuncLowering:
                         op.location,
                     )
                 self.fused.add(op)
+            elif mark == "scatter" and op.name == "hector_inter.typed_linear":
+                users = _users(op.results[0])
+                if (
+                    len(users) != 1
+                    or users[0].name != "hector_inter.scale"
+                    or MARK not in users[0].attributes
+                    or op.results[0] in self.out_param
+                ):
+                    raise PassFailure(
+                        'hector.fuse = "scatter" on a typed_linear that is not scaled once and '
+                        "summed",
+                        op.location,
+                    )
+                self.fused.add(op)
             elif mark == "index" and op.name in _GATHER_INDEX:
                 out = op.results[0]
                 uses = [(u.owner, u.operand_number) for u in out.uses]
@@ -274,6 +296,19 @@ class _FuncLowering:
             return self._src(producer.operands[1]), index
         return self._src(value), None
 
+    def _weight_index(self, op: ir.Operation) -> str | None:
+        """The per-row weight slice array of a typed linear (or its gradient ops)."""
+        slice_ = ir.StringAttr(op.attributes["slice"]).value
+        if slice_ == "ntype":
+            return self._graph("ntype", op)
+        if slice_ == "none":
+            return None
+        rows = op.operands[1]
+        compact = self.kinds.get(rows) == COMPACT or (
+            self._is_gathered(rows) and rows.owner.name == "hector_inter.compact_gather_src"
+        )
+        return self._graph("compact_etype" if compact else "etype", op)
+
     def _parallel(self, value: ir.Value) -> str:
         """Whether rows of ``value`` are edges (or compact rows) or nodes (the schedule's
         record)."""
@@ -298,17 +333,8 @@ class _FuncLowering:
         rtype = _emit.to_memref(res.type)
         idx = _IDX
         if kind in ("typed_linear", "typed_linear_transposed", "typed_linear_weight_grad"):
-            slice_ = ir.StringAttr(op.attributes["slice"]).value
             (a, atype), gather = self._read(op.operands[1], op)
-            windex = None
-            if slice_ == "ntype":
-                windex = self._graph("ntype", op)
-            elif slice_ == "etype":
-                rows = op.operands[1]
-                compact = self.kinds.get(rows) == COMPACT or (
-                    self._is_gathered(rows) and rows.owner.name == "hector_inter.compact_gather_src"
-                )
-                windex = self._graph("compact_etype" if compact else "etype", op)
+            windex = self._weight_index(op)
             if kind == "typed_linear_weight_grad":
                 g, gtype = self._src(op.operands[2])
                 out = self._out(res, (a, atype))
@@ -358,7 +384,16 @@ class _FuncLowering:
             m = op.operands[1]
             out = self._out(res, (self._graph(rows, op), idx))
             self._zero(out, rtype)
-            if self._is_gathered(m) and m.owner.name == "hector_inter.scale":
+            if (
+                self._is_gathered(m)
+                and m.owner.name == "hector_inter.scale"
+                and (
+                    self._is_gathered(m.owner.operands[0])
+                    and m.owner.operands[0].owner.name == "hector_inter.typed_linear"
+                )
+            ):
+                self._scatter_gemm(m.owner, scatter, (out, rtype))
+            elif self._is_gathered(m) and m.owner.name == "hector_inter.scale":
                 x, gather = self._read(m.owner.operands[0], op)
                 y, y_index = self._read(m.owner.operands[1], op)
                 self._trav(
@@ -455,6 +490,36 @@ class _FuncLowering:
             )
         else:
             raise PassFailure(f"no lowering for '{name}' yet", op.location)
+
+    def _scatter_gemm(self, scale: ir.Operation, scatter: str, out: tuple[str, str]) -> None:
+        """``sum(scale(typed_linear(x, W), s))`` as one GEMM: gathered rows times the typed
+        weight, scaled per row and accumulated into the scattered output rows."""
+        linear = scale.operands[0].owner
+        (a, atype), gather = self._read(linear.operands[1], linear)
+        w, wtype = self._src(linear.operands[2])
+        s, stype = self._src(scale.operands[1])
+        windex = self._weight_index(linear)
+        self._gemm(
+            {
+                "a": a,
+                "weight": w,
+                "gather_index": gather,
+                "weight_index": windex,
+                "scatter_index": scatter,
+                "row_scale": s,
+                "out": out[0],
+            },
+            {
+                "a": atype,
+                "weight": wtype,
+                "gather_index": _IDX,
+                "weight_index": _IDX,
+                "scatter_index": _IDX,
+                "row_scale": stype,
+                "out": out[1],
+            },
+            "add",
+        )
 
     def _collapse(self, name: str, mtype: str) -> tuple[str, str]:
         """View a rank-3 weight ``[R, K, N]`` as rows ``[R*K, N]`` (no copy)."""

@@ -144,6 +144,7 @@ def _gemm(op: ir.Operation, w: Writer, kernels: _Kernels, kname: str) -> None:
     b.emit(f"scf.if {ok} {{")
     b.indent += 2
     r, t, o = T.gemm_row_prologue(b, kops, i)
+    scale = T.gemm_row_scale(b, kops, i)
     ctile, cn = b.const(tile), b.const(n)
     j0 = kw.fresh("j0")
     b.emit(f"{j0} = arith.muli {jt}, {ctile} : index")
@@ -156,7 +157,7 @@ def _gemm(op: ir.Operation, w: Writer, kernels: _Kernels, kname: str) -> None:
             b.emit(f"{inb} = arith.cmpi ult, {j}, {cn} : index")
             b.emit(f"scf.if {inb} {{")
             b.indent += 2
-        T.gemm_element(b, kops, r, t, o, j, k, epilogue, transposed=variant == "xwt")
+        T.gemm_element(b, kops, r, t, o, j, k, epilogue, transposed=variant == "xwt", scale=scale)
         if n % tile:
             b.close()
     b.close()

@@ -33,13 +33,31 @@ def _lower_gemm(op: ir.Operation, w: Writer) -> None:
     ops = T.operands(op, T.GEMM_OPERANDS, w)
     c0, c1 = w.const_index(0), w.const_index(1)
     m = T.gemm_rows(op, ops, w, c0)
+    variant = _emit.str_attr(op, "variant")
+    scratch = None
+    if variant == "xw" and _emit.str_attr(op, "epilogue") != "store":
+        scratch = w.fresh("scratch")  # one row, reused by every iteration
+        w.emit(f"{scratch} = memref.alloca() : memref<{T.width(ops.values['out'])}xf32>")
     b = T.Body(w, 2)
     i = b.open_for(c0, m, c1, "i")
     r, t, o = T.gemm_row_prologue(b, ops, i)
-    variant = _emit.str_attr(op, "variant")
+    scale = T.gemm_row_scale(b, ops, i)
     k_extent = T.static_dim(ops.values["a"], 1)
     n_extent = T.width(ops.values["weight"] if variant == "xty" else ops.values["out"])
-    T.gemm_row_cpu(b, ops, r, t, o, k_extent, n_extent, _emit.str_attr(op, "epilogue"), variant, i)
+    T.gemm_row_cpu(
+        b,
+        ops,
+        r,
+        t,
+        o,
+        k_extent,
+        n_extent,
+        _emit.str_attr(op, "epilogue"),
+        variant,
+        i,
+        scale,
+        scratch,
+    )
     b.close()
 
 

@@ -17,6 +17,10 @@ into the index of the template that reads it, so per-edge copies are never built
 compact rows. The per-graph maps (``compact_src``, ``compact_etype``, ``edge_compact``) are
 built once by the runtime (``HeteroGraph``).
 
+A typed linear whose product is only scaled per row and summed onto nodes is left per edge:
+``hector-fuse`` turns that chain into one scatter-GEMM that stores no per-edge or per-pair
+rows at all, which beats compaction's ``C`` rows (RGCN's message passing).
+
 Cost model: compaction saves ``1 - ratio`` of the work and memory of every rewritten value
 (``ratio`` = unique pairs / edges) at the price of one index read per edge; with the option
 ``ratio`` (the graph's compaction ratio, which ``hector.compile`` passes) above ``max_ratio``
@@ -28,7 +32,7 @@ from __future__ import annotations
 from mlir import ir
 
 from ._registry import Option, register_pass
-from .fuse import dce
+from .fuse import dce, scatter_gemm
 
 _ROWWISE = ("unary", "typed_linear", "add", "dot", "scale")
 
@@ -76,7 +80,7 @@ def compact_function(func: ir.Operation) -> int:
         if name == "typed_linear":
             slice_ = ir.StringAttr(op.attributes["slice"]).value
             x = operands[1]
-            if slice_ == "etype" and _is(x, "gather_src"):
+            if slice_ == "etype" and _is(x, "gather_src") and not scatter_gemm(op):
                 with ir.InsertionPoint(op):
                     cg = _create(
                         "compact_gather_src",

@@ -14,7 +14,10 @@ the marks (without this pass every op becomes a template of its own):
   ``expand_compact``) whose every user can read it through an index — a GEMM's gathered left
   rows, a traversal's ``x`` or ``y`` input — so the gathered copy is never built;
 * ``hector.fuse = "into_sum"`` on a ``scale`` whose only user sums it onto nodes or compact rows:
-  the scale and the reduction become one traversal (``fn = scale``, ``reduce = sum``).
+  the scale and the reduction become one traversal (``fn = scale``, ``reduce = sum``);
+* ``hector.fuse = "scatter"`` on a ``typed_linear`` whose only user is such a scale by a
+  per-row column: linear, scale and sum become one GEMM template with a gathered left operand,
+  a ``row_scale`` and a scattered, accumulating epilogue (RGCN's whole message passing).
 
 A value returned by the function is never fused away (it must be materialised).
 """
@@ -71,6 +74,26 @@ def reads_gathered(user: ir.Operation, operand: int) -> bool:
     if name in ("sum_to_dst", "sum_to_src"):
         return operand == 1
     return False
+
+
+def scatter_gemm(op: ir.Operation, returned: set[ir.Value] | None = None) -> bool:
+    """Whether typed linear ``op`` feeds only a per-row scale (``[M, 1]``, not per head) that
+    feeds only a sum onto nodes: then GEMM, scale and sum are one scatter-GEMM and the per-edge
+    product is never stored. The scale factor must be a plain buffer (not itself gathered)."""
+    out = op.results[0]
+    users = [u.owner for u in out.uses]
+    if len(users) != 1 or users[0].name != "hector_inter.scale" or (returned and out in returned):
+        return False
+    scale = users[0]
+    if scale.operands[0] != out or ir.ShapedType(scale.operands[1].type).shape[-1] != 1:
+        return False
+    s = scale.operands[1]
+    if not isinstance(s, ir.BlockArgument) and s.owner.name in GATHERS:
+        return False
+    if returned and scale.results[0] in returned:
+        return False
+    sums = [u.owner for u in scale.results[0].uses]
+    return len(sums) == 1 and sums[0].name in ("hector_inter.sum_to_dst", "hector_inter.sum_to_src")
 
 
 def _returned(func: ir.Operation) -> set[ir.Value]:
@@ -138,6 +161,9 @@ def mark_fusion(func: ir.Operation) -> None:
         users = [u.owner for u in out.uses]
         if out not in returned and len(users) == 1 and users[0].name in SUMS:
             op.attributes[MARK] = ir.StringAttr.get("into_sum")
+    for op in ops:  # typed linears scaled per row and summed: one scatter-GEMM
+        if op.name == "hector_inter.typed_linear" and scatter_gemm(op, returned):
+            op.attributes[MARK] = ir.StringAttr.get("scatter")
     for op in ops:
         if op.name not in GATHERS:
             continue

@@ -352,7 +352,7 @@ def _verify_intra(op: ir.Operation) -> None:
     seg = _segments(op)
     ops = list(op.operands)
     if name == "gemm_template":
-        a, w, gather, widx, scatter, out = seg
+        a, w, gather, widx, scatter, rscale, out = seg
         variant = _str(op, "variant")
         it = iter(ops)
         a_v, w_v = next(it), next(it)
@@ -362,6 +362,12 @@ def _verify_intra(op: ir.Operation) -> None:
             _index(next(it), "weight_index", op)
         if scatter:
             _index(next(it), "scatter_index", op)
+        if rscale:
+            rs = _f32(next(it), "row_scale", op)
+            if len(rs) != 2 or rs[1] != 1:
+                raise PassFailure("row_scale must be a column [M, 1]", op.location)
+            if variant != "xw":
+                raise PassFailure('row_scale needs variant = "xw"', op.location)
         out_v = next(it)
         sa = _f32(a_v, "a", op)
         sw = _f32(w_v, "weight", op)

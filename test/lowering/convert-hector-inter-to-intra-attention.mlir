@@ -27,7 +27,7 @@
 // gradient's rows folds into its index.
 // CHECK-LABEL: func.func @gradients
 // CHECK: "hector_intra.gemm_template"({{.*}}) {{.*}}epilogue = "store", {{.*}}variant = "xwt"
-// CHECK: "hector_intra.gemm_template"({{.*}}) {{.*}}epilogue = "add", operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>, {{.*}}variant = "xty"
+// CHECK: "hector_intra.gemm_template"({{.*}}) {{.*}}epilogue = "add", operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1>, {{.*}}variant = "xty"
 // CHECK: fn = "mul", {{.*}}reduce = "sum"
 // CHECK: fn = "sub", operandSegmentSizes = array<i32: 0, 0, 1, 1, 1, 1>
 // CHECK: fn = "mul", {{.*}}reduce = "none"

@@ -6,32 +6,29 @@
 // REVERIFY-COUNT-2: "hector_intra.gemm_template"
 // REVERIFY: "hector_intra.traversal_template"
 
-// ---- RGCN: W_r h_j gathered by src, per-etype weight; 1/c scale fused into the sum -----------
+// ---- RGCN: gather, per-etype GEMM, 1/c scale and sum in ONE scatter-GEMM -------------------
 
-// The graph argument becomes its 7 arrays (src, dst, etype, ntype, etype_ptr, norm_dst_etype,
-// norm_dst), in place; the tensors become memrefs; the result becomes a trailing output.
+// The graph argument becomes its 10 arrays (src, dst, etype, ntype, etype_ptr, norm_dst_etype,
+// norm_dst, compact_src, compact_etype, edge_compact), in place; the tensors become memrefs; the
+// result becomes a trailing output.
 // CHECK-LABEL: func.func @rgcn
 // CHECK-SAME: (%[[SRC:[^:]*]]: memref<?xi32>, %[[DST:[^:]*]]: memref<?xi32>, %[[ETYPE:[^:]*]]: memref<?xi32>, %[[NTYPE:[^:]*]]: memref<?xi32>, %[[PTR:[^:]*]]: memref<?xi32>, %[[NORM:[^:]*]]: memref<?x1xf32>, %[[NORMD:[^:]*]]: memref<?x1xf32>,
 // CHECK-SAME: %[[X:[^:]*]]: memref<?x16xf32>, %[[W:[^:]*]]: memref<3x16x8xf32>, %[[W0:[^:]*]]: memref<16x8xf32>, %[[B:[^:]*]]: memref<8xf32>, %[[OUT:[^:]*]]: memref<?x8xf32>)
 // CHECK-SAME: attributes {hector.outputs = 1 : i64}
 // CHECK-NOT: -> tensor
 // CHECK: %[[C0:.*]] = arith.constant 0 : index
-//   messages: one per edge (rows = #src), the gathered copy of x is never built
-// CHECK-NEXT: %[[E:.*]] = memref.dim %[[SRC]], %[[C0]] : memref<?xi32>
-// CHECK-NEXT: %[[MSG:.*]] = memref.alloc(%[[E]]) : memref<?x8xf32>
-// CHECK-NEXT: "hector_intra.gemm_template"(%[[X]], %[[W]], %[[SRC]], %[[ETYPE]], %[[MSG]])
-// CHECK-SAME: block_size = 256 : i64, epilogue = "store", operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>, tile_n = 8 : i64
-//   aggregation: one per node (rows = #ntype), zero-filled, then sum of msg * norm by dst
+//   aggregation: one row per node (rows = #ntype), zero-filled; each edge's x[src] @ W[etype],
+//   scaled by its 1/c, is accumulated into row dst: no per-edge message is ever stored
 // CHECK-NEXT: %[[N:.*]] = memref.dim %[[NTYPE]], %[[C0]] : memref<?xi32>
 // CHECK-NEXT: %[[AGG:.*]] = memref.alloc(%[[N]]) : memref<?x8xf32>
 // CHECK-NEXT: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
 // CHECK-NEXT: linalg.fill ins(%[[ZERO]] : f32) outs(%[[AGG]] : memref<?x8xf32>)
-// CHECK-NEXT: "hector_intra.traversal_template"(%[[DST]], %[[MSG]], %[[NORM]], %[[AGG]])
-// CHECK-SAME: fn = "scale", operandSegmentSizes = array<i32: 0, 1, 0, 1, 1, 1>, parallel = "edge", reduce = "sum"
+// CHECK-NEXT: "hector_intra.gemm_template"(%[[X]], %[[W]], %[[SRC]], %[[ETYPE]], %[[DST]], %[[NORM]], %[[AGG]])
+// CHECK-SAME: block_size = 256 : i64, epilogue = "add", operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1>, tile_n = 8 : i64, variant = "xw"
 //   self loop: shared weight, no gather
 // CHECK: %[[SELF:.*]] = memref.alloc(%{{.*}}) : memref<?x8xf32>
 // CHECK-NEXT: "hector_intra.gemm_template"(%[[X]], %[[W0]], %[[SELF]])
-// CHECK-SAME: epilogue = "store", operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>
+// CHECK-SAME: epilogue = "store", operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>
 //   h = agg + self; hb = h + bias; out = relu(hb), written straight into the output
 // CHECK: %[[H:.*]] = memref.alloc(%{{.*}}) : memref<?x8xf32>
 // CHECK-NEXT: "hector_intra.traversal_template"(%[[AGG]], %[[SELF]], %[[H]])
@@ -46,15 +43,15 @@
 // CHECK-NEXT: memref.dealloc %[[H]] : memref<?x8xf32>
 // CHECK-NEXT: memref.dealloc %[[SELF]] : memref<?x8xf32>
 // CHECK-NEXT: memref.dealloc %[[AGG]] : memref<?x8xf32>
-// CHECK-NEXT: memref.dealloc %[[MSG]] : memref<?x8xf32>
 // CHECK-NEXT: return{{$}}
 // CHECK-NOT: hector_inter
 // CHECK-NOT: memref.dealloc %[[OUT]]
 
-// Two GEMM templates and four traversals in all; no degree_norm op survives (it is a graph array).
+// Two GEMM templates and three traversals in all; no degree_norm op survives (it is a graph
+// array).
 // SCHED-LABEL: func.func @rgcn
 // SCHED-COUNT-2: "hector_intra.gemm_template"({{.*}}block_size = 64 : i64{{.*}}tile_n = 4 : i64, variant = "xw"}
-// SCHED-COUNT-4: "hector_intra.traversal_template"({{.*}}block_size = 64 : i64
+// SCHED-COUNT-3: "hector_intra.traversal_template"({{.*}}block_size = 64 : i64
 // SCHED-NOT: degree_norm
 // SCHED: return
 func.func @rgcn(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: tensor<3x16x8xf32>, %w0: tensor<16x8xf32>, %b: tensor<8xf32>) -> tensor<?x8xf32> {
@@ -82,7 +79,7 @@ func.func @rgcn(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: tensor<3x16x8
 // CHECK-SAME: fn = "copy", operandSegmentSizes = array<i32: 1, 0, 0, 1, 0, 1>, parallel = "edge", reduce = "none"
 // CHECK: %[[M:.*]] = memref.alloc(%{{.*}}) : memref<?x8xf32>
 // CHECK-NEXT: "hector_intra.gemm_template"(%[[XS]], %[[W]], %[[ETYPE]], %[[M]])
-// CHECK-SAME: operandSegmentSizes = array<i32: 1, 1, 0, 1, 0, 1>
+// CHECK-SAME: operandSegmentSizes = array<i32: 1, 1, 0, 1, 0, 0, 1>
 //   sum_to_dst without a scale: fn = copy, writing the first output directly
 // CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[OUT0]] : memref<?x8xf32>)
 // CHECK-NEXT: "hector_intra.traversal_template"(%[[DST]], %[[M]], %[[OUT0]])
@@ -110,7 +107,7 @@ func.func @gather_reused(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: tens
 // CHECK-NEXT: arith.constant 0 : index
 // CHECK-NEXT: "hector_intra.gemm_template"(%[[X]], %[[W]], %[[SRC]], %[[ETYPE]], %[[O0]])
 // CHECK-NEXT: "hector_intra.gemm_template"(%[[X]], %[[W0]], %[[SRC]], %[[O1]])
-// CHECK-SAME: operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1>
+// CHECK-SAME: operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 1>
 // CHECK-NEXT: return
 func.func @gather_two_linears(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: tensor<3x16x8xf32>, %w0: tensor<16x8xf32>) -> (tensor<?x8xf32>, tensor<?x8xf32>) {
   %xs = "hector_inter.gather_src"(%g, %x) : (!hector_inter.graph, tensor<?x16xf32>) -> tensor<?x16xf32>
@@ -126,7 +123,7 @@ func.func @gather_two_linears(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w:
 // CHECK: "hector_intra.traversal_template"(%{{.*}}, %{{.*}}, %[[OXS]])
 // CHECK-SAME: fn = "copy"
 // CHECK-NEXT: "hector_intra.gemm_template"(%[[OXS]], %{{.*}}, %{{.*}}, %[[OM]])
-// CHECK-SAME: operandSegmentSizes = array<i32: 1, 1, 0, 1, 0, 1>
+// CHECK-SAME: operandSegmentSizes = array<i32: 1, 1, 0, 1, 0, 0, 1>
 func.func @gather_returned(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: tensor<3x16x8xf32>) -> (tensor<?x16xf32>, tensor<?x8xf32>) {
   %xs = "hector_inter.gather_src"(%g, %x) : (!hector_inter.graph, tensor<?x16xf32>) -> tensor<?x16xf32>
   %m = "hector_inter.typed_linear"(%g, %xs, %w) {slice = "etype"} : (!hector_inter.graph, tensor<?x16xf32>, tensor<3x16x8xf32>) -> tensor<?x8xf32>
@@ -142,7 +139,7 @@ func.func @gather_returned(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: te
 // CHECK: %[[E:.*]] = memref.dim %[[DST]], %{{.*}} : memref<?xi32>
 // CHECK-NEXT: %[[M:.*]] = memref.alloc(%[[E]])
 // CHECK-NEXT: "hector_intra.gemm_template"(%[[X]], %[[W]], %[[DST]], %[[M]])
-// CHECK-SAME: operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1>
+// CHECK-SAME: operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 1>
 // CHECK-NEXT: "hector_intra.traversal_template"(%[[M]], %[[NORMD]], %[[OUT]])
 // CHECK-SAME: fn = "scale", operandSegmentSizes = array<i32: 0, 0, 0, 1, 1, 1>, parallel = "edge", reduce = "none"
 // CHECK-NOT: linalg.fill
@@ -181,7 +178,7 @@ func.func @scale_returned(%g: !hector_inter.graph, %m: tensor<?x8xf32>) -> (tens
 // CHECK-SAME: (%{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %[[NTYPE:[^:]*]]: memref<?xi32>, {{.*}}, %[[X:[^:]*]]: memref<?x16xf32>, %[[W:[^:]*]]: memref<2x16x8xf32>, %[[OUT:[^:]*]]: memref<?x8xf32>)
 // CHECK-NEXT: arith.constant 0 : index
 // CHECK-NEXT: "hector_intra.gemm_template"(%[[X]], %[[W]], %[[NTYPE]], %[[OUT]])
-// CHECK-SAME: epilogue = "store", operandSegmentSizes = array<i32: 1, 1, 0, 1, 0, 1>
+// CHECK-SAME: epilogue = "store", operandSegmentSizes = array<i32: 1, 1, 0, 1, 0, 0, 1>
 // CHECK-NEXT: return
 func.func @ntype(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: tensor<2x16x8xf32>) -> tensor<?x8xf32> {
   %0 = "hector_inter.typed_linear"(%g, %x, %w) {slice = "ntype"} : (!hector_inter.graph, tensor<?x16xf32>, tensor<2x16x8xf32>) -> tensor<?x8xf32>

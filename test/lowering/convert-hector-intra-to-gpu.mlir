@@ -110,7 +110,7 @@ func.func @rgcn(%src: memref<?xi32>, %dst: memref<?xi32>, %etype: memref<?xi32>,
   %c0 = arith.constant 0 : index
   %e = memref.dim %src, %c0 : memref<?xi32>
   %msg = memref.alloc(%e) : memref<?x8xf32>
-  "hector_intra.gemm_template"(%x, %w, %src, %etype, %msg) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?xi32>, memref<?xi32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%x, %w, %src, %etype, %msg) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?xi32>, memref<?xi32>, memref<?x8xf32>) -> ()
   %n = memref.dim %ntype, %c0 : memref<?xi32>
   %agg = memref.alloc(%n) : memref<?x8xf32>
   %zero = arith.constant 0.000000e+00 : f32
@@ -164,7 +164,7 @@ func.func @rgcn(%src: memref<?xi32>, %dst: memref<?xi32>, %etype: memref<?xi32>,
 // KERNELS-NOT: gpu.func
 func.func @scatter_gemm(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %dst: memref<?xi32>) {
   %t = memref.alloc() : memref<4x8xf32>
-  "hector_intra.gemm_template"(%a, %w, %dst, %t) {variant = "xw", epilogue = "add", tile_n = 3 : i64, block_size = 64 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?xi32>, memref<4x8xf32>) -> ()
+  "hector_intra.gemm_template"(%a, %w, %dst, %t) {variant = "xw", epilogue = "add", tile_n = 3 : i64, block_size = 64 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?xi32>, memref<4x8xf32>) -> ()
   memref.dealloc %t : memref<4x8xf32>
   return
 }

@@ -46,30 +46,39 @@
 // CHECK-NEXT: }
 // CHECK-NEXT: return
 func.func @gemm_gather_etype(%a: memref<?x16xf32>, %w: memref<3x16x8xf32>, %src: memref<?xi32>, %etype: memref<?xi32>, %out: memref<?x8xf32>) {
-  "hector_intra.gemm_template"(%a, %w, %src, %etype, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?xi32>, memref<?xi32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%a, %w, %src, %etype, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?xi32>, memref<?xi32>, memref<?x8xf32>) -> ()
   return
 }
 
 // ---- GEMM: shared weight, scattered rows, add epilogue --------------------------------------
-// out[dst[i], :] += a[i, :] @ w: rows counted from a, no zero-fill, rows written at dst[i].
+// out[dst[i], :] += a[i, :] @ w: rows counted from a, no zero-fill of out, rows written at
+// dst[i]. The row's product is summed in a scratch row first (one rounded addition per output
+// element and row), then added to the output.
 
 // CHECK-LABEL: func.func @gemm_scatter_add
 // CHECK-SAME: (%[[A:[^:]*]]: memref<?x16xf32>, %[[W:[^:]*]]: memref<16x4xf32>, %[[DST:[^:]*]]: memref<?xi32>, %[[OUT:[^:]*]]: memref<?x4xf32>)
 // CHECK: %[[M:.*]] = memref.dim %[[A]], %{{.*}} : memref<?x16xf32>
+// CHECK: %[[ROW:.*]] = memref.alloca() : memref<4xf32>
 // CHECK: scf.for %[[I:.*]] = %{{.*}} to %[[M]] step
 // CHECK-NEXT: %[[OI:.*]] = memref.load %[[DST]][%[[I]]] : memref<?xi32>
 // CHECK-NEXT: %[[O:.*]] = arith.index_cast %[[OI]] : i32 to index
 // CHECK-NOT: memref.store %{{.*}}, %[[OUT]][%[[I]]
+// CHECK: memref.store %{{.*}}, %[[ROW]][%{{.*}}] : memref<4xf32>
 // CHECK: scf.for %[[K:.*]] =
 // CHECK-NEXT: %[[AV:.*]] = memref.load %[[A]][%[[I]], %[[K]]] : memref<?x16xf32>
 // CHECK-NEXT: scf.for %[[J:.*]] =
 // CHECK-NEXT: %[[WV:.*]] = memref.load %[[W]][%[[K]], %[[J]]] : memref<16x4xf32>
 // CHECK-NEXT: %[[P:.*]] = arith.mulf %[[AV]], %[[WV]] : f32
-// CHECK-NEXT: %[[OLD:.*]] = memref.load %[[OUT]][%[[O]], %[[J]]] : memref<?x4xf32>
-// CHECK-NEXT: %[[NEW:.*]] = arith.addf %[[OLD]], %[[P]] : f32
-// CHECK-NEXT: memref.store %[[NEW]], %[[OUT]][%[[O]], %[[J]]] : memref<?x4xf32>
+// CHECK-NEXT: %[[CUR:.*]] = memref.load %[[ROW]][%[[J]]] : memref<4xf32>
+// CHECK-NEXT: %[[ACC:.*]] = arith.addf %[[CUR]], %[[P]] : f32
+// CHECK-NEXT: memref.store %[[ACC]], %[[ROW]][%[[J]]] : memref<4xf32>
+// CHECK: scf.for %[[J2:.*]] =
+// CHECK-NEXT: %[[R:.*]] = memref.load %[[ROW]][%[[J2]]] : memref<4xf32>
+// CHECK-NEXT: %[[OLD:.*]] = memref.load %[[OUT]][%[[O]], %[[J2]]] : memref<?x4xf32>
+// CHECK-NEXT: %[[NEW:.*]] = arith.addf %[[OLD]], %[[R]] : f32
+// CHECK-NEXT: memref.store %[[NEW]], %[[OUT]][%[[O]], %[[J2]]] : memref<?x4xf32>
 func.func @gemm_scatter_add(%a: memref<?x16xf32>, %w: memref<16x4xf32>, %dst: memref<?xi32>, %out: memref<?x4xf32>) {
-  "hector_intra.gemm_template"(%a, %w, %dst, %out) {variant = "xw", epilogue = "add", tile_n = 4 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1>} : (memref<?x16xf32>, memref<16x4xf32>, memref<?xi32>, memref<?x4xf32>) -> ()
+  "hector_intra.gemm_template"(%a, %w, %dst, %out) {variant = "xw", epilogue = "add", tile_n = 4 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 0, 1>} : (memref<?x16xf32>, memref<16x4xf32>, memref<?xi32>, memref<?x4xf32>) -> ()
   return
 }
 

@@ -15,33 +15,30 @@
 // CHECK-SAME: #nvvm.target<chip = "sm_90", features = "+ptx80">
 // CHECK-SAME: assembly = "
 // CHECK-SAME: .version 8.0\0A.target sm_90\0A
-// CHECK-SAME: .entry rgcn_3_gemm(
-// CHECK-SAME: .entry rgcn_8_traversal(
+// CHECK-SAME: .entry rgcn_5_gemm(
 // CHECK-SAME: atom.global.add.f32
-// CHECK-SAME: .entry rgcn_11_gemm(
+// CHECK-SAME: .entry rgcn_8_gemm(
+// CHECK-SAME: .entry rgcn_11_traversal(
 // CHECK-SAME: .entry rgcn_14_traversal(
-// CHECK-SAME: .entry rgcn_17_traversal(
-// CHECK-SAME: .entry rgcn_18_traversal(
+// CHECK-SAME: .entry rgcn_15_traversal(
 // CHECK-SAME: .entry sum_copy_3_traversal(
 // CHECK-SAME: atom.global.add.f32
 // CHECK-NOT: gpu.binary
 // CHECK-NOT: gpu.module
 
-// One entry per template (6 for RGCN, 1 for the plain sum); atomics only where a sum
-// reduction accumulates into destination rows.
+// One entry per template (5 for RGCN — message passing is one scatter-GEMM —, 1 for the plain
+// sum); atomics only where rows accumulate into destination rows.
 // PTX: .target sm_90
 // PTX: .address_size 64
-// PTX-LABEL: .visible .entry rgcn_3_gemm(
-// PTX-NOT: atom.
-// PTX-LABEL: .visible .entry rgcn_8_traversal(
+// PTX-LABEL: .visible .entry rgcn_5_gemm(
 // PTX: atom.global.add.f32
-// PTX-LABEL: .visible .entry rgcn_11_gemm(
+// PTX-LABEL: .visible .entry rgcn_8_gemm(
+// PTX-NOT: atom.
+// PTX-LABEL: .visible .entry rgcn_11_traversal(
 // PTX-NOT: atom.
 // PTX-LABEL: .visible .entry rgcn_14_traversal(
 // PTX-NOT: atom.
-// PTX-LABEL: .visible .entry rgcn_17_traversal(
-// PTX-NOT: atom.
-// PTX-LABEL: .visible .entry rgcn_18_traversal(
+// PTX-LABEL: .visible .entry rgcn_15_traversal(
 // PTX-NOT: atom.
 // PTX-LABEL: .visible .entry sum_copy_3_traversal(
 // PTX: atom.global.add.f32

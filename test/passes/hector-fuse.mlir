@@ -1,10 +1,11 @@
 // RUN: hector-opt %s --split-input-file -p hector-fuse | FileCheck %s
 // RUN: hector-opt %s --split-input-file -p hector-dce-cse | FileCheck %s --check-prefix=CLEAN
 
-// RGCN: the gather feeds only the GEMM (its gathered left rows) and the scale feeds only the sum,
-// so both are marked to fuse: two templates instead of four.
+// RGCN: the gather feeds only the GEMM (its gathered left rows), the GEMM only a per-row scale
+// and the scale only the sum: all four become one scatter-GEMM template.
 // CHECK-LABEL: func.func @rgcn
 // CHECK: "hector_inter.gather_src"({{.*}}) {hector.fuse = "index"}
+// CHECK: "hector_inter.typed_linear"({{.*}}) {hector.fuse = "scatter", slice = "etype"}
 // CHECK: "hector_inter.scale"({{.*}}) {hector.fuse = "into_sum"}
 // CHECK: "hector_inter.sum_to_dst"
 // CLEAN-LABEL: func.func @rgcn
@@ -22,6 +23,7 @@ func.func @rgcn(%g: !hector_inter.graph, %x: tensor<?x16xf32> {hector.kind = "no
 
 // Dead ops go; the second identical gather is replaced by the first (CSE); a gather read by an
 // op that cannot take an index (edge_softmax) is materialised, and so is a returned scale.
+// A per-head scale (width 2) of a typed linear is not a scatter-GEMM (tested in @attention).
 // CHECK-LABEL: func.func @cleanup
 // CHECK-NEXT: %[[A:.*]] = "hector_inter.gather_src"(%{{.*}}, %{{.*}}) : (
 // CHECK-NEXT: %[[S:.*]] = "hector_inter.edge_softmax"(%{{.*}}, %[[A]])

@@ -405,7 +405,7 @@ func.func @declared_node_weight(%g: !hector_inter.graph, %x: tensor<?x8xf32>, %w
 // COUNT: error: a scattered GEMM must accumulate (epilogue "add" or "atomic_add"): several rows may land on one output row
 func.func @gemm_scatter_store(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %dst: memref<?xi32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{a scattered GEMM must accumulate (epilogue "add" or "atomic_add")}}
-  "hector_intra.gemm_template"(%a, %w, %dst, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?xi32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%a, %w, %dst, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?xi32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -414,7 +414,7 @@ func.func @gemm_scatter_store(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %dst: 
 // COUNT: error: weight with a weight_index must have rank 3, got rank 2
 func.func @gemm_weight_index_rank(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %etype: memref<?xi32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{weight with a weight_index must have rank 3, got rank 2}}
-  "hector_intra.gemm_template"(%a, %w, %etype, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 1, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?xi32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%a, %w, %etype, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 1, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?xi32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -423,7 +423,7 @@ func.func @gemm_weight_index_rank(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %e
 // COUNT: error: weight must have rank 2, got rank 3
 func.func @gemm_shared_weight_rank(%a: memref<?x16xf32>, %w: memref<3x16x8xf32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{weight must have rank 2, got rank 3}}
-  "hector_intra.gemm_template"(%a, %w, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%a, %w, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -432,7 +432,7 @@ func.func @gemm_shared_weight_rank(%a: memref<?x16xf32>, %w: memref<3x16x8xf32>,
 // COUNT: error: a's width does not match the weight's input dimension: 12 vs 16
 func.func @gemm_k(%a: memref<?x12xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{a's width does not match the weight's input dimension: 12 vs 16}}
-  "hector_intra.gemm_template"(%a, %w, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>} : (memref<?x12xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%a, %w, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x12xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -441,7 +441,7 @@ func.func @gemm_k(%a: memref<?x12xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf
 // COUNT: error: out's width does not match the weight's output dimension: 4 vs 8
 func.func @gemm_n(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x4xf32>) {
   // expected-error @+1 {{out's width does not match the weight's output dimension: 4 vs 8}}
-  "hector_intra.gemm_template"(%a, %w, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x4xf32>) -> ()
+  "hector_intra.gemm_template"(%a, %w, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x4xf32>) -> ()
   return
 }
 
@@ -450,7 +450,7 @@ func.func @gemm_n(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x4xf
 // COUNT: error: gather_index must be memref<?xi32>, got memref<?xi64>
 func.func @gemm_index_type(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %src: memref<?xi64>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{gather_index must be memref<?xi32>, got memref<?xi64>}}
-  "hector_intra.gemm_template"(%a, %w, %src, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?xi64>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%a, %w, %src, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?xi64>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -459,7 +459,7 @@ func.func @gemm_index_type(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %src: mem
 // COUNT: error: tile_n and block_size must be positive
 func.func @gemm_tile(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{tile_n and block_size must be positive}}
-  "hector_intra.gemm_template"(%a, %w, %out) {variant = "xw", epilogue = "store", tile_n = 0 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%a, %w, %out) {variant = "xw", epilogue = "store", tile_n = 0 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -468,7 +468,7 @@ func.func @gemm_tile(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x
 // COUNT: error: a must have f32 elements, got memref<?x16xf16>
 func.func @gemm_f16(%a: memref<?x16xf16>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{a must have f32 elements, got memref<?x16xf16>}}
-  "hector_intra.gemm_template"(%a, %w, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>} : (memref<?x16xf16>, memref<16x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%a, %w, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x16xf16>, memref<16x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 

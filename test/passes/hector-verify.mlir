@@ -78,16 +78,16 @@ func.func @plain(%a: f32) -> f32 {
 
 // hector_intra templates with every optional operand combination the lowerings produce.
 // CHECK-LABEL: func.func @intra
-// CHECK-NEXT: "hector_intra.gemm_template"({{.*}}) {block_size = 128 : i64, epilogue = "store", operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>, tile_n = 8 : i64, variant = "xw"}
-// CHECK-NEXT: "hector_intra.gemm_template"({{.*}}) {block_size = 128 : i64, epilogue = "atomic_add", operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1>, tile_n = 4 : i64, variant = "xw"}
+// CHECK-NEXT: "hector_intra.gemm_template"({{.*}}) {block_size = 128 : i64, epilogue = "store", operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1>, tile_n = 8 : i64, variant = "xw"}
+// CHECK-NEXT: "hector_intra.gemm_template"({{.*}}) {block_size = 128 : i64, epilogue = "atomic_add", operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 0, 1>, tile_n = 4 : i64, variant = "xw"}
 // CHECK-NEXT: "hector_intra.traversal_template"({{.*}}) {block_size = 256 : i64, fn = "scale", operandSegmentSizes = array<i32: 0, 1, 0, 1, 1, 1>, parallel = "edge", reduce = "sum", slope = 0.000000e+00 : f32}
 // CHECK-NEXT: "hector_intra.traversal_template"({{.*}}) {block_size = 256 : i64, fn = "copy", operandSegmentSizes = array<i32: 1, 0, 0, 1, 0, 1>, parallel = "edge", reduce = "none", slope = 0.000000e+00 : f32}
 // CHECK-NEXT: "hector_intra.traversal_template"({{.*}}) {block_size = 256 : i64, fn = "add_bias", operandSegmentSizes = array<i32: 0, 0, 0, 1, 1, 1>, parallel = "node", reduce = "none", slope = 0.000000e+00 : f32}
 // CHECK-NEXT: "hector_intra.traversal_template"({{.*}}) {block_size = 256 : i64, fn = "relu", operandSegmentSizes = array<i32: 0, 1, 0, 1, 0, 1>, parallel = "edge", reduce = "atomic_sum", slope = 0.000000e+00 : f32}
 // CHECK-NEXT: return
 func.func @intra(%x: memref<?x16xf32>, %w: memref<3x16x8xf32>, %w0: memref<16x8xf32>, %src: memref<?xi32>, %etype: memref<?xi32>, %dst: memref<?xi32>, %m: memref<?x8xf32>, %norm: memref<?x1xf32>, %bias: memref<8xf32>, %out: memref<?x8xf32>, %e16: memref<?x16xf32>) {
-  "hector_intra.gemm_template"(%x, %w, %src, %etype, %m) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?xi32>, memref<?xi32>, memref<?x8xf32>) -> ()
-  "hector_intra.gemm_template"(%x, %w0, %dst, %out) {variant = "xw", epilogue = "atomic_add", tile_n = 4 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?xi32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%x, %w, %src, %etype, %m) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?xi32>, memref<?xi32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%x, %w0, %dst, %out) {variant = "xw", epilogue = "atomic_add", tile_n = 4 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?xi32>, memref<?x8xf32>) -> ()
   "hector_intra.traversal_template"(%dst, %m, %norm, %out) {parallel = "edge", fn = "scale", reduce = "sum", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 1, 0, 1, 1, 1>} : (memref<?xi32>, memref<?x8xf32>, memref<?x1xf32>, memref<?x8xf32>) -> ()
   "hector_intra.traversal_template"(%src, %x, %e16) {parallel = "edge", fn = "copy", reduce = "none", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 0, 0, 1, 0, 1>} : (memref<?xi32>, memref<?x16xf32>, memref<?x16xf32>) -> ()
   "hector_intra.traversal_template"(%out, %bias, %out) {parallel = "node", fn = "add_bias", reduce = "none", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 1, 1, 1>} : (memref<?x8xf32>, memref<8xf32>, memref<?x8xf32>) -> ()

@@ -81,5 +81,5 @@ def test_stage_dumps_and_ptx(graph: hector.HeteroGraph) -> None:
     with pytest.raises(KeyError, match="no stage 'bogus'"):
         rgcn_layer.ir("bogus", graph, *args)
     ptx = rgcn_layer.ptx(graph, *args)
-    assert ptx.count(".entry") == 5
+    assert ptx.count(".entry") == 4  # message passing is one scatter-GEMM
     assert ".target sm_90" in ptx

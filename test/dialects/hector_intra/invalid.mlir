@@ -5,7 +5,7 @@
 
 func.func @gemm_bad_epilogue(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{'"max"' does not satisfy the constraint}}
-  "hector_intra.gemm_template"(%x, %w, %out) {variant = "xw", epilogue = "max", tile_n = 4 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%x, %w, %out) {variant = "xw", epilogue = "max", tile_n = 4 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -13,7 +13,7 @@ func.func @gemm_bad_epilogue(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out: m
 
 func.func @gemm_missing_epilogue(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{'hector_intra.gemm_template' op attribute "epilogue" is expected but not provided}}
-  "hector_intra.gemm_template"(%x, %w, %out) {variant = "xw", tile_n = 4 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%x, %w, %out) {variant = "xw", tile_n = 4 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -21,7 +21,7 @@ func.func @gemm_missing_epilogue(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %ou
 
 func.func @gemm_missing_tile_n(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{'hector_intra.gemm_template' op attribute "tile_n" is expected but not provided}}
-  "hector_intra.gemm_template"(%x, %w, %out) {variant = "xw", epilogue = "add", block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%x, %w, %out) {variant = "xw", epilogue = "add", block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -29,7 +29,7 @@ func.func @gemm_missing_tile_n(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out:
 
 func.func @gemm_tile_n_not_integer(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{expected base attribute 'builtin.integer' but got 'builtin.string'}}
-  "hector_intra.gemm_template"(%x, %w, %out) {variant = "xw", epilogue = "add", tile_n = "4", block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%x, %w, %out) {variant = "xw", epilogue = "add", tile_n = "4", block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -37,7 +37,7 @@ func.func @gemm_tile_n_not_integer(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %
 
 func.func @gemm_block_size_not_integer(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{expected base attribute 'builtin.integer' but got 'builtin.float'}}
-  "hector_intra.gemm_template"(%x, %w, %out) {variant = "xw", epilogue = "add", tile_n = 4 : i64, block_size = 2.5e2 : f32, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%x, %w, %out) {variant = "xw", epilogue = "add", tile_n = 4 : i64, block_size = 2.5e2 : f32, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -45,7 +45,7 @@ func.func @gemm_block_size_not_integer(%x: memref<?x16xf32>, %w: memref<16x8xf32
 
 func.func @gemm_tensor_operand(%x: tensor<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{expected base type 'builtin.memref' but got 'builtin.tensor'}}
-  "hector_intra.gemm_template"(%x, %w, %out) {variant = "xw", epilogue = "add", tile_n = 4 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>} : (tensor<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%x, %w, %out) {variant = "xw", epilogue = "add", tile_n = 4 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (tensor<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -53,7 +53,7 @@ func.func @gemm_tensor_operand(%x: tensor<?x16xf32>, %w: memref<16x8xf32>, %out:
 
 func.func @gemm_tensor_index(%x: memref<?x16xf32>, %w: memref<3x16x8xf32>, %etype: tensor<?xi32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{expected base type 'builtin.memref' but got 'builtin.tensor'}}
-  "hector_intra.gemm_template"(%x, %w, %etype, %out) {variant = "xw", epilogue = "store", tile_n = 4 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 1, 0, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, tensor<?xi32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%x, %w, %etype, %out) {variant = "xw", epilogue = "store", tile_n = 4 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 1, 0, 0, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, tensor<?xi32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -61,7 +61,7 @@ func.func @gemm_tensor_index(%x: memref<?x16xf32>, %w: memref<3x16x8xf32>, %etyp
 
 func.func @gemm_has_result(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{op expects exactly 0 results, but got 1}}
-  %r = "hector_intra.gemm_template"(%x, %w, %out) {variant = "xw", epilogue = "add", tile_n = 4 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> memref<?x8xf32>
+  %r = "hector_intra.gemm_template"(%x, %w, %out) {variant = "xw", epilogue = "add", tile_n = 4 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> memref<?x8xf32>
   return
 }
 
@@ -77,15 +77,15 @@ func.func @gemm_missing_segments(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %ou
 
 func.func @gemm_segments_miscount(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{sum of elements in 'operandSegmentSizes' attribute must be equal to the number of operands}}
-  "hector_intra.gemm_template"(%x, %w, %out) {variant = "xw", epilogue = "add", tile_n = 4 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%x, %w, %out) {variant = "xw", epilogue = "add", tile_n = 4 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 
 // -----
 
 func.func @gemm_segments_too_many(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
-  // expected-error @+1 {{'operandSegmentSizes' attribute for specifying operand segments must have 6 elements, but got 7}}
-  "hector_intra.gemm_template"(%x, %w, %out) {variant = "xw", epilogue = "add", tile_n = 4 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1, 0>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
+  // expected-error @+1 {{'operandSegmentSizes' attribute for specifying operand segments must have 7 elements, but got 8}}
+  "hector_intra.gemm_template"(%x, %w, %out) {variant = "xw", epilogue = "add", tile_n = 4 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1, 0>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -93,7 +93,7 @@ func.func @gemm_segments_too_many(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %o
 
 func.func @gemm_optional_twice(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %i: memref<?xi32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{element 4 in 'operandSegmentSizes' attribute must be equal to 0 or 1}}
-  "hector_intra.gemm_template"(%x, %w, %i, %i, %out) {variant = "xw", epilogue = "add", tile_n = 4 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 2, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?xi32>, memref<?xi32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%x, %w, %i, %i, %out) {variant = "xw", epilogue = "add", tile_n = 4 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 2, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?xi32>, memref<?xi32>, memref<?x8xf32>) -> ()
   return
 }
 

@@ -11,10 +11,10 @@ func.func @gemm_gather_etype(%x: memref<?x16xf32>, %w: memref<3x16x8xf32>, %src:
   // CHECK: "hector_intra.gemm_template"(%[[X]], %[[W]], %[[SRC]], %[[ET]], %[[OUT]])
   // CHECK-SAME: block_size = 128 : i64
   // CHECK-SAME: epilogue = "store"
-  // CHECK-SAME: operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>
+  // CHECK-SAME: operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1>
   // CHECK-SAME: tile_n = 8 : i64
   // CHECK-SAME: : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?xi32>, memref<?xi32>, memref<?x8xf32>) -> ()
-  "hector_intra.gemm_template"(%x, %w, %src, %etype, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?xi32>, memref<?xi32>, memref<?x8xf32>) -> ()
+  "hector_intra.gemm_template"(%x, %w, %src, %etype, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?xi32>, memref<?xi32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -23,8 +23,8 @@ func.func @gemm_gather_etype(%x: memref<?x16xf32>, %w: memref<3x16x8xf32>, %src:
 func.func @gemm_shared_add(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
   // CHECK: "hector_intra.gemm_template"(%{{[0-9a-z_]+}}, %{{[0-9a-z_]+}}, %{{[0-9a-z_]+}})
   // CHECK-SAME: epilogue = "add"
-  // CHECK-SAME: operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>
-  "hector_intra.gemm_template"(%x, %w, %out) {variant = "xw", epilogue = "add", tile_n = 4 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
+  // CHECK-SAME: operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>
+  "hector_intra.gemm_template"(%x, %w, %out) {variant = "xw", epilogue = "add", tile_n = 4 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
   return
 }
 
@@ -33,8 +33,8 @@ func.func @gemm_shared_add(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out: mem
 func.func @gemm_scatter_atomic(%x: memref<?x16xf32>, %w: memref<3x16x8xf32>, %etype: memref<?xi32>, %dst: memref<?xi32>, %out: memref<?x8xf32>) {
   // CHECK: "hector_intra.gemm_template"(%{{[0-9a-z_]+}}, %{{[0-9a-z_]+}}, %{{[0-9a-z_]+}}, %{{[0-9a-z_]+}}, %{{[0-9a-z_]+}})
   // CHECK-SAME: epilogue = "atomic_add"
-  // CHECK-SAME: operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1>
-  "hector_intra.gemm_template"(%x, %w, %etype, %dst, %out) {variant = "xw", epilogue = "atomic_add", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?xi32>, memref<?xi32>, memref<?x8xf32>) -> ()
+  // CHECK-SAME: operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 0, 1>
+  "hector_intra.gemm_template"(%x, %w, %etype, %dst, %out) {variant = "xw", epilogue = "atomic_add", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 0, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?xi32>, memref<?xi32>, memref<?x8xf32>) -> ()
   return
 }
 
