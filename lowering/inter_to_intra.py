@@ -29,17 +29,8 @@ from ..passes.fuse import MARK, SUMS, reads_gathered
 from ..passes.verify import COMPACT, EDGE, verify_function
 from . import _emit
 from ._emit import GRAPH_ARRAYS, Writer
-
-_GEMM_OPERANDS = (
-    "a",
-    "weight",
-    "gather_index",
-    "weight_index",
-    "scatter_index",
-    "row_scale",
-    "out",
-)
-_TRAV_OPERANDS = ("gather_index", "scatter_index", "y_index", "x", "y", "out")
+from ._templates import GEMM_OPERANDS as _GEMM_OPERANDS
+from ._templates import TRAVERSAL_OPERANDS as _TRAV_OPERANDS
 
 
 def _is_graph(t: ir.Type) -> bool:

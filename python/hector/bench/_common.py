@@ -385,3 +385,20 @@ def bar_plot(
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def emit_record(
+    record: dict[str, Any],
+    table: str,
+    json_path: str | None,
+    plot_path: str | None,
+    plot: Any,
+) -> None:
+    """Print a benchmark's table, then write its JSON record and plot where asked."""
+    print(table)
+    if json_path:
+        write_json(json_path, record)
+        print(f"record written to {json_path}")
+    if plot_path:
+        plot(record, plot_path)
+        print(f"plot written to {plot_path}")

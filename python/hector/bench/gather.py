@@ -316,11 +316,5 @@ def run(args: argparse.Namespace) -> int:
         record = run_benchmark(args)
     except BenchError as err:
         raise CliError(str(err)) from None
-    print(format_record(record))
-    if args.json:
-        _common.write_json(args.json, record)
-        print(f"record written to {args.json}")
-    if args.plot:
-        plot_record(record, args.plot)
-        print(f"plot written to {args.plot}")
+    _common.emit_record(record, format_record(record), args.json, args.plot, plot_record)
     return 0

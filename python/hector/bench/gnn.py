@@ -829,13 +829,7 @@ def run_single(args: argparse.Namespace) -> int:
     """One cell: run, print the table, write JSON / plot."""
     cell = _cell_from_args(args, args.model, args.dataset, args.mode)
     record = run_cell(cell, memory=not args.no_memory)
-    print(format_record(record))
-    if args.json:
-        _common.write_json(args.json, record)
-        print(f"record written to {args.json}")
-    if args.plot:
-        plot_record(record, args.plot)
-        print(f"plot written to {args.plot}")
+    _common.emit_record(record, format_record(record), args.json, args.plot, plot_record)
     return 0
 
 
