@@ -238,4 +238,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the importable module's main, so errors raised as hector.cli.CliError by the modules
+    # the CLI imports are the class main() catches (not a second copy in __main__).
+    from hector.cli import main as _main
+
+    sys.exit(_main())
