@@ -593,6 +593,26 @@ int32_t hector_store_direct(hector_store* s, char* buf, int64_t buflen) {
   return s->direct ? 1 : 0;
 }
 
+// With s->mu held: queue an object's chunk jobs for the I/O threads, or finish it at once when
+// its file could not be opened (the error names the file and the cause) or it is empty.
+static void enqueue_chunks(hector_store* s, Object* o, int64_t chunks, int open_errno,
+                           bool write) {
+  if (open_errno != 0 || chunks == 0) {
+    if (open_errno != 0) {
+      o->status = HECTOR_STORE_ERR_IO;
+      o->err = open_errno;
+      o->message = std::string(write ? "write of " : "read of ") + o->path + " failed: " +
+                   (write ? "cannot create the file: " : "cannot open the file: ") +
+                   errno_text(open_errno);
+    }
+    s->finish(o);
+    return;
+  }
+  o->pending = chunks;
+  for (int64_t i = 0; i < chunks; ++i) s->queue.push_back({o, i, write});
+  s->work_cv.notify_all();
+}
+
 int32_t hector_store_write(hector_store* s, const void* src, int64_t nbytes, int64_t* key_out) {
   if (s == nullptr || key_out == nullptr || nbytes < 0 || (src == nullptr && nbytes > 0))
     return HECTOR_STORE_ERR_ARG;
@@ -617,19 +637,7 @@ int32_t hector_store_write(hector_store* s, const void* src, int64_t nbytes, int
   s->objects.emplace(o->key, std::move(obj));
   *key_out = o->key;
   s->begin_op(HECTOR_OP_WRITE);
-  if (open_errno != 0 || chunks == 0) {
-    if (open_errno != 0) {
-      o->status = HECTOR_STORE_ERR_IO;
-      o->err = open_errno;
-      o->message = "write of " + o->path + " failed: cannot create the file: " +
-                   errno_text(open_errno);
-    }
-    s->finish(o);
-    return HECTOR_OK;
-  }
-  o->pending = chunks;
-  for (int64_t i = 0; i < chunks; ++i) s->queue.push_back({o, i, true});
-  s->work_cv.notify_all();
+  enqueue_chunks(s, o, chunks, open_errno, true);
   return HECTOR_OK;
 }
 
@@ -656,19 +664,7 @@ int32_t hector_store_read(hector_store* s, int64_t key, void* dst, int64_t nbyte
   lock.lock();
   o->fd = fd;
   const int64_t chunks = static_cast<int64_t>(o->crcs.size());
-  if (open_errno != 0 || chunks == 0) {
-    if (open_errno != 0) {
-      o->status = HECTOR_STORE_ERR_IO;
-      o->err = open_errno;
-      o->message = "read of " + o->path + " failed: cannot open the file: " +
-                   errno_text(open_errno);
-    }
-    s->finish(o);
-    return HECTOR_OK;
-  }
-  o->pending = chunks;
-  for (int64_t i = 0; i < chunks; ++i) s->queue.push_back({o, i, false});
-  s->work_cv.notify_all();
+  enqueue_chunks(s, o, chunks, open_errno, false);
   return HECTOR_OK;
 }
 

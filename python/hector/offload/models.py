@@ -93,18 +93,26 @@ class _Head(nn.Module):
         return self.out(self.norm(x))
 
 
-class GPT(nn.Module):
-    """GPT-2-style decoder: embeddings, ``layers`` pre-LN causal blocks, final LN + LM head."""
+class _Transformer(nn.Module):
+    """Embeddings, ``layers`` blocks, a head: what the GPT and BERT models share."""
 
     def __init__(
-        self, layers: int = 4, hidden: int = 256, heads: int = 4, vocab: int = 1024, seq: int = 256
+        self,
+        block: type[nn.Module],
+        embed_norm: bool,
+        head_transform: bool,
+        layers: int,
+        hidden: int,
+        heads: int,
+        vocab: int,
+        seq: int,
     ) -> None:
         super().__init__()
         if hidden % heads:
             raise ValueError(f"hidden ({hidden}) must be divisible by heads ({heads})")
-        self.embed = _Embed(vocab, seq, hidden, norm=False)
-        self.blocks = nn.ModuleList(_DecoderBlock(hidden, heads) for _ in range(layers))
-        self.head = _Head(hidden, vocab, transform=False)
+        self.embed = _Embed(vocab, seq, hidden, norm=embed_norm)
+        self.blocks = nn.ModuleList(block(hidden, heads) for _ in range(layers))
+        self.head = _Head(hidden, vocab, transform=head_transform)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """Logits ``[batch, seq, vocab]`` for token ids ``[batch, seq]``."""
@@ -114,25 +122,24 @@ class GPT(nn.Module):
         return self.head(x)
 
 
-class BERT(nn.Module):
+class GPT(_Transformer):
+    """GPT-2-style decoder: embeddings, ``layers`` pre-LN causal blocks, final LN + LM head."""
+
+    def __init__(
+        self, layers: int = 4, hidden: int = 256, heads: int = 4, vocab: int = 1024, seq: int = 256
+    ) -> None:
+        """Random initialisation."""
+        super().__init__(_DecoderBlock, False, False, layers, hidden, heads, vocab, seq)
+
+
+class BERT(_Transformer):
     """BERT-style encoder: embeddings + LN, ``layers`` post-LN blocks, MLM head."""
 
     def __init__(
         self, layers: int = 4, hidden: int = 256, heads: int = 4, vocab: int = 1024, seq: int = 256
     ) -> None:
-        super().__init__()
-        if hidden % heads:
-            raise ValueError(f"hidden ({hidden}) must be divisible by heads ({heads})")
-        self.embed = _Embed(vocab, seq, hidden, norm=True)
-        self.blocks = nn.ModuleList(_EncoderBlock(hidden, heads) for _ in range(layers))
-        self.head = _Head(hidden, vocab, transform=True)
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """MLM logits ``[batch, seq, vocab]`` for token ids ``[batch, seq]``."""
-        x = self.embed(ids)
-        for block in self.blocks:
-            x = block(x)
-        return self.head(x)
+        """Random initialisation."""
+        super().__init__(_EncoderBlock, True, True, layers, hidden, heads, vocab, seq)
 
 
 def build_model(
