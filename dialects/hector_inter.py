@@ -428,8 +428,12 @@ WEIGHT_PRODUCT = OpDef(
     description="""
 With `variant = "xw"`: `out[r] = a[r] @ b` (`a` `[R, K, N]` or `[K, N]`, `b` `[N, H]`): RGAT's
 `W_r q` computed once per edge type instead of projecting every edge twice. `"xwt"`:
-`out[r] = a[r] @ b^T` and `"xty"`: `out = Σ_r a[r]^T @ b[r]` are its two gradients. All
-operands and the result are weights.
+`out[r] = a[r] @ b^T` and `"xty"`: `out = Σ_r a[r]^T @ b[r]` are its two gradients.
+
+*Per-slice* form (`b` of rank 3, `[R, N, H]`): `out[r] = a[r] @ b[r]`, with `a` `[R, K, N]` or
+`[R, N]` (one row per slice), `"xwt"` `out[r] = a[r] @ b[r]^T`, and `"xty"` with a rank-3
+result `out[r] = a[r]^T @ b[r]` (not summed over `r`). This is HGT's chained fold:
+`W_{src type(r)} @ W_rel[r]` once per relation. All operands and the result are weights.
 """,
     operands=(
         Operand("a", "tensor", "weight `[R, K, N]` / `[K, N]`"),
@@ -442,6 +446,44 @@ operands and the result are weights.
         '  %0 = "hector_inter.weight_product"(%w, %q) {variant = "xw"} '
         ": (tensor<3x16x8xf32>, tensor<8x2xf32>) -> tensor<3x16x2xf32>",
         "%0 : tensor<3x16x2xf32>",
+    ),
+)
+
+
+ETYPE_SRC_WEIGHT = OpDef(
+    name="etype_src_weight",
+    summary="Pick, for each edge type, the node-type weight of its source node type.",
+    description="""
+`out[r] = w[src_ntype(r)]` for every edge type `r`, where `src_ntype(r)` is the node type of
+every source node of relation `r` (the graph's `etype_src_ntype` array; a relation without
+edges reads type 0). `w` is `[T, ...]` (a node-typed weight or bias), `out` is `[R, ...]`.
+`hector-linear-reorder` emits it to fold a node-typed linear into the relation linear that
+follows a source gather — only for graphs whose relations each have one source node type.
+""",
+    operands=(_G, Operand("w", "tensor", "node-typed weight `[T, ...]`")),
+    results=(Operand("out", "tensor", "edge-typed weight `[R, ...]`"),),
+    example=_ex(
+        "%g: !hector_inter.graph, %w: tensor<3x16x8xf32>",
+        '  %0 = "hector_inter.etype_src_weight"(%g, %w) '
+        ": (!hector_inter.graph, tensor<3x16x8xf32>) -> tensor<5x16x8xf32>",
+        "%0 : tensor<5x16x8xf32>",
+    ),
+)
+
+ETYPE_SRC_WEIGHT_GRAD = OpDef(
+    name="etype_src_weight_grad",
+    summary="Sum per-relation weight gradients onto their source node types.",
+    description="""
+`out[t] = Σ_{r : src_ntype(r) = t} dw[r]`: the adjoint of `etype_src_weight` (`dw` `[R, ...]`,
+`out` `[T, ...]`).
+""",
+    operands=(_G, Operand("dw", "tensor", "edge-typed weight gradient `[R, ...]`")),
+    results=(Operand("out", "tensor", "node-typed weight gradient `[T, ...]`"),),
+    example=_ex(
+        "%g: !hector_inter.graph, %dw: tensor<5x16x8xf32>",
+        '  %0 = "hector_inter.etype_src_weight_grad"(%g, %dw) '
+        ": (!hector_inter.graph, tensor<5x16x8xf32>) -> tensor<3x16x8xf32>",
+        "%0 : tensor<3x16x8xf32>",
     ),
 )
 
@@ -479,5 +521,7 @@ DIALECT = DialectDef(
         SUM_TO_COMPACT,
         SUM_COMPACT_TO_SRC,
         WEIGHT_PRODUCT,
+        ETYPE_SRC_WEIGHT,
+        ETYPE_SRC_WEIGHT_GRAD,
     ),
 )

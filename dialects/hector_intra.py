@@ -53,6 +53,10 @@ gradients); `variant = "xty"` accumulates outer products into a weight-shaped ou
 `[M, N]`, `out` is `[R, K, N]` or `[K, N]`, zero-filled by the caller, and `epilogue` must be
 `add`).
 
+An optional `slice_rows = K : i64` (instead of a `weight_index`) gives row `i` the weight
+slice `i / K`: per-slice weight products (`out[r] = a[r] @ w[r]` over `a`'s rows `[R*K, N]`),
+which HGT's chained-linear fold computes once per relation.
+
 `M` is the length of the first index operand present, else `a`'s row count. Optional
 operands are given with `operandSegmentSizes`. The GPU lowering maps one thread to an
 `(i, n-tile)` pair with `tile_n` output columns per thread, `block_size` threads per block.

@@ -27,6 +27,7 @@ GRAPH_ARRAYS: tuple[tuple[str, str], ...] = (
     ("compact_src", "memref<?xi32>"),
     ("compact_etype", "memref<?xi32>"),
     ("edge_compact", "memref<?xi32>"),
+    ("etype_src_ntype", "memref<?xi32>"),
 )
 
 

@@ -130,10 +130,24 @@ def gemm_rows(op: ir.Operation, ops: Operands, w: Writer, c0: str) -> str:
     return m
 
 
-def gemm_row_prologue(b: Body, ops: Operands, i: str) -> tuple[str, str | None, str]:
-    """Rows read, weight slice and row written for GEMM row ``i``."""
+def slice_rows(op: ir.Operation) -> int | None:
+    """A GEMM template's optional ``slice_rows``: row ``i`` uses weight slice ``i / slice_rows``
+    (per-slice weight products); None when absent."""
+    if "slice_rows" not in op.attributes:
+        return None
+    return ir.IntegerAttr(op.attributes["slice_rows"]).value
+
+
+def gemm_row_prologue(
+    b: Body, ops: Operands, i: str, rows_per_slice: int | None = None
+) -> tuple[str, str | None, str]:
+    """Rows read, weight slice and row written for GEMM row ``i`` (the slice from
+    ``weight_index``, or ``i / rows_per_slice``)."""
     r = b.load_index(ops, "gather_index", i) if ops.has("gather_index") else i
     t = b.load_index(ops, "weight_index", i) if ops.has("weight_index") else None
+    if t is None and rows_per_slice is not None:
+        t = b.w.fresh("slice")
+        b.emit(f"{t} = arith.divui {i}, {b.const(rows_per_slice)} : index")
     o = b.load_index(ops, "scatter_index", i) if ops.has("scatter_index") else i
     return r, t, o
 

@@ -3,7 +3,8 @@
 Each function on tensors becomes a function on memrefs in destination-passing style:
 
 * the ``!hector_inter.graph`` argument is replaced, in place, by the graph's arrays
-  (``_emit.GRAPH_ARRAYS``: ``src, dst, etype, ntype, etype_ptr, norm_dst_etype, norm_dst``);
+  (``_emit.GRAPH_ARRAYS``: ``src, dst, etype, ntype, etype_ptr, norm_dst_etype, norm_dst``, the
+  compaction map ``compact_src, compact_etype, edge_compact`` and ``etype_src_ntype``);
 * every result becomes a trailing output argument (``hector.outputs`` counts them) and the
   function returns nothing;
 * intermediate values get ``memref.alloc`` buffers, sized by the edge count (``dim src``), the node
@@ -98,13 +99,15 @@ class _FuncLowering:
         types: dict[str, str],
         epilogue: str,
         variant: str = "xw",
+        slice_rows: int | None = None,
     ) -> None:
         names = [ops[k] for k in _GEMM_OPERANDS if ops.get(k) is not None]
         tys = [types[k] for k in _GEMM_OPERANDS if ops.get(k) is not None]
         seg = ", ".join("1" if ops.get(k) is not None else "0" for k in _GEMM_OPERANDS)
+        rows = f"slice_rows = {slice_rows} : i64, " if slice_rows is not None else ""
         self.w.emit(
             f'"hector_intra.gemm_template"({", ".join(names)}) {{variant = "{variant}", '
-            f'epilogue = "{epilogue}", '
+            f'epilogue = "{epilogue}", {rows}'
             f"tile_n = {self.tile_n} : i64, block_size = {self.block_size} : i64, "
             f"operandSegmentSizes = array<i32: {seg}>}} : ({', '.join(tys)}) -> ()"
         )
@@ -402,6 +405,8 @@ class _FuncLowering:
                 self._trav("copy", (out, rtype), x, gather=gather, scatter=scatter, reduce="sum")
         elif kind == "weight_product":
             self._weight_product(op, rtype)
+        elif kind in ("etype_src_weight", "etype_src_weight_grad"):
+            self._etype_src_weight(op, rtype, grad=kind.endswith("_grad"))
         elif kind in ("scale", "add", "dot", "unary_grad"):
             lhs, rhs = op.operands[0], op.operands[1]
             if kind == "unary_grad":
@@ -523,11 +528,60 @@ class _FuncLowering:
         self.w.emit(f"{new} = memref.collapse_shape {name} [[0, 1], [2]] : {mtype} into {ntype}")
         return new, ntype
 
+    def _flat_rows(self, name: str, mtype: str) -> tuple[str, str]:
+        """View a weight ``[T, K, N]`` as one row per type ``[T, K*N]`` (no copy)."""
+        dims = mtype.removeprefix("memref<").removesuffix(">").split("x")
+        if len(dims) != 4:
+            return name, mtype
+        t, k, n = (int(d) for d in dims[:3])
+        new = self.w.fresh("typed")
+        ntype = f"memref<{t}x{k * n}xf32>"
+        self.w.emit(f"{new} = memref.collapse_shape {name} [[0], [1, 2]] : {mtype} into {ntype}")
+        return new, ntype
+
+    def _etype_src_weight(self, op: ir.Operation, rtype: str, grad: bool) -> None:
+        """Per-relation weights picked from (or summed onto) source node types: one row copy
+        per type through the graph's ``etype_src_ntype`` array."""
+        w = self._src(op.operands[1])
+        out = self._out(op.results[0], w)
+        index = self._graph("etype_src_ntype", op)
+        x, o = self._flat_rows(*w), self._flat_rows(out, rtype)
+        if grad:
+            self._zero(out, rtype)
+            self._trav("copy", o, x, scatter=index, reduce="sum", parallel="node")
+        else:
+            self._trav("copy", o, x, gather=index, parallel="node")
+
     def _weight_product(self, op: ir.Operation, rtype: str) -> None:
-        """``W[r] @ q`` and its gradients as one GEMM over the weight's rows ``[R*K, N]``."""
+        """``W[r] @ q`` and its gradients as one GEMM over the weight's rows ``[R*K, N]``; the
+        per-slice form (``b`` or the ``xty`` result of rank 3) picks slice ``i / K`` for row
+        ``i`` (the template's ``slice_rows``)."""
         variant = ir.StringAttr(op.attributes["variant"]).value
         a, b = self._src(op.operands[0]), self._src(op.operands[1])
         out = self._out(op.results[0], a)
+        a_shape = ir.ShapedType(op.operands[0].type).shape
+        per_slice = (
+            ir.ShapedType(op.results[0].type).rank == 3
+            if variant == "xty"
+            else ir.ShapedType(op.operands[1].type).rank == 3
+        )
+        if per_slice:
+            k = a_shape[1] if len(a_shape) == 3 else 1
+            a = self._collapse(*a)
+            if variant == "xty":
+                self._zero(out, rtype)
+                b = self._collapse(*b)
+                o, epilogue = (out, rtype), "add"
+            else:
+                o, epilogue = self._collapse(out, rtype), "store"
+            self._gemm(
+                {"a": a[0], "weight": b[0], "out": o[0]},
+                {"a": a[1], "weight": b[1], "out": o[1]},
+                epilogue,
+                variant,
+                slice_rows=k,
+            )
+            return
         if variant == "xty":
             self._zero(out, rtype)
             a, b = self._collapse(*a), self._collapse(*b)

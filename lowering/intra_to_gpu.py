@@ -101,7 +101,7 @@ def _gemm_xty(op: ir.Operation, w: Writer, kernels: _Kernels, kname: str) -> Non
     b.emit(f"scf.if {ok} {{")
     b.indent += 2
     i = b.open_for(kc0, km, kc1, "i")
-    r, t, _ = T.gemm_row_prologue(b, kops, i)
+    r, t, _ = T.gemm_row_prologue(b, kops, i, T.slice_rows(op))
     av, gv, p = b.load(kops, "a", r, kk), b.load(kops, "weight", i, j), kw.fresh("p")
     b.emit(f"{p} = arith.mulf {av}, {gv} : f32")
     b.accumulate(kops, "out", p, False, *([t] if t is not None else []), kk, j)
@@ -143,7 +143,7 @@ def _gemm(op: ir.Operation, w: Writer, kernels: _Kernels, kname: str) -> None:
     b.emit(f"{ok} = arith.cmpi ult, {i}, {km} : index")
     b.emit(f"scf.if {ok} {{")
     b.indent += 2
-    r, t, o = T.gemm_row_prologue(b, kops, i)
+    r, t, o = T.gemm_row_prologue(b, kops, i, T.slice_rows(op))
     scale = T.gemm_row_scale(b, kops, i)
     ctile, cn = b.const(tile), b.const(n)
     j0 = kw.fresh("j0")

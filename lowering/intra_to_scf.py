@@ -40,7 +40,7 @@ def _lower_gemm(op: ir.Operation, w: Writer) -> None:
         w.emit(f"{scratch} = memref.alloca() : memref<{T.width(ops.values['out'])}xf32>")
     b = T.Body(w, 2)
     i = b.open_for(c0, m, c1, "i")
-    r, t, o = T.gemm_row_prologue(b, ops, i)
+    r, t, o = T.gemm_row_prologue(b, ops, i, T.slice_rows(op))
     scale = T.gemm_row_scale(b, ops, i)
     k_extent = T.static_dim(ops.values["a"], 1)
     n_extent = T.width(ops.values["weight"] if variant == "xty" else ops.values["out"])

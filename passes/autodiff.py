@@ -26,7 +26,9 @@ Rules (``dy`` is the adjoint of the op's result):
 | `gather_src(x)` / `gather_dst(x)` | `dx += sum_to_src(dy)` / `sum_to_dst(dy)` |
 | `sum_to_dst(x)` / `sum_to_src(x)` | `dx += gather_dst(dy)` / `gather_src(dy)` |
 | `compact_gather_src` / `expand_compact` | `sum_compact_to_src` / `sum_to_compact` (and back) |
+| `etype_src_weight(w)` | `dw += etype_src_weight_grad(dy)` (re-emitted, not saved) |
 | `weight_product(a, b)` | `da += weight_product(dy, b){xwt}`, `db += weight_product(a, dy){xty}` |
+| | (per-slice products alike, `db` per slice) |
 | `typed_linear(x, W)` | `dx += typed_linear_transposed(dy, W)`, |
 | | `dW += typed_linear_weight_grad(x, dy)` |
 | `scale(x, s)` | `dx += scale(dy, s)`, `ds += dot(dy, x)` (none for `degree_norm`) |
@@ -53,6 +55,7 @@ _PAIRS = (
     ("gather_dst", "sum_to_dst"),
     ("compact_gather_src", "sum_compact_to_src"),
     ("expand_compact", "sum_to_compact"),
+    ("etype_src_weight", "etype_src_weight_grad"),  # weights picked per relation (HGT fold)
 )
 _ADJOINT = {**dict(_PAIRS), **{b: a for a, b in _PAIRS}}
 # Forward values the backward program recomputes instead of saving: gathers (folded into the

@@ -19,7 +19,11 @@ built once by the runtime (``HeteroGraph``).
 
 A typed linear whose product is only scaled per row and summed onto nodes is left per edge:
 ``hector-fuse`` turns that chain into one scatter-GEMM that stores no per-edge or per-pair
-rows at all, which beats compaction's ``C`` rows (RGCN's message passing).
+rows at all, which beats compaction's ``C`` rows (RGCN's message passing). With the option
+``training`` (set when ``hector-autodiff`` follows), that holds only when the scale factor needs
+no gradient (a degree norm): otherwise the backward pass needs the product per edge (HGT's and
+RGAT's attention-weighted messages), ``hector-autodiff`` saves it, and compact rows are the
+smaller thing to save.
 
 Cost model: compaction saves ``1 - ratio`` of the work and memory of every rewritten value
 (``ratio`` = unique pairs / edges) at the price of one index read per edge; with the option
@@ -64,7 +68,35 @@ def _graph_of(func: ir.Operation) -> ir.Value | None:
     return None
 
 
-def compact_function(func: ir.Operation) -> int:
+def _differentiable(v: ir.Value) -> bool:
+    """Whether ``v`` depends on a function argument other than the graph (autodiff will want
+    its gradient, and so the values it is multiplied with)."""
+    seen: set[ir.Value] = set()
+    stack = [v]
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if isinstance(v, ir.BlockArgument):
+            if str(v.type) != "!hector_inter.graph":
+                return True
+            continue
+        stack.extend(v.owner.operands)
+    return False
+
+
+def _keep_per_edge(op: ir.Operation, training: bool) -> bool:
+    """A scatter-GEMM chain stays per edge, unless training needs its product saved."""
+    if not scatter_gemm(op):
+        return False
+    if not training:
+        return True
+    scale = next(iter(op.results[0].uses)).owner
+    return not _differentiable(scale.operands[1])
+
+
+def compact_function(func: ir.Operation, training: bool = False) -> int:
     """Rewrite one function; return the number of ops now computed on compact rows."""
     graph = _graph_of(func)
     if graph is None:
@@ -80,7 +112,7 @@ def compact_function(func: ir.Operation) -> int:
         if name == "typed_linear":
             slice_ = ir.StringAttr(op.attributes["slice"]).value
             x = operands[1]
-            if slice_ == "etype" and _is(x, "gather_src") and not scatter_gemm(op):
+            if slice_ == "etype" and _is(x, "gather_src") and not _keep_per_edge(op, training):
                 with ir.InsertionPoint(op):
                     cg = _create(
                         "compact_gather_src",
@@ -119,12 +151,15 @@ def compact_function(func: ir.Operation) -> int:
     "(compact rows) and read them per edge through the graph's compaction map",
     ratio=Option(float, -1.0, "the graph's compaction ratio C/E (negative: unknown, compact)"),
     max_ratio=Option(float, 0.95, "leave the IR unchanged when ratio is above this"),
+    training=Option(bool, False, "hector-autodiff follows: compact products it would save"),
 )
-def run(module_op: ir.Operation, ratio: float = -1.0, max_ratio: float = 0.95) -> None:
+def run(
+    module_op: ir.Operation, ratio: float = -1.0, max_ratio: float = 0.95, training: bool = False
+) -> None:
     """Pass entry point."""
     if ratio > max_ratio:
         return  # an index read per edge would cost more than the rows it saves
     for op in module_op.regions[0].blocks[0].operations:
         op = op.operation
         if op.name == "func.func" and len(op.regions[0].blocks):
-            compact_function(op)
+            compact_function(op, training)

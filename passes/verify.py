@@ -278,17 +278,27 @@ def _verify_inter(op: ir.Operation, kinds: _Kinds) -> None:
             kinds.use(v, WEIGHT, "operand of a weight_product", op)
         if len(a) not in (2, 3):
             raise PassFailure("a must be a weight of rank 2 or 3", op.location)
-        if variant == "xw":
-            _rank(b, 2, "b", op)
-            _same(a[-1], b[0], "a's output dimension does not match b's rows", op)
-            _same_shape(out, [*a[:-1], b[1]], "result shape must be a[..., :K] x b's columns", op)
-        elif variant == "xwt":
-            _rank(b, 2, "b", op)
-            _same(a[-1], b[1], "a's output dimension does not match b's columns", op)
-            _same_shape(out, [*a[:-1], b[0]], "result shape must be a[..., :K] x b's rows", op)
+        per_slice = len(b) == 3 if variant != "xty" else len(out) == 3
+        if per_slice and variant != "xty":
+            _same(a[0], b[0], "per-slice product: a and b must have the same slice count", op)
+        if variant in ("xw", "xwt"):
+            if len(b) not in (2, 3):
+                raise PassFailure("b must be a weight of rank 2 or 3", op.location)
+            rows, cols = (b[-2], b[-1]) if variant == "xw" else (b[-1], b[-2])
+            _same(a[-1], rows, "a's output dimension does not match b's rows", op)
+            _same_shape(out, [*a[:-1], cols], "result shape must be a's rows x b's columns", op)
         else:
             _same_shape(a[:-1], b[:-1], "a and b must share their leading dimensions", op)
-            _same_shape(out, [a[-1], b[-1]], "result must be [N, H]", op)
+            want = [a[0], a[-1], b[-1]] if per_slice else [a[-1], b[-1]]
+            _same_shape(out, want, "result must be [N, H] (or [R, N, H] per slice)", op)
+        kinds.set(res, WEIGHT)
+    elif name in ("etype_src_weight", "etype_src_weight_grad"):
+        w = _f32(ops[1], "weight", op)
+        out = _f32(res, "result", op)
+        kinds.use(ops[1], WEIGHT, f"operand of {name}", op)
+        if len(w) < 2:
+            raise PassFailure("the weight must be typed: rank 2 or more ([T, ...])", op.location)
+        _same_shape(out[1:], w[1:], "result must keep the weight's per-type shape", op)
         kinds.set(res, WEIGHT)
     elif name == "sum_rows":
         x = _f32(ops[0], "rows", op)
@@ -369,13 +379,21 @@ def _verify_intra(op: ir.Operation) -> None:
             if variant != "xw":
                 raise PassFailure('row_scale needs variant = "xw"', op.location)
         out_v = next(it)
+        if "slice_rows" in op.attributes:
+            per = ir.IntegerAttr(op.attributes["slice_rows"]).value
+            if widx or per <= 0:
+                raise PassFailure(
+                    "slice_rows must be positive and excludes a weight_index", op.location
+                )
+            widx = 1  # the slice of row i is i / slice_rows
+        sliced = " with slice_rows" if "slice_rows" in op.attributes else " with a weight_index"
         sa = _f32(a_v, "a", op)
         sw = _f32(w_v, "weight", op)
         so = _f32(out_v, "out", op)
         _rank(sa, 2, "a", op)
         if variant == "xty":
             _rank(sw, 2, "row gradients (weight operand of an xty GEMM)", op)
-            _rank(so, 3 if widx else 2, "out" + (" with a weight_index" if widx else ""), op)
+            _rank(so, 3 if widx else 2, "out" + (sliced if widx else ""), op)
             _same(sa[1], so[-2], "a's width does not match out's input dimension", op)
             _same(sw[1], so[-1], "gradient width does not match out's output dimension", op)
             if _str(op, "epilogue") != "add" or scatter:
@@ -385,7 +403,7 @@ def _verify_intra(op: ir.Operation) -> None:
                 )
         else:
             _rank(so, 2, "out", op)
-            _rank(sw, 3 if widx else 2, "weight" + (" with a weight_index" if widx else ""), op)
+            _rank(sw, 3 if widx else 2, "weight" + (sliced if widx else ""), op)
             k, n = (sw[-2], sw[-1]) if variant == "xw" else (sw[-1], sw[-2])
             _same(sa[1], k, "a's width does not match the weight's input dimension", op)
             _same(so[1], n, "out's width does not match the weight's output dimension", op)

@@ -104,6 +104,7 @@ class Options:
     fuse: bool = True
     rows: int = -1  # edges of the graph (linear-reorder cost model); -1: unknown
     ratio: float = -1.0  # compaction ratio of the graph; -1: unknown
+    src_typed: bool = False  # every relation has one source node type (HGT's chained fold)
 
     def variant(self) -> str:
         """The ablation label: U (none), C, R, C+R, C+R+F, ..."""
@@ -114,9 +115,16 @@ class Options:
         """(stage name, pipeline) of the hector_inter optimizations, in order."""
         out = []
         if self.reorder:
-            out.append(("reorder", f"hector-linear-reorder{{rows={self.rows}}}"))
+            typed = "true" if self.src_typed else "false"
+            out.append(("reorder", f"hector-linear-reorder{{rows={self.rows} src_typed={typed}}}"))
         if self.compact:
-            out.append(("compact", f"hector-compact-materialization{{ratio={self.ratio}}}"))
+            training = "true" if autodiff else "false"
+            out.append(
+                (
+                    "compact",
+                    f"hector-compact-materialization{{ratio={self.ratio} training={training}}}",
+                )
+            )
         if autodiff:
             out.append(("autodiff", "hector-autodiff"))
         if self.fuse:

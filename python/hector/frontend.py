@@ -488,7 +488,7 @@ class CompiledFunction:
         stats = options.ratio <= 0.95
         # CUDA tensors (or target='cuda') run through hector.gpu_exec; the CPU path is unchanged.
         cuda = self.target == "cuda" or any(t.device.type == "cuda" for t in tensors)
-        key = (self._key(g, tensors), train, self.optimizations, stats, cuda)
+        key = (self._key(g, tensors), train, self.optimizations, stats, options.src_typed, cuda)
         entry = self._cache.get(key)
         if entry is None:
             start = time.perf_counter()
@@ -510,7 +510,7 @@ class CompiledFunction:
         compact, reorder, fuse = self.optimizations
         # Reordering is judged per row (rows unknown): the decision then holds for every graph
         # of this schema, so one kernel serves them all.
-        return Options(compact, reorder, fuse, ratio=g.compaction_ratio)
+        return Options(compact, reorder, fuse, ratio=g.compaction_ratio, src_typed=g.src_typed)
 
     def __call__(self, g: HeteroGraph, *tensors: torch.Tensor) -> Any:
         train = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)

@@ -32,6 +32,7 @@ GRAPH_ARRAYS = (
     "compact_src",
     "compact_etype",
     "edge_compact",
+    "etype_src_ntype",
 )
 
 _INT32_MAX = 2**31 - 1
@@ -298,6 +299,36 @@ class HeteroGraph:
         """``C / E``: how much compact materialization shrinks edge-wise values (1 if no
         edges)."""
         return self.num_compact / self.num_edges if self.num_edges else 1.0
+
+    def _src_types(self) -> tuple[torch.Tensor, bool]:
+        """Per edge type, the node type of its sources, and whether each relation has only
+        one (cached with the graph)."""
+        cached = getattr(self, "_src_type_map", None)
+        if cached is None:
+            r = self.num_etypes
+            src_types = self.ntype.long()[self.src.long()]
+            etype = self.etype.long()
+            lo = torch.full((r,), self.num_ntypes, dtype=torch.long)
+            hi = torch.full((r,), -1, dtype=torch.long)
+            lo.scatter_reduce_(0, etype, src_types, "amin")
+            hi.scatter_reduce_(0, etype, src_types, "amax")
+            empty = hi < 0
+            uniform = bool(((lo == hi) | empty).all())
+            cached = (torch.where(empty, 0, lo).to(torch.int32).contiguous(), uniform)
+            self._src_type_map = cached
+        return cached
+
+    @property
+    def etype_src_ntype(self) -> torch.Tensor:
+        """int32 [R]: the node type of the sources of each edge type (0 for a relation without
+        edges; the smallest one when a relation's sources mix types — see :attr:`src_typed`)."""
+        return self._src_types()[0]
+
+    @property
+    def src_typed(self) -> bool:
+        """Whether every edge type's sources share one node type (relations of a
+        heterogeneous schema); HGT's chained-linear fold needs it."""
+        return self._src_types()[1]
 
     def arrays(self) -> tuple[torch.Tensor, ...]:
         """Return the graph tensors in :data:`GRAPH_ARRAYS` order, as compiled code takes them."""

@@ -50,6 +50,19 @@
 // CHECK: variant = "xwt"
 // CHECK: variant = "xty"
 
+// Per-relation weights: one row copy per type through etype_src_ntype (the 11th graph array),
+// per-slice products as GEMMs whose row i uses slice i / K (slice_rows), the gradient summed
+// back onto node types by a scattered copy.
+// CHECK-LABEL: func.func @per_slice
+// CHECK-SAME: %[[SRCT:arg10]]: memref<?xi32>, %[[W:arg11]]: memref<2x16x8xf32>
+// CHECK: %[[WROWS:.*]] = memref.collapse_shape %[[W]] {{\[\[}}0], [1, 2]] : memref<2x16x8xf32> into memref<2x128xf32>
+// CHECK: "hector_intra.traversal_template"(%[[SRCT]], %[[WROWS]], %{{.*}}) {{.*}}fn = "copy", operandSegmentSizes = array<i32: 1, 0, 0, 1, 0, 1>
+// CHECK: "hector_intra.gemm_template"({{.*}}) {{.*}}slice_rows = 16 : i64{{.*}}variant = "xw"} : (memref<80x8xf32>, memref<5x8x4xf32>, memref<80x4xf32>)
+// CHECK: "hector_intra.gemm_template"({{.*}}) {{.*}}slice_rows = 1 : i64{{.*}}variant = "xw"} : (memref<5x8xf32>, memref<5x8x4xf32>, memref<5x4xf32>)
+// CHECK: slice_rows = 16 : i64{{.*}}variant = "xwt"
+// CHECK: epilogue = "add"{{.*}}slice_rows = 16 : i64{{.*}}variant = "xty"} : (memref<80x8xf32>, memref<80x4xf32>, memref<5x8x4xf32>)
+// CHECK: "hector_intra.traversal_template"(%[[SRCT]], {{.*}}fn = "copy", operandSegmentSizes = array<i32: 0, 1, 0, 1, 0, 1>, parallel = "node", reduce = "sum"
+
 // CPU loops: the max reduction and exp appear as scalar math; no templates remain.
 // LOOPS-LABEL: func.func @attention
 // LOOPS: arith.maximumf
@@ -60,3 +73,8 @@
 // GPU: gpu.func @attention_{{[0-9]+}}_traversal
 // GPU: memref.atomic_rmw maximumf
 // GPU: memref.atomic_rmw addf
+
+// The slice of a per-slice GEMM row is its row number divided by K (16 rows per relation).
+// LOOPS-LABEL: func.func @per_slice
+// LOOPS: arith.divui %{{.*}}, %c16 : index
+// LOOPS-NOT: hector_intra

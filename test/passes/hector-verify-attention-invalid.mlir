@@ -89,3 +89,43 @@ func.func @weight_product_of_rows(%g: !hector_inter.graph, %x: tensor<?x8xf32> {
   %0 = "hector_inter.weight_product"(%x, %q) {variant = "xw"} : (tensor<?x8xf32>, tensor<8x2xf32>) -> tensor<?x2xf32>
   return %0 : tensor<?x2xf32>
 }
+
+// -----
+
+func.func @per_slice_count(%a: tensor<4x16x8xf32>, %wr: tensor<5x8x4xf32>) -> tensor<4x16x4xf32> {
+  // expected-error @+1 {{per-slice product: a and b must have the same slice count: 4 vs 5}}
+  %0 = "hector_inter.weight_product"(%a, %wr) {variant = "xw"} : (tensor<4x16x8xf32>, tensor<5x8x4xf32>) -> tensor<4x16x4xf32>
+  return %0 : tensor<4x16x4xf32>
+}
+
+// -----
+
+func.func @per_slice_xty_shape(%a: tensor<5x16x8xf32>, %d: tensor<5x16x4xf32>) -> tensor<5x4x8xf32> {
+  // expected-error @+1 {{result must be [N, H] (or [R, N, H] per slice): 4 vs 8}}
+  %0 = "hector_inter.weight_product"(%a, %d) {variant = "xty"} : (tensor<5x16x8xf32>, tensor<5x16x4xf32>) -> tensor<5x4x8xf32>
+  return %0 : tensor<5x4x8xf32>
+}
+
+// -----
+
+func.func @etype_src_weight_untyped(%g: !hector_inter.graph, %w: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{the weight must be typed: rank 2 or more ([T, ...])}}
+  %0 = "hector_inter.etype_src_weight"(%g, %w) : (!hector_inter.graph, tensor<8xf32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+
+// -----
+
+func.func @etype_src_weight_shape(%g: !hector_inter.graph, %w: tensor<2x16x8xf32>) -> tensor<5x8x16xf32> {
+  // expected-error @+1 {{result must keep the weight's per-type shape: 8 vs 16}}
+  %0 = "hector_inter.etype_src_weight"(%g, %w) : (!hector_inter.graph, tensor<2x16x8xf32>) -> tensor<5x8x16xf32>
+  return %0 : tensor<5x8x16xf32>
+}
+
+// -----
+
+func.func @etype_src_weight_rows(%g: !hector_inter.graph, %x: tensor<?x8xf32> {hector.kind = "node"}) -> tensor<?x8xf32> {
+  // expected-error @+1 {{operand of etype_src_weight must be weight, but it is node-wise}}
+  %0 = "hector_inter.etype_src_weight"(%g, %x) : (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}

@@ -411,6 +411,24 @@ func.func @gemm_scatter_store(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %dst: 
 
 // -----
 
+// COUNT: error: slice_rows must be positive and excludes a weight_index
+func.func @gemm_slice_rows_and_index(%a: memref<?x16xf32>, %w: memref<3x16x8xf32>, %etype: memref<?xi32>, %out: memref<?x8xf32>) {
+  // expected-error @+1 {{slice_rows must be positive and excludes a weight_index}}
+  "hector_intra.gemm_template"(%a, %w, %etype, %out) {variant = "xw", epilogue = "store", slice_rows = 4 : i64, tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 1, 0, 0, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?xi32>, memref<?x8xf32>) -> ()
+  return
+}
+
+// -----
+
+// COUNT: error: weight with slice_rows must have rank 3, got rank 2
+func.func @gemm_slice_rows_rank(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
+  // expected-error @+1 {{weight with slice_rows must have rank 3, got rank 2}}
+  "hector_intra.gemm_template"(%a, %w, %out) {variant = "xw", epilogue = "store", slice_rows = 4 : i64, tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
+  return
+}
+
+// -----
+
 // COUNT: error: weight with a weight_index must have rank 3, got rank 2
 func.func @gemm_weight_index_rank(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %etype: memref<?xi32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{weight with a weight_index must have rank 3, got rank 2}}

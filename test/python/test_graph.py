@@ -67,6 +67,7 @@ def test_arrays_order_dtypes_and_layout() -> None:
         "compact_src",
         "compact_etype",
         "edge_compact",
+        "etype_src_ntype",
     )
     arrays = g.arrays()
     assert len(arrays) == len(GRAPH_ARRAYS)
@@ -75,10 +76,12 @@ def test_arrays_order_dtypes_and_layout() -> None:
         assert array.device.type == "cpu"
         assert array.is_contiguous()
     dtypes = [a.dtype for a in arrays]
-    assert dtypes == [torch.int32] * 5 + [torch.float32] * 2 + [torch.int32] * 3
+    assert dtypes == [torch.int32] * 5 + [torch.float32] * 2 + [torch.int32] * 4
     shapes = [tuple(a.shape) for a in arrays]
     c = g.num_compact
-    assert shapes == [(400,), (400,), (400,), (50,), (5,), (400, 1), (400, 1), (c,), (c,), (400,)]
+    assert shapes == [
+        (400,), (400,), (400,), (50,), (5,), (400, 1), (400, 1), (c,), (c,), (400,), (4,)
+    ]  # fmt: skip
     assert g.perm.dtype == torch.int64 and tuple(g.perm.shape) == (400,)
 
 
@@ -354,3 +357,20 @@ def test_compaction_map_is_the_unique_source_etype_pairs() -> None:
     ec = g.edge_compact.long()
     assert torch.equal(g.compact_src[ec], g.src) and torch.equal(g.compact_etype[ec], g.etype)
     assert g.compaction_ratio == g.num_compact / g.num_edges < 1.0
+
+
+def test_etype_src_ntype_and_src_typed() -> None:
+    """Each relation's source node type; src_typed only when no relation mixes source types
+    (an empty relation reads type 0 and does not count as mixed)."""
+    node_type = torch.tensor([0, 0, 1, 1, 2])
+    # relation 0: sources 0, 1 (type 0); relation 1: empty; relation 2: source 4 (type 2)
+    edge_index = torch.tensor([[0, 1, 4, 1], [2, 3, 0, 4]])
+    edge_type = torch.tensor([0, 0, 2, 0])
+    g = HeteroGraph.from_edge_index(edge_index, edge_type, node_type=node_type, num_etypes=3)
+    assert g.etype_src_ntype.tolist() == [0, 0, 2]
+    assert g.etype_src_ntype.dtype == torch.int32 and g.src_typed
+    mixed = HeteroGraph.from_edge_index(
+        torch.tensor([[0, 2], [1, 3]]), torch.tensor([0, 0]), node_type=node_type[:4]
+    )
+    assert not mixed.src_typed
+    assert mixed.etype_src_ntype.tolist() == [0]

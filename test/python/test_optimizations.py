@@ -102,3 +102,56 @@ def test_compaction_skipped_when_it_would_not_pay() -> None:
     args = (torch.randn(30, 4), layer.weight, layer.q, layer.k, layer.bias)
     staged = layer.compiled.compile_for(g, *args).staged
     assert "compact_gather_src" not in staged.ir("compact")
+
+
+def _src_typed_graph() -> hector.HeteroGraph:
+    """Two node types (a: 0..29, b: 30..49); relation r draws its sources from one type."""
+    gen = torch.Generator().manual_seed(11)
+    etype = torch.randint(0, R, (E,), generator=gen)
+    a_src = torch.randint(0, 30, (E,), generator=gen)
+    b_src = torch.randint(30, N, (E,), generator=gen)
+    src = torch.where(etype % 2 == 1, a_src, b_src)  # r odd: sources of type a, else b
+    dst = torch.randint(0, N, (E,), generator=gen)
+    node_type = (torch.arange(N) >= 30).long()
+    return hector.HeteroGraph.from_edge_index(
+        torch.stack([src, dst]), etype, node_type=node_type, num_etypes=R
+    )
+
+
+def test_hgt_chained_fold_matches_unoptimized() -> None:
+    """On a graph whose relations each have one source type, reorder folds HGT's node-typed
+    K/V projections into per-relation weights; outputs and every gradient are unchanged."""
+    graph = _src_typed_graph()
+    assert graph.src_typed
+    x = torch.randn(N, 6)
+    layer = _layer("hgt")
+    ref = _run(layer.optimize(False, False, False), graph, x, True)
+    for compact, reorder, fuse in [(False, True, False), (True, True, True)]:
+        got = _run(layer.optimize(compact, reorder, fuse), graph, x, True)
+        label = f"hgt C={compact} R={reorder} F={fuse}"
+        torch.testing.assert_close(got[0], ref[0], atol=1e-4, rtol=1e-4, msg=label)
+        torch.testing.assert_close(got[1], ref[1], atol=1e-4, rtol=1e-4, msg=label)
+        for p in ref[2]:
+            torch.testing.assert_close(got[2][p], ref[2][p], atol=1e-4, rtol=1e-4, msg=label)
+    entry = next(iter(layer.compiled._cache.values()))
+    inter = entry.ir("fuse")
+    forward = inter.split("_train(")[0]
+    assert forward.count('"hector_inter.etype_src_weight"') == 4  # K, V: weights and biases
+    assert forward.count('slice = "ntype"') == 2  # only Q and the output projection remain
+
+
+def test_hgt_fold_needs_src_typed_graph(g: hector.HeteroGraph) -> None:
+    """A graph whose relations mix source node types must not be folded."""
+    assert not g.src_typed
+    layer = _layer("hgt")
+    order = torch.argsort(g.ntype, stable=True)
+    inv = torch.empty_like(order)
+    inv[order] = torch.arange(N)
+    ei, et = g.edge_index_sorted()
+    graph = hector.HeteroGraph.from_edge_index(
+        inv[ei.long()], et.long(), node_type=g.ntype[order], num_etypes=R
+    )
+    assert not graph.src_typed
+    _run(layer, graph, torch.randn(N, 6), True)
+    entry = next(iter(layer.compiled._cache.values()))
+    assert "etype_src_weight" not in entry.ir("fuse")

@@ -65,3 +65,23 @@ func.func @weight_products(%w: tensor<3x16x8xf32>, %q: tensor<8x2xf32>, %d: tens
   %dq = "hector_inter.weight_product"(%w, %d) {variant = "xty"} : (tensor<3x16x8xf32>, tensor<3x16x2xf32>) -> tensor<8x2xf32>
   return %p, %dw, %dq : tensor<3x16x2xf32>, tensor<3x16x8xf32>, tensor<8x2xf32>
 }
+
+// Per-slice weight products and per-relation weights picked by source node type (HGT's fold).
+// CHECK-LABEL: func.func @per_slice
+func.func @per_slice(%g: !hector_inter.graph, %w: tensor<2x16x8xf32>, %b: tensor<2x8xf32>, %wr: tensor<5x8x4xf32>, %d: tensor<5x16x4xf32>) -> (tensor<5x16x4xf32>, tensor<5x4xf32>, tensor<5x16x8xf32>, tensor<5x8x4xf32>, tensor<2x16x8xf32>) {
+  // CHECK: "hector_inter.etype_src_weight"(%{{.*}}, %{{.*}}) : (!hector_inter.graph, tensor<2x16x8xf32>) -> tensor<5x16x8xf32>
+  %pw = "hector_inter.etype_src_weight"(%g, %w) : (!hector_inter.graph, tensor<2x16x8xf32>) -> tensor<5x16x8xf32>
+  // CHECK: "hector_inter.etype_src_weight"(%{{.*}}, %{{.*}}) : (!hector_inter.graph, tensor<2x8xf32>) -> tensor<5x8xf32>
+  %pb = "hector_inter.etype_src_weight"(%g, %b) : (!hector_inter.graph, tensor<2x8xf32>) -> tensor<5x8xf32>
+  // CHECK: {variant = "xw"} : (tensor<5x16x8xf32>, tensor<5x8x4xf32>) -> tensor<5x16x4xf32>
+  %fw = "hector_inter.weight_product"(%pw, %wr) {variant = "xw"} : (tensor<5x16x8xf32>, tensor<5x8x4xf32>) -> tensor<5x16x4xf32>
+  // CHECK: {variant = "xw"} : (tensor<5x8xf32>, tensor<5x8x4xf32>) -> tensor<5x4xf32>
+  %fb = "hector_inter.weight_product"(%pb, %wr) {variant = "xw"} : (tensor<5x8xf32>, tensor<5x8x4xf32>) -> tensor<5x4xf32>
+  // CHECK: {variant = "xwt"} : (tensor<5x16x4xf32>, tensor<5x8x4xf32>) -> tensor<5x16x8xf32>
+  %da = "hector_inter.weight_product"(%d, %wr) {variant = "xwt"} : (tensor<5x16x4xf32>, tensor<5x8x4xf32>) -> tensor<5x16x8xf32>
+  // CHECK: {variant = "xty"} : (tensor<5x16x8xf32>, tensor<5x16x4xf32>) -> tensor<5x8x4xf32>
+  %db = "hector_inter.weight_product"(%pw, %d) {variant = "xty"} : (tensor<5x16x8xf32>, tensor<5x16x4xf32>) -> tensor<5x8x4xf32>
+  // CHECK: "hector_inter.etype_src_weight_grad"(%{{.*}}, %{{.*}}) : (!hector_inter.graph, tensor<5x16x8xf32>) -> tensor<2x16x8xf32>
+  %dw = "hector_inter.etype_src_weight_grad"(%g, %da) : (!hector_inter.graph, tensor<5x16x8xf32>) -> tensor<2x16x8xf32>
+  return %fw, %fb, %da, %db, %dw : tensor<5x16x4xf32>, tensor<5x4xf32>, tensor<5x16x8xf32>, tensor<5x8x4xf32>, tensor<2x16x8xf32>
+}
