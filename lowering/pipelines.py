@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..passes._registry import register_pipeline
+from . import torch_linalg_cpu  # noqa: F401  (registers convert-torch-to-linalg-cpu)
 
 # Upstream lowering of scf/memref/arith/func to the LLVM dialect, for the CPU JIT.
 LLVM_CPU = (

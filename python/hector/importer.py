@@ -5,10 +5,18 @@ The module is exported with ``torch_mlir.fx.export_and_import(..., output_type="
 inputs are bound to the ``graph=`` :class:`~hector.graph.HeteroGraph`, ``raise-torch-to-hector``
 (``lowering/raise_torch_to_hector.py``) rewrites the relational patterns into ``hector_inter``,
 and every maximal region of raised ops is compiled by Hector (forward and, through
-``hector-autodiff``, backward). What was not raised stays ordinary tensor code: the imported
-program runs those torch ops eagerly through ``torch.ops.aten`` around the compiled regions, so
-gradients flow through both; ``strict=True`` refuses such programs instead, naming each op and
-its ``file:line``.
+``hector-autodiff``, backward). What was not raised stays ordinary tensor code, grouped into
+maximal *torch segments* between the hector regions (one per phase of the plan, so data
+dependences hold). With ``fallback="linalg"`` (the default) each segment becomes one
+torch-dialect function compiled through torch-mlir's linalg path to the LLVM dialect and
+JIT-run in Hector's MLIR (``lowering/torch_linalg_cpu.py``); under autograd it is a
+``torch.autograd.Function`` whose backward is the segment's vjp (``make_fx`` over
+``torch.func.vjp`` of the eager replay, imported with ``torch_mlir.fx.stateless_fx_import``),
+compiled the same way on the first ``backward()``. Ops torch-mlir cannot lower are an
+:class:`ImportError_` naming them with ``file:line``; ``fallback="eager"`` runs the segments op
+by op with ``torch.ops.aten`` instead. Segments of metadata ops only (constants, lists,
+views/reshapes) run as torch views, without a kernel. ``strict=True`` refuses unraised ops,
+naming each op and its ``file:line``.
 
 Edge order: Hector stores edges sorted by edge type (``HeteroGraph.perm``). The index inputs may
 be the graph's own arrays (``g.src``, ``g.dst``, ``g.etype``, or ``g.edge_index_sorted()``) —
@@ -78,6 +86,73 @@ class _Segment:
     output_kinds: list[str] = field(default_factory=list)
     text: str = ""
     entry: Any = None
+
+
+@dataclass
+class _TorchSegment:
+    """A maximal run of torch ops between hector regions (one phase of the plan).
+
+    ``kind`` says how it runs: ``"linalg"`` (compiled through torch-mlir's linalg path,
+    :attr:`compiled`), ``"view"`` (only metadata ops: constants, lists, views; run as torch
+    views, no kernel) or ``"eager"`` (``fallback="eager"``: op by op with ``torch.ops.aten``).
+    ``ops`` are in program order and include the scalar glue (constants, lists) the segment
+    reads, cloned into it; ``backward`` caches one compiled vjp per gradient mask.
+    """
+
+    name: str
+    ops: list[Any] = field(default_factory=list)
+    inputs: list[Any] = field(default_factory=list)
+    input_types: list[Any] = field(default_factory=list)
+    outputs: list[Any] = field(default_factory=list)
+    kind: str = "linalg"
+    text: str = ""
+    compiled: Any = None
+    backward: dict[tuple[bool, ...], Any] = field(default_factory=dict)
+
+    def ir(self, stage: str = "torch") -> str:
+        """The segment's IR after ``stage`` (``torch``, ``linalg``, ``loops``, ``llvm``)."""
+        if stage == "torch":
+            return self.text
+        if self.compiled is None:
+            raise KeyError(f"segment {self.name} runs as {self.kind!r}: it has no {stage!r} IR")
+        return self.compiled.ir(stage)
+
+
+#: Ops that only move metadata (no arithmetic): a segment made of these alone (plus glue)
+#: runs as torch views, without a kernel.
+VIEW_OPS = frozenset(
+    {
+        "torch.aten.view",
+        "torch.aten.reshape",
+        "torch.aten._reshape_alias",
+        "torch.aten.unsqueeze",
+        "torch.aten.squeeze",
+        "torch.aten.squeeze.dim",
+        "torch.aten.t",
+        "torch.aten.transpose.int",
+        "torch.aten.permute",
+        "torch.aten.expand",
+        "torch.aten.slice.Tensor",
+        "torch.aten.select.int",
+        "torch.aten.detach",
+        "torch.aten.alias",
+        "torch.aten.flatten.using_ints",
+        "torch.aten.unflatten.int",
+        "torch.aten.contiguous",
+        "torch.aten.clone",
+        "torch.vtensor.literal",
+    }
+)
+
+
+def _is_glue(op: Any) -> bool:
+    """Scalar glue: an op without tensor results (constants, lists, ints). Cloned into each
+    segment that reads it instead of belonging to one."""
+    return (
+        op.name.startswith("torch.")
+        and bool(len(op.results))
+        and all(_vt(r.type) is None for r in op.results)
+    )
 
 
 def _vt(t: Any) -> tuple[list[int], str] | None:
@@ -165,6 +240,7 @@ class ImportedModel(torch.nn.Module):
         order: str | None,
         state_names: list[str],
         report: Any,
+        fallback: str = "linalg",
     ) -> None:
         super().__init__()
         self.module = module
@@ -178,6 +254,10 @@ class ImportedModel(torch.nn.Module):
         inv = torch.empty_like(graph.perm)
         inv[graph.perm] = torch.arange(graph.perm.numel())
         self._perm, self._inv = graph.perm, inv
+        if fallback not in ("linalg", "eager"):
+            raise ValueError(f"fallback must be 'linalg' or 'eager', got {fallback!r}")
+        self.fallback = fallback
+        self.torch_segments: list[_TorchSegment] = []
         self._build()
 
     # -- planning -------------------------------------------------------------------------------
@@ -228,6 +308,7 @@ class ImportedModel(torch.nn.Module):
                 p += 1
             phase[op] = p
         segs: dict[int, _Segment] = {}
+        tsegs: dict[int, _TorchSegment] = {}
         units: list[tuple[int, int, str, Any]] = []
         for i, op in enumerate(ops):
             if op not in phase:
@@ -237,20 +318,22 @@ class ImportedModel(torch.nn.Module):
                     segs[phase[op]] = _Segment(f"region{len(segs)}")
                     units.append((phase[op], i, "hector", segs[phase[op]]))
                 segs[phase[op]].ops.append(op)
-            else:
-                units.append((phase[op], i, "eager", op))
+            elif not _is_glue(op):
+                # Every torch op of one phase depends only on earlier phases and on its own
+                # phase's torch ops: one maximal segment per phase, in program order.
+                if phase[op] not in tsegs:
+                    tsegs[phase[op]] = _TorchSegment(f"torch_segment{len(tsegs)}")
+                    units.append((phase[op], i, "torch", tsegs[phase[op]]))
+                tsegs[phase[op]].ops.append(op)
         units.sort(key=lambda u: (u[0], u[1]))
         self._ret = ops[-1]
         for seg in segs.values():
-            if all(
-                op.name.split(".", 1)[1] in _ELEMENTWISE and len(op.operands) < 3 for op in seg.ops
-            ):
-                # Elementwise-only region: not worth a kernel; run its ops with PyTorch.
-                seg.entry = None
-                continue
             self._finish_segment(seg, ops)
+        for tseg in tsegs.values():
+            self._finish_torch_segment(tseg)
         self._plan = [(kind, obj) for _, _, kind, obj in units]
         self.segments = list(segs.values())
+        self.torch_segments = list(tsegs.values())
 
     def _kind(self, v: Any) -> str:
         v = self._canon(v)
@@ -368,6 +451,158 @@ class ImportedModel(torch.nn.Module):
             return any(self._escapes(u, inside) for u in owner.results[0].uses)
         return owner not in inside
 
+    def _finish_torch_segment(self, seg: _TorchSegment) -> None:
+        """Close a torch segment over its inputs (tensors from earlier units), clone the
+        scalar glue it reads into it, find its outputs and compile it (``kind="linalg"``)."""
+        members = set(seg.ops)
+        ordered: list[Any] = []
+        placed: set[Any] = set()
+        inputs: dict[Any, Any] = {}  # canonical value -> the torch-typed value seen here
+
+        def need(v: Any) -> None:
+            c = self._canon(v)
+            owner = c.owner
+            op = None if owner.__class__.__name__ == "Block" else owner.operation
+            if op is not None and (op in members or op in placed):
+                return
+            if op is not None and _is_glue(op):
+                for w in op.operands:
+                    need(w)
+                placed.add(op)
+                ordered.append(op)
+                return
+            if _vt(v.type) is None:
+                raise ImportError_(
+                    f"{seg.name}: operand of type {v.type} comes from outside the segment; "
+                    "only tensors cross segment boundaries"
+                )
+            inputs.setdefault(c, v)
+
+        for op in seg.ops:
+            for v in op.operands:
+                need(v)
+            ordered.append(op)
+        seg.ops = ordered
+        seg.inputs = list(inputs)
+        seg.input_types = [inputs[c].type for c in seg.inputs]
+        outs = []
+        for op in seg.ops:
+            if op not in members:
+                continue
+            for r in op.results:
+                if _vt(r.type) is not None and any(self._used_outside(u, members) for u in r.uses):
+                    outs.append(r)
+        seg.outputs = outs
+        seg.text = self._torch_segment_text(seg)
+        compute = [op for op in seg.ops if op in members and op.name not in VIEW_OPS]
+        if not compute:
+            seg.kind = "view"
+        elif self.fallback == "eager":
+            seg.kind = "eager"
+        else:
+            from hector.lowering.torch_linalg_cpu import LinalgLoweringError, compile_torch_function
+
+            try:
+                seg.compiled = compile_torch_function(seg.text, seg.name)
+            except LinalgLoweringError as err:
+                raise _lowering_error(seg, err, "forward") from None
+            seg.kind = "linalg"
+
+    def _used_outside(self, use: Any, members: set[Any]) -> bool:
+        """Whether a use of a segment value lies outside the segment (another unit, a hector
+        region through a cast, the return, or glue read elsewhere)."""
+        owner = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+        if owner.name in ("builtin.unrealized_conversion_cast", "func.return"):
+            return True
+        if _is_glue(owner):
+            return any(self._used_outside(u, members) for r in owner.results for u in r.uses)
+        return owner not in members
+
+    def _torch_segment_text(self, seg: _TorchSegment) -> str:
+        """The segment as one torch-dialect ``func.func`` (ops cloned with their locations)."""
+        from torch_mlir import ir
+        from torch_mlir.dialects import func as func_d
+
+        with self._ctx, ir.Location.unknown():
+            module = ir.Module.create()
+            with ir.InsertionPoint(module.body):
+                fn = func_d.FuncOp(seg.name, (list(seg.input_types), [r.type for r in seg.outputs]))
+                block = fn.add_entry_block()
+            mapping: dict[Any, Any] = dict(zip(seg.inputs, block.arguments, strict=True))
+            with ir.InsertionPoint(block):
+                for op in seg.ops:
+                    new = op.clone()
+                    for i, v in enumerate(op.operands):
+                        c = self._canon(v)
+                        new.operands[i] = mapping[c if c in mapping else v]
+                    for r, nr in zip(op.results, new.results, strict=True):
+                        mapping[r] = nr
+                func_d.ReturnOp([mapping[r] for r in seg.outputs])
+            return module.operation.get_asm(enable_debug_info=True)
+
+    def _replay(self, seg: _TorchSegment) -> Any:
+        """A Python callable running the segment's ops with ``torch.ops.aten`` (the eager
+        semantics the compiled code must match; traced for the backward)."""
+
+        def run(*tensors: Any) -> tuple[Any, ...]:
+            env: dict[Any, Any] = dict(zip(seg.inputs, tensors, strict=True))
+            for op in seg.ops:
+                _run_eager(op, env, self._canon)
+            return tuple(env[r] for r in seg.outputs)
+
+        return run
+
+    def _backward_of(self, seg: _TorchSegment, mask: tuple[bool, ...], example: list[Any]) -> Any:
+        """The compiled vjp of a linalg segment for the inputs ``mask`` selects: a function of
+        (all inputs, cotangents of the floating-point outputs) returning their gradients.
+        Traced once (``make_fx`` over ``torch.func.vjp`` of the eager replay), imported with
+        ``torch_mlir.fx.stateless_fx_import`` and compiled through the same linalg path."""
+        if mask in seg.backward:
+            return seg.backward[mask]
+        from torch.fx.experimental.proxy_tensor import make_fx
+        from torch_mlir import fx
+        from torch_mlir.extras.fx_decomp_util import get_decomposition_table
+
+        from hector.lowering.torch_linalg_cpu import LinalgLoweringError, compile_torch_function
+
+        replay = self._replay(seg)
+        n = len(seg.inputs)
+        diff = [i for i, m in enumerate(mask) if m]
+        fouts = [j for j, r in enumerate(seg.outputs) if _vt(r.type)[1] in _FLOAT]
+
+        def vjp(*args: Any) -> tuple[Any, ...]:
+            prims, cts = list(args[:n]), args[n:]
+
+            def fwd(*d: Any) -> tuple[Any, ...]:
+                full = list(prims)
+                for i, t in zip(diff, d, strict=True):
+                    full[i] = t
+                outs = replay(*full)
+                return tuple(outs[j] for j in fouts)
+
+            _, pull = torch.func.vjp(fwd, *(prims[i] for i in diff))
+            return tuple(pull(tuple(cts)))
+
+        name = f"{seg.name}_backward"
+        try:
+            gm = make_fx(vjp, decomposition_table=get_decomposition_table())(*example)
+            exported = fx.stateless_fx_import(gm, output_type="torch", model_name=name)
+        except Exception as err:  # tracing / import failures: say which segment and why
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise ImportError_(
+                f"cannot derive the backward of {seg.name} ({_op_list(seg)}): {first}; "
+                "import with fallback='eager' to differentiate it with PyTorch"
+            ) from err
+        try:
+            seg.backward[mask] = (
+                compile_torch_function(exported.operation.get_asm(enable_debug_info=True), name),
+                diff,
+                fouts,
+            )
+        except LinalgLoweringError as err:
+            raise _lowering_error(seg, err, "backward") from None
+        return seg.backward[mask]
+
     # -- running --------------------------------------------------------------------------------
     def forward(self, *inputs: Any) -> Any:
         """Run the imported program: eager torch ops and compiled hector regions in order."""
@@ -382,20 +617,40 @@ class ImportedModel(torch.nn.Module):
             )
         env: dict[Any, Any] = dict(zip(block_args, args, strict=False))
         for kind, obj in self._plan:
-            if kind == "eager":
-                _run_eager(obj, env, self._canon)
+            if kind == "torch":
+                self._run_torch_segment(obj, env)
             else:
                 self._run_segment(obj, env)
-        outs = [env[self._canon(v)] for v in self._ret.operands]
+        outs = [self._value(v, env) for v in self._ret.operands]
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _value(self, v: Any, env: dict[Any, Any]) -> Any:
+        """A value of the program: computed by a unit, or scalar glue evaluated on demand."""
+        c = self._canon(v)
+        if c not in env:
+            op = c.owner.operation
+            for w in op.operands:
+                self._value(w, env)
+            _run_eager(op, env, self._canon)
+        return env[c]
+
+    def _run_torch_segment(self, seg: _TorchSegment, env: dict[Any, Any]) -> None:
+        """Run one torch segment: compiled (through an autograd function when gradients are
+        needed), as views, or eagerly op by op (``fallback="eager"``)."""
+        if seg.kind in ("view", "eager"):
+            for op in seg.ops:
+                _run_eager(op, env, self._canon)
+            return
+        tensors = [env[v] for v in seg.inputs]
+        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+            outs = _TorchSegmentFn.apply(self, seg, *tensors)
+        else:
+            outs = seg.compiled(*tensors)
+        for r, t in zip(seg.outputs, outs, strict=True):
+            env[r] = t
 
     def _run_segment(self, seg: _Segment, env: dict[Any, Any]) -> None:
         from .frontend import _Differentiable
-
-        if seg.entry is None:
-            for op in seg.ops:
-                _run_elementwise(op, env, self._canon)
-            return
 
         tensors = []
         for v, kind in zip(seg.inputs, seg.input_kinds, strict=True):
@@ -418,39 +673,75 @@ class ImportedModel(torch.nn.Module):
         return "\n".join(s.text for s in self.segments)
 
 
-_ELEMENTWISE = ("add", "unary", "scale", "dot")
-_UNARY = {
-    "relu": torch.relu,
-    "exp": torch.exp,
-    "tanh": torch.tanh,
-    "sigmoid": torch.sigmoid,
-    "gelu": torch.nn.functional.gelu,
-    "neg": torch.neg,
-    "copy": lambda t: t,
-}
+_FLOAT = ("f32", "f64", "f16", "bf16")
 
 
-def _run_elementwise(op: Any, env: dict[Any, Any], canon: Any) -> None:
-    """Execute one untyped elementwise hector_inter op with PyTorch (tiny regions)."""
-    fn = op.name.split(".", 1)[1]
-    a = _attrs(op)
-    x = [env[canon(v)] for v in op.operands]
-    if fn == "add":
-        out = x[0] + x[1]
-    elif fn == "unary":
-        name = str(a["fn"]).strip('"')
-        if name == "leaky_relu":
-            slope = float(str(a["slope"]).split(":")[0])
-            out = torch.nn.functional.leaky_relu(x[0], slope)
-        else:
-            out = _UNARY[name](x[0])
-    elif fn == "scale":
-        rows, heads = x[1].shape
-        out = (x[0].view(rows, heads, -1) * x[1].unsqueeze(-1)).view(rows, -1)
-    else:  # dot
-        heads = _shape_of(op.results[0])[1]
-        out = (x[0] * x[1]).view(x[0].shape[0], heads, -1).sum(-1)
-    env[op.results[0]] = out
+def _op_list(seg: _TorchSegment) -> str:
+    names = sorted({op.name for op in seg.ops if not _is_glue(op)})
+    return ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+
+
+def _lowering_error(seg: _TorchSegment, err: Any, what: str) -> ImportError_:
+    """The :class:`ImportError_` for a segment torch-mlir cannot lower (each op with its
+    ``file:line``), suggesting ``fallback="eager"``."""
+    from hector.lowering.raise_torch_to_hector import source_location
+
+    found = list(err.ops)
+    if not found:
+        # The diagnostic names an op torch-mlir produced on the way: name the user's torch
+        # ops at the same source line instead.
+        for op in seg.ops:
+            where = source_location(op.location)
+            if where in err.locations and not _is_glue(op) and (op.name, where) not in found:
+                found.append((op.name, where))
+    lines = "\n".join(f"  {where}: {name}" for name, where in found)
+    detail = "\n".join("  " + ln for ln in str(err).splitlines()[1:])
+    lines = (lines + "\n  torch-mlir said:\n" + detail) if lines else detail or f"  {err}"
+    return ImportError_(
+        f"torch-mlir cannot lower the {what} of {seg.name} to linalg for the CPU "
+        f"(fallback='linalg'):\n{lines}\n"
+        "import with fallback='eager' to run this segment's ops with PyTorch instead"
+    )
+
+
+class _TorchSegmentFn(torch.autograd.Function):
+    """A compiled torch segment under autograd: forward runs the compiled forward, backward
+    the compiled vjp (built on the first backward, per gradient mask)."""
+
+    @staticmethod
+    def forward(ctx: Any, model: ImportedModel, seg: _TorchSegment, *tensors: Any) -> Any:
+        """Run the compiled forward and save the inputs for the vjp."""
+        outs = seg.compiled(*tensors)
+        ctx.model, ctx.seg = model, seg
+        ctx.save_for_backward(*tensors)
+        ctx.mark_non_differentiable(*(o for o in outs if not o.is_floating_point()))
+        return tuple(outs)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        """Run the compiled vjp of the segment."""
+        seg: _TorchSegment = ctx.seg
+        tensors = list(ctx.saved_tensors)
+        mask = tuple(
+            bool(need) and t.is_floating_point()
+            for need, t in zip(ctx.needs_input_grad[2:], tensors, strict=True)
+        )
+        if not any(mask):
+            return (None, None, *([None] * len(tensors)))
+        cts = []
+        for j, r in enumerate(seg.outputs):
+            if _vt(r.type)[1] in _FLOAT:
+                g = grads[j]
+                shape, dt = _vt(r.type)
+                zero = torch.zeros(shape, dtype=_DTYPES.get(dt, torch.float32))
+                cts.append(zero if g is None else g.contiguous())
+        with torch.no_grad():
+            fn, diff, _ = ctx.model._backward_of(seg, mask, [*tensors, *cts])
+            res = fn(*tensors, *cts)
+        out: list[Any] = [None] * len(tensors)
+        for i, gi in zip(diff, res, strict=True):
+            out[i] = gi
+        return (None, None, *out)
 
 
 def _attrs(op: Any) -> dict[str, Any]:
@@ -566,6 +857,7 @@ def import_model(
     graph: HeteroGraph,
     *,
     strict: bool = False,
+    fallback: str = "linalg",
 ) -> ImportedModel:
     """Import ``module`` (called as ``module(*example_inputs)``) through torch-mlir, raise its
     relational patterns to hector_inter and compile them; return an :class:`ImportedModel`.
@@ -573,8 +865,14 @@ def import_model(
     ``graph`` tells which example inputs are graph indices (``src``, ``dst``, ``etype``,
     ``edge_index``, ``ntype``: the graph's own arrays, or the user's original edge arrays the
     graph was built from). With ``strict``, any op that cannot be raised is an error listing
-    each such op with its ``file:line``; otherwise those ops run eagerly.
+    each such op with its ``file:line``. Otherwise those ops stay tensor code, grouped into
+    maximal segments between the hector regions: ``fallback="linalg"`` (the default) compiles
+    each segment through torch-mlir's linalg path for the CPU (forward now, backward on the
+    first ``backward()``) and raises :class:`ImportError_` naming the ops torch-mlir cannot
+    lower; ``fallback="eager"`` runs them op by op with ``torch.ops.aten`` instead.
     """
+    if fallback not in ("linalg", "eager"):
+        raise ValueError(f"fallback must be 'linalg' or 'eager', got {fallback!r}")
     from torch_mlir import fx, ir
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
@@ -636,4 +934,4 @@ def import_model(
         except RaiseError as err:
             raise ImportError_(str(err)) from None
         raised = mod.operation.get_asm(enable_debug_info=True)
-    return ImportedModel(module, graph, raised, order, names, report)
+    return ImportedModel(module, graph, raised, order, names, report, fallback)

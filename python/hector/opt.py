@@ -417,11 +417,17 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_torch(args: argparse.Namespace) -> int:
-    """``--torch``: raise torch-dialect input to hector_inter (lowering/raise_torch_to_hector)."""
-    from hector.lowering.raise_torch_to_hector import run_cli
-
+    """``--torch``: raise torch-dialect input to hector_inter (lowering/raise_torch_to_hector),
+    or with ``-p convert-torch-to-linalg-cpu`` lower it for the CPU (lowering/torch_linalg_cpu)."""
     text, display = _read_input(args.input)
-    out, errors = run_cli(text, display, strict=args.torch_strict)
+    if args.pass_pipeline:
+        from hector.lowering import torch_linalg_cpu
+
+        out, errors = torch_linalg_cpu.run_cli(text, display, args.pass_pipeline)
+    else:
+        from hector.lowering.raise_torch_to_hector import run_cli
+
+        out, errors = run_cli(text, display, strict=args.torch_strict)
     for line in errors:
         sys.stderr.write(line + "\n")
     if out is not None and args.output == "-":

@@ -1,6 +1,7 @@
 """``hector.import_model``: plain-PyTorch RGCN, RGAT and HGT-style layers imported through
-torch-mlir, raised to hector_inter and compiled; forward and backward against eager PyTorch
-within 1e-4, plus strict-mode diagnostics and graph-binding errors."""
+torch-mlir, raised to hector_inter and compiled (what is not raised through torch-mlir's linalg
+path); forward and backward against eager PyTorch within 1e-4, plus strict-mode diagnostics and
+graph-binding errors."""
 
 from __future__ import annotations
 
@@ -130,7 +131,10 @@ def test_hgt_style_forward_backward(g: hector.HeteroGraph) -> None:
     inputs = [x, *_sorted(g)]
     imported = hector.import_model(model, inputs, graph=g)
     assert imported.report.raised["dot"] == 1
+    # att[etype] / sqrt(D) and its bmm are not raised: two compiled linalg segments.
+    assert [s.kind for s in imported.torch_segments] == ["linalg", "linalg"]
     _check(model, imported, inputs)
+    assert all(s.backward for s in imported.torch_segments)
 
 
 def test_original_edge_order_is_permuted(g: hector.HeteroGraph) -> None:
@@ -146,7 +150,7 @@ def test_original_edge_order_is_permuted(g: hector.HeteroGraph) -> None:
     _check(model, imported, inputs)
 
 
-def test_unraised_ops_run_eagerly_or_fail_strict(g: hector.HeteroGraph) -> None:
+def test_unraised_ops_compile_through_linalg_or_fail_strict(g: hector.HeteroGraph) -> None:
     class Odd(nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -161,7 +165,11 @@ def test_unraised_ops_run_eagerly_or_fail_strict(g: hector.HeteroGraph) -> None:
     inputs = [x, *_sorted(g)[:2]]
     imported = hector.import_model(model, inputs, graph=g)
     assert [name for name, _ in imported.report.unsupported] == ["torch.aten.sin"]
+    # sin (and the add after it) form one torch segment compiled through torch-mlir's linalg.
+    (seg,) = [s for s in imported.torch_segments if s.kind == "linalg"]
+    assert "torch.aten.sin" in seg.ir("torch") and "math.sin" in seg.ir("loops")
     _check(model, imported, inputs)
+    assert seg.backward, "the backward went through the compiled vjp"
     with pytest.raises(ImportError_, match=r"test_import\.py:\d+: torch\.aten\.sin"):
         hector.import_model(model, inputs, graph=g, strict=True)
 

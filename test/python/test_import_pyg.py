@@ -2,10 +2,13 @@
 the observed behaviour, pinned. See docs/import.md "PyG layers".
 
 * ``RGATConv`` and ``FastRGCNConv`` import; the per-relation projections (and RGAT's attention
-  softmax) are raised, the rest runs eagerly; forward and backward match PyG.
+  softmax) are raised, the rest is compiled through torch-mlir's linalg path; forward and
+  backward match PyG.
 * ``RGCNConv`` fails in torch.export (``int(segment_count.max())``, a data-dependent size, in its
   segment-matmul heuristic); with ``torch_geometric.backend.use_segment_matmul = False`` it
-  imports as a per-relation masked loop that stays almost entirely eager, and matches.
+  imports (``fallback="eager"``) as a per-relation masked loop that stays almost entirely
+  eager, and matches; under the default ``fallback="linalg"`` torch-mlir cannot lower the
+  loop's data-dependent sizes and the import fails naming the ops.
 * ``HGTConv`` takes dicts (a clear error); wrapped to take tensors, torch.export fails in
   ``HeteroLinear.forward_naive`` (per-type slices ``x[start:end]`` with data-dependent bounds).
 """
@@ -42,8 +45,9 @@ def test_rgatconv_imports_and_matches(g: hector.HeteroGraph) -> None:
     raised = imported.report.raised
     assert raised["edge_softmax"] == 1 and raised["typed_linear"] >= 2
     assert raised["gather_src"] == 1 and raised["gather_dst"] == 1
-    # The aggregation (scatter_add of a view) is among what runs eagerly.
+    # The aggregation (scatter_add of a view) is among what is compiled through linalg.
     assert "torch.aten.scatter_add" in {n for n, _ in imported.report.unsupported}
+    assert "linalg" in {s.kind for s in imported.torch_segments}
     _check(model, imported, inputs)
     with pytest.raises(ImportError_, match=r"strict import: \d+ op\(s\) cannot be raised"):
         hector.import_model(model, inputs, graph=g, strict=True)
@@ -77,8 +81,17 @@ def test_rgcnconv_without_segment_matmul_imports_eagerly(
     monkeypatch.setattr(torch_geometric.backend, "use_segment_matmul", False)
     torch.manual_seed(3)
     model, inputs = RGCNConv(8, 6, R, aggr="mean"), _inputs(g)
-    imported = hector.import_model(model, inputs, graph=g)
+    # The masked per-relation loop has data-dependent sizes (torch.runtime.assert guards) that
+    # torch-mlir's linalg path cannot lower: a clear error naming the ops and their line.
+    with pytest.raises(
+        ImportError_,
+        match=r"(?s)cannot lower the forward of torch_segment\d+ .*rgcn_conv\.py:\d+: "
+        r"torch\.aten\..*fallback='eager'",
+    ):
+        hector.import_model(model, inputs, graph=g)
+    imported = hector.import_model(model, inputs, graph=g, fallback="eager")
     # Only the root weight (a shared linear) is raised; the masked per-relation loop is eager.
+    assert {s.kind for s in imported.torch_segments} <= {"eager", "view"}
     assert set(imported.report.raised) <= {"typed_linear", "add"}
     assert "torch.aten.eq.Scalar" in {n for n, _ in imported.report.unsupported}
     _check(model, imported, inputs)

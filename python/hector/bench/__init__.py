@@ -16,6 +16,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "gnn": ("gnn", "RGCN/RGAT/HGT: Hector vs PyG layers, inference or training"),
     "offload": ("offload", "activation offloading vs keep-all, save_on_cpu, checkpointing"),
     "gather": ("gather", "unified-tensor zero-copy gather vs index_select + copy"),
+    "import": ("importer", "plain-PyTorch RGCN/RGAT/HGT: eager vs hector.import_model"),
 }
 
 
