@@ -23,33 +23,8 @@ import torch
 from torch import nn
 
 import hector  # loads Hector's MLIR libraries (they must load before torch-mlir's)
+from hector.bench.importer import RGAT  # the plain-PyTorch layer (shared with the benchmark)
 from hector.datasets import load
-
-
-class RGAT(nn.Module):
-    """One RGAT layer in plain PyTorch (no graph library)."""
-
-    def __init__(self, num_nodes: int, rels: int, din: int, heads: int, dh: int) -> None:
-        super().__init__()
-        self.n, self.heads, self.dh = num_nodes, heads, dh
-        self.weight = nn.Parameter(torch.randn(rels, din, heads * dh) / din**0.5)
-        self.q = nn.Parameter(torch.randn(heads * dh, heads) * 0.1)
-        self.k = nn.Parameter(torch.randn(heads * dh, heads) * 0.1)
-        self.bias = nn.Parameter(torch.zeros(heads * dh))
-
-    def forward(self, x, src, dst, etype):  # noqa: D102
-        w = self.weight[etype]
-        hs = torch.bmm(x[src].unsqueeze(1), w).squeeze(1)
-        hd = torch.bmm(x[dst].unsqueeze(1), w).squeeze(1)
-        s = nn.functional.leaky_relu(hd @ self.q + hs @ self.k, 0.2)
-        idx = dst.unsqueeze(-1).expand_as(s)
-        m = torch.zeros(self.n, self.heads).scatter_reduce(0, idx, s, "amax", include_self=False)
-        ex = (s - m[dst]).exp()
-        alpha = ex / torch.zeros(self.n, self.heads).scatter_add(0, idx, ex)[dst]
-        msg = (hs.view(-1, self.heads, self.dh) * alpha.unsqueeze(-1)).view(
-            -1, self.heads * self.dh
-        )
-        return torch.zeros(self.n, self.heads * self.dh).index_add(0, dst, msg) + self.bias
 
 
 def median_ms(fn: Callable[[], object], runs: int) -> float:

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 import hector
+from hector.bench.importer import HGT, RGAT, RGCN
 from hector.importer import ImportError_
 
 N, E, R, H, D = 40, 240, 4, 2, 4
@@ -18,65 +19,6 @@ N, E, R, H, D = 40, 240, 4, 2, 4
 @pytest.fixture(scope="module")
 def g() -> hector.HeteroGraph:
     return hector.random_graph(N, E, R, isolated_nodes=2, seed=3)
-
-
-def _softmax(s: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
-    idx = dst.unsqueeze(-1).expand_as(s)
-    m = torch.zeros(N, s.shape[1]).scatter_reduce(0, idx, s, "amax", include_self=False)
-    ex = (s - m[dst]).exp()
-    den = torch.zeros(N, s.shape[1]).scatter_add(0, idx, ex)
-    return ex / den[dst]
-
-
-class RGCN(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.randn(R, 8, 6) * 0.3)
-        self.root = nn.Parameter(torch.randn(8, 6) * 0.3)
-        self.bias = nn.Parameter(torch.randn(6))
-
-    def forward(self, x, src, dst, etype, norm):  # noqa: D102
-        m = torch.bmm(torch.index_select(x, 0, src).unsqueeze(1), self.weight[etype]).squeeze(1)
-        out = torch.zeros(x.shape[0], 6).index_add_(0, dst, m * norm)
-        return torch.relu(out + x @ self.root + self.bias)
-
-
-class RGAT(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.randn(R, 8, H * D) * 0.3)
-        self.q = nn.Parameter(torch.randn(H * D, H) * 0.3)
-        self.k = nn.Parameter(torch.randn(H * D, H) * 0.3)
-        self.bias = nn.Parameter(torch.randn(H * D))
-
-    def forward(self, x, src, dst, etype):  # noqa: D102
-        w = self.weight[etype]
-        hs = torch.bmm(x[src].unsqueeze(1), w).squeeze(1)
-        hd = torch.bmm(x[dst].unsqueeze(1), w).squeeze(1)
-        alpha = _softmax(nn.functional.leaky_relu(hd @ self.q + hs @ self.k, 0.2), dst)
-        msg = (hs.view(-1, H, D) * alpha.unsqueeze(-1)).view(-1, H * D)
-        return torch.zeros(x.shape[0], H * D).index_add(0, dst, msg) + self.bias
-
-
-class HGTStyle(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.k = nn.Linear(8, H * D)
-        self.q = nn.Parameter(torch.randn(8, H * D) * 0.3)
-        self.v = nn.Parameter(torch.randn(8, H * D) * 0.3)
-        self.att = nn.Parameter(torch.randn(R, H * D, H * D) * 0.3)
-        self.msg = nn.Parameter(torch.randn(R, H * D, H * D) * 0.3)
-        self.out = nn.Parameter(torch.randn(H * D, 8) * 0.3)
-
-    def forward(self, x, src, dst, etype):  # noqa: D102
-        k, q, v = self.k(x), x @ self.q, x @ self.v
-        kr = torch.bmm(k[src].unsqueeze(1), self.att[etype] / D**0.5).squeeze(1)
-        vr = torch.bmm(v[src].unsqueeze(1), self.msg[etype]).squeeze(1)
-        logits = (q[dst].view(-1, H, D) * kr.view(-1, H, D)).sum(-1)
-        alpha = _softmax(logits, dst)
-        m = (vr.view(-1, H, D) * alpha.unsqueeze(-1)).view(-1, H * D)
-        agg = torch.zeros(x.shape[0], H * D).index_add(0, dst, m)
-        return nn.functional.gelu(agg) @ self.out + x
 
 
 def _check(model: nn.Module, imported: nn.Module, inputs: list) -> None:
@@ -108,7 +50,7 @@ def _sorted(g: hector.HeteroGraph) -> list[torch.Tensor]:
 
 def test_rgcn_forward_backward(g: hector.HeteroGraph) -> None:
     torch.manual_seed(0)
-    model, x = RGCN(), torch.randn(N, 8)
+    model, x = RGCN(N, R, 8, 6), torch.randn(N, 8)
     inputs = [x, *_sorted(g), g.norm_dst_etype]
     imported = hector.import_model(model, inputs, graph=g, strict=True)
     assert imported.report.raised["sum_to_dst"] == 1
@@ -118,7 +60,7 @@ def test_rgcn_forward_backward(g: hector.HeteroGraph) -> None:
 
 def test_rgat_forward_backward(g: hector.HeteroGraph) -> None:
     torch.manual_seed(1)
-    model, x = RGAT(), torch.randn(N, 8)
+    model, x = RGAT(N, R, 8, H, D), torch.randn(N, 8)
     inputs = [x, *_sorted(g)]
     imported = hector.import_model(model, inputs, graph=g, strict=True)
     assert imported.report.raised["edge_softmax"] == 1
@@ -127,7 +69,7 @@ def test_rgat_forward_backward(g: hector.HeteroGraph) -> None:
 
 def test_hgt_style_forward_backward(g: hector.HeteroGraph) -> None:
     torch.manual_seed(2)
-    model, x = HGTStyle(), torch.randn(N, 8)
+    model, x = HGT(N, R, 8, H, D), torch.randn(N, 8)
     inputs = [x, *_sorted(g)]
     imported = hector.import_model(model, inputs, graph=g)
     assert imported.report.raised["dot"] == 1
@@ -143,7 +85,7 @@ def test_original_edge_order_is_permuted(g: hector.HeteroGraph) -> None:
     inv = torch.empty_like(g.perm)
     inv[g.perm] = torch.arange(E)
     src, dst, et = (t[inv] for t in _sorted(g))
-    model, x = RGCN(), torch.randn(N, 8)
+    model, x = RGCN(N, R, 8, 6), torch.randn(N, 8)
     inputs = [x, src, dst, et, g.norm_dst_etype[inv]]
     imported = hector.import_model(model, inputs, graph=g)
     assert imported.order == "original"
@@ -175,7 +117,7 @@ def test_unraised_ops_compile_through_linalg_or_fail_strict(g: hector.HeteroGrap
 
 
 def test_missing_graph_binding_is_an_error(g: hector.HeteroGraph) -> None:
-    model = RGCN()
+    model = RGCN(N, R, 8, 6)
     bogus = torch.randint(0, N, (E,))
     with pytest.raises(ImportError_, match="no example input is the graph's src/dst"):
         hector.import_model(model, [torch.randn(N, 8), bogus, bogus, bogus, g.norm_dst], graph=g)
