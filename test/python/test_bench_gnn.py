@@ -100,6 +100,29 @@ def test_training_records_compare_gradients(model: str) -> None:
         assert hector["max_abs_err_grad_params"] < 1e-4
     assert rec["config"]["loss"] == "mean(out**2)"
     assert hector["peak_mem_bytes"] is None  # memory=False
+    saved = hector["saved_bytes"]  # what _train saves for backward, by row kind
+    if model == "rgcn":  # one scatter-GEMM per relation sum: nothing to save
+        assert sum(saved.values()) == 0
+    if model == "rgat":  # source projections on compact rows
+        assert saved["compact"] > 0
+    if model == "hgt":  # K and V are compact rows (folded and compacted), attention per edge
+        n_compact = round(rec["graph"]["compaction_ratio"] * rec["graph"]["edges"])
+        assert saved["compact"] == 2 * n_compact * 8 * 4
+        assert saved["edge"] == rec["graph"]["edges"] * 1 * 4
+
+
+def test_compaction_effect_against_its_allowance() -> None:
+    """The ablation's memory check: allowance (1 - ratio) x U's saved edge bytes, saving U - C."""
+    stats = {"edges": 1000, "nodes": 100, "compaction_ratio": 0.4}
+    ran = {
+        "U": {"saved_bytes": {"edge": 1000 * 64 * 4}, "peak_mem_bytes": 10_000_000},
+        "C": {"saved_bytes": {"edge": 0}, "peak_mem_bytes": 9_900_000},
+    }
+    got = gnn._compaction_effect(ran, stats)
+    assert got["allowance_bytes"] == round(0.6 * 256_000)
+    assert got["saving_bytes"] == 100_000
+    assert got["fraction_of_allowance"] == round(100_000 / (0.6 * 256_000), 4)
+    assert gnn._compaction_effect({"U": ran["U"]}, stats) is None  # no C measured
 
 
 @pytest.mark.parametrize("model", ["rgat", "hgt"])

@@ -199,6 +199,58 @@ def _hector_systems(
     return systems
 
 
+def saved_bytes(module: Any, stats: dict[str, Any]) -> dict[str, int] | None:
+    """Bytes of the activations a training step saves for its backward pass, by row kind
+    (``edge``, ``compact``, ``node``): read off ``<f>_train``'s saved results (their widths and
+    ``hector.result_kinds``), with the graph's edge, compact-row and node counts (``stats``)."""
+    import re
+
+    fn = getattr(module, "compiled", None)
+    if fn is None or not fn._cache:
+        return None
+    entry = list(fn._cache.values())[-1]
+    name = entry.traced.name
+    text = entry.ir("autodiff")  # every configuration has it when training
+    m = re.search(rf"func\.func @{name}_train\(.*?\) -> (.*?) attributes \{{(.*?)\}} \{{", text)
+    if m is None:
+        return None
+    types = re.findall(r"tensor<([^>]*)>", m.group(1))
+    kinds = re.findall(r'"(\w+)"', re.search(r"result_kinds = \[(.*?)\]", m.group(2)).group(1))
+    num_saved = int(re.search(r"num_saved = (\d+)", m.group(2)).group(1))
+    edges = stats["edges"]
+    compact = round(stats["compaction_ratio"] * edges)
+    rows = {"edge": edges, "compact": compact, "node": stats["nodes"]}
+    out = {"edge": 0, "compact": 0, "node": 0, "weight": 0}
+    for t, kind in list(zip(types, kinds, strict=True))[len(types) - num_saved :]:
+        dims = t.split("x")[:-1]
+        count = 1
+        for d in dims:
+            count *= rows.get(kind, 1) if d == "?" else int(d)
+        out[kind] = out.get(kind, 0) + 4 * count
+    return out
+
+
+def _compaction_effect(ran: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any] | None:
+    """How much of what compaction can save C saved, in training: the allowance is
+    ``(1 - ratio)`` of the edge-wise activations U saves for backward (what shrinking them from
+    ``E`` to ``C`` rows would free); the saving is U's peak memory minus C's (measured)."""
+    u, c = ran.get("U"), ran.get("C")
+    if not u or not c or not u.get("saved_bytes") or not u.get("peak_mem_bytes"):
+        return None
+    if not c.get("peak_mem_bytes"):
+        return None
+    allowance = (1 - stats["compaction_ratio"]) * u["saved_bytes"]["edge"]
+    saving = u["peak_mem_bytes"] - c["peak_mem_bytes"]
+    return {
+        "edge_saved_bytes_U": u["saved_bytes"]["edge"],
+        "allowance_bytes": round(allowance),
+        "saving_bytes": saving,
+        "fraction_of_allowance": round(saving / allowance, 4) if allowance else None,
+        "method": "allowance = (1 - compaction_ratio) x edge-wise activations U saves for "
+        "backward (from <f>_train's saved results); saving = U peak - C peak (measured)",
+    }
+
+
 def kernel_count(module: Any, training: bool) -> int | None:
     """Templates (= kernels on the GPU) in the functions one call runs: the forward function,
     or ``_train`` and ``_backward`` in training."""
@@ -535,6 +587,8 @@ def run_cell(cell: Cell, *, memory: bool = True, quiet: bool = False) -> dict[st
             if system.name == "hector":
                 entry["optimizations"] = getattr(system, "optimizations", "C+R+F")
                 entry["kernels"] = kernel_count(module, cell.training)
+                if cell.training:
+                    entry["saved_bytes"] = saved_bytes(module, setup.stats)
             measured.append((system, entry, module, forward))
         except BenchError:
             raise
@@ -587,6 +641,7 @@ def run_cell(cell: Cell, *, memory: bool = True, quiet: bool = False) -> dict[st
                 "median_ms": r.get("median_ms"),
                 "peak_mem_bytes": r.get("peak_mem_bytes"),
                 "kernels": r.get("kernels"),
+                **({"saved_bytes": r["saved_bytes"]} if r.get("saved_bytes") else {}),
                 "speedup_vs_U": (
                     round(base["median_ms"] / r["median_ms"], 4)
                     if base.get("median_ms") and r.get("median_ms")
@@ -601,6 +656,9 @@ def run_cell(cell: Cell, *, memory: bool = True, quiet: bool = False) -> dict[st
             for label, r in ran.items()
             if label is not None
         }
+        compaction = _compaction_effect(ran, setup.stats) if cell.training else None
+        if compaction is not None:
+            ablation["compaction_memory"] = compaction
 
     return {
         "benchmark": "gnn",
