@@ -273,6 +273,14 @@ class _FuncLowering:
                         op.location,
                     )
                 self.fused.add(op)
+            elif mark is None and op.name == "hector_inter.expand_compact":
+                # Reading compact rows per edge through edge_compact is part of compact
+                # materialization itself, not a fusion decision: without it C would build the
+                # E-row copies it exists to avoid.
+                out = op.results[0]
+                uses = [(u.owner, u.operand_number) for u in out.uses]
+                if uses and out not in self.out_param and all(reads_gathered(*u) for u in uses):
+                    self.fused.add(op)
             if op.name == "hector_inter.degree_norm":
                 self.fused.add(op)  # a graph array, nothing to compute
                 by = ir.StringAttr(op.attributes["by"]).value
