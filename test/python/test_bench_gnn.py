@@ -228,3 +228,17 @@ def test_common_helpers() -> None:
     assert table.splitlines()[0].split() == ["v", "ms"] and "-" in table.splitlines()[-1]
     with pytest.raises(ValueError, match="runs must be >= 1"):
         _common.time_calls(lambda: None, 0)
+
+
+def test_untimed_peers_are_still_the_error_reference() -> None:
+    """--no-peer-timing: the PyG layer runs once so Hector's errors are still measured, but it
+    is neither timed nor compared for speed."""
+    cell = gnn.Cell(
+        "rgat", DS, "training", hidden=8, in_dim=8, runs=1, scale=SCALE, time_peers=False
+    )
+    rec = gnn.run_cell(cell, memory=False, quiet=True)
+    by = {r["variant"]: r for r in rec["results"]}
+    assert by["RGATConv"]["status"] == "untimed" and "median_ms" not in by["RGATConv"]
+    hector = next(r for r in rec["results"] if r["system"] == "hector")
+    assert hector["status"] == "ok" and hector["max_abs_err_grad_input"] < 1e-4
+    assert rec["speedup_vs_best_peer"] is None

@@ -82,6 +82,7 @@ class Cell:
     device: str = "cpu"
     max_peer_mem_gb: float = 4.0
     ablation: bool = False  # measure Hector under U, C, R, C+R, C+R+F
+    time_peers: bool = True  # False: PyG layers run once, as the error reference, untimed
 
     @property
     def training(self) -> bool:
@@ -129,6 +130,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=4.0,
         help="skip a PyG layer whose estimated extra memory exceeds this (FastRGCNConv "
         "materializes one weight matrix per edge; default 4)",
+    )
+    p.add_argument(
+        "--no-peer-timing",
+        action="store_true",
+        help="run the PyG layers once, as the reference for the error columns, without timing "
+        "or memory (for --ablation on graphs where a PyG step takes minutes)",
     )
     p.add_argument("--memory-worker", help=argparse.SUPPRESS)
 
@@ -573,6 +580,14 @@ def run_cell(cell: Cell, *, memory: bool = True, quiet: bool = False) -> dict[st
             if system.reference:
                 entry["max_abs_err"] = 0.0
             del out
+            if system.name != "hector" and not cell.time_peers:
+                entry.update(
+                    status="untimed",
+                    reason="--no-peer-timing: run once as the error reference",
+                    first_call_ms=round(first_ms, 3),
+                )
+                results.append(entry)
+                continue
             timing = _common.time_calls(step, cell.runs, warmup=1, sync=sync, progress=bar)
             entry.update(status="ok", **timing.as_record())
             if system.name == "hector":
@@ -829,6 +844,7 @@ def _cell_from_args(args: argparse.Namespace, model: str, dataset: str, mode: st
         device=args.device,
         max_peer_mem_gb=args.max_peer_mem_gb,
         ablation=getattr(args, "ablation", False),
+        time_peers=not getattr(args, "no_peer_timing", False),
     )
 
 
