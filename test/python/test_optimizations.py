@@ -43,6 +43,14 @@ def _run(layer: torch.nn.Module, g: hector.HeteroGraph, x: torch.Tensor, hgt: bo
     return out.detach(), xi.grad, grads
 
 
+def _assert_same(got: tuple, ref: tuple, label: str) -> None:
+    """Outputs, input gradients and every parameter gradient within 1e-4."""
+    torch.testing.assert_close(got[0], ref[0], atol=1e-4, rtol=1e-4, msg=label)
+    torch.testing.assert_close(got[1], ref[1], atol=1e-4, rtol=1e-4, msg=label)
+    for p in ref[2]:
+        torch.testing.assert_close(got[2][p], ref[2][p], atol=1e-4, rtol=1e-4, msg=label)
+
+
 def _count(g: hector.HeteroGraph, t: int) -> int:
     return int((g.ntype == t).sum())
 
@@ -67,11 +75,7 @@ def test_all_combinations_agree(g: hector.HeteroGraph, name: str) -> None:
     ref = _run(layer.optimize(False, False, False), graph, x, hgt)
     for compact, reorder, fuse in COMBOS[1:]:
         got = _run(layer.optimize(compact, reorder, fuse), graph, x, hgt)
-        label = f"{name} C={compact} R={reorder} F={fuse}"
-        torch.testing.assert_close(got[0], ref[0], atol=1e-4, rtol=1e-4, msg=label)
-        torch.testing.assert_close(got[1], ref[1], atol=1e-4, rtol=1e-4, msg=label)
-        for p in ref[2]:
-            torch.testing.assert_close(got[2][p], ref[2][p], atol=1e-4, rtol=1e-4, msg=label)
+        _assert_same(got, ref, f"{name} C={compact} R={reorder} F={fuse}")
 
 
 def _templates(layer: torch.nn.Module, g: hector.HeteroGraph, *args: torch.Tensor) -> int:
@@ -128,11 +132,7 @@ def test_hgt_chained_fold_matches_unoptimized() -> None:
     ref = _run(layer.optimize(False, False, False), graph, x, True)
     for compact, reorder, fuse in [(False, True, False), (True, True, True)]:
         got = _run(layer.optimize(compact, reorder, fuse), graph, x, True)
-        label = f"hgt C={compact} R={reorder} F={fuse}"
-        torch.testing.assert_close(got[0], ref[0], atol=1e-4, rtol=1e-4, msg=label)
-        torch.testing.assert_close(got[1], ref[1], atol=1e-4, rtol=1e-4, msg=label)
-        for p in ref[2]:
-            torch.testing.assert_close(got[2][p], ref[2][p], atol=1e-4, rtol=1e-4, msg=label)
+        _assert_same(got, ref, f"hgt C={compact} R={reorder} F={fuse}")
     entry = next(iter(layer.compiled._cache.values()))
     inter = entry.ir("fuse")
     forward = inter.split("_train(")[0]
