@@ -130,9 +130,9 @@ def fold_chains(func: ir.Operation, rows: int, nodes: int) -> int:
         before, after = _chain_cost(op, chain, rows, nodes)
         if after >= before:
             continue
-        gather, inner, bias = chain
+        _, inner, bias = chain
         w, w_rel = inner.operands[2], op.operands[2]
-        t, k, d = _shape(w)
+        _, k, d = _shape(w)
         r, _, h = _shape(w_rel)
         xw = {"variant": ir.StringAttr.get("xw")}
         loc = op.location
@@ -182,32 +182,25 @@ def reorder_function(func: ir.Operation, rows: int) -> int:
             continue
         if ir.StringAttr(op.attributes["slice"]).value != "none":
             continue
-        v = op.operands[1]
-        inner = None if isinstance(v, ir.BlockArgument) else v.owner
-        if inner is None or inner.name != "hector_inter.typed_linear":
+        inner = _owner(op.operands[1], "typed_linear")
+        if inner is None:
             continue
         before, after = _cost(inner, op, rows)
         if after >= before:
             continue
         w, q = inner.operands[2], op.operands[2]
         ws, qs = _shape(w), _shape(q)
-        f32 = ir.F32Type.get()
-        product_type = ir.RankedTensorType.get([*ws[:-1], qs[-1]], f32)
+        product_type = ir.RankedTensorType.get([*ws[:-1], qs[-1]], ir.F32Type.get())
+        xw = {"variant": ir.StringAttr.get("xw")}
         with ir.InsertionPoint(op):
-            product = ir.Operation.create(
-                "hector_inter.weight_product",
-                results=[product_type],
-                operands=[w, q],
-                attributes={"variant": ir.StringAttr.get("xw")},
-                loc=op.location,
-            ).results[0]
-            new = ir.Operation.create(
-                "hector_inter.typed_linear",
-                results=[op.results[0].type],
-                operands=[inner.operands[0], inner.operands[1], product],
-                attributes={"slice": inner.attributes["slice"]},
-                loc=op.location,
-            ).results[0]
+            product = _create("weight_product", product_type, [w, q], xw, op.location)
+            new = _create(
+                "typed_linear",
+                op.results[0].type,
+                [inner.operands[0], inner.operands[1], product],
+                {"slice": inner.attributes["slice"]},
+                op.location,
+            )
         op.results[0].replace_all_uses_with(new)
         op.erase()
         moved += 1
