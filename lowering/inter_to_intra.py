@@ -525,26 +525,19 @@ class _FuncLowering:
             "add",
         )
 
-    def _collapse(self, name: str, mtype: str) -> tuple[str, str]:
-        """View a rank-3 weight ``[R, K, N]`` as rows ``[R*K, N]`` (no copy)."""
+    def _collapse(self, name: str, mtype: str, per_type: bool = False) -> tuple[str, str]:
+        """View a rank-3 weight ``[R, K, N]`` as rows ``[R*K, N]``, or with ``per_type`` as one
+        row per type ``[R, K*N]`` (no copy)."""
         dims = mtype.removeprefix("memref<").removesuffix(">").split("x")  # [R, K, N, f32]
         if len(dims) != 4:
             return name, mtype
         r, k, n = (int(d) for d in dims[:3])
-        new = self.w.fresh("rows")
-        ntype = f"memref<{r * k}x{n}xf32>"
-        self.w.emit(f"{new} = memref.collapse_shape {name} [[0, 1], [2]] : {mtype} into {ntype}")
-        return new, ntype
-
-    def _flat_rows(self, name: str, mtype: str) -> tuple[str, str]:
-        """View a weight ``[T, K, N]`` as one row per type ``[T, K*N]`` (no copy)."""
-        dims = mtype.removeprefix("memref<").removesuffix(">").split("x")
-        if len(dims) != 4:
-            return name, mtype
-        t, k, n = (int(d) for d in dims[:3])
-        new = self.w.fresh("typed")
-        ntype = f"memref<{t}x{k * n}xf32>"
-        self.w.emit(f"{new} = memref.collapse_shape {name} [[0], [1, 2]] : {mtype} into {ntype}")
+        new = self.w.fresh("typed" if per_type else "rows")
+        shape, groups = (
+            (f"{r}x{k * n}", "[[0], [1, 2]]") if per_type else (f"{r * k}x{n}", "[[0, 1], [2]]")
+        )
+        ntype = f"memref<{shape}xf32>"
+        self.w.emit(f"{new} = memref.collapse_shape {name} {groups} : {mtype} into {ntype}")
         return new, ntype
 
     def _etype_src_weight(self, op: ir.Operation, rtype: str, grad: bool) -> None:
@@ -553,7 +546,7 @@ class _FuncLowering:
         w = self._src(op.operands[1])
         out = self._out(op.results[0], w)
         index = self._graph("etype_src_ntype", op)
-        x, o = self._flat_rows(*w), self._flat_rows(out, rtype)
+        x, o = self._collapse(*w, per_type=True), self._collapse(out, rtype, per_type=True)
         if grad:
             self._zero(out, rtype)
             self._trav("copy", o, x, scatter=index, reduce="sum", parallel="node")
