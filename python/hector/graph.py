@@ -300,6 +300,16 @@ class HeteroGraph:
         edges)."""
         return self.num_compact / self.num_edges if self.num_edges else 1.0
 
+    @property
+    def inverse_perm(self) -> torch.Tensor:
+        """int64 [E]: the sorted position of each original edge (``perm``'s inverse), cached."""
+        cached = getattr(self, "_inverse_perm", None)
+        if cached is None:
+            cached = torch.empty_like(self.perm)
+            cached[self.perm] = torch.arange(self.perm.numel())
+            self._inverse_perm = cached
+        return cached
+
     def _src_types(self) -> tuple[torch.Tensor, bool]:
         """Per edge type, the node type of its sources, and whether each relation has only
         one (cached with the graph)."""

@@ -165,8 +165,7 @@ def _vt(t: Any) -> tuple[list[int], str] | None:
 def _bindings(inputs: list[Any], g: HeteroGraph) -> tuple[dict[int, str], str | None]:
     """Which example inputs are graph arrays (by identity, else by value), and the edge order
     they are in: ``"sorted"`` (the graph's) or ``"original"`` (the user's)."""
-    inv = torch.empty_like(g.perm)
-    inv[g.perm] = torch.arange(g.perm.numel())
+    inv = g.inverse_perm
     sorted_ = {"src": g.src.long(), "dst": g.dst.long(), "etype": g.etype.long()}
     orig = {k: v[inv] for k, v in sorted_.items()}
     roles: dict[int, str] = {}
@@ -251,9 +250,7 @@ class ImportedModel(torch.nn.Module):
         self._state_names = state_names
         self._plan: list[tuple[str, Any]] = []
         self.segments: list[_Segment] = []
-        inv = torch.empty_like(graph.perm)
-        inv[graph.perm] = torch.arange(graph.perm.numel())
-        self._perm, self._inv = graph.perm, inv
+        self._perm, self._inv = graph.perm, graph.inverse_perm
         if fallback not in ("linalg", "eager"):
             raise ValueError(f"fallback must be 'linalg' or 'eager', got {fallback!r}")
         self.fallback = fallback

@@ -99,6 +99,9 @@ def test_perm_maps_sorted_edges_to_original_edges() -> None:
     assert bool((g.etype[1:] >= g.etype[:-1]).all())
     counts = torch.bincount(edge_type, minlength=6)
     assert g.etype_ptr.tolist() == [0, *torch.cumsum(counts, 0).tolist()]
+    # inverse_perm: where each original edge went.
+    assert torch.equal(g.perm[g.inverse_perm], torch.arange(500))
+    assert torch.equal(g.src[g.inverse_perm].long(), edge_index[0])
 
 
 def test_edge_index_sorted() -> None:
