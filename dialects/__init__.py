@@ -8,9 +8,19 @@ definitions in torch-mlir's separate MLIR copy, for the raise step.
 from __future__ import annotations
 
 from . import hector_inter, hector_intra, placement
-from ._spec import DialectDef
+from ._spec import DialectDef, Kind, OpDef, RowMap
+
+__all__ = ["DIALECTS", "SPECS", "Kind", "RowMap", "load", "make_context", "spec"]
 
 DIALECTS: tuple[DialectDef, ...] = (hector_inter.DIALECT, hector_intra.DIALECT, placement.DIALECT)
+
+#: Every op's spec by its full name (``"hector_inter.gather_src"``).
+SPECS: dict[str, OpDef] = {f"{d.name}.{op.name}": op for d in DIALECTS for op in d.ops}
+
+
+def spec(name: str) -> OpDef | None:
+    """The spec of the op called ``name`` (full name), or None if it is not one of Hector's."""
+    return SPECS.get(name)
 
 
 def irdl_text() -> str:

@@ -10,6 +10,7 @@ Constraints IRDL cannot express (shape and kind agreement between operands) live
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 # Constraint names usable for operands/results, and the IRDL they expand to.
 _TYPE_CONSTRAINTS: dict[str, str] = {
@@ -17,6 +18,40 @@ _TYPE_CONSTRAINTS: dict[str, str] = {
     "memref": 'irdl.base "!builtin.memref"',
     "any": "irdl.any",
 }
+
+
+class Kind(StrEnum):
+    """What the rows of a value index: the one vocabulary of value kinds.
+
+    The frontend, the verifier, autodiff, fusion, the lowering and the importer all speak it;
+    ``hector.kind`` argument attributes spell it as the member's value (``"node"``).
+    """
+
+    NODE = "node"
+    EDGE = "edge"
+    COMPACT = "compact"  # one row per unique (source node, edge type) pair
+    WEIGHT = "weight"
+
+    @property
+    def text(self) -> str:
+        """How diagnostics name the kind (``node-wise``, ``edge-wise``, ``compact``, ``weight``)."""
+        return f"{self.value}-wise" if self in (Kind.NODE, Kind.EDGE) else self.value
+
+
+@dataclass(frozen=True)
+class RowMap:
+    """How an index op moves rows between index spaces through one graph array.
+
+    A gather (``reduce=False``) reads ``out[i] = x[array[i]]``; a sum (``reduce=True``) adds
+    ``out[array[i]] += x[i]``, and its result has as many rows as the graph array ``rows`` is
+    long. The lowering folds gathers into the reading template's index operand.
+    """
+
+    array: str
+    reduce: bool
+    src: Kind
+    dst: Kind
+    rows: str | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +93,9 @@ class OpDef:
     results: tuple[Operand, ...]
     attributes: tuple[Attr, ...] = ()
     example: str = ""
+    # What the rest of the compiler needs to know, beyond the signature:
+    rowmap: RowMap | None = None  # index ops: the graph array and the kinds they move between
+    adjoint: str | None = None  # index ops: the op whose rows map is this one's transpose
 
 
 def _value_table(role: str, values: tuple[Operand, ...]) -> list[str]:

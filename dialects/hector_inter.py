@@ -10,7 +10,11 @@ runtime (``hector.graph.HeteroGraph``).
 
 from __future__ import annotations
 
-from ._spec import Attr, DialectDef, OpDef, Operand, TypeDef
+from typing import Any
+
+from ._build import OpAccess, builders
+from ._build import view as _view
+from ._spec import Attr, DialectDef, Kind, OpDef, Operand, RowMap, TypeDef
 
 _G = Operand("graph", "hector_inter.graph", "the typed graph")
 
@@ -25,6 +29,8 @@ def _ex(sig: str, body: str, ret: str) -> str:
 
 GATHER_SRC = OpDef(
     name="gather_src",
+    rowmap=RowMap("src", reduce=False, src=Kind.NODE, dst=Kind.EDGE),
+    adjoint="sum_to_src",
     summary="Copy each edge's source-node row onto the edge.",
     description="""
 `out[e, :] = x[src(e), :]` for every edge `e`. Turns a node-wise tensor into an edge-wise
@@ -43,6 +49,8 @@ user is a typed linear, so the edge-wise copy is never materialised.
 
 GATHER_DST = OpDef(
     name="gather_dst",
+    rowmap=RowMap("dst", reduce=False, src=Kind.NODE, dst=Kind.EDGE),
+    adjoint="sum_to_dst",
     summary="Copy each edge's destination-node row onto the edge.",
     description="""
 `out[e, :] = x[dst(e), :]` for every edge `e`; the destination-side view of a node-wise
@@ -130,6 +138,8 @@ rows (edges or nodes).
 
 SUM_TO_DST = OpDef(
     name="sum_to_dst",
+    rowmap=RowMap("dst", reduce=True, src=Kind.EDGE, dst=Kind.NODE, rows="ntype"),
+    adjoint="gather_dst",
     summary="Sum edge rows onto their destination nodes.",
     description="""
 `out[v, :] = Σ_{e : dst(e) = v} x[e, :]`; nodes with no incoming edge get zeros. The
@@ -192,6 +202,8 @@ as named; `copy` is the identity. `slope` is read by `leaky_relu` only.
 
 SUM_TO_SRC = OpDef(
     name="sum_to_src",
+    rowmap=RowMap("src", reduce=True, src=Kind.EDGE, dst=Kind.NODE, rows="ntype"),
+    adjoint="gather_src",
     summary="Sum edge rows onto their source nodes.",
     description="""
 `out[u, :] = Σ_{e : src(e) = u} x[e, :]`; the adjoint of `gather_src` (autodiff emits it for the
@@ -362,13 +374,15 @@ optional second operand.
 )
 
 
-def _index_op(name: str, summary: str, description: str, src_kind: str, dst_kind: str) -> OpDef:
+def _index_op(name: str, summary: str, description: str, rowmap: RowMap, adjoint: str) -> OpDef:
     return OpDef(
         name=name,
         summary=summary,
         description=description,
-        operands=(_G, Operand("x", "tensor", f"{src_kind} rows `[*, D]`")),
-        results=(Operand("out", "tensor", f"{dst_kind} rows `[*, D]`"),),
+        operands=(_G, Operand("x", "tensor", f"{rowmap.src.text} rows `[*, D]`")),
+        results=(Operand("out", "tensor", f"{rowmap.dst.text} rows `[*, D]`"),),
+        rowmap=rowmap,
+        adjoint=adjoint,
         example=_ex(
             "%g: !hector_inter.graph, %x: tensor<?x8xf32>",
             f'  %0 = "hector_inter.{name}"(%g, %x) '
@@ -387,8 +401,8 @@ edge type) pair of the graph. Compact materialization rewrites `typed_linear(gat
 into `expand_compact(typed_linear(compact_gather_src(x), W))`, so the product is computed once
 per pair instead of once per edge. The compaction map is built once per graph by the runtime.
 """,
-    "node-wise",
-    "compact",
+    RowMap("compact_src", reduce=False, src=Kind.NODE, dst=Kind.COMPACT),
+    "sum_compact_to_src",
 )
 
 EXPAND_COMPACT = _index_op(
@@ -398,8 +412,8 @@ EXPAND_COMPACT = _index_op(
 `out[e, :] = x[edge_compact(e), :]`: the per-edge view of a compact value. The lowering folds
 it into the reading template's index, so the per-edge copy is never built.
 """,
-    "compact",
-    "edge-wise",
+    RowMap("edge_compact", reduce=False, src=Kind.COMPACT, dst=Kind.EDGE),
+    "sum_to_compact",
 )
 
 SUM_TO_COMPACT = _index_op(
@@ -408,8 +422,8 @@ SUM_TO_COMPACT = _index_op(
     """
 `out[c, :] = Σ_{e : edge_compact(e) = c} x[e, :]`; the adjoint of `expand_compact`.
 """,
-    "edge-wise",
-    "compact",
+    RowMap("edge_compact", reduce=True, src=Kind.EDGE, dst=Kind.COMPACT, rows="compact_src"),
+    "expand_compact",
 )
 
 SUM_COMPACT_TO_SRC = _index_op(
@@ -418,8 +432,8 @@ SUM_COMPACT_TO_SRC = _index_op(
     """
 `out[u, :] = Σ_{c : compact_src(c) = u} x[c, :]`; the adjoint of `compact_gather_src`.
 """,
-    "compact",
-    "node-wise",
+    RowMap("compact_src", reduce=True, src=Kind.COMPACT, dst=Kind.NODE, rows="ntype"),
+    "compact_gather_src",
 )
 
 WEIGHT_PRODUCT = OpDef(
@@ -452,6 +466,7 @@ result `out[r] = a[r]^T @ b[r]` (not summed over `r`). This is HGT's chained fol
 
 ETYPE_SRC_WEIGHT = OpDef(
     name="etype_src_weight",
+    adjoint="etype_src_weight_grad",
     summary="Pick, for each edge type, the node-type weight of its source node type.",
     description="""
 `out[r] = w[src_ntype(r)]` for every edge type `r`, where `src_ntype(r)` is the node type of
@@ -472,6 +487,7 @@ follows a source gather — only for graphs whose relations each have one source
 
 ETYPE_SRC_WEIGHT_GRAD = OpDef(
     name="etype_src_weight_grad",
+    adjoint="etype_src_weight",
     summary="Sum per-relation weight gradients onto their source node types.",
     description="""
 `out[t] = Σ_{r : src_ntype(r) = t} dw[r]`: the adjoint of `etype_src_weight` (`dw` `[R, ...]`,
@@ -525,3 +541,11 @@ DIALECT = DialectDef(
         ETYPE_SRC_WEIGHT_GRAD,
     ),
 )
+
+#: Typed builders, one per op (``OPS.<op>(operand=..., attr=..., result=type, loc=loc)``).
+OPS = builders(DIALECT)
+
+
+def view(op: Any) -> OpAccess:
+    """Operands and attributes of one of this dialect's ops, by their spec names."""
+    return _view(DIALECT, op)

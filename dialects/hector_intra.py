@@ -2,18 +2,56 @@
 
 Ops work on memrefs in destination-passing style: every template writes (or accumulates
 into) its ``out`` operand and returns nothing, so buffers are explicit and the CPU and GPU
-lowerings read the same program. The graph is gone at this level: a function takes its
-arrays instead (``src``, ``dst``, ``etype``, ``ntype``, ``etype_ptr``, ``norm_dst_etype``,
-``norm_dst``; see ``lowering/inter_to_intra.py``). Each template becomes one loop nest on the CPU
-and one kernel on the GPU; its schedule attributes (``block_size``, ``tile_n``) are read by the
-lowerings.
+lowerings read the same program. The graph is gone at this level: a function takes its arrays
+instead, in the order of ``GRAPH_LAYOUT`` in ``dialects/hector_intra.py`` (their one definition; the runtime's
+``HeteroGraph.arrays()`` passes them in that order). Each template becomes one loop nest on the
+CPU and one kernel on the GPU; its schedule attributes (``block_size``, ``tile_n``) are read by
+the lowerings.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
+from ._build import OpAccess, builders
+from ._build import view as _view
 from ._spec import Attr, DialectDef, OpDef, Operand
 
 _IDX = "memref<?xi32>"
+
+
+@dataclass(frozen=True)
+class GraphArray:
+    """One array of the graph as compiled functions take it: ``[?]`` i32, or ``[?, 1]`` f32."""
+
+    name: str
+    dtype: str  # "i32" | "f32"
+    doc: str
+
+    @property
+    def memref(self) -> str:
+        """The array's memref type, as printed (``memref<?xi32>``, ``memref<?x1xf32>``)."""
+        return "memref<?xi32>" if self.dtype == "i32" else "memref<?x1xf32>"
+
+
+#: The graph's arrays, in the order compiled functions take them in place of the
+#: ``!hector_inter.graph`` argument.
+GRAPH_LAYOUT: tuple[GraphArray, ...] = (
+    GraphArray("src", "i32", "source node of each edge (edges sorted by type)"),
+    GraphArray("dst", "i32", "destination node of each edge"),
+    GraphArray("etype", "i32", "edge type of each edge"),
+    GraphArray("ntype", "i32", "node type of each node (its length is the node count)"),
+    GraphArray("etype_ptr", "i32", "first edge of each edge type, and the edge count last"),
+    GraphArray("norm_dst_etype", "f32", "1 / in-degree per (destination, edge type)"),
+    GraphArray("norm_dst", "f32", "1 / in-degree per destination"),
+    GraphArray("compact_src", "i32", "source node of each unique (source, edge type) pair"),
+    GraphArray("compact_etype", "i32", "edge type of each unique pair"),
+    GraphArray("edge_compact", "i32", "unique pair of each edge"),
+    GraphArray("etype_src_ntype", "i32", "source node type of each edge type"),
+)
+#: Their names alone.
+GRAPH_ARRAYS: tuple[str, ...] = tuple(a.name for a in GRAPH_LAYOUT)
 
 # Row functions of the traversal template; their element semantics live in
 # lowering/_templates.py (shared by the CPU and GPU back ends).
@@ -163,3 +201,11 @@ DIALECT = DialectDef(
     description=__doc__ or "",
     ops=(GEMM_TEMPLATE, TRAVERSAL_TEMPLATE),
 )
+
+#: Typed builders, one per op (``OPS.<op>(operand=..., attr=..., result=type, loc=loc)``).
+OPS = builders(DIALECT)
+
+
+def view(op: Any) -> OpAccess:
+    """Operands and attributes of one of this dialect's ops, by their spec names."""
+    return _view(DIALECT, op)

@@ -11,6 +11,10 @@ returns its operand unchanged in value: placement never changes numbers.
 
 from __future__ import annotations
 
+from typing import Any
+
+from ._build import OpAccess, builders
+from ._build import view as _view
 from ._spec import Attr, DialectDef, OpDef, Operand
 
 SPACES = ("device", "pinned_host", "unified", "ssd")
@@ -97,3 +101,11 @@ DIALECT = DialectDef(
     description=__doc__ or "",
     ops=(PLACE, TRANSFER, KEEP, OFFLOAD, PREFETCH, RECOMPUTE),
 )
+
+#: Typed builders, one per op (``OPS.<op>(operand=..., attr=..., result=type, loc=loc)``).
+OPS = builders(DIALECT)
+
+
+def view(op: Any) -> OpAccess:
+    """Operands and attributes of one of this dialect's ops, by their spec names."""
+    return _view(DIALECT, op)

@@ -13,22 +13,11 @@ from collections.abc import Callable
 
 from mlir import ir
 
+from ..dialects.hector_intra import GRAPH_LAYOUT
 from ..passes._registry import PassFailure
 
 # The graph's arrays at the intra level, in the order compiled functions take them.
-GRAPH_ARRAYS: tuple[tuple[str, str], ...] = (
-    ("src", "memref<?xi32>"),
-    ("dst", "memref<?xi32>"),
-    ("etype", "memref<?xi32>"),
-    ("ntype", "memref<?xi32>"),
-    ("etype_ptr", "memref<?xi32>"),
-    ("norm_dst_etype", "memref<?x1xf32>"),
-    ("norm_dst", "memref<?x1xf32>"),
-    ("compact_src", "memref<?xi32>"),
-    ("compact_etype", "memref<?xi32>"),
-    ("edge_compact", "memref<?xi32>"),
-    ("etype_src_ntype", "memref<?xi32>"),
-)
+GRAPH_ARRAYS: tuple[tuple[str, str], ...] = tuple((a.name, a.memref) for a in GRAPH_LAYOUT)
 
 
 class Writer:

@@ -15,25 +15,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from hector.dialects.hector_intra import GRAPH_ARRAYS as _GRAPH_ARRAYS
 from hector.runtime import native
 
 __all__ = ["GRAPH_ARRAYS", "HeteroGraph", "random_graph"]
 
 #: Names of the graph tensors passed to compiled code, in exactly this order (see
-#: :meth:`HeteroGraph.arrays`).
-GRAPH_ARRAYS = (
-    "src",
-    "dst",
-    "etype",
-    "ntype",
-    "etype_ptr",
-    "norm_dst_etype",
-    "norm_dst",
-    "compact_src",
-    "compact_etype",
-    "edge_compact",
-    "etype_src_ntype",
-)
+#: :meth:`HeteroGraph.arrays`); defined once, with the dialect that takes them.
+GRAPH_ARRAYS = _GRAPH_ARRAYS
 
 _INT32_MAX = 2**31 - 1
 
