@@ -3,10 +3,10 @@
 Ops work on memrefs in destination-passing style: every template writes (or accumulates
 into) its ``out`` operand and returns nothing, so buffers are explicit and the CPU and GPU
 lowerings read the same program. The graph is gone at this level: a function takes its arrays
-instead, in the order of ``GRAPH_LAYOUT`` in ``dialects/hector_intra.py`` (their one definition; the runtime's
-``HeteroGraph.arrays()`` passes them in that order). Each template becomes one loop nest on the
-CPU and one kernel on the GPU; its schedule attributes (``block_size``, ``tile_n``) are read by
-the lowerings.
+instead, in the order of ``GRAPH_LAYOUT`` in ``dialects/hector_intra.py`` (their one
+definition; the runtime's ``HeteroGraph.arrays()`` passes them in that order). Each template
+becomes one loop nest on the CPU and one kernel on the GPU; its schedule attributes
+(``block_size``, ``tile_n``) are read by the lowerings.
 """
 
 from __future__ import annotations
