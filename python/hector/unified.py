@@ -157,58 +157,53 @@ def gather_kernel_name(align: str) -> str:
     return f"hector_gather_{align}_0_traversal"
 
 
-def gather_kernel_source(width: int, align: str = "warp128", block_size: int = 256) -> str:
-    """``hector_intra`` text of a standalone gather ``out[i, :] = x[index[i], :]`` over f32 rows
-    of ``width`` columns: one ``traversal_template`` with ``fn = "copy"``, ``reduce = "none"``.
-
-    Operand segments and required attributes follow the dialect spec
-    (``hector.dialects.hector_intra``), so the text stays valid as the template grows.
-    """
+def _check_gather_args(width: int, align: str, block_size: int) -> None:
     if align not in ALIGN_MODES:
         raise ValueError(f"align must be one of {', '.join(ALIGN_MODES)}, got {align!r}")
     if width <= 0 or block_size <= 0:
         raise ValueError("width and block_size must be positive")
-    from .dialects import hector_intra
 
-    spec = hector_intra.TRAVERSAL_TEMPLATE
-    row_t = f"memref<?x{width}xf32>"
-    present = {"gather_index": "%idx", "x": "%x", "out": "%out"}
-    args, types, seg = [], [], []
-    for operand in spec.operands:
-        if operand.name in present:
-            args.append(present[operand.name])
-            types.append("memref<?xi32>" if operand.name == "gather_index" else row_t)
-            seg.append("1")
-        elif operand.variadicity == "single":
-            raise RuntimeError(f"traversal_template has a new required operand {operand.name!r}")
-        else:
-            seg.append("0")
-    known = {
-        "parallel": '"node"',
-        "fn": '"copy"',
-        "reduce": '"none"',
-        "block_size": f"{block_size} : i64",
-    }
-    attrs = []
-    for a in spec.attributes:
-        if a.name in known:
-            attrs.append(f"{a.name} = {known[a.name]}")
-        elif a.kind == "enum":
-            attrs.append(f'{a.name} = "{a.values[0]}"')
-        elif a.kind == "int":
-            attrs.append(f"{a.name} = 0 : i64")
-        elif a.kind == "float":
-            attrs.append(f"{a.name} = 0.0 : f32")
-        elif a.kind == "bool":
-            attrs.append(f"{a.name} = false")
-    attrs.append(f'align = "{align}"')
-    attrs.append(f"operandSegmentSizes = array<i32: {', '.join(seg)}>")
-    return (
-        f"func.func @hector_gather_{align}(%idx: memref<?xi32>, %x: {row_t}, %out: {row_t}) {{\n"
-        f'  "hector_intra.traversal_template"({", ".join(args)}) {{{", ".join(attrs)}}} '
-        f": ({', '.join(types)}) -> ()\n"
-        "  return\n}\n"
-    )
+
+def gather_kernel_module(width: int, align: str = "warp128", block_size: int = 256) -> Any:
+    """A ``hector_intra`` module (in a fresh context with Hector's dialects) holding the
+    standalone gather ``out[i, :] = x[index[i], :]`` over f32 rows of ``width`` columns: one
+    ``traversal_template`` with ``fn = "copy"``, ``reduce = "none"``, built through the spec's
+    typed builder (so it follows the template's operands and attributes as they grow)."""
+    _check_gather_args(width, align, block_size)
+    from mlir import ir
+    from mlir.dialects import func
+
+    from .dialects import hector_intra, make_context
+
+    ctx = make_context()
+    with ctx, ir.Location.name(f"hector_gather_{align}"):
+        f32 = ir.F32Type.get()
+        dyn = ir.ShapedType.get_dynamic_size()
+        row_t = ir.MemRefType.get([dyn, width], f32)
+        idx_t = ir.MemRefType.get([dyn], ir.IntegerType.get_signless(32))
+        module = ir.Module.create()
+        with ir.InsertionPoint(module.body):
+            fn = func.FuncOp(f"hector_gather_{align}", ([idx_t, row_t, row_t], []))
+            with ir.InsertionPoint(fn.add_entry_block()):
+                idx, x, out = fn.arguments
+                hector_intra.OPS.traversal_template(
+                    gather_index=idx,
+                    x=x,
+                    out=out,
+                    parallel="node",
+                    fn="copy",
+                    reduce="none",
+                    slope=0.0,
+                    block_size=block_size,
+                    extra={"align": align},  # optional attribute, read by the GPU lowering
+                )
+                func.ReturnOp([])
+    return module
+
+
+def gather_kernel_source(width: int, align: str = "warp128", block_size: int = 256) -> str:
+    """The gather kernel's ``hector_intra`` module (:func:`gather_kernel_module`) as text."""
+    return str(gather_kernel_module(width, align, block_size))
 
 
 @functools.lru_cache(maxsize=64)
@@ -217,17 +212,12 @@ def gather_kernel_ptx(
 ) -> str:
     """PTX of the standalone gather kernel (entry :func:`gather_kernel_name`), compiled on the
     CPU through ``convert-hector-intra-to-gpu`` and the NVPTX back end; cached per arguments."""
-    text = gather_kernel_source(width, align, block_size)
-    from mlir import ir
-
-    from .dialects import make_context
+    module = gather_kernel_module(width, align, block_size)
     from .lowering import pipelines
     from .lowering.ptx import extract_ptx
     from .passes._pipeline import run_pipeline
 
-    ctx = make_context()
-    with ctx, ir.Location.unknown():
-        module = ir.Module.parse(f"module {{\n{text}}}")
+    with module.context:
         run_pipeline(
             module,
             "convert-hector-intra-to-gpu, " + pipelines.ptx_pipeline(chip=chip),

@@ -97,7 +97,8 @@ def test_gather_rejects_bad_inputs() -> None:
 
 def test_gather_kernel_source_follows_the_spec() -> None:
     text = U.gather_kernel_source(64, "none", 128)
-    assert '"hector_intra.traversal_template"(%idx, %x, %out)' in text
+    assert '"hector_intra.traversal_template"(%arg0, %arg1, %arg2)' in text
+    assert "operandSegmentSizes = array<i32: 1, 0, 0, 1, 0, 1>" in text  # index, x, out
     assert 'fn = "copy"' in text and 'align = "none"' in text and "block_size = 128" in text
     with pytest.raises(ValueError, match="align must be one of none, warp128"):
         U.gather_kernel_source(64, "warp64")
