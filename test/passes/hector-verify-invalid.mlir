@@ -373,6 +373,16 @@ func.func @bad_kind(%g: !hector_inter.graph, %x: tensor<?x8xf32> {hector.kind = 
 
 // -----
 
+// A hector.kind that is not a string is an error at the function, not a crash.
+// COUNT: error: argument #1: hector.kind must be a string (node, edge, weight), got 3 : i64
+// expected-error @+1 {{argument #1: hector.kind must be a string (node, edge, weight), got 3 : i64}}
+func.func @kind_not_a_string(%g: !hector_inter.graph, %x: tensor<?x8xf32> {hector.kind = 3 : i64}) -> tensor<?x8xf32> {
+  %0 = "hector_inter.unary"(%x) {fn = "relu", slope = 0.0 : f32} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
 // COUNT: error: gathered features must be node-wise, but it is edge-wise
 func.func @declared_edge_gathered(%g: !hector_inter.graph, %x: tensor<?x8xf32> {hector.kind = "edge"}) -> tensor<?x8xf32> {
   // expected-error @+1 {{gathered features must be node-wise, but it is edge-wise}}
