@@ -18,16 +18,39 @@ from __future__ import annotations
 
 import functools
 import inspect
+import linecache
+import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from mlir import ir
+from mlir.dialects import func
 
+from ._program import Executable, Options, Traced, rows_of
+from ._program import target as _target
+from .dialects import Kind, make_context
+from .dialects import hector_inter as inter
 from .graph import HeteroGraph
 
-NODE, EDGE, WEIGHT = "node", "edge", "weight"
+__all__ = [
+    "CompiledFunction",
+    "GraphProxy",
+    "TraceError",
+    "Traced",
+    "Value",
+    "compile",
+    "exp",
+    "gelu",
+    "leaky_relu",
+    "relu",
+    "sigmoid",
+    "tanh",
+    "trace",
+]
 
 
 class TraceError(TypeError):
@@ -46,14 +69,14 @@ class Value:
     tracer: _Tracer
     index: int
     width: tuple[int, ...]  # static trailing dims
-    kind: str | None  # NODE | EDGE | WEIGHT | None (argument not used yet)
+    kind: str | None  # Kind.NODE | Kind.EDGE | Kind.WEIGHT | None (argument not used yet)
     arg: int | None = None  # position among the tensor arguments
     shape: tuple[int, ...] | None = None  # full shape of an argument
 
     def _rows(self, what: str) -> str:
-        if self.kind == WEIGHT:
+        if self.kind == Kind.WEIGHT:
             raise TraceError(f"{what}: a weight cannot be used as node or edge rows")
-        return self.kind or NODE
+        return self.kind or Kind.NODE
 
     def __add__(self, other: Value) -> Value:
         return self.tracer.add(self, other)
@@ -95,14 +118,61 @@ class Value:
         return self.tracer.unary(self, "gelu")
 
 
+SourceLoc = tuple[str, int, int]  # (file, line, column), both 1-based
+
+
+def _is_frontend(filename: str) -> bool:
+    """Whether a frame's file is this module: the graph API's own frames are skipped."""
+    return os.path.normcase(os.path.abspath(filename)) == _THIS_FILE
+
+
+_THIS_FILE = os.path.normcase(os.path.abspath(__file__))
+
+
+def _user_location() -> SourceLoc:
+    """The ``(file, line, column)`` of the innermost frame outside this module: the line of
+    the user's forward function that called the graph API (as torch-mlir's importer records
+    each node's Python source line)."""
+    frame = sys._getframe(1)
+    while frame is not None and _is_frontend(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return ("<unknown>", 0, 0)
+    line, col = frame.f_lineno, 0
+    if frame.f_lasti >= 0:
+        positions = frame.f_code.co_positions()
+        for _ in range(frame.f_lasti // 2):
+            next(positions, None)
+        pos = next(positions, None)
+        if pos is not None and pos[0] is not None:
+            line, col = pos[0], pos[2] or 0
+    return (frame.f_code.co_filename, line, col + 1)
+
+
+def _def_location(fn: Callable[..., Any]) -> SourceLoc:
+    """The ``(file, line, column)`` of ``fn``'s ``def`` (after its decorators)."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return ("<unknown>", 0, 0)
+    line = code.co_firstlineno
+    for candidate in range(line, line + 50):  # skip the decorator lines
+        text = linecache.getline(code.co_filename, candidate)
+        stripped = text.lstrip()
+        if stripped.startswith(("def ", "async def ")):
+            return (code.co_filename, candidate, len(text) - len(stripped) + 1)
+        if not text:
+            break
+    return (code.co_filename, line, 1)
+
+
 @dataclass
 class _Op:
     name: str
-    operands: list[Value]
+    operands: dict[str, Value]  # by the op spec's operand names ("graph" added at build time)
     result: Value
+    loc: SourceLoc
     attrs: dict[str, str | float] = field(default_factory=dict)
-    uses_graph: bool = False
-    graph_last: bool = False
+    graph: bool = False
 
 
 class _Tracer:
@@ -110,7 +180,7 @@ class _Tracer:
         self.values: list[Value] = []
         self.ops: list[_Op] = []
 
-    def new(self, width: tuple[int, ...], kind: str | None, **kw: Any) -> Value:
+    def new(self, width: tuple[int, ...], kind: Kind | None, **kw: Any) -> Value:
         v = Value(self, len(self.values), width, kind, **kw)
         self.values.append(v)
         return v
@@ -120,10 +190,15 @@ class _Tracer:
             raise TraceError(f"{what} must be a traced tensor argument or result, got {type(v)}")
         return v
 
-    def claim(self, v: Value, kind: str, what: str) -> None:
+    def claim(self, v: Value, kind: Kind, what: str) -> None:
         """Fix the kind of an argument at its first use; reject a conflicting later use."""
         if v.kind is None:
-            if v.arg is not None and v.shape is not None and kind != WEIGHT and len(v.shape) < 2:
+            if (
+                v.arg is not None
+                and v.shape is not None
+                and kind != Kind.WEIGHT
+                and len(v.shape) < 2
+            ):
                 raise TraceError(
                     f"{what}: argument #{v.arg} of shape {v.shape} is not a row tensor"
                 )
@@ -134,36 +209,36 @@ class _Tracer:
     def emit(
         self,
         name: str,
-        operands: list[Value],
+        operands: dict[str, Value],
         width: tuple[int, ...],
-        kind: str | None,
+        kind: Kind | None,
         graph: bool = False,
-        graph_last: bool = False,
         **attrs: str | float,
     ) -> Value:
+        """Record ``hector_inter.<name>`` at the user's current source line."""
         out = self.new(width, kind)
-        self.ops.append(_Op(name, operands, out, attrs, graph or graph_last, graph_last))
+        self.ops.append(_Op(name, operands, out, _user_location(), attrs, graph))
         return out
 
     # -- ops ----------------------------------------------------------------------------------
     def add(self, a: Any, b: Any) -> Value:
         a, b = self.check(a, "left operand of +"), self.check(b, "right operand of +")
-        if b.kind == WEIGHT or (b.kind is None and b.shape is not None and len(b.shape) == 1):
-            if a.kind == WEIGHT:
+        if b.kind == Kind.WEIGHT or (b.kind is None and b.shape is not None and len(b.shape) == 1):
+            if a.kind == Kind.WEIGHT:
                 raise TraceError("cannot add two weights in a traced function")
-            self.claim(b, WEIGHT, "bias")
+            self.claim(b, Kind.WEIGHT, "bias")
             if b.shape is not None and len(b.shape) != 1:
                 raise TraceError(f"bias must be a vector, got shape {b.shape}")
             if b.width[-1] != a.width[-1]:
                 raise TraceError(f"bias width {b.width[-1]} != row width {a.width[-1]}")
-            return self.emit("add", [a, b], a.width, a._rows("+"))
+            return self.emit("add", {"lhs": a, "rhs": b}, a.width, a._rows("+"))
         ka, kb = a.kind, b.kind
-        kind = ka or kb or NODE
+        kind = ka or kb or Kind.NODE
         self.claim(a, kind, "left operand of +")
         self.claim(b, kind, "right operand of +")
         if a.width != b.width:
             raise TraceError(f"cannot add rows of width {a.width} and {b.width}")
-        return self.emit("add", [a, b], a.width, kind)
+        return self.emit("add", {"lhs": a, "rhs": b}, a.width, kind)
 
     def scale(self, a: Any, b: Any) -> Value:
         a, b = self.check(a, "operand of *"), self.check(b, "operand of *")
@@ -175,16 +250,16 @@ class _Tracer:
                 f"width (e.g. g.degree_norm() or attention weights); got widths {a.width} and "
                 f"{b.width}"
             )
-        kind = a.kind or b.kind or NODE
+        kind = a.kind or b.kind or Kind.NODE
         self.claim(a, kind, "scaled rows")
         self.claim(b, kind, "scale")
-        return self.emit("scale", [a, b], a.width, kind)
+        return self.emit("scale", {"x": a, "s": b}, a.width, kind)
 
     def unary(self, x: Any, fn: str, slope: float = 0.0) -> Value:
         x = self.check(x, fn)
         kind = x._rows(fn)
         self.claim(x, kind, fn)
-        return self.emit("unary", [x], x.width, kind, fn=fn, slope=float(slope))
+        return self.emit("unary", {"x": x}, x.width, kind, fn=fn, slope=float(slope))
 
 
 class GraphProxy:
@@ -196,14 +271,14 @@ class GraphProxy:
     def gather_src(self, x: Value) -> Value:
         """Each edge's source-node row: ``x[src(e)]`` (node-wise → edge-wise)."""
         x = self._t.check(x, "gather_src input")
-        self._t.claim(x, NODE, "gather_src input")
-        return self._t.emit("gather_src", [x], x.width, EDGE, graph=True)
+        self._t.claim(x, Kind.NODE, "gather_src input")
+        return self._t.emit("gather_src", {"x": x}, x.width, Kind.EDGE, graph=True)
 
     def gather_dst(self, x: Value) -> Value:
         """Each edge's destination-node row: ``x[dst(e)]`` (node-wise → edge-wise)."""
         x = self._t.check(x, "gather_dst input")
-        self._t.claim(x, NODE, "gather_dst input")
-        return self._t.emit("gather_dst", [x], x.width, EDGE, graph=True)
+        self._t.claim(x, Kind.NODE, "gather_dst input")
+        return self._t.emit("gather_dst", {"x": x}, x.width, Kind.EDGE, graph=True)
 
     def typed_linear(self, x: Value, weight: Value, slice: str = "etype") -> Value:
         """``x[i] @ weight[type(i)]``: per edge type (``"etype"``), node type (``"ntype"``) or
@@ -212,7 +287,7 @@ class GraphProxy:
         weight = self._t.check(weight, "typed_linear weight")
         if slice not in ("etype", "ntype", "none"):
             raise TraceError(f"slice must be 'etype', 'ntype' or 'none', got {slice!r}")
-        self._t.claim(weight, WEIGHT, "typed_linear weight")
+        self._t.claim(weight, Kind.WEIGHT, "typed_linear weight")
         want_rank = 2 if slice == "none" else 3
         if weight.shape is not None and len(weight.shape) != want_rank:
             raise TraceError(
@@ -227,10 +302,12 @@ class GraphProxy:
         if slice == "none":
             kind = x._rows("typed_linear input")
         else:
-            kind = EDGE if slice == "etype" else NODE
+            kind = Kind.EDGE if slice == "etype" else Kind.NODE
         self._t.claim(x, kind, "typed_linear input")
         out_w = (weight.shape[-1],) if weight.shape is not None else weight.width
-        return self._t.emit("typed_linear", [x, weight], out_w, kind, graph=True, slice=slice)
+        return self._t.emit(
+            "typed_linear", {"x": x, "weight": weight}, out_w, kind, graph=True, slice=slice
+        )
 
     def linear(self, x: Value, weight: Value) -> Value:
         """``x @ weight`` with one shared weight (RGCN's self-loop ``W_0``)."""
@@ -241,25 +318,25 @@ class GraphProxy:
         or all incoming edges (``"dst"``)."""
         if by not in ("dst_etype", "dst"):
             raise TraceError(f"by must be 'dst_etype' or 'dst', got {by!r}")
-        return self._t.emit("degree_norm", [], (1,), EDGE, graph=True, by=by)
+        return self._t.emit("degree_norm", {}, (1,), Kind.EDGE, graph=True, by=by)
 
     def sum_to_dst(self, x: Value) -> Value:
         """Sum edge rows onto destination nodes."""
         x = self._t.check(x, "sum_to_dst input")
-        self._t.claim(x, EDGE, "sum_to_dst input")
-        return self._t.emit("sum_to_dst", [x], x.width, NODE, graph=True)
+        self._t.claim(x, Kind.EDGE, "sum_to_dst input")
+        return self._t.emit("sum_to_dst", {"x": x}, x.width, Kind.NODE, graph=True)
 
     def sum_to_src(self, x: Value) -> Value:
         """Sum edge rows onto source nodes."""
         x = self._t.check(x, "sum_to_src input")
-        self._t.claim(x, EDGE, "sum_to_src input")
-        return self._t.emit("sum_to_src", [x], x.width, NODE, graph=True)
+        self._t.claim(x, Kind.EDGE, "sum_to_src input")
+        return self._t.emit("sum_to_src", {"x": x}, x.width, Kind.NODE, graph=True)
 
     def edge_softmax(self, x: Value) -> Value:
         """Softmax of edge scores ``[E, H]`` over each node's incoming edges, per head."""
         x = self._t.check(x, "edge_softmax input")
-        self._t.claim(x, EDGE, "edge_softmax input")
-        return self._t.emit("edge_softmax", [x], x.width, EDGE, graph=True)
+        self._t.claim(x, Kind.EDGE, "edge_softmax input")
+        return self._t.emit("edge_softmax", {"x": x}, x.width, Kind.EDGE, graph=True)
 
     def dot(self, x: Value, y: Value, heads: int = 1) -> Value:
         """Per-head inner product of two row tensors of width ``D``: ``[M, heads]``."""
@@ -268,10 +345,10 @@ class GraphProxy:
             raise TraceError(f"dot needs two row tensors of one width, got {x.width}, {y.width}")
         if heads <= 0 or x.width[0] % heads:
             raise TraceError(f"heads={heads} must divide the row width {x.width[0]}")
-        kind = x.kind or y.kind or NODE
+        kind = x.kind or y.kind or Kind.NODE
         self._t.claim(x, kind, "dot operand")
         self._t.claim(y, kind, "dot operand")
-        return self._t.emit("dot", [x, y], (heads,), kind)
+        return self._t.emit("dot", {"x": x, "y": y}, (heads,), kind)
 
     def typed_bias(self, x: Value, bias: Value) -> Value:
         """``x[i] + bias[type(i)]``: a bias per node type (node rows) or edge type (edge
@@ -279,10 +356,10 @@ class GraphProxy:
         x, bias = self._t.check(x, "typed_bias rows"), self._t.check(bias, "typed_bias bias")
         kind = x._rows("typed_bias rows")
         self._t.claim(x, kind, "typed_bias rows")
-        self._t.claim(bias, WEIGHT, "typed_bias bias")
+        self._t.claim(bias, Kind.WEIGHT, "typed_bias bias")
         if bias.shape is not None and (len(bias.shape) != 2 or bias.shape[1] != x.width[-1]):
             raise TraceError(f"typed bias must be [T, {x.width[-1]}], got shape {bias.shape}")
-        return self._t.emit("add", [x, bias], x.width, kind, graph_last=True)
+        return self._t.emit("add", {"lhs": x, "rhs": bias}, x.width, kind, graph=True)
 
 
 def _traced(x: Any, what: str) -> Value:
@@ -321,30 +398,85 @@ def exp(x: Value) -> Value:
     return _traced(x, "exp").exp()
 
 
-def _tensor_type(v: Value) -> str:
-    if v.kind in (NODE, EDGE):
-        dims = ["?", *map(str, v.width)]
+def _tensor_type(v: Value) -> ir.RankedTensorType:
+    """Rows are dynamic (``?``); weights keep their full static shape."""
+    if v.kind in (Kind.NODE, Kind.EDGE):
+        dims = [ir.ShapedType.get_dynamic_size(), *v.width]
     elif v.shape is not None:
-        dims = [str(d) for d in v.shape]
+        dims = list(v.shape)
     else:
-        dims = [str(d) for d in v.width]
-    return f"tensor<{'x'.join(dims)}xf32>"
+        dims = list(v.width)
+    return ir.RankedTensorType.get(dims, ir.F32Type.get())
 
 
-@dataclass(frozen=True)
-class Traced:
-    """The result of tracing: hector_inter text and the ABI of the compiled function."""
+def _location(loc: SourceLoc) -> ir.Location:
+    file, line, col = loc
+    return ir.Location.file(file, line, col)
 
-    name: str
-    text: str
-    arg_kinds: tuple[str, ...]
-    result_kinds: tuple[str, ...]
-    result_widths: tuple[tuple[int, ...], ...]
-    weight_slices: dict[int, str] = field(default_factory=dict)  # arg position → etype|ntype
+
+def _symbol(fn: Callable[..., Any], name: str | None) -> str:
+    fname = name or getattr(fn, "__name__", "forward")
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in fname)
+
+
+def _build(
+    t: _Tracer, args: list[Value], results: list[Value], name: str, where: SourceLoc
+) -> ir.Module:
+    """The traced function as a hector_inter module, built through the bindings in a context
+    of its own: ``func.func @name(%g: !hector_inter.graph, %a0, ...)``, each argument's kind in
+    a ``hector.kind`` argument attribute (so every pass agrees with the tracer), each op at the
+    user's source line and the function at its ``def``."""
+    ctx = make_context()
+    with ctx:
+        fn_loc = _location(where)
+    with ctx, fn_loc:
+        graph_type = ir.Type.parse("!hector_inter.graph")  # an IRDL type: no typed builder
+        module = ir.Module.create()
+        inputs = [graph_type, *(_tensor_type(a) for a in args)]
+        outputs = [_tensor_type(r) for r in results]
+        with ir.InsertionPoint(module.body):
+            f = func.FuncOp(name, ir.FunctionType.get(inputs, outputs))
+        f.arg_attrs = ir.ArrayAttr.get(
+            [ir.DictAttr.get({})]
+            + [
+                ir.DictAttr.get({"hector.kind": ir.StringAttr.get(a.kind or Kind.WEIGHT)})
+                for a in args
+            ]
+        )
+        block = f.add_entry_block([fn_loc] * len(inputs))
+        env: dict[int, ir.Value] = {a.index: block.arguments[i + 1] for i, a in enumerate(args)}
+        with ir.InsertionPoint(block):
+            for op in t.ops:
+                operands = {k: env[v.index] for k, v in op.operands.items()}
+                if op.graph:
+                    operands["graph"] = block.arguments[0]
+                build = getattr(inter.OPS, op.name)
+                env[op.result.index] = build(
+                    **operands, **op.attrs, result=_tensor_type(op.result), loc=_location(op.loc)
+                )
+            # The Python ``return`` is not traced: the return sits at the function's ``def``.
+            func.ReturnOp([env[r.index] for r in results], loc=fn_loc)
+    return module
+
+
+def _weight_slices(t: _Tracer) -> dict[int, str]:
+    """Argument position → ``etype``/``ntype`` for every weight sliced by type."""
+    slices: dict[int, str] = {}
+    for op in t.ops:
+        if op.name == "typed_linear" and op.attrs["slice"] != "none":
+            weight = op.operands["weight"]
+            if weight.arg is not None:
+                slices[weight.arg] = str(op.attrs["slice"])
+    for op in t.ops:  # typed biases are sliced by the type of their rows
+        if op.name == "add" and op.graph and op.operands["rhs"].arg is not None:
+            rows = op.operands["lhs"].kind
+            slices[op.operands["rhs"].arg] = "etype" if rows == Kind.EDGE else "ntype"
+    return slices
 
 
 def trace(fn: Callable[..., Any], shapes: list[tuple[int, ...]], name: str | None = None) -> Traced:
-    """Trace ``fn(g, *tensors)`` for tensors of the given shapes into hector_inter text."""
+    """Trace ``fn(g, *tensors)`` for tensors of the given shapes into a hector_inter module
+    whose ops carry the ``file:line:col`` of the user's source line that made them."""
     t = _Tracer()
     args = []
     for i, shape in enumerate(shapes):
@@ -364,57 +496,18 @@ def trace(fn: Callable[..., Any], shapes: list[tuple[int, ...]], name: str | Non
         t.check(r, "the returned value")
     for a in args:
         if a.kind is None:
-            a.kind = WEIGHT if len(a.shape or ()) != 2 else NODE
-    if any(r.kind == WEIGHT for r in results):
+            a.kind = Kind.WEIGHT if len(a.shape or ()) != 2 else Kind.NODE
+    if any(r.kind == Kind.WEIGHT for r in results):
         raise TraceError("returning a weight unchanged is not supported")
-    fname = name or getattr(fn, "__name__", "forward")
-    fname = "".join(c if c.isalnum() or c == "_" else "_" for c in fname)
-    sig = ["%g: !hector_inter.graph"]
-    for a in args:  # kinds travel as argument attributes, so every pass agrees with the tracer
-        sig.append(f'%a{a.arg}: {_tensor_type(a)} {{hector.kind = "{a.kind or WEIGHT}"}}')
-    lines = []
-
-    def ref(v: Value) -> str:
-        return f"%a{v.arg}" if v.arg is not None else f"%v{v.index}"
-
-    for op in t.ops:
-        operands = [ref(v) for v in op.operands]
-        types = [_tensor_type(v) for v in op.operands]
-        if op.uses_graph:
-            where = len(operands) if op.graph_last else 0
-            operands.insert(where, "%g")
-            types.insert(where, "!hector_inter.graph")
-        attrs = ", ".join(
-            f"{k} = {v!r} : f32" if isinstance(v, float) else f'{k} = "{v}"'
-            for k, v in op.attrs.items()
-        )
-        attrs = f" {{{attrs}}}" if attrs else ""
-        lines.append(
-            f'  {ref(op.result)} = "hector_inter.{op.name}"({", ".join(operands)}){attrs} : '
-            f"({', '.join(types)}) -> {_tensor_type(op.result)}"
-        )
-    ret_types = ", ".join(_tensor_type(r) for r in results)
-    lines.append(f"  return {', '.join(ref(r) for r in results)} : {ret_types}")
-    text = (
-        f"func.func @{fname}({', '.join(sig)}) -> ({ret_types}) {{\n" + "\n".join(lines) + "\n}\n"
-    )
-    weight_slices = {
-        op.operands[1].arg: op.attrs["slice"]
-        for op in t.ops
-        if op.name == "typed_linear"
-        and op.attrs["slice"] != "none"
-        and op.operands[1].arg is not None
-    }
-    for op in t.ops:  # typed biases are sliced by the type of their rows
-        if op.name == "add" and op.graph_last and op.operands[1].arg is not None:
-            weight_slices[op.operands[1].arg] = "etype" if op.operands[0].kind == EDGE else "ntype"
+    fname = _symbol(fn, name)
+    module = _build(t, args, results, fname, _def_location(fn))
     return Traced(
         fname,
-        text,
-        tuple(a.kind or WEIGHT for a in args),
-        tuple(r.kind or NODE for r in results),
+        module,
+        tuple(a.kind or Kind.WEIGHT for a in args),
+        tuple(r.kind or Kind.NODE for r in results),
         tuple(r.width for r in results),
-        weight_slices,
+        _weight_slices(t),
     )
 
 
@@ -435,10 +528,7 @@ class CompiledFunction:
         reorder: bool = True,
         fuse: bool = True,
     ) -> None:
-        if target not in ("cpu", "cuda"):
-            raise ValueError(
-                f"unknown target {target!r}: use 'cpu' or 'cuda' (CUDA tensors also pick 'cuda')"
-            )
+        _target(target)  # unknown targets fail here, not at the first call
         self.fn = fn
         self.target = target
         self.optimizations = (compact, reorder, fuse)
@@ -477,11 +567,11 @@ class CompiledFunction:
             tuple(tuple(t.shape[1:]) if t.dim() == 2 else tuple(t.shape) for t in tensors),
         )
 
-    def compile_for(self, g: HeteroGraph, *tensors: torch.Tensor, train: bool = False) -> Any:
+    def compile_for(
+        self, g: HeteroGraph, *tensors: torch.Tensor, train: bool = False
+    ) -> Executable:
         """Compile (or fetch from the cache) the kernel for these argument shapes; with
         ``train``, the module also holds the ``_train`` and ``_backward`` functions."""
-        from . import compiler
-
         self._check_args(g, tensors)
         options = self.options_for(g)
         # The compaction cost model reads the graph's ratio: key on the decision it makes.
@@ -493,20 +583,14 @@ class CompiledFunction:
         if entry is None:
             start = time.perf_counter()
             traced = trace(self.fn, [tuple(t.shape) for t in tensors])
-            if cuda:
-                from . import gpu_exec
-
-                entry = gpu_exec.compile_cuda(traced, autodiff=train, options=options)
-            else:
-                entry = compiler.compile_traced(traced, autodiff=train, options=options)
+            back_end = _target("cuda" if cuda else self.target)
+            entry = back_end.compile(traced, autodiff=train, options=options)
             self.compile_seconds = time.perf_counter() - start
             self._cache[key] = entry
         return entry
 
-    def options_for(self, g: HeteroGraph) -> Any:
+    def options_for(self, g: HeteroGraph) -> Options:
         """The optimization options for graph ``g`` (its statistics feed the cost models)."""
-        from .compiler import Options
-
         compact, reorder, fuse = self.optimizations
         # Reordering is judged per row (rows unknown): the decision then holds for every graph
         # of this schema, so one kernel serves them all.
@@ -527,10 +611,9 @@ class CompiledFunction:
 
     def ptx(self, g: HeteroGraph, *tensors: torch.Tensor) -> str:
         """PTX for the GPU kernels of this function, one ``.entry`` per template."""
-        from . import compiler
-
         entry = self.compile_for(g, *tensors)
-        return compiler.compile_gpu(entry.traced, options=self.options_for(g)).ptx
+        gpu = _target("gpu", runs=False)
+        return gpu.compile(entry.traced, options=self.options_for(g)).ptx
 
 
 class _Differentiable(torch.autograd.Function):
@@ -560,8 +643,7 @@ class _Differentiable(torch.autograd.Function):
         d_outs = []
         for grad, kind, shape in zip(grads, abi.result_kinds, abi.result_shapes, strict=True):
             if grad is None:
-                rows = {NODE: g.num_nodes, "compact": g.num_compact}.get(kind, g.num_edges)
-                grad = torch.zeros([rows if d is None else d for d in shape])
+                grad = torch.zeros([rows_of(kind, g) if d is None else d for d in shape])
             d_outs.append(grad.contiguous().float())
         partials = entry.call(f"{name}_backward", g, [*tensors, *saved, *d_outs])
         result: list[torch.Tensor | None] = [None] * ctx.n_inputs

@@ -49,8 +49,8 @@ import torch
 from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
-from .compiler import CpuEntry, Options, StagedModule, run_stages
-from .frontend import NODE, Traced
+from ._program import Executable, Options, StagedModule, Traced
+from .compiler import run_stages
 from .graph import HeteroGraph
 from .lowering import pipelines
 from .lowering.ptx import extract_ptx
@@ -442,7 +442,7 @@ def device_graph_arrays(g: HeteroGraph, device: torch.device | str) -> tuple[tor
 
 
 @dataclass
-class GpuExecEntry:
+class GpuExecEntry(Executable):
     """A program compiled for target ``cuda``, with the ABI to call it on a graph and CUDA
     tensors; the same interface as :class:`hector.compiler.CpuEntry`."""
 
@@ -451,12 +451,6 @@ class GpuExecEntry:
     kernel: GpuKernel
     chip: str
     ptx: str
-
-    check = CpuEntry.check
-
-    def ir(self, stage: str) -> str:
-        """The IR after ``stage`` (``inter``, ``intra``, ``gpu``, ``ptx``, ``host``)."""
-        return self.staged.ir(stage)
 
     def _device(self, tensors: list[torch.Tensor]) -> torch.device:
         devices = {t.device for t in tensors if t.device.type == "cuda"}
@@ -476,13 +470,11 @@ class GpuExecEntry:
         """Run compiled function ``fname`` on the graph and tensors; return its results (on
         the tensors' device). CPU tensors among the arguments (e.g. zero gradients autograd
         made) are copied to that device."""
-        abi = self.staged.abi[fname]
         dev = self._device(tensors)
-        outs = []
-        for kind, shape in zip(abi.result_kinds, abi.result_shapes, strict=True):
-            rows = {NODE: g.num_nodes, "compact": g.num_compact}.get(kind, g.num_edges)
-            dims = [rows if d is None else d for d in shape]
-            outs.append(torch.empty(dims, dtype=torch.float32, device=dev))
+        outs = [
+            torch.empty(dims, dtype=torch.float32, device=dev)
+            for dims in self.output_shapes(fname, g)
+        ]
         ins = [t.detach().to(dev, torch.float32).contiguous() for t in tensors]
         arrays = [*device_graph_arrays(g, dev), *ins, *outs]
         if dev.type == "cuda":
@@ -490,14 +482,6 @@ class GpuExecEntry:
             torch.cuda.current_stream(dev).synchronize()
         self.kernel(fname, *arrays)
         return outs
-
-    def run(
-        self, g: HeteroGraph, tensors: tuple[torch.Tensor, ...], names: list[str]
-    ) -> torch.Tensor | tuple[torch.Tensor, ...]:
-        """Check the tensors against the graph, allocate outputs and run on the GPU."""
-        self.check(g, tensors, names)
-        outs = self.call(self.traced.name, g, list(tensors))
-        return outs[0] if len(outs) == 1 else tuple(outs)
 
 
 _ENTRY_CACHE: dict[tuple, GpuExecEntry] = {}
@@ -535,12 +519,12 @@ def compile_cuda(
     chip = chip or gpu_chip()
     if not _CHIP.match(chip):
         raise ValueError(f"chip must look like 'sm_90', got {chip!r}")
-    key = (traced.text, autodiff, options, chip)
+    key = (traced.key, autodiff, options, chip)
     if runtime is None:
         with _ENTRY_LOCK:
             if key in _ENTRY_CACHE:
                 return _ENTRY_CACHE[key]
-    staged = run_stages(traced.text, "cuda", until="gpu", autodiff=autodiff, options=options)
+    staged = run_stages(traced, "cuda", until="gpu", autodiff=autodiff, options=options)
     ptx = ""
     with staged.context, ir.Location.unknown():
         for stage in pipelines.cuda_stages(chip)[2:]:  # after intra and gpu: ptx, host

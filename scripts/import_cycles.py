@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Find import cycles among Hector's modules; exit 1 when there is one.
+
+Every ``.py`` file under the package's source folders is parsed (nothing is imported) and every
+``import``/``from ... import`` statement is read, at module level or inside functions, with
+relative imports resolved against the file's ``hector.*`` name. Imports under
+``if TYPE_CHECKING:`` are left out (they never run), and so are ``importlib.import_module``
+calls (the lazy ``hector`` package exports and the target table look modules up by name, which
+is how they break cycles). ``from pkg import name`` counts as importing ``pkg.name`` when that is
+a module, else ``pkg``. A package's ``__init__`` is not counted as imported by its submodules'
+imports (Python runs it first, but a package importing its own submodules is the normal shape).
+
+Usage: ``python3 scripts/import_cycles.py [--graph]`` from anywhere in the checkout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Source folder → the package name it is installed as (pyproject.toml's wheel.packages).
+PACKAGES: dict[str, str] = {
+    "python/hector": "hector",
+    "dialects": "hector.dialects",
+    "passes": "hector.passes",
+    "lowering": "hector.lowering",
+    "runtime": "hector.runtime",
+}
+
+
+def module_files() -> dict[str, tuple[Path, bool]]:
+    """``hector.*`` module name → (file, is a package ``__init__``)."""
+    out: dict[str, tuple[Path, bool]] = {}
+    for folder, package in PACKAGES.items():
+        base = ROOT / folder
+        for path in sorted(base.rglob("*.py")):
+            rel = path.relative_to(base).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            if any(not p.isidentifier() for p in parts):
+                continue
+            name = ".".join([package, *parts])
+            # A subfolder of python/hector that is also installed on its own keeps that name.
+            out.setdefault(name, (path, path.name == "__init__.py"))
+    return out
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement, skipping the bodies of ``if TYPE_CHECKING:``."""
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The absolute name of ``from <level dots><node.module> import ...`` in ``module``."""
+    if node.level == 0:
+        return node.module or ""
+    parts = module.split(".")
+    if not is_package:
+        parts = parts[:-1]
+    if node.level > 1:
+        parts = parts[: len(parts) - (node.level - 1)]
+    return ".".join([*parts, node.module] if node.module else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module → the Hector modules it imports."""
+    files = module_files()
+    graph: dict[str, set[str]] = {name: set() for name in files}
+    for name, (path, is_package) in files.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in _imports(tree):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                base = _resolve(name, is_package, node)
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    targets.append(sub if sub in files else base)
+            for target in targets:
+                # "import hector.passes.verify" names a module; walk up to one we know.
+                while target and target not in files:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    counter = 0
+
+    def visit(v: str) -> None:
+        nonlocal counter
+        index[v] = low[v] = counter
+        counter += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def _a_cycle(graph: dict[str, set[str]], component: list[str]) -> list[str]:
+    """One concrete cycle through the component's first module, for the report."""
+    members = set(component)
+    start = component[0]
+    path = [start]
+    seen = {start}
+
+    def walk(v: str) -> bool:
+        for w in sorted(graph[v] & members):
+            if w == start:
+                return True
+            if w not in seen:
+                seen.add(w)
+                path.append(w)
+                if walk(w):
+                    return True
+                path.pop()
+        return False
+
+    walk(start)
+    return [*path, start]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print each cycle (its modules and one concrete loop); exit 1 if there is any."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--graph", action="store_true", help="print the whole import graph first")
+    args = p.parse_args(argv)
+    graph = import_graph()
+    if args.graph:
+        for name in sorted(graph):
+            print(f"{name}: {', '.join(sorted(graph[name])) or '-'}")
+    found = cycles(graph)
+    if not found:
+        print(f"no import cycles among {len(graph)} Hector modules")
+        return 0
+    for component in found:
+        print(f"import cycle among {len(component)} modules: {', '.join(component)}")
+        print("  e.g. " + " -> ".join(_a_cycle(graph, component)))
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
