@@ -1,7 +1,7 @@
 """``hector-autodiff``: derive the backward program of each function on ``hector_inter``.
 
 For every function ``@f(%g, args...) -> results`` that holds relational ops (and is not itself
-generated), the pass adds two functions next to it and leaves ``@f`` as it is:
+generated), the pass adds two functions after the module's functions and leaves ``@f`` as it is:
 
 * ``@f_train(%g, args...) -> (results..., saved...)`` — the forward program that also returns
   the intermediate values the backward program reads (*saved* values);
@@ -9,23 +9,28 @@ generated), the pass adds two functions next to it and leaves ``@f`` as it is:
   derivatives, written with ``hector_inter`` ops only, so they get the same lowering, fusion and
   kernels as the forward program.
 
-Forward values are reused, never recomputed, except graph structure and gathers: a
-``degree_norm`` is a cached graph array and a gather (``gather_src``, ``gather_dst``,
-``compact_gather_src``, ``expand_compact``) of a value the
-backward program already has is re-emitted there (the lowering folds it into the reading
-template's index, so it costs no memory); everything else the backward program needs is saved.
-Gradients of one weight used by several ops are returned as separate partial results and
-summed by the caller (``hector.grad_of`` maps each result to its argument), so weight-shaped
-accumulation never needs a kernel. Arguments and results of the generated functions carry
-``hector.kind`` / ``hector.result_kinds`` so their row counts are known without inference.
+Both are built through the bindings (``func.FuncOp``, block arguments, the typed builders of
+``hector_inter``); the new functions carry ``@f``'s location and every backward op the location
+of the forward op whose adjoint it is, so a diagnostic on the backward program points at the
+user's line.
 
-Rules (``dy`` is the adjoint of the op's result):
+Forward values are reused, never recomputed, except graph structure and gathers: a
+``degree_norm`` is a cached graph array and a gather (an index op whose spec's ``rowmap`` does
+not reduce, and ``etype_src_weight``) of a value the backward program already has is re-emitted
+there (the lowering folds it into the reading template's index, so it costs no memory);
+everything else the backward program needs is saved. Gradients of one weight used by several
+ops are returned as separate partial results and summed by the caller (``hector.grad_of`` maps
+each result to its argument), so weight-shaped accumulation never needs a kernel. Arguments and
+results of the generated functions carry ``hector.kind`` / ``hector.result_kinds`` so their row
+counts are known without inference.
+
+Each op's adjoint is one rule in :data:`ADJOINTS`, registered by op name with
+:func:`adjoint`; the index ops share one rule that emits the op their spec names as
+``adjoint`` (``dy`` is the adjoint of the op's result):
 
 | forward | backward |
 |---|---|
-| `gather_src(x)` / `gather_dst(x)` | `dx += sum_to_src(dy)` / `sum_to_dst(dy)` |
-| `sum_to_dst(x)` / `sum_to_src(x)` | `dx += gather_dst(dy)` / `gather_src(dy)` |
-| `compact_gather_src` / `expand_compact` | `sum_compact_to_src` / `sum_to_compact` (and back) |
+| index op `i(x)` (`gather_src`, `sum_to_dst`, ...) | `dx += spec(i).adjoint(dy)` |
 | `etype_src_weight(w)` | `dw += etype_src_weight_grad(dy)` (re-emitted, not saved) |
 | `weight_product(a, b)` | `da += weight_product(dy, b){xwt}`, `db += weight_product(a, dy){xty}` |
 | | (per-slice products alike, `db` per slice) |
@@ -40,268 +45,156 @@ Rules (``dy`` is the adjoint of the op's result):
 
 from __future__ import annotations
 
-import io
+from collections.abc import Callable
 
 from mlir import ir
+from mlir.dialects import func
 
+from ..dialects import SPECS, Kind, OpDef
+from ..dialects import hector_inter as inter
 from ._registry import PassFailure, register_pass
-from .verify import COMPACT, EDGE, NODE, WEIGHT, verify_function
+from .verify import verify_function
 
-_KIND_TEXT = {NODE: "node", EDGE: "edge", WEIGHT: "weight", COMPACT: "compact"}
+_PREFIX = "hector_inter."
 _OUTPUT_REF = ("exp", "tanh", "sigmoid")  # derivatives written in the forward output
-# Each index op's adjoint: gathers sum back, sums gather back.
-_PAIRS = (
-    ("gather_src", "sum_to_src"),
-    ("gather_dst", "sum_to_dst"),
-    ("compact_gather_src", "sum_compact_to_src"),
-    ("expand_compact", "sum_to_compact"),
-    ("etype_src_weight", "etype_src_weight_grad"),  # weights picked per relation (HGT fold)
-)
-_ADJOINT = {**dict(_PAIRS), **{b: a for a, b in _PAIRS}}
+
+#: An adjoint rule: given the backward builder, the forward op and the adjoint ``dy`` of its
+#: result, add the adjoints of the op's operands (``Backward.acc``).
+AdjointRule = Callable[["Backward", ir.Operation, ir.Value], None]
+
+#: Adjoint rules by op name (without the ``hector_inter.`` prefix).
+ADJOINTS: dict[str, AdjointRule] = {}
+
+
+def adjoint(*names: str) -> Callable[[AdjointRule], AdjointRule]:
+    """Register the decorated function as the adjoint rule of the ops ``names``."""
+
+    def register(rule: AdjointRule) -> AdjointRule:
+        for name in names:
+            ADJOINTS[name] = rule
+        return rule
+
+    return register
+
+
+def _inter_specs() -> dict[str, OpDef]:
+    """``hector_inter``'s op specs by short name."""
+    return {n.removeprefix(_PREFIX): s for n, s in SPECS.items() if n.startswith(_PREFIX)}
+
+
 # Forward values the backward program recomputes instead of saving: gathers (folded into the
-# reading template's index by the lowering, so they cost nothing).
-_REEMIT = tuple(f"hector_inter.{a}" for a, _ in _PAIRS)
-GRAPH_TYPE = "!hector_inter.graph"
+# reading template's index by the lowering, so they cost nothing), and the per-relation weight
+# pick, which is a gather over relations (its spec has no rowmap: it maps no row space).
+_REEMIT: frozenset[str] = frozenset(
+    {n for n, s in _inter_specs().items() if s.rowmap is not None and not s.rowmap.reduce}
+    | {"etype_src_weight"}
+)
 
 
-def _str(op: ir.Operation, name: str) -> str:
-    return ir.StringAttr(op.attributes[name]).value
+def _as_kind(kind: str) -> Kind:
+    """A kind from ``verify_function`` as a ``Kind`` (older verifiers say ``"node-wise"``)."""
+    return Kind(str(kind).removesuffix("-wise"))
 
 
-def _is_graph(v: ir.Value) -> bool:
-    return str(v.type) == GRAPH_TYPE
+def _owner(v: ir.Value) -> ir.Operation | None:
+    """The op that defines ``v`` (None for a block argument)."""
+    return None if isinstance(v, ir.BlockArgument) else v.owner
 
 
-class _Backward:
-    """Builds the text of ``@f_train`` and ``@f_backward`` for one function."""
+def _location(v: ir.Value) -> ir.Location:
+    """Where ``v`` comes from: its defining op, or the argument's own location."""
+    owner = _owner(v)
+    return v.location if owner is None else owner.location
 
-    def __init__(self, func: ir.Operation) -> None:
-        self.func = func
-        self.sym = ir.StringAttr(func.attributes["sym_name"]).value
-        self.kinds = verify_function(func)
-        self.state = ir.AsmState(func)
-        self.lines: list[str] = []
-        self.n = 0
-        self.fwd_names: dict[ir.Value, str] = {}  # forward value → name in the backward body
+
+def _data_operand(spec: OpDef) -> str:
+    """The name of an index op's one operand that is not the graph."""
+    (name,) = (o.name for o in spec.operands if o.name != "graph")
+    return name
+
+
+def _kind_attrs(kinds: list[Kind | None]) -> ir.ArrayAttr:
+    """``arg_attrs`` for arguments of these kinds (None: the graph, no attribute)."""
+    return ir.ArrayAttr.get(
+        [
+            ir.DictAttr.get({} if k is None else {"hector.kind": ir.StringAttr.get(k.value)})
+            for k in kinds
+        ]
+    )
+
+
+def _string_array(kinds: list[Kind]) -> ir.ArrayAttr:
+    return ir.ArrayAttr.get([ir.StringAttr.get(k.value) for k in kinds])
+
+
+def _i64(value: int) -> ir.IntegerAttr:
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
+
+
+class Backward:
+    """Builds ``@f_train`` and ``@f_backward`` for one function, detached until ``run`` ends."""
+
+    def __init__(self, fn: ir.Operation, graph_type: ir.Type) -> None:
+        self.func = fn
+        self.sym = ir.StringAttr(fn.attributes["sym_name"]).value
+        self.kinds = {v: _as_kind(k) for v, k in verify_function(fn).items()}
+        self.graph_type = graph_type
         self.saved: list[ir.Value] = []
-        self.adjoint: dict[ir.Value, str] = {}
-        self.weight_partials: dict[ir.Value, list[str]] = {}
-        self.graph = "%g"
+        self.fwd_values: dict[ir.Value, ir.Value] = {}  # forward value -> backward value
+        self.adjoint: dict[ir.Value, ir.Value] = {}
+        self.weight_partials: dict[ir.Value, list[ir.Value]] = {}
+        self.block: ir.Block  # the backward function's body
+        self.graph: ir.Value  # its graph argument
 
-    # -- emission --------------------------------------------------------------------------
-    def fresh(self) -> str:
-        self.n += 1
-        return f"%d{self.n}"
-
-    def op(
-        self,
-        name: str,
-        operands: list[tuple[str, str]],
-        result_type: str,
-        attrs: str = "",
-        graph: bool = False,
-        graph_last: bool = False,
-    ) -> str:
-        """Emit ``hector_inter.<name>`` on (ssa, type) operands; return the result name."""
-        if graph:
-            g = (self.graph, GRAPH_TYPE)
-            operands = [*operands, g] if graph_last else [g, *operands]
-        r = self.fresh()
-        attr = f" {{{attrs}}}" if attrs else ""
-        self.lines.append(
-            f'  {r} = "hector_inter.{name}"({", ".join(o for o, _ in operands)}){attr} : '
-            f"({', '.join(t for _, t in operands)}) -> {result_type}"
-        )
-        return r
-
-    def fwd(self, v: ir.Value) -> str:
-        """The backward program's name for forward value ``v`` (argument, re-emitted gather or
-        graph array, or a saved value)."""
-        if v in self.fwd_names:
-            return self.fwd_names[v]
-        owner = None if isinstance(v, ir.BlockArgument) else v.owner
-        if owner is not None and owner.name in _REEMIT:
-            x = owner.operands[1]
-            name = self.op(
-                owner.name.removeprefix("hector_inter."),
-                [(self.fwd(x), str(x.type))],
-                str(v.type),
-                graph=True,
+    # -- what rules use --------------------------------------------------------------------
+    def fwd(self, v: ir.Value) -> ir.Value:
+        """The backward program's value for forward value ``v`` (argument, re-emitted gather or
+        graph array, or a saved value, which becomes an argument)."""
+        if v in self.fwd_values:
+            return self.fwd_values[v]
+        owner = _owner(v)
+        name = None if owner is None else owner.name.removeprefix(_PREFIX)
+        if owner is not None and name in _REEMIT:
+            spec = inter.DIALECT.op(name)
+            x = inter.view(owner).operand(_data_operand(spec))
+            build = getattr(inter.OPS, name)
+            new = build(
+                graph=self.graph,
+                **{_data_operand(spec): self.fwd(x)},
+                result=v.type,
+                loc=owner.location,
             )
-        elif owner is not None and owner.name == "hector_inter.degree_norm":
-            name = self.op("degree_norm", [], str(v.type), f'by = "{_str(owner, "by")}"', True)
+        elif owner is not None and name == "degree_norm":
+            by = inter.view(owner).attr("by")
+            new = inter.OPS.degree_norm(graph=self.graph, by=by, result=v.type, loc=owner.location)
         else:
-            name = f"%s{len(self.saved)}"
+            new = self.block.add_argument(v.type, _location(v))
             self.saved.append(v)
-        self.fwd_names[v] = name
-        return name
+        self.fwd_values[v] = new
+        return new
 
-    def acc(self, v: ir.Value, grad: str) -> None:
+    def acc(self, v: ir.Value, grad: ir.Value) -> None:
         """Add ``grad`` to the adjoint of ``v``."""
-        if _is_graph(v) or self._constant(v):
+        if self.is_graph(v) or self.constant(v):
             return
-        if self.kinds.get(v) == WEIGHT:
+        if self.kinds.get(v) == Kind.WEIGHT:
             self.weight_partials.setdefault(v, []).append(grad)
             return
         prev = self.adjoint.get(v)
-        if prev is None:
-            self.adjoint[v] = grad
-        else:
-            t = str(v.type)
-            self.adjoint[v] = self.op("add", [(prev, t), (grad, t)], t)
+        self.adjoint[v] = grad if prev is None else inter.OPS.add(lhs=prev, rhs=grad, result=v.type)
 
-    def _constant(self, v: ir.Value) -> bool:
-        owner = None if isinstance(v, ir.BlockArgument) else v.owner
-        return owner is not None and owner.name == "hector_inter.degree_norm"
+    def constant(self, v: ir.Value) -> bool:
+        """Whether ``v`` is graph structure (a ``degree_norm``), which has no adjoint."""
+        owner = _owner(v)
+        return owner is not None and owner.name == f"{_PREFIX}degree_norm"
 
-    # -- rules -----------------------------------------------------------------------------
-    def rule(self, op: ir.Operation, dy: str) -> None:
-        kind = op.name.removeprefix("hector_inter.")
-        ops = list(op.operands)
-        out = op.results[0]
-        t = lambda v: str(v.type)  # noqa: E731
-        if kind in _ADJOINT:
-            self.acc(ops[1], self.op(_ADJOINT[kind], [(dy, t(out))], t(ops[1]), graph=True))
-        elif kind == "weight_product":
-            a, b = ops
-            if _str(op, "variant") != "xw":
-                raise PassFailure(
-                    "hector-autodiff: only weight_product xw is differentiable", op.location
-                )
-            self.acc(
-                a,
-                self.op(
-                    "weight_product", [(dy, t(out)), (self.fwd(b), t(b))], t(a), 'variant = "xwt"'
-                ),
-            )
-            self.acc(
-                b,
-                self.op(
-                    "weight_product", [(self.fwd(a), t(a)), (dy, t(out))], t(b), 'variant = "xty"'
-                ),
-            )
-        elif kind == "typed_linear":
-            x, w = ops[1], ops[2]
-            sl = f'slice = "{_str(op, "slice")}"'
-            self.acc(
-                x,
-                self.op(
-                    "typed_linear_transposed",
-                    [(dy, t(out)), (self.fwd(w), t(w))],
-                    t(x),
-                    sl,
-                    graph=True,
-                ),
-            )
-            self.acc(
-                w,
-                self.op(
-                    "typed_linear_weight_grad",
-                    [(self.fwd(x), t(x)), (dy, t(out))],
-                    t(w),
-                    sl,
-                    graph=True,
-                ),
-            )
-        elif kind == "scale":
-            x, s = ops
-            self.acc(x, self.op("scale", [(dy, t(out)), (self.fwd(s), t(s))], t(x)))
-            if not self._constant(s):
-                self.acc(s, self.op("dot", [(dy, t(out)), (self.fwd(x), t(x))], t(s)))
-        elif kind == "dot":
-            x, y = ops
-            self.acc(x, self.op("scale", [(self.fwd(y), t(y)), (dy, t(out))], t(x)))
-            self.acc(y, self.op("scale", [(self.fwd(x), t(x)), (dy, t(out))], t(y)))
-        elif kind == "add":
-            a, b = ops[0], ops[1]
-            self.acc(a, dy)
-            rank = ir.ShapedType(b.type).rank
-            if rank == 1:
-                self.acc(b, self.op("sum_rows", [(dy, t(out))], t(b), 'by = "none"'))
-            elif len(ops) > 2:
-                self.acc(
-                    b,
-                    self.op(
-                        "sum_rows", [(dy, t(out))], t(b), 'by = "type"', graph=True, graph_last=True
-                    ),
-                )
-            else:
-                self.acc(b, dy)
-        elif kind == "unary":
-            fn = _str(op, "fn")
-            x = ops[0]
-            if fn == "copy":
-                self.acc(x, dy)
-                return
-            slope = ir.FloatAttr(op.attributes["slope"]).value
-            ref = out if fn in _OUTPUT_REF else x
-            attrs = f'fn = "{fn}", slope = {slope!r} : f32'
-            self.acc(x, self.op("unary_grad", [(self.fwd(ref), t(ref)), (dy, t(out))], t(x), attrs))
-        elif kind == "edge_softmax":
-            x = ops[1]
-            self.acc(
-                x,
-                self.op(
-                    "edge_softmax_grad", [(self.fwd(out), t(out)), (dy, t(out))], t(x), graph=True
-                ),
-            )
-        elif kind == "degree_norm":
-            return
-        else:
-            raise PassFailure(f"hector-autodiff: no derivative for '{op.name}'", op.location)
+    def is_graph(self, v: ir.Value) -> bool:
+        """Whether ``v`` is the graph."""
+        return v.type == self.graph_type
 
-    # -- the two functions -----------------------------------------------------------------
-    def run(self) -> str:
-        block = self.func.regions[0].blocks[0]
-        body = [o.operation for o in block.operations]
-        ret = body[-1]
-        if ret.name != "func.return":
-            raise PassFailure("function does not end in func.return", self.func.location)
-        args = list(block.arguments)
-        graph_args = [a for a in args if _is_graph(a)]
-        if len(graph_args) != 1:
-            raise PassFailure(
-                "hector-autodiff needs exactly one !hector_inter.graph argument",
-                self.func.location,
-            )
-        for i, a in enumerate(args):
-            if not _is_graph(a):
-                self.fwd_names[a] = f"%a{i}"
-        results = list(ret.operands)
-        d_names = [f"%dy{i}" for i in range(len(results))]
-        for r, d in zip(results, d_names, strict=True):
-            if isinstance(r, ir.BlockArgument) or r in self.adjoint:
-                self.acc(r, d)  # returned argument or returned twice: accumulate
-            else:
-                self.adjoint[r] = d
-        for op in reversed(body[:-1]):
-            if not op.name.startswith("hector_inter."):
-                raise PassFailure(
-                    f"hector-autodiff: '{op.name}' is not a hector_inter op", op.location
-                )
-            res = op.results[0]
-            if res in self.adjoint:
-                self.rule(op, self.adjoint[res])
-            elif res in self.weight_partials:  # a computed weight (weight_product)
-                partials = self.weight_partials.pop(res)
-                if len(partials) != 1:
-                    raise PassFailure(
-                        "hector-autodiff: a computed weight read by several ops is not supported",
-                        op.location,
-                    )
-                self.rule(op, partials[0])
-        # Gradient results, in argument order; partial weight gradients one result each.
-        grads: list[tuple[int, str, ir.Value]] = []
-        for i, a in enumerate(args):
-            if _is_graph(a):
-                continue
-            if a in self.adjoint:
-                grads.append((i, self.adjoint[a], a))
-            for p in self.weight_partials.get(a, []):
-                grads.append((i, p, a))
-        return self._train_text(args, results) + "\n" + self._backward_text(args, results, grads)
-
-    def _kind(self, v: ir.Value) -> str:
+    # -- the walk --------------------------------------------------------------------------
+    def kind(self, v: ir.Value) -> Kind:
+        """``v``'s kind, which every argument and result of the new functions needs."""
         k = self.kinds.get(v)
         if k is None:
             raise PassFailure(
@@ -309,72 +202,245 @@ class _Backward:
                 "weight; give the argument a hector.kind attribute",
                 self.func.location,
             )
-        return _KIND_TEXT[k]
+        return k
 
-    def _sig(self, args: list[ir.Value]) -> list[str]:
-        sig = []
+    def _rule(self, op: ir.Operation, dy: ir.Value) -> None:
+        rule = ADJOINTS.get(op.name.removeprefix(_PREFIX))
+        if rule is None or not op.name.startswith(_PREFIX):
+            raise PassFailure(f"hector-autodiff: no derivative for '{op.name}'", op.location)
+        with op.location:
+            rule(self, op, dy)
+
+    def _walk(self, body: list[ir.Operation], results: list[ir.Value], dys: list[ir.Value]) -> None:
+        """Propagate the result adjoints ``dys`` back through ``body`` (ending in its return)."""
+        with ir.InsertionPoint(self.block), body[-1].location:
+            for r, d in zip(results, dys, strict=True):
+                if isinstance(r, ir.BlockArgument) or r in self.adjoint:
+                    self.acc(r, d)  # returned argument or returned twice: accumulate
+                else:
+                    self.adjoint[r] = d
+            for op in reversed(body[:-1]):
+                if not op.name.startswith(_PREFIX):
+                    raise PassFailure(
+                        f"hector-autodiff: '{op.name}' is not a hector_inter op", op.location
+                    )
+                res = op.results[0]
+                if res in self.adjoint:
+                    self._rule(op, self.adjoint[res])
+                elif res in self.weight_partials:  # a computed weight (weight_product)
+                    partials = self.weight_partials.pop(res)
+                    if len(partials) != 1:
+                        raise PassFailure(
+                            "hector-autodiff: a computed weight read by several ops is not "
+                            "supported",
+                            op.location,
+                        )
+                    self._rule(op, partials[0])
+
+    def _grads(self, args: list[ir.Value]) -> list[tuple[int, ir.Value, ir.Value]]:
+        """(argument position, gradient, argument) in argument order; partial weight gradients
+        one result each."""
+        grads: list[tuple[int, ir.Value, ir.Value]] = []
         for i, a in enumerate(args):
-            if _is_graph(a):
-                sig.append(f"%g: {GRAPH_TYPE}")
-            else:
-                sig.append(f'%a{i}: {a.type} {{hector.kind = "{self._kind(a)}"}}')
-        return sig
+            if self.is_graph(a):
+                continue
+            if a in self.adjoint:
+                grads.append((i, self.adjoint[a], a))
+            for p in self.weight_partials.get(a, []):
+                grads.append((i, p, a))
+        return grads
 
-    def _train_text(self, args: list[ir.Value], results: list[ir.Value]) -> str:
-        """``@f_train``: the forward body, returning results and saved values."""
-        buf = io.StringIO()
-        for op in [o.operation for o in self.func.regions[0].blocks[0].operations][:-1]:
-            op.print(state=self.state, file=buf)
-            buf.write("\n")
-        text = "\n".join("  " + line for line in buf.getvalue().splitlines())
-        outs = [*results, *self.saved]
-        names = [v.get_name(self.state) for v in outs]
-        types = [str(v.type) for v in outs]
-        kinds = ", ".join(f'"{self._kind(v)}"' for v in outs)
+    # -- the two functions -----------------------------------------------------------------
+    def run(self) -> tuple[ir.Operation, ir.Operation]:
+        """Build ``@f_train`` and ``@f_backward``, detached, and return them."""
         block = self.func.regions[0].blocks[0]
-        sig = []
-        for a in block.arguments:
-            nm = a.get_name(self.state)
-            if _is_graph(a):
-                sig.append(f"{nm}: {GRAPH_TYPE}")
-            else:
-                sig.append(f'{nm}: {a.type} {{hector.kind = "{self._kind(a)}"}}')
-        return (
-            f"func.func @{self.sym}_train({', '.join(sig)}) -> ({', '.join(types)}) attributes "
-            f"{{hector.result_kinds = [{kinds}], hector.num_saved = {len(self.saved)} : i64, "
-            f'hector.train_of = "{self.sym}"}} {{\n'
-            f"{text}\n  return {', '.join(names)} : {', '.join(types)}\n}}"
-        )
+        body = [o.operation for o in block.operations]
+        ret = body[-1]
+        if ret.name != "func.return":
+            raise PassFailure("function does not end in func.return", self.func.location)
+        args = list(block.arguments)
+        if sum(self.is_graph(a) for a in args) != 1:
+            raise PassFailure(
+                "hector-autodiff needs exactly one !hector_inter.graph argument",
+                self.func.location,
+            )
+        results = list(ret.operands)
+        backward = self._start_backward(args, results)
+        n_args = len(args)
+        self._walk(body, results, list(self.block.arguments)[n_args:])
+        train = self._train(body, args, results)
+        self._finish_backward(backward, args, results, ret.location)
+        return train, backward
 
-    def _backward_text(
-        self,
-        args: list[ir.Value],
-        results: list[ir.Value],
-        grads: list[tuple[int, str, ir.Value]],
-    ) -> str:
-        sig = self._sig(args)
-        for k, v in enumerate(self.saved):
-            sig.append(f'%s{k}: {v.type} {{hector.kind = "{self._kind(v)}"}}')
-        for i, r in enumerate(results):
-            sig.append(f'%dy{i}: {r.type} {{hector.kind = "{self._kind(r)}"}}')
+    def _start_backward(self, args: list[ir.Value], results: list[ir.Value]) -> func.FuncOp:
+        """``@f_backward`` with arguments (args..., d_results...); saved values are appended
+        as the walk finds them and the d_results moved behind them at the end."""
+        types = [a.type for a in args] + [r.type for r in results]
+        ftype = ir.FunctionType.get(types, [])
+        fn = func.FuncOp(f"{self.sym}_backward", ftype, loc=self.func.location)
+        locs = [a.location for a in args] + [_location(r) for r in results]
+        self.block = fn.add_entry_block(arg_locs=locs)
+        for a, b in zip(args, list(self.block.arguments)[: len(args)], strict=True):
+            if self.is_graph(a):
+                self.graph = b
+            else:
+                self.fwd_values[a] = b
+        return fn
+
+    def _finish_backward(
+        self, fn: func.FuncOp, args: list[ir.Value], results: list[ir.Value], loc: ir.Location
+    ) -> None:
+        """Move the d_results behind the saved values, return the gradients, set the ABI."""
+        kinds: list[Kind | None] = [None if self.is_graph(a) else self.kind(a) for a in args]
+        kinds += [self.kind(v) for v in self.saved] + [self.kind(r) for r in results]
+        grads = self._grads(args)
         if not grads:
             raise PassFailure(
                 "hector-autodiff: no argument receives a gradient", self.func.location
             )
-        types = [str(a.type) for _, _, a in grads]
-        kinds = ", ".join(f'"{self._kind(a)}"' for _, _, a in grads)
-        grad_of = ", ".join(str(i - 1) for i, _, _ in grads)  # tensor position (graph first)
-        return (
-            f"func.func @{self.sym}_backward({', '.join(sig)}) -> ({', '.join(types)}) "
-            f"attributes {{hector.result_kinds = [{kinds}], hector.grad_of = [{grad_of}], "
-            f'hector.backward_of = "{self.sym}"}} {{\n'
-            + "\n".join(self.lines)
-            + f"\n  return {', '.join(n for _, n, _ in grads)} : {', '.join(types)}\n}}"
+        # A gradient may be a d_result itself (``a + b``): return the moved argument then.
+        outs = [g for _, g, _ in grads]
+        n_args = len(args)
+        for _ in results:
+            old = self.block.arguments[n_args]
+            new = self.block.add_argument(old.type, old.location)
+            old.replace_all_uses_with(new)
+            outs = [new if g == old else g for g in outs]
+            self.block.erase_argument(n_args)
+        with ir.InsertionPoint(self.block):
+            func.ReturnOp(outs, loc=loc)
+        inputs = [b.type for b in self.block.arguments]
+        fn.attributes["function_type"] = ir.TypeAttr.get(
+            ir.FunctionType.get(inputs, [a.type for _, _, a in grads])
         )
+        fn.arg_attrs = _kind_attrs(kinds)
+        fn.attributes["hector.result_kinds"] = _string_array([self.kind(a) for _, _, a in grads])
+        # Tensor position of each gradient's argument (the graph comes first).
+        fn.attributes["hector.grad_of"] = ir.ArrayAttr.get([_i64(i - 1) for i, _, _ in grads])
+        fn.attributes["hector.backward_of"] = ir.StringAttr.get(self.sym)
+
+    def _train(
+        self, body: list[ir.Operation], args: list[ir.Value], results: list[ir.Value]
+    ) -> func.FuncOp:
+        """``@f_train``: a copy of the forward body, returning results and saved values."""
+        outs = [*results, *self.saved]
+        kinds = [self.kind(v) for v in outs]
+        arg_kinds = [None if self.is_graph(a) else self.kind(a) for a in args]
+        ftype = ir.FunctionType.get([a.type for a in args], [v.type for v in outs])
+        fn = func.FuncOp(f"{self.sym}_train", ftype, loc=self.func.location)
+        entry = fn.add_entry_block(arg_locs=[a.location for a in args])
+        copies: dict[ir.Value, ir.Value] = dict(zip(args, entry.arguments, strict=True))
+        with ir.InsertionPoint(entry):
+            for op in body[:-1]:
+                new = op.clone()
+                for i, v in enumerate(new.operands):
+                    new.operands[i] = copies[v]
+                copies.update(zip(op.results, new.results, strict=True))
+            func.ReturnOp([copies[v] for v in outs], loc=body[-1].location)
+        fn.arg_attrs = _kind_attrs(arg_kinds)
+        fn.attributes["hector.result_kinds"] = _string_array(kinds)
+        fn.attributes["hector.num_saved"] = _i64(len(self.saved))
+        fn.attributes["hector.train_of"] = ir.StringAttr.get(self.sym)
+        return fn
 
 
-def _generated(func: ir.Operation) -> bool:
-    return "hector.train_of" in func.attributes or "hector.backward_of" in func.attributes
+# -- adjoint rules ---------------------------------------------------------------------------
+def _index_rule(bw: Backward, op: ir.Operation, dy: ir.Value) -> None:
+    """An index op moves rows through a graph array; its adjoint (named by its spec) moves them
+    back: gathers sum, sums gather, the weight pick sums per node type."""
+    name = op.name.removeprefix(_PREFIX)
+    spec = inter.DIALECT.op(name)
+    assert spec.adjoint is not None
+    x = inter.view(op).operand(_data_operand(spec))
+    build = getattr(inter.OPS, spec.adjoint)
+    operand = _data_operand(inter.DIALECT.op(spec.adjoint))
+    bw.acc(x, build(graph=bw.graph, **{operand: dy}, result=x.type))
+
+
+adjoint(*(n for n, s in _inter_specs().items() if s.adjoint is not None))(_index_rule)
+
+
+@adjoint("weight_product")
+def _weight_product(bw: Backward, op: ir.Operation, dy: ir.Value) -> None:
+    v = inter.view(op)
+    if v.attr("variant") != "xw":
+        raise PassFailure("hector-autodiff: only weight_product xw is differentiable", op.location)
+    a, b = v.operand("a"), v.operand("b")
+    bw.acc(a, inter.OPS.weight_product(a=dy, b=bw.fwd(b), variant="xwt", result=a.type))
+    bw.acc(b, inter.OPS.weight_product(a=bw.fwd(a), b=dy, variant="xty", result=b.type))
+
+
+@adjoint("typed_linear")
+def _typed_linear(bw: Backward, op: ir.Operation, dy: ir.Value) -> None:
+    v = inter.view(op)
+    x, w, sl = v.operand("x"), v.operand("weight"), v.attr("slice")
+    dx = inter.OPS.typed_linear_transposed(
+        graph=bw.graph, dy=dy, weight=bw.fwd(w), slice=sl, result=x.type
+    )
+    bw.acc(x, dx)
+    dw = inter.OPS.typed_linear_weight_grad(
+        graph=bw.graph, x=bw.fwd(x), dy=dy, slice=sl, result=w.type
+    )
+    bw.acc(w, dw)
+
+
+@adjoint("scale")
+def _scale(bw: Backward, op: ir.Operation, dy: ir.Value) -> None:
+    v = inter.view(op)
+    x, s = v.operand("x"), v.operand("s")
+    bw.acc(x, inter.OPS.scale(x=dy, s=bw.fwd(s), result=x.type))
+    if not bw.constant(s):
+        bw.acc(s, inter.OPS.dot(x=dy, y=bw.fwd(x), result=s.type))
+
+
+@adjoint("dot")
+def _dot(bw: Backward, op: ir.Operation, dy: ir.Value) -> None:
+    v = inter.view(op)
+    x, y = v.operand("x"), v.operand("y")
+    bw.acc(x, inter.OPS.scale(x=bw.fwd(y), s=dy, result=x.type))
+    bw.acc(y, inter.OPS.scale(x=bw.fwd(x), s=dy, result=y.type))
+
+
+@adjoint("add")
+def _add(bw: Backward, op: ir.Operation, dy: ir.Value) -> None:
+    v = inter.view(op)
+    a, b = v.operand("lhs"), v.operand("rhs")
+    bw.acc(a, dy)
+    if ir.ShapedType(b.type).rank == 1:  # a shared bias
+        bw.acc(b, inter.OPS.sum_rows(x=dy, by="none", result=b.type))
+    elif v.has("graph"):  # a bias per node or edge type
+        bw.acc(b, inter.OPS.sum_rows(x=dy, graph=bw.graph, by="type", result=b.type))
+    else:
+        bw.acc(b, dy)
+
+
+@adjoint("unary")
+def _unary(bw: Backward, op: ir.Operation, dy: ir.Value) -> None:
+    v = inter.view(op)
+    fn, x = v.attr("fn"), v.operand("x")
+    if fn == "copy":
+        bw.acc(x, dy)
+        return
+    ref = op.results[0] if fn in _OUTPUT_REF else x
+    grad = inter.OPS.unary_grad(ref=bw.fwd(ref), dy=dy, fn=fn, slope=v.attr("slope"), result=x.type)
+    bw.acc(x, grad)
+
+
+@adjoint("edge_softmax")
+def _edge_softmax(bw: Backward, op: ir.Operation, dy: ir.Value) -> None:
+    x = inter.view(op).operand("x")
+    y = bw.fwd(op.results[0])
+    bw.acc(x, inter.OPS.edge_softmax_grad(graph=bw.graph, y=y, dy=dy, result=x.type))
+
+
+@adjoint("degree_norm")
+def _degree_norm(bw: Backward, op: ir.Operation, dy: ir.Value) -> None:
+    """Graph structure: no adjoint."""
+
+
+# -- the pass --------------------------------------------------------------------------------
+def _generated(fn: ir.Operation) -> bool:
+    return "hector.train_of" in fn.attributes or "hector.backward_of" in fn.attributes
 
 
 @register_pass(
@@ -392,21 +458,13 @@ def run(module_op: ir.Operation) -> None:
         and len(op.operation.regions[0].blocks)
         and not _generated(op.operation)
     ]
-    pieces = []
-    for func in funcs:
-        ops = [o.operation for o in func.regions[0].blocks[0].operations]
-        if not any(o.name.startswith("hector_inter.") for o in ops):
-            continue
-        pieces.append(_Backward(func).run())
-    if not pieces:
-        return
-    text = "module {\n" + "\n".join(pieces) + "\n}"
-    try:
-        new = ir.Module.parse(text, module_op.context)
-    except ir.MLIRError as err:
-        raise PassFailure(
-            f"internal error: hector-autodiff produced invalid IR: {err}\n--- IR ---\n{text}",
-            module_op.location,
-        ) from None
-    for op in list(new.body.operations):
-        block.append(op.operation)
+    built: list[ir.Operation] = []
+    with module_op.context, module_op.location:
+        graph_type = ir.Type.parse("!hector_inter.graph")  # an IRDL type: no typed builder
+        for fn in funcs:
+            ops = [o.operation for o in fn.regions[0].blocks[0].operations]
+            if any(o.name.startswith(_PREFIX) for o in ops):
+                built.extend(f.operation for f in Backward(fn, graph_type).run())
+    # Appended only once every function is differentiated: a failure leaves the module as is.
+    for fn in built:
+        block.append(fn)
