@@ -33,6 +33,10 @@ are raised only when one operand is already a raised value, so plain tensor code
 is. What remains (``torch.aten.*``) runs eagerly around the compiled regions; ``strict`` turns
 each remaining op into an error with its source location.
 
+Each torch op name has one handler (``_HANDLERS``, filled by ``@_handles``) that recognises
+the patterns rooted at that op; the hector_inter ops are created through the typed builders
+generated from their specs (``hector_inter.OPS``), each at its torch op's location.
+
 Run it from the command line with ``hector-opt --torch FILE.mlir`` (``--torch-strict`` for the
 strict diagnostics).
 """
@@ -40,15 +44,20 @@ strict diagnostics).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..dialects import Kind
+from ..dialects import hector_inter as inter
+
 GRAPH_ATTR = "hector.graph"
 GLUE_ATTR = "hector.glue"
+KIND_ATTR = "hector.kind"
 BINDINGS = ("src", "dst", "etype", "ntype", "edge_index")
-_VT = re.compile(r"!torch\.vtensor<\[([-0-9,]*)\],(\w+)>")
-_LOC = re.compile(r'"([^"]+)":(\d+)')
-_CAST = "builtin.unrealized_conversion_cast"
+#: The rows a per-type weight or bias is picked for, by the graph's type array that picks it.
+TYPE_ARRAY_ROWS: dict[str, Kind] = {"etype": Kind.EDGE, "ntype": Kind.NODE}
+LEAF = "leaf"
 #: ops through which a value stays a weight (see ``_Raiser.weight_like``).
 _WEIGHT_VIEWS = (
     "torch.aten.t",
@@ -65,6 +74,71 @@ _WEIGHT_VIEWS = (
 )
 
 
+def _index_ops(reduce: bool, src: Kind, dst: Kind) -> dict[str, str]:
+    """hector_inter index ops moving rows ``src`` → ``dst`` by graph array (from the specs)."""
+    return {
+        s.rowmap.array: s.name
+        for s in inter.DIALECT.ops
+        if s.rowmap is not None
+        and (s.rowmap.reduce, s.rowmap.src, s.rowmap.dst) == (reduce, src, dst)
+    }
+
+
+#: ``x[I]`` with ``I`` a graph array → the gather through it (``src`` → ``gather_src``).
+GATHER_BY_ARRAY = _index_ops(False, Kind.NODE, Kind.EDGE)
+#: ``zeros.index_add(0, I, m)`` with ``I`` a graph array → the sum through it.
+SUM_BY_ARRAY = _index_ops(True, Kind.EDGE, Kind.NODE)
+
+
+# -- torch-mlir's types and locations ---------------------------------------------------------
+# torch-mlir's Python package has no classes for its own types (``torch_mlir.dialects.torch``
+# holds op builders only; its native module exports ``register_dialect`` alone) and its
+# ``Location`` has no accessors (no ``filename``/``start_line``): its own FX importer builds
+# ``!torch.vtensor`` types by parsing their text. These helpers are the one place Hector reads
+# or builds torch-mlir types and locations, and they do it the same way.
+
+_VTENSOR = re.compile(r"!torch\.vtensor<\[([-0-9,]*)\],(\w+)>")
+_FILE_LOC = re.compile(r'"([^"]+)":(\d+)')
+
+
+@dataclass(frozen=True)
+class VTensor:
+    """A ``!torch.vtensor<[dims],dtype>`` type as data (``dtype`` as torch-mlir spells it:
+    ``f32``, ``si64``, ``i1``)."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+
+def vtensor(t: Any) -> VTensor | None:
+    """Shape and dtype of a statically shaped ``!torch.vtensor`` type, else None."""
+    m = _VTENSOR.fullmatch(str(t))  # torch-mlir's type syntax: it has no Python type API
+    if m is None:
+        return None
+    return VTensor(tuple(int(d) for d in m.group(1).split(",") if d), m.group(2))
+
+
+def vtensor_type(shape: tuple[int, ...], dtype: str) -> Any:
+    """The ``!torch.vtensor`` type of ``shape`` and ``dtype`` in the current torch-mlir
+    context (parsed, as torch-mlir's FX importer does: no Python type API to build it)."""
+    from torch_mlir import ir
+
+    dims = ",".join(str(d) for d in shape)
+    return ir.Type.parse(f"!torch.vtensor<[{dims}],{dtype}>")
+
+
+def graph_type(ir: Any) -> Any:
+    """``!hector_inter.graph`` in the current context of ``ir`` (either MLIR copy): types that
+    IRDL defines have no Python class, so it is parsed from its name."""
+    return ir.Type.parse("!hector_inter.graph")
+
+
+def source_location(loc: Any) -> str:
+    """``file:line`` of a torch-mlir location (its first file location), or ``<unknown>``."""
+    m = _FILE_LOC.search(str(loc))  # torch-mlir's Location has no accessors to read it by
+    return f"{m.group(1)}:{m.group(2)}" if m else "<unknown>"
+
+
 class RaiseError(Exception):
     """The input cannot be raised (bad bindings) or, under ``strict``, ops stayed unraised."""
 
@@ -77,12 +151,12 @@ class RaiseError(Exception):
 class HNode:
     """A hector_inter value being built: an op over other nodes, or a leaf torch value."""
 
-    op: str  # hector_inter op name, or "leaf"
-    kind: str  # node | edge | weight
+    op: str  # hector_inter op name, or LEAF
+    kind: Kind
     shape: tuple[int, ...]
-    operands: list[HNode] = field(default_factory=list)
-    attrs: dict[str, Any] = field(default_factory=dict)
-    graph: str = ""  # "" | "first" | "last"
+    operands: dict[str, HNode] = field(default_factory=dict)  # by the spec's operand names
+    attrs: dict[str, Any] = field(default_factory=dict)  # by the spec's attribute names
+    graph: bool = False  # pass the graph where the spec makes it optional (typed bias)
     value: Any = None  # leaf: the torch value
     anchor: Any = None  # the torch op the node replaces (insertion point)
     glue_t: bool = False  # leaf: transpose the torch value first (linear weights)
@@ -96,18 +170,9 @@ class RaiseReport:
     unsupported: list[tuple[str, str]] = field(default_factory=list)  # (op name, file:line)
 
 
-def source_location(loc: Any) -> str:
-    """``file:line`` of a torch-mlir location (the innermost frame), or ``<unknown>``."""
-    m = _LOC.search(str(loc))
-    return f"{m.group(1)}:{m.group(2)}" if m else "<unknown>"
-
-
 def _shape(v: Any) -> tuple[tuple[int, ...], str] | None:
-    m = _VT.fullmatch(str(v.type))
-    if not m:
-        return None
-    dims = tuple(int(d) for d in m.group(1).split(",") if d)
-    return dims, m.group(2)
+    t = vtensor(v.type)
+    return None if t is None else (t.shape, t.dtype)
 
 
 def _def(v: Any) -> Any:
@@ -120,6 +185,36 @@ def _name(op: Any) -> str:
     return op.name if op is not None else ""
 
 
+Shape = tuple[int, ...]
+Handler = Callable[["_Raiser", Any, Shape], "HNode | None"]
+#: torch op name → the handler that raises the patterns rooted at that op.
+_HANDLERS: dict[str, Handler] = {}
+
+
+def _handles(*names: str) -> Callable[[Handler], Handler]:
+    """Register a ``_Raiser`` method as the handler of the torch ops ``names``."""
+
+    def register(fn: Handler) -> Handler:
+        for n in names:
+            if n in _HANDLERS:
+                raise ValueError(f"two raise handlers for {n}")
+            _HANDLERS[n] = fn
+        return fn
+
+    return register
+
+
+_UNARY_FN = {
+    "torch.aten.relu": "relu",
+    "torch.aten.exp": "exp",
+    "torch.aten.tanh": "tanh",
+    "torch.aten.sigmoid": "sigmoid",
+    "torch.aten.neg": "neg",
+    "torch.aten.leaky_relu": "leaky_relu",
+    "torch.aten.gelu": "gelu",
+}
+
+
 class _Raiser:
     def __init__(self, func: Any, ir: Any) -> None:
         self.func, self.ir = func, ir
@@ -127,19 +222,7 @@ class _Raiser:
         self.bind: dict[Any, str] = {}
         self.H: dict[Any, HNode] = {}
         self.report = RaiseReport()
-        if "arg_attrs" in func.attributes:
-            for arg, attrs in zip(
-                self.block.arguments, self.ir.ArrayAttr(func.attributes["arg_attrs"]), strict=False
-            ):
-                d = self.ir.DictAttr(attrs)
-                if GRAPH_ATTR in d:
-                    role = self.ir.StringAttr(d[GRAPH_ATTR]).value
-                    if role not in BINDINGS:
-                        raise RaiseError(
-                            f"unknown {GRAPH_ATTR} binding {role!r}; use one of "
-                            f"{', '.join(BINDINGS)}"
-                        )
-                    self.bind[arg] = role
+        self.bind_arguments()
         self.E = self.N = -1
         for arg, role in self.bind.items():
             s = _shape(arg)
@@ -154,19 +237,37 @@ class _Raiser:
         self.R = -1
         if "hector.num_etypes" in func.attributes:
             self.R = self.ir.IntegerAttr(func.attributes["hector.num_etypes"]).value
-        for op in self.block.operations if self.N < 0 else ():
-            # Nodes are the rows gathered or scattered through the src/dst index.
+        if self.N < 0:
+            self.N = self.infer_nodes()
+
+    def bind_arguments(self) -> None:
+        """Read the ``hector.graph`` argument attributes into ``self.bind``."""
+        if "arg_attrs" not in self.func.attributes:
+            return
+        attrs = self.ir.ArrayAttr(self.func.attributes["arg_attrs"])
+        for arg, a in zip(self.block.arguments, attrs, strict=False):
+            d = self.ir.DictAttr(a)
+            if GRAPH_ATTR in d:
+                role = self.ir.StringAttr(d[GRAPH_ATTR]).value
+                if role not in BINDINGS:
+                    raise RaiseError(
+                        f"unknown {GRAPH_ATTR} binding {role!r}; use one of {', '.join(BINDINGS)}"
+                    )
+                self.bind[arg] = role
+
+    def infer_nodes(self) -> int:
+        """The node count: the rows gathered or scattered through the src/dst index."""
+        for op in self.block.operations:
             op = op.operation
             if len(op.results) != 1 or _shape(op.results[0]) is None:
                 continue
             g = self.gathered(op.results[0]) if op.name.startswith("torch.aten.index") else None
             if g is not None and g[1] in ("src", "dst") and _shape(g[0]):
-                self.N = _shape(g[0])[0][0]
-                break
+                return _shape(g[0])[0][0]
             sm = self.summed(op.results[0])
             if sm is not None and sm[1] in ("src", "dst"):
-                self.N = _shape(op.results[0])[0][0]
-                break
+                return _shape(op.results[0])[0][0]
+        return -1
 
     # -- structural helpers -----------------------------------------------------------------
     def const(self, v: Any) -> Any:
@@ -255,14 +356,31 @@ class _Raiser:
                 return "dst_etype"
         return None
 
+    def splat(self, v: Any) -> float | None:
+        """The value of a floating-point splat literal ``v``, else None."""
+        op = _def(v)
+        if _name(op) != "torch.vtensor.literal":
+            return None
+        a = self.ir.DenseElementsAttr(op.attributes["value"])
+        value = a.get_splat_value() if a.is_splat else None
+        return value.value if isinstance(value, self.ir.FloatAttr) else None
+
     def is_ones(self, v: Any) -> bool:
         """``v`` is a tensor of ones (a splat literal, ``ones``, ``ones_like``)."""
+        n = _name(_def(v))
+        if n == "torch.vtensor.literal":
+            return self.splat(v) == 1.0
+        return n in ("torch.aten.ones", "torch.aten.ones_like", "torch.aten.new_ones")
+
+    def is_zeros(self, v: Any) -> bool:
+        """``v`` is a tensor of zeros (a splat literal, ``zeros``, ``fill`` with 0)."""
         op = _def(v)
         n = _name(op)
         if n == "torch.vtensor.literal":
-            a = self.ir.DenseElementsAttr(op.attributes["value"])
-            return a.is_splat and str(a.get_splat_value()).startswith("1.0")
-        return n in ("torch.aten.ones", "torch.aten.ones_like", "torch.aten.new_ones")
+            return self.splat(v) == 0.0
+        if n in ("torch.aten.zeros", "torch.aten.zeros_like", "torch.aten.new_zeros"):
+            return True
+        return n == "torch.aten.fill.Scalar" and self.const(op.operands[1]) in (0, 0.0)
 
     def counted(self, v: Any) -> str | None:
         """The index whose occurrences ``v`` counts (``"dst"``, ``"dst_etype"``, ...):
@@ -331,16 +449,6 @@ class _Raiser:
                 return (op.operands[0], role) if role else None
         return None
 
-    def is_zeros(self, v: Any) -> bool:
-        op = _def(v)
-        n = _name(op)
-        if n == "torch.vtensor.literal":
-            a = self.ir.DenseElementsAttr(op.attributes["value"])
-            return a.is_splat and str(a.get_splat_value()).startswith("0.0")
-        if n in ("torch.aten.zeros", "torch.aten.zeros_like", "torch.aten.new_zeros"):
-            return True
-        return n == "torch.aten.fill.Scalar" and self.const(op.operands[1]) in (0, 0.0)
-
     def summed(self, v: Any) -> tuple[Any, str] | None:
         """``(M, role)`` when ``v`` sums rows ``M`` onto nodes by an index, from zeros."""
         op = _def(v)
@@ -364,22 +472,22 @@ class _Raiser:
         return None
 
     # -- node helpers -------------------------------------------------------------------------
-    def rows(self, v: Any, kind: str | None = None, leaf_ok: bool = True) -> HNode | None:
+    def rows(self, v: Any, kind: Kind | None = None, leaf_ok: bool = True) -> HNode | None:
         """A row-wise node for ``v``: raised already, or (``leaf_ok``) a torch value whose rows
         are nodes or edges."""
         if v in self.H:
             h = self.H[v]
-            return h if h.kind != "weight" and (kind is None or h.kind == kind) else None
+            return h if h.kind != Kind.WEIGHT and (kind is None or h.kind == kind) else None
         s = _shape(v)
         if not leaf_ok or s is None or s[1] != "f32" or len(s[0]) != 2:
             return None
         k = kind
         if k is None:
-            k = "node" if s[0][0] == self.N else "edge" if s[0][0] == self.E else None
-        want = self.N if k == "node" else self.E
+            k = Kind.NODE if s[0][0] == self.N else Kind.EDGE if s[0][0] == self.E else None
+        want = self.N if k == Kind.NODE else self.E
         if k is None or s[0][0] != want:
             return None
-        return HNode("leaf", k, s[0], value=v)
+        return HNode(LEAF, k, s[0], value=v)
 
     def weight_like(self, v: Any, depth: int = 0) -> bool:
         """``v`` is a weight: a function argument that is not a graph index (parameters are
@@ -396,96 +504,66 @@ class _Raiser:
         return False
 
     def weight(self, v: Any, rank: int) -> HNode | None:
+        """A weight leaf for ``v`` (f32, of ``rank``), or None."""
         if not self.weight_like(v):
             return None
         s = _shape(v)
         if s is None or s[1] != "f32" or len(s[0]) != rank:
             return None
-        return HNode("leaf", "weight", s[0], value=v)
+        return HNode(LEAF, Kind.WEIGHT, s[0], value=v)
 
-    def node(
-        self, op: str, kind: str, shape: tuple[int, ...], *operands: HNode, **kw: Any
-    ) -> HNode:
-        return HNode(op, kind, tuple(shape), list(operands), **kw)
+    def node(self, op: str, kind: Kind, shape: Shape, graph: bool = False, **kw: Any) -> HNode:
+        """A ``hector_inter.op`` node; keywords are its operands and attributes by the names
+        its spec gives them (the graph is added where the spec needs it)."""
+        operand_names = {o.name for o in inter.DIALECT.op(op).operands}
+        operands = {k: v for k, v in kw.items() if k in operand_names}
+        attrs = {k: v for k, v in kw.items() if k not in operand_names}
+        return HNode(op, kind, tuple(shape), operands, attrs, graph=graph)
 
-    # -- matchers -----------------------------------------------------------------------------
     def match(self, op: Any) -> HNode | None:
-        n = op.name
-        res = op.results[0] if len(op.results) == 1 else None
-        if res is None or _shape(res) is None:
+        """The node raised from ``op`` by its name's handler, or None."""
+        handler = _HANDLERS.get(op.name)
+        if handler is None or len(op.results) != 1:
             return None
-        shape = _shape(res)[0]
-        g = self.gathered(res) if n.startswith("torch.aten.index") else None
-        if g is not None and g[1] in ("src", "dst"):
-            x = self.rows(g[0], "node")
-            if x is not None and len(shape) == 2:
-                return self.node(f"gather_{g[1]}", "edge", shape, x, graph="first")
-            return None
-        if n == "torch.aten.squeeze.dim" and self.const(op.operands[1]) in (1, -2):
-            return self.match_typed_linear(op, shape)
-        if n in ("torch.aten.mm", "torch.aten.matmul"):
-            x, w = self.rows(op.operands[0]), self.weight(op.operands[1], 2)
-            if x is not None and w is not None:
-                return self.node(
-                    "typed_linear", x.kind, shape, x, w, graph="first", attrs={"slice": "none"}
-                )
-            return None
-        if n == "torch.aten.linear":
-            x, w = self.rows(op.operands[0]), self.weight(op.operands[1], 2)
-            if x is None or w is None:
-                return None
-            w.glue_t, w.shape = True, (w.shape[1], w.shape[0])
-            out = self.node(
-                "typed_linear", x.kind, shape, x, w, graph="first", attrs={"slice": "none"}
-            )
-            if self.const(op.operands[2]) is None:
-                return out
-            b = self.weight(op.operands[2], 1)
-            return self.node("add", x.kind, shape, out, b) if b is not None else None
-        s = self.summed(res)
-        if s is not None and s[1] in ("src", "dst"):
-            m = self.rows(s[0], "edge")
-            if m is not None and len(shape) == 2 and shape[0] == self.N:
-                return self.node(f"sum_to_{s[1]}", "node", shape, m, graph="first")
-            return None
-        if n == "torch.aten.div.Tensor":
-            return self.match_softmax(op, shape) or self.match_div_count(op, shape)
-        if n == "torch.aten.mul.Tensor":
-            return self.match_scale(op, shape)
-        if n == "torch.aten.mul.Scalar" and self.const(op.operands[1]) in (1, 1.0):
-            return self.H.get(op.operands[0])  # ``1.0 * x`` (how ``1.0 / t`` is exported)
-        if n == "torch.aten.view" and len(shape) == 2:
-            return self.match_head_scale(op, shape)
-        if n == "torch.aten.sum.dim_IntList":
-            return self.match_dot(op, shape)
-        if n in ("torch.aten.unsqueeze", "torch.aten.reciprocal") and len(shape) == 2:
-            return self.match_degree_norm(op, shape)
-        if n in ("torch.aten.add.Tensor", "torch.aten.sub.Tensor"):
-            return self.match_add(op, shape, n.endswith("sub.Tensor"))
-        unary = {
-            "torch.aten.relu": "relu",
-            "torch.aten.exp": "exp",
-            "torch.aten.tanh": "tanh",
-            "torch.aten.sigmoid": "sigmoid",
-            "torch.aten.neg": "neg",
-            "torch.aten.leaky_relu": "leaky_relu",
-            "torch.aten.gelu": "gelu",
-        }
-        if n in unary and op.operands[0] in self.H:
-            x = self.H[op.operands[0]]
-            if x.kind == "weight":
-                return None
-            slope = 0.0
-            if n == "torch.aten.leaky_relu":
-                slope = self.const(op.operands[1])
-            if n == "torch.aten.gelu" and self.const(op.operands[1]) != "none":
-                return None  # only the exact (erf) GELU is hector's
-            return self.node(
-                "unary", x.kind, shape, x, attrs={"fn": unary[n], "slope": float(slope)}
-            )
-        return None
+        s = _shape(op.results[0])
+        return None if s is None else handler(self, op, s[0])
 
-    def match_typed_linear(self, op: Any, shape: tuple[int, ...]) -> HNode | None:
+    # -- handlers, one per torch op name ------------------------------------------------------
+    @_handles(
+        "torch.aten.index_select", "torch.aten.index.Tensor", "torch.aten.index.Tensor_hacked_twin"
+    )
+    def raise_gather(self, op: Any, shape: Shape) -> HNode | None:
+        """``x[I]`` / ``index_select(x, 0, I)`` with ``I`` the src (dst) index → ``gather_*``."""
+        g = self.gathered(op.results[0])
+        if g is None or g[1] not in GATHER_BY_ARRAY:
+            return None
+        x = self.rows(g[0], Kind.NODE)
+        if x is None or len(shape) != 2:
+            return None
+        return self.node(GATHER_BY_ARRAY[g[1]], Kind.EDGE, shape, x=x)
+
+    @_handles(
+        "torch.aten.index_put",
+        "torch.aten.index_put.hacked_twin",
+        "torch.aten.scatter_add",
+        "torch.aten.scatter_reduce.two",
+    )
+    def raise_sum(self, op: Any, shape: Shape) -> HNode | None:
+        """Edge rows summed onto zeros by the dst (src) index → ``sum_to_*``."""
+        s = self.summed(op.results[0])
+        if s is None or s[1] not in SUM_BY_ARRAY:
+            return None
+        m = self.rows(s[0], Kind.EDGE)
+        if m is None or len(shape) != 2 or shape[0] != self.N:
+            return None
+        return self.node(SUM_BY_ARRAY[s[1]], Kind.NODE, shape, x=m)
+
+    @_handles("torch.aten.squeeze.dim")
+    def raise_typed_linear(self, op: Any, shape: Shape) -> HNode | None:
+        """``bmm(X.unsqueeze(1), W[I]).squeeze(1)`` with ``I`` the edge (node) types →
+        ``typed_linear {slice = "etype"}`` (``"ntype"``)."""
+        if self.const(op.operands[1]) not in (1, -2):
+            return None
         bmm = _def(self.skip_views(op.operands[0]))
         if _name(bmm) not in ("torch.aten.bmm", "torch.aten.matmul"):
             return None
@@ -493,15 +571,42 @@ class _Raiser:
         if _name(un) != "torch.aten.unsqueeze" or self.const(un.operands[1]) not in (1, -2):
             return None
         wg = self.gathered(bmm.operands[1])
-        if wg is None or wg[1] not in ("etype", "ntype"):
+        if wg is None or wg[1] not in TYPE_ARRAY_ROWS:
             return None
-        kind = "edge" if wg[1] == "etype" else "node"
+        kind = TYPE_ARRAY_ROWS[wg[1]]
         x, w = self.rows(un.operands[0], kind), self.weight(wg[0], 3)
         if x is None or w is None:
             return None
-        return self.node("typed_linear", kind, shape, x, w, graph="first", attrs={"slice": wg[1]})
+        return self.node("typed_linear", kind, shape, x=x, weight=w, slice=wg[1])
 
-    def match_softmax(self, op: Any, shape: tuple[int, ...]) -> HNode | None:
+    @_handles("torch.aten.mm", "torch.aten.matmul")
+    def raise_mm(self, op: Any, shape: Shape) -> HNode | None:
+        """``X @ W`` with a rank-2 weight → ``typed_linear {slice = "none"}``."""
+        x, w = self.rows(op.operands[0]), self.weight(op.operands[1], 2)
+        if x is None or w is None:
+            return None
+        return self.node("typed_linear", x.kind, shape, x=x, weight=w, slice="none")
+
+    @_handles("torch.aten.linear")
+    def raise_linear(self, op: Any, shape: Shape) -> HNode | None:
+        """``linear(X, W, b)`` → ``typed_linear`` on ``W.t()`` plus a bias ``add``."""
+        x, w = self.rows(op.operands[0]), self.weight(op.operands[1], 2)
+        if x is None or w is None:
+            return None
+        w.glue_t, w.shape = True, (w.shape[1], w.shape[0])
+        out = self.node("typed_linear", x.kind, shape, x=x, weight=w, slice="none")
+        if self.const(op.operands[2]) is None:
+            return out
+        b = self.weight(op.operands[2], 1)
+        return self.node("add", x.kind, shape, lhs=out, rhs=b) if b is not None else None
+
+    @_handles("torch.aten.div.Tensor")
+    def raise_div(self, op: Any, shape: Shape) -> HNode | None:
+        """A segment softmax, or a mean over incoming edges."""
+        return self.match_softmax(op, shape) or self.match_div_count(op, shape)
+
+    def match_softmax(self, op: Any, shape: Shape) -> HNode | None:
+        """``exp(s - max_by_dst(s)[dst]) / sum_by_dst(exp(...))[dst]`` → ``edge_softmax``."""
         ex, den = op.operands
         exp = _def(ex)
         if _name(exp) != "torch.aten.exp":
@@ -522,9 +627,7 @@ class _Raiser:
             ):
                 s = sub.operands[0]
         gd = self.gathered(den)
-        if gd is None:
-            return None
-        if gd[1] != "dst":
+        if gd is None or gd[1] != "dst":
             return None
         base = gd[0]
         add = _def(base)
@@ -536,12 +639,12 @@ class _Raiser:
         summed = self.summed(base)
         if summed is None or summed[1] != "dst" or summed[0] != ex:
             return None
-        x = self.rows(s, "edge")
+        x = self.rows(s, Kind.EDGE)
         if x is None or len(shape) != 2:
             return None
-        return self.node("edge_softmax", "edge", shape, x, graph="first")
+        return self.node("edge_softmax", Kind.EDGE, shape, x=x)
 
-    def match_div_count(self, op: Any, shape: tuple[int, ...]) -> HNode | None:
+    def match_div_count(self, op: Any, shape: Shape) -> HNode | None:
         """``X / count[I].unsqueeze(-1)`` (a mean over the dst's or (dst, etype)'s incoming
         edges) → ``scale(X, degree_norm)``."""
         if len(shape) != 2 or shape[0] != self.E:
@@ -550,13 +653,15 @@ class _Raiser:
         if d is None or d[0] != (self.E, 1):
             return None
         by = self.norm_by(op.operands[1], reciprocal=False)
-        x = self.rows(op.operands[0], "edge") if by else None
+        x = self.rows(op.operands[0], Kind.EDGE) if by else None
         if x is None:
             return None
-        norm = self.node("degree_norm", "edge", (self.E, 1), graph="first", attrs={"by": by})
-        return self.node("scale", "edge", shape, x, norm)
+        norm = self.node("degree_norm", Kind.EDGE, (self.E, 1), by=by)
+        return self.node("scale", Kind.EDGE, shape, x=x, s=norm)
 
-    def match_scale(self, op: Any, shape: tuple[int, ...]) -> HNode | None:
+    @_handles("torch.aten.mul.Tensor")
+    def raise_scale(self, op: Any, shape: Shape) -> HNode | None:
+        """``X * s`` with per-row ``s [M, 1]`` → ``scale``."""
         a, b = op.operands
         sa, sb = _shape(a), _shape(b)
         if not sa or not sb or len(sa[0]) != 2 or len(sb[0]) != 2:
@@ -566,13 +671,22 @@ class _Raiser:
         if sb[0][1] != 1 or sa[0][0] != sb[0][0]:
             return None
         x, s = self.rows(a), self.rows(b)
-        if x is None or s is None or x.kind != s.kind or (x.op == "leaf" and s.op == "leaf"):
+        if x is None or s is None or x.kind != s.kind or (x.op == LEAF and s.op == LEAF):
             return None
-        return self.node("scale", x.kind, shape, x, s)
+        return self.node("scale", x.kind, shape, x=x, s=s)
 
-    def match_head_scale(self, op: Any, shape: tuple[int, ...]) -> HNode | None:
+    @_handles("torch.aten.mul.Scalar")
+    def raise_mul_one(self, op: Any, shape: Shape) -> HNode | None:
+        """``1.0 * x`` (how ``1.0 / t`` is exported) is ``x``."""
+        if self.const(op.operands[1]) not in (1, 1.0):
+            return None
+        return self.H.get(op.operands[0])
+
+    @_handles("torch.aten.view")
+    def raise_head_scale(self, op: Any, shape: Shape) -> HNode | None:
+        """``(X.view(M, H, Dh) * A.unsqueeze(-1)).view(M, D)`` → ``scale`` per head."""
         mul = _def(op.operands[0])
-        if _name(mul) != "torch.aten.mul.Tensor":
+        if len(shape) != 2 or _name(mul) != "torch.aten.mul.Tensor":
             return None
         for xv, av in (mul.operands, reversed(list(mul.operands))):
             xview, un = _def(xv), _def(av)
@@ -582,45 +696,51 @@ class _Raiser:
             if len(s3) != 3 or self.const(un.operands[1]) not in (-1, 2):
                 continue
             x, a = self.rows(xview.operands[0]), self.rows(un.operands[0])
-            if x is None or a is None or x.kind != a.kind or (x.op == a.op == "leaf"):
+            if x is None or a is None or x.kind != a.kind or (x.op == a.op == LEAF):
                 continue
             if a.shape[1] != s3[1] or x.shape[1] != s3[1] * s3[2] or shape != x.shape:
                 continue
-            return self.node("scale", x.kind, shape, x, a)
+            return self.node("scale", x.kind, shape, x=x, s=a)
         return None
 
-    def match_dot(self, op: Any, shape: tuple[int, ...]) -> HNode | None:
+    @_handles("torch.aten.sum.dim_IntList")
+    def raise_dot(self, op: Any, shape: Shape) -> HNode | None:
+        """``(X * Y).sum(-1, keepdim=True)`` and ``(X * Y).view(M, H, Dh).sum(-1)`` → ``dot``."""
         dims, keep = self.const(op.operands[1]), self.const(op.operands[2])
         src = _shape(op.operands[0])[0]
         if not isinstance(dims, list) or len(dims) != 1 or dims[0] not in (-1, len(src) - 1):
             return None
         if self.const(op.operands[3]) is not None:
             return None
-        inner = _def(op.operands[0])
-        if len(src) == 2 and keep is True and _name(inner) == "torch.aten.mul.Tensor":
-            pair = list(inner.operands)
-        elif len(src) == 3 and keep is False:
-            if _name(inner) == "torch.aten.view" and _name(_def(inner.operands[0])) == (
-                "torch.aten.mul.Tensor"
-            ):
-                pair = list(_def(inner.operands[0]).operands)
-            elif _name(inner) == "torch.aten.mul.Tensor":
-                vs = [_def(v) for v in inner.operands]
-                if any(_name(v) != "torch.aten.view" for v in vs):
-                    return None
-                pair = [v.operands[0] for v in vs]
-            else:
-                return None
-        else:
+        pair = self.dot_pair(_def(op.operands[0]), len(src), keep)
+        if pair is None:
             return None
         x, y = self.rows(pair[0]), self.rows(pair[1])
         if x is None or y is None or x.kind != y.kind or x.shape != y.shape:
             return None
-        if x.op == "leaf" and y.op == "leaf":
+        if x.op == LEAF and y.op == LEAF:
             return None
-        return self.node("dot", x.kind, shape, x, y)
+        return self.node("dot", x.kind, shape, x=x, y=y)
 
-    def match_degree_norm(self, op: Any, shape: tuple[int, ...]) -> HNode | None:
+    def dot_pair(self, inner: Any, rank: int, keep: Any) -> list[Any] | None:
+        """The two row operands multiplied under a ``sum(-1)`` of ``rank``, or None."""
+        if rank == 2 and keep is True and _name(inner) == "torch.aten.mul.Tensor":
+            return list(inner.operands)
+        if rank != 3 or keep is not False:
+            return None
+        if _name(inner) == "torch.aten.view" and _name(_def(inner.operands[0])) == (
+            "torch.aten.mul.Tensor"
+        ):
+            return list(_def(inner.operands[0]).operands)
+        if _name(inner) == "torch.aten.mul.Tensor":
+            vs = [_def(v) for v in inner.operands]
+            if any(_name(v) != "torch.aten.view" for v in vs):
+                return None
+            return [v.operands[0] for v in vs]
+        return None
+
+    @_handles("torch.aten.unsqueeze", "torch.aten.reciprocal")
+    def raise_degree_norm(self, op: Any, shape: Shape) -> HNode | None:
         """``(1 / count[I]).unsqueeze(-1)`` (``I`` = dst or a (dst, etype) key, ``count`` its
         occurrence count from an index_add/scatter_add of ones) → ``degree_norm``."""
         if len(shape) != 2 or shape[1] != 1 or shape[0] != self.E:
@@ -628,9 +748,13 @@ class _Raiser:
         by = self.norm_by(op.results[0], reciprocal=True)
         if by is None:
             return None
-        return self.node("degree_norm", "edge", shape, graph="first", attrs={"by": by})
+        return self.node("degree_norm", Kind.EDGE, shape, by=by)
 
-    def match_add(self, op: Any, shape: tuple[int, ...], sub: bool) -> HNode | None:
+    @_handles("torch.aten.add.Tensor", "torch.aten.sub.Tensor")
+    def raise_add(self, op: Any, shape: Shape) -> HNode | None:
+        """Sum or difference of rows, a bias ``[D]`` or a typed bias ``B[etype]``/``B[ntype]``
+        → ``add`` (of a ``neg`` for ``sub``)."""
+        sub = op.name == "torch.aten.sub.Tensor"
         if self.const(op.operands[2]) not in (1, 1.0):
             return None
         a, b = op.operands[0], op.operands[1]
@@ -640,29 +764,40 @@ class _Raiser:
         if x is None or len(shape) != 2:
             return None
         gb = self.gathered(b)
-        if gb is not None and gb[1] in ("etype", "ntype") and not sub:
-            want = "edge" if gb[1] == "etype" else "node"
+        if gb is not None and gb[1] in TYPE_ARRAY_ROWS and not sub:
             tb = self.weight(gb[0], 2)
-            if x.kind != want or tb is None or x.op == "leaf":
+            if x.kind != TYPE_ARRAY_ROWS[gb[1]] or tb is None or x.op == LEAF:
                 return None
-            return self.node("add", x.kind, shape, x, tb, graph="last")
+            return self.node("add", x.kind, shape, graph=True, lhs=x, rhs=tb)
         sb = _shape(b)
         if sb and len(sb[0]) == 1 and b not in self.H:
             bias = self.weight(b, 1)
-            if bias is None or x.op == "leaf":
-                return None
-            if sub:
+            if bias is None or x.op == LEAF or sub:
                 return None  # a negated weight is not a hector value
-            return self.node("add", x.kind, shape, x, bias)
+            return self.node("add", x.kind, shape, lhs=x, rhs=bias)
         y = self.rows(b, x.kind)
-        if y is None or y.shape != x.shape or (x.op == "leaf" and y.op == "leaf"):
+        if y is None or y.shape != x.shape or (x.op == LEAF and y.op == LEAF):
             return None
         if sub:
-            y = self.node("unary", y.kind, y.shape, y, attrs={"fn": "neg", "slope": 0.0})
-        return self.node("add", x.kind, shape, x, y)
+            y = self.node("unary", y.kind, y.shape, x=y, fn="neg", slope=0.0)
+        return self.node("add", x.kind, shape, lhs=x, rhs=y)
+
+    @_handles(*_UNARY_FN)
+    def raise_unary(self, op: Any, shape: Shape) -> HNode | None:
+        """An elementwise function of a raised row value → ``unary``."""
+        x = self.H.get(op.operands[0])
+        if x is None or x.kind == Kind.WEIGHT:
+            return None
+        slope = 0.0
+        if op.name == "torch.aten.leaky_relu":
+            slope = self.const(op.operands[1])
+        if op.name == "torch.aten.gelu" and self.const(op.operands[1]) != "none":
+            return None  # only the exact (erf) GELU is hector's
+        return self.node("unary", x.kind, shape, x=x, fn=_UNARY_FN[op.name], slope=float(slope))
 
     # -- rewriting ----------------------------------------------------------------------------
     def run(self, strict: bool) -> RaiseReport:
+        """Raise every op of the function, rewrite, and report what stayed torch code."""
         for op in list(self.block.operations):
             try:
                 h = self.match(op.operation)
@@ -683,19 +818,16 @@ class _Raiser:
                 key = op.name.split(".", 1)[1]
                 self.report.raised[key] = self.report.raised.get(key, 0) + 1
         if strict and self.report.unsupported:
-            lines = [f"  {loc}: {name}" for name, loc in self.report.unsupported]
-            raise RaiseError(
-                f"strict import: {len(lines)} op(s) cannot be raised to hector_inter:\n"
-                + "\n".join(lines),
-                self.report.unsupported,
-            )
+            raise _strict_error(self.report.unsupported)
         return self.report
 
     def materialize_all(self) -> None:
+        """Append the graph argument, build every raised node and cast it back to torch."""
+        from torch_mlir.dialects import builtin
+
         ir = self.ir
         with self.func.context:
-            gtype = ir.Type.parse("!hector_inter.graph")
-            self.graph = self.block.add_argument(gtype, self.func.location)
+            self.graph = self.block.add_argument(graph_type(ir), self.func.location)
             ftype = ir.FunctionType(ir.TypeAttr(self.func.attributes["function_type"]).value)
             inputs = [a.type for a in self.block.arguments]
             self.func.attributes["function_type"] = ir.TypeAttr.get(
@@ -709,15 +841,23 @@ class _Raiser:
             self.casts: dict[Any, Any] = {}
             for v, h in list(self.H.items()):
                 out = self.build(h, h.anchor)
-                with ir.InsertionPoint(h.anchor), h.anchor.location:
-                    back = ir.Operation.create(_CAST, results=[v.type], operands=[out]).result
-                v.replace_all_uses_with(back)
+                with ir.InsertionPoint(h.anchor):
+                    back = builtin.UnrealizedConversionCastOp(
+                        [v.type], [out], loc=h.anchor.location
+                    )
+                v.replace_all_uses_with(back.result)
 
-    def tensor_type(self, shape: tuple[int, ...]) -> Any:
+    def tensor_type(self, shape: Shape) -> Any:
+        """The builtin f32 tensor type of ``shape`` (raised values are f32 rows or weights)."""
         ir = self.ir
         return ir.RankedTensorType.get(list(shape), ir.F32Type.get())
 
     def leaf(self, h: HNode) -> Any:
+        """The hector-side value of a torch leaf: a cast (of its transpose, for ``linear``'s
+        weight) right after its definition, marked with its kind; one per value."""
+        from torch_mlir.dialects import builtin
+        from torch_mlir.dialects import torch as torch_d
+
         ir = self.ir
         key = (h.value, h.glue_t)
         if key in self.casts:
@@ -727,55 +867,42 @@ class _Raiser:
             ip = ir.InsertionPoint.at_block_begin(self.block)
         else:
             ops = [o.operation for o in self.block.operations]
-            nxt = ops[ops.index(owner) + 1]
-            ip = ir.InsertionPoint(nxt)
+            ip = ir.InsertionPoint(ops[ops.index(owner) + 1])
         loc = owner.location if owner is not None else self.func.location
         with ip, loc:
             v = h.value
             if h.glue_t:
-                s = _shape(v)[0]
-                ttype = ir.Type.parse(f"!torch.vtensor<[{s[1]},{s[0]}],f32>")
-                t = ir.Operation.create("torch.aten.t", results=[ttype], operands=[v])
-                t.attributes[GLUE_ATTR] = ir.UnitAttr.get()
-                v = t.result
-            cast = ir.Operation.create(_CAST, results=[self.tensor_type(h.shape)], operands=[v])
-            cast.attributes["hector.kind"] = ir.StringAttr.get(h.kind)
+                t = vtensor(v.type)
+                t_op = torch_d.AtenTOp(vtensor_type(t.shape[::-1], t.dtype), v)
+                t_op.attributes[GLUE_ATTR] = ir.UnitAttr.get()
+                v = t_op.result
+            cast = builtin.UnrealizedConversionCastOp([self.tensor_type(h.shape)], [v])
+            cast.attributes[KIND_ATTR] = ir.StringAttr.get(str(h.kind))
             out = cast.result
         self.casts[key] = out
         return out
 
     def build(self, h: HNode, anchor: Any) -> Any:
-        ir = self.ir
+        """The hector_inter value of ``h``, built (once) before its torch op through the
+        op's typed builder, at that op's location."""
         if id(h) in self.done:
             return self.done[id(h)]
-        if h.op == "leaf":
+        if h.op == LEAF:
             out = self.leaf(h)
         else:
             at = h.anchor or anchor
-            operands = [self.build(o, at) for o in h.operands]
-            if h.graph == "first":
-                operands.insert(0, self.graph)
-            elif h.graph == "last":
-                operands.append(self.graph)
-            with ir.InsertionPoint(at), at.location:
-                attrs = {}
-                for k, val in h.attrs.items():
-                    attrs[k] = (
-                        ir.FloatAttr.get(ir.F32Type.get(), val)
-                        if isinstance(val, float)
-                        else ir.StringAttr.get(val)
-                    )
-                op = ir.Operation.create(
-                    f"hector_inter.{h.op}",
-                    results=[self.tensor_type(h.shape)],
-                    operands=operands,
-                    attributes=attrs,
+            operands = {name: self.build(o, at) for name, o in h.operands.items()}
+            if h.graph or _needs_graph(h.op):
+                operands["graph"] = self.graph
+            with self.ir.InsertionPoint(at), at.location:
+                out = getattr(inter.OPS, h.op)(
+                    result=self.tensor_type(h.shape), loc=at.location, **operands, **h.attrs
                 )
-            out = op.result
         self.done[id(h)] = out
         return out
 
     def dce(self) -> None:
+        """Erase ops left without uses (the torch ops the raised values replaced)."""
         changed = True
         while changed:
             changed = False
@@ -788,12 +915,27 @@ class _Raiser:
                     changed = True
 
 
+def _needs_graph(op: str) -> bool:
+    """Whether ``hector_inter.op`` always takes the graph (by its spec)."""
+    return any(
+        o.name == "graph" and o.variadicity == "single" for o in inter.DIALECT.op(op).operands
+    )
+
+
 class _UnknownType:
     def __repr__(self) -> str:
         return "<unknown>"
 
 
 _Unknown = _UnknownType()
+
+
+def _strict_error(unsupported: list[tuple[str, str]]) -> RaiseError:
+    lines = [f"  {loc}: {name}" for name, loc in unsupported]
+    return RaiseError(
+        f"strict import: {len(lines)} op(s) cannot be raised to hector_inter:\n" + "\n".join(lines),
+        unsupported,
+    )
 
 
 def raise_module(module: Any, strict: bool = False) -> RaiseReport:
@@ -813,12 +955,7 @@ def raise_module(module: Any, strict: bool = False) -> RaiseReport:
                 total.raised[k] = total.raised.get(k, 0) + c
             total.unsupported += rep.unsupported
     if strict and total.unsupported:
-        lines = [f"  {loc}: {name}" for name, loc in total.unsupported]
-        raise RaiseError(
-            f"strict import: {len(lines)} op(s) cannot be raised to hector_inter:\n"
-            + "\n".join(lines),
-            total.unsupported,
-        )
+        raise _strict_error(total.unsupported)
     return total
 
 
@@ -827,7 +964,7 @@ def make_torch_context() -> Any:
     from torch_mlir import ir
     from torch_mlir.dialects import torch as torch_d
 
-    from hector.dialects import load_into_torch_mlir
+    from ..dialects import load_into_torch_mlir
 
     ctx = ir.Context()
     torch_d.register_dialect(ctx)
@@ -843,7 +980,7 @@ def run_cli(text: str, display: str, strict: bool = False) -> tuple[str | None, 
     ctx = make_torch_context()
     try:
         with ctx:
-            module = ir.Module.parse(text)
+            module = ir.Module.parse(text)  # the user's file
     except ir.MLIRError as err:
         msg = str(err).replace('"-"', display).replace("\n", " ")
         return None, [f"{display}: error: {msg}"]
@@ -856,4 +993,4 @@ def run_cli(text: str, display: str, strict: bool = False) -> tuple[str | None, 
             for name, loc in err.unsupported
         ]
         return None, errs or [f"{display}: error: {err}"]
-    return str(module), []
+    return str(module), []  # printed for the user (hector-opt's output)
