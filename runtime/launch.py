@@ -168,7 +168,7 @@ class CudaDriver:
 
     def __init__(self, device: int = 0) -> None:
         try:
-            from cuda.bindings import driver  # type: ignore[import-not-found]
+            from cuda.bindings import driver
         except ImportError as err:
             raise LaunchError(
                 "launching Hector's kernels needs the CUDA driver bindings: "
@@ -302,7 +302,10 @@ class Launcher:
                 f"entry {name!r} takes {want} parameters, but the arguments expand to {have}"
             )
         params, keep = pack_params(args)
-        self.driver.launch(fn, tuple(grid), tuple(block), params, shared, stream)
+        # Callers may pass lists; the driver takes exact 3-tuples.
+        gx, gy, gz = grid
+        bx, by, bz = block
+        self.driver.launch(fn, (gx, gy, gz), (bx, by, bz), params, shared, stream)
         del keep
         if sync:
             self.driver.synchronize()

@@ -188,7 +188,7 @@ class TensorStore:
             err,
             len(err),
         )
-        if code != OK:
+        if code != OK or handle.value is None:
             raise OffloadIOError(
                 _errno.EIO, f"cannot open an offload store: {err.value.decode()}", self.root
             )

@@ -458,8 +458,6 @@ def from_pyg(data: Any, name: str = "pyg") -> Dataset:
     Raises:
         DatasetError: on a missing ``edge_index`` / ``edge_type`` or inconsistent arrays.
     """
-    node_types_attr = getattr(data, "node_types", None)
-    edge_types_attr = getattr(data, "edge_types", None)
     is_hetero = type(data).__name__ == "HeteroData"
     if not is_hetero:
         if getattr(data, "edge_index", None) is None or getattr(data, "edge_type", None) is None:
@@ -471,8 +469,8 @@ def from_pyg(data: Any, name: str = "pyg") -> Dataset:
             node_type=getattr(data, "node_type", None),
             name=name,
         )
-    node_types = list(node_types_attr)
-    edge_types = [tuple(et) for et in edge_types_attr]
+    node_types = list(data.node_types)
+    edge_types = [tuple(et) for et in data.edge_types]
     counts = []
     for t in node_types:
         c = data[t].num_nodes
@@ -947,7 +945,8 @@ def load(name: str | os.PathLike[str], *, scale: float = 1.0, seed: int = 0) -> 
             (read from the shared data folder, see :func:`data_root`), a directory of
             ``<rel>_coo*.npy`` files (:func:`load_coo_dir`) or a triple file
             (:func:`load_triples`, ``.tsv``/``.txt``/``.csv``-less text with three fields).
-        scale, seed: for synthetic graphs only.
+        scale: size factor, for synthetic graphs only.
+        seed: random seed, for synthetic graphs only.
 
     Raises:
         DatasetError: on an unknown name (the message lists the valid ones) or bad files.

@@ -277,7 +277,7 @@ class HGTLayer(_Optimizable):
 
 
 class _Stack(nn.Module):
-    def __init__(self, layers: list[nn.Module]) -> None:
+    def __init__(self, layers: Sequence[nn.Module]) -> None:
         super().__init__()
         self.layers = nn.ModuleList(layers)
 
@@ -347,12 +347,13 @@ class HGT(_Stack):
                 for a, b in zip(dims, dims[1:], strict=False)
             ]
         )
+        self.node_types: list[str] = list(node_types)
 
     def forward(self, g: HeteroGraph, x: Any) -> Any:
         """Layers in sequence; node types that receive no edges keep their previous features."""
         for i, layer in enumerate(self.layers):
             out = layer(g, x)
-            x = {nt: out.get(nt, x[nt]) for nt in layer.node_types}
+            x = {nt: out.get(nt, x[nt]) for nt in self.node_types}
             if i + 1 < len(self.layers):
                 x = {k: torch.relu(v) for k, v in x.items()}
         return x

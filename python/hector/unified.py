@@ -72,7 +72,7 @@ def _mapped_device_pointer(host_ptr: int) -> int:
     pinned host memory equals its host pointer (every 64-bit CUDA platform).
     """
     try:
-        from cuda.bindings import runtime as cudart  # type: ignore[import-not-found]
+        from cuda.bindings import runtime as cudart
     except ImportError:
         return host_ptr
     err, dptr = cudart.cudaHostGetDevicePointer(host_ptr, 0)
@@ -146,7 +146,7 @@ def device_pointer(t: torch.Tensor) -> int:
         raise UnifiedError(
             "this unified tensor is a host fallback (made without CUDA): it has no device pointer"
         )
-    return info.device_ptr + t.storage_offset() * t.element_size()
+    return info.device_ptr + int(t.storage_offset()) * t.element_size()
 
 
 # ---- the zero-copy gather kernel -------------------------------------------------------------

@@ -36,9 +36,12 @@ def _check_record(rec: dict, model: str, mode: str, peers: set[str]) -> dict:
     """Validate the DESIGN.md record fields; return the hector entry."""
     assert TOP_KEYS <= set(rec)
     assert (rec["benchmark"], rec["model"], rec["mode"]) == ("gnn", model, mode)
-    assert rec["dataset"] == DS and rec["device"] == "cpu"
-    assert rec["host"]["cpus"] >= 1 and rec["host"]["torch"].startswith("2.")
-    assert rec["graph"]["nodes"] == 194 and rec["graph"]["edges"] == 4222
+    assert rec["dataset"] == DS
+    assert rec["device"] == "cpu"
+    assert rec["host"]["cpus"] >= 1
+    assert rec["host"]["torch"].startswith("2.")
+    assert rec["graph"]["nodes"] == 194
+    assert rec["graph"]["edges"] == 4222
     systems = {(r["system"], r["variant"]) for r in rec["results"]}
     assert {("pyg", p) for p in peers} <= systems
     for r in rec["results"]:
@@ -46,10 +49,12 @@ def _check_record(rec: dict, model: str, mode: str, peers: set[str]) -> dict:
             continue
         assert r["runs"] == 2
         assert 0 < r["min_ms"] <= r["median_ms"] <= r["max_ms"]
-        assert r["max_abs_err"] is not None and r["max_abs_err"] < 1e-4
+        assert r["max_abs_err"] is not None
+        assert r["max_abs_err"] < 1e-4
     hector = next(r for r in rec["results"] if r["system"] == "hector")
     if hector["status"] == "ok":
-        assert hector["compile_ms"] >= 0 and hector["compile_ms_method"]
+        assert hector["compile_ms"] >= 0
+        assert hector["compile_ms_method"]
         best = min(
             r["median_ms"] for r in rec["results"] if r["system"] == "pyg" and r["status"] == "ok"
         )
@@ -67,12 +72,14 @@ def test_rgcn_inference_cli_writes_record_plot_and_memory(tmp_path) -> None:
         timeout=600,
     )
     assert r.returncode == 0, r.stderr
-    assert "speed-up vs best PyG layer" in r.stdout and "RGCNConv" in r.stdout
+    assert "speed-up vs best PyG layer" in r.stdout
+    assert "RGCNConv" in r.stdout
     rec = json.loads(out.read_text())
     hector = _check_record(rec, "rgcn", "inference", {"RGCNConv", "FastRGCNConv"})
     assert hector["status"] == "ok"
     for res in rec["results"]:  # peak memory measured per system in a subprocess
-        assert isinstance(res["peak_mem_bytes"], int) and res["peak_mem_bytes"] >= 0, res
+        assert isinstance(res["peak_mem_bytes"], int), res
+        assert res["peak_mem_bytes"] >= 0, res
         assert "VmHWM" in res["peak_mem_method"]
     fast = next(r for r in rec["results"] if r["variant"] == "FastRGCNConv")
     assert fast["peak_mem_bytes"] > 0  # it materializes one weight matrix per edge
@@ -81,7 +88,8 @@ def test_rgcn_inference_cli_writes_record_plot_and_memory(tmp_path) -> None:
         assert rec["memory_ratio_vs_best_peer"] == pytest.approx(
             hector["peak_mem_bytes"] / min(peers), rel=1e-3
         )
-    assert plot.stat().st_size > 1000 and plot.read_bytes()[:4] == b"\x89PNG"
+    assert plot.stat().st_size > 1000
+    assert plot.read_bytes()[:4] == b"\x89PNG"
 
 
 @pytest.mark.parametrize("model", ["rgcn", "rgat", "hgt"])
@@ -132,7 +140,8 @@ def test_attention_models_inference_with_heads(model: str) -> None:
     cell = gnn.Cell(model, DS, "inference", hidden=8, in_dim=8, heads=2, runs=2, scale=SCALE)
     rec = gnn.run_cell(cell, memory=False, quiet=True)
     hector = _check_record(rec, model, "inference", {gnn.REFERENCE[model]})
-    assert hector["status"] == "ok" and rec["config"]["heads"] == 2
+    assert hector["status"] == "ok"
+    assert rec["config"]["heads"] == 2
 
 
 def test_missing_hector_model_is_reported_and_peers_still_run(monkeypatch) -> None:
@@ -140,10 +149,12 @@ def test_missing_hector_model_is_reported_and_peers_still_run(monkeypatch) -> No
     cell = gnn.Cell("rgat", DS, "inference", hidden=8, in_dim=8, runs=2, scale=SCALE)
     rec = gnn.run_cell(cell, memory=False, quiet=True)
     hector = rec["results"][0]
-    assert hector["system"] == "hector" and hector["status"] == "unavailable"
+    assert hector["system"] == "hector"
+    assert hector["status"] == "unavailable"
     assert "RGATLayer is not available yet" in hector["reason"]
     assert rec["results"][1]["status"] == "ok"
-    assert rec["speedup_vs_best_peer"] is None and rec["memory_ratio_vs_best_peer"] is None
+    assert rec["speedup_vs_best_peer"] is None
+    assert rec["memory_ratio_vs_best_peer"] is None
 
 
 def test_suite_writes_cells_summary_and_plot(tmp_path, capsys) -> None:
@@ -161,7 +172,8 @@ def test_suite_writes_cells_summary_and_plot(tmp_path, capsys) -> None:
         "summary.png",
     ]
     summary = json.loads((tmp_path / "suite" / "summary.json").read_text())
-    assert summary["benchmark"] == "gnn-suite" and len(summary["cells"]) == 2
+    assert summary["benchmark"] == "gnn-suite"
+    assert len(summary["cells"]) == 2
     assert set(summary["geomean"]) == {"inference", "training"}
     if _has("rgcn"):
         assert summary["geomean"]["training"]["cells_measured"] == 1
@@ -196,7 +208,8 @@ def test_suite_writes_cells_summary_and_plot(tmp_path, capsys) -> None:
 def test_bad_arguments_give_error_and_exit_1(argv: list[str], message: str, capsys) -> None:
     assert cli.main(["bench", "gnn", *argv]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and message in err, err
+    assert err.startswith("error: "), err
+    assert message in err, err
     assert "Traceback" not in err
 
 
@@ -209,13 +222,15 @@ def test_bad_argument_from_the_command_line_has_no_traceback(tmp_path) -> None:
         timeout=120,
     )
     assert r.returncode == 1
-    assert r.stderr.startswith("error: unknown dataset") and "Traceback" not in r.stderr
+    assert r.stderr.startswith("error: unknown dataset")
+    assert "Traceback" not in r.stderr
     assert list(tmp_path.iterdir()) == []
 
 
 def test_common_helpers() -> None:
     t = _common.time_calls(lambda: None, 3, warmup=1)
-    assert len(t.times_ms) == 3 and t.as_record()["runs"] == 3
+    assert len(t.times_ms) == 3
+    assert t.as_record()["runs"] == 3
     results = [
         {"system": "hector", "variant": "h", "median_ms": 2.0, "peak_mem_bytes": 50},
         {"system": "pyg", "variant": "a", "median_ms": 8.0, "peak_mem_bytes": 100},
@@ -225,7 +240,8 @@ def test_common_helpers() -> None:
     assert _common.best_peer_ratios(results) == (3.0, 0.5)
     assert _common.geomean([2.0, 8.0, None]) == pytest.approx(4.0)
     table = _common.format_table(results, [("variant", "v"), ("median_ms", "ms")])
-    assert table.splitlines()[0].split() == ["v", "ms"] and "-" in table.splitlines()[-1]
+    assert table.splitlines()[0].split() == ["v", "ms"]
+    assert "-" in table.splitlines()[-1]
     with pytest.raises(ValueError, match="runs must be >= 1"):
         _common.time_calls(lambda: None, 0)
 
@@ -238,7 +254,9 @@ def test_untimed_peers_are_still_the_error_reference() -> None:
     )
     rec = gnn.run_cell(cell, memory=False, quiet=True)
     by = {r["variant"]: r for r in rec["results"]}
-    assert by["RGATConv"]["status"] == "untimed" and "median_ms" not in by["RGATConv"]
+    assert by["RGATConv"]["status"] == "untimed"
+    assert "median_ms" not in by["RGATConv"]
     hector = next(r for r in rec["results"] if r["system"] == "hector")
-    assert hector["status"] == "ok" and hector["max_abs_err_grad_input"] < 1e-4
+    assert hector["status"] == "ok"
+    assert hector["max_abs_err_grad_input"] < 1e-4
     assert rec["speedup_vs_best_peer"] is None

@@ -38,7 +38,8 @@ def _tiny() -> Dataset:
 
 def test_dataset_conversions_and_stats() -> None:
     ds = _tiny()
-    assert ds.num_edges == 5 and ds.num_relations == 2
+    assert ds.num_edges == 5
+    assert ds.num_relations == 2
     assert ds.num_nodes_dict() == {"a": 3, "b": 2}
     assert ds.type_offsets() == {"a": 0, "b": 3}
     assert ds.metadata() == (["a", "b"], [("a", "to", "b"), ("b", "back", "a")])
@@ -49,7 +50,8 @@ def test_dataset_conversions_and_stats() -> None:
     assert st["compaction_ratio"] == pytest.approx(0.8)
 
     ei, et = ds.pyg_homogeneous()
-    assert ei.dtype == torch.int64 and et.tolist() == [0, 0, 0, 1, 1]
+    assert ei.dtype == torch.int64
+    assert et.tolist() == [0, 0, 0, 1, 1]
     counts, eid = ds.pyg_hetero()
     assert counts == {"a": 3, "b": 2}
     assert eid[("a", "to", "b")].tolist() == [[0, 0, 1], [0, 1, 1]]  # local ids
@@ -63,7 +65,8 @@ def test_dataset_conversions_and_stats() -> None:
 def test_pyg_hetero_matches_heterodata_roundtrip() -> None:
     ds = datasets.synthetic("aifb", scale=0.02, seed=3)
     back = datasets.from_pyg(ds.to_pyg_heterodata(), name="rt")
-    assert back.node_types == ds.node_types and back.edge_types == ds.edge_types
+    assert back.node_types == ds.node_types
+    assert back.edge_types == ds.edge_types
     assert torch.equal(back.node_type, ds.node_type)
     key = lambda d: sorted(  # noqa: E731
         zip(d.edge_index[0].tolist(), d.edge_index[1].tolist(), d.edge_type.tolist(), strict=True)
@@ -113,7 +116,8 @@ def test_from_edge_index_relabels_and_infers_edge_types() -> None:
 
 def test_from_edge_index_homogeneous_and_errors() -> None:
     ds = datasets.from_edge_index(torch.tensor([[0, 1], [1, 2]]), torch.tensor([0, 1]))
-    assert ds.num_nodes == 3 and ds.node_types == ["node"]
+    assert ds.num_nodes == 3
+    assert ds.node_types == ["node"]
     assert ds.edge_types == [("node", "rel0", "node"), ("node", "rel1", "node")]
     with pytest.raises(DatasetError, match=r"edge_index\[1\]\[1\] = 7 is out of range"):
         datasets.from_edge_index(torch.tensor([[0, 1], [1, 7]]), torch.tensor([0, 0]), num_nodes=3)
@@ -150,12 +154,14 @@ def test_load_triples(tmp_path) -> None:
     f = tmp_path / "kg.tsv"
     f.write_text("# comment\nalice\tknows\tbob\nbob\tknows\tcarol\n\nalice\tlikes\tcarol\n")
     ds = datasets.load(str(f))
-    assert ds.num_nodes == 3 and ds.num_edges == 3
+    assert ds.num_nodes == 3
+    assert ds.num_edges == 3
     assert ds.edge_types == [("entity", "knows", "entity"), ("entity", "likes", "entity")]
     assert ds.info["entity_names"] == ["alice", "bob", "carol"]
     assert ds.edge_index.tolist() == [[0, 1, 0], [1, 2, 2]]
     inv = datasets.load_triples(f, add_inverse=True)
-    assert inv.num_edges == 6 and inv.edge_types[3] == ("entity", "rev-likes", "entity")
+    assert inv.num_edges == 6
+    assert inv.edge_types[3] == ("entity", "rev-likes", "entity")
 
 
 def test_load_triples_errors(tmp_path) -> None:
@@ -178,7 +184,8 @@ def test_load_coo_dir_generic_and_schema(tmp_path) -> None:
     np.save(tmp_path / "likes_coo.npy", np.array([[0, 1], [2, 2]], dtype=np.int32))
     np.save(tmp_path / "rev_coo_x.npy", np.array([[2], [0]], dtype=np.int32))
     ds = datasets.load(str(tmp_path))
-    assert ds.node_types == ["node"] and ds.num_nodes == 3
+    assert ds.node_types == ["node"]
+    assert ds.num_nodes == 3
     assert [r for _, r, _ in ds.edge_types] == ["likes", "rev"]
     typed = datasets.load_coo_dir(
         tmp_path,
@@ -261,14 +268,16 @@ def test_synthetic_mag_schema_and_determinism() -> None:
     assert a.node_types == ["paper", "author", "institution", "field_of_study"]
     assert ("author", "writes", "paper") in a.edge_types
     assert ("paper", "rev-writes", "author") in a.edge_types
-    assert torch.equal(a.edge_index, b.edge_index) and not torch.equal(a.edge_index, c.edge_index)
+    assert torch.equal(a.edge_index, b.edge_index)
+    assert not torch.equal(a.edge_index, c.edge_index)
     assert a.name == "synthetic:mag"
 
 
 def test_load_errors_list_valid_names() -> None:
     with pytest.raises(DatasetError) as err:
         datasets.load("aifb")
-    assert "synthetic:aifb" in str(err.value) and "ogbn_mag_0.1" in str(err.value)
+    assert "synthetic:aifb" in str(err.value)
+    assert "ogbn_mag_0.1" in str(err.value)
     with pytest.raises(DatasetError, match="unknown synthetic dataset 'synthetic:cora'"):
         datasets.load("synthetic:cora")
     with pytest.raises(DatasetError, match="scale must be a number"):

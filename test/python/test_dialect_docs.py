@@ -23,7 +23,9 @@ def test_every_op_is_documented_with_a_parsing_example() -> None:
     ctx = make_context()
     for dialect in DIALECTS:
         for op in dialect.ops:
-            assert op.summary and op.description.strip() and op.example
+            assert op.summary
+            assert op.description.strip()
+            assert op.example
             with ctx:
                 module = ir.Module.parse(op.example)
                 assert f"{dialect.name}.{op.name}" in str(module)

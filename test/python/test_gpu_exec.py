@@ -69,8 +69,10 @@ def test_cuda_target_without_cuda_is_a_clear_error(g: hector.HeteroGraph) -> Non
         fn(g, *_inputs())
     # compiling needs no GPU: every stage's IR is there
     entry = fn.compile_for(g, *_inputs())
-    assert ".target sm_" in entry.ptx and "mgpuLaunchKernel" not in entry.ir("host")
-    assert "gpu.launch_func" in entry.ir("host") and "llvm.func @_rgcn_layer(" in entry.ir("host")
+    assert ".target sm_" in entry.ptx
+    assert "mgpuLaunchKernel" not in entry.ir("host")
+    assert "gpu.launch_func" in entry.ir("host")
+    assert "llvm.func @_rgcn_layer(" in entry.ir("host")
     with pytest.raises(gpu_exec.GpuUnavailableError, match="is_available|CUDA build"):
         gpu_exec.require_cuda()
 
@@ -99,8 +101,10 @@ def test_kernels_are_compiled_and_cached_per_architecture(traced: frontend.Trace
     a = gpu_exec.compile_cuda(traced, chip="sm_80")
     assert gpu_exec.compile_cuda(traced, chip="sm_80") is a
     b = gpu_exec.compile_cuda(traced, chip="sm_90")
-    assert b is not a and (a.chip, b.chip) == ("sm_80", "sm_90")
-    assert ".target sm_80" in a.ptx and ".target sm_90" in b.ptx
+    assert b is not a
+    assert (a.chip, b.chip) == ("sm_80", "sm_90")
+    assert ".target sm_80" in a.ptx
+    assert ".target sm_90" in b.ptx
     assert 'chip = "sm_80"' in a.ir("host")
     assert ptx_entries(a.ptx) == ptx_entries(b.ptx)
     assert len(ptx_entries(a.ptx)) == a.ir("gpu").count("gpu.launch_func") > 0
@@ -111,8 +115,10 @@ def test_kernels_are_compiled_and_cached_per_architecture(traced: frontend.Trace
 def test_memref_descriptor_packs_pointer_sizes_strides() -> None:
     t = torch.zeros(5, 3)
     d = gpu_exec.memref_descriptor(t)
-    assert d.allocated == d.aligned == t.data_ptr() and d.offset == 0
-    assert list(d.shape) == [5, 3] and list(d.strides) == [3, 1]
+    assert d.allocated == d.aligned == t.data_ptr()
+    assert d.offset == 0
+    assert list(d.shape) == [5, 3]
+    assert list(d.strides) == [3, 1]
     with pytest.raises(ValueError, match="contiguous"):
         gpu_exec.memref_descriptor(t.t())
     with pytest.raises(ValueError, match="rank ≥ 1"):
@@ -145,13 +151,15 @@ def test_emulated_launches_carry_the_tensors(g: hector.HeteroGraph, traced) -> N
     out = entry.run(g, tuple(tensors), NAMES)
     assert out.shape == (N, OUT)
     # the PTX module is loaded once, at start-up, and holds every launched kernel
-    assert rt.events[0] == "mgpuModuleLoadJIT" and len(rt.modules) == 1
+    assert rt.events[0] == "mgpuModuleLoadJIT"
+    assert len(rt.modules) == 1
     assert ptx_entries(rt.modules[0]) == ptx_entries(entry.ptx)
     counts = ptx_param_counts(entry.ptx)
     assert [launch.kernel for launch in rt.launches] == ptx_entries(entry.ptx)
     for launch in rt.launches:
         assert len(launch.params) == counts[launch.kernel]
-        assert launch.block == (256, 1, 1) and launch.grid[0] >= 1
+        assert launch.block == (256, 1, 1)
+        assert launch.grid[0] >= 1
     # every memref a kernel gets is a graph array, an argument, the output or a temporary,
     # and the caller's tensors arrive with their own shapes
     arrays = gpu_exec.device_graph_arrays(g, "cpu")
@@ -167,12 +175,14 @@ def test_emulated_launches_carry_the_tensors(g: hector.HeteroGraph, traced) -> N
                 seen.add(ptr)
     assert {tensors[0].data_ptr(), tensors[1].data_ptr(), out.data_ptr()} <= seen
     # temporaries: allocated, zero-filled where summed into, all freed; one stream, synced
-    assert rt.history and not rt.allocations
+    assert rt.history
+    assert not rt.allocations
     assert "mgpuMemset32" in rt.events
     assert rt.events[-2:] == ["mgpuStreamSynchronize", "mgpuStreamDestroy"]
     # a second call reuses the loaded module and the cached device graph arrays
     entry.run(g, tuple(tensors), NAMES)
-    assert len(rt.modules) == 1 and len(rt.launches) == 2 * len(ptx_entries(entry.ptx))
+    assert len(rt.modules) == 1
+    assert len(rt.launches) == 2 * len(ptx_entries(entry.ptx))
     assert gpu_exec.device_graph_arrays(g, "cpu") is arrays
 
 
@@ -308,10 +318,12 @@ def test_model_training_modules_run_emulated_and_assemble(
         outs = list(out.values()) if isinstance(out, dict) else [out]
         sum(o.sum() for o in outs).backward()
     entry = next(iter(fn._cache.values()))
-    assert isinstance(entry, gpu_exec.GpuExecEntry) and not rt.allocations
+    assert isinstance(entry, gpu_exec.GpuExecEntry)
+    assert not rt.allocations
     launched = {launch.kernel for launch in rt.launches}
     assert launched <= set(ptx_entries(entry.ptx))
-    assert any("_backward_" in k for k in launched) and any("_train_" in k for k in launched)
+    assert any("_backward_" in k for k in launched)
+    assert any("_train_" in k for k in launched)
     if shutil.which("ptxas") is None:
         pytest.skip("ptxas (CUDA toolkit) not found: the PTX was not assembled")
     src = tmp_path / f"{model}.ptx"
@@ -446,5 +458,6 @@ def test_bench_gnn_runs_hector_on_cuda(tmp_path) -> None:
     record = json.loads(out.read_text())
     assert record["device"] == "cuda"
     hector_row = next(r for r in record["results"] if r["system"] == "hector")
-    assert "skipped" not in hector_row and math.isfinite(hector_row["median_ms"])
+    assert "skipped" not in hector_row
+    assert math.isfinite(hector_row["median_ms"])
     assert hector_row["max_abs_err"] < 1e-3

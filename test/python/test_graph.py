@@ -82,7 +82,8 @@ def test_arrays_order_dtypes_and_layout() -> None:
     assert shapes == [
         (400,), (400,), (400,), (50,), (5,), (400, 1), (400, 1), (c,), (c,), (400,), (4,)
     ]  # fmt: skip
-    assert g.perm.dtype == torch.int64 and tuple(g.perm.shape) == (400,)
+    assert g.perm.dtype == torch.int64
+    assert tuple(g.perm.shape) == (400,)
 
 
 def test_perm_maps_sorted_edges_to_original_edges() -> None:
@@ -107,7 +108,8 @@ def test_perm_maps_sorted_edges_to_original_edges() -> None:
 def test_edge_index_sorted() -> None:
     g = _small_graph()
     edge_index, edge_type = g.edge_index_sorted()
-    assert edge_index.dtype == torch.int64 and edge_type.dtype == torch.int64
+    assert edge_index.dtype == torch.int64
+    assert edge_type.dtype == torch.int64
     assert edge_index.tolist() == [g.src.tolist(), g.dst.tolist()]
     assert edge_type.tolist() == g.etype.tolist()
 
@@ -152,7 +154,9 @@ def test_inputs_are_not_aliased() -> None:
     edge_index.fill_(5)
     edge_type.fill_(5)
     node_type.fill_(5)
-    assert g.src.tolist() == [0, 1] and g.etype.tolist() == [0, 0] and g.ntype.tolist() == [0, 1]
+    assert g.src.tolist() == [0, 1]
+    assert g.etype.tolist() == [0, 0]
+    assert g.ntype.tolist() == [0, 1]
 
 
 def test_numpy_inputs_are_accepted() -> None:
@@ -243,8 +247,10 @@ def test_random_graph_sizes_and_ranges() -> None:
     g = random_graph(300, 5000, 9, num_ntypes=4, seed=11)
     assert (g.num_nodes, g.num_edges, g.num_etypes, g.num_ntypes) == (300, 5000, 9, 4)
     for t in (g.src, g.dst):
-        assert int(t.min()) >= 0 and int(t.max()) < 300
-    assert int(g.ntype.min()) >= 0 and int(g.ntype.max()) < 4
+        assert int(t.min()) >= 0
+        assert int(t.max()) < 300
+    assert int(g.ntype.min()) >= 0
+    assert int(g.ntype.max()) < 4
 
 
 def test_random_graph_is_deterministic() -> None:
@@ -271,7 +277,8 @@ def test_random_graph_empty_etypes_have_no_edges() -> None:
 
 def test_random_graph_isolated_nodes_have_no_edges() -> None:
     g = random_graph(100, 3000, 3, isolated_nodes=15, seed=4)
-    assert int(g.src.max()) < 85 and int(g.dst.max()) < 85
+    assert int(g.src.max()) < 85
+    assert int(g.dst.max()) < 85
     degree = torch.bincount(torch.cat([g.src, g.dst]).long(), minlength=100)
     assert bool((degree[85:] == 0).all())
     assert bool((degree[:85] > 0).any())
@@ -285,9 +292,11 @@ def test_random_graph_degree_is_skewed() -> None:
 
 def test_random_graph_edge_cases() -> None:
     g = random_graph(10, 0, 2)
-    assert g.num_edges == 0 and g.etype_ptr.tolist() == [0, 0, 0]
+    assert g.num_edges == 0
+    assert g.etype_ptr.tolist() == [0, 0, 0]
     g = random_graph(10, 10, 2, isolated_nodes=9, seed=0)
-    assert g.src.tolist() == [0] * 10 and g.dst.tolist() == [0] * 10
+    assert g.src.tolist() == [0] * 10
+    assert g.dst.tolist() == [0] * 10
 
 
 @pytest.mark.parametrize(
@@ -350,7 +359,7 @@ def test_norm_dst_etype_matches_pyg_rgcnconv_mean() -> None:
 
 
 def test_compaction_map_is_the_unique_source_etype_pairs() -> None:
-    """compact rows are exactly the distinct (source, edge type) pairs, and every edge points
+    """Compact rows are exactly the distinct (source, edge type) pairs, and every edge points
     to the row of its own pair."""
     g = random_graph(30, 300, 3, seed=4)
     pairs = torch.stack([g.compact_src, g.compact_etype], 1)
@@ -358,7 +367,8 @@ def test_compaction_map_is_the_unique_source_etype_pairs() -> None:
     want = {tuple(p) for p in torch.stack([g.src, g.etype], 1).tolist()}
     assert {tuple(p) for p in pairs.tolist()} == want
     ec = g.edge_compact.long()
-    assert torch.equal(g.compact_src[ec], g.src) and torch.equal(g.compact_etype[ec], g.etype)
+    assert torch.equal(g.compact_src[ec], g.src)
+    assert torch.equal(g.compact_etype[ec], g.etype)
     assert g.compaction_ratio == g.num_compact / g.num_edges < 1.0
 
 
@@ -371,7 +381,8 @@ def test_etype_src_ntype_and_src_typed() -> None:
     edge_type = torch.tensor([0, 0, 2, 0])
     g = HeteroGraph.from_edge_index(edge_index, edge_type, node_type=node_type, num_etypes=3)
     assert g.etype_src_ntype.tolist() == [0, 0, 2]
-    assert g.etype_src_ntype.dtype == torch.int32 and g.src_typed
+    assert g.etype_src_ntype.dtype == torch.int32
+    assert g.src_typed
     mixed = HeteroGraph.from_edge_index(
         torch.tensor([[0, 2], [1, 3]]), torch.tensor([0, 0]), node_type=node_type[:4]
     )

@@ -108,10 +108,13 @@ def test_launch_packs_and_caches_per_architecture() -> None:
     a = MemRef.from_pointer(0xABC0, (4,), (1,))
     lau.launch(PTX, "k", (3, 1, 1), (128, 1, 1), [a, 9], stream=5, sync=True)
     lau.launch(PTX, "k", (1, 1, 1), (32, 1, 1), [a, 10])
-    assert len(drv.loaded) == 1 and drv.loaded[0].endswith(b"\0")
+    assert len(drv.loaded) == 1
+    assert drv.loaded[0].endswith(b"\0")
     assert drv.syncs == 1
     first = drv.launches[0]
-    assert first["grid"] == (3, 1, 1) and first["block"] == (128, 1, 1) and first["stream"] == 5
+    assert first["grid"] == (3, 1, 1)
+    assert first["block"] == (128, 1, 1)
+    assert first["stream"] == 5
     # a different architecture (another device) loads the module again
     drv._arch = "sm_80"
     lau.launch(PTX, "k", (1, 1, 1), (32, 1, 1), [a, 11])

@@ -23,12 +23,15 @@ TINY = {"model": "gpt", "layers": 2, "hidden": 32, "heads": 2, "seq": 16, "batch
 def test_bad_arguments(capsys, argv, message):
     assert main(["bench", "offload", *argv]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and message in err
+    assert err.startswith("error: ")
+    assert message in err
 
 
 def test_raw_disk_bandwidth(tmp_path):
     raw = bench.raw_disk_bandwidth(str(tmp_path), total_mib=8)
-    assert raw["bytes"] == 8 << 20 and raw["write_bandwidth"] > 0 and raw["read_bandwidth"] > 0
+    assert raw["bytes"] == 8 << 20
+    assert raw["write_bandwidth"] > 0
+    assert raw["read_bandwidth"] > 0
     assert os.listdir(tmp_path) == []
 
 
@@ -44,7 +47,9 @@ def test_worker_reports_figures(tmp_path, system):
             "threads": 1,
         }
     )
-    assert len(out["times_ms"]) == 2 and out["saved_peak_bytes"] > 0
+    assert len(out["times_ms"]) == 2
+    assert out["saved_peak_bytes"] > 0
     if system == "hector-all":
-        assert out["bytes_written_per_step"] >= 0 and out["timeline"]  # tiny: below threshold
+        assert out["bytes_written_per_step"] >= 0
+        assert out["timeline"]
     assert os.listdir(tmp_path) == []

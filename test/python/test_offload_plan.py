@@ -38,7 +38,8 @@ def test_policies_and_budget():
     assert decide(s, 0, "all") == ["offload"] * 4
     assert decide(s, 0, "none") == ["keep"] * 4
     got = decide(s, 1e8, memory_budget=2 * MIB)
-    assert got.count("recompute") == 2 and got.count("keep") == 2
+    assert got.count("recompute") == 2
+    assert got.count("keep") == 2
     assert decide(s, 1e8, memory_budget=2 * MIB, recompute=False) == ["keep"] * 4
     with pytest.raises(ValueError, match="policy must be one of"):
         decide(s, 1e9, "most")
@@ -55,11 +56,13 @@ def test_plan_print_save_load(tmp_path):
         "blocks.3": "keep",
     }
     assert plan.summary() == {"keep": 2, "offload": 2, "recompute": 0}
-    assert '"placement.offload"' in str(plan) and 'placement.name = "blocks.0"' in str(plan)
+    assert '"placement.offload"' in str(plan)
+    assert 'placement.name = "blocks.0"' in str(plan)
     path = tmp_path / "plan.mlir"
     plan.save(path)
     again = Plan.load(path)
-    assert again.decisions == plan.decisions and again.nbytes["blocks.1"] == MIB
+    assert again.decisions == plan.decisions
+    assert again.nbytes["blocks.1"] == MIB
     assert again.scopes == [f"blocks.{i}" for i in range(4)]
 
 

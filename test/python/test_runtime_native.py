@@ -27,7 +27,7 @@ def _random_edges(
 def _reference_norms(
     dst: np.ndarray, etype: np.ndarray, num_etypes: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """numpy reference of hector_graph_degree_norm."""
+    """NumPy reference of hector_graph_degree_norm."""
     key = dst.astype(np.int64) * max(num_etypes, 1) + etype.astype(np.int64)
     _, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
     norm_dst_etype = (np.float32(1.0) / counts[inverse].astype(np.float32)).astype(np.float32)
@@ -163,7 +163,8 @@ def test_sort_by_etype_matches_stable_argsort(num_edges: int, num_etypes: int) -
     rng = np.random.default_rng(2)
     etype = rng.integers(0, max(num_etypes, 1), num_edges, dtype=np.int64)
     perm, etype_ptr = native.graph_sort_by_etype(etype, num_etypes)
-    assert perm.dtype == np.int64 and etype_ptr.dtype == np.int64
+    assert perm.dtype == np.int64
+    assert etype_ptr.dtype == np.int64
     np.testing.assert_array_equal(perm, np.argsort(etype, kind="stable"))
     expected_ptr = np.concatenate([[0], np.cumsum(np.bincount(etype, minlength=num_etypes))])
     np.testing.assert_array_equal(etype_ptr, expected_ptr)
@@ -204,7 +205,8 @@ def test_degree_norm_matches_reference(num_edges: int, num_nodes: int, num_etype
     etype = rng.integers(0, num_etypes, num_edges).astype(np.int32)
     norm_dst_etype, norm_dst = native.graph_degree_norm(dst, etype, num_nodes, num_etypes)
     ref_dst_etype, ref_dst = _reference_norms(dst, etype, num_etypes)
-    assert norm_dst_etype.dtype == np.float32 and norm_dst.dtype == np.float32
+    assert norm_dst_etype.dtype == np.float32
+    assert norm_dst.dtype == np.float32
     np.testing.assert_array_equal(norm_dst_etype, ref_dst_etype)
     np.testing.assert_array_equal(norm_dst, ref_dst)
 
@@ -234,7 +236,8 @@ def test_degree_norm_with_huge_node_times_etype_product() -> None:
 def test_degree_norm_empty() -> None:
     empty = np.empty(0, dtype=np.int32)
     a, b = native.graph_degree_norm(empty, empty, 0, 0)
-    assert a.shape == (0,) and b.shape == (0,)
+    assert a.shape == (0,)
+    assert b.shape == (0,)
 
 
 @pytest.mark.parametrize(

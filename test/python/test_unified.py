@@ -33,7 +33,8 @@ def test_import_without_cuda_is_clean() -> None:
 def test_hector_unified_is_callable_whatever_the_import_order() -> None:
     from hector.unified import gather  # rebinds the package attribute to the module
 
-    assert callable(hector.unified) and callable(gather)
+    assert callable(hector.unified)
+    assert callable(gather)
     assert hector.unified.gather is gather
 
 
@@ -47,7 +48,8 @@ def test_without_cuda_is_a_clear_error() -> None:
 def test_host_fallback_is_flagged_and_views_share_it() -> None:
     x = torch.arange(12, dtype=torch.float32).reshape(4, 3)
     u = hector.unified(x, "host", allow_host_fallback=True)
-    assert torch.equal(u, x) and u.data_ptr() != x.data_ptr()  # a copy
+    assert torch.equal(u, x)
+    assert u.data_ptr() != x.data_ptr()
     x.zero_()
     assert u[3, 2].item() == 11.0
     info = U.unified_info(u)
@@ -55,7 +57,8 @@ def test_host_fallback_is_flagged_and_views_share_it() -> None:
     view = u[1:]
     del u
     gc.collect()
-    assert U.is_unified(view) and U.affinity(view) == "host"
+    assert U.is_unified(view)
+    assert U.affinity(view) == "host"
     assert view[0, 0].item() == 3.0
     with pytest.raises(U.UnifiedError, match="host fallback .* no device pointer"):
         U.device_pointer(view)
@@ -99,7 +102,9 @@ def test_gather_kernel_source_follows_the_spec() -> None:
     text = U.gather_kernel_source(64, "none", 128)
     assert '"hector_intra.traversal_template"(%arg0, %arg1, %arg2)' in text
     assert "operandSegmentSizes = array<i32: 1, 0, 0, 1, 0, 1>" in text  # index, x, out
-    assert 'fn = "copy"' in text and 'align = "none"' in text and "block_size = 128" in text
+    assert 'fn = "copy"' in text
+    assert 'align = "none"' in text
+    assert "block_size = 128" in text
     with pytest.raises(ValueError, match="align must be one of none, warp128"):
         U.gather_kernel_source(64, "warp64")
     with pytest.raises(ValueError, match="must be positive"):
@@ -135,9 +140,12 @@ def test_gather_kernel_ptx_assembles(align: str, tmp_path) -> None:
 def test_unified_tensor_is_mapped_pinned_memory() -> None:
     x = torch.randn(1000, 64)
     u = hector.unified(x, "gpu")
-    assert u.is_pinned() and u.device.type == "cpu"
+    assert u.is_pinned()
+    assert u.device.type == "cpu"
     info = U.unified_info(u)
-    assert info is not None and info.mapped and info.device_ptr
+    assert info is not None
+    assert info.mapped
+    assert info.device_ptr
     assert U.device_pointer(u[10]) == info.device_ptr + 10 * 64 * 4
 
 

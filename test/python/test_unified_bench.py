@@ -21,14 +21,17 @@ def test_bench_gather_record(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     rc = main([*args, "--runs", "2", "--warmup", "0", "--json", str(out), "--plot", str(plot)])
     assert rc == 0
     rec = json.loads(out.read_text())
-    assert rec["benchmark"] == "gather" and rec["widths"] == [64, 100]
+    assert rec["benchmark"] == "gather"
+    assert rec["widths"] == [64, 100]
     assert plot.stat().st_size > 0
     by = {(r["system"], r["variant"], r["width"]): r for r in rec["results"]}
     cuda = torch.cuda.is_available()
     assert rec["gpu_parts_run"] == cuda
     for w in (64, 100):
         peer = [r for r in rec["results"] if r["system"] == "torch" and r["width"] == w]
-        assert len(peer) == 1 and peer[0]["median_ms"] > 0 and peer[0]["runs"] == 2
+        assert len(peer) == 1
+        assert peer[0]["median_ms"] > 0
+        assert peer[0]["runs"] == 2
     # modelled requests: equal for 256-byte rows, fewer with alignment for 400-byte rows
     assert by[("hector", "none", 64)]["requests_per_row"] == 2.0
     assert by[("hector", "warp128", 64)]["requests_per_row"] == 2.0
@@ -42,7 +45,7 @@ def test_bench_gather_record(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 
 @pytest.mark.parametrize(
-    "extra,message",
+    ("extra", "message"),
     [
         (["--widths", "0"], "error: --widths must be positive integers, got '0'"),
         (["--widths", "x"], "error: --widths must be comma-separated integers, got 'x'"),

@@ -286,7 +286,7 @@ def write_json(path: str | os.PathLike[str], record: Any) -> None:
             tmp.unlink()
 
 
-def geomean(values: Iterable[float]) -> float | None:
+def geomean(values: Iterable[float | None]) -> float | None:
     """Geometric mean of the positive values, or None when there are none."""
     vals = [v for v in values if v is not None and v > 0]
     if not vals:

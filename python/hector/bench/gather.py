@@ -22,6 +22,7 @@ one result entry per (system, variant, width).
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 from typing import Any
@@ -87,7 +88,6 @@ def _bench_width(
 ) -> tuple[list[dict[str, Any]], str | None]:
     import torch
 
-    import hector
     from hector import unified as U
 
     gen = torch.Generator().manual_seed(args.seed + width)
@@ -115,7 +115,7 @@ def _bench_width(
             progress=bar,
         )
         entry("torch", "index_select+copy", t)
-        utable = hector.unified(table, "gpu")
+        utable = U.make_unified(table, "gpu")
         del table
         idx_gpu = index.to("cuda", torch.int32)
         for align in ("warp128", "none"):
@@ -124,7 +124,7 @@ def _bench_width(
                 torch.cuda.synchronize()
                 err = (out.cpu() - reference).abs().max().item()
                 t = _common.time_calls(
-                    lambda a=align: U.gather(utable, idx_gpu, align=a),
+                    functools.partial(U.gather, utable, idx_gpu, align=align),
                     args.runs,
                     warmup=args.warmup,
                     sync=sync,

@@ -221,9 +221,13 @@ def saved_bytes(module: Any, stats: dict[str, Any]) -> dict[str, int] | None:
     m = re.search(rf"func\.func @{name}_train\(.*?\) -> (.*?) attributes \{{(.*?)\}} \{{", text)
     if m is None:
         return None
+    result_kinds = re.search(r"result_kinds = \[(.*?)\]", m.group(2))
+    saved = re.search(r"num_saved = (\d+)", m.group(2))
+    if result_kinds is None or saved is None:
+        return None
     types = re.findall(r"tensor<([^>]*)>", m.group(1))
-    kinds = re.findall(r'"(\w+)"', re.search(r"result_kinds = \[(.*?)\]", m.group(2)).group(1))
-    num_saved = int(re.search(r"num_saved = (\d+)", m.group(2)).group(1))
+    kinds = re.findall(r'"(\w+)"', result_kinds.group(1))
+    num_saved = int(saved.group(1))
     edges = stats["edges"]
     compact = round(stats["compaction_ratio"] * edges)
     rows = {"edge": edges, "compact": compact, "node": stats["nodes"]}
@@ -237,7 +241,9 @@ def saved_bytes(module: Any, stats: dict[str, Any]) -> dict[str, int] | None:
     return out
 
 
-def _compaction_effect(ran: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any] | None:
+def _compaction_effect(
+    ran: dict[str | None, dict[str, Any]], stats: dict[str, Any]
+) -> dict[str, Any] | None:
     """How much of what compaction can save C saved, in training: the allowance is
     ``(1 - ratio)`` of the edge-wise activations U saves for backward (what shrinking them from
     ``E`` to ``C`` rows would free); the saving is U's peak memory minus C's (measured)."""
@@ -452,8 +458,8 @@ def _max_abs_diff(a: Any, b: Any) -> float | None:
         diffs = [
             _max_abs_diff(a[k], b[k]) for k in a if k in b and a[k] is not None and b[k] is not None
         ]
-        diffs = [d for d in diffs if d is not None]
-        return max(diffs) if diffs else None
+        found = [d for d in diffs if d is not None]
+        return max(found) if found else None
     if a is None or b is None or getattr(a, "shape", None) != getattr(b, "shape", None):
         return None
     if a.numel() == 0:

@@ -160,7 +160,11 @@ def _errors(model: nn.Module, imported: nn.Module, inputs: list[Any]) -> dict[st
     model.zero_grad(set_to_none=True)
     want.square().mean().backward()
     grad_err = max(
-        ((mine[k] - p.grad).abs().max().item() for k, p in model.named_parameters() if k in mine),
+        (
+            (mine[k] - p.grad).abs().max().item()
+            for k, p in model.named_parameters()
+            if k in mine and p.grad is not None
+        ),
         default=0.0,
     )
     model.zero_grad(set_to_none=True)

@@ -139,10 +139,10 @@ def _worker(payload: dict[str, Any]) -> dict[str, Any]:
     """Train with one system; return timings, memory and I/O figures (runs in a subprocess)."""
     import torch
     import torch.nn.functional as F
+    from torch import nn
 
-    import hector
     from hector.bench._common import PeakRSS
-    from hector.offload import TensorCache
+    from hector.offload import TensorCache, wrap
     from hector.offload.models import build_model
 
     torch.set_num_threads(int(payload.get("threads", torch.get_num_threads())))
@@ -157,20 +157,18 @@ def _worker(payload: dict[str, Any]) -> dict[str, Any]:
         torch.randint(0, cfg["vocab"], (cfg["batch"], cfg["seq"]), generator=gen) for _ in range(4)
     ]
     cache: TensorCache | None = None
-    forward = model
+    forward: nn.Module = model
     root = payload.get("root")
     if system in ("hector-all", "hector-adaptive"):
         policy = "all" if system == "hector-all" else "adaptive"
-        forward = hector.offload(model, policy, root=root, record_timeline=True)
-        cache = forward.cache
+        wrapped = wrap(model, policy, root=root, record_timeline=True)
+        forward, cache = wrapped, wrapped.cache
     elif system == "checkpoint":
         from torch.utils.checkpoint import checkpoint
 
         for block in model.blocks:
             original = block.forward
-            block.forward = (  # type: ignore[method-assign]
-                lambda x, _f=original: checkpoint(_f, x, use_reentrant=True)
-            )
+            block.forward = lambda x, _f=original: checkpoint(_f, x, use_reentrant=True)
 
     def step(i: int, counting: bool = False) -> float:
         ids = batches[i % len(batches)]
@@ -226,7 +224,7 @@ def _worker(payload: dict[str, Any]) -> dict[str, Any]:
         cache._t0 = time.perf_counter()
         step(0)
         out["timeline"] = cache.timeline[:: max(len(cache.timeline) // 400, 1)]
-        forward.close()
+        cache.close()  # what closing the wrapped module does
     else:
         # Count the saved activations of one more step with a keep-everything cache.
         counter = TensorCache("none", model, threshold=0, record_timeline=True)

@@ -16,11 +16,13 @@ ends it prefetches its last groups (a group still being written is then simply k
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
+from types import TracebackType
 from typing import Any
 
 import torch
@@ -169,12 +171,9 @@ class TensorCache:
         self.threshold = threshold
         self.ahead = ahead
         self.on_write_error = on_write_error
-        self._store_args = {
-            "root": root,
-            "threads": threads,
-            "chunk_bytes": chunk_bytes,
-            "direct": direct,
-        }
+        self._open_store: Callable[[], TensorStore] = functools.partial(
+            TensorStore, root=root, threads=threads, chunk_bytes=chunk_bytes, direct=direct
+        )
         self.write_bandwidth = write_bandwidth
         self._store: TensorStore | None = None
         self._lock = threading.RLock()
@@ -224,7 +223,7 @@ class TensorCache:
     def store(self) -> TensorStore:
         """The process's store (opened on first use)."""
         if self._store is None or self._store.closed:
-            self._store = TensorStore(**self._store_args)
+            self._store = self._open_store()
         return self._store
 
     def _attach(self, module: nn.Module, scopes: list[tuple[str, nn.Module]]) -> None:
@@ -259,7 +258,7 @@ class TensorCache:
                 return original(*args, **kwargs)
             return checkpoint(original, *args, use_reentrant=False, **kwargs)
 
-        m.forward = forward  # type: ignore[method-assign]
+        m.forward = forward
         self._wrapped.append((m, original))
 
     def _refresh_params(self) -> None:
@@ -340,10 +339,15 @@ class TensorCache:
         self._ctx.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if self._ctx is not None:
             ctx, self._ctx = self._ctx, None
-            ctx.__exit__(*exc)
+            ctx.__exit__(exc_type, exc, tb)
 
     def close(self) -> None:
         """Remove the hooks, undo recompute wrappers, close the store (deleting its files)."""
@@ -351,7 +355,7 @@ class TensorCache:
             h.remove()
         self._hooks.clear()
         for m, original in self._wrapped:
-            m.forward = original  # type: ignore[method-assign]
+            m.forward = original
         self._wrapped.clear()
         with self._lock:
             if self._store is not None:
@@ -591,6 +595,9 @@ class OffloadedModule(nn.Module):
     offloaded activations back. ``cache`` exposes statistics and the plan; :meth:`close` (or
     leaving a ``with`` block) removes the hooks and deletes the store's files.
     """
+
+    # Set with object.__setattr__ (a plain attribute, not a submodule); declared for readers.
+    cache: TensorCache
 
     def __init__(self, module: nn.Module, cache: TensorCache) -> None:
         super().__init__()

@@ -144,7 +144,7 @@ class BERT(_Transformer):
 
 def build_model(
     kind: str, layers: int, hidden: int, heads: int, vocab: int, seq: int, seed: int = 0
-) -> nn.Module:
+) -> GPT | BERT:
     """A randomly initialised ``"gpt"`` or ``"bert"`` model (deterministic for ``seed``)."""
     torch.manual_seed(seed)
     if kind == "gpt":
