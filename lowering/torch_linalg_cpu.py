@@ -38,6 +38,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..passes._registry import Option, PassFailure, register_pass
+from .raise_torch_to_hector import source_location, vtensor
+
+__all__ = [
+    "LinalgFunction",
+    "LinalgLoweringError",
+    "TensorSpec",
+    "compile_torch_function",
+    "lower_torch_text",
+    "run_cli",
+    "source_location",
+    "tensor_spec",
+]
 
 #: torch dialect (as the FX importer produces it) → linalg-on-tensors, in torch-mlir's context.
 TORCH_TO_LINALG = (
@@ -71,8 +83,6 @@ LLVM = (
 STAGES = ("torch", "linalg", "loops", "llvm")
 PASS_NAME = "convert-torch-to-linalg-cpu"
 
-_VT = re.compile(r"!torch\.vtensor<\[([-0-9,]*)\],(\w+)>")
-_LOC = re.compile(r'"([^"]+)":(\d+)')
 _OP_IN_MESSAGE = re.compile(r"'((?:torch|tm_tensor)\.[\w.]+)'")
 
 
@@ -127,22 +137,13 @@ class TensorSpec:
         return table[self.dtype]
 
 
-def tensor_spec(type_text: str) -> TensorSpec | None:
-    """The :class:`TensorSpec` of a ``!torch.vtensor<[..],dt>`` type, or None (not a static
-    value tensor)."""
-    m = _VT.fullmatch(type_text.strip())
-    if m is None:
+def tensor_spec(t: Any) -> TensorSpec | None:
+    """The :class:`TensorSpec` of a ``!torch.vtensor<[..],dt>`` type (a torch-mlir type or its
+    text), or None (not a static value tensor)."""
+    v = vtensor(str(t).strip())
+    if v is None or any(d < 0 for d in v.shape):
         return None
-    dims = tuple(int(d) for d in m.group(1).split(",") if d)
-    if any(d < 0 for d in dims):
-        return None
-    return TensorSpec(dims, m.group(2))
-
-
-def source_location(loc: Any) -> str:
-    """``file:line`` of a location (the first file location in it), or ``<unknown>``."""
-    m = _LOC.search(str(loc))
-    return f"{m.group(1)}:{m.group(2)}" if m else "<unknown>"
+    return TensorSpec(v.shape, v.dtype)
 
 
 def _torch_context() -> Any:
@@ -165,7 +166,7 @@ def _failure(err: Any, stage: str, what: str, display: str | None = None) -> Lin
         where = source_location(d.location)
         if display is not None and where.startswith("-:"):
             where = display + where[1:]
-        m = _OP_IN_MESSAGE.search(msg)
+        m = _OP_IN_MESSAGE.search(msg)  # torch-mlir's diagnostic names the op in its text
         if m is not None and (m.group(1), where) not in ops:
             ops.append((m.group(1), where))
         first = msg.splitlines()[0] if msg else "error"
@@ -234,9 +235,10 @@ def lower_torch_text(
     ctx = _torch_context()
     with ctx:
         try:
-            module = tir.Module.parse(text)
+            module = tir.Module.parse(text)  # torch-mlir's output (or the user's file)
         except tir.MLIRError as err:
             raise _failure(err, "torch", what, display) from None
+        # ``stages`` keeps each stage printed for people to read (``emit=``, ``.ir(stage)``).
         stages["torch"] = module.operation.get_asm(enable_debug_info=True)
         if until == "torch":
             return stages, None
@@ -246,6 +248,7 @@ def lower_torch_text(
             return stages, None
         _read_only_arguments(module)
         _run_torch_pipeline(module, BUFFERIZE, "loops", what, display)
+        # Into Hector's MLIR copy: IR passes between the two copies only as text.
         generic = module.operation.get_asm(print_generic_op_form=True)
         stages["loops"] = str(module)
         if until == "loops":
@@ -257,7 +260,7 @@ def lower_torch_text(
     uctx = ir.Context()
     with uctx:
         try:
-            lowered = ir.Module.parse(generic)
+            lowered = ir.Module.parse(generic)  # torch-mlir's output, printed above
             for op in lowered.body.operations:
                 if op.operation.name == "func.func":
                     op.operation.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
@@ -315,7 +318,7 @@ def _signature(text: str) -> tuple[str, list[TensorSpec], list[TensorSpec]]:
     from torch_mlir import ir as tir
 
     with _torch_context():
-        module = tir.Module.parse(text)
+        module = tir.Module.parse(text)  # torch-mlir's output, as compile_torch_function takes it
         funcs = [o.operation for o in module.body.operations if o.operation.name == "func.func"]
         if len(funcs) != 1:
             raise LinalgLoweringError(
@@ -330,7 +333,7 @@ def _signature(text: str) -> tuple[str, list[TensorSpec], list[TensorSpec]]:
         for kind, types in (("argument", ftype.inputs), ("result", ftype.results)):
             out = []
             for i, t in enumerate(types):
-                spec = tensor_spec(str(t))
+                spec = tensor_spec(t)
                 if spec is None:
                     raise LinalgLoweringError(
                         f"{name}: {kind} {i} has type {t}; compiled functions take and return "
