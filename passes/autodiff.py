@@ -91,11 +91,6 @@ _REEMIT: frozenset[str] = frozenset(
 )
 
 
-def _as_kind(kind: str) -> Kind:
-    """A kind from ``verify_function`` as a ``Kind`` (older verifiers say ``"node-wise"``)."""
-    return Kind(str(kind).removesuffix("-wise"))
-
-
 def _owner(v: ir.Value) -> ir.Operation | None:
     """The op that defines ``v`` (None for a block argument)."""
     return None if isinstance(v, ir.BlockArgument) else v.owner
@@ -137,7 +132,7 @@ class Backward:
     def __init__(self, fn: ir.Operation, graph_type: ir.Type) -> None:
         self.func = fn
         self.sym = ir.StringAttr(fn.attributes["sym_name"]).value
-        self.kinds = {v: _as_kind(k) for v, k in verify_function(fn).items()}
+        self.kinds = verify_function(fn)
         self.graph_type = graph_type
         self.saved: list[ir.Value] = []
         self.fwd_values: dict[ir.Value, ir.Value] = {}  # forward value -> backward value
