@@ -31,7 +31,6 @@ with tensors of the same shapes, on the same graph.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +43,10 @@ import mlir.ir  # noqa: F401
 import torch
 
 from . import lowering as _lowering  # noqa: F401  (registers Hector's passes)
+from .dialects import Kind
+from .dialects import hector_inter as inter
 from .graph import HeteroGraph
+from .lowering.raise_torch_to_hector import KIND_ATTR, TYPE_ARRAY_ROWS, graph_type, vtensor
 
 _DTYPES = {
     "f32": torch.float32,
@@ -65,7 +67,14 @@ _SCALAR_TYPES = {
     11: torch.bool,
     15: torch.bfloat16,
 }
-_TENSOR_T = re.compile(r"tensor<([0-9x?]*?)x?f32>")
+_CAST = "builtin.unrealized_conversion_cast"
+_INTER = f"{inter.DIALECT.name}."
+_SEGMENTS = "operandSegmentSizes"  # filled in by the builders
+#: The kind of the graph argument of a region (not a value kind: it has no rows).
+_GRAPH = "graph"
+#: Result kinds the op specs do not carry (``OpDef`` has no result-kind field yet): ops whose
+#: rows are neither moved by a row map nor those of an operand.
+_FIXED_RESULT_KIND = {"hector_inter.degree_norm": Kind.EDGE}
 #: ops kept whole through torch-mlir's decompositions, so the raise pass sees them.
 LEGAL_OPS = ["aten.leaky_relu", "aten.linear", "aten.gelu"]
 
@@ -82,8 +91,8 @@ class _Segment:
     ops: list[Any] = field(default_factory=list)
     inputs: list[Any] = field(default_factory=list)
     outputs: list[Any] = field(default_factory=list)
-    input_kinds: list[str] = field(default_factory=list)
-    output_kinds: list[str] = field(default_factory=list)
+    input_kinds: list[Kind] = field(default_factory=list)
+    output_kinds: list[Kind] = field(default_factory=list)
     text: str = ""
     entry: Any = None
 
@@ -156,10 +165,20 @@ def _is_glue(op: Any) -> bool:
 
 
 def _vt(t: Any) -> tuple[list[int], str] | None:
-    m = re.fullmatch(r"!torch\.vtensor<\[([-0-9,]*)\],(\w+)>", str(t))
-    if not m:
-        return None
-    return [int(d) for d in m.group(1).split(",") if d], m.group(2)
+    """Shape and dtype of a ``!torch.vtensor`` type (through the raiser's one type helper)."""
+    v = vtensor(t)
+    return None if v is None else (list(v.shape), v.dtype)
+
+
+def _def(v: Any) -> Any:
+    """The op defining ``v`` (None for block arguments)."""
+    owner = v.owner
+    return None if owner.__class__.__name__ == "Block" else owner.operation
+
+
+def _user(use: Any) -> Any:
+    """The operation of a use."""
+    return use.owner.operation if hasattr(use.owner, "operation") else use.owner
 
 
 def _bindings(inputs: list[Any], g: HeteroGraph) -> tuple[dict[int, str], str | None]:
@@ -235,7 +254,7 @@ class ImportedModel(torch.nn.Module):
         self,
         module: torch.nn.Module,
         graph: HeteroGraph,
-        raised_ir: str,
+        raised: Any,
         order: str | None,
         state_names: list[str],
         report: Any,
@@ -244,7 +263,9 @@ class ImportedModel(torch.nn.Module):
         super().__init__()
         self.module = module
         self.graph = graph
-        self.raised_ir = raised_ir
+        # The raised module (torch-mlir's copy) stays as it is; its text is for people to read.
+        self.raised_ir = raised.operation.get_asm(enable_debug_info=True)
+        self._module = raised
         self.order = order
         self.report = report
         self._state_names = state_names
@@ -261,11 +282,9 @@ class ImportedModel(torch.nn.Module):
     def _build(self) -> None:
         from torch_mlir import ir
 
-        from hector.lowering.raise_torch_to_hector import make_torch_context
-
-        self._ctx = make_torch_context()
+        self._ctx = self._module.context
         with self._ctx:
-            self._module = ir.Module.parse(self.raised_ir)
+            self._graph_t = graph_type(ir)
         func = next(
             op.operation for op in self._module.body.operations if op.operation.name == "func.func"
         )
@@ -325,122 +344,144 @@ class ImportedModel(torch.nn.Module):
         units.sort(key=lambda u: (u[0], u[1]))
         self._ret = ops[-1]
         for seg in segs.values():
-            self._finish_segment(seg, ops)
+            self._finish_segment(seg)
         for tseg in tsegs.values():
             self._finish_torch_segment(tseg)
         self._plan = [(kind, obj) for _, _, kind, obj in units]
         self.segments = list(segs.values())
         self.torch_segments = list(tsegs.values())
 
-    def _kind(self, v: Any) -> str:
+    def _kind(self, v: Any) -> Kind | str:
+        """The kind of a region value: by the op specs for hector_inter results, from the
+        raise pass's mark for torch values entering a region, ``"graph"`` for the graph."""
         v = self._canon(v)
-        owner = v.owner
-        if owner.__class__.__name__ == "Block":
-            t = _vt(v.type)
-            if t is None:
-                return "graph"
-        else:
-            owner = owner.operation
-            if owner.name.startswith("hector_inter."):
-                fn = owner.name.split(".", 1)[1]
-                attrs = {k: str(a).strip('"') for k, a in _attrs(owner).items()}
-                if fn in ("gather_src", "gather_dst", "degree_norm", "edge_softmax"):
-                    return "edge"
-                if fn in ("sum_to_dst", "sum_to_src"):
-                    return "node"
-                if fn == "typed_linear" and attrs.get("slice") != "none":
-                    return "edge" if attrs["slice"] == "etype" else "node"
-                x = owner.operands[1] if fn == "typed_linear" else owner.operands[0]
-                return self._kind(x)
-            t = _vt(v.type)
+        op = _def(v)
+        if op is None and v.type == self._graph_t:
+            return _GRAPH
+        if op is not None and op.name.startswith(_INTER):
+            return self._result_kind(op)
         # A torch value entering a region: the raise pass marked its cast with the kind.
         for u in v.uses:
-            owner = u.owner.operation if hasattr(u.owner, "operation") else u.owner
-            if owner.name == "builtin.unrealized_conversion_cast" and "hector.kind" in _attrs(
-                owner
-            ):
-                return str(_attrs(owner)["hector.kind"]).strip('"')
-        return "weight"
+            owner = _user(u)
+            if owner.name == _CAST and KIND_ATTR in owner.attributes:
+                return Kind(self._string(owner.attributes[KIND_ATTR]))
+        return Kind.WEIGHT
 
-    def _finish_segment(self, seg: _Segment, ops: list[Any]) -> None:
-        inside = set(seg.ops)
-        names: dict[Any, str] = {}
-        sig_inputs: list[Any] = []
-        lines: list[str] = []
+    @staticmethod
+    def _string(attr: Any) -> str:
+        from torch_mlir import ir
 
-        def name_of(v: Any) -> str:
-            v = self._canon(v)
-            if _vt(v.type) is None and v.owner.__class__.__name__ == "Block":
-                return "%g"
-            if v not in names:
-                owner = v.owner
-                if owner.__class__.__name__ == "Block" or owner.operation not in inside:
-                    names[v] = f"%a{len(sig_inputs)}"
-                    sig_inputs.append(v)
-                else:
-                    names[v] = f"%v{len(names)}"
-            return names[v]
+        return ir.StringAttr(attr).value
 
-        def ty(v: Any, kind: str | None = None) -> str:
-            v = self._canon(v)
-            if str(v.type) == "!hector_inter.graph":
-                return "!hector_inter.graph"
-            t = _vt(v.type)
-            dims = t[0] if t is not None else _shape_of(v)
-            kind = kind or self._kind(v)
-            if kind in ("node", "edge"):
-                dims = ["?", *dims[1:]]
-            return "tensor<" + "x".join(str(d) for d in dims) + "xf32>"
+    def _result_kind(self, op: Any) -> Kind | str:
+        """What the rows of a hector_inter op's result index, by its spec: the row map's
+        target, the rows its ``slice`` picks weights for, or those of its first row operand."""
+        view = inter.view(op)
+        spec = view.spec
+        if spec.rowmap is not None:
+            return spec.rowmap.dst
+        if op.name in _FIXED_RESULT_KIND:
+            return _FIXED_RESULT_KIND[op.name]
+        if "slice" in op.attributes and view.attr("slice") in TYPE_ARRAY_ROWS:
+            return TYPE_ARRAY_ROWS[view.attr("slice")]
+        first = next(o.name for o in spec.operands if o.constraint == "tensor")
+        return self._kind(view.operand(first))
 
-        for op in seg.ops:
-            operands = [name_of(v) for v in op.operands]
-            res = op.results[0]
-            names[res] = f"%v{len(names)}"
-            attrs = ", ".join(f"{k} = {a}" for k, a in _attrs(op).items())
-            attrs = f" {{{attrs}}}" if attrs else ""
-            lines.append(
-                f'  {names[res]} = "{op.name}"({", ".join(operands)}){attrs} : '
-                f"({', '.join(ty(v) for v in op.operands)}) -> {ty(res)}"
-            )
-        outs = []
-        for op in seg.ops:
-            r = op.results[0]
-            if any(self._escapes(u, inside) for u in r.uses):
-                outs.append(r)
-        seg.inputs = sig_inputs
-        seg.outputs = outs
-        seg.input_kinds = [self._kind(v) for v in sig_inputs]
-        seg.output_kinds = [self._kind(v) for v in outs]
-        sig = ["%g: !hector_inter.graph"] + [
-            f'{names[v]}: {ty(v, k)} {{hector.kind = "{k}"}}'
-            for v, k in zip(sig_inputs, seg.input_kinds, strict=True)
-        ]
-        rtypes = ", ".join(ty(v) for v in outs)
-        seg.text = (
-            f"func.func @{seg.name}({', '.join(sig)}) -> ({rtypes}) {{\n"
-            + "\n".join(lines)
-            + f"\n  return {', '.join(names[v] for v in outs)} : {rtypes}\n}}\n"
-        )
+    def _finish_segment(self, seg: _Segment) -> None:
+        """Close a hector region over its inputs and escaping results, build it as one
+        hector_inter function and compile it (forward and backward)."""
         from .compiler import compile_traced
         from .frontend import Traced
 
+        inside = set(seg.ops)
+        seg.inputs = self._region_inputs(seg, inside)
+        seg.outputs = [
+            op.results[0]
+            for op in seg.ops
+            if any(self._escapes(u, inside) for u in op.results[0].uses)
+        ]
+        seg.input_kinds = [self._kind(v) for v in seg.inputs]
+        seg.output_kinds = [self._kind(v) for v in seg.outputs]
+        seg.text = self._region_text(seg)
         slices: dict[int, str] = {}
         for op in seg.ops:
-            fn = op.name.split(".", 1)[1]
-            attrs = {k: str(a).strip('"') for k, a in _attrs(op).items()}
-            if fn == "typed_linear" and attrs.get("slice") in ("etype", "ntype"):
-                w = self._canon(op.operands[2])
-                if w in sig_inputs:
-                    slices[sig_inputs.index(w)] = attrs["slice"]
+            view = inter.view(op)
+            if op.name == f"{_INTER}typed_linear" and view.attr("slice") in TYPE_ARRAY_ROWS:
+                w = self._canon(view.operand("weight"))
+                if w in seg.inputs:
+                    slices[seg.inputs.index(w)] = view.attr("slice")
         traced = Traced(
             seg.name,
             seg.text,
             tuple(seg.input_kinds),
             tuple(seg.output_kinds),
-            tuple(tuple(_shape_of(v)[1:]) for v in outs),
+            tuple(tuple(_shape_of(v)[1:]) for v in seg.outputs),
             slices,
         )
         seg.entry = compile_traced(traced, autodiff=True)
+
+    def _region_inputs(self, seg: _Segment, inside: set[Any]) -> list[Any]:
+        """The values a region reads from outside it (not the graph), in order of first use."""
+        inputs: list[Any] = []
+        for op in seg.ops:
+            for v in op.operands:
+                c = self._canon(v)
+                if c.type == self._graph_t or _def(c) in inside or c in inputs:
+                    continue
+                inputs.append(c)
+        return inputs
+
+    def _region_type(self, v: Any, kind: Kind | str | None = None) -> Any:
+        """The type ``v`` has in a compiled region: its rows dynamic when it is row-wise."""
+        from torch_mlir import ir
+
+        v = self._canon(v)
+        if v.type == self._graph_t:
+            return v.type
+        dims = _shape_of(v)
+        if (kind or self._kind(v)) in (Kind.NODE, Kind.EDGE):
+            dims = [ir.ShapedType.get_dynamic_size(), *dims[1:]]
+        return ir.RankedTensorType.get(dims, ir.F32Type.get())
+
+    def _region_text(self, seg: _Segment) -> str:
+        """The region as one hector_inter ``func.func`` built through the typed builders (each
+        op at its torch op's location), printed with its locations."""
+        from torch_mlir import ir
+        from torch_mlir.dialects import func as func_d
+
+        with self._ctx, ir.Location.unknown():
+            module = ir.Module.create()
+            kinds = zip(seg.inputs, seg.input_kinds, strict=True)
+            inputs = [self._region_type(v, k) for v, k in kinds]
+            results = [self._region_type(v) for v in seg.outputs]
+            with ir.InsertionPoint(module.body):
+                fn = func_d.FuncOp(seg.name, ([self._graph_t, *inputs], results))
+                kinds = [{KIND_ATTR: ir.StringAttr.get(str(k))} for k in seg.input_kinds]
+                fn.arg_attrs = ir.ArrayAttr.get([ir.DictAttr.get(d) for d in [{}, *kinds]])
+                block = fn.add_entry_block()
+            mapping = dict(zip(seg.inputs, block.arguments[1:], strict=True))
+            with ir.InsertionPoint(block):
+                for op in seg.ops:
+                    mapping[op.results[0]] = self._clone_region_op(op, mapping, block)
+                func_d.ReturnOp([mapping[v] for v in seg.outputs])
+        # Into Hector's MLIR copy: IR passes between the two copies only as text.
+        return module.operation.get_asm(enable_debug_info=True)
+
+    def _clone_region_op(self, op: Any, mapping: dict[Any, Any], block: Any) -> Any:
+        """Rebuild one hector_inter op of a region through its builder, on region values."""
+        view = inter.view(op)
+        operands = {}
+        for o in view.spec.operands:
+            v = view.operand(o.name)
+            if v is not None:
+                c = self._canon(v)
+                operands[o.name] = block.arguments[0] if c.type == self._graph_t else mapping[c]
+        named = {a.name for a in view.spec.attributes}
+        attrs = {n: a for n, a in _attrs(op).items() if n in named}
+        extra = {n: a for n, a in _attrs(op).items() if n not in named | {_SEGMENTS}}
+        build = getattr(inter.OPS, view.spec.name)
+        result = self._region_type(op.results[0])
+        return build(result=result, loc=op.location, extra=extra, **operands, **attrs)
 
     def _escapes(self, use: Any, inside: set[Any]) -> bool:
         owner = use.owner.operation if hasattr(use.owner, "operation") else use.owner
@@ -753,11 +794,11 @@ def _attrs(op: Any) -> dict[str, Any]:
 
 
 def _shape_of(v: Any) -> list[int]:
+    """The static shape of a torch or builtin tensor value."""
+    from torch_mlir import ir
+
     t = _vt(v.type)
-    if t is not None:
-        return t[0]
-    m = _TENSOR_T.search(str(v.type))
-    return [int(d) for d in m.group(1).split("x") if d] if m else []
+    return t[0] if t is not None else list(ir.RankedTensorType(v.type).shape)
 
 
 def _literal(op: Any) -> torch.Tensor:
@@ -774,9 +815,9 @@ def _literal(op: Any) -> torch.Tensor:
         ) from None
     dtype = _DTYPES.get(dt, torch.float32)
     if dense.is_splat:
-        text = str(dense.get_splat_value()).split(":")[0].strip()
-        value = {"true": 1, "false": 0}.get(text, None)
-        return torch.full(shape, float(text) if value is None else value, dtype=dtype)
+        value = dense.get_splat_value()  # a BoolAttr, IntegerAttr or FloatAttr
+        fill = int(value.value) if isinstance(value, ir.BoolAttr) else float(value.value)
+        return torch.full(shape, fill, dtype=dtype)
     import numpy as np
 
     return torch.from_numpy(np.array(dense).copy()).to(dtype).reshape(shape)
@@ -911,6 +952,7 @@ def import_model(
     except Exception as err:  # torch.export / torch-mlir failures: say which step failed
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ImportError_(f"torch-mlir could not export the module: {first}") from err
+    # torch-mlir's output into a context with Hector's dialects loaded: printed and parsed.
     text = exported.operation.get_asm(enable_debug_info=True)
     ctx = make_torch_context()
     with ctx:
@@ -930,5 +972,4 @@ def import_model(
             report = raise_module(mod, strict=strict)
         except RaiseError as err:
             raise ImportError_(str(err)) from None
-        raised = mod.operation.get_asm(enable_debug_info=True)
-    return ImportedModel(module, graph, raised, order, names, report, fallback)
+    return ImportedModel(module, graph, mod, order, names, report, fallback)
