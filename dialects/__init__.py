@@ -7,6 +7,9 @@ definitions in torch-mlir's separate MLIR copy, for the raise step.
 
 from __future__ import annotations
 
+from types import ModuleType
+from typing import Any
+
 from . import hector_inter, hector_intra, placement
 from ._spec import DialectDef, Kind, OpDef, RowMap
 
@@ -28,7 +31,7 @@ def irdl_text() -> str:
     return "module {\n" + "\n".join(d.to_irdl() for d in DIALECTS) + "\n}\n"
 
 
-def _load_with(ir_module, irdl_module, context) -> None:
+def _load_with(ir_module: ModuleType, irdl_module: ModuleType, context: Any) -> None:
     with context:
         defs = ir_module.Module.parse(irdl_text())
         irdl_module.load_dialects(defs)
@@ -36,11 +39,11 @@ def _load_with(ir_module, irdl_module, context) -> None:
     _KEEPALIVE.append(defs)
 
 
-_KEEPALIVE: list = []
+_KEEPALIVE: list[Any] = []
 _LOADED: set[int] = set()
 
 
-def load(context) -> None:
+def load(context: Any) -> None:
     """Load the three dialects into an ``mlir.ir.Context`` (idempotent)."""
     key = id(context)
     if key in _LOADED:
@@ -52,7 +55,7 @@ def load(context) -> None:
     _LOADED.add(key)
 
 
-def load_into_torch_mlir(context) -> None:
+def load_into_torch_mlir(context: Any) -> None:
     """Load the three dialects into a ``torch_mlir.ir.Context`` (idempotent)."""
     key = id(context)
     if key in _LOADED:
@@ -64,7 +67,7 @@ def load_into_torch_mlir(context) -> None:
     _LOADED.add(key)
 
 
-def make_context():
+def make_context() -> Any:
     """A fresh ``mlir.ir.Context`` with Hector's dialects loaded."""
     from mlir import ir
 

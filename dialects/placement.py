@@ -21,7 +21,9 @@ SPACES = ("device", "pinned_host", "unified", "ssd")
 AFFINITIES = ("gpu", "host", "none")
 
 
-def _one(name: str, summary: str, description: str, attrs: tuple[Attr, ...], attr_text: str):
+def _one(
+    name: str, summary: str, description: str, attrs: tuple[Attr, ...], attr_text: str
+) -> OpDef:
     return OpDef(
         name=name,
         summary=summary,

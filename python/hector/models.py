@@ -27,10 +27,11 @@ import torch
 from torch import nn
 
 from . import frontend
+from .frontend import GraphProxy, Value
 from .graph import HeteroGraph
 
 
-def _rgcn_layer(g, x, weight, root, bias):
+def _rgcn_layer(g: GraphProxy, x: Value, weight: Value, root: Value, bias: Value) -> Value:
     """``h'_i = Σ_r Σ_{j∈N_r(i)} (1/c_{i,r}) W_r h_j + W_0 h_i + b``."""
     msg = g.typed_linear(g.gather_src(x), weight)  # W_r h_j, weight picked by each edge's type
     agg = g.sum_to_dst(msg * g.degree_norm("dst_etype"))  # mean per (node, relation), summed
@@ -51,7 +52,9 @@ def rgcn_inter_text(in_dim: int, out_dim: int, num_etypes: int) -> str:
 
 
 def _make_rgat(slope: float) -> frontend.CompiledFunction:
-    def rgat_layer(g, x, weight, q, k, bias):
+    def rgat_layer(
+        g: GraphProxy, x: Value, weight: Value, q: Value, k: Value, bias: Value
+    ) -> Value:
         """RGATConv: ``α = softmax_dst(leaky_relu(W_r h_i · q + W_r h_j · k))``,
         ``h'_i = Σ_j α_ij ⊙_head W_r h_j + b``."""
         hs = g.typed_linear(g.gather_src(x), weight)  # W_r h_j  [E, H*F]
@@ -64,7 +67,20 @@ def _make_rgat(slope: float) -> frontend.CompiledFunction:
 
 
 def _make_hgt(heads: int, skip: bool) -> frontend.CompiledFunction:
-    def hgt_core(g, x, wk, bk, wq, bq, wv, bv, wk_rel, wv_rel, wout, bout):
+    def hgt_core(
+        g: GraphProxy,
+        x: Value,
+        wk: Value,
+        bk: Value,
+        wq: Value,
+        bq: Value,
+        wv: Value,
+        bv: Value,
+        wk_rel: Value,
+        wv_rel: Value,
+        wout: Value,
+        bout: Value,
+    ) -> Value:
         k = g.typed_bias(g.typed_linear(x, wk, slice="ntype"), bk)
         q = g.typed_bias(g.typed_linear(x, wq, slice="ntype"), bq)
         v = g.typed_bias(g.typed_linear(x, wv, slice="ntype"), bv)
@@ -74,7 +90,22 @@ def _make_hgt(heads: int, skip: bool) -> frontend.CompiledFunction:
         agg = g.sum_to_dst(v_e * alpha)
         return g.typed_bias(g.typed_linear(agg.gelu(), wout, slice="ntype"), bout)
 
-    def hgt_layer(g, x, wk, bk, wq, bq, wv, bv, wk_rel, wv_rel, wout, bout, gate, keep):
+    def hgt_layer(
+        g: GraphProxy,
+        x: Value,
+        wk: Value,
+        bk: Value,
+        wq: Value,
+        bq: Value,
+        wv: Value,
+        bv: Value,
+        wk_rel: Value,
+        wv_rel: Value,
+        wout: Value,
+        bout: Value,
+        gate: Value,
+        keep: Value,
+    ) -> Value:
         out = hgt_core(g, x, wk, bk, wq, bq, wv, bv, wk_rel, wv_rel, wout, bout)
         return out * gate + x * keep  # σ(skip) · out + (1 − σ(skip)) · x per node type
 

@@ -39,7 +39,14 @@ class RGCN(nn.Module):
         self.root = nn.Parameter(torch.randn(din, dout) / din**0.5)
         self.bias = nn.Parameter(torch.zeros(dout))
 
-    def forward(self, x, src, dst, etype, norm):  # noqa: D102
+    def forward(  # noqa: D102
+        self,
+        x: torch.Tensor,
+        src: torch.Tensor,
+        dst: torch.Tensor,
+        etype: torch.Tensor,
+        norm: torch.Tensor,
+    ) -> torch.Tensor:
         m = torch.bmm(torch.index_select(x, 0, src).unsqueeze(1), self.weight[etype]).squeeze(1)
         out = torch.zeros(self.n, self.dout).index_add_(0, dst, m * norm)
         return torch.relu(out + x @ self.root + self.bias)
@@ -64,7 +71,9 @@ class RGAT(nn.Module):
         self.k = nn.Parameter(torch.randn(heads * dh, heads) * 0.1)
         self.bias = nn.Parameter(torch.zeros(heads * dh))
 
-    def forward(self, x, src, dst, etype):  # noqa: D102
+    def forward(  # noqa: D102
+        self, x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, etype: torch.Tensor
+    ) -> torch.Tensor:
         w = self.weight[etype]
         hs = torch.bmm(x[src].unsqueeze(1), w).squeeze(1)
         hd = torch.bmm(x[dst].unsqueeze(1), w).squeeze(1)
@@ -92,7 +101,9 @@ class HGT(nn.Module):
         self.msg = nn.Parameter(torch.randn(rels, d, d) / d**0.5)
         self.out = nn.Parameter(torch.randn(d, din) / d**0.5)
 
-    def forward(self, x, src, dst, etype):  # noqa: D102
+    def forward(  # noqa: D102
+        self, x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, etype: torch.Tensor
+    ) -> torch.Tensor:
         h, dh = self.heads, self.dh
         k, q, v = self.k(x), x @ self.q, x @ self.v
         kr = torch.bmm(k[src].unsqueeze(1), self.att[etype] / dh**0.5).squeeze(1)

@@ -12,7 +12,10 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hector.passes.plan_offload import ScopeProfile
 
 __all__ = ["Plan", "PlanError", "measure_write_bandwidth", "profile_from"]
 
@@ -21,19 +24,20 @@ class PlanError(ValueError):
     """A plan file or text is unreadable, malformed or contains no decisions."""
 
 
-def _scope_profile():  # noqa: ANN202  (lazy import of the pass module, which needs MLIR)
+def _scope_profile() -> type[ScopeProfile]:
+    # Imported lazily: the pass module needs MLIR.
     from hector.passes.plan_offload import ScopeProfile
 
     return ScopeProfile
 
 
-def profile_from(names: Sequence[str], profile: dict[str, list[float]]) -> list[Any]:
+def profile_from(names: Sequence[str], profile: dict[str, list[float]]) -> list[ScopeProfile]:
     """``ScopeProfile`` list from the cache's per-scope ``[seconds, bytes]`` records."""
-    ScopeProfile = _scope_profile()
+    scope_profile = _scope_profile()
     out = []
     for name in names:
         seconds, nbytes = profile.get(name, [0.0, 0.0])
-        out.append(ScopeProfile(name, int(seconds * 1e9), int(nbytes)))
+        out.append(scope_profile(name, int(seconds * 1e9), int(nbytes)))
     return out
 
 
