@@ -549,3 +549,20 @@ OPS = builders(DIALECT)
 def view(op: Any) -> OpAccess:
     """Operands and attributes of one of this dialect's ops, by their spec names."""
     return _view(DIALECT, op)
+
+
+def graph_type(context: Any = None) -> Any:
+    """``!hector_inter.graph`` in ``context`` (default: the current one), as a type object.
+
+    IRDL types have no Python builder, so this is the one place that names the type; passes
+    compare types with ``==`` against it (``is_graph``), never as text.
+    """
+    from ._build import ir_of
+
+    ir = ir_of(context)
+    return ir.Type.parse(f"!{DIALECT.name}.graph", context)
+
+
+def is_graph(t: Any) -> bool:
+    """Whether ``t`` is ``!hector_inter.graph``."""
+    return bool(t == graph_type(t.context))
