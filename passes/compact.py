@@ -33,44 +33,30 @@ the pass leaves the IR unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from mlir import ir
 
+from ..dialects import hector_inter as inter
+from ..dialects._build import OpAccess
+from ..dialects._spec import OpDef
 from ._registry import Option, register_pass
-from .fuse import dce, scatter_gemm
+from .fuse import dce, graph_argument, graph_type, operand_number, scatter_gemm
 
-_ROWWISE = ("unary", "typed_linear", "add", "dot", "scale")
-
-
-def _producer(v: ir.Value) -> ir.Operation | None:
-    return None if isinstance(v, ir.BlockArgument) else v.owner
+_PREFIX = f"{inter.DIALECT.name}."
 
 
-def _is(v: ir.Value, name: str) -> bool:
-    p = _producer(v)
-    return p is not None and p.name == f"hector_inter.{name}"
-
-
-def _create(name: str, result_type: ir.Type, operands: list[ir.Value], attrs, loc) -> ir.Value:
-    op = ir.Operation.create(
-        f"hector_inter.{name}",
-        results=[result_type],
-        operands=operands,
-        attributes={attrs[i].name: attrs[i].attr for i in range(len(attrs))} if attrs else {},
-        loc=loc,
-    )
-    return op.results[0]
-
-
-def _graph_of(func: ir.Operation) -> ir.Value | None:
-    for a in func.regions[0].blocks[0].arguments:
-        if str(a.type) == "!hector_inter.graph":
-            return a
-    return None
+def _producer(v: ir.Value, op: OpDef) -> OpAccess | None:
+    """The op ``op`` that produces ``v``, if it does."""
+    if isinstance(v, ir.BlockArgument) or v.owner.name != _PREFIX + op.name:
+        return None
+    return inter.view(v.owner)
 
 
 def _differentiable(v: ir.Value) -> bool:
     """Whether ``v`` depends on a function argument other than the graph (autodiff will want
     its gradient, and so the values it is multiplied with)."""
+    graph = graph_type(v.context)
     seen: set[ir.Value] = set()
     stack = [v]
     while stack:
@@ -79,7 +65,7 @@ def _differentiable(v: ir.Value) -> bool:
             continue
         seen.add(v)
         if isinstance(v, ir.BlockArgument):
-            if str(v.type) != "!hector_inter.graph":
+            if v.type != graph:
                 return True
             continue
         stack.extend(v.owner.operands)
@@ -92,53 +78,80 @@ def _keep_per_edge(op: ir.Operation, training: bool) -> bool:
         return False
     if not training:
         return True
-    scale = next(iter(op.results[0].uses)).owner
-    return not _differentiable(scale.operands[1])
+    scale = inter.view(next(iter(op.results[0].uses)).owner)
+    return not _differentiable(scale.operand("s"))
+
+
+def _typed_linear(v: OpAccess, graph: ir.Value, training: bool) -> dict[str, ir.Value] | None:
+    """``typed_linear(gather_src(x)){etype}`` reads ``compact_gather_src(x)`` instead;
+    ``typed_linear(expand_compact(c))`` (not node-sliced) reads ``c``."""
+    slice_, x = v.attr("slice"), v.operand("x")
+    gather = _producer(x, inter.GATHER_SRC)
+    if slice_ == "etype" and gather is not None and not _keep_per_edge(v.op, training):
+        with ir.InsertionPoint(v.op):
+            rows = inter.OPS.compact_gather_src(
+                graph=graph, x=gather.operand("x"), result=x.type, loc=v.op.location
+            )
+        return {"x": rows}
+    expand = _producer(x, inter.EXPAND_COMPACT)
+    if slice_ != "ntype" and expand is not None:
+        return {"x": expand.operand("x")}
+    return None
+
+
+def _add_rows(v: OpAccess) -> tuple[str, ...]:
+    """An add moves both operands, or only the rows when the other is a (typed) bias."""
+    bias = v.has("graph") or ir.ShapedType(v.operand("rhs").type).rank == 1
+    return ("lhs",) if bias else ("lhs", "rhs")
+
+
+# Ops that work row by row -> the operands that are rows (the others are weights or biases).
+_ROW_OPERANDS: dict[str, Callable[[OpAccess], tuple[str, ...]]] = {
+    inter.UNARY.name: lambda v: ("x",),
+    inter.ADD.name: _add_rows,
+    inter.DOT.name: lambda v: ("x", "y"),
+    inter.SCALE.name: lambda v: ("x", "s"),
+}
+
+
+def _compact_operands(v: OpAccess, graph: ir.Value, training: bool) -> dict[str, ir.Value] | None:
+    """The compact values ``v.op`` can read instead of its expanded row operands, or None."""
+    name = v.op.name.removeprefix(_PREFIX)
+    if name == inter.TYPED_LINEAR.name:
+        return _typed_linear(v, graph, training)
+    expands = [_producer(v.operand(n), inter.EXPAND_COMPACT) for n in _ROW_OPERANDS[name](v)]
+    if any(e is None for e in expands):
+        return None
+    return {n: e.operand("x") for n, e in zip(_ROW_OPERANDS[name](v), expands, strict=True)}
+
+
+def _move_before_expansion(v: OpAccess, compact: dict[str, ir.Value], graph: ir.Value) -> None:
+    """``f(expand(c))`` → ``expand(f(c))``: ``v.op`` reads the compact operands in place and
+    its users read its result through a new ``expand_compact``."""
+    op = v.op
+    for name, value in compact.items():
+        op.operands[operand_number(v, name)] = value
+    out = op.results[0]
+    with ir.InsertionPoint.after(op):
+        expanded = inter.OPS.expand_compact(graph=graph, x=out, result=out.type, loc=op.location)
+    out.replace_all_uses_except(expanded, expanded.owner.operation)
 
 
 def compact_function(func: ir.Operation, training: bool = False) -> int:
     """Rewrite one function; return the number of ops now computed on compact rows."""
-    graph = _graph_of(func)
+    graph = graph_argument(func)
     if graph is None:
         return 0
+    rowwise = {_PREFIX + inter.TYPED_LINEAR.name, *(_PREFIX + n for n in _ROW_OPERANDS)}
     rewritten = 0
     for op in [o.operation for o in func.regions[0].blocks[0].operations]:
-        name = op.name.removeprefix("hector_inter.")
-        if not op.name.startswith("hector_inter.") or name not in _ROWWISE:
+        if op.name not in rowwise:
             continue
-        operands = list(op.operands)
-        out = op.results[0]
-        new_operands: list[ir.Value] | None = None
-        if name == "typed_linear":
-            slice_ = ir.StringAttr(op.attributes["slice"]).value
-            x = operands[1]
-            if slice_ == "etype" and _is(x, "gather_src") and not _keep_per_edge(op, training):
-                with ir.InsertionPoint(op):
-                    cg = _create(
-                        "compact_gather_src",
-                        x.type,
-                        [graph, _producer(x).operands[1]],
-                        None,
-                        op.location,
-                    )
-                new_operands = [operands[0], cg, operands[2]]
-            elif slice_ != "ntype" and _is(x, "expand_compact"):
-                new_operands = [operands[0], _producer(x).operands[1], operands[2]]
-        else:
-            rows = [0] if name in ("unary",) else [0, 1]
-            if name == "add" and (len(operands) > 2 or ir.ShapedType(operands[1].type).rank == 1):
-                rows = [0]  # bias or typed bias: only the rows move
-            if all(_is(operands[i], "expand_compact") for i in rows):
-                new_operands = list(operands)
-                for i in rows:
-                    new_operands[i] = _producer(operands[i]).operands[1]
-        if new_operands is None:
+        v = inter.view(op)
+        compact = _compact_operands(v, graph, training)
+        if compact is None:
             continue
-        with ir.InsertionPoint(op):
-            inner = _create(name, out.type, new_operands, op.attributes, op.location)
-            expanded = _create("expand_compact", out.type, [graph, inner], None, op.location)
-        out.replace_all_uses_with(expanded)
-        op.erase()
+        _move_before_expansion(v, compact, graph)
         rewritten += 1
     if rewritten:
         dce(func)

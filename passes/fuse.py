@@ -24,56 +24,100 @@ A value returned by the function is never fused away (it must be materialised).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from mlir import ir
 
+from ..dialects import Kind, hector_inter, spec
+from ..dialects._build import OpAccess
 from ._registry import register_pass
 
-GATHERS = (
-    "hector_inter.gather_src",
-    "hector_inter.gather_dst",
-    "hector_inter.compact_gather_src",
-    "hector_inter.expand_compact",
-)
-SUMS = (
-    "hector_inter.sum_to_dst",
-    "hector_inter.sum_to_src",
-    "hector_inter.sum_to_compact",
-    "hector_inter.sum_compact_to_src",
+
+def _index_ops(reduce: bool) -> tuple[str, ...]:
+    """Full names of the index ops that gather (``reduce=False``) or sum (``reduce=True``)."""
+    prefix = hector_inter.DIALECT.name
+    return tuple(
+        f"{prefix}.{op.name}"
+        for op in hector_inter.DIALECT.ops
+        if op.rowmap is not None and op.rowmap.reduce == reduce
+    )
+
+
+GATHERS = _index_ops(reduce=False)
+SUMS = _index_ops(reduce=True)
+# Sums of edge rows onto nodes: the scatter a GEMM's epilogue or a traversal can do itself.
+_NODE_SUMS = tuple(
+    name
+    for name in SUMS
+    if (op := spec(name)) is not None
+    and op.rowmap is not None
+    and (op.rowmap.src, op.rowmap.dst) == (Kind.EDGE, Kind.NODE)
 )
 MARK = "hector.fuse"
-
-
-def _str(op: ir.Operation, name: str) -> str:
-    return ir.StringAttr(op.attributes[name]).value
+_PREFIX = f"{hector_inter.DIALECT.name}."
+_SCALE = _PREFIX + hector_inter.SCALE.name
+_TYPED_LINEAR = _PREFIX + hector_inter.TYPED_LINEAR.name
 
 
 def _marked(op: ir.Operation, value: str) -> bool:
-    return MARK in op.attributes and _str(op, MARK) == value
+    return MARK in op.attributes and ir.StringAttr(op.attributes[MARK]).value == value
+
+
+def _operand_name(v: OpAccess, number: int) -> str:
+    """The spec name of operand #``number`` of ``v.op``."""
+    pos = 0
+    for o in v.spec.operands:
+        pos += _group_size(v, o.name)
+        if number < pos:
+            return o.name
+    raise IndexError(f"{v.op.name} has no operand #{number}")
+
+
+def operand_number(v: OpAccess, name: str) -> int:
+    """The position among ``v.op``'s operands of its (single) operand ``name``."""
+    pos = 0
+    for o in v.spec.operands:
+        if o.name == name:
+            return pos
+        pos += _group_size(v, o.name)
+    raise KeyError(f"{v.op.name} has no operand '{name}'")
+
+
+def _group_size(v: OpAccess, name: str) -> int:
+    got = v.operand(name)
+    return len(got) if isinstance(got, list) else int(got is not None)
+
+
+def _rows_add(v: OpAccess, name: str) -> bool:
+    """An add of two row tensors is a binary traversal reading both through indices."""
+    rows = not v.has("graph") and ir.ShapedType(v.operand("rhs").type).rank == 2
+    return rows and name in ("lhs", "rhs")
+
+
+# Op -> whether it can read its operand ``name`` through a gather index (a GEMM's left rows,
+# a traversal's ``x`` or ``y``); ops not listed always need the gathered copy.
+_READS_GATHERED: dict[str, Callable[[OpAccess, str], bool]] = {
+    "typed_linear": lambda v, name: name == "x" and v.attr("slice") != "ntype",
+    "typed_linear_weight_grad": lambda v, name: name == "x" and v.attr("slice") != "ntype",
+    "dot": lambda v, name: name in ("x", "y"),
+    "add": _rows_add,
+    "unary": lambda v, name: name == "x",
+    # the per-head scale is a traversal's y; the scaled rows are its x only when the scale is
+    # fused into a sum (a row-parallel scale writes one row per x row)
+    "scale": lambda v, name: name == "s" or _marked(v.op, "into_sum"),
+    **{n.partition(".")[2]: (lambda v, name: name == "x") for n in _NODE_SUMS},
+}
 
 
 def reads_gathered(user: ir.Operation, operand: int) -> bool:
     """Whether ``user`` can read its operand #``operand`` through a gather index instead of a
     materialised gathered copy (GEMM left rows, traversal ``x`` and ``y`` inputs)."""
-    name = user.name.removeprefix("hector_inter.")
-    if name in ("typed_linear", "typed_linear_weight_grad"):
-        return operand == 1 and _str(user, "slice") != "ntype"
-    if name == "dot":
-        return operand in (0, 1)
-    if name == "add":
-        return (
-            operand in (0, 1)
-            and len(user.operands) == 2
-            and (ir.ShapedType(user.operands[1].type).rank == 2)
-        )
-    if name == "unary":
-        return operand == 0
-    if name == "scale":
-        # the per-head scale is a traversal's y; the scaled rows are its x only when the scale
-        # is fused into a sum (a row-parallel scale writes one row per x row)
-        return operand == 1 or _marked(user, "into_sum")
-    if name in ("sum_to_dst", "sum_to_src"):
-        return operand == 1
-    return False
+    prefix, _, name = user.name.partition(".")
+    rule = _READS_GATHERED.get(name) if prefix == hector_inter.DIALECT.name else None
+    if rule is None:
+        return False
+    v = hector_inter.view(user)
+    return rule(v, _operand_name(v, operand))
 
 
 def scatter_gemm(op: ir.Operation, returned: set[ir.Value] | None = None) -> bool:
@@ -82,18 +126,30 @@ def scatter_gemm(op: ir.Operation, returned: set[ir.Value] | None = None) -> boo
     product is never stored. The scale factor must be a plain buffer (not itself gathered)."""
     out = op.results[0]
     users = [u.owner for u in out.uses]
-    if len(users) != 1 or users[0].name != "hector_inter.scale" or (returned and out in returned):
+    if len(users) != 1 or users[0].name != _SCALE or (returned and out in returned):
         return False
-    scale = users[0]
-    if scale.operands[0] != out or ir.ShapedType(scale.operands[1].type).shape[-1] != 1:
+    scale = hector_inter.view(users[0])
+    s = scale.operand("s")
+    if scale.operand("x") != out or ir.ShapedType(s.type).shape[-1] != 1:
         return False
-    s = scale.operands[1]
     if not isinstance(s, ir.BlockArgument) and s.owner.name in GATHERS:
         return False
-    if returned and scale.results[0] in returned:
+    if returned and scale.op.result in returned:
         return False
-    sums = [u.owner for u in scale.results[0].uses]
-    return len(sums) == 1 and sums[0].name in ("hector_inter.sum_to_dst", "hector_inter.sum_to_src")
+    sums = [u.owner for u in scale.op.result.uses]
+    return len(sums) == 1 and sums[0].name in _NODE_SUMS
+
+
+def graph_type(context: ir.Context) -> ir.Type:
+    """``!hector_inter.graph`` in ``context``. An IRDL type has no Python class or builder to
+    get it from, so its fixed name is parsed (the one place the passes spell it)."""
+    return ir.Type.parse("!hector_inter.graph", context)
+
+
+def graph_argument(func: ir.Operation) -> ir.Value | None:
+    """The function's graph argument, if it has one."""
+    graph = graph_type(func.context)
+    return next((a for a in func.regions[0].blocks[0].arguments if a.type == graph), None)
 
 
 def _returned(func: ir.Operation) -> set[ir.Value]:
@@ -112,7 +168,7 @@ def dce(func: ir.Operation) -> int:
     while changed:
         changed = False
         for op in reversed(_ops(func)):
-            if op.name.startswith("hector_inter.") and all(not list(r.uses) for r in op.results):
+            if op.name.startswith(_PREFIX) and all(not list(r.uses) for r in op.results):
                 op.erase()
                 erased += 1
                 changed = True
@@ -120,12 +176,10 @@ def dce(func: ir.Operation) -> int:
 
 
 def _key(op: ir.Operation) -> tuple:
-    attrs = sorted(
-        (op.attributes[i].name, str(op.attributes[i].attr))
-        for i in range(len(op.attributes))
-        if op.attributes[i].name != MARK
-    )
-    return (op.name, tuple(op.operands), tuple(attrs), tuple(str(r.type) for r in op.results))
+    """What makes two ops identical: name, operands, attributes (but the fusion mark) and
+    result types; attributes and types are uniqued by MLIR, so they compare by identity."""
+    attrs = sorted((name, op.attributes[name]) for name in op.attributes if name != MARK)
+    return (op.name, tuple(op.operands), tuple(attrs), tuple(r.type for r in op.results))
 
 
 def cse(func: ir.Operation) -> int:
@@ -133,7 +187,7 @@ def cse(func: ir.Operation) -> int:
     seen: dict[tuple, ir.Operation] = {}
     replaced = 0
     for op in _ops(func):
-        if not op.name.startswith("hector_inter."):
+        if not op.name.startswith(_PREFIX):
             continue
         key = _key(op)
         first = seen.get(key)
@@ -155,14 +209,14 @@ def mark_fusion(func: ir.Operation) -> None:
         if MARK in op.attributes:
             del op.attributes[MARK]
     for op in ops:  # scales into sums first: a gather feeding such a scale may then fuse too
-        if op.name != "hector_inter.scale":
+        if op.name != _SCALE:
             continue
         out = op.results[0]
         users = [u.owner for u in out.uses]
         if out not in returned and len(users) == 1 and users[0].name in SUMS:
             op.attributes[MARK] = ir.StringAttr.get("into_sum")
     for op in ops:  # typed linears scaled per row and summed: one scatter-GEMM
-        if op.name == "hector_inter.typed_linear" and scatter_gemm(op, returned):
+        if op.name == _TYPED_LINEAR and scatter_gemm(op, returned):
             op.attributes[MARK] = ir.StringAttr.get("scatter")
     for op in ops:
         if op.name not in GATHERS:

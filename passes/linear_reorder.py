@@ -34,140 +34,142 @@ which the ``src_typed`` option asserts (``hector.compile`` sets it from
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from mlir import ir
 
+from ..dialects import hector_inter as inter
+from ..dialects._build import OpAccess
+from ..dialects._spec import OpDef
 from ._registry import Option, register_pass
-from .fuse import dce
+from .fuse import dce, graph_argument
+
+_PREFIX = f"{inter.DIALECT.name}."
+_TYPED_LINEAR = _PREFIX + inter.TYPED_LINEAR.name
 
 
 def _shape(v: ir.Value) -> list[int]:
     return list(ir.ShapedType(v.type).shape)
 
 
-def _cost(inner: ir.Operation, outer: ir.Operation, rows: int) -> tuple[float, float]:
-    w, q = inner.operands[2], outer.operands[2]
-    ws = _shape(w)
+def _f32_tensor(shape: list[int]) -> ir.RankedTensorType:
+    return ir.RankedTensorType.get(shape, ir.F32Type.get())
+
+
+def _cost(inner: OpAccess, outer: OpAccess, rows: int) -> tuple[float, float]:
+    ws = _shape(inner.operand("weight"))
     r = ws[0] if len(ws) == 3 else 1
     k, n = ws[-2], ws[-1]
-    h = _shape(q)[-1]
+    h = _shape(outer.operand("weight"))[-1]
     m = float(rows) if rows > 0 else 1e12
-    single_use = len(list(inner.results[0].uses)) == 1
-    before = m * n * h + (m * k * n if single_use else 0.0)
+    before = m * n * h + (m * k * n if _single_use(inner.op.result) else 0.0)
     after = r * k * n * h + m * k * h
     return before, after
 
 
-def _owner(v: ir.Value, name: str) -> ir.Operation | None:
-    if isinstance(v, ir.BlockArgument) or v.owner.name != f"hector_inter.{name}":
+def _owner(v: ir.Value, op: OpDef) -> OpAccess | None:
+    """The op ``op`` that produces ``v``, if it does."""
+    if isinstance(v, ir.BlockArgument) or v.owner.name != _PREFIX + op.name:
         return None
-    return v.owner
+    return inter.view(v.owner)
 
 
 def _single_use(v: ir.Value) -> bool:
     return len(list(v.uses)) == 1
 
 
-def _chain(outer: ir.Operation) -> tuple[ir.Operation, ir.Operation, ir.Operation | None] | None:
+Chain = tuple[OpAccess, OpAccess, OpAccess | None]
+
+
+def _chain(outer: OpAccess) -> Chain | None:
     """Match ``typed_linear(gather_src(add?(typed_linear(x, W){ntype}, b, g)), W_rel){etype}``:
     return (gather, node-typed linear, typed-bias add or None)."""
-    if ir.StringAttr(outer.attributes["slice"]).value != "etype":
+    if outer.attr("slice") != "etype":
         return None
-    gather = _owner(outer.operands[1], "gather_src")
+    gather = _owner(outer.operand("x"), inter.GATHER_SRC)
     if gather is None:
         return None
-    v = gather.operands[1]
-    bias = _owner(v, "add")
+    v = gather.operand("x")
+    bias = _owner(v, inter.ADD)
     if bias is not None:
-        typed_bias = len(bias.operands) == 3 and ir.ShapedType(bias.operands[1].type).rank == 2
-        if not typed_bias:
-            return None
-        v = bias.operands[0]
-    inner = _owner(v, "typed_linear")
-    if inner is None or ir.StringAttr(inner.attributes["slice"]).value != "ntype":
+        if not (bias.has("graph") and ir.ShapedType(bias.operand("rhs").type).rank == 2):
+            return None  # only a typed bias [T, D] folds
+        v = bias.operand("lhs")
+    inner = _owner(v, inter.TYPED_LINEAR)
+    if inner is None or inner.attr("slice") != "ntype":
         return None
-    if ir.ShapedType(inner.operands[2].type).rank != 3:
+    if ir.ShapedType(inner.operand("weight").type).rank != 3:
         return None
     return gather, inner, bias
 
 
-def _chain_cost(outer: ir.Operation, chain: tuple, rows: int, nodes: int) -> tuple[float, float]:
+def _chain_cost(outer: OpAccess, chain: Chain, rows: int, nodes: int) -> tuple[float, float]:
     gather, inner, bias = chain
-    _, k, d = _shape(inner.operands[2])
-    r, _, h = _shape(outer.operands[2])
+    _, k, d = _shape(inner.operand("weight"))
+    r, _, h = _shape(outer.operand("weight"))
     m = float(rows) if rows > 0 else 1e12
     n = float(nodes) if nodes > 0 else 1e12
-    node_value = (bias or inner).results[0]
-    dead = _single_use(gather.results[0]) and _single_use(node_value)
-    dead = dead and (bias is None or _single_use(inner.results[0]))
+    node_value = (bias or inner).op.result
+    dead = _single_use(gather.op.result) and _single_use(node_value)
+    dead = dead and (bias is None or _single_use(inner.op.result))
     before = (n * k * d + (n * d if bias else 0.0) if dead else 0.0) + m * d * h
     after = r * k * d * h + m * k * h + ((r * d * h + m * h) if bias else 0.0)
     return before, after
 
 
-def _create(name: str, rtype: ir.Type, operands: list[ir.Value], attrs: dict, loc) -> ir.Value:
-    return ir.Operation.create(
-        f"hector_inter.{name}", results=[rtype], operands=operands, attributes=attrs, loc=loc
-    ).results[0]
+def _fold_chain(outer: OpAccess, chain: Chain, graph: ir.Value) -> ir.Value:
+    """Build the folded form of ``outer`` (before it) and return the value replacing it."""
+    _, inner, bias = chain
+    w, w_rel = inner.operand("weight"), outer.operand("weight")
+    _, k, d = _shape(w)
+    r, _, h = _shape(w_rel)
+    loc, out_type = outer.op.location, outer.op.result.type
+    with ir.InsertionPoint(outer.op):
+        picked = inter.OPS.etype_src_weight(
+            graph=graph, w=w, result=_f32_tensor([r, k, d]), loc=loc
+        )
+        folded_w = inter.OPS.weight_product(
+            a=picked, b=w_rel, variant="xw", result=_f32_tensor([r, k, h]), loc=loc
+        )
+        rows_k = _f32_tensor([ir.ShapedType.get_dynamic_size(), k])
+        gx = inter.OPS.gather_src(graph=graph, x=inner.operand("x"), result=rows_k, loc=loc)
+        new = inter.OPS.typed_linear(
+            graph=graph, x=gx, weight=folded_w, slice="etype", result=out_type, loc=loc
+        )
+        if bias is None:
+            return new
+        picked_b = inter.OPS.etype_src_weight(
+            graph=graph, w=bias.operand("rhs"), result=_f32_tensor([r, d]), loc=loc
+        )
+        folded_b = inter.OPS.weight_product(
+            a=picked_b, b=w_rel, variant="xw", result=_f32_tensor([r, h]), loc=loc
+        )
+        return inter.OPS.add(lhs=new, rhs=folded_b, graph=graph, result=out_type, loc=loc)
+
+
+def _typed_linears(func: ir.Operation) -> Iterator[OpAccess]:
+    """The typed linears of ``func``, each viewed when reached: a rewrite of an earlier one
+    may have changed a later one's operands."""
+    ops = [o.operation for o in func.regions[0].blocks[0].operations]
+    return (inter.view(op) for op in ops if op.name == _TYPED_LINEAR)
 
 
 def fold_chains(func: ir.Operation, rows: int, nodes: int) -> int:
     """Fold node-typed projections into the relation linears after a source gather (HGT's
     ``W_{src type(r)} W_rel[r]``) where the cost model says it pays; return how many."""
-    graph = next(
-        (a for a in func.regions[0].blocks[0].arguments if str(a.type) == "!hector_inter.graph"),
-        None,
-    )
+    graph = graph_argument(func)
     if graph is None:
         return 0
     folded = 0
-    f32 = ir.F32Type.get()
-    for op in [o.operation for o in func.regions[0].blocks[0].operations]:
-        if op.name != "hector_inter.typed_linear":
-            continue
-        chain = _chain(op)
+    for outer in _typed_linears(func):
+        chain = _chain(outer)
         if chain is None:
             continue
-        before, after = _chain_cost(op, chain, rows, nodes)
+        before, after = _chain_cost(outer, chain, rows, nodes)
         if after >= before:
             continue
-        _, inner, bias = chain
-        w, w_rel = inner.operands[2], op.operands[2]
-        _, k, d = _shape(w)
-        r, _, h = _shape(w_rel)
-        xw = {"variant": ir.StringAttr.get("xw")}
-        loc = op.location
-        with ir.InsertionPoint(op):
-            picked = _create(
-                "etype_src_weight", ir.RankedTensorType.get([r, k, d], f32), [graph, w], {}, loc
-            )
-            folded_w = _create(
-                "weight_product", ir.RankedTensorType.get([r, k, h], f32), [picked, w_rel], xw, loc
-            )
-            x = inner.operands[1]
-            rows_k = ir.RankedTensorType.get([ir.ShapedType.get_dynamic_size(), k], f32)
-            gx = _create("gather_src", rows_k, [graph, x], {}, loc)
-            new = _create(
-                "typed_linear",
-                op.results[0].type,
-                [graph, gx, folded_w],
-                {"slice": ir.StringAttr.get("etype")},
-                loc,
-            )
-            if bias is not None:
-                b = bias.operands[1]
-                picked_b = _create(
-                    "etype_src_weight", ir.RankedTensorType.get([r, d], f32), [graph, b], {}, loc
-                )
-                folded_b = _create(
-                    "weight_product",
-                    ir.RankedTensorType.get([r, h], f32),
-                    [picked_b, w_rel],
-                    xw,
-                    loc,
-                )
-                new = _create("add", op.results[0].type, [new, folded_b, graph], {}, loc)
-        op.results[0].replace_all_uses_with(new)
-        op.erase()
+        outer.op.result.replace_all_uses_with(_fold_chain(outer, chain, graph))
+        outer.op.erase()
         folded += 1
     if folded:
         dce(func)
@@ -177,32 +179,30 @@ def fold_chains(func: ir.Operation, rows: int, nodes: int) -> int:
 def reorder_function(func: ir.Operation, rows: int) -> int:
     """Apply the rewrite where it pays; return how many linears moved."""
     moved = 0
-    for op in [o.operation for o in func.regions[0].blocks[0].operations]:
-        if op.name != "hector_inter.typed_linear":
+    for outer in _typed_linears(func):
+        if outer.attr("slice") != "none":
             continue
-        if ir.StringAttr(op.attributes["slice"]).value != "none":
-            continue
-        inner = _owner(op.operands[1], "typed_linear")
+        inner = _owner(outer.operand("x"), inter.TYPED_LINEAR)
         if inner is None:
             continue
-        before, after = _cost(inner, op, rows)
+        before, after = _cost(inner, outer, rows)
         if after >= before:
             continue
-        w, q = inner.operands[2], op.operands[2]
-        ws, qs = _shape(w), _shape(q)
-        product_type = ir.RankedTensorType.get([*ws[:-1], qs[-1]], ir.F32Type.get())
-        xw = {"variant": ir.StringAttr.get("xw")}
-        with ir.InsertionPoint(op):
-            product = _create("weight_product", product_type, [w, q], xw, op.location)
-            new = _create(
-                "typed_linear",
-                op.results[0].type,
-                [inner.operands[0], inner.operands[1], product],
-                {"slice": inner.attributes["slice"]},
-                op.location,
+        w, q = inner.operand("weight"), outer.operand("weight")
+        product_type = _f32_tensor([*_shape(w)[:-1], _shape(q)[-1]])
+        loc = outer.op.location
+        with ir.InsertionPoint(outer.op):
+            product = inter.OPS.weight_product(a=w, b=q, variant="xw", result=product_type, loc=loc)
+            new = inter.OPS.typed_linear(
+                graph=inner.operand("graph"),
+                x=inner.operand("x"),
+                weight=product,
+                slice=inner.attr("slice"),
+                result=outer.op.result.type,
+                loc=loc,
             )
-        op.results[0].replace_all_uses_with(new)
-        op.erase()
+        outer.op.result.replace_all_uses_with(new)
+        outer.op.erase()
         moved += 1
     if moved:
         dce(func)
