@@ -2,277 +2,390 @@
 
 Each function on tensors becomes a function on memrefs in destination-passing style:
 
-* the ``!hector_inter.graph`` argument is replaced, in place, by the graph's arrays
-  (``_emit.GRAPH_ARRAYS``: ``src, dst, etype, ntype, etype_ptr, norm_dst_etype, norm_dst``, the
-  compaction map ``compact_src, compact_etype, edge_compact`` and ``etype_src_ntype``);
+* the ``!hector_inter.graph`` argument is replaced, in place, by the graph's arrays (one per
+  ``GRAPH_LAYOUT`` entry of ``dialects/hector_intra.py``: ``src, dst, etype, ntype, etype_ptr,
+  norm_dst_etype, norm_dst``, the compaction map ``compact_src, compact_etype, edge_compact``
+  and ``etype_src_ntype``);
 * every result becomes a trailing output argument (``hector.outputs`` counts them) and the
   function returns nothing;
 * intermediate values get ``memref.alloc`` buffers, sized by the edge count (``dim src``), the node
   count (``dim ntype``) or their input's row count, and freed at the end.
 
-Op mapping (the first fusion, the one every program needs):
+The new function is built through the MLIR Python API next to the old one (``func.FuncOp`` with
+block arguments), the old one's values are mapped to the new buffers, and the old function is
+erased. Every op created carries the location of the ``hector_inter`` op it lowers.
+
+Op mapping (the first fusion, the one every program needs), one handler per op name
+(``_HANDLERS``):
 
 * ``typed_linear(gather_src|gather_dst(x), W)`` → one ``gemm_template`` whose left rows are
   gathered by ``src``/``dst`` (the gathered copy is never built when the gather has no other use),
   weight picked by ``etype`` / ``ntype`` / shared;
 * ``sum_to_dst(scale(m, s))`` → one edge-parallel ``traversal_template`` (``fn = scale``,
   ``reduce = sum`` by ``dst``) when the scale has no other use; ``sum_to_dst(m)`` → ``fn = copy``;
+* gathers and sums in general are lowered from their spec's ``RowMap`` (the graph array they
+  read rows through, and for sums the array whose length is the result's row count);
 * ``degree_norm`` reads the graph's cached ``norm_dst_etype`` / ``norm_dst`` array (no op);
 * ``gather_*`` alone, ``scale``, ``add`` (or bias add), ``unary`` → row-parallel traversals.
 """
 
 from __future__ import annotations
 
-from mlir import ir
+from collections.abc import Callable
 
+from mlir import ir
+from mlir.dialects import arith, func, linalg, memref
+
+from ..dialects import RowMap, spec
+from ..dialects import hector_inter as inter
+from ..dialects import hector_intra as intra
+from ..dialects.hector_intra import GRAPH_LAYOUT, GraphArray
+from ..passes import verify
 from ..passes._registry import Option, PassFailure, register_pass
 from ..passes.fuse import MARK, SUMS, reads_gathered
-from ..passes.verify import COMPACT, EDGE, verify_function
-from . import _emit
-from ._emit import GRAPH_ARRAYS, Writer
-from ._templates import GEMM_OPERANDS as _GEMM_OPERANDS
-from ._templates import TRAVERSAL_OPERANDS as _TRAV_OPERANDS
+
+# Function attributes the rebuilt function gets from ``func.FuncOp`` itself (or drops: the
+# argument and result attributes describe the old signature).
+_INHERENT = ("sym_name", "function_type", "arg_attrs", "res_attrs", "sym_visibility")
+_DYN = ir.ShapedType.get_dynamic_size()
 
 
-def _is_graph(t: ir.Type) -> bool:
-    return str(t) == "!hector_inter.graph"
+# ---- types ------------------------------------------------------------------------------------
+
+
+def _memref(t: ir.Type) -> ir.Type:
+    """The memref type holding a ranked tensor's values (other types are kept)."""
+    if isinstance(t, ir.RankedTensorType):
+        return ir.MemRefType.get(t.shape, t.element_type)
+    return t
+
+
+def _array_type(array: GraphArray) -> ir.MemRefType:
+    """A graph array's memref type: ``[?]`` i32, or ``[?, 1]`` f32."""
+    if array.dtype == "i32":
+        return ir.MemRefType.get([_DYN], ir.IntegerType.get_signless(32))
+    return ir.MemRefType.get([_DYN, 1], ir.F32Type.get())
+
+
+def _dynamic_rows(t: ir.Type) -> bool:
+    shaped = ir.ShapedType(t)
+    return shaped.rank > 0 and shaped.is_dynamic_dim(0)
+
+
+def _rank(value: ir.Value) -> int:
+    return ir.ShapedType(value.type).rank
+
+
+def _width(value: ir.Value) -> int:
+    shape = ir.ShapedType(value.type)
+    return shape.get_dim_size(shape.rank - 1)
+
+
+def _producer(value: ir.Value) -> ir.Operation | None:
+    """The op defining ``value`` (None for a block argument)."""
+    if isinstance(value, ir.BlockArgument):
+        return None
+    return value.owner.operation
+
+
+def _gather_map(op: ir.Operation | None) -> RowMap | None:
+    """The row map of a gather op (None for anything else)."""
+    s = spec(op.name) if op is not None else None
+    return s.rowmap if s is not None and s.rowmap is not None and not s.rowmap.reduce else None
 
 
 def _users(value: ir.Value) -> list[ir.Operation]:
-    return [use.owner for use in value.uses]
+    return [use.owner.operation for use in value.uses]
+
+
+# ---- the lowering of one function -------------------------------------------------------------
 
 
 class _FuncLowering:
-    def __init__(self, func: ir.Operation, block_size: int, tile_n: int) -> None:
-        self.func = func
+    """Rebuilds one function on memrefs; handlers call its helpers to create ops.
+
+    ``buf`` maps each old value (a tensor of the old function) to the memref holding it in the
+    new one; ops are created at the end of the new function's entry block, in the location
+    context of the op being lowered.
+    """
+
+    def __init__(self, fn: ir.Operation, graph_type: ir.Type, block_size: int, tile_n: int):
+        self.func = fn
+        self.graph_type = graph_type
         self.block_size = block_size
         self.tile_n = tile_n
-        self.w = Writer(ir.AsmState(func))
-        self.buf: dict[ir.Value, str] = {}  # value → memref SSA name holding it
-        self.alloc: list[tuple[str, str]] = []  # (name, type) to free at the end
-        self.graph: dict[str, str] = {}  # array name → SSA name
+        self.buf: dict[ir.Value, ir.Value] = {}  # old value → memref holding it
+        self.alloc: list[tuple[ir.Value, ir.Location]] = []  # buffers to free at the end
+        self.graph: dict[str, ir.Value] = {}  # graph array name → block argument
+        self.out_param: dict[ir.Value, ir.Value] = {}  # returned value → its output argument
         self.fused: set[ir.Operation] = set()
-        self.filled: set[str] = set()
-        self.kinds = verify_function(func)  # node/edge kind of every value
+        self.filled: set[ir.Value] = set()
+        self.kinds = verify.verify_function(fn)  # node/edge kind of every old value
+        self.c0: ir.Value | None = None
 
     # -- helpers ---------------------------------------------------------------------------
-    def _dim(self, memref: str, mtype: str) -> str:
-        n = self.w.fresh("rows")
-        self.w.emit(f"{n} = memref.dim {memref}, {self.c0} : {mtype}")
-        return n
+    def dim(self, value: ir.Value) -> ir.Value:
+        """The row count of a memref."""
+        return memref.dim(value, self.c0)
 
-    def _graph(self, name: str, op: ir.Operation) -> str:
+    def graph_array(self, name: str, op: ir.Operation) -> ir.Value:
+        """The graph array ``name``; ``op`` needs it."""
         if name not in self.graph:
             raise PassFailure(f"'{op.name}' needs a !hector_inter.graph argument", op.location)
         return self.graph[name]
 
-    def _out(self, value: ir.Value, rows_from: tuple[str, str]) -> str:
-        """The buffer ``value`` is written to: an output argument or a fresh allocation."""
+    def count(self, array: str, op: ir.Operation) -> ir.Value:
+        """The length of a graph array (``src`` → edges, ``ntype`` → nodes)."""
+        return self.dim(self.graph_array(array, op))
+
+    def out(self, value: ir.Value, rows_from: ir.Value) -> ir.Value:
+        """The buffer ``value`` is written to: an output argument or a fresh allocation with
+        as many rows as ``rows_from`` when its rows are dynamic."""
         if value in self.out_param:
-            name = self.out_param.pop(value)
+            buffer = self.out_param.pop(value)
         else:
-            mtype = _emit.to_memref(value.type)
-            name = self.w.fresh("buf")
-            if "?" in mtype.split("x")[0]:
-                rows = self._dim(*rows_from)
-                self.w.emit(f"{name} = memref.alloc({rows}) : {mtype}")
-            else:
-                self.w.emit(f"{name} = memref.alloc() : {mtype}")
-            self.alloc.append((name, mtype))
-        self.buf[value] = name
-        return name
+            mtype = _memref(value.type)
+            rows = [self.dim(rows_from)] if _dynamic_rows(mtype) else []
+            buffer = self._alloc(mtype, rows)
+        self.buf[value] = buffer
+        return buffer
 
-    def _zero(self, name: str, mtype: str) -> None:
-        if name in self.filled:
+    def temp(self, mtype: ir.Type, rows: ir.Value) -> ir.Value:
+        """A scratch buffer of ``mtype`` with ``rows`` dynamic rows."""
+        return self._alloc(mtype, [rows])
+
+    def _alloc(self, mtype: ir.Type, rows: list[ir.Value]) -> ir.Value:
+        buffer = memref.alloc(mtype, rows, [])
+        self.alloc.append((buffer, ir.Location.current))
+        return buffer
+
+    def fill(self, buffer: ir.Value, value: float) -> None:
+        """Fill ``buffer`` with the f32 ``value``."""
+        linalg.fill(arith.constant(ir.F32Type.get(), value), outs=[buffer])
+
+    def zero(self, buffer: ir.Value) -> None:
+        """Zero-fill ``buffer`` (once) before a template accumulates into it."""
+        if buffer in self.filled:
             return
-        z = self.w.fresh("zero")
-        self.w.emit(f"{z} = arith.constant 0.000000e+00 : f32")
-        self.w.emit(f"linalg.fill ins({z} : f32) outs({name} : {mtype})")
-        self.filled.add(name)
+        self.fill(buffer, 0.0)
+        self.filled.add(buffer)
 
-    def _src(self, value: ir.Value) -> tuple[str, str]:
-        return self.buf[value], _emit.to_memref(value.type)
+    def src(self, value: ir.Value) -> ir.Value:
+        """The buffer holding ``value``."""
+        return self.buf[value]
 
-    def _gemm(
+    def is_fused(self, value: ir.Value) -> bool:
+        """Whether ``value``'s producer is folded into its users (never built on its own)."""
+        return _producer(value) in self.fused
+
+    def fused_producer(self, value: ir.Value, name: str) -> ir.Operation | None:
+        """``value``'s producer when it is a fused ``hector_inter.<name>``."""
+        producer = _producer(value)
+        if producer is not None and producer in self.fused and producer.name == name:
+            return producer
+        return None
+
+    def read(self, value: ir.Value, op: ir.Operation) -> tuple[ir.Value, ir.Value | None]:
+        """How a template reads ``value``: its buffer, and the index array when it is a fused
+        gather (the gathered copy is never built)."""
+        producer = _producer(value)
+        rowmap = _gather_map(producer)
+        if producer is not None and producer in self.fused and rowmap is not None:
+            index = self.graph_array(rowmap.array, op)
+            return self.src(inter.view(producer).operand("x")), index
+        return self.src(value), None
+
+    def weight_index(self, op: ir.Operation, rows: ir.Value) -> ir.Value | None:
+        """The per-row weight slice array of a typed linear (or its gradient ops) on ``rows``."""
+        slice_ = inter.view(op).attr("slice")
+        if slice_ == "ntype":
+            return self.graph_array("ntype", op)
+        if slice_ == "none":
+            return None
+        compact = self.kinds.get(rows) == verify.COMPACT or (
+            self.fused_producer(rows, "hector_inter.compact_gather_src") is not None
+        )
+        return self.graph_array("compact_etype" if compact else "etype", op)
+
+    def parallel(self, value: ir.Value) -> str:
+        """Whether rows of ``value`` are edges (or compact rows) or nodes."""
+        return "edge" if self.kinds.get(value) in (verify.EDGE, verify.COMPACT) else "node"
+
+    def type_array(self, value: ir.Value, op: ir.Operation) -> ir.Value:
+        """The per-row type array of ``value``'s rows: edge types or node types."""
+        kind = self.kinds.get(value)
+        if kind == verify.EDGE:
+            return self.graph_array("etype", op)
+        if kind == verify.COMPACT:
+            return self.graph_array("compact_etype", op)
+        return self.graph_array("ntype", op)
+
+    def collapse(self, value: ir.Value, per_type: bool = False) -> ir.Value:
+        """View a rank-3 weight ``[R, K, N]`` as rows ``[R*K, N]``, or with ``per_type`` as one
+        row per type ``[R, K*N]`` (no copy); other ranks are returned as they are."""
+        t = ir.MemRefType(value.type)
+        if t.rank != 3:
+            return value
+        r, k, n = t.shape
+        shape, groups = ([r, k * n], [[0], [1, 2]]) if per_type else ([r * k, n], [[0, 1], [2]])
+        return memref.collapse_shape(ir.MemRefType.get(shape, t.element_type), value, groups)
+
+    def gemm(
         self,
-        ops: dict[str, str | None],
-        types: dict[str, str],
+        a: ir.Value,
+        weight: ir.Value,
+        out: ir.Value,
         epilogue: str,
         variant: str = "xw",
-        slice_rows: int | None = None,
+        **optional: ir.Value | None,
     ) -> None:
-        names = [ops[k] for k in _GEMM_OPERANDS if ops.get(k) is not None]
-        tys = [types[k] for k in _GEMM_OPERANDS if ops.get(k) is not None]
-        seg = ", ".join("1" if ops.get(k) is not None else "0" for k in _GEMM_OPERANDS)
-        rows = f"slice_rows = {slice_rows} : i64, " if slice_rows is not None else ""
-        self.w.emit(
-            f'"hector_intra.gemm_template"({", ".join(names)}) {{variant = "{variant}", '
-            f'epilogue = "{epilogue}", {rows}'
-            f"tile_n = {self.tile_n} : i64, block_size = {self.block_size} : i64, "
-            f"operandSegmentSizes = array<i32: {seg}>}} : ({', '.join(tys)}) -> ()"
+        """One ``gemm_template`` with this pass's schedule; ``optional`` holds the index and
+        scale operands (``gather_index``, ``weight_index``, ``scatter_index``, ``row_scale``)
+        and ``slice_rows``."""
+        slice_rows = optional.pop("slice_rows", None)
+        extra = None
+        if slice_rows is not None:
+            extra = {"slice_rows": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), slice_rows)}
+        intra.OPS.gemm_template(
+            a=a,
+            weight=weight,
+            out=out,
+            variant=variant,
+            epilogue=epilogue,
+            tile_n=self.tile_n,
+            block_size=self.block_size,
+            extra=extra,
+            **optional,
         )
 
-    def _traversal(
-        self,
-        ops: dict[str, str | None],
-        types: dict[str, str],
-        parallel: str,
-        fn: str,
-        reduce: str,
-        slope: float = 0.0,
-    ) -> None:
-        names = [ops[k] for k in _TRAV_OPERANDS if ops.get(k) is not None]
-        tys = [types[k] for k in _TRAV_OPERANDS if ops.get(k) is not None]
-        seg = ", ".join("1" if ops.get(k) is not None else "0" for k in _TRAV_OPERANDS)
-        self.w.emit(
-            f'"hector_intra.traversal_template"({", ".join(names)}) {{parallel = "{parallel}", '
-            f'fn = "{fn}", reduce = "{reduce}", slope = {float(slope)!r} : f32, '
-            f"block_size = {self.block_size} : i64, "
-            f"operandSegmentSizes = array<i32: {seg}>}} : ({', '.join(tys)}) -> ()"
-        )
-
-    def _trav(
+    def trav(
         self,
         fn: str,
-        out: tuple[str, str],
-        x: tuple[str, str],
+        out: ir.Value,
+        x: ir.Value,
         *,
-        y: tuple[str, str] | None = None,
-        gather: str | None = None,
-        y_index: str | None = None,
-        scatter: str | None = None,
+        y: ir.Value | None = None,
+        gather: ir.Value | None = None,
+        y_index: ir.Value | None = None,
+        scatter: ir.Value | None = None,
         reduce: str = "none",
         parallel: str = "edge",
         slope: float = 0.0,
     ) -> None:
-        """Emit one traversal from (name, type) pairs and index array names."""
-        idx = "memref<?xi32>"
-        ops = {"gather_index": gather, "scatter_index": scatter, "y_index": y_index}
-        types = {"gather_index": idx, "scatter_index": idx, "y_index": idx}
-        ops["x"], types["x"] = x
-        ops["out"], types["out"] = out
-        if y is not None:
-            ops["y"], types["y"] = y
-        self._traversal(ops, types, parallel, fn, reduce, slope)
-
-    def _temp(self, mtype: str, rows: str | None) -> tuple[str, str]:
-        """A scratch buffer of ``mtype`` with ``rows`` (an index SSA name) dynamic rows."""
-        name = self.w.fresh("tmp")
-        self.w.emit(f"{name} = memref.alloc({rows or ''}) : {mtype}")
-        self.alloc.append((name, mtype))
-        return name, mtype
-
-    def _fill(self, name: str, mtype: str, value: str) -> None:
-        c = self.w.fresh("fill")
-        self.w.emit(f"{c} = arith.constant {value} : f32")
-        self.w.emit(f"linalg.fill ins({c} : f32) outs({name} : {mtype})")
-
-    def _count(self, array: str, op: ir.Operation) -> str:
-        """The length of a graph array (``src`` → edges, ``ntype`` → nodes)."""
-        return self._dim(self._graph(array, op), "memref<?xi32>")
+        """One ``traversal_template`` with this pass's schedule."""
+        intra.OPS.traversal_template(
+            gather_index=gather,
+            scatter_index=scatter,
+            y_index=y_index,
+            x=x,
+            y=y,
+            out=out,
+            parallel=parallel,
+            fn=fn,
+            reduce=reduce,
+            slope=slope,
+            block_size=self.block_size,
+        )
 
     # -- the function ----------------------------------------------------------------------
-    def run(self) -> str | None:
-        ops = _emit.body_ops(self.func)
-        block = self.func.regions[0].blocks[0]
-        takes_graph = any(_is_graph(a.type) for a in block.arguments)
-        if not takes_graph and not any(op.name.startswith("hector_inter.") for op in ops):
-            return None  # not a Hector function (a graph argument makes one, even op-free)
-        sym = ir.StringAttr(self.func.attributes["sym_name"]).value
-        args: list[str] = []
-        graph_args = [a for a in block.arguments if _is_graph(a.type)]
-        if len(graph_args) > 1:
-            raise PassFailure("a function may take at most one graph", self.func.location)
-        for arg in block.arguments:
-            if _is_graph(arg.type):
-                for name, ty in GRAPH_ARRAYS:
-                    ssa = f"%{name}"
-                    self.graph[name] = ssa
-                    args.append(f"{ssa}: {ty}")
-            else:
-                if not isinstance(arg.type, ir.RankedTensorType):
-                    raise PassFailure(
-                        f"argument of type {arg.type} is not supported; expected a ranked "
-                        "tensor or !hector_inter.graph",
-                        self.func.location,
-                    )
-                name = self.w.name(arg)
-                self.buf[arg] = name
-                args.append(f"{name}: {_emit.to_memref(arg.type)}")
+    def run(self) -> None:
+        """Rebuild the function on memrefs (nothing happens to a non-Hector function)."""
+        old = self.func
+        block = old.regions[0].blocks[0]
+        ops = [op.operation for op in block.operations]
+        graphs = [a for a in block.arguments if a.type == self.graph_type]
+        if not graphs and not any(op.name.startswith("hector_inter.") for op in ops):
+            return  # not a Hector function (a graph argument makes one, even op-free)
+        if len(graphs) > 1:
+            raise PassFailure("a function may take at most one graph", old.location)
         ret = ops[-1]
-        results = list(ret.operands)
-        self.out_param: dict[ir.Value, str] = {}
-        copies: list[tuple[str, ir.Value]] = []
-        for i, value in enumerate(results):
-            name = f"%out{i}"
-            args.append(f"{name}: {_emit.to_memref(value.type)}")
+        new = self._signature(block, list(ret.operands))
+        try:
+            with ir.InsertionPoint(new.entry_block):
+                self._body(ops, ret)
+        except BaseException:
+            new.operation.erase()  # leave the module as it was
+            raise
+        old.erase()
+
+    def _signature(self, block: ir.Block, results: list[ir.Value]) -> func.FuncOp:
+        """Create the new function next to the old one and map the old arguments to its block
+        arguments: the graph to its arrays, tensors to memrefs, results to trailing outputs."""
+        old = self.func
+        inputs: list[ir.Type] = []
+        locs: list[ir.Location] = []
+        for arg in block.arguments:
+            if arg.type == self.graph_type:
+                inputs += [_array_type(a) for a in GRAPH_LAYOUT]
+                locs += [arg.location] * len(GRAPH_LAYOUT)
+            elif isinstance(arg.type, ir.RankedTensorType):
+                inputs.append(_memref(arg.type))
+                locs.append(arg.location)
+            else:
+                raise PassFailure(
+                    f"argument of type {arg.type} is not supported; expected a ranked "
+                    "tensor or !hector_inter.graph",
+                    old.location,
+                )
+        inputs += [_memref(v.type) for v in results]
+        locs += [v.location for v in results]
+        sym = ir.StringAttr(old.attributes["sym_name"]).value
+        new = func.FuncOp(
+            sym, ir.FunctionType.get(inputs, []), loc=old.location, ip=ir.InsertionPoint(old)
+        )
+        for i in range(len(old.attributes)):
+            named = old.attributes[i]
+            if named.name not in _INHERENT:
+                new.attributes[named.name] = named.attr
+        new.attributes["hector.outputs"] = ir.IntegerAttr.get(
+            ir.IntegerType.get_signless(64), len(results)
+        )
+        args = iter(new.add_entry_block(locs).arguments)
+        for arg in block.arguments:
+            if arg.type == self.graph_type:
+                self.graph = {a.name: next(args) for a in GRAPH_LAYOUT}
+            else:
+                self.buf[arg] = next(args)
+        self._outputs = [(value, next(args)) for value in results]
+        return new
+
+    def _body(self, ops: list[ir.Operation], ret: ir.Operation) -> None:
+        """Lower the ops of the old body into the new entry block, then copy what is returned
+        but not computed here, free the buffers and return."""
+        copies: list[tuple[ir.Value, ir.Value]] = []
+        for value, arg in self._outputs:
+            producer = _producer(value)
             if (
                 value in self.out_param
-                or isinstance(value, ir.BlockArgument)
-                or (value.owner.name == "hector_inter.degree_norm")
+                or producer is None
+                or producer.name == "hector_inter.degree_norm"
             ):
-                copies.append((name, value))  # returned twice, or not computed here: copy
+                copies.append((arg, value))  # returned twice, or not computed here: copy
             else:
-                self.out_param[value] = name
-
-        attrs = _emit.func_attrs_text(self.func, add=f"hector.outputs = {len(results)} : i64")
-        header = f"func.func @{sym}({', '.join(args)}){attrs} {{"
-        self.c0 = self.w.fresh("c0")
-        self.w.emit(f"{self.c0} = arith.constant 0 : index")
+                self.out_param[value] = arg
+        with self.func.location:
+            self.c0 = arith.constant(ir.IndexType.get(), 0)
         self._plan_fusion(ops)
         for op in ops[:-1]:
-            if op in self.fused:
-                continue
-            self._lower(op)
-        for name, value in copies:
-            src, _ = self._src(value)
-            self.w.emit(
-                f"memref.copy {src}, {name} : {_emit.to_memref(value.type)} to "
-                f"{_emit.to_memref(value.type)}"
-            )
-        for name, mtype in reversed(self.alloc):
-            self.w.emit(f"memref.dealloc {name} : {mtype}")
-        self.w.emit("return")
-        return "\n".join([header, *self.w.lines, "}"])
+            if op not in self.fused:
+                with op.location:
+                    _lower(self, op)
+        with ret.location:
+            for arg, value in copies:
+                memref.copy(self.src(value), arg)
+        for buffer, loc in reversed(self.alloc):
+            memref.dealloc(buffer, loc=loc)
+        func.ReturnOp([], loc=ret.location)
 
     def _plan_fusion(self, ops: list[ir.Operation]) -> None:
         """Fuse what ``hector-fuse`` marked (``hector.fuse``), after checking the marks still
         hold; degree norms always read the graph's cached arrays."""
         for op in ops:
             mark = ir.StringAttr(op.attributes[MARK]).value if MARK in op.attributes else None
-            if mark == "into_sum":
-                out = op.results[0]
-                users = _users(out)
-                if len(users) != 1 or users[0].name not in SUMS or out in self.out_param:
-                    raise PassFailure(
-                        'hector.fuse = "into_sum" on a scale that is not summed exactly once',
-                        op.location,
-                    )
-                self.fused.add(op)
-            elif mark == "scatter" and op.name == "hector_inter.typed_linear":
-                users = _users(op.results[0])
-                if (
-                    len(users) != 1
-                    or users[0].name != "hector_inter.scale"
-                    or MARK not in users[0].attributes
-                    or op.results[0] in self.out_param
-                ):
-                    raise PassFailure(
-                        'hector.fuse = "scatter" on a typed_linear that is not scaled once and '
-                        "summed",
-                        op.location,
-                    )
-                self.fused.add(op)
-            elif mark == "index" and op.name in _GATHER_INDEX:
-                out = op.results[0]
-                uses = [(u.owner, u.operand_number) for u in out.uses]
-                if out in self.out_param or not all(reads_gathered(*u) for u in uses):
-                    raise PassFailure(
-                        'hector.fuse = "index" on a gather that a user cannot read through an '
-                        "index",
-                        op.location,
-                    )
-                self.fused.add(op)
+            if mark is not None and op.name in _MARKS:
+                _MARKS[op.name](self, op, mark)
+            elif mark == "index" and _gather_map(op) is not None:
+                self._fuse_index(op)
             elif mark is None and op.name == "hector_inter.expand_compact":
                 # Reading compact rows per edge through edge_compact is part of compact
                 # materialization itself, not a fusion decision: without it C would build the
@@ -283,377 +396,355 @@ class _FuncLowering:
                     self.fused.add(op)
             if op.name == "hector_inter.degree_norm":
                 self.fused.add(op)  # a graph array, nothing to compute
-                by = ir.StringAttr(op.attributes["by"]).value
-                self.buf[op.results[0]] = self._graph(f"norm_{by}", op)
+                by = inter.view(op).attr("by")
+                self.buf[op.results[0]] = self.graph_array(f"norm_{by}", op)
 
-    def _is_gathered(self, value: ir.Value) -> bool:
-        return not isinstance(value, ir.BlockArgument) and value.owner in self.fused
-
-    def _read(self, value: ir.Value, op: ir.Operation) -> tuple[tuple[str, str], str | None]:
-        """How a template reads ``value``: its buffer, and the index array when it is a fused
-        gather (the gathered copy is never built)."""
-        if self._is_gathered(value) and value.owner.name in _GATHER_INDEX:
-            producer = value.owner
-            index = self._graph(_GATHER_INDEX[producer.name], op)
-            return self._src(producer.operands[1]), index
-        return self._src(value), None
-
-    def _weight_index(self, op: ir.Operation) -> str | None:
-        """The per-row weight slice array of a typed linear (or its gradient ops)."""
-        slice_ = ir.StringAttr(op.attributes["slice"]).value
-        if slice_ == "ntype":
-            return self._graph("ntype", op)
-        if slice_ == "none":
-            return None
-        rows = op.operands[1]
-        compact = self.kinds.get(rows) == COMPACT or (
-            self._is_gathered(rows) and rows.owner.name == "hector_inter.compact_gather_src"
-        )
-        return self._graph("compact_etype" if compact else "etype", op)
-
-    def _parallel(self, value: ir.Value) -> str:
-        """Whether rows of ``value`` are edges (or compact rows) or nodes (the schedule's
-        record)."""
-        return "edge" if self.kinds.get(value) in (EDGE, COMPACT) else "node"
-
-    def _type_array(self, value: ir.Value, op: ir.Operation) -> str:
-        """The per-row type array of ``value``'s rows: edge types or node types."""
-        kind = self.kinds.get(value)
-        name = {EDGE: "etype", COMPACT: "compact_etype"}.get(kind, "ntype")
-        return self._graph(name, op)
-
-    def _lower(self, op: ir.Operation) -> None:
-        name = op.name
-        if not name.startswith("hector_inter."):
+    def _fuse_index(self, op: ir.Operation) -> None:
+        out = op.results[0]
+        uses = [(u.owner, u.operand_number) for u in out.uses]
+        if out in self.out_param or not all(reads_gathered(*u) for u in uses):
             raise PassFailure(
-                f"'{name}' cannot be lowered to hector_intra; only hector_inter ops may appear "
-                "in a function with relational ops",
+                'hector.fuse = "index" on a gather that a user cannot read through an index',
                 op.location,
             )
-        kind = name.removeprefix("hector_inter.")
-        res = op.results[0]
-        rtype = _emit.to_memref(res.type)
-        idx = _IDX
-        if kind in ("typed_linear", "typed_linear_transposed", "typed_linear_weight_grad"):
-            (a, atype), gather = self._read(op.operands[1], op)
-            windex = self._weight_index(op)
-            if kind == "typed_linear_weight_grad":
-                g, gtype = self._src(op.operands[2])
-                out = self._out(res, (a, atype))
-                self._zero(out, rtype)
-                self._gemm(
-                    {
-                        "a": a,
-                        "weight": g,
-                        "gather_index": gather,
-                        "weight_index": windex,
-                        "out": out,
-                    },
-                    {
-                        "a": atype,
-                        "weight": gtype,
-                        "gather_index": idx,
-                        "weight_index": idx,
-                        "out": rtype,
-                    },
-                    "add",
-                    "xty",
-                )
-                return
-            w, wtype = self._src(op.operands[2])
-            rows = (gather, idx) if gather is not None else (a, atype)
-            out = self._out(res, rows)
-            self._gemm(
-                {"a": a, "weight": w, "gather_index": gather, "weight_index": windex, "out": out},
-                {
-                    "a": atype,
-                    "weight": wtype,
-                    "gather_index": idx,
-                    "weight_index": idx,
-                    "out": rtype,
-                },
-                "store",
-                "xw" if kind == "typed_linear" else "xwt",
-            )
-        elif op.name in _GATHER_INDEX:
-            gather = self._graph(_GATHER_INDEX[op.name], op)
-            x = self._src(op.operands[1])
-            out = self._out(res, (gather, idx))
-            self._trav("copy", (out, rtype), x, gather=gather)
-        elif op.name in _SCATTER_INDEX:
-            index, rows = _SCATTER_INDEX[op.name]
-            scatter = self._graph(index, op)
-            m = op.operands[1]
-            out = self._out(res, (self._graph(rows, op), idx))
-            self._zero(out, rtype)
-            if (
-                self._is_gathered(m)
-                and m.owner.name == "hector_inter.scale"
-                and (
-                    self._is_gathered(m.owner.operands[0])
-                    and m.owner.operands[0].owner.name == "hector_inter.typed_linear"
-                )
-            ):
-                self._scatter_gemm(m.owner, scatter, (out, rtype))
-            elif self._is_gathered(m) and m.owner.name == "hector_inter.scale":
-                x, gather = self._read(m.owner.operands[0], op)
-                y, y_index = self._read(m.owner.operands[1], op)
-                self._trav(
-                    "scale",
-                    (out, rtype),
-                    x,
-                    y=y,
-                    gather=gather,
-                    y_index=y_index,
-                    scatter=scatter,
-                    reduce="sum",
-                )
-            else:
-                x, gather = self._read(m, op)
-                self._trav("copy", (out, rtype), x, gather=gather, scatter=scatter, reduce="sum")
-        elif kind == "weight_product":
-            self._weight_product(op, rtype)
-        elif kind in ("etype_src_weight", "etype_src_weight_grad"):
-            self._etype_src_weight(op, rtype, grad=kind.endswith("_grad"))
-        elif kind in ("scale", "add", "dot", "unary_grad"):
-            lhs, rhs = op.operands[0], op.operands[1]
-            if kind == "unary_grad":
-                lhs, rhs = op.operands[1], op.operands[0]  # x = dy, y = forward ref
-            x, gather = self._read(lhs, op)
-            rows = (gather, idx) if gather is not None else x
-            out = self._out(res, rows)
-            parallel = self._parallel(lhs)
-            if kind == "add" and ir.ShapedType(rhs.type).rank == 1:
-                self._trav(
-                    "add_bias", (out, rtype), x, y=self._src(rhs), gather=gather, parallel=parallel
-                )
-                return
-            if kind == "add" and len(op.operands) > 2:  # typed bias
-                self._trav(
-                    "add",
-                    (out, rtype),
-                    x,
-                    y=self._src(rhs),
-                    gather=gather,
-                    y_index=self._type_array(lhs, op),
-                    parallel=parallel,
-                )
-                return
-            y, y_index = self._read(rhs, op)
-            fn = kind
-            slope = 0.0
-            if kind == "unary_grad":
-                base = ir.StringAttr(op.attributes["fn"]).value
-                slope = float(ir.FloatAttr(op.attributes["slope"]).value)
-                if base in ("copy", "neg"):
-                    self._trav(base, (out, rtype), x, gather=gather, parallel=parallel)
-                    return
-                fn = f"{base}_grad"
-            self._trav(
-                fn,
-                (out, rtype),
-                x,
-                y=y,
-                gather=gather,
-                y_index=y_index,
-                parallel=parallel,
-                slope=slope,
-            )
-        elif kind == "unary":
-            x, gather = self._read(op.operands[0], op)
-            out = self._out(res, (gather, idx) if gather is not None else x)
-            fn = ir.StringAttr(op.attributes["fn"]).value
-            slope = float(ir.FloatAttr(op.attributes["slope"]).value)
-            self._trav(
-                fn,
-                (out, rtype),
-                x,
-                gather=gather,
-                slope=slope,
-                parallel=self._parallel(op.operands[0]),
-            )
-        elif kind == "edge_softmax":
-            self._edge_softmax(op, rtype)
-        elif kind == "edge_softmax_grad":
-            self._edge_softmax_grad(op, rtype)
-        elif kind == "sum_rows":
-            x, gather = self._read(op.operands[0], op)
-            out = self._out(res, x)
-            self._zero(out, rtype)
-            scatter = None
-            if ir.StringAttr(op.attributes["by"]).value == "type":
-                scatter = self._type_array(op.operands[0], op)
-            self._trav(
-                "copy",
-                (out, rtype),
-                x,
-                gather=gather,
-                scatter=scatter,
-                reduce="sum",
-                parallel=self._parallel(op.operands[0]),
-            )
-        else:
-            raise PassFailure(f"no lowering for '{name}' yet", op.location)
+        self.fused.add(op)
 
-    def _scatter_gemm(self, scale: ir.Operation, scatter: str, out: tuple[str, str]) -> None:
-        """``sum(scale(typed_linear(x, W), s))`` as one GEMM: gathered rows times the typed
-        weight, scaled per row and accumulated into the scattered output rows."""
-        linear = scale.operands[0].owner
-        (a, atype), gather = self._read(linear.operands[1], linear)
-        w, wtype = self._src(linear.operands[2])
-        s, stype = self._src(scale.operands[1])
-        windex = self._weight_index(linear)
-        self._gemm(
-            {
-                "a": a,
-                "weight": w,
-                "gather_index": gather,
-                "weight_index": windex,
-                "scatter_index": scatter,
-                "row_scale": s,
-                "out": out[0],
-            },
-            {
-                "a": atype,
-                "weight": wtype,
-                "gather_index": _IDX,
-                "weight_index": _IDX,
-                "scatter_index": _IDX,
-                "row_scale": stype,
-                "out": out[1],
-            },
-            "add",
+
+# ---- fusion marks -------------------------------------------------------------------------------
+
+
+def _mark_scale(lw: _FuncLowering, op: ir.Operation, mark: str) -> None:
+    """``into_sum``: the scale is computed by the sum's traversal (or scatter-GEMM)."""
+    if mark != "into_sum":
+        return
+    out = op.results[0]
+    users = _users(out)
+    if len(users) != 1 or users[0].name not in SUMS or out in lw.out_param:
+        raise PassFailure(
+            'hector.fuse = "into_sum" on a scale that is not summed exactly once', op.location
         )
+    lw.fused.add(op)
 
-    def _collapse(self, name: str, mtype: str, per_type: bool = False) -> tuple[str, str]:
-        """View a rank-3 weight ``[R, K, N]`` as rows ``[R*K, N]``, or with ``per_type`` as one
-        row per type ``[R, K*N]`` (no copy)."""
-        dims = mtype.removeprefix("memref<").removesuffix(">").split("x")  # [R, K, N, f32]
-        if len(dims) != 4:
-            return name, mtype
-        r, k, n = (int(d) for d in dims[:3])
-        new = self.w.fresh("typed" if per_type else "rows")
-        shape, groups = (
-            (f"{r}x{k * n}", "[[0], [1, 2]]") if per_type else (f"{r * k}x{n}", "[[0, 1], [2]]")
+
+def _mark_linear(lw: _FuncLowering, op: ir.Operation, mark: str) -> None:
+    """``scatter``: the typed linear is computed by its sum's scatter-GEMM."""
+    if mark != "scatter":
+        return
+    users = _users(op.results[0])
+    if (
+        len(users) != 1
+        or users[0].name != "hector_inter.scale"
+        or MARK not in users[0].attributes
+        or op.results[0] in lw.out_param
+    ):
+        raise PassFailure(
+            'hector.fuse = "scatter" on a typed_linear that is not scaled once and summed',
+            op.location,
         )
-        ntype = f"memref<{shape}xf32>"
-        self.w.emit(f"{new} = memref.collapse_shape {name} {groups} : {mtype} into {ntype}")
-        return new, ntype
-
-    def _etype_src_weight(self, op: ir.Operation, rtype: str, grad: bool) -> None:
-        """Per-relation weights picked from (or summed onto) source node types: one row copy
-        per type through the graph's ``etype_src_ntype`` array."""
-        w = self._src(op.operands[1])
-        out = self._out(op.results[0], w)
-        index = self._graph("etype_src_ntype", op)
-        x, o = self._collapse(*w, per_type=True), self._collapse(out, rtype, per_type=True)
-        if grad:
-            self._zero(out, rtype)
-            self._trav("copy", o, x, scatter=index, reduce="sum", parallel="node")
-        else:
-            self._trav("copy", o, x, gather=index, parallel="node")
-
-    def _weight_product(self, op: ir.Operation, rtype: str) -> None:
-        """``W[r] @ q`` and its gradients as one GEMM over the weight's rows ``[R*K, N]``; the
-        per-slice form (``b`` or the ``xty`` result of rank 3) picks slice ``i / K`` for row
-        ``i`` (the template's ``slice_rows``)."""
-        variant = ir.StringAttr(op.attributes["variant"]).value
-        a, b = self._src(op.operands[0]), self._src(op.operands[1])
-        out = self._out(op.results[0], a)
-        a_shape = ir.ShapedType(op.operands[0].type).shape
-        per_slice = (
-            ir.ShapedType(op.results[0].type).rank == 3
-            if variant == "xty"
-            else ir.ShapedType(op.operands[1].type).rank == 3
-        )
-        if per_slice:
-            k = a_shape[1] if len(a_shape) == 3 else 1
-            a = self._collapse(*a)
-            if variant == "xty":
-                self._zero(out, rtype)
-                b = self._collapse(*b)
-                o, epilogue = (out, rtype), "add"
-            else:
-                o, epilogue = self._collapse(out, rtype), "store"
-            self._gemm(
-                {"a": a[0], "weight": b[0], "out": o[0]},
-                {"a": a[1], "weight": b[1], "out": o[1]},
-                epilogue,
-                variant,
-                slice_rows=k,
-            )
-            return
-        if variant == "xty":
-            self._zero(out, rtype)
-            a, b = self._collapse(*a), self._collapse(*b)
-            o = (out, rtype)
-            epilogue = "add"
-        else:
-            a = self._collapse(*a)
-            o = self._collapse(out, rtype)
-            epilogue = "store"
-        self._gemm(
-            {"a": a[0], "weight": b[0], "out": o[0]},
-            {"a": a[1], "weight": b[1], "out": o[1]},
-            epilogue,
-            variant,
-        )
-
-    def _node_temp(self, width: int, op: ir.Operation) -> tuple[str, str]:
-        return self._temp(f"memref<?x{width}xf32>", self._count("ntype", op))
-
-    def _edge_softmax(self, op: ir.Operation, rtype: str) -> None:
-        """max per destination → exp(x - max) → sum per destination → divide."""
-        res = op.results[0]
-        x = self._src(op.operands[1])
-        heads = _emit_width(res)
-        dst = self._graph("dst", op)
-        nmax = self._node_temp(heads, op)
-        self._fill(*nmax, "0xFF800000")  # -inf
-        self._trav("copy", nmax, x, scatter=dst, reduce="max")
-        ex = self._temp(rtype, self._count("src", op))
-        self._trav("exp_sub", ex, x, y=nmax, y_index=dst)
-        nsum = self._node_temp(heads, op)
-        self._fill(*nsum, "0.000000e+00")
-        self._trav("copy", nsum, ex, scatter=dst, reduce="sum")
-        out = self._out(res, (dst, _IDX))
-        self._trav("div", (out, rtype), ex, y=nsum, y_index=dst)
-
-    def _edge_softmax_grad(self, op: ir.Operation, rtype: str) -> None:
-        """``y * (dy - Σ_dst dy*y)``: one reducing traversal, then two row traversals."""
-        res = op.results[0]
-        y, dy = self._src(op.operands[1]), self._src(op.operands[2])
-        heads = _emit_width(res)
-        dst = self._graph("dst", op)
-        nsum = self._node_temp(heads, op)
-        self._fill(*nsum, "0.000000e+00")
-        self._trav("mul", nsum, dy, y=y, scatter=dst, reduce="sum")
-        diff = self._temp(rtype, self._count("src", op))
-        self._trav("sub", diff, dy, y=nsum, y_index=dst)
-        out = self._out(res, (dst, _IDX))
-        self._trav("mul", (out, rtype), diff, y=y)
+    lw.fused.add(op)
 
 
-_IDX = "memref<?xi32>"
-# gather op → the graph array it reads rows through
-_GATHER_INDEX = {
-    "hector_inter.gather_src": "src",
-    "hector_inter.gather_dst": "dst",
-    "hector_inter.compact_gather_src": "compact_src",
-    "hector_inter.expand_compact": "edge_compact",
-}
-# sum op → (scatter index, graph array whose length is the result's row count)
-_SCATTER_INDEX = {
-    "hector_inter.sum_to_dst": ("dst", "ntype"),
-    "hector_inter.sum_to_src": ("src", "ntype"),
-    "hector_inter.sum_to_compact": ("edge_compact", "compact_src"),
-    "hector_inter.sum_compact_to_src": ("compact_src", "ntype"),
+_MARKS: dict[str, Callable[[_FuncLowering, ir.Operation, str], None]] = {
+    "hector_inter.scale": _mark_scale,
+    "hector_inter.typed_linear": _mark_linear,
 }
 
 
-def _emit_width(value: ir.Value) -> int:
-    shape = ir.ShapedType(value.type)
-    return shape.get_dim_size(shape.rank - 1)
+# ---- per-op handlers ----------------------------------------------------------------------------
+
+Handler = Callable[[_FuncLowering, ir.Operation], None]
+_HANDLERS: dict[str, Handler] = {}
+
+
+def _lowers(*names: str) -> Callable[[Handler], Handler]:
+    """Register a handler for the ``hector_inter`` ops ``names``."""
+
+    def wrap(handler: Handler) -> Handler:
+        for name in names:
+            _HANDLERS[f"hector_inter.{name}"] = handler
+        return handler
+
+    return wrap
+
+
+def _lower(lw: _FuncLowering, op: ir.Operation) -> None:
+    """Lower one op with its handler, at the end of the new function."""
+    handler = _HANDLERS.get(op.name)
+    if handler is not None:
+        handler(lw, op)
+    elif op.name.startswith("hector_inter."):
+        raise PassFailure(f"no lowering for '{op.name}' yet", op.location)
+    else:
+        raise PassFailure(
+            f"'{op.name}' cannot be lowered to hector_intra; only hector_inter ops may appear "
+            "in a function with relational ops",
+            op.location,
+        )
+
+
+@_lowers("typed_linear", "typed_linear_transposed")
+def _typed_linear(lw: _FuncLowering, op: ir.Operation) -> None:
+    """``rows @ W[slice]`` (or ``@ W[slice]^T``) as one GEMM reading gathered rows in place."""
+    v = inter.view(op)
+    rows = v.operand("x" if op.name == "hector_inter.typed_linear" else "dy")
+    a, gather = lw.read(rows, op)
+    windex = lw.weight_index(op, rows)
+    w = lw.src(v.operand("weight"))
+    out = lw.out(op.results[0], gather if gather is not None else a)
+    variant = "xw" if op.name == "hector_inter.typed_linear" else "xwt"
+    lw.gemm(a, w, out, "store", variant, gather_index=gather, weight_index=windex)
+
+
+@_lowers("typed_linear_weight_grad")
+def _typed_linear_weight_grad(lw: _FuncLowering, op: ir.Operation) -> None:
+    """``Σ rows^T ⊗ dy`` into each weight slice: one accumulating ``xty`` GEMM."""
+    v = inter.view(op)
+    rows = v.operand("x")
+    a, gather = lw.read(rows, op)
+    windex = lw.weight_index(op, rows)
+    g = lw.src(v.operand("dy"))
+    out = lw.out(op.results[0], a)
+    lw.zero(out)
+    lw.gemm(a, g, out, "add", "xty", gather_index=gather, weight_index=windex)
+
+
+def _gather(lw: _FuncLowering, op: ir.Operation) -> None:
+    """A gather on its own: a row copy through its graph array."""
+    rowmap = spec(op.name).rowmap
+    index = lw.graph_array(rowmap.array, op)
+    x = lw.src(inter.view(op).operand("x"))
+    lw.trav("copy", lw.out(op.results[0], index), x, gather=index)
+
+
+def _sum(lw: _FuncLowering, op: ir.Operation) -> None:
+    """A sum through its graph array onto zeroed rows, with the scale (and the typed linear
+    before it) it was fused with."""
+    rowmap = spec(op.name).rowmap
+    scatter = lw.graph_array(rowmap.array, op)
+    m = inter.view(op).operand("x")
+    out = lw.out(op.results[0], lw.graph_array(rowmap.rows, op))
+    lw.zero(out)
+    scale = lw.fused_producer(m, "hector_inter.scale")
+    if scale is None:
+        x, gather = lw.read(m, op)
+        lw.trav("copy", out, x, gather=gather, scatter=scatter, reduce="sum")
+        return
+    sv = inter.view(scale)
+    if lw.fused_producer(sv.operand("x"), "hector_inter.typed_linear") is not None:
+        _scatter_gemm(lw, scale, scatter, out)
+        return
+    x, gather = lw.read(sv.operand("x"), op)
+    y, y_index = lw.read(sv.operand("s"), op)
+    lw.trav("scale", out, x, y=y, gather=gather, y_index=y_index, scatter=scatter, reduce="sum")
+
+
+# Gathers and sums are lowered from their spec's row map: one registration per index op.
+for _op in inter.DIALECT.ops:
+    if _op.rowmap is not None:
+        _HANDLERS[f"hector_inter.{_op.name}"] = _sum if _op.rowmap.reduce else _gather
+
+
+def _scatter_gemm(lw: _FuncLowering, scale: ir.Operation, scatter: ir.Value, out: ir.Value) -> None:
+    """``sum(scale(typed_linear(x, W), s))`` as one GEMM: gathered rows times the typed
+    weight, scaled per row and accumulated into the scattered output rows."""
+    sv = inter.view(scale)
+    linear = _producer(sv.operand("x"))
+    lv = inter.view(linear)
+    rows = lv.operand("x")
+    a, gather = lw.read(rows, linear)
+    w = lw.src(lv.operand("weight"))
+    s = lw.src(sv.operand("s"))
+    windex = lw.weight_index(linear, rows)
+    lw.gemm(
+        a,
+        w,
+        out,
+        "add",
+        gather_index=gather,
+        weight_index=windex,
+        scatter_index=scatter,
+        row_scale=s,
+    )
+
+
+def _row_output(
+    lw: _FuncLowering, op: ir.Operation, lhs: ir.Value
+) -> tuple[ir.Value, ir.Value | None, ir.Value, str]:
+    """A row-parallel op's left input (buffer and gather index), its output buffer (one row
+    per row read) and whether its rows are edges or nodes."""
+    x, gather = lw.read(lhs, op)
+    out = lw.out(op.results[0], gather if gather is not None else x)
+    return x, gather, out, lw.parallel(lhs)
+
+
+def _two_rows(lw: _FuncLowering, op: ir.Operation, fn: str, lhs: ir.Value, rhs: ir.Value) -> None:
+    """``fn`` of two row sets, both read through their gathers."""
+    x, gather, out, parallel = _row_output(lw, op, lhs)
+    y, y_index = lw.read(rhs, op)
+    lw.trav(fn, out, x, y=y, gather=gather, y_index=y_index, parallel=parallel)
+
+
+@_lowers("scale")
+def _scale(lw: _FuncLowering, op: ir.Operation) -> None:
+    """Rows times a per-row (or per-head) factor."""
+    v = inter.view(op)
+    _two_rows(lw, op, "scale", v.operand("x"), v.operand("s"))
+
+
+@_lowers("dot")
+def _dot(lw: _FuncLowering, op: ir.Operation) -> None:
+    """Per-head inner products of two row sets."""
+    v = inter.view(op)
+    _two_rows(lw, op, "dot", v.operand("x"), v.operand("y"))
+
+
+@_lowers("add")
+def _add(lw: _FuncLowering, op: ir.Operation) -> None:
+    """Rows plus rows, plus a bias vector, or plus a per-type bias row (with the graph)."""
+    v = inter.view(op)
+    lhs, rhs = v.operand("lhs"), v.operand("rhs")
+    x, gather, out, parallel = _row_output(lw, op, lhs)
+    if _rank(rhs) == 1:
+        lw.trav("add_bias", out, x, y=lw.src(rhs), gather=gather, parallel=parallel)
+    elif v.has("graph"):  # typed bias
+        y_index = lw.type_array(lhs, op)
+        lw.trav("add", out, x, y=lw.src(rhs), gather=gather, y_index=y_index, parallel=parallel)
+    else:
+        y, y_index = lw.read(rhs, op)
+        lw.trav("add", out, x, y=y, gather=gather, y_index=y_index, parallel=parallel)
+
+
+@_lowers("unary")
+def _unary(lw: _FuncLowering, op: ir.Operation) -> None:
+    """An elementwise function of rows."""
+    v = inter.view(op)
+    x, gather, out, parallel = _row_output(lw, op, v.operand("x"))
+    lw.trav(v.attr("fn"), out, x, gather=gather, slope=v.attr("slope"), parallel=parallel)
+
+
+@_lowers("unary_grad")
+def _unary_grad(lw: _FuncLowering, op: ir.Operation) -> None:
+    """``dy * f'(ref)``; ``copy`` and ``neg`` need no reference."""
+    v = inter.view(op)
+    x, gather, out, parallel = _row_output(lw, op, v.operand("dy"))
+    y, y_index = lw.read(v.operand("ref"), op)
+    base = v.attr("fn")
+    if base in ("copy", "neg"):
+        lw.trav(base, out, x, gather=gather, parallel=parallel)
+        return
+    lw.trav(
+        f"{base}_grad",
+        out,
+        x,
+        y=y,
+        gather=gather,
+        y_index=y_index,
+        parallel=parallel,
+        slope=v.attr("slope"),
+    )
+
+
+@_lowers("sum_rows")
+def _sum_rows(lw: _FuncLowering, op: ir.Operation) -> None:
+    """All rows summed into one (or one per type, through the rows' type array)."""
+    v = inter.view(op)
+    rows = v.operand("x")
+    x, gather = lw.read(rows, op)
+    out = lw.out(op.results[0], x)
+    lw.zero(out)
+    scatter = lw.type_array(rows, op) if v.attr("by") == "type" else None
+    lw.trav(
+        "copy",
+        out,
+        x,
+        gather=gather,
+        scatter=scatter,
+        reduce="sum",
+        parallel=lw.parallel(rows),
+    )
+
+
+@_lowers("etype_src_weight", "etype_src_weight_grad")
+def _etype_src_weight(lw: _FuncLowering, op: ir.Operation) -> None:
+    """Per-relation weights picked from (or summed onto) source node types: one row copy
+    per type through the graph's ``etype_src_ntype`` array."""
+    grad = op.name.endswith("_grad")
+    w = lw.src(inter.view(op).operand("dw" if grad else "w"))
+    out = lw.out(op.results[0], w)
+    index = lw.graph_array("etype_src_ntype", op)
+    x, o = lw.collapse(w, per_type=True), lw.collapse(out, per_type=True)
+    if grad:
+        lw.zero(out)
+        lw.trav("copy", o, x, scatter=index, reduce="sum", parallel="node")
+    else:
+        lw.trav("copy", o, x, gather=index, parallel="node")
+
+
+@_lowers("weight_product")
+def _weight_product(lw: _FuncLowering, op: ir.Operation) -> None:
+    """``W[r] @ q`` and its gradients as one GEMM over the weight's rows ``[R*K, N]``; the
+    per-slice form (``b`` or the ``xty`` result of rank 3) picks slice ``i / K`` for row
+    ``i`` (the template's ``slice_rows``)."""
+    v = inter.view(op)
+    variant = v.attr("variant")
+    a_in, b_in = v.operand("a"), v.operand("b")
+    a, b = lw.src(a_in), lw.src(b_in)
+    out = lw.out(op.results[0], a)
+    per_slice = _rank(op.results[0]) == 3 if variant == "xty" else _rank(b_in) == 3
+    slice_rows = None
+    if per_slice:
+        a_shape = ir.ShapedType(a_in.type).shape
+        slice_rows = a_shape[1] if len(a_shape) == 3 else 1
+    a = lw.collapse(a)
+    if variant == "xty":
+        lw.zero(out)
+        b = lw.collapse(b)
+        o, epilogue = out, "add"
+    else:
+        # per slice, the weight keeps its slices ([R, K, N]); otherwise b is a matrix
+        o, epilogue = lw.collapse(out), "store"
+    lw.gemm(a, b, o, epilogue, variant, slice_rows=slice_rows)
+
+
+def _node_temp(lw: _FuncLowering, width: int, op: ir.Operation) -> ir.Value:
+    mtype = ir.MemRefType.get([_DYN, width], ir.F32Type.get())
+    return lw.temp(mtype, lw.count("ntype", op))
+
+
+@_lowers("edge_softmax")
+def _edge_softmax(lw: _FuncLowering, op: ir.Operation) -> None:
+    """max per destination → exp(x - max) → sum per destination → divide."""
+    res = op.results[0]
+    x = lw.src(inter.view(op).operand("x"))
+    heads = _width(res)
+    dst = lw.graph_array("dst", op)
+    nmax = _node_temp(lw, heads, op)
+    lw.fill(nmax, float("-inf"))
+    lw.trav("copy", nmax, x, scatter=dst, reduce="max")
+    ex = lw.temp(_memref(res.type), lw.count("src", op))
+    lw.trav("exp_sub", ex, x, y=nmax, y_index=dst)
+    nsum = _node_temp(lw, heads, op)
+    lw.fill(nsum, 0.0)
+    lw.trav("copy", nsum, ex, scatter=dst, reduce="sum")
+    out = lw.out(res, dst)
+    lw.trav("div", out, ex, y=nsum, y_index=dst)
+
+
+@_lowers("edge_softmax_grad")
+def _edge_softmax_grad(lw: _FuncLowering, op: ir.Operation) -> None:
+    """``y * (dy - Σ_dst dy*y)``: one reducing traversal, then two row traversals."""
+    res = op.results[0]
+    v = inter.view(op)
+    y, dy = lw.src(v.operand("y")), lw.src(v.operand("dy"))
+    heads = _width(res)
+    dst = lw.graph_array("dst", op)
+    nsum = _node_temp(lw, heads, op)
+    lw.fill(nsum, 0.0)
+    lw.trav("mul", nsum, dy, y=y, scatter=dst, reduce="sum")
+    diff = lw.temp(_memref(res.type), lw.count("src", op))
+    lw.trav("sub", diff, dy, y=nsum, y_index=dst)
+    out = lw.out(res, dst)
+    lw.trav("mul", out, diff, y=y)
 
 
 @register_pass(
@@ -664,4 +755,8 @@ def _emit_width(value: ir.Value) -> int:
 )
 def run(module_op: ir.Operation, block_size: int = 256, tile_n: int = 8) -> None:
     """Pass entry point: convert every function that holds hector_inter ops."""
-    _emit.rebuild(module_op, lambda f: _FuncLowering(f, block_size, tile_n).run())
+    graph_type = ir.Type.parse("!hector_inter.graph", module_op.context)
+    for op in list(module_op.regions[0].blocks[0].operations):
+        op = op.operation
+        if op.name == "func.func" and len(op.regions[0].blocks):
+            _FuncLowering(op, graph_type, block_size, tile_n).run()
