@@ -3,53 +3,58 @@
 ``intra_to_scf`` wraps these bodies in ``scf.for`` loops; ``intra_to_gpu`` wraps them in one
 kernel per template with a thread→(row, column) mapping. Keeping the element-level semantics in
 one place means the two back ends cannot drift apart.
+
+Everything here builds ops through MLIR's dialect builders (``arith``, ``math``, ``memref``,
+``scf``) at the current ``ir.InsertionPoint``, under the current ``ir.Location`` (the lowerings
+enter the template's location, so every op they generate carries it). Values are ``ir.Value``.
+The order in which ops are built is part of the contract: it fixes the accumulation order, so
+the CPU and GPU results stay bit-identical to what they were.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from mlir import ir
+from mlir.dialects import arith, math, memref, scf
 
-from ._emit import Writer, grouped_operands, int_attr, str_attr
+from ..dialects import hector_intra as intra
+from ..dialects._build import OpAccess
 
-GEMM_OPERANDS = (
-    "a",
-    "weight",
-    "gather_index",
-    "weight_index",
-    "scatter_index",
-    "row_scale",
-    "out",
-)
-TRAVERSAL_OPERANDS = ("gather_index", "scatter_index", "y_index", "x", "y", "out")
+# Operand roles of the templates, in their spec's order (inter_to_intra builds with them).
+GEMM_OPERANDS: tuple[str, ...] = tuple(o.name for o in intra.GEMM_TEMPLATE.operands)
+TRAVERSAL_OPERANDS: tuple[str, ...] = tuple(o.name for o in intra.TRAVERSAL_TEMPLATE.operands)
+
+Value = ir.Value
+Stepper = Callable[[Value, Value], Value]  # (induction variable, carried value) -> next value
 
 
-@dataclass
+@dataclass(frozen=True)
 class Operands:
-    """An op's operands by role: SSA name and type text (absent roles are missing)."""
+    """A template's present operands by role, in the spec's order."""
 
-    names: dict[str, str]
-    types: dict[str, str]
-    values: dict[str, ir.Value]
+    values: dict[str, Value]
 
     def has(self, role: str) -> bool:
         """Whether the optional operand ``role`` is present."""
-        return role in self.names
+        return role in self.values
+
+    def __getitem__(self, role: str) -> Value:
+        return self.values[role]
+
+    def rebound(self, values: Sequence[Value]) -> Operands:
+        """The same roles bound to ``values`` (a kernel's arguments, in role order)."""
+        return Operands(dict(zip(self.values, values, strict=True)))
 
 
-def operands(op: ir.Operation, roles: tuple[str, ...], w: Writer) -> Operands:
-    """Collect an op's operands by role, named as in the function being rebuilt."""
-    names, types, values = {}, {}, {}
-    for role, value in grouped_operands(op, roles).items():
-        if value is not None:
-            names[role] = w.name(value)
-            types[role] = str(value.type)
-            values[role] = value
-    return Operands(names, types, values)
+def operands(v: OpAccess) -> Operands:
+    """A template's operands by role, read through its spec (absent optional ones left out)."""
+    return Operands({o.name: v.operand(o.name) for o in v.spec.operands if v.has(o.name)})
 
 
-def static_dim(value: ir.Value, i: int) -> int:
+def static_dim(value: Value, i: int) -> int:
     """A static dimension of a shaped value (feature widths are static in Hector)."""
     shape = ir.ShapedType(value.type)
     d = shape.get_dim_size(i)
@@ -58,458 +63,490 @@ def static_dim(value: ir.Value, i: int) -> int:
     return d
 
 
+def width(value: Value) -> int:
+    """The static width (last dimension) of a row tensor or vector."""
+    return static_dim(value, ir.ShapedType(value.type).rank - 1)
+
+
+def f32_type() -> ir.Type:
+    """``f32`` in the current context."""
+    return ir.F32Type.get()
+
+
 class Body:
-    """Emits scalar code for one template element into a Writer at a given indentation."""
+    """Builds the scalar code of one template at the current insertion point.
 
-    def __init__(self, w: Writer, indent: int) -> None:
-        self.w = w
-        self.indent = indent
+    ``ops`` are the template's operands as seen where the code runs (the host function's values
+    on the CPU, the kernel's arguments on the GPU)."""
 
-    def emit(self, line: str) -> None:
-        """Append a line at the current indentation."""
-        self.w.emit(line, self.indent)
+    def __init__(self, ops: Operands) -> None:
+        self.ops = ops
+        self._index = ir.IndexType.get()
+        self._f32 = f32_type()
 
-    def const(self, value: int) -> str:
+    def index(self, value: int) -> Value:
         """An ``index`` constant."""
-        return self.w.const_index(value, self.indent)
+        return arith.constant(self._index, value)
 
-    def load_index(self, ops: Operands, role: str, i: str) -> str:
+    def f32(self, value: float) -> Value:
+        """An ``f32`` constant."""
+        return arith.constant(self._f32, float(value))
+
+    def load_index(self, role: str, i: Value) -> Value:
         """``index_cast(role[i])``: a row number read from an i32 index array."""
-        raw = self.w.fresh(role[:1] + "i32")
-        idx = self.w.fresh(role[:1] + "row")
-        self.emit(f"{raw} = memref.load {ops.names[role]}[{i}] : {ops.types[role]}")
-        self.emit(f"{idx} = arith.index_cast {raw} : i32 to index")
-        return idx
+        raw = memref.load(self.ops[role], [i])
+        return arith.index_cast(self._index, raw)
 
-    def load(self, ops: Operands, role: str, *idx: str) -> str:
-        """Load one f32 element."""
-        v = self.w.fresh(role)
-        self.emit(f"{v} = memref.load {ops.names[role]}[{', '.join(idx)}] : {ops.types[role]}")
-        return v
+    def load(self, role: str, *idx: Value) -> Value:
+        """Load one element of operand ``role``."""
+        return memref.load(self.ops[role], list(idx))
 
-    def store(self, ops: Operands, role: str, v: str, *idx: str) -> None:
-        """Store one f32 element."""
-        self.emit(f"memref.store {v}, {ops.names[role]}[{', '.join(idx)}] : {ops.types[role]}")
+    def store(self, role: str, v: Value, *idx: Value) -> None:
+        """Store one element of operand ``role``."""
+        memref.store(v, self.ops[role], list(idx))
 
-    def accumulate(self, ops: Operands, role: str, v: str, atomic: bool, *idx: str) -> None:
+    def accumulate(self, role: str, v: Value, atomic: bool, *idx: Value) -> None:
         """``role[idx] += v``, atomically when several threads may hit one element."""
         if atomic:
-            old = self.w.fresh("old")
-            self.emit(
-                f"{old} = memref.atomic_rmw addf {v}, {ops.names[role]}[{', '.join(idx)}] "
-                f": ({'f32'}, {ops.types[role]}) -> f32"
-            )
+            memref.atomic_rmw(arith.AtomicRMWKind.addf, v, self.ops[role], list(idx))
             return
-        cur = self.load(ops, role, *idx)
-        s = self.w.fresh("sum")
-        self.emit(f"{s} = arith.addf {cur}, {v} : f32")
-        self.store(ops, role, s, *idx)
+        cur = self.load(role, *idx)
+        self.store(role, arith.addf(cur, v), *idx)
 
-    def open_for(self, lo: str, hi: str, step: str, hint: str) -> str:
-        """Open an ``scf.for`` loop and return its induction variable."""
-        iv = self.w.fresh(hint)
-        self.emit(f"scf.for {iv} = {lo} to {hi} step {step} {{")
-        self.indent += 2
-        return iv
+    @contextmanager
+    def loop(self, lo: Value, hi: Value, step: Value) -> Iterator[Value]:
+        """An ``scf.for`` whose body is built inside the ``with``; yields the induction
+        variable."""
+        for_op = scf.ForOp(lo, hi, step)
+        with ir.InsertionPoint(for_op.body):
+            yield for_op.induction_variable
+            scf.yield_([])
 
-    def close(self) -> None:
-        """Close the innermost region."""
-        self.indent -= 2
-        self.emit("}")
+    def reduce(
+        self,
+        lo: Value,
+        hi: Value,
+        step: Value,
+        init: Value,
+        step_fn: Callable[[Value, Value], Value],
+    ) -> Value:
+        """``scf.for`` carrying one value: ``acc = step_fn(iv, acc)`` from ``init``; returns the
+        final value."""
+        for_op = scf.ForOp(lo, hi, step, [init])
+        with ir.InsertionPoint(for_op.body):
+            scf.yield_([step_fn(for_op.induction_variable, for_op.inner_iter_args[0])])
+        return for_op.results[0]
+
+    @contextmanager
+    def guard(self, cond: Value) -> Iterator[None]:
+        """An ``scf.if`` without else, its body built inside the ``with``."""
+        if_op = scf.IfOp(cond)
+        with ir.InsertionPoint(if_op.then_block):
+            yield
+            scf.yield_([])
 
 
-def gemm_rows(op: ir.Operation, ops: Operands, w: Writer, c0: str) -> str:
-    """Emit the row count ``M`` of a GEMM template and return its name."""
-    for role in ("gather_index", "weight_index"):
-        if ops.has(role):
-            m = w.fresh("m")
-            w.emit(f"{m} = memref.dim {ops.names[role]}, {c0} : {ops.types[role]}")
-            return m
-    m = w.fresh("m")
-    w.emit(f"{m} = memref.dim {ops.names['a']}, {c0} : {ops.types['a']}")
-    return m
+# ---- GEMM -------------------------------------------------------------------------------------
 
 
-def slice_rows(op: ir.Operation) -> int | None:
+def gemm_rows(b: Body, c0: Value) -> Value:
+    """The row count ``M`` of a GEMM template: the first index operand's length, else ``a``'s."""
+    role = next((r for r in ("gather_index", "weight_index") if b.ops.has(r)), "a")
+    return memref.dim(b.ops[role], c0)
+
+
+def slice_rows(v: OpAccess) -> int | None:
     """A GEMM template's optional ``slice_rows``: row ``i`` uses weight slice ``i / slice_rows``
     (per-slice weight products); None when absent."""
-    if "slice_rows" not in op.attributes:
-        return None
-    return ir.IntegerAttr(op.attributes["slice_rows"]).value
+    return int(v.attr("slice_rows")) if "slice_rows" in v.op.attributes else None
 
 
-def gemm_row_prologue(
-    b: Body, ops: Operands, i: str, rows_per_slice: int | None = None
-) -> tuple[str, str | None, str]:
+@dataclass(frozen=True)
+class GemmRow:
+    """Where GEMM row ``i`` reads and writes: row ``r`` of ``a``, weight slice ``t`` (None for
+    a shared weight), output row ``o``, and its ``row_scale`` factor (None without one)."""
+
+    i: Value
+    r: Value
+    t: Value | None
+    o: Value
+    scale: Value | None = None
+
+
+def gemm_row_prologue(b: Body, i: Value, rows_per_slice: int | None = None) -> GemmRow:
     """Rows read, weight slice and row written for GEMM row ``i`` (the slice from
     ``weight_index``, or ``i / rows_per_slice``)."""
-    r = b.load_index(ops, "gather_index", i) if ops.has("gather_index") else i
-    t = b.load_index(ops, "weight_index", i) if ops.has("weight_index") else None
+    r = b.load_index("gather_index", i) if b.ops.has("gather_index") else i
+    t = b.load_index("weight_index", i) if b.ops.has("weight_index") else None
     if t is None and rows_per_slice is not None:
-        t = b.w.fresh("slice")
-        b.emit(f"{t} = arith.divui {i}, {b.const(rows_per_slice)} : index")
-    o = b.load_index(ops, "scatter_index", i) if ops.has("scatter_index") else i
-    return r, t, o
+        t = arith.divui(i, b.index(rows_per_slice))
+    o = b.load_index("scatter_index", i) if b.ops.has("scatter_index") else i
+    return GemmRow(i, r, t, o)
 
 
-def gemm_row_scale(b: Body, ops: Operands, i: str) -> str | None:
-    """The factor of GEMM row ``i`` (``row_scale[i, 0]``), or None without ``row_scale``."""
-    return b.load(ops, "row_scale", i, b.const(0)) if ops.has("row_scale") else None
+def gemm_row_scale(b: Body, row: GemmRow) -> GemmRow:
+    """``row`` with its factor ``row_scale[i, 0]`` loaded (unchanged without ``row_scale``)."""
+    if not b.ops.has("row_scale"):
+        return row
+    scale = b.load("row_scale", row.i, b.index(0))
+    return GemmRow(row.i, row.r, row.t, row.o, scale)
 
 
-def _weight_index(t: str | None, k: str, j: str, transposed: bool) -> list[str]:
-    return [*([t] if t is not None else []), *((j, k) if transposed else (k, j))]
+def _sliced(t: Value | None, *idx: Value) -> list[Value]:
+    """Weight indices: the slice first when the weight is per type."""
+    return [*([t] if t is not None else []), *idx]
 
 
 def gemm_element(
-    b: Body,
-    ops: Operands,
-    r: str,
-    t: str | None,
-    o: str,
-    j: str,
-    k_extent: int,
-    epilogue: str,
-    transposed: bool = False,
-    scale: str | None = None,
+    b: Body, row: GemmRow, j: Value, k_extent: int, epilogue: str, transposed: bool = False
 ) -> None:
     """GPU form: ``out[o, j] (=, +=, atomic +=) scale * Σ_k a[r, k] * weight[t, k, j]``
-    (``weight[t, j, k]`` when ``transposed``; ``scale`` the row's ``row_scale``, if any)."""
-    c0, c1, ck = b.const(0), b.const(1), b.const(k_extent)
-    zero = b.w.fresh("zero")
-    b.emit(f"{zero} = arith.constant 0.000000e+00 : f32")
-    acc, k, acc_in = b.w.fresh("acc"), b.w.fresh("k"), b.w.fresh("acc_in")
-    b.emit(f"{acc} = scf.for {k} = {c0} to {ck} step {c1} iter_args({acc_in} = {zero}) -> (f32) {{")
-    b.indent += 2
-    av = b.load(ops, "a", r, k)
-    wv = b.load(ops, "weight", *_weight_index(t, k, j, transposed))
-    p, s = b.w.fresh("p"), b.w.fresh("s")
-    b.emit(f"{p} = arith.mulf {av}, {wv} : f32")
-    b.emit(f"{s} = arith.addf {acc_in}, {p} : f32")
-    b.emit(f"scf.yield {s} : f32")
-    b.close()
-    if scale is not None:
-        scaled = b.w.fresh("rs")
-        b.emit(f"{scaled} = arith.mulf {acc}, {scale} : f32")
-        acc = scaled
+    (``weight[t, j, k]`` when ``transposed``)."""
+    c0, c1, ck = b.index(0), b.index(1), b.index(k_extent)
+    zero = b.f32(0.0)
+
+    def step(k: Value, acc: Value) -> Value:
+        av = b.load("a", row.r, k)
+        wv = b.load("weight", *_sliced(row.t, *((j, k) if transposed else (k, j))))
+        return arith.addf(acc, arith.mulf(av, wv))
+
+    acc = b.reduce(c0, ck, c1, zero, step)
+    if row.scale is not None:
+        acc = arith.mulf(acc, row.scale)
     if epilogue == "store":
-        b.store(ops, "out", acc, o, j)
+        b.store("out", acc, row.o, j)
     else:
-        b.accumulate(ops, "out", acc, epilogue == "atomic_add", o, j)
+        b.accumulate("out", acc, epilogue == "atomic_add", row.o, j)
+
+
+def _gemm_row_xty(b: Body, row: GemmRow, k_extent: int, n_extent: int) -> None:
+    """``out[t] += a[r, :]^T ⊗ weight[i, :]`` (weight gradients), ``k`` outer, ``j`` inner."""
+    c0, c1 = b.index(0), b.index(1)
+    ck, cn = b.index(k_extent), b.index(n_extent)
+    with b.loop(c0, ck, c1) as k:
+        av = b.load("a", row.r, k)
+        with b.loop(c0, cn, c1) as j:
+            p = arith.mulf(av, b.load("weight", row.i, j))
+            b.accumulate("out", p, False, *_sliced(row.t, k, j))
+
+
+def _gemm_row_xwt(b: Body, row: GemmRow, k_extent: int, n_extent: int, epilogue: str) -> None:
+    """``a[r, :] @ weight[t]^T``: ``j`` outer, a dot product over contiguous weight rows."""
+    c0, c1 = b.index(0), b.index(1)
+    cn = b.index(n_extent)
+    with b.loop(c0, cn, c1) as j:
+        gemm_element(b, row, j, k_extent, epilogue, transposed=True)
+
+
+def _gemm_row_xw(
+    b: Body, row: GemmRow, k_extent: int, n_extent: int, epilogue: str, scratch: Value | None
+) -> None:
+    """``a[r, :] @ weight[t]``: ``k`` outer, ``j`` inner over contiguous weight and output
+    rows (LLVM vectorises it)."""
+    c0, c1 = b.index(0), b.index(1)
+    ck, cn = b.index(k_extent), b.index(n_extent)
+    # An accumulating epilogue sums the row's product in a scratch row first: adding K partial
+    # products of every incoming row straight into the output would round like a K*degree-term
+    # sum; this way each output element receives one rounded product per row, as on the GPU.
+    zero = b.f32(0.0)
+    with b.loop(c0, cn, c1) as j:
+        if scratch is None:
+            b.store("out", zero, row.o, j)
+        else:
+            memref.store(zero, scratch, [j])
+    with b.loop(c0, ck, c1) as k:
+        av = b.load("a", row.r, k)
+        with b.loop(c0, cn, c1) as j:
+            p = arith.mulf(av, b.load("weight", *_sliced(row.t, k, j)))
+            if scratch is None:
+                b.accumulate("out", p, False, row.o, j)
+            else:
+                memref.store(arith.addf(memref.load(scratch, [j]), p), scratch, [j])
+    if scratch is None:
+        if row.scale is not None:
+            with b.loop(c0, cn, c1) as j:
+                b.store("out", arith.mulf(b.load("out", row.o, j), row.scale), row.o, j)
+        return
+    with b.loop(c0, cn, c1) as j:
+        v = memref.load(scratch, [j])
+        if row.scale is not None:
+            v = arith.mulf(v, row.scale)
+        b.accumulate("out", v, False, row.o, j)
 
 
 def gemm_row_cpu(
     b: Body,
-    ops: Operands,
-    r: str,
-    t: str | None,
-    o: str,
+    row: GemmRow,
     k_extent: int,
     n_extent: int,
     epilogue: str,
     variant: str = "xw",
-    i: str | None = None,
-    scale: str | None = None,
-    scratch: str | None = None,
+    scratch: Value | None = None,
 ) -> None:
     """CPU form of one GEMM row (``scratch``: a ``memref<N x f32>`` row buffer, needed by
-    accumulating epilogues): ``k`` outer, ``j`` inner, so the inner loop walks contiguous
-    weight and output rows (LLVM vectorises it). ``xwt`` reads the weight transposed (``j``
-    outer, a dot product over contiguous weight rows inside); ``xty`` adds the outer product of
-    row ``r`` of ``a`` and row ``i`` of the gradient into ``out[t]``."""
+    accumulating ``xw`` epilogues). ``xwt`` reads the weight transposed; ``xty`` adds the outer
+    product of row ``r`` of ``a`` and row ``i`` of the gradient into ``out[t]``."""
     if variant == "xty":
-        c0, c1 = b.const(0), b.const(1)
-        ck, cn = b.const(k_extent), b.const(n_extent)
-        k = b.open_for(c0, ck, c1, "k")
-        av = b.load(ops, "a", r, k)
-        j = b.open_for(c0, cn, c1, "j")
-        gv = b.load(ops, "weight", i, j)
-        p = b.w.fresh("p")
-        b.emit(f"{p} = arith.mulf {av}, {gv} : f32")
-        b.accumulate(ops, "out", p, False, *([t] if t is not None else []), k, j)
-        b.close()
-        b.close()
-        return
-    if variant == "xwt":
-        c0, c1 = b.const(0), b.const(1)
-        cn = b.const(n_extent)
-        j = b.open_for(c0, cn, c1, "j")
-        gemm_element(b, ops, r, t, o, j, k_extent, epilogue, transposed=True, scale=scale)
-        b.close()
-        return
-    c0, c1 = b.const(0), b.const(1)
-    ck, cn = b.const(k_extent), b.const(n_extent)
-    # An accumulating epilogue sums the row's product in a scratch row first: adding K partial
-    # products of every incoming row straight into the output would round like a K*degree-term
-    # sum; this way each output element receives one rounded product per row, as on the GPU.
-    target, tname = ("out", o) if epilogue == "store" else ("scratch", None)
-    zero = b.w.fresh("zero")
-    b.emit(f"{zero} = arith.constant 0.000000e+00 : f32")
-    j = b.open_for(c0, cn, c1, "j")
-    if target == "out":
-        b.store(ops, "out", zero, o, j)
+        _gemm_row_xty(b, row, k_extent, n_extent)
+    elif variant == "xwt":
+        _gemm_row_xwt(b, row, k_extent, n_extent, epilogue)
     else:
-        b.emit(f"memref.store {zero}, {scratch}[{j}] : memref<{n_extent}xf32>")
-    b.close()
-    k = b.open_for(c0, ck, c1, "k")
-    av = b.load(ops, "a", r, k)
-    j = b.open_for(c0, cn, c1, "j")
-    wv = b.load(ops, "weight", *([t] if t is not None else []), k, j)
-    p = b.w.fresh("p")
-    b.emit(f"{p} = arith.mulf {av}, {wv} : f32")
-    if target == "out":
-        b.accumulate(ops, "out", p, False, tname, j)
-    else:
-        cur, acc = b.w.fresh("cur"), b.w.fresh("acc")
-        b.emit(f"{cur} = memref.load {scratch}[{j}] : memref<{n_extent}xf32>")
-        b.emit(f"{acc} = arith.addf {cur}, {p} : f32")
-        b.emit(f"memref.store {acc}, {scratch}[{j}] : memref<{n_extent}xf32>")
-    b.close()
-    b.close()
-    if target == "out":
-        if scale is not None:
-            j = b.open_for(c0, cn, c1, "j")
-            v = b.load(ops, "out", o, j)
-            sv = b.w.fresh("rs")
-            b.emit(f"{sv} = arith.mulf {v}, {scale} : f32")
-            b.store(ops, "out", sv, o, j)
-            b.close()
-        return
-    j = b.open_for(c0, cn, c1, "j")
-    v = b.w.fresh("row")
-    b.emit(f"{v} = memref.load {scratch}[{j}] : memref<{n_extent}xf32>")
-    if scale is not None:
-        sv = b.w.fresh("rs")
-        b.emit(f"{sv} = arith.mulf {v}, {scale} : f32")
-        v = sv
-    b.accumulate(ops, "out", v, False, o, j)
-    b.close()
+        _gemm_row_xw(b, row, k_extent, n_extent, epilogue, scratch)
 
 
-def row_indices(b: Body, ops: Operands, i: str) -> tuple[str, str, str | None]:
-    """For traversal row ``i``: the row of ``x`` read, the row of ``y`` read, and the output
-    row of a reduction (None without ``scatter_index``)."""
-    xr = b.load_index(ops, "gather_index", i) if ops.has("gather_index") else i
-    yr = b.load_index(ops, "y_index", i) if ops.has("y_index") else i
-    d = b.load_index(ops, "scatter_index", i) if ops.has("scatter_index") else None
-    return xr, yr, d
+# ---- traversal: rows and element functions ----------------------------------------------------
 
 
-def traversal_rows(ops: Operands, w: Writer, c0: str) -> str:
-    """Emit the row count ``M`` of a traversal template and return its name."""
-    role = "gather_index" if ops.has("gather_index") else "x"
-    m = w.fresh("m")
-    w.emit(f"{m} = memref.dim {ops.names[role]}, {c0} : {ops.types[role]}")
-    return m
+def traversal_rows(b: Body, c0: Value) -> Value:
+    """The row count ``M`` of a traversal template: ``gather_index``'s length, else ``x``'s."""
+    role = "gather_index" if b.ops.has("gather_index") else "x"
+    return memref.dim(b.ops[role], c0)
 
 
-def _f32_const(b: Body, value: float, hint: str = "cst") -> str:
-    c = b.w.fresh(hint)
-    b.emit(f"{c} = arith.constant {value!r} : f32")
-    return c
+@dataclass(frozen=True)
+class Element:
+    """One element of a traversal: row ``i``, the rows ``xr``/``yr`` of ``x``/``y`` read, the
+    output row ``d`` of a reduction (None without ``scatter_index``), and column ``j``."""
+
+    i: Value
+    xr: Value
+    yr: Value
+    d: Value | None
+    j: Value | None = None
+
+    def at(self, j: Value) -> Element:
+        """The element of column ``j`` in this row."""
+        return Element(self.i, self.xr, self.yr, self.d, j)
+
+    @property
+    def col(self) -> Value:
+        """The column (set by :meth:`at`)."""
+        assert self.j is not None
+        return self.j
 
 
-def _arith(b: Body, opname: str, *args: str, hint: str = "t") -> str:
-    r = b.w.fresh(hint)
-    b.emit(f"{r} = arith.{opname} {', '.join(args)} : f32")
-    return r
+def row_indices(b: Body, i: Value) -> Element:
+    """For traversal row ``i``: the rows of ``x`` and ``y`` read and the reduction's output
+    row (column not yet set)."""
+    xr = b.load_index("gather_index", i) if b.ops.has("gather_index") else i
+    yr = b.load_index("y_index", i) if b.ops.has("y_index") else i
+    d = b.load_index("scatter_index", i) if b.ops.has("scatter_index") else None
+    return Element(i, xr, yr, d)
 
 
-def _exp(b: Body, v: str) -> str:
-    r = b.w.fresh("exp")
-    b.emit(f"{r} = math.exp {v} : f32")
-    return r
-
-
-def _sigmoid(b: Body, v: str) -> str:
+def _sigmoid(b: Body, v: Value) -> Value:
     """``1 / (1 + exp(-v))``: saturates cleanly to 0 and 1 for large ``|v|``."""
-    e = _exp(b, _arith(b, "negf", v))
-    one = _f32_const(b, 1.0)
-    return _arith(b, "divf", one, _arith(b, "addf", one, e), hint="sig")
+    e = math.exp(arith.negf(v))
+    one = b.f32(1.0)
+    return arith.divf(one, arith.addf(one, e))
 
 
-def _tanh(b: Body, v: str) -> str:
+def _tanh(b: Body, v: Value) -> Value:
     """``1 - 2 / (exp(2v) + 1)``: exact limits ±1, no overflow to NaN."""
-    one, two = _f32_const(b, 1.0), _f32_const(b, 2.0)
-    e = _exp(b, _arith(b, "mulf", v, two))
-    return _arith(b, "subf", one, _arith(b, "divf", two, _arith(b, "addf", e, one)), hint="tanh")
+    one, two = b.f32(1.0), b.f32(2.0)
+    e = math.exp(arith.mulf(v, two))
+    return arith.subf(one, arith.divf(two, arith.addf(e, one)))
 
 
 _ERF = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429, 0.3275911)
 
 
-def _erf(b: Body, v: str) -> str:
+def _erf(b: Body, v: Value) -> Value:
     """Abramowitz–Stegun 7.1.26 (|error| < 1.5e-7), written in arith + one exp so the CPU and
     GPU back ends need no libm/libdevice."""
-    a1, a2, a3, a4, a5, p = (_f32_const(b, c) for c in _ERF)
-    one, zero = _f32_const(b, 1.0), _f32_const(b, 0.0)
-    ax = b.w.fresh("ax")
-    b.emit(f"{ax} = math.absf {v} : f32")
-    t = _arith(b, "divf", one, _arith(b, "addf", one, _arith(b, "mulf", p, ax)))
+    a1, a2, a3, a4, a5, p = (b.f32(c) for c in _ERF)
+    one, zero = b.f32(1.0), b.f32(0.0)
+    ax = math.absf(v)
+    t = arith.divf(one, arith.addf(one, arith.mulf(p, ax)))
     poly = a5
     for a in (a4, a3, a2, a1):
-        poly = _arith(b, "addf", _arith(b, "mulf", poly, t), a)
-    poly = _arith(b, "mulf", poly, t)
-    e = _exp(b, _arith(b, "negf", _arith(b, "mulf", ax, ax)))
-    y = _arith(b, "subf", one, _arith(b, "mulf", poly, e))
-    neg = b.w.fresh("neg")
-    b.emit(f"{neg} = arith.cmpf olt, {v}, {zero} : f32")
-    ny = _arith(b, "negf", y)
-    r = b.w.fresh("erf")
-    b.emit(f"{r} = arith.select {neg}, {ny}, {y} : f32")
-    return r
+        poly = arith.addf(arith.mulf(poly, t), a)
+    poly = arith.mulf(poly, t)
+    e = math.exp(arith.negf(arith.mulf(ax, ax)))
+    y = arith.subf(one, arith.mulf(poly, e))
+    neg = arith.cmpf(arith.CmpFPredicate.OLT, v, zero)
+    return arith.select(neg, arith.negf(y), y)
 
 
-def _gelu(b: Body, v: str) -> str:
+def _gelu(b: Body, v: Value) -> Value:
     """Exact GELU ``v/2 · (1 + erf(v/√2))`` (PyTorch's default)."""
-    half, one = _f32_const(b, 0.5), _f32_const(b, 1.0)
-    rs2 = _f32_const(b, 0.7071067811865476)
-    cdf = _arith(b, "mulf", half, _arith(b, "addf", one, _erf(b, _arith(b, "mulf", v, rs2))))
-    return _arith(b, "mulf", v, cdf, hint="gelu")
+    half, one = b.f32(0.5), b.f32(1.0)
+    rs2 = b.f32(0.7071067811865476)
+    cdf = arith.mulf(half, arith.addf(one, _erf(b, arith.mulf(v, rs2))))
+    return arith.mulf(v, cdf)
 
 
-def _gelu_grad(b: Body, v: str) -> str:
+def _gelu_grad(b: Body, v: Value) -> Value:
     """``d/dv gelu(v) = Φ(v) + v·φ(v)``."""
-    half, one = _f32_const(b, 0.5), _f32_const(b, 1.0)
-    rs2 = _f32_const(b, 0.7071067811865476)
-    inv_sqrt_2pi = _f32_const(b, 0.3989422804014327)
-    cdf = _arith(b, "mulf", half, _arith(b, "addf", one, _erf(b, _arith(b, "mulf", v, rs2))))
-    sq = _arith(b, "mulf", _arith(b, "mulf", v, v), half)
-    pdf = _arith(b, "mulf", inv_sqrt_2pi, _exp(b, _arith(b, "negf", sq)))
-    return _arith(b, "addf", cdf, _arith(b, "mulf", v, pdf), hint="dgelu")
+    half, one = b.f32(0.5), b.f32(1.0)
+    rs2 = b.f32(0.7071067811865476)
+    inv_sqrt_2pi = b.f32(0.3989422804014327)
+    cdf = arith.mulf(half, arith.addf(one, _erf(b, arith.mulf(v, rs2))))
+    sq = arith.mulf(arith.mulf(v, v), half)
+    pdf = arith.mulf(inv_sqrt_2pi, math.exp(arith.negf(sq)))
+    return arith.addf(cdf, arith.mulf(v, pdf))
 
 
-def _leaky(b: Body, v: str, slope: float, pos: str, negv: str) -> str:
-    zero = _f32_const(b, 0.0)
-    c = b.w.fresh("pos")
-    b.emit(f"{c} = arith.cmpf ogt, {v}, {zero} : f32")
-    r = b.w.fresh("sel")
-    b.emit(f"{r} = arith.select {c}, {pos}, {negv} : f32")
-    return r
+def _positive_or(b: Body, v: Value, pos: Value, otherwise: Value) -> Value:
+    """``v > 0 ? pos : otherwise``."""
+    zero = b.f32(0.0)
+    return arith.select(arith.cmpf(arith.CmpFPredicate.OGT, v, zero), pos, otherwise)
 
 
-def unary_value(b: Body, fn: str, v: str, slope: float) -> str:
+# Unary row functions: fn(body, v, slope) -> value.
+UNARY: dict[str, Callable[[Body, Value, float], Value]] = {
+    "relu": lambda b, v, s: arith.maximumf(v, b.f32(0.0)),
+    "leaky_relu": lambda b, v, s: _positive_or(b, v, v, arith.mulf(v, b.f32(s))),
+    "exp": lambda b, v, s: math.exp(v),
+    "tanh": lambda b, v, s: _tanh(b, v),
+    "sigmoid": lambda b, v, s: _sigmoid(b, v),
+    "gelu": lambda b, v, s: _gelu(b, v),
+    "neg": lambda b, v, s: arith.negf(v),
+}
+
+
+def _tanh_grad(b: Body, dy: Value, out: Value) -> Value:
+    one = b.f32(1.0)
+    return arith.mulf(dy, arith.subf(one, arith.mulf(out, out)))
+
+
+def _sigmoid_grad(b: Body, dy: Value, out: Value) -> Value:
+    one = b.f32(1.0)
+    return arith.mulf(dy, arith.mulf(out, arith.subf(one, out)))
+
+
+# Gradient row functions: fn(body, dy, ref, slope) -> dy * f'(...), where ref is the forward
+# input (relu, leaky_relu, gelu) or the forward output (exp, tanh, sigmoid).
+GRAD: dict[str, Callable[[Body, Value, Value, float], Value]] = {
+    "relu_grad": lambda b, dy, x, s: _positive_or(b, x, dy, b.f32(0.0)),
+    "leaky_relu_grad": lambda b, dy, x, s: _positive_or(b, x, dy, arith.mulf(dy, b.f32(s))),
+    "gelu_grad": lambda b, dy, x, s: arith.mulf(dy, _gelu_grad(b, x)),
+    "exp_grad": lambda b, dy, out, s: arith.mulf(dy, out),
+    "tanh_grad": lambda b, dy, out, s: _tanh_grad(b, dy, out),
+    "sigmoid_grad": lambda b, dy, out, s: _sigmoid_grad(b, dy, out),
+}
+
+
+def unary_value(b: Body, fn: str, v: Value, slope: float) -> Value:
     """``fn(v)`` for the unary row functions."""
-    if fn == "relu":
-        return _arith(b, "maximumf", v, _f32_const(b, 0.0), hint="relu")
-    if fn == "leaky_relu":
-        return _leaky(b, v, slope, v, _arith(b, "mulf", v, _f32_const(b, slope)))
-    if fn == "exp":
-        return _exp(b, v)
-    if fn == "tanh":
-        return _tanh(b, v)
-    if fn == "sigmoid":
-        return _sigmoid(b, v)
-    if fn == "gelu":
-        return _gelu(b, v)
-    if fn == "neg":
-        return _arith(b, "negf", v)
-    raise ValueError(f"unknown unary function {fn!r}")
+    if fn not in UNARY:
+        raise ValueError(f"unknown unary function {fn!r}")
+    return UNARY[fn](b, v, slope)
 
 
-def grad_value(b: Body, fn: str, dy: str, ref: str, slope: float) -> str:
-    """``dy * fn'(…)`` where ``ref`` is the forward input (relu, leaky_relu, gelu) or the
-    forward output (exp, tanh, sigmoid)."""
-    base = fn.removesuffix("_grad")
-    if base == "relu":
-        return _leaky(b, ref, 0.0, dy, _f32_const(b, 0.0))
-    if base == "leaky_relu":
-        return _leaky(b, ref, slope, dy, _arith(b, "mulf", dy, _f32_const(b, slope)))
-    if base == "gelu":
-        return _arith(b, "mulf", dy, _gelu_grad(b, ref))
-    if base == "exp":
-        return _arith(b, "mulf", dy, ref)
-    if base == "tanh":
-        one = _f32_const(b, 1.0)
-        return _arith(b, "mulf", dy, _arith(b, "subf", one, _arith(b, "mulf", ref, ref)))
-    if base == "sigmoid":
-        one = _f32_const(b, 1.0)
-        return _arith(b, "mulf", dy, _arith(b, "mulf", ref, _arith(b, "subf", one, ref)))
-    raise ValueError(f"unknown gradient function {fn!r}")
+def grad_value(b: Body, fn: str, dy: Value, ref: Value, slope: float) -> Value:
+    """``dy * fn'(…)`` for the gradient row functions."""
+    if fn not in GRAD:
+        raise ValueError(f"unknown gradient function {fn!r}")
+    return GRAD[fn](b, dy, ref, slope)
 
 
-def width(value: ir.Value) -> int:
-    """The static width (last dimension) of a row tensor or vector."""
-    shape = ir.ShapedType(value.type)
-    return static_dim(value, shape.rank - 1)
+@dataclass(frozen=True)
+class RowFn:
+    """A traversal's row function (``fn``, its ``slope``) and how rows reach ``out``
+    (``reduce``)."""
+
+    fn: str
+    slope: float
+    reduce: str = "none"
+
+    @classmethod
+    def of(cls, v: OpAccess) -> RowFn:
+        """The row function of the traversal template viewed by ``v``."""
+        return cls(v.attr("fn"), float(v.attr("slope")), v.attr("reduce"))
 
 
-def traversal_element(
-    b: Body,
-    op: ir.Operation,
-    ops: Operands,
-    i: str,
-    xr: str,
-    yr: str,
-    d: str | None,
-    j: str,
-    atomic: bool,
-) -> None:
+def _dot(b: Body, e: Element, f: RowFn) -> Value:
+    """``Σ_{d < Dh} x[xr, j*Dh + d] * y[yr, j*Dh + d]`` (per-head inner product)."""
+    dh = width(b.ops["x"]) // width(b.ops["out"])
+    c0, c1, cdh = b.index(0), b.index(1), b.index(dh)
+    base = arith.muli(e.col, cdh)
+    zero = b.f32(0.0)
+
+    def step(k: Value, acc: Value) -> Value:
+        col = arith.addi(base, k)
+        xv, yv = b.load("x", e.xr, col), b.load("y", e.yr, col)
+        return arith.addf(acc, arith.mulf(xv, yv))
+
+    return b.reduce(c0, cdh, c1, zero, step)
+
+
+def _scale(b: Body, e: Element, x: Value) -> Value:
+    """``x[j] * y[j / (Dx / Dy)]`` (per-head scale; ``y[0]`` for a one-column ``y``)."""
+    dx, dy = width(b.ops["x"]), width(b.ops["y"])
+    col = b.index(0)
+    if dy > 1:
+        col = arith.divui(e.col, b.index(dx // dy))
+    return arith.mulf(x, b.load("y", e.yr, col))
+
+
+_BINARY: dict[str, Callable[[Value, Value], Value]] = {
+    "add": arith.addf,
+    "mul": arith.mulf,
+    "sub": arith.subf,
+    "div": arith.divf,
+    "exp_sub": lambda x, y: math.exp(arith.subf(x, y)),
+}
+
+
+def _binary(b: Body, e: Element, x: Value, f: RowFn) -> Value:
+    return _BINARY[f.fn](x, b.load("y", e.yr, e.col))
+
+
+def _grad(b: Body, e: Element, x: Value, f: RowFn) -> Value:
+    return grad_value(b, f.fn, x, b.load("y", e.yr, e.col), f.slope)
+
+
+def _unary(b: Body, e: Element, x: Value, f: RowFn) -> Value:
+    return unary_value(b, f.fn, x, f.slope)
+
+
+# Elementwise row functions of x[xr, j] (already loaded): fn(body, element, x, rowfn) -> v.
+_ELEMENTWISE: dict[str, Callable[[Body, Element, Value, RowFn], Value]] = {
+    "copy": lambda b, e, x, f: x,
+    "scale": lambda b, e, x, f: _scale(b, e, x),
+    "add_bias": lambda b, e, x, f: arith.addf(x, b.load("y", e.col)),
+    **{name: _binary for name in _BINARY},
+    **{name: _grad for name in GRAD},
+    **{name: _unary for name in UNARY},
+}
+
+
+def row_value(b: Body, e: Element, f: RowFn) -> Value:
+    """``fn(x[xr, :], y[yr, :])[j]`` for one element."""
+    if f.fn == "dot":
+        return _dot(b, e, f)
+    return _ELEMENTWISE[f.fn](b, e, b.load("x", e.xr, e.col), f)
+
+
+def _reduce_none(b: Body, e: Element, v: Value, atomic: bool) -> None:
+    b.store("out", v, e.i, e.col)
+
+
+def _reduce_max(b: Body, e: Element, v: Value, atomic: bool) -> None:
+    assert e.d is not None
+    if atomic:
+        memref.atomic_rmw(arith.AtomicRMWKind.maximumf, v, b.ops["out"], [e.d, e.col])
+        return
+    cur = b.load("out", e.d, e.col)
+    b.store("out", arith.maximumf(cur, v), e.d, e.col)
+
+
+def _reduce_sum(b: Body, e: Element, v: Value, atomic: bool) -> None:
+    idx = (e.d, e.col) if e.d is not None else (e.col,)
+    b.accumulate("out", v, atomic, *idx)
+
+
+# How an element's value reaches ``out``, by the template's ``reduce``.
+REDUCE: dict[str, Callable[[Body, Element, Value, bool], None]] = {
+    "none": _reduce_none,
+    "max": _reduce_max,
+    "sum": _reduce_sum,
+    "atomic_sum": _reduce_sum,
+}
+
+
+def traversal_element(b: Body, f: RowFn, e: Element, atomic: bool) -> None:
     """``out[d or i, j] (=, +=, max=) fn(x[xr, :], y[yr, :])[j]`` for one element; ``atomic``
     when several threads may update one element (the GPU), whatever ``reduce`` says."""
-    fn, reduce = str_attr(op, "fn"), str_attr(op, "reduce")
-    slope = float(ir.FloatAttr(op.attributes["slope"]).value)
-    if fn == "dot":
-        dx, do = width(ops.values["x"]), width(ops.values["out"])
-        dh = dx // do
-        c0, c1, cdh = b.const(0), b.const(1), b.const(dh)
-        base = b.w.fresh("base")
-        b.emit(f"{base} = arith.muli {j}, {cdh} : index")
-        zero = _f32_const(b, 0.0, "zero")
-        acc, k, acc_in = b.w.fresh("acc"), b.w.fresh("k"), b.w.fresh("acc_in")
-        b.emit(
-            f"{acc} = scf.for {k} = {c0} to {cdh} step {c1} "
-            f"iter_args({acc_in} = {zero}) -> (f32) {{"
-        )
-        b.indent += 2
-        col = b.w.fresh("col")
-        b.emit(f"{col} = arith.addi {base}, {k} : index")
-        xv, yv = b.load(ops, "x", xr, col), b.load(ops, "y", yr, col)
-        s = _arith(b, "addf", acc_in, _arith(b, "mulf", xv, yv))
-        b.emit(f"scf.yield {s} : f32")
-        b.close()
-        v = acc
-    else:
-        v = b.load(ops, "x", xr, j)
-        if fn == "copy":
-            pass
-        elif fn == "scale":
-            dx, dy_ = width(ops.values["x"]), width(ops.values["y"])
-            col = b.const(0)
-            if dy_ > 1:
-                col = b.w.fresh("head")
-                b.emit(f"{col} = arith.divui {j}, {b.const(dx // dy_)} : index")
-            v = _arith(b, "mulf", v, b.load(ops, "y", yr, col), hint="scaled")
-        elif fn == "add_bias":
-            v = _arith(b, "addf", v, b.load(ops, "y", j), hint="added")
-        elif fn in ("add", "mul", "sub", "div", "exp_sub"):
-            y = b.load(ops, "y", yr, j)
-            name = {"add": "addf", "mul": "mulf", "div": "divf"}.get(fn, "subf")
-            v = _arith(b, name, v, y)
-            if fn == "exp_sub":
-                v = _exp(b, v)
-        elif fn.endswith("_grad"):
-            v = grad_value(b, fn, v, b.load(ops, "y", yr, j), slope)
-        else:
-            v = unary_value(b, fn, v, slope)
-    if reduce == "none":
-        b.store(ops, "out", v, i, j)
-    elif reduce == "max":
-        assert d is not None
-        if atomic:
-            old = b.w.fresh("old")
-            b.emit(
-                f"{old} = memref.atomic_rmw maximumf {v}, {ops.names['out']}[{d}, {j}] "
-                f": (f32, {ops.types['out']}) -> f32"
-            )
-        else:
-            cur = b.load(ops, "out", d, j)
-            b.store(ops, "out", _arith(b, "maximumf", cur, v), d, j)
-    else:
-        idx = (d, j) if d is not None else (j,)
-        b.accumulate(ops, "out", v, atomic, *idx)
-
-
-def block_size(op: ir.Operation) -> int:
-    """The template's threads-per-block schedule."""
-    return int_attr(op, "block_size")
+    REDUCE[f.reduce](b, e, row_value(b, e, f), atomic)

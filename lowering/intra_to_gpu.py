@@ -1,7 +1,8 @@
 """``convert-hector-intra-to-gpu``: one GPU kernel per template, launched from the host function.
 
 Each template becomes a ``gpu.func`` kernel in the module ``@hector_kernels`` (named
-``<function>_<n>_<template>``) and a ``gpu.launch_func`` in the host function:
+``<function>_<n>_<template>``, ``n`` the template's position in the function's body) and a
+``gpu.launch_func`` in the host function:
 
 * ``gemm_template``: one thread per ``(row, column tile)``; a thread computes ``tile_n``
   output columns of its row, each a ``k``-loop dot product, and writes them with the epilogue
@@ -15,157 +16,179 @@ Each template becomes a ``gpu.func`` kernel in the module ``@hector_kernels`` (n
 Host buffers move to the device API: ``memref.alloc``/``dealloc`` → ``gpu.alloc``/``dealloc``,
 ``linalg.fill`` → ``gpu.memset``, ``memref.copy`` → ``gpu.memcpy``. The kernels then go through
 upstream ``nvvm-attach-target``, ``convert-gpu-to-nvvm`` and ``gpu-module-to-binary`` to PTX.
+
+Everything is rewritten in place through the dialect builders: the launch is built before the
+template and the kernel at the end of ``@hector_kernels``, both under the template's location,
+then the template is erased.
 """
 
 from __future__ import annotations
 
-from mlir import ir
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
+from mlir import ir
+from mlir.dialects import arith, gpu, memref
+
+from ..dialects import hector_intra as intra
+from ..dialects._build import OpAccess
 from ..passes._registry import PassFailure, register_pass
-from . import _emit
 from . import _templates as T
-from ._emit import Writer
-from .intra_to_scf import header
+from .intra_to_scf import functions
 
 KERNEL_MODULE = "hector_kernels"
+ALIGN_MODES = ("none", "warp128")
+WARP = 32
 
 
-class _Kernels:
-    def __init__(self) -> None:
-        self.texts: list[str] = []
+class KernelModule:
+    """``gpu.module @hector_kernels``, created at the end of the module on first use."""
 
-    def module(self) -> str:
-        body = "\n".join(self.texts)
-        return f"gpu.module @{KERNEL_MODULE} {{\n{body}\n}}"
+    def __init__(self, module_op: ir.Operation) -> None:
+        self.module_op = module_op
+        self._block: ir.Block | None = None
 
-
-def _kernel(
-    kernels: _Kernels, name: str, op: ir.Operation, ops: T.Operands, roles: tuple[str, ...]
-) -> tuple[Writer, T.Operands, str]:
-    """Open a kernel whose arguments are the op's operands; returns (writer, operands, tid)."""
-    kw = Writer()
-    args = []
-    knames: dict[str, str] = {}
-    for role in roles:
-        if ops.has(role):
-            knames[role] = f"%{role}"
-            args.append(f"%{role}: {ops.types[role]}")
-    kops = T.Operands(knames, dict(ops.types), dict(ops.values))
-    kw.lines.append(f"  gpu.func @{name}({', '.join(args)}) kernel {{")
-    bid, bdim, tid, base, gid = (kw.fresh(h) for h in ("bid", "bdim", "tid", "base", "gid"))
-    kw.emit(f"{bid} = gpu.block_id x", 4)
-    kw.emit(f"{bdim} = gpu.block_dim x", 4)
-    kw.emit(f"{tid} = gpu.thread_id x", 4)
-    kw.emit(f"{base} = arith.muli {bid}, {bdim} : index", 4)
-    kw.emit(f"{gid} = arith.addi {base}, {tid} : index", 4)
-    return kw, kops, gid
+    def block(self) -> ir.Block:
+        """The kernel module's body (the module is created on the first call)."""
+        if self._block is None:
+            with ir.InsertionPoint(self.module_op.regions[0].blocks[0]):
+                kmod = gpu.GPUModuleOp(KERNEL_MODULE, loc=self.module_op.location)
+            self._block = kmod.regions[0].blocks.append()
+        return self._block
 
 
-def _finish(kw: Writer, kernels: _Kernels) -> None:
-    """Close a kernel opened by :func:`_kernel` and add it to the module."""
-    kw.emit("gpu.return", 4)
-    kw.lines.append("  }")
-    kernels.texts.append("\n".join(kw.lines))
+@dataclass(frozen=True)
+class Template:
+    """One template being lowered: its accessors and operands, its kernel's name and the
+    kernel module."""
+
+    view: OpAccess
+    ops: T.Operands
+    name: str
+    kernels: KernelModule
+
+    @property
+    def op(self) -> ir.Operation:
+        """The template op."""
+        return self.view.op
+
+    def block_size(self) -> int:
+        """Threads per block (the template's schedule)."""
+        return int(self.view.attr("block_size"))
 
 
-def _launch(w: Writer, kernel: str, ops: T.Operands, roles, threads: str, bs: int) -> None:
-    c1 = w.const_index(1)
-    cbs = w.const_index(bs)
-    cbs1 = w.const_index(bs - 1)
-    padded, grid = w.fresh("padded"), w.fresh("grid")
-    w.emit(f"{padded} = arith.addi {threads}, {cbs1} : index")
-    w.emit(f"{grid} = arith.divui {padded}, {cbs} : index")
-    args = ", ".join(f"{ops.names[r]} : {ops.types[r]}" for r in roles if ops.has(r))
-    w.emit(
-        f"gpu.launch_func @{KERNEL_MODULE}::@{kernel} blocks in ({grid}, {c1}, {c1}) "
-        f"threads in ({cbs}, {c1}, {c1}) args({args})"
+@contextmanager
+def _kernel(t: Template) -> Iterator[tuple[T.Body, ir.Value]]:
+    """Build a kernel whose arguments are the template's operands inside the ``with``; yields
+    its body (operands bound to the kernel's arguments) and the global thread id."""
+    ftype = ir.FunctionType.get([v.type for v in t.ops.values.values()], [])
+    with ir.InsertionPoint(t.kernels.block()):
+        func = gpu.GPUFuncOp(ftype, sym_name=t.name, kernel=True)
+    block = func.add_entry_block()
+    with ir.InsertionPoint(block):
+        bid = gpu.block_id(gpu.Dimension.x)
+        bdim = gpu.block_dim(gpu.Dimension.x)
+        tid = gpu.thread_id(gpu.Dimension.x)
+        gid = arith.addi(arith.muli(bid, bdim), tid)
+        yield T.Body(t.ops.rebound(list(block.arguments))), gid
+        gpu.return_([])
+
+
+def _launch(t: Template, host: T.Body, threads: ir.Value) -> None:
+    """Launch ``t``'s kernel on ``ceil(threads / block_size)`` blocks of ``block_size``
+    threads."""
+    bs = t.block_size()
+    c1, cbs, cbs1 = host.index(1), host.index(bs), host.index(bs - 1)
+    grid = arith.divui(arith.addi(threads, cbs1), cbs)
+    gpu.LaunchFuncOp(
+        [KERNEL_MODULE, t.name], (grid, c1, c1), (cbs, c1, c1), list(t.ops.values.values())
     )
 
 
-def _gemm_xty(op: ir.Operation, w: Writer, kernels: _Kernels, kname: str) -> None:
+def _split(gid: ir.Value, per_row: ir.Value, rows: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """``(gid / per_row, gid mod per_row, gid / per_row < rows)``: a thread's row, its place in
+    the row, and whether the row exists."""
+    i = arith.divui(gid, per_row)
+    rem = arith.remui(gid, per_row)
+    return i, rem, arith.cmpi(arith.CmpIPredicate.ult, i, rows)
+
+
+# ---- GEMM -------------------------------------------------------------------------------------
+
+
+def _gemm_xty(t: Template) -> None:
     """Weight gradient: one thread per ``(k, n)`` weight element walks every row and adds into
     ``out[type(row), k, n]``; a thread owns its ``(k, n)`` for all types, so no atomics."""
-    ops = T.operands(op, T.GEMM_OPERANDS, w)
-    k, n = T.static_dim(ops.values["a"], 1), T.width(ops.values["weight"])
-    threads = w.const_index(k * n)
-    _launch(w, kname, ops, T.GEMM_OPERANDS, threads, T.block_size(op))
-    kw, kops, gid = _kernel(kernels, kname, op, ops, T.GEMM_OPERANDS)
-    b = T.Body(kw, 4)
-    kc0, kc1 = b.const(0), b.const(1)
-    km = T.gemm_rows(op, kops, kw, kc0)
-    cn, ckn = b.const(n), b.const(k * n)
-    kk, j, ok = kw.fresh("k"), kw.fresh("j"), kw.fresh("ok")
-    b.emit(f"{kk} = arith.divui {gid}, {cn} : index")
-    b.emit(f"{j} = arith.remui {gid}, {cn} : index")
-    b.emit(f"{ok} = arith.cmpi ult, {gid}, {ckn} : index")
-    b.emit(f"scf.if {ok} {{")
-    b.indent += 2
-    i = b.open_for(kc0, km, kc1, "i")
-    r, t, _ = T.gemm_row_prologue(b, kops, i, T.slice_rows(op))
-    av, gv, p = b.load(kops, "a", r, kk), b.load(kops, "weight", i, j), kw.fresh("p")
-    b.emit(f"{p} = arith.mulf {av}, {gv} : f32")
-    b.accumulate(kops, "out", p, False, *([t] if t is not None else []), kk, j)
-    b.close()
-    b.close()
-    _finish(kw, kernels)
+    k, n = T.static_dim(t.ops["a"], 1), T.width(t.ops["weight"])
+    host = T.Body(t.ops)
+    _launch(t, host, host.index(k * n))
+    with _kernel(t) as (b, gid):
+        kc0, kc1 = b.index(0), b.index(1)
+        km = T.gemm_rows(b, kc0)
+        cn, ckn = b.index(n), b.index(k * n)
+        kk, j = arith.divui(gid, cn), arith.remui(gid, cn)
+        with b.guard(arith.cmpi(arith.CmpIPredicate.ult, gid, ckn)), b.loop(kc0, km, kc1) as i:
+            row = T.gemm_row_prologue(b, i, T.slice_rows(t.view))
+            p = arith.mulf(b.load("a", row.r, kk), b.load("weight", i, j))
+            b.accumulate("out", p, False, *([row.t] if row.t is not None else []), kk, j)
 
 
-def _gemm(op: ir.Operation, w: Writer, kernels: _Kernels, kname: str) -> None:
-    variant = _emit.str_attr(op, "variant")
-    if variant == "xty":
-        _gemm_xty(op, w, kernels, kname)
-        return
-    ops = T.operands(op, T.GEMM_OPERANDS, w)
-    n = T.static_dim(ops.values["out"], 1)
-    k = T.static_dim(ops.values["a"], 1)
-    tile = max(1, min(_emit.int_attr(op, "tile_n"), n))
+def _gemm_tiled(t: Template) -> None:
+    """``xw``/``xwt``: one thread per ``(row, tile of tile_n columns)``."""
+    v = t.view
+    n, k = T.static_dim(t.ops["out"], 1), T.static_dim(t.ops["a"], 1)
+    tile = max(1, min(int(v.attr("tile_n")), n))
     ntiles = (n + tile - 1) // tile
-    epilogue = _emit.str_attr(op, "epilogue")
-    if epilogue == "add" and ops.has("scatter_index"):
+    epilogue = v.attr("epilogue")
+    if epilogue == "add" and t.ops.has("scatter_index"):
         epilogue = "atomic_add"
-    # host side: threads = M * ntiles
-    c0 = w.const_index(0)
-    m = T.gemm_rows(op, ops, w, c0)
-    cnt, threads = w.const_index(ntiles), w.fresh("threads")
-    w.emit(f"{threads} = arith.muli {m}, {cnt} : index")
-    _launch(w, kname, ops, T.GEMM_OPERANDS, threads, T.block_size(op))
-    # device side
-    kw, kops, gid = _kernel(kernels, kname, op, ops, T.GEMM_OPERANDS)
-    b = T.Body(kw, 4)
-    kc0 = b.const(0)
-    role = next((r for r in ("gather_index", "weight_index") if kops.has(r)), "a")
-    km = kw.fresh("m")
-    b.emit(f"{km} = memref.dim {kops.names[role]}, {kc0} : {kops.types[role]}")
-    ct = b.const(ntiles)
-    i, jt, ok = kw.fresh("i"), kw.fresh("jt"), kw.fresh("ok")
-    b.emit(f"{i} = arith.divui {gid}, {ct} : index")
-    b.emit(f"{jt} = arith.remui {gid}, {ct} : index")
-    b.emit(f"{ok} = arith.cmpi ult, {i}, {km} : index")
-    b.emit(f"scf.if {ok} {{")
-    b.indent += 2
-    r, t, o = T.gemm_row_prologue(b, kops, i, T.slice_rows(op))
-    scale = T.gemm_row_scale(b, kops, i)
-    ctile, cn = b.const(tile), b.const(n)
-    j0 = kw.fresh("j0")
-    b.emit(f"{j0} = arith.muli {jt}, {ctile} : index")
-    for jj in range(tile):
-        j = kw.fresh("j")
-        cjj = b.const(jj)
-        b.emit(f"{j} = arith.addi {j0}, {cjj} : index")
-        if n % tile:
-            inb = kw.fresh("inb")
-            b.emit(f"{inb} = arith.cmpi ult, {j}, {cn} : index")
-            b.emit(f"scf.if {inb} {{")
-            b.indent += 2
-        T.gemm_element(b, kops, r, t, o, j, k, epilogue, transposed=variant == "xwt", scale=scale)
-        if n % tile:
-            b.close()
-    b.close()
-    _finish(kw, kernels)
+    host = T.Body(t.ops)
+    m = T.gemm_rows(host, host.index(0))
+    _launch(t, host, arith.muli(m, host.index(ntiles)))
+    with _kernel(t) as (b, gid):
+        km = T.gemm_rows(b, b.index(0))
+        i, jt, ok = _split(gid, b.index(ntiles), km)
+        with b.guard(ok):
+            row = T.gemm_row_scale(b, T.gemm_row_prologue(b, i, T.slice_rows(v)))
+            ctile, cn = b.index(tile), b.index(n)
+            j0 = arith.muli(jt, ctile)
+            for jj in range(tile):
+                j = arith.addi(j0, b.index(jj))
+                _gemm_column(b, row, j, cn, n % tile != 0, k, epilogue, v.attr("variant"))
 
 
-ALIGN_MODES = ("none", "warp128")
-WARP = 32
+def _gemm_column(
+    b: T.Body,
+    row: T.GemmRow,
+    j: ir.Value,
+    cn: ir.Value,
+    bounded: bool,
+    k: int,
+    epilogue: str,
+    variant: str,
+) -> None:
+    """Column ``j`` of a tile, behind a bound check when the tiles overhang the row."""
+    if not bounded:
+        T.gemm_element(b, row, j, k, epilogue, transposed=variant == "xwt")
+        return
+    with b.guard(arith.cmpi(arith.CmpIPredicate.ult, j, cn)):
+        T.gemm_element(b, row, j, k, epilogue, transposed=variant == "xwt")
+
+
+# GEMM kernels by variant.
+GEMM_VARIANTS: dict[str, Callable[[Template], None]] = {
+    "xw": _gemm_tiled,
+    "xwt": _gemm_tiled,
+    "xty": _gemm_xty,
+}
+
+
+def _gemm(t: Template) -> None:
+    GEMM_VARIANTS[t.view.attr("variant")](t)
+
+
+# ---- traversal --------------------------------------------------------------------------------
 
 
 def traversal_align(op: ir.Operation) -> str:
@@ -173,167 +196,157 @@ def traversal_align(op: ir.Operation) -> str:
     if "align" not in op.attributes:
         return "none"
     attr = op.attributes["align"]
-    value = ir.StringAttr(attr).value if isinstance(attr, ir.StringAttr) else None
+    value = attr.value if isinstance(attr, ir.StringAttr) else None
     if value not in ALIGN_MODES:
         raise PassFailure(f'align must be "none" or "warp128", got {attr}', op.location)
     return value
 
 
-def _warp128_columns(b: T.Body, kops: T.Operands, xr: str, lane: str, d: int) -> str:
+@contextmanager
+def _warp128_columns(b: T.Body, xr: ir.Value, lane: ir.Value, d: int) -> Iterator[ir.Value]:
     """The aligned thread→element mapping (``align = "warp128"``, see
     ``passes/request_model.py``): one warp per row, lane ``lane`` of step ``k`` reads element
     ``32k + lane - s`` of the row, where ``s`` is the row's misalignment in floats,
     ``(address(x[xr, 0]) / 4) mod 32``. Every step then reads one aligned 128-byte segment.
-    Opens the step loop and the in-row guard (two regions the caller closes) and returns the
-    element index."""
-    kw = b.w
-    x, xt = kops.names["x"], kops.types["x"]
-    ptr, words, rowstart, addr, shift = (kw.fresh(h) for h in ("ptr", "words", "rs", "a", "s"))
-    c4, cw, cw1, cd = b.const(4), b.const(WARP), b.const(WARP - 1), b.const(d)
-    b.emit(f"{ptr} = memref.extract_aligned_pointer_as_index {x} : {xt} -> index")
-    b.emit(f"{words} = arith.divui {ptr}, {c4} : index")
-    b.emit(f"{rowstart} = arith.muli {xr}, {cd} : index")
-    b.emit(f"{addr} = arith.addi {words}, {rowstart} : index")
-    b.emit(f"{shift} = arith.remui {addr}, {cw} : index")
-    span, padded, steps = kw.fresh("span"), kw.fresh("padded"), kw.fresh("steps")
-    b.emit(f"{span} = arith.addi {shift}, {cd} : index")
-    b.emit(f"{padded} = arith.addi {span}, {cw1} : index")
-    b.emit(f"{steps} = arith.divui {padded}, {cw} : index")
-    k = b.open_for(b.const(0), steps, b.const(1), "step")
-    base, e0, e = kw.fresh("sbase"), kw.fresh("e0"), kw.fresh("e")
-    after, inrow, ok = kw.fresh("after"), kw.fresh("inrow"), kw.fresh("inb")
-    b.emit(f"{base} = arith.muli {k}, {cw} : index")
-    b.emit(f"{e0} = arith.addi {base}, {lane} : index")
-    b.emit(f"{after} = arith.cmpi uge, {e0}, {shift} : index")
-    b.emit(f"{e} = arith.subi {e0}, {shift} : index")
-    b.emit(f"{inrow} = arith.cmpi ult, {e}, {cd} : index")
-    b.emit(f"{ok} = arith.andi {after}, {inrow} : i1")
-    b.emit(f"scf.if {ok} {{")
-    b.indent += 2
-    return e
+    Yields the element index inside the step loop and the in-row guard."""
+    ult, uge = arith.CmpIPredicate.ult, arith.CmpIPredicate.uge
+    c4, cw, cw1, cd = b.index(4), b.index(WARP), b.index(WARP - 1), b.index(d)
+    words = arith.divui(memref.extract_aligned_pointer_as_index(b.ops["x"]), c4)
+    shift = arith.remui(arith.addi(words, arith.muli(xr, cd)), cw)
+    steps = arith.divui(arith.addi(arith.addi(shift, cd), cw1), cw)
+    with b.loop(b.index(0), steps, b.index(1)) as k:
+        e0 = arith.addi(arith.muli(k, cw), lane)
+        after = arith.cmpi(uge, e0, shift)
+        e = arith.subi(e0, shift)
+        with b.guard(arith.andi(after, arith.cmpi(ult, e, cd))):
+            yield e
 
 
-def _traversal_warp128(op: ir.Operation, w: Writer, kernels: _Kernels, kname: str) -> None:
-    """A traversal with ``align = "warp128"``: one warp (32 threads) per row, each warp reading
-    its row of ``x`` in aligned 128-byte segments (the zero-copy gather kernel)."""
-    ops = T.operands(op, T.TRAVERSAL_OPERANDS, w)
-    d = T.width(ops.values["out"])
-    if T.width(ops.values["x"]) != d or _emit.str_attr(op, "fn") == "dot":
+def _check_warp128(t: Template) -> None:
+    """What the aligned mapping needs: an elementwise row function and whole warps."""
+    op = t.op
+    if T.width(t.ops["x"]) != T.width(t.ops["out"]) or t.view.attr("fn") == "dot":
         raise PassFailure(
             'align = "warp128" needs an elementwise row function with x and out of the same '
             "width (element j of out reads element j of x)",
             op.location,
         )
-    bs = T.block_size(op)
+    bs = t.block_size()
     if bs % WARP:
         raise PassFailure(
             f'align = "warp128" needs a block_size that is a multiple of {WARP}, got {bs}',
             op.location,
         )
-    c0 = w.const_index(0)
-    m = T.traversal_rows(ops, w, c0)
-    cw, threads = w.const_index(WARP), w.fresh("threads")
-    w.emit(f"{threads} = arith.muli {m}, {cw} : index")
-    _launch(w, kname, ops, T.TRAVERSAL_OPERANDS, threads, bs)
-    kw, kops, gid = _kernel(kernels, kname, op, ops, T.TRAVERSAL_OPERANDS)
-    b = T.Body(kw, 4)
-    km = T.traversal_rows(kops, kw, b.const(0))
-    ckw = b.const(WARP)
-    i, lane, ok = kw.fresh("i"), kw.fresh("lane"), kw.fresh("ok")
-    b.emit(f"{i} = arith.divui {gid}, {ckw} : index")
-    b.emit(f"{lane} = arith.remui {gid}, {ckw} : index")
-    b.emit(f"{ok} = arith.cmpi ult, {i}, {km} : index")
-    b.emit(f"scf.if {ok} {{")
-    b.indent += 2
-    xr, yr, dst = T.row_indices(b, kops, i)
-    j = _warp128_columns(b, kops, xr, lane, d)
-    T.traversal_element(b, op, kops, i, xr, yr, dst, j, atomic=True)
-    b.close()
-    b.close()
-    b.close()
-    _finish(kw, kernels)
 
 
-def _traversal(op: ir.Operation, w: Writer, kernels: _Kernels, kname: str) -> None:
-    if traversal_align(op) == "warp128":
-        _traversal_warp128(op, w, kernels, kname)
-        return
-    ops = T.operands(op, T.TRAVERSAL_OPERANDS, w)
-    d = T.width(ops.values["out"])
-    c0 = w.const_index(0)
-    m = T.traversal_rows(ops, w, c0)
-    cd, threads = w.const_index(d), w.fresh("threads")
-    w.emit(f"{threads} = arith.muli {m}, {cd} : index")
-    _launch(w, kname, ops, T.TRAVERSAL_OPERANDS, threads, T.block_size(op))
-    kw, kops, gid = _kernel(kernels, kname, op, ops, T.TRAVERSAL_OPERANDS)
-    b = T.Body(kw, 4)
-    kc0 = b.const(0)
-    km = T.traversal_rows(kops, kw, kc0)
-    ckd = b.const(d)
-    i, j, ok = kw.fresh("i"), kw.fresh("j"), kw.fresh("ok")
-    b.emit(f"{i} = arith.divui {gid}, {ckd} : index")
-    b.emit(f"{j} = arith.remui {gid}, {ckd} : index")
-    b.emit(f"{ok} = arith.cmpi ult, {i}, {km} : index")
-    b.emit(f"scf.if {ok} {{")
-    b.indent += 2
-    xr, yr, dst = T.row_indices(b, kops, i)
-    T.traversal_element(b, op, kops, i, xr, yr, dst, j, atomic=True)
-    b.close()
-    _finish(kw, kernels)
+def _traversal_warp128(t: Template) -> None:
+    """A traversal with ``align = "warp128"``: one warp (32 threads) per row, each warp reading
+    its row of ``x`` in aligned 128-byte segments (the zero-copy gather kernel)."""
+    _check_warp128(t)
+    d, f = T.width(t.ops["out"]), T.RowFn.of(t.view)
+    host = T.Body(t.ops)
+    m = T.traversal_rows(host, host.index(0))
+    _launch(t, host, arith.muli(m, host.index(WARP)))
+    with _kernel(t) as (b, gid):
+        km = T.traversal_rows(b, b.index(0))
+        i, lane, ok = _split(gid, b.index(WARP), km)
+        with b.guard(ok):
+            row = T.row_indices(b, i)
+            with _warp128_columns(b, row.xr, lane, d) as j:
+                T.traversal_element(b, f, row.at(j), atomic=True)
 
 
-def _host_op(op: ir.Operation, w: Writer) -> bool:
-    """Move host buffer ops to the GPU API; False when the op is kept as it is."""
-    name = op.name
-    if name == "memref.alloc":
-        sizes = ", ".join(w.name(v) for v in op.operands)
-        w.emit(f"{w.name(op.results[0])} = gpu.alloc ({sizes}) : {op.results[0].type}")
-    elif name == "memref.dealloc":
-        v = op.operands[0]
-        w.emit(f"gpu.dealloc {w.name(v)} : {v.type}")
-    elif name == "linalg.fill":
-        value, out = op.operands[0], op.operands[1]
-        w.emit(f"gpu.memset {w.name(out)}, {w.name(value)} : {out.type}, {value.type}")
-    elif name == "memref.copy":
-        src, dst = op.operands[0], op.operands[1]
-        w.emit(f"gpu.memcpy {w.name(dst)}, {w.name(src)} : {dst.type}, {src.type}")
-    else:
-        return False
-    return True
+def _traversal_flat(t: Template) -> None:
+    """One thread per ``(row, column)`` element."""
+    d, f = T.width(t.ops["out"]), T.RowFn.of(t.view)
+    host = T.Body(t.ops)
+    m = T.traversal_rows(host, host.index(0))
+    _launch(t, host, arith.muli(m, host.index(d)))
+    with _kernel(t) as (b, gid):
+        km = T.traversal_rows(b, b.index(0))
+        i, j, ok = _split(gid, b.index(d), km)
+        with b.guard(ok):
+            T.traversal_element(b, f, T.row_indices(b, i).at(j), atomic=True)
+
+
+# Traversal kernels by thread mapping (the ``align`` attribute).
+TRAVERSAL_ALIGN: dict[str, Callable[[Template], None]] = {
+    "none": _traversal_flat,
+    "warp128": _traversal_warp128,
+}
+
+
+def _traversal(t: Template) -> None:
+    TRAVERSAL_ALIGN[traversal_align(t.op)](t)
+
+
+# ---- host ops and the driver ------------------------------------------------------------------
+
+# Kernels by template op name: (builder, kernel name suffix).
+KERNELS: dict[str, tuple[Callable[[Template], None], str]] = {
+    "hector_intra.gemm_template": (_gemm, "gemm"),
+    "hector_intra.traversal_template": (_traversal, "traversal"),
+}
+
+
+def _alloc(op: ir.Operation) -> None:
+    new = gpu.alloc(op.results[0].type, None, [], list(op.operands), [])
+    op.results[0].replace_all_uses_with(new)
+
+
+def _dealloc(op: ir.Operation) -> None:
+    gpu.dealloc(None, [], op.operands[0])
+
+
+def _fill(op: ir.Operation) -> None:
+    gpu.memset(None, [], op.operands[1], op.operands[0])
+
+
+def _copy(op: ir.Operation) -> None:
+    gpu.memcpy(None, [], op.operands[1], op.operands[0])
+
+
+# Host buffer ops moved to the GPU API, by op name (each builds its replacement before the op).
+HOST_OPS: dict[str, Callable[[ir.Operation], None]] = {
+    "memref.alloc": _alloc,
+    "memref.dealloc": _dealloc,
+    "linalg.fill": _fill,
+    "memref.copy": _copy,
+}
+
+
+def _rewrite(op: ir.Operation, build: Callable[[], None]) -> None:
+    """Run ``build`` before ``op`` under its location, then erase ``op``."""
+    with op.location, ir.InsertionPoint(op):
+        build()
+    op.erase()
+
+
+def convert_function(func: ir.Operation, ops: list[ir.Operation], kernels: KernelModule) -> None:
+    """Launch every template among ``func``'s ``ops`` as a kernel; move its buffers to the
+    device API."""
+    sym = ir.StringAttr(func.attributes["sym_name"]).value
+    for n, op in enumerate(ops):
+        if op.name in KERNELS:
+            build, suffix = KERNELS[op.name]
+            v = intra.view(op)
+            t = Template(v, T.operands(v), f"{sym}_{n}_{suffix}", kernels)
+            _rewrite(op, lambda t=t, build=build: build(t))
+        elif op.name in HOST_OPS:
+            _rewrite(op, lambda op=op: HOST_OPS[op.name](op))
 
 
 def run_module(module_op: ir.Operation) -> None:
     """Convert every function with templates; add the kernel module when any was made."""
-    kernels = _Kernels()
-
-    def convert(func: ir.Operation) -> str | None:
-        ops = _emit.body_ops(func)
-        if "hector.outputs" not in func.attributes and not any(
-            op.name.startswith("hector_intra.") for op in ops
-        ):
-            return None
-        sym = ir.StringAttr(func.attributes["sym_name"]).value
-        w = Writer(ir.AsmState(func))
-        for n, op in enumerate(ops):
-            if op.name == "hector_intra.gemm_template":
-                _gemm(op, w, kernels, f"{sym}_{n}_gemm")
-            elif op.name == "hector_intra.traversal_template":
-                _traversal(op, w, kernels, f"{sym}_{n}_traversal")
-            elif not _host_op(op, w):
-                w.print_op(op)
-        return "\n".join([header(func, w), *w.lines, "}"])
-
     for op in module_op.regions[0].blocks[0].operations:
         if op.operation.name == "gpu.module":
             raise PassFailure(
                 "the module already holds a gpu.module; run this conversion once", op.location
             )
-    _emit.rebuild(
-        module_op,
-        convert,
-        extra=lambda: kernels.module() if kernels.texts else "",
-        attrs="gpu.container_module",
-    )
+    module_op.attributes["gpu.container_module"] = ir.UnitAttr.get(module_op.context)
+    kernels = KernelModule(module_op)
+    for func, ops in functions(module_op):
+        convert_function(func, ops, kernels)
 
 
 @register_pass(

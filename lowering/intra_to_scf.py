@@ -5,92 +5,94 @@ and output rows, which LLVM vectorises); each ``traversal_template`` becomes a r
 inner column loop. Reductions accumulate sequentially (``atomic_sum`` needs no atomics on one
 thread). Functions gain ``llvm.emit_c_interface`` so the CPU JIT can call them with memref
 descriptors. Everything else in the function is kept as it is.
+
+Templates are rewritten in place: the loop nest is built before the template, under its
+location (so a diagnostic on any generated op points at the template's source), and the
+template is erased.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from mlir import ir
+from mlir.dialects import memref
 
+from ..dialects import hector_intra as intra
+from ..dialects._build import OpAccess
 from ..passes._registry import register_pass
-from . import _emit
 from . import _templates as T
-from ._emit import Writer
 
 
-def header(func: ir.Operation, w: Writer, extra_attr: str = "") -> str:
-    """``func.func @name(args) attributes {...} {`` with the AsmState's argument names."""
-    sym = ir.StringAttr(func.attributes["sym_name"]).value
-    block = func.regions[0].blocks[0]
-    args = ", ".join(f"{w.name(a)}: {a.type}" for a in block.arguments)
-    fty = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
-    res = ", ".join(str(t) for t in fty.results)
-    ret = f" -> ({res})" if fty.results else ""
-    attrs = _emit.func_attrs_text(func, drop=(extra_attr.split(" ")[0],), add=extra_attr)
-    return f"func.func @{sym}({args}){ret}{attrs} {{"
-
-
-def _lower_gemm(op: ir.Operation, w: Writer) -> None:
-    ops = T.operands(op, T.GEMM_OPERANDS, w)
-    c0, c1 = w.const_index(0), w.const_index(1)
-    m = T.gemm_rows(op, ops, w, c0)
-    variant = _emit.str_attr(op, "variant")
+def _lower_gemm(v: OpAccess) -> None:
+    """One GEMM template as a row loop (the row's product in ``_templates.gemm_row_cpu``)."""
+    b = T.Body(T.operands(v))
+    variant, epilogue = v.attr("variant"), v.attr("epilogue")
+    c0, c1 = b.index(0), b.index(1)
+    m = T.gemm_rows(b, c0)
     scratch = None
-    if variant == "xw" and _emit.str_attr(op, "epilogue") != "store":
-        scratch = w.fresh("scratch")  # one row, reused by every iteration
-        w.emit(f"{scratch} = memref.alloca() : memref<{T.width(ops.values['out'])}xf32>")
-    b = T.Body(w, 2)
-    i = b.open_for(c0, m, c1, "i")
-    r, t, o = T.gemm_row_prologue(b, ops, i, T.slice_rows(op))
-    scale = T.gemm_row_scale(b, ops, i)
-    k_extent = T.static_dim(ops.values["a"], 1)
-    n_extent = T.width(ops.values["weight"] if variant == "xty" else ops.values["out"])
-    T.gemm_row_cpu(
-        b,
-        ops,
-        r,
-        t,
-        o,
-        k_extent,
-        n_extent,
-        _emit.str_attr(op, "epilogue"),
-        variant,
-        i,
-        scale,
-        scratch,
-    )
-    b.close()
+    if variant == "xw" and epilogue != "store":
+        # one row, reused by every iteration
+        row_type = ir.MemRefType.get([T.width(b.ops["out"])], T.f32_type())
+        scratch = memref.alloca(row_type, [], [])
+    with b.loop(c0, m, c1) as i:
+        row = T.gemm_row_scale(b, T.gemm_row_prologue(b, i, T.slice_rows(v)))
+        k_extent = T.static_dim(b.ops["a"], 1)
+        n_extent = T.width(b.ops["weight"] if variant == "xty" else b.ops["out"])
+        T.gemm_row_cpu(b, row, k_extent, n_extent, epilogue, variant, scratch)
 
 
-def _lower_traversal(op: ir.Operation, w: Writer) -> None:
-    ops = T.operands(op, T.TRAVERSAL_OPERANDS, w)
-    c0, c1 = w.const_index(0), w.const_index(1)
-    m = T.traversal_rows(ops, w, c0)
-    width = w.const_index(T.width(ops.values["out"]))
-    b = T.Body(w, 2)
-    i = b.open_for(c0, m, c1, "i")
-    xr, yr, d = T.row_indices(b, ops, i)
-    j = b.open_for(c0, width, c1, "j")
-    T.traversal_element(b, op, ops, i, xr, yr, d, j, atomic=False)
-    b.close()
-    b.close()
+def _lower_traversal(v: OpAccess) -> None:
+    """One traversal template as a row loop around a column loop."""
+    b = T.Body(T.operands(v))
+    f = T.RowFn.of(v)
+    c0, c1 = b.index(0), b.index(1)
+    m = T.traversal_rows(b, c0)
+    cols = b.index(T.width(b.ops["out"]))
+    with b.loop(c0, m, c1) as i:
+        row = T.row_indices(b, i)
+        with b.loop(c0, cols, c1) as j:
+            T.traversal_element(b, f, row.at(j), atomic=False)
 
 
-def convert_function(func: ir.Operation) -> str | None:
-    """The CPU form of one function, or None when it holds no templates."""
-    ops = _emit.body_ops(func)
-    if "hector.outputs" not in func.attributes and not any(
-        op.name.startswith("hector_intra.") for op in ops
-    ):
-        return None
-    w = Writer(ir.AsmState(func))
+# How each template lowers, by op name.
+LOWER: dict[str, Callable[[OpAccess], None]] = {
+    "hector_intra.gemm_template": _lower_gemm,
+    "hector_intra.traversal_template": _lower_traversal,
+}
+
+
+def body_ops(func: ir.Operation) -> list[ir.Operation]:
+    """The ops of a function's single block (a list: the lowerings erase as they go)."""
+    return [op.operation for op in func.regions[0].blocks[0].operations]
+
+
+def functions(module_op: ir.Operation) -> list[tuple[ir.Operation, list[ir.Operation]]]:
+    """The module's functions that are Hector's to lower, with their ops: those holding
+    templates, and compiled functions (``hector.outputs``) even without any."""
+    found = []
+    for top in module_op.regions[0].blocks[0].operations:
+        func = top.operation
+        if func.name != "func.func" or not len(func.regions[0].blocks):
+            continue
+        ops = body_ops(func)
+        if "hector.outputs" in func.attributes or any(
+            op.name.startswith("hector_intra.") for op in ops
+        ):
+            found.append((func, ops))
+    return found
+
+
+def convert_function(func: ir.Operation, ops: list[ir.Operation]) -> None:
+    """Lower every template among ``func``'s ``ops`` in place; mark it for the C interface."""
     for op in ops:
-        if op.name == "hector_intra.gemm_template":
-            _lower_gemm(op, w)
-        elif op.name == "hector_intra.traversal_template":
-            _lower_traversal(op, w)
-        else:
-            w.print_op(op)
-    return "\n".join([header(func, w, "llvm.emit_c_interface"), *w.lines, "}"])
+        lower = LOWER.get(op.name)
+        if lower is None:
+            continue
+        with op.location, ir.InsertionPoint(op):
+            lower(intra.view(op))
+        op.erase()
+    func.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get(func.context)
 
 
 @register_pass(
@@ -99,4 +101,5 @@ def convert_function(func: ir.Operation) -> str | None:
 )
 def run(module_op: ir.Operation) -> None:
     """Pass entry point."""
-    _emit.rebuild(module_op, convert_function)
+    for func, ops in functions(module_op):
+        convert_function(func, ops)

@@ -1,6 +1,7 @@
 // RUN: hector-opt %s --split-input-file -p convert-hector-intra-to-gpu | FileCheck %s
 // RUN: hector-opt %s --split-input-file -p convert-hector-intra-to-gpu | FileCheck %s --check-prefix=KERNELS
 // RUN: hector-opt %s --split-input-file -p convert-hector-intra-to-gpu | FileCheck %s --check-prefix=NOTEMPLATE
+// RUN: hector-opt %s --split-input-file -p convert-hector-intra-to-gpu --mlir-print-debuginfo | FileCheck %s --check-prefix=LOC
 
 // One gpu.func kernel per template in gpu.module @hector_kernels, one gpu.launch_func per
 // template in the host function, host buffers moved to the gpu dialect's allocation API
@@ -162,6 +163,23 @@ func.func @rgcn(%src: memref<?xi32>, %dst: memref<?xi32>, %etype: memref<?xi32>,
 // KERNELS-NOT: memref.atomic_rmw
 // KERNELS: gpu.return
 // KERNELS-NOT: gpu.func
+
+// Every op a template becomes, on the host (the 10 ops of the grid size and the launch) and in
+// its kernel (62 ops, then gpu.return), carries the template's location; the buffer ops moved
+// to the device API keep their own. (The template's location is printed first: the kernel's
+// arguments use it too.)
+// LOC: // -----
+// LOC: [[T:#loc[0-9]+]] = loc("-":[[# @LINE + 13]]:3)
+// LOC: func.func @scatter_gemm(
+// LOC-NEXT: gpu.alloc {{.*}} loc([[ALLOC:#loc[0-9]+]])
+// LOC-NEXT: arith.constant 0 : index loc([[T]])
+// LOC-COUNT-9: loc([[T]])
+// LOC-NEXT: gpu.dealloc {{.*}} loc([[DEALLOC:#loc[0-9]+]])
+// LOC: gpu.func @scatter_gemm_1_gemm(
+// LOC-COUNT-62: loc([[T]])
+// LOC-NEXT: gpu.return loc([[T]])
+// LOC: [[ALLOC]] = loc("-":[[# @LINE + 3]]:8)
+// LOC-NEXT: [[DEALLOC]] = loc("-":[[# @LINE + 4]]:3)
 func.func @scatter_gemm(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %dst: memref<?xi32>) {
   %t = memref.alloc() : memref<4x8xf32>
   "hector_intra.gemm_template"(%a, %w, %dst, %t) {variant = "xw", epilogue = "add", tile_n = 3 : i64, block_size = 64 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?xi32>, memref<4x8xf32>) -> ()

@@ -1,6 +1,7 @@
 // RUN: hector-opt %s -p convert-hector-intra-to-scf | FileCheck %s
 // RUN: hector-opt %s -p convert-hector-intra-to-scf | FileCheck %s --check-prefix=NOTEMPLATE
 // RUN: hector-opt %s -p convert-hector-intra-to-scf,hector-lower-llvm-cpu | FileCheck %s --check-prefix=LLVM
+// RUN: hector-opt %s -p convert-hector-intra-to-scf --mlir-print-debuginfo | FileCheck %s --check-prefix=LOC
 
 // Each template becomes an scf.for nest over memrefs; functions that held templates get
 // llvm.emit_c_interface so the CPU JIT can call them. No template survives.
@@ -45,6 +46,14 @@
 // CHECK-NEXT: }
 // CHECK-NEXT: }
 // CHECK-NEXT: return
+// Every op the template becomes carries the template's location: the 23 ops of the loop nest
+// (the row loop, its index loads, the zero-fill and the k/j loops) all print the template's
+// line, and nothing else comes between them and the function's return.
+// LOC-LABEL: func.func @gemm_gather_etype
+// LOC-NEXT: arith.constant 0 : index loc([[T:#loc[0-9]+]])
+// LOC-COUNT-22: loc([[T]])
+// LOC-NEXT: return loc(
+// LOC: [[T]] = loc("-":[[# @LINE + 2]]:3)
 func.func @gemm_gather_etype(%a: memref<?x16xf32>, %w: memref<3x16x8xf32>, %src: memref<?xi32>, %etype: memref<?xi32>, %out: memref<?x8xf32>) {
   "hector_intra.gemm_template"(%a, %w, %src, %etype, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?xi32>, memref<?xi32>, memref<?x8xf32>) -> ()
   return
