@@ -29,15 +29,22 @@ visited. Running the pass twice gives the same IR.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from mlir import ir
 
+from ..dialects import placement
 from ._registry import PassFailure, register_pass
 
 RUN_ON = "placement.run_on"
 RESULT_SPACE = "placement.result_space"
-_PASS_THROUGH = ("placement.keep", "placement.offload", "placement.prefetch", "placement.recompute")
+_PREFIX = f"{placement.DIALECT.name}."
+# Activation decisions: the value stays where it is.
+_PASS_THROUGH = tuple(
+    _PREFIX + op.name
+    for op in (placement.KEEP, placement.OFFLOAD, placement.PREFETCH, placement.RECOMPUTE)
+)
 
 
 @dataclass(frozen=True)
@@ -52,10 +59,6 @@ class Placement:
         if self.space == "unified":
             return f'a {self.affinity}-affine unified value ("unified", affinity "{self.affinity}")'
         return f'in "{self.space}"'
-
-
-def _str(op: ir.Operation, name: str) -> str:
-    return ir.StringAttr(op.attributes[name]).value
 
 
 def decide(operands: list[Placement | None], pinned: str | None = None) -> tuple[str, str]:
@@ -95,19 +98,18 @@ class _Function:
         """A ``placement.transfer`` of ``value`` from ``src`` to ``dst``, one per (value, dst)."""
         key = (value, dst)
         if key not in self.moved:
-            with ir.InsertionPoint(before), before.location:
-                op = ir.Operation.create(
-                    "placement.transfer",
-                    results=[value.type],
-                    operands=[value],
-                    attributes={"from": ir.StringAttr.get(src), "to": ir.StringAttr.get(dst)},
+            with ir.InsertionPoint(before):
+                # ``from`` is a Python keyword: the attributes go in as a mapping
+                moved = placement.OPS.transfer(
+                    value=value, result=value.type, loc=before.location, **{"from": src, "to": dst}
                 )
-            self.moved[key] = op.results[0]
-            self.where[op.results[0]] = Placement(dst)
+            self.moved[key] = moved
+            self.where[moved] = Placement(dst)
         return self.moved[key]
 
     def place(self, op: ir.Operation) -> None:
-        space, affinity = _str(op, "space"), _str(op, "affinity")
+        v = placement.view(op)
+        space, affinity = v.attr("space"), v.attr("affinity")
         if space == "unified" and affinity == "none":
             raise PassFailure(
                 'a unified value needs an affinity, "gpu" or "host"; got "none"', op.location
@@ -125,7 +127,8 @@ class _Function:
         self.where[op.results[0]] = Placement(space, affinity)
 
     def explicit_transfer(self, op: ir.Operation) -> None:
-        src, dst = _str(op, "from"), _str(op, "to")
+        v = placement.view(op)
+        src, dst = v.attr("from"), v.attr("to")
         if src == dst:
             raise PassFailure(f'transfer from "{src}" to "{dst}" moves nothing', op.location)
         have = self.where.get(op.operands[0])
@@ -179,21 +182,23 @@ class _Function:
             for r in op.results:
                 self.where[r] = Placement(result_space)
 
+    def pass_through(self, op: ir.Operation) -> None:
+        have = self.where.get(op.operands[0])
+        if have is not None:
+            self.where[op.results[0]] = have
+
     def run(self, func: ir.Operation) -> None:
-        block = func.regions[0].blocks[0]
-        for op in list(block.operations):
+        handlers: dict[str, Callable[[ir.Operation], None]] = {
+            _PREFIX + placement.PLACE.name: self.place,
+            _PREFIX + placement.TRANSFER.name: self.explicit_transfer,
+            **{name: self.pass_through for name in _PASS_THROUGH},
+            "func.return": lambda op: None,
+        }
+        for op in list(func.regions[0].blocks[0].operations):
             op = op.operation
-            name = op.name
-            if name == "placement.place":
-                self.place(op)
-            elif name == "placement.transfer":
-                self.explicit_transfer(op)
-            elif name in _PASS_THROUGH:
-                have = self.where.get(op.operands[0])
-                if have is not None:
-                    self.where[op.results[0]] = have
-            elif name in ("func.return", "return"):
-                continue
+            handler = handlers.get(op.name)
+            if handler is not None:
+                handler(op)
             elif len(op.operands):
                 self.operator(op)
 

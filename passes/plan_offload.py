@@ -40,12 +40,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mlir import ir
+from mlir.dialects import func as func_dialect
 
+from ..dialects import placement
 from ._registry import Option, PassFailure, register_pass
 
-__all__ = ["ScopeProfile", "decide", "profile_ir", "required_bandwidths"]
+__all__ = ["ScopeProfile", "decide", "profile_ir", "profile_module", "required_bandwidths"]
 
-DECISION_OPS = ("placement.keep", "placement.offload", "placement.prefetch", "placement.recompute")
+_DECISIONS = (placement.KEEP, placement.OFFLOAD, placement.PREFETCH, placement.RECOMPUTE)
+DECISION_OPS = tuple(f"{placement.DIALECT.name}.{op.name}" for op in _DECISIONS)
+# The builders of the decisions that take only their scope.
+_BUILD = {"keep": placement.OPS.keep, "recompute": placement.OPS.recompute}
 POLICIES = ("adaptive", "all", "none")
 
 
@@ -121,7 +126,7 @@ def decide(
 def profile_ir(
     scopes: Sequence[ScopeProfile], write_bandwidth: float, func_name: str = "profile"
 ) -> str:
-    """The textual profile function for ``scopes`` (the pass's input format)."""
+    """The textual profile function for ``scopes`` (the pass's input format, as a file)."""
     args = []
     for i, s in enumerate(scopes):
         name = s.name.replace("\\", "\\\\").replace('"', '\\"')
@@ -134,6 +139,36 @@ def profile_ir(
         f"func.func @{func_name}(\n    {sig})\n"
         f"    attributes {{placement.write_bandwidth = {int(write_bandwidth)} : i64}} {{\n"
         "  return\n}\n"
+    )
+
+
+def profile_module(
+    scopes: Sequence[ScopeProfile],
+    write_bandwidth: float,
+    func_name: str = "profile",
+    context: ir.Context | None = None,
+) -> ir.Module:
+    """The profile function for ``scopes`` (the pass's input), built in ``context`` (default:
+    the current one): one ``tensor<Nxi8>`` argument per scope, N its saved bytes."""
+    with context or ir.Context.current, ir.Location.unknown():
+        module = ir.Module.create()
+        i8 = ir.IntegerType.get_signless(8)
+        inputs = [ir.RankedTensorType.get([int(s.nbytes)], i8) for s in scopes]
+        with ir.InsertionPoint(module.body):
+            fn = func_dialect.FuncOp(func_name, ir.FunctionType.get(inputs, []))
+        fn.arg_attrs = ir.ArrayAttr.get([_scope_attrs(s) for s in scopes])
+        fn.attributes["placement.write_bandwidth"] = _i64(int(write_bandwidth))
+        with ir.InsertionPoint(fn.add_entry_block()):
+            func_dialect.ReturnOp([])
+    return module
+
+
+def _scope_attrs(s: ScopeProfile) -> ir.DictAttr:
+    return ir.DictAttr.get(
+        {
+            "placement.forward_ns": _i64(int(s.forward_ns)),
+            "placement.name": ir.StringAttr.get(s.name),
+        }
     )
 
 
@@ -192,6 +227,25 @@ def _profile_of(func: ir.Operation) -> list[ScopeProfile] | None:
     return scopes
 
 
+def _decision(
+    arg: ir.Value, scope: int, decision: str, need: float, ahead: int, loc: ir.Location
+) -> None:
+    """Write the decision for scope ``scope`` (argument ``arg``) at the insertion point."""
+    if decision != "offload":
+        _BUILD[decision](value=arg, scope=scope, result=arg.type, loc=loc)
+        return
+    required = _i64(int(need) if need != float("inf") else -1)
+    out = placement.OPS.offload(
+        value=arg,
+        scope=scope,
+        target="ssd",
+        result=arg.type,
+        loc=loc,
+        extra={"placement.required_bandwidth": required},
+    )
+    placement.OPS.prefetch(value=out, scope=scope, ahead=ahead, result=arg.type, loc=loc)
+
+
 def _plan_function(
     func: ir.Operation,
     policy: str,
@@ -222,26 +276,9 @@ def _plan_function(
     for op in reversed(list(block.operations)):  # users (prefetch) before their operands
         if op.operation.name in DECISION_OPS:
             op.operation.erase()
-    terminator = list(block.operations)[-1]
-    with ir.InsertionPoint(terminator), func.location:
+    with ir.InsertionPoint.at_block_terminator(block):
         for i, (arg, decision) in enumerate(zip(block.arguments, decisions, strict=True)):
-            attrs = {"scope": _i64(i)}
-            if decision == "offload":
-                attrs["target"] = ir.StringAttr.get("ssd")
-                need = needs[i]
-                attrs["placement.required_bandwidth"] = _i64(
-                    int(need) if need != float("inf") else -1
-                )
-            op = ir.Operation.create(
-                f"placement.{decision}", results=[arg.type], operands=[arg], attributes=attrs
-            )
-            if decision == "offload":
-                ir.Operation.create(
-                    "placement.prefetch",
-                    results=[arg.type],
-                    operands=[op.result],
-                    attributes={"scope": _i64(i), "ahead": _i64(ahead)},
-                )
+            _decision(arg, i, decision, needs[i], ahead, func.location)
     func.attributes["placement.plan"] = ir.StringAttr.get(policy)
 
 
@@ -272,5 +309,6 @@ def run(
             "write_bandwidth, memory_budget and ahead must be >= 0", module_op.location
         )
     for op in module_op.regions[0].blocks[0].operations:
-        if op.operation.name == "func.func":
+        # a declaration (no body) has no arguments to plan
+        if op.operation.name == "func.func" and len(op.operation.regions[0].blocks):
             _plan_function(op.operation, policy, write_bandwidth, recompute, memory_budget, ahead)

@@ -63,3 +63,13 @@ func.func @uneven(
 func.func @not_a_profile(%x: tensor<4xf32>) -> tensor<4xf32> {
   return %x : tensor<4xf32>
 }
+
+// -----
+
+// A function declaration (no body) is skipped, not a crash (it used to raise IndexError).
+// CHECK-LABEL: func.func private @declared(tensor<16xi8>)
+// CHECK-NOT: placement.
+// ALL-LABEL: func.func private @declared
+// NONE-LABEL: func.func private @declared
+// FAST-LABEL: func.func private @declared
+func.func private @declared(tensor<16xi8>)
