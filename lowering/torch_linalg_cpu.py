@@ -45,7 +45,9 @@ __all__ = [
     "LinalgLoweringError",
     "TensorSpec",
     "compile_torch_function",
+    "lower_torch_module",
     "lower_torch_text",
+    "parse_torch",
     "run_cli",
     "source_location",
     "tensor_spec",
@@ -218,10 +220,33 @@ def _read_only_arguments(module: Any) -> None:
         op.attributes["arg_attrs"] = tir.ArrayAttr.get(new)
 
 
+def parse_torch(text: str, what: str = "function", display: str | None = None) -> Any:
+    """Parse torch-dialect ``text`` (torch-mlir's output or the user's file) into a fresh
+    torch-mlir context; a parse error is a :class:`LinalgLoweringError` of stage ``torch``."""
+    from torch_mlir import ir as tir
+
+    with _torch_context():
+        try:
+            return tir.Module.parse(text)
+        except tir.MLIRError as err:
+            raise _failure(err, "torch", what, display) from None
+
+
 def lower_torch_text(
     text: str, what: str = "function", until: str = "llvm", display: str | None = None
 ) -> tuple[dict[str, str], Any]:
-    """Take torch-dialect ``text`` through the stages up to ``until``.
+    """Parse torch-dialect ``text`` and take it through the stages up to ``until``
+    (:func:`lower_torch_module`)."""
+    if until not in STAGES:
+        raise ValueError(f"unknown stage {until!r}; stages: {', '.join(STAGES)}")
+    return lower_torch_module(parse_torch(text, what, display), what, until, display)
+
+
+def lower_torch_module(
+    module: Any, what: str = "function", until: str = "llvm", display: str | None = None
+) -> tuple[dict[str, str], Any]:
+    """Take a torch-dialect ``torch_mlir.ir.Module`` (rewritten in place) through the stages
+    up to ``until``.
 
     Returns the text after each stage (``{"torch": ..., "linalg": ..., ...}``) and, when
     ``until == "llvm"``, the LLVM-dialect module in Hector's context (``mlir.ir.Module``).
@@ -229,15 +254,8 @@ def lower_torch_text(
     """
     if until not in STAGES:
         raise ValueError(f"unknown stage {until!r}; stages: {', '.join(STAGES)}")
-    from torch_mlir import ir as tir
-
     stages: dict[str, str] = {}
-    ctx = _torch_context()
-    with ctx:
-        try:
-            module = tir.Module.parse(text)  # torch-mlir's output (or the user's file)
-        except tir.MLIRError as err:
-            raise _failure(err, "torch", what, display) from None
+    with module.context:
         # ``stages`` keeps each stage printed for people to read (``emit=``, ``.ir(stage)``).
         stages["torch"] = module.operation.get_asm(enable_debug_info=True)
         if until == "torch":
@@ -313,12 +331,11 @@ class LinalgFunction:
         return outs
 
 
-def _signature(text: str) -> tuple[str, list[TensorSpec], list[TensorSpec]]:
-    """Name, argument and result specs of the single ``func.func`` in torch-dialect ``text``."""
+def _signature(module: Any) -> tuple[str, list[TensorSpec], list[TensorSpec]]:
+    """Name, argument and result specs of the single ``func.func`` of a torch-dialect module."""
     from torch_mlir import ir as tir
 
-    with _torch_context():
-        module = tir.Module.parse(text)  # torch-mlir's output, as compile_torch_function takes it
+    with module.context:
         funcs = [o.operation for o in module.body.operations if o.operation.name == "func.func"]
         if len(funcs) != 1:
             raise LinalgLoweringError(
@@ -346,20 +363,24 @@ def _signature(text: str) -> tuple[str, list[TensorSpec], list[TensorSpec]]:
     return name, specs[0], specs[1]
 
 
-def compile_torch_function(text: str, what: str = "function", opt_level: int = 3) -> LinalgFunction:
-    """Compile the single torch-dialect function in ``text`` for the CPU (all four stages) and
-    JIT it in Hector's MLIR; ``what`` names it in error messages."""
+def compile_torch_function(
+    source: Any, what: str = "function", opt_level: int = 3
+) -> LinalgFunction:
+    """Compile the single torch-dialect function of ``source`` for the CPU (all four stages)
+    and JIT it in Hector's MLIR; ``what`` names it in error messages. ``source`` is a
+    ``torch_mlir.ir.Module`` (lowered in place) or its text (torch-mlir's output)."""
     from mlir.execution_engine import ExecutionEngine
 
     from .cpu_jit import CpuKernel
 
-    name, ins, outs = _signature(text)
-    stages, module = lower_torch_text(text, what)
+    module = parse_torch(source, what) if isinstance(source, str) else source
+    name, ins, outs = _signature(module)
+    stages, lowered = lower_torch_module(module, what)
     kernel = CpuKernel.__new__(CpuKernel)
-    with module.context:
+    with lowered.context:
         # memref.copy between strided views calls memrefCopy from MLIR's C runner utils.
-        kernel.engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=runner_utils())
-    return LinalgFunction(name, tuple(ins), tuple(outs), stages, kernel, module)
+        kernel.engine = ExecutionEngine(lowered, opt_level=opt_level, shared_libs=runner_utils())
+    return LinalgFunction(name, tuple(ins), tuple(outs), stages, kernel, lowered)
 
 
 def runner_utils() -> list[str]:

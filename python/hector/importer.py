@@ -531,7 +531,8 @@ class ImportedModel(torch.nn.Module):
                 if _vt(r.type) is not None and any(self._used_outside(u, members) for u in r.uses):
                     outs.append(r)
         seg.outputs = outs
-        seg.text = self._torch_segment_text(seg)
+        module = self._torch_segment_module(seg)
+        seg.text = module.operation.get_asm(enable_debug_info=True)  # for people to read
         compute = [op for op in seg.ops if op in members and op.name not in VIEW_OPS]
         if not compute:
             seg.kind = "view"
@@ -541,7 +542,7 @@ class ImportedModel(torch.nn.Module):
             from hector.lowering.torch_linalg_cpu import LinalgLoweringError, compile_torch_function
 
             try:
-                seg.compiled = compile_torch_function(seg.text, seg.name)
+                seg.compiled = compile_torch_function(module, seg.name)
             except LinalgLoweringError as err:
                 raise _lowering_error(seg, err, "forward") from None
             seg.kind = "linalg"
@@ -556,8 +557,9 @@ class ImportedModel(torch.nn.Module):
             return any(self._used_outside(u, members) for r in owner.results for u in r.uses)
         return owner not in members
 
-    def _torch_segment_text(self, seg: _TorchSegment) -> str:
-        """The segment as one torch-dialect ``func.func`` (ops cloned with their locations)."""
+    def _torch_segment_module(self, seg: _TorchSegment) -> Any:
+        """The segment as a module of one torch-dialect ``func.func`` (ops cloned with their
+        locations)."""
         from torch_mlir import ir
         from torch_mlir.dialects import func as func_d
 
@@ -576,7 +578,7 @@ class ImportedModel(torch.nn.Module):
                     for r, nr in zip(op.results, new.results, strict=True):
                         mapping[r] = nr
                 func_d.ReturnOp([mapping[r] for r in seg.outputs])
-            return module.operation.get_asm(enable_debug_info=True)
+        return module
 
     def _replay(self, seg: _TorchSegment) -> Any:
         """A Python callable running the segment's ops with ``torch.ops.aten`` (the eager
@@ -633,7 +635,7 @@ class ImportedModel(torch.nn.Module):
             ) from err
         try:
             seg.backward[mask] = (
-                compile_torch_function(exported.operation.get_asm(enable_debug_info=True), name),
+                compile_torch_function(exported, name),
                 diff,
                 fouts,
             )
