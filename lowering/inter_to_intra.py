@@ -109,7 +109,7 @@ class _FuncLowering:
     context of the op being lowered.
     """
 
-    def __init__(self, fn: ir.Operation, graph_type: ir.Type, block_size: int, tile_n: int):
+    def __init__(self, fn: ir.Operation, graph_type: ir.Type, block_size: int, tile_n: int) -> None:
         self.func = fn
         self.graph_type = graph_type
         self.block_size = block_size
@@ -117,7 +117,8 @@ class _FuncLowering:
         self.buf: dict[ir.Value, ir.Value] = {}  # old value → memref holding it
         self.alloc: list[tuple[ir.Value, ir.Location]] = []  # buffers to free at the end
         self.graph: dict[str, ir.Value] = {}  # graph array name → block argument
-        self.out_param: dict[ir.Value, ir.Value] = {}  # returned value → its output argument
+        self.outputs: list[tuple[ir.Value, ir.Value]] = []  # (returned value, output argument)
+        self.out_param: dict[ir.Value, ir.Value] = {}  # returned value → where it is computed
         self.fused: set[ir.Operation] = set()
         self.filled: set[ir.Value] = set()
         self.kinds = verify.verify_function(fn)  # node/edge kind of every old value
@@ -346,14 +347,14 @@ class _FuncLowering:
                 self.graph = {a.name: next(args) for a in GRAPH_LAYOUT}
             else:
                 self.buf[arg] = next(args)
-        self._outputs = [(value, next(args)) for value in results]
+        self.outputs = [(value, next(args)) for value in results]
         return new
 
     def _body(self, ops: list[ir.Operation], ret: ir.Operation) -> None:
         """Lower the ops of the old body into the new entry block, then copy what is returned
         but not computed here, free the buffers and return."""
         copies: list[tuple[ir.Value, ir.Value]] = []
-        for value, arg in self._outputs:
+        for value, arg in self.outputs:
             producer = _producer(value)
             if (
                 value in self.out_param
@@ -382,10 +383,8 @@ class _FuncLowering:
         hold; degree norms always read the graph's cached arrays."""
         for op in ops:
             mark = ir.StringAttr(op.attributes[MARK]).value if MARK in op.attributes else None
-            if mark is not None and op.name in _MARKS:
-                _MARKS[op.name](self, op, mark)
-            elif mark == "index" and _gather_map(op) is not None:
-                self._fuse_index(op)
+            if mark in _MARKS:
+                _MARKS[mark](self, op)
             elif mark is None and op.name == "hector_inter.expand_compact":
                 # Reading compact rows per edge through edge_compact is part of compact
                 # materialization itself, not a fusion decision: without it C would build the
@@ -399,24 +398,14 @@ class _FuncLowering:
                 by = inter.view(op).attr("by")
                 self.buf[op.results[0]] = self.graph_array(f"norm_{by}", op)
 
-    def _fuse_index(self, op: ir.Operation) -> None:
-        out = op.results[0]
-        uses = [(u.owner, u.operand_number) for u in out.uses]
-        if out in self.out_param or not all(reads_gathered(*u) for u in uses):
-            raise PassFailure(
-                'hector.fuse = "index" on a gather that a user cannot read through an index',
-                op.location,
-            )
-        self.fused.add(op)
-
 
 # ---- fusion marks -------------------------------------------------------------------------------
+# One check per ``hector.fuse`` value: the mark must still hold, then its op is folded into a
+# user and never lowered on its own.
 
 
-def _mark_scale(lw: _FuncLowering, op: ir.Operation, mark: str) -> None:
-    """``into_sum``: the scale is computed by the sum's traversal (or scatter-GEMM)."""
-    if mark != "into_sum":
-        return
+def _fuse_into_sum(lw: _FuncLowering, op: ir.Operation) -> None:
+    """``into_sum`` (on a scale): the sum's traversal (or scatter-GEMM) computes it."""
     out = op.results[0]
     users = _users(out)
     if len(users) != 1 or users[0].name not in SUMS or out in lw.out_param:
@@ -426,9 +415,9 @@ def _mark_scale(lw: _FuncLowering, op: ir.Operation, mark: str) -> None:
     lw.fused.add(op)
 
 
-def _mark_linear(lw: _FuncLowering, op: ir.Operation, mark: str) -> None:
-    """``scatter``: the typed linear is computed by its sum's scatter-GEMM."""
-    if mark != "scatter":
+def _fuse_scatter(lw: _FuncLowering, op: ir.Operation) -> None:
+    """``scatter`` (on a typed linear): its sum's scatter-GEMM computes it."""
+    if op.name != "hector_inter.typed_linear":
         return
     users = _users(op.results[0])
     if (
@@ -444,9 +433,24 @@ def _mark_linear(lw: _FuncLowering, op: ir.Operation, mark: str) -> None:
     lw.fused.add(op)
 
 
-_MARKS: dict[str, Callable[[_FuncLowering, ir.Operation, str], None]] = {
-    "hector_inter.scale": _mark_scale,
-    "hector_inter.typed_linear": _mark_linear,
+def _fuse_index(lw: _FuncLowering, op: ir.Operation) -> None:
+    """``index`` (on a gather): every user reads the gathered rows through the index array."""
+    if _gather_map(op) is None:
+        return
+    out = op.results[0]
+    uses = [(u.owner, u.operand_number) for u in out.uses]
+    if out in lw.out_param or not all(reads_gathered(*u) for u in uses):
+        raise PassFailure(
+            'hector.fuse = "index" on a gather that a user cannot read through an index',
+            op.location,
+        )
+    lw.fused.add(op)
+
+
+_MARKS: dict[str, Callable[[_FuncLowering, ir.Operation], None]] = {
+    "into_sum": _fuse_into_sum,
+    "scatter": _fuse_scatter,
+    "index": _fuse_index,
 }
 
 
@@ -482,17 +486,28 @@ def _lower(lw: _FuncLowering, op: ir.Operation) -> None:
         )
 
 
-@_lowers("typed_linear", "typed_linear_transposed")
-def _typed_linear(lw: _FuncLowering, op: ir.Operation) -> None:
-    """``rows @ W[slice]`` (or ``@ W[slice]^T``) as one GEMM reading gathered rows in place."""
+def _linear(lw: _FuncLowering, op: ir.Operation, rows_name: str, variant: str) -> None:
+    """``rows @ W[slice]`` (``xw``) or ``rows @ W[slice]^T`` (``xwt``) as one GEMM reading
+    gathered rows in place."""
     v = inter.view(op)
-    rows = v.operand("x" if op.name == "hector_inter.typed_linear" else "dy")
+    rows = v.operand(rows_name)
     a, gather = lw.read(rows, op)
     windex = lw.weight_index(op, rows)
     w = lw.src(v.operand("weight"))
     out = lw.out(op.results[0], gather if gather is not None else a)
-    variant = "xw" if op.name == "hector_inter.typed_linear" else "xwt"
     lw.gemm(a, w, out, "store", variant, gather_index=gather, weight_index=windex)
+
+
+@_lowers("typed_linear")
+def _typed_linear(lw: _FuncLowering, op: ir.Operation) -> None:
+    """The forward product ``x @ W[slice]``."""
+    _linear(lw, op, "x", "xw")
+
+
+@_lowers("typed_linear_transposed")
+def _typed_linear_transposed(lw: _FuncLowering, op: ir.Operation) -> None:
+    """The input gradient ``dy @ W[slice]^T``."""
+    _linear(lw, op, "dy", "xwt")
 
 
 @_lowers("typed_linear_weight_grad")
@@ -508,21 +523,19 @@ def _typed_linear_weight_grad(lw: _FuncLowering, op: ir.Operation) -> None:
     lw.gemm(a, g, out, "add", "xty", gather_index=gather, weight_index=windex)
 
 
-def _gather(lw: _FuncLowering, op: ir.Operation) -> None:
-    """A gather on its own: a row copy through its graph array."""
-    rowmap = spec(op.name).rowmap
-    index = lw.graph_array(rowmap.array, op)
+def _gather(lw: _FuncLowering, op: ir.Operation, array: str) -> None:
+    """A gather on its own: a row copy through the graph array ``array``."""
+    index = lw.graph_array(array, op)
     x = lw.src(inter.view(op).operand("x"))
     lw.trav("copy", lw.out(op.results[0], index), x, gather=index)
 
 
-def _sum(lw: _FuncLowering, op: ir.Operation) -> None:
-    """A sum through its graph array onto zeroed rows, with the scale (and the typed linear
-    before it) it was fused with."""
-    rowmap = spec(op.name).rowmap
-    scatter = lw.graph_array(rowmap.array, op)
+def _sum(lw: _FuncLowering, op: ir.Operation, array: str, rows: str) -> None:
+    """A sum through the graph array ``array`` onto zeroed rows (as many as the graph array
+    ``rows`` is long), with the scale (and the typed linear before it) it was fused with."""
+    scatter = lw.graph_array(array, op)
     m = inter.view(op).operand("x")
-    out = lw.out(op.results[0], lw.graph_array(rowmap.rows, op))
+    out = lw.out(op.results[0], lw.graph_array(rows, op))
     lw.zero(out)
     scale = lw.fused_producer(m, "hector_inter.scale")
     if scale is None:
@@ -538,10 +551,20 @@ def _sum(lw: _FuncLowering, op: ir.Operation) -> None:
     lw.trav("scale", out, x, y=y, gather=gather, y_index=y_index, scatter=scatter, reduce="sum")
 
 
+def _index_handler(name: str, rowmap: RowMap) -> Handler:
+    """The handler of the index op ``name``, from its spec's row map."""
+    array, rows = rowmap.array, rowmap.rows
+    if not rowmap.reduce:
+        return lambda lw, op: _gather(lw, op, array)
+    if rows is None:
+        raise ValueError(f"the row map of sum {name} must name the array giving its row count")
+    return lambda lw, op: _sum(lw, op, array, rows)
+
+
 # Gathers and sums are lowered from their spec's row map: one registration per index op.
 for _op in inter.DIALECT.ops:
     if _op.rowmap is not None:
-        _HANDLERS[f"hector_inter.{_op.name}"] = _sum if _op.rowmap.reduce else _gather
+        _HANDLERS[f"hector_inter.{_op.name}"] = _index_handler(_op.name, _op.rowmap)
 
 
 def _scatter_gemm(lw: _FuncLowering, scale: ir.Operation, scatter: ir.Value, out: ir.Value) -> None:
@@ -713,7 +736,8 @@ def _node_temp(lw: _FuncLowering, width: int, op: ir.Operation) -> ir.Value:
 
 @_lowers("edge_softmax")
 def _edge_softmax(lw: _FuncLowering, op: ir.Operation) -> None:
-    """max per destination → exp(x - max) → sum per destination → divide."""
+    """Softmax over each destination's edges: max per destination, exp(x - max), sum per
+    destination, divide."""
     res = op.results[0]
     x = lw.src(inter.view(op).operand("x"))
     heads = _width(res)
