@@ -122,14 +122,7 @@ class Body:
             yield for_op.induction_variable
             scf.yield_([])
 
-    def reduce(
-        self,
-        lo: Value,
-        hi: Value,
-        step: Value,
-        init: Value,
-        step_fn: Callable[[Value, Value], Value],
-    ) -> Value:
+    def reduce(self, lo: Value, hi: Value, step: Value, init: Value, step_fn: Stepper) -> Value:
         """``scf.for`` carrying one value: ``acc = step_fn(iv, acc)`` from ``init``; returns the
         final value."""
         for_op = scf.ForOp(lo, hi, step, [init])
@@ -192,7 +185,7 @@ def gemm_row_scale(b: Body, row: GemmRow) -> GemmRow:
     return GemmRow(row.i, row.r, row.t, row.o, scale)
 
 
-def _sliced(t: Value | None, *idx: Value) -> list[Value]:
+def sliced(t: Value | None, *idx: Value) -> list[Value]:
     """Weight indices: the slice first when the weight is per type."""
     return [*([t] if t is not None else []), *idx]
 
@@ -207,7 +200,7 @@ def gemm_element(
 
     def step(k: Value, acc: Value) -> Value:
         av = b.load("a", row.r, k)
-        wv = b.load("weight", *_sliced(row.t, *((j, k) if transposed else (k, j))))
+        wv = b.load("weight", *sliced(row.t, *((j, k) if transposed else (k, j))))
         return arith.addf(acc, arith.mulf(av, wv))
 
     acc = b.reduce(c0, ck, c1, zero, step)
@@ -219,7 +212,9 @@ def gemm_element(
         b.accumulate("out", acc, epilogue == "atomic_add", row.o, j)
 
 
-def _gemm_row_xty(b: Body, row: GemmRow, k_extent: int, n_extent: int) -> None:
+def _gemm_row_xty(
+    b: Body, row: GemmRow, k_extent: int, n_extent: int, epilogue: str, scratch: Value | None
+) -> None:
     """``out[t] += a[r, :]^T ⊗ weight[i, :]`` (weight gradients), ``k`` outer, ``j`` inner."""
     c0, c1 = b.index(0), b.index(1)
     ck, cn = b.index(k_extent), b.index(n_extent)
@@ -227,10 +222,12 @@ def _gemm_row_xty(b: Body, row: GemmRow, k_extent: int, n_extent: int) -> None:
         av = b.load("a", row.r, k)
         with b.loop(c0, cn, c1) as j:
             p = arith.mulf(av, b.load("weight", row.i, j))
-            b.accumulate("out", p, False, *_sliced(row.t, k, j))
+            b.accumulate("out", p, False, *sliced(row.t, k, j))
 
 
-def _gemm_row_xwt(b: Body, row: GemmRow, k_extent: int, n_extent: int, epilogue: str) -> None:
+def _gemm_row_xwt(
+    b: Body, row: GemmRow, k_extent: int, n_extent: int, epilogue: str, scratch: Value | None
+) -> None:
     """``a[r, :] @ weight[t]^T``: ``j`` outer, a dot product over contiguous weight rows."""
     c0, c1 = b.index(0), b.index(1)
     cn = b.index(n_extent)
@@ -257,7 +254,7 @@ def _gemm_row_xw(
     with b.loop(c0, ck, c1) as k:
         av = b.load("a", row.r, k)
         with b.loop(c0, cn, c1) as j:
-            p = arith.mulf(av, b.load("weight", *_sliced(row.t, k, j)))
+            p = arith.mulf(av, b.load("weight", *sliced(row.t, k, j)))
             if scratch is None:
                 b.accumulate("out", p, False, row.o, j)
             else:
@@ -274,6 +271,14 @@ def _gemm_row_xw(
         b.accumulate("out", v, False, row.o, j)
 
 
+# The CPU form of one GEMM row, by variant: (body, row, K, N, epilogue, scratch row) -> None.
+GEMM_ROW_CPU: dict[str, Callable[[Body, GemmRow, int, int, str, Value | None], None]] = {
+    "xw": _gemm_row_xw,
+    "xwt": _gemm_row_xwt,
+    "xty": _gemm_row_xty,
+}
+
+
 def gemm_row_cpu(
     b: Body,
     row: GemmRow,
@@ -286,12 +291,7 @@ def gemm_row_cpu(
     """CPU form of one GEMM row (``scratch``: a ``memref<N x f32>`` row buffer, needed by
     accumulating ``xw`` epilogues). ``xwt`` reads the weight transposed; ``xty`` adds the outer
     product of row ``r`` of ``a`` and row ``i`` of the gradient into ``out[t]``."""
-    if variant == "xty":
-        _gemm_row_xty(b, row, k_extent, n_extent)
-    elif variant == "xwt":
-        _gemm_row_xwt(b, row, k_extent, n_extent, epilogue)
-    else:
-        _gemm_row_xw(b, row, k_extent, n_extent, epilogue, scratch)
+    GEMM_ROW_CPU[variant](b, row, k_extent, n_extent, epilogue, scratch)
 
 
 # ---- traversal: rows and element functions ----------------------------------------------------
@@ -512,11 +512,31 @@ _ELEMENTWISE: dict[str, Callable[[Body, Element, Value, RowFn], Value]] = {
 }
 
 
+RowValue = Callable[[Body, Element, RowFn], Value]
+
+
+def _reading_x(fn: Callable[[Body, Element, Value, RowFn], Value]) -> RowValue:
+    """An elementwise row function, given ``x[xr, j]`` loaded first."""
+
+    def value(b: Body, e: Element, f: RowFn) -> Value:
+        return fn(b, e, b.load("x", e.xr, e.col), f)
+
+    return value
+
+
+# Every row function of the traversal template: fn(body, element, rowfn) -> v.
+ROW_FNS: dict[str, RowValue] = {
+    "dot": _dot,
+    **{name: _reading_x(fn) for name, fn in _ELEMENTWISE.items()},
+}
+if set(ROW_FNS) != set(intra.TRAVERSAL_FNS):  # the spec and its lowering must agree
+    _odd = sorted(set(ROW_FNS) ^ set(intra.TRAVERSAL_FNS))
+    raise ImportError(f"traversal row functions in the spec or the lowering only: {_odd}")
+
+
 def row_value(b: Body, e: Element, f: RowFn) -> Value:
     """``fn(x[xr, :], y[yr, :])[j]`` for one element."""
-    if f.fn == "dot":
-        return _dot(b, e, f)
-    return _ELEMENTWISE[f.fn](b, e, b.load("x", e.xr, e.col), f)
+    return ROW_FNS[f.fn](b, e, f)
 
 
 def _reduce_none(b: Body, e: Element, v: Value, atomic: bool) -> None:

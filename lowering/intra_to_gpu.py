@@ -131,7 +131,7 @@ def _gemm_xty(t: Template) -> None:
         with b.guard(arith.cmpi(arith.CmpIPredicate.ult, gid, ckn)), b.loop(kc0, km, kc1) as i:
             row = T.gemm_row_prologue(b, i, T.slice_rows(t.view))
             p = arith.mulf(b.load("a", row.r, kk), b.load("weight", i, j))
-            b.accumulate("out", p, False, *([row.t] if row.t is not None else []), kk, j)
+            b.accumulate("out", p, False, *T.sliced(row.t, kk, j))
 
 
 def _gemm_tiled(t: Template) -> None:
@@ -140,7 +140,7 @@ def _gemm_tiled(t: Template) -> None:
     n, k = T.static_dim(t.ops["out"], 1), T.static_dim(t.ops["a"], 1)
     tile = max(1, min(int(v.attr("tile_n")), n))
     ntiles = (n + tile - 1) // tile
-    epilogue = v.attr("epilogue")
+    epilogue, transposed = v.attr("epilogue"), v.attr("variant") == "xwt"
     if epilogue == "add" and t.ops.has("scatter_index"):
         epilogue = "atomic_add"
     host = T.Body(t.ops)
@@ -155,25 +155,24 @@ def _gemm_tiled(t: Template) -> None:
             j0 = arith.muli(jt, ctile)
             for jj in range(tile):
                 j = arith.addi(j0, b.index(jj))
-                _gemm_column(b, row, j, cn, n % tile != 0, k, epilogue, v.attr("variant"))
+                _gemm_column(b, row, j, cn if n % tile else None, k, epilogue, transposed)
 
 
 def _gemm_column(
     b: T.Body,
     row: T.GemmRow,
     j: ir.Value,
-    cn: ir.Value,
-    bounded: bool,
+    bound: ir.Value | None,
     k: int,
     epilogue: str,
-    variant: str,
+    transposed: bool,
 ) -> None:
-    """Column ``j`` of a tile, behind a bound check when the tiles overhang the row."""
-    if not bounded:
-        T.gemm_element(b, row, j, k, epilogue, transposed=variant == "xwt")
+    """Column ``j`` of a tile, behind ``j < bound`` when the tiles overhang the row."""
+    if bound is None:
+        T.gemm_element(b, row, j, k, epilogue, transposed)
         return
-    with b.guard(arith.cmpi(arith.CmpIPredicate.ult, j, cn)):
-        T.gemm_element(b, row, j, k, epilogue, transposed=variant == "xwt")
+    with b.guard(arith.cmpi(arith.CmpIPredicate.ult, j, bound)):
+        T.gemm_element(b, row, j, k, epilogue, transposed)
 
 
 # GEMM kernels by variant.
