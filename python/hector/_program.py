@@ -40,6 +40,8 @@ __all__ = [
     "StagedModule",
     "Target",
     "Traced",
+    "instantiate",
+    "parse_file",
     "register_target",
     "rows_of",
     "target",
@@ -100,6 +102,13 @@ def instantiate(program: ir.Module | str) -> ir.Module:
             for op in program.body.operations:
                 op.clone()
     return copy
+
+
+def parse_file(path: str) -> ir.Module:
+    """Parse the hector_inter file ``path`` into a fresh context: its ops are located at
+    ``path:line:col``, so diagnostics and ``--debug-info`` output name the user's file."""
+    with make_context(), ir.Location.unknown():
+        return ir.Module.parseFile(path)
 
 
 # ---------------------------------------------------------------------------------------------

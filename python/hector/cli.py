@@ -6,7 +6,9 @@ edge type that has no edges and isolated nodes), checks it against PyG's ``RGCNC
 the same run) plus the GPU kernels it emits as PTX.
 
 ``hector compile`` takes a hector_inter file (or the built-in RGCN layer) through a target's
-named stages and prints the IR after the requested stage, or the PTX.
+named stages and prints the IR after the requested stage, or the PTX; ``--debug-info`` prints
+each op's location with it (the input file's ``file:line:col``, or for ``--model`` the line of
+the Python source that traced the op), so every lowered op can be traced back to its source.
 
 Errors print ``error: ...`` (with ``file:line:col`` for IR) and exit 1; no traceback.
 """
@@ -19,6 +21,10 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._program import Traced
 
 STAGES = {"inter": "cpu", "intra": "cpu", "loops": "cpu", "llvm": "cpu", "gpu": "gpu", "ptx": "gpu"}
 
@@ -50,6 +56,11 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--out-dim", type=int, default=16)
     c.add_argument("--etypes", type=int, default=4)
     c.add_argument("--emit", choices=list(STAGES), default="ptx", help="stage to print")
+    c.add_argument(
+        "--debug-info",
+        action="store_true",
+        help="print each op's source location with the IR (as mlir-opt --mlir-print-debuginfo)",
+    )
     c.add_argument("-o", "--output", default="-", help="output file (default stdout)")
     for name, what in (
         ("compact", "compact materialization"),
@@ -82,7 +93,7 @@ def demo(args: argparse.Namespace) -> int:
     from torch_geometric.nn import FastRGCNConv, RGCNConv
 
     from . import compiler, random_graph
-    from .models import rgcn_inter_text, rgcn_layer
+    from .models import rgcn_layer
 
     if min(args.nodes, args.edges, args.etypes, args.in_dim, args.out_dim, args.runs) <= 0:
         raise CliError("--nodes, --edges, --etypes, --in-dim, --out-dim and --runs must be > 0")
@@ -141,7 +152,7 @@ def demo(args: argparse.Namespace) -> int:
     speedup = best_peer / statistics.median(rows[0][1])
     print(f"speed-up vs best PyG layer: {speedup:.2f}x  ({args.runs} runs each, medians)")
 
-    gpu = compiler.compile_gpu(rgcn_inter_text(args.in_dim, args.out_dim, args.etypes))
+    gpu = compiler.compile_gpu(_rgcn_program(args.in_dim, args.out_dim, args.etypes))
     entries = [
         ln.split()[2].split("(")[0]
         for ln in gpu.ptx.splitlines()
@@ -154,34 +165,47 @@ def demo(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def _rgcn_program(in_dim: int, out_dim: int, num_etypes: int) -> Traced:
+    """The built-in RGCN layer traced for these sizes (its ops at their lines in models.py)."""
+    from .frontend import trace
+    from .models import _rgcn_layer
+
+    shapes = [(1, in_dim), (num_etypes, in_dim, out_dim), (in_dim, out_dim), (out_dim,)]
+    return trace(_rgcn_layer, shapes, name="rgcn_layer")
+
+
 def compile_cmd(args: argparse.Namespace) -> int:
     """Print the IR after one stage (or the PTX) of a hector_inter program."""
     from mlir import ir
 
     from . import compiler
-    from .models import rgcn_inter_text
+    from ._program import parse_file
     from .passes._pipeline import PipelineError, diagnostics_from_error
 
     if args.model is not None and args.input is not None:
         raise CliError("give either an input file or --model, not both")
+    program: Traced | str | ir.Module
     if args.model == "rgcn":
-        text, name = rgcn_inter_text(args.in_dim, args.out_dim, args.etypes), "<rgcn>"
+        program, name = _rgcn_program(args.in_dim, args.out_dim, args.etypes), "<rgcn>"
     elif args.input is None:
         raise CliError("no input: give a hector_inter .mlir file, '-' for stdin, or --model")
     elif args.input == "-":
-        text, name = sys.stdin.read(), "<stdin>"
+        program, name = sys.stdin.read(), "<stdin>"
     else:
         if not os.path.isfile(args.input):
             raise CliError(f"cannot open input file '{args.input}': no such file")
-        with open(args.input, encoding="utf-8") as f:
-            text, name = f.read(), args.input
+        program, name = args.input, args.input  # parsed below: its ops at file:line:col
     target = STAGES[args.emit]
     options = compiler.Options(not args.no_compact, not args.no_reorder, not args.no_fuse)
     try:
+        if name == args.input:
+            program = parse_file(args.input)
         if args.emit == "ptx":
-            result = compiler.compile_gpu(text, options=options).ptx
+            result = compiler.compile_gpu(program, options=options).ptx
         else:
-            staged = compiler.run_stages(text, target, until=args.emit, options=options)
+            staged = compiler.run_stages(
+                program, target, until=args.emit, options=options, debug_info=args.debug_info
+            )
             result = staged.ir(args.emit)
     except ir.MLIRError as err:
         lines = [d.format(lambda f: name if f == "-" else f) for d in diagnostics_from_error(err)]

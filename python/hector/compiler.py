@@ -101,7 +101,8 @@ def run_stages(
 
     ``program`` is a :class:`Traced` (compiled from its own copy, locations and all), a module
     (transformed in place) or text a user wrote (parsed). With ``debug_info`` the IR kept for
-    each stage shows every op's location, as ``--mlir-print-debuginfo`` does."""
+    each stage shows every op's location inline, as ``mlir-opt --mlir-print-debuginfo
+    --mlir-print-local-scope`` does."""
     if target not in pipelines.TARGETS:
         raise ValueError(f"unknown target {target!r}; targets: {', '.join(pipelines.TARGETS)}")
     start = time.perf_counter()
@@ -114,7 +115,8 @@ def run_stages(
     ctx = module.context
 
     def show() -> str:
-        return module.operation.get_asm(enable_debug_info=debug_info)
+        # Locations inline (no #loc aliases), so each op's line shows where it came from.
+        return module.operation.get_asm(enable_debug_info=debug_info, use_local_scope=debug_info)
 
     with ctx, ir.Location.unknown():
         staged = StagedModule(ctx, module, {"inter": show()})
@@ -172,13 +174,14 @@ class GpuEntry:
 
 
 def compile_gpu(
-    program: Traced | str,
+    program: Traced | ir.Module | str,
     autodiff: bool = False,
     options: Options | None = None,
     *,
     debug_info: bool = False,
 ) -> GpuEntry:
-    """Lower a traced program (or hector_inter text) through the GPU stages to PTX."""
+    """Lower a traced program (or a hector_inter module, or text) through the GPU stages to
+    PTX."""
     staged = run_stages(program, "gpu", autodiff=autodiff, options=options, debug_info=debug_info)
     with staged.context:
         ptx = "\n".join(extract_ptx(staged.module).values())

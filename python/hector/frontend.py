@@ -430,7 +430,7 @@ def _build(
     with ctx:
         fn_loc = _location(where)
     with ctx, fn_loc:
-        graph_type = ir.Type.parse("!hector_inter.graph")  # an IRDL type: no typed builder
+        graph_type = inter.graph_type()
         module = ir.Module.create()
         inputs = [graph_type, *(_tensor_type(a) for a in args)]
         outputs = [_tensor_type(r) for r in results]

@@ -76,3 +76,22 @@ def test_compile_missing_file() -> None:
     r = _hector("compile", "/nonexistent/x.mlir")
     assert r.returncode == 1
     assert "cannot open input file" in r.stderr
+
+
+def test_compile_debug_info_points_at_the_model_source() -> None:
+    """``--model`` programs are traced: with ``--debug-info`` every op names its Python line."""
+    import inspect
+
+    from hector import models
+
+    r = _hector("compile", "--model", "rgcn", "--emit", "intra", "--debug-info")
+    assert r.returncode == 0, r.stderr
+    first = inspect.getsourcelines(models._rgcn_layer)[1]
+    templates = [ln for ln in r.stdout.splitlines() if '"hector_intra.' in ln]
+    assert templates
+    for ln in templates:
+        assert f'loc("{models.__file__}":' in ln, ln
+        line = int(ln.rsplit(f'loc("{models.__file__}":', 1)[1].split(":")[0])
+        assert first < line <= first + 5, ln  # a line of the layer's body
+    plain = _hector("compile", "--model", "rgcn", "--emit", "intra")
+    assert ' loc("' not in plain.stdout

@@ -1,0 +1,118 @@
+"""Traced programs carry the user's source lines: each op at the line of the graph-API call
+that made it, the function at its ``def``; diagnostics and ``--debug-info`` dumps point there."""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mlir import ir
+
+import hector
+from hector import _program, compiler, frontend
+from hector.passes._pipeline import PipelineError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _layer(g, x, w):
+    e = g.gather_src(x)  # the line the test looks for
+    return g.sum_to_dst(g.typed_linear(e, w))
+
+
+GATHER_LINE = inspect.getsourcelines(_layer)[1] + 1
+SUM_LINE = GATHER_LINE + 1
+SHAPES = [(10, 4), (3, 4, 2)]
+
+
+def _ops(module: ir.Module) -> dict[str, ir.Operation]:
+    func = module.body.operations[0]
+    return {op.operation.name: op.operation for op in func.regions[0].blocks[0].operations}
+
+
+def _file_line(loc: ir.Location) -> tuple[str, int]:
+    assert loc.is_a_file(), str(loc)
+    return loc.filename, loc.start_line
+
+
+def test_each_op_is_located_at_the_users_line() -> None:
+    traced = frontend.trace(_layer, SHAPES)
+    assert isinstance(traced.program, ir.Module)
+    ops = _ops(traced.program)
+    assert _file_line(ops["hector_inter.gather_src"].location) == (__file__, GATHER_LINE)
+    assert _file_line(ops["hector_inter.typed_linear"].location) == (__file__, SUM_LINE)
+    assert _file_line(ops["hector_inter.sum_to_dst"].location) == (__file__, SUM_LINE)
+    # The column is where the call's expression starts (1-based).
+    line = inspect.getsourcelines(_layer)[0][1]
+    assert ops["hector_inter.gather_src"].location.start_col == line.index("g.gather_src") + 1
+
+
+def test_function_is_located_at_its_def_after_decorators() -> None:
+    @hector.compile
+    @staticmethod  # a second decorator line: the location is still the def's
+    def decorated(g, x):
+        return g.sum_to_dst(g.gather_src(x))
+
+    traced = frontend.trace(decorated.fn.__func__, [(5, 3)])
+    func = traced.program.body.operations[0].operation
+    def_line = inspect.getsourcelines(decorated.fn.__func__)[1] + 2
+    assert _file_line(func.location) == (__file__, def_line)
+
+
+def test_debug_info_dump_names_the_users_line() -> None:
+    staged = compiler.run_stages(frontend.trace(_layer, SHAPES), "cpu", until="inter")
+    assert ' loc("' not in staged.ir("inter")
+    staged = compiler.run_stages(
+        frontend.trace(_layer, SHAPES), "cpu", until="intra", debug_info=True
+    )
+    assert f'loc("{__file__}":{GATHER_LINE}:' in staged.ir("inter")
+
+
+def test_verifier_diagnostic_points_at_the_users_line() -> None:
+    """A diagnostic about an op names the Python line that traced it, not a line of IR."""
+    module = frontend.trace(_layer, SHAPES).instantiate()
+    ops = _ops(module)
+    # Break the program through the bindings: sum a node-wise value onto nodes.
+    ops["hector_inter.sum_to_dst"].operands[1] = module.body.operations[0].arguments[1]
+    with pytest.raises(PipelineError) as err:
+        compiler.run_stages(module, "cpu", until="inter")
+    diag = err.value.diagnostics[0]
+    assert (diag.file, diag.line) == (__file__, SUM_LINE), diag
+
+
+def test_compiling_leaves_the_traced_program_unchanged() -> None:
+    traced = frontend.trace(_layer, SHAPES)
+    before = traced.key
+    compiler.run_stages(traced, "cpu", until="loops")
+    assert traced.program.operation.get_asm(enable_debug_info=True) == before
+
+
+def test_lowered_ops_keep_the_users_line() -> None:
+    staged = compiler.run_stages(
+        frontend.trace(_layer, SHAPES), "cpu", until="intra", debug_info=True
+    )
+    assert f'loc("{__file__}":{SUM_LINE}:' in staged.ir("intra")
+
+
+def test_targets_live_in_one_table() -> None:
+    assert {"cpu", "cuda"} <= set(_program.TARGETS)
+    assert _program.target("cpu").compile.__qualname__ == "Target.compile"
+    with pytest.raises(ValueError, match="use 'cpu' or 'cuda'"):
+        hector.compile(_layer, target="tpu")
+    with pytest.raises(ValueError, match="unknown target 'gpu'"):
+        _program.target("gpu")  # PTX to read, not a target to run on
+    assert not _program.target("gpu", runs=False).runs
+
+
+def test_no_import_cycles() -> None:
+    """scripts/import_cycles.py (run by CI) finds no cycle among Hector's modules."""
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "import_cycles.py")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
