@@ -41,7 +41,7 @@ from ..dialects import hector_inter as inter
 from ..dialects._build import OpAccess
 from ..dialects._spec import OpDef
 from ._registry import Option, register_pass
-from .fuse import dce, graph_argument, graph_type, operand_number, scatter_gemm
+from .fuse import dce, graph_argument, operand_number, scatter_gemm
 
 _PREFIX = f"{inter.DIALECT.name}."
 
@@ -56,7 +56,7 @@ def _producer(v: ir.Value, op: OpDef) -> OpAccess | None:
 def _differentiable(v: ir.Value) -> bool:
     """Whether ``v`` depends on a function argument other than the graph (autodiff will want
     its gradient, and so the values it is multiplied with)."""
-    graph = graph_type(v.context)
+    graph = inter.graph_type(v.context)
     seen: set[ir.Value] = set()
     stack = [v]
     while stack:
@@ -119,10 +119,13 @@ def _compact_operands(v: OpAccess, graph: ir.Value, training: bool) -> dict[str,
     name = v.op.name.removeprefix(_PREFIX)
     if name == inter.TYPED_LINEAR.name:
         return _typed_linear(v, graph, training)
-    expands = [_producer(v.operand(n), inter.EXPAND_COMPACT) for n in _ROW_OPERANDS[name](v)]
-    if any(e is None for e in expands):
-        return None
-    return {n: e.operand("x") for n, e in zip(_ROW_OPERANDS[name](v), expands, strict=True)}
+    compact: dict[str, ir.Value] = {}
+    for row in _ROW_OPERANDS[name](v):
+        expand = _producer(v.operand(row), inter.EXPAND_COMPACT)
+        if expand is None:
+            return None  # every row operand must be an expansion
+        compact[row] = expand.operand("x")
+    return compact
 
 
 def _move_before_expansion(v: OpAccess, compact: dict[str, ir.Value], graph: ir.Value) -> None:
