@@ -187,7 +187,10 @@ def _failure(err: Any, stage: str, what: str, display: str | None = None) -> Lin
 def _run_torch_pipeline(module: Any, pipeline: str, stage: str, what: str, display: Any) -> None:
     from torch_mlir import ir, passmanager
 
-    with module.context:
+    with module.context as ctx:
+        # Diagnostics are read from the error: torch-mlir's own pipeline runner (fx import)
+        # leaves its context printing them to stderr instead.
+        ctx.emit_error_diagnostics = False
         pm = passmanager.PassManager.parse(pipeline)
         try:
             pm.run(module.operation)

@@ -916,12 +916,8 @@ def import_model(
     from torch_mlir import fx, ir
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
-    from hector.lowering.raise_torch_to_hector import (
-        GRAPH_ATTR,
-        RaiseError,
-        make_torch_context,
-        raise_module,
-    )
+    from .dialects import load_into_torch_mlir
+    from .lowering.raise_torch_to_hector import GRAPH_ATTR, RaiseError, raise_module
 
     if not isinstance(graph, HeteroGraph):
         raise TypeError(f"graph must be a hector.HeteroGraph, got {type(graph).__name__}")
@@ -954,11 +950,9 @@ def import_model(
     except Exception as err:  # torch.export / torch-mlir failures: say which step failed
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ImportError_(f"torch-mlir could not export the module: {first}") from err
-    # torch-mlir's output into a context with Hector's dialects loaded: printed and parsed.
-    text = exported.operation.get_asm(enable_debug_info=True)
-    ctx = make_torch_context()
-    with ctx:
-        mod = ir.Module.parse(text)
+    mod = exported  # raised in place, in its own context, once Hector's dialects are loaded there
+    load_into_torch_mlir(mod.context)
+    with mod.context:
         func = next(o.operation for o in mod.body.operations if o.operation.name == "func.func")
         block = func.regions[0].blocks[0]
         attrs = []
