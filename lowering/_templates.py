@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from mlir import ir
 from mlir.dialects import arith, math, memref, scf
@@ -27,8 +28,8 @@ from ..dialects._build import OpAccess
 GEMM_OPERANDS: tuple[str, ...] = tuple(o.name for o in intra.GEMM_TEMPLATE.operands)
 TRAVERSAL_OPERANDS: tuple[str, ...] = tuple(o.name for o in intra.TRAVERSAL_TEMPLATE.operands)
 
-Value = ir.Value
-Stepper = Callable[[Value, Value], Value]  # (induction variable, carried value) -> next value
+Value: TypeAlias = ir.Value
+Stepper: TypeAlias = Callable[[Value, Value], Value]  # (induction variable, carried) -> next
 
 
 @dataclass(frozen=True)
@@ -512,7 +513,7 @@ _ELEMENTWISE: dict[str, Callable[[Body, Element, Value, RowFn], Value]] = {
 }
 
 
-RowValue = Callable[[Body, Element, RowFn], Value]
+RowValue: TypeAlias = Callable[[Body, Element, RowFn], Value]
 
 
 def _reading_x(fn: Callable[[Body, Element, Value, RowFn], Value]) -> RowValue:

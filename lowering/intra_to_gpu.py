@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 
 from mlir import ir
 from mlir.dialects import arith, gpu, memref
@@ -82,7 +83,7 @@ class Template:
 def _kernel(t: Template) -> Iterator[tuple[T.Body, ir.Value]]:
     """Build a kernel whose arguments are the template's operands inside the ``with``; yields
     its body (operands bound to the kernel's arguments) and the global thread id."""
-    ftype = ir.FunctionType.get([v.type for v in t.ops.values.values()], [])
+    ftype = ir.FunctionType.get([value.type for value in t.ops.values.values()], [])
     with ir.InsertionPoint(t.kernels.block()):
         func = gpu.GPUFuncOp(ftype, sym_name=t.name, kernel=True)
     block = func.add_entry_block()
@@ -329,10 +330,9 @@ def convert_function(func: ir.Operation, ops: list[ir.Operation], kernels: Kerne
         if op.name in KERNELS:
             build, suffix = KERNELS[op.name]
             v = intra.view(op)
-            t = Template(v, T.operands(v), f"{sym}_{n}_{suffix}", kernels)
-            _rewrite(op, lambda t=t, build=build: build(t))
+            _rewrite(op, partial(build, Template(v, T.operands(v), f"{sym}_{n}_{suffix}", kernels)))
         elif op.name in HOST_OPS:
-            _rewrite(op, lambda op=op: HOST_OPS[op.name](op))
+            _rewrite(op, partial(HOST_OPS[op.name], op))
 
 
 def run_module(module_op: ir.Operation) -> None:
