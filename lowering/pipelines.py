@@ -9,8 +9,9 @@ is also a registered named pipeline, so ``hector-opt -p hector-lower-cpu`` runs 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from ..passes._registry import register_pipeline
+from ..passes._registry import TORCH_CONTEXT, Option, PassFailure, register_pass, register_pipeline
 from . import torch_linalg_cpu  # noqa: F401  (registers convert-torch-to-linalg-cpu)
 
 # Upstream lowering of scf/memref/arith/func to the LLVM dialect, for the CPU JIT.
@@ -126,3 +127,23 @@ register_pipeline(
     "gpu, ptx, host",
     ", ".join([OPTIMIZE, *(s.pipeline for s in CUDA_STAGES)]),
 )
+
+
+@register_pass(
+    "raise-torch-to-hector",
+    "Raise relational patterns of torch-dialect functions (gathers, typed linears, scatter sums, "
+    "segment softmax, ...) to hector_inter ops, in torch-mlir's context",
+    context=TORCH_CONTEXT,
+    strict=Option(bool, False, "report every torch op left unraised as an error (file:line)"),
+)
+def _raise_torch_to_hector(module: Any, strict: bool = False) -> None:
+    """Run lowering/raise_torch_to_hector on a ``torch_mlir.ir.Module`` (imported on first use:
+    it loads torch-mlir); unraised ops under ``strict`` become one error each."""
+    from .raise_torch_to_hector import RaiseError, raise_module
+
+    try:
+        raise_module(module, strict=strict)
+    except RaiseError as err:
+        errors = [(f"cannot raise '{name}' to hector_inter", loc) for name, loc in err.unsupported]
+        first, *more = errors or [(str(err), None)]
+        raise PassFailure(*first, more=more) from None

@@ -26,7 +26,7 @@ from typing import Any
 
 from mlir import ir, passmanager
 
-from ._registry import PASSES, PIPELINES, PassFailure, PassInfo
+from ._registry import MLIR_CONTEXT, PASSES, PIPELINES, PassFailure, PassInfo
 
 __all__ = [
     "VERIFY_PASS",
@@ -41,6 +41,7 @@ __all__ = [
     "reproducer_command",
     "run_pipeline",
     "split_elements",
+    "torch_pass_message",
 ]
 
 #: The pass prepended to every pipeline run with ``verify=True`` (when it is registered).
@@ -449,7 +450,8 @@ def _hector_callable(stage: Stage, tracebacks: list[str]) -> Callable[[Any, Any]
             with op.context, op.location:
                 info.run(op, **options)
         except PassFailure as failure:
-            _location_of(failure, op).emit_error(failure.message)
+            for message, location in failure.errors():
+                _location_of(PassFailure(message, location), op).emit_error(message)
             pass_.signal_pass_failure()
         except Exception as err:  # a bug in the pass: report it, keep the traceback
             tracebacks.append(traceback.format_exc())
@@ -459,6 +461,15 @@ def _hector_callable(stage: Stage, tracebacks: list[str]) -> Callable[[Any, Any]
             pass_.signal_pass_failure()
 
     return run
+
+
+def torch_pass_message(name: str) -> str:
+    """Why a torch-context pass cannot run in a pipeline of Hector's context."""
+    return (
+        f"'{name}' runs in torch-mlir's context on torch-dialect input, so it makes up a "
+        f"pipeline on its own: run 'hector-opt -p {name} FILE.mlir', then the Hector passes on "
+        "its output"
+    )
 
 
 def build_pass_manager(
@@ -490,6 +501,8 @@ def build_pass_manager(
                     raise _upstream_error(stage.text, err) from None
             else:
                 info = stage.pass_info
+                if info.context != MLIR_CONTEXT:
+                    raise InvalidPipelineError(torch_pass_message(info.name))
                 pm.add(
                     _hector_callable(stage, tracebacks),
                     name=info.name,
@@ -546,7 +559,7 @@ def run_pipeline(
 
     With ``verify`` (the default) ``hector-verify`` runs first when it is registered. On
     failure raises :class:`PipelineError` carrying the diagnostics; with ``reproducer`` the
-    input IR (generic form, as it was before the run) is written to
+    input IR (generic form with locations, as it was before the run) is written to
     ``<tmp>/hector-repro-<pid>-<n>.mlir`` and the error names the ``hector-opt`` command that
     replays it. A malformed pipeline raises :class:`InvalidPipelineError` (a subclass).
     """
@@ -563,7 +576,13 @@ def run_pipeline(
         print_generic_op_form=print_generic_op_form,
         tracebacks=tracebacks,
     )
-    asm = op.get_asm(print_generic_op_form=True, assume_verified=True) if reproducer else None
+    # With locations: the replay's diagnostics point where the original ones did (the user's
+    # file or Python line), not at lines of the reproducer.
+    asm = (
+        op.get_asm(print_generic_op_form=True, assume_verified=True, enable_debug_info=True)
+        if reproducer
+        else None
+    )
     try:
         pm.run(op)
     except ir.MLIRError as err:

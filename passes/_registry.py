@@ -10,18 +10,33 @@ under one name, so ``-p hector-lower-cpu`` works like any pass.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 
 class PassFailure(Exception):
-    """A pass rejected its input: ``message`` refers to ``location`` (an ``ir.Location``)."""
+    """A pass rejected its input: ``message`` refers to ``location`` (an ``ir.Location``).
 
-    def __init__(self, message: str, location: Any = None) -> None:
+    ``more`` holds further ``(message, location)`` errors found in the same run, so a pass can
+    report every offending op at once (each becomes its own diagnostic).
+    """
+
+    def __init__(
+        self, message: str, location: Any = None, *, more: Sequence[tuple[str, Any]] = ()
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.location = location
+        self.more = tuple(more)
+
+    def errors(self) -> list[tuple[str, Any]]:
+        """Every ``(message, location)`` this failure reports, the first one first."""
+        return [(self.message, self.location), *self.more]
+
+
+#: The context a pass runs in: Hector's (``mlir``), or torch-mlir's for torch-dialect input.
+MLIR_CONTEXT, TORCH_CONTEXT = "mlir", "torch"
 
 
 @dataclass(frozen=True)
@@ -49,12 +64,19 @@ class Option:
 
 @dataclass(frozen=True)
 class PassInfo:
-    """A registered pass: name, one-line description, options and the function that runs it."""
+    """A registered pass: name, one-line description, options and the function that runs it.
+
+    ``context`` says which MLIR copy the pass works in: ``"mlir"`` (Hector's: it runs inside a
+    ``PassManager``), or ``"torch"`` (torch-mlir's: it reads torch-dialect IR, which Hector's
+    context cannot hold, so ``hector-opt`` parses the input in torch-mlir's context and calls
+    ``run`` on that module directly).
+    """
 
     name: str
     description: str
     run: Callable[..., None]
     options: dict[str, Option] = field(default_factory=dict)
+    context: str = MLIR_CONTEXT
 
     def bind(self, given: dict[str, str]) -> dict[str, Any]:
         """Options for one run: defaults overridden by the parsed ``given`` strings."""
@@ -84,14 +106,17 @@ PIPELINES: dict[str, PipelineInfo] = {}
 
 
 def register_pass(
-    name: str, description: str, **options: Option
+    name: str, description: str, *, context: str = MLIR_CONTEXT, **options: Option
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Decorator: register ``run(module_op, **options)`` as the pass ``name``."""
+    """Decorator: register ``run(module_op, **options)`` as the pass ``name`` (``context``:
+    see :class:`PassInfo`)."""
+    if context not in (MLIR_CONTEXT, TORCH_CONTEXT):
+        raise ValueError(f"pass '{name}': context must be 'mlir' or 'torch', got {context!r}")
 
     def wrap(run: Callable[..., None]) -> Callable[..., None]:
         if name in PASSES:
             raise ValueError(f"pass '{name}' registered twice")
-        PASSES[name] = PassInfo(name, description, run, dict(options))
+        PASSES[name] = PassInfo(name, description, run, dict(options), context)
         return run
 
     return wrap

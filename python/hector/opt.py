@@ -2,9 +2,12 @@
 
 Reads a file (or ``-``/stdin), runs a pipeline that mixes Hector passes, named pipelines and
 upstream MLIR passes (``-p 'builtin.module(hector-verify, canonicalize)'``), and prints the
-result. ``hector-verify`` runs first unless ``--no-hector-verify`` is given. Diagnostics print as
+result. Passes registered for torch-mlir's context (``-p raise-torch-to-hector``) take
+torch-dialect input, parsed in that context, and make up a pipeline on their own.
+``hector-verify`` runs first unless ``--no-hector-verify`` is given. Diagnostics print as
 ``file:line:col: error: message`` with the source line; ``--verify-diagnostics`` checks them
 against ``// expected-error {{...}}`` comments instead, as lit tests of invalid IR do.
+``--mlir-print-debuginfo`` prints every op's location with the output.
 
 Exit status: 0 on success, 1 when the input or the pipeline is wrong (or an expected diagnostic
 did not match), 2 on an internal error in hector-opt itself. Set ``HECTOR_DEBUG=1`` to see the
@@ -23,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from hector.passes._pipeline import Diagnostic
+    from hector.passes._pipeline import Diagnostic, Stage
 
 SPLIT_MARKER = "// -----"
 _SPLIT_LINE = re.compile(r"^\s*// -----\s*$")
@@ -95,12 +98,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--torch",
         action="store_true",
-        help="input is torch-dialect IR: run raise-torch-to-hector in torch-mlir's context",
+        help="input is torch-dialect IR: without -p, the same as -p raise-torch-to-hector",
     )
     p.add_argument(
         "--torch-strict",
         action="store_true",
-        help="with --torch: report every op that cannot be raised as an error (file:line)",
+        help="the same as -p 'raise-torch-to-hector{strict=true}': every op that cannot be "
+        "raised is an error (file:line)",
     )
     return p
 
@@ -335,12 +339,15 @@ def _drain(extra: list[Diagnostic]) -> list[Diagnostic]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.torch or args.torch_strict:
-        return _run_torch(args)
     _load_passes()
     if args.list_passes:
         list_passes(sys.stdout)
         return 0
+    torch_stages = _torch_stages(args)
+    if torch_stages is not None:
+        return _run_torch_pipeline(args, torch_stages)
+    if args.torch or args.torch_strict:
+        return _run_torch(args)
 
     from mlir import ir
 
@@ -416,18 +423,85 @@ def _run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _run_torch(args: argparse.Namespace) -> int:
-    """``--torch``: raise torch-dialect input to hector_inter (lowering/raise_torch_to_hector),
-    or with ``-p convert-torch-to-linalg-cpu`` lower it for the CPU (lowering/torch_linalg_cpu)."""
+def _torch_stages(args: argparse.Namespace) -> list[Stage] | None:
+    """The stages of a pipeline of torch-context passes (``-p raise-torch-to-hector``; also
+    what ``--torch``/``--torch-strict`` without ``-p`` mean), or None for any other pipeline.
+    Raises :class:`_UsageError` when torch-context passes are mixed with others."""
+    from hector.passes._pipeline import InvalidPipelineError, parse_pipeline, torch_pass_message
+    from hector.passes._registry import TORCH_CONTEXT
+
+    pipeline = args.pass_pipeline
+    if (args.torch or args.torch_strict) and not pipeline:
+        pipeline = "raise-torch-to-hector" + ("{strict=true}" if args.torch_strict else "")
+    try:
+        stages = parse_pipeline(pipeline)
+    except InvalidPipelineError as err:
+        if args.torch:  # --torch -p PIPELINE: the linalg path reports its own option errors
+            return None
+        raise _UsageError(str(err)) from None
+    torch = [s for s in stages if s.pass_info is not None and s.pass_info.context == TORCH_CONTEXT]
+    if not torch:
+        return None
+    if len(torch) != len(stages):
+        raise _UsageError(torch_pass_message(torch[0].name))
+    return stages
+
+
+def _where(location: object, display: str) -> str:
+    """``file:line`` of a torch-context failure (the input's ``-`` named as the user gave it)."""
+    if location is None:
+        return display
+    if not isinstance(location, str):
+        from hector.lowering.raise_torch_to_hector import source_location
+
+        location = source_location(location)
+    return display + location[1:] if location.startswith("-:") else location
+
+
+def _run_torch_pipeline(args: argparse.Namespace, stages: list[Stage]) -> int:
+    """Run torch-context passes (``raise-torch-to-hector``) on torch-dialect input, parsed in
+    torch-mlir's context (Hector's MLIR copy cannot hold torch types), and print the result."""
+    from torch_mlir import ir as torch_ir
+
+    from hector.lowering.raise_torch_to_hector import make_torch_context
+    from hector.passes._registry import PassFailure
+
     text, display = _read_input(args.input)
-    if args.pass_pipeline:
-        from hector.lowering import torch_linalg_cpu
+    context = make_torch_context()
+    try:
+        with context:
+            module = torch_ir.Module.parse(text)  # the user's file
+    except torch_ir.MLIRError as err:
+        msg = str(err).replace('"-"', display).replace("\n", " ")
+        return _emit_torch(args, None, [f"{display}: error: {msg}"])
+    errors: list[str] = []
+    try:
+        with context:
+            for stage in stages:
+                assert stage.pass_info is not None
+                stage.pass_info.run(module, **stage.options)
+    except PassFailure as failure:
+        errors = [f"{_where(loc, display)}: error: {msg}" for msg, loc in failure.errors()]
+        return _emit_torch(args, None, errors)
+    out = module.operation.get_asm(
+        enable_debug_info=args.mlir_print_debuginfo,
+        print_generic_op_form=args.mlir_print_op_generic,
+    )
+    return _emit_torch(args, out, errors)
 
-        out, errors = torch_linalg_cpu.run_cli(text, display, args.pass_pipeline)
-    else:
-        from hector.lowering.raise_torch_to_hector import run_cli
 
-        out, errors = run_cli(text, display, strict=args.torch_strict)
+def _run_torch(args: argparse.Namespace) -> int:
+    """``--torch -p convert-torch-to-linalg-cpu``: lower torch-dialect input for the CPU
+    (lowering/torch_linalg_cpu)."""
+    from hector.lowering import torch_linalg_cpu
+
+    text, display = _read_input(args.input)
+    out, errors = torch_linalg_cpu.run_cli(text, display, args.pass_pipeline)
+    return _emit_torch(args, out, errors)
+
+
+def _emit_torch(args: argparse.Namespace, out: str | None, errors: list[str]) -> int:
+    """Print the errors, then the output (when there is one); the exit status."""
     for line in errors:
         sys.stderr.write(line + "\n")
     if out is not None and args.output == "-":

@@ -224,7 +224,7 @@ def test_failure_writes_reproducer(registry: list[str]) -> None:
     _register(registry, "test-fail", _fail_on_unary)
     ctx = make_context()
     module = _parse(ctx)
-    before = module.operation.get_asm(print_generic_op_form=True)
+    before = module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
     pipeline = "builtin.module(canonicalize, test-fail)"
     with pytest.raises(PipelineError) as info:
         run_pipeline(module, pipeline, verify=False)
@@ -309,6 +309,33 @@ def test_failure_without_location_uses_module(registry: list[str]) -> None:
         run_pipeline(_parse(ctx), "test-refuse", verify=False, reproducer=False)
     [diag] = info.value.diagnostics
     assert diag.message == "test: refused"
+
+
+def test_failure_reports_every_error(registry: list[str]) -> None:
+    """A pass can report several offending ops at once: one diagnostic each, in order."""
+
+    def refuse_all(op: ir.Operation) -> None:
+        func = op.regions[0].blocks[0].operations[0]
+        ops = list(func.regions[0].blocks[0].operations)
+        raise PassFailure("first", ops[0].location, more=[("second", ops[1].location)])
+
+    _register(registry, "test-refuse-all", refuse_all)
+    ctx = make_context()
+    with pytest.raises(PipelineError) as info:
+        run_pipeline(_parse(ctx), "test-refuse-all", verify=False, reproducer=False)
+    assert [(d.message, d.line) for d in info.value.diagnostics] == [("first", 3), ("second", 4)]
+
+
+def test_torch_context_pass_cannot_join_a_hector_pipeline(registry: list[str]) -> None:
+    """raise-torch-to-hector is named like any pass, but runs alone, in torch-mlir's context."""
+    import hector.lowering  # noqa: F401  (registers it)
+
+    assert PASSES["raise-torch-to-hector"].context == "torch"
+    [stage] = parse_pipeline("raise-torch-to-hector{strict=true}")
+    assert stage.options == {"strict": True}
+    ctx = make_context()
+    with pytest.raises(InvalidPipelineError, match="runs in torch-mlir's context"):
+        run_pipeline(_parse(ctx), "hector-verify, raise-torch-to-hector", verify=False)
 
 
 def test_invalid_pipeline_is_a_pipeline_error(registry: list[str]) -> None:
