@@ -375,7 +375,7 @@ def _etype_src_weight(v: OpAccess, kinds: _Kinds) -> None:
     wv = list(op.operands)[1]  # ``w`` or ``dw``
     w = _f32(wv, "weight", op)
     out = _f32(op.result, "result", op)
-    kinds.use(wv, WEIGHT, f"operand of {op.name.removeprefix('hector_inter.')}", op)
+    kinds.use(wv, WEIGHT, f"operand of {v.spec.name}", op)
     if len(w) < 2:
         raise PassFailure("the weight must be typed: rank 2 or more ([T, ...])", op.location)
     _same_shape(out[1:], w[1:], "result must keep the weight's per-type shape", op)
