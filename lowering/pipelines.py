@@ -144,6 +144,8 @@ def _raise_torch_to_hector(module: Any, strict: bool = False) -> None:
     try:
         raise_module(module, strict=strict)
     except RaiseError as err:
-        errors = [(f"cannot raise '{name}' to hector_inter", loc) for name, loc in err.unsupported]
+        errors: list[tuple[str, str | None]] = [
+            (f"cannot raise '{name}' to hector_inter", loc) for name, loc in err.unsupported
+        ]
         first, *more = errors or [(str(err), None)]
         raise PassFailure(*first, more=more) from None
