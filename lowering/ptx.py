@@ -2,39 +2,21 @@
 
 from __future__ import annotations
 
-import re
-
 from mlir import ir
+from mlir.dialects import gpu
 
-_ASSEMBLY = re.compile(r'assembly = "((?:[^"\\]|\\.)*)"')
+# gpu::CompilationTarget: what an object holds (``gpu-module-to-binary{format=isa}`` → text).
+_ASSEMBLY = 2
 
 
-def _unescape(text: str) -> str:
-    """Decode MLIR string-literal escapes (``\\0A``-style hex pairs, ``\\\\``, ``\\"``)."""
-    out = bytearray()
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c == "\\" and i + 1 < len(text):
-            nxt = text[i + 1]
-            if nxt in '\\"':
-                out += nxt.encode()
-                i += 2
-                continue
-            if nxt == "n":
-                out += b"\n"
-                i += 2
-                continue
-            if nxt == "t":
-                out += b"\t"
-                i += 2
-                continue
-            out.append(int(text[i + 1 : i + 3], 16))
-            i += 3
-            continue
-        out += c.encode()
-        i += 1
-    return out.decode()
+def _ptx(binary: ir.Operation) -> str | None:
+    """The PTX of the first object of ``binary`` that holds assembly, read through the
+    bindings (``#gpu.object``), or None."""
+    for obj in ir.ArrayAttr(binary.attributes["objects"]):
+        attr = gpu.ObjectAttr(obj)
+        if attr.format == _ASSEMBLY:
+            return bytes(attr.object).decode()
+    return None
 
 
 def extract_ptx(module: ir.Module | ir.Operation) -> dict[str, str]:
@@ -46,8 +28,8 @@ def extract_ptx(module: ir.Module | ir.Operation) -> dict[str, str]:
         if inner.name != "gpu.binary":
             continue
         name = ir.StringAttr(inner.attributes["sym_name"]).value
-        match = _ASSEMBLY.search(str(inner))
-        if match is None:
+        ptx = _ptx(inner)
+        if ptx is None:
             raise ValueError(f"gpu.binary @{name} holds no PTX assembly (format=isa expected)")
-        result[name] = _unescape(match.group(1))
+        result[name] = ptx
     return result
