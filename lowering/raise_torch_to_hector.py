@@ -37,8 +37,8 @@ Each torch op name has one handler (``_HANDLERS``, filled by ``@_handles``) that
 the patterns rooted at that op; the hector_inter ops are created through the typed builders
 generated from their specs (``hector_inter.OPS``), each at its torch op's location.
 
-Run it from the command line with ``hector-opt --torch FILE.mlir`` (``--torch-strict`` for the
-strict diagnostics).
+Run it from the command line with ``hector-opt -p raise-torch-to-hector FILE.mlir`` (shorthand
+``--torch``; ``--torch-strict`` for the strict diagnostics).
 """
 
 from __future__ import annotations
@@ -125,12 +125,6 @@ def vtensor_type(shape: tuple[int, ...], dtype: str) -> Any:
 
     dims = ",".join(str(d) for d in shape)
     return ir.Type.parse(f"!torch.vtensor<[{dims}],{dtype}>")
-
-
-def graph_type(ir: Any) -> Any:
-    """``!hector_inter.graph`` in the current context of ``ir`` (either MLIR copy): types that
-    IRDL defines have no Python class, so it is parsed from its name."""
-    return ir.Type.parse("!hector_inter.graph")
 
 
 def source_location(loc: Any) -> str:
@@ -814,7 +808,7 @@ class _Raiser:
             if op.name.startswith("torch.aten.") or op.name == "torch.operator":
                 if GLUE_ATTR not in op.attributes:
                     self.report.unsupported.append((op.name, source_location(op.location)))
-            if op.name.startswith("hector_inter."):
+            if op.name.startswith(f"{inter.DIALECT.name}."):
                 key = op.name.split(".", 1)[1]
                 self.report.raised[key] = self.report.raised.get(key, 0) + 1
         if strict and self.report.unsupported:
@@ -827,7 +821,9 @@ class _Raiser:
 
         ir = self.ir
         with self.func.context:
-            self.graph = self.block.add_argument(graph_type(ir), self.func.location)
+            self.graph = self.block.add_argument(
+                inter.graph_type(self.func.context), self.func.location
+            )
             ftype = ir.FunctionType(ir.TypeAttr(self.func.attributes["function_type"]).value)
             inputs = [a.type for a in self.block.arguments]
             self.func.attributes["function_type"] = ir.TypeAttr.get(
@@ -970,27 +966,3 @@ def make_torch_context() -> Any:
     torch_d.register_dialect(ctx)
     load_into_torch_mlir(ctx)
     return ctx
-
-
-def run_cli(text: str, display: str, strict: bool = False) -> tuple[str | None, list[str]]:
-    """``hector-opt --torch``: parse torch-dialect ``text``, raise it, and return the printed
-    IR (None on failure) and error lines (``file:line: error: ...``)."""
-    from torch_mlir import ir
-
-    ctx = make_torch_context()
-    try:
-        with ctx:
-            module = ir.Module.parse(text)  # the user's file
-    except ir.MLIRError as err:
-        msg = str(err).replace('"-"', display).replace("\n", " ")
-        return None, [f"{display}: error: {msg}"]
-    try:
-        raise_module(module, strict=strict)
-    except RaiseError as err:
-        errs = [
-            f"{loc.replace('-:', display + ':', 1) if loc.startswith('-:') else loc}: error: "
-            f"cannot raise '{name}' to hector_inter"
-            for name, loc in err.unsupported
-        ]
-        return None, errs or [f"{display}: error: {err}"]
-    return str(module), []  # printed for the user (hector-opt's output)

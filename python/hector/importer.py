@@ -46,7 +46,7 @@ from . import lowering as _lowering  # noqa: F401  (registers Hector's passes)
 from .dialects import Kind
 from .dialects import hector_inter as inter
 from .graph import HeteroGraph
-from .lowering.raise_torch_to_hector import KIND_ATTR, TYPE_ARRAY_ROWS, graph_type, vtensor
+from .lowering.raise_torch_to_hector import KIND_ATTR, TYPE_ARRAY_ROWS, vtensor
 
 _DTYPES = {
     "f32": torch.float32,
@@ -70,11 +70,9 @@ _SCALAR_TYPES = {
 _CAST = "builtin.unrealized_conversion_cast"
 _INTER = f"{inter.DIALECT.name}."
 _SEGMENTS = "operandSegmentSizes"  # filled in by the builders
-#: The kind of the graph argument of a region (not a value kind: it has no rows).
-_GRAPH = "graph"
 #: Result kinds the op specs do not carry (``OpDef`` has no result-kind field yet): ops whose
 #: rows are neither moved by a row map nor those of an operand.
-_FIXED_RESULT_KIND = {"hector_inter.degree_norm": Kind.EDGE}
+_FIXED_RESULT_KIND = {f"{_INTER}degree_norm": Kind.EDGE}
 #: ops kept whole through torch-mlir's decompositions, so the raise pass sees them.
 LEGAL_OPS = ["aten.leaky_relu", "aten.linear", "aten.gelu"]
 
@@ -248,7 +246,11 @@ class _Functional(torch.nn.Module):
 
 class ImportedModel(torch.nn.Module):
     """A module imported by :func:`import_model`; call it like the original module (with
-    tensors of the example inputs' shapes). Its parameters are the original module's."""
+    tensors of the example inputs' shapes). Its parameters are the original module's.
+
+    ``raised`` is the torch-mlir module after ``raise-torch-to-hector``; the regions and
+    segments are cut from it, and :attr:`raised_ir` is its text.
+    """
 
     def __init__(
         self,
@@ -280,11 +282,8 @@ class ImportedModel(torch.nn.Module):
 
     # -- planning -------------------------------------------------------------------------------
     def _build(self) -> None:
-        from torch_mlir import ir
-
         self._ctx = self._module.context
-        with self._ctx:
-            self._graph_t = graph_type(ir)
+        self._graph_t = inter.graph_type(self._ctx)
         func = next(
             op.operation for op in self._module.body.operations if op.operation.name == "func.func"
         )
@@ -298,7 +297,7 @@ class ImportedModel(torch.nn.Module):
                 if owner.__class__.__name__ == "Block":
                     return v
                 owner = owner.operation
-                if owner.name != "builtin.unrealized_conversion_cast":
+                if owner.name != _CAST:
                     return v
                 v = owner.operands[0]
 
@@ -308,9 +307,9 @@ class ImportedModel(torch.nn.Module):
             for r in op.results:
                 producer[r] = op
         phase: dict[Any, int] = {}
-        is_h = {op: op.name.startswith("hector_inter.") for op in ops}
+        is_h = {op: op.name.startswith(_INTER) for op in ops}
         for op in ops:
-            if op.name in ("builtin.unrealized_conversion_cast", "func.return"):
+            if op.name in (_CAST, "func.return"):
                 continue
             want = 1 if is_h[op] else 0
             p = want
@@ -351,13 +350,11 @@ class ImportedModel(torch.nn.Module):
         self.segments = list(segs.values())
         self.torch_segments = list(tsegs.values())
 
-    def _kind(self, v: Any) -> Kind | str:
-        """The kind of a region value: by the op specs for hector_inter results, from the
-        raise pass's mark for torch values entering a region, ``"graph"`` for the graph."""
+    def _kind(self, v: Any) -> Kind:
+        """The kind of a region value (not the graph): by the op specs for hector_inter
+        results, from the raise pass's mark for torch values entering a region."""
         v = self._canon(v)
         op = _def(v)
-        if op is None and v.type == self._graph_t:
-            return _GRAPH
         if op is not None and op.name.startswith(_INTER):
             return self._result_kind(op)
         # A torch value entering a region: the raise pass marked its cast with the kind.
@@ -373,7 +370,7 @@ class ImportedModel(torch.nn.Module):
 
         return ir.StringAttr(attr).value
 
-    def _result_kind(self, op: Any) -> Kind | str:
+    def _result_kind(self, op: Any) -> Kind:
         """What the rows of a hector_inter op's result index, by its spec: the row map's
         target, the rows its ``slice`` picks weights for, or those of its first row operand."""
         view = inter.view(op)
@@ -431,7 +428,7 @@ class ImportedModel(torch.nn.Module):
                 inputs.append(c)
         return inputs
 
-    def _region_type(self, v: Any, kind: Kind | str | None = None) -> Any:
+    def _region_type(self, v: Any, kind: Kind | None = None) -> Any:
         """The type ``v`` has in a compiled region: its rows dynamic when it is row-wise."""
         from torch_mlir import ir
 
@@ -485,7 +482,7 @@ class ImportedModel(torch.nn.Module):
 
     def _escapes(self, use: Any, inside: set[Any]) -> bool:
         owner = use.owner.operation if hasattr(use.owner, "operation") else use.owner
-        if owner.name == "builtin.unrealized_conversion_cast":
+        if owner.name == _CAST:
             return any(self._escapes(u, inside) for u in owner.results[0].uses)
         return owner not in inside
 
@@ -551,7 +548,7 @@ class ImportedModel(torch.nn.Module):
         """Whether a use of a segment value lies outside the segment (another unit, a hector
         region through a cast, the return, or glue read elsewhere)."""
         owner = use.owner.operation if hasattr(use.owner, "operation") else use.owner
-        if owner.name in ("builtin.unrealized_conversion_cast", "func.return"):
+        if owner.name in (_CAST, "func.return"):
             return True
         if _is_glue(owner):
             return any(self._used_outside(u, members) for r in owner.results for u in r.uses)
@@ -695,7 +692,7 @@ class ImportedModel(torch.nn.Module):
         tensors = []
         for v, kind in zip(seg.inputs, seg.input_kinds, strict=True):
             t = env[v]
-            if kind == "edge" and self.order == "original":
+            if kind == Kind.EDGE and self.order == "original":
                 t = t.index_select(0, self._perm)
             tensors.append(t.contiguous().float())
         train = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
@@ -704,7 +701,7 @@ class ImportedModel(torch.nn.Module):
         else:
             outs = seg.entry.call(seg.name, self.graph, tensors)
         for v, kind, t in zip(seg.outputs, seg.output_kinds, outs, strict=True):
-            if kind == "edge" and self.order == "original":
+            if kind == Kind.EDGE and self.order == "original":
                 t = t.index_select(0, self._inv)
             env[v] = t
 
