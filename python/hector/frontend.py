@@ -12,6 +12,14 @@ A forward function takes the graph first and tensors after it::
 On the first call with a new graph schema and new feature shapes the function is traced with
 symbolic values (no arithmetic happens in Python), lowered through ``lowering.pipelines`` and
 JIT-compiled; later calls reuse the compiled kernel from the cache.
+
+Tracing records each graph-API call, then builds the ``hector_inter`` function through the MLIR
+bindings (``func.FuncOp``, block arguments, the spec-generated ``hector_inter.OPS`` builders) in
+a context of its own. Every op carries the ``file:line:col`` of the user's line that made it
+(the innermost frame outside this module, so ``hector.models``' layers point into models.py as
+a user's layers point into theirs) and the function the line of its ``def``: diagnostics of
+every stage, and ``hector compile --debug-info``, point there. The target a program compiles
+for is looked up in ``hector._program.TARGETS``; this module imports no back end.
 """
 
 from __future__ import annotations
