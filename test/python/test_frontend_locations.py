@@ -13,7 +13,8 @@ from mlir import ir
 
 import hector
 from hector import _program, compiler, frontend
-from hector.passes._pipeline import PipelineError
+from hector.passes._pipeline import PipelineError, run_pipeline
+from hector.passes._registry import PASSES, PassFailure, PassInfo
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -81,6 +82,48 @@ def test_verifier_diagnostic_points_at_the_users_line() -> None:
         compiler.run_stages(module, "cpu", until="inter")
     diag = err.value.diagnostics[0]
     assert (diag.file, diag.line) == (__file__, SUM_LINE), diag
+
+
+def _refuse(prefix: str) -> PassInfo:
+    """A pass that fails at the first op whose name starts with ``prefix``, as a later check
+    of that stage would."""
+
+    def run(module_op: ir.Operation) -> None:
+        found: list[ir.Operation] = []
+
+        def visit(op: ir.Operation) -> ir.WalkResult:
+            if op.name.startswith(prefix):
+                found.append(op)
+                return ir.WalkResult.INTERRUPT
+            return ir.WalkResult.ADVANCE
+
+        module_op.walk(visit)
+        raise PassFailure(f"test: {found[0].name} refused", found[0].location)
+
+    return PassInfo(f"test-refuse-{prefix}", "test only", run, {})
+
+
+@pytest.mark.parametrize(
+    ("stages", "prefix"),
+    [
+        ("convert-hector-inter-to-intra", "hector_intra."),
+        ("convert-hector-inter-to-intra, convert-hector-intra-to-scf", "scf.for"),
+    ],
+)
+def test_later_stage_diagnostic_points_at_the_users_line(stages: str, prefix: str) -> None:
+    """After each conversion, a diagnostic about a lowered op still names the Python line."""
+    info = _refuse(prefix)
+    PASSES[info.name] = info
+    try:
+        module = frontend.trace(_layer, SHAPES).instantiate()
+        with pytest.raises(PipelineError) as err:
+            run_pipeline(module, f"{stages}, {info.name}", verify=False, reproducer=False)
+    finally:
+        del PASSES[info.name]
+    diag = err.value.diagnostics[0]
+    assert diag.message.startswith("test: ")
+    assert diag.file == __file__, diag
+    assert diag.line in (GATHER_LINE, SUM_LINE), diag
 
 
 def test_compiling_leaves_the_traced_program_unchanged() -> None:
