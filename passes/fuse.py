@@ -140,15 +140,9 @@ def scatter_gemm(op: ir.Operation, returned: set[ir.Value] | None = None) -> boo
     return len(sums) == 1 and sums[0].name in _NODE_SUMS
 
 
-def graph_type(context: ir.Context) -> ir.Type:
-    """``!hector_inter.graph`` in ``context``. An IRDL type has no Python class or builder to
-    get it from, so its fixed name is parsed (the one place the passes spell it)."""
-    return ir.Type.parse("!hector_inter.graph", context)
-
-
 def graph_argument(func: ir.Operation) -> ir.Value | None:
-    """The function's graph argument, if it has one."""
-    graph = graph_type(func.context)
+    """The function's ``!hector_inter.graph`` argument, if it has one."""
+    graph = hector_inter.graph_type(func.context)
     return next((a for a in func.regions[0].blocks[0].arguments if a.type == graph), None)
 
 
