@@ -59,7 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--debug-info",
         action="store_true",
-        help="print each op's source location with the IR (as mlir-opt --mlir-print-debuginfo)",
+        help="print each op's source location with the IR (as mlir-opt --mlir-print-debuginfo); "
+        "IR stages only, not --emit ptx",
     )
     c.add_argument("-o", "--output", default="-", help="output file (default stdout)")
     for name, what in (
