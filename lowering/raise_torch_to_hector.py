@@ -253,14 +253,16 @@ class _Raiser:
         """The node count: the rows gathered or scattered through the src/dst index."""
         for op in self.block.operations:
             op = op.operation
-            if len(op.results) != 1 or _shape(op.results[0]) is None:
+            res = _shape(op.results[0]) if len(op.results) == 1 else None
+            if res is None:
                 continue
             g = self.gathered(op.results[0]) if op.name.startswith("torch.aten.index") else None
-            if g is not None and g[1] in ("src", "dst") and _shape(g[0]):
-                return _shape(g[0])[0][0]
+            x = _shape(g[0]) if g is not None and g[1] in ("src", "dst") else None
+            if x is not None:
+                return x[0][0]
             sm = self.summed(op.results[0])
             if sm is not None and sm[1] in ("src", "dst"):
-                return _shape(op.results[0])[0][0]
+                return res[0][0]
         return -1
 
     # -- structural helpers -----------------------------------------------------------------
@@ -614,6 +616,7 @@ class _Raiser:
             if (
                 gm is not None
                 and gm[1] == "dst"
+                and mx is not None
                 and _name(mx) == "torch.aten.scatter_reduce.two"
                 and self.const(mx.operands[4]) in ("amax", "max")
                 and self.broadcast_role(mx.operands[2]) == "dst"
@@ -686,7 +689,10 @@ class _Raiser:
             xview, un = _def(xv), _def(av)
             if _name(xview) != "torch.aten.view" or _name(un) != "torch.aten.unsqueeze":
                 continue
-            s3 = _shape(xv)[0]
+            sx = _shape(xv)
+            if sx is None:
+                return None
+            s3 = sx[0]
             if len(s3) != 3 or self.const(un.operands[1]) not in (-1, 2):
                 continue
             x, a = self.rows(xview.operands[0]), self.rows(un.operands[0])
@@ -701,7 +707,10 @@ class _Raiser:
     def raise_dot(self, op: Any, shape: Shape) -> HNode | None:
         """``(X * Y).sum(-1, keepdim=True)`` and ``(X * Y).view(M, H, Dh).sum(-1)`` → ``dot``."""
         dims, keep = self.const(op.operands[1]), self.const(op.operands[2])
-        src = _shape(op.operands[0])[0]
+        sv = _shape(op.operands[0])
+        if sv is None:
+            return None
+        src = sv[0]
         if not isinstance(dims, list) or len(dims) != 1 or dims[0] not in (-1, len(src) - 1):
             return None
         if self.const(op.operands[3]) is not None:
@@ -869,6 +878,7 @@ class _Raiser:
             v = h.value
             if h.glue_t:
                 t = vtensor(v.type)
+                assert t is not None, "weights are statically shaped vtensors"
                 t_op = torch_d.AtenTOp(vtensor_type(t.shape[::-1], t.dtype), v)
                 t_op.attributes[GLUE_ATTR] = ir.UnitAttr.get()
                 v = t_op.result

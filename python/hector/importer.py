@@ -168,6 +168,14 @@ def _vt(t: Any) -> tuple[list[int], str] | None:
     return None if v is None else (list(v.shape), v.dtype)
 
 
+def _vt_of(t: Any) -> tuple[list[int], str]:
+    """Shape and dtype of a type that must be a static ``!torch.vtensor``."""
+    v = _vt(t)
+    if v is None:
+        raise ImportError_(f"expected a statically shaped !torch.vtensor, got {t}")
+    return v
+
+
 def _def(v: Any) -> Any:
     """The op defining ``v`` (None for block arguments)."""
     owner = v.owner
@@ -448,8 +456,8 @@ class ImportedModel(torch.nn.Module):
 
         with self._ctx, ir.Location.unknown():
             module = ir.Module.create()
-            kinds = zip(seg.inputs, seg.input_kinds, strict=True)
-            inputs = [self._region_type(v, k) for v, k in kinds]
+            typed = zip(seg.inputs, seg.input_kinds, strict=True)
+            inputs = [self._region_type(v, k) for v, k in typed]
             results = [self._region_type(v) for v in seg.outputs]
             with ir.InsertionPoint(module.body):
                 fn = func_d.FuncOp(seg.name, ([self._graph_t, *inputs], results))
@@ -605,7 +613,7 @@ class ImportedModel(torch.nn.Module):
         replay = self._replay(seg)
         n = len(seg.inputs)
         diff = [i for i, m in enumerate(mask) if m]
-        fouts = [j for j, r in enumerate(seg.outputs) if _vt(r.type)[1] in _FLOAT]
+        fouts = [j for j, r in enumerate(seg.outputs) if _vt_of(r.type)[1] in _FLOAT]
 
         def vjp(*args: Any) -> tuple[Any, ...]:
             prims, cts = list(args[:n]), args[n:]
@@ -617,7 +625,7 @@ class ImportedModel(torch.nn.Module):
                 outs = replay(*full)
                 return tuple(outs[j] for j in fouts)
 
-            _, pull = torch.func.vjp(fwd, *(prims[i] for i in diff))
+            pull = torch.func.vjp(fwd, *(prims[i] for i in diff))[1]
             return tuple(pull(tuple(cts)))
 
         name = f"{seg.name}_backward"
@@ -643,7 +651,7 @@ class ImportedModel(torch.nn.Module):
     # -- running --------------------------------------------------------------------------------
     def forward(self, *inputs: Any) -> Any:
         """Run the imported program: eager torch ops and compiled hector regions in order."""
-        state = dict(self.module.named_parameters())
+        state: dict[str, torch.Tensor] = dict(self.module.named_parameters())
         state.update(dict(self.module.named_buffers()))
         args = [state[n] for n in self._state_names] + list(inputs)
         block_args = list(self._block.arguments)
@@ -767,9 +775,9 @@ class _TorchSegmentFn(torch.autograd.Function):
             return (None, None, *([None] * len(tensors)))
         cts = []
         for j, r in enumerate(seg.outputs):
-            if _vt(r.type)[1] in _FLOAT:
+            shape, dt = _vt_of(r.type)
+            if dt in _FLOAT:
                 g = grads[j]
-                shape, dt = _vt(r.type)
                 zero = torch.zeros(shape, dtype=_DTYPES.get(dt, torch.float32))
                 cts.append(zero if g is None else g.contiguous())
         with torch.no_grad():
@@ -803,7 +811,7 @@ def _shape_of(v: Any) -> list[int]:
 def _literal(op: Any) -> torch.Tensor:
     from torch_mlir import ir
 
-    shape, dt = _vt(op.results[0].type)
+    shape, dt = _vt_of(op.results[0].type)
     attr = op.attributes["value"]
     try:
         dense = ir.DenseElementsAttr(attr)
@@ -927,7 +935,7 @@ def import_model(
                 "takes the tensors and builds the dict/list itself"
             )
     roles, order = _bindings(inputs, graph)
-    state = dict(module.named_parameters())
+    state: dict[str, torch.Tensor] = dict(module.named_parameters())
     state.update(dict(module.named_buffers()))
     names = list(state)
     flat = [t.detach() for t in state.values()] + [
