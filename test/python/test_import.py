@@ -5,6 +5,9 @@ graph-binding errors."""
 
 from __future__ import annotations
 
+import inspect
+from typing import Any
+
 import pytest
 import torch
 from torch import nn
@@ -123,3 +126,47 @@ def test_missing_graph_binding_is_an_error(g: hector.HeteroGraph) -> None:
         hector.import_model(model, [torch.randn(N, 8), bogus, bogus, bogus, g.norm_dst], graph=g)
     with pytest.raises(TypeError, match="graph must be a hector.HeteroGraph"):
         hector.import_model(model, [torch.randn(N, 8)], graph=None)  # type: ignore[arg-type]
+
+
+class _Located(nn.Module):
+    """A gather, a shared matmul and an index_add, one per line (the lines are checked)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(8, 8) * 0.3)
+
+    def forward(self, x, src, dst):  # noqa: D102
+        h = x[src]
+        m = h @ self.w
+        return torch.zeros(N, 8).index_add(0, dst, m)
+
+
+def _user_line(loc: Any) -> tuple[str, int]:
+    """The innermost ``file:line`` of a location (the callee of nested call sites)."""
+    while loc.is_a_callsite():
+        loc = loc.callee
+    assert loc.is_a_file(), loc
+    return loc.filename, loc.start_line
+
+
+def test_compiled_regions_keep_the_users_lines(g: hector.HeteroGraph) -> None:
+    """Each op of a compiled region is located at the user's line of the torch op it was
+    raised from, in the text handed to Hector's MLIR copy."""
+    from mlir import ir
+
+    from hector.dialects import make_context
+
+    torch.manual_seed(6)
+    model, x = _Located(), torch.randn(N, 8)
+    imported = hector.import_model(model, [x, *_sorted(g)[:2]], graph=g, strict=True)
+    first = inspect.getsourcelines(_Located.forward)[1]
+    want = {
+        "hector_inter.gather_src": first + 1,
+        "hector_inter.typed_linear": first + 2,
+        "hector_inter.sum_to_dst": first + 3,
+    }
+    with make_context():
+        module = ir.Module.parse(imported.hector_ir())
+        ops = [op for op in module.body.operations[0].regions[0].blocks[0].operations]
+        got = {op.name: _user_line(op.location) for op in ops if op.name in want}
+    assert got == {name: (__file__, line) for name, line in want.items()}
