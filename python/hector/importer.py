@@ -489,7 +489,7 @@ class ImportedModel(torch.nn.Module):
         return build(result=result, loc=op.location, extra=extra, **operands, **attrs)
 
     def _escapes(self, use: Any, inside: set[Any]) -> bool:
-        owner = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+        owner = _user(use)
         if owner.name == _CAST:
             return any(self._escapes(u, inside) for u in owner.results[0].uses)
         return owner not in inside
@@ -555,7 +555,7 @@ class ImportedModel(torch.nn.Module):
     def _used_outside(self, use: Any, members: set[Any]) -> bool:
         """Whether a use of a segment value lies outside the segment (another unit, a hector
         region through a cast, the return, or glue read elsewhere)."""
-        owner = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+        owner = _user(use)
         if owner.name in (_CAST, "func.return"):
             return True
         if _is_glue(owner):
