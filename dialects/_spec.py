@@ -55,6 +55,23 @@ class RowMap:
 
 
 @dataclass(frozen=True)
+class UnaryFn:
+    """One elementwise function of ``hector_inter.unary``: the one place it is declared.
+
+    From this the dialects take their ``fn`` enums (``unary``, ``unary_grad``, the traversal
+    template's row functions), autodiff takes what the derivative is written in, the frontend
+    generates ``Value.<name>()`` and ``hector.<name>(x)``, and the torch raiser maps ``torch``
+    onto it. Only the element math (``lowering/_templates.py``) is written by hand.
+    """
+
+    name: str
+    formula: str  # what it computes, for docs and docstrings
+    grad_ref: str  # the derivative is written in the forward "input", "output", or "none"
+    torch: str | None = None  # the torch-mlir op raised to it (``torch.aten.relu``)
+    traced: bool = True  # exposed as ``Value.<name>()`` / ``hector.<name>(x)``
+
+
+@dataclass(frozen=True)
 class Operand:
     """An operand or result: a name, a type constraint, and how many values it takes."""
 

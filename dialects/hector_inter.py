@@ -14,11 +14,36 @@ from typing import Any
 
 from ._build import OpAccess, builders
 from ._build import view as _view
-from ._spec import Attr, DialectDef, Kind, OpDef, Operand, RowMap, TypeDef
+from ._spec import Attr, DialectDef, Kind, OpDef, Operand, RowMap, TypeDef, UnaryFn
 
 _G = Operand("graph", "hector_inter.graph", "the typed graph")
 
-UNARY_FNS = ("relu", "copy", "leaky_relu", "exp", "tanh", "sigmoid", "gelu", "neg")
+#: The elementwise functions of ``unary`` / ``unary_grad``, declared once (see ``UnaryFn``).
+UNARY_FUNCTIONS: tuple[UnaryFn, ...] = (
+    UnaryFn("relu", "`max(x, 0)`", "input", "torch.aten.relu"),
+    UnaryFn("copy", "`x` (the identity)", "none", traced=False),
+    UnaryFn("leaky_relu", "`x if x > 0 else slope * x`", "input", "torch.aten.leaky_relu"),
+    UnaryFn("exp", "`exp(x)`", "output", "torch.aten.exp"),
+    UnaryFn("tanh", "`tanh(x)`", "output", "torch.aten.tanh"),
+    UnaryFn("sigmoid", "`1 / (1 + exp(-x))`", "output", "torch.aten.sigmoid"),
+    UnaryFn("gelu", "exact GELU `x/2 * (1 + erf(x/sqrt(2)))`", "input", "torch.aten.gelu"),
+    UnaryFn("neg", "`-x`", "none", "torch.aten.neg", traced=False),
+)
+UNARY_FNS = tuple(f.name for f in UNARY_FUNCTIONS)
+
+
+def unary_fn(name: str) -> UnaryFn:
+    """The declaration of the unary function ``name``."""
+    for f in UNARY_FUNCTIONS:
+        if f.name == name:
+            return f
+    raise KeyError(name)
+
+
+def _unary_table() -> str:
+    rows = ["| fn | computes | derivative written in |", "|---|---|---|"]
+    rows += [f"| `{f.name}` | {f.formula} | {f.grad_ref} |" for f in UNARY_FUNCTIONS]
+    return "\n".join(rows)
 
 
 def _ex(sig: str, body: str, ret: str) -> str:
@@ -181,10 +206,11 @@ The typed form takes the graph as an optional third operand.
 UNARY = OpDef(
     name="unary",
     summary="An elementwise unary function.",
-    description="""
+    description=f"""
 `out = fn(x)` elementwise. `relu` is RGCN's activation, `leaky_relu` (negative slope `slope`)
-RGAT's attention nonlinearity, `gelu` (exact, erf form) HGT's, `exp`, `tanh`, `sigmoid`, `neg`
-as named; `copy` is the identity. `slope` is read by `leaky_relu` only.
+RGAT's attention nonlinearity, `gelu` HGT's. `slope` is read by `leaky_relu` only.
+
+{_unary_table()}
 """,
     operands=(Operand("x", "tensor", "any rows `[M, D]`"),),
     results=(Operand("out", "tensor", "`[M, D]`, same kind as `x`"),),
@@ -291,9 +317,9 @@ UNARY_GRAD = OpDef(
     name="unary_grad",
     summary="Input gradient of an elementwise unary function.",
     description="""
-`out = dy * fn'(…)` elementwise, where `ref` is what the derivative is written in: the forward
-*input* for `relu`, `leaky_relu`, `gelu`, and the forward *output* for `exp`, `tanh`,
-`sigmoid` (so autodiff keeps whichever the forward already has). `copy` and `neg` ignore `ref`.
+`out = dy * fn'(…)` elementwise, where `ref` is what the derivative is written in (the `unary`
+table's last column): the forward *input* or the forward *output* (so autodiff keeps whichever
+the forward already has); functions whose derivative needs neither ignore `ref`.
 """,
     operands=(
         Operand("ref", "tensor", "forward input or output `[M, D]` (see above)"),

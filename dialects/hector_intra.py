@@ -17,6 +17,7 @@ from typing import Any
 from ._build import OpAccess, builders
 from ._build import view as _view
 from ._spec import Attr, DialectDef, OpDef, Operand
+from .hector_inter import UNARY_FUNCTIONS
 
 _IDX = "memref<?xi32>"
 
@@ -54,17 +55,21 @@ GRAPH_LAYOUT: tuple[GraphArray, ...] = (
 GRAPH_ARRAYS: tuple[str, ...] = tuple(a.name for a in GRAPH_LAYOUT)
 
 # Row functions of the traversal template; their element semantics live in
-# lowering/_templates.py (shared by the CPU and GPU back ends).
-UNARY_FNS = ("relu", "leaky_relu", "exp", "tanh", "sigmoid", "gelu", "neg")
+# lowering/_templates.py (shared by the CPU and GPU back ends). The unary ones and their
+# gradients come from hector_inter's declarations.
+UNARY_FNS = tuple(f.name for f in UNARY_FUNCTIONS if f.name != "copy")
 BINARY_FNS = ("scale", "add", "add_bias", "mul", "sub", "div", "exp_sub", "dot")
-GRAD_FNS = (
-    "relu_grad",
-    "leaky_relu_grad",
-    "gelu_grad",
-    "exp_grad",
-    "tanh_grad",
-    "sigmoid_grad",
-)
+GRAD_FNS = tuple(f"{f.name}_grad" for f in UNARY_FUNCTIONS if f.grad_ref != "none")
+
+
+def _names(fns: tuple[str, ...]) -> str:
+    return ", ".join(f"`{f}`" for f in fns)
+
+
+def _grads(ref: str) -> tuple[str, ...]:
+    return tuple(f"{f.name}_grad" for f in UNARY_FUNCTIONS if f.grad_ref == ref)
+
+
 TRAVERSAL_FNS = ("copy", *UNARY_FNS, *BINARY_FNS, *GRAD_FNS)
 
 GEMM_TEMPLATE = OpDef(
@@ -129,7 +134,7 @@ operands are given with `operandSegmentSizes`. The GPU lowering maps one thread 
 TRAVERSAL_TEMPLATE = OpDef(
     name="traversal_template",
     summary="Edge- or node-parallel loop fusing a row function with an optional reduction.",
-    description="""
+    description=f"""
 For each row `i` in `[0, M)` (an edge when `parallel = "edge"`, a node when `"node"`) and
 each output column `j`:
 
@@ -152,10 +157,10 @@ Row functions (`Dx`, `Dy`, `Do` are the widths of x, y, out):
 | `add`, `add_bias` | `x[j] + y[j]` (`add_bias`: `y` is a vector, read without a row) |
 | `mul`, `sub`, `div` | `x[j] * y[j]`, `x[j] - y[j]`, `x[j] / y[j]` |
 | `exp_sub` | `exp(x[j] - y[j])` (softmax numerator) |
-| `dot` | `Σ_{d < Dx/Do} x[j*Dh + d] * y[j*Dh + d]` (per-head inner product) |
-| `relu`, `leaky_relu`, `exp`, `tanh`, `sigmoid`, `gelu`, `neg` | unary functions of `x` |
-| `relu_grad`, `leaky_relu_grad`, `gelu_grad` | `x[j] * f'(y[j])` (`x` = dy, `y` = forward input) |
-| `exp_grad`, `tanh_grad`, `sigmoid_grad` | `x[j] * f'(…)` from `y` = forward output |
+| `dot` | `Σ_{{d < Dx/Do}} x[j*Dh + d] * y[j*Dh + d]` (per-head inner product) |
+| {_names(UNARY_FNS)} | unary functions of `x` (`hector_inter.unary`) |
+| {_names(_grads("input"))} | `x[j] * f'(y[j])` (`x` = dy, `y` = forward input) |
+| {_names(_grads("output"))} | `x[j] * f'(…)` from `y` = forward output |
 
 `M` is the length of `gather_index` when present, else `x`'s row count. A sum reduction adds
 into `out`, which the caller zero-fills; a max reduction expects `out` filled with `-inf`. The

@@ -56,7 +56,6 @@ from ._registry import PassFailure, register_pass
 from .verify import verify_function
 
 _PREFIX = "hector_inter."
-_OUTPUT_REF = ("exp", "tanh", "sigmoid")  # derivatives written in the forward output
 
 #: An adjoint rule: given the backward builder, the forward op and the adjoint ``dy`` of its
 #: result, add the adjoints of the op's operands (``Backward.acc``).
@@ -416,7 +415,7 @@ def _unary(bw: Backward, op: ir.Operation, dy: ir.Value) -> None:
     if fn == "copy":
         bw.acc(x, dy)
         return
-    ref = op.results[0] if fn in _OUTPUT_REF else x
+    ref = op.results[0] if inter.unary_fn(fn).grad_ref == "output" else x
     grad = inter.OPS.unary_grad(ref=bw.fwd(ref), dy=dy, fn=fn, slope=v.attr("slope"), result=x.type)
     bw.acc(x, grad)
 

@@ -39,6 +39,8 @@ def _load_mlir_before_torch_mlir() -> None:
 
 _load_mlir_before_torch_mlir()
 
+from .dialects.hector_inter import UNARY_FUNCTIONS  # noqa: E402  (a spec table; no MLIR)
+
 _EXPORTS = {
     "CompiledFunction": "frontend",
     "TraceError": "frontend",
@@ -49,6 +51,8 @@ _EXPORTS = {
     "unified": "unified",
     "offload": "offload",
     "import_model": "importer",
+    # The graph API's elementwise functions, one per traced unary function of the dialect.
+    **{f.name: "frontend" for f in UNARY_FUNCTIONS if f.traced},
 }
 
 __all__ = sorted(_EXPORTS)

@@ -83,3 +83,16 @@ def test_stage_dumps_and_ptx(graph: hector.HeteroGraph) -> None:
     ptx = rgcn_layer.ptx(graph, *args)
     assert ptx.count(".entry") == 4  # message passing is one scatter-GEMM
     assert ".target sm_90" in ptx
+
+
+def test_every_traced_unary_function_is_in_the_graph_api() -> None:
+    """The dialect declares the unary functions; the graph API offers each traced one as a
+    method of traced values and as ``hector.<name>``."""
+    from hector.dialects.hector_inter import UNARY_FUNCTIONS
+    from hector.frontend import Value
+
+    traced = [f.name for f in UNARY_FUNCTIONS if f.traced]
+    assert traced
+    for name in traced:
+        assert callable(getattr(Value, name)), name
+        assert callable(getattr(hector, name)), name
