@@ -113,6 +113,7 @@ class OpDef:
     # What the rest of the compiler needs to know, beyond the signature:
     rowmap: RowMap | None = None  # index ops: the graph array and the kinds they move between
     adjoint: str | None = None  # index ops: the op whose rows map is this one's transpose
+    result_kind: Kind | None = None  # when the result's kind does not follow from the operands
 
 
 def _value_table(role: str, values: tuple[Operand, ...]) -> list[str]:

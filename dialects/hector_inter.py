@@ -121,6 +121,7 @@ is shared by all rows, whatever they index. This is RGCN's `W_r h_j` and self-lo
 
 DEGREE_NORM = OpDef(
     name="degree_norm",
+    result_kind=Kind.EDGE,
     summary="Per-edge normaliser `1 / c`, from the graph's in-degree counts.",
     description="""
 With `by = "dst_etype"`, `out[e, 0] = 1 / |{e' : dst(e') = dst(e), etype(e') = etype(e)}|`,

@@ -198,15 +198,8 @@ def _handles(*names: str) -> Callable[[Handler], Handler]:
     return register
 
 
-_UNARY_FN = {
-    "torch.aten.relu": "relu",
-    "torch.aten.exp": "exp",
-    "torch.aten.tanh": "tanh",
-    "torch.aten.sigmoid": "sigmoid",
-    "torch.aten.neg": "neg",
-    "torch.aten.leaky_relu": "leaky_relu",
-    "torch.aten.gelu": "gelu",
-}
+# torch op → hector_inter unary function, from the functions' declarations in the spec.
+_UNARY_FN = {f.torch: f.name for f in inter.UNARY_FUNCTIONS if f.torch is not None}
 
 
 class _Raiser:

@@ -275,7 +275,7 @@ def _degree_norm(v: OpAccess, kinds: _Kinds) -> None:
         raise PassFailure(
             f"result must be an edge-wise column [E, 1], got {op.result.type}", op.location
         )
-    kinds.set(op.result, EDGE)
+    kinds.set(op.result, v.spec.result_kind)
 
 
 @_handles(_inter("scale"))

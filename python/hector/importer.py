@@ -43,6 +43,7 @@ import mlir.ir  # noqa: F401
 import torch
 
 from . import lowering as _lowering  # noqa: F401  (registers Hector's passes)
+from ._program import Traced
 from .dialects import Kind
 from .dialects import hector_inter as inter
 from .graph import HeteroGraph
@@ -72,7 +73,6 @@ _INTER = f"{inter.DIALECT.name}."
 _SEGMENTS = "operandSegmentSizes"  # filled in by the builders
 #: Result kinds the op specs do not carry (``OpDef`` has no result-kind field yet): ops whose
 #: rows are neither moved by a row map nor those of an operand.
-_FIXED_RESULT_KIND = {f"{_INTER}degree_norm": Kind.EDGE}
 #: ops kept whole through torch-mlir's decompositions, so the raise pass sees them.
 LEGAL_OPS = ["aten.leaky_relu", "aten.linear", "aten.gelu"]
 
@@ -385,8 +385,8 @@ class ImportedModel(torch.nn.Module):
         spec = view.spec
         if spec.rowmap is not None:
             return spec.rowmap.dst
-        if op.name in _FIXED_RESULT_KIND:
-            return _FIXED_RESULT_KIND[op.name]
+        if spec.result_kind is not None:
+            return spec.result_kind
         if "slice" in op.attributes and view.attr("slice") in TYPE_ARRAY_ROWS:
             return TYPE_ARRAY_ROWS[view.attr("slice")]
         first = next(o.name for o in spec.operands if o.constraint == "tensor")
@@ -396,7 +396,6 @@ class ImportedModel(torch.nn.Module):
         """Close a hector region over its inputs and escaping results, build it as one
         hector_inter function and compile it (forward and backward)."""
         from .compiler import compile_traced
-        from .frontend import Traced
 
         inside = set(seg.ops)
         seg.inputs = self._region_inputs(seg, inside)
