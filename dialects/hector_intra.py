@@ -35,6 +35,15 @@ class GraphArray:
         """The array's memref type, as printed (``memref<?xi32>``, ``memref<?x1xf32>``)."""
         return "memref<?xi32>" if self.dtype == "i32" else "memref<?x1xf32>"
 
+    def memref_type(self) -> Any:
+        """The array's memref type in the current MLIR context: ``[?]`` i32 or ``[?, 1]`` f32."""
+        from mlir import ir
+
+        dyn = ir.ShapedType.get_dynamic_size()
+        if self.dtype == "i32":
+            return ir.MemRefType.get([dyn], ir.IntegerType.get_signless(32))
+        return ir.MemRefType.get([dyn, 1], ir.F32Type.get())
+
 
 #: The graph's arrays, in the order compiled functions take them in place of the
 #: ``!hector_inter.graph`` argument.
@@ -51,6 +60,9 @@ GRAPH_LAYOUT: tuple[GraphArray, ...] = (
     GraphArray("edge_compact", "i32", "unique pair of each edge"),
     GraphArray("etype_src_ntype", "i32", "source node type of each edge type"),
 )
+#: Values of the traversal template's optional ``align`` attribute (see its description).
+ALIGN_MODES: tuple[str, ...] = ("none", "warp128")
+
 #: Their names alone.
 GRAPH_ARRAYS: tuple[str, ...] = tuple(a.name for a in GRAPH_LAYOUT)
 

@@ -39,7 +39,7 @@ from mlir.dialects import arith, func, linalg, memref
 from ..dialects import RowMap, spec
 from ..dialects import hector_inter as inter
 from ..dialects import hector_intra as intra
-from ..dialects.hector_intra import GRAPH_LAYOUT, GraphArray
+from ..dialects.hector_intra import GRAPH_LAYOUT
 from ..passes import verify
 from ..passes._registry import Option, PassFailure, register_pass
 from ..passes.fuse import MARK, SUMS, reads_gathered
@@ -58,13 +58,6 @@ def _memref(t: ir.Type) -> ir.Type:
     if isinstance(t, ir.RankedTensorType):
         return ir.MemRefType.get(t.shape, t.element_type)
     return t
-
-
-def _array_type(array: GraphArray) -> ir.MemRefType:
-    """A graph array's memref type: ``[?]`` i32, or ``[?, 1]`` f32."""
-    if array.dtype == "i32":
-        return ir.MemRefType.get([_DYN], ir.IntegerType.get_signless(32))
-    return ir.MemRefType.get([_DYN, 1], ir.F32Type.get())
 
 
 def _dynamic_rows(t: ir.Type) -> bool:
@@ -317,7 +310,7 @@ class _FuncLowering:
         locs: list[ir.Location] = []
         for arg in block.arguments:
             if arg.type == self.graph_type:
-                inputs += [_array_type(a) for a in GRAPH_LAYOUT]
+                inputs += [a.memref_type() for a in GRAPH_LAYOUT]
                 locs += [arg.location] * len(GRAPH_LAYOUT)
             elif isinstance(arg.type, ir.RankedTensorType):
                 inputs.append(_memref(arg.type))
@@ -779,7 +772,7 @@ def _edge_softmax_grad(lw: _FuncLowering, op: ir.Operation) -> None:
 )
 def run(module_op: ir.Operation, block_size: int = 256, tile_n: int = 8) -> None:
     """Pass entry point: convert every function that holds hector_inter ops."""
-    graph_type = ir.Type.parse("!hector_inter.graph", module_op.context)
+    graph_type = inter.graph_type(module_op.context)
     for op in list(module_op.regions[0].blocks[0].operations):
         op = op.operation
         if op.name == "func.func" and len(op.regions[0].blocks):

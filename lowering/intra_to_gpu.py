@@ -34,12 +34,12 @@ from mlir.dialects import arith, gpu, memref
 
 from ..dialects import hector_intra as intra
 from ..dialects._build import OpAccess
+from ..dialects.hector_intra import ALIGN_MODES
 from ..passes._registry import PassFailure, register_pass
 from . import _templates as T
 from .intra_to_scf import functions
 
 KERNEL_MODULE = "hector_kernels"
-ALIGN_MODES = ("none", "warp128")
 WARP = 32
 
 

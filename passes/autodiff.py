@@ -454,7 +454,7 @@ def run(module_op: ir.Operation) -> None:
     ]
     built: list[ir.Operation] = []
     with module_op.context, module_op.location:
-        graph_type = ir.Type.parse("!hector_inter.graph")  # an IRDL type: no typed builder
+        graph_type = inter.graph_type()
         for fn in funcs:
             ops = [o.operation for o in fn.regions[0].blocks[0].operations]
             if any(o.name.startswith(_PREFIX) for o in ops):

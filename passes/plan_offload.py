@@ -126,20 +126,10 @@ def decide(
 def profile_ir(
     scopes: Sequence[ScopeProfile], write_bandwidth: float, func_name: str = "profile"
 ) -> str:
-    """The textual profile function for ``scopes`` (the pass's input format, as a file)."""
-    args = []
-    for i, s in enumerate(scopes):
-        name = s.name.replace("\\", "\\\\").replace('"', '\\"')
-        args.append(
-            f"%s{i}: tensor<{int(s.nbytes)}xi8> {{placement.forward_ns = {int(s.forward_ns)} : "
-            f'i64, placement.name = "{name}"}}'
-        )
-    sig = ",\n    ".join(args)
-    return (
-        f"func.func @{func_name}(\n    {sig})\n"
-        f"    attributes {{placement.write_bandwidth = {int(write_bandwidth)} : i64}} {{\n"
-        "  return\n}\n"
-    )
+    """The profile function for ``scopes`` as text (the pass's input format, as a file)."""
+    from ..dialects import make_context
+
+    return str(profile_module(scopes, write_bandwidth, func_name, make_context()))
 
 
 def profile_module(

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from ..dialects.hector_intra import ALIGN_MODES
+
 SEGMENT_BYTES = 128
 WARP_SIZE = 32
 FLOAT_BYTES = 4
-ALIGN_MODES = ("none", "warp128")
 
 
 def _check(width: int) -> None:

@@ -42,15 +42,6 @@ rgcn_layer = frontend.compile(_rgcn_layer)
 rgcn_layer.__name__ = "rgcn_layer"
 
 
-def rgcn_inter_text(in_dim: int, out_dim: int, num_etypes: int) -> str:
-    """The hector_inter program of ``rgcn_layer`` for these sizes (for ``hector compile``)."""
-    return frontend.trace(
-        _rgcn_layer,
-        [(1, in_dim), (num_etypes, in_dim, out_dim), (in_dim, out_dim), (out_dim,)],
-        name="rgcn_layer",
-    ).text
-
-
 def _make_rgat(slope: float) -> frontend.CompiledFunction:
     def rgat_layer(
         g: GraphProxy, x: Value, weight: Value, q: Value, k: Value, bias: Value

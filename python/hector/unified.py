@@ -33,8 +33,9 @@ from typing import Any
 
 import torch
 
+from .dialects.hector_intra import ALIGN_MODES
+
 AFFINITIES = ("gpu", "host")
-ALIGN_MODES = ("none", "warp128")
 _ATTR = "_hector_unified"
 
 

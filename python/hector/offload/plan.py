@@ -90,11 +90,10 @@ class Plan:
 
         from hector.dialects import make_context
         from hector.passes import PASSES
-        from hector.passes.plan_offload import profile_ir
+        from hector.passes.plan_offload import profile_module
 
-        text = profile_ir(scopes, max(int(write_bandwidth), 1))
-        with make_context(), ir.Location.unknown():
-            module = ir.Module.parse(text)
+        with make_context() as ctx, ir.Location.unknown():
+            module = profile_module(scopes, max(int(write_bandwidth), 1), context=ctx)
             PASSES["placement-plan-offload"].run(
                 module.operation,
                 policy=policy,
