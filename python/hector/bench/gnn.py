@@ -208,35 +208,25 @@ def _hector_systems(
 
 def saved_bytes(module: Any, stats: dict[str, Any]) -> dict[str, int] | None:
     """Bytes of the activations a training step saves for its backward pass, by row kind
-    (``edge``, ``compact``, ``node``): read off ``<f>_train``'s saved results (their widths and
-    ``hector.result_kinds``), with the graph's edge, compact-row and node counts (``stats``)."""
-    import re
-
+    (``edge``, ``compact``, ``node``): read off ``<f>_train``'s ABI (the shapes and kinds of its
+    saved results), with the graph's edge, compact-row and node counts (``stats``)."""
     fn = getattr(module, "compiled", None)
     if fn is None or not fn._cache:
         return None
     entry = list(fn._cache.values())[-1]
-    name = entry.traced.name
-    text = entry.ir("autodiff")  # every configuration has it when training
-    m = re.search(rf"func\.func @{name}_train\(.*?\) -> (.*?) attributes \{{(.*?)\}} \{{", text)
-    if m is None:
+    abi = entry.staged.abi.get(f"{entry.traced.name}_train")
+    if abi is None:
         return None
-    result_kinds = re.search(r"result_kinds = \[(.*?)\]", m.group(2))
-    saved = re.search(r"num_saved = (\d+)", m.group(2))
-    if result_kinds is None or saved is None:
-        return None
-    types = re.findall(r"tensor<([^>]*)>", m.group(1))
-    kinds = re.findall(r'"(\w+)"', result_kinds.group(1))
-    num_saved = int(saved.group(1))
     edges = stats["edges"]
     compact = round(stats["compaction_ratio"] * edges)
     rows = {"edge": edges, "compact": compact, "node": stats["nodes"]}
     out = {"edge": 0, "compact": 0, "node": 0, "weight": 0}
-    for t, kind in list(zip(types, kinds, strict=True))[len(types) - num_saved :]:
-        dims = t.split("x")[:-1]
+    saved = range(len(abi.result_kinds) - abi.num_saved, len(abi.result_kinds))
+    for i in saved:
+        kind = str(abi.result_kinds[i])
         count = 1
-        for d in dims:
-            count *= rows.get(kind, 1) if d == "?" else int(d)
+        for d in abi.result_shapes[i]:
+            count *= rows.get(kind, 1) if d is None else int(d)
         out[kind] = out.get(kind, 0) + 4 * count
     return out
 
