@@ -32,7 +32,8 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from mlir import ir
@@ -43,6 +44,9 @@ from ._program import target as _target
 from .dialects import Kind, make_context
 from .dialects import hector_inter as inter
 from .graph import HeteroGraph
+
+if TYPE_CHECKING:  # the back end is imported through TARGETS, on first use only
+    from .compiler import GpuEntry
 
 __all__ = [
     "CompiledFunction",
@@ -77,11 +81,11 @@ class Value:
     tracer: _Tracer
     index: int
     width: tuple[int, ...]  # static trailing dims
-    kind: str | None  # Kind.NODE | Kind.EDGE | Kind.WEIGHT | None (argument not used yet)
+    kind: Kind | None  # Kind.NODE | Kind.EDGE | Kind.WEIGHT | None (argument not used yet)
     arg: int | None = None  # position among the tensor arguments
     shape: tuple[int, ...] | None = None  # full shape of an argument
 
-    def _rows(self, what: str) -> str:
+    def _rows(self, what: str) -> Kind:
         if self.kind == Kind.WEIGHT:
             raise TraceError(f"{what}: a weight cannot be used as node or edge rows")
         return self.kind or Kind.NODE
@@ -141,14 +145,14 @@ def _user_location() -> SourceLoc:
     """The ``(file, line, column)`` of the innermost frame outside this module: the line of
     the user's forward function that called the graph API (as torch-mlir's importer records
     each node's Python source line)."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and _is_frontend(frame.f_code.co_filename):
         frame = frame.f_back
     if frame is None:
         return ("<unknown>", 0, 0)
     line, col = frame.f_lineno, 0
     if frame.f_lasti >= 0:
-        positions = frame.f_code.co_positions()
+        positions = iter(frame.f_code.co_positions())
         for _ in range(frame.f_lasti // 2):
             next(positions, None)
         pos = next(positions, None)
@@ -423,7 +427,7 @@ def _location(loc: SourceLoc) -> ir.Location:
 
 
 def _symbol(fn: Callable[..., Any], name: str | None) -> str:
-    fname = name or getattr(fn, "__name__", "forward")
+    fname: str = name if name else getattr(fn, "__name__", "forward")
     return "".join(c if c.isalnum() or c == "_" else "_" for c in fname)
 
 
@@ -605,6 +609,8 @@ class CompiledFunction:
         return Options(compact, reorder, fuse, ratio=g.compaction_ratio, src_typed=g.src_typed)
 
     def __call__(self, g: HeteroGraph, *tensors: torch.Tensor) -> Any:
+        """Run the compiled function (compiling it first for new shapes); with a tensor that
+        requires grad, the result is differentiable through ``loss.backward()``."""
         train = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
         entry = self.compile_for(g, *tensors, train=train)
         if not train:
@@ -621,7 +627,10 @@ class CompiledFunction:
         """PTX for the GPU kernels of this function, one ``.entry`` per template."""
         entry = self.compile_for(g, *tensors)
         gpu = _target("gpu", runs=False)
-        return gpu.compile(entry.traced, options=self.options_for(g)).ptx
+        # Target.compile is typed for the targets that run (an Executable); the "gpu" target
+        # (runs=False) returns the back end's GpuEntry, which holds the PTX.
+        code = cast("GpuEntry", gpu.compile(entry.traced, options=self.options_for(g)))
+        return code.ptx
 
 
 class _Differentiable(torch.autograd.Function):
@@ -674,7 +683,10 @@ def compile(  # noqa: A001
     ``compact``, ``reorder`` and ``fuse`` switch compact materialization, linear operator
     reordering and template fusion (with DCE/CSE) on or off; results and gradients are the same
     either way, only time and memory change."""
-    opts = {"target": target, "compact": compact, "reorder": reorder, "fuse": fuse}
+
+    def make(f: Callable[..., Any]) -> CompiledFunction:
+        return CompiledFunction(f, target=target, compact=compact, reorder=reorder, fuse=fuse)
+
     if fn is None:
-        return lambda f: CompiledFunction(f, **opts)
-    return CompiledFunction(fn, **opts)
+        return make
+    return make(fn)

@@ -160,8 +160,13 @@ def memref_descriptor(t: torch.Tensor) -> ctypes.Structure:
     cls = _DESCRIPTOR_TYPES.get(rank)
     if cls is None:
         dims = ctypes.c_int64 * rank
-        fields = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p)]
-        fields += [("offset", ctypes.c_int64), ("shape", dims), ("strides", dims)]
+        fields = [
+            ("allocated", ctypes.c_void_p),
+            ("aligned", ctypes.c_void_p),
+            ("offset", ctypes.c_int64),
+            ("shape", dims),
+            ("strides", dims),
+        ]
         cls = type(f"MemRefDescriptor{rank}D", (ctypes.Structure,), {"_fields_": fields})
         _DESCRIPTOR_TYPES[rank] = cls
     ptr = t.data_ptr()
@@ -298,7 +303,8 @@ class FakeCudaRuntime:
         # (grid x, y, z, block x, y, z, shared bytes, stream, params, extra, param count)
         self._report("mgpuLaunchKernel")
         gx, gy, gz, bx, by, bz, _smem, _stream, params, _extra, count = args
-        slots = (ctypes.c_void_p * count).from_address(params) if count else []
+        # Each parameter slot holds the address of one argument's value (never null).
+        slots: list[int] = list((ctypes.c_void_p * count).from_address(params)) if count else []
         values = tuple(ctypes.c_int64.from_address(p).value for p in slots)
         name = self._functions.get(fn, f"<unknown {fn:#x}>")
         self.launches.append(Launch(name, (gx, gy, gz), (bx, by, bz), values))

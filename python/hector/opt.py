@@ -137,9 +137,9 @@ def list_passes(out: TextIO) -> None:
             out.write(f"      {opt_name}={default} — {opt.doc}{choices}\n")
     out.write("Named pipelines:\n")
     for name in sorted(PIPELINES):
-        info = PIPELINES[name]
-        out.write(f"  {name} — {info.description}\n")
-        out.write(f"      = {info.pipeline}\n")
+        pipeline = PIPELINES[name]
+        out.write(f"  {name} — {pipeline.description}\n")
+        out.write(f"      = {pipeline.pipeline}\n")
 
 
 # ---- input --------------------------------------------------------------------------------
@@ -195,7 +195,13 @@ def _render(diag: Diagnostic, name_of: Callable[[str], str], source: list[str]) 
     out: list[str] = []
     for d in (diag, *diag.notes):
         out.append(d.header(name_of))
-        if d.file == "-" and d.line is not None and 1 <= d.line <= len(source):
+        # A file location sets line and column together (both None without one).
+        if (
+            d.file == "-"
+            and d.line is not None
+            and d.column is not None
+            and 1 <= d.line <= len(source)
+        ):
             line = source[d.line - 1].rstrip("\n")
             prefix = "".join(c if c == "\t" else " " for c in line[: max(d.column - 1, 0)])
             out.append(line)

@@ -61,14 +61,17 @@ def test_unraised_ops_run_in_a_compiled_linalg_segment(g: hector.HeteroGraph) ->
     for op in ("torch.aten.sin", "torch.aten.mm", "torch.aten.rsqrt"):  # rsqrt: layer_norm
         assert op in torch_ir, op
     assert "linalg.matmul" in seg.ir("linalg") or "linalg.generic" in seg.ir("linalg")
-    assert "scf.for" in seg.ir("loops") and "llvm.func" in seg.ir("llvm")
-    assert seg.compiled is not None and not seg.backward  # backward built on demand only
+    assert "scf.for" in seg.ir("loops")
+    assert "llvm.func" in seg.ir("llvm")
+    assert seg.compiled is not None
+    assert not seg.backward  # backward built on demand only
     with torch.no_grad():
         imported(*inputs)
     assert not seg.backward
     _check(model, imported, inputs)
     ((mask, (bwd, _, _)),) = seg.backward.items()
-    assert any(mask) and "llvm.func" in bwd.ir("llvm")
+    assert any(mask)
+    assert "llvm.func" in bwd.ir("llvm")
     # The compiled segments are cached: a second training step compiles nothing new.
     model.zero_grad(set_to_none=True)
     _check(model, imported, inputs)
@@ -92,7 +95,8 @@ def test_unlowerable_op_names_the_op_and_line(g: hector.HeteroGraph) -> None:
         hector.import_model(model, inputs, graph=g)
     msg = str(info.value)
     assert "cannot lower the forward of torch_segment" in msg
-    assert "test_import_linalg.py:" in msg and "torch.aten.erfinv" in msg
+    assert "test_import_linalg.py:" in msg
+    assert "torch.aten.erfinv" in msg
     assert "fallback='eager'" in msg
     imported = hector.import_model(model, inputs, graph=g, fallback="eager")
     _check(model, imported, inputs)

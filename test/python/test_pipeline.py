@@ -237,7 +237,8 @@ def test_failure_writes_reproducer(registry: list[str]) -> None:
         assert (diag.line, diag.column) == (3, 8)
         assert err.reproducer is not None
         name = os.path.basename(err.reproducer)
-        assert name.startswith(f"hector-repro-{os.getpid()}-") and name.endswith(".mlir")
+        assert name.startswith(f"hector-repro-{os.getpid()}-")
+        assert name.endswith(".mlir")
         assert os.path.dirname(err.reproducer) == _tempdir()
         with open(err.reproducer, encoding="utf-8") as f:
             assert f.read() == before
@@ -282,7 +283,8 @@ def test_no_reproducer_when_disabled(registry: list[str]) -> None:
     ctx = make_context()
     with pytest.raises(PipelineError) as info:
         run_pipeline(_parse(ctx), "test-fail", verify=False, reproducer=False)
-    assert info.value.reproducer is None and info.value.command is None
+    assert info.value.reproducer is None
+    assert info.value.command is None
     assert "reproduce" not in str(info.value)
 
 

@@ -36,7 +36,7 @@ def test_aligned_is_optimal_and_never_worse(width: int) -> None:
 
 
 @pytest.mark.parametrize("align", rm.ALIGN_MODES)
-@pytest.mark.parametrize("width,start", [(100, 16), (45, 124), (32, 64), (3, 0)])
+@pytest.mark.parametrize(("width", "start"), [(100, 16), (45, 124), (32, 64), (3, 0)])
 def test_schedule_reads_every_element_once(align: str, width: int, start: int) -> None:
     steps = rm.warp_schedule(width, start, align)
     seen = [e for step in steps for e in step if e is not None]
@@ -74,7 +74,8 @@ def test_gather_requests_flat_and_aligned() -> None:
 
 def test_request_table() -> None:
     rows = {r["width"]: r for r in rm.request_table([64, 100, 128, 500])}
-    assert rows[64]["saving"] == 0.0 and rows[128]["saving"] == 0.0
+    assert rows[64]["saving"] == 0.0
+    assert rows[128]["saving"] == 0.0
     assert rows[100]["none"] == pytest.approx(6.625)
     assert rows[100]["warp128"] == pytest.approx(4.0)
     assert rows[500]["saving"] > 0.4
@@ -87,7 +88,7 @@ def test_segments_touched() -> None:
 
 
 @pytest.mark.parametrize(
-    "call,message",
+    ("call", "message"),
     [
         (lambda: rm.row_requests(0, 0, "none"), "row width must be positive"),
         (lambda: rm.row_requests(8, 0, "warp64"), "align must be one of none, warp128"),
