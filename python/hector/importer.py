@@ -71,10 +71,12 @@ _SCALAR_TYPES = {
 _CAST = "builtin.unrealized_conversion_cast"
 _INTER = f"{inter.DIALECT.name}."
 _SEGMENTS = "operandSegmentSizes"  # filled in by the builders
-#: Result kinds the op specs do not carry (``OpDef`` has no result-kind field yet): ops whose
-#: rows are neither moved by a row map nor those of an operand.
-#: ops kept whole through torch-mlir's decompositions, so the raise pass sees them.
-LEGAL_OPS = ["aten.leaky_relu", "aten.linear", "aten.gelu"]
+#: ATen ops kept whole through torch-mlir's decompositions, so the raise pass sees them:
+#: ``linear``, and every torch op a unary function of the dialect is declared to raise from.
+LEGAL_OPS = [
+    "aten.linear",
+    *(f.torch.removeprefix("torch.") for f in inter.UNARY_FUNCTIONS if f.torch is not None),
+]
 
 
 class ImportError_(Exception):
@@ -941,8 +943,8 @@ def import_model(
         t.detach() if isinstance(t, torch.Tensor) else t for t in inputs
     ]
     table = get_decomposition_table()
-    for op in (torch.ops.aten.linear.default,):
-        table.pop(op, None)
+    for name in LEGAL_OPS:  # what the raise pass matches whole must not be decomposed first
+        table.pop(getattr(torch.ops.aten, name.removeprefix("aten.")).default, None)
     try:
         exported = fx.export_and_import(
             _Functional(module, names),
