@@ -28,6 +28,7 @@ UNARY_FUNCTIONS: tuple[UnaryFn, ...] = (
     UnaryFn("sigmoid", "`1 / (1 + exp(-x))`", "output", "torch.aten.sigmoid"),
     UnaryFn("gelu", "exact GELU `x/2 * (1 + erf(x/sqrt(2)))`", "input", "torch.aten.gelu"),
     UnaryFn("neg", "`-x`", "none", "torch.aten.neg", traced=False),
+    UnaryFn("silu", "`x * sigmoid(x)` (SiLU, swish)", "input", "torch.aten.silu"),
 )
 UNARY_FNS = tuple(f.name for f in UNARY_FUNCTIONS)
 

@@ -403,12 +403,19 @@ UNARY: dict[str, Callable[[Body, Value, float], Value]] = {
     "sigmoid": lambda b, v, s: _sigmoid(b, v),
     "gelu": lambda b, v, s: _gelu(b, v),
     "neg": lambda b, v, s: arith.negf(v),
+    "silu": lambda b, v, s: arith.mulf(v, _sigmoid(b, v)),
 }
 
 
 def _tanh_grad(b: Body, dy: Value, out: Value) -> Value:
     one = b.f32(1.0)
     return arith.mulf(dy, arith.subf(one, arith.mulf(out, out)))
+
+
+def _silu_grad(b: Body, dy: Value, x: Value) -> Value:
+    """``d/dx x·σ(x) = σ(x)·(1 + x·(1 - σ(x)))``, written in the forward input."""
+    one, sig = b.f32(1.0), _sigmoid(b, x)
+    return arith.mulf(dy, arith.mulf(sig, arith.addf(one, arith.mulf(x, arith.subf(one, sig)))))
 
 
 def _sigmoid_grad(b: Body, dy: Value, out: Value) -> Value:
@@ -425,6 +432,7 @@ GRAD: dict[str, Callable[[Body, Value, Value, float], Value]] = {
     "exp_grad": lambda b, dy, out, s: arith.mulf(dy, out),
     "tanh_grad": lambda b, dy, out, s: _tanh_grad(b, dy, out),
     "sigmoid_grad": lambda b, dy, out, s: _sigmoid_grad(b, dy, out),
+    "silu_grad": lambda b, dy, x, s: _silu_grad(b, dy, x),
 }
 
 

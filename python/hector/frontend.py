@@ -60,6 +60,7 @@ __all__ = [
     "leaky_relu",
     "relu",
     "sigmoid",
+    "silu",
     "tanh",
     "trace",
 ]
@@ -128,6 +129,10 @@ class Value:
     def gelu(self) -> Value:
         """Elementwise exact GELU (PyTorch's default, erf form)."""
         return self.tracer.unary(self, "gelu")
+
+    def silu(self) -> Value:
+        """Elementwise SiLU (swish), ``x * sigmoid(x)``."""
+        return self.tracer.unary(self, "silu")
 
 
 SourceLoc = tuple[str, int, int]  # (file, line, column), both 1-based
@@ -393,6 +398,11 @@ def leaky_relu(x: Value, negative_slope: float = 0.01) -> Value:
 def gelu(x: Value) -> Value:
     """Elementwise exact GELU inside a traced function."""
     return _traced(x, "gelu").gelu()
+
+
+def silu(x: Value) -> Value:
+    """Elementwise SiLU (swish) inside a traced function."""
+    return _traced(x, "silu").silu()
 
 
 def sigmoid(x: Value) -> Value:

@@ -506,6 +506,19 @@ func.func @unary(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],s
   return %2, %3, %4, %5, %6, %7, %8 : !torch.vtensor<[32,4],f32>, !torch.vtensor<[32,4],f32>, !torch.vtensor<[32,4],f32>, !torch.vtensor<[32,4],f32>, !torch.vtensor<[32,4],f32>, !torch.vtensor<[32,4],f32>, !torch.vtensor<[32,4],f32>
 }
 
+// SiLU: raised through its declaration in the spec (UnaryFn.torch), like every unary function.
+// CHECK-LABEL: func.func @silu(
+// CHECK-NOT: torch.aten
+// CHECK: {fn = "silu"
+// CHECK-NOT: torch.aten
+// CHECK: return
+func.func @silu(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "src"}) -> !torch.vtensor<[32,4],f32> {
+  %0 = torch.prim.ListConstruct %arg1 : (!torch.vtensor<[32],si64>) -> !torch.list<vtensor>
+  %1 = torch.aten.index.Tensor_hacked_twin %arg0, %0 : !torch.vtensor<[10,4],f32>, !torch.list<vtensor> -> !torch.vtensor<[32,4],f32>
+  %2 = torch.aten.silu %1 : !torch.vtensor<[32,4],f32> -> !torch.vtensor<[32,4],f32>
+  return %2 : !torch.vtensor<[32,4],f32>
+}
+
 // Sums onto nodes: index_add, scatter_add and scatter_reduce sum onto zeros by dst; index_add by src.
 // CHECK-LABEL: func.func @scatter_sums(
 // CHECK-NOT: torch.aten

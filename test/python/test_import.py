@@ -171,3 +171,23 @@ def test_compiled_regions_keep_the_users_lines(g: hector.HeteroGraph) -> None:
         ops = [op for op in module.body.operations[0].regions[0].blocks[0].operations]
         got = {op.name: _user_line(op.location) for op in ops if op.name in want}
     assert got == {name: (__file__, line) for name, line in want.items()}
+
+
+def test_silu_is_kept_whole_and_raised(g: hector.HeteroGraph) -> None:
+    """A unary function declared with its torch op (here SiLU) is kept whole through the
+    decompositions and raised to ``unary``, forward and backward."""
+
+    class SiluMessages(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(8, 6))
+
+        def forward(self, x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, et: torch.Tensor):
+            h = torch.nn.functional.silu(x[src] @ self.w)
+            return torch.zeros(N, 6).index_add(0, dst, h)
+
+    torch.manual_seed(0)
+    model, x = SiluMessages(), torch.randn(N, 8)
+    imported = hector.import_model(model, [x, *_sorted(g)], graph=g, strict=True)
+    assert imported.report.raised["unary"] == 1
+    _check(model, imported, [x, *_sorted(g)])
