@@ -11,6 +11,11 @@ CPU the peak resident set size above the subprocess's baseline (taken after impo
 model set-up), with the kernel's high-water mark reset through ``/proc/self/clear_refs`` right
 before the measured calls (:class:`PeakRSS`); on CUDA ``torch.cuda.max_memory_allocated`` above
 the allocated baseline.
+
+Isolation (:func:`run_worker`): a benchmark may run each system in its own child process, under
+an address-space limit (:func:`limit_address_space`) and first in line for the kernel's
+out-of-memory killer (:func:`prefer_oom_kill`), so a system that runs out of memory or crashes
+costs its own row and never the run, the record, or the other processes on the machine.
 """
 
 from __future__ import annotations
@@ -31,13 +36,18 @@ from typing import Any
 __all__ = [
     "PeakRSS",
     "Timing",
+    "WorkerOutcome",
+    "available_memory_bytes",
     "best_peer_ratios",
     "bar_plot",
     "format_table",
     "geomean",
     "host_info",
+    "limit_address_space",
     "measure_in_subprocess",
     "mib",
+    "prefer_oom_kill",
+    "run_worker",
     "time_calls",
     "write_json",
 ]
@@ -212,6 +222,162 @@ def measure_in_subprocess(
     except json.JSONDecodeError:
         return {"error": f"memory worker printed no JSON: {lines[-1][:200]}"}
     return answer if isinstance(answer, dict) else {"error": "memory worker answer not a dict"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Isolated workers: memory limits and crash containment
+# ---------------------------------------------------------------------------------------------
+
+#: Prefix of the protocol lines a worker prints on stdout (anything else there is ignored).
+WORKER_TAG = "@@hector-bench "
+
+
+def available_memory_bytes() -> int | None:
+    """``MemAvailable`` of ``/proc/meminfo`` in bytes (what can be allocated without swapping
+    or evicting others), or None where it cannot be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def limit_address_space(extra_bytes: int | None) -> int | None:
+    """Cap this process's address space at its current size plus ``extra_bytes``.
+
+    With ``RLIMIT_AS`` set, an allocation beyond the cap fails inside the process (PyTorch
+    raises ``RuntimeError: ... can't allocate memory``, Python ``MemoryError``) instead of
+    growing until the kernel's out-of-memory killer picks a victim, which may be someone else's
+    process. The current size (``VmSize``, after the heavy imports) is added so the cap counts
+    only what the work itself maps. Returns the limit set, or None when none was.
+    """
+    if extra_bytes is None:
+        return None
+    import resource
+
+    size_kib = _status_kib("VmSize")
+    if size_kib is None:
+        return None
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = size_kib * 1024 + int(extra_bytes)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    return limit
+
+
+def prefer_oom_kill() -> None:
+    """Make this process the out-of-memory killer's first choice (``oom_score_adj`` 1000), so
+    a memory-hungry benchmark worker dies before any other process on the machine."""
+    try:
+        with open("/proc/self/oom_score_adj", "w", encoding="ascii") as f:
+            f.write("1000")
+    except OSError:
+        pass
+
+
+def emit_worker_line(payload: dict[str, Any]) -> None:
+    """Print one protocol line (``WORKER_TAG`` + JSON) for the parent of a worker."""
+    print(WORKER_TAG + json.dumps(payload), flush=True)
+
+
+@dataclass
+class WorkerOutcome:
+    """What a worker process left: its answer (None when it gave none), exit status, why not."""
+
+    answer: dict[str, Any] | None
+    returncode: int
+    failure: str | None  # None when the worker exited 0 with an answer
+
+
+def _signal_name(number: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _failure_text(returncode: int, stderr_tail: str, timed_out: bool, timeout: float) -> str:
+    """Why a worker gave no answer, in words."""
+    if timed_out:
+        return f"timed out after {timeout:.0f} s (killed)"
+    if returncode < 0:
+        name = _signal_name(-returncode)
+        hint = " (the kernel's out-of-memory killer)" if name == "SIGKILL" else ""
+        last = f": {stderr_tail}" if stderr_tail else ""
+        return f"crashed: killed by {name}{hint}{last}"
+    if returncode != 0:
+        return f"crashed: exit status {returncode}: {stderr_tail or 'no message'}"
+    return f"gave no answer: {stderr_tail or 'no message'}"
+
+
+def run_worker(
+    module: str,
+    flag: str,
+    payload: dict[str, Any],
+    *,
+    timeout: float,
+    on_progress: Callable[[int], object] | None = None,
+    env: dict[str, str] | None = None,
+) -> WorkerOutcome:
+    """Run ``python -m <module> <flag> <json payload>`` and collect its answer.
+
+    The worker talks through ``WORKER_TAG`` lines on stdout: ``{"progress": n}`` (passed to
+    ``on_progress``) and ``{"result": {...}}`` (the answer). Its stderr goes to a temporary file
+    whose last line explains a crash. A worker killed by a signal (the kernel's OOM killer), one
+    that exits non-zero, one that gives no answer and one that runs past ``timeout`` seconds all
+    come back as a :class:`WorkerOutcome` with ``failure`` set; nothing is raised.
+    """
+    import tempfile
+    import threading
+
+    cmd = [sys.executable, "-m", module, flag, json.dumps(payload)]
+    full_env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
+    answer: dict[str, Any] | None = None
+    with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as err:
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=full_env, errors="replace"
+        )
+        expired = threading.Event()
+
+        def kill() -> None:
+            expired.set()
+            proc.kill()
+
+        timer = threading.Timer(timeout, kill)
+        timer.start()
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if not line.startswith(WORKER_TAG):
+                    continue
+                try:
+                    msg = json.loads(line[len(WORKER_TAG) :])
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(msg, dict) and "progress" in msg and on_progress is not None:
+                    on_progress(int(msg["progress"]))
+                elif isinstance(msg, dict) and isinstance(msg.get("result"), dict):
+                    answer = msg["result"]
+            returncode = proc.wait()
+        finally:
+            timer.cancel()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        err.seek(0)
+        lines = [ln.strip() for ln in err.read().splitlines() if ln.strip()]
+    tail = lines[-1][:300] if lines else ""
+    if returncode == 0 and answer is not None and not expired.is_set():
+        return WorkerOutcome(answer, returncode, None)
+    return WorkerOutcome(
+        answer, returncode, _failure_text(returncode, tail, expired.is_set(), timeout)
+    )
 
 
 # ---------------------------------------------------------------------------------------------

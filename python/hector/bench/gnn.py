@@ -81,6 +81,8 @@ class Cell:
     seed: int = 0
     device: str = "cpu"
     max_peer_mem_gb: float = 4.0
+    max_system_mem_gb: float | None = None  # cap per system's worker (default: 80% available)
+    system_timeout_s: float = 3600.0  # a system's worker is killed (failed) after this
     ablation: bool = False  # measure Hector under U, C, R, C+R, C+R+F
     time_peers: bool = True  # False: PyG layers run once, as the error reference, untimed
 
@@ -132,12 +134,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "materializes one weight matrix per edge; default 4)",
     )
     p.add_argument(
+        "--max-system-mem-gb",
+        type=float,
+        default=None,
+        help="address-space cap of each system's worker process; a system that needs more "
+        "fails with 'out of memory' (default: 80%% of the memory available when it starts)",
+    )
+    p.add_argument(
+        "--system-timeout",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="a system still running after this many seconds is killed and reported as "
+        "failed (default 3600)",
+    )
+    p.add_argument(
         "--no-peer-timing",
         action="store_true",
         help="run the PyG layers once, as the reference for the error columns, without timing "
         "or memory (for --ablation on graphs where a PyG step takes minutes)",
     )
-    p.add_argument("--memory-worker", help=argparse.SUPPRESS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -508,13 +524,207 @@ def _compile_seconds(fns: list[Any], before: list[int]) -> float | None:
     return sum(f.compile_seconds for f, b, a in zip(fns, before, after, strict=True) if a > b)
 
 
+def measure_system(
+    setup: Setup, system: System, progress: Callable[[int], None] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run one system in this process: first call, then (unless it is an untimed peer) the
+    warm-up and the timed calls.
+
+    Returns ``(entry, tensors)``: the result entry without error columns, and the output and
+    gradients of the first call (``out``, ``grad_input``, ``grad_params``) for comparison.
+    """
+    cell = setup.cell
+    sync = _sync(cell.device)
+
+    class _Bar:
+        def update(self, n: int = 1) -> None:
+            if progress is not None:
+                progress(n)
+
+    entry: dict[str, Any] = {"system": system.name, "variant": system.variant}
+    module, forward = system.build()
+    x = _fresh_input(setup.x, cell.training)
+    step = make_step(module, forward, x, cell.training)
+    fns = _compiled_functions(module) if system.name == "hector" else []
+    cache_before = _cache_state(fns)
+    t0 = time.perf_counter()
+    out = step()  # first call: Hector compiles here
+    if sync is not None:
+        sync()
+    first_ms = (time.perf_counter() - t0) * 1e3
+    _Bar().update(1)
+    grads = _grads(module, x) if cell.training else (None, {})
+    tensors = {
+        "out": _detached(out),
+        "grad_input": _detached(grads[0]),
+        "grad_params": {n: _detached(g) for n, g in grads[1].items()},
+    }
+    del out, grads
+    if system.name != "hector" and not cell.time_peers:
+        entry.update(
+            status="untimed",
+            reason="--no-peer-timing: run once as the error reference",
+            first_call_ms=round(first_ms, 3),
+        )
+        return entry, tensors
+    timing = _common.time_calls(step, cell.runs, warmup=1, sync=sync, progress=_Bar())
+    entry.update(status="ok", **timing.as_record())
+    if system.name == "hector":
+        reported = _compile_seconds(fns, cache_before)
+        if reported is not None:
+            entry["compile_ms"] = round(reported * 1e3, 3)
+            entry["compile_ms_method"] = "reported by hector (compile_seconds)"
+        else:
+            entry["compile_ms"] = round(max(first_ms - timing.median_ms, 0.0), 3)
+            entry["compile_ms_method"] = "first call minus median run"
+    entry["first_call_ms"] = round(first_ms, 3)
+    if system.name == "hector":
+        entry["optimizations"] = getattr(system, "optimizations", "C+R+F")
+        entry["kernels"] = kernel_count(module, cell.training)
+        if cell.training:
+            entry["saved_bytes"] = saved_bytes(module, setup.stats)
+    return entry, tensors
+
+
+def _detached(value: Any) -> Any:
+    """A tensor (or dict of tensors) detached and on the CPU, for saving and comparing."""
+    if isinstance(value, dict):
+        return {k: _detached(v) for k, v in value.items()}
+    return None if value is None else value.detach().cpu()
+
+
+def _max_abs(value: Any) -> float | None:
+    """Largest |value| of a tensor or a dict of tensors (None when there is nothing)."""
+    if isinstance(value, dict):
+        found = [m for m in (_max_abs(v) for v in value.values()) if m is not None]
+        return max(found) if found else None
+    if value is None:
+        return None
+    return float(value.detach().float().abs().max()) if value.numel() else 0.0
+
+
+def _relative(abs_err: float | None, scale: float | None) -> float | None:
+    """``abs_err / scale`` (``max_rel_err``); None where either is missing or the scale is 0."""
+    if abs_err is None or not scale:
+        return None
+    return abs_err / scale
+
+
+def error_columns(tensors: dict[str, Any], ref: dict[str, Any], training: bool) -> dict[str, Any]:
+    """A system's errors against the reference's output and gradients.
+
+    Every ``max_abs_err*`` column comes with ``max_rel_err*`` = it over max |reference| of the
+    same tensors (``ref_*max_abs``), so an error on a graph with large hubs (large outputs) can be
+    told apart from a bug. Parameters compared: those whose names and shapes match the
+    reference's.
+    """
+    cols: dict[str, Any] = {}
+    cols["max_abs_err"] = _max_abs_diff(tensors["out"], ref["out"])
+    cols["ref_max_abs"] = _max_abs(ref["out"])
+    cols["max_rel_err"] = _relative(cols["max_abs_err"], cols["ref_max_abs"])
+    if not training:
+        return cols
+    cols["max_abs_err_grad_input"] = _max_abs_diff(tensors["grad_input"], ref["grad_input"])
+    # The scale the gradient errors compare against (the loss is a mean: gradients are small).
+    cols["ref_grad_input_max_abs"] = _max_abs(ref["grad_input"])
+    cols["max_rel_err_grad_input"] = _relative(
+        cols["max_abs_err_grad_input"], cols["ref_grad_input_max_abs"]
+    )
+    mine, theirs = tensors["grad_params"], ref["grad_params"]
+    common = [n for n, g in mine.items() if n in theirs and theirs[n].shape == g.shape]
+    cols["grad_params_compared"] = common
+    cols["max_abs_err_grad_params"] = (
+        max(float((mine[n].float() - theirs[n].float()).abs().max()) for n in common)
+        if common
+        else None
+    )
+    cols["ref_grad_params_max_abs"] = _max_abs({n: theirs[n] for n in common}) if common else None
+    cols["max_rel_err_grad_params"] = _relative(
+        cols["max_abs_err_grad_params"], cols["ref_grad_params_max_abs"]
+    )
+    return cols
+
+
+def _memory_budget(cell: Cell) -> int | None:
+    """Bytes one system's worker may map beyond its imports: ``--max-system-mem-gb`` capped by
+    80% of the memory available now (so the machine keeps a margin for everyone else)."""
+    avail = _common.available_memory_bytes()
+    budget = None if avail is None else int(0.8 * avail)
+    if cell.max_system_mem_gb is not None:
+        cap = int(cell.max_system_mem_gb * 2**30)
+        budget = cap if budget is None else min(budget, cap)
+    return budget
+
+
+def _gib(nbytes: float) -> str:
+    if nbytes < 2**30:
+        return f"{nbytes / 2**20:.0f} MiB"
+    return f"{nbytes / 2**30:.1f} GiB"
+
+
+def _run_isolated(
+    cell: Cell, system: System, workdir: str, progress: Callable[[int], object]
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Measure ``system`` in a fresh worker process (``--system-worker``) under a memory cap.
+
+    Returns its entry and its tensors (loaded from the file the worker saved, then deleted); a
+    worker that runs out of memory, crashes or times out gives a ``"failed"`` entry and no
+    tensors.
+    """
+    import torch
+
+    base: dict[str, Any] = {"system": system.name, "variant": system.variant}
+    avail = _common.available_memory_bytes()
+    if avail is not None and avail < 2**29:
+        reason = f"only {_gib(avail)} of memory available on the machine"
+        return {**base, "status": "skipped", "reason": reason}, None
+    budget = _memory_budget(cell)
+    path = os.path.join(workdir, f"{system.name}-{_slug(system.variant)}.pt")
+    payload = {
+        "cell": asdict(cell),
+        "system": system.name,
+        "variant": system.variant,
+        "tensors_path": path,
+        "mem_limit_bytes": budget,
+    }
+    outcome = _common.run_worker(
+        "hector.bench.gnn",
+        "--system-worker",
+        payload,
+        timeout=cell.system_timeout_s,
+        on_progress=progress,
+    )
+    try:
+        if outcome.failure is not None or outcome.answer is None:
+            why = outcome.failure or "no answer"
+            if budget is not None and "SIGKILL" in why:
+                why += f"; its memory cap was {_gib(budget)}"
+            return {**base, "status": "failed", "reason": why}, None
+        entry = dict(outcome.answer)
+        if entry.get("status") not in ("ok", "untimed") or not os.path.exists(path):
+            return entry, None
+        return entry, torch.load(path, weights_only=True)
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+
+
+def _run_order(systems: list[System]) -> list[System]:
+    """The reference first (every other system is compared with it), then the other peers (a
+    fall-back reference when it fails), then Hector."""
+    return sorted(systems, key=lambda s: (not s.reference, s.name == "hector"))
+
+
 def run_cell(cell: Cell, *, memory: bool = True, quiet: bool = False) -> dict[str, Any]:
-    """Measure every system of ``cell`` and return its record (DESIGN.md format)."""
+    """Measure every system of ``cell``, each in its own worker process, and return its record
+    (DESIGN.md format). A system that fails, runs out of memory or crashes is a row with
+    ``status: "failed"`` and its ``reason``; the record is always complete."""
+    import tempfile
+
     import torch
     from tqdm import tqdm
 
     setup = build_setup(cell)
-    sync = _sync(cell.device)
     active = [s for s in setup.systems if s.skip_reason is None]
     total = len(active) * (cell.runs + 2) + (len(active) if memory else 0)
     bar = tqdm(
@@ -524,109 +734,64 @@ def run_cell(cell: Cell, *, memory: bool = True, quiet: bool = False) -> dict[st
         leave=False,
         disable=quiet or None,
     )
+
+    def say(text: str) -> None:
+        if not quiet:
+            tqdm.write(text, file=sys.stderr)
+
     results: list[dict[str, Any]] = []
-    ref_out: Any = None
-    ref_grads: tuple[Any, dict[str, Any]] | None = None
-    measured: list[tuple[System, dict[str, Any], Any, Any]] = []
-    # The reference runs first so every other system can be compared with it.
-    order = sorted(setup.systems, key=lambda s: not s.reference)
-    for system in order:
-        entry: dict[str, Any] = {"system": system.name, "variant": system.variant}
-        if system.skip_reason is not None:
-            entry.update(status=system.skip_status, reason=system.skip_reason)
-            if not quiet:
-                tqdm.write(f"{system.name} {system.variant}: {system.skip_reason}", file=sys.stderr)
-            results.append(entry)
-            continue
-        bar.set_postfix_str(f"{system.name} {system.variant}")
-        try:
-            module, forward = system.build()
-            x = _fresh_input(setup.x, cell.training)
-            step = make_step(module, forward, x, cell.training)
-            fns = _compiled_functions(module) if system.name == "hector" else []
-            cache_before = _cache_state(fns)
-            t0 = time.perf_counter()
-            out = step()  # first call: Hector compiles here
-            if sync is not None:
-                sync()
-            first_ms = (time.perf_counter() - t0) * 1e3
-            bar.update(1)
-            grads = _grads(module, x) if cell.training else None
-            if system.reference:
-                ref_out, ref_grads = out, grads
-            else:
-                entry["max_abs_err"] = _max_abs_diff(out, ref_out)
-                if cell.training and ref_grads is not None and grads is not None:
-                    entry["max_abs_err_grad_input"] = _max_abs_diff(grads[0], ref_grads[0])
-                    # The scale the gradient errors compare against (the loss is a mean).
-                    entry["ref_grad_input_max_abs"] = _max_abs_diff(
-                        ref_grads[0], _zeros_like(ref_grads[0])
-                    )
-                    common = [
-                        n
-                        for n, gr in grads[1].items()
-                        if n in ref_grads[1] and ref_grads[1][n].shape == gr.shape
-                    ]
-                    entry["grad_params_compared"] = common
-                    entry["max_abs_err_grad_params"] = (
-                        max(float((grads[1][n] - ref_grads[1][n]).abs().max()) for n in common)
-                        if common
-                        else None
-                    )
-            if system.reference:
-                entry["max_abs_err"] = 0.0
-            del out
-            if system.name != "hector" and not cell.time_peers:
-                entry.update(
-                    status="untimed",
-                    reason="--no-peer-timing: run once as the error reference",
-                    first_call_ms=round(first_ms, 3),
-                )
+    ref: tuple[str, dict[str, Any]] | None = None  # (label, tensors) of the error reference
+    measured: list[tuple[System, dict[str, Any]]] = []
+    with tempfile.TemporaryDirectory(prefix="hector-bench-") as workdir:
+        for system in _run_order(setup.systems):
+            label = f"{system.name} {system.variant}"
+            if system.skip_reason is not None:
+                entry: dict[str, Any] = {
+                    "system": system.name,
+                    "variant": system.variant,
+                    "status": system.skip_status,
+                    "reason": system.skip_reason,
+                }
+                say(f"{label}: {system.skip_reason}")
                 results.append(entry)
                 continue
-            timing = _common.time_calls(step, cell.runs, warmup=1, sync=sync, progress=bar)
-            entry.update(status="ok", **timing.as_record())
-            if system.name == "hector":
-                reported = _compile_seconds(fns, cache_before)
-                if reported is not None:
-                    entry["compile_ms"] = round(reported * 1e3, 3)
-                    entry["compile_ms_method"] = "reported by hector (compile_seconds)"
-                else:
-                    entry["compile_ms"] = round(max(first_ms - timing.median_ms, 0.0), 3)
-                    entry["compile_ms_method"] = "first call minus median run"
-            entry["first_call_ms"] = round(first_ms, 3)
-            if system.name == "hector":
-                entry["optimizations"] = getattr(system, "optimizations", "C+R+F")
-                entry["kernels"] = kernel_count(module, cell.training)
-                if cell.training:
-                    entry["saved_bytes"] = saved_bytes(module, setup.stats)
-            measured.append((system, entry, module, forward))
-        except BenchError:
-            raise
-        except Exception as err:  # noqa: BLE001 — one failing system must not stop the cell
-            entry = {
-                "system": system.name,
-                "variant": system.variant,
-                "status": "error",
-                "reason": f"{type(err).__name__}: {err}".strip()[:500],
-            }
-            if os.environ.get("HECTOR_DEBUG"):
-                traceback.print_exc()
-            if not quiet:
-                tqdm.write(f"{system.name} {system.variant} failed: {entry['reason']}", sys.stderr)
-        results.append(entry)
-        gc.collect()
+            bar.set_postfix_str(label)
+            entry, tensors = _run_isolated(cell, system, workdir, bar.update)
+            if entry.get("status") not in ("ok", "untimed"):
+                say(f"{label} {entry.get('status')}: {entry.get('reason')}")
+            elif tensors is not None and ref is None and system.name != "hector":
+                ref = (label, tensors)
+                entry.update(max_abs_err=0.0, max_rel_err=0.0, ref_max_abs=_max_abs(tensors["out"]))
+                entry["error_reference"] = label
+            elif tensors is not None and ref is not None:
+                entry.update(error_columns(tensors, ref[1], cell.training))
+                entry["error_reference"] = ref[0]
+            elif tensors is not None:
+                entry.update(max_abs_err=None, max_rel_err=None, error_reference=None)
+                entry["reason"] = "no PyG layer ran to compare with: errors not measured"
+            if entry.get("status") == "ok":
+                measured.append((system, entry))
+            results.append(entry)
+            del tensors
+            gc.collect()
     if cell.device == "cuda":
         torch.cuda.empty_cache()
+
     # Peak memory: one fresh subprocess per system that ran.
-    for system, entry, _, _ in measured:
+    for system, entry in measured:
         entry["peak_mem_bytes"] = None
         if not memory:
             continue
         bar.set_postfix_str(f"memory: {system.name} {system.variant}")
         answer = _common.measure_in_subprocess(
             "hector.bench.gnn",
-            {"cell": asdict(cell), "variant": system.variant, "system": system.name},
+            {
+                "cell": asdict(cell),
+                "variant": system.variant,
+                "system": system.name,
+                "mem_limit_bytes": _memory_budget(cell),
+            },
+            timeout=cell.system_timeout_s,
             env={"MALLOC_MMAP_THRESHOLD_": "65536"},
         )
         if "error" in answer:
@@ -721,11 +886,10 @@ def memory_worker(payload: dict[str, Any], steps: int = 2) -> dict[str, Any]:
     """
     import torch
 
+    _isolate(payload.get("mem_limit_bytes"))
     cell = Cell(**payload["cell"])
     setup = build_setup(cell)
-    system = next(
-        s for s in setup.systems if s.variant == payload["variant"] and s.name == payload["system"]
-    )
+    system = _find_system(setup, payload)
     module, forward = system.build()
     x = _fresh_input(setup.x, cell.training)
     step = make_step(module, forward, x, cell.training)
@@ -766,7 +930,9 @@ _COLUMNS = [
     ("max_ms", "max ms"),
     ("peak_mib", "peak MiB"),
     ("max_abs_err", "max|err|"),
+    ("max_rel_err", "rel err"),
     ("grad_err", "grad max|err|"),
+    ("grad_rel_err", "grad rel err"),
     ("compile_ms", "compile ms"),
     ("kernels", "kernels"),
 ]
@@ -781,6 +947,9 @@ def format_record(record: dict[str, Any]) -> str:
         errs = [r.get("max_abs_err_grad_input"), r.get("max_abs_err_grad_params")]
         errs = [e for e in errs if e is not None]
         row["grad_err"] = max(errs) if errs else None
+        rels = [r.get("max_rel_err_grad_input"), r.get("max_rel_err_grad_params")]
+        rels = [e for e in rels if e is not None]
+        row["grad_rel_err"] = max(rels) if rels else None
         rows.append(row)
     head = (
         f"{record['model']} on {record['dataset']} ({record['mode']}, {record['device']}; "
@@ -839,6 +1008,8 @@ def _cell_from_args(args: argparse.Namespace, model: str, dataset: str, mode: st
         seed=args.seed,
         device=args.device,
         max_peer_mem_gb=args.max_peer_mem_gb,
+        max_system_mem_gb=getattr(args, "max_system_mem_gb", None),
+        system_timeout_s=getattr(args, "system_timeout", 3600.0),
         ablation=getattr(args, "ablation", False),
         time_peers=not getattr(args, "no_peer_timing", False),
     )
@@ -857,6 +1028,10 @@ def _validate(args: argparse.Namespace) -> None:
         raise BenchError(f"--scale must be in (0, 1000], got {args.scale}")
     if args.max_peer_mem_gb <= 0:
         raise BenchError(f"--max-peer-mem-gb must be > 0, got {args.max_peer_mem_gb}")
+    if getattr(args, "max_system_mem_gb", None) is not None and args.max_system_mem_gb <= 0:
+        raise BenchError(f"--max-system-mem-gb must be > 0, got {args.max_system_mem_gb}")
+    if getattr(args, "system_timeout", 1.0) <= 0:
+        raise BenchError(f"--system-timeout must be > 0, got {args.system_timeout}")
     if args.heads is not None and args.heads > 1 and args.model == "rgcn":
         raise BenchError("--heads applies to rgat and hgt only")
     if args.model == "hgt" and args.heads and args.hidden % args.heads:
@@ -1038,11 +1213,75 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
+def _find_system(setup: Setup, payload: dict[str, Any]) -> System:
+    """The system a worker's payload names (``system`` and ``variant``)."""
+    for s in setup.systems:
+        if s.variant == payload["variant"] and s.name == payload["system"]:
+            return s
+    raise BenchError(f"no system {payload['system']} {payload['variant']} in this cell")
+
+
+def _isolate(mem_limit_bytes: int | None) -> None:
+    """Worker set-up: heavy imports first (so the cap counts only the work), then the address
+    space cap, and the OOM killer's first choice should memory still run out."""
+    import torch  # noqa: F401
+    import torch_geometric  # noqa: F401
+
+    import hector.models  # noqa: F401
+
+    _common.limit_address_space(mem_limit_bytes)
+    _common.prefer_oom_kill()
+
+
+def _is_out_of_memory(err: BaseException) -> bool:
+    text = str(err)
+    return isinstance(err, MemoryError) or any(
+        s in text for s in ("can't allocate memory", "out of memory", "Cannot allocate memory")
+    )
+
+
+def system_worker(payload: dict[str, Any]) -> dict[str, Any]:
+    """One system of one cell, in this (fresh) process: its result entry (see
+    :func:`measure_system`); its tensors go to ``payload["tensors_path"]`` (``torch.save``).
+
+    Progress (one line per call) and the answer are protocol lines on stdout
+    (:func:`hector.bench._common.run_worker`). An exception becomes a ``"failed"`` entry whose
+    reason says ``out of memory`` (with the cap) when an allocation failed.
+    """
+    import torch
+
+    limit = payload.get("mem_limit_bytes")
+    _isolate(limit)
+    base = {"system": payload["system"], "variant": payload["variant"]}
+    try:
+        setup = build_setup(Cell(**payload["cell"]))
+        system = _find_system(setup, payload)
+        entry, tensors = measure_system(
+            setup, system, lambda n: _common.emit_worker_line({"progress": n})
+        )
+        torch.save(tensors, payload["tensors_path"])
+        return entry
+    except Exception as err:  # noqa: BLE001 — reported to the parent as a failed row
+        if os.environ.get("HECTOR_DEBUG"):
+            traceback.print_exc()
+        message = f"{type(err).__name__}: {err}".strip().splitlines()[0][:400]
+        if _is_out_of_memory(err):
+            cap = f" (cap {_gib(limit)} above the worker's imports)" if limit else ""
+            message = f"out of memory{cap}: {message}"
+        return {**base, "status": "failed", "reason": message}
+
+
 def _worker_main(argv: list[str]) -> int:
-    """``python -m hector.bench.gnn --memory-worker JSON``: print one JSON line."""
+    """``python -m hector.bench.gnn --system-worker JSON`` (or ``--memory-worker JSON``): the
+    answer as one protocol line (system worker) or one JSON line (memory worker)."""
     p = argparse.ArgumentParser(prog="hector.bench.gnn")
-    p.add_argument("--memory-worker", required=True)
+    kind = p.add_mutually_exclusive_group(required=True)
+    kind.add_argument("--system-worker")
+    kind.add_argument("--memory-worker")
     args = p.parse_args(argv)
+    if args.system_worker is not None:
+        _common.emit_worker_line({"result": system_worker(json.loads(args.system_worker))})
+        return 0
     try:
         answer = memory_worker(json.loads(args.memory_worker))
     except Exception as err:  # noqa: BLE001 — reported to the parent as JSON
