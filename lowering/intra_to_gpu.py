@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from mlir import ir
-from mlir.dialects import arith, gpu, memref
+from mlir.dialects import arith, gpu, memref, scf
 
 from ..dialects import hector_intra as intra
 from ..dialects._build import OpAccess
@@ -118,21 +118,103 @@ def _split(gid: ir.Value, per_row: ir.Value, rows: ir.Value) -> tuple[ir.Value, 
 # ---- GEMM -------------------------------------------------------------------------------------
 
 
-def _gemm_xty(t: Template) -> None:
-    """Weight gradient: one thread per ``(k, n)`` weight element walks every row and adds into
-    ``out[type(row), k, n]``; a thread owns its ``(k, n)`` for all types, so no atomics."""
+#: Rows one thread of the weight-gradient GEMM sums before its partial is written.
+XTY_ROWS_PER_CHUNK = 256
+#: Most floats the weight gradient's per-chunk partials may take (64 MiB): sliced weights
+#: (``[T, K, N]``) get fewer, longer chunks.
+XTY_PARTIAL_BUDGET = 1 << 24
+
+
+def _xty_shape(t: Template) -> tuple[int | None, int, int]:
+    """``(slices, k, n)`` of a weight gradient: ``out`` is ``[T, K, N]`` or ``[K, N]``."""
+    out = ir.ShapedType(t.ops["out"].type)
     k, n = T.static_dim(t.ops["a"], 1), T.width(t.ops["weight"])
+    return (T.static_dim(t.ops["out"], 0) if out.rank == 3 else None), k, n
+
+
+def _xty_chunks(t: Template, host: T.Body, per_chunk_floats: int) -> ir.Value:
+    """How many row chunks the partials have: ``max(1, min(ceil(M / rows_per_chunk),
+    budget / per_chunk_floats))`` (at least one, so an empty graph still zeroes ``out``)."""
+    m = T.gemm_rows(host, host.index(0))
+    rows = host.index(XTY_ROWS_PER_CHUNK)
+    wanted = arith.divui(arith.addi(m, host.index(XTY_ROWS_PER_CHUNK - 1)), rows)
+    cap = host.index(max(1, XTY_PARTIAL_BUDGET // per_chunk_floats))
+    return arith.maxui(arith.minui(wanted, cap), host.index(1))
+
+
+def _gemm_xty(t: Template) -> None:
+    """Weight gradient ``out[type(i), k, n] += Σ_i a[r(i), k] · g[i, n]``, parallel over rows
+    and deterministic: the rows are cut into chunks; one thread per ``(chunk, k, n)`` sums its
+    chunk's rows in order into its own slot of a partials buffer ``[C, (T,) K, N]`` (no
+    atomics), then one thread per ``((t,) k, n)`` adds the chunks' partials in order into
+    ``out``. The partials come from ``gpu.alloc`` like every temporary (PyTorch's caching
+    allocator under a bundle)."""
+    slices, k, n = _xty_shape(t)
+    per_chunk = (slices or 1) * k * n
     host = T.Body(t.ops)
-    _launch(t, host, host.index(k * n))
-    with _kernel(t) as (b, gid):
-        kc0, kc1 = b.index(0), b.index(1)
-        km = T.gemm_rows(b, kc0)
-        cn, ckn = b.index(n), b.index(k * n)
-        kk, j = arith.divui(gid, cn), arith.remui(gid, cn)
-        with b.guard(arith.cmpi(arith.CmpIPredicate.ult, gid, ckn)), b.loop(kc0, km, kc1) as i:
+    chunks = _xty_chunks(t, host, per_chunk)
+    inner = [k, n] if slices is None else [slices, k, n]
+    dyn = ir.ShapedType.get_dynamic_size()
+    ptype = ir.MemRefType.get([dyn, *inner], T.f32_type())
+    partials = gpu.alloc(ptype, None, [], [chunks], [])
+    if slices is not None:  # a chunk touches only its rows' slices: the rest must read 0
+        gpu.memset(None, [], partials, host.f32(0.0))
+    part = Template(t.view, T.Operands({**t.ops.values, "partials": partials}), t.name, t.kernels)
+    _launch(part, host, arith.muli(chunks, host.index(k * n)))
+    with _kernel(part) as (b, gid):
+        _xty_partial_body(t, b, gid, k, n, slices)
+    red_ops = T.Operands({"partials": partials, "out": t.ops["out"]})
+    red = Template(t.view, red_ops, f"{t.name}_reduce", t.kernels)
+    _launch(red, host, host.index(per_chunk))
+    with _kernel(red) as (b, gid):
+        _xty_reduce_body(b, gid, k, n, slices)
+    gpu.dealloc(None, [], partials)
+
+
+def _xty_partial_body(
+    t: Template, b: T.Body, gid: ir.Value, k: int, n: int, slices: int | None
+) -> None:
+    """Thread ``(c, kk, j)``: ``partials[c, (t,) kk, j] = Σ_{i in chunk c} a[r(i), kk] ·
+    g[i, j]`` over the chunk's rows in order."""
+    c0, c1 = b.index(0), b.index(1)
+    m = T.gemm_rows(b, c0)
+    chunks = memref.dim(b.ops["partials"], c0)
+    c, rem, ok = _split(gid, b.index(k * n), chunks)
+    kk, j = arith.divui(rem, b.index(n)), arith.remui(rem, b.index(n))
+    with b.guard(ok):
+        per = arith.divui(arith.addi(m, arith.subi(chunks, c1)), chunks)
+        lo = arith.muli(c, per)
+        hi = arith.minui(arith.addi(lo, per), m)
+        lo = arith.minui(lo, m)
+        if slices is None:
+
+            def step(i: ir.Value, acc: ir.Value) -> ir.Value:
+                row = T.gemm_row_prologue(b, i, T.slice_rows(t.view))
+                return arith.addf(acc, arith.mulf(b.load("a", row.r, kk), b.load("weight", i, j)))
+
+            total = b.reduce(lo, hi, c1, b.f32(0.0), step)
+            b.store("partials", total, c, kk, j)
+            return
+        with b.loop(lo, hi, c1) as i:
             row = T.gemm_row_prologue(b, i, T.slice_rows(t.view))
             p = arith.mulf(b.load("a", row.r, kk), b.load("weight", i, j))
-            b.accumulate("out", p, False, *T.sliced(row.t, kk, j))
+            b.accumulate("partials", p, False, c, *T.sliced(row.t, kk, j))
+
+
+def _xty_reduce_body(b: T.Body, gid: ir.Value, k: int, n: int, slices: int | None) -> None:
+    """Thread ``((t,) kk, j)``: ``out[(t,) kk, j] += Σ_c partials[c, (t,) kk, j]``, chunks in
+    order."""
+    c0, c1 = b.index(0), b.index(1)
+    total = (slices or 1) * k * n
+    chunks = memref.dim(b.ops["partials"], c0)
+    with b.guard(arith.cmpi(arith.CmpIPredicate.ult, gid, b.index(total))):
+        idx = [arith.divui(gid, b.index(k * n))] if slices is not None else []
+        rem = arith.remui(gid, b.index(k * n))
+        idx += [arith.divui(rem, b.index(n)), arith.remui(rem, b.index(n))]
+        acc = b.reduce(
+            c0, chunks, c1, b.f32(0.0), lambda c, s: arith.addf(s, b.load("partials", c, *idx))
+        )
+        b.accumulate("out", acc, False, *idx)
 
 
 def _gemm_tiled(t: Template) -> None:
@@ -355,3 +437,66 @@ def run_module(module_op: ir.Operation) -> None:
 def run(module_op: ir.Operation) -> None:
     """Pass entry point."""
     run_module(module_op)
+
+
+# ---- host: launches over nothing are skipped -------------------------------------------------
+
+
+def _nonempty_grid(launch: ir.Operation) -> ir.Value:
+    """``gridX != 0 && gridY != 0 && gridZ != 0`` before ``launch``."""
+    view = launch.opview
+    zero = arith.constant(ir.IndexType.get(), 0)
+    ne = arith.CmpIPredicate.ne
+    conds = [arith.cmpi(ne, g, zero) for g in (view.gridSizeX, view.gridSizeY, view.gridSizeZ)]
+    return arith.andi(arith.andi(conds[0], conds[1]), conds[2])
+
+
+def guard_launch(launch: ir.Operation) -> None:
+    """Put ``launch`` under ``scf.if`` its grid has a block: a launch over an empty index array
+    (an empty graph, an edge type without edges) is skipped instead of asking the driver for
+    a zero-block grid, which it refuses.
+
+    After ``gpu-async-region`` a launch is ``%t = gpu.launch_func async [%dep]``, on the one
+    stream ``%dep`` stands for (``gpu-to-llvm`` maps every token of the chain to that stream);
+    uses of ``%t`` then take ``%dep`` itself, so no token crosses the ``scf.if`` (a token that
+    became a block argument would be taken for an event by ``gpu-to-llvm``)."""
+    view = launch.opview
+    token = view.asyncToken
+    deps = list(view.asyncDependencies)
+    if token is not None:
+        if len(deps) != 1:
+            raise PassFailure(
+                "an async gpu.launch_func must have exactly one dependency to be guarded",
+                launch.location,
+            )
+        token.replace_all_uses_with(deps[0])
+    with launch.location, ir.InsertionPoint(launch):
+        if_op = scf.IfOp(_nonempty_grid(launch))
+    with launch.location, ir.InsertionPoint(if_op.then_block):
+        yield_op = scf.YieldOp([])
+    launch.move_before(yield_op)
+
+
+def _launches(op: ir.Operation) -> list[ir.Operation]:
+    found: list[ir.Operation] = []
+
+    def visit(inner: ir.Operation) -> ir.WalkResult:
+        if inner.name == "gpu.launch_func":
+            found.append(inner)
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit)
+    return found
+
+
+@register_pass(
+    "hector-skip-empty-launches",
+    "Guard every host gpu.launch_func with scf.if its grid is non-empty (run after "
+    "gpu-async-region: async tokens are threaded through the guard)",
+)
+def run_skip_empty(module_op: ir.Operation) -> None:
+    """Pass entry point: guard the launches of every host function."""
+    for op in module_op.regions[0].blocks[0].operations:
+        if op.operation.name == "func.func":
+            for launch in _launches(op.operation):
+                guard_launch(launch)

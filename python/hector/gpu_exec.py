@@ -12,7 +12,11 @@ function a C interface, ``gpu-async-region`` chains the host's GPU ops on one st
 runtime wrappers (``mgpuMemAlloc``, ``mgpuMemset32``, ``mgpuLaunchKernel``, ...) and the
 ``gpu.binary`` into a module the JIT loads once at start-up (``mgpuModuleLoadJIT``: the driver
 compiles the PTX for the device). MLIR's ``ExecutionEngine`` JIT-compiles that host code against
-``libmlir_cuda_runtime.so`` (shipped with the MLIR tools package), and :class:`GpuExecEntry`
+``libmlir_cuda_runtime.so`` (shipped with the MLIR tools package) — except five wrappers that
+:class:`StreamAllocatorHooks` replaces, so the host code runs on PyTorch's current stream and
+takes its temporaries from PyTorch's caching allocator (no stream, ``cuMemAlloc`` or
+``cuMemFree`` per call); launches over an empty grid are skipped
+(``hector-skip-empty-launches``) — and :class:`GpuExecEntry`
 calls it with memref descriptors whose pointers are the ``data_ptr()`` of CUDA tensors, exactly
 as the CPU back end calls its functions with NumPy arrays.
 
@@ -41,9 +45,9 @@ import re
 import tempfile
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from mlir import ir
@@ -64,6 +68,7 @@ __all__ = [
     "GpuRuntimeError",
     "GpuUnavailableError",
     "Launch",
+    "StreamAllocatorHooks",
     "compile_cuda",
     "device_graph_arrays",
     "emulate",
@@ -309,9 +314,9 @@ class FakeCudaRuntime:
         name = self._functions.get(fn, f"<unknown {fn:#x}>")
         self.launches.append(Launch(name, (gx, gy, gz), (bx, by, bz), values))
 
-    def install(self, engine: ExecutionEngine) -> None:
+    def install(self, engine: ExecutionEngine, skip: tuple[str, ...] = ()) -> None:
         """Register the emulated wrappers as the engine's ``mgpu*`` symbols (before the
-        engine's first lookup)."""
+        engine's first lookup), all but those named in ``skip`` (provided by other hooks)."""
         impls = {
             "mgpuStreamCreate": self._stream_create,
             "mgpuEventCreate": self._stream_create,
@@ -326,7 +331,78 @@ class FakeCudaRuntime:
             "mgpuLaunchKernel": self._launch,
         }
         for name, sig in _SIGNATURES.items():
+            if name in skip:
+                continue
             callback = sig(impls.get(name) or self._void(name))
+            _KEEP_ALIVE.append(callback)
+            engine.raw_register_runtime(name, ctypes.cast(callback, ctypes.c_void_p))
+
+
+@dataclass
+class StreamAllocatorHooks:
+    """Five of MLIR's CUDA runtime wrappers replaced so the JIT-compiled host code neither
+    creates a stream nor allocates device memory per call.
+
+    ``gpu-async-region`` makes each host function create a stream, allocate its temporaries
+    (``cuMemAlloc``), free them (``cuMemFree``, a device-wide synchronization) and synchronize
+    and destroy the stream before it returns. With these hooks ``mgpuStreamCreate`` hands out
+    :attr:`stream` (PyTorch's current stream, set per call), destroying and synchronizing it are
+    no-ops (the call is stream-ordered like any PyTorch op), and ``mgpuMemAlloc``/``mgpuMemFree``
+    go to ``alloc``/``free`` (PyTorch's caching allocator: :meth:`torch_cuda`)."""
+
+    alloc: Callable[[int, int], int]  # (bytes, stream) → device pointer
+    free: Callable[[int, int], None]  # (pointer, stream)
+    stream: int = 0
+    events: list[str] = field(default_factory=list)
+
+    NAMES: ClassVar[tuple[str, ...]] = (
+        "mgpuStreamCreate",
+        "mgpuStreamDestroy",
+        "mgpuStreamSynchronize",
+        "mgpuMemAlloc",
+        "mgpuMemFree",
+    )
+
+    @classmethod
+    def torch_cuda(cls) -> StreamAllocatorHooks:
+        """Hooks over PyTorch's caching allocator on the current device."""
+
+        def alloc(size: int, stream: int) -> int:
+            if size == 0:
+                return 0
+            device = torch.cuda.current_device()
+            return int(torch.cuda.caching_allocator_alloc(int(size), device, stream))
+
+        def free(ptr: int, _stream: int) -> None:
+            if ptr:
+                torch.cuda.caching_allocator_delete(ptr)
+
+        return cls(alloc, free)
+
+    def _stream(self) -> int:
+        self.events.append("stream")
+        return self.stream
+
+    def _alloc(self, size: int, stream: int, _shared: int) -> int:
+        self.events.append("alloc")
+        return self.alloc(int(size), int(stream or 0))
+
+    def _free(self, ptr: int, stream: int) -> None:
+        self.events.append("free")
+        self.free(int(ptr or 0), int(stream or 0))
+
+    def install(self, engine: ExecutionEngine) -> None:
+        """Register the hooks as the engine's symbols of those names (before its first
+        lookup): they take precedence over the runtime library's."""
+        impls: dict[str, Any] = {
+            "mgpuStreamCreate": self._stream,
+            "mgpuStreamDestroy": lambda _s: None,
+            "mgpuStreamSynchronize": lambda _s: None,
+            "mgpuMemAlloc": self._alloc,
+            "mgpuMemFree": self._free,
+        }
+        for name in self.NAMES:
+            callback = _SIGNATURES[name](impls[name])
             _KEEP_ALIVE.append(callback)
             engine.raw_register_runtime(name, ctypes.cast(callback, ctypes.c_void_p))
 
@@ -362,7 +438,7 @@ _STDERR_LOCK = threading.RLock()
 def _driver_errors(what: str) -> Iterator[None]:
     """Turn errors the CUDA runtime wrappers print on stderr (``'cuX(...)' failed with
     'CUDA_ERROR_...'``) into :class:`GpuRuntimeError`; other output passes through. Calls are
-    serialized (stderr is process-wide; each call synchronizes its stream anyway)."""
+    serialized (stderr is process-wide)."""
     with _STDERR_LOCK, tempfile.TemporaryFile() as tmp:
         saved = os.dup(2)
         os.dup2(tmp.fileno(), 2)
@@ -388,11 +464,18 @@ class GpuKernel:
     a :class:`FakeCudaRuntime` it runs on the host and records the launches instead."""
 
     def __init__(
-        self, module: ir.Module, runtime: FakeCudaRuntime | None = None, opt_level: int = 2
+        self,
+        module: ir.Module,
+        runtime: FakeCudaRuntime | None = None,
+        opt_level: int = 2,
+        hooks: StreamAllocatorHooks | None = None,
     ) -> None:
         self.module = module
         self.runtime = runtime
         self.opt_level = opt_level
+        # On a GPU: PyTorch's stream and caching allocator (no stream, cuMemAlloc or cuMemFree
+        # per call); under emulation only when asked for.
+        self.hooks = hooks if hooks is not None or runtime is not None else None
         self.engine: ExecutionEngine | None = None
         if runtime is not None:
             self._initialize()
@@ -407,19 +490,28 @@ class GpuKernel:
                 engine = ExecutionEngine(
                     self.module, opt_level=self.opt_level, shared_libs=runtime_libraries()
                 )
+                if self.hooks is None:
+                    self.hooks = StreamAllocatorHooks.torch_cuda()
+                self.hooks.install(engine)
             else:
                 engine = ExecutionEngine(self.module, opt_level=self.opt_level)
-                self.runtime.install(engine)
+                skip = StreamAllocatorHooks.NAMES if self.hooks is not None else ()
+                self.runtime.install(engine, skip=skip)
+                if self.hooks is not None:
+                    self.hooks.install(engine)
         with _driver_errors("loading the PTX module"):
             engine.initialize()
         self.engine = engine
         return engine
 
-    def __call__(self, name: str, *tensors: torch.Tensor) -> None:
-        """Run function ``name`` on ``tensors`` (contiguous; CUDA tensors for a real GPU)."""
+    def __call__(self, name: str, *tensors: torch.Tensor, stream: int = 0) -> None:
+        """Run function ``name`` on ``tensors`` (contiguous; CUDA tensors for a real GPU) on
+        ``stream`` (a raw ``CUstream``; PyTorch's current one for a real GPU)."""
         descriptors = [ctypes.pointer(ctypes.pointer(memref_descriptor(t))) for t in tensors]
         engine = self._initialize()
         with _driver_errors(f"running {name}"):
+            if self.hooks is not None:
+                self.hooks.stream = stream
             engine.invoke(name, *descriptors)
 
 
@@ -483,10 +575,10 @@ class GpuExecEntry(Executable):
         ]
         ins = [t.detach().to(dev, torch.float32).contiguous() for t in tensors]
         arrays = [*device_graph_arrays(g, dev), *ins, *outs]
-        if dev.type == "cuda":
-            # The host code runs on its own non-blocking stream: inputs must be ready first.
-            torch.cuda.current_stream(dev).synchronize()
-        self.kernel(fname, *arrays)
+        # The host code runs on PyTorch's current stream (StreamAllocatorHooks): ordered after
+        # the ops that made the inputs, before those that read the outputs; no synchronization.
+        stream = torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else 0
+        self.kernel(fname, *arrays, stream=stream)
         return outs
 
 

@@ -125,6 +125,11 @@ def test_memref_descriptor_packs_pointer_sizes_strides() -> None:
         gpu_exec.memref_descriptor(torch.tensor(1.0))
 
 
+def _function_of(kernel: str) -> str:
+    """The host function a kernel belongs to (``<function>_<n>_<template>[_reduce]``)."""
+    return re.sub(r"_[0-9]+_(gemm|traversal)(_reduce)?$", "", kernel)
+
+
 def _launch_ranks(gpu_ir: str) -> dict[str, list[int]]:
     """Rank of each memref argument of each kernel, from the launches in the ``gpu`` stage."""
     out = {}
@@ -226,6 +231,61 @@ def test_emulated_memset_zeroes_device_memory() -> None:
     ]
 
 
+def test_hooks_put_the_host_code_on_the_callers_stream_and_allocator(
+    g: hector.HeteroGraph, traced
+) -> None:
+    """With StreamAllocatorHooks (what a real GPU gets, over PyTorch's caching allocator) no
+    stream is created, synchronized or destroyed and no device memory is allocated or freed
+    through the CUDA wrappers: every temporary comes from the hooks' allocator and goes back
+    to it, on the caller's stream."""
+    rt = gpu_exec.FakeCudaRuntime()
+    live: dict[int, torch.Tensor] = {}
+    log: list[tuple[str, int, int]] = []
+
+    def alloc(size: int, stream: int) -> int:
+        buf = torch.empty(max(size, 1), dtype=torch.uint8)
+        live[buf.data_ptr()] = buf
+        log.append(("alloc", size, stream))
+        return buf.data_ptr()
+
+    def free(ptr: int, stream: int) -> None:
+        del live[ptr]
+        log.append(("free", ptr, stream))
+
+    hooks = gpu_exec.StreamAllocatorHooks(alloc, free)
+    staged_entry = gpu_exec.compile_cuda(traced, runtime=gpu_exec.FakeCudaRuntime())
+    kernel = gpu_exec.GpuKernel(staged_entry.kernel.module, rt, hooks=hooks)
+    outs = [torch.empty(N, OUT)]
+    arrays = [*gpu_exec.device_graph_arrays(g, "cpu"), *_inputs(), *outs]
+    kernel("rgcn_layer", *arrays, stream=0x57)
+    kernel("rgcn_layer", *arrays, stream=0x57)
+    assert rt.launches
+    banned = {"mgpuStreamCreate", "mgpuStreamDestroy", "mgpuStreamSynchronize"}
+    assert not banned & set(rt.events)
+    assert not {"mgpuMemAlloc", "mgpuMemFree"} & set(rt.events)
+    allocs = [e for e in log if e[0] == "alloc"]
+    assert allocs
+    assert all(stream == 0x57 for _, _, stream in log)
+    assert len(allocs) == len(log) - len(allocs)  # every temporary freed
+    assert not live
+    assert hooks.events.count("stream") == 2  # one per call, handing out the caller's stream
+
+
+def test_empty_graph_skips_launches_instead_of_zero_block_grids(traced) -> None:
+    """A launch over an empty index array is skipped (hector-skip-empty-launches): no launch
+    asks for a zero-block grid; launches over nodes still run."""
+    empty = hector.random_graph(N, 0, R, seed=1)
+    rt = gpu_exec.FakeCudaRuntime()
+    entry = gpu_exec.compile_cuda(traced, runtime=rt)
+    out = entry.run(empty, tuple(_inputs()), NAMES)
+    assert out.shape == (N, OUT)
+    assert rt.launches
+    assert all(min(launch.grid) >= 1 for launch in rt.launches)
+    launched = [launch.kernel for launch in rt.launches]
+    assert len(launched) < len(ptx_entries(entry.ptx))  # the edge-wise GEMM was skipped
+    assert not rt.allocations
+
+
 def test_driver_errors_become_exceptions(g: hector.HeteroGraph, traced) -> None:
     rt = gpu_exec.FakeCudaRuntime(fail=("mgpuLaunchKernel",))
     entry = gpu_exec.compile_cuda(traced, runtime=rt)
@@ -251,7 +311,7 @@ def test_training_through_autograd_on_the_cuda_target(g: hector.HeteroGraph) -> 
     with gpu_exec.emulate() as rt:
         out = fn(g, x, w, w0, b)
         out.sum().backward()
-    kernels = {launch.kernel.rsplit("_", 2)[0] for launch in rt.launches}
+    kernels = {_function_of(launch.kernel) for launch in rt.launches}
     assert kernels == {"_rgcn_layer_train", "_rgcn_layer_backward"}
     assert out.shape == (N, OUT)
     assert [t.grad.shape for t in (x, w, w0, b)] == [t.shape for t in (x, w, w0, b)]
