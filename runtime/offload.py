@@ -210,7 +210,11 @@ class TensorStore:
         return self._handle is None
 
     def close(self) -> None:
-        """Wait for every operation, delete every file and the directory (idempotent)."""
+        """Wait for every operation, delete every file and the directory (idempotent).
+
+        A closed store is never reopened: every later operation raises ``ValueError``
+        (:meth:`remove` is a no-op).
+        """
         if self._handle is not None:
             self._handle = None
             self._finalizer()
@@ -223,7 +227,10 @@ class TensorStore:
 
     def _h(self) -> int:
         if self._handle is None:
-            raise ValueError("the offload store is closed")
+            raise ValueError(
+                f"the offload store {self.path} is closed (its files are deleted); "
+                "open a new TensorStore"
+            )
         return self._handle
 
     def file_of(self, key: int) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -320,3 +321,211 @@ def test_two_processes_share_one_root(tmp_path):
         assert p.returncode == 0, err
         assert out.strip() == "equal"
     assert os.listdir(root) == []
+
+
+# ---- lifecycle (docs/offload.md, "Lifecycle") ----------------------------------------------
+
+
+def _loss(wrapped, seed: int = 0):
+    ids = torch.randint(0, VOCAB, (2, SEQ), generator=torch.Generator().manual_seed(seed))
+    return F.cross_entropy(wrapped(ids).reshape(-1, VOCAB), ids.reshape(-1))
+
+
+def _grads(model, loss) -> list[torch.Tensor]:
+    model.zero_grad()
+    loss.backward()
+    return [p.grad.clone() for p in model.parameters()]
+
+
+def test_close_during_a_step_is_an_error_that_changes_nothing(tmp_path):
+    model = _model()
+    wrapped = hector.offload(model, "all", root=str(tmp_path), threshold=1024)
+    loss = _loss(wrapped)
+    store_dir = wrapped.cache.store.path
+    with pytest.raises(OffloadError, match=r"close\(\) during a step: \d+ saved tensor") as info:
+        wrapped.close()
+    assert "backward" in str(info.value)
+    assert "close(force=True)" in str(info.value)
+    del info
+    assert not wrapped.closed
+    assert os.listdir(tmp_path) == [os.path.basename(store_dir)]  # the same store, no other
+    got = _grads(model, loss)  # the step completes normally
+    del loss
+    wrapped.close()
+    assert wrapped.closed
+    assert os.listdir(tmp_path) == []
+    assert all(torch.equal(a, b) for a, b in zip(got, _grads(model, _loss(model)), strict=True))
+
+
+def test_force_close_makes_the_pending_backward_fail_clearly(tmp_path):
+    wrapped = hector.offload(_model(), "all", root=str(tmp_path), threshold=1024)
+    loss = _loss(wrapped)
+    assert wrapped.cache.saved_tensors_alive() > 0
+    wrapped.close(force=True)
+    assert os.listdir(tmp_path) == []
+    with pytest.raises(OffloadError, match=r"closed with close\(force=True\) before this backward"):
+        loss.backward()
+    del loss
+    assert os.listdir(tmp_path) == []  # no store was reopened for the backward
+    assert wrapped.cache.resident_bytes == 0
+
+
+@pytest.mark.parametrize("how", ["model", "cache_with", "cache_step", "cache_store"])
+def test_a_closed_cache_is_never_reopened(tmp_path, how):
+    model = _model()
+    wrapped = hector.offload(model, "all", root=str(tmp_path), threshold=1024)
+    _loss(wrapped).backward()
+    stats = wrapped.cache.stats()
+    wrapped.close()
+    wrapped.close()  # idempotent
+    assert os.listdir(tmp_path) == []
+    assert wrapped.cache.stats()["store"]["bytes_written"] == stats["store"]["bytes_written"]
+    cache = wrapped.cache
+
+    def use() -> object:
+        if how == "model":
+            return _loss(wrapped)
+        if how == "cache_with":
+            with cache:
+                return _loss(model)
+        if how == "cache_step":
+            with cache.step():
+                return _loss(model)
+        return cache.store
+
+    with pytest.raises(OffloadError, match="closed") as info:
+        use()
+    assert "hector.offload(model" in str(info.value)  # says what to do
+    assert os.listdir(tmp_path) == []
+    _loss(model).backward()  # the unwrapped model is untouched: no hooks left
+
+
+def test_hooks_active_when_the_cache_closes_are_an_error(tmp_path):
+    cache = TensorCache("all", root=str(tmp_path), threshold=0)
+    x = torch.randn(1024, requires_grad=True)
+    with cache.hooks():
+        (x * 2).sum().backward()
+        cache.close()
+        with pytest.raises(OffloadError, match="closed"):
+            x.sin()
+    assert os.listdir(tmp_path) == []
+
+
+def test_leaving_a_with_block_on_an_error_closes_without_hiding_it(tmp_path):
+    wrapped = hector.offload(_model(), "all", root=str(tmp_path), threshold=1024)
+    graph: list[torch.Tensor] = []
+
+    def step() -> None:
+        with wrapped:
+            graph.append(_loss(wrapped))
+            raise KeyError("boom")
+
+    with pytest.raises(KeyError, match="boom"):  # not a "close() during a step" error
+        step()
+    (loss,) = graph
+    assert wrapped.closed
+    assert os.listdir(tmp_path) == []
+    with pytest.raises(OffloadError, match="closed"):
+        loss.backward()
+
+
+def test_close_after_a_failed_forward_while_its_error_is_held(tmp_path):
+    model = _model()
+    wrapped = hector.offload(model, "all", root=str(tmp_path), threshold=1024)
+    model.head.register_forward_hook(lambda *_: 1 / 0)
+    try:
+        _loss(wrapped)
+    except ZeroDivisionError as err:
+        held = err  # its traceback holds the partial graph; that step is over all the same
+        wrapped.close()
+    assert held is not None
+    assert os.listdir(tmp_path) == []
+
+
+# ---- write errors, whatever the timing of the asynchronous writes -------------------------
+
+
+def _set_timing(store, timing: str, monkeypatch) -> None:
+    """Make write completions visible early (synchronous), naturally, or late (slow disk)."""
+    if timing == "early":  # every write is done before write() returns
+        write = store.write
+
+        def write_and_wait(address: int, nbytes: int) -> int:
+            key = write(address, nbytes)
+            with contextlib.suppress(OffloadIOError):
+                store.wait(key)
+            return key
+
+        monkeypatch.setattr(store, "write", write_and_wait)
+    elif timing == "late":  # no completion is seen unless waited for
+        monkeypatch.setattr(store, "completions", list)
+
+
+@pytest.mark.parametrize("timing", ["early", "natural", "late"])
+@pytest.mark.parametrize("which", ["first", "middle", "last"])
+def test_raise_on_write_error_at_the_end_of_the_forward(tmp_path, monkeypatch, timing, which):
+    model = _model()
+    wrapped = hector.offload(
+        model, "all", root=str(tmp_path), threshold=1024, on_write_error="raise"
+    )
+    cache = wrapped.cache
+    _loss(wrapped).backward()  # a clean step: how many writes and saved tensors one has
+    writes, packed = cache.counters["offloaded"], cache.counters["packed"]
+    skip = {"first": 0, "middle": writes // 2, "last": writes - 1}[which]
+    _set_timing(cache.store, timing, monkeypatch)
+    cache.store.inject_fault("write", "eio", skip=skip)
+    with pytest.raises(OffloadIOError, match=r"Input/output error") as info:
+        _loss(wrapped)
+    assert cache.counters["packed"] == 2 * packed  # the whole forward ran, then it raised
+    assert info.value.filename == cache.store.file_of(writes + 1 + skip)  # keys count writes
+    assert [e.filename for e in cache.errors] == [info.value.filename]
+    del info
+    # Nothing more is raised later: not at the next step, not at close.
+    got = _grads(model, _loss(wrapped, seed=1))
+    assert len(cache.errors) == 1
+    wrapped.close()
+    assert os.listdir(tmp_path) == []
+    assert all(torch.equal(a, b) for a, b in zip(got, _grads(model, _loss(model, 1)), strict=True))
+
+
+@pytest.mark.parametrize("timing", ["early", "natural", "late"])
+def test_keep_on_write_error_reports_each_failure_once(reference, tmp_path, monkeypatch, timing):
+    torch.manual_seed(0)
+    model = _model()
+    wrapped = hector.offload(model, "all", root=str(tmp_path), threshold=1024)
+    _set_timing(wrapped.cache.store, timing, monkeypatch)
+    wrapped.cache.store.inject_fault("write", "enospc", skip=1, count=3)
+    ids = torch.randint(0, VOCAB, (2, SEQ), generator=torch.Generator().manual_seed(1))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loss = F.cross_entropy(wrapped(ids).reshape(-1, VOCAB), ids.reshape(-1))
+        loss.backward()
+    assert loss.item() == reference[0][0]
+    msgs = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(msgs) == 3
+    assert all("No space left on device" in m for m in msgs)
+    assert wrapped.cache.counters["write_errors"] == 3
+    assert len(wrapped.cache.errors) == 3
+    wrapped.close()
+    assert os.listdir(tmp_path) == []
+
+
+def test_raise_on_write_error_in_a_with_block_and_flush(tmp_path):
+    x = torch.randn(1 << 16, requires_grad=True)
+    cache = TensorCache("all", root=str(tmp_path), threshold=0, on_write_error="raise")
+    cache.store.inject_fault("write", "enospc")
+    with pytest.raises(OffloadIOError, match="No space left"):
+        with cache:
+            y = x.sin().sin()
+    y.backward(torch.ones_like(y))  # the tensor stayed in memory: backward still works
+    assert torch.equal(x.grad, (x.sin().cos() * x.cos()).detach())
+    del y
+    cache.store.inject_fault("write", "eio")
+    with cache.hooks():  # without a block, flush() is where the error is raised
+        z = x.sin()
+    with pytest.raises(OffloadIOError, match="Input/output error"):
+        cache.flush()
+    cache.flush()  # raised once
+    del z
+    cache.close()
+    assert os.listdir(tmp_path) == []

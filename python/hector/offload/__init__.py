@@ -11,7 +11,7 @@ go to the native SSD store and come back for backward; the package also exports 
         loss = loss_fn(model(x), y)
         loss.backward()
     print(model.cache.stats())
-    model.close()  # deletes the store's files (also done at exit)
+    model.close()  # after the last backward: deletes the store's files (also done at exit)
 
     with hector.offload.TensorCache(policy="all") as cache:  # any code, no module
         loss = f(x)

@@ -11,12 +11,18 @@ forward pre-/post-hooks track which scope saved each tensor. Every time a scope 
 *group* is opened; when backward unpacks a tensor of group ``g`` the cache starts reading groups
 ``g``, ``g-1``, …, ``g-ahead`` (reverse forward order), and when the forward of the whole model
 ends it prefetches its last groups (a group still being written is then simply kept in memory).
+
+Lifecycle (docs/offload.md, "Lifecycle"): a cache is *open* (no saved tensor outstanding), *in
+a step* (saved tensors still referenced by autograd) or *closed*. :meth:`TensorCache.close` in a
+step is an error unless ``force=True`` (which discards the saved tensors: the pending backward
+then fails with :class:`OffloadError`); a closed cache never reopens its store.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import itertools
 import threading
 import time
@@ -39,6 +45,12 @@ POLICIES = ("adaptive", "all", "none")
 
 class OffloadError(RuntimeError):
     """Misuse of the tensor cache (bad policy, plan not matching the model, closed cache)."""
+
+
+_CLOSED_HINT = (
+    "wrap the model again with hector.offload(model, ...) (or create a new TensorCache) to keep "
+    "offloading, or call the unwrapped model"
+)
 
 
 def default_scopes(model: nn.Module) -> list[tuple[str, nn.Module]]:
@@ -93,7 +105,8 @@ class _Entry:
         self.device = device
         self.storage: torch.UntypedStorage | None = None  # original memory, while held
         self.buffer: torch.Tensor | None = None  # uint8 host buffer of a read
-        self.state = "memory"  # memory | writing | stored | reading | loaded | failed
+        # memory | writing | stored | reading | loaded | failed | discarded (force-closed cache)
+        self.state = "memory"
         self.refs = 0
         self.group: tuple[int, int] = (0, 0)
         self.wanted = False
@@ -137,8 +150,10 @@ class TensorCache:
         root, threads, chunk_bytes, direct: passed to :class:`TensorStore` (created lazily,
             one per process, so one per rank under ``torch.distributed``).
         on_write_error: ``"keep"`` (the tensor stays valid in memory, a ``RuntimeWarning`` is
-            issued and the error recorded in :attr:`errors`) or ``"raise"`` (the next hook
-            call raises the :class:`OffloadIOError`).
+            issued and the error recorded in :attr:`errors`, once per failed write) or
+            ``"raise"`` (the forward that started the failed write raises the first
+            :class:`OffloadIOError` when it ends, whenever the write completed; see
+            :meth:`flush`).
         record_timeline: keep ``(seconds, resident bytes)`` after each event in
             :attr:`timeline`.
     """
@@ -188,7 +203,11 @@ class TensorCache:
         self._hooks: list[Any] = []
         self._wrapped: list[tuple[nn.Module, Any]] = []
         self._ctx: contextlib.AbstractContextManager[Any] | None = None
-        self._pending_error: OffloadIOError | None = None
+        self._writing: dict[int, _Entry] = {}  # by key: writes whose outcome is not known yet
+        self._unraised: list[OffloadIOError] = []  # on_write_error="raise": for the next flush
+        self._closed = False
+        self._failed_passes: set[int] = set()  # passes whose forward or backward raised
+        self._closed_store_stats: dict[str, Any] | None = None
         self.errors: list[OffloadIOError] = []
         self.module = module
         self.scope_names: list[str] = []  # in first-forward order
@@ -220,10 +239,25 @@ class TensorCache:
 
     # ---- set-up -------------------------------------------------------------------------------
     @property
+    def closed(self) -> bool:
+        """True once :meth:`close` succeeded; a closed cache cannot be used again."""
+        return self._closed
+
+    @property
     def store(self) -> TensorStore:
-        """The process's store (opened on first use)."""
-        if self._store is None or self._store.closed:
+        """The process's store (opened on first use, never reopened once closed).
+
+        Raises:
+            OffloadError: the cache (or its store) was closed.
+        """
+        if self._closed:
+            raise OffloadError(f"this offload cache is closed; {_CLOSED_HINT}")
+        if self._store is None:
             self._store = self._open_store()
+        elif self._store.closed:
+            raise OffloadError(
+                f"the offload store {self._store.path} was closed directly; {_CLOSED_HINT}"
+            )
         return self._store
 
     def _attach(self, module: nn.Module, scopes: list[tuple[str, nn.Module]]) -> None:
@@ -287,6 +321,12 @@ class TensorCache:
         with self._lock:
             for g in range(self._group, max(self._group - self.ahead - 1, -1), -1):
                 self._prefetch_group((self._pass, g))
+        # The end of the forward is where on_write_error="raise" reports, whatever the timing.
+        try:
+            self.flush()
+        except BaseException:
+            self._step_failed()
+            raise
 
     def _scope_pre(self, name: str) -> Callable[..., None]:
         def hook(module: nn.Module, args: Any) -> None:
@@ -333,6 +373,7 @@ class TensorCache:
         return torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
 
     def __enter__(self) -> TensorCache:
+        self._check_open()
         if self.module is None:
             self._new_pass()
         self._ctx = self.hooks()
@@ -348,9 +389,91 @@ class TensorCache:
         if self._ctx is not None:
             ctx, self._ctx = self._ctx, None
             ctx.__exit__(exc_type, exc, tb)
+        if exc_type is not None:
+            self._step_failed()
+        elif not self._closed:
+            try:
+                self.flush()  # leaving the block ends the forward: report write errors here
+            except BaseException:
+                self._step_failed()
+                raise
 
-    def close(self) -> None:
-        """Remove the hooks, undo recompute wrappers, close the store (deleting its files)."""
+    def _step_failed(self) -> None:
+        """The current pass raised: its graph is dead, even if a traceback still holds it."""
+        with self._lock:
+            self._failed_passes.add(self._pass)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise OffloadError(f"this offload cache is closed; {_CLOSED_HINT}")
+
+    def flush(self) -> None:
+        """With ``on_write_error="raise"``: wait for the writes in flight and raise a failure.
+
+        Called at the end of each forward of the attached module and when a ``with cache:``
+        block is left; call it yourself after code run under :meth:`hooks` directly. With
+        ``"keep"`` (failures are warnings) and on a closed cache it does nothing.
+
+        Raises:
+            OffloadIOError: (``on_write_error="raise"`` only) the first write that failed since
+                the last flush; the others are in :attr:`errors`.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            if self.on_write_error == "raise":
+                for e in list(self._writing.values()):
+                    self._finish_write(e)
+            if not self._unraised:
+                return
+            recorded, rest = self._unraised[0], len(self._unraised) - 1
+            self._unraised.clear()
+        # A copy is raised: a traceback on the recorded error (kept in ``errors``) would keep
+        # the frames of this forward, and so its autograd graph, alive.
+        error = type(recorded)(recorded.errno, recorded.strerror, recorded.filename)
+        if rest:
+            error.add_note(f"{rest} more write(s) failed since; see TensorCache.errors")
+        raise error
+
+    def saved_tensors_alive(self) -> int:
+        """How many saved storages autograd still references (> 0: a step is in flight).
+
+        Storages of a forward or backward that raised are not counted: that step is over,
+        even while the exception's traceback still holds its graph.
+        """
+        with self._lock:
+            return sum(
+                len(group)
+                for (pass_, _), group in self._groups.items()
+                if pass_ not in self._failed_passes
+            )
+
+    def close(self, *, force: bool = False) -> None:
+        """Remove the hooks, undo recompute wrappers, close the store (deleting its files).
+
+        Idempotent. A closed cache stays closed: using it again raises :class:`OffloadError`.
+
+        Args:
+            force: close even while a step is in flight; its saved tensors are discarded and
+                the pending backward raises :class:`OffloadError`.
+
+        Raises:
+            OffloadError: saved tensors are still referenced by autograd (a forward whose
+                backward has not run) and ``force`` is false; nothing is changed then.
+        """
+        if self._closed:
+            return
+        alive = self.saved_tensors_alive()
+        if alive and not force:
+            gc.collect()  # a graph kept only by a reference cycle is not a step in flight
+            alive = self.saved_tensors_alive()
+        if alive and not force:
+            raise OffloadError(
+                f"close() during a step: {alive} saved tensor(s) of this offload cache are still "
+                "referenced by autograd (a forward whose backward has not run). Run backward "
+                "(or drop its outputs, e.g. `del loss`) before close(), or call "
+                "close(force=True) to discard them (that backward then fails)"
+            )
         for h in self._hooks:
             h.remove()
         self._hooks.clear()
@@ -358,8 +481,25 @@ class TensorCache:
             m.forward = original
         self._wrapped.clear()
         with self._lock:
-            if self._store is not None:
-                self._store.close()
+            self._closed = True
+            if self._store is not None and not self._store.closed:
+                self._closed_store_stats = self._store.stats()
+                self._store.close()  # waits for the I/O still reading saved memory
+            self._discard_entries()
+
+    def _discard_entries(self) -> None:
+        """Drop every saved tensor of a (force-)closed cache; their handles now fail."""
+        for group in self._groups.values():
+            for e in group.values():
+                e.state = "discarded"
+                e.storage = None
+                e.buffer = None
+        self._groups.clear()
+        self._aliases.clear()
+        self._by_key.clear()
+        self._writing.clear()
+        self._unraised.clear()
+        self.resident_bytes = 0
 
     # ---- decisions ----------------------------------------------------------------------------
     def _decision(self) -> str:
@@ -382,9 +522,7 @@ class TensorCache:
 
     # ---- hooks --------------------------------------------------------------------------------
     def _pack(self, t: torch.Tensor) -> Any:
-        if self._pending_error is not None:
-            err, self._pending_error = self._pending_error, None
-            raise err
+        self._check_open()
         if not self._eligible(t):
             return t
         storage = t.untyped_storage()
@@ -408,31 +546,45 @@ class TensorCache:
                 entry.weak = torch.multiprocessing.reductions.StorageWeakRef(storage)
                 entry.storage = storage
                 entry.group = (self._pass, self._group)
+                # Write first: if starting it fails, nothing is registered (no entry leaks).
+                if nbytes >= self.threshold and self._decision() == "offload":
+                    self._start_write(entry)
+                else:
+                    self.counters["kept"] += 1
                 self._aliases[key] = entry
                 self._groups.setdefault(entry.group, {})[entry.id] = entry
                 self._add_resident(nbytes)
                 self.counters["packed"] += 1
                 if rec is not None:
                     rec[1] += nbytes
-                if nbytes >= self.threshold and self._decision() == "offload":
-                    self._start_write(entry)
-                else:
-                    self.counters["kept"] += 1
             entry.refs += 1
             return _Handle(self, entry, t)
 
     def _unpack(self, h: Any) -> torch.Tensor:
         if not isinstance(h, _Handle):
             return h
+        e, dtype, size, stride, offset = h.entry, h.dtype, h.size, h.stride, h.offset
+        # The traceback of an error raised below keeps this frame: it must not keep the
+        # handle (a saved tensor close() counts as in flight) alive.
+        del h
         with self._lock:
+            if e.state == "discarded":
+                raise OffloadError(
+                    "backward needs a tensor saved through an offload cache that was closed "
+                    "with close(force=True) before this backward ran; run backward before "
+                    "closing the cache"
+                )
             self._drain()
-            e = h.entry
             group = e.group
             for g in range(group[1], group[1] - self.ahead - 1, -1):
                 self._prefetch_group((group[0], g))
-            storage = self._materialize(e)
-        out = torch.empty((0,), dtype=h.dtype, device=storage.device)
-        return out.set_(storage, h.offset, h.size, h.stride)
+            try:
+                storage = self._materialize(e)
+            except BaseException:
+                self._failed_passes.add(group[0])  # this backward is over
+                raise
+        out = torch.empty((0,), dtype=dtype, device=storage.device)
+        return out.set_(storage, offset, size, stride)
 
     # ---- entry state machine (called with the lock held) -----------------------------------
     def _add_resident(self, n: int) -> None:
@@ -456,6 +608,7 @@ class TensorCache:
         e.key = store.write(address, e.nbytes)
         e.state = "writing"
         self._by_key[e.key] = e
+        self._writing[e.key] = e
         self.counters["offloaded"] += 1
         self.counters["bytes_offloaded"] += e.nbytes
 
@@ -473,17 +626,29 @@ class TensorCache:
                     if self._store.poll(key):
                         e.state = "loaded"
 
+    def _finish_write(self, e: _Entry) -> None:
+        """Wait for the write of ``e`` and record its outcome (it reads ``e``'s memory)."""
+        if self._store is None or self._store.closed:  # closed directly: its close waited
+            self._writing.pop(e.key, None)
+            return
+        with contextlib.suppress(OffloadIOError):  # recorded by _write_done
+            self._store.wait(e.key)
+        self._write_done(e)
+
     def _write_done(self, e: _Entry) -> None:
+        """Record the outcome of a completed write: each failure is reported exactly once."""
+        self._writing.pop(e.key, None)
         try:
             self.store.poll(e.key)
         except OffloadIOError as err:
             e.state = "failed"  # the storage stays referenced: nothing is lost
             self.counters["write_errors"] += 1
-            self.errors.append(err)
+            # Kept without its traceback, whose frames would keep this step's graph alive.
+            self.errors.append(err.with_traceback(None))
             if e.device.type == "cuda":
                 e.buffer = None
             if self.on_write_error == "raise":
-                self._pending_error = err
+                self._unraised.append(err)
             else:
                 warnings.warn(
                     f"hector.offload: {err}; the tensor stays in memory",
@@ -553,17 +718,17 @@ class TensorCache:
             akey = (str(e.device), e.ptr)
             if self._aliases.get(akey) is e:
                 del self._aliases[akey]
+            if e.state == "discarded":
+                return
+            if e.state == "writing":
+                # The write still reads this memory (or its staging buffer): wait before
+                # freeing it, and record a failure now rather than lose it.
+                self._finish_write(e)
             if e.key:
                 self._by_key.pop(e.key, None)
                 if self._store is not None and not self._store.closed:
                     self._store.remove(e.key)
             held = e.storage is not None or (e.buffer is not None and e.device.type == "cpu")
-            if e.state == "writing" and e.storage is not None and e.device.type == "cpu":
-                # The write still reads this memory; the store deletes the file afterwards.
-                # Wait so the storage can be freed safely.
-                if self._store is not None and not self._store.closed:
-                    with contextlib.suppress(OffloadIOError, ValueError):
-                        self._store.wait(e.key)
             if held:
                 self._add_resident(-e.nbytes)
             e.storage = None
@@ -579,6 +744,9 @@ class TensorCache:
         if self._store is not None and not self._store.closed:
             out["store"] = self._store.stats()
             out["direct_io"] = self._store.direct
+        elif self._closed_store_stats is not None:  # closed: the totals at close
+            out["store"] = dict(self._closed_store_stats)
+            out["direct_io"] = self._store.direct if self._store is not None else False
         return out
 
     @contextlib.contextmanager
@@ -605,16 +773,43 @@ class OffloadedModule(nn.Module):
         object.__setattr__(self, "cache", cache)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        """Run the wrapped module with saved tensors routed through the cache."""
-        with self.cache.hooks():
-            return self.module(*args, **kwargs)
+        """Run the wrapped module with saved tensors routed through the cache.
 
-    def close(self) -> None:
-        """Detach the cache from the module and delete its stored files."""
-        self.cache.close()
+        Raises:
+            OffloadError: the model was closed.
+        """
+        if self.cache.closed:
+            raise OffloadError(
+                "this offloaded model was closed; call the original model (`.module`) or wrap "
+                "it again with hector.offload(model, ...)"
+            )
+        with self.cache.hooks():
+            try:
+                return self.module(*args, **kwargs)
+            except BaseException:
+                self.cache._step_failed()
+                raise
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` succeeded."""
+        return self.cache.closed
+
+    def close(self, *, force: bool = False) -> None:
+        """Detach the cache from the module and delete its stored files.
+
+        See :meth:`TensorCache.close`: during a step this raises unless ``force=True``.
+        """
+        self.cache.close(force=force)
 
     def __enter__(self) -> OffloadedModule:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # Leaving on an exception must not hide it behind a "step in flight" error.
+        self.close(force=exc_type is not None)
