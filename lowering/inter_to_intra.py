@@ -767,8 +767,10 @@ def _edge_softmax_grad(lw: _FuncLowering, op: ir.Operation) -> None:
 @register_pass(
     "convert-hector-inter-to-intra",
     "Lower hector_inter relational ops to hector_intra GEMM/traversal templates on memrefs",
-    block_size=Option(int, 256, "threads per block recorded in each template's schedule"),
-    tile_n=Option(int, 8, "output columns per thread recorded in GEMM templates"),
+    block_size=Option(
+        int, 256, "threads per block recorded in each template's schedule", min=1, max=1024
+    ),
+    tile_n=Option(int, 8, "output columns per thread recorded in GEMM templates", min=1, max=1024),
 )
 def run(module_op: ir.Operation, block_size: int = 256, tile_n: int = 8) -> None:
     """Pass entry point: convert every function that holds hector_inter ops."""

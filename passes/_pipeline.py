@@ -36,6 +36,8 @@ __all__ = [
     "Stage",
     "build_pass_manager",
     "diagnostics_from_error",
+    "parse_module",
+    "parse_module_file",
     "parse_options",
     "parse_pipeline",
     "reproducer_command",
@@ -179,7 +181,51 @@ class InvalidPipelineError(PipelineError, ValueError):
         super().__init__(message)
 
 
-# ---- parsing ------------------------------------------------------------------------------
+# ---- parsing input IR ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _SourceDiagnostic:
+    """An error found in the input text before MLIR parsed it, shaped like the bindings'
+    ``DiagnosticInfo`` so it travels in an ``ir.MLIRError`` like a parser error."""
+
+    location: ir.Location
+    message: str
+    severity: Any = ir.DiagnosticSeverity.ERROR
+    notes: tuple[Any, ...] = ()
+
+
+def _reject_unsafe_source(text: str, filename: str, context: ir.Context | None) -> None:
+    """Raise ``ir.MLIRError`` (as a parse error would) when ``text`` holds a construct MLIR's
+    parser would abort the process on."""
+    from .verify import source_problems
+
+    problems = source_problems(text)
+    if problems:
+        infos = [
+            _SourceDiagnostic(ir.Location.file(filename, p.line, p.column, context), p.message)
+            for p in problems
+        ]
+        raise ir.MLIRError("Unable to parse module assembly", infos)
+
+
+def parse_module(text: str, context: ir.Context | None = None) -> ir.Module:
+    """``ir.Module.parse`` for input IR: text that would abort MLIR's parser (see
+    :func:`hector.passes.verify.source_problems`) raises ``ir.MLIRError`` at its location
+    (file ``"-"``, like every parse of text) instead of reaching the parser."""
+    _reject_unsafe_source(text, "-", context)
+    return ir.Module.parse(text, context)
+
+
+def parse_module_file(path: str, context: ir.Context | None = None) -> ir.Module:
+    """``ir.Module.parseFile`` for input IR (ops located at ``path:line:col``), with the checks
+    of :func:`parse_module`."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        _reject_unsafe_source(f.read(), path, context)
+    return ir.Module.parseFile(path, context)
+
+
+# ---- parsing pipelines ----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -424,7 +470,7 @@ def _upstream_error(text: str, err: ValueError) -> InvalidPipelineError:
 def _location_of(failure: PassFailure, op: ir.Operation) -> ir.Location:
     loc = failure.location
     if loc is None:
-        return op.location
+        return _module_location(op)
     if isinstance(loc, ir.Location):
         return loc
     # Tolerate passes that hand over the offending op or value instead of its location.
@@ -434,7 +480,54 @@ def _location_of(failure: PassFailure, op: ir.Operation) -> ir.Location:
     owner = getattr(loc, "owner", None)
     if owner is not None and isinstance(getattr(owner, "location", None), ir.Location):
         return owner.location
-    return op.location
+    return _module_location(op)
+
+
+def _as_op(value: Any) -> ir.Operation | None:
+    """``value`` as a live operation (an op, an op view, or the op defining a value)."""
+    try:
+        if isinstance(value, ir.OpView):
+            return value.operation
+        if isinstance(value, ir.Operation):
+            value.location  # noqa: B018  (raises when the op was erased)
+            return value
+        if isinstance(value, ir.Value) and isinstance(value.owner, ir.OpView | ir.Operation):
+            return _as_op(value.owner)
+    except (RuntimeError, ValueError):
+        return None
+    return None
+
+
+def _offending_op(tb: Any, module_op: ir.Operation) -> ir.Operation | None:
+    """The op a pass was working on when it raised: the innermost frame's op-valued local
+    (other than the module and its functions), else the innermost function; ``None`` when the
+    frames name no op."""
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    func = None
+    for frame in reversed(frames):
+        for value in list(frame.f_locals.values()):
+            op = _as_op(value)
+            if op is None or op == module_op:
+                continue
+            if op.name not in ("func.func", "builtin.module"):
+                return op
+            func = func or op
+    return func
+
+
+def _module_location(module_op: ir.Operation) -> ir.Location:
+    """Where to report an error about the module as a whole: its first located op when the
+    module itself has no file location (the parser's implicit module sits at ``file:0:0``)."""
+    file, line, _ = file_line_col(module_op.location)
+    if file is not None and line:
+        return module_op.location
+    for inner in module_op.regions[0].blocks[0].operations:
+        if file_line_col(inner.location)[0] is not None:
+            return inner.location
+    return module_op.location
 
 
 def _hector_callable(stage: Stage, tracebacks: list[str]) -> Callable[[Any, Any], None]:
@@ -455,8 +548,11 @@ def _hector_callable(stage: Stage, tracebacks: list[str]) -> Callable[[Any, Any]
             pass_.signal_pass_failure()
         except Exception as err:  # a bug in the pass: report it, keep the traceback
             tracebacks.append(traceback.format_exc())
-            op.location.emit_error(
-                f"internal error in pass '{info.name}': {type(err).__name__}: {err}"
+            culprit = _offending_op(err.__traceback__, op)
+            on = f" on '{culprit.name}'" if culprit is not None else ""
+            where = culprit.location if culprit is not None else _module_location(op)
+            where.emit_error(
+                f"internal error in pass '{info.name}'{on}: {type(err).__name__}: {err}"
             )
             pass_.signal_pass_failure()
 

@@ -10,6 +10,7 @@ under one name, so ``-p hector-lower-cpu`` works like any pass.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,27 +40,68 @@ class PassFailure(Exception):
 MLIR_CONTEXT, TORCH_CONTEXT = "mlir", "torch"
 
 
+#: Bounds every ``int`` option must fit: its value becomes an ``i64`` attribute or a C++ integer.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
 @dataclass(frozen=True)
 class Option:
-    """A pass option: its type (``int``, ``bool``, ``str``), default and one-line doc."""
+    """A pass option: its type (``int``, ``bool``, ``str``, ``float``), default and one-line doc.
+
+    ``choices`` lists the allowed values; ``min`` and ``max`` bound a number (inclusive). An
+    ``int`` always fits in 64 bits and a ``float`` is always finite. :meth:`parse` rejects
+    anything else, so a pass never runs with a value it would turn into invalid IR.
+    """
 
     type: type
     default: Any
     doc: str
     choices: tuple[Any, ...] = ()
+    min: float | None = None
+    max: float | None = None
 
     def parse(self, text: str) -> Any:
-        """Parse the option's textual value (``name=value`` in a pipeline string)."""
+        """Parse and check the option's textual value (``name=value`` in a pipeline string)."""
         if self.type is bool:
             if text.lower() in ("1", "true", "on"):
                 return True
             if text.lower() in ("0", "false", "off"):
                 return False
             raise ValueError(f"expected a boolean, got {text!r}")
-        value = self.type(text)
-        if self.choices and value not in self.choices:
-            raise ValueError(f"expected one of {', '.join(map(str, self.choices))}, got {text!r}")
+        try:
+            value = self.type(text)
+        except ValueError:
+            raise ValueError(f"expected {self._kind()}, got {text!r}") from None
+        self.check(value)
         return value
+
+    def check(self, value: Any) -> None:
+        """Raise ``ValueError`` naming the allowed values when ``value`` is not one of them."""
+        if self.choices and value not in self.choices:
+            raise ValueError(f"expected one of {', '.join(map(str, self.choices))}, got {value!r}")
+        if self.type is float and not math.isfinite(value):
+            raise ValueError(f"expected a finite number, got {value!r}")
+        low = INT64_MIN if self.type is int and self.min is None else self.min
+        high = INT64_MAX if self.type is int and self.max is None else self.max
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise ValueError(f"must be {self.range()}, got {value!r}")
+
+    def range(self) -> str:
+        """The allowed numbers in words (``between 1 and 1024``, ``at least 0``), or ``""``."""
+        if self.min is not None and self.max is not None:
+            return f"between {_num(self.min)} and {_num(self.max)}"
+        if self.min is not None:
+            return f"at least {_num(self.min)}"
+        if self.max is not None:
+            return f"at most {_num(self.max)}"
+        return "a 64-bit integer" if self.type is int else ""
+
+    def _kind(self) -> str:
+        return {int: "an integer", float: "a number"}.get(self.type, f"a {self.type.__name__}")
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
 
 
 @dataclass(frozen=True)
@@ -112,6 +154,11 @@ def register_pass(
     see :class:`PassInfo`)."""
     if context not in (MLIR_CONTEXT, TORCH_CONTEXT):
         raise ValueError(f"pass '{name}': context must be 'mlir' or 'torch', got {context!r}")
+    for key, option in options.items():
+        try:
+            option.check(option.default)
+        except ValueError as err:
+            raise ValueError(f"pass '{name}', default of option '{key}': {err}") from None
 
     def wrap(run: Callable[..., None]) -> Callable[..., None]:
         if name in PASSES:

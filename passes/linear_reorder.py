@@ -214,8 +214,8 @@ def reorder_function(func: ir.Operation, rows: int) -> int:
     "Fold a shared linear into the preceding typed linear's weight (W_r q once per type), and "
     "a node-typed projection into the relation linear after a source gather (HGT), when the "
     "cost model says it shrinks work",
-    rows=Option(int, -1, "rows the linears run over (the graph's edge count); -1: many"),
-    nodes=Option(int, -1, "the graph's node count (chained fold); -1: many"),
+    rows=Option(int, -1, "rows the linears run over (the graph's edge count); -1: many", min=-1),
+    nodes=Option(int, -1, "the graph's node count (chained fold); -1: many", min=-1),
     src_typed=Option(
         bool, False, "every relation's sources share one node type (enables the chained fold)"
     ),

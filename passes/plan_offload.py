@@ -277,13 +277,13 @@ def _plan_function(
     "Decide keep/offload/recompute per forward scope from a profile (adaptive offload rule)",
     policy=Option(str, "adaptive", "adaptive | all | none", POLICIES),
     write_bandwidth=Option(
-        int, 0, "write bandwidth in bytes/s (0: the function's placement.write_bandwidth)"
+        int, 0, "write bandwidth in bytes/s (0: the function's placement.write_bandwidth)", min=0
     ),
     recompute=Option(bool, True, "allow recomputation of scopes that are not offloaded"),
     memory_budget=Option(
-        int, 0, "bytes kept scopes may hold before they are recomputed (0: unlimited)"
+        int, 0, "bytes kept scopes may hold before they are recomputed (0: unlimited)", min=0
     ),
-    ahead=Option(int, 1, "prefetch lead, in scopes, recorded on placement.prefetch"),
+    ahead=Option(int, 1, "prefetch lead, in scopes, recorded on placement.prefetch", min=0),
 )
 def run(
     module_op: ir.Operation,

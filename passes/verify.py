@@ -11,11 +11,17 @@ error at that use.
 Each op is checked by one short handler registered under its name (``_HANDLERS``); the index
 ops (gathers and sums) share one handler driven by the ``rowmap`` of their spec, so the kinds
 they move between are stated once, in ``dialects/hector_inter.py``.
+
+:func:`source_problems` runs before that, on the input text: it finds what MLIR's own parser
+would abort the process on (an assertion in C++, not a diagnostic), so the drivers reject that
+input with a located error before parsing it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from mlir import ir
 
@@ -488,11 +494,27 @@ def _gemm_template(v: OpAccess, kinds: _Kinds) -> None:
         _same(so[1], n, "out's width does not match the weight's output dimension", op)
     if v.attr("tile_n") <= 0 or v.attr("block_size") <= 0:
         raise PassFailure("tile_n and block_size must be positive", op.location)
+    _block_size(v)
     if v.attr("epilogue") == "store" and v.has("scatter_index"):
         raise PassFailure(
             'a scattered GEMM must accumulate (epilogue "add" or "atomic_add"): '
             "several rows may land on one output row",
             op.location,
+        )
+
+
+#: The most threads a GPU block may have (CUDA's limit on every current chip).
+MAX_BLOCK_SIZE = 1024
+
+
+def _block_size(v: OpAccess) -> None:
+    """A template's ``block_size`` is a launchable number of threads per block."""
+    block_size = v.attr("block_size")
+    if not 1 <= block_size <= MAX_BLOCK_SIZE:
+        raise PassFailure(
+            f"block_size must be between 1 and {MAX_BLOCK_SIZE} (threads per block), "
+            f"got {block_size}",
+            v.op.location,
         )
 
 
@@ -537,6 +559,7 @@ def _traversal_template(v: OpAccess, kinds: _Kinds) -> None:
         raise PassFailure(f'fn = "{fn}" takes no second input', op.location)
     if v.has("y_index") and not v.has("y"):
         raise PassFailure("y_index given without y", op.location)
+    _block_size(v)
     for role in ("gather_index", "scatter_index", "y_index"):
         if v.has(role):
             _index(v.operand(role), role, op)
@@ -569,6 +592,75 @@ def _traversal_y(op: ir.Operation, fn: str, x: Shape, y: Shape) -> None:
     else:
         _rank(y, 2, "y", op)
         _same(x[1], y[1], f"y of a {fn} must have x's width", op)
+
+
+# ---- source checks: input MLIR's parser would abort on -------------------------------------
+
+# MLIR's lexical tokens, as far as the checks need them: strings and comments (skipped, so
+# text inside them never matches), prefixed identifiers (``%x``, ``!alias``, ``#attr``), bare
+# identifiers and keywords, numbers, and single punctuation characters.
+_TOKEN = re.compile(
+    r"""(?P<string>"(?:[^"\\\n]|\\.)*")
+    |(?P<comment>//[^\n]*)
+    |(?P<prefixed>[%@#!^][A-Za-z0-9_$.\-]+)
+    |(?P<bare>[A-Za-z_][A-Za-z0-9_$.]*)
+    |(?P<number>[0-9][0-9A-Za-z_.]*)
+    |(?P<punct>\S)""",
+    re.VERBOSE,
+)
+
+
+@dataclass(frozen=True)
+class SourceProblem:
+    """Input text MLIR's parser cannot take safely: ``message`` at ``line``:``column`` (1-based)."""
+
+    message: str
+    line: int
+    column: int
+
+
+def source_problems(text: str) -> list[SourceProblem]:
+    """What in ``text`` would make MLIR's parser abort the process instead of reporting an error.
+
+    Today one construct: a dense array attribute of ``index`` elements (``array<index: 1>``,
+    also through a type alias ``!t = index``): MLIR accepts ``index`` as the element type and
+    then asserts on its bit width (``Type::getIntOrFloatBitWidth``).
+    """
+    tokens = [m for m in _TOKEN.finditer(text) if m.lastgroup not in ("comment", None)]
+    words = [m.group() for m in tokens]
+    aliases = {
+        words[i]: words[i + 2]
+        for i in range(len(words) - 2)
+        if tokens[i].lastgroup == "prefixed" and words[i][0] == "!" and words[i + 1] == "="
+    }
+    problems = []
+    for i in range(len(words) - 2):
+        if words[i] == "array" and tokens[i].lastgroup == "bare" and words[i + 1] == "<":
+            if _resolve_alias(words[i + 2], aliases) == "index":
+                line, column = _line_column(text, tokens[i + 2].start())
+                problems.append(
+                    SourceProblem(
+                        "dense array attributes cannot hold 'index' elements (MLIR's parser "
+                        "would abort on them); use a sized integer type, e.g. array<i64: ...>",
+                        line,
+                        column,
+                    )
+                )
+    return problems
+
+
+def _resolve_alias(word: str, aliases: dict[str, str]) -> str:
+    """``word`` with type aliases (``!t = index``) followed; cycles stop where they close."""
+    seen = set()
+    while word in aliases and word not in seen:
+        seen.add(word)
+        word = aliases[word]
+    return word
+
+
+def _line_column(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
 
 
 # ---- driver -------------------------------------------------------------------------------

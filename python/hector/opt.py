@@ -134,7 +134,9 @@ def list_passes(out: TextIO) -> None:
         for opt_name, opt in info.options.items():
             default = str(opt.default).lower() if opt.type is bool else opt.default
             choices = f" (one of {', '.join(map(str, opt.choices))})" if opt.choices else ""
-            out.write(f"      {opt_name}={default} — {opt.doc}{choices}\n")
+            bounded = opt.min is not None or opt.max is not None
+            bounds = f" ({opt.range()})" if bounded else ""
+            out.write(f"      {opt_name}={default} — {opt.doc}{choices}{bounds}\n")
     out.write("Named pipelines:\n")
     for name in sorted(PIPELINES):
         pipeline = PIPELINES[name]
@@ -310,11 +312,12 @@ def _process(
         InvalidPipelineError,
         PipelineError,
         diagnostics_from_error,
+        parse_module,
         run_pipeline,
     )
 
     try:
-        module = ir.Module.parse(chunk.padded, context)
+        module = parse_module(chunk.padded, context)
     except ir.MLIRError as err:
         return _Result(None, diagnostics_from_error(err) + _drain(extra))
     sys.stderr.flush()
@@ -471,8 +474,12 @@ def _run_torch_pipeline(args: argparse.Namespace, stages: list[Stage]) -> int:
 
     from hector.lowering.raise_torch_to_hector import make_torch_context
     from hector.passes._registry import PassFailure
+    from hector.passes.verify import source_problems
 
     text, display = _read_input(args.input)
+    unsafe = [f"{display}:{p.line}:{p.column}: error: {p.message}" for p in source_problems(text)]
+    if unsafe:
+        return _emit_torch(args, None, unsafe)
     context = make_torch_context()
     try:
         with context:

@@ -502,6 +502,25 @@ func.func @gemm_f16(%a: memref<?x16xf16>, %w: memref<16x8xf32>, %out: memref<?x8
 
 // -----
 
+// COUNT: error: block_size must be between 1 and 1024 (threads per block), got 2048
+func.func @gemm_block_too_big(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
+  // expected-error @+1 {{block_size must be between 1 and 1024 (threads per block), got 2048}}
+  "hector_intra.gemm_template"(%a, %w, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 2048 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
+  return
+}
+
+// -----
+
+// A traversal's block_size is checked too (a launch with -1 threads per block is not valid).
+// COUNT: error: block_size must be between 1 and 1024 (threads per block), got -1
+func.func @traversal_block(%dst: memref<?xi32>, %m: memref<?x8xf32>, %out: memref<?x8xf32>) {
+  // expected-error @+1 {{block_size must be between 1 and 1024 (threads per block), got -1}}
+  "hector_intra.traversal_template"(%dst, %m, %out) {parallel = "edge", fn = "copy", reduce = "sum", slope = 0.0 : f32, block_size = -1 : i64, operandSegmentSizes = array<i32: 0, 1, 0, 1, 0, 1>} : (memref<?xi32>, memref<?x8xf32>, memref<?x8xf32>) -> ()
+  return
+}
+
+// -----
+
 // COUNT: error: out of a sum over all rows must have rank 1, got rank 2
 func.func @reduce_without_index(%m: memref<?x8xf32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{out of a sum over all rows must have rank 1, got rank 2}}

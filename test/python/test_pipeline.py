@@ -21,7 +21,15 @@ from hector.passes._pipeline import (
     run_pipeline,
     split_elements,
 )
-from hector.passes._registry import PASSES, PIPELINES, Option, PassFailure, PassInfo, PipelineInfo
+from hector.passes._registry import (
+    PASSES,
+    PIPELINES,
+    Option,
+    PassFailure,
+    PassInfo,
+    PipelineInfo,
+    register_pass,
+)
 
 _TEST_PASSES = {
     "test-noop": PassInfo(
@@ -289,6 +297,8 @@ def test_no_reproducer_when_disabled(registry: list[str]) -> None:
 
 
 def test_python_exception_becomes_diagnostic(registry: list[str]) -> None:
+    """With no op in sight the message names the pass alone, at the first function."""
+
     def crash(op: ir.Operation) -> None:
         raise KeyError("oops")
 
@@ -298,6 +308,7 @@ def test_python_exception_becomes_diagnostic(registry: list[str]) -> None:
         run_pipeline(_parse(ctx), "test-crash", verify=False, reproducer=False)
     [diag] = info.value.diagnostics
     assert diag.message == "internal error in pass 'test-crash': KeyError: 'oops'"
+    assert (diag.line, diag.column) == (2, 1)
     assert "Traceback" in info.value.tracebacks[0]
 
 
@@ -311,6 +322,55 @@ def test_failure_without_location_uses_module(registry: list[str]) -> None:
         run_pipeline(_parse(ctx), "test-refuse", verify=False, reproducer=False)
     [diag] = info.value.diagnostics
     assert diag.message == "test: refused"
+    # The parser's implicit module sits at line 0: the error goes to its first function.
+    assert (diag.line, diag.column) == (2, 1)
+
+
+def _crash_on_unary(op: ir.Operation) -> None:
+    func = op.regions[0].blocks[0].operations[0]
+    for inner in func.regions[0].blocks[0].operations:
+        if inner.name == "hector_inter.unary":
+            _inspect(inner)
+
+
+def _inspect(inner: ir.Operation) -> None:
+    raise IndexError("no such operand")  # a bug in the pass, deeper in its call stack
+
+
+def test_internal_error_is_located_at_the_op_being_processed(registry: list[str]) -> None:
+    """A Python exception inside a pass names and points at the op the pass was working on
+    (not the module at file:0:0), says it is internal, and keeps the reproducer."""
+    _register(registry, "test-crash-op", _crash_on_unary)
+    ctx = make_context()
+    with pytest.raises(PipelineError) as info:
+        run_pipeline(_parse(ctx), "test-crash-op", verify=False)
+    err = info.value
+    try:
+        [diag] = err.diagnostics
+        assert diag.message == (
+            "internal error in pass 'test-crash-op' on 'hector_inter.unary': "
+            "IndexError: no such operand"
+        )
+        assert (diag.line, diag.column) == (3, 8)
+        assert err.reproducer is not None
+        assert os.path.exists(err.reproducer)
+        assert "IndexError" in err.tracebacks[0]
+    finally:
+        if err.reproducer is not None and os.path.exists(err.reproducer):
+            os.remove(err.reproducer)
+
+
+def test_internal_error_without_an_op_goes_to_the_function(registry: list[str]) -> None:
+    def crash(op: ir.Operation) -> None:
+        func = op.regions[0].blocks[0].operations[0]
+        raise ValueError(f"cannot handle {func.name}")
+
+    _register(registry, "test-crash-func", crash)
+    with pytest.raises(PipelineError) as info:
+        run_pipeline(_parse(make_context()), "test-crash-func", verify=False, reproducer=False)
+    [diag] = info.value.diagnostics
+    assert diag.message.startswith("internal error in pass 'test-crash-func' on 'func.func'")
+    assert (diag.line, diag.column) == (2, 1)
 
 
 def test_failure_reports_every_error(registry: list[str]) -> None:
@@ -363,3 +423,87 @@ def test_print_ir_after_all_goes_to_stderr(registry: list[str]) -> None:
     assert "IR Dump After test-noop (test-noop)" in proc.stderr
     assert "IR Dump After Canonicalizer (canonicalize)" in proc.stderr
     assert proc.stdout == ""
+
+
+# ---- options ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("option", "text", "message"),
+    [
+        (Option(int, 4, "n", min=1, max=1024), "0", "must be between 1 and 1024, got 0"),
+        (Option(int, 4, "n", min=1, max=1024), "1025", "must be between 1 and 1024, got 1025"),
+        (Option(int, 0, "n", min=0), "-1", "must be at least 0, got -1"),
+        (Option(int, 0, "n"), str(2**63), "must be a 64-bit integer"),
+        (Option(int, 0, "n"), "1.5", "expected an integer, got '1.5'"),
+        (Option(float, 0.5, "x"), "nan", "expected a finite number, got nan"),
+        (Option(float, 0.5, "x"), "inf", "expected a finite number, got inf"),
+        (Option(float, 0.5, "x"), "abc", "expected a number, got 'abc'"),
+    ],
+)
+def test_option_rejects_values_out_of_range(option: Option, text: str, message: str) -> None:
+    with pytest.raises(ValueError, match="^" + message.replace("(", r"\\(")):
+        option.parse(text)
+
+
+def test_option_accepts_bounds() -> None:
+    option = Option(int, 4, "n", min=1, max=1024)
+    assert (option.parse("1"), option.parse("1024")) == (1, 1024)
+    assert Option(int, 0, "n").parse(str(-(2**63))) == -(2**63)
+
+
+def test_out_of_range_option_is_an_invalid_pipeline(registry: list[str]) -> None:
+    PASSES["test-bounded"] = PassInfo(
+        "test-bounded", "t", lambda op, n: None, {"n": Option(int, 4, "n", min=1, max=8)}
+    )
+    registry.append("test-bounded")
+    with pytest.raises(
+        InvalidPipelineError,
+        match="pass 'test-bounded', option 'n': must be between 1 and 8, got 0",
+    ):
+        parse_pipeline("test-bounded{n=0}")
+
+
+def test_register_pass_rejects_a_default_out_of_range() -> None:
+    with pytest.raises(ValueError, match="default of option 'n': must be at least 1, got 0"):
+        register_pass("test-bad-default", "t", n=Option(int, 0, "n", min=1))
+    assert "test-bad-default" not in PASSES
+
+
+def test_every_registered_option_default_is_valid() -> None:
+    import hector.lowering  # noqa: F401  (registers every pass)
+
+    for info in PASSES.values():
+        for option in info.options.values():
+            option.check(option.default)
+
+
+# ---- parsing input -------------------------------------------------------------------------
+
+
+def test_parse_module_rejects_index_dense_array_before_mlir_aborts() -> None:
+    """MLIR's parser asserts (aborts the process) on array<index: ...>: parse_module raises a
+    located ir.MLIRError instead, like any parse error (here through a type alias)."""
+    text = "!t = index\nmodule attributes {a = array<i64: 1>, b = array<!t: 1>} {}\n"
+    with pytest.raises(ir.MLIRError) as info:
+        _pipeline.parse_module(text, make_context())
+    [diag] = _pipeline.diagnostics_from_error(info.value)
+    assert (diag.file, diag.line, diag.column) == ("-", 2, 49)
+    assert "dense array attributes cannot hold 'index' elements" in diag.message
+
+
+def test_parse_module_file_names_the_file(tmp_path) -> None:
+    path = tmp_path / "in.mlir"
+    # Comments and strings are not attributes: only line 3's array is.
+    path.write_text(
+        '// array<index: 1>\nmodule attributes {s = "array<index>",\n  a = array <index>} {}\n'
+    )
+    with pytest.raises(ir.MLIRError) as info:
+        _pipeline.parse_module_file(str(path), make_context())
+    [diag] = _pipeline.diagnostics_from_error(info.value)
+    assert (diag.file, diag.line, diag.column) == (str(path), 3, 14)
+
+
+def test_parse_module_parses_safe_text() -> None:
+    text = "module attributes {test.a = array<i64: 1>} {}"
+    assert "array<i64: 1>" in str(_pipeline.parse_module(text, make_context()))
