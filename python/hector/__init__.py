@@ -5,7 +5,9 @@
 ``hector.HeteroGraph`` holds a validated heterogeneous graph.
 
 The public names are imported lazily, so tools that only need the compiler (``hector-opt``)
-start without loading PyTorch.
+start without loading PyTorch, and the runtime layer (``hector.runtime``, ``hector.unified``,
+``hector.graph``, prebuilt bundles) imports where MLIR and torch-mlir are not installed: the
+compiler is loaded on first use.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ def _load_mlir_before_torch_mlir() -> None:
     crash (segmentation fault). Loading ``mlir``'s library here (~50 ms, no PyTorch) fixes the
     order for every program that imports ``hector`` first; one that imported torch-mlir's
     bindings first gets a clear :class:`ImportError` instead of a crash later.
+
+    Where MLIR is not installed (a GPU node that runs prebuilt kernels and bundles) this does
+    nothing: the runtime layer needs no compiler, and the compiler's modules raise their own
+    ``ModuleNotFoundError`` for ``mlir`` when first used.
     """
     if "mlir._mlir_libs._mlir" in sys.modules:
         return
@@ -34,7 +40,13 @@ def _load_mlir_before_torch_mlir() -> None:
             "loaded, and Hector's JIT-compiled kernels would crash against them; move "
             "'import hector' above the first torch_mlir import"
         )
-    importlib.import_module("mlir._mlir_libs._mlir")
+    try:
+        importlib.import_module("mlir._mlir_libs._mlir")
+    except ModuleNotFoundError as err:
+        # Only the absence of the whole ``mlir`` package means "no compiler here"; a broken
+        # install (a missing submodule or native library) still fails loudly.
+        if err.name != "mlir":
+            raise
 
 
 _load_mlir_before_torch_mlir()

@@ -20,12 +20,16 @@ needs CUDA to import.
 
 :func:`gather` reads rows of a unified table by an index into GPU memory with Hector's
 zero-copy gather kernel (a ``hector_intra.traversal_template``, ``fn = "copy"``, compiled to PTX
-by :func:`gather_kernel_ptx` and launched through :mod:`hector.runtime.launch`).
+by :func:`gather_kernel_ptx` and launched through :mod:`hector.runtime.launch`). Where MLIR is
+not installed (a GPU node), the kernel's PTX is read from the folder named by
+``$HECTOR_PREBUILT_KERNELS`` (``scripts/build_carry.sh`` fills one), so gathering needs no
+compiler there; this module imports nothing from MLIR at module level.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import types
 from dataclasses import dataclass
@@ -36,6 +40,8 @@ import torch
 from .dialects.hector_intra import ALIGN_MODES
 
 AFFINITIES = ("gpu", "host")
+#: Environment variable naming a folder of prebuilt gather kernels (:func:`gather_kernel_file`).
+PREBUILT_KERNELS_ENV = "HECTOR_PREBUILT_KERNELS"
 _ATTR = "_hector_unified"
 
 
@@ -207,12 +213,45 @@ def gather_kernel_source(width: int, align: str = "warp128", block_size: int = 2
     return str(gather_kernel_module(width, align, block_size))
 
 
-@functools.lru_cache(maxsize=64)
+def gather_kernel_file(width: int, align: str, block_size: int, chip: str) -> str:
+    """File name of the prebuilt PTX of one gather kernel in ``$HECTOR_PREBUILT_KERNELS``."""
+    return f"{gather_kernel_name(align)}_w{width}_b{block_size}_{chip}.ptx"
+
+
 def gather_kernel_ptx(
     width: int, align: str = "warp128", block_size: int = 256, chip: str = "sm_90"
 ) -> str:
-    """PTX of the standalone gather kernel (entry :func:`gather_kernel_name`), compiled on the
-    CPU through ``convert-hector-intra-to-gpu`` and the NVPTX back end; cached per arguments."""
+    """PTX of the standalone gather kernel (entry :func:`gather_kernel_name`).
+
+    Read from ``$HECTOR_PREBUILT_KERNELS/<gather_kernel_file(...)>`` when that file exists;
+    otherwise compiled on the CPU through ``convert-hector-intra-to-gpu`` and the NVPTX back end
+    (which needs MLIR), cached per arguments.
+
+    Raises:
+        UnifiedError: if the kernel is not prebuilt and MLIR is not installed to compile it.
+    """
+    _check_gather_args(width, align, block_size)
+    folder = os.environ.get(PREBUILT_KERNELS_ENV)
+    if folder:
+        path = os.path.join(folder, gather_kernel_file(width, align, block_size, chip))
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                return f.read()
+    try:
+        return _compile_gather_kernel_ptx(width, align, block_size, chip)
+    except ModuleNotFoundError as err:
+        if err.name != "mlir":
+            raise
+        where = f"in {folder}" if folder else f"(${PREBUILT_KERNELS_ENV} is not set)"
+        raise UnifiedError(
+            f"the gather kernel {gather_kernel_file(width, align, block_size, chip)} is not "
+            f"prebuilt {where}, and MLIR is not installed to compile it; build it where MLIR "
+            "is (scripts/build_carry.sh) and point $HECTOR_PREBUILT_KERNELS at the folder"
+        ) from err
+
+
+@functools.lru_cache(maxsize=64)
+def _compile_gather_kernel_ptx(width: int, align: str, block_size: int, chip: str) -> str:
     module = gather_kernel_module(width, align, block_size)
     from .lowering import pipelines
     from .lowering.ptx import extract_ptx

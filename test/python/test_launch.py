@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import ctypes
-import importlib.util
-from typing import Any
 
 import pytest
 import torch
+from _fake_driver import FakeDriver, read_u64
+from _no_mlir import run_python
 
 from hector.runtime import launch
 from hector.runtime.launch import Launcher, LaunchError, MemRef
@@ -30,46 +30,6 @@ PTX = """
 """
 
 
-class FakeDriver:
-    """Records what the launcher asks of the CUDA driver and reads the packed parameters back."""
-
-    def __init__(self, arch: str = "sm_90") -> None:
-        self._arch = arch
-        self.loaded: list[bytes] = []
-        self.launches: list[dict[str, Any]] = []
-        self.syncs = 0
-
-    def arch(self) -> str:
-        return self._arch
-
-    def load_module(self, ptx: bytes) -> Any:
-        self.loaded.append(ptx)
-        return ("module", len(self.loaded))
-
-    def get_function(self, module: Any, name: str) -> Any:
-        return (module, name)
-
-    def launch(self, function, grid, block, params, shared, stream) -> None:
-        self.launches.append(
-            {
-                "function": function,
-                "grid": grid,
-                "block": block,
-                "params": params,
-                "shared": shared,
-                "stream": stream,
-            }
-        )
-
-    def synchronize(self) -> None:
-        self.syncs += 1
-
-
-def _read_u64(params: Any, n: int) -> list[int]:
-    """Dereference the first ``n`` entries of a void** array as 64-bit integers."""
-    return [ctypes.c_int64.from_address(params[i]).value for i in range(n)]
-
-
 def test_memref_expansion_follows_gpu_to_nvvm() -> None:
     m = MemRef.from_pointer(0x1000, (7, 100), (100, 1))
     assert m.values() == [0x1000, 0x1000, 0, 7, 100, 100, 1]
@@ -77,7 +37,7 @@ def test_memref_expansion_follows_gpu_to_nvvm() -> None:
     v = MemRef.from_pointer(0x2000, (5,), (1,), offset=3)
     assert launch.param_count([v, m, 42, 1.5]) == 5 + 7 + 1 + 1
     params, keep = launch.pack_params([v, 42])
-    assert _read_u64(params, 6) == [0x2000, 0x2000, 3, 5, 1, 42]
+    assert read_u64(params, 6) == [0x2000, 0x2000, 3, 5, 1, 42]
     params, keep = launch.pack_params([2.5])
     assert ctypes.c_float.from_address(params[0]).value == 2.5
     del keep
@@ -144,18 +104,32 @@ def test_gather_kernel_signature_matches_the_packing() -> None:
     assert launch.ptx_param_counts(ptx)[name] == launch.param_count([idx, table, out]) == 19
     drv = FakeDriver()
     Launcher(drv).launch(ptx, name, (1, 1, 1), (256, 1, 1), [idx, table, out])
-    assert _read_u64(drv.launches[0]["params"], 19)[5:12] == [0x20, 0x20, 0, 1000, 100, 100, 1]
+    assert drv.launches[0]["values"][5:12] == [0x20, 0x20, 0, 1000, 100, 100, 1]
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("cuda") is not None, reason="cuda-bindings is installed here"
-)
+_WITHOUT_BINDINGS = """
+import sys
+from hector.runtime.launch import Launcher, LaunchError, MemRef, CudaDriver
+try:
+    CudaDriver()
+except LaunchError as err:
+    print("driver:", err)
+lau = Launcher()  # costs nothing until used
+try:
+    lau.launch(sys.argv[1], "k", (1, 1, 1), (1, 1, 1), [MemRef.from_pointer(1, (1,), (1,)), 1])
+except LaunchError as err:
+    print("launch:", err)
+"""
+
+
 def test_cuda_driver_without_bindings_is_a_clear_error() -> None:
-    with pytest.raises(LaunchError, match="pip install cuda-bindings"):
-        launch.CudaDriver()
-    lau = Launcher()  # costs nothing until used
-    with pytest.raises(LaunchError, match="needs the CUDA driver bindings"):
-        lau.launch(PTX, "k", (1, 1, 1), (1, 1, 1), [MemRef.from_pointer(1, (1,), (1,)), 1])
+    # cuda-bindings blocked in a subprocess, so this runs whether or not it is installed here.
+    proc = run_python("-c", _WITHOUT_BINDINGS, PTX, blocked=("cuda",))
+    assert proc.returncode == 0, proc.stderr
+    driver, launched = proc.stdout.splitlines()
+    assert driver.startswith("driver: launching Hector's kernels needs the CUDA driver bindings")
+    assert "pip install cuda-bindings" in driver
+    assert launched.startswith("launch: launching Hector's kernels needs the CUDA driver bindings")
 
 
 def test_device_arch_defaults_without_cuda() -> None:
