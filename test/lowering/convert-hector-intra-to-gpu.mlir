@@ -192,3 +192,89 @@ func.func @untouched(%a: memref<?x8xf32>) {
   return
 }
 func.func private @decl(memref<?x8xf32>)
+
+// -----
+
+// ---- weight gradients (variant "xty"): parallel over rows, deterministic --------------------
+// The rows are cut into C = max(1, min(ceil(M / 256), budget / (T*K*N))) chunks; one thread per
+// (chunk, k, n) sums its chunk's rows in order into its own slot of a partials temporary
+// [C, (T,) K, N] (gpu.alloc: PyTorch's caching allocator under a bundle), then one thread per
+// ((t,) k, n) adds the C partials in order into the gradient. No atomics anywhere, so the
+// result does not depend on thread scheduling; a grid of C*K*N threads instead of K*N.
+
+// CHECK-LABEL: func.func @wgrad
+//   sliced by edge type: the partials are [C, 3, 16, 8], zeroed (a chunk touches only its types)
+// CHECK: %[[M:.*]] = memref.dim %{{.*}}, %{{.*}} : memref<?xi32>
+// CHECK-NEXT: %[[R:.*]] = arith.constant 256 : index
+// CHECK-NEXT: %[[R1:.*]] = arith.constant 255 : index
+// CHECK-NEXT: %[[MP:.*]] = arith.addi %[[M]], %[[R1]] : index
+// CHECK-NEXT: %[[WANT:.*]] = arith.divui %[[MP]], %[[R]] : index
+// CHECK-NEXT: %[[CAP:.*]] = arith.constant 43690 : index
+// CHECK-NEXT: %[[MIN:.*]] = arith.minui %[[WANT]], %[[CAP]] : index
+// CHECK-NEXT: %[[ONE:.*]] = arith.constant 1 : index
+// CHECK-NEXT: %[[C:.*]] = arith.maxui %[[MIN]], %[[ONE]] : index
+// CHECK-NEXT: %[[P:.*]] = gpu.alloc (%[[C]]) : memref<?x3x16x8xf32>
+// CHECK-NEXT: %[[Z:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT: gpu.memset %[[P]], %[[Z]] : memref<?x3x16x8xf32>, f32
+// CHECK-NEXT: %[[KN:.*]] = arith.constant 128 : index
+// CHECK-NEXT: %[[TH:.*]] = arith.muli %[[C]], %[[KN]] : index
+// CHECK: gpu.launch_func @hector_kernels::@wgrad_2_gemm blocks in ({{.*}}) threads in ({{.*}}) args({{.*}}, %[[P]] : memref<?x3x16x8xf32>)
+// CHECK-NEXT: %[[TKN:.*]] = arith.constant 384 : index
+// CHECK: gpu.launch_func @hector_kernels::@wgrad_2_gemm_reduce blocks in ({{.*}}) threads in ({{.*}}) args(%[[P]] : memref<?x3x16x8xf32>, %[[DW:.*]] : memref<3x16x8xf32>)
+// CHECK-NEXT: gpu.dealloc %[[P]] : memref<?x3x16x8xf32>
+//   shared weight: partials [C, 16, 8], each slot written once (no memset)
+// CHECK: %[[P2:.*]] = gpu.alloc (%{{.*}}) : memref<?x16x8xf32>
+// CHECK-NOT: gpu.memset
+// CHECK: gpu.launch_func @hector_kernels::@wgrad_4_gemm {{.*}} args({{.*}}, %[[P2]] : memref<?x16x8xf32>)
+// CHECK: gpu.launch_func @hector_kernels::@wgrad_4_gemm_reduce {{.*}} args(%[[P2]] : memref<?x16x8xf32>, %{{.*}} : memref<16x8xf32>)
+// CHECK-NEXT: gpu.dealloc %[[P2]] : memref<?x16x8xf32>
+
+// KERNELS-LABEL: gpu.func @wgrad_2_gemm(
+//   thread (chunk c, k, n); chunk c covers rows [c*per, min((c+1)*per, M)), per = ceil(M / C)
+// KERNELS: %[[M:.*]] = memref.dim %{{.*}}, %{{.*}} : memref<?xi32>
+// KERNELS-NEXT: %[[C:.*]] = memref.dim %[[P:.*]], %{{.*}} : memref<?x3x16x8xf32>
+// KERNELS: %[[CH:.*]] = arith.divui %{{.*}}, %{{.*}} : index
+// KERNELS: %[[OK:.*]] = arith.cmpi ult, %[[CH]], %[[C]] : index
+// KERNELS: scf.if %[[OK]] {
+// KERNELS: %[[PER:.*]] = arith.divui %{{.*}}, %[[C]] : index
+// KERNELS-NEXT: %[[LO:.*]] = arith.muli %[[CH]], %[[PER]] : index
+// KERNELS-NEXT: %[[END:.*]] = arith.addi %[[LO]], %[[PER]] : index
+// KERNELS-NEXT: %[[HI:.*]] = arith.minui %[[END]], %[[M]] : index
+// KERNELS-NEXT: %[[LO2:.*]] = arith.minui %[[LO]], %[[M]] : index
+// KERNELS-NEXT: scf.for %[[I:.*]] = %[[LO2]] to %[[HI]] step
+//   the row's type picks the partial's slice; a plain add: the thread owns [c, *, k, n]
+// KERNELS: %[[R:.*]] = arith.index_cast %{{.*}} : i32 to index
+// KERNELS-NEXT: memref.load %{{.*}}[%[[I]]] : memref<?xi32>
+// KERNELS-NEXT: %[[T:.*]] = arith.index_cast %{{.*}} : i32 to index
+// KERNELS: memref.load %[[P]][%[[CH]], %[[T]], %{{.*}}, %{{.*}}] : memref<?x3x16x8xf32>
+// KERNELS-NEXT: arith.addf
+// KERNELS-NEXT: memref.store %{{.*}}, %[[P]][%[[CH]], %[[T]], %{{.*}}, %{{.*}}] : memref<?x3x16x8xf32>
+// KERNELS-NOT: atomic_rmw
+// KERNELS: gpu.return
+// KERNELS-LABEL: gpu.func @wgrad_2_gemm_reduce(
+//   thread (t, k, n) of the 384 gradient elements sums the C partials in chunk order
+// KERNELS: %[[C:.*]] = memref.dim %[[P:.*]], %{{.*}} : memref<?x3x16x8xf32>
+// KERNELS: arith.cmpi ult, %{{.*}}, %{{.*}} : index
+// KERNELS: %[[S:.*]] = scf.for %[[CI:.*]] = %{{.*}} to %[[C]] step %{{.*}} iter_args
+// KERNELS-NEXT: memref.load %[[P]][%[[CI]], %{{.*}}, %{{.*}}, %{{.*}}] : memref<?x3x16x8xf32>
+// KERNELS-NEXT: arith.addf
+// KERNELS-NEXT: scf.yield
+// KERNELS: memref.load %{{.*}} : memref<3x16x8xf32>
+// KERNELS-NEXT: arith.addf %{{.*}}, %[[S]] : f32
+// KERNELS-NEXT: memref.store
+// KERNELS-NOT: atomic_rmw
+// KERNELS: gpu.return
+// KERNELS-LABEL: gpu.func @wgrad_4_gemm(
+//   shared weight: the chunk's sum in a register, one store per thread
+// KERNELS: scf.for {{.*}} iter_args
+// KERNELS: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : memref<?x16x8xf32>
+// KERNELS-NOT: atomic_rmw
+// KERNELS: gpu.return
+func.func @wgrad(%a: memref<?x16xf32>, %g: memref<?x8xf32>, %src: memref<?xi32>, %et: memref<?xi32>, %dw: memref<3x16x8xf32>, %dr: memref<16x8xf32>) {
+  %zero = arith.constant 0.000000e+00 : f32
+  linalg.fill ins(%zero : f32) outs(%dw : memref<3x16x8xf32>)
+  "hector_intra.gemm_template"(%a, %g, %src, %et, %dw) {variant = "xty", epilogue = "add", tile_n = 1 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1>} : (memref<?x16xf32>, memref<?x8xf32>, memref<?xi32>, memref<?xi32>, memref<3x16x8xf32>) -> ()
+  linalg.fill ins(%zero : f32) outs(%dr : memref<16x8xf32>)
+  "hector_intra.gemm_template"(%a, %g, %dr) {variant = "xty", epilogue = "add", tile_n = 1 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<?x8xf32>, memref<16x8xf32>) -> ()
+  return
+}

@@ -3,6 +3,8 @@
 // RUN: hector-opt %s -p hector-lower-cuda | FileCheck %s --check-prefix=GONE
 // RUN: hector-opt %s -p hector-lower-cuda | mlir-translate --mlir-to-llvmir | FileCheck %s --check-prefix=LLVMIR
 // RUN: hector-opt %s -p 'hector-lower-gpu, hector-lower-gpu-host' | FileCheck %s --check-prefix=ORDER
+// RUN: hector-opt %s -p 'hector-lower-gpu, func.func(gpu-async-region), hector-skip-empty-launches' | FileCheck %s --check-prefix=GUARD
+// RUN: hector-opt %s -p hector-lower-cuda | FileCheck %s --check-prefix=SKIP
 
 // Target "cuda" (hector.gpu_exec): after the GPU stages (kernels → PTX in a gpu.binary), the
 // host stage `hector-lower-gpu-host` lowers the host functions to the LLVM dialect. Every GPU
@@ -44,6 +46,35 @@
 // ORDER-NOT: gpu.launch_func
 // ORDER: llvm.call @mgpuStreamSynchronize
 // ORDER-LABEL: llvm.func @_mlir_ciface_rgcn(
+
+// Launches over nothing are skipped (hector-skip-empty-launches, after gpu-async-region): each
+// launch sits under `scf.if` its grid has a block, so an empty graph or an edge type without
+// edges never asks the driver for a zero-block grid. The guarded launch's token is not used
+// after it: what followed it waits on its dependency, the same stream (no token crosses the
+// branch, so gpu-to-llvm still sees one stream and synchronizes and destroys it at the end).
+// GUARD-LABEL: func.func @sum_copy(
+// GUARD: %[[S:.*]] = gpu.wait async
+// GUARD-NEXT: %[[T:.*]] = gpu.memset async [%[[S]]]
+// GUARD: %[[GRID:.*]] = arith.divui
+// GUARD: %[[NZ:.*]] = arith.cmpi ne, %[[GRID]], %{{.*}} : index
+// GUARD: %[[YZ:.*]] = arith.andi %[[NZ]], %{{.*}} : i1
+// GUARD-NEXT: %[[ALL:.*]] = arith.andi %[[YZ]], %{{.*}} : i1
+// GUARD-NEXT: scf.if %[[ALL]] {
+// GUARD-NEXT: gpu.launch_func async [%[[T]]] @hector_kernels::@sum_copy_3_traversal blocks in (%[[GRID]],
+// GUARD-NEXT: }
+// GUARD-NEXT: gpu.wait [%[[T]]]
+// GUARD-NEXT: return
+// SKIP-LABEL: llvm.func @sum_copy(
+// SKIP: %[[S:.*]] = llvm.call @mgpuStreamCreate()
+// SKIP: %[[GRID:.*]] = llvm.udiv
+// SKIP-NEXT: %[[NZ:.*]] = llvm.icmp "ne" %[[GRID]], %{{.*}} : i64
+// SKIP-NEXT: llvm.cond_br %[[NZ]], ^[[BODY:bb[0-9]+]], ^[[DONE:bb[0-9]+]]
+// SKIP-NEXT: ^[[BODY]]:
+// SKIP: gpu.launch_func <%[[S]] : !llvm.ptr> @hector_kernels::@sum_copy_3_traversal blocks in (%[[GRID]],
+// SKIP-NEXT: llvm.br ^[[DONE]]
+// SKIP-NEXT: ^[[DONE]]:
+// SKIP-NEXT: llvm.call @mgpuStreamSynchronize(%[[S]])
+// SKIP-NEXT: llvm.call @mgpuStreamDestroy(%[[S]])
 
 // Nothing above the LLVM dialect is left on the host; no gpu.module, no memref or func ops.
 // GONE-NOT: func.func
