@@ -251,3 +251,24 @@ def test_stats_count_bytes(store):
     store.remove(k)
     assert store.stats()["bytes_on_disk"] == 0
     assert not os.path.exists(store.file_of(k))
+
+
+def test_a_closed_store_is_never_reopened(tmp_path):
+    root = tmp_path / "root"
+    s = TensorStore(str(root))
+    key = s.write_array(_data(10_000))
+    s.close()
+    s.close()  # idempotent
+    assert s.closed
+    assert os.listdir(root) == []
+    for use in (
+        lambda: s.write(0, 0),
+        lambda: s.wait(key),
+        lambda: s.poll(key),
+        lambda: s.read_array(key, np.zeros(10_000, dtype=np.uint8)),
+        s.stats,
+    ):
+        with pytest.raises(ValueError, match=r"is closed .*open a new TensorStore"):
+            use()
+    s.remove(key)  # a no-op, as for release after close
+    assert os.listdir(root) == []

@@ -96,6 +96,7 @@ class _Entry:
         "wanted",
         "weak",
         "ptr",
+        "orphaned",
     )
 
     def __init__(self, entry_id: int, nbytes: int, device: torch.device) -> None:
@@ -112,6 +113,7 @@ class _Entry:
         self.wanted = False
         self.weak: Any = None
         self.ptr = 0
+        self.orphaned = False  # its forward or backward raised: no step is waiting for it
 
 
 class _Handle:
@@ -206,7 +208,6 @@ class TensorCache:
         self._writing: dict[int, _Entry] = {}  # by key: writes whose outcome is not known yet
         self._unraised: list[OffloadIOError] = []  # on_write_error="raise": for the next flush
         self._closed = False
-        self._failed_passes: set[int] = set()  # passes whose forward or backward raised
         self._closed_store_stats: dict[str, Any] | None = None
         self.errors: list[OffloadIOError] = []
         self.module = module
@@ -325,7 +326,7 @@ class TensorCache:
         try:
             self.flush()
         except BaseException:
-            self._step_failed()
+            self._step_failed(self._pass)
             raise
 
     def _scope_pre(self, name: str) -> Callable[..., None]:
@@ -390,18 +391,21 @@ class TensorCache:
             ctx, self._ctx = self._ctx, None
             ctx.__exit__(exc_type, exc, tb)
         if exc_type is not None:
-            self._step_failed()
+            self._step_failed(self._pass)
         elif not self._closed:
             try:
                 self.flush()  # leaving the block ends the forward: report write errors here
             except BaseException:
-                self._step_failed()
+                self._step_failed(self._pass)
                 raise
 
-    def _step_failed(self) -> None:
-        """The current pass raised: its graph is dead, even if a traceback still holds it."""
+    def _step_failed(self, pass_: int) -> None:
+        """Pass ``pass_`` raised: its graph is dead, even if a traceback still holds it."""
         with self._lock:
-            self._failed_passes.add(self._pass)
+            for (p, _), group in self._groups.items():
+                if p == pass_:
+                    for e in group.values():
+                        e.orphaned = True
 
     def _check_open(self) -> None:
         if self._closed:
@@ -442,11 +446,7 @@ class TensorCache:
         even while the exception's traceback still holds its graph.
         """
         with self._lock:
-            return sum(
-                len(group)
-                for (pass_, _), group in self._groups.items()
-                if pass_ not in self._failed_passes
-            )
+            return sum(not e.orphaned for group in self._groups.values() for e in group.values())
 
     def close(self, *, force: bool = False) -> None:
         """Remove the hooks, undo recompute wrappers, close the store (deleting its files).
@@ -463,17 +463,8 @@ class TensorCache:
         """
         if self._closed:
             return
-        alive = self.saved_tensors_alive()
-        if alive and not force:
-            gc.collect()  # a graph kept only by a reference cycle is not a step in flight
-            alive = self.saved_tensors_alive()
-        if alive and not force:
-            raise OffloadError(
-                f"close() during a step: {alive} saved tensor(s) of this offload cache are still "
-                "referenced by autograd (a forward whose backward has not run). Run backward "
-                "(or drop its outputs, e.g. `del loss`) before close(), or call "
-                "close(force=True) to discard them (that backward then fails)"
-            )
+        if not force:
+            self._check_no_step_in_flight()
         for h in self._hooks:
             h.remove()
         self._hooks.clear()
@@ -486,6 +477,19 @@ class TensorCache:
                 self._closed_store_stats = self._store.stats()
                 self._store.close()  # waits for the I/O still reading saved memory
             self._discard_entries()
+
+    def _check_no_step_in_flight(self) -> None:
+        alive = self.saved_tensors_alive()
+        if alive:
+            gc.collect()  # a graph kept only by a reference cycle is not a step in flight
+            alive = self.saved_tensors_alive()
+        if alive:
+            raise OffloadError(
+                f"close() during a step: {alive} saved tensor(s) of this offload cache are still "
+                "referenced by autograd (a forward whose backward has not run). Run backward "
+                "(or drop its outputs, e.g. `del loss`) before close(), or call "
+                "close(force=True) to discard them (that backward then fails)"
+            )
 
     def _discard_entries(self) -> None:
         """Drop every saved tensor of a (force-)closed cache; their handles now fail."""
@@ -581,7 +585,7 @@ class TensorCache:
             try:
                 storage = self._materialize(e)
             except BaseException:
-                self._failed_passes.add(group[0])  # this backward is over
+                self._step_failed(group[0])  # this backward is over
                 raise
         out = torch.empty((0,), dtype=dtype, device=storage.device)
         return out.set_(storage, offset, size, stride)
@@ -787,7 +791,7 @@ class OffloadedModule(nn.Module):
             try:
                 return self.module(*args, **kwargs)
             except BaseException:
-                self.cache._step_failed()
+                self.cache._step_failed(self.cache._pass)
                 raise
 
     @property
