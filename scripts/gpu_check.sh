@@ -211,11 +211,14 @@ status_of() {
 }
 
 # section NAME CAP CMD...: run_capped, then one summary line (detail: $DETAIL, or the exit).
+# A failure that is the import of the compiler (absent on the GPU image) is NEEDS-MLIR.
 section() {
   local name=$1
   run_capped "$@" || return 0
   local status detail=${DETAIL:-}
   status=$(status_of "$section_rc")
+  if [[ $status == FAILED ]] && grep -qE "No module named '(torch_)?mlir'" "$WORK/$name.log"
+  then status=NEEDS-MLIR; fi
   [[ $status == PASSED ]] || detail="exit $section_rc, see $name.log${detail:+; $detail}"
   record "$name" "$status" "$section_took" "$detail"
 }
