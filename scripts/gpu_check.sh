@@ -315,11 +315,28 @@ print("HeteroGraph", g)
 print("compiler loaded:", sorted({m.split(".")[0] for m in sys.modules} & {"mlir", "torch_mlir"}))
 EOF
 
-# ptx-load: ptxas -v (registers, spills) and the driver's load of each carried PTX, timed.
+# ptx-load: ptxas -v (registers, spills), the driver JIT's own info/error log, and the load of
+# each carried PTX through the launcher's driver (cuModuleLoadData), timed.
 cat >"$TMPD/ptx_load.py" <<'EOF'
-import glob, json, os, shutil, subprocess, sys, time
+import ctypes, glob, json, os, shutil, subprocess, sys, time
 
 from hector.runtime import launch
+
+
+def jit_log(ptx):
+    """cuModuleLoadDataEx with the JIT's info and error logs (CUjit_option 3-6, verbose 12)."""
+    cu = ctypes.CDLL("libcuda.so.1")
+    info, err = ctypes.create_string_buffer(1 << 16), ctypes.create_string_buffer(1 << 16)
+    opts = (ctypes.c_int * 5)(3, 4, 5, 6, 12)
+    vals = (ctypes.c_void_p * 5)(ctypes.addressof(info), len(info), ctypes.addressof(err),
+                                 len(err), 1)
+    module = ctypes.c_void_p()
+    rc = cu.cuModuleLoadDataEx(ctypes.byref(module), ctypes.c_char_p(ptx), 5, opts, vals)
+    if rc == 0:
+        cu.cuModuleUnload(module)
+    return {"jit_rc": rc, "jit_info": info.value.decode(errors="replace"),
+            "jit_error": err.value.decode(errors="replace")}
+
 
 carry, work = sys.argv[1], sys.argv[2]
 files = sorted(glob.glob(f"{carry}/kernels/*.ptx"))
@@ -347,9 +364,15 @@ for path in files:
     except launch.LaunchError as err:
         rec["load_error"] = str(err)
         bad += 1
-    print(json.dumps({k: v for k, v in rec.items() if k != "ptxas_log"}))
-    if rec.get("ptxas_log"):
-        print("  " + rec["ptxas_log"].replace("\n", "\n  "))
+    try:
+        rec.update(jit_log(ptx.encode() + b"\0"))
+    except Exception as err:  # diagnostics only: the load above is the check
+        rec["jit_log_error"] = repr(err)
+    logs = ("ptxas_log", "jit_info", "jit_error")
+    print(json.dumps({k: v for k, v in rec.items() if k not in logs}))
+    for key in logs:
+        if rec.get(key):
+            print(f"  {key}: " + rec[key].replace("\n", "\n  "))
     records.append(rec)
 with open(f"{work}/ptx_load.json", "w") as f:
     json.dump(records, f, indent=1)
