@@ -20,14 +20,18 @@ Sources (all through :func:`load` or the ``from_*``/``load_*`` functions):
   :data:`SYNTHETIC_SPECS`. They match the published node / edge / relation counts (scaled) but
   not the real structure, hence the ``synthetic:`` prefix that the dataset name always keeps.
 
-Bad input raises :class:`DatasetError` (a ``ValueError``) naming the file, line or entry.
+Bad input raises :class:`DatasetError` (a ``ValueError``) naming the file, line or entry; an
+input whose ids or sizes exceed the int32 indexing of Hector's kernels, or whose arrays would not
+fit in memory (:func:`hector.graph.memory_limit`), raises :class:`DatasetLimitError` before
+anything of that size is allocated.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+import tokenize
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,11 +39,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from .graph import MAX_COUNT, HeteroGraph, ResourceLimitError, check_size
+
 __all__ = [
     "MAG_SAMPLE_RELATIONS",
     "SYNTHETIC_SPECS",
     "Dataset",
     "DatasetError",
+    "DatasetLimitError",
     "SyntheticSpec",
     "available",
     "data_root",
@@ -54,6 +61,53 @@ __all__ = [
 
 class DatasetError(ValueError):
     """A dataset could not be loaded or is malformed; the message names the problem."""
+
+
+class DatasetLimitError(DatasetError, ResourceLimitError):
+    """A dataset's ids or sizes exceed a resource limit; nothing of that size was allocated."""
+
+
+#: Peak bytes a loader needs per node (int64 node types and the validation's masks), per edge
+#: (int64 edge_index and edge_type, the per-relation copies :func:`torch.cat` joins, and the
+#: validation's gathered types and masks) and per relation or node type (Python names, tuples).
+_BYTES_PER_NODE = 32
+_BYTES_PER_EDGE = 128
+_BYTES_PER_NAME = 256
+_SYNTHETIC_BYTES_PER_EDGE = 256
+
+
+def _check_size(
+    what: str,
+    *,
+    nodes: int = 0,
+    edges: int = 0,
+    names: int = 0,
+    bytes_per_edge: int = _BYTES_PER_EDGE,
+) -> None:
+    """:func:`hector.graph.check_size` with a loader's costs, raising DatasetLimitError."""
+    try:
+        check_size(
+            what,
+            nodes=nodes,
+            edges=edges,
+            relations=names,
+            bytes_per_node=_BYTES_PER_NODE,
+            bytes_per_edge=bytes_per_edge,
+            bytes_per_relation=_BYTES_PER_NAME,
+        )
+    except ResourceLimitError as err:
+        raise DatasetLimitError(str(err)) from None
+
+
+def _count(what: str, value: Any) -> int:
+    """``value`` as a non-negative Python int, or DatasetError naming ``what``."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()  # PyG stores some counts as one-element tensors
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise DatasetError(f"{what} must be an int, got {type(value).__name__} {value!r}")
+    if int(value) < 0:
+        raise DatasetError(f"{what} must be >= 0, got {int(value)}")
+    return int(value)
 
 
 EdgeType = tuple[str, str, str]
@@ -245,14 +299,12 @@ class Dataset:
         }
 
     # -- conversions ----------------------------------------------------------------------------
-    def hetero_graph(self) -> Any:
+    def hetero_graph(self) -> HeteroGraph:
         """The graph as Hector compiles against it (:class:`hector.HeteroGraph`).
 
         Node ids are this dataset's (grouped by type in ``node_types`` order), edge type ids
         are indices into ``edge_types``; node-wise inputs and outputs need no permutation.
         """
-        from .graph import HeteroGraph
-
         return HeteroGraph.from_edge_index(
             self.edge_index,
             self.edge_type,
@@ -359,9 +411,12 @@ def from_edge_index(
     if num_nodes is None:
         if node_type is not None:
             num_nodes = int(node_type.shape[0])
-        else:
-            num_nodes = int(edge_index.max()) + 1 if e else 0
-    num_nodes = int(num_nodes)
+        else:  # a negative id is reported below
+            num_nodes = max(int(edge_index.max()) + 1, 0) if e else 0
+    num_nodes = _count("num_nodes", num_nodes)
+    if num_relations is not None:
+        num_relations = _count("num_relations", num_relations)
+    _check_size(name, nodes=num_nodes, edges=e, names=num_relations or 0)
     if node_type is None:
         node_type = torch.zeros(num_nodes, dtype=torch.int64)
     if node_type.shape[0] != num_nodes:
@@ -370,6 +425,7 @@ def from_edge_index(
         i = int((node_type < 0).nonzero()[0, 0])
         raise DatasetError(f"node_type[{i}] = {int(node_type[i])} is negative")
     n_ntypes = int(node_type.max()) + 1 if num_nodes else 1
+    _check_size(f"{name} (node types)", names=n_ntypes)
     if node_types is None:
         node_types = ["node"] if n_ntypes == 1 else [f"type{k}" for k in range(n_ntypes)]
     node_types = list(node_types)
@@ -403,6 +459,7 @@ def from_edge_index(
     if edge_types is None:
         if num_relations is None:
             num_relations = int(edge_type.max()) + 1 if e else 0
+            _check_size(f"{name} (relations)", names=num_relations)
         if e and int(edge_type.max()) >= num_relations:
             i = int((edge_type >= num_relations).nonzero()[0, 0])
             raise DatasetError(
@@ -429,23 +486,27 @@ def _infer_edge_types(
     node_types: list[str],
     num_relations: int,
 ) -> list[EdgeType]:
-    """Name relation ``r`` ``rel<r>`` and read its endpoint types off its edges."""
-    out: list[EdgeType] = []
-    st = node_type[edge_index[0]] if edge_index.numel() else edge_index[0]
-    dt = node_type[edge_index[1]] if edge_index.numel() else edge_index[1]
-    for r in range(num_relations):
-        mask = edge_type == r
-        ends = []
-        for types, what in ((st[mask], "source"), (dt[mask], "destination")):
-            uniq = torch.unique(types).tolist()
-            if len(uniq) > 1:
-                raise DatasetError(
-                    f"relation {r} has {what} nodes of several types "
-                    f"{[node_types[u] for u in uniq]}; give edge_types or split the relation"
-                )
-            ends.append(node_types[uniq[0]] if uniq else node_types[0])
-        out.append((ends[0], f"rel{r}", ends[1]))
-    return out
+    """Name relation ``r`` ``rel<r>`` and read its endpoint types off its edges (O(E + R))."""
+    ends: list[list[int]] = []
+    for row, what in ((0, "source"), (1, "destination")):
+        types = node_type[edge_index[row]]
+        lo = torch.full((num_relations,), len(node_types), dtype=torch.int64)
+        hi = torch.full((num_relations,), -1, dtype=torch.int64)
+        lo.scatter_reduce_(0, edge_type, types, "amin")
+        hi.scatter_reduce_(0, edge_type, types, "amax")
+        mixed = (lo < hi).nonzero()
+        if mixed.numel():
+            r = int(mixed[0, 0])
+            uniq = torch.unique(types[edge_type == r]).tolist()
+            raise DatasetError(
+                f"relation {r} has {what} nodes of several types "
+                f"{[node_types[u] for u in uniq]}; give edge_types or split the relation"
+            )
+        ends.append(torch.where(hi < 0, 0, hi).tolist())  # a relation without edges: type 0
+    return [
+        (node_types[s], f"rel{r}", node_types[d])
+        for r, (s, d) in enumerate(zip(ends[0], ends[1], strict=True))
+    ]
 
 
 def from_pyg(data: Any, name: str = "pyg") -> Dataset:
@@ -476,7 +537,8 @@ def from_pyg(data: Any, name: str = "pyg") -> Dataset:
         c = data[t].num_nodes
         if c is None:
             raise DatasetError(f"HeteroData node type {t!r} has no num_nodes")
-        counts.append(int(c))
+        counts.append(_count(f"num_nodes of HeteroData node type {t!r}", c))
+    _check_size(name, nodes=sum(counts), names=len(node_types) + len(edge_types))
     offsets = np.concatenate([[0], np.cumsum(counts)]).tolist()
     index = {t: i for i, t in enumerate(node_types)}
     eis, ets = [], []
@@ -512,12 +574,36 @@ def from_pyg(data: Any, name: str = "pyg") -> Dataset:
     )
 
 
+def _text_lines(path: Path, encoding: str) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of a text file; DatasetError naming the file and line on an
+    unreadable file or bytes that are not text in ``encoding``."""
+    try:
+        # surrogateescape keeps undecodable bytes so the exact line and byte can be reported
+        with path.open(encoding=encoding, errors="surrogateescape") as f:
+            for lineno, line in enumerate(f, 1):
+                if not line.isascii():
+                    try:
+                        line.encode(encoding)
+                    except UnicodeEncodeError as err:
+                        byte = ord(line[err.start]) - 0xDC00
+                        raise DatasetError(
+                            f"{path}:{lineno}: not {encoding} text (byte 0x{byte:02x} at column "
+                            f"{err.start + 1}); pass encoding= to read another encoding"
+                        ) from None
+                yield lineno, line
+    except LookupError:
+        raise DatasetError(f"unknown text encoding {encoding!r} for '{path}'") from None
+    except OSError as err:
+        raise DatasetError(f"cannot read triple file '{path}': {err.strerror or err}") from None
+
+
 def load_triples(
     path: str | os.PathLike[str],
     *,
     sep: str | None = "\t",
     add_inverse: bool = False,
     name: str | None = None,
+    encoding: str = "utf-8",
 ) -> Dataset:
     """Load a triple file: one ``head<sep>relation<sep>tail`` per line (TSV by default).
 
@@ -529,33 +615,36 @@ def load_triples(
         sep: field separator; ``None`` splits on any whitespace.
         add_inverse: add relation ``rev-<rel>`` with every edge reversed.
         name: dataset name (default: the path).
+        encoding: the file's text encoding.
 
     Raises:
-        DatasetError: if the file is missing, empty, or a line does not have three fields.
+        DatasetError: if the file is missing or unreadable, empty, not text in ``encoding``
+            (the message gives the line and byte), or a line does not have three fields.
     """
     p = Path(path)
     if not p.is_file():
         raise DatasetError(f"triple file '{p}' does not exist")
+    if sep is not None and (not isinstance(sep, str) or not sep):
+        raise DatasetError(f"sep must be a non-empty string or None, got {sep!r}")
     entities: dict[str, int] = {}
     relations: dict[str, int] = {}
     heads: list[int] = []
     rels: list[int] = []
     tails: list[int] = []
-    with p.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.rstrip("\r\n")
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
-            parts = [x.strip() for x in (line.split(sep) if sep is not None else line.split())]
-            if len(parts) != 3 or not all(parts):
-                raise DatasetError(
-                    f"{p}:{lineno}: expected 3 fields (head, relation, tail), got {len(parts)}: "
-                    f"{line[:80]!r}"
-                )
-            h, r, t = parts
-            heads.append(entities.setdefault(h, len(entities)))
-            rels.append(relations.setdefault(r, len(relations)))
-            tails.append(entities.setdefault(t, len(entities)))
+    for lineno, line in _text_lines(p, encoding):
+        line = line.rstrip("\r\n")
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        parts = [x.strip() for x in (line.split(sep) if sep is not None else line.split())]
+        if len(parts) != 3 or not all(parts):
+            raise DatasetError(
+                f"{p}:{lineno}: expected 3 fields (head, relation, tail), got {len(parts)}: "
+                f"{line[:80]!r}"
+            )
+        h, r, t = parts
+        heads.append(entities.setdefault(h, len(entities)))
+        rels.append(relations.setdefault(r, len(relations)))
+        tails.append(entities.setdefault(t, len(entities)))
     if not heads:
         raise DatasetError(f"triple file '{p}' has no triples")
     n, num_rel = len(entities), len(relations)
@@ -604,6 +693,46 @@ def _coo_files(directory: Path) -> dict[str, Path]:
             raise DatasetError(f"relation {rel!r} has two files: {files[rel].name}, {f.name}")
         files[rel] = f
     return files
+
+
+#: What np.load raises on a truncated or corrupt file (numpy parses the header with tokenize and
+#: ast.literal_eval, and memory-maps the data).
+_NPY_ERRORS = (OSError, ValueError, EOFError, SyntaxError, tokenize.TokenError, OverflowError)
+
+
+def _open_coo(f: Path) -> np.ndarray:
+    """Memory-map one COO file, which must hold an integer array of shape (2, E)."""
+    try:
+        a = np.load(f, mmap_mode="r", allow_pickle=False)
+    except _NPY_ERRORS as err:
+        raise DatasetError(f"{f}: not a readable .npy file ({type(err).__name__}: {err})") from None
+    if not isinstance(a, np.ndarray):  # np.load opens an .npz archive whatever the name
+        a.close()
+        raise DatasetError(f"{f}: is an .npz archive, expected one .npy array")
+    if a.ndim != 2 or a.shape[0] != 2 or not np.issubdtype(a.dtype, np.integer):
+        raise DatasetError(
+            f"{f.name}: expected an integer array of shape (2, E), got {a.dtype} {a.shape}"
+        )
+    return a
+
+
+def _max_coo_id(f: Path, a: np.ndarray, row: int) -> int:
+    """The largest id in row ``row`` of a COO array (-1 if empty), checked to be a node id
+    Hector's int32 kernels can index; DatasetError on a negative id."""
+    if a.shape[1] == 0:
+        return -1
+    ids = a[row]
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < 0:
+        col = int(np.argmax(ids < 0))
+        raise DatasetError(f"{f.name}: entry [{row}, {col}] = {int(ids[col])} < 0")
+    if hi >= MAX_COUNT:
+        col = int(np.argmax(ids == hi))
+        raise DatasetLimitError(
+            f"{f}: node id {hi} at [{row}, {col}] exceeds the int32 limit of Hector's kernels "
+            f"(ids must be < {MAX_COUNT})"
+        )
+    return hi
 
 
 def load_coo_dir(
@@ -659,45 +788,35 @@ def load_coo_dir(
             if t not in node_types:
                 raise DatasetError(f"relation {rel!r} uses node type {t!r} not in node_types")
 
-    arrays: dict[str, np.ndarray] = {}
+    # Headers first (memory-mapped, nothing read): every size is checked before allocating.
+    arrays = {rel: _open_coo(f) for rel, f in files.items()}
+    num_edges = sum(int(a.shape[1]) for a in arrays.values())
+    _check_size(str(d), edges=num_edges, names=len(arrays) + len(node_types))
     max_id = dict.fromkeys(node_types, -1)
-    for rel, f in files.items():
-        try:
-            a = np.load(f, mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError) as err:
-            raise DatasetError(f"cannot read {f}: {err}") from None
-        if a.ndim != 2 or a.shape[0] != 2 or not np.issubdtype(a.dtype, np.integer):
-            raise DatasetError(
-                f"{f.name}: expected an integer array of shape (2, E), got {a.dtype} {a.shape}"
-            )
-        if a.shape[1]:
-            lo = int(a.min())
-            if lo < 0:
-                row, col = np.argwhere(np.asarray(a) < 0)[0]
-                raise DatasetError(f"{f.name}: entry [{row}, {col}] = {int(a[row, col])} < 0")
-            s, t = relations[rel]
-            max_id[s] = max(max_id[s], int(a[0].max()))
-            max_id[t] = max(max_id[t], int(a[1].max()))
-        arrays[rel] = a
+    for rel, a in arrays.items():
+        for row, t in enumerate(relations[rel]):
+            max_id[t] = max(max_id[t], _max_coo_id(files[rel], a, row))
     counts = {t: max_id[t] + 1 for t in node_types}
     if num_nodes is not None:
         for t, c in num_nodes.items():
             if t not in counts:
                 raise DatasetError(f"num_nodes names unknown node type {t!r}")
-            if int(c) < counts[t]:
+            c = _count(f"num_nodes[{t!r}]", c)
+            if c < counts[t]:
                 raise DatasetError(
-                    f"num_nodes[{t!r}] = {int(c)} but the files use id {counts[t] - 1} "
-                    f"for that type"
+                    f"num_nodes[{t!r}] = {c} but the files use id {counts[t] - 1} for that type"
                 )
-            counts[t] = int(c)
+            counts[t] = c
+    _check_size(str(d), nodes=sum(counts.values()), edges=num_edges)
     starts = np.cumsum([0] + [counts[t] for t in node_types]).tolist()
     offsets = dict(zip(node_types, starts[:-1], strict=True))
     eis, ets, edge_types = [], [], []
     for r, (rel, a) in enumerate(arrays.items()):
         s, t = relations[rel]
-        ei = torch.from_numpy(np.asarray(a, dtype=np.int64))
-        eis.append(torch.stack([ei[0] + offsets[s], ei[1] + offsets[t]]))
-        ets.append(torch.full((ei.shape[1],), r, dtype=torch.int64))
+        shift = np.array([[offsets[s]], [offsets[t]]], dtype=np.int64)
+        # ids shifted to global ones in a new int64 array (the memory map stays read-only)
+        eis.append(torch.from_numpy(np.asarray(a, dtype=np.int64) + shift))
+        ets.append(torch.full((a.shape[1],), r, dtype=torch.int64))
         edge_types.append((s, rel, t))
     node_type = torch.repeat_interleave(
         torch.arange(len(node_types)), torch.tensor([counts[t] for t in node_types])
@@ -822,6 +941,15 @@ def synthetic(name: str, scale: float = 1.0, seed: int = 0) -> Dataset:
             f"{2 * n_types} ({n_types} node types)"
         )
     e_base = max(round(spec.edges * scale), 1)
+    # Drawing candidates (1.3x, int64 pairs, float64 draws, np.unique's sort) costs more per
+    # edge than holding the result; the inverse edges double the count.
+    _check_size(
+        f"synthetic:{key} at scale={scale}",
+        nodes=n,
+        edges=2 * e_base,
+        names=2 * spec.relations,
+        bytes_per_edge=_SYNTHETIC_BYTES_PER_EDGE,
+    )
 
     # Node type sizes: the spec's fractions, else a Zipf-like split (type k ~ 1/(k+1)).
     frac = np.array(spec.type_fractions or [1.0 / (k + 1) for k in range(n_types)])

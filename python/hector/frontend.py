@@ -621,6 +621,7 @@ class CompiledFunction:
     def __call__(self, g: HeteroGraph, *tensors: torch.Tensor) -> Any:
         """Run the compiled function (compiling it first for new shapes); with a tensor that
         requires grad, the result is differentiable through ``loss.backward()``."""
+        self._check_args(g, tensors)  # before anything reads tensor attributes
         train = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
         entry = self.compile_for(g, *tensors, train=train)
         if not train:

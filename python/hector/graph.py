@@ -9,7 +9,9 @@ which validates its inputs and raises :class:`ValueError` naming the problem; pr
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,13 +20,148 @@ import torch
 from hector.dialects.hector_intra import GRAPH_ARRAYS as _GRAPH_ARRAYS
 from hector.runtime import native
 
-__all__ = ["GRAPH_ARRAYS", "HeteroGraph", "random_graph"]
+__all__ = [
+    "GRAPH_ARRAYS",
+    "MAX_COUNT",
+    "HeteroGraph",
+    "ResourceLimitError",
+    "check_size",
+    "memory_limit",
+    "random_graph",
+]
 
 #: Names of the graph tensors passed to compiled code, in exactly this order (see
 #: :meth:`HeteroGraph.arrays`); defined once, with the dialect that takes them.
 GRAPH_ARRAYS = _GRAPH_ARRAYS
 
 _INT32_MAX = 2**31 - 1
+
+#: Largest node, edge or edge type count: the compiled kernels index with int32.
+MAX_COUNT = _INT32_MAX
+
+
+# ---------------------------------------------------------------------------------------------
+# Resource limits: sizes are checked against what the machine can hold before allocating
+# ---------------------------------------------------------------------------------------------
+
+
+class ResourceLimitError(ValueError):
+    """An input needs larger ids or more memory than Hector allows; nothing was allocated.
+
+    The message names the limit (int32 indexing of the kernels, or the memory limit and where
+    it comes from: ``HECTOR_MEMORY_LIMIT``, the cgroup, ``MemAvailable``).
+    """
+
+
+#: Peak bytes :meth:`HeteroGraph.from_edge_index` needs per node (int32 node type, the native
+#: degree count's int64 offsets, the compaction's int32 stamp and int64 row), per edge (int64
+#: copies of the inputs, the int64 permutation, int32 sorted arrays, two float32 normalizers,
+#: the native int64 by-destination order and the int32 compaction map) and per edge type.
+GRAPH_BYTES_PER_NODE = 24
+GRAPH_BYTES_PER_EDGE = 96
+GRAPH_BYTES_PER_ETYPE = 24
+
+_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def _parse_bytes(text: str) -> int:
+    """``"123"``, ``"512M"``, ``"8G"`` (binary units) → bytes; ValueError otherwise."""
+    text = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = text[-1:] if text[-1:] in _UNITS else ""
+    number = text[: len(text) - len(unit)]
+    if not number.isdigit():
+        raise ValueError(f"HECTOR_MEMORY_LIMIT must be a byte count such as 8G, got {text!r}")
+    return int(number) * _UNITS[unit]
+
+
+def _cgroup_headroom() -> int | None:
+    """Bytes left under this process's cgroup (v2) memory limit, if it has one."""
+    base = Path("/sys/fs/cgroup")
+    try:
+        limit = (base / "memory.max").read_text().strip()
+        if limit == "max":
+            return None
+        return max(int(limit) - int((base / "memory.current").read_text()), 0)
+    except (OSError, ValueError):
+        return None
+
+
+def _mem_available() -> int | None:
+    """``MemAvailable`` from ``/proc/meminfo`` in bytes, else physical memory, else None."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def memory_limit() -> tuple[int, str]:
+    """The bytes an input may take and where that limit comes from.
+
+    ``HECTOR_MEMORY_LIMIT`` (bytes, or with a K/M/G/T suffix) when set; else the memory
+    available now: the smaller of ``MemAvailable`` and the cgroup's headroom.
+    """
+    env = os.environ.get("HECTOR_MEMORY_LIMIT")
+    if env:
+        return _parse_bytes(env), "HECTOR_MEMORY_LIMIT"
+    found = [
+        (b, how)
+        for b, how in ((_mem_available(), "available memory"), (_cgroup_headroom(), "cgroup"))
+        if b is not None
+    ]
+    if not found:
+        return 2**63 - 1, "no limit known"
+    return min(found)
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.3g} GiB" if n >= 2**30 else f"{n / 2**20:.3g} MiB"
+
+
+def check_size(
+    what: str,
+    *,
+    nodes: int = 0,
+    edges: int = 0,
+    relations: int = 0,
+    bytes_per_node: int = GRAPH_BYTES_PER_NODE,
+    bytes_per_edge: int = GRAPH_BYTES_PER_EDGE,
+    bytes_per_relation: int = GRAPH_BYTES_PER_ETYPE,
+) -> None:
+    """Check a graph's sizes before anything of that size is allocated.
+
+    Args:
+        what: names the input in the message (a file, ``"from_edge_index"``, ...).
+        nodes: node count N (the largest node id + 1).
+        edges: edge count E.
+        relations: edge type count R.
+        bytes_per_node: peak bytes the caller needs per node, and likewise
+        bytes_per_edge: per edge and
+        bytes_per_relation: per edge type.
+
+    Raises:
+        ResourceLimitError: a count exceeds :data:`MAX_COUNT` (int32 indexing) or the estimate
+            exceeds :func:`memory_limit`.
+    """
+    for name, count in (("nodes", nodes), ("edges", edges), ("edge types", relations)):
+        if count > MAX_COUNT:
+            raise ResourceLimitError(
+                f"{what}: {count} {name} exceed the int32 limit of Hector's kernels "
+                f"({MAX_COUNT} {name})"
+            )
+    need = nodes * bytes_per_node + edges * bytes_per_edge + relations * bytes_per_relation
+    limit, source = memory_limit()
+    if need > limit:
+        raise ResourceLimitError(
+            f"{what}: {nodes} nodes, {edges} edges and {relations} edge types need about "
+            f"{_gib(need)} of memory, over the limit of {_gib(limit)} ({source}; set "
+            "HECTOR_MEMORY_LIMIT to change it)"
+        )
 
 
 def _as_int_tensor(name: str, value: Any) -> torch.Tensor:
@@ -164,6 +301,9 @@ class HeteroGraph:
         if num_etypes is None:
             num_etypes = max(int(edge_type.max()) + 1, 0) if num_edges > 0 else 0
         num_etypes = _as_count("num_etypes", num_etypes)
+        check_size(
+            "HeteroGraph.from_edge_index", nodes=num_nodes, edges=num_edges, relations=num_etypes
+        )
 
         # Range checks on the edges, in the native runtime.
         src64 = _int64_numpy(edge_index[0])
@@ -390,20 +530,33 @@ def random_graph(
     num_etypes = _as_count("num_etypes", num_etypes)
     num_ntypes = _as_count("num_ntypes", num_ntypes, minimum=1)
     isolated_nodes = _as_count("isolated_nodes", isolated_nodes)
-    empty = {int(r) for r in empty_etypes}
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed < 2**63:
+        raise ValueError(f"seed must be an int in [0, 2**63), got {seed!r}")
+    empty = {_as_count("empty_etypes entry", r) for r in empty_etypes}
     for r in sorted(empty):
         if not 0 <= r < num_etypes:
             raise ValueError(f"empty_etypes entry {r} is out of range for num_etypes={num_etypes}")
     if isolated_nodes > num_nodes:
         raise ValueError(f"isolated_nodes={isolated_nodes} exceeds num_nodes={num_nodes}")
+    # The generator's own int64/float64 arrays come on top of what the graph needs.
+    check_size(
+        "random_graph",
+        nodes=num_nodes,
+        edges=num_edges,
+        relations=num_etypes,
+        bytes_per_node=GRAPH_BYTES_PER_NODE + 16,
+        bytes_per_edge=GRAPH_BYTES_PER_EDGE + 72,
+    )
     active = num_nodes - isolated_nodes
-    allowed = torch.tensor([r for r in range(num_etypes) if r not in empty], dtype=torch.int64)
+    keep = torch.ones(num_etypes, dtype=torch.bool)
+    keep[sorted(empty)] = False
+    allowed = keep.nonzero().flatten()
     if num_edges > 0 and active == 0:
         raise ValueError("cannot place edges: every node is isolated")
     if num_edges > 0 and allowed.numel() == 0:
         raise ValueError("cannot place edges: every edge type is empty")
 
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(int(seed))
     node_type = torch.randint(0, num_ntypes, (num_nodes,), generator=gen, dtype=torch.int64)
     if num_edges == 0:
         edge_index = torch.empty(2, 0, dtype=torch.int64)

@@ -20,7 +20,7 @@ order and edge types in its ``edge_types`` order (``hector.datasets`` builds suc
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -261,17 +261,56 @@ class HGTLayer(_Optimizable):
         eye = torch.eye(h, dtype=w.dtype, device=w.device)
         return torch.einsum("rhde,hg->rhdge", blocks, eye).reshape(r, h * d, h * d)
 
-    def forward(self, g: HeteroGraph, x_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """``{node_type: [N_t, in]} → {dst node_type: [N_t, out]}``."""
+    def _check_inputs(self, g: Any, x_dict: Any) -> list[int]:
+        """Check the graph and features against the layer; return the rows of each node type."""
+        if not isinstance(g, HeteroGraph):
+            raise TypeError(f"g must be a hector.HeteroGraph, got {type(g).__name__}")
+        if not isinstance(x_dict, Mapping):
+            raise TypeError(
+                f"x_dict must be a dict {{node type: [N_t, {self.in_dim}] tensor}} over "
+                f"{self.node_types}, got {type(x_dict).__name__}"
+            )
         missing = [nt for nt in self.node_types if nt not in x_dict]
         if missing:
             raise ValueError(f"x_dict lacks node types {missing}")
-        counts = [x_dict[nt].shape[0] for nt in self.node_types]
-        if sum(counts) != g.num_nodes:
+        unknown = [nt for nt in x_dict if nt not in self.node_types]
+        if unknown:
+            raise ValueError(f"x_dict has node types {unknown} the layer does not know")
+        if g.schema() != (len(self.edge_types), len(self.node_types)):
             raise ValueError(
-                f"x_dict holds {sum(counts)} nodes but the graph has {g.num_nodes}; nodes must "
-                f"be numbered by node type in the order {self.node_types}"
+                f"the graph has {g.num_etypes} edge types and {g.num_ntypes} node types but the "
+                f"layer was built for {len(self.edge_types)} and {len(self.node_types)}"
             )
+        ntype = g.ntype.long()
+        if g.num_nodes > 1 and bool((ntype[1:] < ntype[:-1]).any()):
+            raise ValueError(
+                f"the graph's nodes must be numbered grouped by node type in the order "
+                f"{self.node_types} (hector.datasets builds such graphs)"
+            )
+        counts: list[int] = torch.bincount(ntype, minlength=len(self.node_types)).tolist()
+        for nt, rows in zip(self.node_types, counts, strict=True):
+            x = x_dict[nt]
+            if not isinstance(x, torch.Tensor):
+                raise TypeError(f"x_dict[{nt!r}] must be a torch.Tensor, got {type(x).__name__}")
+            if x.shape != (rows, self.in_dim):
+                raise ValueError(
+                    f"x_dict[{nt!r}] must have shape [{rows}, {self.in_dim}] (the graph has "
+                    f"{rows} nodes of type {nt!r}), got {list(x.shape)}"
+                )
+            if x.dtype != torch.float32:
+                raise ValueError(f"x_dict[{nt!r}] must be float32, got {x.dtype}")
+        return counts
+
+    def forward(self, g: HeteroGraph, x_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """``{node_type: [N_t, in]} → {dst node_type: [N_t, out]}``.
+
+        Raises:
+            TypeError: ``g`` is not a :class:`HeteroGraph` or ``x_dict`` not a dict of tensors.
+            ValueError: the graph's node or edge types are not the layer's, its nodes are not
+                grouped by node type, or an ``x_dict`` entry has the wrong shape or dtype (checked
+                before any compute).
+        """
+        counts = self._check_inputs(g, x_dict)
         x = torch.cat([x_dict[nt] for nt in self.node_types])
         f = self.out_dim
         wk, wq, wv = self.kqv_weight.split(f, dim=2)

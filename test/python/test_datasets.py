@@ -3,12 +3,38 @@ replicas, conversions to Hector / PyG inputs, and the errors bad input gets."""
 
 from __future__ import annotations
 
+import contextlib
+import resource
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 import torch
 
 from hector import datasets
-from hector.datasets import Dataset, DatasetError
+from hector.datasets import Dataset, DatasetError, DatasetLimitError
+
+
+@contextlib.contextmanager
+def capped_memory(extra: int = 2 * 2**30) -> Iterator[None]:
+    """Cap this process's address space at its current size + ``extra`` bytes.
+
+    A regression that allocates before checking then fails with an allocation error (and the
+    test with it) instead of taking a shared machine's memory.
+    """
+    size = next(
+        int(line.split()[1]) * 1024
+        for line in open("/proc/self/status").read().splitlines()  # noqa: SIM115
+        if line.startswith("VmSize:")
+    )
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = size + extra if hard == resource.RLIM_INFINITY else min(size + extra, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
 
 MAG_README_EDGES = {  # /work/shared/data/README.md
     "cited": 52_670,
@@ -177,6 +203,21 @@ def test_load_triples_errors(tmp_path) -> None:
         datasets.load_triples(tmp_path / "missing.tsv")
 
 
+def test_load_triples_names_file_line_and_byte_of_non_utf8_text(tmp_path) -> None:
+    # Issue 18: a UnicodeDecodeError without the file name escaped.
+    f = tmp_path / "latin.tsv"
+    f.write_bytes("a\tr\tb\nb\tr\tcaf\u00e9\n".encode("latin-1"))
+    with pytest.raises(
+        DatasetError, match=r"latin\.tsv:2: not utf-8 text \(byte 0xe9 at column 8\)"
+    ):
+        datasets.load_triples(f)
+    assert datasets.load_triples(f, encoding="latin-1").info["entity_names"] == ["a", "b", "café"]
+    with pytest.raises(DatasetError, match="unknown text encoding 'klingon'"):
+        datasets.load_triples(f, encoding="klingon")
+    with pytest.raises(DatasetError, match="sep must be a non-empty string"):
+        datasets.load_triples(f, sep="")
+
+
 # -- NumPy COO -------------------------------------------------------------------------------------
 
 
@@ -212,6 +253,104 @@ def test_load_coo_dir_errors(tmp_path) -> None:
         datasets.load_coo_dir(tmp_path, num_nodes={"node": 3})
     with pytest.raises(DatasetError, match="relation 'r' .* is not in relations"):
         datasets.load_coo_dir(tmp_path, relations={"other": ("a", "b")})
+
+
+def _npy_bytes(array: np.ndarray) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, array)
+    return buf.getvalue()
+
+
+def _npz_bytes() -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    np.savez(buf, coo=np.array([[0], [1]]))
+    return buf.getvalue()
+
+
+GOOD_NPY = _npy_bytes(np.array([[0, 1], [1, 0]], dtype=np.int64))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [  # issue 18: EOFError, tokenize.TokenError and AttributeError escaped from these
+        (b"", r"not a readable \.npy file \(EOFError"),
+        (GOOD_NPY[:20] + b"{{{" + GOOD_NPY[23:], r"not a readable \.npy file \(TokenError"),
+        (GOOD_NPY[:-8], r"not a readable \.npy file \(ValueError: mmap length"),
+        (GOOD_NPY[:9], r"not a readable \.npy file"),
+        (b"not numpy at all", r"not a readable \.npy file \(ValueError: .*pickled"),
+        (_npz_bytes(), r"is an \.npz archive, expected one \.npy array"),
+    ],
+    ids=["zero-byte", "header-corrupt", "truncated-data", "truncated-header", "text", "npz"],
+)
+def test_corrupt_coo_files_are_dataset_errors_naming_the_file(
+    tmp_path, content: bytes, message: str
+) -> None:
+    (tmp_path / "r_coo.npy").write_bytes(content)
+    with pytest.raises(DatasetError, match=r"r_coo\.npy: " + message):
+        datasets.load_coo_dir(tmp_path)
+
+
+@pytest.mark.parametrize("node_id", [2**31, 2**40, 2**63 - 1])
+def test_coo_id_beyond_int32_is_rejected_before_allocating(tmp_path, node_id: int) -> None:
+    # Issue 18: one id of 2**31 made the loader allocate 17 GB (8.8 TB for 2**40).
+    np.save(tmp_path / "r_coo.npy", np.array([[0, 1], [node_id, 0]], dtype=np.int64))
+    with (
+        capped_memory(),
+        pytest.raises(
+            DatasetLimitError,
+            match=rf"r_coo\.npy: node id {node_id} at \[1, 0\] exceeds the int32 limit",
+        ),
+    ):
+        datasets.load_coo_dir(tmp_path)
+    np.save(tmp_path / "r_coo.npy", np.array([[0], [2**64 - 1]], dtype=np.uint64))
+    with capped_memory(), pytest.raises(DatasetLimitError, match="exceeds the int32 limit"):
+        datasets.load_coo_dir(tmp_path)
+
+
+def test_sizes_over_the_memory_limit_are_rejected_before_allocating(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("HECTOR_MEMORY_LIMIT", "64M")
+    np.save(tmp_path / "r_coo.npy", np.array([[0], [10_000_000]], dtype=np.int64))
+    limit = r"over the limit of 64 MiB \(HECTOR_MEMORY_LIMIT"
+    with pytest.raises(DatasetLimitError, match=rf"{tmp_path}: 10000001 nodes.* {limit}"):
+        datasets.load_coo_dir(tmp_path)
+    with pytest.raises(DatasetLimitError, match=limit):
+        datasets.load_coo_dir(tmp_path, num_nodes={"node": 10**8})  # a count given too
+    huge = torch.tensor([[0], [10_000_000]])
+    with pytest.raises(DatasetLimitError, match=limit):
+        datasets.from_edge_index(huge, torch.tensor([0]))
+    with pytest.raises(DatasetLimitError, match=limit):
+        datasets.from_edge_index(torch.tensor([[0], [1]]), torch.tensor([0]), num_nodes=10**7)
+    with pytest.raises(DatasetLimitError, match=limit):
+        datasets.from_edge_index(torch.tensor([[0], [1]]), torch.tensor([0]), num_relations=10**7)
+    with pytest.raises(DatasetLimitError, match=limit):
+        datasets.from_edge_index(
+            torch.tensor([[0], [1]]), torch.tensor([0]), node_type=torch.tensor([0, 10**7])
+        )
+    with pytest.raises(DatasetLimitError, match=limit):
+        datasets.load("synthetic:am", scale=2.0)
+
+
+def test_ids_beyond_int32_are_rejected_by_every_constructor() -> None:
+    from torch_geometric.data import HeteroData
+
+    with capped_memory(), pytest.raises(DatasetLimitError, match="exceed the int32 limit"):
+        datasets.from_edge_index(torch.tensor([[0], [2**40]]), torch.tensor([0]))
+    data = HeteroData()
+    data["a"].num_nodes = 2**40
+    data["a", "r", "a"].edge_index = torch.tensor([[0], [1]])
+    with capped_memory(), pytest.raises(DatasetLimitError, match="exceed the int32 limit"):
+        datasets.from_pyg(data)
+    data["a"].num_nodes = -3
+    with pytest.raises(DatasetError, match="num_nodes of HeteroData node type 'a' must be >= 0"):
+        datasets.from_pyg(data)
+    with capped_memory(), pytest.raises(DatasetLimitError, match="exceed the int32 limit"):
+        datasets.load("synthetic:mag", scale=1000)
+    with pytest.raises(DatasetError, match="num_nodes must be >= 0, got -1"):
+        datasets.from_edge_index(torch.tensor([[0], [1]]), torch.tensor([0]), num_nodes=-1)
 
 
 def test_ogbn_mag_sample_loads_from_shared_data() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -38,6 +39,20 @@ def test_wrong_dtype_and_width(graph: hector.HeteroGraph) -> None:
         rgcn_layer(graph, torch.randn(30, 4), w, r)
     with pytest.raises(TypeError, match="HeteroGraph"):
         rgcn_layer(None, torch.randn(30, 4), w, r, b)
+
+
+def test_numpy_arguments_are_a_type_error_naming_the_argument(
+    graph: hector.HeteroGraph,
+) -> None:
+    # Issue 18: NumPy features raised AttributeError: 'numpy.ndarray' has no 'requires_grad'.
+    w, r, b = _weights()
+    x = np.zeros((30, 4), dtype=np.float32)
+    with pytest.raises(TypeError, match=r"argument 'x' must be a torch\.Tensor, got .*ndarray"):
+        rgcn_layer(graph, x, w, r, b)
+    with pytest.raises(TypeError, match=r"argument 'bias' must be a torch\.Tensor, got .*list"):
+        rgcn_layer(graph, torch.randn(30, 4), w, r, [0.0, 0.0])
+    with pytest.raises(TypeError, match=r"argument 'x' must be a torch\.Tensor"):
+        rgcn_layer.compile_for(graph, x, w, r, b)
 
 
 def test_kind_conflict_is_a_trace_error(graph: hector.HeteroGraph) -> None:

@@ -7,8 +7,9 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from test_datasets import capped_memory
 
-from hector.graph import GRAPH_ARRAYS, HeteroGraph, random_graph
+from hector.graph import GRAPH_ARRAYS, HeteroGraph, ResourceLimitError, memory_limit, random_graph
 
 
 def _small_graph() -> HeteroGraph:
@@ -240,6 +241,61 @@ def test_huge_node_ids_are_range_checked() -> None:
         HeteroGraph.from_edge_index(edge_index, torch.tensor([0, 0]), num_nodes=3)
 
 
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(num_nodes=2**31 - 1),
+        dict(num_etypes=2**31 - 1),
+        dict(
+            node_type=torch.zeros(3, dtype=torch.long), num_ntypes=1, num_nodes=3, num_etypes=10**8
+        ),
+    ],
+)
+def test_sizes_over_the_memory_limit_are_rejected_before_allocating(
+    monkeypatch, kwargs: dict[str, Any]
+) -> None:
+    # Issue 18: counts were checked against int32 only; 2**31 - 1 nodes allocated ~40 GB.
+    monkeypatch.setenv("HECTOR_MEMORY_LIMIT", "1G")
+    with (
+        capped_memory(),
+        pytest.raises(
+            ResourceLimitError,
+            match=r"HeteroGraph\.from_edge_index: .* over the limit of 1 GiB \(HECTOR_MEMORY_LIMIT",
+        ),
+    ):
+        HeteroGraph.from_edge_index(EI, ET, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        ((2**31 - 1, 10, 2), "random_graph: 2147483647 nodes, 10 edges and 2 edge types need"),
+        ((10, 2**31 - 1, 2), "random_graph: 10 nodes, 2147483647 edges"),
+        ((10, 10, 2**31 - 1), "random_graph: 10 nodes, 10 edges and 2147483647 edge types"),
+    ],
+)
+def test_random_graph_sizes_are_checked_before_generating(
+    monkeypatch, args: tuple[int, int, int], match: str
+) -> None:
+    monkeypatch.setenv("HECTOR_MEMORY_LIMIT", "1G")
+    with capped_memory(), pytest.raises(ResourceLimitError, match=match):
+        random_graph(*args)
+
+
+def test_memory_limit_sources(monkeypatch) -> None:
+    monkeypatch.setenv("HECTOR_MEMORY_LIMIT", "8G")
+    assert memory_limit() == (8 * 2**30, "HECTOR_MEMORY_LIMIT")
+    monkeypatch.setenv("HECTOR_MEMORY_LIMIT", "1234")
+    assert memory_limit() == (1234, "HECTOR_MEMORY_LIMIT")
+    monkeypatch.setenv("HECTOR_MEMORY_LIMIT", "lots")
+    with pytest.raises(ValueError, match="HECTOR_MEMORY_LIMIT must be a byte count"):
+        memory_limit()
+    monkeypatch.delenv("HECTOR_MEMORY_LIMIT")
+    limit, source = memory_limit()
+    assert 0 < limit < 2**63 - 1
+    assert source in ("available memory", "cgroup")
+
+
 # --------------------------------------------------------------------------- random graphs
 
 
@@ -308,6 +364,9 @@ def test_random_graph_edge_cases() -> None:
         ((10, 5, 2), dict(empty_etypes=(2,)), "empty_etypes entry 2 is out of range"),
         ((10, 5, 2), dict(num_ntypes=0), "num_ntypes must be >= 1"),
         ((-1, 5, 2), {}, "num_nodes must be >= 0"),
+        ((10, 5, 2), dict(seed=2**70), r"seed must be an int in \[0, 2\*\*63\)"),
+        ((10, 5, 2), dict(seed=-1), "seed must be an int"),
+        ((10, 5, 2), dict(empty_etypes=(-1,)), "empty_etypes entry must be >= 0"),
     ],
 )
 def test_random_graph_rejects_bad_arguments(

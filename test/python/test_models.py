@@ -155,6 +155,71 @@ def test_twenty_adam_steps_lower_the_loss(g: hector.HeteroGraph, name: str) -> N
     assert losses[-1] < 0.9 * losses[0], losses
 
 
+def test_numpy_features_are_a_type_error(g: hector.HeteroGraph) -> None:
+    # Issue 18: AttributeError: 'numpy.ndarray' object has no attribute 'requires_grad'.
+    for layer in (RGCNLayer(8, 4, R), RGATLayer(8, 4, R)):
+        with pytest.raises(TypeError, match=r"argument 'x' must be a torch\.Tensor"):
+            layer(g, torch.randn(N, 8).numpy())
+
+
+class _NotCalled:
+    """Stands in for a layer's compiled core: checks must fail before any compute."""
+
+    def __call__(self, *args: object) -> None:
+        raise AssertionError("the compiled core ran on rejected input")
+
+
+def _hgt_layer() -> HGTLayer:
+    layer = HGTLayer(8, 8, *META, heads=2)
+    layer._fn = _NotCalled()  # type: ignore[assignment]
+    return layer
+
+
+def test_hgt_rejects_a_tensor_instead_of_a_dict() -> None:
+    # Issue 18: a RuntimeError from torch's Tensor.__contains__ escaped.
+    graph, _, x = _hetero()
+    with pytest.raises(TypeError, match=r"x_dict must be a dict \{node type: \[N_t, 8\] tensor"):
+        _hgt_layer()(graph, torch.cat(list(x.values())))
+    with pytest.raises(TypeError, match=r"x_dict\['author'\] must be a torch\.Tensor"):
+        _hgt_layer()(graph, {**x, "author": x["author"].numpy()})
+    with pytest.raises(TypeError, match="g must be a hector.HeteroGraph"):
+        _hgt_layer()(None, x)
+
+
+def test_hgt_rejects_row_counts_that_do_not_match_the_node_types() -> None:
+    # Issue 18: 39 + 31 rows (the graph's total of 70) were accepted for 40 papers, 30 authors.
+    graph, _, x = _hetero()
+    shifted = {"paper": x["paper"][:39], "author": torch.cat([x["author"], x["paper"][39:]])}
+    with pytest.raises(
+        ValueError,
+        match=r"x_dict\['paper'\] must have shape \[40, 8\] \(the graph has 40 nodes of type "
+        r"'paper'\), got \[39, 8\]",
+    ):
+        _hgt_layer()(graph, shifted)
+    with pytest.raises(ValueError, match=r"x_dict\['author'\] must have shape \[30, 8\]"):
+        _hgt_layer()(graph, {**x, "author": x["author"][:, :4]})
+    with pytest.raises(ValueError, match=r"x_dict\['paper'\] must be float32"):
+        _hgt_layer()(graph, {**x, "paper": x["paper"].double()})
+    with pytest.raises(ValueError, match=r"x_dict has node types \['venue'\] the layer"):
+        _hgt_layer()(graph, {**x, "venue": torch.zeros(1, 8)})
+    with pytest.raises(ValueError, match="x_dict lacks node types"):
+        _hgt_layer()(graph, {"paper": x["paper"]})
+
+
+def test_hgt_rejects_a_graph_of_another_schema_or_numbering(g: hector.HeteroGraph) -> None:
+    graph, _, x = _hetero()
+    with pytest.raises(ValueError, match="the graph has 5 edge types and 1 node types but the"):
+        _hgt_layer()(g, x)
+    reversed_types = hector.HeteroGraph.from_edge_index(
+        torch.stack([graph.src, graph.dst]).long(),
+        graph.etype.long(),
+        node_type=1 - graph.ntype.long(),
+        num_etypes=3,
+    )
+    with pytest.raises(ValueError, match="nodes must be numbered grouped by node type"):
+        _hgt_layer()(reversed_types, {"paper": x["author"], "author": x["paper"]})
+
+
 def test_from_pyg_rejects_unsupported_variants() -> None:
     with pytest.raises(ValueError, match="basis or block"):
         RGCNLayer.from_pyg(RGCNConv(4, 4, 3, num_bases=2))
