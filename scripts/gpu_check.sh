@@ -5,7 +5,8 @@
 # layout of pyproject.toml), and what the GPU machine cannot build comes from the carry that
 # scripts/build_carry.sh made here ($HECTOR_CARRY, default .carry/): the native runtime
 # (through $HECTOR_RUNTIME_LIBRARY), prebuilt gather kernels ($HECTOR_PREBUILT_KERNELS) and
-# ahead-of-time bundles. Device call: run(command="scripts/gpu_check.sh", carry=[".carry"]).
+# ahead-of-time bundles. Device call: run(command="scripts/gpu_check.sh", carry=[".carry"],
+# timeout_s=420), after scripts/build_carry.sh and scripts/gpu_check.sh --dry-run here.
 #
 # Sections, each under a timeout capped by the time left (GPU_CHECK_BUDGET_S, default 330 s),
 # none stopping the others:
@@ -15,14 +16,20 @@
 #   gather-tests  pytest -m gpu test_unified.py: zero-copy gather against index_select;
 #   bundles       python3 -m hector.runtime.bundle_check --bundles DIR --out FILE: RGCN/RGAT/HGT
 #                 forward+backward through prebuilt bundles against PyG on CUDA (same weights)
-#                 and a timing table (reported "not available" while that module is missing);
+#                 and a timing table (reported "not available" while that module is missing).
+#                 Its contract: exit 0 only when every comparison holds; a human-readable
+#                 report with the timing table on stdout (its first 80 lines go into
+#                 summary.txt); JSON records in FILE. DIR is built by build_carry.sh through
+#                 hector.bundle.build_check_bundles(out_dir);
 #   gather-bench  hector bench gather (zero-copy gather against index_select + copy);
 #   gpu-tests     pytest -m gpu on the other test files (those needing MLIR reported as such).
 # pytest runs under pytest-timeout (--timeout per test) when installed.
 #
 # $OUT receives exactly two files: summary.txt (one line per section, then the bundle
-# report) and gpu_check.tar.gz (every log, JUnit XML and JSON record). Exit status: 0 when no
-# section failed or timed out.
+# report) and gpu_check.tar.gz (every log, JUnit XML and JSON record). A section is PASSED,
+# FAILED, TIMEOUT, SKIPPED (budget spent), ALL-SKIPPED (a test group that passed nothing),
+# NEEDS-MLIR (failed only by importing the absent compiler) or NOT-AVAILABLE. Exit status: 0
+# when none is FAILED, TIMEOUT or ALL-SKIPPED.
 #
 # scripts/gpu_check.sh --dry-run (here, no GPU needed) reports the size of what a device call
 # would carry (tracked + untracked-not-ignored files, shared/, the carry; at most 64 MiB), the
