@@ -24,7 +24,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._program import Traced
+    from mlir import ir
+
+    from ._program import Options, Traced
 
 STAGES = {"inter": "cpu", "intra": "cpu", "loops": "cpu", "llvm": "cpu", "gpu": "gpu", "ptx": "gpu"}
 
@@ -63,6 +65,23 @@ def _parser() -> argparse.ArgumentParser:
         "IR stages only, not --emit ptx",
     )
     c.add_argument("-o", "--output", default="-", help="output file (default stdout)")
+    c.add_argument(
+        "--target",
+        choices=["cuda"],
+        help="with --bundle: the target the bundle runs on (cuda: PTX + launch plan)",
+    )
+    c.add_argument(
+        "--bundle",
+        metavar="DIR",
+        help="write an ahead-of-time bundle (kernels.ptx + plan.json) to DIR instead of printing "
+        "IR: it runs on a GPU without the compiler (hector.bundle.load, docs/bundles.md)",
+    )
+    c.add_argument("--chip", default="sm_90", help="GPU architecture of a bundle (default sm_90)")
+    c.add_argument(
+        "--no-training",
+        action="store_true",
+        help="bundle the forward function only (default: also <f>_train and <f>_backward)",
+    )
     for name, what in (
         ("compact", "compact materialization"),
         ("reorder", "linear operator reordering"),
@@ -196,11 +215,15 @@ def compile_cmd(args: argparse.Namespace) -> int:
         if not os.path.isfile(args.input):
             raise CliError(f"cannot open input file '{args.input}': no such file")
         program, name = args.input, args.input  # parsed below: its ops at file:line:col
+    if (args.bundle is None) != (args.target is None):
+        raise CliError("--bundle DIR and --target cuda go together")
     target = STAGES[args.emit]
     options = compiler.Options(not args.no_compact, not args.no_reorder, not args.no_fuse)
     try:
         if name == args.input:
             program = parse_file(args.input)
+        if args.bundle is not None:
+            return _write_bundle(program, args, options)
         if args.emit == "ptx":
             result = compiler.compile_gpu(program, options=options).ptx
         else:
@@ -227,6 +250,24 @@ def compile_cmd(args: argparse.Namespace) -> int:
                 f.write(result)
         except OSError as err:
             raise CliError(f"cannot write '{args.output}': {err.strerror}") from None
+    return 0
+
+
+def _write_bundle(
+    program: Traced | str | ir.Module, args: argparse.Namespace, options: Options
+) -> int:
+    """``hector compile --target cuda --bundle DIR``: build the bundle and say where it is."""
+    from . import bundle
+
+    try:
+        path = bundle.build_program(
+            program, out=args.bundle, chip=args.chip, training=not args.no_training, options=options
+        )
+    except bundle.BundleError as err:
+        raise CliError(str(err)) from None
+    except OSError as err:
+        raise CliError(f"cannot write the bundle '{args.bundle}': {err.strerror}") from None
+    print(f"bundle written to {path}", file=sys.stderr)
     return 0
 
 
