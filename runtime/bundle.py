@@ -262,6 +262,7 @@ class BundleRunner:
     launcher: Launcher | None = None
     events: list[Event] | None = None  # a list to record every step into, or None
     _handles: dict[tuple[str, str], Any] = field(default_factory=dict, repr=False)
+    _archs: dict[int, str] = field(default_factory=dict, repr=False)
 
     def _launcher(self, device: torch.device) -> Launcher:
         if self.launcher is not None:
@@ -281,7 +282,9 @@ class BundleRunner:
 
     def _function(self, launcher: Launcher, kernel: str, args: Sequence[MemRef]) -> Any:
         """The kernel's handle (loaded once), its parameter count checked once."""
-        arch = launcher.driver.arch()
+        arch = self._archs.get(id(launcher))
+        if arch is None:  # one driver query per launcher, not per launch
+            arch = self._archs[id(launcher)] = launcher.driver.arch()
         key = (arch, kernel)
         handle = self._handles.get(key)
         if handle is None:
@@ -315,14 +318,11 @@ class BundleRunner:
         device = _device(tensors)
         arrays = graph_arrays(g, device)
         ins = [t.detach().to(device, torch.float32).contiguous() for t in tensors]
-        n_graph = len(plan.args) - len(ins) - plan.outputs
-        if n_graph != len(arrays):
-            raise BundleError(
-                f"{fname} takes {len(plan.args) - plan.outputs - n_graph} tensors after the "
-                f"graph, got {len(ins)}"
-            )
+        expected = len(plan.args) - plan.outputs - len(arrays)
+        if len(ins) != expected:
+            raise BundleError(f"{fname} takes {expected} tensors after the graph, got {len(ins)}")
         shapes = [tuple(t.shape) for t in (*arrays, *ins)]
-        outs = []
+        outs: list[torch.Tensor] = []
         for spec in plan.args[len(shapes) :]:
             dims = [_out_dim(d, fname, g, self.bundle.abi, len(outs)) for d in spec["shape"]]
             outs.append(torch.empty(dims, dtype=_TORCH_DTYPES[spec["dtype"]], device=device))

@@ -306,6 +306,8 @@ def test_wrong_arguments_are_refused_before_any_launch(built: dict[str, dict[str
         fn(g, torch.randn(N, 4), *params)
     with pytest.raises(rb.BundleError, match="sliced by etype: expected 3 slices"):
         fn(g, torch.randn(N, IN), params[0][:2], *params[1:])
+    with pytest.raises(rb.BundleError, match="takes 4 tensors after the graph, got 3"):
+        fn.runner.call(fn.bundle.name, g, [torch.randn(N, IN), *params[:2]])
     with pytest.raises(rb.BundleError, match="a bundle runs on CUDA tensors"):
         rb.load(built["rgcn"]["path"])(g, torch.randn(N, IN), *params)
     other = rb.load(built["rgcn"]["path"], FakeDriver(arch="sm_80"))
