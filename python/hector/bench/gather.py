@@ -10,7 +10,7 @@ process (warm-up, then the median of ``--runs`` calls, CUDA synchronised after e
   directly, with the aligned thread→element mapping;
 * ``hector`` / ``none``: the same kernel without alignment (one thread per element).
 
-Every entry also carries the PCIe request count the model in ``passes/request_model.py``
+Every entry also carries the PCIe request count the model in ``hector/request_model.py``
 predicts for that batch (per gathered row, estimated on the first 1024 rows of the batch).
 
 Without CUDA only the CPU half of the peer is measured (``index_select`` + a copy into a
@@ -75,7 +75,7 @@ def _device(choice: str) -> str:
 
 def model_requests(index: Any, width: int, align: str) -> float:
     """Mean PCIe requests per gathered row predicted by the request model for this batch."""
-    from hector.passes.request_model import gather_requests
+    from hector.request_model import gather_requests
 
     sample = [int(i) for i in index[:_MODEL_SAMPLE].tolist()]
     if not sample:
