@@ -200,7 +200,9 @@ def _reject_unsafe_source(text: str, filename: str, context: ir.Context | None) 
     parser would abort the process on."""
     from .verify import source_problems
 
-    problems = source_problems(text)
+    if context is None:
+        context = ir.Context.current
+    problems = source_problems(text, allow_unregistered=context.allow_unregistered_dialects)
     if problems:
         infos = [
             _SourceDiagnostic(ir.Location.file(filename, p.line, p.column, context), p.message)

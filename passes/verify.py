@@ -525,7 +525,10 @@ def _gemm_slicing(v: OpAccess) -> str:
     excludes a ``weight_index``."""
     op = v.op
     if "slice_rows" in op.attributes:
-        per = ir.IntegerAttr(op.attributes["slice_rows"]).value
+        attr = op.attributes["slice_rows"]
+        if not isinstance(attr, ir.IntegerAttr):
+            raise PassFailure(f"slice_rows must be an integer, got {attr}", op.location)
+        per = attr.value
         if v.has("weight_index") or per <= 0:
             raise PassFailure(
                 "slice_rows must be positive and excludes a weight_index", op.location
@@ -619,12 +622,15 @@ class SourceProblem:
     column: int
 
 
-def source_problems(text: str) -> list[SourceProblem]:
+def source_problems(text: str, *, allow_unregistered: bool = False) -> list[SourceProblem]:
     """What in ``text`` would make MLIR's parser abort the process instead of reporting an error.
 
-    Today one construct: a dense array attribute of ``index`` elements (``array<index: 1>``,
-    also through a type alias ``!t = index``): MLIR accepts ``index`` as the element type and
-    then asserts on its bit width (``Type::getIntOrFloatBitWidth``).
+    * a dense array attribute of ``index`` elements (``array<index: 1>``, also through a type
+      alias ``!t = index``): MLIR takes ``index`` as the element type, then asserts on its bit
+      width (``Type::getIntOrFloatBitWidth``);
+    * a generic op named by a dialect alone (``"gpu"()``, ``"func."()``): MLIR aborts with
+      "created with unregistered dialect" when that dialect is registered. Unless
+      ``allow_unregistered`` (then MLIR takes it as an unregistered op), such names are refused.
     """
     tokens = [m for m in _TOKEN.finditer(text) if m.lastgroup not in ("comment", None)]
     words = [m.group() for m in tokens]
@@ -637,16 +643,45 @@ def source_problems(text: str) -> list[SourceProblem]:
     for i in range(len(words) - 2):
         if words[i] == "array" and tokens[i].lastgroup == "bare" and words[i + 1] == "<":
             if _resolve_alias(words[i + 2], aliases) == "index":
-                line, column = _line_column(text, tokens[i + 2].start())
-                problems.append(
-                    SourceProblem(
-                        "dense array attributes cannot hold 'index' elements (MLIR's parser "
-                        "would abort on them); use a sized integer type, e.g. array<i64: ...>",
-                        line,
-                        column,
-                    )
-                )
-    return problems
+                problems.append(_problem(text, tokens[i + 2].start(), _INDEX_ARRAY))
+    if not allow_unregistered:
+        for i, token in enumerate(tokens[:-1]):
+            if token.lastgroup == "string" and words[i + 1] == "(" and _starts_op(text, tokens, i):
+                name = _unescape(words[i][1:-1])
+                if name.partition(".")[2] == "":
+                    message = f"operation name '{name}' has no op part (expected 'dialect.op')"
+                    problems.append(_problem(text, token.start(), message))
+    return sorted(problems, key=lambda p: (p.line, p.column))
+
+
+_INDEX_ARRAY = (
+    "dense array attributes cannot hold 'index' elements (MLIR's parser would abort on them); "
+    "use a sized integer type, e.g. array<i64: ...>"
+)
+
+
+def _problem(text: str, offset: int, message: str) -> SourceProblem:
+    line, column = _line_column(text, offset)
+    return SourceProblem(message, line, column)
+
+
+def _starts_op(text: str, tokens: list[re.Match[str]], i: int) -> bool:
+    """Whether the string token ``i`` is where an op in generic form starts: after ``=``
+    (its results), ``{`` or ``:`` (a region or block label), or first on its line (not a
+    location's name, as in ``loc("name"(...))``)."""
+    if i == 0 or tokens[i - 1].group() in ("=", "{", ":"):
+        return True
+    return "\n" in text[tokens[i - 1].end() : tokens[i].start()]
+
+
+def _unescape(body: str) -> str:
+    r"""A string literal's contents as MLIR reads them (``\XX`` hex, ``\n``, ...)."""
+    simple = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
+    return re.sub(
+        r"\\([0-9A-Fa-f]{2}|.)",
+        lambda m: simple.get(m.group(1), chr(int(m.group(1), 16)) if len(m.group(1)) == 2 else ""),
+        body,
+    )
 
 
 def _resolve_alias(word: str, aliases: dict[str, str]) -> str:
@@ -677,10 +712,19 @@ def verify_function(func: ir.Operation) -> dict[ir.Value, Kind]:
     error."""
     kinds = _Kinds(func)
     for op in _walk(func):
+        _check_marks(op)
         handler = _HANDLERS.get(op.name)
         if handler is not None:
             handler(_VIEWS[op.name.partition(".")[0]](op), kinds)
     return kinds.kind
+
+
+def _check_marks(op: ir.Operation) -> None:
+    """The fusion mark ``hector.fuse`` (a discardable attribute hector-fuse sets and the
+    lowering reads back) is a string when the input carries one."""
+    mark = op.attributes["hector.fuse"] if "hector.fuse" in op.attributes else None
+    if mark is not None and not isinstance(mark, ir.StringAttr):
+        raise PassFailure(f"hector.fuse must be a string, got {mark}", op.location)
 
 
 def verify_module(module_op: ir.Operation) -> None:

@@ -521,6 +521,26 @@ func.func @traversal_block(%dst: memref<?xi32>, %m: memref<?x8xf32>, %out: memre
 
 // -----
 
+// Discardable attributes the passes read back have the type they read (once an internal
+// error: "Cannot cast attribute to IntegerAttr/StringAttr").
+// COUNT: error: slice_rows must be an integer, got "x"
+func.func @slice_rows_string(%a: memref<?x16xf32>, %w: memref<3x16x8xf32>, %out: memref<?x8xf32>) {
+  // expected-error @+1 {{slice_rows must be an integer, got "x"}}
+  "hector_intra.gemm_template"(%a, %w, %out) {variant = "xw", epilogue = "store", slice_rows = "x", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?x8xf32>) -> ()
+  return
+}
+
+// -----
+
+// COUNT: error: hector.fuse must be a string, got 3 : i64
+func.func @fuse_mark_integer(%g: !hector_inter.graph, %x: tensor<?x16xf32>) -> tensor<?x16xf32> {
+  // expected-error @+1 {{hector.fuse must be a string, got 3 : i64}}
+  %0 = "hector_inter.gather_src"(%g, %x) {hector.fuse = 3 : i64} : (!hector_inter.graph, tensor<?x16xf32>) -> tensor<?x16xf32>
+  return %0 : tensor<?x16xf32>
+}
+
+// -----
+
 // COUNT: error: out of a sum over all rows must have rank 1, got rank 2
 func.func @reduce_without_index(%m: memref<?x8xf32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{out of a sum over all rows must have rank 1, got rank 2}}

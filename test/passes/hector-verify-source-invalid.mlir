@@ -46,10 +46,32 @@ func.func @g() {
 
 // -----
 
+// A generic op named by a dialect alone: MLIR's parser aborts ("LLVM ERROR: gpu created with
+// unregistered dialect") when that dialect is registered. Escapes are read as MLIR reads them.
+// CHECK: hector-verify-source-invalid.mlir:[[@LINE+3]]:3: error: operation name 'gpu' has no op part (expected 'dialect.op')
+func.func @h() {
+  // expected-error @+1 {{operation name 'gpu' has no op part (expected 'dialect.op')}}
+  "gpu"() : () -> ()
+  // CHECK: hector-verify-source-invalid.mlir:[[@LINE+2]]:8: error: operation name 'func.' has no op part
+  // expected-error @+1 {{operation name 'func.' has no op part}}
+  %0 = "func\2E"() : () -> i32
+  return
+}
+
+// -----
+
 // Not an attribute: the same words in a string and in this comment, array<index: 1>, and a
 // dense array of a sized integer type are fine.
 // OUT: module attributes {test.s = "array<index: 1>", test.t = array<i64: 1, 2>}
 module attributes {test.s = "array<index: 1>", test.t = array<i64: 1, 2>} {
+}
+
+// -----
+
+// The same words in a location's name are not an op.
+// OUT: func.func @named_location
+func.func @named_location() {
+  return loc("gpu"("here":1:2))
 }
 
 // CHECK-NOT: error
