@@ -288,7 +288,7 @@ class BundleRunner:
         key = (arch, kernel)
         handle = self._handles.get(key)
         if handle is None:
-            if arch != self.bundle.chip:
+            if _arch_number(arch) < _arch_number(self.bundle.chip):
                 raise BundleError(
                     f"the bundle was built for {self.bundle.chip}, the device is {arch}: "
                     f"rebuild it with chip='{arch}'"
@@ -396,6 +396,13 @@ class BundleRunner:
 
 
 _LAUNCHERS: dict[int, Launcher] = {}
+
+
+def _arch_number(arch: str) -> int:
+    """``sm_90`` → 90, ``sm_90a`` → 90: PTX for an architecture runs on it and later ones (the
+    driver compiles it for the device)."""
+    digits = "".join(c for c in arch.removeprefix("sm_") if c.isdigit())
+    return int(digits) if digits else 0
 
 
 def _device(tensors: Sequence[torch.Tensor]) -> torch.device:

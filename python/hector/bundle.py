@@ -46,7 +46,17 @@ if TYPE_CHECKING:
     from ._program import Options, StagedModule, Traced
     from .graph import HeteroGraph
 
-__all__ = ["BundleError", "build", "load", "plan_function", "plan_module", "write"]
+__all__ = [
+    "CHECK_CASES",
+    "BundleError",
+    "build",
+    "build_check_bundles",
+    "build_program",
+    "load",
+    "plan_function",
+    "plan_module",
+    "write",
+]
 
 # arith ops of the host code, by the expression operator they become.
 _ARITH: dict[str, str] = {
@@ -488,3 +498,77 @@ def build(
     staged = compile_staged(traced, chip, training, core.options_for(graph))
     plan, ptx = plan_from_staged(staged, traced, chip, training)
     return write(out, plan, ptx)
+
+
+# ---------------------------------------------------------------------------------------------
+# The bundles the GPU check runs (scripts/build_carry.sh → hector.runtime.bundle_check)
+# ---------------------------------------------------------------------------------------------
+
+#: (model, dataset) pairs of the GPU check: RGCN, RGAT and HGT training on the replicas of AIFB,
+#: MUTAG and BGS, 32 features in and out, 2 heads for RGAT and HGT.
+CHECK_CASES: tuple[tuple[str, str], ...] = tuple(
+    (m, d) for d in ("aifb", "mutag", "bgs") for m in ("rgcn", "rgat", "hgt")
+)
+
+
+def check_layer(model: str, ds: Any, in_dim: int, hidden: int, heads: int) -> Any:
+    """The Hector layer of a check case (its weights do not matter: only shapes reach the
+    bundle; the check derives the arguments from the PyG layer)."""
+    from .models import HGTLayer, RGATLayer, RGCNLayer
+
+    if model == "rgcn":
+        return RGCNLayer(in_dim, hidden, ds.num_relations)
+    if model == "rgat":
+        return RGATLayer(in_dim, hidden, ds.num_relations, heads=heads)
+    types, relations = ds.metadata()
+    return HGTLayer(in_dim, hidden, types, relations, heads=heads)
+
+
+def build_check_bundles(
+    out_dir: str | os.PathLike[str],
+    *,
+    cases: Sequence[tuple[str, str]] = CHECK_CASES,
+    scale: float = 1.0,
+    seed: int = 0,
+    in_dim: int = 32,
+    hidden: int = 32,
+    heads: int = 2,
+    chip: str = "sm_90",
+) -> list[dict[str, Any]]:
+    """Build a training bundle per ``(model, dataset)`` under ``out_dir`` and the manifest
+    ``check.json`` that ``python3 -m hector.runtime.bundle_check --bundles out_dir`` reads;
+    returns the cases."""
+    import torch
+
+    from . import datasets
+    from .runtime.bundle_check import CHECK_FILE
+
+    os.makedirs(out_dir, exist_ok=True)
+    records = []
+    for model, name in cases:
+        ds = datasets.load(f"synthetic:{name}", scale=scale, seed=seed)
+        g = ds.hetero_graph()
+        torch.manual_seed(seed)
+        layer = check_layer(model, ds, in_dim, hidden, heads)
+        if model == "hgt":
+            counts, _ = ds.pyg_hetero()
+            x: Any = {t: torch.randn(n, in_dim) for t, n in counts.items()}
+        else:
+            x = torch.randn(ds.num_nodes, in_dim)
+        bundle_name = f"{model}-{name}"
+        build(layer, g, x, out=os.path.join(out_dir, bundle_name), chip=chip)
+        records.append(
+            {
+                "model": model,
+                "dataset": name,
+                "scale": scale,
+                "seed": seed,
+                "in_dim": in_dim,
+                "hidden": hidden,
+                "heads": heads if model != "rgcn" else 1,
+                "bundle": bundle_name,
+            }
+        )
+    with open(os.path.join(out_dir, CHECK_FILE), "w", encoding="utf-8") as f:
+        json.dump({"version": 1, "chip": chip, "cases": records}, f, indent=1)
+    return records

@@ -313,6 +313,9 @@ def test_wrong_arguments_are_refused_before_any_launch(built: dict[str, dict[str
     other = rb.load(built["rgcn"]["path"], FakeDriver(arch="sm_80"))
     with pytest.raises(rb.BundleError, match="built for sm_90, the device is sm_80"):
         other(g, torch.randn(N, IN), *params)
+    newer = FakeDriver(arch="sm_100")  # PTX for sm_90 is compiled by the driver for later GPUs
+    rb.load(built["rgcn"]["path"], newer)(g, torch.randn(N, IN), *params)
+    assert newer.launches
     assert not driver.launches
 
 
@@ -396,3 +399,81 @@ def _ref_shape(fn: rb.FunctionPlan, ref: dict[str, Any]) -> list[Any]:
     if "shape" in ref:
         return ref["shape"]
     return (fn.temps[ref["temp"]] if "temp" in ref else fn.args[ref["arg"]])["shape"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The GPU check's bundles and script (hector.runtime.bundle_check), without a GPU
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def check_bundles(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
+    root = tmp_path_factory.mktemp("check")
+    cases = [(m, "aifb") for m in ("rgcn", "rgat", "hgt")]
+    return root, bundle.build_check_bundles(root, cases=cases, scale=0.02, in_dim=8, hidden=8)
+
+
+def test_check_glue_gives_the_bundle_what_hector_models_gives_its_core() -> None:
+    """bundle_check derives each bundle's arguments from the PyG layer (hector.models needs the
+    compiler); they are the tensors hector.models' layer loaded from that PyG layer passes."""
+    from torch_geometric.nn import HGTConv, RGATConv
+
+    from hector.runtime import bundle_check as bc
+
+    g, x = _hetero()
+    torch.manual_seed(5)
+    conv = HGTConv(8, 8, META, heads=2)
+    with torch.no_grad():
+        for p in conv.p_rel.values():
+            p.uniform_(0.5, 1.5)
+    want = _core_inputs(HGTLayer.from_pyg(conv), g, x)
+    have = bc.hgt_args(conv, g, x)
+    assert len(have) == len(want) == 13
+    for a, b in zip(have, want, strict=True):
+        torch.testing.assert_close(a.detach(), b)
+    rg = hector.random_graph(N, E, R, seed=1)
+    rconv = RGATConv(IN, 4, R, heads=2)
+    xr = torch.randn(N, IN)
+    want = _core_inputs(RGATLayer.from_pyg(rconv), rg, xr)
+    for a, b in zip(bc.rgat_args(rconv, xr), want, strict=True):
+        torch.testing.assert_close(a.detach(), b)
+
+
+def test_check_script_runs_every_case_through_the_fake_driver(
+    check_bundles: tuple[Path, list[dict[str, Any]]],
+) -> None:
+    """Each case of the check runs end to end (graph, PyG layer, glue, bundle forward and
+    backward, error table, timing) on the CPU with the fake driver; the kernels do not run
+    there, so only the plumbing is checked, not the numbers."""
+    from hector.runtime import bundle_check as bc
+
+    root, cases = check_bundles
+    manifest = json.loads((root / bc.CHECK_FILE).read_text())
+    assert [c["bundle"] for c in manifest["cases"]] == ["rgcn-aifb", "rgat-aifb", "hgt-aifb"]
+    for case in cases:
+        record = bc.check_case(case, str(root), 1, torch.device("cpu"), driver=FakeDriver())
+        assert record["status"] in ("PASSED", "FAILED")
+        assert record["launches"] > 0
+        names = set(record["errors"])
+        assert ("out" in names) or any(n.startswith("out[") for n in names)
+        assert any(n.startswith("grad x") for n in names)
+        assert sum(n.startswith("grad ") for n in names) > 2  # parameter gradients compared
+        assert record["hector_ms"] > 0
+        assert record["pyg_ms"] > 0
+
+
+def test_check_command_without_cuda_or_bundles(tmp_path: Path) -> None:
+    from hector.runtime import bundle_check as bc
+
+    out = tmp_path / "report.json"
+    assert bc.run(["--bundles", str(tmp_path), "--out", str(out)]) == 2
+    assert not out.exists()
+
+
+def test_check_command_runs_where_mlir_is_absent(tmp_path: Path) -> None:
+    proc = run_python(
+        "-m", "hector.runtime.bundle_check", "--bundles", str(tmp_path), "--out", "r.json"
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "cannot read" in proc.stderr
+    assert "ModuleNotFoundError" not in proc.stderr
