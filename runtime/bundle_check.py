@@ -188,6 +188,8 @@ def _errors(ref: tuple, have: tuple, ref_conv: Any, conv: Any) -> dict[str, floa
     errors: dict[str, float] = {}
     if isinstance(ref_out, dict):
         for k, v in out.items():
+            if ref_out.get(k) is None:  # PyG: a node type no edge reaches has no output
+                raise ValueError(f"the bundle gives node type {k!r} an output, PyG does not")
             errors[f"out[{k}]"] = relative_error(v, ref_out[k])
         for k in x:
             errors[f"grad x[{k}]"] = relative_error(x[k].grad, ref_x[k].grad)

@@ -473,9 +473,9 @@ class GpuKernel:
         self.module = module
         self.runtime = runtime
         self.opt_level = opt_level
-        # On a GPU: PyTorch's stream and caching allocator (no stream, cuMemAlloc or cuMemFree
-        # per call); under emulation only when asked for.
-        self.hooks = hooks if hooks is not None or runtime is not None else None
+        # On a GPU: PyTorch's stream and caching allocator (StreamAllocatorHooks.torch_cuda at
+        # first use); under emulation only when given.
+        self.hooks = hooks
         self.engine: ExecutionEngine | None = None
         if runtime is not None:
             self._initialize()
