@@ -30,11 +30,20 @@ import os
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, TypeAlias
 
 import torch
 
-from .launch import Driver, Launcher, LaunchError, MemRef, pack_params, param_count
+from .launch import (
+    Driver,
+    Launcher,
+    LaunchError,
+    MemRef,
+    pack_params,
+    param_count,
+    ptx_param_counts,
+)
 
 __all__ = [
     "BINARY_OPS",
@@ -189,10 +198,13 @@ class Bundle:
         bundle._check_kernels()
         return bundle
 
-    def _check_kernels(self) -> None:
-        from .launch import ptx_param_counts
+    @cached_property
+    def param_counts(self) -> dict[str, int]:
+        """Each kernel's parameter count, read from the PTX."""
+        return ptx_param_counts(self.ptx)
 
-        counts = ptx_param_counts(self.ptx)
+    def _check_kernels(self) -> None:
+        counts = self.param_counts
         for fn in self.functions.values():
             for step in fn.steps:
                 if step.get("op") == "launch" and step.get("kernel") not in counts:
@@ -294,7 +306,7 @@ class BundleRunner:
                     f"rebuild it with chip='{arch}'"
                 )
             handle = launcher.function(self.bundle.ptx, kernel)
-            want = next(iter(v for v in launcher.params.values() if kernel in v))[kernel]
+            want = self.bundle.param_counts[kernel]
             if want != param_count(args):
                 raise BundleError(
                     f"kernel {kernel} takes {want} parameters; the plan passes {param_count(args)}"

@@ -477,3 +477,18 @@ def test_check_command_runs_where_mlir_is_absent(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stderr
     assert "cannot read" in proc.stderr
     assert "ModuleNotFoundError" not in proc.stderr
+
+
+def test_a_layer_runs_on_a_bundle_in_place_of_its_compiled_core(
+    built: dict[str, dict[str, Any]],
+) -> None:
+    """A loaded bundle is called like the compiled core, so a hector.models layer whose core is
+    replaced by it trains as before (forward glue and gradients to every parameter)."""
+    layer, g, x = _layer("hgt")
+    layer._fn = rb.load(built["hgt"]["path"], FakeDriver())  # what models.py would do
+    xs = {k: v.clone().requires_grad_() for k, v in x.items()}
+    out = layer(g, xs)
+    assert set(out) == {"paper", "author"}
+    sum(v.sum() for v in out.values()).backward()
+    assert all(p.grad is not None for p in layer.parameters())
+    assert all(v.grad is not None for v in xs.values())
