@@ -477,16 +477,24 @@ def guard_launch(launch: ir.Operation) -> None:
     launch.move_before(yield_op)
 
 
-def _launches(op: ir.Operation) -> list[ir.Operation]:
+def _ops_named(op: ir.Operation, names: tuple[str, ...]) -> list[ir.Operation]:
+    """Every op nested in ``op`` whose name is one of ``names``, in walk order."""
     found: list[ir.Operation] = []
 
     def visit(inner: ir.Operation) -> ir.WalkResult:
-        if inner.name == "gpu.launch_func":
+        if inner.name in names:
             found.append(inner)
         return ir.WalkResult.ADVANCE
 
     op.walk(visit)
     return found
+
+
+def _launches(op: ir.Operation) -> list[ir.Operation]:
+    return _ops_named(op, ("gpu.launch_func",))
+
+
+_DEVICE_BUFFER_OPS = ("gpu.alloc", "gpu.dealloc", "gpu.memset", "gpu.memcpy")
 
 
 @register_pass(
@@ -500,3 +508,104 @@ def run_skip_empty(module_op: ir.Operation) -> None:
         if op.operation.name == "func.func":
             for launch in _launches(op.operation):
                 guard_launch(launch)
+
+
+# ---- testing: the kernels run sequentially on the host -----------------------------------------
+
+
+def _kernel_as_function(kernel: ir.Operation, at: ir.Operation) -> str:
+    """Move ``kernel``'s body into a ``func.func`` before ``at`` taking the kernel's arguments
+    and then ``(block id, thread id, block size)``; returns its name."""
+    from mlir.dialects import func
+
+    old = kernel.regions[0].blocks[0]
+    index = ir.IndexType.get()
+    name = "__kernel_" + ir.StringAttr(kernel.attributes["sym_name"]).value
+    types = [a.type for a in old.arguments] + [index] * 3
+    with kernel.location, ir.InsertionPoint(at):
+        fn = func.FuncOp(name, ir.FunctionType.get(types, []))
+        fn.attributes["sym_visibility"] = ir.StringAttr.get("private")
+    block = fn.add_entry_block()
+    with kernel.location, ir.InsertionPoint(block):
+        ret = func.ReturnOp([])
+    *args, bid, tid, bdim = list(block.arguments)
+    for a, new in zip(old.arguments, args, strict=True):
+        a.replace_all_uses_with(new)
+    ids = {"gpu.block_id": bid, "gpu.thread_id": tid, "gpu.block_dim": bdim}
+    for op in list(old.operations):
+        op = op.operation
+        if op.name == "gpu.return":
+            op.erase()
+            continue
+        if op.name in ids:
+            if str(op.attributes["dimension"]) != "#gpu<dim x>":
+                raise PassFailure("only x-dimension kernels run on the host", op.location)
+            op.results[0].replace_all_uses_with(ids[op.name])
+            op.erase()
+            continue
+        op.move_before(ret)
+    return name
+
+
+def _launch_as_loops(launch: ir.Operation, callee: str) -> None:
+    """``for block in grid.x: for thread in block.x: callee(args, block, thread, block.x)``."""
+    from mlir.dialects import func
+
+    view = launch.opview
+    with launch.location, ir.InsertionPoint(launch):
+        c0, c1 = (arith.constant(ir.IndexType.get(), v) for v in (0, 1))
+        blocks = scf.ForOp(c0, view.gridSizeX, c1)
+        with ir.InsertionPoint(blocks.body):
+            threads = scf.ForOp(c0, view.blockSizeX, c1)
+            with ir.InsertionPoint(threads.body):
+                ids = [blocks.induction_variable, threads.induction_variable, view.blockSizeX]
+                func.CallOp([], callee, [*view.kernelOperands, *ids])
+                scf.yield_([])
+            scf.yield_([])
+    launch.erase()
+
+
+def _host_buffer(op: ir.Operation) -> None:
+    """``gpu.alloc``/``dealloc``/``memset``/``memcpy`` back to host memory ops."""
+    from mlir.dialects import linalg
+
+    with op.location, ir.InsertionPoint(op):
+        if op.name == "gpu.alloc":
+            new = memref.alloc(op.results[0].type, list(op.operands), [])
+            op.results[0].replace_all_uses_with(new)
+        elif op.name == "gpu.dealloc":
+            memref.dealloc(op.operands[0])
+        elif op.name == "gpu.memset":
+            linalg.fill(op.operands[1], outs=[op.operands[0]])
+        else:
+            memref.copy(op.operands[1], op.operands[0])
+    op.erase()
+
+
+@register_pass(
+    "hector-gpu-kernels-on-host",
+    "Testing: run a GPU module's kernels sequentially on the host (each launch a loop over "
+    "blocks and threads calling the kernel's body as a function; device buffers in host memory)",
+)
+def run_kernels_on_host(module_op: ir.Operation) -> None:
+    """Pass entry point: for modules right after ``convert-hector-intra-to-gpu``."""
+    top = module_op.regions[0].blocks[0]
+    kernels: dict[str, str] = {}
+    for op in list(top.operations):
+        op = op.operation
+        if op.name == "gpu.module":
+            for kernel in list(op.regions[0].blocks[0].operations):
+                if kernel.operation.name == "gpu.func":
+                    sym = ir.StringAttr(kernel.operation.attributes["sym_name"]).value
+                    kernels[sym] = _kernel_as_function(kernel.operation, op)
+            op.erase()
+    for op in top.operations:
+        if op.operation.name != "func.func":
+            continue
+        for inner in _launches(op.operation):
+            sym = ir.SymbolRefAttr(inner.attributes["kernel"]).value[-1]
+            _launch_as_loops(inner, kernels[sym])
+        for inner in _ops_named(op.operation, _DEVICE_BUFFER_OPS):
+            _host_buffer(inner)
+    if "gpu.container_module" in module_op.attributes:
+        del module_op.attributes["gpu.container_module"]
