@@ -547,21 +547,41 @@ def _kernel_as_function(kernel: ir.Operation, at: ir.Operation) -> str:
     return name
 
 
-def _launch_as_loops(launch: ir.Operation, callee: str) -> None:
-    """``for block in grid.x: for thread in block.x: callee(args, block, thread, block.x)``."""
+def _grid_function(kernel: ir.Operation, body: str, at: ir.Operation) -> str:
+    """A public ``__grid_<kernel>(args..., grid_x, block_x)`` before ``at``: ``for block in
+    grid_x: for thread in block_x: body(args, block, thread, block_x)``. Lowered to LLVM it
+    takes the kernel's parameters as the GPU kernel does (memrefs expanded), then the sizes,
+    so a fake driver can run a launch by calling it; returns its name."""
+    from mlir.dialects import func
+
+    index = ir.IndexType.get()
+    arg_types = [a.type for a in kernel.regions[0].blocks[0].arguments]
+    name = "__grid_" + ir.StringAttr(kernel.attributes["sym_name"]).value
+    with kernel.location, ir.InsertionPoint(at):
+        fn = func.FuncOp(name, ir.FunctionType.get([*arg_types, index, index], []))
+    block = fn.add_entry_block()
+    *args, grid, threads = list(block.arguments)
+    with kernel.location, ir.InsertionPoint(block):
+        c0, c1 = (arith.constant(index, v) for v in (0, 1))
+        blocks = scf.ForOp(c0, grid, c1)
+        with ir.InsertionPoint(blocks.body):
+            per_block = scf.ForOp(c0, threads, c1)
+            with ir.InsertionPoint(per_block.body):
+                ids = [blocks.induction_variable, per_block.induction_variable, threads]
+                func.CallOp([], body, [*args, *ids])
+                scf.yield_([])
+            scf.yield_([])
+        func.ReturnOp([])
+    return name
+
+
+def _launch_as_call(launch: ir.Operation, callee: str) -> None:
+    """``gpu.launch_func`` → ``func.call @__grid_<kernel>(args, grid.x, block.x)``."""
     from mlir.dialects import func
 
     view = launch.opview
     with launch.location, ir.InsertionPoint(launch):
-        c0, c1 = (arith.constant(ir.IndexType.get(), v) for v in (0, 1))
-        blocks = scf.ForOp(c0, view.gridSizeX, c1)
-        with ir.InsertionPoint(blocks.body):
-            threads = scf.ForOp(c0, view.blockSizeX, c1)
-            with ir.InsertionPoint(threads.body):
-                ids = [blocks.induction_variable, threads.induction_variable, view.blockSizeX]
-                func.CallOp([], callee, [*view.kernelOperands, *ids])
-                scf.yield_([])
-            scf.yield_([])
+        func.CallOp([], callee, [*view.kernelOperands, view.gridSizeX, view.blockSizeX])
     launch.erase()
 
 
@@ -584,8 +604,9 @@ def _host_buffer(op: ir.Operation) -> None:
 
 @register_pass(
     "hector-gpu-kernels-on-host",
-    "Testing: run a GPU module's kernels sequentially on the host (each launch a loop over "
-    "blocks and threads calling the kernel's body as a function; device buffers in host memory)",
+    "Testing: run a GPU module's kernels sequentially on the host (each launch a call of "
+    "__grid_<kernel>, a loop over blocks and threads calling the kernel's body; device buffers "
+    "in host memory)",
 )
 def run_kernels_on_host(module_op: ir.Operation) -> None:
     """Pass entry point: for modules right after ``convert-hector-intra-to-gpu``."""
@@ -595,16 +616,17 @@ def run_kernels_on_host(module_op: ir.Operation) -> None:
         op = op.operation
         if op.name == "gpu.module":
             for kernel in list(op.regions[0].blocks[0].operations):
-                if kernel.operation.name == "gpu.func":
-                    sym = ir.StringAttr(kernel.operation.attributes["sym_name"]).value
-                    kernels[sym] = _kernel_as_function(kernel.operation, op)
+                kop = kernel.operation
+                if kop.name == "gpu.func":
+                    sym = ir.StringAttr(kop.attributes["sym_name"]).value
+                    kernels[sym] = _grid_function(kop, _kernel_as_function(kop, op), op)
             op.erase()
     for op in top.operations:
         if op.operation.name != "func.func":
             continue
         for inner in _launches(op.operation):
             sym = ir.SymbolRefAttr(inner.attributes["kernel"]).value[-1]
-            _launch_as_loops(inner, kernels[sym])
+            _launch_as_call(inner, kernels[sym])
         for inner in _ops_named(op.operation, _DEVICE_BUFFER_OPS):
             _host_buffer(inner)
     if "gpu.container_module" in module_op.attributes:
