@@ -202,6 +202,23 @@ def _handles(*names: str) -> Callable[[Handler], Handler]:
 _UNARY_FN = {f.torch: f.name for f in inter.UNARY_FUNCTIONS if f.torch is not None}
 
 
+def _check_binding_shape(arg: Any, i: int, role: str) -> None:
+    """A graph array has the rank its role is read with: ``edge_index`` is ``[2, E]``, the
+    others have their edges (or nodes) along the first dimension."""
+    s = _shape(arg)
+    if s is None:
+        return
+    if role == "edge_index" and len(s[0]) != 2:
+        want = "a [2, E] tensor"
+    elif role != "edge_index" and not s[0]:
+        want = "a tensor of rank >= 1"
+    else:
+        return
+    raise RaiseError(
+        f"argument #{i} bound as {GRAPH_ATTR} = {role!r} must be {want}, got {arg.type}"
+    )
+
+
 class _Raiser:
     def __init__(self, func: Any, ir: Any) -> None:
         self.func, self.ir = func, ir
@@ -220,26 +237,36 @@ class _Raiser:
             if role == "ntype" and s:
                 self.N = s[0][0]
         if "hector.num_nodes" in func.attributes:
-            self.N = self.ir.IntegerAttr(func.attributes["hector.num_nodes"]).value
+            self.N = self.int_attr("hector.num_nodes")
         self.R = -1
         if "hector.num_etypes" in func.attributes:
-            self.R = self.ir.IntegerAttr(func.attributes["hector.num_etypes"]).value
+            self.R = self.int_attr("hector.num_etypes")
         if self.N < 0:
             self.N = self.infer_nodes()
+
+    def int_attr(self, name: str) -> int:
+        """The function's integer attribute ``name`` (a count; negative: unknown)."""
+        attr = self.func.attributes[name]
+        if not isinstance(attr, self.ir.IntegerAttr):
+            raise RaiseError(f"{name} must be an integer, got {attr}")
+        return int(attr.value)
 
     def bind_arguments(self) -> None:
         """Read the ``hector.graph`` argument attributes into ``self.bind``."""
         if "arg_attrs" not in self.func.attributes:
             return
         attrs = self.ir.ArrayAttr(self.func.attributes["arg_attrs"])
-        for arg, a in zip(self.block.arguments, attrs, strict=False):
+        for i, (arg, a) in enumerate(zip(self.block.arguments, attrs, strict=False)):
             d = self.ir.DictAttr(a)
             if GRAPH_ATTR in d:
-                role = self.ir.StringAttr(d[GRAPH_ATTR]).value
+                attr = d[GRAPH_ATTR]
+                role = attr.value if isinstance(attr, self.ir.StringAttr) else None
                 if role not in BINDINGS:
                     raise RaiseError(
-                        f"unknown {GRAPH_ATTR} binding {role!r}; use one of {', '.join(BINDINGS)}"
+                        f"argument #{i}: unknown {GRAPH_ATTR} binding {attr}; use one of "
+                        f"{', '.join(BINDINGS)}"
                     )
+                _check_binding_shape(arg, i, role)
                 self.bind[arg] = role
 
     def infer_nodes(self) -> int:

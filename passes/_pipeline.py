@@ -36,6 +36,7 @@ __all__ = [
     "Stage",
     "build_pass_manager",
     "diagnostics_from_error",
+    "offending_op",
     "parse_module",
     "parse_module_file",
     "parse_options",
@@ -485,25 +486,29 @@ def _location_of(failure: PassFailure, op: ir.Operation) -> ir.Location:
     return _module_location(op)
 
 
-def _as_op(value: Any) -> ir.Operation | None:
-    """``value`` as a live operation (an op, an op view, or the op defining a value)."""
+def _as_op(value: Any, bindings: Any) -> Any:
+    """``value`` as a live operation of ``bindings`` (``mlir.ir`` or torch-mlir's ``ir``): an
+    op, an op view, or the op defining a value; ``None`` for anything else."""
     try:
-        if isinstance(value, ir.OpView):
+        if isinstance(value, bindings.OpView):
             return value.operation
-        if isinstance(value, ir.Operation):
+        if isinstance(value, bindings.Operation):
             value.location  # noqa: B018  (raises when the op was erased)
             return value
-        if isinstance(value, ir.Value) and isinstance(value.owner, ir.OpView | ir.Operation):
-            return _as_op(value.owner)
+        if isinstance(value, bindings.Value):
+            owner = value.owner
+            if isinstance(owner, bindings.OpView | bindings.Operation):
+                return _as_op(owner, bindings)
     except (RuntimeError, ValueError):
         return None
     return None
 
 
-def _offending_op(tb: Any, module_op: ir.Operation) -> ir.Operation | None:
-    """The op a pass was working on when it raised: the innermost frame's op-valued local
-    (other than the module and its functions), else the innermost function; ``None`` when the
-    frames name no op."""
+def offending_op(tb: Any, module_op: Any, bindings: Any = ir) -> Any:
+    """The op a pass was working on when it raised (``tb``: the exception's traceback): the
+    innermost frame's op-valued local other than the module and its functions, else the
+    innermost function; ``None`` when the frames name no op. ``bindings`` is the ``ir`` module
+    the pass's IR belongs to (Hector's, or torch-mlir's for a torch-context pass)."""
     frames = []
     while tb is not None:
         frames.append(tb.tb_frame)
@@ -511,7 +516,7 @@ def _offending_op(tb: Any, module_op: ir.Operation) -> ir.Operation | None:
     func = None
     for frame in reversed(frames):
         for value in list(frame.f_locals.values()):
-            op = _as_op(value)
+            op = _as_op(value, bindings)
             if op is None or op == module_op:
                 continue
             if op.name not in ("func.func", "builtin.module"):
@@ -550,7 +555,7 @@ def _hector_callable(stage: Stage, tracebacks: list[str]) -> Callable[[Any, Any]
             pass_.signal_pass_failure()
         except Exception as err:  # a bug in the pass: report it, keep the traceback
             tracebacks.append(traceback.format_exc())
-            culprit = _offending_op(err.__traceback__, op)
+            culprit = offending_op(err.__traceback__, op)
             on = f" on '{culprit.name}'" if culprit is not None else ""
             where = culprit.location if culprit is not None else _module_location(op)
             where.emit_error(

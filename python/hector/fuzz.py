@@ -566,6 +566,7 @@ class Summary:
     per_pipeline: dict[str, dict[str, int]]
     findings: list[dict[str, Any]]
     seconds: float
+    commit: str = ""  # the checkout the corpus came from (git HEAD), when known
 
     @property
     def defects(self) -> int:
@@ -622,11 +623,25 @@ def run_campaign(
         {k: dict(sorted(v.items())) for k, v in sorted(per_pipeline.items())},
         sorted(findings, key=lambda f: f["id"]),
         round(time.monotonic() - start, 1),
+        _git_head(corpus),
     )
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "summary.json").write_text(json.dumps(asdict(summary), indent=2) + "\n")
     return summary
+
+
+def _git_head(folder: Path) -> str:
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(folder), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return proc.stdout.strip() if proc.returncode == 0 else ""
 
 
 def _record(result: Result, out: Path | None) -> dict[str, Any]:

@@ -488,19 +488,38 @@ def _run_torch_pipeline(args: argparse.Namespace, stages: list[Stage]) -> int:
         msg = str(err).replace('"-"', display).replace("\n", " ")
         return _emit_torch(args, None, [f"{display}: error: {msg}"])
     errors: list[str] = []
-    try:
-        with context:
-            for stage in stages:
-                assert stage.pass_info is not None
+    for stage in stages:
+        assert stage.pass_info is not None
+        try:
+            with context:
                 stage.pass_info.run(module, **stage.options)
-    except PassFailure as failure:
-        errors = [f"{_where(loc, display)}: error: {msg}" for msg, loc in failure.errors()]
-        return _emit_torch(args, None, errors)
+        except PassFailure as failure:
+            errors = [f"{_where(loc, display)}: error: {msg}" for msg, loc in failure.errors()]
+            return _emit_torch(args, None, errors)
+        except Exception as err:  # a bug in the pass: located like a Hector pass's
+            return _emit_torch(
+                args, None, [_torch_internal_error(stage.name, err, module, display)]
+            )
     out = module.operation.get_asm(
         enable_debug_info=args.mlir_print_debuginfo,
         print_generic_op_form=args.mlir_print_op_generic,
     )
     return _emit_torch(args, out, errors)
+
+
+def _torch_internal_error(name: str, err: Exception, module: object, display: str) -> str:
+    """``file:line: error: internal error in pass ...`` for an exception inside a torch-context
+    pass, at the op it was working on (see :func:`hector.passes._pipeline.offending_op`)."""
+    from torch_mlir import ir as torch_ir
+
+    from hector.passes._pipeline import offending_op
+
+    if _debug():
+        traceback.print_exc()
+    culprit = offending_op(err.__traceback__, getattr(module, "operation", None), torch_ir)
+    on = f" on '{culprit.name}'" if culprit is not None else ""
+    where = _where(culprit.location if culprit is not None else None, display)
+    return f"{where}: error: internal error in pass '{name}'{on}: {type(err).__name__}: {err}"
 
 
 def _run_torch(args: argparse.Namespace) -> int:

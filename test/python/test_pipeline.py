@@ -24,6 +24,7 @@ from hector.passes._pipeline import (
 from hector.passes._registry import (
     PASSES,
     PIPELINES,
+    TORCH_CONTEXT,
     Option,
     PassFailure,
     PassInfo,
@@ -423,6 +424,36 @@ def test_print_ir_after_all_goes_to_stderr(registry: list[str]) -> None:
     assert "IR Dump After test-noop (test-noop)" in proc.stderr
     assert "IR Dump After Canonicalizer (canonicalize)" in proc.stderr
     assert proc.stdout == ""
+
+
+def test_internal_error_in_a_torch_context_pass_is_located(
+    registry: list[str], tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """hector-opt reports an exception inside a torch-context pass at the op it was working on
+    (file:line), labelled internal, with exit 1 and no traceback."""
+
+    def crash(module: object) -> None:
+        for func in module.body.operations:  # type: ignore[attr-defined]
+            for inner in func.regions[0].blocks[0].operations:
+                if inner.name == "torch.aten.sin":
+                    raise KeyError("sin")
+
+    PASSES["test-torch-crash"] = PassInfo("test-torch-crash", "t", crash, {}, TORCH_CONTEXT)
+    registry.append("test-torch-crash")
+    path = tmp_path / "in.mlir"
+    path.write_text(
+        "func.func @f(%x: !torch.vtensor<[3],f32>) -> !torch.vtensor<[3],f32> {\n"
+        "  %0 = torch.aten.sin %x : !torch.vtensor<[3],f32> -> !torch.vtensor<[3],f32>\n"
+        "  return %0 : !torch.vtensor<[3],f32>\n}\n"
+    )
+    from hector import opt
+
+    assert opt.main([str(path), "-p", "test-torch-crash"]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        f"{path}:2: error: internal error in pass 'test-torch-crash' on 'torch.aten.sin': "
+        "KeyError: 'sin'\n"
+    )
 
 
 # ---- options ---------------------------------------------------------------------------------
