@@ -120,9 +120,9 @@ def _split(gid: ir.Value, per_row: ir.Value, rows: ir.Value) -> tuple[ir.Value, 
 
 #: Rows one thread of the weight-gradient GEMM sums before its partial is written.
 XTY_ROWS_PER_CHUNK = 256
-#: Most floats the weight gradient's per-chunk partials may take (64 MiB): sliced weights
+#: Most floats the weight gradient's per-chunk partials may take (256 MiB): sliced weights
 #: (``[T, K, N]``) get fewer, longer chunks.
-XTY_PARTIAL_BUDGET = 1 << 24
+XTY_PARTIAL_BUDGET = 1 << 26
 
 
 def _xty_shape(t: Template) -> tuple[int | None, int, int]:
@@ -195,10 +195,52 @@ def _xty_partial_body(
             total = b.reduce(lo, hi, c1, b.f32(0.0), step)
             b.store("partials", total, c, kk, j)
             return
-        with b.loop(lo, hi, c1) as i:
-            row = T.gemm_row_prologue(b, i, T.slice_rows(t.view))
-            p = arith.mulf(b.load("a", row.r, kk), b.load("weight", i, j))
-            b.accumulate("partials", p, False, c, *T.sliced(row.t, kk, j))
+        _xty_runs(t, b, (lo, hi), c, kk, j, slices)
+
+
+def _xty_runs(
+    t: Template,
+    b: T.Body,
+    rows: tuple[ir.Value, ir.Value],
+    c: ir.Value,
+    kk: ir.Value,
+    j: ir.Value,
+    slices: int,
+) -> None:
+    """A sliced weight's chunk: rows of one type in a row (edges are sorted by type) are summed
+    in a register, and each run is added to ``partials[c, type, kk, j]`` when the type changes
+    and at the end; any order of types is still right, only slower."""
+    f32 = T.f32_type()
+    none = b.index(slices)  # no run yet: a type no row has
+    loop = scf.ForOp(rows[0], rows[1], b.index(1), [b.f32(0.0), none])
+    with ir.InsertionPoint(loop.body):
+        i = loop.induction_variable
+        acc, run = loop.inner_iter_args
+        row = T.gemm_row_prologue(b, i, T.slice_rows(t.view))
+        assert row.t is not None
+        p = arith.mulf(b.load("a", row.r, kk), b.load("weight", i, j))
+        same = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, row.t, run), [f32], has_else=True)
+        with ir.InsertionPoint(same.then_block):
+            scf.yield_([arith.addf(acc, p)])
+        with ir.InsertionPoint(same.else_block):
+            _xty_flush(b, acc, run, c, kk, j, slices)
+            scf.yield_([p])
+        scf.yield_([same.results[0], row.t])
+    _xty_flush(b, loop.results[0], loop.results[1], c, kk, j, slices)
+
+
+def _xty_flush(
+    b: T.Body,
+    acc: ir.Value,
+    run: ir.Value,
+    c: ir.Value,
+    kk: ir.Value,
+    j: ir.Value,
+    slices: int,
+) -> None:
+    """``partials[c, run, kk, j] += acc`` unless there is no run yet."""
+    with b.guard(arith.cmpi(arith.CmpIPredicate.ult, run, b.index(slices))):
+        b.accumulate("partials", acc, False, c, run, kk, j)
 
 
 def _xty_reduce_body(b: T.Body, gid: ir.Value, k: int, n: int, slices: int | None) -> None:

@@ -196,7 +196,7 @@ func.func private @decl(memref<?x8xf32>)
 // -----
 
 // ---- weight gradients (variant "xty"): parallel over rows, deterministic --------------------
-// The rows are cut into C = max(1, min(ceil(M / 256), budget / (T*K*N))) chunks; one thread per
+// The rows are cut into C = max(1, min(ceil(M / 256), 2^26 / (T*K*N))) chunks; one thread per
 // (chunk, k, n) sums its chunk's rows in order into its own slot of a partials temporary
 // [C, (T,) K, N] (gpu.alloc: PyTorch's caching allocator under a bundle), then one thread per
 // ((t,) k, n) adds the C partials in order into the gradient. No atomics anywhere, so the
@@ -209,7 +209,7 @@ func.func private @decl(memref<?x8xf32>)
 // CHECK-NEXT: %[[R1:.*]] = arith.constant 255 : index
 // CHECK-NEXT: %[[MP:.*]] = arith.addi %[[M]], %[[R1]] : index
 // CHECK-NEXT: %[[WANT:.*]] = arith.divui %[[MP]], %[[R]] : index
-// CHECK-NEXT: %[[CAP:.*]] = arith.constant 43690 : index
+// CHECK-NEXT: %[[CAP:.*]] = arith.constant 174762 : index
 // CHECK-NEXT: %[[MIN:.*]] = arith.minui %[[WANT]], %[[CAP]] : index
 // CHECK-NEXT: %[[ONE:.*]] = arith.constant 1 : index
 // CHECK-NEXT: %[[C:.*]] = arith.maxui %[[MIN]], %[[ONE]] : index
@@ -241,14 +241,28 @@ func.func private @decl(memref<?x8xf32>)
 // KERNELS-NEXT: %[[END:.*]] = arith.addi %[[LO]], %[[PER]] : index
 // KERNELS-NEXT: %[[HI:.*]] = arith.minui %[[END]], %[[M]] : index
 // KERNELS-NEXT: %[[LO2:.*]] = arith.minui %[[LO]], %[[M]] : index
-// KERNELS-NEXT: scf.for %[[I:.*]] = %[[LO2]] to %[[HI]] step
-//   the row's type picks the partial's slice; a plain add: the thread owns [c, *, k, n]
+//   a run of rows of one type is summed in a register (edges are sorted by type); the run is
+//   added to the partial's slice of its type when the type changes and after the last row
+//   (type 3 = "no run yet"); a plain add: the thread owns partials[c, *, k, n]
+// KERNELS: %[[NONE:.*]] = arith.constant 3 : index
+// KERNELS: %[[RUNS:.*]]:2 = scf.for %[[I:.*]] = %[[LO2]] to %[[HI]] step %{{.*}} iter_args(%[[ACC:.*]] = %{{.*}}, %[[CUR:.*]] = %[[NONE]]) -> (f32, index) {
 // KERNELS: %[[R:.*]] = arith.index_cast %{{.*}} : i32 to index
 // KERNELS-NEXT: memref.load %{{.*}}[%[[I]]] : memref<?xi32>
 // KERNELS-NEXT: %[[T:.*]] = arith.index_cast %{{.*}} : i32 to index
-// KERNELS: memref.load %[[P]][%[[CH]], %[[T]], %{{.*}}, %{{.*}}] : memref<?x3x16x8xf32>
-// KERNELS-NEXT: arith.addf
-// KERNELS-NEXT: memref.store %{{.*}}, %[[P]][%[[CH]], %[[T]], %{{.*}}, %{{.*}}] : memref<?x3x16x8xf32>
+// KERNELS: %[[P:.*]] = arith.mulf
+// KERNELS-NEXT: %[[SAME:.*]] = arith.cmpi eq, %[[T]], %[[CUR]] : index
+// KERNELS-NEXT: %[[NEXT:.*]] = scf.if %[[SAME]] -> (f32) {
+// KERNELS-NEXT: %[[SUM:.*]] = arith.addf %[[ACC]], %[[P]] : f32
+// KERNELS-NEXT: scf.yield %[[SUM]] : f32
+// KERNELS-NEXT: } else {
+// KERNELS: scf.if %{{.*}} {
+// KERNELS-NEXT: memref.load %[[P4:.*]][%[[CH]], %[[CUR]], %{{.*}}, %{{.*}}] : memref<?x3x16x8xf32>
+// KERNELS-NEXT: arith.addf %{{.*}}, %[[ACC]] : f32
+// KERNELS-NEXT: memref.store %{{.*}}, %[[P4]][%[[CH]], %[[CUR]], %{{.*}}, %{{.*}}] : memref<?x3x16x8xf32>
+// KERNELS: scf.yield %[[P]] : f32
+// KERNELS: scf.yield %[[NEXT]], %[[T]] : f32, index
+// KERNELS: arith.cmpi ult, %[[RUNS]]#1, %{{.*}} : index
+// KERNELS: memref.store %{{.*}}, %{{.*}}[%[[CH]], %[[RUNS]]#1, %{{.*}}, %{{.*}}] : memref<?x3x16x8xf32>
 // KERNELS-NOT: atomic_rmw
 // KERNELS: gpu.return
 // KERNELS-LABEL: gpu.func @wgrad_2_gemm_reduce(
