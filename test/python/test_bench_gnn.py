@@ -204,6 +204,8 @@ def test_suite_writes_cells_summary_and_plot(tmp_path, capsys) -> None:
     assert set(summary["geomean"]) == {"inference", "training"}
     if _has("rgcn"):
         assert summary["geomean"]["training"]["cells_measured"] == 1
+    for row in summary["cells"]:
+        assert row["max_rel_err"] < 1e-5, row
     assert "geomean inference" in capsys.readouterr().out
 
 

@@ -1121,6 +1121,7 @@ def run_suite(args: argparse.Namespace) -> int:
                 "speedup_vs_best_peer": record["speedup_vs_best_peer"],
                 "memory_ratio_vs_best_peer": record["memory_ratio_vs_best_peer"],
                 "max_abs_err": hector.get("max_abs_err"),
+                "max_rel_err": hector.get("max_rel_err"),
                 "file": path.name,
             }
         )
