@@ -476,7 +476,8 @@ def build(
     ``fn_or_model`` is a function ``f(g, *tensors)`` written against the graph API, a
     ``hector.compile``-d one, or a Hector layer (``RGCNLayer``, ``RGATLayer``,
     ``HGTLayer``: anything with a ``compiled`` core); ``inputs`` are example tensors (for a layer,
-    its forward's inputs). The kernels are compiled for GPU architecture ``chip``; with
+    its forward's inputs); a tuple of ints stands for a tensor of that shape. The kernels are
+    compiled for GPU architecture ``chip``; with
     ``training`` the bundle also holds ``<f>_train`` and ``<f>_backward``. The optimizations
     decided from the graph's statistics (compaction, HGT's folding) are those
     ``hector.compile`` makes for ``graph``. Returns the bundle's path."""
@@ -487,6 +488,10 @@ def build(
         raise BundleError(f"bundles are built for target 'cuda', got {target!r}")
     if not _CHIP.match(chip):
         raise BundleError(f"chip must look like 'sm_90', got {chip!r}")
+    import torch
+
+    # Shapes stand for example tensors (zeros: only shapes reach the bundle).
+    inputs = tuple(torch.zeros(tuple(x)) if isinstance(x, tuple | list) else x for x in inputs)
     if hasattr(fn_or_model, "compiled") and callable(fn_or_model):
         core, tensors = _capture(fn_or_model, graph, inputs)
     else:

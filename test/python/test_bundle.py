@@ -322,7 +322,8 @@ def test_wrong_arguments_are_refused_before_any_launch(built: dict[str, dict[str
 
 def test_forward_only_bundle_refuses_training(tmp_path: Path) -> None:
     layer, g, x = _layer("rgcn")
-    path = bundle.build(layer, g, x, out=tmp_path / "fwd", training=False)
+    shapes = [(N, IN), (R, IN, 6), (IN, 6), (6,)]  # shapes stand for example tensors
+    path = bundle.build(layer.compiled, g, *shapes, out=tmp_path / "fwd", training=False)
     fn = rb.load(path, FakeDriver())
     inputs = _core_inputs(layer, g, x)
     out = fn(g, *inputs)
