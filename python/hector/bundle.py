@@ -105,7 +105,7 @@ def _fold(op: str, a: Expr, b: Expr) -> Expr:
 class _Walk:
     """The state of one host function's walk: what each SSA value is."""
 
-    func: Any
+    body: Any  # the function's entry block
     values: dict[Any, Expr] = field(default_factory=dict)  # index values → expression
     floats: dict[Any, float] = field(default_factory=dict)  # f32 constants
     buffers: dict[Any, dict[str, Any]] = field(default_factory=dict)  # memref → {"arg"|"temp"}
@@ -131,7 +131,7 @@ class _Walk:
             return list(ref["shape"])
         if "temp" in ref:
             return list(self.temps[ref["temp"]]["shape"])
-        arg = self.func.arguments[ref["arg"]]
+        arg = self.body.arguments[ref["arg"]]
         from mlir import ir
 
         shape = ir.ShapedType(arg.type)
