@@ -2,6 +2,7 @@
 // RUN: hector-opt %s --split-input-file -p convert-hector-intra-to-gpu | FileCheck %s --check-prefix=KERNELS
 // RUN: hector-opt %s --split-input-file -p convert-hector-intra-to-gpu | FileCheck %s --check-prefix=NOTEMPLATE
 // RUN: hector-opt %s --split-input-file -p convert-hector-intra-to-gpu --mlir-print-debuginfo | FileCheck %s --check-prefix=LOC
+// RUN: hector-opt %s --split-input-file -p 'convert-hector-intra-to-gpu, hector-gpu-kernels-on-host' | FileCheck %s --check-prefix=HOST
 
 // One gpu.func kernel per template in gpu.module @hector_kernels, one gpu.launch_func per
 // template in the host function, host buffers moved to the gpu dialect's allocation API
@@ -284,6 +285,26 @@ func.func private @decl(memref<?x8xf32>)
 // KERNELS: memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : memref<?x16x8xf32>
 // KERNELS-NOT: atomic_rmw
 // KERNELS: gpu.return
+// Testing pass hector-gpu-kernels-on-host (the Python tests run GPU kernels' own code on the
+// CPU with it): each kernel's body becomes a private function of (args, block, thread, block
+// size), called for every block and thread by a public __grid_<kernel>, which the launch calls.
+// HOST-LABEL: func.func @wgrad(
+// HOST-NOT: gpu.
+// HOST: %[[P:.*]] = memref.alloc(%{{.*}}) : memref<?x3x16x8xf32>
+// HOST: linalg.fill ins(%{{.*}} : f32) outs(%[[P]] : memref<?x3x16x8xf32>)
+// HOST: call @__grid_wgrad_2_gemm(%{{.*}}, %[[P]], %[[G:.*]], %[[B:.*]]) :
+// HOST: call @__grid_wgrad_2_gemm_reduce(%[[P]], %{{.*}}, %{{.*}}, %{{.*}}) :
+// HOST: memref.dealloc %[[P]] : memref<?x3x16x8xf32>
+// HOST-LABEL: func.func private @__kernel_wgrad_2_gemm(
+// HOST-SAME: %{{[^:]*}}: memref<?x3x16x8xf32>, %[[BID:[^:]*]]: index, %[[TID:[^:]*]]: index, %[[BDIM:[^:]*]]: index)
+// HOST-NEXT: %[[BASE:.*]] = arith.muli %[[BID]], %[[BDIM]] : index
+// HOST-NEXT: arith.addi %[[BASE]], %[[TID]] : index
+// HOST-LABEL: func.func @__grid_wgrad_2_gemm(
+// HOST-SAME: %[[GRID:[^:]*]]: index, %[[THREADS:[^:]*]]: index)
+// HOST: scf.for %[[BLK:.*]] = %{{.*}} to %[[GRID]] step
+// HOST-NEXT: scf.for %[[THR:.*]] = %{{.*}} to %[[THREADS]] step
+// HOST-NEXT: call @__kernel_wgrad_2_gemm(%{{.*}}, %[[BLK]], %[[THR]], %[[THREADS]])
+// HOST-NOT: gpu.module
 func.func @wgrad(%a: memref<?x16xf32>, %g: memref<?x8xf32>, %src: memref<?xi32>, %et: memref<?xi32>, %dw: memref<3x16x8xf32>, %dr: memref<16x8xf32>) {
   %zero = arith.constant 0.000000e+00 : f32
   linalg.fill ins(%zero : f32) outs(%dw : memref<3x16x8xf32>)
