@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .graph import MAX_COUNT, HeteroGraph, ResourceLimitError, check_size
+from .graph import MAX_COUNT, HeteroGraph, ResourceLimitError, as_int_tensor, check_size
 
 __all__ = [
     "MAG_SAMPLE_RELATIONS",
@@ -120,13 +120,10 @@ EdgeType = tuple[str, str, str]
 
 def _int64(name: str, value: Any) -> torch.Tensor:
     """Return ``value`` as a contiguous int64 CPU tensor, or raise DatasetError naming it."""
-    if isinstance(value, np.ndarray):
-        value = torch.from_numpy(np.ascontiguousarray(value))
-    if not isinstance(value, torch.Tensor):
-        raise DatasetError(f"{name} must be a tensor or NumPy array, got {type(value).__name__}")
-    if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
-        raise DatasetError(f"{name} must have an integer dtype, got {value.dtype}")
-    return value.detach().to("cpu", torch.int64).contiguous()
+    try:
+        return as_int_tensor(name, value).to(torch.int64).contiguous()
+    except ValueError as err:
+        raise DatasetError(str(err)) from None
 
 
 @dataclass
@@ -577,6 +574,8 @@ def from_pyg(data: Any, name: str = "pyg") -> Dataset:
 def _text_lines(path: Path, encoding: str) -> Iterator[tuple[int, str]]:
     """``(line number, line)`` of a text file; DatasetError naming the file and line on an
     unreadable file or bytes that are not text in ``encoding``."""
+    hint = "pass encoding= to read another encoding"
+    lineno = 0
     try:
         # surrogateescape keeps undecodable bytes so the exact line and byte can be reported
         with path.open(encoding=encoding, errors="surrogateescape") as f:
@@ -585,12 +584,16 @@ def _text_lines(path: Path, encoding: str) -> Iterator[tuple[int, str]]:
                     try:
                         line.encode(encoding)
                     except UnicodeEncodeError as err:
-                        byte = ord(line[err.start]) - 0xDC00
+                        bad = ord(line[err.start])
+                        what = f"byte 0x{bad - 0xDC00:02x}" if bad >= 0xDC80 else f"U+{bad:04X}"
                         raise DatasetError(
-                            f"{path}:{lineno}: not {encoding} text (byte 0x{byte:02x} at column "
-                            f"{err.start + 1}); pass encoding= to read another encoding"
+                            f"{path}:{lineno}: not {encoding} text ({what} at column "
+                            f"{err.start + 1}); {hint}"
                         ) from None
                 yield lineno, line
+    except UnicodeError as err:  # what surrogateescape cannot carry (UTF-16 input, no BOM)
+        reason = err.reason if isinstance(err, UnicodeDecodeError) else err
+        raise DatasetError(f"{path}:{lineno + 1}: not {encoding} text ({reason}); {hint}") from None
     except LookupError:
         raise DatasetError(f"unknown text encoding {encoding!r} for '{path}'") from None
     except OSError as err:
@@ -929,7 +932,12 @@ def synthetic(name: str, scale: float = 1.0, seed: int = 0) -> Dataset:
             f"unknown synthetic dataset {name!r}; valid: "
             + ", ".join(f"synthetic:{k}" for k in SYNTHETIC_SPECS)
         )
-    if not isinstance(scale, int | float) or not math.isfinite(scale) or not 0 < scale <= 1e3:
+    if (
+        isinstance(scale, bool)
+        or not isinstance(scale, int | float)
+        or not math.isfinite(scale)
+        or not 0 < scale <= 1e3
+    ):
         raise DatasetError(f"scale must be a number in (0, 1000], got {scale!r}")
     spec = SYNTHETIC_SPECS[key]
     rng = np.random.default_rng(seed)

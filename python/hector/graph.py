@@ -25,6 +25,7 @@ __all__ = [
     "MAX_COUNT",
     "HeteroGraph",
     "ResourceLimitError",
+    "as_int_tensor",
     "check_size",
     "memory_limit",
     "random_graph",
@@ -164,18 +165,36 @@ def check_size(
         )
 
 
-def _as_int_tensor(name: str, value: Any) -> torch.Tensor:
-    """Return ``value`` as a CPU integer tensor, or raise ValueError naming ``name``."""
+#: Unsigned tensor dtypes few torch operators support (no min/max/comparisons): made int64.
+_WIDE_UNSIGNED = (torch.uint16, torch.uint32, torch.uint64)
+_INT64_MAX = 2**63 - 1
+
+
+def as_int_tensor(name: str, value: Any) -> torch.Tensor:
+    """``value`` (a tensor or NumPy array of integers) as a CPU integer tensor.
+
+    Unsigned 16/32/64-bit values become int64 (torch cannot compare them), checked to fit.
+
+    Raises:
+        ValueError: naming ``name``, for another type, a non-integer dtype, or a value over
+            the int64 range.
+    """
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "iu":
+            raise ValueError(f"{name} must have an integer dtype, got numpy {value.dtype}")
+        value = torch.from_numpy(np.ascontiguousarray(value))  # from_numpy rejects <0 strides
     if not isinstance(value, torch.Tensor):
-        if isinstance(value, np.ndarray):
-            value = torch.from_numpy(value)
-        else:
-            raise ValueError(
-                f"{name} must be a torch.Tensor of integers, got {type(value).__name__}"
-            )
+        raise ValueError(f"{name} must be a torch.Tensor of integers, got {type(value).__name__}")
     if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
         raise ValueError(f"{name} must have an integer dtype, got {value.dtype}")
-    return value.detach().cpu()
+    value = value.detach().cpu()
+    if value.dtype in _WIDE_UNSIGNED:
+        flat = value.numpy().reshape(-1)
+        if flat.size and int(flat.max()) > _INT64_MAX:
+            i = int(np.argmax(flat > _INT64_MAX))
+            raise ValueError(f"{name} entry {i} = {int(flat[i])} does not fit in int64")
+        value = torch.from_numpy(value.numpy().astype(np.int64))
+    return value
 
 
 def _as_count(name: str, value: Any, *, minimum: int = 0) -> int:
@@ -269,8 +288,8 @@ class HeteroGraph:
                 count, or a node id, edge type or node type out of range; the message names the
                 offending entry.
         """
-        edge_index = _as_int_tensor("edge_index", edge_index)
-        edge_type = _as_int_tensor("edge_type", edge_type)
+        edge_index = as_int_tensor("edge_index", edge_index)
+        edge_type = as_int_tensor("edge_type", edge_type)
         if edge_index.dim() != 2 or edge_index.shape[0] != 2:
             raise ValueError(f"edge_index must have shape [2, E], got {list(edge_index.shape)}")
         if edge_type.dim() != 1:
@@ -284,7 +303,7 @@ class HeteroGraph:
             raise ValueError(f"{num_edges} edges do not fit in int32 (max {_INT32_MAX})")
 
         if node_type is not None:
-            node_type = _as_int_tensor("node_type", node_type)
+            node_type = as_int_tensor("node_type", node_type)
             if node_type.dim() != 1:
                 raise ValueError(f"node_type must have shape [N], got {list(node_type.shape)}")
         if num_nodes is None:

@@ -28,7 +28,29 @@ from torch import nn
 
 from . import frontend
 from .frontend import GraphProxy, Value
-from .graph import HeteroGraph
+from .graph import MAX_COUNT, HeteroGraph, ResourceLimitError, memory_limit
+
+#: Deepest stack the model classes build (each layer is a compiled function).
+MAX_LAYERS = 1024
+
+
+def _size(name: str, value: Any, minimum: int = 1, maximum: int = MAX_COUNT) -> int:
+    """A layer size argument as an int in ``[minimum, maximum]``; TypeError/ValueError."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not minimum <= value <= maximum:
+        raise ValueError(f"{name} must be in [{minimum}, {maximum}], got {value}")
+    return value
+
+
+def _check_parameters(layer: str, count: int) -> None:
+    """Refuse float32 parameters that would not fit in memory, before allocating them."""
+    limit, source = memory_limit()
+    if 4 * count > limit:
+        raise ResourceLimitError(
+            f"{layer}: {count} float32 parameters need {4 * count} bytes, over the limit of "
+            f"{limit} bytes ({source})"
+        )
 
 
 def _rgcn_layer(g: GraphProxy, x: Value, weight: Value, root: Value, bias: Value) -> Value:
@@ -128,6 +150,9 @@ class RGCNLayer(_Optimizable):
     def __init__(self, in_dim: int, out_dim: int, num_etypes: int) -> None:
         """Glorot-initialised ``weight [R, in, out]``, ``root [in, out]``, zero ``bias``."""
         super().__init__()
+        in_dim, out_dim = _size("in_dim", in_dim), _size("out_dim", out_dim)
+        num_etypes = _size("num_etypes", num_etypes)
+        _check_parameters("RGCNLayer", (num_etypes + 1) * in_dim * out_dim + out_dim)
         self.weight = nn.Parameter(torch.empty(num_etypes, in_dim, out_dim))
         self.root = nn.Parameter(torch.empty(in_dim, out_dim))
         self.bias = nn.Parameter(torch.zeros(out_dim))
@@ -163,7 +188,16 @@ class RGATLayer(_Optimizable):
     ) -> None:
         """``out_dim`` per head; the output has ``heads * out_dim`` columns."""
         super().__init__()
-        hf = heads * out_dim
+        in_dim, out_dim = _size("in_dim", in_dim), _size("out_dim", out_dim)
+        num_etypes, heads = _size("num_etypes", num_etypes), _size("heads", heads)
+        if (
+            isinstance(slope, bool)
+            or not isinstance(slope, int | float)
+            or not math.isfinite(slope)
+        ):
+            raise TypeError(f"slope must be a finite float, got {slope!r}")
+        hf = _size("heads * out_dim", heads * out_dim)
+        _check_parameters("RGATLayer", num_etypes * in_dim * hf + 2 * hf * heads + hf)
         self.heads, self.slope = heads, slope
         self.weight = nn.Parameter(torch.empty(num_etypes, in_dim, hf))
         self.q = nn.Parameter(torch.empty(hf, heads))
@@ -196,6 +230,29 @@ class RGATLayer(_Optimizable):
         return self._fn(g, x, self.weight, self.q, self.k, self.bias)
 
 
+def _schema(node_types: Any, edge_types: Any) -> tuple[list[str], list[tuple[str, str, str]]]:
+    """Check HGT's node type names and ``(src, relation, dst)`` edge types; return lists."""
+    if isinstance(node_types, str) or not isinstance(node_types, Sequence):
+        raise TypeError(f"node_types must be a list of names, got {type(node_types).__name__}")
+    names = list(node_types)
+    if not names or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
+        raise ValueError(f"node_types must be unique names, at least one, got {names!r}")
+    if isinstance(edge_types, str) or not isinstance(edge_types, Sequence) or not edge_types:
+        raise TypeError(
+            f"edge_types must be a non-empty list of (src, relation, dst), got {edge_types!r}"
+        )
+    triples = []
+    for e in edge_types:
+        if not isinstance(e, Sequence) or isinstance(e, str) or len(e) != 3:
+            raise ValueError(f"edge type {e!r} is not a (src, relation, dst) triple")
+        if e[0] not in names or e[2] not in names:
+            raise ValueError(f"edge type {tuple(e)} names a node type not in {names}")
+        triples.append((str(e[0]), str(e[1]), str(e[2])))
+    if len(set(triples)) != len(triples):
+        raise ValueError("edge types must be unique")
+    return names, triples
+
+
 class HGTLayer(_Optimizable):
     """One HGT layer (PyG ``HGTConv`` semantics) over node types ``node_types`` and edge types
     ``edge_types`` (``(src_type, relation, dst_type)`` triples)."""
@@ -210,10 +267,19 @@ class HGTLayer(_Optimizable):
     ) -> None:
         """All node types share ``in_dim``; ``out_dim`` must be divisible by ``heads``."""
         super().__init__()
+        in_dim, out_dim, heads = (
+            _size("in_dim", in_dim),
+            _size("out_dim", out_dim),
+            _size("heads", heads),
+        )
         if out_dim % heads:
             raise ValueError(f"out_dim {out_dim} must be divisible by heads {heads}")
-        self.node_types, self.edge_types = list(node_types), [tuple(e) for e in edge_types]
+        self.node_types, self.edge_types = _schema(node_types, edge_types)
         t, r, d = len(self.node_types), len(self.edge_types), out_dim // heads
+        _check_parameters(
+            "HGTLayer",
+            t * (in_dim + 1) * 3 * out_dim + t * (out_dim + 2) * out_dim + 2 * r * out_dim * d,
+        )
         self.heads, self.in_dim, self.out_dim = heads, in_dim, out_dim
         self.kqv_weight = nn.Parameter(torch.empty(t, in_dim, 3 * out_dim))
         self.kqv_bias = nn.Parameter(torch.zeros(t, 3 * out_dim))
@@ -357,6 +423,7 @@ class RGCN(_Stack):
         self, in_dim: int, hidden: int, out_dim: int, num_etypes: int, num_layers: int = 2
     ) -> None:
         """Build the stack."""
+        num_layers = _size("num_layers", num_layers, maximum=MAX_LAYERS)
         dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
         super().__init__(
             [RGCNLayer(a, b, num_etypes) for a, b in zip(dims, dims[1:], strict=False)]
@@ -376,6 +443,7 @@ class RGAT(_Stack):
         heads: int = 1,
     ) -> None:
         """Build the stack; the last layer has one head of width ``out_dim``."""
+        num_layers = _size("num_layers", num_layers, maximum=MAX_LAYERS)
         layers = []
         d = in_dim
         for i in range(num_layers):
@@ -401,6 +469,7 @@ class HGT(_Stack):
         heads: int = 1,
     ) -> None:
         """Build the stack (every layer keeps all node types as destinations)."""
+        num_layers = _size("num_layers", num_layers, maximum=MAX_LAYERS)
         dims = [in_dim] + [hidden] * num_layers
         super().__init__(
             [

@@ -4,12 +4,14 @@ gradient within 1e-4), and training that lowers the loss."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 import torch
 from torch_geometric.nn import HGTConv, RGATConv, RGCNConv
 
 import hector
+from hector.graph import ResourceLimitError
 from hector.models import HGT, RGAT, RGCN, HGTLayer, RGATLayer, RGCNLayer
 
 N, E, R = 70, 500, 5
@@ -218,6 +220,34 @@ def test_hgt_rejects_a_graph_of_another_schema_or_numbering(g: hector.HeteroGrap
     )
     with pytest.raises(ValueError, match="nodes must be numbered grouped by node type"):
         _hgt_layer()(reversed_types, {"paper": x["author"], "author": x["paper"]})
+
+
+@pytest.mark.parametrize(
+    ("build", "error", "message"),
+    [
+        (lambda: HGTLayer(8, 8, *META, heads=0), ValueError, r"heads must be in \[1, "),
+        (lambda: RGCNLayer(-1, 4, 3), ValueError, r"in_dim must be in \[1, "),
+        (lambda: RGATLayer(4, 4, 3, heads=2.0), TypeError, "heads must be an int, got float"),
+        (lambda: RGATLayer(4, 4, 3, slope=None), TypeError, "slope must be a finite float"),
+        (
+            lambda: RGCN(4, 4, 4, 3, num_layers=2**40),
+            ValueError,
+            r"num_layers must be in \[1, 1024\]",
+        ),
+        (lambda: HGTLayer(8, 8, ["a"], [("a", "r", "z")]), ValueError, "names a node type not in"),
+        (lambda: HGTLayer(8, 8, "ab", [("a", "r", "b")]), TypeError, "node_types must be a list"),
+        (lambda: HGTLayer(8, 8, ["a", "a"], [("a", "r", "a")]), ValueError, "unique names"),
+        (lambda: RGCNLayer(2**20, 2**20, 4), ResourceLimitError, "float32 parameters need"),
+    ],
+)
+def test_constructors_reject_bad_sizes_before_allocating(
+    monkeypatch, build: Any, error: type[Exception], message: str
+) -> None:
+    # Issue 18's API fuzzing: heads=0 was a ZeroDivisionError, negative sizes a RuntimeError
+    # from torch.empty, a 2**40-parameter layer an allocation attempt.
+    monkeypatch.setenv("HECTOR_MEMORY_LIMIT", "1G")
+    with pytest.raises(error, match=message):
+        build()
 
 
 def test_from_pyg_rejects_unsupported_variants() -> None:
