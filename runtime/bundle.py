@@ -357,6 +357,7 @@ class BundleRunner:
                 + ("" if self.bundle.training else "; build it with training=True")
             )
         device = _device(tensors)
+        self._launcher(device)  # no driver for these tensors: say so before anything runs
         arrays = graph_arrays(g, device)
         ins = [t.detach().to(device, torch.float32).contiguous() for t in tensors]
         expected = len(plan.args) - plan.outputs - len(arrays)
