@@ -12,10 +12,11 @@ that aborts the process (a C++ assertion) or hangs is caught exactly: the worker
 and the case replayed alone through the ``hector-opt`` command to record what it prints.
 
 Every case ends in one :class:`Outcome`: ``accepted`` (exit 0), ``clean_error`` (exit 1 with
-diagnostics), ``internal_error`` (a Python traceback, exit 2, or an "internal error"
-diagnostic), ``crash`` (the process died: a signal or exit status >= 128) or ``timeout``. The
-last three are findings: each is written to the output folder as the input file plus the
-command that replays it, and ``summary.json`` holds the counts.
+diagnostics), ``internal_error`` (a Python traceback, exit 2, an "internal error" diagnostic,
+or an accepted case whose output ``hector-opt`` rejects when it reads it back), ``crash`` (the
+process died: a signal or exit status >= 128) or ``timeout``. The last three are findings: each
+is written to the output folder as the input file plus the command that replays it, and
+``summary.json`` holds the counts.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ __all__ = [
     "make_cases",
     "mutate",
     "run_campaign",
+    "run_case",
 ]
 
 #: The repository's lit tests, the default seed corpus.
@@ -520,7 +522,10 @@ def replay(case: Case, timeout: float, command: Sequence[str] = HECTOR_OPT) -> R
 
 def worker_main() -> int:
     """The worker loop: read cases (JSON lines) from stdin, run each through
-    ``hector.opt.main`` in this process, answer ``{"rc", "stderr"}`` per case."""
+    ``hector.opt.main`` in this process, answer ``{"rc", "stderr"}`` per case.
+
+    An accepted case's output is read back through ``hector-opt`` (parse + hector-verify): IR
+    that Hector prints but then rejects is an internal error too (silently invalid output)."""
     from hector import opt
 
     answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
@@ -528,17 +533,36 @@ def worker_main() -> int:
     os.dup2(devnull, 1)  # whatever MLIR prints itself must not corrupt the answers
     opt._load_passes()
     with tempfile.TemporaryDirectory(prefix="hector-fuzz-") as tmp:
-        path = os.path.join(tmp, "input.mlir")
+        path, output = os.path.join(tmp, "input.mlir"), os.path.join(tmp, "output.mlir")
         for line in sys.stdin:
-            case = Case(**json.loads(line))
-            Path(path).write_text(case.text, encoding="utf-8")
-            rc, err = _run_in_process(opt.main, case.argv(path))
+            rc, err = run_case(opt.main, Case(**json.loads(line)), path, output)
             answers.write(json.dumps({"rc": rc, "stderr": err[-4000:]}) + "\n")
             answers.flush()
     return 0
 
 
-def _run_in_process(entry: Callable[[list[str]], int], argv: list[str]) -> tuple[int, str]:
+def run_case(
+    entry: Callable[[list[str]], int], case: Case, path: str, output: str
+) -> tuple[int, str]:
+    """(exit status, stderr) of ``case`` run through ``entry`` (``hector.opt.main``) in this
+    process, its input written to ``path``; an accepted case's output (written to ``output``)
+    must read back through ``entry``, or :data:`READ_BACK_FAILED` is added to stderr."""
+    Path(path).write_text(case.text, encoding="utf-8")
+    rc, out, err = _run_in_process(entry, case.argv(path))
+    if rc == 0 and not case.torch:  # torch-context output mixes dialects: no read-back
+        Path(output).write_text(out, encoding="utf-8")
+        back, _, back_err = _run_in_process(entry, [output])
+        if back != 0:
+            err += f"{READ_BACK_FAILED}:\n{back_err}"
+    return rc, err
+
+
+#: What a worker reports when an accepted case's output does not read back.
+READ_BACK_FAILED = "hector.fuzz: internal error: the output is rejected when read back"
+
+
+def _run_in_process(entry: Callable[[list[str]], int], argv: list[str]) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of ``entry(argv)`` run in this process."""
     out, err = io.StringIO(), io.StringIO()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -548,8 +572,8 @@ def _run_in_process(entry: Callable[[list[str]], int], argv: list[str]) -> tuple
     except BaseException:  # noqa: BLE001  (anything escaping main is what we are looking for)
         import traceback
 
-        return 2, err.getvalue() + traceback.format_exc()
-    return rc, err.getvalue()
+        return 2, out.getvalue(), err.getvalue() + traceback.format_exc()
+    return rc, out.getvalue(), err.getvalue()
 
 
 # ---- campaigns -----------------------------------------------------------------------------

@@ -101,6 +101,28 @@ def test_input_that_aborts_mlir_is_a_clean_error_in_hector_opt() -> None:
     assert "dense array attributes cannot hold 'index' elements" in result.detail
 
 
+def test_output_that_does_not_read_back_is_an_internal_error(tmp_path: Path) -> None:
+    """Silently invalid output (once: block_size=0 printed IR hector-verify rejects) is found by
+    reading each accepted case's output back."""
+
+    def fake_opt(argv: list[str]) -> int:
+        if argv[0].endswith("input.mlir"):
+            print('"hector_intra.gemm_template"() {block_size = 0 : i64}')
+            return 0
+        sys.stderr.write("output.mlir:1:1: error: tile_n and block_size must be positive\n")
+        return 1
+
+    case = Case(0, "test", "func.func @f() { return }", "convert-hector-inter-to-intra")
+    paths = str(tmp_path / "input.mlir"), str(tmp_path / "output.mlir")
+    rc, stderr = fuzz.run_case(fake_opt, case, *paths)
+    assert rc == 0
+    assert fuzz.READ_BACK_FAILED in stderr
+    assert "block_size must be positive" in stderr
+    assert fuzz.classify(rc, stderr) is Outcome.INTERNAL_ERROR
+    assert (tmp_path / "output.mlir").read_text().startswith('"hector_intra.gemm_template"')
+    assert fuzz.run_case(lambda argv: 0, case, *paths) == (0, "")
+
+
 def test_a_worker_that_dies_is_replaced_and_its_case_recorded(tmp_path: Path) -> None:
     """A worker killed by a case (here: every worker aborts) does not stop the run: the case is
     replayed alone, classified, and written out with the command that replays it."""
