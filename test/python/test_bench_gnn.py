@@ -219,6 +219,8 @@ def test_suite_writes_cells_summary_and_plot(tmp_path, capsys) -> None:
         (TINY[:2] + ["--model", "hgt", "--mode", "training", "--heads", "3"], "divisible"),
         (TINY[:2] + ["--model", "rgcn", "--mode", "training", "--scale", "0"], "--scale must"),
         (["--model", "rgcn", "--mode", "training", "--dataset", "synthetic:cora"], "valid: synth"),
+        (TINY[:2] + ["--model", "rgcn", "--mode", "training", "--max-system-mem-gb", "0"], "> 0"),
+        (TINY[:2] + ["--model", "rgcn", "--mode", "training", "--system-timeout", "-1"], "> 0"),
         (
             [
                 "--model",
