@@ -94,8 +94,10 @@ def instantiate(program: ir.Module | str) -> ir.Module:
     """A copy of ``program`` to transform in place (see :meth:`Traced.instantiate`); text is
     parsed (with its locations) into a fresh context with Hector's dialects."""
     if isinstance(program, str):
+        from .passes._pipeline import parse_module  # refuses what would abort MLIR's parser
+
         with make_context(), ir.Location.unknown():
-            return ir.Module.parse(program)
+            return parse_module(program)
     with program.context, program.operation.location:
         copy = ir.Module.create()
         with ir.InsertionPoint(copy.body):
@@ -107,8 +109,10 @@ def instantiate(program: ir.Module | str) -> ir.Module:
 def parse_file(path: str) -> ir.Module:
     """Parse the hector_inter file ``path`` into a fresh context: its ops are located at
     ``path:line:col``, so diagnostics and ``--debug-info`` output name the user's file."""
+    from .passes._pipeline import parse_module_file  # refuses what would abort MLIR's parser
+
     with make_context(), ir.Location.unknown():
-        return ir.Module.parseFile(path)
+        return parse_module_file(path)
 
 
 # ---------------------------------------------------------------------------------------------

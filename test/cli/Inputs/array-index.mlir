@@ -1,0 +1,2 @@
+module attributes {test.sizes = array<index: 1, 2>} {
+}
