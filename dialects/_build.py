@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType, SimpleNamespace
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ._spec import Attr, DialectDef, OpDef, Operand
 
@@ -206,3 +206,45 @@ def _builder(dialect: str, spec: OpDef) -> Callable[..., Any]:
     build.__name__ = spec.name
     build.__doc__ = f"Build ``{dialect}.{spec.name}``: {spec.summary}"
     return build
+
+
+H = TypeVar("H", bound=Callable[..., Any])
+
+
+class OpHandlers(Generic[H]):
+    """One table of per-op handlers (verifiers, adjoint rules, lowerings, raise patterns),
+    keyed by op name and filled by a decorator, so no pass dispatches on op names itself.
+
+    ``prefix`` is prepended to the names given to :meth:`register` (``"hector_inter."`` lets a
+    table register short names and look up full ones). Registering a name twice is an error:
+    each op has exactly one handler of each kind.
+    """
+
+    def __init__(self, what: str, prefix: str = "") -> None:
+        self.what = what
+        self.prefix = prefix
+        self._table: dict[str, H] = {}
+
+    def register(self, *names: str) -> Callable[[H], H]:
+        """Decorator: the decorated function handles the ops ``names``."""
+
+        def add(handler: H) -> H:
+            for name in names:
+                key = self.prefix + name
+                if key in self._table:
+                    raise ValueError(f"two {self.what}s for '{key}'")
+                self._table[key] = handler
+            return handler
+
+        return add
+
+    def get(self, name: str) -> H | None:
+        """The handler of the op called ``name`` (with the prefix), or None."""
+        return self._table.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._table
+
+    def names(self) -> list[str]:
+        """Every op name with a handler."""
+        return list(self._table)

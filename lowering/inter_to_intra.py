@@ -39,6 +39,7 @@ from mlir.dialects import arith, func, linalg, memref
 from ..dialects import RowMap, spec
 from ..dialects import hector_inter as inter
 from ..dialects import hector_intra as intra
+from ..dialects._build import OpHandlers
 from ..dialects.hector_intra import GRAPH_LAYOUT
 from ..passes import verify
 from ..passes._registry import Option, PassFailure, register_pass
@@ -450,18 +451,8 @@ _MARKS: dict[str, Callable[[_FuncLowering, ir.Operation], None]] = {
 # ---- per-op handlers ----------------------------------------------------------------------------
 
 Handler = Callable[[_FuncLowering, ir.Operation], None]
-_HANDLERS: dict[str, Handler] = {}
-
-
-def _lowers(*names: str) -> Callable[[Handler], Handler]:
-    """Register a handler for the ``hector_inter`` ops ``names``."""
-
-    def wrap(handler: Handler) -> Handler:
-        for name in names:
-            _HANDLERS[f"hector_inter.{name}"] = handler
-        return handler
-
-    return wrap
+_HANDLERS: OpHandlers[Handler] = OpHandlers("lowering", prefix="hector_inter.")
+_lowers = _HANDLERS.register
 
 
 def _lower(lw: _FuncLowering, op: ir.Operation) -> None:
@@ -557,7 +548,7 @@ def _index_handler(name: str, rowmap: RowMap) -> Handler:
 # Gathers and sums are lowered from their spec's row map: one registration per index op.
 for _op in inter.DIALECT.ops:
     if _op.rowmap is not None:
-        _HANDLERS[f"hector_inter.{_op.name}"] = _index_handler(_op.name, _op.rowmap)
+        _lowers(_op.name)(_index_handler(_op.name, _op.rowmap))
 
 
 def _scatter_gemm(lw: _FuncLowering, scale: ir.Operation, scatter: ir.Value, out: ir.Value) -> None:

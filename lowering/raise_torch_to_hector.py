@@ -50,6 +50,7 @@ from typing import Any
 
 from ..dialects import Kind
 from ..dialects import hector_inter as inter
+from ..dialects._build import OpHandlers
 
 GRAPH_ATTR = "hector.graph"
 GLUE_ATTR = "hector.glue"
@@ -182,20 +183,8 @@ def _name(op: Any) -> str:
 Shape = tuple[int, ...]
 Handler = Callable[["_Raiser", Any, Shape], "HNode | None"]
 #: torch op name → the handler that raises the patterns rooted at that op.
-_HANDLERS: dict[str, Handler] = {}
-
-
-def _handles(*names: str) -> Callable[[Handler], Handler]:
-    """Register a ``_Raiser`` method as the handler of the torch ops ``names``."""
-
-    def register(fn: Handler) -> Handler:
-        for n in names:
-            if n in _HANDLERS:
-                raise ValueError(f"two raise handlers for {n}")
-            _HANDLERS[n] = fn
-        return fn
-
-    return register
+_HANDLERS: OpHandlers[Handler] = OpHandlers("raise handler")
+_handles = _HANDLERS.register
 
 
 # torch op → hector_inter unary function, from the functions' declarations in the spec.

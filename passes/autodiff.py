@@ -52,6 +52,7 @@ from mlir.dialects import func
 
 from ..dialects import SPECS, Kind, OpDef
 from ..dialects import hector_inter as inter
+from ..dialects._build import OpHandlers
 from ._registry import PassFailure, register_pass
 from .verify import verify_function
 
@@ -62,18 +63,9 @@ _PREFIX = "hector_inter."
 AdjointRule = Callable[["Backward", ir.Operation, ir.Value], None]
 
 #: Adjoint rules by op name (without the ``hector_inter.`` prefix).
-ADJOINTS: dict[str, AdjointRule] = {}
-
-
-def adjoint(*names: str) -> Callable[[AdjointRule], AdjointRule]:
-    """Register the decorated function as the adjoint rule of the ops ``names``."""
-
-    def register(rule: AdjointRule) -> AdjointRule:
-        for name in names:
-            ADJOINTS[name] = rule
-        return rule
-
-    return register
+ADJOINTS: OpHandlers[AdjointRule] = OpHandlers("adjoint rule")
+#: Decorator: register the decorated function as the adjoint rule of the ops ``names``.
+adjoint = ADJOINTS.register
 
 
 def _inter_specs() -> dict[str, OpDef]:

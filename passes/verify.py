@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from mlir import ir
 
 from ..dialects import SPECS, Kind, hector_inter, hector_intra
-from ..dialects._build import OpAccess
+from ..dialects._build import OpAccess, OpHandlers
 from ._registry import PassFailure, register_pass
 
 # Aliases of the one vocabulary (``hector.dialects.Kind``), for the modules that import them.
@@ -176,18 +176,8 @@ def _same_rows(
 Handler = Callable[[OpAccess, _Kinds], None]
 
 #: Full op name -> the handler that checks it.
-_HANDLERS: dict[str, Handler] = {}
-
-
-def _handles(*names: str) -> Callable[[Handler], Handler]:
-    """Register the decorated function as the verifier of the ops ``names`` (full names)."""
-
-    def register(fn: Handler) -> Handler:
-        for name in names:
-            _HANDLERS[name] = fn
-        return fn
-
-    return register
+_HANDLERS: OpHandlers[Handler] = OpHandlers("verifier")
+_handles = _HANDLERS.register
 
 
 def _inter(name: str) -> str:
@@ -213,9 +203,7 @@ def _index_op(v: OpAccess, kinds: _Kinds) -> None:
     kinds.set(op.result, rowmap.dst)
 
 
-for _name, _spec in SPECS.items():
-    if _spec.rowmap is not None:
-        _HANDLERS[_name] = _index_op
+_handles(*(name for name, spec in SPECS.items() if spec.rowmap is not None))(_index_op)
 
 
 @_handles(_inter("typed_linear"))

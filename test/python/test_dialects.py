@@ -27,3 +27,23 @@ def test_loads_into_torch_mlir_context() -> None:
         bad = hector_inter.TYPED_LINEAR.example.replace('"etype"', '"bogus"')
         with pytest.raises(ir.MLIRError, match="does not satisfy the constraint"):
             ir.Module.parse(bad)
+
+
+def test_op_handlers_register_once_per_op() -> None:
+    """Per-op handler tables (verifiers, adjoints, lowerings, raise patterns) take exactly one
+    handler per op, under the table's prefix."""
+    import pytest
+
+    from hector.dialects._build import OpHandlers
+
+    table: OpHandlers = OpHandlers("lowering", prefix="hector_inter.")
+
+    @table.register("scale", "add")
+    def lower(op: object) -> None:
+        """A handler."""
+
+    assert table.get("hector_inter.scale") is lower
+    assert "hector_inter.add" in table
+    assert table.get("scale") is None
+    with pytest.raises(ValueError, match="two lowerings for 'hector_inter.add'"):
+        table.register("add")(lower)
