@@ -506,7 +506,7 @@ def build(
 
 
 # ---------------------------------------------------------------------------------------------
-# The bundles the GPU check runs (scripts/build_carry.sh → hector.runtime.bundle_check)
+# The bundles the GPU check runs (scripts/build_carry.sh → hector.bundle_check)
 # ---------------------------------------------------------------------------------------------
 
 #: (model, dataset) pairs of the GPU check: RGCN, RGAT and HGT training on the replicas of AIFB,
@@ -541,12 +541,12 @@ def build_check_bundles(
     chip: str = "sm_90",
 ) -> list[dict[str, Any]]:
     """Build a training bundle per ``(model, dataset)`` under ``out_dir`` and the manifest
-    ``check.json`` that ``python3 -m hector.runtime.bundle_check --bundles out_dir`` reads;
+    ``check.json`` that ``python3 -m hector.bundle_check --bundles out_dir`` reads;
     returns the cases."""
     import torch
 
     from . import datasets
-    from .runtime.bundle_check import CHECK_FILE
+    from .bundle_check import CHECK_FILE
 
     os.makedirs(out_dir, exist_ok=True)
     records = []

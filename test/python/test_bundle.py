@@ -404,7 +404,7 @@ def _ref_shape(fn: rb.FunctionPlan, ref: dict[str, Any]) -> list[Any]:
 
 
 # ---------------------------------------------------------------------------------------------
-# The GPU check's bundles and script (hector.runtime.bundle_check), without a GPU
+# The GPU check's bundles and script (hector.bundle_check), without a GPU
 # ---------------------------------------------------------------------------------------------
 
 
@@ -420,7 +420,7 @@ def test_check_glue_gives_the_bundle_what_hector_models_gives_its_core() -> None
     compiler); they are the tensors hector.models' layer loaded from that PyG layer passes."""
     from torch_geometric.nn import HGTConv, RGATConv
 
-    from hector.runtime import bundle_check as bc
+    from hector import bundle_check as bc
 
     g, x = _hetero()
     torch.manual_seed(5)
@@ -447,7 +447,7 @@ def test_check_script_runs_every_case_through_the_fake_driver(
     """Each case of the check runs end to end (graph, PyG layer, glue, bundle forward and
     backward, error table, timing) on the CPU with the fake driver; the kernels do not run
     there, so only the plumbing is checked, not the numbers."""
-    from hector.runtime import bundle_check as bc
+    from hector import bundle_check as bc
 
     root, cases = check_bundles
     manifest = json.loads((root / bc.CHECK_FILE).read_text())
@@ -465,7 +465,7 @@ def test_check_script_runs_every_case_through_the_fake_driver(
 
 
 def test_check_command_without_cuda_or_bundles(tmp_path: Path) -> None:
-    from hector.runtime import bundle_check as bc
+    from hector import bundle_check as bc
 
     out = tmp_path / "report.json"
     assert bc.run(["--bundles", str(tmp_path), "--out", str(out)]) == 2
@@ -473,9 +473,7 @@ def test_check_command_without_cuda_or_bundles(tmp_path: Path) -> None:
 
 
 def test_check_command_runs_where_mlir_is_absent(tmp_path: Path) -> None:
-    proc = run_python(
-        "-m", "hector.runtime.bundle_check", "--bundles", str(tmp_path), "--out", "r.json"
-    )
+    proc = run_python("-m", "hector.bundle_check", "--bundles", str(tmp_path), "--out", "r.json")
     assert proc.returncode == 2, proc.stderr
     assert "cannot read" in proc.stderr
     assert "ModuleNotFoundError" not in proc.stderr

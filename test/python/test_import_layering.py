@@ -200,7 +200,7 @@ MLIR_FREE = (
     "hector.request_model",
     "hector.runtime",
     "hector.runtime.bundle",
-    "hector.runtime.bundle_check",
+    "hector.bundle_check",
     "hector.runtime.launch",
     "hector.runtime.native",
     "hector.runtime.offload",
