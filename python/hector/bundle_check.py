@@ -1,4 +1,4 @@
-"""Check prebuilt bundles on a GPU against PyG: ``python3 -m hector.runtime.bundle_check``.
+"""Check prebuilt bundles on a GPU against PyG: ``python3 -m hector.bundle_check``.
 
 ``--bundles DIR`` holds bundles built by :func:`hector.bundle.build_check_bundles` and their
 manifest ``check.json`` (model, dataset, scale, seed, widths, heads of each). For each case this
@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from . import bundle as rb
+from .runtime import bundle as rb
 
 #: The manifest of a directory of check bundles.
 CHECK_FILE = "check.json"
@@ -260,7 +260,7 @@ def check_case(
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python3 -m hector.runtime.bundle_check",
+        prog="python3 -m hector.bundle_check",
         description="Run prebuilt Hector bundles against PyG on CUDA (outputs, gradients, time).",
     )
     p.add_argument("--bundles", required=True, help=f"directory with {CHECK_FILE} and bundles")
