@@ -67,9 +67,9 @@ _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 def _parse_bytes(text: str) -> int:
     """``"123"``, ``"512M"``, ``"8G"`` (binary units) → bytes; ValueError otherwise."""
-    text = text.strip().upper().removesuffix("B").removesuffix("I")
-    unit = text[-1:] if text[-1:] in _UNITS else ""
-    number = text[: len(text) - len(unit)]
+    spec = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = spec[-1:] if spec[-1:] in _UNITS else ""
+    number = spec[: len(spec) - len(unit)]
     if not number.isdigit():
         raise ValueError(f"HECTOR_MEMORY_LIMIT must be a byte count such as 8G, got {text!r}")
     return int(number) * _UNITS[unit]
