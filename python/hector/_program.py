@@ -22,12 +22,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from mlir import ir
-
 from .dialects import Kind, make_context
 
 if TYPE_CHECKING:
     import torch
+    from mlir import ir
 
     from .graph import HeteroGraph
 
@@ -93,6 +92,8 @@ class Traced:
 def instantiate(program: ir.Module | str) -> ir.Module:
     """A copy of ``program`` to transform in place (see :meth:`Traced.instantiate`); text is
     parsed (with its locations) into a fresh context with Hector's dialects."""
+    from mlir import ir  # the compiler is loaded on first use: bundles run without it
+
     if isinstance(program, str):
         from .passes._pipeline import parse_module  # refuses what would abort MLIR's parser
 
@@ -109,6 +110,8 @@ def instantiate(program: ir.Module | str) -> ir.Module:
 def parse_file(path: str) -> ir.Module:
     """Parse the hector_inter file ``path`` into a fresh context: its ops are located at
     ``path:line:col``, so diagnostics and ``--debug-info`` output name the user's file."""
+    from mlir import ir
+
     from .passes._pipeline import parse_module_file  # refuses what would abort MLIR's parser
 
     with make_context(), ir.Location.unknown():

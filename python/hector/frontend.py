@@ -36,8 +36,6 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
-from mlir import ir
-from mlir.dialects import func
 
 from ._program import Executable, Options, Traced, rows_of
 from ._program import target as _target
@@ -46,6 +44,8 @@ from .dialects import hector_inter as inter
 from .graph import HeteroGraph
 
 if TYPE_CHECKING:  # the back end is imported through TARGETS, on first use only
+    from mlir import ir
+
     from .compiler import GpuEntry
 
 __all__ = [
@@ -422,6 +422,8 @@ def exp(x: Value) -> Value:
 
 def _tensor_type(v: Value) -> ir.RankedTensorType:
     """Rows are dynamic (``?``); weights keep their full static shape."""
+    from mlir import ir
+
     if v.kind in (Kind.NODE, Kind.EDGE):
         dims = [ir.ShapedType.get_dynamic_size(), *v.width]
     elif v.shape is not None:
@@ -432,6 +434,8 @@ def _tensor_type(v: Value) -> ir.RankedTensorType:
 
 
 def _location(loc: SourceLoc) -> ir.Location:
+    from mlir import ir
+
     file, line, col = loc
     return ir.Location.file(file, line, col)
 
@@ -448,6 +452,17 @@ def _build(
     of its own: ``func.func @name(%g: !hector_inter.graph, %a0, ...)``, each argument's kind in
     a ``hector.kind`` argument attribute (so every pass agrees with the tracer), each op at the
     user's source line and the function at its ``def``."""
+    # The compiler loads on first use, so that bundles run where MLIR is not installed.
+    try:
+        from mlir import ir
+        from mlir.dialects import func
+    except ModuleNotFoundError as err:
+        raise ModuleNotFoundError(
+            f"compiling needs MLIR's Python bindings ({err.name!r} is not installed); on a "
+            "machine without the compiler, run an ahead-of-time bundle (hector.bundle.load)",
+            name=err.name,
+        ) from err
+
     ctx = make_context()
     with ctx:
         fn_loc = _location(where)

@@ -126,21 +126,34 @@ def _make_hgt(heads: int, skip: bool) -> frontend.CompiledFunction:
 
 
 class _Optimizable(nn.Module):
-    """A layer whose compiled core can be rebuilt with other optimization switches."""
+    """A layer whose core is compiled (and can be rebuilt with other optimization switches) or
+    loaded from an ahead-of-time bundle."""
 
-    _fn: frontend.CompiledFunction
+    _fn: Any  # a frontend.CompiledFunction, or a bundle's BundleFunction
 
     def optimize(self, compact: bool = True, reorder: bool = True, fuse: bool = True) -> Any:
         """Recompile the layer's core with these switches (same numbers, other speed/memory);
         returns the layer."""
         self._fn = frontend.CompiledFunction(
-            self._fn.fn, compact=compact, reorder=reorder, fuse=fuse
+            self.compiled.fn, compact=compact, reorder=reorder, fuse=fuse
         )
+        return self
+
+    def load_bundle(self, path: Any, driver: Any = None) -> Any:
+        """Run the layer's core from the ahead-of-time bundle in directory ``path`` (built by
+        ``hector.bundle.build`` or ``hector compile --target cuda --bundle``) instead of
+        compiling it: no MLIR is needed. ``driver`` stands in for the CUDA driver in tests.
+        Returns the layer."""
+        from .runtime import bundle
+
+        self._fn = bundle.load(path, driver)
         return self
 
     @property
     def compiled(self) -> frontend.CompiledFunction:
         """The compiled core (for its IR, PTX and compile time)."""
+        if not isinstance(self._fn, frontend.CompiledFunction):
+            raise TypeError("this layer runs a loaded bundle; it has no compiled core")
         return self._fn
 
 

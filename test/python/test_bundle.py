@@ -485,7 +485,9 @@ def test_a_layer_runs_on_a_bundle_in_place_of_its_compiled_core(
     """A loaded bundle is called like the compiled core, so a hector.models layer whose core is
     replaced by it trains as before (forward glue and gradients to every parameter)."""
     layer, g, x = _layer("hgt")
-    layer._fn = rb.load(built["hgt"]["path"], FakeDriver())  # what models.py would do
+    assert layer.load_bundle(built["hgt"]["path"], FakeDriver()) is layer
+    with pytest.raises(TypeError, match="runs a loaded bundle"):
+        layer.compiled  # noqa: B018  (the property raises)
     xs = {k: v.clone().requires_grad_() for k, v in x.items()}
     out = layer(g, xs)
     assert set(out) == {"paper", "author"}

@@ -124,19 +124,27 @@ def test_runtime_layer_imports_and_runs_without_the_compiler() -> None:
 
 
 def test_compiler_entry_points_name_the_missing_module() -> None:
+    """The graph API and the models import without MLIR; compiling says what is missing."""
     code = """
 import json
+import torch
 import hector
 out = {}
-for name in ("compile", "import_model"):
-    try:
-        getattr(hector, name)
-        out[name] = "loaded"
-    except ModuleNotFoundError as err:
-        out[name] = err.name
+try:
+    hector.import_model
+    out["import_model"] = "loaded"
+except ModuleNotFoundError as err:
+    out["import_model"] = err.name
+f = hector.compile(lambda g, x: g.sum_to_dst(g.gather_src(x)))
+try:
+    f(hector.random_graph(4, 8, 2, seed=0), torch.ones(4, 3))
+    out["compile"] = "ran"
+except ModuleNotFoundError as err:
+    out["compile"] = err.name
+    out["hint"] = "hector.bundle.load" in str(err)
 print(json.dumps(out))
 """
-    assert run_child(code) == {"compile": "mlir", "import_model": "mlir"}
+    assert run_child(code) == {"compile": "mlir", "hint": True, "import_model": "mlir"}
 
 
 def test_a_broken_mlir_install_still_fails_loudly() -> None:
@@ -196,6 +204,7 @@ MLIR_FREE = (
     "hector.datasets",
     "hector.dialects",
     "hector.graph",
+    "hector.models",
     "hector.offload",
     "hector.request_model",
     "hector.runtime",
