@@ -46,6 +46,7 @@ from .launch import (
     param_count,
     ptx_param_counts,
 )
+from .training import TrainingAbi, TrainingStep, rows_of
 
 __all__ = [
     "BINARY_OPS",
@@ -305,6 +306,19 @@ class BundleRunner:
     _handles: dict[tuple[str, str], Any] = field(default_factory=dict, repr=False)
     _archs: dict[int, str] = field(default_factory=dict, repr=False)
 
+    @property
+    def training_abi(self) -> TrainingAbi:
+        """The ABI of the bundle's ``<f>_train`` / ``<f>_backward`` pair."""
+        name = self.bundle.name
+        functions = self.bundle.abi["functions"]
+        forward = functions[name]
+        return TrainingAbi(
+            name,
+            forward["result_kinds"],
+            forward["result_shapes"],
+            functions[f"{name}_backward"]["grad_of"],
+        )
+
     def _launcher(self, device: torch.device) -> Launcher:
         if self.launcher is not None:
             return self.launcher
@@ -455,19 +469,11 @@ def _device(tensors: Sequence[torch.Tensor]) -> torch.device:
     return devices.pop() if devices else torch.device("cpu")
 
 
-def _rows(kind: str, g: Any) -> int:
-    if kind == "node":
-        return int(g.num_nodes)
-    if kind == "compact":
-        return int(g.num_compact)
-    return int(g.num_edges)
-
-
 def _out_dim(d: int | None, fname: str, g: Any, abi: dict[str, Any], i: int) -> int:
     if d is not None:
         return int(d)
     kind = abi["functions"][fname]["result_kinds"][i]
-    return _rows(kind, g)
+    return rows_of(kind, g)
 
 
 def _check_args(fname: str, plan: FunctionPlan, values: Sequence[torch.Tensor]) -> None:
@@ -495,9 +501,9 @@ def _check_args(fname: str, plan: FunctionPlan, values: Sequence[torch.Tensor]) 
 def _check_graph(abi: dict[str, Any], g: Any, tensors: Sequence[torch.Tensor]) -> None:
     """Rows of node-/edge-wise arguments and slices of typed weights against the graph."""
     for i, (kind, t) in enumerate(zip(abi.get("arg_kinds", []), tensors, strict=False)):
-        if kind in ("node", "edge") and t.shape[0] != _rows(kind, g):
+        if kind in ("node", "edge") and t.shape[0] != rows_of(kind, g):
             raise BundleError(
-                f"argument #{i} is {kind}-wise: expected {_rows(kind, g)} rows, got {t.shape[0]}"
+                f"argument #{i} is {kind}-wise: expected {rows_of(kind, g)} rows, got {t.shape[0]}"
             )
     for pos, slice_ in abi.get("weight_slices", {}).items():
         want = g.num_etypes if slice_ == "etype" else g.num_ntypes
@@ -506,43 +512,6 @@ def _check_graph(abi: dict[str, Any], g: Any, tensors: Sequence[torch.Tensor]) -
                 f"argument #{pos} is sliced by {slice_}: expected {want} slices, got "
                 f"{tensors[int(pos)].shape[0]}"
             )
-
-
-class _Differentiable(torch.autograd.Function):
-    """``<f>_train`` forward, ``<f>_backward`` backward (as hector.frontend does for compiled
-    functions), through the bundle's runner."""
-
-    @staticmethod
-    def forward(ctx: Any, runner: BundleRunner, g: Any, *tensors: torch.Tensor) -> Any:
-        name = runner.bundle.name
-        outs = runner.call(f"{name}_train", g, list(tensors))
-        n = len(runner.bundle.abi["result_kinds"])
-        ctx.runner, ctx.g, ctx.n_inputs = runner, g, len(tensors)
-        ctx.save_for_backward(*tensors, *outs[n:])
-        for t in outs[n:]:
-            ctx.mark_non_differentiable(t)
-        return tuple(outs[:n])
-
-    @staticmethod
-    def backward(ctx: Any, *grads: torch.Tensor | None) -> Any:
-        runner, g = ctx.runner, ctx.g
-        stored = ctx.saved_tensors
-        tensors, saved = list(stored[: ctx.n_inputs]), list(stored[ctx.n_inputs :])
-        name = runner.bundle.name
-        abi = runner.bundle.abi["functions"][name]
-        device = tensors[0].device
-        d_outs = []
-        for grad, kind, shape in zip(grads, abi["result_kinds"], abi["result_shapes"], strict=True):
-            if grad is None:
-                dims = [_rows(kind, g) if d is None else d for d in shape]
-                grad = torch.zeros(dims, device=device)
-            d_outs.append(grad.contiguous().float())
-        partials = runner.call(f"{name}_backward", g, [*tensors, *saved, *d_outs])
-        result: list[torch.Tensor | None] = [None] * ctx.n_inputs
-        grad_of = runner.bundle.abi["functions"][f"{name}_backward"]["grad_of"]
-        for pos, part in zip(grad_of, partials, strict=True):
-            result[pos] = part if result[pos] is None else result[pos] + part
-        return (None, None, *result)
 
 
 class BundleFunction:
@@ -570,7 +539,7 @@ class BundleFunction:
         _check_graph(self.bundle.abi, g, tensors)
         train = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
         if train and self.bundle.training:
-            outs = _Differentiable.apply(self.runner, g, *tensors)
+            outs = TrainingStep.apply(self.runner, g, *tensors)
         else:
             if train:
                 raise BundleError(

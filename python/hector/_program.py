@@ -23,6 +23,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from .dialects import Kind, make_context
+from .runtime.training import TrainingAbi, rows_of
 
 if TYPE_CHECKING:
     import torch
@@ -190,15 +191,6 @@ class StagedModule:
         return self.stages[stage]
 
 
-def rows_of(kind: Kind | str, g: HeteroGraph) -> int:
-    """How many rows a value of ``kind`` has on graph ``g`` (weights have none: edges)."""
-    if kind == Kind.NODE:
-        return g.num_nodes
-    if kind == Kind.COMPACT:
-        return g.num_compact
-    return g.num_edges
-
-
 # ---------------------------------------------------------------------------------------------
 # Compiled entries
 # ---------------------------------------------------------------------------------------------
@@ -217,6 +209,14 @@ class Executable:
     def ir(self, stage: str) -> str:
         """The IR after ``stage``."""
         return self.staged.ir(stage)
+
+    @property
+    def training_abi(self) -> TrainingAbi:
+        """The ABI of ``<f>_train`` / ``<f>_backward`` (compiled with ``autodiff``)."""
+        name = self.traced.name
+        forward = self.staged.abi[name]
+        backward = self.staged.abi[f"{name}_backward"]
+        return TrainingAbi(name, forward.result_kinds, forward.result_shapes, backward.grad_of)
 
     def check(self, g: HeteroGraph, tensors: Sequence[torch.Tensor], names: list[str]) -> None:
         """Check the tensors against the graph before any compiled code runs."""

@@ -37,11 +37,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from ._program import Executable, Options, Traced, rows_of
+from ._program import Executable, Options, Traced
 from ._program import target as _target
 from .dialects import Kind, make_context
 from .dialects import hector_inter as inter
 from .graph import HeteroGraph
+from .runtime.training import TrainingStep
 
 if TYPE_CHECKING:  # the back end is imported through TARGETS, on first use only
     from mlir import ir
@@ -642,7 +643,7 @@ class CompiledFunction:
         if not train:
             return entry.run(g, tensors, self._params)
         entry.check(g, tensors, self._params)
-        outs = _Differentiable.apply(entry, g, *tensors)
+        outs = TrainingStep.apply(entry, g, *tensors)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def ir(self, stage: str, g: HeteroGraph, *tensors: torch.Tensor) -> str:
@@ -657,43 +658,6 @@ class CompiledFunction:
         # (runs=False) returns the back end's GpuEntry, which holds the PTX.
         code = cast("GpuEntry", gpu.compile(entry.traced, options=self.options_for(g)))
         return code.ptx
-
-
-class _Differentiable(torch.autograd.Function):
-    """Runs ``<f>_train`` forward and ``<f>_backward`` in backward, so compiled functions
-    train with ``loss.backward()`` and any torch optimizer. Saved values go through
-    ``ctx.save_for_backward`` (and so through saved-tensor hooks such as activation
-    offloading)."""
-
-    @staticmethod
-    def forward(ctx: Any, entry: Any, g: HeteroGraph, *tensors: torch.Tensor) -> Any:
-        name = entry.traced.name
-        outs = entry.call(f"{name}_train", g, list(tensors))
-        n = len(entry.traced.result_kinds)
-        ctx.entry, ctx.g, ctx.n_inputs = entry, g, len(tensors)
-        ctx.save_for_backward(*tensors, *outs[n:])
-        for t in outs[n:]:
-            ctx.mark_non_differentiable(t)
-        return tuple(outs[:n])
-
-    @staticmethod
-    def backward(ctx: Any, *grads: torch.Tensor | None) -> Any:
-        entry, g = ctx.entry, ctx.g
-        stored = ctx.saved_tensors
-        tensors, saved = list(stored[: ctx.n_inputs]), list(stored[ctx.n_inputs :])
-        name = entry.traced.name
-        abi = entry.staged.abi[name]
-        d_outs = []
-        for grad, kind, shape in zip(grads, abi.result_kinds, abi.result_shapes, strict=True):
-            if grad is None:
-                grad = torch.zeros([rows_of(kind, g) if d is None else d for d in shape])
-            d_outs.append(grad.contiguous().float())
-        partials = entry.call(f"{name}_backward", g, [*tensors, *saved, *d_outs])
-        result: list[torch.Tensor | None] = [None] * ctx.n_inputs
-        grad_of = entry.staged.abi[f"{name}_backward"].grad_of
-        for pos, part in zip(grad_of, partials, strict=True):
-            result[pos] = part if result[pos] is None else result[pos] + part
-        return (None, None, *result)
 
 
 def compile(  # noqa: A001

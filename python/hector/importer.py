@@ -696,7 +696,7 @@ class ImportedModel(torch.nn.Module):
             env[r] = t
 
     def _run_segment(self, seg: _Segment, env: dict[Any, Any]) -> None:
-        from .frontend import _Differentiable
+        from .runtime.training import TrainingStep
 
         tensors = []
         for v, kind in zip(seg.inputs, seg.input_kinds, strict=True):
@@ -706,7 +706,7 @@ class ImportedModel(torch.nn.Module):
             tensors.append(t.contiguous().float())
         train = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
         if train:
-            outs = _Differentiable.apply(seg.entry, self.graph, *tensors)
+            outs = TrainingStep.apply(seg.entry, self.graph, *tensors)
         else:
             outs = seg.entry.call(seg.name, self.graph, tensors)
         for v, kind, t in zip(seg.outputs, seg.output_kinds, outs, strict=True):
