@@ -561,6 +561,10 @@ def _kernel_as_function(kernel: ir.Operation, at: ir.Operation) -> str:
     from mlir.dialects import func
 
     old = kernel.regions[0].blocks[0]
+    ids_ops = ("gpu.block_id", "gpu.thread_id", "gpu.block_dim")
+    for op in old.operations:  # refuse before moving anything: a half-moved body cannot be undone
+        if op.name in ids_ops and str(op.attributes["dimension"]) != "#gpu<dim x>":
+            raise PassFailure("only x-dimension kernels run on the host", op.location)
     index = ir.IndexType.get()
     name = "__kernel_" + ir.StringAttr(kernel.attributes["sym_name"]).value
     types = [a.type for a in old.arguments] + [index] * 3
@@ -580,8 +584,6 @@ def _kernel_as_function(kernel: ir.Operation, at: ir.Operation) -> str:
             op.erase()
             continue
         if op.name in ids:
-            if str(op.attributes["dimension"]) != "#gpu<dim x>":
-                raise PassFailure("only x-dimension kernels run on the host", op.location)
             op.results[0].replace_all_uses_with(ids[op.name])
             op.erase()
             continue
