@@ -60,6 +60,111 @@ GRAPH_LAYOUT: tuple[GraphArray, ...] = (
     GraphArray("edge_compact", "i32", "unique pair of each edge"),
     GraphArray("etype_src_ntype", "i32", "source node type of each edge type"),
 )
+#: Loops a schedule may run in parallel (``Schedule.parallel``).
+PARALLEL_LOOPS: tuple[str, ...] = ("rows", "none")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How a template's loops are tiled, packed, vectorised and parallelised: the optional
+    ``schedule`` dictionary attribute of both templates (IRDL declares no optional attributes,
+    so the lowerings and ``hector-verify`` read it; ``hector-schedule`` chooses it per shape).
+
+    The meaning is the same on both back ends; each reads the fields it uses.
+
+    * ``tile_m`` — rows per tile. CPU: rows packed into one contiguous tile (gathered rows
+      copied in) and multiplied together; GPU: rows per thread block, staged in shared memory.
+    * ``tile_n`` — output columns per tile (CPU register block width; GPU columns per block).
+    * ``tile_k`` — reduction depth per step (GPU: columns of ``a`` staged per shared-memory
+      step; CPU: the reduction's tile).
+    * ``vector`` — f32 lanes of the CPU micro-kernel's vectors (1: scalar code).
+    * ``unroll`` — rows of ``out`` held in registers at once by the CPU micro-kernel.
+    * ``pack`` — gather rows into a contiguous tile before multiplying (else read in place).
+    * ``parallel`` — ``"rows"``: row tiles spread over ``threads`` workers, each reducing into
+      its own partial output (summed in a fixed order, so results are identical run to run);
+      ``"none"``: one thread.
+    * ``threads`` — CPU workers (``torch.get_num_threads()`` when compiled).
+    """
+
+    tile_m: int = 1
+    tile_n: int = 0  # 0: the whole row
+    tile_k: int = 0  # 0: the whole reduction
+    vector: int = 1
+    unroll: int = 1
+    pack: bool = False
+    parallel: str = "none"
+    threads: int = 1
+
+    FIELDS = ("tile_m", "tile_n", "tile_k", "vector", "unroll", "pack", "parallel", "threads")
+
+    def __post_init__(self) -> None:
+        ints = {f: getattr(self, f) for f in self.FIELDS if f not in ("pack", "parallel")}
+        for name, v in ints.items():
+            if not isinstance(v, int) or isinstance(v, bool) or v < (0 if "tile_" in name else 1):
+                raise ValueError(f"schedule field {name} must be a positive integer, got {v!r}")
+        if self.tile_m < 1:
+            raise ValueError(f"schedule field tile_m must be at least 1, got {self.tile_m}")
+        if self.parallel not in PARALLEL_LOOPS:
+            raise ValueError(
+                f"schedule field parallel must be one of {', '.join(PARALLEL_LOOPS)}, "
+                f"got {self.parallel!r}"
+            )
+
+    def to_attr(self) -> Any:
+        """The schedule as a ``DictionaryAttr`` in the current MLIR context."""
+        from mlir import ir
+
+        i64 = ir.IntegerType.get_signless(64)
+        values: dict[str, Any] = {}
+        for f in self.FIELDS:
+            v = getattr(self, f)
+            if isinstance(v, bool):
+                values[f] = ir.BoolAttr.get(v)
+            elif isinstance(v, int):
+                values[f] = ir.IntegerAttr.get(i64, v)
+            else:
+                values[f] = ir.StringAttr.get(v)
+        return ir.DictAttr.get(values)
+
+    @classmethod
+    def from_attr(cls, attr: Any) -> Schedule:
+        """Read a ``schedule`` dictionary attribute; unknown keys or wrong kinds raise
+        ``ValueError`` naming the field."""
+        from mlir import ir
+
+        d = ir.DictAttr(attr)
+        fields: dict[str, Any] = {}
+        for i in range(len(d)):
+            named = d[i]
+            name, value = named.name, named.attr
+            if name not in cls.FIELDS:
+                raise ValueError(
+                    f"unknown schedule field '{name}' (known: {', '.join(cls.FIELDS)})"
+                )
+            if name == "pack":
+                if not isinstance(value, ir.BoolAttr):
+                    raise ValueError(f"schedule field pack must be a bool, got {value}")
+                fields[name] = ir.BoolAttr(value).value
+            elif name == "parallel":
+                if not isinstance(value, ir.StringAttr):
+                    raise ValueError(f"schedule field parallel must be a string, got {value}")
+                fields[name] = ir.StringAttr(value).value
+            else:
+                if not isinstance(value, ir.IntegerAttr) or isinstance(value, ir.BoolAttr):
+                    raise ValueError(f"schedule field {name} must be an integer, got {value}")
+                fields[name] = ir.IntegerAttr(value).value
+        return cls(**fields)
+
+
+def schedule_of(op: Any) -> Schedule | None:
+    """A template's ``schedule`` attribute, or None when it has none (the lowerings then use
+    the plain one-row-at-a-time form)."""
+    attrs = op.operation.attributes if hasattr(op, "operation") else op.attributes
+    if "schedule" not in attrs:
+        return None
+    return Schedule.from_attr(attrs["schedule"])
+
+
 #: Values of the traversal template's optional ``align`` attribute (see its description).
 ALIGN_MODES: tuple[str, ...] = ("none", "warp128")
 
@@ -115,6 +220,12 @@ which HGT's chained-linear fold computes once per relation.
 `M` is the length of the first index operand present, else `a`'s row count. Optional
 operands are given with `operandSegmentSizes`. The GPU lowering maps one thread to an
 `(i, n-tile)` pair with `tile_n` output columns per thread, `block_size` threads per block.
+
+Optional attribute `schedule` (a dictionary, `hector_intra.Schedule`; chosen per shape by
+`hector-schedule`): tiles of `tile_m` rows, packed when `pack` (gathered rows copied into a
+contiguous tile), multiplied by a vectorised micro-kernel (`unroll` rows × `vector` lanes on
+the CPU), row tiles spread over `threads` workers when `parallel = "rows"`. Without it the
+lowerings use the plain one-row-at-a-time form above.
 """,
     operands=(
         Operand("a", "memref", "left rows `[*, K]`"),
@@ -185,6 +296,10 @@ in 128-byte-aligned segments (lane `l` of step `k` reads column `32k + l - s`, `
 row's misalignment in floats), which cuts PCIe requests when `x` is a unified tensor read
 zero-copy (`python/hector/request_model.py`). It needs `x` and `out` of the same width and a
 `block_size` that is a multiple of 32; the CPU lowering ignores it.
+
+Optional attribute `schedule` (`hector_intra.Schedule`, as on `gemm_template`): on the CPU,
+`parallel = "rows"` spreads rows over `threads` workers (reductions into per-worker partial
+outputs summed in a fixed order) and `vector` vectorises the column loop.
 """,
     operands=(
         Operand("gather_index", "memref", f"`{_IDX}`: row of `x` read for each `i`", "optional"),
