@@ -8,6 +8,8 @@ outputs are written in place with no copy.
 from __future__ import annotations
 
 import ctypes
+import os
+from collections.abc import Sequence
 
 import numpy as np
 from mlir import ir
@@ -15,11 +17,27 @@ from mlir.execution_engine import ExecutionEngine
 from mlir.runtime import get_ranked_memref_descriptor
 
 
-class CpuKernel:
-    """The compiled functions of an LLVM-dialect module, callable by name on NumPy arrays."""
+def mlir_library(name: str) -> str:
+    """The path of one of MLIR's runtime libraries (``site-packages/mlir/lib/<name>``);
+    ``FileNotFoundError`` naming it when the install lacks it."""
+    import mlir
 
-    def __init__(self, module: ir.Module, opt_level: int = 3) -> None:
-        self.engine = ExecutionEngine(module, opt_level=opt_level)
+    path = os.path.join(list(mlir.__path__)[0], "lib", name)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"MLIR runtime library {name} not found at {path}")
+    return path
+
+
+class CpuKernel:
+    """The compiled functions of an LLVM-dialect module, callable by name on NumPy arrays.
+
+    ``shared_libs``: libraries whose symbols the module calls (e.g. ``rtclock`` from
+    ``libmlir_c_runner_utils.so`` in a profiled module)."""
+
+    def __init__(
+        self, module: ir.Module, opt_level: int = 3, shared_libs: Sequence[str] = ()
+    ) -> None:
+        self.engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=list(shared_libs))
 
     def __call__(self, name: str, *arrays: np.ndarray) -> None:
         """Run function ``name`` on ``arrays`` (inputs, then outputs), in its order."""

@@ -12,7 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..passes._registry import TORCH_CONTEXT, Option, PassFailure, register_pass, register_pipeline
-from . import torch_linalg_cpu  # noqa: F401  (registers convert-torch-to-linalg-cpu)
+from . import (
+    profile_kernels,  # noqa: F401  (registers hector-profile-kernels)
+    torch_linalg_cpu,  # noqa: F401  (registers convert-torch-to-linalg-cpu)
+)
 
 # Upstream lowering of scf/memref/arith/func to the LLVM dialect, for the CPU JIT.
 LLVM_CPU = (

@@ -135,6 +135,8 @@ class Options:
     rows: int = -1  # edges of the graph (linear-reorder cost model); -1: unknown
     ratio: float = -1.0  # compaction ratio of the graph; -1: unknown
     src_typed: bool = False  # every relation has one source node type (HGT's chained fold)
+    # Time every template into a counter buffer (hector-profile-kernels; CPU target only).
+    profile: bool = False
 
     def variant(self) -> str:
         """The ablation label: U (none), C, R, C+R, C+R+F, ..."""

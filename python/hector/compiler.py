@@ -9,8 +9,9 @@ for inspection, and JIT-compiles the result; ``compile_gpu`` runs the GPU stages
 
 from __future__ import annotations
 
+import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -27,8 +28,8 @@ from ._program import (
     instantiate,
 )
 from .graph import HeteroGraph
-from .lowering import pipelines
-from .lowering.cpu_jit import CpuKernel
+from .lowering import pipelines, profile_kernels
+from .lowering.cpu_jit import CpuKernel, mlir_library
 from .lowering.ptx import extract_ptx
 from .passes._pipeline import run_pipeline
 from .passes.verify import verify_function
@@ -132,17 +133,30 @@ def run_stages(
             staged.stages[stage.name] = show()
             if stage.name == until:
                 break
+            if stage.name == "intra" and opts.profile and target == "cpu":
+                # Timers around the templates before any back end lowers them.
+                run_pipeline(module, profile_kernels.PASS, verify=False)
+                staged.stages["profile"] = show()
     staged.seconds = time.perf_counter() - start
     return staged
 
 
 @dataclass
 class CpuEntry(Executable):
-    """A compiled CPU kernel plus the ABI needed to call it on a graph and tensors."""
+    """A compiled CPU kernel plus the ABI needed to call it on a graph and tensors.
+
+    ``profiled``: its templates, when compiled with ``Options(profile=True)`` (else empty);
+    :meth:`kernel_profile` reads their timers."""
 
     traced: Traced
     staged: StagedModule
     kernel: CpuKernel
+    profiled: list[profile_kernels.KernelInfo] = field(default_factory=list)
+
+    def kernel_profile(self) -> list[profile_kernels.KernelTiming]:
+        """Every template's time, rows and calls since the last read (then zeroed); ``[]``
+        when compiled without profiling."""
+        return profile_kernels.take(self.kernel, self.profiled)
 
     def call(self, fname: str, g: HeteroGraph, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
         """Run compiled function ``fname`` on the graph and tensors; return its results."""
@@ -159,10 +173,14 @@ def compile_traced(
 ) -> CpuEntry:
     """Lower a traced program through the CPU stages and JIT-compile it (with its
     ``_train``/``_backward`` functions when ``autodiff``)."""
+    if os.environ.get(profile_kernels.ENV, "") not in ("", "0"):
+        options = replace(options or Options(), profile=True)
     staged = run_stages(traced, target, autodiff=autodiff, options=options)
     with staged.context:
-        kernel = CpuKernel(staged.module)
-    return CpuEntry(traced, staged, kernel)
+        profiled = profile_kernels.read_kernels(staged.module.operation)
+        libs = [mlir_library(profile_kernels.CLOCK_LIBRARY)] if profiled else []
+        kernel = CpuKernel(staged.module, shared_libs=libs)
+    return CpuEntry(traced, staged, kernel, profiled)
 
 
 @dataclass
