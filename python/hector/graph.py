@@ -232,6 +232,9 @@ class HeteroGraph:
         perm: int64 [E], the original (input) id of each sorted edge.
         compact_src, compact_etype: int32 [C], the unique (source, edge type) pairs; and
         edge_compact: int32 [E], each edge's pair (built on first use, cached).
+        dst_compact_dst, dst_compact_etype: int32 [D], the unique (destination, edge type)
+        pairs sorted by (edge type, destination); edge_dst_compact: int32 [E], each edge's
+        pair (built on first use, cached).
     """
 
     def __init__(
@@ -391,6 +394,39 @@ class HeteroGraph:
             num_ntypes=num_ntypes,
         )
 
+    @classmethod
+    def from_layout(cls, arrays: Any, num_ntypes: int) -> HeteroGraph:
+        """Wrap arrays already in this class's layout, as the native sampler writes them
+        (:class:`hector.runtime.sampler.SampledArrays`): nothing is validated or recomputed,
+        and the compaction map and source node types come precomputed.
+
+        Args:
+            arrays: an object with numpy attributes ``src``, ``dst``, ``etype``, ``ntype``,
+                ``etype_ptr`` (int32), ``norm_dst_etype``, ``norm_dst`` (float32), ``perm``
+                (int64), ``compact_src``, ``compact_etype``, ``edge_compact``,
+                ``etype_src_ntype`` (int32) and ``src_typed`` (bool).
+            num_ntypes: number of node types.
+        """
+        e = len(arrays.src)
+        g = cls(
+            src=torch.from_numpy(arrays.src),
+            dst=torch.from_numpy(arrays.dst),
+            etype=torch.from_numpy(arrays.etype),
+            ntype=torch.from_numpy(arrays.ntype),
+            etype_ptr=torch.from_numpy(arrays.etype_ptr),
+            norm_dst_etype=torch.from_numpy(arrays.norm_dst_etype).reshape(e, 1),
+            norm_dst=torch.from_numpy(arrays.norm_dst).reshape(e, 1),
+            perm=torch.from_numpy(arrays.perm),
+            num_ntypes=num_ntypes,
+        )
+        g._compact_map = (
+            torch.from_numpy(arrays.compact_src),
+            torch.from_numpy(arrays.compact_etype),
+            torch.from_numpy(arrays.edge_compact),
+        )
+        g._src_type_map = (torch.from_numpy(arrays.etype_src_ntype), bool(arrays.src_typed))
+        return g
+
     @property
     def num_nodes(self) -> int:
         """Number of nodes N."""
@@ -447,6 +483,49 @@ class HeteroGraph:
         """``C / E``: how much compact materialization shrinks edge-wise values (1 if no
         edges)."""
         return self.num_compact / self.num_edges if self.num_edges else 1.0
+
+    def _dst_compaction(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The unique (destination, edge type) pairs, sorted by (edge type, destination), and
+        each edge's pair: one vectorised sort of ``etype * N + dst`` on first use, cached."""
+        cached = getattr(self, "_dst_compact_map", None)
+        if cached is None:
+            n = max(self.num_nodes, 1)
+            key = self.etype.to(torch.int64) * n + self.dst.to(torch.int64)
+            pairs, inverse = torch.unique(key, sorted=True, return_inverse=True)
+            cached = (
+                (pairs % n).to(torch.int32).contiguous(),
+                torch.div(pairs, n, rounding_mode="floor").to(torch.int32).contiguous(),
+                inverse.to(torch.int32).contiguous(),
+            )
+            self._dst_compact_map = cached
+        return cached
+
+    @property
+    def dst_compact_dst(self) -> torch.Tensor:
+        """int32 [D]: destination node of each unique (destination, edge type) pair; pairs are
+        sorted by (edge type, destination), so each relation's pairs are contiguous."""
+        return self._dst_compaction()[0]
+
+    @property
+    def dst_compact_etype(self) -> torch.Tensor:
+        """int32 [D]: edge type of each unique (destination, edge type) pair (non-decreasing)."""
+        return self._dst_compaction()[1]
+
+    @property
+    def edge_dst_compact(self) -> torch.Tensor:
+        """int32 [E]: the (destination, edge type) pair of each edge."""
+        return self._dst_compaction()[2]
+
+    @property
+    def num_dst_compact(self) -> int:
+        """Number of unique (destination node, edge type) pairs D."""
+        return int(self.dst_compact_dst.shape[0])
+
+    @property
+    def dst_compaction_ratio(self) -> float:
+        """``D / E``: unique (destination, edge type) pairs per edge (1 if no edges); the
+        aggregation-order cost model reads it (``hector-aggregation-order``)."""
+        return self.num_dst_compact / self.num_edges if self.num_edges else 1.0
 
     @property
     def inverse_perm(self) -> torch.Tensor:
