@@ -572,6 +572,7 @@ class CompiledFunction:
         self.optimizations = (compact, reorder, fuse)
         self._cache: dict[tuple, Any] = {}
         self.compile_seconds = 0.0  # of the last compilation
+        self.compilations = 0  # kernels built (cache misses): one per mode once warmed up
         functools.update_wrapper(self, fn)
         params = list(inspect.signature(fn).parameters)
         if not params:
@@ -624,6 +625,7 @@ class CompiledFunction:
             back_end = _target("cuda" if cuda else self.target)
             entry = back_end.compile(traced, autodiff=train, options=options)
             self.compile_seconds = time.perf_counter() - start
+            self.compilations += 1
             self._cache[key] = entry
         return entry
 
