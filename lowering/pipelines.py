@@ -13,6 +13,7 @@ from typing import Any
 
 from ..passes._registry import TORCH_CONTEXT, Option, PassFailure, register_pass, register_pipeline
 from . import (
+    placement_to_runtime,  # noqa: F401  (registers convert-placement-to-runtime)
     profile_kernels,  # noqa: F401  (registers hector-profile-kernels)
     torch_linalg_cpu,  # noqa: F401  (registers convert-torch-to-linalg-cpu)
 )
@@ -51,7 +52,10 @@ class Stage:
 CPU_STAGES: tuple[Stage, ...] = (
     Stage("intra", "convert-hector-inter-to-intra", "GEMM/traversal templates on memrefs"),
     Stage("loops", "convert-hector-intra-to-scf", "scf.for loop nests"),
-    Stage("llvm", LLVM_CPU, "LLVM dialect, ready for the CPU JIT"),
+    # Placement decisions (placement-plan-saved) become calls of the native runtime first.
+    Stage(
+        "llvm", f"convert-placement-to-runtime, {LLVM_CPU}", "LLVM dialect, ready for the CPU JIT"
+    ),
 )
 
 GPU_STAGES: tuple[Stage, ...] = (

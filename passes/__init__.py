@@ -7,6 +7,7 @@ from . import (  # importing each module registers its passes
     infer_unified,  # noqa: F401  (placement-infer-unified)
     linear_reorder,  # noqa: F401  (hector-linear-reorder)
     plan_offload,  # noqa: F401  (placement-plan-offload)
+    plan_saved,  # noqa: F401  (placement-plan-saved)
     verify,  # noqa: F401  (hector-verify)
 )
 from ._registry import PASSES, PIPELINES, Option, PassFailure, register_pass, register_pipeline

@@ -1,0 +1,428 @@
+"""``placement-plan-saved``: keep, offload or recompute each value ``<f>_train`` saves.
+
+Runs on the ``hector_intra`` form of a training program (after ``convert-hector-inter-to-intra``),
+where ``@f_train`` writes each saved value into a trailing output argument and ``@f_backward``
+reads it from an argument (``hector-autodiff`` pairs them: saved value ``k`` is ``@f_train``'s
+result ``n_results + k`` and ``@f_backward``'s argument after the graph arrays and the inputs).
+Each saved value has a size symbolic in the graph's row counts — ``N`` nodes, ``E`` edges, ``C``
+compact (source, relation) rows, ``D`` compact (destination, relation) rows — from its kind
+(``hector.result_kinds``) and its row width; weights have a static size.
+
+Under ``memory_budget`` (a fraction of the keep-all saved bytes when at most 1, else bytes),
+evaluated at the graph's sizes (``nodes``, ``edges``, ``compact``, ``dst_compact``), saved
+values are placed until the bytes kept resident fit:
+
+1. **recompute** first: a value written by one row-local ``traversal_template`` (an elementwise
+   function, optionally through a gather — no reduction) whose operands are all graph arrays,
+   inputs or kept saved values is rebuilt in the backward by a copy of that template, costing
+   one pass over its rows and no I/O;
+2. **offload** next, largest first (fewer, larger transfers): written to the store right after
+   its last use in the forward, read back ahead of its first use in the backward;
+3. everything else (always weights and values under ``min_bytes``) is **kept**.
+
+The decisions are ``placement`` ops, ``scope`` = the saved value's index (its *slot*):
+``placement.keep`` / ``placement.offload`` / ``placement.recompute`` on ``@f_train``'s output
+argument after its last use, ``placement.prefetch {ahead}`` on ``@f_backward``'s argument before
+its first use, and ``placement.recompute`` on the buffer the backward rebuilds. Each carries
+``placement.bytes`` (its symbolic size, e.g. ``"8*E"``). Both functions get
+``placement.dropped`` (the slots no longer passed between them) and ``@f_train`` the plan's
+totals (``placement.saved_bytes``, ``placement.kept_bytes``, ``placement.budget_bytes``).
+``convert-placement-to-runtime`` turns the decisions into calls of the native runtime.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mlir import ir
+from mlir.dialects import arith, memref
+
+from ..dialects import Kind, placement
+from ..dialects import hector_intra as intra
+from ..dialects.hector_intra import GRAPH_LAYOUT
+from ._registry import Option, PassFailure, register_pass
+
+__all__ = [
+    "DROPPED",
+    "ROWS",
+    "SavedValue",
+    "TrainingPair",
+    "plan_module",
+    "training_pairs",
+    "users",
+]
+
+#: Function attribute: slots no longer passed from ``@f_train`` to ``@f_backward``.
+DROPPED = "placement.dropped"
+#: Row symbol and the graph array whose length is that row count, per kind.
+ROWS: dict[Kind, tuple[str, str]] = {
+    Kind.NODE: ("N", "ntype"),
+    Kind.EDGE: ("E", "src"),
+    Kind.COMPACT: ("C", "compact_src"),
+    Kind.DST_COMPACT: ("D", "dst_compact_dst"),
+}
+_PREFIX = f"{placement.DIALECT.name}."
+_GRAPH_ARRAYS = len(GRAPH_LAYOUT)
+_F32_BYTES = 4
+_TRAVERSAL = "hector_intra.traversal_template"
+
+
+def _i64(value: int) -> ir.IntegerAttr:
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
+
+
+def _int_attr(fn: ir.Operation, name: str) -> int:
+    if name not in fn.attributes:
+        raise PassFailure(f"placement-plan-saved: the function has no '{name}'", fn.location)
+    return ir.IntegerAttr(fn.attributes[name]).value
+
+
+def top_level(op: ir.Operation, fn: ir.Operation) -> ir.Operation:
+    """The ancestor of ``op`` directly in ``fn``'s body."""
+    while True:
+        parent = op.parent
+        if parent is None or parent.operation == fn:
+            return op
+        op = parent.operation
+
+
+_VIEWS = ("memref.collapse_shape", "memref.expand_shape", "memref.subview", "memref.cast")
+
+
+def users(value: ir.Value, fn: ir.Operation, skip: tuple[ir.Operation, ...] = ()) -> list:
+    """The top-level ops of ``fn`` that read or write ``value`` (through views too), in order."""
+    found: dict[ir.Operation, None] = {}
+    pending = [value]
+    while pending:
+        v = pending.pop()
+        for use in v.uses:
+            owner = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+            if owner in skip:
+                continue
+            if owner.name in _VIEWS:
+                pending.extend(owner.results)
+            found[top_level(owner, fn)] = None
+    order = {op: i for i, op in enumerate(o.operation for o in fn.regions[0].blocks[0].operations)}
+    return sorted(found, key=lambda o: order[o])
+
+
+@dataclass
+class SavedValue:
+    """One value ``@f_train`` saves for ``@f_backward``: its slot, kind, row width and arguments."""
+
+    slot: int
+    kind: Kind
+    mtype: ir.MemRefType
+    train_arg: ir.BlockArgument
+    backward_arg: ir.BlockArgument
+    decision: str = "keep"
+    producer: ir.Operation | None = None  # the template to copy, for a recompute
+    needs: list[int] = field(default_factory=list)  # slots a recompute reads
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of one row (of the whole value for a weight)."""
+        shape = list(self.mtype.shape)
+        if self.kind in ROWS:
+            shape = shape[1:]
+        n = _F32_BYTES
+        for d in shape:
+            n *= d
+        return n
+
+    def symbolic(self) -> str:
+        """The size in bytes, symbolic in the row count (``"8*E"``)."""
+        if self.kind in ROWS:
+            return f"{self.row_bytes}*{ROWS[self.kind][0]}"
+        return str(self.row_bytes)
+
+    def nbytes(self, counts: dict[str, int]) -> int:
+        """The size in bytes at the graph's row counts."""
+        if self.kind in ROWS:
+            return self.row_bytes * counts[ROWS[self.kind][0]]
+        return self.row_bytes
+
+
+class TrainingPair:
+    """One ``@f_train`` / ``@f_backward`` pair on memrefs."""
+
+    def __init__(self, train: ir.Operation, backward: ir.Operation) -> None:
+        self.train, self.backward = train, backward
+        self.tblock = train.regions[0].blocks[0]
+        self.bblock = backward.regions[0].blocks[0]
+        n_saved = _int_attr(train, "hector.num_saved")
+        n_out = _int_attr(train, "hector.outputs")
+        kinds = [
+            ir.StringAttr(a).value for a in ir.ArrayAttr(train.attributes["hector.result_kinds"])
+        ]
+        targs = list(self.tblock.arguments)
+        self.n_inputs = len(targs) - _GRAPH_ARRAYS - n_out
+        n_results = n_out - n_saved
+        first = _GRAPH_ARRAYS + self.n_inputs
+        bargs = list(self.bblock.arguments)
+        if len(bargs) < first + n_saved:
+            raise PassFailure(
+                "placement-plan-saved: @f_backward takes fewer arguments than @f_train saves",
+                backward.location,
+            )
+        self.saved = [
+            SavedValue(
+                k,
+                Kind(kinds[n_results + k]),
+                ir.MemRefType(targs[first + n_results + k].type),
+                targs[first + n_results + k],
+                bargs[first + k],
+            )
+            for k in range(n_saved)
+        ]
+
+    def backward_value(self, v: ir.Value, kept: set[int]) -> ir.Value | None:
+        """The backward program's copy of forward value ``v``: a graph array, an input or a kept
+        saved value (None: the backward does not have it)."""
+        if not isinstance(v, ir.BlockArgument) or v.owner != self.tblock:
+            return None
+        i = v.arg_number
+        if i < _GRAPH_ARRAYS + self.n_inputs:
+            return self.bblock.arguments[i]
+        for s in self.saved:
+            if s.train_arg == v and s.slot in kept:
+                return s.backward_arg
+        return None
+
+    def recomputable(self, s: SavedValue) -> bool:
+        """Whether one row-local template writes ``s`` from values the backward has."""
+        if s.kind not in ROWS:
+            return False
+        writers = users(s.train_arg, self.train)
+        if len(writers) != 1 or writers[0].name != _TRAVERSAL:
+            return False
+        op = writers[0]
+        v = intra.view(op)
+        if v.attr("reduce") != "none" or v.has("scatter_index") or v.operand("out") != s.train_arg:
+            return False
+        needs = []
+        for operand in op.operands:
+            if operand == s.train_arg:
+                continue
+            if self.backward_value(operand, {t.slot for t in self.saved}) is None:
+                return False
+            needs += [t.slot for t in self.saved if t.train_arg == operand]
+        s.producer, s.needs = op, needs
+        return True
+
+
+def _rows(fn_block: ir.Block, kind: Kind, loc: ir.Location) -> ir.Value:
+    """The row count of ``kind`` in a function whose first arguments are the graph arrays."""
+    names = [a.name for a in GRAPH_LAYOUT]
+    array = fn_block.arguments[names.index(ROWS[kind][1])]
+    return memref.dim(array, arith.constant(ir.IndexType.get(), 0, loc=loc), loc=loc)
+
+
+def decide(
+    saved: list[SavedValue],
+    budget: int,
+    counts: dict[str, int],
+    min_bytes: int,
+    recompute: set[int],
+) -> int:
+    """Set each value's decision so the kept bytes fit ``budget``; return the kept bytes."""
+    kept = sum(s.nbytes(counts) for s in saved)
+    pinned: set[int] = set()  # kept because a recompute reads them
+    by_size = sorted(saved, key=lambda s: (-s.nbytes(counts), s.slot))
+    for s in by_size:
+        if kept <= budget:
+            break
+        if s.slot in recompute and s.slot not in pinned and s.nbytes(counts) >= min_bytes:
+            if all(saved[n].decision == "keep" for n in s.needs):
+                s.decision = "recompute"
+                pinned.update(s.needs)
+                kept -= s.nbytes(counts)
+    for s in by_size:
+        if kept <= budget:
+            break
+        big = s.kind in ROWS and s.nbytes(counts) >= min_bytes
+        if s.decision == "keep" and big and s.slot not in pinned:
+            s.decision = "offload"
+            kept -= s.nbytes(counts)
+    return kept
+
+
+def _emit(pair: TrainingPair, target: str, ahead: int) -> None:
+    """Insert the decision ops and rebuild recomputed values in the backward."""
+    for s in pair.saved:
+        extra = {"placement.bytes": ir.StringAttr.get(s.symbolic())}
+        last = users(s.train_arg, pair.train)
+        loc = last[-1].location if last else pair.train.location
+        with _after(pair.tblock, last[-1] if last else None):
+            if s.decision == "offload":
+                placement.OPS.offload(
+                    value=s.train_arg,
+                    scope=s.slot,
+                    target=target,
+                    result=s.mtype,
+                    loc=loc,
+                    extra=extra,
+                )
+            else:
+                build = placement.OPS.keep if s.decision == "keep" else placement.OPS.recompute
+                build(value=s.train_arg, scope=s.slot, result=s.mtype, loc=loc, extra=extra)
+        first = users(s.backward_arg, pair.backward)
+        if s.decision == "offload" and first:
+            with ir.InsertionPoint(first[0]):
+                placement.OPS.prefetch(
+                    value=s.backward_arg,
+                    scope=s.slot,
+                    ahead=ahead,
+                    result=s.mtype,
+                    loc=first[0].location,
+                    extra=extra,
+                )
+        elif s.decision == "recompute" and first:
+            _rebuild(pair, s, first[0], extra)
+
+
+def _after(block: ir.Block, op: ir.Operation | None) -> ir.InsertionPoint:
+    """Right after ``op`` (at the block's start for None); a block ends in its terminator."""
+    ops = [o.operation for o in block.operations]
+    return ir.InsertionPoint(ops[ops.index(op) + 1] if op is not None else ops[0])
+
+
+def _rebuild(pair: TrainingPair, s: SavedValue, before: ir.Operation, extra: dict) -> None:
+    """Rebuild ``s`` in the backward before ``before``: a buffer, a copy of its template."""
+    assert s.producer is not None
+    loc = s.producer.location
+    kept = {t.slot for t in pair.saved if t.decision == "keep"}
+    with ir.InsertionPoint(before):
+        buffer = memref.alloc(s.mtype, [_rows(pair.bblock, s.kind, loc)], [], loc=loc)
+        s.backward_arg.replace_all_uses_with(buffer)
+        copy = s.producer.clone()
+        for i, operand in enumerate(copy.operands):
+            mapped = buffer if operand == s.train_arg else pair.backward_value(operand, kept)
+            assert mapped is not None
+            copy.operands[i] = mapped
+        placement.OPS.recompute(value=buffer, scope=s.slot, result=s.mtype, loc=loc, extra=extra)
+    ret = list(pair.bblock.operations)[-1]
+    with ir.InsertionPoint(ret):
+        memref.dealloc(buffer, loc=loc)
+
+
+def training_pairs(module_op: ir.Operation, *, planned: bool = False) -> list[TrainingPair]:
+    """Every ``@f_train`` with its ``@f_backward``, checked to be on memrefs and unplanned (with
+    ``planned``: only those placement-plan-saved planned)."""
+    funcs = [
+        op.operation
+        for op in module_op.regions[0].blocks[0].operations
+        if op.operation.name == "func.func" and len(op.operation.regions[0].blocks)
+    ]
+    backward = {
+        ir.StringAttr(f.attributes["hector.backward_of"]).value: f
+        for f in funcs
+        if "hector.backward_of" in f.attributes
+    }
+    pairs = []
+    for f in funcs:
+        if "hector.train_of" not in f.attributes or (planned and DROPPED not in f.attributes):
+            continue
+        name = ir.StringAttr(f.attributes["hector.train_of"]).value
+        if name not in backward:
+            raise PassFailure(
+                f"placement-plan-saved: @{name}_train has no @{name}_backward to read what it "
+                "saves",
+                f.location,
+            )
+        block = f.regions[0].blocks[0]
+        if any(isinstance(a.type, ir.RankedTensorType) for a in block.arguments) or (
+            "hector.outputs" not in f.attributes
+        ):
+            raise PassFailure(
+                "placement-plan-saved runs on the hector_intra form of a training program "
+                "(after convert-hector-inter-to-intra); this function still takes tensors",
+                f.location,
+            )
+        for fn in () if planned else (f, backward[name]):
+            for op in fn.regions[0].blocks[0].operations:
+                if op.operation.name.startswith(_PREFIX):
+                    raise PassFailure(
+                        "placement-plan-saved: this training program is already planned",
+                        op.operation.location,
+                    )
+        pairs.append(TrainingPair(f, backward[name]))
+    return pairs
+
+
+def plan_module(
+    module_op: ir.Operation,
+    memory_budget: float,
+    counts: dict[str, int],
+    *,
+    target: str = "ssd",
+    ahead: int = 1,
+    min_bytes: int = 0,
+    recompute: bool = True,
+) -> list[list[SavedValue]]:
+    """Plan every training pair of ``module_op``; return the saved values of each."""
+    plans = []
+    for pair in training_pairs(module_op):
+        unknown = any(s.kind in ROWS and counts[ROWS[s.kind][0]] < 0 for s in pair.saved)
+        if unknown and memory_budget not in (0.0, 1.0):
+            raise PassFailure(
+                "placement-plan-saved needs the graph's sizes (nodes=, edges=, compact=, "
+                "dst_compact=) to weigh the saved values against a budget",
+                pair.train.location,
+            )
+        sized = {k: max(v, 1) for k, v in counts.items()}
+        total = sum(s.nbytes(sized) for s in pair.saved)
+        budget = int(memory_budget * total) if memory_budget <= 1.0 else int(memory_budget)
+        cheap = {s.slot for s in pair.saved if recompute and pair.recomputable(s)}
+        kept = decide(pair.saved, budget, sized, min_bytes, cheap)
+        _emit(pair, target, ahead)
+        dropped = ir.ArrayAttr.get([_i64(s.slot) for s in pair.saved if s.decision != "keep"])
+        for fn in (pair.train, pair.backward):
+            fn.attributes[DROPPED] = dropped
+        pair.train.attributes["placement.saved_bytes"] = _i64(total)
+        pair.train.attributes["placement.kept_bytes"] = _i64(kept)
+        pair.train.attributes["placement.budget_bytes"] = _i64(budget)
+        plans.append(pair.saved)
+    return plans
+
+
+@register_pass(
+    "placement-plan-saved",
+    "Place each value <f>_train saves for <f>_backward (keep, offload to the store, or recompute "
+    "in the backward) so the resident saved bytes fit a memory budget",
+    memory_budget=Option(
+        float, 1.0, "saved bytes kept resident: a fraction of keep-all (<= 1) or bytes", min=0
+    ),
+    nodes=Option(int, -1, "N, the graph's node count (-1: unknown)", min=-1),
+    edges=Option(int, -1, "E, the graph's edge count (-1: unknown)", min=-1),
+    compact=Option(int, -1, "C, compact (source, relation) rows (-1: unknown)", min=-1),
+    dst_compact=Option(int, -1, "D, compact (destination, relation) rows (-1: unknown)", min=-1),
+    target=Option(str, "ssd", "where offloaded values go", ("ssd", "pinned_host")),
+    ahead=Option(int, 1, "kernels between a prefetch and the first use", min=0, max=1 << 20),
+    min_bytes=Option(int, 0, "never move a value smaller than this", min=0),
+    recompute=Option(bool, True, "allow recomputing cheap values in the backward"),
+)
+def run(
+    module_op: ir.Operation,
+    memory_budget: float = 1.0,
+    nodes: int = -1,
+    edges: int = -1,
+    compact: int = -1,
+    dst_compact: int = -1,
+    target: str = "ssd",
+    ahead: int = 1,
+    min_bytes: int = 0,
+    recompute: bool = True,
+) -> None:
+    """Pass entry point: plan every ``@f_train`` / ``@f_backward`` pair of the module."""
+    counts = {"N": nodes, "E": edges, "C": compact, "D": dst_compact}
+    with module_op.context, ir.Location.unknown():
+        plan_module(
+            module_op,
+            memory_budget,
+            counts,
+            target=target,
+            ahead=ahead,
+            min_bytes=min_bytes,
+            recompute=recompute,
+        )
