@@ -63,6 +63,9 @@ _EXPORTS = {
     "unified": "unified",
     "offload": "offload",
     "import_model": "importer",
+    # torch.compile(model, backend="hector"): using either name registers the backend.
+    "backend": "dynamo",
+    "explain": "dynamo",
     # The graph API's elementwise functions, one per traced unary function of the dialect.
     **{f.name: "frontend" for f in UNARY_FUNCTIONS if f.traced},
 }

@@ -79,6 +79,10 @@ LEGAL_OPS = [
 ]
 
 
+#: Compiled hector regions by their program text, kinds, shapes and weight slices.
+_REGION_CACHE: dict[tuple[Any, ...], Any] = {}
+
+
 class ImportError_(Exception):
     """The model cannot be imported: the message says why (an unsupported op, a bad binding)."""
 
@@ -290,6 +294,12 @@ class ImportedModel(torch.nn.Module):
         self.torch_segments: list[_TorchSegment] = []
         self._build()
 
+    def rebind(self, graph: HeteroGraph, order: str | None) -> None:
+        """Run later calls on ``graph`` (same node count and relations as the one imported
+        for), whose index inputs are in ``order`` (``"sorted"`` or ``"original"``)."""
+        self.graph, self.order = graph, order
+        self._perm, self._inv = graph.perm, graph.inverse_perm
+
     # -- planning -------------------------------------------------------------------------------
     def _build(self) -> None:
         self._ctx = self._module.context
@@ -424,7 +434,13 @@ class ImportedModel(torch.nn.Module):
             tuple(tuple(_shape_of(v)[1:]) for v in seg.outputs),
             slices,
         )
-        seg.entry = compile_traced(traced, autodiff=True)
+        key: tuple[Any, ...] = (seg.name, seg.text, traced.arg_kinds, traced.result_kinds)
+        key += (traced.result_widths, tuple(sorted(slices.items())))
+        if key not in _REGION_CACHE:
+            # Rows are dynamic in a region, so another graph's (or size's) import of the same
+            # program reuses the compiled kernels (the Dynamo backend specialises per size).
+            _REGION_CACHE[key] = compile_traced(traced, autodiff=True)
+        seg.entry = _REGION_CACHE[key]
 
     def _region_inputs(self, seg: _Segment, inside: set[Any]) -> list[Any]:
         """The values a region reads from outside it (not the graph), in order of first use."""
@@ -919,12 +935,6 @@ def import_model(
     """
     if fallback not in ("linalg", "eager"):
         raise ValueError(f"fallback must be 'linalg' or 'eager', got {fallback!r}")
-    from torch_mlir import fx, ir
-    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
-
-    from .dialects import load_into_torch_mlir
-    from .lowering.raise_torch_to_hector import GRAPH_ATTR, RaiseError, raise_module
-
     if not isinstance(graph, HeteroGraph):
         raise TypeError(f"graph must be a hector.HeteroGraph, got {type(graph).__name__}")
     inputs = list(example_inputs)
@@ -939,15 +949,33 @@ def import_model(
     state: dict[str, torch.Tensor] = dict(module.named_parameters())
     state.update(dict(module.named_buffers()))
     names = list(state)
-    flat = [t.detach() for t in state.values()] + [
-        t.detach() if isinstance(t, torch.Tensor) else t for t in inputs
-    ]
+    return import_function(
+        _Functional(module, names),
+        [*state.values(), *inputs],
+        {len(names) + i: role for i, role in roles.items()},
+        graph,
+        order,
+        strict=strict,
+        fallback=fallback,
+        owner=module,
+        state_names=names,
+    )
+
+
+def export_to_torch(function: torch.nn.Module, flat_inputs: list[Any]) -> Any:
+    """Export ``function(*flat_inputs)`` with ``torch.export`` and import it into torch-mlir's
+    torch dialect (the ops :data:`LEGAL_OPS` kept whole for the raise pass); the module, in
+    torch-mlir's context. Both routes (``import_model`` and the Dynamo backend) come here."""
+    from torch_mlir import fx
+    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
+
+    flat = [t.detach() if isinstance(t, torch.Tensor) else t for t in flat_inputs]
     table = get_decomposition_table()
     for name in LEGAL_OPS:  # what the raise pass matches whole must not be decomposed first
         table.pop(getattr(torch.ops.aten, name.removeprefix("aten.")).default, None)
     try:
-        exported = fx.export_and_import(
-            _Functional(module, names),
+        return fx.export_and_import(
+            function,
             *flat,
             output_type="torch",
             decomposition_table=table,
@@ -956,15 +984,41 @@ def import_model(
     except Exception as err:  # torch.export / torch-mlir failures: say which step failed
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ImportError_(f"torch-mlir could not export the module: {first}") from err
-    mod = exported  # raised in place, in its own context, once Hector's dialects are loaded there
-    load_into_torch_mlir(mod.context)
+
+
+def import_function(
+    function: torch.nn.Module,
+    flat_inputs: list[Any],
+    roles: dict[int, str],
+    graph: HeteroGraph,
+    order: str | None,
+    *,
+    strict: bool = False,
+    fallback: str = "linalg",
+    owner: torch.nn.Module | None = None,
+    state_names: list[str] | None = None,
+) -> ImportedModel:
+    """Export ``function(*flat_inputs)``, bind the inputs ``roles`` names (position → ``src``,
+    ``dst``, ``etype``, ``ntype`` or ``edge_index``) to ``graph``, raise and compile: the one
+    code path behind :func:`import_model` and the Dynamo backend (``hector.dynamo``).
+
+    ``owner``/``state_names``: the module whose parameters and buffers are the leading
+    ``len(state_names)`` inputs (read from it at every call); without them every input is
+    passed at the call.
+    """
+    from torch_mlir import ir
+
+    from .dialects import load_into_torch_mlir
+    from .lowering.raise_torch_to_hector import GRAPH_ATTR, RaiseError, raise_module
+
+    mod = export_to_torch(function, flat_inputs)
+    load_into_torch_mlir(mod.context)  # raised in place, in torch-mlir's own context
     with mod.context:
         func = next(o.operation for o in mod.body.operations if o.operation.name == "func.func")
         block = func.regions[0].blocks[0]
         attrs = []
         for i in range(len(block.arguments)):
-            j = i - len(names)
-            d = {GRAPH_ATTR: ir.StringAttr.get(roles[j])} if j in roles else {}
+            d = {GRAPH_ATTR: ir.StringAttr.get(roles[i])} if i in roles else {}
             attrs.append(ir.DictAttr.get(d))
         func.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
         i64 = ir.IntegerType.get_signless(64)
@@ -974,4 +1028,12 @@ def import_model(
             report = raise_module(mod, strict=strict)
         except RaiseError as err:
             raise ImportError_(str(err)) from None
-    return ImportedModel(module, graph, mod, order, names, report, fallback)
+    return ImportedModel(
+        owner if owner is not None else function,
+        graph,
+        mod,
+        order,
+        list(state_names or []),
+        report,
+        fallback,
+    )
