@@ -36,6 +36,7 @@ from ..dialects import hector_intra as intra
 from ..dialects._build import OpAccess
 from ..dialects.hector_intra import ALIGN_MODES
 from ..passes._registry import PassFailure, register_pass
+from . import _gpu_tiles as G
 from . import _templates as T
 from .intra_to_scf import functions
 
@@ -96,6 +97,25 @@ def _kernel(t: Template) -> Iterator[tuple[T.Body, ir.Value]]:
         gpu.return_([])
 
 
+@contextmanager
+def _tiled_kernel(t: Template, tiling: G.GemmTiling) -> Iterator[tuple[T.Body, G.TileMemory]]:
+    """Like :func:`_kernel`, with the tiled GEMM's shared (workgroup) and private memory
+    attributions; yields the body and the memory bound to its roles."""
+    wg, private = G.attribution_types(tiling)
+    ftype = ir.FunctionType.get([value.type for value in t.ops.values.values()], [])
+    with ir.InsertionPoint(t.kernels.block()):
+        func = gpu.GPUFuncOp(ftype, sym_name=t.name, kernel=True)
+    i64 = ir.IntegerType.get_signless(64)
+    func.attributes["workgroup_attributions"] = ir.IntegerAttr.get(i64, len(wg))
+    block = func.body.blocks.append(*ftype.inputs, *wg, *private)
+    args = list(block.arguments)
+    n = len(ftype.inputs)
+    with ir.InsertionPoint(block):
+        mem = G.tile_memory(tiling, args[n : n + len(wg)], args[n + len(wg) :])
+        yield T.Body(t.ops.rebound(args[:n])), mem
+        gpu.return_([])
+
+
 def _launch(t: Template, host: T.Body, threads: ir.Value) -> None:
     """Launch ``t``'s kernel on ``ceil(threads / block_size)`` blocks of ``block_size``
     threads."""
@@ -149,6 +169,7 @@ def _gemm_xty(t: Template) -> None:
     atomics), then one thread per ``((t,) k, n)`` adds the chunks' partials in order into
     ``out``. The partials come from ``gpu.alloc`` like every temporary (PyTorch's caching
     allocator under a bundle)."""
+    _schedule(t)  # checked, not used: the weight gradient keeps its chunked form on the GPU
     slices, k, n = _xty_shape(t)
     per_chunk = (slices or 1) * k * n
     host = T.Body(t.ops)
@@ -259,8 +280,44 @@ def _xty_reduce_body(b: T.Body, gid: ir.Value, k: int, n: int, slices: int | Non
         b.accumulate("out", acc, False, *idx)
 
 
+def _gemm_scheduled(t: Template, schedule: intra.Schedule) -> None:
+    """``xw``/``xwt`` with a schedule: a block per output tile, rows of ``a`` staged in shared
+    memory ``tile_k`` columns at a time (``lowering/_gpu_tiles.py``)."""
+    v = t.view
+    n, k = T.static_dim(t.ops["out"], 1), T.static_dim(t.ops["a"], 1)
+    epilogue = v.attr("epilogue")
+    if epilogue == "add" and t.ops.has("scatter_index"):
+        epilogue = "atomic_add"
+    rows_per_slice = T.slice_rows(v)
+    sliced = t.ops.has("weight_index") or rows_per_slice is not None
+    tiling = G.gemm_tiling(schedule, k, n, sliced, t.op.location)
+    g = G.GemmKernel(k, n, epilogue, v.attr("variant") == "xwt", rows_per_slice, tiling)
+    host = T.Body(t.ops)
+    grid = g.grid(host, T.gemm_rows(host, host.index(0)))
+    c1, threads = host.index(1), host.index(tiling.threads)
+    gpu.LaunchFuncOp(
+        [KERNEL_MODULE, t.name], (grid, c1, c1), (threads, c1, c1), list(t.ops.values.values())
+    )
+    with _tiled_kernel(t, tiling) as (b, mem):
+        G.tiled_gemm_body(b, g, mem)
+
+
+def _schedule(t: Template) -> intra.Schedule | None:
+    """The template's ``schedule`` attribute (None without one); a malformed one is a
+    located error."""
+    try:
+        return intra.schedule_of(t.op)
+    except ValueError as err:
+        raise PassFailure(str(err), t.op.location) from None
+
+
 def _gemm_tiled(t: Template) -> None:
-    """``xw``/``xwt``: one thread per ``(row, tile of tile_n columns)``."""
+    """``xw``/``xwt``: with a schedule the shared-memory tiled kernel; without one, one thread
+    per ``(row, tile of tile_n columns)``."""
+    schedule = _schedule(t)
+    if schedule is not None:
+        _gemm_scheduled(t, schedule)
+        return
     v = t.view
     n, k = T.static_dim(t.ops["out"], 1), T.static_dim(t.ops["a"], 1)
     tile = max(1, min(int(v.attr("tile_n")), n))
@@ -591,15 +648,20 @@ def _kernel_as_function(kernel: ir.Operation, at: ir.Operation) -> str:
     return name
 
 
-def _grid_function(kernel: ir.Operation, body: str, at: ir.Operation) -> str:
+def _grid_function(
+    kernel: ir.Operation, body: str, at: ir.Operation, per_block: bool = False
+) -> str:
     """A public ``__grid_<kernel>(args..., grid_x, block_x)`` before ``at``: ``for block in
-    grid_x: for thread in block_x: body(args, block, thread, block_x)``. Lowered to LLVM it
-    takes the kernel's parameters as the GPU kernel does (memrefs expanded), then the sizes,
-    so a fake driver can run a launch by calling it; returns its name."""
+    grid_x: for thread in block_x: body(args, block, thread, block_x)`` (``per_block``: ``for
+    block in grid_x: body(args, block, block_x)``, the body running the block's threads phase
+    by phase). Lowered to LLVM it takes the kernel's parameters as the GPU kernel does
+    (memrefs expanded), then the sizes, so a fake driver can run a launch by calling it;
+    returns its name."""
     from mlir.dialects import func
 
     index = ir.IndexType.get()
-    arg_types = [a.type for a in kernel.regions[0].blocks[0].arguments]
+    ftype = ir.FunctionType(ir.TypeAttr(kernel.attributes["function_type"]).value)
+    arg_types = list(ftype.inputs)
     name = "__grid_" + ir.StringAttr(kernel.attributes["sym_name"]).value
     with kernel.location, ir.InsertionPoint(at):
         fn = func.FuncOp(name, ir.FunctionType.get([*arg_types, index, index], []))
@@ -609,11 +671,14 @@ def _grid_function(kernel: ir.Operation, body: str, at: ir.Operation) -> str:
         c0, c1 = (arith.constant(index, v) for v in (0, 1))
         blocks = scf.ForOp(c0, grid, c1)
         with ir.InsertionPoint(blocks.body):
-            per_block = scf.ForOp(c0, threads, c1)
-            with ir.InsertionPoint(per_block.body):
-                ids = [blocks.induction_variable, per_block.induction_variable, threads]
-                func.CallOp([], body, [*args, *ids])
-                scf.yield_([])
+            if per_block:
+                func.CallOp([], body, [*args, blocks.induction_variable, threads])
+            else:
+                in_block = scf.ForOp(c0, threads, c1)
+                with ir.InsertionPoint(in_block.body):
+                    ids = [blocks.induction_variable, in_block.induction_variable, threads]
+                    func.CallOp([], body, [*args, *ids])
+                    scf.yield_([])
             scf.yield_([])
         func.ReturnOp([])
     return name
@@ -646,6 +711,14 @@ def _host_buffer(op: ir.Operation) -> None:
     op.erase()
 
 
+def _runs_per_block(kernel: ir.Operation) -> bool:
+    """Whether ``kernel`` has barriers or shared/private memory: then its threads run phase by
+    phase (:func:`_gpu_tiles.block_function`), not one after another."""
+    entry = kernel.regions[0].blocks[0]
+    ftype = ir.FunctionType(ir.TypeAttr(kernel.attributes["function_type"]).value)
+    return len(entry.arguments) > len(ftype.inputs) or G.has_barrier(kernel)
+
+
 @register_pass(
     "hector-gpu-kernels-on-host",
     "Testing: run a GPU module's kernels sequentially on the host (each launch a call of "
@@ -663,7 +736,12 @@ def run_kernels_on_host(module_op: ir.Operation) -> None:
                 kop = kernel.operation
                 if kop.name == "gpu.func":
                     sym = ir.StringAttr(kop.attributes["sym_name"]).value
-                    kernels[sym] = _grid_function(kop, _kernel_as_function(kop, op), op)
+                    if _runs_per_block(kop):
+                        body = G.block_function(kop, op)
+                        kernels[sym] = _grid_function(kop, body, op, per_block=True)
+                    else:
+                        body = _kernel_as_function(kop, op)
+                        kernels[sym] = _grid_function(kop, body, op)
             op.erase()
     for op in top.operations:
         if op.operation.name != "func.func":
