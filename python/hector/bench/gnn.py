@@ -31,6 +31,7 @@ says so in its record (``status: "unavailable"``) and the benchmark goes on with
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -43,7 +44,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from . import _common
+from . import _common, roofline
 
 MODELS = ("rgcn", "rgat", "hgt")
 MODES = ("inference", "training")
@@ -88,6 +89,7 @@ class Cell:
     system_timeout_s: float = 3600.0  # a system's worker is killed (failed) after this
     ablation: bool = False  # measure Hector under U, C, R, C+R, C+R+F
     time_peers: bool = True  # False: PyG layers run once, as the error reference, untimed
+    roofline: bool = True  # Hector's CPU templates timed one by one, against torch.mm (roofline.py)
 
     @property
     def training(self) -> bool:
@@ -150,6 +152,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="a system still running after this many seconds is killed and reported as "
         "failed (default 3600)",
+    )
+    p.add_argument(
+        "--no-roofline",
+        action="store_true",
+        help="do not time Hector's kernels one by one (the per-kernel FLOPs, bytes, GFLOP/s and "
+        "torch.mm references of the record's kernel_profile; docs/benchmarks.md, Roofline)",
     )
     p.add_argument(
         "--no-peer-timing",
@@ -550,11 +558,15 @@ def measure_system(
     step = make_step(module, forward, x, cell.training)
     fns = _compiled_functions(module) if system.name == "hector" else []
     cache_before = _cache_state(fns)
+    profile = bool(fns) and cell.roofline and cell.device == "cpu"
     t0 = time.perf_counter()
-    out = step()  # first call: Hector compiles here
+    with roofline.profiling() if profile else contextlib.nullcontext():
+        out = step()  # first call: Hector compiles here
     if sync is not None:
         sync()
     first_ms = (time.perf_counter() - t0) * 1e3
+    profiled = roofline.profiled_entries(fns) if profile else []
+    roofline.reset(profiled)  # count the warm calls only
     _Bar().update(1)
     grads = _grads(module, x) if cell.training else (None, {})
     tensors = {
@@ -586,6 +598,10 @@ def measure_system(
         entry["kernels"] = kernel_count(module, cell.training)
         if cell.training:
             entry["saved_bytes"] = saved_bytes(module, setup.stats)
+        if profiled:
+            import torch
+
+            entry["kernel_profile"] = roofline.measure(profiled, torch.get_num_threads())
     return entry, tensors
 
 
@@ -966,7 +982,12 @@ def format_record(record: dict[str, Any]) -> str:
         for r in record["results"]
         if r.get("reason")
     ]
-    return "\n".join([head, _common.format_table(rows, _COLUMNS), tail, *notes])
+    kernels = [
+        roofline.format_profile(f"{r['system']} {r['variant']}", r["kernel_profile"])
+        for r in record["results"]
+        if r.get("kernel_profile")
+    ]
+    return "\n".join([head, _common.format_table(rows, _COLUMNS), tail, *notes, *kernels])
 
 
 def plot_record(record: dict[str, Any], path: str) -> None:
@@ -1011,6 +1032,7 @@ def _cell_from_args(args: argparse.Namespace, model: str, dataset: str, mode: st
         system_timeout_s=getattr(args, "system_timeout", 3600.0),
         ablation=getattr(args, "ablation", False),
         time_peers=not getattr(args, "no_peer_timing", False),
+        roofline=not getattr(args, "no_roofline", False),
     )
 
 
@@ -1074,7 +1096,17 @@ def run_single(args: argparse.Namespace) -> int:
     cell = _cell_from_args(args, args.model, args.dataset, args.mode)
     record = run_cell(cell, memory=not args.no_memory)
     _common.emit_record(record, format_record(record), args.json, args.plot, plot_record)
+    if args.json:
+        _plot_roofline(record, args.json)
     return 0
+
+
+def _plot_roofline(record: dict[str, Any], json_path: str | Path) -> None:
+    """The kernels' roofline plot next to the record, ``<record>_roofline.png``."""
+    path = Path(json_path)
+    target = path.with_name(f"{path.stem}_roofline.png")
+    if roofline.plot(record, str(target)):
+        print(f"roofline plot written to {target}")
 
 
 def run_suite(args: argparse.Namespace) -> int:
@@ -1101,6 +1133,7 @@ def run_suite(args: argparse.Namespace) -> int:
             continue
         path = out_dir / f"{model}_{_slug(dataset)}_{mode}.json"
         _common.write_json(path, record)
+        _plot_roofline(record, path)
         print(format_record(record), flush=True)
         hector = next(r for r in record["results"] if r["system"] == "hector")
         summary_rows.append(
