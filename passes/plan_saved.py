@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from mlir import ir
 from mlir.dialects import arith, memref
 
-from ..dialects import Kind, placement
 from ..dialects import hector_intra as intra
+from ..dialects import placement
 from ..dialects.hector_intra import GRAPH_LAYOUT
 from ._registry import Option, PassFailure, register_pass
 
@@ -55,11 +55,11 @@ __all__ = [
 #: Function attribute: slots no longer passed from ``@f_train`` to ``@f_backward``.
 DROPPED = "placement.dropped"
 #: Row symbol and the graph array whose length is that row count, per kind.
-ROWS: dict[Kind, tuple[str, str]] = {
-    Kind.NODE: ("N", "ntype"),
-    Kind.EDGE: ("E", "src"),
-    Kind.COMPACT: ("C", "compact_src"),
-    Kind.DST_COMPACT: ("D", "dst_compact_dst"),
+ROWS: dict[str, tuple[str, str]] = {
+    "node": ("N", "ntype"),
+    "edge": ("E", "src"),
+    "compact": ("C", "compact_src"),
+    "dst_compact": ("D", "dst_compact_dst"),
 }
 _PREFIX = f"{placement.DIALECT.name}."
 _GRAPH_ARRAYS = len(GRAPH_LAYOUT)
@@ -111,7 +111,7 @@ class SavedValue:
     """One value ``@f_train`` saves for ``@f_backward``: its slot, kind, row width and arguments."""
 
     slot: int
-    kind: Kind
+    kind: str  # a Kind's value: node, edge, compact, dst_compact or weight
     mtype: ir.MemRefType
     train_arg: ir.BlockArgument
     backward_arg: ir.BlockArgument
@@ -168,7 +168,7 @@ class TrainingPair:
         self.saved = [
             SavedValue(
                 k,
-                Kind(kinds[n_results + k]),
+                kinds[n_results + k],
                 ir.MemRefType(targs[first + n_results + k].type),
                 targs[first + n_results + k],
                 bargs[first + k],
@@ -211,7 +211,7 @@ class TrainingPair:
         return True
 
 
-def _rows(fn_block: ir.Block, kind: Kind, loc: ir.Location) -> ir.Value:
+def _rows(fn_block: ir.Block, kind: str, loc: ir.Location) -> ir.Value:
     """The row count of ``kind`` in a function whose first arguments are the graph arrays."""
     names = [a.name for a in GRAPH_LAYOUT]
     array = fn_block.arguments[names.index(ROWS[kind][1])]
