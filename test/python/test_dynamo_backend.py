@@ -1,0 +1,261 @@
+"""``torch.compile(model, backend="hector")`` on PyG layers as users write them.
+
+Every test compares against the same module run eagerly: outputs and the gradients of every
+parameter and of the node features within 1e-4. Layers whose captured graphs Hector raises
+(``RGATConv``, ``FastRGCNConv``, ``RGCNConv``'s per-relation graphs) must actually run through
+Hector; those it cannot bind (``HGTConv``, ``HeteroConv``/``to_hetero`` with per-relation
+``edge_index`` dicts) must fall back, say why, and still match.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+import torch._dynamo
+from torch._dynamo.exc import BackendCompilerFailed
+
+import hector
+from hector.dynamo import BackendError, HectorBackend
+
+torch_geometric = pytest.importorskip("torch_geometric")
+from torch_geometric.nn import (  # noqa: E402
+    FastRGCNConv,
+    GATConv,
+    HeteroConv,
+    HGTConv,
+    RGATConv,
+    RGCNConv,
+    SAGEConv,
+    to_hetero,
+)
+
+N, E, R, F = 40, 240, 4, 8
+TOL = 1e-4
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo() -> Iterator[None]:
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _graph_inputs(n: int, e: int, seed: int, shuffle: bool = True) -> tuple[Any, Any]:
+    g = hector.random_graph(n, e, R, isolated_nodes=2, seed=seed)
+    ei, et = g.edge_index_sorted()
+    if shuffle:  # the user's own edge order, not Hector's type-sorted one
+        p = torch.randperm(e, generator=torch.Generator().manual_seed(seed))
+        ei, et = ei[:, p].contiguous(), et[p].contiguous()
+    return ei, et
+
+
+def _leaves(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        return [t for k in sorted(value) for t in _leaves(value[k])]
+    return [t for v in value for t in _leaves(v)]
+
+
+def _run(model: torch.nn.Module, fn: Any, x: Any, *rest: Any) -> tuple[list[Any], list[Any]]:
+    """Outputs, then gradients (parameters in order, then the features) of a training step."""
+    model.zero_grad()
+    xs = {k: v.clone().requires_grad_() for k, v in x.items()} if isinstance(x, dict) else None
+    xr = xs if xs is not None else x.clone().requires_grad_()
+    outs = _leaves(fn(xr, *rest))
+    sum(o.square().mean() for o in outs).backward()
+    grads = [p.grad for p in model.parameters()] + [t.grad for t in _leaves(xr)]
+    return [o.detach() for o in outs], grads
+
+
+def _assert_matches(model: torch.nn.Module, compiled: Any, x: Any, *rest: Any) -> None:
+    got, got_g = _run(model, compiled, x, *rest)
+    want, want_g = _run(model, model, x, *rest)
+    assert len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        assert (a - b).abs().max().item() <= TOL
+    for a, b in zip(got_g, want_g, strict=True):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert (a - b).abs().max().item() <= TOL
+
+
+def test_rgatconv_through_the_registered_name() -> None:
+    torch.manual_seed(0)
+    model = RGATConv(F, 6, R, heads=2)
+    ei, et = _graph_inputs(N, E, 1)
+    compiled = torch.compile(model, backend="hector")
+    _assert_matches(model, compiled, torch.randn(N, F), ei, et)
+    captured = hector.backend.graphs[-1]
+    assert captured.status == "hector"
+    assert captured.binding is not None
+    assert set(captured.binding.names) == {"edge_index", "edge_type", "nodes"}
+    raised = captured.raised()
+    assert raised["edge_softmax"] == 1
+    assert raised["typed_linear"] == 4
+    assert captured.hector_calls >= 1
+    assert captured.hector_seconds > 0
+
+
+def test_fastrgcnconv_runs_through_hector() -> None:
+    torch.manual_seed(1)
+    model = FastRGCNConv(F, 6, R, aggr="mean")
+    ei, et = _graph_inputs(N, E, 2)
+    be = HectorBackend()
+    _assert_matches(model, torch.compile(model, backend=be), torch.randn(N, F), ei, et)
+    assert [g.status for g in be.graphs] == ["hector"]
+    assert be.graphs[0].raised()["sum_to_dst"] >= 1
+
+
+def test_rgcnconv_graph_breaks_fall_back_and_relations_run_through_hector() -> None:
+    torch.manual_seed(2)
+    model = RGCNConv(F, 6, R, aggr="mean")
+    ei, et = _graph_inputs(N, E, 3)
+    be = HectorBackend()
+    _assert_matches(model, torch.compile(model, backend=be), torch.randn(N, F), ei, et)
+    statuses = [g.status for g in be.graphs]
+    # int(segment_count.max()) breaks the graph; the pieces before it carry no edge_index.
+    assert "fallback" in statuses
+    assert any("no edge_index" in (g.reason or "") for g in be.graphs)
+    # The per-relation masked loop: one edge_index per relation, gathered and summed by Hector.
+    through = [g for g in be.graphs if g.status == "hector"]
+    assert through
+    assert all(g.raised().get("sum_to_dst") == 1 for g in through)
+
+
+def test_two_graph_sizes_of_one_schema_do_not_recompile() -> None:
+    torch.manual_seed(3)
+    model = RGATConv(F, 6, R, heads=2)
+    be = HectorBackend()
+    # dynamic=True: node and edge counts symbolic from the first call (mark_dynamic on the
+    # inputs works too, but the training step below clones the features).
+    compiled = torch.compile(model, backend=be, dynamic=True)
+    for n, e, seed in ((N, E, 4), (57, 310, 5)):
+        ei, et = _graph_inputs(n, e, seed)
+        _assert_matches(model, compiled, torch.randn(n, F), ei, et)
+    stats = be.stats()
+    assert stats["compilations"] == 1  # Dynamo compiled the layer once, with symbolic sizes
+    assert stats["specializations"] == 2  # Hector imported it once per size
+    assert stats["fallback_calls"] == 0
+
+
+def test_the_graph_is_built_once_for_the_same_tensors() -> None:
+    torch.manual_seed(4)
+    model = RGATConv(F, 6, R, heads=2)
+    ei, et = _graph_inputs(N, E, 6)
+    be = HectorBackend()
+    compiled = torch.compile(model, backend=be)
+    x = torch.randn(N, F)
+    with torch.no_grad():
+        compiled(x, ei, et)
+        builds = be.stats()["graph_builds"]
+        for _ in range(3):
+            compiled(x, ei, et)
+        assert be.stats()["graph_builds"] == builds
+        et2 = et.clone()
+        et2[0] = (et2[0] + 1) % R
+        compiled(x, ei, et2)  # other edge types: a new graph
+        assert be.stats()["graph_builds"] == builds + 1
+
+
+def _hetero_inputs() -> tuple[Any, Any, Any]:
+    meta = (["a", "b"], [("a", "r0", "b"), ("b", "r1", "a"), ("a", "r2", "a")])
+    gen = torch.Generator().manual_seed(7)
+    x = {"a": torch.randn(30, F, generator=gen), "b": torch.randn(20, F, generator=gen)}
+    eid = {
+        ("a", "r0", "b"): torch.stack(
+            [torch.randint(0, 30, (50,), generator=gen), torch.randint(0, 20, (50,), generator=gen)]
+        ),
+        ("b", "r1", "a"): torch.stack(
+            [torch.randint(0, 20, (40,), generator=gen), torch.randint(0, 30, (40,), generator=gen)]
+        ),
+        ("a", "r2", "a"): torch.randint(0, 30, (2, 60), generator=gen),
+    }
+    return meta, x, eid
+
+
+def test_hgtconv_falls_back_with_the_reason_and_matches() -> None:
+    torch.manual_seed(5)
+    meta, x, eid = _hetero_inputs()
+    model = HGTConv(F, F, meta, heads=2)
+    be = HectorBackend()
+    _assert_matches(model, torch.compile(model, backend=be), x, eid)
+    assert all(g.status == "fallback" for g in be.graphs)
+    assert any("3 edge_index inputs" in (g.reason or "") for g in be.graphs)
+
+
+@pytest.mark.parametrize("kind", ["heteroconv", "to_hetero"])
+def test_hetero_gat_sage_fall_back_and_match(kind: str) -> None:
+    torch.manual_seed(6)
+    meta, x, eid = _hetero_inputs()
+    if kind == "heteroconv":
+        model: torch.nn.Module = HeteroConv(
+            {
+                meta[1][0]: GATConv((-1, -1), 8, add_self_loops=False),
+                meta[1][1]: SAGEConv((-1, -1), 8),
+                meta[1][2]: GATConv((-1, -1), 8, add_self_loops=False),
+            }
+        )
+    else:
+
+        class Net(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.conv = SAGEConv((-1, -1), 8)
+
+            def forward(self, x: Any, edge_index: Any) -> Any:  # noqa: D102
+                return self.conv(x, edge_index)
+
+        model = to_hetero(Net(), meta)
+    model(x, eid)  # materialise the lazy (-1) shapes
+    be = HectorBackend()
+    _assert_matches(model, torch.compile(model, backend=be), x, eid)
+    assert be.graphs
+    assert all(g.status == "fallback" for g in be.graphs)
+    assert all("edge_index" in (g.reason or "") for g in be.graphs)
+
+
+def test_explain_shows_raised_unraised_and_fallbacks() -> None:
+    torch.manual_seed(7)
+    model = RGCNConv(F, 6, R, aggr="mean")
+    ei, et = _graph_inputs(N, E, 8)
+    with torch.no_grad():
+        report = hector.explain(model, torch.randn(N, F), ei, et)
+    text = str(report)
+    assert "graph 0:" in text
+    assert "fell back (eager): no edge_index" in text
+    assert "raised: {'gather_src': 1, 'sum_to_dst': 1}" in text
+    assert "not raised: torch.aten.scatter_add" in text
+    assert "graph breaks (Dynamo):" in text
+    assert "segment_count.max()" in text or "item" in text.lower()
+    assert report.stats["compilations"] == len(report.graphs)
+
+
+def test_strict_refuses_a_graph_it_would_fall_back_on() -> None:
+    class Mlp(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(F, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+            return self.lin(x).relu()
+
+    model = Mlp()
+    # Dynamo wraps what a backend raises at compile time.
+    with pytest.raises(BackendCompilerFailed, match=f"{BackendError.__name__}: .*no edge_index"):
+        torch.compile(model, backend=HectorBackend(strict=True))(torch.randn(N, F))
+    be = HectorBackend()
+    x = torch.randn(N, F)
+    torch._dynamo.reset()
+    assert torch.allclose(torch.compile(model, backend=be)(x), model(x))
+    assert be.stats()["fallback_calls"] == 1
+
+
+def test_bad_options_are_refused() -> None:
+    with pytest.raises(ValueError, match="fallback must be 'eager' or 'inductor'"):
+        HectorBackend(fallback="tvm")
+    with pytest.raises(ValueError, match="unknown hector backend option"):
+        HectorBackend(speed="max")
