@@ -8,6 +8,7 @@ hooks such as activation offloading) and sum gradients the same way. It needs on
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -60,9 +61,14 @@ class TrainingStep(torch.autograd.Function):
     def forward(ctx: Any, program: TrainingProgram, g: Any, *tensors: torch.Tensor) -> Any:
         """Run ``<f>_train``; save the inputs and the values the backward reads."""
         abi = program.training_abi
-        outs = program.call(f"{abi.name}_train", g, list(tensors))
+        # A program that offloads saved values (placement-plan-saved) runs each step in its
+        # own frame of the store: its generated code writes and reads them itself.
+        open_frame = getattr(program, "placement_frame", None)
+        frame = open_frame() if open_frame is not None else None
+        with frame.current(f"{abi.name}_train") if frame else contextlib.nullcontext():
+            outs = program.call(f"{abi.name}_train", g, list(tensors))
         n = len(abi.result_kinds)
-        ctx.program, ctx.g, ctx.n_inputs = program, g, len(tensors)
+        ctx.program, ctx.g, ctx.n_inputs, ctx.frame = program, g, len(tensors), frame
         ctx.save_for_backward(*tensors, *outs[n:])
         for t in outs[n:]:
             ctx.mark_non_differentiable(t)
@@ -82,7 +88,11 @@ class TrainingStep(torch.autograd.Function):
             if grad is None:
                 grad = torch.zeros([rows_of(kind, g) if d is None else d for d in shape])
             d_outs.append(grad.to(device).contiguous().float())
-        partials = program.call(f"{abi.name}_backward", g, [*tensors, *saved, *d_outs])
+        frame = ctx.frame
+        with frame.current(f"{abi.name}_backward") if frame else contextlib.nullcontext():
+            partials = program.call(f"{abi.name}_backward", g, [*tensors, *saved, *d_outs])
+        if frame is not None:
+            frame.close()  # the step is over: its stored values go
         result: list[torch.Tensor | None] = [None] * ctx.n_inputs
         for pos, part in zip(abi.grad_of, partials, strict=True):
             result[pos] = part if result[pos] is None else result[pos] + part

@@ -137,6 +137,21 @@ class Options:
     src_typed: bool = False  # every relation has one source node type (HGT's chained fold)
     # Time every template into a counter buffer (hector-profile-kernels; CPU target only).
     profile: bool = False
+    # Saved values kept resident in training (placement-plan-saved): a fraction of keep-all
+    # (<= 1) or bytes; -1 keeps everything. The graph's row counts size the saved values.
+    memory_budget: float = -1.0
+    nodes: int = -1
+    edges: int = -1
+    compact_rows: int = -1
+    dst_compact_rows: int = -1
+
+    def placement_pipeline(self) -> str:
+        """The placement-plan-saved run for ``memory_budget`` at the graph's sizes."""
+        return (
+            f"placement-plan-saved{{memory_budget={self.memory_budget} nodes={self.nodes} "
+            f"edges={self.edges} compact={self.compact_rows} "
+            f"dst_compact={self.dst_compact_rows}}}"
+        )
 
     def variant(self) -> str:
         """The ablation label: U (none), C, R, C+R, C+R+F, ..."""

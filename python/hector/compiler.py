@@ -28,11 +28,13 @@ from ._program import (
     instantiate,
 )
 from .graph import HeteroGraph
-from .lowering import pipelines, profile_kernels
+from .lowering import pipelines, placement_to_runtime, profile_kernels
 from .lowering.cpu_jit import CpuKernel, mlir_library
 from .lowering.ptx import extract_ptx
 from .passes._pipeline import run_pipeline
 from .passes.verify import verify_function
+from .runtime import native
+from .runtime.placement import PlacementFrame
 
 __all__ = [
     "CpuEntry",
@@ -86,6 +88,24 @@ def _abis(module: Any) -> dict[str, FunctionAbi]:
     return out
 
 
+def _drop_saved(abi: dict[str, FunctionAbi], dropped: dict[str, tuple[int, ...]]) -> None:
+    """Take the saved values placement-plan-saved moved out of the ABI (offloaded or
+    recomputed: no longer results of ``<f>_train``) out of its ``FunctionAbi``."""
+    for name, slots in dropped.items():
+        if name not in abi or not abi[name].num_saved:
+            continue
+        a = abi[name]
+        first = len(a.result_kinds) - a.num_saved
+        keep = [i for i in range(len(a.result_kinds)) if i < first or i - first not in slots]
+        abi[name] = FunctionAbi(
+            a.name,
+            tuple(a.result_kinds[i] for i in keep),
+            tuple(a.result_shapes[i] for i in keep),
+            a.grad_of,
+            a.num_saved - len(slots),
+        )
+
+
 def run_stages(
     program: Traced | ir.Module | str,
     target: str,
@@ -137,6 +157,12 @@ def run_stages(
                 # Timers around the templates before any back end lowers them.
                 run_pipeline(module, profile_kernels.PASS, verify=False)
                 staged.stages["profile"] = show()
+            if stage.name == "intra" and autodiff and opts.memory_budget >= 0 and target == "cpu":
+                # Place each value <f>_train saves (keep, offload, recompute) on the memref
+                # form; the llvm stage lowers the decisions to runtime calls.
+                run_pipeline(module, opts.placement_pipeline(), verify=False)
+                staged.stages["placement"] = show()
+                _drop_saved(staged.abi, placement_to_runtime.dropped_slots(module))
     staged.seconds = time.perf_counter() - start
     return staged
 
@@ -152,6 +178,11 @@ class CpuEntry(Executable):
     staged: StagedModule
     kernel: CpuKernel
     profiled: list[profile_kernels.KernelInfo] = field(default_factory=list)
+    offloads: bool = False  # its training step writes saved values to the store itself
+
+    def placement_frame(self) -> PlacementFrame | None:
+        """A frame of the store for one training step, when the step offloads saved values."""
+        return PlacementFrame() if self.offloads else None
 
     def kernel_profile(self) -> list[profile_kernels.KernelTiming]:
         """Every template's time, rows and calls since the last read (then zeroed); ``[]``
@@ -179,8 +210,11 @@ def compile_traced(
     with staged.context:
         profiled = profile_kernels.read_kernels(staged.module.operation)
         libs = [mlir_library(profile_kernels.CLOCK_LIBRARY)] if profiled else []
+        offloads = placement_to_runtime.has_placement_calls(staged.module)
+        if offloads:  # the generated code calls hector_place_* itself
+            libs.append(native.library_path())
         kernel = CpuKernel(staged.module, shared_libs=libs)
-    return CpuEntry(traced, staged, kernel, profiled)
+    return CpuEntry(traced, staged, kernel, profiled, offloads)
 
 
 @dataclass

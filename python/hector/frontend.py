@@ -31,7 +31,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import FrameType
 from typing import TYPE_CHECKING, Any, cast
 
@@ -554,6 +554,20 @@ def trace(fn: Callable[..., Any], shapes: list[tuple[int, ...]], name: str | Non
 # ---------------------------------------------------------------------------------------------
 
 
+def _check_budget(budget: float) -> float:
+    """``budget`` if it is a valid ``memory_budget`` (a number >= 0, or -1 for none)."""
+    if (
+        isinstance(budget, bool)
+        or not isinstance(budget, int | float)
+        or not (budget == -1 or 0 <= budget < float("inf"))
+    ):
+        raise ValueError(
+            "memory_budget must be a fraction of the saved bytes (0..1), a byte count (> 1) "
+            f"or -1 (keep everything); got {budget!r}"
+        )
+    return float(budget)
+
+
 class CompiledFunction:
     """A forward function compiled by Hector; call it like the original on a HeteroGraph."""
 
@@ -565,11 +579,14 @@ class CompiledFunction:
         compact: bool = True,
         reorder: bool = True,
         fuse: bool = True,
+        memory_budget: float = -1.0,
     ) -> None:
         _target(target)  # unknown targets fail here, not at the first call
         self.fn = fn
         self.target = target
         self.optimizations = (compact, reorder, fuse)
+        # Saved values kept resident in training (placement-plan-saved; -1: all).
+        self.memory_budget = _check_budget(memory_budget)
         self._cache: dict[tuple, Any] = {}
         self.compile_seconds = 0.0  # of the last compilation
         self.compilations = 0  # kernels built (cache misses): one per mode once warmed up
@@ -613,11 +630,23 @@ class CompiledFunction:
         ``train``, the module also holds the ``_train`` and ``_backward`` functions."""
         self._check_args(g, tensors)
         options = self.options_for(g)
+        if train and self.memory_budget >= 0:  # CPU target: the CUDA host code has no plan
+            # placement-plan-saved weighs the saved values at this graph's sizes.
+            options = replace(
+                options,
+                memory_budget=self.memory_budget,
+                nodes=g.num_nodes,
+                edges=g.num_edges,
+                compact_rows=g.num_compact,
+                dst_compact_rows=g.num_dst_compact,
+            )
         # The compaction cost model reads the graph's ratio: key on the decision it makes.
         stats = options.ratio <= 0.95
         # CUDA tensors (or target='cuda') run through hector.gpu_exec; the CPU path is unchanged.
         cuda = self.target == "cuda" or any(t.device.type == "cuda" for t in tensors)
         key = (self._key(g, tensors), train, self.optimizations, stats, options.src_typed, cuda)
+        placement = (options.memory_budget, options.nodes, options.edges, options.compact_rows)
+        key += placement  # type: ignore[assignment]  # a plan holds for these sizes only
         entry = self._cache.get(key)
         if entry is None:
             start = time.perf_counter()
@@ -669,15 +698,23 @@ def compile(  # noqa: A001
     compact: bool = True,
     reorder: bool = True,
     fuse: bool = True,
+    memory_budget: float = -1.0,
 ) -> Any:
     """Decorator: compile a forward function ``fn(g, *tensors)`` with Hector.
 
     ``compact``, ``reorder`` and ``fuse`` switch compact materialization, linear operator
     reordering and template fusion (with DCE/CSE) on or off; results and gradients are the same
-    either way, only time and memory change."""
+    either way, only time and memory change.
+
+    ``memory_budget`` (CPU training) bounds the bytes of saved values the training step keeps
+    resident between its forward and backward: a fraction of what it would save (``0.5``) or
+    bytes (``> 1``); the rest is recomputed in the backward or offloaded to the store by the
+    generated code (``placement-plan-saved``, docs/offload.md). ``-1`` keeps everything."""
 
     def make(f: Callable[..., Any]) -> CompiledFunction:
-        return CompiledFunction(f, target=target, compact=compact, reorder=reorder, fuse=fuse)
+        cf = CompiledFunction(f, target=target, compact=compact, reorder=reorder, fuse=fuse)
+        cf.memory_budget = _check_budget(memory_budget)
+        return cf
 
     if fn is None:
         return make
