@@ -22,6 +22,12 @@
 #                 summary.txt); JSON records in FILE. DIR is built by build_carry.sh through
 #                 hector.bundle.build_check_bundles(out_dir);
 #   gather-bench  hector bench gather (zero-copy gather against index_select + copy);
+#   tiled-gemm    the shared-memory tiled GEMM (a scheduled gemm_template) against the untiled
+#                 one on RGCN's message product, same inputs: both checked against torch,
+#                 timed (CUDA events), GFLOP/s and speed-up in tiled_gemm.json. Its PTX comes
+#                 from $CARRY/tiled_gemm/, written here after build_carry.sh by
+#                 python3 -c "from hector.lowering._gpu_tiles import write_bench_kernels as w;
+#                 w('.carry/tiled_gemm')" (NOT-AVAILABLE without it);
 #   gpu-tests     pytest -m gpu on the other test files (those needing MLIR reported as such).
 # pytest runs under pytest-timeout (--timeout per test) when installed.
 #
@@ -119,6 +125,7 @@ EOF
     echo "PROBLEM: $CARRY/lib/libhector_runtime.so is missing: run scripts/build_carry.sh"
     ok=1
   fi
+  echo "tiled GEMM kernels carried: $(find "$CARRY/tiled_gemm" -name '*.ptx' 2>/dev/null | wc -l)"
 
   echo "== files left in \$OUT"
   mkdir -p "$TMPD/work/logs" "$TMPD/out"
@@ -420,6 +427,76 @@ fi
 
 DETAIL="" section gather-bench 45 python3 -m hector.cli bench gather --device cuda --runs 5 \
   --json "$WORK/gather_bench.json"
+
+# tiled-gemm: the scheduled (shared-memory tiled) GEMM against the untiled kernel.
+cat >"$TMPD/tiled_gemm.py" <<'EOF'
+import json, os, sys
+
+import torch
+
+from hector.runtime.launch import Launcher, MemRef
+
+folder, work = sys.argv[1], sys.argv[2]
+with open(os.path.join(folder, "kernels.json"), encoding="utf-8") as f:
+    kernels = json.load(f)
+launcher, records, bad = Launcher(), [], 0
+for shape in sorted({k["shape"] for k in kernels}):
+    runs = [k for k in kernels if k["shape"] == shape]
+    s = runs[0]
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(s["nodes"], s["k"], device="cuda", generator=gen)
+    w = torch.randn(s["slices"], s["k"], s["n"], device="cuda", generator=gen)
+    gather = torch.randint(0, s["nodes"], (s["rows"],), device="cuda", generator=gen)
+    types = torch.randint(0, s["slices"], (s["rows"],), device="cuda", generator=gen)
+    types = types.sort().values
+    want = torch.empty(s["rows"], s["n"], device="cuda")
+    bounds = torch.searchsorted(types, torch.arange(s["slices"] + 1, device="cuda")).tolist()
+    for t in range(s["slices"]):
+        lo, hi = bounds[t], bounds[t + 1]
+        want[lo:hi] = a[gather[lo:hi]] @ w[t]
+    args = [a, w, gather.int(), types.int()]
+    times = {}
+    for run in runs:
+        with open(os.path.join(folder, run["file"]), encoding="utf-8") as f:
+            ptx = f.read()
+        out = torch.full((s["rows"], s["n"]), float("nan"), device="cuda")
+        mem = [MemRef.from_tensor(x) for x in (*args, out)]
+
+        def launch():
+            launcher.launch(ptx, run["entry"], (run["grid"], 1, 1), (run["block"], 1, 1), mem)
+
+        launch()
+        torch.cuda.synchronize()
+        err = ((out - want).abs().max() / want.abs().max().clamp(min=1)).item()
+        for _ in range(3):
+            launch()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(20):
+            launch()
+        end.record()
+        torch.cuda.synchronize()
+        ms = start.elapsed_time(end) / 20
+        times[run["kind"]] = ms
+        flops = 2 * s["rows"] * s["k"] * s["n"]
+        rec = {k: v for k, v in run.items() if k != "file"}
+        rec.update(ms=round(ms, 4), gflops=round(flops / ms / 1e6, 1), rel_err=err)
+        bad += not err < 1e-4
+        records.append(rec)
+        print(json.dumps(rec))
+    if {"tiled", "untiled"} <= set(times):
+        print(f"{shape}: tiled {times['tiled']:.3f} ms, untiled {times['untiled']:.3f} ms, "
+              f"speed-up {times['untiled'] / times['tiled']:.2f}x")
+with open(os.path.join(work, "tiled_gemm.json"), "w") as f:
+    json.dump({"device": torch.cuda.get_device_name(), "records": records}, f, indent=1)
+sys.exit(1 if bad or not records else 0)
+EOF
+if [[ -f $CARRY/tiled_gemm/kernels.json ]]; then
+  DETAIL="see tiled-gemm.log, tiled_gemm.json" section tiled-gemm 60 \
+    python3 "$TMPD/tiled_gemm.py" "$CARRY/tiled_gemm" "$WORK"
+else
+  record tiled-gemm NOT-AVAILABLE 0 "no $CARRY/tiled_gemm/kernels.json (see the header)"
+fi
 
 # The other files with GPU tests (a file without any would only add its collection errors).
 mapfile -t gpu_files < <(grep -l 'mark\.gpu' test/python/test_*.py | grep -v test_unified.py)
