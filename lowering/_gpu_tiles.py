@@ -673,3 +673,162 @@ def block_function(kernel: ir.Operation, at: ir.Operation) -> str:
     threads = _Threads(list(zip(priv_old, private, strict=True)), bdim)
     threads.split_ops([op for op in moved if op.name != "arith.constant"])
     return name
+
+
+# ---- a GPU schedule from the shapes, and the kernels scripts/gpu_check.sh times ---------------
+
+#: Rows per block and per thread of the GPU chooser (64 × 64 output tiles of 16 × 16 threads,
+#: 4 × 4 registers each: the classic shared-memory SGEMM shape).
+GPU_TILE_M, GPU_UNROLL, GPU_TILE_K, GPU_MAX_TILE_N = 64, 4, 16, 64
+
+
+def gpu_gemm_schedule(variant: str, k: int, n: int) -> Schedule | None:
+    """The GPU schedule of a GEMM of reduction ``k`` and ``n`` output columns: 64-row tiles,
+    up to 64 columns in 4-wide register blocks (narrower outputs take narrower blocks),
+    ``tile_k = 16``; None for the weight gradient (``xty`` keeps its chunked form)."""
+    if variant == "xty":
+        return None
+    vector = 4 if n >= 16 else (2 if n >= 4 else 1)
+    tile_n = min(GPU_MAX_TILE_N, -(-n // vector) * vector)
+    return Schedule(
+        tile_m=GPU_TILE_M,
+        tile_n=tile_n,
+        tile_k=min(GPU_TILE_K, k),
+        vector=vector,
+        unroll=GPU_UNROLL,
+        pack=True,
+    )
+
+
+@dataclass(frozen=True)
+class BenchShape:
+    """One GEMM timed by ``scripts/gpu_check.sh``: RGCN's per-edge message product
+    ``out[i] = a[gather[i]] @ w[type[i]]`` (types sorted, as edges are)."""
+
+    rows: int  # M, edges
+    nodes: int  # rows of a
+    k: int
+    n: int
+    slices: int
+
+    @property
+    def name(self) -> str:
+        """``m<M>_k<K>_n<N>_s<S>``."""
+        return f"m{self.rows}_k{self.k}_n{self.n}_s{self.slices}"
+
+
+BENCH_SHAPES = (
+    BenchShape(1 << 20, 1 << 17, 64, 64, 8),
+    BenchShape(1 << 20, 1 << 17, 128, 128, 8),
+)
+#: The untiled kernel's defaults (convert-hector-inter-to-intra's options).
+UNTILED_TILE_N, UNTILED_BLOCK = 8, 256
+
+
+def _bench_module(shape: BenchShape, schedule: Schedule | None) -> ir.Module:
+    """``@gemm(a, weight, gather_index, weight_index, out)`` around one template."""
+    from mlir.dialects import func
+
+    from ..dialects import hector_intra as intra
+
+    dyn = ir.ShapedType.get_dynamic_size()
+    f32, i32 = T.f32_type(), ir.IntegerType.get_signless(32)
+    types = [
+        ir.MemRefType.get([dyn, shape.k], f32),
+        ir.MemRefType.get([shape.slices, shape.k, shape.n], f32),
+        ir.MemRefType.get([dyn], i32),
+        ir.MemRefType.get([dyn], i32),
+        ir.MemRefType.get([dyn, shape.n], f32),
+    ]
+    module = ir.Module.create()
+    with ir.InsertionPoint(module.body):
+        fn = func.FuncOp("gemm", ir.FunctionType.get(types, []))
+        block = fn.add_entry_block()
+        a, w, gather, wtype, out = block.arguments
+        with ir.InsertionPoint(block):
+            extra = {} if schedule is None else {"schedule": schedule.to_attr()}
+            intra.OPS.gemm_template(
+                a=a,
+                weight=w,
+                gather_index=gather,
+                weight_index=wtype,
+                out=out,
+                variant="xw",
+                epilogue="store",
+                tile_n=UNTILED_TILE_N,
+                block_size=UNTILED_BLOCK,
+                extra=extra,
+            )
+            func.ReturnOp([])
+    return module
+
+
+def bench_kernels(
+    chip: str, shapes: tuple[BenchShape, ...] = BENCH_SHAPES
+) -> list[dict[str, object]]:
+    """PTX and launch geometry of the tiled and the untiled kernel for each of ``shapes``
+    (JSON-ready records; ``ptx`` holds the text)."""
+    from ..dialects import make_context
+    from ..passes._pipeline import run_pipeline
+    from .pipelines import ptx_pipeline
+    from .ptx import extract_ptx
+
+    records: list[dict[str, object]] = []
+    for shape in shapes:
+        schedule = gpu_gemm_schedule("xw", shape.k, shape.n)
+        assert schedule is not None
+        with make_context():
+            tiling = gemm_tiling(schedule, shape.k, shape.n, True, ir.Location.unknown())
+        n_tiles = -(-shape.n // tiling.tile_n)
+        untiled_threads = shape.rows * -(-shape.n // UNTILED_TILE_N)
+        geometry = {
+            "tiled": ((-(-shape.rows // tiling.tile_m)) * n_tiles, tiling.threads),
+            "untiled": (-(-untiled_threads // UNTILED_BLOCK), UNTILED_BLOCK),
+        }
+        for kind, sched in (("tiled", schedule), ("untiled", None)):
+            with make_context(), ir.Location.unknown():
+                module = _bench_module(shape, sched)
+                run_pipeline(module, "convert-hector-intra-to-gpu", verify=False)
+                run_pipeline(module, ptx_pipeline(chip), verify=False)
+                ptx = "\n".join(extract_ptx(module).values())
+            grid, block = geometry[kind]
+            records.append(
+                {
+                    "shape": shape.name,
+                    "kind": kind,
+                    "rows": shape.rows,
+                    "nodes": shape.nodes,
+                    "k": shape.k,
+                    "n": shape.n,
+                    "slices": shape.slices,
+                    "entry": "gemm_0_gemm",
+                    "grid": grid,
+                    "block": block,
+                    "ptx": ptx,
+                    "schedule": None
+                    if sched is None
+                    else {f: getattr(sched, f) for f in Schedule.FIELDS},
+                }
+            )
+    return records
+
+
+def write_bench_kernels(
+    folder: str, chip: str = "sm_90", shapes: tuple[BenchShape, ...] = BENCH_SHAPES
+) -> list[str]:
+    """Write :func:`bench_kernels` as ``<shape>_<kind>.ptx`` files and ``kernels.json`` (the
+    records without their PTX, naming each file) under ``folder``; returns the files."""
+    import json
+    import os
+
+    os.makedirs(folder, exist_ok=True)
+    index, files = [], []
+    for rec in bench_kernels(chip, shapes):
+        name = f"{rec['shape']}_{rec['kind']}.ptx"
+        with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
+            f.write(str(rec.pop("ptx")))
+        index.append({**rec, "file": name, "chip": chip})
+        files.append(name)
+    with open(os.path.join(folder, "kernels.json"), "w", encoding="utf-8") as f:
+        json.dump(index, f, indent=1)
+    return [*files, "kernels.json"]

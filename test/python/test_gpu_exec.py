@@ -634,6 +634,67 @@ def test_tiled_launch_geometry_follows_the_schedule() -> None:
     ]
 
 
+def test_gpu_check_kernels_launch_as_the_lowering_does(tmp_path) -> None:
+    """The kernels scripts/gpu_check.sh times (tiled and untiled, from
+    ``write_bench_kernels``) carry the grid and block the lowering's own host code computes
+    (checked through the emulated driver on a small shape), and the GPU chooser's schedule."""
+    from mlir import ir
+
+    from hector.dialects import make_context
+    from hector.lowering import _gpu_tiles as G
+    from hector.lowering.pipelines import LLVM_GPU_HOST, ptx_pipeline
+    from hector.passes._pipeline import run_pipeline
+
+    shape = G.BenchShape(rows=1000, nodes=100, k=64, n=96, slices=3)
+    files = G.write_bench_kernels(str(tmp_path), "sm_90", (shape,))
+    assert files[-1] == "kernels.json"
+    index = json.loads((tmp_path / "kernels.json").read_text())
+    assert [r["kind"] for r in index] == ["tiled", "untiled"]
+    assert index[0]["schedule"]["tile_m"] == 64
+    torch.manual_seed(0)
+    tensors = [
+        torch.randn(shape.nodes, shape.k),
+        torch.randn(shape.slices, shape.k, shape.n),
+        torch.randint(0, shape.nodes, (shape.rows,), dtype=torch.int32),
+        torch.sort(torch.randint(0, shape.slices, (shape.rows,), dtype=torch.int32)).values,
+        torch.zeros(shape.rows, shape.n),
+    ]
+    for rec in index:
+        ptx = (tmp_path / rec["file"]).read_text()
+        assert ptx_entries(ptx) == [rec["entry"]]
+        assert ("bar.sync" in ptx) == (rec["kind"] == "tiled")
+        sched = None if rec["schedule"] is None else G.Schedule(**rec["schedule"])
+        rt = gpu_exec.FakeCudaRuntime()
+        with make_context(), ir.Location.unknown():
+            module = G._bench_module(shape, sched)
+            run_pipeline(module, "convert-hector-intra-to-gpu")
+            run_pipeline(module, ptx_pipeline(), verify=False)
+            run_pipeline(module, LLVM_GPU_HOST, verify=False)
+            gpu_exec.GpuKernel(module, rt)("gemm", *tensors)
+        (launch,) = rt.launches
+        assert (launch.grid, launch.block) == ((rec["grid"], 1, 1), (rec["block"], 1, 1))
+
+
+def test_gpu_chooser_schedules_fit_the_gpu() -> None:
+    """``gpu_gemm_schedule`` gives every width and depth a schedule within the block, shared
+    memory and register limits (the weight gradient none: it keeps its chunked form)."""
+    from mlir import ir
+
+    from hector.dialects import make_context
+    from hector.lowering import _gpu_tiles as G
+
+    assert G.gpu_gemm_schedule("xty", 64, 64) is None
+    with make_context(), ir.Location.unknown():
+        for n in (1, 2, 3, 4, 7, 8, 16, 33, 64, 100, 128, 256):
+            for k in (1, 8, 64, 512):
+                for variant in ("xw", "xwt"):
+                    sched = G.gpu_gemm_schedule(variant, k, n)
+                    assert sched is not None
+                    tiling = G.gemm_tiling(sched, k, n, True, ir.Location.unknown())
+                    assert 1 <= tiling.threads <= G.MAX_THREADS
+                    assert tiling.shared_bytes <= G.SHARED_BYTES_LIMIT
+
+
 def _schedule_gemms(module: Any, schedule: Any) -> int:
     """Give every gemm_template of ``module`` ``schedule``; returns how many."""
     count = 0
