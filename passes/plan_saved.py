@@ -106,6 +106,13 @@ def users(value: ir.Value, fn: ir.Operation, skip: tuple[ir.Operation, ...] = ()
     return sorted(found, key=lambda o: order[o])
 
 
+def _writes(op: ir.Operation, value: ir.Value) -> bool:
+    """Whether ``op`` may write ``value`` (a template writes only its ``out``)."""
+    if op.name.startswith("hector_intra."):
+        return intra.view(op).operand("out") == value
+    return True
+
+
 @dataclass
 class SavedValue:
     """One value ``@f_train`` saves for ``@f_backward``: its slot, kind, row width and arguments."""
@@ -193,7 +200,7 @@ class TrainingPair:
         """Whether one row-local template writes ``s`` from values the backward has."""
         if s.kind not in ROWS:
             return False
-        writers = users(s.train_arg, self.train)
+        writers = [op for op in users(s.train_arg, self.train) if _writes(op, s.train_arg)]
         if len(writers) != 1 or writers[0].name != _TRAVERSAL:
             return False
         op = writers[0]
