@@ -18,8 +18,9 @@ read neighbouring columns). The reduction runs in ``tile_k``-deep steps; each st
 With a sliced weight the block first records each row's slice in shared memory (``Ts``) and
 whether they are all equal (``Ts[tile_m]``), one barrier each. The epilogue applies
 ``row_scale``, ``scatter_index`` and ``store``/``add``/atomic add exactly as the untiled
-kernel; products are summed in the same order (``k`` ascending from 0), so results are the
-same numbers.
+kernel. Products are summed in the same order (``k`` ascending from 0); unlike the untiled
+kernel's, the multiply-adds may contract into FMAs (``fastmath<contract>``: one ``fma.rn``
+per product on the GPU instead of ``mul.rn`` + ``add.rn``), so results agree to rounding.
 
 The register block lives in a private attribution (``memref<unroll·vector x f32>`` in the
 private address space): every access has a constant index, so LLVM keeps it in registers.
@@ -58,6 +59,12 @@ F32_BYTES = 4
 def _address_space(name: str) -> ir.Attribute:
     # The bindings have no builder for #gpu.address_space; the attribute is a constant.
     return ir.Attribute.parse(f"#gpu.address_space<{name}>")
+
+
+def _contract() -> ir.Attribute:
+    # The micro-kernel's multiply-adds may fuse (one FMA each on the GPU); the bindings have
+    # no builder for #arith.fastmath.
+    return ir.Attribute.parse("#arith.fastmath<contract>")
 
 
 @dataclass(frozen=True)
@@ -428,9 +435,11 @@ def _accumulate(
         avals = [memref.load(mem.a, [r, kk]) for r in rows]
         wvals = {(p, q): weight(p, kk, q) for p in range(tl.rows) for q in range(tl.cols)}
         out = []
+        contract = _contract()
         for p in range(tl.rows):
             for q in range(tl.cols):
-                out.append(arith.addf(acc[p * tl.cols + q], arith.mulf(avals[p], wvals[p, q])))
+                prod = arith.mulf(avals[p], wvals[p, q], fastmath=contract)
+                out.append(arith.addf(acc[p * tl.cols + q], prod, fastmath=contract))
         scf.yield_(out)
     for e in range(n_acc):
         memref.store(loop.results[e], mem.acc, [b.index(e)])

@@ -3,7 +3,7 @@
 // The tiled GEMM in PTX for sm_90: its shared-memory tiles are `.shared` arrays, the gathered
 // rows of `a` and the weight tile are stored there (`st.shared`) and multiplied from there
 // (`ld.shared`) between `bar.sync`s; the register block stays in registers (no `.local`).
-// Products are mul + add, not fused, as in the untiled kernel: both give the same numbers.
+// Its multiply-adds are FMAs (fastmath<contract>); the untiled kernel keeps mul + add.
 // The same template without a schedule is the one-thread-per-row kernel: no shared memory,
 // no barrier.
 
@@ -20,12 +20,13 @@
 // CHECK-NOT: .local
 // CHECK: ld.shared.b32
 // CHECK-NOT: .local
-// CHECK: mul.rn.f32
+// CHECK: fma.rn.f32
 // CHECK-NOT: .local
 // CHECK: atom.global.add.f32
 // CHECK-LABEL: .visible .entry untiled_0_gemm(
 // CHECK-NOT: .shared
 // CHECK-NOT: bar.sync
+// CHECK-NOT: fma.rn.f32
 // CHECK: atom.global.add.f32
 // CHECK-NOT: .entry
 
