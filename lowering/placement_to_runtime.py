@@ -98,6 +98,7 @@ class _Lowering:
         self.pair = pair
         self.write_lag = write_lag
         self.saved = {s.slot: s for s in pair.saved}
+        self.calls = 0
 
     # -- helpers ---------------------------------------------------------------------------
     def rows(self, block: ir.Block, s: SavedValue, loc: ir.Location) -> ir.Value:
@@ -126,6 +127,7 @@ class _Lowering:
 
     def call(self, name: str, args: list[ir.Value], loc: ir.Location) -> ir.Operation:
         """A call of runtime function ``name`` (at the current insertion point)."""
+        self.calls += 1
         return func.CallOp([], ir.FlatSymbolRefAttr.get(name), args, loc=loc).operation
 
     def own(self, fn: ir.Operation, arg: ir.BlockArgument, s: SavedValue) -> ir.Value:
@@ -288,18 +290,21 @@ def convert_module(module_op: ir.Operation, write_lag: int = 1) -> bool:
             )
     if not trains:
         return False
+    calls = 0
     for pair in training_pairs(module_op, planned=True):
         dropped = [ir.IntegerAttr(a).value for a in ir.ArrayAttr(pair.train.attributes[DROPPED])]
         lowering = _Lowering(pair, write_lag)
         lowering.train()
         lowering.backward()
         lowering.signatures(dropped)
+        calls += lowering.calls
         for fn in (pair.train, pair.backward):
             del fn.attributes[DROPPED]
             fn.attributes[LOWERED] = ir.ArrayAttr.get(
                 [ir.IntegerAttr.get(ir.IntegerType.get_signless(64), k) for k in dropped]
             )
-    _declare(module_op)
+    if calls:
+        _declare(module_op)
     return True
 
 
