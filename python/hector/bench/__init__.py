@@ -17,6 +17,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "offload": ("offload", "activation offloading vs keep-all, save_on_cpu, checkpointing"),
     "gather": ("gather", "unified-tensor zero-copy gather vs index_select + copy"),
     "import": ("importer", "plain-PyTorch RGCN/RGAT/HGT: eager vs hector.import_model"),
+    "compile": ("compile", "PyG layers: eager vs torch.compile inductor vs backend='hector'"),
+    "minibatch": ("minibatch", "sampled mini-batch training: Hector vs PyG layers, 1 vs N procs"),
 }
 
 

@@ -1,0 +1,297 @@
+"""``hector bench compile``: PyG layers under ``torch.compile``: eager vs Inductor vs Hector.
+
+The PyG layer (``RGCNConv``, ``RGATConv`` or ``HGTConv``; ``--layer fastrgcn`` for
+``FastRGCNConv``) is built once with a fixed seed and copied into three systems that run in
+this process on the same inputs: eager PyG, ``torch.compile(layer, backend="inductor")`` and
+``torch.compile(layer, backend=HectorBackend())``. Each system's first call (Dynamo capture,
+import or C++ compilation) is timed apart as ``compile_s``; then ``--warmup`` untimed and
+``--runs`` timed steps (training: forward, ``mean(out**2)``, backward; inference under
+``no_grad``). The record holds per system the timing, the number of graphs Dynamo compiled,
+the output/gradient error against eager, and for Hector the specialisations, the graphs that
+fell back (with the reason) and the fraction of the step spent inside Hector's compiled regions.
+
+    hector bench compile --model rgat --dataset synthetic:aifb --json rgat.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from . import _common
+
+MODELS = ("rgcn", "rgat", "hgt")
+SYSTEMS = ("eager", "inductor", "hector")
+
+
+class BenchError(Exception):
+    """Bad arguments or an unknown dataset: printed as ``error: ...``."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``hector bench compile``."""
+    p.add_argument("--model", choices=MODELS, default="rgat")
+    p.add_argument(
+        "--layer",
+        choices=("default", "fastrgcn"),
+        default="default",
+        help="rgcn only: FastRGCNConv instead of RGCNConv",
+    )
+    p.add_argument("--dataset", default="synthetic:aifb")
+    p.add_argument("--mode", choices=("training", "inference"), default="training")
+    p.add_argument(
+        "--systems",
+        default=",".join(SYSTEMS),
+        help="comma-separated subset of eager,inductor,hector",
+    )
+    p.add_argument("--in-dim", type=int, default=16)
+    p.add_argument("--hidden", type=int, default=16, help="output features (per head: RGAT)")
+    p.add_argument("--heads", type=int, default=2)
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--dynamic",
+        action="store_true",
+        help="torch.compile(..., dynamic=True) for both compiled systems",
+    )
+    p.add_argument("--json", default=None, help="write the record here")
+    p.add_argument("--note", default=None, help="free text stored in the record")
+
+
+def _build(args: argparse.Namespace) -> tuple[Any, Any, tuple[Any, ...], dict[str, Any]]:
+    """The dataset, the PyG layer, its inputs (features first) and the graph's size."""
+    import torch
+    from torch_geometric import nn as pyg_nn
+
+    from hector import datasets
+
+    try:
+        ds = datasets.load(args.dataset, seed=args.seed)
+    except datasets.DatasetError as err:
+        raise BenchError(str(err)) from None
+    gen = torch.Generator().manual_seed(args.seed)
+    torch.manual_seed(args.seed)
+    size = {"nodes": ds.num_nodes, "edges": ds.num_edges, "relations": ds.num_relations}
+    if args.model == "hgt":
+        counts, eid = ds.pyg_hetero()
+        x = {t: torch.randn(n, args.in_dim, generator=gen) for t, n in counts.items()}
+        layer = pyg_nn.HGTConv(args.in_dim, args.hidden, ds.metadata(), heads=args.heads)
+        return ds, layer, (x, eid), size
+    ei, et = ds.pyg_homogeneous()
+    x = torch.randn(ds.num_nodes, args.in_dim, generator=gen)
+    if args.model == "rgcn":
+        cls = pyg_nn.FastRGCNConv if args.layer == "fastrgcn" else pyg_nn.RGCNConv
+        layer = cls(args.in_dim, args.hidden, ds.num_relations, aggr="mean")
+    else:
+        layer = pyg_nn.RGATConv(args.in_dim, args.hidden, ds.num_relations, heads=args.heads)
+    return ds, layer, (x, ei, et), size
+
+
+def _leaves(value: Any) -> list[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        return [t for k in sorted(value) for t in _leaves(value[k])]
+    return [t for v in value for t in _leaves(v)]
+
+
+def _step(layer: Any, fn: Callable[..., Any], inputs: tuple[Any, ...], training: bool) -> Any:
+    """One call of the benchmark: a training step (forward, loss, backward) or inference."""
+    import torch
+
+    x, rest = inputs[0], inputs[1:]
+
+    def run() -> Any:
+        if not training:
+            with torch.no_grad():
+                return _leaves(fn(x, *rest))
+        for p in layer.parameters():
+            p.grad = None
+        outs = _leaves(fn(x, *rest))
+        loss = sum(o.square().mean() for o in outs)
+        loss.backward()
+        return outs
+
+    return run
+
+
+def _max_err(a: list[Any], b: list[Any]) -> float | None:
+    errs = [(u.detach() - v.detach()).abs().max().item() for u, v in zip(a, b, strict=True)]
+    return max(errs) if errs else None
+
+
+def run_bench(args: argparse.Namespace) -> dict[str, Any]:
+    """Measure every system; return the record."""
+    import torch
+    import torch._dynamo
+    from torch._inductor.compile_fx import compile_fx
+
+    import hector.dynamo as hd
+
+    systems = [s for s in args.systems.split(",") if s]
+    bad = [s for s in systems if s not in SYSTEMS]
+    if bad or not systems:
+        raise BenchError(f"--systems takes a subset of {','.join(SYSTEMS)}, got {args.systems!r}")
+    if args.runs < 1 or args.warmup < 0:
+        raise BenchError("--runs must be >= 1 and --warmup >= 0")
+    ds, base, inputs, size = _build(args)
+    training = args.mode == "training"
+    results: list[dict[str, Any]] = []
+    reference: dict[str, Any] = {}
+    for name in ["eager", *[s for s in systems if s != "eager"]]:
+        torch._dynamo.reset()
+        layer = copy.deepcopy(base)
+        counted = [0]
+        backend: Any = None
+        if name == "eager":
+            fn: Callable[..., Any] = layer
+        elif name == "inductor":
+
+            def inductor(gm: Any, example: Any, counted: list[int] = counted) -> Any:
+                counted[0] += 1
+                return compile_fx(gm, example)
+
+            fn = torch.compile(layer, backend=inductor, dynamic=args.dynamic or None)
+        else:
+            backend = hd.HectorBackend()
+            fn = torch.compile(layer, backend=backend, dynamic=args.dynamic or None)
+        step = _step(layer, fn, inputs, training)
+        entry: dict[str, Any] = {"system": name, "mode": args.mode}
+        try:
+            start = time.perf_counter()
+            outs = step()
+            entry["compile_s"] = round(time.perf_counter() - start, 3)
+            grads = [p.grad for p in layer.parameters() if p.grad is not None]
+            if name == "eager":
+                reference = {"outs": outs, "grads": grads}
+            else:
+                entry["max_abs_err_out"] = _max_err(outs, reference["outs"])
+                if training:
+                    entry["max_abs_err_grad"] = _max_err(grads, reference["grads"])
+            if backend is not None:
+                backend.reset_clock()
+            timing = _common.time_calls(step, args.runs, warmup=args.warmup)
+        except Exception as err:  # one system failing must not lose the others' rows
+            entry["status"] = "error"
+            entry["error"] = f"{type(err).__name__}: {str(err).strip().splitlines()[0][:300]}"
+            results.append(entry)
+            continue
+        entry["status"] = "ok"
+        entry.update(timing.as_record())
+        if name == "inductor":
+            entry["dynamo_compilations"] = counted[0]
+        if backend is not None:
+            stats = backend.stats()
+            entry["dynamo_compilations"] = stats["compilations"]
+            entry["hector"] = stats
+            total = sum(timing.times_ms) / 1e3
+            # hector_seconds also counted the warm-up calls: scale to the timed runs only.
+            per_call = stats["hector_seconds"] / max(args.runs + args.warmup, 1)
+            entry["hector_kernel_fraction"] = round(per_call * args.runs / total, 4)
+            entry["graphs"] = [
+                {
+                    "index": g.index,
+                    "status": g.status,
+                    "reason": g.reason
+                    or next((s.reason for s in g.specializations.values() if s.reason), None),
+                    "raised": g.raised(),
+                    "unraised_ops": sorted({n for n, _ in g.unraised()}),
+                    "calls": g.calls,
+                }
+                for g in backend.graphs
+            ]
+        results.append(entry)
+    eager_ms = next((r["median_ms"] for r in results if r["system"] == "eager"), None)
+    speedups = {
+        r["system"]: round(eager_ms / r["median_ms"], 3)
+        for r in results
+        if r.get("status") == "ok" and eager_ms and r["system"] != "eager"
+    }
+    hector_ms = next(
+        (r["median_ms"] for r in results if r["system"] == "hector" and r.get("status") == "ok"),
+        None,
+    )
+    inductor_ms = next(
+        (r["median_ms"] for r in results if r["system"] == "inductor" and r.get("status") == "ok"),
+        None,
+    )
+    layer_name = type(base).__name__
+    return {
+        "benchmark": "compile",
+        "model": args.model,
+        "layer": layer_name,
+        "dataset": args.dataset,
+        "mode": args.mode,
+        "graph": size,
+        "config": {
+            "in_dim": args.in_dim,
+            "hidden": args.hidden,
+            "heads": args.heads,
+            "runs": args.runs,
+            "warmup": args.warmup,
+            "seed": args.seed,
+            "dynamic": bool(args.dynamic),
+        },
+        "host": _common.host_info(),
+        "note": args.note,
+        "results": results,
+        "speedup_vs_eager": speedups,
+        "hector_vs_inductor": round(inductor_ms / hector_ms, 3)
+        if hector_ms and inductor_ms
+        else None,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``hector bench compile``: bad arguments print ``error: ...``, exit 1."""
+    try:
+        record = run_bench(args)
+    except BenchError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(
+        f"{record['layer']} on {record['dataset']} ({record['graph']['nodes']} nodes, "
+        f"{record['graph']['edges']} edges, {record['graph']['relations']} relations), "
+        f"{record['mode']}"
+    )
+    rows = [
+        {
+            "system": r["system"],
+            "status": r.get("status"),
+            "compile_s": r.get("compile_s"),
+            "median_ms": r.get("median_ms"),
+            "speedup": record["speedup_vs_eager"].get(r["system"]),
+            "graphs": r.get("dynamo_compilations"),
+            "in_hector": r.get("hector_kernel_fraction"),
+            "err": r.get("max_abs_err_grad", r.get("max_abs_err_out")),
+        }
+        for r in record["results"]
+    ]
+    table = _common.format_table(
+        rows,
+        [
+            ("system", "system"),
+            ("status", "status"),
+            ("compile_s", "first call s"),
+            ("median_ms", "median ms"),
+            ("speedup", "vs eager"),
+            ("graphs", "graphs compiled"),
+            ("in_hector", "time in Hector"),
+            ("err", "max abs err"),
+        ],
+    )
+    for r in record["results"]:
+        if r.get("status") == "error":
+            print(f"{r['system']}: {r['error']}")
+        for g in r.get("graphs", []):
+            if g["status"] != "hector":
+                print(f"hector graph {g['index']} fell back: {g['reason']}")
+    _common.emit_record(record, table, args.json, None, None)
+    return 0
