@@ -79,9 +79,9 @@ def _build(args: argparse.Namespace) -> tuple[Any, Any, tuple[Any, ...], dict[st
     size = {"nodes": ds.num_nodes, "edges": ds.num_edges, "relations": ds.num_relations}
     if args.model == "hgt":
         counts, eid = ds.pyg_hetero()
-        x = {t: torch.randn(n, args.in_dim, generator=gen) for t, n in counts.items()}
+        xd = {t: torch.randn(n, args.in_dim, generator=gen) for t, n in counts.items()}
         layer = pyg_nn.HGTConv(args.in_dim, args.hidden, ds.metadata(), heads=args.heads)
-        return ds, layer, (x, eid), size
+        return ds, layer, (xd, eid), size
     ei, et = ds.pyg_homogeneous()
     x = torch.randn(ds.num_nodes, args.in_dim, generator=gen)
     if args.model == "rgcn":
