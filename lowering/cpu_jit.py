@@ -28,16 +28,36 @@ def mlir_library(name: str) -> str:
     return path
 
 
+#: MLIR's C runner utilities (``memrefCopy``, ``rtclock``), loaded by every CPU engine.
+RUNNER_UTILS = "libmlir_c_runner_utils.so"
+#: MLIR's async runtime: the workers of scheduled kernels.
+ASYNC_RUNTIME = "libmlir_async_runtime.so"
+_async_runtime: ctypes.CDLL | None = None
+
+
+def load_async_runtime() -> None:
+    """Load MLIR's async runtime into the process once, with its symbols global, so every
+    engine resolves its ``mlirAsyncRuntime*`` calls there. It is deliberately not an engine's
+    ``shared_libs``: an engine tears the library's default runtime (its thread pool) down when
+    it is destroyed, and the next engine's workers then crash."""
+    global _async_runtime
+    if _async_runtime is None:
+        _async_runtime = ctypes.CDLL(mlir_library(ASYNC_RUNTIME), mode=ctypes.RTLD_GLOBAL)
+
+
 class CpuKernel:
     """The compiled functions of an LLVM-dialect module, callable by name on NumPy arrays.
 
-    ``shared_libs``: libraries whose symbols the module calls (e.g. ``rtclock`` from
-    ``libmlir_c_runner_utils.so`` in a profiled module)."""
+    ``shared_libs``: further libraries whose symbols the module calls (MLIR's runner utilities
+    and async runtime are always loaded)."""
 
     def __init__(
         self, module: ir.Module, opt_level: int = 3, shared_libs: Sequence[str] = ()
     ) -> None:
-        self.engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=list(shared_libs))
+        load_async_runtime()
+        libs = [mlir_library(RUNNER_UTILS)]
+        libs += [lib for lib in shared_libs if lib not in libs]
+        self.engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=libs)
 
     def __call__(self, name: str, *arrays: np.ndarray) -> None:
         """Run function ``name`` on ``arrays`` (inputs, then outputs), in its order."""

@@ -20,7 +20,8 @@ from mlir.dialects import memref
 
 from ..dialects import hector_intra as intra
 from ..dialects._build import OpAccess
-from ..passes._registry import register_pass
+from ..passes._registry import PassFailure, register_pass
+from . import _cpu_tiles
 from . import _templates as T
 
 
@@ -83,14 +84,33 @@ def functions(module_op: ir.Operation) -> list[tuple[ir.Operation, list[ir.Opera
     return found
 
 
+# How each template lowers with a schedule (``hector_intra.Schedule``), by op name.
+LOWER_SCHEDULED: dict[str, Callable[[OpAccess, intra.Schedule], None]] = {
+    "hector_intra.gemm_template": _cpu_tiles.lower_gemm,
+    "hector_intra.traversal_template": _cpu_tiles.lower_traversal,
+}
+
+
+def _schedule(op: ir.Operation) -> intra.Schedule | None:
+    """The op's schedule; a malformed one is an error at the op's location."""
+    try:
+        return intra.schedule_of(op)
+    except ValueError as err:
+        raise PassFailure(f"invalid schedule: {err}", op.location) from None
+
+
 def convert_function(func: ir.Operation, ops: list[ir.Operation]) -> None:
-    """Lower every template among ``func``'s ``ops`` in place; mark it for the C interface."""
+    """Lower every template among ``func``'s ``ops`` in place (scheduled ones as tiles and
+    workers); mark the function for the C interface."""
     for op in ops:
-        lower = LOWER.get(op.name)
-        if lower is None:
+        if op.name not in LOWER:
             continue
+        schedule = _schedule(op)
         with op.location, ir.InsertionPoint(op):
-            lower(intra.view(op))
+            if schedule is None:
+                LOWER[op.name](intra.view(op))
+            else:
+                LOWER_SCHEDULED[op.name](intra.view(op), schedule)
         op.erase()
     func.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get(func.context)
 
@@ -103,3 +123,4 @@ def run(module_op: ir.Operation) -> None:
     """Pass entry point."""
     for func, ops in functions(module_op):
         convert_function(func, ops)
+    _cpu_tiles.apply_micro_kernels(module_op)

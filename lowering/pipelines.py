@@ -18,11 +18,18 @@ from . import (
     torch_linalg_cpu,  # noqa: F401  (registers convert-torch-to-linalg-cpu)
 )
 
-# Upstream lowering of scf/memref/arith/func to the LLVM dialect, for the CPU JIT.
+# Upstream lowering of scf/memref/arith/func to the LLVM dialect, for the CPU JIT. Workers'
+# scf.forall loops become scf.parallel, then tasks of MLIR's async runtime (one block per
+# iteration: each iteration is already a worker's whole chunk); the micro-kernels' vector ops
+# lower through scf to LLVM vectors (vectorisation leaves ub.poison, hence convert-ub-to-llvm).
 LLVM_CPU = (
-    "canonicalize, convert-linalg-to-loops, convert-scf-to-cf, expand-strided-metadata, "
-    "lower-affine, finalize-memref-to-llvm, convert-math-to-llvm, convert-arith-to-llvm, "
-    "convert-index-to-llvm, "
+    "canonicalize, scf-forall-to-parallel, "
+    "async-parallel-for{async-dispatch=false min-task-size=1}, async-to-async-runtime, "
+    "async-runtime-ref-counting, async-runtime-ref-counting-opt, "
+    "convert-vector-to-scf, convert-linalg-to-loops, lower-affine, convert-scf-to-cf, "
+    "expand-strided-metadata, lower-affine, convert-async-to-llvm, convert-vector-to-llvm, "
+    "finalize-memref-to-llvm, convert-math-to-llvm, convert-arith-to-llvm, "
+    "convert-index-to-llvm, convert-ub-to-llvm, "
     "convert-cf-to-llvm, convert-func-to-llvm, reconcile-unrealized-casts"
 )
 
@@ -47,11 +54,31 @@ class Stage:
     name: str
     pipeline: str
     description: str
+    threaded: bool = False  # the pipeline takes the CPU worker count (hector-schedule)
+
+    def pipeline_for(self, threads: int = 1) -> str:
+        """The stage's pipeline for ``threads`` CPU workers."""
+        return schedule_pipeline(threads) if self.threaded else self.pipeline
+
+
+def schedule_pipeline(threads: int = 1) -> str:
+    """``hector-schedule`` for ``threads`` CPU workers."""
+    return f"hector-schedule{{threads={threads}}}"
 
 
 CPU_STAGES: tuple[Stage, ...] = (
     Stage("intra", "convert-hector-inter-to-intra", "GEMM/traversal templates on memrefs"),
-    Stage("loops", "convert-hector-intra-to-scf", "scf.for loop nests"),
+    Stage(
+        "schedule",
+        schedule_pipeline(),
+        "templates with their schedules (tiles, packing, vector width, workers)",
+        threaded=True,
+    ),
+    Stage(
+        "loops",
+        "convert-hector-intra-to-scf",
+        "packed tiles, vectorised micro-kernels and worker loops (scf, linalg → vector)",
+    ),
     # Placement decisions (placement-plan-saved) become calls of the native runtime first.
     Stage(
         "llvm", f"convert-placement-to-runtime, {LLVM_CPU}", "LLVM dialect, ready for the CPU JIT"

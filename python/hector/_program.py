@@ -135,6 +135,10 @@ class Options:
     rows: int = -1  # edges of the graph (linear-reorder cost model); -1: unknown
     ratio: float = -1.0  # compaction ratio of the graph; -1: unknown
     src_typed: bool = False  # every relation has one source node type (HGT's chained fold)
+    threads: int = 1  # CPU workers of scheduled kernels (hector.compile: torch.get_num_threads())
+    # Linear messages: "auto" (cost model on dst_ratio), "transform-first", "aggregate-first".
+    order: str = "auto"
+    dst_ratio: float = -1.0  # unique (destination, edge type) pairs per edge; -1: unknown
     # Time every template into a counter buffer (hector-profile-kernels; CPU target only).
     profile: bool = False
     # Saved values kept resident in training (placement-plan-saved): a fraction of keep-all
@@ -164,8 +168,15 @@ class Options:
         if self.reorder:
             typed = "true" if self.src_typed else "false"
             out.append(("reorder", f"hector-linear-reorder{{rows={self.rows} src_typed={typed}}}"))
+        training = "true" if autodiff else "false"
+        out.append(
+            (
+                "aggregate",
+                f"hector-aggregation-order{{order={self.order} dst_ratio={self.dst_ratio} "
+                f"training={training}}}",
+            )
+        )
         if self.compact:
-            training = "true" if autodiff else "false"
             out.append(
                 (
                     "compact",

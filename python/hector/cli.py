@@ -28,7 +28,15 @@ if TYPE_CHECKING:
 
     from ._program import Options, Traced
 
-STAGES = {"inter": "cpu", "intra": "cpu", "loops": "cpu", "llvm": "cpu", "gpu": "gpu", "ptx": "gpu"}
+STAGES = {
+    "inter": "cpu",
+    "intra": "cpu",
+    "schedule": "cpu",
+    "loops": "cpu",
+    "llvm": "cpu",
+    "gpu": "gpu",
+    "ptx": "gpu",
+}
 
 
 class CliError(Exception):
@@ -58,6 +66,13 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--out-dim", type=int, default=16)
     c.add_argument("--etypes", type=int, default=4)
     c.add_argument("--emit", choices=list(STAGES), default="ptx", help="stage to print")
+    c.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="CPU workers the schedule is chosen for (hector.compile uses "
+        "torch.get_num_threads(); default 1)",
+    )
     c.add_argument(
         "--debug-info",
         action="store_true",
@@ -218,7 +233,11 @@ def compile_cmd(args: argparse.Namespace) -> int:
     if (args.bundle is None) != (args.target is None):
         raise CliError("--bundle DIR and --target cuda go together")
     target = STAGES[args.emit]
-    options = compiler.Options(not args.no_compact, not args.no_reorder, not args.no_fuse)
+    if args.threads < 1:
+        raise CliError(f"--threads must be at least 1, got {args.threads}")
+    options = compiler.Options(
+        not args.no_compact, not args.no_reorder, not args.no_fuse, threads=args.threads
+    )
     try:
         if name == args.input:
             program = parse_file(args.input)

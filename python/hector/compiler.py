@@ -149,7 +149,7 @@ def run_stages(
             staged.stages[name] = show()
         staged.abi = _abis(module)
         for stage in pipelines.TARGETS[target]:
-            run_pipeline(module, stage.pipeline, verify=False)
+            run_pipeline(module, stage.pipeline_for(opts.threads), verify=False)
             staged.stages[stage.name] = show()
             if stage.name == until:
                 break

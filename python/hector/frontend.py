@@ -28,6 +28,7 @@ import functools
 import inspect
 import linecache
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -554,6 +555,32 @@ def trace(fn: Callable[..., Any], shapes: list[tuple[int, ...]], name: str | Non
 # ---------------------------------------------------------------------------------------------
 
 
+#: Orders of linear messages ``hector.compile(..., order=)`` accepts.
+AGGREGATION_ORDERS = ("auto", "transform-first", "aggregate-first")
+
+
+def _message_widths(entry: Any) -> list[tuple[int, int]]:
+    """``(K, N)`` of each linear message ``hector-aggregation-order`` saw in ``entry``'s
+    forward function, in program order (none when the stage did not run)."""
+    try:
+        text = entry.ir("aggregate")
+    except (KeyError, AttributeError):
+        return []
+    name = re.escape(entry.traced.name)
+    found = re.search(rf"@{name}\(.*?hector\.aggregation_widths = \[([^\]]*)\]", text)
+    if found is None:
+        return []
+    values = [int(v.split(":")[0]) for v in found.group(1).split(",")]
+    return list(zip(values[::2], values[1::2], strict=True))
+
+
+def _check_order(order: str) -> str:
+    """``order`` if it is one of :data:`AGGREGATION_ORDERS`; ``ValueError`` naming them."""
+    if order not in AGGREGATION_ORDERS:
+        raise ValueError(f"order must be one of {', '.join(AGGREGATION_ORDERS)}; got {order!r}")
+    return order
+
+
 def _check_budget(budget: float) -> float:
     """``budget`` if it is a valid ``memory_budget`` (a number >= 0, or -1 for none)."""
     if (
@@ -579,6 +606,7 @@ class CompiledFunction:
         compact: bool = True,
         reorder: bool = True,
         fuse: bool = True,
+        order: str = "auto",
         memory_budget: float = -1.0,
     ) -> None:
         _target(target)  # unknown targets fail here, not at the first call
@@ -587,6 +615,10 @@ class CompiledFunction:
         self.optimizations = (compact, reorder, fuse)
         # Saved values kept resident in training (placement-plan-saved; -1: all).
         self.memory_budget = _check_budget(memory_budget)
+        # Order of linear messages (hector-aggregation-order): "auto" lets the cost model pick
+        # per layer and graph; "transform-first" / "aggregate-first" force one.
+        self.order = _check_order(order)
+        self._message_widths: dict[tuple, list[tuple[int, int]]] = {}
         self._cache: dict[tuple, Any] = {}
         self.compile_seconds = 0.0  # of the last compilation
         self.compilations = 0  # kernels built (cache misses): one per mode once warmed up
@@ -647,6 +679,11 @@ class CompiledFunction:
         key = (self._key(g, tensors), train, self.optimizations, stats, options.src_typed, cuda)
         placement = (options.memory_budget, options.nodes, options.edges, options.compact_rows)
         key += placement  # type: ignore[assignment]  # a plan holds for these sizes only
+        key += (options.threads,)  # type: ignore[assignment]  # schedules are per worker count
+        base = key
+        # The aggregation order: key on the choices this graph's D/E makes for the messages
+        # the kernel holds (their widths, learnt at the first compilation of these shapes).
+        key = base + (self._orders(base, options, train),)  # type: ignore[assignment]
         entry = self._cache.get(key)
         if entry is None:
             start = time.perf_counter()
@@ -655,15 +692,43 @@ class CompiledFunction:
             entry = back_end.compile(traced, autodiff=train, options=options)
             self.compile_seconds = time.perf_counter() - start
             self.compilations += 1
+            if base not in self._message_widths:
+                self._message_widths[base] = _message_widths(entry)
+                key = base + (self._orders(base, options, train),)  # type: ignore[assignment]
             self._cache[key] = entry
         return entry
+
+    def _orders(self, base: tuple, options: Options, train: bool) -> tuple[str, ...] | None:
+        """The order of each linear message in kernels of ``base`` on a graph with
+        ``options.dst_ratio``: a forced order, or the cost model's choice per message (None
+        before the first compilation tells the messages' widths)."""
+        if options.order != "auto":
+            return (options.order,)
+        widths = self._message_widths.get(base)
+        if widths is None:
+            return None
+        from .passes.aggregate_order import choose
+
+        return tuple(choose(options.dst_ratio, k, n, training=train) for k, n in widths)
 
     def options_for(self, g: HeteroGraph) -> Options:
         """The optimization options for graph ``g`` (its statistics feed the cost models)."""
         compact, reorder, fuse = self.optimizations
         # Reordering is judged per row (rows unknown): the decision then holds for every graph
         # of this schema, so one kernel serves them all.
-        return Options(compact, reorder, fuse, ratio=g.compaction_ratio, src_typed=g.src_typed)
+        order = _check_order(self.order)
+        # The aggregation-order cost model depends on the graph only through D/E.
+        dst_ratio = g.dst_compaction_ratio if order == "auto" else -1.0
+        return Options(
+            compact,
+            reorder,
+            fuse,
+            ratio=g.compaction_ratio,
+            src_typed=g.src_typed,
+            order=order,
+            dst_ratio=dst_ratio,
+            threads=torch.get_num_threads(),
+        )
 
     def __call__(self, g: HeteroGraph, *tensors: torch.Tensor) -> Any:
         """Run the compiled function (compiling it first for new shapes); with a tensor that
@@ -698,13 +763,16 @@ def compile(  # noqa: A001
     compact: bool = True,
     reorder: bool = True,
     fuse: bool = True,
+    order: str = "auto",
     memory_budget: float = -1.0,
 ) -> Any:
     """Decorator: compile a forward function ``fn(g, *tensors)`` with Hector.
 
     ``compact``, ``reorder`` and ``fuse`` switch compact materialization, linear operator
-    reordering and template fusion (with DCE/CSE) on or off; results and gradients are the same
-    either way, only time and memory change.
+    reordering and template fusion (with DCE/CSE) on or off; ``order`` picks how linear
+    messages are summed (``"auto"``: by the cost model of ``hector-aggregation-order``;
+    ``"transform-first"``, ``"aggregate-first"``); results and gradients are the same either
+    way, only time and memory change.
 
     ``memory_budget`` (CPU training) bounds the bytes of saved values the training step keeps
     resident between its forward and backward: a fraction of what it would save (``0.5``) or
@@ -712,7 +780,9 @@ def compile(  # noqa: A001
     generated code (``placement-plan-saved``, docs/offload.md). ``-1`` keeps everything."""
 
     def make(f: Callable[..., Any]) -> CompiledFunction:
-        cf = CompiledFunction(f, target=target, compact=compact, reorder=reorder, fuse=fuse)
+        cf = CompiledFunction(
+            f, target=target, compact=compact, reorder=reorder, fuse=fuse, order=order
+        )
         cf.memory_budget = _check_budget(memory_budget)
         return cf
 

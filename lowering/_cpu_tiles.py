@@ -1,0 +1,457 @@
+"""Scheduled CPU form of the hector_intra templates: packed tiles, micro-kernels, workers.
+
+``convert-hector-intra-to-scf`` calls into this module for a template that carries a
+``schedule`` (``hector_intra.Schedule``, chosen by ``hector-schedule``):
+
+* **Workers.** With ``parallel = "rows"`` the template's rows are cut into ``threads`` static
+  chunks, one per iteration of an ``scf.forall`` (``async-parallel-for`` turns it into tasks
+  of MLIR's async runtime). A worker whose rows may meet others' in ``out`` (a scattering or
+  weight-gradient accumulation, a sum or max reduction) writes its own partial output; the
+  partials are then combined row by row in worker order. No atomics race, and the result is the
+  same on every run with the same thread count.
+* **Tiles.** A GEMM worker walks its rows ``tile_m`` at a time: gathered rows of ``a`` are
+  packed into a contiguous ``[tile_m, K]`` tile (zero rows past the end, so every product has
+  static shapes), then one ``linalg.matmul`` multiplies the tile by its weight slice. A tile
+  whose rows use different weight slices (a relation boundary when rows are sorted by type, or
+  an unsorted ``weight_index``) falls back to the row-at-a-time form of ``_templates``.
+* **Micro-kernel.** Each tile's ``linalg.matmul`` is marked with its register block and
+  rewritten by a transform-dialect script built here (``micro_kernel_script``): tiled to
+  ``unroll × tile_n × 1``, vectorised, the contraction lowered to outer products (FMAs), and the
+  accumulators hoisted out of the reduction loop, so they stay in registers.
+
+Weight gradients (``xty``) multiply the transposed packed tile by the packed row gradients
+straight into the worker's weight-gradient slice; ``xwt`` multiplies by a transposed copy of the
+weight made once per call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mlir import ir
+from mlir.dialects import arith, linalg, memref, scf, transform
+from mlir.dialects.transform import interpreter, structured
+from mlir.dialects.transform import vector as transform_vector
+
+from ..dialects import hector_intra as intra
+from ..dialects._build import OpAccess
+from . import _templates as T
+
+Value = T.Value
+
+#: Attribute marking a tile's ``linalg.matmul`` with its register block ``[rows, cols, 1]``.
+MICRO_KERNEL = "hector.micro_kernel"
+
+
+def _i64_array(values: list[int]) -> ir.Attribute:
+    return ir.DenseI64ArrayAttr.get(values)
+
+
+def _dims(value: Value) -> list[Value]:
+    """Every dimension of a memref, as ``index`` values (static ones as constants)."""
+    shape = ir.MemRefType(value.type)
+    out = []
+    for i in range(shape.rank):
+        d = shape.get_dim_size(i)
+        if d == ir.ShapedType.get_dynamic_size():
+            out.append(memref.dim(value, arith.constant(ir.IndexType.get(), i)))
+        else:
+            out.append(arith.constant(ir.IndexType.get(), d))
+    return out
+
+
+def _slice(source: Value, first: Value) -> Value:
+    """``source[first]`` as a rank-reduced view (a weight slice, a worker's partial)."""
+    shape = ir.MemRefType(source.type)
+    dyn = ir.ShapedType.get_dynamic_size()
+    rest = [shape.get_dim_size(i) for i in range(1, shape.rank)]
+    strides, _ = shape.get_strides_and_offset()
+    layout = ir.StridedLayoutAttr.get(dyn, list(strides[1:]))
+    result = ir.MemRefType.get(rest, shape.element_type, layout)
+    sizes: list[Value | int] = [1]
+    for i, d in enumerate(rest):
+        index = arith.constant(ir.IndexType.get(), i + 1)
+        sizes.append(memref.dim(source, index) if d == dyn else d)
+    offsets: list[Value | int] = [first] + [0] * len(rest)
+    return memref.subview(source, offsets, sizes, [1] * shape.rank, result_type=result)
+
+
+class Workers:
+    """``threads`` static chunks of ``[0, count)`` and, when they may collide in ``out``, one
+    partial output per worker after the first, combined into ``out`` in worker order."""
+
+    def __init__(self, b: T.Body, threads: int, partials: bool, init: float = 0.0) -> None:
+        self.b = b
+        self.threads = threads
+        self.partials: Value | None = None
+        self.combine = arith.addf
+        if threads > 1 and partials:
+            out = b.ops["out"]
+            shape = ir.MemRefType(out.type)
+            dyn = ir.ShapedType.get_dynamic_size()
+            dims = [threads - 1] + [shape.get_dim_size(i) for i in range(shape.rank)]
+            sizes = [d for i, d in enumerate(_dims(out)) if shape.get_dim_size(i) == dyn]
+            buf = memref.alloc(ir.MemRefType.get(dims, shape.element_type), sizes, [])
+            linalg.fill(b.f32(init), outs=[buf])
+            self.partials = buf
+
+    def each(self, count: Value, body: Callable[[Value, Value, T.Body], None]) -> None:
+        """Build ``body(lo, hi, b)`` for every worker: its chunk ``[lo, hi)`` of
+        ``[0, count)`` and a body ``b`` writing to its own output (built twice with partials:
+        once for the first worker, who writes to ``out``, once for the others)."""
+        b = self.b
+        if self.threads == 1:
+            body(b.index(0), count, b)
+            return
+        forall = scf.ForallOp([0], [self.threads], [1])
+        with ir.InsertionPoint(forall.body):
+            p = forall.induction_variables[0]
+            ct = b.index(self.threads)
+            lo = arith.divui(arith.muli(p, count), ct)
+            hi = arith.divui(arith.muli(arith.addi(p, b.index(1)), count), ct)
+            if self.partials is None:
+                body(lo, hi, b)
+            else:
+                first = arith.cmpi(arith.CmpIPredicate.eq, p, b.index(0))
+                if_op = scf.IfOp(first, has_else=True)
+                with ir.InsertionPoint(if_op.then_block):
+                    body(lo, hi, b)
+                    scf.yield_([])
+                with ir.InsertionPoint(if_op.else_block):
+                    dest = _slice(self.partials, arith.subi(p, b.index(1)))
+                    body(lo, hi, T.Body(T.Operands({**b.ops.values, "out": dest})))
+                    scf.yield_([])
+            scf.InParallelOp()
+
+    def finish(self, combine: Callable[[Value, Value], Value] = arith.addf) -> None:
+        """Fold the partials into ``out`` (worker order), in parallel over its first dimension;
+        free them."""
+        if self.partials is None:
+            return
+        b, out = self.b, self.b.ops["out"]
+        dims = _dims(out)
+        c0, c1 = b.index(0), b.index(1)
+
+        def rows(lo: Value, hi: Value, _: T.Body) -> None:
+            with b.loop(lo, hi, c1) as i:
+                self._combine_row(i, dims[1:], combine, c0, c1)
+
+        Workers(b, self.threads, partials=False).each(dims[0], rows)
+        memref.dealloc(self.partials)
+
+    def _combine_row(
+        self,
+        i: Value,
+        rest: list[Value],
+        combine: Callable[[Value, Value], Value],
+        c0: Value,
+        c1: Value,
+    ) -> None:
+        b, out = self.b, self.b.ops["out"]
+        assert self.partials is not None
+
+        def element(idx: list[Value]) -> None:
+            acc = memref.load(out, idx)
+            for p in range(self.threads - 1):
+                acc = combine(acc, memref.load(self.partials, [b.index(p), *idx]))
+            memref.store(acc, out, idx)
+
+        def nest(idx: list[Value], todo: list[Value]) -> None:
+            if not todo:
+                element(idx)
+                return
+            with b.loop(c0, todo[0], c1) as j:
+                nest([*idx, j], todo[1:])
+
+        nest([i], rest)
+
+
+# ---- GEMM ------------------------------------------------------------------------------------
+
+
+def _workers_for_gemm(b: T.Body, v: OpAccess, s: intra.Schedule) -> Workers:
+    """Workers for a GEMM: partial outputs when rows of different workers may add into one
+    output row (a scatter, or any weight gradient)."""
+    threads = s.threads if s.parallel == "rows" else 1
+    epilogue, variant = v.attr("epilogue"), v.attr("variant")
+    scatter = b.ops.has("scatter_index")
+    if scatter and epilogue == "store":
+        threads = 1  # the last writer wins: keep the sequential order
+    partials = epilogue != "store" and (scatter or variant == "xty")
+    return Workers(b, threads, partials)
+
+
+def _uniform_slice(b: T.Body, i0: Value, mt: Value, per_slice: int | None) -> tuple[Value, Value]:
+    """The weight slice of row ``i0`` and whether rows ``[i0, i0 + mt)`` all share it."""
+    c1 = b.index(1)
+    last = arith.subi(arith.addi(i0, mt), c1)
+    if per_slice is not None:
+        k = b.index(per_slice)
+        t0 = arith.divui(i0, k)
+        same = arith.cmpi(arith.CmpIPredicate.eq, t0, arith.divui(last, k))
+        return t0, same
+    t0 = b.load_index("weight_index", i0)
+    true = arith.constant(ir.IntegerType.get_signless(1), 1)
+
+    def step(i: Value, acc: Value) -> Value:
+        eq = arith.cmpi(arith.CmpIPredicate.eq, b.load_index("weight_index", i), t0)
+        return arith.andi(acc, eq)
+
+    return t0, b.reduce(arith.addi(i0, c1), arith.addi(i0, mt), c1, true, step)
+
+
+def _pack_rows(
+    b: T.Body,
+    tile: Value,
+    i0: Value,
+    mt: Value,
+    tm: int,
+    width: int,
+    transposed: bool,
+    read: Callable[[Value, Value], Value],
+) -> None:
+    """``tile[r, :] = read(i0 + r, k)`` for ``r < mt`` and zeros after (``tile[:, r]`` when
+    ``transposed``)."""
+    c0, c1 = b.index(0), b.index(1)
+    zero = b.f32(0.0)
+    with b.loop(c0, b.index(tm), c1) as r:
+        inside = arith.cmpi(arith.CmpIPredicate.ult, r, mt)
+        i = arith.select(inside, arith.addi(i0, r), i0)  # a safe row past the end
+        with b.loop(c0, b.index(width), c1) as k:
+            val = arith.select(inside, read(i, k), zero)
+            memref.store(val, tile, [k, r] if transposed else [r, k])
+
+
+def _matmul(lhs: Value, rhs: Value, acc: Value, block: tuple[int, int]) -> None:
+    """``acc += lhs @ rhs``, marked for the micro-kernel script with its register block."""
+    op = linalg.matmul(lhs, rhs, outs=[acc])
+    owner = op.owner if isinstance(op, ir.Value) else op
+    owner.attributes[MICRO_KERNEL] = _i64_array([block[0], block[1], 1])
+
+
+def _row_fallback(b: T.Body, v: OpAccess, i0: Value, mt: Value, scratch: Value | None) -> None:
+    """Rows ``[i0, i0 + mt)`` one at a time (a tile whose rows use different weight slices)."""
+    variant, epilogue = v.attr("variant"), v.attr("epilogue")
+    k_extent = T.static_dim(b.ops["a"], 1)
+    n_extent = T.width(b.ops["weight"] if variant == "xty" else b.ops["out"])
+    with b.loop(b.index(0), mt, b.index(1)) as r:
+        row = T.gemm_row_prologue(b, arith.addi(i0, r), T.slice_rows(v))
+        row = T.gemm_row_scale(b, row)
+        T.gemm_row_cpu(b, row, k_extent, n_extent, epilogue, variant, scratch)
+
+
+def _rows_over_workers(b: T.Body, v: OpAccess, s: intra.Schedule, m: Value) -> None:
+    """An unpacked schedule: the row-at-a-time form, each worker on its chunk of rows."""
+    workers = _workers_for_gemm(b, v, s)
+    n_extent = T.width(b.ops["out"])
+
+    def rows(lo: Value, hi: Value, wb: T.Body) -> None:
+        scratch = None
+        if v.attr("variant") == "xw" and v.attr("epilogue") != "store":
+            scratch = memref.alloca(ir.MemRefType.get([n_extent], T.f32_type()), [], [])
+        _row_fallback(wb, v, lo, arith.subi(hi, lo), scratch)
+
+    workers.each(m, rows)
+    workers.finish()
+
+
+def _transposed_weight(b: T.Body, weight: Value) -> Value:
+    """A copy of ``weight`` with its last two dimensions swapped (``xwt`` multiplies by it)."""
+    shape = ir.MemRefType(weight.type)
+    dims = [shape.get_dim_size(i) for i in range(shape.rank)]
+    dims[-2], dims[-1] = dims[-1], dims[-2]
+    buf = memref.alloc(ir.MemRefType.get(dims, T.f32_type()), [], [])
+    perm = list(range(shape.rank))
+    perm[-2], perm[-1] = perm[-1], perm[-2]
+    linalg.transpose(weight, outs=[buf], permutation=perm)
+    return buf
+
+
+def lower_gemm(v: OpAccess, s: intra.Schedule) -> None:
+    """A GEMM template in scheduled form (module docstring)."""
+    ops = T.operands(v)
+    variant, epilogue = v.attr("variant"), v.attr("epilogue")
+    per_slice = T.slice_rows(v)
+    sliced = ops.has("weight_index") or per_slice is not None
+    b = T.Body(ops)
+    weight = ops["weight"]
+    transposed_copy = None
+    if variant == "xwt":
+        transposed_copy = weight = _transposed_weight(b, weight)
+    m = T.gemm_rows(b, b.index(0))
+    if not s.pack:
+        _rows_over_workers(b, v, s, m)
+        return
+    tm = s.tile_m
+    ntiles = arith.ceildivui(m, b.index(tm))
+    workers = _workers_for_gemm(b, v, s)
+    k_extent = T.static_dim(ops["a"], 1)
+    n_extent = T.width(ops["weight"] if variant == "xty" else ops["out"])
+    block = (s.unroll, s.tile_n or n_extent)
+
+    def tiles(lo: Value, hi: Value, wb: T.Body) -> None:
+        f32 = T.f32_type()
+        scratch = None
+        if variant == "xw" and epilogue != "store":
+            scratch = memref.alloca(ir.MemRefType.get([n_extent], f32), [], [])
+        if variant == "xty":
+            lhs = memref.alloca(ir.MemRefType.get([k_extent, tm], f32), [], [])
+            rhs = memref.alloca(ir.MemRefType.get([tm, n_extent], f32), [], [])
+        else:
+            lhs = memref.alloca(ir.MemRefType.get([tm, k_extent], f32), [], [])
+            acc = memref.alloca(ir.MemRefType.get([tm, n_extent], f32), [], [])
+        with wb.loop(lo, hi, wb.index(1)) as tile:
+            i0 = arith.muli(tile, wb.index(tm))
+            mt = arith.minui(wb.index(tm), arith.subi(m, i0))
+
+            def gathered(i: Value, k: Value, wb: T.Body = wb) -> Value:
+                r = wb.load_index("gather_index", i) if wb.ops.has("gather_index") else i
+                return wb.load("a", r, k)
+
+            def multiply(t: Value | None) -> None:
+                if variant == "xty":
+                    _pack_rows(wb, lhs, i0, mt, tm, k_extent, True, gathered)
+                    _pack_rows(
+                        wb, rhs, i0, mt, tm, n_extent, False, lambda i, j: wb.load("weight", i, j)
+                    )
+                    dest = wb.ops["out"] if t is None else _slice(wb.ops["out"], t)
+                    _matmul(lhs, rhs, dest, block)
+                    return
+                _pack_rows(wb, lhs, i0, mt, tm, k_extent, False, gathered)
+                linalg.fill(wb.f32(0.0), outs=[acc])
+                _matmul(lhs, weight if t is None else _slice(weight, t), acc, block)
+                _gemm_epilogue(wb, acc, i0, mt, n_extent, epilogue)
+
+            if not sliced:
+                multiply(None)
+            else:
+                t0, same = _uniform_slice(wb, i0, mt, per_slice)
+                if_op = scf.IfOp(same, has_else=True)
+                with ir.InsertionPoint(if_op.then_block):
+                    multiply(t0)
+                    scf.yield_([])
+                with ir.InsertionPoint(if_op.else_block):
+                    _row_fallback(wb, v, i0, mt, scratch)
+                    scf.yield_([])
+
+    workers.each(ntiles, tiles)
+    workers.finish()
+    if transposed_copy is not None:
+        memref.dealloc(transposed_copy)
+
+
+def _gemm_epilogue(
+    b: T.Body, acc: Value, i0: Value, mt: Value, n_extent: int, epilogue: str
+) -> None:
+    """``out[o, :] (=, +=) scale * acc[r, :]`` for the tile's rows."""
+    c0, c1 = b.index(0), b.index(1)
+    with b.loop(c0, mt, c1) as r:
+        row = T.gemm_row_scale(b, T.gemm_row_prologue(b, arith.addi(i0, r)))
+        with b.loop(c0, b.index(n_extent), c1) as j:
+            val = memref.load(acc, [r, j])
+            if row.scale is not None:
+                val = arith.mulf(val, row.scale)
+            if epilogue == "store":
+                b.store("out", val, row.o, j)
+            else:
+                b.accumulate("out", val, False, row.o, j)
+
+
+# ---- traversal -------------------------------------------------------------------------------
+
+
+def lower_traversal(v: OpAccess, s: intra.Schedule) -> None:
+    """A traversal template with its rows spread over workers (partials for reductions)."""
+    b = T.Body(T.operands(v))
+    f = T.RowFn.of(v)
+    threads = s.threads if s.parallel == "rows" else 1
+    reduces = f.reduce != "none"
+    init = float("-inf") if f.reduce == "max" else 0.0
+    workers = Workers(b, threads, partials=reduces, init=init)
+    m = T.traversal_rows(b, b.index(0))
+    cols = b.index(T.width(b.ops["out"]))
+    c0, c1 = b.index(0), b.index(1)
+
+    def rows(lo: Value, hi: Value, wb: T.Body) -> None:
+        with wb.loop(lo, hi, c1) as i:
+            row = T.row_indices(wb, i)
+            with wb.loop(c0, cols, c1) as j:
+                T.traversal_element(wb, f, row.at(j), atomic=False)
+
+    workers.each(m, rows)
+    workers.finish(arith.maximumf if f.reduce == "max" else arith.addf)
+
+
+# ---- the micro-kernel script -----------------------------------------------------------------
+
+
+def micro_kernel_blocks(module_op: ir.Operation) -> list[list[int]]:
+    """The distinct register blocks of the marked matmuls in ``module_op``."""
+    found: list[list[int]] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "linalg.matmul" and MICRO_KERNEL in op.attributes:
+            block = list(ir.DenseI64ArrayAttr(op.attributes[MICRO_KERNEL]))
+            if block not in found:
+                found.append(block)
+        return ir.WalkResult.ADVANCE
+
+    module_op.walk(visit)
+    return found
+
+
+def micro_kernel_script(blocks: list[list[int]]) -> tuple[ir.Module, ir.Operation]:
+    """A transform module whose ``__transform_main`` tiles every marked matmul to its register
+    block, vectorises it, lowers the contraction to outer products and hoists the accumulators
+    out of the reduction loop."""
+    script = ir.Module.create()
+    script.operation.attributes["transform.with_named_sequence"] = ir.UnitAttr.get()
+    any_op = transform.AnyOpType.get()
+    with ir.InsertionPoint(script.body):
+        seq = transform.NamedSequenceOp(
+            "__transform_main", [any_op], [], arg_attrs=[{"transform.readonly": ir.UnitAttr.get()}]
+        )
+    with ir.InsertionPoint(seq.body):
+        root = seq.bodyTarget
+        for block in blocks:
+            attrs = ir.DictAttr.get({MICRO_KERNEL: _i64_array(block)})
+            matmuls = structured.MatchOp(any_op, root, ops=["linalg.matmul"], op_attrs=attrs)
+            tiled = structured.TileUsingForOp(matmuls.result, sizes=block)
+            structured.VectorizeOp(tiled.tiled_linalg_op)
+        funcs = structured.MatchOp(any_op, root, ops=["func.func"])
+        apply = transform.ApplyPatternsOp(funcs.result)
+        with ir.InsertionPoint(apply.patterns):
+            transform_vector.ApplyLowerContractionPatternsOp(
+                lowering_strategy=transform_vector.VectorContractLowering.OuterProduct
+            )
+            transform_vector.ApplyTransferPermutationPatternsOp()
+            transform_vector.ApplyLowerOuterProductPatternsOp()
+            transform.ApplyCanonicalizationPatternsOp()
+        structured.HoistRedundantVectorTransfersOp(any_op, funcs.result)
+        transform.YieldOp()
+    return script, seq.operation
+
+
+def apply_micro_kernels(module_op: ir.Operation) -> None:
+    """Run the micro-kernel script on every marked matmul of ``module_op``."""
+    blocks = micro_kernel_blocks(module_op)
+    if not blocks:
+        return
+    script, main = micro_kernel_script(blocks)
+    interpreter.apply_named_sequence(module_op, main, script)
+    _contract_vector_math(module_op)
+
+
+def _contract_vector_math(module_op: ir.Operation) -> None:
+    """Let LLVM fuse the micro-kernels' vector multiply-adds into FMAs (``fastmath<contract>``
+    on vector ``mulf``/``addf``; scalar code keeps its exact rounding)."""
+    contract = ir.Attribute.parse("#arith.fastmath<contract>")
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name in ("arith.mulf", "arith.addf") and isinstance(
+            op.results[0].type, ir.VectorType
+        ):
+            op.attributes["fastmath"] = contract
+        return ir.WalkResult.ADVANCE
+
+    module_op.walk(visit)

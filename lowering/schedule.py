@@ -1,0 +1,111 @@
+"""``hector-schedule``: choose each hector_intra template's schedule from its shapes.
+
+The choice is an analytic model of the CPU micro-kernel, not a search: the register block is
+``unroll`` rows by ``tile_n`` columns of f32 accumulators (4 × 32 = 8 AVX-512 or 16 AVX2
+registers), which leaves room for the broadcast operand and the weight row; ``tile_n`` is the
+widest of 32, 16, 8 that divides the output width (the transform script needs whole blocks:
+vectorisation wants static shapes), ``unroll`` the largest of 4, 2, 1 that divides the
+product's row extent (``tile_m`` for ``xw``/``xwt``, ``K`` for the weight gradient ``xty``).
+Tiles of ``tile_m = 32`` rows keep the packed tile and its product in L1 (32 × K × 4 bytes
+each). Products too narrow for a vector (fewer than 8 output columns, or ``K`` below 4) keep
+the row-at-a-time form, spread over the workers all the same.
+
+``threads`` (the pass option; ``hector.compile`` passes ``torch.get_num_threads()``) sets the
+workers: with more than one, every template runs its rows in ``threads`` chunks
+(``parallel = "rows"``). A template that already has a schedule keeps it, so a hand-written
+schedule in a ``.mlir`` file is lowered as written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mlir import ir
+
+from ..dialects import hector_intra as intra
+from ..dialects._build import OpAccess
+from ..passes._registry import Option, PassFailure, register_pass
+from . import _templates as T
+
+#: Rows per packed tile.
+TILE_M = 32
+#: Column blocks the micro-kernel accepts, widest first.
+TILE_N_CHOICES = (32, 16, 8)
+#: Register-block rows, largest first.
+UNROLL_CHOICES = (4, 2, 1)
+
+
+def _largest_divisor(extent: int, choices: tuple[int, ...]) -> int | None:
+    return next((c for c in choices if extent % c == 0), None)
+
+
+def cpu_gemm_schedule(v: OpAccess, threads: int) -> intra.Schedule:
+    """The CPU schedule of one GEMM template (module docstring)."""
+    ops = T.operands(v)
+    variant = v.attr("variant")
+    k_extent = T.static_dim(ops["a"], 1)
+    n_extent = T.width(ops["weight"] if variant == "xty" else ops["out"])
+    parallel = "rows" if threads > 1 else "none"
+    tile_n = _largest_divisor(n_extent, TILE_N_CHOICES)
+    rows = k_extent if variant == "xty" else TILE_M
+    unroll = _largest_divisor(rows, UNROLL_CHOICES) or 1
+    if tile_n is None or k_extent < 4:
+        return intra.Schedule(parallel=parallel, threads=threads)
+    return intra.Schedule(
+        tile_m=TILE_M,
+        tile_n=tile_n,
+        tile_k=1,
+        vector=tile_n,
+        unroll=unroll,
+        pack=True,
+        parallel=parallel,
+        threads=threads,
+    )
+
+
+def cpu_traversal_schedule(v: OpAccess, threads: int) -> intra.Schedule:
+    """The CPU schedule of one traversal template: its rows over the workers."""
+    return intra.Schedule(parallel="rows" if threads > 1 else "none", threads=threads)
+
+
+#: How each template's CPU schedule is chosen, by op name.
+CPU_CHOOSERS: dict[str, Callable[[OpAccess, int], intra.Schedule]] = {
+    "hector_intra.gemm_template": cpu_gemm_schedule,
+    "hector_intra.traversal_template": cpu_traversal_schedule,
+}
+
+#: Choosers by target (``hector-schedule{target=...}``).
+CHOOSERS: dict[str, dict[str, Callable[[OpAccess, int], intra.Schedule]]] = {
+    "cpu": CPU_CHOOSERS,
+}
+
+
+@register_pass(
+    "hector-schedule",
+    "Attach a schedule (tiles, packing, vector width, unroll, parallel rows, threads) to every "
+    "hector_intra template that has none, chosen from its shapes by an analytic model",
+    threads=Option(int, 1, "CPU workers (hector.compile passes torch.get_num_threads())"),
+    target=Option(str, "cpu", "back end the schedule is for: cpu"),
+)
+def run(module_op: ir.Operation, threads: int = 1, target: str = "cpu") -> None:
+    """Pass entry point."""
+    if threads < 1:
+        raise PassFailure(f"hector-schedule: threads must be at least 1, got {threads}")
+    if target not in CHOOSERS:
+        raise PassFailure(
+            f"hector-schedule: unknown target '{target}' (known: {', '.join(CHOOSERS)})"
+        )
+    choosers = CHOOSERS[target]
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        choose = choosers.get(op.name)
+        if choose is not None and "schedule" not in op.attributes:
+            with op.context, op.location:
+                try:
+                    schedule = choose(intra.view(op), threads)
+                except ValueError as err:
+                    raise PassFailure(f"cannot schedule {op.name}: {err}", op.location) from None
+                op.attributes["schedule"] = schedule.to_attr()
+        return ir.WalkResult.ADVANCE
+
+    module_op.walk(visit)

@@ -1,0 +1,76 @@
+// RUN: hector-opt %s -p "hector-schedule{threads=2}" | FileCheck %s
+// RUN: hector-opt %s -p "hector-schedule{threads=1}" | FileCheck %s --check-prefix=ONE
+
+// hector-schedule picks each template's schedule from its shapes: the register block is
+// `unroll` rows × `tile_n` columns (the widest of 32/16/8 dividing the output width), rows are
+// packed in tiles of 32, and rows spread over the workers when there are several.
+
+// CHECK-LABEL: func.func @rgcn_messages
+// A per-edge product 64 → 64: tiles of 32 packed rows, a 4 × 32 register block, two workers.
+// CHECK: schedule = {pack = true, parallel = "rows", threads = 2 : i64, tile_k = 1 : i64, tile_m = 32 : i64, tile_n = 32 : i64, unroll = 4 : i64, vector = 32 : i64}
+// CHECK-SAME: variant = "xw"
+// ONE-LABEL: func.func @rgcn_messages
+// ONE: schedule = {pack = true, parallel = "none", threads = 1 : i64
+func.func @rgcn_messages(%x: memref<?x64xf32>, %w: memref<3x64x64xf32>, %src: memref<?xi32>,
+                         %etype: memref<?xi32>, %dst: memref<?xi32>, %out: memref<?x64xf32>) {
+  "hector_intra.gemm_template"(%x, %w, %src, %etype, %dst, %out)
+      {variant = "xw", epilogue = "add", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 1>}
+      : (memref<?x64xf32>, memref<3x64x64xf32>, memref<?xi32>, memref<?xi32>, memref<?xi32>,
+         memref<?x64xf32>) -> ()
+  return
+}
+
+// CHECK-LABEL: func.func @narrow
+// Five output columns: no vector block divides them, so rows stay one at a time (unpacked),
+// spread over the workers all the same.
+// CHECK: schedule = {pack = false, parallel = "rows", threads = 2 : i64, tile_k = 0 : i64, tile_m = 1 : i64, tile_n = 0 : i64, unroll = 1 : i64, vector = 1 : i64}
+func.func @narrow(%x: memref<?x16xf32>, %w: memref<16x5xf32>, %out: memref<?x5xf32>) {
+  "hector_intra.gemm_template"(%x, %w, %out)
+      {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>}
+      : (memref<?x16xf32>, memref<16x5xf32>, memref<?x5xf32>) -> ()
+  return
+}
+
+// CHECK-LABEL: func.func @weight_gradient
+// A weight gradient multiplies the transposed tile [K = 6, 32] by the row gradients [32, 16]:
+// the register block's rows divide K (2), its columns the gradient's width (16).
+// CHECK: schedule = {pack = true, parallel = "rows", threads = 2 : i64, tile_k = 1 : i64, tile_m = 32 : i64, tile_n = 16 : i64, unroll = 2 : i64, vector = 16 : i64}
+// CHECK-SAME: variant = "xty"
+func.func @weight_gradient(%x: memref<?x6xf32>, %dy: memref<?x16xf32>, %src: memref<?xi32>,
+                           %etype: memref<?xi32>, %dw: memref<3x6x16xf32>) {
+  "hector_intra.gemm_template"(%x, %dy, %src, %etype, %dw)
+      {variant = "xty", epilogue = "add", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1>}
+      : (memref<?x6xf32>, memref<?x16xf32>, memref<?xi32>, memref<?xi32>,
+         memref<3x6x16xf32>) -> ()
+  return
+}
+
+// CHECK-LABEL: func.func @hand_written
+// A schedule written in the file is kept as it is.
+// CHECK: schedule = {pack = true, parallel = "none", threads = 1 : i64, tile_k = 1 : i64, tile_m = 8 : i64, tile_n = 8 : i64, unroll = 2 : i64, vector = 8 : i64}
+func.func @hand_written(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
+  "hector_intra.gemm_template"(%x, %w, %out)
+      {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>,
+       schedule = {pack = true, parallel = "none", threads = 1 : i64, tile_k = 1 : i64,
+                   tile_m = 8 : i64, tile_n = 8 : i64, unroll = 2 : i64, vector = 8 : i64}}
+      : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
+  return
+}
+
+// CHECK-LABEL: func.func @aggregate
+// A traversal's rows spread over the workers (its sum reduces into per-worker partials).
+// CHECK: "hector_intra.traversal_template"
+// CHECK-SAME: schedule = {pack = false, parallel = "rows", threads = 2 : i64
+// ONE-LABEL: func.func @aggregate
+// ONE: schedule = {pack = false, parallel = "none", threads = 1 : i64
+func.func @aggregate(%dst: memref<?xi32>, %m: memref<?x8xf32>, %out: memref<?x8xf32>) {
+  "hector_intra.traversal_template"(%dst, %m, %out)
+      {parallel = "edge", fn = "copy", reduce = "sum", slope = 0.0 : f32,
+       block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 1, 0, 1, 0, 1>}
+      : (memref<?xi32>, memref<?x8xf32>, memref<?x8xf32>) -> ()
+  return
+}
