@@ -96,9 +96,17 @@ class GemmTiling:
         return self.m_threads * self.n_threads
 
     @property
+    def a_stride(self) -> int:
+        """Row length of ``As``: ``tile_k`` padded by one float, so the rows a warp reads at
+        one ``kk`` fall in different shared-memory banks."""
+        return self.tile_k + 1 if self.tile_m > 1 else self.tile_k
+
+    @property
     def shared_bytes(self) -> int:
         """Shared memory per block: ``As``, ``Ws`` (when staged) and ``Ts`` (when sliced)."""
-        floats = self.tile_m * self.tile_k + (self.tile_k * self.tile_n if self.stage_weight else 0)
+        floats = self.tile_m * self.a_stride + (
+            self.tile_k * self.tile_n if self.stage_weight else 0
+        )
         return F32_BYTES * floats + (4 * (self.tile_m + 1) if self.sliced else 0)
 
 
@@ -106,7 +114,7 @@ def _fitting_tile_k(tile_m: int, tile_n: int, k: int, sliced: bool) -> int:
     """``tile_k = 0`` (the whole reduction): all of ``k`` when its tiles fit in shared memory,
     else the deepest step that does (at least 1; a tile too big even then is refused)."""
     per_k = F32_BYTES * (tile_m + (tile_n if tile_m > 1 else 0))
-    fixed = 4 * (tile_m + 1) if sliced else 0
+    fixed = 4 * (tile_m + 1) * (2 if sliced else 1)  # Ts, and the padding of As's rows
     return max(1, min(k, (SHARED_BYTES_LIMIT - fixed) // per_k))
 
 
@@ -144,7 +152,7 @@ def gemm_tiling(s: Schedule, k: int, n: int, sliced: bool, loc: ir.Location) -> 
     if tiling.shared_bytes > SHARED_BYTES_LIMIT:
         raise PassFailure(
             f"schedule tiles take {tiling.shared_bytes} bytes of shared memory per block "
-            f"(tile_m × tile_k = {s.tile_m} × {tile_k} rows of a"
+            f"(tile_m × (tile_k + 1) = {s.tile_m} × {tiling.a_stride} rows of a"
             + (f", tile_k × tile_n = {tile_k} × {tile_n} of the weight" if s.tile_m > 1 else "")
             + f"), more than the {SHARED_BYTES_LIMIT} a block may use",
             loc,
@@ -168,7 +176,7 @@ def attribution_types(tiling: GemmTiling) -> tuple[list[ir.Type], list[ir.Type]]
     :class:`TileMemory` takes them."""
     f32, i32 = T.f32_type(), ir.IntegerType.get_signless(32)
     shared = _address_space("workgroup")
-    wg = [ir.MemRefType.get([tiling.tile_m, tiling.tile_k], f32, memory_space=shared)]
+    wg = [ir.MemRefType.get([tiling.tile_m, tiling.a_stride], f32, memory_space=shared)]
     if tiling.stage_weight:
         wg.append(ir.MemRefType.get([tiling.tile_k, tiling.tile_n], f32, memory_space=shared))
     if tiling.sliced:
@@ -382,7 +390,11 @@ def _multiply(b: T.Body, g: GemmKernel, mem: TileMemory, step: ir.Value) -> None
     c = _coords(b, g)
     k0 = arith.muli(step, b.index(tl.tile_k))
     rows, cols = _tile_rows(c, g, b), _tile_cols(c, g, b)
-    steps = arith.minui(b.index(tl.tile_k), arith.subi(b.index(g.k), k0))
+    # Whole steps have a constant depth (LLVM can unroll the kk loop); a last partial one not.
+    if g.k % tl.tile_k == 0:
+        steps = b.index(tl.tile_k)
+    else:
+        steps = arith.minui(b.index(tl.tile_k), arith.subi(b.index(g.k), k0))
     uniform = _uniform(b, g, mem)
 
     def product(shared: bool) -> None:
@@ -415,6 +427,10 @@ def _multiply(b: T.Body, g: GemmKernel, mem: TileMemory, step: ir.Value) -> None
             scf.yield_([])
 
 
+#: Reduction steps unrolled per iteration of the ``kk`` loop when a step's depth is constant.
+KK_UNROLL = (4, 2, 1)
+
+
 def _accumulate(
     b: T.Body,
     g: GemmKernel,
@@ -424,23 +440,28 @@ def _accumulate(
     weight: Callable[[int, ir.Value, int], ir.Value],
 ) -> None:
     """The register block through one step: loaded, ``kk``-loop of ``unroll × vector`` FMAs
-    carried in registers, stored back."""
+    carried in registers (unrolled by up to 4 when the depth is constant), stored back."""
     tl = g.tiling
     n_acc = tl.rows * tl.cols
+    whole = g.k % tl.tile_k == 0
+    by = next(u for u in KK_UNROLL if tl.tile_k % u == 0) if whole else 1
     init = [memref.load(mem.acc, [b.index(e)]) for e in range(n_acc)]
-    loop = scf.ForOp(b.index(0), steps, b.index(1), init)
+    loop = scf.ForOp(b.index(0), steps, b.index(by), init)
+    contract = _contract()
     with ir.InsertionPoint(loop.body):
-        kk = loop.induction_variable
         acc = list(loop.inner_iter_args)
-        avals = [memref.load(mem.a, [r, kk]) for r in rows]
-        wvals = {(p, q): weight(p, kk, q) for p in range(tl.rows) for q in range(tl.cols)}
-        out = []
-        contract = _contract()
-        for p in range(tl.rows):
-            for q in range(tl.cols):
-                prod = arith.mulf(avals[p], wvals[p, q], fastmath=contract)
-                out.append(arith.addf(acc[p * tl.cols + q], prod, fastmath=contract))
-        scf.yield_(out)
+        for u in range(by):
+            kk = loop.induction_variable
+            if u:
+                kk = arith.addi(kk, b.index(u))
+            avals = [memref.load(mem.a, [r, kk]) for r in rows]
+            wvals = {(p, q): weight(p, kk, q) for p in range(tl.rows) for q in range(tl.cols)}
+            for p in range(tl.rows):
+                for q in range(tl.cols):
+                    prod = arith.mulf(avals[p], wvals[p, q], fastmath=contract)
+                    e = p * tl.cols + q
+                    acc[e] = arith.addf(acc[e], prod, fastmath=contract)
+        scf.yield_(acc)
     for e in range(n_acc):
         memref.store(loop.results[e], mem.acc, [b.index(e)])
 

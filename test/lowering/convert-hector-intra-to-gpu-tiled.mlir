@@ -24,7 +24,7 @@
 // CHECK-NEXT: gpu.launch_func @hector_kernels::@messages_0_gemm blocks in (%[[GRID]], %[[ONE]], %[[ONE]]) threads in (%[[THREADS]], %[[ONE]], %[[ONE]])
 // CHECK-LABEL: gpu.module @hector_kernels
 // CHECK: gpu.func @messages_0_gemm(%[[A:[^:]*]]: memref<?x16xf32>, %[[W:[^:]*]]: memref<3x16x8xf32>, %[[G:[^:]*]]: memref<?xi32>, %[[T:[^:]*]]: memref<?xi32>, %[[S:[^:]*]]: memref<?xi32>, %[[SC:[^:]*]]: memref<?x1xf32>, %[[O:[^:]*]]: memref<?x8xf32>)
-// CHECK-SAME: workgroup(%[[AS:.*]] : memref<16x8xf32, #gpu.address_space<workgroup>>, %[[WS:.*]] : memref<8x8xf32, #gpu.address_space<workgroup>>, %[[TS:.*]] : memref<17xi32, #gpu.address_space<workgroup>>)
+// CHECK-SAME: workgroup(%[[AS:.*]] : memref<16x9xf32, #gpu.address_space<workgroup>>, %[[WS:.*]] : memref<8x8xf32, #gpu.address_space<workgroup>>, %[[TS:.*]] : memref<17xi32, #gpu.address_space<workgroup>>)
 // CHECK-SAME: private(%[[ACC:.*]] : memref<4xf32, #gpu.address_space<private>>) kernel
 //   each row's weight slice recorded in shared memory, then whether the tile shares one
 // CHECK: %[[SL:.*]] = memref.load %[[T]][%{{.*}}] : memref<?xi32>
@@ -43,7 +43,7 @@
 // CHECK: %[[R:.*]] = memref.load %[[G]][%{{.*}}] : memref<?xi32>
 // CHECK-NEXT: %[[RI:.*]] = arith.index_cast %[[R]] : i32 to index
 // CHECK-NEXT: memref.load %[[A]][%[[RI]], %{{.*}}] : memref<?x16xf32>
-// CHECK: memref.store %{{.*}}, %[[AS]][%{{.*}}, %{{.*}}] : memref<16x8xf32, #gpu.address_space<workgroup>>
+// CHECK: memref.store %{{.*}}, %[[AS]][%{{.*}}, %{{.*}}] : memref<16x9xf32, #gpu.address_space<workgroup>>
 //   the weight tile of the tile's one slice, when its rows share one
 // CHECK: %[[UNI:.*]] = memref.load %[[TS]][%{{.*}}] : memref<17xi32, #gpu.address_space<workgroup>>
 // CHECK: scf.if
@@ -78,7 +78,7 @@
 // HOST: call @__grid_messages_0_gemm
 // HOST-LABEL: func.func private @__block_messages_0_gemm
 // HOST-SAME: (%{{.*}}, %[[BID:[^:]*]]: index, %[[BDIM:[^:]*]]: index)
-// HOST: %[[AS:.*]] = memref.alloc() : memref<16x8xf32>
+// HOST: %[[AS:.*]] = memref.alloc() : memref<16x9xf32>
 // HOST-NEXT: %[[WS:.*]] = memref.alloc() : memref<8x8xf32>
 // HOST-NEXT: %[[TS:.*]] = memref.alloc() : memref<17xi32>
 // HOST-NEXT: %[[ACC:.*]] = memref.alloc(%[[BDIM]]) : memref<?x4xf32>

@@ -10,7 +10,7 @@
 // CHECK: .target sm_90
 // CHECK-LABEL: .visible .entry tiled_0_gemm(
 // CHECK-NOT: .local
-// CHECK: .shared .align 4 .b8 __wg_tiled_0_gemm_0[2048];
+// CHECK: .shared .align 4 .b8 __wg_tiled_0_gemm_0[2176];
 // CHECK: .shared .align 4 .b8 __wg_tiled_0_gemm_1[2048];
 // CHECK: .shared .align 4 .b8 __wg_tiled_0_gemm_2[132];
 // CHECK-NOT: .local
