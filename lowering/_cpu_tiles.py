@@ -267,8 +267,33 @@ def _transposed_weight(b: T.Body, weight: Value) -> Value:
     return buf
 
 
+#: Widest register block row the micro-kernel takes (wider ones spill, or crash LLVM's
+#: lowering of the vector ops).
+MAX_TILE_N = 32
+
+
+def check_gemm_schedule(v: OpAccess, s: intra.Schedule) -> None:
+    """Refuse a packed GEMM schedule the micro-kernel cannot take (``ValueError``): its
+    register block must divide the tile's product, so every block has static shapes."""
+    if not s.pack:
+        return
+    variant = v.attr("variant")
+    k_extent = T.static_dim(v.operand("a"), 1)
+    n_extent = T.width(v.operand("weight") if variant == "xty" else v.operand("out"))
+    rows = k_extent if variant == "xty" else s.tile_m
+    tile_n = s.tile_n or n_extent
+    if tile_n > MAX_TILE_N:
+        raise ValueError(f"tile_n {tile_n} is wider than the micro-kernel's {MAX_TILE_N}")
+    if rows % s.unroll or n_extent % tile_n:
+        raise ValueError(
+            f"the register block (unroll {s.unroll} x tile_n {tile_n}) must divide the "
+            f"product ({rows} x {n_extent})"
+        )
+
+
 def lower_gemm(v: OpAccess, s: intra.Schedule) -> None:
     """A GEMM template in scheduled form (module docstring)."""
+    check_gemm_schedule(v, s)
     ops = T.operands(v)
     variant, epilogue = v.attr("variant"), v.attr("epilogue")
     per_slice = T.slice_rows(v)

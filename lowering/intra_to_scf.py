@@ -106,6 +106,11 @@ def convert_function(func: ir.Operation, ops: list[ir.Operation]) -> None:
         if op.name not in LOWER:
             continue
         schedule = _schedule(op)
+        if schedule is not None and op.name == "hector_intra.gemm_template":
+            try:
+                _cpu_tiles.check_gemm_schedule(intra.view(op), schedule)
+            except ValueError as err:
+                raise PassFailure(f"invalid schedule: {err}", op.location) from None
         with op.location, ir.InsertionPoint(op):
             if schedule is None:
                 LOWER[op.name](intra.view(op))

@@ -1,0 +1,107 @@
+// RUN: hector-opt %s -p convert-hector-intra-to-scf | FileCheck %s
+
+// Scheduled templates lower to packed tiles, micro-kernels and workers. The schedules are
+// written here (hector-schedule's choices are tested in hector-schedule.mlir).
+
+// CHECK-LABEL: func.func @messages
+// Two workers may add into one destination row: the second gets a zeroed partial output.
+// CHECK: %[[PARTIAL:.*]] = memref.alloc(%{{.*}}) : memref<1x?x16xf32>
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[PARTIAL]] : memref<1x?x16xf32>)
+// CHECK: scf.forall (%[[W:.*]]) in (2) {
+// The first worker writes to `out`, the other to its partial.
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[W]], %{{.*}} : index
+// CHECK: scf.if %[[FIRST]] {
+// A packed tile of 8 gathered rows and its product.
+// CHECK: memref.alloca() : memref<8x16xf32>
+// CHECK: memref.alloca() : memref<8x16xf32>
+// Every row of the tile must share one weight slice for the micro-kernel; otherwise rows go
+// one at a time.
+// CHECK: scf.for %{{.*}} iter_args(%{{.*}} = %true) -> (i1)
+// CHECK: scf.if
+// Packing: gathered rows in, zeros past the last row.
+// CHECK: arith.cmpi ult
+// CHECK: memref.store %{{.*}} : memref<8x16xf32>
+// The micro-kernel: the transform script tiled the matmul to its 2 x 16 register block and
+// vectorised it; multiply-adds contract to FMAs.
+// CHECK: memref.subview %{{.*}} [2, 16] [1, 1] : memref<8x16xf32> to memref<2x16xf32
+// CHECK: vector.transfer_read {{.*}} vector<2x16xf32>
+// CHECK: arith.mulf {{.*}} fastmath<contract> : vector<2x16x1xf32>
+// CHECK: arith.addf {{.*}} fastmath<contract> : vector<2x16xf32>
+// CHECK: vector.transfer_write {{.*}} vector<2x16xf32>
+// CHECK-NOT: linalg.matmul
+// CHECK: } else {
+// CHECK: memref.subview %[[PARTIAL]]
+// CHECK: memref.load %{{.*}} : memref<?x16xf32, strided<[16, 1], offset: ?>>
+// Partials fold into `out` in worker order, in parallel over rows; then they are freed.
+// CHECK: scf.forall (%{{.*}}) in (2) {
+// CHECK: memref.load %[[PARTIAL]]
+// CHECK: arith.addf
+// CHECK: memref.dealloc %[[PARTIAL]]
+func.func @messages(%x: memref<?x16xf32>, %w: memref<3x16x16xf32>, %src: memref<?xi32>,
+                    %etype: memref<?xi32>, %dst: memref<?xi32>, %out: memref<?x16xf32>) {
+  "hector_intra.gemm_template"(%x, %w, %src, %etype, %dst, %out)
+      {variant = "xw", epilogue = "add", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 1>,
+       schedule = {pack = true, parallel = "rows", threads = 2 : i64, tile_k = 1 : i64,
+                   tile_m = 8 : i64, tile_n = 16 : i64, unroll = 2 : i64, vector = 16 : i64}}
+      : (memref<?x16xf32>, memref<3x16x16xf32>, memref<?xi32>, memref<?xi32>, memref<?xi32>,
+         memref<?x16xf32>) -> ()
+  return
+}
+
+// CHECK-LABEL: func.func @input_gradient
+// xwt multiplies by a transposed copy of the weight, made once per call. One worker: no
+// scf.forall, no partials.
+// CHECK-NOT: scf.forall
+// CHECK: %[[WT:.*]] = memref.alloc() : memref<16x8xf32>
+// CHECK: linalg.transpose ins(%{{.*}} : memref<8x16xf32>) outs(%[[WT]] : memref<16x8xf32>) permutation = [1, 0]
+// CHECK: vector.transfer_read {{.*}} vector<4x8xf32>
+// CHECK: memref.dealloc %[[WT]]
+func.func @input_gradient(%dy: memref<?x16xf32>, %w: memref<8x16xf32>, %dx: memref<?x8xf32>) {
+  "hector_intra.gemm_template"(%dy, %w, %dx)
+      {variant = "xwt", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>,
+       schedule = {pack = true, parallel = "none", threads = 1 : i64, tile_k = 1 : i64,
+                   tile_m = 8 : i64, tile_n = 8 : i64, unroll = 4 : i64, vector = 8 : i64}}
+      : (memref<?x16xf32>, memref<8x16xf32>, memref<?x8xf32>) -> ()
+  return
+}
+
+// CHECK-LABEL: func.func @weight_gradient
+// xty packs the gathered rows transposed ([K, tile_m]) and the row gradients ([tile_m, N]) and
+// adds their product into the worker's weight-gradient slice.
+// CHECK: memref.alloc() : memref<1x3x8x16xf32>
+// CHECK: scf.forall
+// CHECK: memref.alloca() : memref<8x8xf32>
+// CHECK: memref.alloca() : memref<8x16xf32>
+// CHECK: memref.subview %{{.*}}[%{{.*}}, 0, 0] [1, 8, 16] [1, 1, 1] : memref<3x8x16xf32> to memref<8x16xf32, strided<[16, 1], offset: ?>>
+// CHECK: vector.transfer_read {{.*}} vector<4x16xf32>
+func.func @weight_gradient(%x: memref<?x8xf32>, %dy: memref<?x16xf32>, %src: memref<?xi32>,
+                           %etype: memref<?xi32>, %dw: memref<3x8x16xf32>) {
+  "hector_intra.gemm_template"(%x, %dy, %src, %etype, %dw)
+      {variant = "xty", epilogue = "add", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1>,
+       schedule = {pack = true, parallel = "rows", threads = 2 : i64, tile_k = 1 : i64,
+                   tile_m = 8 : i64, tile_n = 16 : i64, unroll = 4 : i64, vector = 16 : i64}}
+      : (memref<?x8xf32>, memref<?x16xf32>, memref<?xi32>, memref<?xi32>,
+         memref<3x8x16xf32>) -> ()
+  return
+}
+
+// CHECK-LABEL: func.func @max_to_dst
+// A max reduction's partials start at -inf and fold with maximumf.
+// CHECK: %[[NEG:.*]] = arith.constant 0xFF800000 : f32
+// CHECK: linalg.fill ins(%[[NEG]] : f32) outs(%{{.*}} : memref<2x?x4xf32>)
+// CHECK: scf.forall (%{{.*}}) in (3) {
+// CHECK: arith.maximumf
+// CHECK: scf.forall (%{{.*}}) in (3) {
+// CHECK-COUNT-2: arith.maximumf
+func.func @max_to_dst(%dst: memref<?xi32>, %m: memref<?x4xf32>, %out: memref<?x4xf32>) {
+  "hector_intra.traversal_template"(%dst, %m, %out)
+      {parallel = "edge", fn = "copy", reduce = "max", slope = 0.0 : f32,
+       block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 1, 0, 1, 0, 1>,
+       schedule = {pack = false, parallel = "rows", threads = 3 : i64, tile_k = 0 : i64,
+                   tile_m = 1 : i64, tile_n = 0 : i64, unroll = 1 : i64, vector = 1 : i64}}
+      : (memref<?xi32>, memref<?x4xf32>, memref<?x4xf32>) -> ()
+  return
+}

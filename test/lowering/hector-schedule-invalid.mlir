@@ -1,0 +1,50 @@
+// RUN: not hector-opt %s -p "hector-schedule{threads=0}" 2>&1 | FileCheck %s --check-prefix=THREADS
+// RUN: not hector-opt %s -p "hector-schedule{target=fpga}" 2>&1 | FileCheck %s --check-prefix=TARGET
+// RUN: hector-opt %s --split-input-file --verify-diagnostics -p convert-hector-intra-to-scf
+
+// THREADS: error: hector-schedule: threads must be at least 1, got 0
+// TARGET: error: hector-schedule: unknown target 'fpga' (known: cpu
+
+func.func @unknown_field(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
+  // expected-error@+1 {{invalid schedule: unknown schedule field 'tiles' (known: tile_m, tile_n, tile_k, vector, unroll, pack, parallel, threads)}}
+  "hector_intra.gemm_template"(%x, %w, %out)
+      {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>, schedule = {tiles = 4 : i64}}
+      : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
+  return
+}
+
+// -----
+
+func.func @bad_parallel(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
+  // expected-error@+1 {{invalid schedule: schedule field parallel must be one of rows, none, got 'columns'}}
+  "hector_intra.gemm_template"(%x, %w, %out)
+      {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>, schedule = {parallel = "columns"}}
+      : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
+  return
+}
+
+// -----
+
+func.func @zero_threads(%dst: memref<?xi32>, %m: memref<?x4xf32>, %out: memref<?x4xf32>) {
+  // expected-error@+1 {{invalid schedule: schedule field threads must be a positive integer, got 0}}
+  "hector_intra.traversal_template"(%dst, %m, %out)
+      {parallel = "edge", fn = "copy", reduce = "sum", slope = 0.0 : f32,
+       block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 1, 0, 1, 0, 1>,
+       schedule = {threads = 0 : i64}}
+      : (memref<?xi32>, memref<?x4xf32>, memref<?x4xf32>) -> ()
+  return
+}
+
+// -----
+
+func.func @block_too_wide(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
+  // expected-error@+1 {{invalid schedule: the register block (unroll 3 x tile_n 16) must divide the product (8 x 8)}}
+  "hector_intra.gemm_template"(%x, %w, %out)
+      {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>,
+       schedule = {pack = true, tile_m = 8 : i64, tile_n = 16 : i64, unroll = 3 : i64}}
+      : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
+  return
+}
