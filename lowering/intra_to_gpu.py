@@ -6,7 +6,10 @@ Each template becomes a ``gpu.func`` kernel in the module ``@hector_kernels`` (n
 
 * ``gemm_template``: one thread per ``(row, column tile)``; a thread computes ``tile_n``
   output columns of its row, each a ``k``-loop dot product, and writes them with the epilogue
-  (``add`` with a scatter index becomes an atomic add, since rows may collide);
+  (``add`` with a scatter index becomes an atomic add, since rows may collide). With a
+  ``schedule`` attribute (``xw``/``xwt``) it is the shared-memory tiled kernel of
+  ``lowering/_gpu_tiles.py`` instead: a block per output tile, gathered rows staged between
+  ``gpu.barrier``s; the option ``tile`` gives unscheduled GEMMs the GPU chooser's schedule;
 * ``traversal_template``: one thread per ``(row, column)`` element; ``sum`` reductions become
   atomic adds (``memref.atomic_rmw addf``); with ``align = "warp128"`` one warp per row, reading
   ``x`` in aligned 128-byte segments (:func:`_warp128_columns`, the zero-copy gather mapping);
@@ -35,7 +38,7 @@ from mlir.dialects import arith, gpu, memref, scf
 from ..dialects import hector_intra as intra
 from ..dialects._build import OpAccess
 from ..dialects.hector_intra import ALIGN_MODES
-from ..passes._registry import PassFailure, register_pass
+from ..passes._registry import Option, PassFailure, register_pass
 from . import _gpu_tiles as G
 from . import _templates as T
 from .intra_to_scf import functions
@@ -529,12 +532,37 @@ def run_module(module_op: ir.Operation) -> None:
         convert_function(func, ops, kernels)
 
 
+def choose_gpu_schedules(module_op: ir.Operation) -> int:
+    """Give every ``xw``/``xwt`` GEMM template without a schedule the GPU chooser's
+    (:func:`_gpu_tiles.gpu_gemm_schedule`); returns how many got one."""
+    chosen = 0
+    for op in _ops_named(module_op, ("hector_intra.gemm_template",)):
+        if "schedule" in op.attributes:
+            continue
+        v = intra.view(op)
+        ops = T.operands(v)
+        k, n = T.static_dim(ops["a"], 1), T.width(ops["out"])
+        schedule = G.gpu_gemm_schedule(v.attr("variant"), k, n)
+        if schedule is not None:
+            with op.context:
+                op.attributes["schedule"] = schedule.to_attr()
+            chosen += 1
+    return chosen
+
+
 @register_pass(
     "convert-hector-intra-to-gpu",
     "Lower hector_intra templates to one gpu.func kernel each plus host gpu.launch_func calls",
+    tile=Option(
+        bool,
+        False,
+        "give GEMMs without a schedule the GPU chooser's (shared-memory tiled kernels)",
+    ),
 )
-def run(module_op: ir.Operation) -> None:
+def run(module_op: ir.Operation, tile: bool = False) -> None:
     """Pass entry point."""
+    if tile:
+        choose_gpu_schedules(module_op)
     run_module(module_op)
 
 

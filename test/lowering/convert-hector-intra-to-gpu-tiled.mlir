@@ -1,5 +1,6 @@
 // RUN: hector-opt %s --split-input-file -p convert-hector-intra-to-gpu | FileCheck %s
 // RUN: hector-opt %s --split-input-file -p 'convert-hector-intra-to-gpu, hector-gpu-kernels-on-host' | FileCheck %s --check-prefix=HOST
+// RUN: hector-opt %s --split-input-file -p 'convert-hector-intra-to-gpu{tile=true}' | FileCheck %s --check-prefix=AUTO
 
 // A gemm_template with a `schedule` lowers to the shared-memory tiled kernel
 // (lowering/_gpu_tiles.py): one block per tile_m × tile_n output tile, (tile_m / unroll) ×
@@ -144,7 +145,18 @@ func.func @grad(%dy: memref<?x16xf32>, %w: memref<2x8x16xf32>, %et: memref<?xi32
 // -----
 
 // ---- the weight gradient (xty) keeps its chunked partials form with a schedule; a template
-// without a schedule keeps the one-thread-per-row kernel ----
+// without a schedule keeps the one-thread-per-row kernel, unless the pass's option `tile`
+// gives it the GPU chooser's schedule (gpu_gemm_schedule: 64-row tiles, tile_k 16; for 8
+// columns 4 × 2 register blocks, 16 × 4 = 64 threads). Schedules already there stay. ----
+
+// AUTO: gpu.launch_func @hector_kernels::@messages_0_gemm {{.*}} threads in (%c32,
+// AUTO: gpu.launch_func @hector_kernels::@weights_1_gemm {{.*}} threads in (%c64{{[_0-9]*}},
+// AUTO-LABEL: gpu.func @weights_0_gemm(
+// AUTO-NOT: workgroup
+// AUTO-SAME: kernel
+// AUTO: gpu.func @weights_1_gemm(
+// AUTO-SAME: workgroup(%{{.*}} : memref<64x17xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<16x8xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<65xi32, #gpu.address_space<workgroup>>)
+// AUTO-SAME: private(%{{.*}} : memref<8xf32, #gpu.address_space<private>>)
 
 // CHECK-LABEL: gpu.module @hector_kernels
 // CHECK: gpu.func @weights_0_gemm(
