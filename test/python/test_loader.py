@@ -1,0 +1,138 @@
+"""hector.loader: batches, prefetch, shards, memory-mapped features, PyG conversions, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from hector import datasets, models
+from hector.loader import FeatureStore, NeighborLoader, write_random_features
+
+
+@pytest.fixture(scope="module")
+def mag():
+    return datasets.load("synthetic:mag", scale=0.002, seed=2)
+
+
+@pytest.fixture(scope="module")
+def store(mag, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("features")
+    write_random_features(folder / "x.npy", mag.num_nodes, 6, seed=0, chunk_rows=100)
+    np.save(folder / "y.npy", np.arange(mag.num_nodes) % 3)
+    return FeatureStore(folder / "x.npy", folder / "y.npy")
+
+
+def _same(a, b) -> bool:
+    return all(
+        torch.equal(getattr(a.graph, k), getattr(b.graph, k)) for k in ("src", "dst", "etype")
+    ) and torch.equal(a.node_ids, b.node_ids)
+
+
+def test_batches_hold_features_labels_and_the_layout(mag, store):
+    loader = NeighborLoader(
+        mag, [3, 2], input_nodes="paper", batch_size=16, features=store, num_workers=0
+    )
+    batch = next(iter(loader))
+    table = np.load(store.path)
+    assert torch.equal(batch.x, torch.from_numpy(table[batch.node_ids.numpy()]))
+    seeds = batch.node_ids[batch.seed_local]
+    assert torch.equal(seeds, torch.arange(16) + mag.type_offsets()["paper"])
+    assert torch.equal(batch.y, seeds % 3)
+    # Node types grouped; the seeds lead the paper block.
+    assert torch.equal(batch.graph.ntype, mag.node_type[batch.node_ids].to(torch.int32))
+    p = mag.node_types.index("paper")
+    assert torch.equal(batch.seed_local, torch.arange(16) + batch.ntype_ptr[p])
+    assert len(loader) == -(-mag.num_nodes_dict()["paper"] // 16)
+
+
+def test_prefetch_workers_yield_the_same_batches_in_order(mag, store):
+    kw = {"input_nodes": "paper", "batch_size": 8, "shuffle": True, "seed": 3, "features": store}
+    plain = list(NeighborLoader(mag, [2, 2], num_workers=0, **kw))
+    for workers, prefetch in ((1, 1), (3, 2)):
+        got = list(NeighborLoader(mag, [2, 2], num_workers=workers, prefetch=prefetch, **kw))
+        assert len(got) == len(plain)
+        assert all(_same(a, b) and torch.equal(a.x, b.x) for a, b in zip(plain, got, strict=True))
+    # Another epoch shuffles differently.
+    loader = NeighborLoader(mag, [2, 2], num_workers=0, **kw)
+    loader.set_epoch(1)
+    assert not torch.equal(next(iter(loader)).node_ids, plain[0].node_ids)
+
+
+def test_ranks_take_disjoint_equal_shards(mag):
+    seeds = []
+    for rank in range(3):
+        loader = NeighborLoader(
+            mag, [1], input_nodes="paper", batch_size=5, shuffle=True, rank=rank, world_size=3
+        )
+        got = [b.node_ids[b.seed_local] for b in loader]
+        seeds.append(torch.cat(got))
+        assert len(got) == len(loader)
+    assert len({len(s) for s in seeds}) == 1
+    everything = torch.cat(seeds)
+    assert everything.unique().numel() == everything.numel()
+
+
+def test_pyg_layers_see_the_same_subgraph(mag, store):
+    from torch_geometric.nn import HGTConv, RGCNConv
+
+    loader = NeighborLoader(
+        mag, [3, 3], input_nodes="paper", batch_size=12, features=store, num_workers=0
+    )
+    batch = next(iter(loader))
+    torch.manual_seed(0)
+    conv = RGCNConv(6, 4, mag.num_relations, aggr="mean")
+    pyg = batch.to_pyg()
+    want = conv(pyg["x"], pyg["edge_index"], pyg["edge_type"])
+    got = models.RGCNLayer.from_pyg(conv)(batch.graph, batch.x)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+
+    node_types, edge_types = mag.metadata()
+    hgt = HGTConv(6, 6, (node_types, edge_types), heads=2)
+    x_dict, edge_index_dict = batch.to_pyg_hetero(node_types, edge_types)
+    want = hgt(x_dict, edge_index_dict)
+    got = models.HGTLayer.from_pyg(hgt)(batch.graph, batch.x_dict(node_types))
+    for t, v in got.items():
+        if want.get(t) is not None:
+            torch.testing.assert_close(v, want[t], atol=1e-5, rtol=1e-4)
+
+
+def test_compiled_layers_do_not_recompile_per_batch(mag, store):
+    loader = NeighborLoader(
+        mag, [3, 3], input_nodes="paper", batch_size=10, features=store, num_workers=0
+    )
+    layer = models.RGATLayer(6, 4, mag.num_relations)
+    fn = layer.compiled
+    sizes = set()
+    for batch in loader:
+        layer(batch.graph, batch.x).sum().backward()
+        sizes.add((batch.num_nodes, batch.num_edges))
+        with torch.no_grad():
+            layer(batch.graph, batch.x)
+        if batch.index == 3:
+            break
+    assert len(sizes) > 1  # every batch has its own node and edge counts
+    assert fn.compilations == 2  # one training and one inference kernel
+
+
+def test_bad_inputs_give_clear_errors(mag, store, tmp_path):
+    with pytest.raises(ValueError, match="input_nodes names node type 'pape'"):
+        NeighborLoader(mag, [2], input_nodes="pape")
+    with pytest.raises(ValueError, match=r"input_nodes\[1\] = 99999 is out of range"):
+        NeighborLoader(mag, [2], input_nodes=("paper", [0, 99999]))
+    with pytest.raises(ValueError, match="batch_size must be a positive int"):
+        NeighborLoader(mag, [2], batch_size=0)
+    with pytest.raises(ValueError, match=r"fanouts\[0\] has 3 entries but the graph has 8"):
+        NeighborLoader(mag, [[1, 2, 3]])
+    with pytest.raises(ValueError, match="unknown relation 'nope'"):
+        NeighborLoader(mag, {"nope": [1]})
+    with pytest.raises(ValueError, match="rank 2 is out of range for world_size 2"):
+        NeighborLoader(mag, [1], rank=2, world_size=2)
+    np.save(tmp_path / "small.npy", np.zeros((3, 2), np.float32))
+    with pytest.raises(ValueError, match="feature store has 3 rows but the graph has"):
+        NeighborLoader(mag, [1], features=FeatureStore(tmp_path / "small.npy"))
+    np.save(tmp_path / "ints.npy", np.zeros((3, 2), np.int64))
+    with pytest.raises(ValueError, match="features must be a 2-D float32 array"):
+        FeatureStore(tmp_path / "ints.npy")
+    with pytest.raises(ValueError, match="no such file"):
+        FeatureStore(tmp_path / "missing.npy")
