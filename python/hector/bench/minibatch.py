@@ -61,6 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-batches", type=int, default=2, help="inference batches after training")
     p.add_argument("--systems", default="hector,pyg", help="comma-separated: hector,pyg")
     p.add_argument("--procs", default="1,2", help="process counts, e.g. 1,2")
+    p.add_argument("--pyg-procs", default=None, help="process counts for PyG (default: --procs)")
     p.add_argument("--workers", type=int, default=1, help="loader worker threads")
     p.add_argument("--prefetch", type=int, default=1, help="batches prepared ahead")
     p.add_argument("--seed", type=int, default=0)
@@ -556,6 +557,9 @@ def _config(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], list[s
         "seed": args.seed,
         "cache_dir": args.cache_dir,
         "procs": procs,
+        "pyg_procs": [int(p) for p in _parse_list(args.pyg_procs, None, "pyg-procs")]
+        if args.pyg_procs
+        else procs,
     }
     models_ = _parse_list(args.models, MODELS, "models")
     systems = _parse_list(args.systems, ("hector", "pyg"), "systems")
@@ -622,7 +626,7 @@ def run(args: argparse.Namespace) -> int:
                 "results": [],
             }
             for system in systems:
-                for procs in cfg["procs"]:
+                for procs in cfg["procs"] if system == "hector" else cfg["pyg_procs"]:
                     one = {**cfg, "dataset": name, "model": model, "system": system}
                     try:
                         if procs == 1:
