@@ -318,10 +318,13 @@ class NeighborSampler:
             raise MemoryError("the sampled batch does not fit in memory")
         if code != native.OK:
             raise ValueError(f"hector_sampler_sample failed (status {code})")
+        handle = batch.value
+        if handle is None:
+            raise ValueError("hector_sampler_sample returned no batch")
         try:
-            return self._write(batch.value, int(sizes[0]), int(sizes[1]), int(sizes[2]))
+            return self._write(handle, int(sizes[0]), int(sizes[1]), int(sizes[2]))
         finally:
-            lib.hector_sampled_batch_free(batch.value)
+            lib.hector_sampled_batch_free(handle)
 
     def _write(self, batch: int, n: int, e: int, b: int) -> SampledArrays:
         """Copy a native batch into fresh numpy arrays in Hector's layout."""

@@ -285,7 +285,7 @@ def _fanouts(dataset: Dataset, num_neighbors: Any) -> np.ndarray:
     """``num_neighbors`` (a list per hop, or ``{relation: [per hop]}``) as a fan-out table."""
     r = dataset.num_relations
     if isinstance(num_neighbors, dict):
-        names = {et: i for i, et in enumerate(dataset.edge_types)}
+        names: dict[Any, int] = {et: i for i, et in enumerate(dataset.edge_types)}
         names.update({et[1]: i for i, et in enumerate(dataset.edge_types)})
         hops = {len(v) for v in num_neighbors.values()}
         if len(hops) != 1:
