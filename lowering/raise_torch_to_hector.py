@@ -690,24 +690,46 @@ class _Raiser:
 
     @_handles("torch.aten.view")
     def raise_head_scale(self, op: Any, shape: Shape) -> HNode | None:
-        """``(X.view(M, H, Dh) * A.unsqueeze(-1)).view(M, D)`` → ``scale`` per head."""
-        mul = _def(op.operands[0])
-        if len(shape) != 2 or _name(mul) != "torch.aten.mul.Tensor":
+        """``(X.view(M, H, Dh) * A.unsqueeze(-1)).view(M, D)`` → ``scale`` per head; and the
+        per-head weighted sum as PyG's ``RGATConv`` writes it, ``zeros(N, H, Dh).scatter_add(0,
+        I.view(-1, 1, 1).expand_as(P), P).view(N, D)`` with ``P`` that product (``A`` also as
+        ``A.view(M, H, 1)``) → ``sum_to_dst(scale(X, A))`` (``sum_to_src`` by the src index)."""
+        if len(shape) != 2:
             return None
+        inner = _def(op.operands[0])
+        if _name(inner) == "torch.aten.mul.Tensor":
+            return self.head_scale(inner, shape)
+        summed = self.summed(op.operands[0])
+        if summed is None or summed[1] not in SUM_BY_ARRAY or shape[0] != self.N:
+            return None
+        mul, s3 = _def(summed[0]), _shape(summed[0])
+        if _name(mul) != "torch.aten.mul.Tensor" or s3 is None or len(s3[0]) != 3:
+            return None
+        m = self.head_scale(mul, (s3[0][0], shape[1]))
+        if m is None or m.kind != Kind.EDGE:
+            return None
+        return self.node(SUM_BY_ARRAY[summed[1]], Kind.NODE, shape, x=m)
+
+    def head_scale(self, mul: Any, shape: Shape) -> HNode | None:
+        """``X.view(M, H, Dh) * A.unsqueeze(-1)`` (or ``* A.view(M, H, 1)``), in either order,
+        as a ``scale`` of ``X [M, H * Dh]`` by ``A [M, H]``; ``shape`` is ``[M, H * Dh]``."""
         for xv, av in (mul.operands, reversed(list(mul.operands))):
             xview, un = _def(xv), _def(av)
-            if _name(xview) != "torch.aten.view" or _name(un) != "torch.aten.unsqueeze":
+            sx, sa = _shape(xv), _shape(av)
+            if _name(xview) != "torch.aten.view" or sx is None or sa is None:
                 continue
-            sx = _shape(xv)
-            if sx is None:
-                return None
             s3 = sx[0]
-            if len(s3) != 3 or self.const(un.operands[1]) not in (-1, 2):
+            if len(s3) != 3:
+                continue
+            if _name(un) == "torch.aten.unsqueeze":
+                if self.const(un.operands[1]) not in (-1, 2):
+                    continue
+            elif _name(un) != "torch.aten.view" or tuple(sa[0]) != (s3[0], s3[1], 1):
                 continue
             x, a = self.rows(xview.operands[0]), self.rows(un.operands[0])
             if x is None or a is None or x.kind != a.kind or (x.op == a.op == LEAF):
                 continue
-            if a.shape[1] != s3[1] or x.shape[1] != s3[1] * s3[2] or shape != x.shape:
+            if a.shape[1] != s3[1] or x.shape[1] != s3[1] * s3[2] or tuple(shape) != x.shape:
                 continue
             return self.node("scale", x.kind, shape, x=x, s=a)
         return None
