@@ -30,11 +30,13 @@ class Kind(StrEnum):
     NODE = "node"
     EDGE = "edge"
     COMPACT = "compact"  # one row per unique (source node, edge type) pair
+    DST_COMPACT = "dst_compact"  # one row per unique (destination node, edge type) pair
     WEIGHT = "weight"
 
     @property
     def text(self) -> str:
-        """How diagnostics name the kind (``node-wise``, ``edge-wise``, ``compact``, ``weight``)."""
+        """How diagnostics name the kind (``node-wise``, ``edge-wise``, ``compact``,
+        ``dst_compact``, ``weight``)."""
         return f"{self.value}-wise" if self in (Kind.NODE, Kind.EDGE) else self.value
 
 

@@ -464,6 +464,59 @@ SUM_COMPACT_TO_SRC = _index_op(
     "compact_gather_src",
 )
 
+SUM_TO_DST_COMPACT = _index_op(
+    "sum_to_dst_compact",
+    "Sum edge rows onto their (destination, edge type) pair.",
+    """
+`out[p, :] = Σ_{e : edge_dst_compact(e) = p} x[e, :]` for every *destination pair* `p`, one per
+unique (destination node, edge type) pair of the graph. `hector-aggregation-order` rewrites
+`sum_to_dst(scale(typed_linear(m, W), s))` into
+`sum_dst_compact_to_dst(typed_linear(sum_to_dst_compact(scale(m, s)), W))`: each relation's
+rows are summed per destination first and multiplied once per pair (PyG `RGCNConv`'s order).
+""",
+    RowMap(
+        "edge_dst_compact",
+        reduce=True,
+        src=Kind.EDGE,
+        dst=Kind.DST_COMPACT,
+        rows="dst_compact_dst",
+    ),
+    "expand_dst_compact",
+)
+
+EXPAND_DST_COMPACT = _index_op(
+    "expand_dst_compact",
+    "Read each edge's row from its (destination, edge type) pair.",
+    """
+`out[e, :] = x[edge_dst_compact(e), :]`; the adjoint of `sum_to_dst_compact`. The lowering folds
+it into the reading template's index.
+""",
+    RowMap("edge_dst_compact", reduce=False, src=Kind.DST_COMPACT, dst=Kind.EDGE),
+    "sum_to_dst_compact",
+)
+
+SUM_DST_COMPACT_TO_DST = _index_op(
+    "sum_dst_compact_to_dst",
+    "Sum destination-pair rows onto their destination nodes.",
+    """
+`out[v, :] = Σ_{p : dst_compact_dst(p) = v} x[p, :]`: the per-relation results of a node added
+up (the last step of aggregate-then-transform).
+""",
+    RowMap("dst_compact_dst", reduce=True, src=Kind.DST_COMPACT, dst=Kind.NODE, rows="ntype"),
+    "dst_compact_gather_dst",
+)
+
+DST_COMPACT_GATHER_DST = _index_op(
+    "dst_compact_gather_dst",
+    "Copy the destination-node row of each unique (destination, edge type) pair onto it.",
+    """
+`out[p, :] = x[dst_compact_dst(p), :]`; the adjoint of `sum_dst_compact_to_dst` (the output
+gradient of each node read by each of its relations).
+""",
+    RowMap("dst_compact_dst", reduce=False, src=Kind.NODE, dst=Kind.DST_COMPACT),
+    "sum_dst_compact_to_dst",
+)
+
 WEIGHT_PRODUCT = OpDef(
     name="weight_product",
     summary="Product of two weights, per slice (what linear operator reordering computes).",
@@ -567,6 +620,10 @@ DIALECT = DialectDef(
         WEIGHT_PRODUCT,
         ETYPE_SRC_WEIGHT,
         ETYPE_SRC_WEIGHT_GRAD,
+        SUM_TO_DST_COMPACT,
+        EXPAND_DST_COMPACT,
+        SUM_DST_COMPACT_TO_DST,
+        DST_COMPACT_GATHER_DST,
     ),
 )
 

@@ -59,6 +59,11 @@ GRAPH_LAYOUT: tuple[GraphArray, ...] = (
     GraphArray("compact_etype", "i32", "edge type of each unique pair"),
     GraphArray("edge_compact", "i32", "unique pair of each edge"),
     GraphArray("etype_src_ntype", "i32", "source node type of each edge type"),
+    # Unique (destination, edge type) pairs, sorted by (edge type, destination): each
+    # relation's pairs are one contiguous segment, in the relations' order.
+    GraphArray("dst_compact_dst", "i32", "destination node of each unique (dst, edge type) pair"),
+    GraphArray("dst_compact_etype", "i32", "edge type of each unique (dst, edge type) pair"),
+    GraphArray("edge_dst_compact", "i32", "unique (dst, edge type) pair of each edge"),
 )
 #: Loops a schedule may run in parallel (``Schedule.parallel``).
 PARALLEL_LOOPS: tuple[str, ...] = ("rows", "none")

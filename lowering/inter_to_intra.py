@@ -4,8 +4,9 @@ Each function on tensors becomes a function on memrefs in destination-passing st
 
 * the ``!hector_inter.graph`` argument is replaced, in place, by the graph's arrays (one per
   ``GRAPH_LAYOUT`` entry of ``dialects/hector_intra.py``: ``src, dst, etype, ntype, etype_ptr,
-  norm_dst_etype, norm_dst``, the compaction map ``compact_src, compact_etype, edge_compact``
-  and ``etype_src_ntype``);
+  norm_dst_etype, norm_dst``, the compaction map ``compact_src, compact_etype, edge_compact``,
+  ``etype_src_ntype`` and the destination pairs ``dst_compact_dst, dst_compact_etype,
+  edge_dst_compact``);
 * every result becomes a trailing output argument (``hector.outputs`` counts them) and the
   function returns nothing;
 * intermediate values get ``memref.alloc`` buffers, sized by the edge count (``dim src``), the node
@@ -36,7 +37,7 @@ from collections.abc import Callable
 from mlir import ir
 from mlir.dialects import arith, func, linalg, memref
 
-from ..dialects import RowMap, spec
+from ..dialects import Kind, RowMap, spec
 from ..dialects import hector_inter as inter
 from ..dialects import hector_intra as intra
 from ..dialects._build import OpHandlers
@@ -200,11 +201,17 @@ class _FuncLowering:
         compact = self.kinds.get(rows) == verify.COMPACT or (
             self.fused_producer(rows, "hector_inter.compact_gather_src") is not None
         )
+        dst_pairs = self.kinds.get(rows) == Kind.DST_COMPACT or (
+            self.fused_producer(rows, "hector_inter.dst_compact_gather_dst") is not None
+        )
+        if dst_pairs:
+            return self.graph_array("dst_compact_etype", op)
         return self.graph_array("compact_etype" if compact else "etype", op)
 
     def parallel(self, value: ir.Value) -> str:
         """Whether rows of ``value`` are edges (or compact rows) or nodes."""
-        return "edge" if self.kinds.get(value) in (verify.EDGE, verify.COMPACT) else "node"
+        rows = (verify.EDGE, verify.COMPACT, Kind.DST_COMPACT)
+        return "edge" if self.kinds.get(value) in rows else "node"
 
     def type_array(self, value: ir.Value, op: ir.Operation) -> ir.Value:
         """The per-row type array of ``value``'s rows: edge types or node types."""
@@ -213,6 +220,8 @@ class _FuncLowering:
             return self.graph_array("etype", op)
         if kind == verify.COMPACT:
             return self.graph_array("compact_etype", op)
+        if kind == Kind.DST_COMPACT:
+            return self.graph_array("dst_compact_etype", op)
         return self.graph_array("ntype", op)
 
     def collapse(self, value: ir.Value, per_type: bool = False) -> ir.Value:

@@ -1,6 +1,7 @@
 """Hector's passes on its own dialects; importing this package registers each of them."""
 
 from . import (  # importing each module registers its passes
+    aggregate_order,  # noqa: F401  (registers hector-aggregation-order)
     autodiff,  # noqa: F401  (registers hector-autodiff)
     compact,  # noqa: F401  (hector-compact-materialization)
     fuse,  # noqa: F401  (hector-fuse, hector-dce-cse)

@@ -141,11 +141,12 @@ class _Kinds:
 
 
 def _sliced_kind(kinds: _Kinds, x: ir.Value, slice_: str) -> Kind:
-    """Rows a sliced weight applies to: nodes (``ntype``), or edges or compact rows (``etype``,
-    both carry an edge type)."""
+    """Rows a sliced weight applies to: nodes (``ntype``), or edges, compact rows or
+    destination pairs (``etype``, all carry an edge type)."""
     if slice_ == "ntype":
         return NODE
-    return COMPACT if kinds.kind.get(x) == COMPACT else EDGE
+    have = kinds.kind.get(x)
+    return have if have in (COMPACT, Kind.DST_COMPACT) else EDGE
 
 
 def _row_kind(kinds: _Kinds, x: ir.Value, slice_: str, what: str, op: ir.Operation) -> Kind | None:

@@ -50,6 +50,8 @@ def rows_of(kind: str, g: Any) -> int:
         return int(g.num_nodes)
     if kind == "compact":
         return int(g.num_compact)
+    if kind == "dst_compact":
+        return int(g.num_dst_compact)
     return int(g.num_edges)
 
 

@@ -135,7 +135,7 @@ func.func @gather_returned(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: te
 // ---- gather_dst folds with index dst; degree_norm by dst reads norm_dst; scale alone --------
 
 // CHECK-LABEL: func.func @gather_dst_scale
-// CHECK-SAME: (%{{[^:]*}}: memref<?xi32>, %[[DST:[^:]*]]: memref<?xi32>, {{.*}}, %[[NORMDE:[^:]*]]: memref<?x1xf32>, %[[NORMD:[^:]*]]: memref<?x1xf32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %[[X:[^:]*]]: memref<?x16xf32>, %[[W:[^:]*]]: memref<16x8xf32>, %[[OUT:[^:]*]]: memref<?x8xf32>)
+// CHECK-SAME: (%{{[^:]*}}: memref<?xi32>, %[[DST:[^:]*]]: memref<?xi32>, {{.*}}, %[[NORMDE:[^:]*]]: memref<?x1xf32>, %[[NORMD:[^:]*]]: memref<?x1xf32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %[[X:[^:]*]]: memref<?x16xf32>, %[[W:[^:]*]]: memref<16x8xf32>, %[[OUT:[^:]*]]: memref<?x8xf32>)
 // CHECK: %[[E:.*]] = memref.dim %[[DST]], %{{.*}} : memref<?xi32>
 // CHECK-NEXT: %[[M:.*]] = memref.alloc(%[[E]])
 // CHECK-NEXT: "hector_intra.gemm_template"(%[[X]], %[[W]], %[[DST]], %[[M]])
@@ -157,7 +157,7 @@ func.func @gather_dst_scale(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: t
 // ---- a scale with another use is not fused into the sum ----------------------------------
 
 // CHECK-LABEL: func.func @scale_returned
-// CHECK-SAME: %[[NORMDE:[^:]*]]: memref<?x1xf32>, %{{[^:]*}}: memref<?x1xf32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %[[M:[^:]*]]: memref<?x8xf32>, %[[OSUM:[^:]*]]: memref<?x8xf32>, %[[OSC:[^:]*]]: memref<?x8xf32>)
+// CHECK-SAME: %[[NORMDE:[^:]*]]: memref<?x1xf32>, %{{[^:]*}}: memref<?x1xf32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %[[M:[^:]*]]: memref<?x8xf32>, %[[OSUM:[^:]*]]: memref<?x8xf32>, %[[OSC:[^:]*]]: memref<?x8xf32>)
 // CHECK: "hector_intra.traversal_template"(%[[M]], %[[NORMDE]], %[[OSC]])
 // CHECK-SAME: fn = "scale", {{.*}}reduce = "none"
 // CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[OSUM]] : memref<?x8xf32>)
@@ -190,7 +190,7 @@ func.func @ntype(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: tensor<2x16x
 // ---- values not computed here are copied into the outputs -----------------------------------
 
 // CHECK-LABEL: func.func @copies
-// CHECK-SAME: %[[NORMD:[^:]*]]: memref<?x1xf32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %[[X:[^:]*]]: memref<?x8xf32>, %[[O0:[^:]*]]: memref<?x8xf32>, %[[O1:[^:]*]]: memref<?x8xf32>, %[[O2:[^:]*]]: memref<?x8xf32>, %[[O3:[^:]*]]: memref<?x1xf32>)
+// CHECK-SAME: %[[NORMD:[^:]*]]: memref<?x1xf32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %{{[^:]*}}: memref<?xi32>, %[[X:[^:]*]]: memref<?x8xf32>, %[[O0:[^:]*]]: memref<?x8xf32>, %[[O1:[^:]*]]: memref<?x8xf32>, %[[O2:[^:]*]]: memref<?x8xf32>, %[[O3:[^:]*]]: memref<?x1xf32>)
 // CHECK-SAME: attributes {hector.outputs = 4 : i64}
 // CHECK: "hector_intra.traversal_template"(%[[X]], %[[O0]])
 // CHECK-SAME: fn = "relu"

@@ -26,7 +26,7 @@
 // CHECK-NEXT: llvm.call @mgpuStreamDestroy(%[[S]])
 // CHECK-NEXT: llvm.return
 // CHECK-LABEL: llvm.func @_mlir_ciface_rgcn(
-// CHECK-SAME: %arg15: !llvm.ptr)
+// CHECK-SAME: %arg18: !llvm.ptr)
 // CHECK: llvm.call @rgcn(
 // CHECK-LABEL: llvm.func @sum_copy(
 // CHECK: llvm.call @mgpuMemset32

@@ -69,6 +69,9 @@ def test_arrays_order_dtypes_and_layout() -> None:
         "compact_etype",
         "edge_compact",
         "etype_src_ntype",
+        "dst_compact_dst",
+        "dst_compact_etype",
+        "edge_dst_compact",
     )
     arrays = g.arrays()
     assert len(arrays) == len(GRAPH_ARRAYS)
@@ -77,11 +80,12 @@ def test_arrays_order_dtypes_and_layout() -> None:
         assert array.device.type == "cpu"
         assert array.is_contiguous()
     dtypes = [a.dtype for a in arrays]
-    assert dtypes == [torch.int32] * 5 + [torch.float32] * 2 + [torch.int32] * 4
+    assert dtypes == [torch.int32] * 5 + [torch.float32] * 2 + [torch.int32] * 7
     shapes = [tuple(a.shape) for a in arrays]
-    c = g.num_compact
+    c, d = g.num_compact, g.num_dst_compact
     assert shapes == [
-        (400,), (400,), (400,), (50,), (5,), (400, 1), (400, 1), (c,), (c,), (400,), (4,)
+        (400,), (400,), (400,), (50,), (5,), (400, 1), (400, 1), (c,), (c,), (400,), (4,),
+        (d,), (d,), (400,),
     ]  # fmt: skip
     assert g.perm.dtype == torch.int64
     assert tuple(g.perm.shape) == (400,)
