@@ -94,6 +94,11 @@ class FeatureStore:
         self.release = release
         self.threads = threads
         self._lock = threading.Lock()
+        #: Set to record :attr:`peak_resident_bytes` at every gather (reads /proc/self/smaps).
+        self.track_resident = False
+        #: Most bytes of the feature file resident in this process at the end of a gather
+        #: (before the release), while :attr:`track_resident` is set.
+        self.peak_resident_bytes = 0
 
     @staticmethod
     def _open(path: Path) -> np.ndarray:
@@ -125,13 +130,41 @@ class FeatureStore:
         Raises:
             ValueError: a node id is out of range.
         """
+        return self._gather(node_ids, out)[0]
+
+    def _gather(self, node_ids: np.ndarray, out: np.ndarray | None) -> tuple[torch.Tensor, float]:
+        """:meth:`gather`, and the seconds spent on :attr:`track_resident` bookkeeping (so
+        that timings can leave it out)."""
         rows = native_sampler.gather_rows(self.table, node_ids, out=out, threads=self.threads)
+        tracking = 0.0
+        if self.track_resident:
+            start = time.perf_counter()
+            resident = self.resident_bytes() or 0
+            self.peak_resident_bytes = max(self.peak_resident_bytes, resident)
+            tracking = time.perf_counter() - start
         if self.release:
             mapping = getattr(self.table, "_mmap", None)
             if mapping is not None:
                 with self._lock:  # one madvise at a time; gathers in flight re-fault pages
                     mapping.madvise(mmap.MADV_DONTNEED)
-        return torch.from_numpy(rows)
+        return torch.from_numpy(rows), tracking
+
+    def resident_bytes(self) -> int | None:
+        """Bytes of the feature file resident in this process's mappings now (from
+        ``/proc/self/smaps``), or None where that is unavailable."""
+        target = os.path.realpath(self.path)
+        total, inside = 0, False
+        try:
+            with open("/proc/self/smaps", encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    first = line.split(maxsplit=1)[0]
+                    if "-" in first and not first.endswith(":"):  # a mapping's header
+                        inside = line.rstrip("\n").endswith(target)
+                    elif inside and first == "Rss:":
+                        total += int(line.split()[1]) * 1024
+        except OSError:
+            return None
+        return total
 
     def gather_labels(self, node_ids: np.ndarray) -> torch.Tensor:
         """Labels of ``node_ids`` as an int64 tensor.
@@ -436,11 +469,13 @@ class NeighborLoader:
             index=index,
             epoch=self.epoch,
         )
+        tracking = 0.0
         if self.features is not None:
-            batch.x = self.features.gather(arrays.node_ids)
+            batch.x, tracking = self.features._gather(arrays.node_ids, None)
             if self.features.labels is not None:
                 batch.y = self.features.gather_labels(np.asarray(seeds, dtype=np.int64))
-        batch.times = {"sampling": sampled - start, "gather": time.perf_counter() - sampled}
+        gathered = time.perf_counter() - sampled - tracking
+        batch.times = {"sampling": sampled - start, "gather": gathered}
         return batch
 
     def __iter__(self) -> Iterator[Batch]:

@@ -312,6 +312,7 @@ def train(
     eval_batches: int = 0,
     lr: float = 0.01,
     hector_model: Any = None,
+    features: Any = None,
 ) -> dict[str, Any]:
     """Train ``warmup + steps`` batches from ``loader``; return throughput, phase times,
     compilation counts and peak memory (see the module docstring)."""
@@ -326,6 +327,8 @@ def train(
     losses: list[float] = []
     compiles_warm = compiles_start
     rss_file_max = 0
+    if features is not None:
+        features.track_resident = True
     measured_start = time.perf_counter()
     for i in range(warmup + steps):
         if i == warmup:
@@ -376,6 +379,7 @@ def train(
         "loss_first_last": [losses[0], losses[-1]] if losses else None,
         "peak_rss_bytes": peak,
         "max_rss_file_bytes": rss_file_max,
+        "max_feature_file_resident_bytes": features.peak_resident_bytes if features else None,
         "batch": {"nodes": batch.num_nodes, "edges": batch.num_edges},
     }
     share = out["phase_share_of_step"]
@@ -456,6 +460,7 @@ def run_one(cfg: dict[str, Any], rank: int = 0, world: int = 1) -> dict[str, Any
             warmup=cfg["warmup"],
             eval_batches=cfg["eval_batches"] if system == "hector" else 0,
             hector_model=hector_model if system == "hector" else None,
+            features=store,
         )
     )
     if system == "hector":
