@@ -19,6 +19,10 @@ in ``hector/placement.h`` (``libhector_runtime.so``, which the CPU JIT loads):
   freed;
 * ``placement.keep``: nothing to do (the value stays a result).
 
+With ``early_free`` (default) both functions of a planned pair also free every temporary
+right after its last use instead of at the end: the budget bounds what the step keeps, and the
+temporaries it does not keep should not outlive their use either.
+
 A kernel is a top-level op that holds a loop nest (or a template, a ``linalg`` op, a copy).
 No Python runs between the kernels and the store: the calls are in the generated code, against
 the frame the caller made current (``hector.runtime.placement``). :func:`dropped_slots` tells
@@ -99,6 +103,7 @@ class _Lowering:
         self.write_lag = write_lag
         self.saved = {s.slot: s for s in pair.saved}
         self.calls = 0
+        self.placed: set[ir.Value] = set()  # buffers whose frees the calls order
 
     # -- helpers ---------------------------------------------------------------------------
     def rows(self, block: ir.Block, s: SavedValue, loc: ir.Location) -> ir.Value:
@@ -111,7 +116,8 @@ class _Lowering:
 
     def alloc(self, block: ir.Block, s: SavedValue, loc: ir.Location) -> ir.Value:
         """A buffer for ``s`` (at the current insertion point)."""
-        return memref.alloc(s.mtype, [self.rows(block, s, loc)], [], loc=loc)
+        # Page-aligned, so the store's O_DIRECT transfers go straight from and to it.
+        return memref.alloc(s.mtype, [self.rows(block, s, loc)], [], alignment=4096, loc=loc)
 
     def address(self, buffer: ir.Value, s: SavedValue, loc: ir.Location) -> list[ir.Value]:
         """``(slot, ptr, nbytes)`` as i64 for a call on ``buffer``."""
@@ -164,6 +170,7 @@ class _Lowering:
         block = fn.regions[0].blocks[0]
         loc = op.location
         buffer = self.own(fn, s.train_arg, s)
+        self.placed.add(buffer)
         dealloc = [u.owner for u in buffer.uses if u.owner.operation.name == "memref.dealloc"]
         (free,) = dealloc
         free = free.operation
@@ -214,6 +221,7 @@ class _Lowering:
             kernels += _kernel(ops[issue])
         with ir.InsertionPoint(ops[issue]):
             buffer = self.alloc(block, s, loc)
+            self.placed.add(buffer)
             self.call("hector_place_prefetch", self.address(buffer, s, loc), loc)
         with ir.InsertionPoint(ops[first]):
             self.call("hector_place_wait", [_i64_const(s.slot, loc)], loc)
@@ -251,6 +259,37 @@ class _Lowering:
         )
 
 
+def free_early(fn: ir.Operation, keep: set[ir.Value]) -> int:
+    """Move each ``memref.dealloc`` of a buffer ``fn`` allocates to right after the buffer's last
+    use (the lowering frees every buffer at the end of the function, so without this every
+    temporary of a training function is live at its end and the saved values are a small part
+    of the peak). ``keep``: buffers whose frees are already placed. Returns how many moved."""
+    block = fn.regions[0].blocks[0]
+    moved = 0
+    for op in _ops(block):
+        if op.name != "memref.dealloc":
+            continue
+        buffer = op.operands[0]
+        owner = buffer.owner if not isinstance(buffer, ir.BlockArgument) else None
+        if owner is None or buffer in keep:
+            continue
+        owner = owner.operation if hasattr(owner, "operation") else owner
+        if owner.name != "memref.alloc" or owner.parent.operation != fn:
+            continue
+        used = users(buffer, fn, skip=(op,))
+        if not used:
+            continue
+        ops = _ops(block)
+        after = ops[ops.index(used[-1]) + 1]
+        if after == op:
+            continue
+        with ir.InsertionPoint(after):
+            memref.dealloc(buffer, loc=op.location)
+        op.erase()
+        moved += 1
+    return moved
+
+
 def _declare(module_op: ir.Operation) -> None:
     """Declare the runtime functions the calls name (once)."""
     body = module_op.regions[0].blocks[0]
@@ -269,7 +308,7 @@ def _declare(module_op: ir.Operation) -> None:
             decl.attributes["sym_visibility"] = ir.StringAttr.get("private")
 
 
-def convert_module(module_op: ir.Operation, write_lag: int = 1) -> bool:
+def convert_module(module_op: ir.Operation, write_lag: int = 1, early_free: bool = True) -> bool:
     """Lower every planned pair of ``module_op``; return whether any was planned."""
     body = module_op.regions[0].blocks[0]
     funcs = [o.operation for o in body.operations if o.operation.name == "func.func"]
@@ -298,6 +337,9 @@ def convert_module(module_op: ir.Operation, write_lag: int = 1) -> bool:
         lowering.backward()
         lowering.signatures(dropped)
         calls += lowering.calls
+        if early_free:
+            for fn in (pair.train, pair.backward):
+                free_early(fn, lowering.placed)
         for fn in (pair.train, pair.backward):
             del fn.attributes[DROPPED]
             fn.attributes[LOWERED] = ir.ArrayAttr.get(
@@ -313,8 +355,9 @@ def convert_module(module_op: ir.Operation, write_lag: int = 1) -> bool:
     "Lower placement-plan-saved's decisions to calls of the native runtime "
     "(hector_place_write/wait/prefetch/release) and drop the moved values from the ABI",
     write_lag=Option(int, 1, "kernels an offload write overlaps before it is waited for", min=0),
+    early_free=Option(bool, True, "free each temporary of a planned pair right after its last use"),
 )
-def run(module_op: ir.Operation, write_lag: int = 1) -> None:
+def run(module_op: ir.Operation, write_lag: int = 1, early_free: bool = True) -> None:
     """Pass entry point."""
     with module_op.context, ir.Location.unknown():
-        convert_module(module_op, write_lag)
+        convert_module(module_op, write_lag, early_free)

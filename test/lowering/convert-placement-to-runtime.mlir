@@ -15,7 +15,7 @@
 // CHECK-SAME: %{{[a-z0-9]+}}: memref<?x2xf32>, %{{[a-z0-9]+}}: memref<3x2x2xf32>, %{{[a-z0-9]+}}: memref<?x2xf32>) attributes
 // CHECK-SAME: hector.num_saved = 0 : i64, hector.outputs = 1 : i64
 // CHECK-SAME: placement.lowered = [0]
-// CHECK: %[[T:.*]] = memref.alloc(%{{.*}}) : memref<?x2xf32>
+// CHECK: %[[T:.*]] = memref.alloc(%{{.*}}) {alignment = 4096 : i64} : memref<?x2xf32>
 // CHECK: "hector_intra.traversal_template"(%{{[a-z0-9_]+}}, %[[T]]) {{.*}}fn = "tanh",
 // CHECK: "hector_intra.traversal_template"(%{{[a-z0-9_]+}}, %[[T]], %{{[a-z0-9_]+}}) {{.*}}fn = "copy"
 // CHECK-NEXT: %[[PTR:.*]] = memref.extract_aligned_pointer_as_index %[[T]]

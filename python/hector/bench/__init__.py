@@ -19,6 +19,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "import": ("importer", "plain-PyTorch RGCN/RGAT/HGT: eager vs hector.import_model"),
     "compile": ("compile", "PyG layers: eager vs torch.compile inductor vs backend='hector'"),
     "minibatch": ("minibatch", "sampled mini-batch training: Hector vs PyG layers, 1 vs N procs"),
+    "placement": (
+        "placement",
+        "compiled training under --memory-budget (offload/recompute saved values) vs keep-all",
+    ),
 }
 
 
