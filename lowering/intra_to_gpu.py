@@ -101,10 +101,11 @@ def _kernel(t: Template) -> Iterator[tuple[T.Body, ir.Value]]:
 
 
 @contextmanager
-def _tiled_kernel(t: Template, tiling: G.GemmTiling) -> Iterator[tuple[T.Body, G.TileMemory]]:
-    """Like :func:`_kernel`, with the tiled GEMM's shared (workgroup) and private memory
-    attributions; yields the body and the memory bound to its roles."""
-    wg, private = G.attribution_types(tiling)
+def _kernel_with_memory(
+    t: Template, wg: list[ir.Type], private: list[ir.Type]
+) -> Iterator[tuple[T.Body, list[ir.Value]]]:
+    """Like :func:`_kernel`, with shared (workgroup) and private memory attributions of the
+    given types; yields the body and the attributions (shared first)."""
     ftype = ir.FunctionType.get([value.type for value in t.ops.values.values()], [])
     with ir.InsertionPoint(t.kernels.block()):
         func = gpu.GPUFuncOp(ftype, sym_name=t.name, kernel=True)
@@ -114,9 +115,16 @@ def _tiled_kernel(t: Template, tiling: G.GemmTiling) -> Iterator[tuple[T.Body, G
     args = list(block.arguments)
     n = len(ftype.inputs)
     with ir.InsertionPoint(block):
-        mem = G.tile_memory(tiling, args[n : n + len(wg)], args[n + len(wg) :])
-        yield T.Body(t.ops.rebound(args[:n])), mem
+        yield T.Body(t.ops.rebound(args[:n])), args[n:]
         gpu.return_([])
+
+
+@contextmanager
+def _tiled_kernel(t: Template, tiling: G.GemmTiling) -> Iterator[tuple[T.Body, G.TileMemory]]:
+    """The tiled GEMM's kernel: its attributions bound to their roles."""
+    wg, private = G.attribution_types(tiling)
+    with _kernel_with_memory(t, wg, private) as (b, mem):
+        yield b, G.tile_memory(tiling, mem[: len(wg)], mem[len(wg) :])
 
 
 def _launch(t: Template, host: T.Body, threads: ir.Value) -> None:
@@ -172,7 +180,7 @@ def _gemm_xty(t: Template) -> None:
     atomics), then one thread per ``((t,) k, n)`` adds the chunks' partials in order into
     ``out``. The partials come from ``gpu.alloc`` like every temporary (PyTorch's caching
     allocator under a bundle)."""
-    _schedule(t)  # checked, not used: the weight gradient keeps its chunked form on the GPU
+    schedule = _schedule(t)
     slices, k, n = _xty_shape(t)
     per_chunk = (slices or 1) * k * n
     host = T.Body(t.ops)
@@ -184,15 +192,41 @@ def _gemm_xty(t: Template) -> None:
     if slices is not None:  # a chunk touches only its rows' slices: the rest must read 0
         gpu.memset(None, [], partials, host.f32(0.0))
     part = Template(t.view, T.Operands({**t.ops.values, "partials": partials}), t.name, t.kernels)
-    _launch(part, host, arith.muli(chunks, host.index(k * n)))
-    with _kernel(part) as (b, gid):
-        _xty_partial_body(t, b, gid, k, n, slices)
+    if schedule is not None:
+        _xty_tiled_partials(part, schedule, k, n, chunks, host)
+    else:
+        _launch(part, host, arith.muli(chunks, host.index(k * n)))
+        with _kernel(part) as (b, gid):
+            _xty_partial_body(t, b, gid, k, n, slices)
     red_ops = T.Operands({"partials": partials, "out": t.ops["out"]})
     red = Template(t.view, red_ops, f"{t.name}_reduce", t.kernels)
     _launch(red, host, host.index(per_chunk))
     with _kernel(red) as (b, gid):
         _xty_reduce_body(b, gid, k, n, slices)
     gpu.dealloc(None, [], partials)
+
+
+def _xty_tiled_partials(
+    part: Template, schedule: intra.Schedule, k: int, n: int, chunks: ir.Value, host: T.Body
+) -> None:
+    """The partials of a scheduled weight gradient: a block per (chunk, ``out`` tile), each
+    summing ``Xᵀ·G`` over its chunk's rows staged ``tile_m`` at a time in shared memory
+    (``lowering/_gpu_tiles.py``)."""
+    v = part.view
+    rows_per_slice = T.slice_rows(v)
+    sliced = part.ops.has("weight_index") or rows_per_slice is not None
+    tiling = G.xty_tiling(schedule, k, n, sliced, part.op.location)
+    x = G.XtyKernel(k, n, rows_per_slice, tiling)
+    c1 = host.index(1)
+    grid = arith.muli(chunks, host.index(x.tiles))
+    gpu.LaunchFuncOp(
+        [KERNEL_MODULE, part.name],
+        (grid, c1, c1),
+        (host.index(tiling.threads), c1, c1),
+        list(part.ops.values.values()),
+    )
+    with _kernel_with_memory(part, *G.xty_attribution_types(tiling)) as (b, mem):
+        G.tiled_xty_body(b, x, mem)
 
 
 def _xty_partial_body(
@@ -533,7 +567,7 @@ def run_module(module_op: ir.Operation) -> None:
 
 
 def choose_gpu_schedules(module_op: ir.Operation) -> int:
-    """Give every ``xw``/``xwt`` GEMM template without a schedule the GPU chooser's
+    """Give every GEMM template without a schedule the GPU chooser's
     (:func:`_gpu_tiles.gpu_gemm_schedule`); returns how many got one."""
     chosen = 0
     for op in _ops_named(module_op, ("hector_intra.gemm_template",)):
@@ -542,11 +576,12 @@ def choose_gpu_schedules(module_op: ir.Operation) -> int:
         v = intra.view(op)
         ops = T.operands(v)
         k, n = T.static_dim(ops["a"], 1), T.width(ops["out"])
-        schedule = G.gpu_gemm_schedule(v.attr("variant"), k, n)
-        if schedule is not None:
-            with op.context:
-                op.attributes["schedule"] = schedule.to_attr()
-            chosen += 1
+        variant = v.attr("variant")
+        if variant == "xty":
+            n = T.width(ops["weight"])
+        with op.context:
+            op.attributes["schedule"] = G.gpu_gemm_schedule(variant, k, n).to_attr()
+        chosen += 1
     return chosen
 
 

@@ -65,3 +65,19 @@ func.func @weight_gradient_schedule_checked(%x: memref<?x16xf32>, %dy: memref<?x
   "hector_intra.gemm_template"(%x, %dy, %dw) {variant = "xty", epilogue = "add", tile_n = 8 : i64, block_size = 128 : i64, schedule = {pack = 1 : i64}, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<?x8xf32>, memref<16x8xf32>) -> ()
   return
 }
+
+// -----
+
+func.func @weight_gradient_too_many_threads(%x: memref<?x64xf32>, %dy: memref<?x128xf32>, %dw: memref<64x128xf32>) {
+  // expected-error @+1 {{schedule needs 2048 threads per block of the weight gradient ((tile_k / unroll) × (tile_n / vector) = 16 × 128), more than a GPU block's 1024}}
+  "hector_intra.gemm_template"(%x, %dy, %dw) {variant = "xty", epilogue = "add", tile_n = 8 : i64, block_size = 128 : i64, schedule = {tile_m = 8 : i64, tile_k = 64 : i64, tile_n = 128 : i64, unroll = 4 : i64}, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x64xf32>, memref<?x128xf32>, memref<64x128xf32>) -> ()
+  return
+}
+
+// -----
+
+func.func @weight_gradient_too_much_shared_memory(%x: memref<?x64xf32>, %dy: memref<?x64xf32>, %dw: memref<64x64xf32>) {
+  // expected-error @+1 {{schedule tiles of the weight gradient take 66048 bytes of shared memory per block (tile_m = 128 rows of tile_k + 1 = 65 and tile_n = 64 floats), more than the 49152 a block may use}}
+  "hector_intra.gemm_template"(%x, %dy, %dw) {variant = "xty", epilogue = "add", tile_n = 8 : i64, block_size = 128 : i64, schedule = {tile_m = 128 : i64, tile_k = 64 : i64, tile_n = 64 : i64, unroll = 4 : i64, vector = 4 : i64}, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x64xf32>, memref<?x64xf32>, memref<64x64xf32>) -> ()
+  return
+}

@@ -144,31 +144,54 @@ func.func @grad(%dy: memref<?x16xf32>, %w: memref<2x8x16xf32>, %et: memref<?xi32
 
 // -----
 
-// ---- the weight gradient (xty) keeps its chunked partials form with a schedule; a template
-// without a schedule keeps the one-thread-per-row kernel, unless the pass's option `tile`
-// gives it the GPU chooser's schedule (gpu_gemm_schedule: 64-row tiles, tile_k 16; for 8
-// columns 4 × 2 register blocks, 16 × 4 = 64 threads). Schedules already there stay. ----
+// ---- the weight gradient (xty) with a schedule: rows still cut into chunks, each chunk's
+// partial out[t] = X_rᵀ·G_r computed by blocks of one (chunk, tile_k × tile_n out tile):
+// tile_m rows of a (gathered) and of the row gradients staged in shared memory per step,
+// 2 × 2 register blocks (4 × 4 = 16 threads, 2 out tiles per chunk), a change of slice flushing the registers into the chunk's own
+// partials (no atomics); the ordered reduction over chunks is unchanged. A template without
+// a schedule keeps the one-thread-per-row kernel, unless the pass's option `tile` gives it
+// the GPU chooser's schedule (gpu_gemm_schedule: for 8 columns, 64-row tiles of 4 × 2
+// register blocks, 16 × 4 = 64 threads). Schedules already there stay. ----
 
-// AUTO: gpu.launch_func @hector_kernels::@messages_0_gemm {{.*}} threads in (%c32,
-// AUTO: gpu.launch_func @hector_kernels::@weights_1_gemm {{.*}} threads in (%c64{{[_0-9]*}},
-// AUTO-LABEL: gpu.func @weights_0_gemm(
-// AUTO-NOT: workgroup
-// AUTO-SAME: kernel
-// AUTO: gpu.func @weights_1_gemm(
-// AUTO-SAME: workgroup(%{{.*}} : memref<64x17xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<16x8xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<65xi32, #gpu.address_space<workgroup>>)
-// AUTO-SAME: private(%{{.*}} : memref<8xf32, #gpu.address_space<private>>)
-
+// CHECK-LABEL: func.func @weights
+// CHECK: %[[P:.*]] = gpu.alloc (%[[C:.*]]) : memref<?x3x16x8xf32>
+// CHECK: gpu.memset %[[P]]
+// CHECK: %[[TILES:.*]] = arith.constant 2 : index
+// CHECK-NEXT: %[[GRID:.*]] = arith.muli %[[C]], %[[TILES]] : index
+// CHECK-NEXT: %{{.*}} = arith.constant 16 : index
+// CHECK-NEXT: gpu.launch_func @hector_kernels::@weights_0_gemm blocks in (%[[GRID]],
+// CHECK: gpu.launch_func @hector_kernels::@weights_0_gemm_reduce
+// CHECK: gpu.launch_func @hector_kernels::@weights_1_gemm
 // CHECK-LABEL: gpu.module @hector_kernels
-// CHECK: gpu.func @weights_0_gemm(
-// CHECK-NOT: workgroup
-// CHECK-SAME: kernel
-// CHECK-NOT: gpu.barrier
+// CHECK: gpu.func @weights_0_gemm({{.*}}, %[[PART:[^:]*]]: memref<?x3x16x8xf32>)
+// CHECK-SAME: workgroup(%[[XS:.*]] : memref<16x9xf32, #gpu.address_space<workgroup>>, %[[GS:.*]] : memref<16x8xf32, #gpu.address_space<workgroup>>, %[[TS:.*]] : memref<16xi32, #gpu.address_space<workgroup>>)
+// CHECK-SAME: private(%[[ACC:.*]] : memref<4xf32, #gpu.address_space<private>>, %[[CUR:.*]] : memref<1xi32, #gpu.address_space<private>>)
+// CHECK: memref.store %{{.*}}, %[[CUR]]
+// CHECK: scf.for
+// CHECK: memref.store %{{.*}}, %[[XS]]
+// CHECK: memref.store %{{.*}}, %[[GS]]
+// CHECK: memref.store %{{.*}}, %[[TS]]
+// CHECK: gpu.barrier
+// CHECK: scf.for %[[R:[^ ]*]] = {{.*}} -> (f32, f32, f32, f32, i32)
+// CHECK-NEXT: memref.load %[[TS]][%[[R]]]
+// CHECK: memref.store %{{.*}}, %[[PART]]
+// CHECK: memref.load %[[XS]][%[[R]],
+// CHECK: memref.load %[[GS]][%[[R]],
+// CHECK: gpu.barrier
+// CHECK-NOT: atomic
+// CHECK: memref.store %{{.*}}, %[[PART]]
 // CHECK: gpu.func @weights_0_gemm_reduce(
 // CHECK: gpu.func @weights_1_gemm(
 // CHECK-NOT: workgroup
 // CHECK-SAME: kernel
 // CHECK-NOT: gpu.barrier
 // CHECK: gpu.return
+
+// AUTO: gpu.launch_func @hector_kernels::@messages_0_gemm {{.*}} threads in (%c32,
+// AUTO: gpu.launch_func @hector_kernels::@weights_1_gemm {{.*}} threads in (%c64{{[_0-9]*}},
+// AUTO-LABEL: gpu.func @weights_1_gemm(
+// AUTO-SAME: workgroup(%{{.*}} : memref<64x17xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<16x8xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<65xi32, #gpu.address_space<workgroup>>)
+// AUTO-SAME: private(%{{.*}} : memref<8xf32, #gpu.address_space<private>>)
 func.func @weights(%x: memref<?x16xf32>, %dy: memref<?x8xf32>, %src: memref<?xi32>, %et: memref<?xi32>, %dw: memref<3x16x8xf32>, %w: memref<3x16x8xf32>, %out: memref<?x8xf32>) {
   "hector_intra.gemm_template"(%x, %dy, %src, %et, %dw) {variant = "xty", epilogue = "add", tile_n = 8 : i64, block_size = 128 : i64, schedule = {tile_m = 16 : i64, tile_n = 8 : i64, tile_k = 8 : i64, vector = 2 : i64, unroll = 2 : i64, pack = true, parallel = "none", threads = 1 : i64}, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1>} : (memref<?x16xf32>, memref<?x8xf32>, memref<?xi32>, memref<?xi32>, memref<3x16x8xf32>) -> ()
   "hector_intra.gemm_template"(%x, %w, %src, %et, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1>} : (memref<?x16xf32>, memref<3x16x8xf32>, memref<?xi32>, memref<?xi32>, memref<?x8xf32>) -> ()

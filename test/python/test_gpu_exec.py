@@ -430,16 +430,19 @@ def _gemm_function(
     dyn = ir.ShapedType.get_dynamic_size()
     f32, i32 = ir.F32Type.get(), ir.IntegerType.get_signless(32)
     wshape = [n, k] if variant == "xwt" else [k, n]
+    sliced = [slices] if slices else []
     types = {
         "a": ir.MemRefType.get([dyn, k], f32),
-        "weight": ir.MemRefType.get(([slices] if slices else []) + wshape, f32),
+        # xty: the row gradients [M, N]; else the (sliced) weight
+        "weight": ir.MemRefType.get([dyn, n] if variant == "xty" else sliced + wshape, f32),
     }
     for role in ("gather_index", "weight_index", "scatter_index"):
         if role in roles:
             types[role] = ir.MemRefType.get([dyn], i32)
     if "row_scale" in roles:
         types["row_scale"] = ir.MemRefType.get([dyn, 1], f32)
-    types["out"] = ir.MemRefType.get([dyn, n], f32)
+    out_shape = sliced + [k, n] if variant == "xty" else [dyn, n]
+    types["out"] = ir.MemRefType.get(out_shape, f32)
     module = ir.Module.create()
     with ir.InsertionPoint(module.body):
         fn = func.FuncOp("gemm", ir.FunctionType.get(list(types.values()), []))
@@ -487,6 +490,14 @@ def _gemm_reference(case: dict[str, Any], arrays: dict[str, torch.Tensor]) -> to
         m = len(arrays["weight_index"])
     rows = arrays["gather_index"].long() if "gather_index" in arrays else torch.arange(m)
     x = a[rows]
+    if case["variant"] == "xty":  # out[t] += x_i^T ⊗ g_i
+        if out.dim() == 2:
+            return (out.double() + x.double().T @ w.double()).float()
+        t = arrays["weight_index"].long() if "weight_index" in arrays else None
+        if t is None:
+            t = torch.arange(m) // case["slice_rows"]
+        outer = torch.einsum("mk,mn->mkn", x.double(), w.double())
+        return out.double().index_add(0, t, outer).float()
     if case["variant"] == "xwt":
         w = w.transpose(-1, -2)
     if w.dim() == 3:
@@ -538,6 +549,26 @@ TILED_CASES = {
         dict(tile_m=1, tile_n=0, tile_k=0, unroll=1, vector=3),
         False,
     ),
+    # Weight gradients: sorted slices (runs flushed at each change), unsorted slices (a
+    # slice's runs come back within a chunk), a shared weight; more rows than one chunk.
+    "xty_sorted": (
+        dict(variant="xty", epilogue="add", k=20, n=12, slices=3),
+        ("gather_index", "weight_index"),
+        dict(tile_m=16, tile_k=8, tile_n=8, unroll=2, vector=2),
+        True,
+    ),
+    "xty_unsorted": (
+        dict(variant="xty", epilogue="add", k=20, n=12, slices=3),
+        ("gather_index", "weight_index"),
+        dict(tile_m=8, tile_k=0, tile_n=0, unroll=4, vector=4),
+        False,
+    ),
+    "xty_shared": (
+        dict(variant="xty", epilogue="add", k=9, n=5, slices=None),
+        ("gather_index",),
+        dict(tile_m=32, tile_k=4, tile_n=5, unroll=2, vector=5),
+        False,
+    ),
     # Per-slice products (HGT's fold): row i uses slice i / slice_rows.
     "slice_rows": (
         dict(variant="xw", epilogue="store", k=6, n=5, slices=4, slice_rows=6),
@@ -553,11 +584,15 @@ def _tiled_arrays(case: dict[str, Any], roles: tuple[str, ...], sorted_types: bo
     k, n, slices, variant = case["k"], case["n"], case["slices"], case["variant"]
     m = 45 if case.get("slice_rows") is None else slices * case["slice_rows"]
     wshape = (n, k) if variant == "xwt" else (k, n)
+    sliced = (slices,) if slices else ()
     arrays = {
         "a": torch.randn(60 if "gather_index" in roles else m, k),
-        "weight": torch.randn(*(((slices,) if slices else ()) + wshape)),
+        "weight": torch.randn(*(sliced + wshape)),
         "out": torch.randn(50 if "scatter_index" in roles else m, n),
     }
+    if variant == "xty":  # 600 rows: three chunks of the weight gradient's 256
+        m = 600
+        arrays["weight"], arrays["out"] = torch.randn(m, n), torch.randn(*sliced, k, n)
     if "gather_index" in roles:
         arrays["gather_index"] = torch.randint(0, 60, (m,), dtype=torch.int32)
     if "weight_index" in roles:
@@ -675,20 +710,19 @@ def test_gpu_check_kernels_launch_as_the_lowering_does(tmp_path) -> None:
 
 def test_gpu_chooser_schedules_fit_the_gpu() -> None:
     """``gpu_gemm_schedule`` gives every width and depth a schedule within the block, shared
-    memory and register limits (the weight gradient none: it keeps its chunked form)."""
+    memory and register limits."""
     from mlir import ir
 
     from hector.dialects import make_context
     from hector.lowering import _gpu_tiles as G
 
-    assert G.gpu_gemm_schedule("xty", 64, 64) is None
     with make_context(), ir.Location.unknown():
         for n in (1, 2, 3, 4, 7, 8, 16, 33, 64, 100, 128, 256):
             for k in (1, 8, 64, 512):
-                for variant in ("xw", "xwt"):
+                for variant in ("xw", "xwt", "xty"):
                     sched = G.gpu_gemm_schedule(variant, k, n)
-                    assert sched is not None
-                    tiling = G.gemm_tiling(sched, k, n, True, ir.Location.unknown())
+                    resolve = G.xty_tiling if variant == "xty" else G.gemm_tiling
+                    tiling = resolve(sched, k, n, True, ir.Location.unknown())
                     assert 1 <= tiling.threads <= G.MAX_THREADS
                     assert tiling.shared_bytes <= G.SHARED_BYTES_LIMIT
 
@@ -718,9 +752,8 @@ def _ops(root: Any, name: str) -> list[Any]:
 
 @pytest.mark.parametrize("model", ["rgcn", "hgt"])
 def test_tiled_gpu_kernels_train_like_the_cpu_path(g: hector.HeteroGraph, model: str) -> None:
-    """Forward and backward of RGCN and HGT with every GEMM scheduled (the weight gradients
-    keep their chunked form), the GPU kernels run on the CPU: the same results as the CPU
-    back end."""
+    """Forward and backward of RGCN and HGT with every GEMM scheduled (weight gradients
+    included), the GPU kernels run on the CPU: the same results as the CPU back end."""
     from mlir import ir
 
     from hector import bundle
