@@ -1,8 +1,8 @@
 """The GPU form of a scheduled ``gemm_template``: a shared-memory tiled kernel, and how kernels
 with barriers run on the host for tests.
 
-**The kernel** (``xw`` and ``xwt``; the schedule is ``hector_intra.Schedule``). One thread block
-computes one output tile of ``tile_m`` rows × ``tile_n`` columns; each of its
+**The GEMM kernel** (``xw`` and ``xwt``; the schedule is ``hector_intra.Schedule``). One
+thread block computes one output tile of ``tile_m`` rows × ``tile_n`` columns; each of its
 ``(tile_m / unroll) × (tile_n / vector)`` threads holds an ``unroll`` × ``vector`` register
 block (rows ``ty·unroll + p``, columns ``tx + q·(tile_n / vector)``, so neighbouring threads
 read neighbouring columns). The reduction runs in ``tile_k``-deep steps; each step
@@ -21,6 +21,13 @@ whether they are all equal (``Ts[tile_m]``), one barrier each. The epilogue appl
 kernel. Products are summed in the same order (``k`` ascending from 0); unlike the untiled
 kernel's, the multiply-adds may contract into FMAs (``fastmath<contract>``: one ``fma.rn``
 per product on the GPU instead of ``mul.rn`` + ``add.rn``), so results agree to rounding.
+
+**The weight gradient** (``xty``, :func:`tiled_xty_body`) keeps the untiled form's chunks of
+rows, each writing its own partial ``[C, (T,) K, N]`` summed over chunks in order; a block
+owns one ``(chunk, tile_k × tile_n tile of out)`` and walks its chunk ``tile_m`` rows at a
+time: rows of ``a`` (gathered) and of the row gradients staged in shared memory, then each
+thread adds the rows' outer products into its ``unroll × vector`` registers, flushing them
+into the partial of the slice being summed when the rows' slice changes.
 
 The register block lives in a private attribution (``memref<unroll·vector x f32>`` in the
 private address space): every access has a constant index, so LLVM keeps it in registers.
