@@ -22,10 +22,11 @@
 #                 summary.txt); JSON records in FILE. DIR is built by build_carry.sh through
 #                 hector.bundle.build_check_bundles(out_dir);
 #   gather-bench  hector bench gather (zero-copy gather against index_select + copy);
-#   tiled-gemm    the shared-memory tiled GEMM (a scheduled gemm_template) against the untiled
-#                 one on RGCN's message product, same inputs: both checked against torch,
-#                 timed (CUDA events), GFLOP/s and speed-up in tiled_gemm.json. Its PTX comes
-#                 from $CARRY/tiled_gemm/, written here after build_carry.sh by
+#   tiled-gemm    the shared-memory tiled GEMMs (scheduled gemm_templates) against the untiled
+#                 ones on RGCN's message product and weight gradient, same inputs, both
+#                 checked against torch, timed (CUDA events), GFLOP/s and speed-up in
+#                 tiled_gemm.json. Its PTX comes from $CARRY/tiled_gemm/, written here after
+#                 build_carry.sh by
 #                 python3 -c "from hector.lowering._gpu_tiles import write_bench_kernels as w;
 #                 w('.carry/tiled_gemm')" (NOT-AVAILABLE without it);
 #   gpu-tests     pytest -m gpu on the other test files (those needing MLIR reported as such).
@@ -443,30 +444,42 @@ launcher, records, bad = Launcher(), [], 0
 for shape in sorted({k["shape"] for k in kernels}):
     runs = [k for k in kernels if k["shape"] == shape]
     s = runs[0]
+    xty = s["variant"] == "xty"
     gen = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(s["nodes"], s["k"], device="cuda", generator=gen)
-    w = torch.randn(s["slices"], s["k"], s["n"], device="cuda", generator=gen)
-    gather = torch.randint(0, s["nodes"], (s["rows"],), device="cuda", generator=gen)
-    types = torch.randint(0, s["slices"], (s["rows"],), device="cuda", generator=gen)
-    types = types.sort().values
-    want = torch.empty(s["rows"], s["n"], device="cuda")
-    bounds = torch.searchsorted(types, torch.arange(s["slices"] + 1, device="cuda")).tolist()
-    for t in range(s["slices"]):
+    rows, k, n, slices = s["rows"], s["k"], s["n"], s["slices"]
+    a = torch.randn(s["nodes"], k, device="cuda", generator=gen)
+    w = torch.randn(*((rows, n) if xty else (slices, k, n)), device="cuda", generator=gen)
+    gather = torch.randint(0, s["nodes"], (rows,), device="cuda", generator=gen)
+    types = torch.randint(0, slices, (rows,), device="cuda", generator=gen).sort().values
+    want = torch.zeros(*((slices, k, n) if xty else (rows, n)), device="cuda")
+    bounds = torch.searchsorted(types, torch.arange(slices + 1, device="cuda")).tolist()
+    for t in range(slices):
         lo, hi = bounds[t], bounds[t + 1]
-        want[lo:hi] = a[gather[lo:hi]] @ w[t]
-    args = [a, w, gather.int(), types.int()]
+        if xty:
+            want[t] = a[gather[lo:hi]].T @ w[lo:hi]
+        else:
+            want[lo:hi] = a[gather[lo:hi]] @ w[t]
+    tensors = {"a": a, "weight": w, "gather_index": gather.int(), "weight_index": types.int()}
     times = {}
     for run in runs:
         with open(os.path.join(folder, run["file"]), encoding="utf-8") as f:
             ptx = f.read()
-        out = torch.full((s["rows"], s["n"]), float("nan"), device="cuda")
-        mem = [MemRef.from_tensor(x) for x in (*args, out)]
+        tensors["out"] = torch.zeros_like(want)
+        for name, dims in run["temps"].items():
+            tensors[name] = torch.zeros(*dims, device="cuda")
+        zeroed = [tensors[name] for name in ("out", *run["temps"])]
+        mems = {name: MemRef.from_tensor(t) for name, t in tensors.items()}
 
         def launch():
-            launcher.launch(ptx, run["entry"], (run["grid"], 1, 1), (run["block"], 1, 1), mem)
+            for z in zeroed:  # the weight gradient accumulates: every run starts from zeros
+                z.zero_()
+            for x in run["launches"]:
+                launcher.launch(ptx, x["entry"], (x["grid"], 1, 1), (x["block"], 1, 1),
+                                [mems[r] for r in x["args"]])
 
         launch()
         torch.cuda.synchronize()
+        out = tensors["out"]
         err = ((out - want).abs().max() / want.abs().max().clamp(min=1)).item()
         for _ in range(3):
             launch()
@@ -478,8 +491,8 @@ for shape in sorted({k["shape"] for k in kernels}):
         torch.cuda.synchronize()
         ms = start.elapsed_time(end) / 20
         times[run["kind"]] = ms
-        flops = 2 * s["rows"] * s["k"] * s["n"]
-        rec = {k: v for k, v in run.items() if k != "file"}
+        flops = 2 * rows * k * n
+        rec = {key: v for key, v in run.items() if key != "file"}
         rec.update(ms=round(ms, 4), gflops=round(flops / ms / 1e6, 1), rel_err=err)
         bad += not err < 1e-4
         records.append(rec)
