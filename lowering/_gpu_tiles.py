@@ -1087,27 +1087,41 @@ def gpu_gemm_schedule(variant: str, k: int, n: int) -> Schedule:
 
 @dataclass(frozen=True)
 class BenchShape:
-    """One GEMM timed by ``scripts/gpu_check.sh``: RGCN's per-edge message product
-    ``out[i] = a[gather[i]] @ w[type[i]]`` (types sorted, as edges are)."""
+    """One GEMM timed by ``scripts/gpu_check.sh``, on RGCN's edges (types sorted, as edges
+    are): the message product ``out[i] = a[gather[i]] @ w[type[i]]`` (``xw``) or the weight
+    gradient ``out[t] += a[gather[i]]ᵀ ⊗ g[i]`` (``xty``)."""
 
     rows: int  # M, edges
     nodes: int  # rows of a
     k: int
     n: int
     slices: int
+    variant: str = "xw"
 
     @property
     def name(self) -> str:
-        """``m<M>_k<K>_n<N>_s<S>``."""
-        return f"m{self.rows}_k{self.k}_n{self.n}_s{self.slices}"
+        """``<variant>_m<M>_k<K>_n<N>_s<S>``."""
+        return f"{self.variant}_m{self.rows}_k{self.k}_n{self.n}_s{self.slices}"
+
+    def chunks(self) -> int:
+        """Row chunks of the weight gradient (``intra_to_gpu._xty_chunks``, on the host)."""
+        from .intra_to_gpu import XTY_PARTIAL_BUDGET, XTY_ROWS_PER_CHUNK
+
+        wanted = -(-self.rows // XTY_ROWS_PER_CHUNK)
+        cap = max(1, XTY_PARTIAL_BUDGET // (self.slices * self.k * self.n))
+        return max(1, min(wanted, cap))
 
 
 BENCH_SHAPES = (
     BenchShape(1 << 20, 1 << 17, 64, 64, 8),
     BenchShape(1 << 20, 1 << 17, 128, 128, 8),
+    BenchShape(1 << 20, 1 << 17, 64, 64, 8, "xty"),
 )
 #: The untiled kernel's defaults (convert-hector-inter-to-intra's options).
 UNTILED_TILE_N, UNTILED_BLOCK = 8, 256
+#: Arguments of the template's kernel, by role (``partials``: the weight gradient's
+#: temporary, zeroed before each run).
+BENCH_ARGS = ("a", "weight", "gather_index", "weight_index", "out")
 
 
 def _bench_module(shape: BenchShape, schedule: Schedule | None) -> ir.Module:
@@ -1118,12 +1132,14 @@ def _bench_module(shape: BenchShape, schedule: Schedule | None) -> ir.Module:
 
     dyn = ir.ShapedType.get_dynamic_size()
     f32, i32 = T.f32_type(), ir.IntegerType.get_signless(32)
+    xty = shape.variant == "xty"
+    kn = [shape.k, shape.n]
     types = [
         ir.MemRefType.get([dyn, shape.k], f32),
-        ir.MemRefType.get([shape.slices, shape.k, shape.n], f32),
+        ir.MemRefType.get([dyn, shape.n] if xty else [shape.slices, *kn], f32),
         ir.MemRefType.get([dyn], i32),
         ir.MemRefType.get([dyn], i32),
-        ir.MemRefType.get([dyn, shape.n], f32),
+        ir.MemRefType.get([shape.slices, *kn] if xty else [dyn, shape.n], f32),
     ]
     module = ir.Module.create()
     with ir.InsertionPoint(module.body):
@@ -1138,8 +1154,8 @@ def _bench_module(shape: BenchShape, schedule: Schedule | None) -> ir.Module:
                 gather_index=gather,
                 weight_index=wtype,
                 out=out,
-                variant="xw",
-                epilogue="store",
+                variant=shape.variant,
+                epilogue="add" if xty else "store",
                 tile_n=UNTILED_TILE_N,
                 block_size=UNTILED_BLOCK,
                 extra=extra,
@@ -1148,11 +1164,56 @@ def _bench_module(shape: BenchShape, schedule: Schedule | None) -> ir.Module:
     return module
 
 
+def _ceil(x: int, y: int) -> int:
+    return -(-x // y)
+
+
+def _bench_launches(shape: BenchShape, schedule: Schedule | None) -> list[dict[str, object]]:
+    """The launches the lowering's host code makes for ``shape`` (grid and block, as the
+    host computes them, and the arguments by role)."""
+    from ..dialects import make_context
+
+    with make_context():
+        loc = ir.Location.unknown()
+        if shape.variant == "xty":
+            c, kn = shape.chunks(), shape.k * shape.n
+            if schedule is None:
+                first = (_ceil(c * kn, UNTILED_BLOCK), UNTILED_BLOCK)
+            else:
+                xt = xty_tiling(schedule, shape.k, shape.n, True, loc)
+                tiles = _ceil(shape.k, xt.tile_k) * _ceil(shape.n, xt.tile_n)
+                first = (c * tiles, xt.threads)
+            reduce = (_ceil(shape.slices * kn, UNTILED_BLOCK), UNTILED_BLOCK)
+            return [
+                {
+                    "entry": "gemm_0_gemm",
+                    "grid": first[0],
+                    "block": first[1],
+                    "args": [*BENCH_ARGS, "partials"],
+                },
+                {
+                    "entry": "gemm_0_gemm_reduce",
+                    "grid": reduce[0],
+                    "block": reduce[1],
+                    "args": ["partials", "out"],
+                },
+            ]
+        if schedule is None:
+            threads = shape.rows * _ceil(shape.n, UNTILED_TILE_N)
+            grid, block = _ceil(threads, UNTILED_BLOCK), UNTILED_BLOCK
+        else:
+            tl = gemm_tiling(schedule, shape.k, shape.n, True, loc)
+            grid = _ceil(shape.rows, tl.tile_m) * _ceil(shape.n, tl.tile_n)
+            block = tl.threads
+    return [{"entry": "gemm_0_gemm", "grid": grid, "block": block, "args": list(BENCH_ARGS)}]
+
+
 def bench_kernels(
     chip: str, shapes: tuple[BenchShape, ...] = BENCH_SHAPES
 ) -> list[dict[str, object]]:
-    """PTX and launch geometry of the tiled and the untiled kernel for each of ``shapes``
-    (JSON-ready records; ``ptx`` holds the text)."""
+    """PTX and launches of the tiled and the untiled kernels for each of ``shapes``
+    (JSON-ready records; ``ptx`` holds the text; ``temps``: temporaries by role, with their
+    shapes, zeroed before each run)."""
     from ..dialects import make_context
     from ..passes._pipeline import run_pipeline
     from .pipelines import ptx_pipeline
@@ -1160,38 +1221,33 @@ def bench_kernels(
 
     records: list[dict[str, object]] = []
     for shape in shapes:
-        schedule = gpu_gemm_schedule("xw", shape.k, shape.n)
-        with make_context():
-            tiling = gemm_tiling(schedule, shape.k, shape.n, True, ir.Location.unknown())
-        n_tiles = -(-shape.n // tiling.tile_n)
-        untiled_threads = shape.rows * -(-shape.n // UNTILED_TILE_N)
-        geometry = {
-            "tiled": ((-(-shape.rows // tiling.tile_m)) * n_tiles, tiling.threads),
-            "untiled": (-(-untiled_threads // UNTILED_BLOCK), UNTILED_BLOCK),
-        }
+        schedule = gpu_gemm_schedule(shape.variant, shape.k, shape.n)
+        temps = {}
+        if shape.variant == "xty":
+            temps["partials"] = [shape.chunks(), shape.slices, shape.k, shape.n]
         for kind, sched in (("tiled", schedule), ("untiled", None)):
             with make_context(), ir.Location.unknown():
                 module = _bench_module(shape, sched)
                 run_pipeline(module, "convert-hector-intra-to-gpu", verify=False)
                 run_pipeline(module, ptx_pipeline(chip), verify=False)
                 ptx = "\n".join(extract_ptx(module).values())
-            grid, block = geometry[kind]
+            schedule_fields = None
+            if sched is not None:
+                schedule_fields = {f: getattr(sched, f) for f in Schedule.FIELDS}
             records.append(
                 {
                     "shape": shape.name,
                     "kind": kind,
+                    "variant": shape.variant,
                     "rows": shape.rows,
                     "nodes": shape.nodes,
                     "k": shape.k,
                     "n": shape.n,
                     "slices": shape.slices,
-                    "entry": "gemm_0_gemm",
-                    "grid": grid,
-                    "block": block,
+                    "launches": _bench_launches(shape, sched),
+                    "temps": temps,
                     "ptx": ptx,
-                    "schedule": None
-                    if sched is None
-                    else {f: getattr(sched, f) for f in Schedule.FIELDS},
+                    "schedule": schedule_fields,
                 }
             )
     return records

@@ -667,10 +667,12 @@ def test_tiled_launch_geometry_follows_the_schedule() -> None:
     ]
 
 
-def test_gpu_check_kernels_launch_as_the_lowering_does(tmp_path) -> None:
+@pytest.mark.parametrize("variant", ["xw", "xty"])
+def test_gpu_check_kernels_launch_as_the_lowering_does(tmp_path, variant: str) -> None:
     """The kernels scripts/gpu_check.sh times (tiled and untiled, from
-    ``write_bench_kernels``) carry the grid and block the lowering's own host code computes
-    (checked through the emulated driver on a small shape), and the GPU chooser's schedule."""
+    ``write_bench_kernels``) carry the launches the lowering's own host code makes (checked
+    through the emulated driver on a small shape: kernels, grids, blocks, in order), and the
+    GPU chooser's schedule."""
     from mlir import ir
 
     from hector.dialects import make_context
@@ -678,23 +680,24 @@ def test_gpu_check_kernels_launch_as_the_lowering_does(tmp_path) -> None:
     from hector.lowering.pipelines import LLVM_GPU_HOST, ptx_pipeline
     from hector.passes._pipeline import run_pipeline
 
-    shape = G.BenchShape(rows=1000, nodes=100, k=64, n=96, slices=3)
+    shape = G.BenchShape(rows=1000, nodes=100, k=64, n=96, slices=3, variant=variant)
     files = G.write_bench_kernels(str(tmp_path), "sm_90", (shape,))
     assert files[-1] == "kernels.json"
     index = json.loads((tmp_path / "kernels.json").read_text())
     assert [r["kind"] for r in index] == ["tiled", "untiled"]
-    assert index[0]["schedule"]["tile_m"] == 64
+    assert index[0]["schedule"]["tile_m"] == (32 if variant == "xty" else 64)
     torch.manual_seed(0)
+    xty = variant == "xty"
     tensors = [
         torch.randn(shape.nodes, shape.k),
-        torch.randn(shape.slices, shape.k, shape.n),
+        torch.randn(shape.rows, shape.n) if xty else torch.randn(shape.slices, shape.k, shape.n),
         torch.randint(0, shape.nodes, (shape.rows,), dtype=torch.int32),
         torch.sort(torch.randint(0, shape.slices, (shape.rows,), dtype=torch.int32)).values,
-        torch.zeros(shape.rows, shape.n),
+        torch.zeros(shape.slices, shape.k, shape.n) if xty else torch.zeros(shape.rows, shape.n),
     ]
     for rec in index:
         ptx = (tmp_path / rec["file"]).read_text()
-        assert ptx_entries(ptx) == [rec["entry"]]
+        assert ptx_entries(ptx) == [launch["entry"] for launch in rec["launches"]]
         assert ("bar.sync" in ptx) == (rec["kind"] == "tiled")
         sched = None if rec["schedule"] is None else G.Schedule(**rec["schedule"])
         rt = gpu_exec.FakeCudaRuntime()
@@ -704,8 +707,12 @@ def test_gpu_check_kernels_launch_as_the_lowering_does(tmp_path) -> None:
             run_pipeline(module, ptx_pipeline(), verify=False)
             run_pipeline(module, LLVM_GPU_HOST, verify=False)
             gpu_exec.GpuKernel(module, rt)("gemm", *tensors)
-        (launch,) = rt.launches
-        assert (launch.grid, launch.block) == ((rec["grid"], 1, 1), (rec["block"], 1, 1))
+        have = [(launch.kernel, launch.grid, launch.block) for launch in rt.launches]
+        want = [(x["entry"], (x["grid"], 1, 1), (x["block"], 1, 1)) for x in rec["launches"]]
+        assert have == want
+        if xty:  # the partials temporary: the size the record asks the check to allocate
+            (size,) = [n for _, n in rt.history]
+            assert size == 4 * math.prod(rec["temps"]["partials"])
 
 
 def test_gpu_chooser_schedules_fit_the_gpu() -> None:
