@@ -715,6 +715,50 @@ def test_gpu_check_kernels_launch_as_the_lowering_does(tmp_path, variant: str) -
             assert size == 4 * math.prod(rec["temps"]["partials"])
 
 
+def test_gpu_check_launches_through_the_launcher(tmp_path) -> None:
+    """gpu_check.sh's tiled-gemm section launches each record through
+    ``hector.runtime.launch.Launcher``: with the fake driver, every launch's arguments expand
+    to exactly the parameters of its PTX entry (the Launcher checks), and the driver sees the
+    record's grid and block."""
+    from _fake_driver import FakeDriver
+
+    from hector.lowering import _gpu_tiles as G
+    from hector.runtime.launch import Launcher, MemRef
+
+    shapes = (G.BenchShape(1000, 100, 16, 8, 3), G.BenchShape(1000, 100, 16, 8, 3, "xty"))
+    G.write_bench_kernels(str(tmp_path), "sm_90", shapes)
+    index = json.loads((tmp_path / "kernels.json").read_text())
+    for rec in index:
+        rows, k, n, s = rec["rows"], rec["k"], rec["n"], rec["slices"]
+        xty = rec["variant"] == "xty"
+        dims = {
+            "a": [rec["nodes"], k],
+            "weight": [rows, n] if xty else [s, k, n],
+            "gather_index": [rows],
+            "weight_index": [rows],
+            "out": [s, k, n] if xty else [rows, n],
+            **rec["temps"],
+        }
+        mems = {
+            role: MemRef.from_pointer(
+                0x1000 * (i + 1), d, [math.prod(d[j + 1 :]) for j in range(len(d))]
+            )
+            for i, (role, d) in enumerate(dims.items())
+        }
+        driver = FakeDriver()
+        launcher = Launcher(driver)
+        ptx = (tmp_path / rec["file"]).read_text()
+        for x in rec["launches"]:
+            launcher.launch(
+                ptx, x["entry"], (x["grid"], 1, 1), (x["block"], 1, 1), [mems[r] for r in x["args"]]
+            )
+        want = [((x["grid"], 1, 1), (x["block"], 1, 1)) for x in rec["launches"]]
+        assert [(launch["grid"], launch["block"]) for launch in driver.launches] == want
+        assert [launch["function"][1] for launch in driver.launches] == [
+            x["entry"] for x in rec["launches"]
+        ]
+
+
 def test_gpu_chooser_schedules_fit_the_gpu() -> None:
     """``gpu_gemm_schedule`` gives every width and depth a schedule within the block, shared
     memory and register limits."""
