@@ -42,6 +42,7 @@ instead of falling back), ``verify`` (bool), ``rtol``/``atol`` (the verification
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -162,7 +163,7 @@ class CapturedGraph:
             lines.append(f"  raised: {self.raised()}")
             unraised: dict[str, list[str]] = {}
             for name, where in self.unraised():
-                unraised.setdefault(name, []).append(where)
+                unraised.setdefault(name, []).append(self.user_line(where))
             for name, wheres in unraised.items():
                 lines.append(f"  not raised: {name} at {', '.join(sorted(set(wheres))[:3])}")
             kinds = self.segments()
@@ -172,6 +173,22 @@ class CapturedGraph:
             lines.append("  captured code:")
             lines.extend("    " + ln for ln in self.gm.code.strip().splitlines())
         return "\n".join(lines)
+
+    def user_line(self, where: str) -> str:
+        """``where`` (a ``file:line`` of the captured graph's generated code) as the user's
+        ``file:line`` that produced it (the FX node's stack trace), when known."""
+        m = re.fullmatch(r"<eval_with_key>\.\d+:(\d+)", where)
+        lines = self.gm.code.splitlines()
+        if m is None or not 0 < int(m.group(1)) <= len(lines):
+            return where
+        target = lines[int(m.group(1)) - 1].strip().split(" = ", 1)[0]
+        node = next((n for n in self.gm.graph.nodes if n.name == target), None)
+        trace = node.meta.get("stack_trace") if node is not None else None
+        frames = re.findall(r'File "([^"]+)", line (\d+)', trace or "")
+        if not frames:
+            return where
+        path, line = frames[-1]
+        return f"{path.rsplit('/', 1)[-1]}:{line}"
 
     # -- running ------------------------------------------------------------------------------
     def __call__(self, *args: Any) -> Any:
