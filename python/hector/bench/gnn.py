@@ -89,6 +89,7 @@ class Cell:
     system_timeout_s: float = 3600.0  # a system's worker is killed (failed) after this
     ablation: bool = False  # measure Hector under U, C, R, C+R, C+R+F
     time_peers: bool = True  # False: PyG layers run once, as the error reference, untimed
+    order: str = "auto"  # Hector's linear messages: auto (cost model), or a forced order
     roofline: bool = True  # Hector's CPU templates timed one by one, against torch.mm (roofline.py)
 
     @property
@@ -160,6 +161,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "torch.mm references of the record's kernel_profile; docs/benchmarks.md, Roofline)",
     )
     p.add_argument(
+        "--order",
+        choices=("auto", "transform-first", "aggregate-first"),
+        default="auto",
+        help="order of Hector's linear messages (hector-aggregation-order): the cost model's "
+        "choice per layer and graph (default), or one forced",
+    )
+    p.add_argument(
         "--no-peer-timing",
         action="store_true",
         help="run the PyG layers once, as the reference for the error columns, without timing "
@@ -224,6 +232,7 @@ def _hector_systems(
 
         def build(c: bool = compact, r: bool = reorder, f: bool = fuse) -> tuple[Any, Any]:
             layer = hector_cls.from_pyg(ref).to(dev).optimize(c, r, f)
+            layer.compiled.order = cell.order  # optimize() gave it its own compiled core
             g = graph()
             return layer, lambda xx: layer(g, xx)
 
@@ -296,6 +305,30 @@ def kernel_count(module: Any, training: bool) -> int | None:
             count += chunk.count("hector_intra.gemm_template")
             count += chunk.count("hector_intra.traversal_template")
     return count
+
+
+def aggregation_order(module: Any) -> list[str] | None:
+    """The order ``hector-aggregation-order`` chose for each linear message of the layer's
+    forward function (``transform-first`` / ``aggregate-first``), read off the compiled IR."""
+    fn = getattr(module, "compiled", None)
+    if fn is None or not fn._cache:
+        return None
+    entry = list(fn._cache.values())[-1]
+    name = f"@{entry.traced.name}("
+    chunks = entry.ir("intra").split("func.func ")[1:]
+    head = next((c for c in chunks if c.startswith(name)), "").split("\n", 1)[0]
+    found = re.search(r"hector\.aggregation_order = \[([^\]]*)\]", head)
+    return [] if found is None else [v.strip().strip('"') for v in found.group(1).split(",")]
+
+
+def _dst_compaction_ratio(setup: Setup) -> float | None:
+    """``D / E`` of the graph the layer ran on (what the aggregation order is chosen by)."""
+    ds = setup.dataset
+    edges = int(ds.edge_type.numel())
+    if not edges:
+        return None
+    pairs = ds.edge_type.long() * max(int(ds.num_nodes), 1) + ds.edge_index[1].long()
+    return round(int(pairs.unique().numel()) / edges, 6)
 
 
 def build_setup(cell: Cell) -> Setup:
@@ -596,6 +629,8 @@ def measure_system(
     if system.name == "hector":
         entry["optimizations"] = getattr(system, "optimizations", "C+R+F")
         entry["kernels"] = kernel_count(module, cell.training)
+        entry["aggregation_order"] = aggregation_order(module)
+        entry["dst_compaction_ratio"] = _dst_compaction_ratio(setup)
         if cell.training:
             entry["saved_bytes"] = saved_bytes(module, setup.stats)
         if profiled:
@@ -950,6 +985,7 @@ _COLUMNS = [
     ("grad_rel_err", "grad rel err"),
     ("compile_ms", "compile ms"),
     ("kernels", "kernels"),
+    ("order", "order"),
 ]
 
 
@@ -965,6 +1001,8 @@ def format_record(record: dict[str, Any]) -> str:
         rels = [r.get("max_rel_err_grad_input"), r.get("max_rel_err_grad_params")]
         rels = [e for e in rels if e is not None]
         row["grad_rel_err"] = max(rels) if rels else None
+        orders = r.get("aggregation_order")
+        row["order"] = ",".join(o.split("-")[0] for o in orders) if orders else None
         rows.append(row)
     head = (
         f"{record['model']} on {record['dataset']} ({record['mode']}, {record['device']}; "
@@ -1033,6 +1071,7 @@ def _cell_from_args(args: argparse.Namespace, model: str, dataset: str, mode: st
         ablation=getattr(args, "ablation", False),
         time_peers=not getattr(args, "no_peer_timing", False),
         roofline=not getattr(args, "no_roofline", False),
+        order=getattr(args, "order", "auto"),
     )
 
 
