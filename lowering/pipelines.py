@@ -130,11 +130,16 @@ register_pipeline(
     LLVM_CPU,
 )
 # Hector's optimizations on hector_inter, in the order hector.compile runs them by default.
-OPTIMIZE = "hector-linear-reorder, hector-compact-materialization, hector-fuse"
+# The aggregation order needs the graph's D/E (hector.compile passes it); without it the pass
+# keeps transform-then-aggregate and only records that order.
+OPTIMIZE = (
+    "hector-linear-reorder, hector-aggregation-order, hector-compact-materialization, hector-fuse"
+)
 
 register_pipeline(
     "hector-optimize",
-    "Hector's hector_inter optimizations: linear reordering, compact materialization, fusion",
+    "Hector's hector_inter optimizations: linear reordering, aggregation order, compact "
+    "materialization, fusion",
     OPTIMIZE,
 )
 register_pipeline(

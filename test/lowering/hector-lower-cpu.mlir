@@ -5,13 +5,14 @@
 
 // The named CPU pipeline (inter → intra → loops → llvm) takes an RGCN layer all the way to the
 // LLVM dialect: the function takes expanded memref descriptors, and a C-interface wrapper
-// `_mlir_ciface_rgcn` takes one descriptor pointer per memref (10 graph arrays, 4 tensors,
-// 1 output) for the CPU JIT.
+// `_mlir_ciface_rgcn` takes one descriptor pointer per memref (14 graph arrays, 4 tensors,
+// 1 output) for the CPU JIT. Without graph statistics hector-aggregation-order keeps RGCN's
+// messages transform-first and records it.
 
 // CHECK: llvm.func @free(!llvm.ptr)
 // CHECK: llvm.func @malloc(i64) -> !llvm.ptr
 // CHECK-LABEL: llvm.func @rgcn(
-// CHECK-SAME: attributes {hector.outputs = 1 : i64, llvm.emit_c_interface}
+// CHECK-SAME: attributes {hector.aggregation_order = ["transform-first"], hector.aggregation_widths = [16, 8], hector.outputs = 1 : i64, llvm.emit_c_interface}
 //   row indices (src, etype, dst) are sign-extended i32 loads; the GEMM and scale multiply,
 //   sums add, relu is a maximum; loops became branches
 // CHECK-DAG: llvm.sext %{{.*}} : i32 to i64
@@ -22,7 +23,7 @@
 // CHECK: llvm.return
 // CHECK-LABEL: llvm.func @_mlir_ciface_rgcn(
 // CHECK-SAME: %arg0: !llvm.ptr, %arg1: !llvm.ptr, %arg2: !llvm.ptr, %arg3: !llvm.ptr, %arg4: !llvm.ptr, %arg5: !llvm.ptr, %arg6: !llvm.ptr, %arg7: !llvm.ptr, %arg8: !llvm.ptr, %arg9: !llvm.ptr, %arg10: !llvm.ptr, %arg11: !llvm.ptr, %arg12: !llvm.ptr, %arg13: !llvm.ptr, %arg14: !llvm.ptr, %arg15: !llvm.ptr, %arg16: !llvm.ptr, %arg17: !llvm.ptr, %arg18: !llvm.ptr)
-// CHECK-SAME: attributes {hector.outputs = 1 : i64, llvm.emit_c_interface}
+// CHECK-SAME: attributes {hector.aggregation_order = ["transform-first"], hector.aggregation_widths = [16, 8], hector.outputs = 1 : i64, llvm.emit_c_interface}
 // CHECK: llvm.call @rgcn(
 // CHECK: llvm.return
 
