@@ -1172,7 +1172,6 @@ def run_suite(args: argparse.Namespace) -> int:
             continue
         path = out_dir / f"{model}_{_slug(dataset)}_{mode}.json"
         _common.write_json(path, record)
-        _plot_roofline(record, path)
         print(format_record(record), flush=True)
         hector = next(r for r in record["results"] if r["system"] == "hector")
         summary_rows.append(
