@@ -8,8 +8,9 @@ block (rows ``ty·unroll + p``, columns ``tx + q·(tile_n / vector)``, so neighb
 read neighbouring columns). The reduction runs in ``tile_k``-deep steps; each step
 
 1. stages the gathered rows of ``a`` (``a[gather_index[i], k0:k0+tile_k]``) into shared memory
-   (``As``, ``tile_m × tile_k``), and, when more than one row reads it (``tile_m > 1``) and the
-   tile's rows share one weight slice, the weight tile (``Ws``, ``tile_k × tile_n``);
+   (``As``, ``tile_m × (tile_k + 1)``: rows padded against bank conflicts), and, when more
+   than one row reads it (``tile_m > 1``) and the tile's rows share one weight slice, the
+   weight tile (``Ws``, ``tile_k × tile_n``);
 2. ``gpu.barrier``;
 3. multiplies out of shared memory into the register block (rows whose weight slices differ
    read the weight from global memory, each row its own slice);
