@@ -538,8 +538,13 @@ def _parse_list(text: str, allowed: tuple[str, ...] | None, what: str) -> list[s
 
 
 def _config(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], list[str], list[str]]:
-    fanouts = [int(f) for f in _parse_list(args.fanouts, None, "fanouts")]
-    procs = [int(p) for p in _parse_list(args.procs, None, "procs")]
+    try:
+        fanouts = [int(f) for f in _parse_list(args.fanouts, None, "fanouts")]
+        procs = [int(p) for p in _parse_list(args.procs, None, "procs")]
+    except ValueError as err:
+        if str(err).startswith("--"):
+            raise
+        raise ValueError("--fanouts and --procs take comma-separated integers") from None
     if any(p < 1 for p in procs):
         raise ValueError("--procs must be positive")
     for name in ("batch_size", "feat", "hidden", "classes", "heads", "steps"):
