@@ -25,6 +25,7 @@ from mlir import ir
 from ..dialects import hector_intra as intra
 from ..dialects._build import OpAccess
 from ..passes._registry import Option, PassFailure, register_pass
+from . import _gpu_tiles
 from . import _templates as T
 
 #: Rows per packed tile.
@@ -74,9 +75,26 @@ CPU_CHOOSERS: dict[str, Callable[[OpAccess, int], intra.Schedule]] = {
     "hector_intra.traversal_template": cpu_traversal_schedule,
 }
 
+
+def gpu_gemm_schedule(v: OpAccess, threads: int) -> intra.Schedule:
+    """The GPU schedule of one GEMM template (``_gpu_tiles.gpu_gemm_schedule``: 64-row tiles
+    staged in shared memory, 4-wide register blocks); ``threads`` is the CPU's and unused."""
+    ops = T.operands(v)
+    variant = v.attr("variant")
+    k_extent = T.static_dim(ops["a"], 1)
+    n_extent = T.width(ops["weight"] if variant == "xty" else ops["out"])
+    return _gpu_tiles.gpu_gemm_schedule(variant, k_extent, n_extent)
+
+
+#: How each template's GPU schedule is chosen (traversals keep one thread per element).
+GPU_CHOOSERS: dict[str, Callable[[OpAccess, int], intra.Schedule]] = {
+    "hector_intra.gemm_template": gpu_gemm_schedule,
+}
+
 #: Choosers by target (``hector-schedule{target=...}``).
 CHOOSERS: dict[str, dict[str, Callable[[OpAccess, int], intra.Schedule]]] = {
     "cpu": CPU_CHOOSERS,
+    "gpu": GPU_CHOOSERS,
 }
 
 
@@ -85,7 +103,7 @@ CHOOSERS: dict[str, dict[str, Callable[[OpAccess, int], intra.Schedule]]] = {
     "Attach a schedule (tiles, packing, vector width, unroll, parallel rows, threads) to every "
     "hector_intra template that has none, chosen from its shapes by an analytic model",
     threads=Option(int, 1, "CPU workers (hector.compile passes torch.get_num_threads())"),
-    target=Option(str, "cpu", "back end the schedule is for: cpu"),
+    target=Option(str, "cpu", "back end the schedule is for: cpu or gpu"),
 )
 def run(module_op: ir.Operation, threads: int = 1, target: str = "cpu") -> None:
     """Pass entry point."""

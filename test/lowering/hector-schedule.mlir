@@ -1,5 +1,6 @@
 // RUN: hector-opt %s -p "hector-schedule{threads=2}" | FileCheck %s
 // RUN: hector-opt %s -p "hector-schedule{threads=1}" | FileCheck %s --check-prefix=ONE
+// RUN: hector-opt %s -p "hector-schedule{target=gpu}" | FileCheck %s --check-prefix=GPU
 
 // hector-schedule picks each template's schedule from its shapes: the register block is
 // `unroll` rows × `tile_n` columns (the widest of 32/16/8 dividing the output width), rows are
@@ -10,6 +11,10 @@
 // CHECK: schedule = {pack = true, parallel = "rows", threads = 2 : i64, tile_k = 1 : i64, tile_m = 32 : i64, tile_n = 32 : i64, unroll = 4 : i64, vector = 32 : i64}
 // CHECK-SAME: variant = "xw"
 // ONE-LABEL: func.func @rgcn_messages
+// For the GPU, 64-row tiles staged in shared memory 16 columns at a time, 4 x 4 register
+// blocks (convert-hector-intra-to-gpu's tiled kernel).
+// GPU-LABEL: func.func @rgcn_messages
+// GPU: schedule = {pack = true, parallel = "none", threads = 1 : i64, tile_k = 16 : i64, tile_m = 64 : i64, tile_n = 64 : i64, unroll = 4 : i64, vector = 4 : i64}
 // ONE: schedule = {pack = true, parallel = "none", threads = 1 : i64
 func.func @rgcn_messages(%x: memref<?x64xf32>, %w: memref<3x64x64xf32>, %src: memref<?xi32>,
                          %etype: memref<?xi32>, %dst: memref<?xi32>, %out: memref<?x64xf32>) {
@@ -66,6 +71,8 @@ func.func @hand_written(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref
 // CHECK: "hector_intra.traversal_template"
 // CHECK-SAME: schedule = {pack = false, parallel = "rows", threads = 2 : i64
 // ONE-LABEL: func.func @aggregate
+// GPU-LABEL: func.func @aggregate
+// GPU-NOT: schedule
 // ONE: schedule = {pack = false, parallel = "none", threads = 1 : i64
 func.func @aggregate(%dst: memref<?xi32>, %m: memref<?x8xf32>, %out: memref<?x8xf32>) {
   "hector_intra.traversal_template"(%dst, %m, %out)
