@@ -608,7 +608,43 @@ class _Raiser:
     @_handles("torch.aten.div.Tensor")
     def raise_div(self, op: Any, shape: Shape) -> HNode | None:
         """A segment softmax, or a mean over incoming edges."""
-        return self.match_softmax(op, shape) or self.match_div_count(op, shape)
+        return (
+            self.match_softmax(op, shape)
+            or self.match_div_count(op, shape)
+            or self.match_mean_of_sum(op, shape)
+        )
+
+    def match_mean_of_sum(self, op: Any, shape: Shape) -> HNode | None:
+        """``sum_to_dst(M) / count.clamp(min=1).view(-1, 1).expand_as(...)`` with ``count`` the
+        in-degree (PyG's mean aggregation: ``scatter(..., reduce="mean")``) →
+        ``sum_to_dst(scale(M, degree_norm {by = "dst"}))``. The clamp is required: without it
+        an isolated node divides 0 by 0 (NaN), which ``degree_norm`` would turn into 0."""
+        if len(shape) != 2 or shape[0] != self.N:
+            return None
+        total = self.H.get(op.operands[0])
+        if total is None or total.op != SUM_BY_ARRAY["dst"]:
+            return None
+        den = op.operands[1]
+        for names in (
+            ("torch.aten.broadcast_to", "torch.aten.expand", "torch.aten.expand_as"),
+            ("torch.aten.view", "torch.aten.reshape", "torch.aten.unsqueeze"),
+        ):
+            d = _def(den)
+            if _name(d) in names:
+                den = d.operands[0]
+        clamp, sd = _def(den), _shape(den)
+        if (
+            _name(clamp) != "torch.aten.clamp"
+            or sd is None
+            or sd[0] not in ((self.N,), (self.N, 1))
+        ):
+            return None
+        if self.counted(den) != "dst":
+            return None
+        m = total.operands["x"]
+        norm = self.node("degree_norm", Kind.EDGE, (self.E, 1), by="dst")
+        scaled = self.node("scale", Kind.EDGE, m.shape, x=m, s=norm)
+        return self.node(SUM_BY_ARRAY["dst"], Kind.NODE, shape, x=scaled)
 
     def match_softmax(self, op: Any, shape: Shape) -> HNode | None:
         """``exp(s - max_by_dst(s)[dst]) / sum_by_dst(exp(...))[dst]`` → ``edge_softmax``."""
