@@ -805,10 +805,15 @@ def _ops(root: Any, name: str) -> list[Any]:
     return found
 
 
-@pytest.mark.parametrize("model", ["rgcn", "hgt"])
-def test_tiled_gpu_kernels_train_like_the_cpu_path(g: hector.HeteroGraph, model: str) -> None:
+@pytest.mark.parametrize(
+    ("model", "schedules"), [("rgcn", "small"), ("hgt", "small"), ("rgcn", "chooser")]
+)
+def test_tiled_gpu_kernels_train_like_the_cpu_path(
+    g: hector.HeteroGraph, model: str, schedules: str
+) -> None:
     """Forward and backward of RGCN and HGT with every GEMM scheduled (weight gradients
-    included), the GPU kernels run on the CPU: the same results as the CPU back end."""
+    included; small tiles, or the GPU chooser's through ``{tile=true}``), the GPU kernels run
+    on the CPU: the same results as the CPU back end."""
     from mlir import ir
 
     from hector import bundle
@@ -830,9 +835,12 @@ def test_tiled_gpu_kernels_train_like_the_cpu_path(g: hector.HeteroGraph, model:
     options = fn.options_for(graph)
     staged = run_stages(traced, "gpu", until="intra", autodiff=True, options=options)
     with staged.context, ir.Location.unknown():
-        schedule = Schedule(tile_m=8, tile_n=4, tile_k=4, unroll=2, vector=2)
-        assert _schedule_gemms(staged.module, schedule) >= 3
-        run_pipeline(staged.module, "convert-hector-intra-to-gpu", verify=False)
+        if schedules == "small":
+            schedule = Schedule(tile_m=8, tile_n=4, tile_k=4, unroll=2, vector=2)
+            assert _schedule_gemms(staged.module, schedule) >= 3
+            run_pipeline(staged.module, "convert-hector-intra-to-gpu", verify=False)
+        else:
+            run_pipeline(staged.module, "convert-hector-intra-to-gpu{tile=true}", verify=False)
         assert "gpu.barrier" in str(staged.module)
         run_pipeline(staged.module, "hector-gpu-kernels-on-host", verify=False)
         for op in staged.module.body.operations:
