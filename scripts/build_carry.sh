@@ -12,6 +12,8 @@
 #                              $HECTOR_PREBUILT_KERNELS;
 #   bundles/                   the ahead-of-time bundles the bundle check runs, when
 #                              hector.bundle provides build_check_bundles(out_dir);
+#   tiled_gemm/                the shared-memory tiled GEMM kernels (and their untiled
+#                              twins) the tiled-gemm section times;
 #   MANIFEST.txt               what was built, from which commit, with sizes.
 # Exit status: 0 when everything that exists to build was built and checked.
 set -euo pipefail
@@ -82,6 +84,9 @@ if not hasattr(bundle, "build_check_bundles"):
 bundle.build_check_bundles(sys.argv[1])
 print("built under", sys.argv[1])
 EOF
+
+echo "== tiled GEMM kernels ($chip)"
+python3 -c "from hector.lowering._gpu_tiles import write_bench_kernels as w; w('$CARRY/tiled_gemm', '$chip')"
 
 {
   echo "built $(date -u +%FT%TZ) from $(git rev-parse --short HEAD)$(git diff --quiet || echo +dirty)"

@@ -6,9 +6,9 @@
 # scripts/build_carry.sh made here ($HECTOR_CARRY, default .carry/): the native runtime
 # (through $HECTOR_RUNTIME_LIBRARY), prebuilt gather kernels ($HECTOR_PREBUILT_KERNELS) and
 # ahead-of-time bundles. Device call: run(command="scripts/gpu_check.sh", carry=[".carry"],
-# timeout_s=420), after scripts/build_carry.sh and scripts/gpu_check.sh --dry-run here.
+# timeout_s=450), after scripts/build_carry.sh and scripts/gpu_check.sh --dry-run here.
 #
-# Sections, each under a timeout capped by the time left (GPU_CHECK_BUDGET_S, default 330 s),
+# Sections, each under a timeout capped by the time left (GPU_CHECK_BUDGET_S, default 400 s),
 # none stopping the others:
 #   machine       GPU, driver, Python/torch/cuda-bindings versions, whether MLIR is importable;
 #   imports       hector and its runtime layer import; the carried native runtime loads;
@@ -189,7 +189,7 @@ OUT="${OUT:-$(mktemp -d)}"
 mkdir -p "$OUT"
 WORK="$TMPD/work"
 mkdir -p "$WORK"
-BUDGET="${GPU_CHECK_BUDGET_S:-330}"
+BUDGET="${GPU_CHECK_BUDGET_S:-400}"
 TEST_TIMEOUT="${GPU_CHECK_TEST_TIMEOUT_S:-90}"
 start=$SECONDS
 failed=0
