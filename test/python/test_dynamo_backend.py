@@ -268,3 +268,22 @@ def test_bad_options_are_refused() -> None:
         HectorBackend(fallback="tvm")
     with pytest.raises(ValueError, match="unknown hector backend option"):
         HectorBackend(speed="max")
+
+
+def test_a_graph_without_edges_falls_back_to_inductor_when_asked() -> None:
+    class Mlp(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(F, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+            return self.lin(x).relu()
+
+    model = Mlp()
+    be = HectorBackend(fallback="inductor")
+    _assert_matches(model, torch.compile(model, backend=be), torch.randn(N, F))
+    (captured,) = be.graphs
+    assert captured.status == "fallback"
+    assert captured.fallback_kind == "inductor"
+    assert captured.fallback_fn is not None  # Inductor's compiled graph, not the FX graph
+    assert "fell back (inductor): no edge_index" in captured.describe(code=False)
