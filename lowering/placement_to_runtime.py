@@ -137,10 +137,12 @@ class _Lowering:
         return func.CallOp([], ir.FlatSymbolRefAttr.get(name), args, loc=loc).operation
 
     def own(self, fn: ir.Operation, arg: ir.BlockArgument, s: SavedValue) -> ir.Value:
-        """Replace output argument ``arg`` by a buffer allocated at the start of ``fn`` and
-        freed before its return; return the buffer."""
+        """Replace output argument ``arg`` by a buffer allocated right before its first use in
+        ``fn`` and freed before its return; return the buffer."""
         block = fn.regions[0].blocks[0]
-        with ir.InsertionPoint.at_block_begin(block):
+        first = [u for u in users(arg, fn) if not u.name.startswith(_PREFIX)]
+        at = ir.InsertionPoint(first[0]) if first else ir.InsertionPoint.at_block_begin(block)
+        with at:
             buffer = self.alloc(block, s, arg.location)
         arg.replace_all_uses_with(buffer)
         with ir.InsertionPoint(_ops(block)[-1]):
