@@ -464,7 +464,8 @@ def find_binding(
     if len(edge_indices) > 1:
         return None, (
             f"{len(edge_indices)} edge_index inputs "
-            f"({', '.join(names[i] for i in edge_indices)}): per-relation edge_index dicts over "
+            f"({', '.join(names[i] for i in edge_indices[:3])}"
+            f"{', ...' if len(edge_indices) > 3 else ''}): per-relation edge_index dicts over "
             "bipartite node sets; the raise pass binds one graph (one node id space) per function"
         )
     if edge_indices:
