@@ -274,7 +274,10 @@ func.func @gds(%g: !hector_inter.graph, %x: tensor<?x4xf32>, %w: tensor<4x3xf32>
 
 def test_run_stages_keeps_each_stage() -> None:
     staged = compiler.run_stages(_GATHER_DST_SCALE, "cpu")
-    assert list(staged.stages) == ["inter", "reorder", "compact", "fuse", "intra", "loops", "llvm"]
+    assert list(staged.stages) == [
+        *("inter", "reorder", "aggregate", "compact", "fuse"),
+        *("intra", "schedule", "loops", "llvm"),
+    ]
     assert "hector_inter.gather_dst" in staged.ir("inter")
     intra = staged.ir("intra")
     assert "hector_inter" not in intra
@@ -293,7 +296,7 @@ def test_run_stages_keeps_each_stage() -> None:
 
 def test_run_stages_until_stops_early() -> None:
     staged = compiler.run_stages(_GATHER_DST_SCALE, "cpu", until="intra")
-    assert list(staged.stages) == ["inter", "reorder", "compact", "fuse", "intra"]
+    assert list(staged.stages) == ["inter", "reorder", "aggregate", "compact", "fuse", "intra"]
 
 
 def test_cpu_kernel_on_run_stages_output() -> None:
@@ -350,6 +353,7 @@ def test_compile_gpu_on_text() -> None:
     assert list(entry.staged.stages) == [
         "inter",
         "reorder",
+        "aggregate",
         "compact",
         "fuse",
         "intra",
