@@ -188,9 +188,10 @@ def _run_worker(cfg: dict[str, Any]) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "hector.bench.placement", "--worker", json.dumps(cfg)]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or ["(no output)"]
         raise BenchError(
             f"{cfg['model']} worker (memory_budget={cfg['budget']}) failed with exit status "
-            f"{done.returncode}: {done.stderr.strip()[-2000:]}"
+            f"{done.returncode}: {lines[-1]}"  # the exception's own line, not its traceback
         )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
