@@ -145,3 +145,39 @@ def test_recomputed_value_is_bit_identical(mag: Any, store: TensorStore) -> None
 def test_invalid_budget_is_refused(budget: Any) -> None:
     with pytest.raises(ValueError, match="memory_budget must be"):
         hector.compile(_tanh_layer, memory_budget=budget)
+
+
+def test_bench_placement_writes_a_record(tmp_path: Any) -> None:
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "record.json"
+    args = ["--model", "rgat", "--scale", "0.002", "--hidden", "4", "--heads", "2"]
+    args += ["--in-dim", "4", "--runs", "1", "--out", str(out)]
+    env = {**os.environ, "HECTOR_OFFLOAD_DIR": str(tmp_path / "store")}
+    done = subprocess.run(
+        [sys.executable, "-m", "hector.bench.placement", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    record = json.loads(out.read_text())
+    keep, budgeted = record["results"]
+    assert record["grads_bit_identical"] is True
+    assert keep["decisions"]["offload"] == 0
+    assert budgeted["decisions"]["offload"] >= 1
+    assert budgeted["kept_bytes"] <= budgeted["budget_bytes"] < keep["kept_bytes"]
+    assert budgeted["store_bytes_written"] > 0
+    assert {"peak_reduction", "step_overhead"} <= record.keys()
+    bad = subprocess.run(
+        [sys.executable, "-m", "hector.bench.placement", "--memory-budget", "1.5"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bad.returncode == 2
+    assert "--memory-budget is a fraction" in bad.stderr
+    assert "Traceback" not in bad.stderr
