@@ -679,6 +679,11 @@ class CompiledFunction:
         key = (self._key(g, tensors), train, self.optimizations, stats, options.src_typed, cuda)
         placement = (options.memory_budget, options.nodes, options.edges, options.compact_rows)
         key += placement  # type: ignore[assignment]  # a plan holds for these sizes only
+        if cuda and options.memory_budget >= 0:
+            raise NotImplementedError(
+                "memory_budget plans CPU training only: the CUDA host code does not offload "
+                "saved values yet (compile without memory_budget for CUDA tensors)"
+            )
         key += (options.threads,)  # type: ignore[assignment]  # schedules are per worker count
         base = key
         # The aggregation order: key on the choices this graph's D/E makes for the messages
