@@ -181,3 +181,12 @@ def test_bench_placement_writes_a_record(tmp_path: Any) -> None:
     assert bad.returncode == 2
     assert "--memory-budget is a fraction" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_cuda_training_with_a_budget_is_refused(mag: Any) -> None:
+    g = mag.hetero_graph()
+    fn = hector.compile(_tanh_layer, target="cuda", memory_budget=0.5)
+    x = torch.randn(g.num_nodes, 8, requires_grad=True)
+    w = torch.randn(g.num_etypes, 8, 4, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="memory_budget plans CPU training only"):
+        fn(g, x, w)
