@@ -1,16 +1,17 @@
 // RUN: hector-opt %s --split-input-file -p hector-aggregation-order | FileCheck %s --check-prefix=UNKNOWN
 // RUN: hector-opt %s --split-input-file -p 'hector-aggregation-order{dst_ratio=0.1}' | FileCheck %s --check-prefix=DENSE
 // RUN: hector-opt %s --split-input-file -p 'hector-aggregation-order{dst_ratio=0.9}' | FileCheck %s --check-prefix=SPARSE
-// RUN: hector-opt %s --split-input-file -p 'hector-aggregation-order{dst_ratio=0.7}' | FileCheck %s --check-prefix=INFER
-// RUN: hector-opt %s --split-input-file -p 'hector-aggregation-order{dst_ratio=0.7 training=true}' | FileCheck %s --check-prefix=TRAIN
+// RUN: hector-opt %s --split-input-file -p 'hector-aggregation-order{dst_ratio=0.5}' | FileCheck %s --check-prefix=INFER
+// RUN: hector-opt %s --split-input-file -p 'hector-aggregation-order{dst_ratio=0.5 training=true}' | FileCheck %s --check-prefix=TRAIN
+// RUN: hector-opt %s --split-input-file -p 'hector-aggregation-order{dst_ratio=0.3}' | FileCheck %s --check-prefix=SPLIT
 // RUN: hector-opt %s --split-input-file -p 'hector-aggregation-order{order=aggregate-first dst_ratio=1.0}' | FileCheck %s --check-prefix=FORCE-AGG
 // RUN: hector-opt %s --split-input-file -p 'hector-aggregation-order{order=transform-first dst_ratio=0.01}' | FileCheck %s --check-prefix=FORCE-TF
 
-// RGCN's message passing, `Σ_r Σ_{j ∈ N_r(i)} (1/c_{i,r}) W_r h_j` (K = N = 16). Without graph
+// RGCN's message passing, `Σ_r Σ_{j ∈ N_r(i)} (1/c_{i,r}) W_r h_j` (K = N = 64). Without graph
 // statistics the IR stays transform-then-aggregate (one scatter-GEMM per edge after fusion).
 // UNKNOWN-LABEL: func.func @rgcn
 // UNKNOWN-SAME: hector.aggregation_order = ["transform-first"]
-// UNKNOWN-SAME: hector.aggregation_widths = [16, 16]
+// UNKNOWN-SAME: hector.aggregation_widths = [64, 64]
 // UNKNOWN-NOT: dst_compact
 // UNKNOWN: "hector_inter.typed_linear"(%{{.*}}) {slice = "etype"}
 // UNKNOWN: "hector_inter.sum_to_dst"
@@ -22,8 +23,8 @@
 // DENSE-SAME: hector.aggregation_order = ["aggregate-first"]
 // DENSE: %[[XS:.*]] = "hector_inter.gather_src"(%[[G:[^,]*]], %[[X:[^)]*]])
 // DENSE: %[[N:.*]] = "hector_inter.degree_norm"(%[[G]]) {by = "dst_etype"}
-// DENSE-NEXT: %[[S:.*]] = "hector_inter.scale"(%[[XS]], %[[N]]) : (tensor<?x16xf32>, tensor<?x1xf32>)
-// DENSE-NEXT: %[[P:.*]] = "hector_inter.sum_to_dst_compact"(%[[G]], %[[S]]) : (!hector_inter.graph, tensor<?x16xf32>) -> tensor<?x16xf32>
+// DENSE-NEXT: %[[S:.*]] = "hector_inter.scale"(%[[XS]], %[[N]]) : (tensor<?x64xf32>, tensor<?x1xf32>)
+// DENSE-NEXT: %[[P:.*]] = "hector_inter.sum_to_dst_compact"(%[[G]], %[[S]]) : (!hector_inter.graph, tensor<?x64xf32>) -> tensor<?x64xf32>
 // DENSE-NEXT: %[[H:.*]] = "hector_inter.typed_linear"(%[[G]], %[[P]], %{{.*}}) {slice = "etype"}
 // DENSE-NEXT: %[[A:.*]] = "hector_inter.sum_dst_compact_to_dst"(%[[G]], %[[H]])
 // DENSE-NOT: "hector_inter.sum_to_dst"
@@ -35,8 +36,9 @@
 // SPARSE-SAME: hector.aggregation_order = ["transform-first"]
 // SPARSE-NOT: dst_compact
 
-// D/E = 0.7 at K = N = 16: not worth it for inference, but the backward program's two GEMMs
-// per edge (input and weight gradient) tip training to aggregate first.
+// D/E = 0.5 at K = N = 64: not worth it for inference (the scatter of E scaled rows into the
+// pairs costs as much as the GEMM rows it saves), but the backward program's two GEMMs per edge
+// (input and weight gradient) tip training to aggregate first.
 // INFER-LABEL: func.func @rgcn
 // INFER-SAME: hector.aggregation_order = ["transform-first"]
 // TRAIN-LABEL: func.func @rgcn
@@ -50,35 +52,37 @@
 // FORCE-TF-LABEL: func.func @rgcn
 // FORCE-TF-SAME: hector.aggregation_order = ["transform-first"]
 // FORCE-TF-NOT: dst_compact
-func.func @rgcn(%g: !hector_inter.graph, %x: tensor<?x16xf32> {hector.kind = "node"}, %w: tensor<3x16x16xf32> {hector.kind = "weight"}, %root: tensor<16x16xf32> {hector.kind = "weight"}) -> tensor<?x16xf32> {
-  %xs = "hector_inter.gather_src"(%g, %x) : (!hector_inter.graph, tensor<?x16xf32>) -> tensor<?x16xf32>
-  %m = "hector_inter.typed_linear"(%g, %xs, %w) {slice = "etype"} : (!hector_inter.graph, tensor<?x16xf32>, tensor<3x16x16xf32>) -> tensor<?x16xf32>
+func.func @rgcn(%g: !hector_inter.graph, %x: tensor<?x64xf32> {hector.kind = "node"}, %w: tensor<3x64x64xf32> {hector.kind = "weight"}, %root: tensor<64x64xf32> {hector.kind = "weight"}) -> tensor<?x64xf32> {
+  %xs = "hector_inter.gather_src"(%g, %x) : (!hector_inter.graph, tensor<?x64xf32>) -> tensor<?x64xf32>
+  %m = "hector_inter.typed_linear"(%g, %xs, %w) {slice = "etype"} : (!hector_inter.graph, tensor<?x64xf32>, tensor<3x64x64xf32>) -> tensor<?x64xf32>
   %n = "hector_inter.degree_norm"(%g) {by = "dst_etype"} : (!hector_inter.graph) -> tensor<?x1xf32>
-  %sm = "hector_inter.scale"(%m, %n) : (tensor<?x16xf32>, tensor<?x1xf32>) -> tensor<?x16xf32>
-  %agg = "hector_inter.sum_to_dst"(%g, %sm) : (!hector_inter.graph, tensor<?x16xf32>) -> tensor<?x16xf32>
-  %self = "hector_inter.typed_linear"(%g, %x, %root) {slice = "none"} : (!hector_inter.graph, tensor<?x16xf32>, tensor<16x16xf32>) -> tensor<?x16xf32>
-  %out = "hector_inter.add"(%agg, %self) : (tensor<?x16xf32>, tensor<?x16xf32>) -> tensor<?x16xf32>
-  return %out : tensor<?x16xf32>
+  %sm = "hector_inter.scale"(%m, %n) : (tensor<?x64xf32>, tensor<?x1xf32>) -> tensor<?x64xf32>
+  %agg = "hector_inter.sum_to_dst"(%g, %sm) : (!hector_inter.graph, tensor<?x64xf32>) -> tensor<?x64xf32>
+  %self = "hector_inter.typed_linear"(%g, %x, %root) {slice = "none"} : (!hector_inter.graph, tensor<?x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
+  %out = "hector_inter.add"(%agg, %self) : (tensor<?x64xf32>, tensor<?x64xf32>) -> tensor<?x64xf32>
+  return %out : tensor<?x64xf32>
 }
 
 // -----
 
-// Two layers in one program, decided per layer: at D/E = 0.7 the first (K = 4 → N = 64: little
-// GEMM work per row to save, and the aggregation would cost as much again) transforms first,
-// the second (K = N = 64) aggregates first. The second has no scale (a plain sum) and a shared
-// weight; the first a learned per-edge factor.
+// Two layers in one program, decided per layer: at D/E = 0.3 the first (K = 4 → N = 64: its
+// scatter-GEMM writes 64 columns per edge, the pair sums read only 4) aggregates first, the
+// second (K = N = 64: summing 64 columns per edge into the pairs costs as much as the GEMM rows
+// it saves) transforms first. The second has no scale (a plain sum) and a shared weight; the
+// first a learned per-edge factor.
 // DENSE-LABEL: func.func @two_layers
 // DENSE-SAME: hector.aggregation_order = ["aggregate-first", "aggregate-first"]
 // DENSE-SAME: hector.aggregation_widths = [4, 64, 64, 64]
 // FORCE-TF-LABEL: func.func @two_layers
 // FORCE-TF-SAME: hector.aggregation_order = ["transform-first", "transform-first"]
-// INFER-LABEL: func.func @two_layers
-// INFER-SAME: hector.aggregation_order = ["transform-first", "aggregate-first"]
-// INFER: %[[M1:.*]] = "hector_inter.typed_linear"(%{{.*}}) {slice = "etype"} : (!hector_inter.graph, tensor<?x4xf32>, tensor<3x4x64xf32>)
-// INFER: "hector_inter.sum_to_dst"(%{{.*}}, %{{.*}})
-// INFER: %[[P:.*]] = "hector_inter.sum_to_dst_compact"(%{{.*}}, %[[XS2:[^)]*]]) : (!hector_inter.graph, tensor<?x64xf32>)
-// INFER-NEXT: "hector_inter.typed_linear"(%{{.*}}, %[[P]], %{{.*}}) {slice = "none"} : (!hector_inter.graph, tensor<?x64xf32>, tensor<64x64xf32>)
-// INFER-NEXT: "hector_inter.sum_dst_compact_to_dst"
+// SPLIT-LABEL: func.func @two_layers
+// SPLIT-SAME: hector.aggregation_order = ["aggregate-first", "transform-first"]
+// SPLIT: %[[S:.*]] = "hector_inter.scale"(%{{.*}}, %{{.*}}) : (tensor<?x4xf32>, tensor<?x1xf32>)
+// SPLIT-NEXT: %[[P:.*]] = "hector_inter.sum_to_dst_compact"(%{{.*}}, %[[S]]) : (!hector_inter.graph, tensor<?x4xf32>)
+// SPLIT-NEXT: "hector_inter.typed_linear"(%{{.*}}, %[[P]], %{{.*}}) {slice = "etype"} : (!hector_inter.graph, tensor<?x4xf32>, tensor<3x4x64xf32>)
+// SPLIT-NEXT: "hector_inter.sum_dst_compact_to_dst"
+// SPLIT: "hector_inter.typed_linear"(%{{.*}}) {slice = "none"} : (!hector_inter.graph, tensor<?x64xf32>, tensor<64x64xf32>)
+// SPLIT-NEXT: "hector_inter.sum_to_dst"
 func.func @two_layers(%g: !hector_inter.graph, %x: tensor<?x4xf32> {hector.kind = "node"}, %w1: tensor<3x4x64xf32> {hector.kind = "weight"}, %w2: tensor<64x64xf32> {hector.kind = "weight"}, %a: tensor<?x1xf32> {hector.kind = "edge"}) -> tensor<?x64xf32> {
   %xs = "hector_inter.gather_src"(%g, %x) : (!hector_inter.graph, tensor<?x4xf32>) -> tensor<?x4xf32>
   %m = "hector_inter.typed_linear"(%g, %xs, %w1) {slice = "etype"} : (!hector_inter.graph, tensor<?x4xf32>, tensor<3x4x64xf32>) -> tensor<?x64xf32>
