@@ -441,6 +441,23 @@ def graph_builds() -> int:
 _PARAM_MARKS = ("_parameters_", "_buffers_")
 
 
+def mutated_inputs(gm: torch.fx.GraphModule) -> list[str]:
+    """Placeholders the captured graph writes to in place (``x.add_(...)``, ``x[i] = v``)."""
+    import operator
+
+    out = []
+    for n in gm.graph.nodes:
+        target = n.target
+        name = target if isinstance(target, str) else getattr(target, "__name__", "")
+        inplace = name.endswith("_") and not name.startswith("__")
+        inplace = inplace or target in (operator.setitem, operator.iadd, operator.imul)
+        if n.op in ("call_method", "call_function") and inplace and n.args:
+            first = n.args[0]
+            if isinstance(first, torch.fx.Node) and first.op == "placeholder":
+                out.append(first.name)
+    return sorted(set(out))
+
+
 def find_binding(
     gm: torch.fx.GraphModule, example_inputs: list[Any]
 ) -> tuple[Binding | None, str | None]:
@@ -528,6 +545,11 @@ class HectorBackend:
         )
         self.graphs.append(cg)
         cg.binding, cg.reason = find_binding(gm, example_inputs)
+        mutated = mutated_inputs(gm)
+        if cg.reason is None and mutated:
+            # Verifying a specialisation runs the graph twice: an input it writes to would be
+            # written twice. Such graphs run as captured.
+            cg.reason = f"the graph writes to its input(s) {', '.join(mutated)} in place"
         if cg.reason is None and not isinstance(outs, tuple | list):
             cg.reason = "the graph does not return a tuple"
         # Importing inside Dynamo's compilation works on real example inputs with static

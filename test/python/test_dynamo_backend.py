@@ -287,3 +287,20 @@ def test_a_graph_without_edges_falls_back_to_inductor_when_asked() -> None:
     assert captured.fallback_kind == "inductor"
     assert captured.fallback_fn is not None  # Inductor's compiled graph, not the FX graph
     assert "fell back (inductor): no edge_index" in captured.describe(code=False)
+
+
+def test_a_graph_writing_to_its_input_runs_as_captured() -> None:
+    class Scale(torch.nn.Module):
+        def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:  # noqa: D102
+            x.mul_(2.0)  # written once per call, also under the backend
+            return torch.zeros_like(x).index_add(0, edge_index[1], x[edge_index[0]])
+
+    ei, _ = _graph_inputs(N, E, 9)
+    x = torch.randn(N, F)
+    want_x, got_x = x.clone(), x.clone()
+    want = Scale()(want_x, ei)
+    be = HectorBackend()
+    got = torch.compile(Scale(), backend=be)(got_x, ei)
+    assert torch.allclose(got, want)
+    assert torch.equal(got_x, want_x)
+    assert "writes to its input(s)" in (be.graphs[0].reason or "")
