@@ -43,7 +43,8 @@ METHOD = (
     "the warm-up and timed calls: ms = mean, min_ms = fastest call; flops = 2*M*K*N (GEMM) or "
     "the row function's nominal count (traversal); bytes = compulsory f32/i32 traffic, gathered "
     "rows counted at each use; gflops/gbps = of the fastest call; torch_mm_gflops = fastest "
-    "torch.mm on the template's [M,K]x[K,N] shape (contiguous, one weight; 3 rounds of about "
+    "torch.mm on the template's [M,K]x[K,N] shape (contiguous, one weight, out= a preallocated "
+    "result; 3 rounds of about "
     "0.15 s, round-robin over the shapes) and copy_gbps = fastest Tensor.copy_ of 64 MiB, both "
     "in the same process at the same "
     "torch.get_num_threads(), and on one thread (torch_mm_gflops_1thread; copy_gbps is the "
@@ -130,23 +131,26 @@ def torch_mm_gflops(
         return None
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(m, k, generator=gen)
+    # Into a preallocated output, as a template writes its caller's buffer: a fresh [M, N]
+    # result per call would time the allocator's page faults too.
     if variant == "xty":
         g = torch.randn(m, n, generator=gen)
-        at = a.t()
+        at, dw = a.t(), torch.empty(k, n)
 
         def call() -> object:
-            return torch.mm(at, g)
+            return torch.mm(at, g, out=dw)
     elif variant == "xwt":
         w = torch.randn(n, k, generator=gen)
-        wt = w.t()
+        wt, out = w.t(), torch.empty(m, n)
 
         def call() -> object:
-            return torch.mm(a, wt)
+            return torch.mm(a, wt, out=out)
     else:
         w = torch.randn(k, n, generator=gen)
+        out = torch.empty(m, n)
 
         def call() -> object:
-            return torch.mm(a, w)
+            return torch.mm(a, w, out=out)
 
     with torch.no_grad():
         seconds = _best_seconds(call, budget_s)
