@@ -1,6 +1,7 @@
 // RUN: hector-opt %s -p 'hector-autodiff, convert-hector-inter-to-intra, placement-plan-saved{memory_budget=0 nodes=100 edges=1000 compact=500 recompute=false}, convert-placement-to-runtime' | FileCheck %s
 // RUN: hector-opt %s -p 'hector-autodiff, convert-hector-inter-to-intra, placement-plan-saved{memory_budget=0 nodes=100 edges=1000 compact=500 recompute=false}, convert-hector-intra-to-scf, convert-placement-to-runtime, hector-lower-llvm-cpu' | FileCheck %s --check-prefix=LLVM
 // RUN: hector-opt %s -p 'hector-autodiff, convert-hector-inter-to-intra, placement-plan-saved{memory_budget=0 nodes=100 edges=1000 compact=500}, convert-placement-to-runtime' | FileCheck %s --check-prefix=RECOMPUTE
+// RUN: hector-opt %S/../passes/Inputs/plan-saved-rgat.mlir -p 'hector-autodiff, hector-fuse, convert-hector-inter-to-intra, placement-plan-saved{memory_budget=0.5 nodes=19397 edges=422220 compact=46125 dst_compact=46125}, convert-hector-intra-to-scf, convert-placement-to-runtime, hector-lower-llvm-cpu' | FileCheck %s --check-prefix=RGAT
 
 // tanh's output (saved value 0, 8*N bytes) is offloaded. @layer_train no longer returns it: it
 // owns the buffer, starts the write right after the last kernel that reads it, waits one kernel
@@ -46,6 +47,15 @@
 // LLVM: llvm.call @hector_place_prefetch(%{{.*}}, %{{.*}}, %{{.*}}) : (i64, i64, i64) -> ()
 // LLVM: llvm.call @hector_place_wait(%{{.*}}) : (i64) -> ()
 // LLVM: llvm.call @hector_place_release(%{{.*}}) : (i64) -> ()
+
+// RGAT's training program at half its saved bytes (placement-plan-saved.mlir): its two
+// edge-wise saved values are written by @rgat_layer_train and read back by @rgat_layer_backward.
+// RGAT-LABEL: llvm.func @rgat_layer_train(
+// RGAT-COUNT-2: llvm.call @hector_place_write(
+// RGAT-NOT: llvm.call @hector_place_prefetch(
+// RGAT-LABEL: llvm.func @rgat_layer_backward(
+// RGAT-COUNT-2: llvm.call @hector_place_prefetch(
+// RGAT-NOT: llvm.call @hector_place_write(
 
 // A recomputed value needs no runtime call: it just leaves the ABI (and its marker goes).
 // RECOMPUTE-LABEL: func.func @layer_train(
