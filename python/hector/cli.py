@@ -103,6 +103,19 @@ def _parser() -> argparse.ArgumentParser:
         ("fuse", "template fusion, DCE and CSE"),
     ):
         c.add_argument(f"--no-{name}", action="store_true", help=f"disable {what}")
+    c.add_argument(
+        "--order",
+        choices=("auto", "transform-first", "aggregate-first"),
+        default="auto",
+        help="order of linear messages (hector-aggregation-order; auto: by --dst-ratio)",
+    )
+    c.add_argument(
+        "--dst-ratio",
+        type=float,
+        default=-1.0,
+        help="the graph's unique (destination, relation) pairs per edge, D/E, for the "
+        "aggregation-order cost model (default: unknown, transform first)",
+    )
 
     from . import bench
 
@@ -235,8 +248,15 @@ def compile_cmd(args: argparse.Namespace) -> int:
     target = STAGES[args.emit]
     if args.threads < 1:
         raise CliError(f"--threads must be at least 1, got {args.threads}")
+    if not args.dst_ratio <= 1.0:
+        raise CliError(f"--dst-ratio must be at most 1 (D <= E), got {args.dst_ratio}")
     options = compiler.Options(
-        not args.no_compact, not args.no_reorder, not args.no_fuse, threads=args.threads
+        not args.no_compact,
+        not args.no_reorder,
+        not args.no_fuse,
+        threads=args.threads,
+        order=args.order,
+        dst_ratio=args.dst_ratio,
     )
     try:
         if name == args.input:

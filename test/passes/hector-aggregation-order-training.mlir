@@ -1,5 +1,8 @@
 // RUN: hector-opt %s -p 'hector-aggregation-order{dst_ratio=0.1 training=true}, hector-autodiff, hector-fuse' | FileCheck %s
 // RUN: hector-opt %s -p 'hector-aggregation-order{dst_ratio=0.1 training=true}, hector-autodiff, hector-fuse, convert-hector-inter-to-intra' | FileCheck %s --check-prefix=INTRA
+// RUN: hector compile %s --emit intra --order aggregate-first | FileCheck %s --check-prefix=CLI
+// RUN: hector compile %s --emit intra --dst-ratio 0.1 | FileCheck %s --check-prefix=CLI-AUTO
+// RUN: not hector compile %s --emit intra --dst-ratio 2 2>&1 | FileCheck %s --check-prefix=CLI-BAD
 
 // What hector-autodiff makes of aggregate-then-transform: the backward program is as cheap as
 // the forward. The output gradient is read once per (destination, relation) pair, the input-
@@ -36,6 +39,12 @@
 // INTRA: "hector_intra.gemm_template"(%[[DYP]], %arg15, %arg12, %{{.*}}) {{.*}}variant = "xwt"
 // INTRA: "hector_intra.gemm_template"(%{{.*}}, %[[DYP]], %arg12, %{{.*}}) {{.*}}variant = "xty"
 // INTRA: "hector_intra.traversal_template"(%arg13, %arg0, %{{.*}}, %arg5, %{{.*}}) {{.*}}fn = "scale"{{.*}}reduce = "sum"
+// `hector compile` takes the order (or the graph's D/E for the cost model) as options; the
+// forward function alone, at K = 16, N = 8, is not worth aggregating first even at D/E = 0.1.
+// CLI: func.func @rgcn({{.*}}hector.aggregation_order = ["aggregate-first"]
+// CLI: "hector_intra.traversal_template"(%arg0, %arg13, {{.*}}fn = "scale"{{.*}}reduce = "sum"
+// CLI-AUTO: func.func @rgcn({{.*}}hector.aggregation_order = ["transform-first"]
+// CLI-BAD: error: --dst-ratio must be at most 1 (D <= E), got 2.0
 func.func @rgcn(%g: !hector_inter.graph, %x: tensor<?x16xf32> {hector.kind = "node"}, %w: tensor<3x16x8xf32> {hector.kind = "weight"}) -> tensor<?x8xf32> {
   %xs = "hector_inter.gather_src"(%g, %x) : (!hector_inter.graph, tensor<?x16xf32>) -> tensor<?x16xf32>
   %m = "hector_inter.typed_linear"(%g, %xs, %w) {slice = "etype"} : (!hector_inter.graph, tensor<?x16xf32>, tensor<3x16x8xf32>) -> tensor<?x8xf32>
