@@ -77,7 +77,10 @@ def main() -> int:
     model, _ = build_models(args.model, ds, args.feat, args.hidden, args.classes, 1, seed=0)
     compiled = compiled_functions(model)
     if world > 1:
-        model = torch.nn.parallel.DistributedDataParallel(model)
+        # An HGT layer whose input and output widths differ leaves its residual gate unused.
+        model = torch.nn.parallel.DistributedDataParallel(
+            model, find_unused_parameters=args.model == "hgt"
+        )
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
 
     phases = {k: 0.0 for k in ("wait", "sampling", "gather", "forward", "backward", "optimizer")}

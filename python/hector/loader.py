@@ -56,10 +56,13 @@ class FeatureStore:
     Args:
         features: path of a 2-D float32 ``.npy`` file.
         labels: path of a 1-D integer ``.npy`` file with as many rows, or None.
-        release: after each gather, drop the gathered pages from this process's mapping
-            (``madvise(MADV_DONTNEED)``; they stay in the OS page cache), so the feature table
-            never becomes resident in the process however many batches touch it.
+        release: gather in chunks of ``chunk_rows`` rows and after each drop the gathered pages
+            from this process's mapping (``madvise(MADV_DONTNEED)``; they stay in the OS page
+            cache), so at most about ``chunk_rows`` fault-around windows (64 KiB each) of the
+            table are resident in the process at any time, however large the batch and however
+            many batches touch it.
         threads: native gather threads (0: one per hardware thread).
+        chunk_rows: rows gathered between two releases.
 
     Raises:
         ValueError: a file is missing, not an ``.npy`` array of the right dtype and rank, or
@@ -73,6 +76,7 @@ class FeatureStore:
         *,
         release: bool = True,
         threads: int = 0,
+        chunk_rows: int = 1024,
     ) -> None:
         """Map the files (nothing is read yet)."""
         self.path = Path(features)
@@ -93,6 +97,7 @@ class FeatureStore:
                 )
         self.release = release
         self.threads = threads
+        self.chunk_rows = max(int(chunk_rows), 1)
         self._lock = threading.Lock()
         #: Set to record :attr:`peak_resident_bytes` at every gather (reads /proc/self/smaps).
         self.track_resident = False
@@ -135,19 +140,30 @@ class FeatureStore:
     def _gather(self, node_ids: np.ndarray, out: np.ndarray | None) -> tuple[torch.Tensor, float]:
         """:meth:`gather`, and the seconds spent on :attr:`track_resident` bookkeeping (so
         that timings can leave it out)."""
-        rows = native_sampler.gather_rows(self.table, node_ids, out=out, threads=self.threads)
+        index = native_sampler._ids("node_ids", node_ids)
+        if out is None:
+            out = np.empty((len(index), self.dim), dtype=np.float32)
+        mapping = getattr(self.table, "_mmap", None) if self.release else None
+        # A batch's rows are scattered over the whole file, and each page fault also maps the
+        # cached pages around it (the kernel's fault-around, 64 KiB): gathered at once, a large
+        # batch maps in most of the file. In chunks, each followed by a release, at most about
+        # chunk_rows * 64 KiB of it is mapped at any time.
+        step = self.chunk_rows if mapping is not None else max(len(index), 1)
         tracking = 0.0
-        if self.track_resident:
-            start = time.perf_counter()
-            resident = self.resident_bytes() or 0
-            self.peak_resident_bytes = max(self.peak_resident_bytes, resident)
-            tracking = time.perf_counter() - start
-        if self.release:
-            mapping = getattr(self.table, "_mmap", None)
+        for lo in range(0, len(index), step):
+            hi = min(lo + step, len(index))
+            native_sampler.gather_rows(
+                self.table, index[lo:hi], out=out[lo:hi], threads=self.threads
+            )
+            if self.track_resident:
+                start = time.perf_counter()
+                resident = self.resident_bytes() or 0
+                self.peak_resident_bytes = max(self.peak_resident_bytes, resident)
+                tracking += time.perf_counter() - start
             if mapping is not None:
                 with self._lock:  # one madvise at a time; gathers in flight re-fault pages
                     mapping.madvise(mmap.MADV_DONTNEED)
-        return torch.from_numpy(rows), tracking
+        return torch.from_numpy(out), tracking
 
     def resident_bytes(self) -> int | None:
         """Bytes of the feature file resident in this process's mappings now (from

@@ -523,7 +523,7 @@ extern "C" int32_t hector_gather_rows(const float* table, int64_t num_rows, int6
   // Rows of a memory-mapped table fault in from the file here: several threads keep several
   // page reads in flight.
   const bool ok = parallel_chunks(
-      num_index, hardware_threads(num_threads), 1024, [&](int64_t lo, int64_t hi) {
+      num_index, hardware_threads(num_threads), 256, [&](int64_t lo, int64_t hi) {
         for (int64_t i = lo; i < hi; ++i) {
           std::memcpy(out + i * width, table + index[i] * width, row_bytes);
         }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 import torch
@@ -136,3 +138,21 @@ def test_bad_inputs_give_clear_errors(mag, store, tmp_path):
         FeatureStore(tmp_path / "ints.npy")
     with pytest.raises(ValueError, match="no such file"):
         FeatureStore(tmp_path / "missing.npy")
+
+
+def test_released_gathers_keep_the_table_out_of_the_process(tmp_path):
+    rows, width = 16384, 64  # 4 MiB: a 256-byte row, 16 rows per page
+    write_random_features(tmp_path / "x.npy", rows, width, seed=1)
+    index = np.random.default_rng(0).permutation(rows)
+    kept = FeatureStore(tmp_path / "x.npy", release=False)
+    kept.track_resident = True
+    want = kept.gather(index)
+    assert kept.peak_resident_bytes > 0.9 * rows * width * 4  # the whole table mapped in
+    del kept  # unmap it: resident_bytes counts every mapping of the file in this process
+    gc.collect()
+    store = FeatureStore(tmp_path / "x.npy", chunk_rows=8)
+    store.track_resident = True  # reads /proc/self/smaps after every chunk: few chunks here
+    assert torch.equal(store.gather(index[:256]), want[:256])
+    # At most about a chunk's fault-around windows (8 x 64 KiB, one more at a boundary).
+    assert 0 < store.peak_resident_bytes <= 10 * 65536
+    assert store.resident_bytes() == 0  # released after the gather

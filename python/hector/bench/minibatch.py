@@ -448,9 +448,10 @@ def run_one(cfg: dict[str, Any], rank: int = 0, world: int = 1) -> dict[str, Any
             return {**result, "status": "skipped", "reason": reason}
     if world > 1:
         # PyG's HGTConv/RGATConv hold parameters a batch may not reach (a relation or node
-        # type without edges in it); Hector's layers take every relation's weights as a whole.
+        # type without edges in it), and an HGT layer whose input and output widths differ
+        # has no gated residual (its `skip` is unused).
         model = torch.nn.parallel.DistributedDataParallel(
-            model, find_unused_parameters=system == "pyg"
+            model, find_unused_parameters=system == "pyg" or cfg["model"] == "hgt"
         )
     result.update(
         train(
