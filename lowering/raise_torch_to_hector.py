@@ -435,10 +435,53 @@ class _Raiser:
             op = _def(v)
             if _name(op) == "torch.aten.unsqueeze" and self.const(op.operands[1]) in (-1, 1):
                 v = op.operands[0]
+        if self.one_hot_count(v):
+            return "dst_etype"
         g = self.gathered(v)
         if g is None or g[1] not in ("dst", "dst_etype") or self.counted(g[0]) != g[1]:
             return None
         return g[1]
+
+    def one_hot_count(self, v: Any) -> bool:
+        """``v`` ``[E, 1]`` is FastRGCNConv's count of each edge's (dst, etype):
+        ``C[dst].gather(1, etype.view(-1, 1))`` (optionally ``clamp(min=1)``) with ``C [N, R]``
+        the one-hot rows ``zeros(E, R).scatter(1, etype.unsqueeze(1), 1)`` summed onto zeros by
+        dst. Every edge counts itself, so the count is at least 1 with or without the clamp."""
+        op = _def(v)
+        if _name(op) == "torch.aten.clamp" and self.const(op.operands[1]) in (1, 1.0):
+            if self.const(op.operands[2]) is not None:
+                return False
+            op = _def(op.operands[0])
+        if _name(op) != "torch.aten.gather" or self.const(op.operands[1]) != 1:
+            return False
+        if self.column_role(op.operands[2]) != "etype":
+            return False
+        g = self.gathered(op.operands[0])
+        s = self.summed(g[0]) if g is not None and g[1] == "dst" else None
+        if s is None or s[1] != "dst":
+            return False
+        hot = _def(s[0])
+        if _name(hot) not in ("torch.aten.scatter.src", "torch.aten.scatter.value"):
+            return False
+        if not self.is_zeros(hot.operands[0]) or self.const(hot.operands[1]) != 1:
+            return False
+        if self.column_role(hot.operands[2]) != "etype":
+            return False
+        if _name(hot) == "torch.aten.scatter.src":
+            return self.is_ones(hot.operands[3])
+        return self.const(hot.operands[3]) in (1, 1.0)
+
+    def column_role(self, v: Any) -> str | None:
+        """The graph array ``v`` is, as a column ``[E, 1]`` (``I.unsqueeze(1)``,
+        ``I.view(-1, 1)``)."""
+        op = _def(v)
+        if _name(op) == "torch.aten.unsqueeze" and self.const(op.operands[1]) in (1, -1):
+            return self.index_role(op.operands[0])
+        s = _shape(v)
+        if _name(op) in ("torch.aten.view", "torch.aten.reshape") and s is not None:
+            if len(s[0]) == 2 and s[0][1] == 1:
+                return self.index_role(op.operands[0])
+        return None
 
     def gathered(self, v: Any) -> tuple[Any, str] | None:
         """``(x, role)`` when ``v`` is ``x[I]`` / ``index_select(x, 0, I)`` for an index."""

@@ -107,11 +107,26 @@ def test_fastrgcnconv_runs_through_hector() -> None:
     be = HectorBackend()
     _assert_matches(model, torch.compile(model, backend=be), torch.randn(N, F), ei, et)
     assert [g.status for g in be.graphs] == ["hector"]
-    assert be.graphs[0].raised()["sum_to_dst"] >= 1
-    # PyG's per-(dst, relation) count (scatter of a one-hot, gather) is not raised; explain
-    # names each such op by the user's line, not the captured graph's generated code.
+    # PyG's per-(dst, relation) mean (a one-hot scattered, summed by dst, gathered back by
+    # edge type) is raised as degree_norm {by = "dst_etype"}: nothing is left to torch code.
+    raised = be.graphs[0].raised()
+    assert raised["degree_norm"] == 1
+    assert raised["sum_to_dst"] == 1
+    assert be.graphs[0].unraised() == []
+
+
+def test_explain_names_unraised_ops_by_the_users_line() -> None:
+    class SinMessages(torch.nn.Module):
+        def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:  # noqa: D102
+            h = torch.sin(x[edge_index[0]])  # sin is not a hector_inter unary: stays torch
+            return torch.zeros_like(x).index_add(0, edge_index[1], h)
+
+    ei, _ = _graph_inputs(N, E, 10)
+    be = HectorBackend()
+    _assert_matches(SinMessages(), torch.compile(SinMessages(), backend=be), torch.randn(N, F), ei)
     text = be.graphs[0].describe(code=False)
-    assert "not raised: torch.aten.gather at rgcn_conv.py:" in text
+    assert be.graphs[0].status == "hector"
+    assert "not raised: torch.aten.sin at test_dynamo_backend.py:" in text
 
 
 def test_rgcnconv_graph_breaks_fall_back_and_relations_run_through_hector() -> None:
