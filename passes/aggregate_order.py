@@ -30,9 +30,13 @@ default, is what Hector's kernels measure on the CPU: GEMM templates at 14-25 GF
 gathering and scattering traversals at 2-3 GB/s):
 
     transform-first  forward: scatter-GEMM    2·E·K·N flops, (E·K + 2·E·N + E)·4 bytes
-    aggregate-first  forward: scaled scatter  E·K flops,     (3·E·K + E)·4 bytes
+    aggregate-first  forward: scaled scatter  E·K flops,     (3·E·K + E + 2·T·D·K)·4 bytes
                               GEMM            2·D·K·N flops, (D·K + D·N)·4 bytes
                               scatter to dst  D·N flops,     3·D·N·4 bytes
+
+(``T`` workers, the option ``threads``: with more than one, the sum into the pairs fills and
+combines a partial ``D x K`` block per worker, which is how the CPU kernels keep reductions
+deterministic.)
 
 With the option ``training`` (``hector-autodiff`` follows) the backward program each order
 gets from ``hector-autodiff`` is added: transform-first reads ``dy`` per edge and runs the
@@ -117,10 +121,14 @@ def transform_first_cost(e: float, k: int, n: int, training: bool) -> Cost:
     return cost
 
 
-def aggregate_first_cost(e: float, d: float, k: int, n: int, training: bool) -> Cost:
+def aggregate_first_cost(
+    e: float, d: float, k: int, n: int, training: bool, threads: int = 1
+) -> Cost:
     """Scaled rows summed per pair, one GEMM per pair, pairs summed per node (and, training,
-    the backward over pairs)."""
-    cost = _kernel(e * k, 3 * e * k + e)  # gathered, scaled, summed into the pairs
+    the backward over pairs). With several ``threads`` the sum into the pairs fills and
+    combines one partial ``D x K`` block per worker (deterministic reductions)."""
+    partials = 2 * threads * d * k if threads > 1 else 0.0
+    cost = _kernel(e * k, 3 * e * k + e + partials)  # gathered, scaled, summed into the pairs
     cost += _kernel(2 * d * k * n, d * k + d * n)
     cost += _kernel(d * n, 3 * d * n)  # pairs summed onto nodes
     if training:
@@ -138,14 +146,20 @@ BALANCE = 8.0
 
 
 def choose(
-    dst_ratio: float, k: int, n: int, *, training: bool = False, balance: float = BALANCE
+    dst_ratio: float,
+    k: int,
+    n: int,
+    *,
+    training: bool = False,
+    balance: float = BALANCE,
+    threads: int = 1,
 ) -> str:
     """The cheaper order for one linear message with input width ``k`` and output width ``n``
     on a graph with ``dst_ratio`` = D / E (``transform-first`` when it is unknown, negative)."""
     if dst_ratio < 0:
         return TRANSFORM_FIRST
     before = transform_first_cost(1.0, k, n, training).total(balance)
-    after = aggregate_first_cost(1.0, dst_ratio, k, n, training).total(balance)
+    after = aggregate_first_cost(1.0, dst_ratio, k, n, training, threads).total(balance)
     return AGGREGATE_FIRST if after < before else TRANSFORM_FIRST
 
 
@@ -222,6 +236,7 @@ def order_function(
     dst_ratio: float = -1.0,
     training: bool = False,
     balance: float = BALANCE,
+    threads: int = 1,
 ) -> list[str]:
     """Choose (and apply) the order of every linear message of ``func``; return the choices in
     program order."""
@@ -251,7 +266,7 @@ def order_function(
         k, n = w[-2], w[-1]
         pick = order
         if order == "auto":
-            pick = choose(dst_ratio, k, n, training=training, balance=balance)
+            pick = choose(dst_ratio, k, n, training=training, balance=balance, threads=threads)
         if pick == AGGREGATE_FIRST:
             _rewrite(message, graph)
         chosen.append(pick)
@@ -281,6 +296,7 @@ def order_function(
     ),
     training=Option(bool, False, "hector-autodiff follows: count the backward program too"),
     balance=Option(float, BALANCE, "flops that cost as much as one byte moved", min=0.0),
+    threads=Option(int, 1, "CPU workers of the kernels (each reduction keeps partials)", min=1),
 )
 def run(
     module_op: ir.Operation,
@@ -288,6 +304,7 @@ def run(
     dst_ratio: float = -1.0,
     training: bool = False,
     balance: float = BALANCE,
+    threads: int = 1,
 ) -> None:
     """Pass entry point."""
     for op in module_op.regions[0].blocks[0].operations:
@@ -299,4 +316,5 @@ def run(
                 dst_ratio=dst_ratio,
                 training=training,
                 balance=balance,
+                threads=threads,
             )

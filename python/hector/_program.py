@@ -173,7 +173,7 @@ class Options:
             (
                 "aggregate",
                 f"hector-aggregation-order{{order={self.order} dst_ratio={self.dst_ratio} "
-                f"training={training}}}",
+                f"training={training} threads={self.threads}}}",
             )
         )
         if self.compact:

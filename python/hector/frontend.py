@@ -714,7 +714,10 @@ class CompiledFunction:
             return None
         from .passes.aggregate_order import choose
 
-        return tuple(choose(options.dst_ratio, k, n, training=train) for k, n in widths)
+        return tuple(
+            choose(options.dst_ratio, k, n, training=train, threads=options.threads)
+            for k, n in widths
+        )
 
     def options_for(self, g: HeteroGraph) -> Options:
         """The optimization options for graph ``g`` (its statistics feed the cost models)."""
