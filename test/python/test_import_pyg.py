@@ -1,9 +1,8 @@
 """PyG's relational layers through ``hector.import_model`` (torch.export → torch-mlir → raise):
 the observed behaviour, pinned. See docs/import.md "PyG layers".
 
-* ``RGATConv`` imports fully raised (strict passes); ``FastRGCNConv`` imports with its
-  per-relation projections raised and PyG's mean counts compiled through torch-mlir's linalg
-  path; forward and backward match PyG.
+* ``RGATConv`` and ``FastRGCNConv`` import fully raised (the per-head sum and PyG's one-hot
+  per-(dst, relation) mean included); forward and backward match PyG.
 * ``RGCNConv`` fails in torch.export (``int(segment_count.max())``, a data-dependent size, in its
   segment-matmul heuristic); with ``torch_geometric.backend.use_segment_matmul = False`` it
   imports (``fallback="eager"``) as a per-relation masked loop that stays almost entirely
@@ -65,6 +64,8 @@ def test_fastrgcnconv_imports_and_matches(g: hector.HeteroGraph) -> None:
     assert imported.report.raised["gather_src"] == 1
     # bmm(x_j.unsqueeze(-2), weight.index_select(0, edge_type)).squeeze(-2): a typed linear.
     assert 'slice = "etype"' in imported.hector_ir()
+    assert 'by = "dst_etype"' in imported.hector_ir()  # PyG's one-hot count of (dst, relation)
+    assert imported.report.unsupported == []
     _check(model, imported, inputs)
 
 
