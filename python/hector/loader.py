@@ -43,6 +43,10 @@ from .runtime import sampler as native_sampler
 
 __all__ = ["Batch", "FeatureStore", "NeighborLoader", "write_random_features"]
 
+#: Linux maps up to this many bytes of cached pages around a faulting page (fault_around_bytes,
+#: 64 KiB by default, aligned): a release must cover those too.
+_FAULT_AROUND = 65536
+
 
 # ---------------------------------------------------------------------------------------------
 # Out-of-core features
@@ -56,11 +60,11 @@ class FeatureStore:
     Args:
         features: path of a 2-D float32 ``.npy`` file.
         labels: path of a 1-D integer ``.npy`` file with as many rows, or None.
-        release: gather in chunks of ``chunk_rows`` rows and after each drop the gathered pages
-            from this process's mapping (``madvise(MADV_DONTNEED)``; they stay in the OS page
-            cache), so at most about ``chunk_rows`` fault-around windows (64 KiB each) of the
-            table are resident in the process at any time, however large the batch and however
-            many batches touch it.
+        release: gather rows in file order, ``chunk_rows`` at a time, and after each chunk drop
+            the stretch of the file it read from this process's mapping
+            (``madvise(MADV_DONTNEED)``; the pages stay in the OS page cache), so only about a
+            chunk's stretch of the table is resident in the process at any time, however large
+            the batch and however many batches touch it.
         threads: native gather threads (0: one per hardware thread).
         chunk_rows: rows gathered between two releases.
 
@@ -144,26 +148,38 @@ class FeatureStore:
         if out is None:
             out = np.empty((len(index), self.dim), dtype=np.float32)
         mapping = getattr(self.table, "_mmap", None) if self.release else None
-        # A batch's rows are scattered over the whole file, and each page fault also maps the
-        # cached pages around it (the kernel's fault-around, 64 KiB): gathered at once, a large
-        # batch maps in most of the file. In chunks, each followed by a release, at most about
-        # chunk_rows * 64 KiB of it is mapped at any time.
-        step = self.chunk_rows if mapping is not None else max(len(index), 1)
         tracking = 0.0
-        for lo in range(0, len(index), step):
-            hi = min(lo + step, len(index))
-            native_sampler.gather_rows(
-                self.table, index[lo:hi], out=out[lo:hi], threads=self.threads
-            )
+        if mapping is None:
+            native_sampler.gather_rows(self.table, index, out=out, threads=self.threads)
             if self.track_resident:
-                start = time.perf_counter()
-                resident = self.resident_bytes() or 0
-                self.peak_resident_bytes = max(self.peak_resident_bytes, resident)
-                tracking += time.perf_counter() - start
-            if mapping is not None:
-                with self._lock:  # one madvise at a time; gathers in flight re-fault pages
-                    mapping.madvise(mmap.MADV_DONTNEED)
+                tracking = self._track()
+            return torch.from_numpy(out), tracking
+        # A batch's rows are scattered over the whole file, and each page fault also maps the
+        # cached pages around it (fault-around): gathered at once, a large batch maps in most
+        # of the file. Gathered in file order, in chunks of chunk_rows rows, each chunk spans a
+        # short stretch of the file that is released (madvise) right after it is copied.
+        order = np.argsort(index, kind="stable")
+        row_bytes = self.dim * 4
+        base = self.table.offset if isinstance(self.table, np.memmap) else 0
+        window = max(mmap.PAGESIZE, _FAULT_AROUND)  # what one fault may map around it
+        for lo in range(0, len(index), self.chunk_rows):
+            at = order[lo : lo + self.chunk_rows]
+            rows = index[at]
+            out[at] = native_sampler.gather_rows(self.table, rows, threads=self.threads)
+            if self.track_resident:
+                tracking += self._track()
+            first = (base + int(rows[0]) * row_bytes) // window * window
+            end = base + (int(rows[-1]) + 1) * row_bytes
+            stop = min(-(-end // window) * window, len(mapping))
+            with self._lock:
+                mapping.madvise(mmap.MADV_DONTNEED, first, stop - first)
         return torch.from_numpy(out), tracking
+
+    def _track(self) -> float:
+        """Update :attr:`peak_resident_bytes`; return the seconds it took."""
+        start = time.perf_counter()
+        self.peak_resident_bytes = max(self.peak_resident_bytes, self.resident_bytes() or 0)
+        return time.perf_counter() - start
 
     def resident_bytes(self) -> int | None:
         """Bytes of the feature file resident in this process's mappings now (from

@@ -153,6 +153,7 @@ def test_released_gathers_keep_the_table_out_of_the_process(tmp_path):
     store = FeatureStore(tmp_path / "x.npy", chunk_rows=8)
     store.track_resident = True  # reads /proc/self/smaps after every chunk: few chunks here
     assert torch.equal(store.gather(index[:256]), want[:256])
-    # At most about a chunk's fault-around windows (8 x 64 KiB, one more at a boundary).
-    assert 0 < store.peak_resident_bytes <= 10 * 65536
+    # At most about one chunk's stretch of the file (8 sorted rows of 256, ~128 KiB here)
+    # and the fault-around windows at its ends: far from the 4 MiB table.
+    assert 0 < store.peak_resident_bytes <= 16 * 65536
     assert store.resident_bytes() == 0  # released after the gather
