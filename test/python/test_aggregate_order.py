@@ -188,3 +188,17 @@ def test_one_kernel_per_decision() -> None:
     assert kernel(dense_a) is kernel(dense_b)
     assert kernel(sparse) is not kernel(dense_a)
     assert fn.compilations == 2
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_bench_rows_carry_the_order(order: str) -> None:
+    """``hector bench gnn`` reads each layer's choice off the compiled forward function."""
+    from hector.bench import gnn
+
+    g = _knowledge_graph()
+    layer = RGCNLayer(8, 8, g.num_etypes).optimize()
+    layer.compiled.order = order
+    assert gnn.aggregation_order(layer) is None  # nothing compiled yet
+    with torch.no_grad():
+        layer(g, torch.randn(g.num_nodes, 8))
+    assert gnn.aggregation_order(layer) == [order]
