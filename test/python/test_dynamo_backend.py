@@ -319,3 +319,12 @@ def test_a_graph_writing_to_its_input_runs_as_captured() -> None:
     assert torch.allclose(got, want)
     assert torch.equal(got_x, want_x)
     assert "writes to its input(s)" in (be.graphs[0].reason or "")
+
+
+def test_bench_compile_refuses_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    from hector.cli import main
+
+    assert main(["bench", "compile", "--systems", "eager,tvm"]) == 1
+    assert "error: --systems takes a subset of eager,inductor,hector" in capsys.readouterr().err
+    assert main(["bench", "compile", "--dataset", "synthetic:nope", "--systems", "eager"]) == 1
+    assert "unknown synthetic dataset 'synthetic:nope'" in capsys.readouterr().err
