@@ -26,7 +26,8 @@ LLVM_CPU = (
     "canonicalize, scf-forall-to-parallel, "
     "async-parallel-for{async-dispatch=false min-task-size=1}, async-to-async-runtime, "
     "async-runtime-ref-counting, async-runtime-ref-counting-opt, "
-    "convert-vector-to-scf, convert-linalg-to-loops, lower-affine, convert-scf-to-cf, "
+    "convert-vector-to-scf{full-unroll=true}, convert-linalg-to-loops, lower-affine, "
+    "convert-scf-to-cf, "
     "expand-strided-metadata, lower-affine, convert-async-to-llvm, convert-vector-to-llvm, "
     "finalize-memref-to-llvm, convert-math-to-llvm, convert-arith-to-llvm, "
     "convert-index-to-llvm, convert-ub-to-llvm, "
@@ -87,6 +88,8 @@ CPU_STAGES: tuple[Stage, ...] = (
 
 GPU_STAGES: tuple[Stage, ...] = (
     Stage("intra", "convert-hector-inter-to-intra", "GEMM/traversal templates on memrefs"),
+    # Untiled kernels by default until the tiled ones have been timed on a GPU;
+    # `hector-schedule{target=gpu}` before this conversion tiles the GEMMs in shared memory.
     Stage("gpu", "convert-hector-intra-to-gpu", "gpu.func kernels and host launches"),
     Stage("ptx", ptx_pipeline(), "NVVM → PTX text in a gpu.binary"),
 )

@@ -124,3 +124,19 @@ def test_typed_linear_by_node_type_on_workers(threads: None) -> None:
     x, w = torch.randn(70, 16), torch.randn(4, 16, 32)
     want = torch.bmm(x.unsqueeze(1), w[g.ntype.long()]).squeeze(1)
     torch.testing.assert_close(f(g, x, w), want, rtol=1e-4, atol=1e-5)
+
+
+def test_many_tiles_keep_the_stack_flat(threads: None) -> None:
+    """Hundreds of thousands of micro-kernel steps: a temporary buffer per vector transfer
+    inside the loops (convert-vector-to-scf without full unrolling) would grow the stack at
+    every step and crash; the result must simply be right."""
+    torch.set_num_threads(1)
+    g = hector.random_graph(500, 120_000, 8, seed=4)
+
+    @hector.compile
+    def f(g, x, w):
+        return g.typed_linear(g.gather_src(x), w, slice="etype")
+
+    x, w = torch.randn(500, 16), torch.randn(8, 16, 16)
+    want = torch.bmm(x[g.src.long()].unsqueeze(1), w[g.etype.long()]).squeeze(1)
+    torch.testing.assert_close(f(g, x, w), want, rtol=1e-4, atol=1e-4)
