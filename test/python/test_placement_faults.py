@@ -15,27 +15,14 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import torch
+from _placement_store import placement_store  # noqa: F401  (the `store` fixture)
 
 from hector import datasets, models
 from hector.runtime.offload import ChecksumError, OffloadIOError, TensorStore
-from hector.runtime.placement import use_store
-
-
-@pytest.fixture
-def store(tmp_path: Any) -> Iterator[TensorStore]:
-    """A private store for the test's frames (closed and restored afterwards)."""
-    s = TensorStore(str(tmp_path), threads=2, chunk_bytes=1 << 16)
-    previous = use_store(s)
-    try:
-        yield s
-    finally:
-        use_store(previous)
-        s.close()
 
 
 @pytest.fixture(scope="module")
