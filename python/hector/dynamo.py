@@ -662,8 +662,11 @@ backend = HectorBackend()
 def _register() -> None:
     from torch._dynamo.backends import registry
 
-    if "hector" not in registry._COMPILER_FNS:
-        registry.register_backend(compiler_fn=backend, name="hector")
+    # Loaded through the package's `torch_dynamo_backends` entry point, Dynamo registers the
+    # backend itself once this import returns: registering here too would be a duplicate.
+    if "hector" in registry._COMPILER_FNS or registry._BACKENDS.get("hector") is not None:
+        return
+    registry.register_backend(compiler_fn=backend, name="hector")
 
 
 _register()
