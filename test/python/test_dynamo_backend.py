@@ -328,3 +328,21 @@ def test_bench_compile_refuses_bad_arguments(capsys: pytest.CaptureFixture[str])
     assert "error: --systems takes a subset of eager,inductor,hector" in capsys.readouterr().err
     assert main(["bench", "compile", "--dataset", "synthetic:nope", "--systems", "eager"]) == 1
     assert "unknown synthetic dataset 'synthetic:nope'" in capsys.readouterr().err
+
+
+def test_backend_name_resolves_without_importing_hector() -> None:
+    """The `torch_dynamo_backends` entry point: a fresh process that never imports hector
+    still resolves backend="hector" (and loading it registers the name once)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import torch\n"
+        "from torch._dynamo.backends.registry import lookup_backend\n"
+        "print(type(lookup_backend('hector')).__name__)\n"
+        "print(type(lookup_backend('hector')).__name__)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True
+    )
+    assert out.stdout.split() == ["HectorBackend", "HectorBackend"]
