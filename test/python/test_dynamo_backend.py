@@ -16,12 +16,7 @@ import pytest
 import torch
 import torch._dynamo
 from torch._dynamo.exc import BackendCompilerFailed
-
-import hector
-from hector.dynamo import BackendError, HectorBackend
-
-torch_geometric = pytest.importorskip("torch_geometric")
-from torch_geometric.nn import (  # noqa: E402
+from torch_geometric.nn import (
     FastRGCNConv,
     GATConv,
     HeteroConv,
@@ -31,6 +26,9 @@ from torch_geometric.nn import (  # noqa: E402
     SAGEConv,
     to_hetero,
 )
+
+import hector
+from hector.dynamo import BackendError, HectorBackend
 
 N, E, R, F = 40, 240, 4, 8
 TOL = 1e-4
