@@ -123,8 +123,7 @@ def test_rgcn_inference_cli_writes_record_plot_and_memory(tmp_path) -> None:
 
 @pytest.mark.parametrize("model", ["rgcn", "rgat", "hgt"])
 def test_training_records_compare_gradients(model: str) -> None:
-    if not _has(model):
-        pytest.skip(f"hector.models.{gnn.HECTOR_CLASS[model]} not available yet")
+    assert _has(model), f"hector.models.{gnn.HECTOR_CLASS[model]} is missing"
     cell = gnn.Cell(model, DS, "training", hidden=8, in_dim=8, runs=2, scale=SCALE)
     rec = gnn.run_cell(cell, memory=False, quiet=True)
     peers = {"rgcn": {"RGCNConv", "FastRGCNConv"}, "rgat": {"RGATConv"}, "hgt": {"HGTConv"}}
@@ -162,8 +161,7 @@ def test_compaction_effect_against_its_allowance() -> None:
 
 @pytest.mark.parametrize("model", ["rgat", "hgt"])
 def test_attention_models_inference_with_heads(model: str) -> None:
-    if not _has(model):
-        pytest.skip(f"hector.models.{gnn.HECTOR_CLASS[model]} not available yet")
+    assert _has(model), f"hector.models.{gnn.HECTOR_CLASS[model]} is missing"
     cell = gnn.Cell(model, DS, "inference", hidden=8, in_dim=8, heads=2, runs=2, scale=SCALE)
     rec = gnn.run_cell(cell, memory=False, quiet=True)
     hector = _check_record(rec, model, "inference", {gnn.REFERENCE[model]})

@@ -17,12 +17,10 @@ from __future__ import annotations
 import pytest
 import torch
 from test_import import _check
+from torch_geometric.nn import FastRGCNConv, HGTConv, RGATConv, RGCNConv
 
 import hector
 from hector.importer import ImportError_
-
-torch_geometric = pytest.importorskip("torch_geometric")
-from torch_geometric.nn import FastRGCNConv, HGTConv, RGATConv, RGCNConv  # noqa: E402
 
 N, E, R = 40, 240, 4
 
