@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch_geometric
 from test_import import _check
 from torch_geometric.nn import FastRGCNConv, HGTConv, RGATConv, RGCNConv
 
