@@ -47,6 +47,10 @@ __all__ = ["Batch", "FeatureStore", "NeighborLoader", "write_random_features"]
 #: 64 KiB by default, aligned): a release must cover those too.
 _FAULT_AROUND = 65536
 
+#: With ``track_resident``, the resident size is read after every this many chunks (reading
+#: ``/proc/self/smaps`` holds the GIL for tens of ms in a process with many mappings).
+_TRACK_EVERY = 16
+
 
 # ---------------------------------------------------------------------------------------------
 # Out-of-core features
@@ -103,7 +107,8 @@ class FeatureStore:
         self.threads = threads
         self.chunk_rows = max(int(chunk_rows), 1)
         self._lock = threading.Lock()
-        #: Set to record :attr:`peak_resident_bytes` at every gather (reads /proc/self/smaps).
+        #: Set to record :attr:`peak_resident_bytes` during gathers (reads /proc/self/smaps after
+        #: every 16th chunk).
         self.track_resident = False
         #: Most bytes of the feature file resident in this process at the end of a gather
         #: (before the release), while :attr:`track_resident` is set.
@@ -166,8 +171,8 @@ class FeatureStore:
             at = order[lo : lo + self.chunk_rows]
             rows = index[at]
             out[at] = native_sampler.gather_rows(self.table, rows, threads=self.threads)
-            if self.track_resident:
-                tracking += self._track()
+            if self.track_resident and (lo // self.chunk_rows) % _TRACK_EVERY == 0:
+                tracking += self._track()  # smaps is slow to read: a sample of the chunks
             first = (base + int(rows[0]) * row_bytes) // window * window
             end = base + (int(rows[-1]) + 1) * row_bytes
             stop = min(-(-end // window) * window, len(mapping))
