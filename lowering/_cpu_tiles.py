@@ -385,14 +385,19 @@ def _gemm_epilogue(
 # ---- traversal -------------------------------------------------------------------------------
 
 
+#: A reducing traversal runs on its workers only when it has at least this many rows per row
+#: of ``out``: below it, filling and folding the workers' partial outputs (memory-bound, like
+#: the traversal itself) costs more than the second worker saves.
+PARTIAL_ROWS_RATIO = 4
+
+
 def lower_traversal(v: OpAccess, s: intra.Schedule) -> None:
-    """A traversal template with its rows spread over workers (partials for reductions)."""
+    """A traversal template with its rows spread over workers (partials for reductions; a
+    reduction into nearly as many rows as it reads runs on one worker, decided at run time)."""
     b = T.Body(T.operands(v))
     f = T.RowFn.of(v)
     threads = s.threads if s.parallel == "rows" else 1
     reduces = f.reduce != "none"
-    init = float("-inf") if f.reduce == "max" else 0.0
-    workers = Workers(b, threads, partials=reduces, init=init)
     m = T.traversal_rows(b, b.index(0))
     cols = b.index(T.width(b.ops["out"]))
     c0, c1 = b.index(0), b.index(1)
@@ -403,8 +408,26 @@ def lower_traversal(v: OpAccess, s: intra.Schedule) -> None:
             with wb.loop(c0, cols, c1) as j:
                 T.traversal_element(wb, f, row.at(j), atomic=False)
 
-    workers.each(m, rows)
-    workers.finish(arith.maximumf if f.reduce == "max" else arith.addf)
+    def on_workers() -> None:
+        init = float("-inf") if f.reduce == "max" else 0.0
+        workers = Workers(b, threads, partials=reduces, init=init)
+        workers.each(m, rows)
+        workers.finish(arith.maximumf if f.reduce == "max" else arith.addf)
+
+    if threads == 1 or not reduces:
+        on_workers()
+        return
+    out_rows = _dims(b.ops["out"])[0]
+    enough = arith.cmpi(
+        arith.CmpIPredicate.uge, m, arith.muli(out_rows, b.index(PARTIAL_ROWS_RATIO))
+    )
+    branch = scf.IfOp(enough, has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        on_workers()
+        scf.yield_([])
+    with ir.InsertionPoint(branch.else_block):
+        rows(c0, m, b)
+        scf.yield_([])
 
 
 # ---- the micro-kernel script -----------------------------------------------------------------

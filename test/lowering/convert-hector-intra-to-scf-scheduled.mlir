@@ -89,13 +89,22 @@ func.func @weight_gradient(%x: memref<?x8xf32>, %dy: memref<?x16xf32>, %src: mem
 }
 
 // CHECK-LABEL: func.func @max_to_dst
-// A max reduction's partials start at -inf and fold with maximumf.
+// Workers only when there are at least 4 rows per output row (decided at run time: partials
+// cost about as much as the rows they save otherwise); a max reduction's partials start at
+// -inf and fold with maximumf.
 // CHECK: %[[NEG:.*]] = arith.constant 0xFF800000 : f32
+// CHECK: %[[ENOUGH:.*]] = arith.cmpi uge, %{{.*}}, %{{.*}} : index
+// CHECK: scf.if %[[ENOUGH]] {
 // CHECK: linalg.fill ins(%[[NEG]] : f32) outs(%{{.*}} : memref<2x?x4xf32>)
 // CHECK: scf.forall (%{{.*}}) in (3) {
 // CHECK: arith.maximumf
 // CHECK: scf.forall (%{{.*}}) in (3) {
 // CHECK-COUNT-2: arith.maximumf
+// One worker otherwise, straight into `out`.
+// CHECK: } else {
+// CHECK-NOT: scf.forall
+// CHECK: arith.maximumf
+// CHECK: return
 func.func @max_to_dst(%dst: memref<?xi32>, %m: memref<?x4xf32>, %out: memref<?x4xf32>) {
   "hector_intra.traversal_template"(%dst, %m, %out)
       {parallel = "edge", fn = "copy", reduce = "max", slope = 0.0 : f32,
