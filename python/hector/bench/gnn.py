@@ -242,10 +242,13 @@ def _hector_systems(
     return systems
 
 
-def saved_bytes(module: Any, stats: dict[str, Any]) -> dict[str, int] | None:
+def saved_bytes(
+    module: Any, stats: dict[str, Any], dst_ratio: float | None = None
+) -> dict[str, int] | None:
     """Bytes of the activations a training step saves for its backward pass, by row kind
-    (``edge``, ``compact``, ``node``): read off ``<f>_train``'s ABI (the shapes and kinds of its
-    saved results), with the graph's edge, compact-row and node counts (``stats``)."""
+    (``edge``, ``compact``, ``dst_compact``, ``node``): read off ``<f>_train``'s ABI (the shapes
+    and kinds of its saved results), with the graph's edge, compact-row and node counts
+    (``stats``) and its unique (destination, relation) pairs per edge (``dst_ratio``)."""
     fn = getattr(module, "compiled", None)
     if fn is None or not fn._cache:
         return None
@@ -256,6 +259,8 @@ def saved_bytes(module: Any, stats: dict[str, Any]) -> dict[str, int] | None:
     edges = stats["edges"]
     compact = round(stats["compaction_ratio"] * edges)
     rows = {"edge": edges, "compact": compact, "node": stats["nodes"]}
+    if dst_ratio is not None:
+        rows["dst_compact"] = round(dst_ratio * edges)
     out = {"edge": 0, "compact": 0, "node": 0, "weight": 0}
     saved = range(len(abi.result_kinds) - abi.num_saved, len(abi.result_kinds))
     for i in saved:
@@ -632,7 +637,7 @@ def measure_system(
         entry["aggregation_order"] = aggregation_order(module)
         entry["dst_compaction_ratio"] = _dst_compaction_ratio(setup)
         if cell.training:
-            entry["saved_bytes"] = saved_bytes(module, setup.stats)
+            entry["saved_bytes"] = saved_bytes(module, setup.stats, entry["dst_compaction_ratio"])
         if profiled:
             import torch
 
