@@ -1057,6 +1057,12 @@ def block_function(kernel: ir.Operation, at: ir.Operation) -> str:
 #: 4 × 4 registers each: the classic shared-memory SGEMM shape).
 GPU_TILE_M, GPU_UNROLL, GPU_TILE_K, GPU_MAX_TILE_N = 64, 4, 16, 64
 
+#: Rows one thread of the weight-gradient GEMM sums before its partial is written.
+XTY_ROWS_PER_CHUNK = 256
+#: Most floats the weight gradient's per-chunk partials may take (256 MiB): sliced weights
+#: (``[T, K, N]``) get fewer, longer chunks.
+XTY_PARTIAL_BUDGET = 1 << 26
+
 
 def _register_block(extent: int) -> int:
     """A register block's width along an extent: 4, or less for narrow ones."""
@@ -1106,8 +1112,6 @@ class BenchShape:
 
     def chunks(self) -> int:
         """Row chunks of the weight gradient (``intra_to_gpu._xty_chunks``, on the host)."""
-        from .intra_to_gpu import XTY_PARTIAL_BUDGET, XTY_ROWS_PER_CHUNK
-
         wanted = -(-self.rows // XTY_ROWS_PER_CHUNK)
         cap = max(1, XTY_PARTIAL_BUDGET // (self.slices * self.k * self.n))
         return max(1, min(wanted, cap))

@@ -149,11 +149,9 @@ def _split(gid: ir.Value, per_row: ir.Value, rows: ir.Value) -> tuple[ir.Value, 
 # ---- GEMM -------------------------------------------------------------------------------------
 
 
-#: Rows one thread of the weight-gradient GEMM sums before its partial is written.
-XTY_ROWS_PER_CHUNK = 256
-#: Most floats the weight gradient's per-chunk partials may take (256 MiB): sliced weights
-#: (``[T, K, N]``) get fewer, longer chunks.
-XTY_PARTIAL_BUDGET = 1 << 26
+# The weight gradient's chunking (defined with the tiled kernels, which share it).
+XTY_ROWS_PER_CHUNK = G.XTY_ROWS_PER_CHUNK
+XTY_PARTIAL_BUDGET = G.XTY_PARTIAL_BUDGET
 
 
 def _xty_shape(t: Template) -> tuple[int | None, int, int]:
