@@ -32,17 +32,39 @@ def mlir_library(name: str) -> str:
 RUNNER_UTILS = "libmlir_c_runner_utils.so"
 #: MLIR's async runtime: the workers of scheduled kernels.
 ASYNC_RUNTIME = "libmlir_async_runtime.so"
+#: The runtime's entry points generated code calls (``convert-async-to-llvm``); the library's
+#: own spelling, typo included, for the worker count.
+ASYNC_SYMBOLS = (
+    "mlirAsyncRuntimeAddRef", "mlirAsyncRuntimeDropRef", "mlirAsyncRuntimeCreateToken",
+    "mlirAsyncRuntimeCreateValue", "mlirAsyncRuntimeCreateGroup", "mlirAsyncRuntimeEmplaceToken",
+    "mlirAsyncRuntimeEmplaceValue", "mlirAsyncRuntimeSetTokenError",
+    "mlirAsyncRuntimeSetValueError", "mlirAsyncRuntimeIsTokenError",
+    "mlirAsyncRuntimeIsValueError", "mlirAsyncRuntimeIsGroupError",
+    "mlirAsyncRuntimeAwaitToken", "mlirAsyncRuntimeAwaitValue",
+    "mlirAsyncRuntimeAwaitAllInGroup", "mlirAsyncRuntimeExecute",
+    "mlirAsyncRuntimeGetValueStorage", "mlirAsyncRuntimeAddTokenToGroup",
+    "mlirAsyncRuntimeAwaitTokenAndExecute", "mlirAsyncRuntimeAwaitValueAndExecute",
+    "mlirAsyncRuntimeAwaitAllInGroupAndExecute", "mlirAsyncRuntimGetNumWorkerThreads",
+    "mlirAsyncRuntimePrintCurrentThreadId",
+)  # fmt: skip
 _async_runtime: ctypes.CDLL | None = None
 
 
-def load_async_runtime() -> None:
-    """Load MLIR's async runtime into the process once, with its symbols global, so every
-    engine resolves its ``mlirAsyncRuntime*`` calls there. It is deliberately not an engine's
-    ``shared_libs``: an engine tears the library's default runtime (its thread pool) down when
-    it is destroyed, and the next engine's workers then crash."""
+def async_runtime_symbols() -> dict[str, ctypes.c_void_p]:
+    """The async runtime's entry points, from the library loaded once per process with local
+    symbols. Each engine is handed these addresses instead of the library: an engine that
+    loads the library (``shared_libs``) tears its default runtime (the thread pool) down when
+    it is destroyed, so the next engine's workers crash; and loading it with global symbols
+    clashes with torch-mlir's copy of LLVM (its command-line options register twice)."""
     global _async_runtime
     if _async_runtime is None:
-        _async_runtime = ctypes.CDLL(mlir_library(ASYNC_RUNTIME), mode=ctypes.RTLD_GLOBAL)
+        _async_runtime = ctypes.CDLL(mlir_library(ASYNC_RUNTIME), mode=os.RTLD_LOCAL)
+    found = {}
+    for name in ASYNC_SYMBOLS:
+        entry = getattr(_async_runtime, name, None)
+        if entry is not None:
+            found[name] = ctypes.cast(entry, ctypes.c_void_p)
+    return found
 
 
 class CpuKernel:
@@ -54,10 +76,11 @@ class CpuKernel:
     def __init__(
         self, module: ir.Module, opt_level: int = 3, shared_libs: Sequence[str] = ()
     ) -> None:
-        load_async_runtime()
         libs = [mlir_library(RUNNER_UTILS)]
         libs += [lib for lib in shared_libs if lib not in libs]
         self.engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=libs)
+        for name, address in async_runtime_symbols().items():
+            self.engine.raw_register_runtime(name, address)
 
     def __call__(self, name: str, *arrays: np.ndarray) -> None:
         """Run function ``name`` on ``arrays`` (inputs, then outputs), in its order."""
