@@ -47,39 +47,51 @@ ASYNC_SYMBOLS = (
     "mlirAsyncRuntimeAwaitAllInGroupAndExecute", "mlirAsyncRuntimGetNumWorkerThreads",
     "mlirAsyncRuntimePrintCurrentThreadId",
 )  # fmt: skip
-_async_runtime: ctypes.CDLL | None = None
+#: What generated code may call in the runner utilities (the profiler's clock, copies).
+RUNNER_SYMBOLS = ("rtclock", "memrefCopy")
+_local_libraries: dict[str, ctypes.CDLL] = {}
 
 
-def async_runtime_symbols() -> dict[str, ctypes.c_void_p]:
-    """The async runtime's entry points, from the library loaded once per process with local
-    symbols. Each engine is handed these addresses instead of the library: an engine that
-    loads the library (``shared_libs``) tears its default runtime (the thread pool) down when
-    it is destroyed, so the next engine's workers crash; and loading it with global symbols
-    clashes with torch-mlir's copy of LLVM (its command-line options register twice)."""
-    global _async_runtime
-    if _async_runtime is None:
-        _async_runtime = ctypes.CDLL(mlir_library(ASYNC_RUNTIME), mode=os.RTLD_LOCAL)
+def _local_symbols(library: str, names: Sequence[str]) -> dict[str, ctypes.c_void_p]:
+    """Addresses of ``names`` in one of MLIR's runtime libraries, loaded once per process with
+    local symbols (those it lacks are left out)."""
+    lib = _local_libraries.get(library)
+    if lib is None:
+        lib = _local_libraries[library] = ctypes.CDLL(mlir_library(library), mode=os.RTLD_LOCAL)
     found = {}
-    for name in ASYNC_SYMBOLS:
-        entry = getattr(_async_runtime, name, None)
+    for name in names:
+        entry = getattr(lib, name, None)
         if entry is not None:
             found[name] = ctypes.cast(entry, ctypes.c_void_p)
     return found
+
+
+def runtime_symbols() -> dict[str, ctypes.c_void_p]:
+    """MLIR's async runtime and runner utilities, as addresses handed to each engine rather
+    than libraries it loads: an engine that loads the async runtime (``shared_libs``) tears
+    its default runtime (the thread pool) down when it is destroyed, so the next engine's
+    workers crash; and the engine loads its libraries with global symbols, which clash with
+    torch-mlir's copy of LLVM (its command-line options register twice and abort the
+    process)."""
+    return {
+        **_local_symbols(ASYNC_RUNTIME, ASYNC_SYMBOLS),
+        **_local_symbols(RUNNER_UTILS, RUNNER_SYMBOLS),
+    }
 
 
 class CpuKernel:
     """The compiled functions of an LLVM-dialect module, callable by name on NumPy arrays.
 
     ``shared_libs``: further libraries whose symbols the module calls (MLIR's runner utilities
-    and async runtime are always loaded)."""
+    and async runtime are always available, through :func:`runtime_symbols`)."""
 
     def __init__(
         self, module: ir.Module, opt_level: int = 3, shared_libs: Sequence[str] = ()
     ) -> None:
-        libs = [mlir_library(RUNNER_UTILS)]
-        libs += [lib for lib in shared_libs if lib not in libs]
+        own = {mlir_library(RUNNER_UTILS), mlir_library(ASYNC_RUNTIME)}
+        libs = [lib for lib in shared_libs if lib not in own]
         self.engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=libs)
-        for name, address in async_runtime_symbols().items():
+        for name, address in runtime_symbols().items():
             self.engine.raw_register_runtime(name, address)
 
     def __call__(self, name: str, *arrays: np.ndarray) -> None:

@@ -372,17 +372,16 @@ def compile_torch_function(
     """Compile the single torch-dialect function of ``source`` for the CPU (all four stages)
     and JIT it in Hector's MLIR; ``what`` names it in error messages. ``source`` is a
     ``torch_mlir.ir.Module`` (lowered in place) or its text (torch-mlir's output)."""
-    from mlir.execution_engine import ExecutionEngine
-
     from .cpu_jit import CpuKernel
 
     module = parse_torch(source, what) if isinstance(source, str) else source
     name, ins, outs = _signature(module)
     stages, lowered = lower_torch_module(module, what)
-    kernel = CpuKernel.__new__(CpuKernel)
+    runner_utils()  # a clear error when the wheel lacks them
     with lowered.context:
-        # memref.copy between strided views calls memrefCopy from MLIR's C runner utils.
-        kernel.engine = ExecutionEngine(lowered, opt_level=opt_level, shared_libs=runner_utils())
+        # memref.copy between strided views calls memrefCopy from MLIR's C runner utils,
+        # which CpuKernel hands to its engine.
+        kernel = CpuKernel(lowered, opt_level=opt_level)
     return LinalgFunction(name, tuple(ins), tuple(outs), stages, kernel, lowered)
 
 
