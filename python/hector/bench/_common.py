@@ -337,7 +337,9 @@ def run_worker(
     import threading
 
     cmd = [sys.executable, "-m", module, flag, json.dumps(payload)]
-    full_env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
+    # One malloc arena: each thread's own arena reserves 64 MiB of address space, which an
+    # address-space cap (limit_address_space) would count as memory the work used.
+    full_env = dict(os.environ, PYTHONUNBUFFERED="1", MALLOC_ARENA_MAX="1", **(env or {}))
     answer: dict[str, Any] | None = None
     with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as err:
         proc = subprocess.Popen(

@@ -1304,7 +1304,10 @@ def _isolate(mem_limit_bytes: int | None) -> None:
     import torch_geometric  # noqa: F401
 
     import hector.models  # noqa: F401
+    from hector import compiler  # noqa: F401  (the MLIR bindings, loaded lazily otherwise)
+    from hector.lowering import cpu_jit
 
+    cpu_jit.runtime_symbols()  # MLIR's async runtime and runner utilities
     _common.limit_address_space(mem_limit_bytes)
     _common.prefer_oom_kill()
 
