@@ -71,10 +71,11 @@ def test_profiled_inference_matches_and_counts_every_template(monkeypatch) -> No
     timings = entry.kernel_profile()
     forward = [t for t in timings if t.info.function == "_rgcn_layer"]
     assert len(forward) == entry.ir("intra").count("hector_intra.") > 0
+    # rtclock ticks in microseconds: a tiny kernel may read 0, but not every one of them
+    assert sum(t.seconds for t in forward) > 0
     for t in forward:
         assert t.calls == 3
-        assert t.seconds > 0
-        assert 0 < t.min_seconds <= t.seconds / 3 + 1e-12
+        assert 0 <= t.min_seconds <= t.seconds / 3 + 1e-12
         assert 0 < t.mean_rows <= EDGES
         assert t.mean_rows == int(t.mean_rows)
         assert t.flops >= 0
@@ -105,7 +106,9 @@ def test_profiled_training_matches_every_gradient(monkeypatch) -> None:
     functions = {t.info.function for t in ran}
     assert functions == {"_rgcn_layer_train", "_rgcn_layer_backward"}
     assert {t.info.variant for t in ran if t.info.is_gemm} >= {"xw", "xwt", "xty"}
-    assert all(t.calls == 1 and t.min_seconds > 0 for t in ran)
+    # rtclock ticks in microseconds: a tiny kernel may read 0, but not all of them
+    assert all(t.calls == 1 and t.min_seconds >= 0 for t in ran)
+    assert sum(t.seconds for t in ran) > 0
 
 
 def test_work_formulas() -> None:
@@ -144,12 +147,13 @@ def test_bench_record_has_kernel_rows_and_plot(tmp_path) -> None:
     assert profile["copy_gbps"] > 0
     rows = profile["kernels"]
     assert {r["function"] for r in rows} == {"_rgcn_layer_train", "_rgcn_layer_backward"}
+    assert sum(r["ms"] for r in rows) > 0  # rtclock ticks in microseconds: one may read 0
     for r in rows:
-        assert r["min_ms"] > 0
+        assert r["min_ms"] >= 0
         assert r["ms"] >= r["min_ms"]
         assert r["calls"] == 2
         assert r["bytes"] > 0
-        assert r["gbps"] > 0
+        assert r["gbps"] is None or r["gbps"] >= 0
         assert r["source"]
         if r["template"] == "gemm":
             assert r["flops"] == 2 * r["M"] * r["K"] * r["N"]
