@@ -637,17 +637,8 @@ def guard_launch(launch: ir.Operation) -> None:
     launch.move_before(yield_op)
 
 
-def _ops_named(op: ir.Operation, names: tuple[str, ...]) -> list[ir.Operation]:
-    """Every op nested in ``op`` whose name is one of ``names``, in walk order."""
-    found: list[ir.Operation] = []
-
-    def visit(inner: ir.Operation) -> ir.WalkResult:
-        if inner.name in names:
-            found.append(inner)
-        return ir.WalkResult.ADVANCE
-
-    op.walk(visit)
-    return found
+# Every op nested in an op whose name is one of a tuple, in walk order (one helper for both).
+_ops_named = G._ops_named
 
 
 def _launches(op: ir.Operation) -> list[ir.Operation]:
