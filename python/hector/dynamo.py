@@ -50,6 +50,7 @@ from typing import Any
 
 import torch
 
+from . import pyg_route
 from .graph import HeteroGraph
 from .importer import ImportedModel, ImportError_, import_function
 
@@ -62,6 +63,7 @@ _OPTIONS: dict[str, Any] = {
     "verify": True,
     "rtol": 1e-4,
     "atol": 1e-4,
+    "modules": True,
 }
 _GRAPH_CACHE_SIZE = 8
 #: HeteroGraphs built from index tensors, most recently used last (see :func:`graph_for`).
@@ -106,6 +108,7 @@ class CapturedGraph:
     n_outputs: int
     binding: Binding | None = None
     reason: str | None = None  # why the whole graph falls back (None: it goes to Hector)
+    layers: list[str] = field(default_factory=list)  # Hector layer programs the graph calls
     fallback_kind: str = "eager"
     fallback_fn: Any = None
     specializations: dict[tuple[Any, ...], Specialization] = field(default_factory=dict)
@@ -117,7 +120,10 @@ class CapturedGraph:
     # -- what people read ---------------------------------------------------------------------
     @property
     def status(self) -> str:
-        """``"hector"`` when some specialisation runs through Hector, else ``"fallback"``."""
+        """``"hector"`` when some specialisation runs through Hector (or the graph calls a
+        recognised layer's Hector program), else ``"fallback"``."""
+        if self.layers:
+            return "hector"
         if self.reason is None and any(
             s.imported is not None for s in self.specializations.values()
         ):
@@ -153,6 +159,11 @@ class CapturedGraph:
             lines.append(f"  graph inputs: {bound}")
         if self.reason is not None:
             lines.append(f"  fell back ({self.fallback_kind}): {self.reason}")
+        if self.layers:
+            lines.append(
+                f"  recognised PyG layer(s), run by Hector's compiled program(s) "
+                f"{self.layers} (hector::pyg_layer); the rest of the graph runs as captured"
+            )
         for s in self.specializations.values():
             shapes = _describe_key(s.key)
             if s.imported is None:
@@ -194,6 +205,10 @@ class CapturedGraph:
     def __call__(self, *args: Any) -> Any:
         """Run the graph: through Hector when it can, else as captured (eager or Inductor)."""
         self.calls += 1
+        if self.layers:
+            # The layer's op runs Hector's program; around it, weight-sized glue (PyTorch).
+            self.hector_calls += 1
+            return self.gm.forward(*args)
         if self.reason is not None:
             return self._fallback(args)
         try:
@@ -523,6 +538,11 @@ class HectorBackend:
         """Options as in the module docstring; unknown names are an error."""
         self.options = _checked({**_OPTIONS, **options})
         self.graphs: list[CapturedGraph] = []
+        # The recognised PyG layers call Hector's op when this backend compiles them.
+        pyg_route.install()
+
+    #: Marks the backend for ``pyg_route`` (which finds it behind Dynamo's wrappers).
+    backend_name = "hector"
 
     def __call__(
         self,
@@ -544,6 +564,11 @@ class HectorBackend:
             fallback_kind=opts["fallback"],
         )
         self.graphs.append(cg)
+        pyg_route.install()  # PyG imported after the backend: later frames are routed
+        cg.layers = pyg_route.program_names(gm)
+        if cg.layers:
+            log.info("graph %d calls Hector layer program(s) %s", cg.index, cg.layers)
+            return cg
         cg.binding, cg.reason = find_binding(gm, example_inputs)
         mutated = mutated_inputs(gm)
         if cg.reason is None and mutated:
@@ -585,6 +610,8 @@ class HectorBackend:
         """Counts for a benchmark record: captured graphs (Dynamo compilations), Hector
         specialisations, graphs that fell back, calls, and seconds inside Hector regions."""
         specs = [s for g in self.graphs for s in g.specializations.values()]
+        names = {name for g in self.graphs for name in g.layers}
+        layers = {n: p for n, p in pyg_route.STATS.items() if n in names}
         return {
             "compilations": len(self.graphs),
             "graphs_through_hector": sum(g.status == "hector" for g in self.graphs),
@@ -593,14 +620,28 @@ class HectorBackend:
             "failed_specializations": sum(s.imported is None for s in specs),
             "hector_calls": sum(g.hector_calls for g in self.graphs),
             "fallback_calls": sum(g.fallback_calls for g in self.graphs),
-            "hector_seconds": sum(g.hector_seconds for g in self.graphs),
-            "graph_builds": graph_builds(),
+            "hector_seconds": sum(g.hector_seconds for g in self.graphs)
+            + sum(p.seconds for p in layers.values()),
+            "graph_builds": graph_builds() + sum(p.graph_builds for p in layers.values()),
+            "layer_programs": {
+                name: {
+                    "calls": p.calls,
+                    "backward_calls": p.backward_calls,
+                    "seconds": round(p.seconds, 4),
+                    "kernels": len(p.kernels),
+                }
+                for name, p in layers.items()
+            },
+            "layer_fallbacks": dict(pyg_route.FALLBACKS),
         }
 
     def reset_clock(self) -> None:
         """Zero the time spent in Hector regions (before a timed run)."""
         for g in self.graphs:
             g.hector_seconds = 0.0
+        for g in self.graphs:
+            for name in g.layers:
+                pyg_route.STATS[name].seconds = 0.0
 
 
 def _checked(options: dict[str, Any]) -> dict[str, Any]:

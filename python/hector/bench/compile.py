@@ -34,14 +34,18 @@ class BenchError(Exception):
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``hector bench compile``."""
-    p.add_argument("--model", choices=MODELS, default="rgat")
+    p.add_argument(
+        "--model",
+        default="rgat",
+        help=f"comma-separated subset of {','.join(MODELS)} (every model x dataset is a cell)",
+    )
     p.add_argument(
         "--layer",
         choices=("default", "fastrgcn"),
         default="default",
         help="rgcn only: FastRGCNConv instead of RGCNConv",
     )
-    p.add_argument("--dataset", default="synthetic:aifb")
+    p.add_argument("--dataset", default="synthetic:aifb", help="comma-separated datasets")
     p.add_argument("--mode", choices=("training", "inference"), default="training")
     p.add_argument(
         "--systems",
@@ -63,7 +67,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--note", default=None, help="free text stored in the record")
 
 
-def _build(args: argparse.Namespace) -> tuple[Any, Any, tuple[Any, ...], dict[str, Any]]:
+def _build(
+    args: argparse.Namespace, model: str, dataset: str
+) -> tuple[Any, Any, tuple[Any, ...], dict[str, Any]]:
     """The dataset, the PyG layer, its inputs (features first) and the graph's size."""
     import torch
     from torch_geometric import nn as pyg_nn
@@ -71,20 +77,20 @@ def _build(args: argparse.Namespace) -> tuple[Any, Any, tuple[Any, ...], dict[st
     from hector import datasets
 
     try:
-        ds = datasets.load(args.dataset, seed=args.seed)
+        ds = datasets.load(dataset, seed=args.seed)
     except datasets.DatasetError as err:
         raise BenchError(str(err)) from None
     gen = torch.Generator().manual_seed(args.seed)
     torch.manual_seed(args.seed)
     size = {"nodes": ds.num_nodes, "edges": ds.num_edges, "relations": ds.num_relations}
-    if args.model == "hgt":
+    if model == "hgt":
         counts, eid = ds.pyg_hetero()
         xd = {t: torch.randn(n, args.in_dim, generator=gen) for t, n in counts.items()}
         layer = pyg_nn.HGTConv(args.in_dim, args.hidden, ds.metadata(), heads=args.heads)
         return ds, layer, (xd, eid), size
     ei, et = ds.pyg_homogeneous()
     x = torch.randn(ds.num_nodes, args.in_dim, generator=gen)
-    if args.model == "rgcn":
+    if model == "rgcn":
         cls = pyg_nn.FastRGCNConv if args.layer == "fastrgcn" else pyg_nn.RGCNConv
         layer = cls(args.in_dim, args.hidden, ds.num_relations, aggr="mean")
     else:
@@ -127,21 +133,78 @@ def _max_err(a: list[Any], b: list[Any]) -> float | None:
     return max(errs) if errs else None
 
 
+def _names(text: str, allowed: tuple[str, ...] | None, what: str) -> list[str]:
+    names = [s for s in text.split(",") if s]
+    bad = [s for s in names if allowed is not None and s not in allowed]
+    if bad or not names:
+        raise BenchError(f"{what} takes a subset of {','.join(allowed or ())}, got {text!r}")
+    return names
+
+
 def run_bench(args: argparse.Namespace) -> dict[str, Any]:
-    """Measure every system; return the record."""
+    """Measure every system on every (model, dataset) cell, in this process; the record."""
+    import os
+
+    systems = _names(args.systems, SYSTEMS, "--systems")
+    models = _names(args.model, MODELS, "--model")
+    sets = _names(args.dataset, None, "--dataset")
+    if args.runs < 1 or args.warmup < 0:
+        raise BenchError("--runs must be >= 1 and --warmup >= 0")
+    cells = []
+    for model in models:
+        for dataset in sets:
+            load_before = os.getloadavg()
+            start = time.perf_counter()
+            cell = run_cell(args, model, dataset, systems)
+            cell["wall_s"] = round(time.perf_counter() - start, 1)
+            cell["loadavg_before"] = [round(v, 2) for v in load_before]
+            cell["loadavg_after"] = [round(v, 2) for v in os.getloadavg()]
+            cells.append(cell)
+            print(_cell_line(cell), flush=True)
+    return {
+        "benchmark": "compile",
+        "mode": args.mode,
+        "config": {
+            "in_dim": args.in_dim,
+            "hidden": args.hidden,
+            "heads": args.heads,
+            "runs": args.runs,
+            "warmup": args.warmup,
+            "seed": args.seed,
+            "dynamic": bool(args.dynamic),
+            "systems": systems,
+        },
+        "host": _common.host_info(),
+        "note": args.note,
+        "cells": cells,
+        "targets": {
+            "hector_2x_eager_and_faster_than_inductor": {
+                f"{c['layer']}@{c['dataset']}": c["target_met"] for c in cells
+            }
+        },
+    }
+
+
+def _cell_line(cell: dict[str, Any]) -> str:
+    su = cell["speedup_vs_eager"]
+    return (
+        f"{cell['layer']} {cell['dataset']}: vs eager {su}, hector vs inductor "
+        f"{cell['hector_vs_inductor']}, target met: {cell['target_met']} "
+        f"({cell['wall_s']} s, load {cell['loadavg_before'][0]} -> {cell['loadavg_after'][0]})"
+    )
+
+
+def run_cell(
+    args: argparse.Namespace, model: str, dataset: str, systems: list[str]
+) -> dict[str, Any]:
+    """Measure every system on one PyG layer and dataset; the cell of the record."""
     import torch
     import torch._dynamo
     from torch._inductor.compile_fx import compile_fx
 
     import hector.dynamo as hd
 
-    systems = [s for s in args.systems.split(",") if s]
-    bad = [s for s in systems if s not in SYSTEMS]
-    if bad or not systems:
-        raise BenchError(f"--systems takes a subset of {','.join(SYSTEMS)}, got {args.systems!r}")
-    if args.runs < 1 or args.warmup < 0:
-        raise BenchError("--runs must be >= 1 and --warmup >= 0")
-    ds, base, inputs, size = _build(args)
+    ds, base, inputs, size = _build(args, model, dataset)
     training = args.mode == "training"
     results: list[dict[str, Any]] = []
     reference: dict[str, Any] = {}
@@ -201,6 +264,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
                     "status": g.status,
                     "reason": g.reason
                     or next((s.reason for s in g.specializations.values() if s.reason), None),
+                    "layer_programs": g.layers,
                     "raised": g.raised(),
                     "unraised_ops": sorted({n for n, _ in g.unraised()}),
                     "calls": g.calls,
@@ -222,30 +286,23 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         (r["median_ms"] for r in results if r["system"] == "inductor" and r.get("status") == "ok"),
         None,
     )
-    layer_name = type(base).__name__
+    vs_inductor = round(inductor_ms / hector_ms, 3) if hector_ms and inductor_ms else None
+    hector_vs_eager = speedups.get("hector")
     return {
-        "benchmark": "compile",
-        "model": args.model,
-        "layer": layer_name,
-        "dataset": args.dataset,
-        "mode": args.mode,
+        "model": model,
+        "layer": type(base).__name__,
+        "dataset": dataset,
         "graph": size,
-        "config": {
-            "in_dim": args.in_dim,
-            "hidden": args.hidden,
-            "heads": args.heads,
-            "runs": args.runs,
-            "warmup": args.warmup,
-            "seed": args.seed,
-            "dynamic": bool(args.dynamic),
-        },
-        "host": _common.host_info(),
-        "note": args.note,
         "results": results,
         "speedup_vs_eager": speedups,
-        "hector_vs_inductor": round(inductor_ms / hector_ms, 3)
-        if hector_ms and inductor_ms
-        else None,
+        "hector_vs_inductor": vs_inductor,
+        # issue 16: >= 2x eager PyG and faster than Inductor, both measured in this run
+        "target_met": bool(
+            hector_vs_eager is not None
+            and vs_inductor is not None
+            and hector_vs_eager >= 2.0
+            and vs_inductor > 1.0
+        ),
     }
 
 
@@ -256,27 +313,33 @@ def run(args: argparse.Namespace) -> int:
     except BenchError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    print(
-        f"{record['layer']} on {record['dataset']} ({record['graph']['nodes']} nodes, "
-        f"{record['graph']['edges']} edges, {record['graph']['relations']} relations), "
-        f"{record['mode']}"
-    )
-    rows = [
-        {
-            "system": r["system"],
-            "status": r.get("status"),
-            "compile_s": r.get("compile_s"),
-            "median_ms": r.get("median_ms"),
-            "speedup": record["speedup_vs_eager"].get(r["system"]),
-            "graphs": r.get("dynamo_compilations"),
-            "in_hector": r.get("hector_kernel_fraction"),
-            "err": r.get("max_abs_err_grad", r.get("max_abs_err_out")),
-        }
-        for r in record["results"]
-    ]
+    rows = []
+    for cell in record["cells"]:
+        for r in cell["results"]:
+            rows.append(
+                {
+                    "layer": cell["layer"],
+                    "dataset": cell["dataset"],
+                    "system": r["system"],
+                    "status": r.get("status"),
+                    "compile_s": r.get("compile_s"),
+                    "median_ms": r.get("median_ms"),
+                    "speedup": cell["speedup_vs_eager"].get(r["system"]),
+                    "graphs": r.get("dynamo_compilations"),
+                    "in_hector": r.get("hector_kernel_fraction"),
+                    "err": r.get("max_abs_err_grad", r.get("max_abs_err_out")),
+                }
+            )
+            if r.get("status") == "error":
+                print(f"{cell['layer']} {cell['dataset']} {r['system']}: {r['error']}")
+            for g in r.get("graphs", []):
+                if g["status"] != "hector":
+                    print(f"hector graph {g['index']} fell back: {g['reason']}")
     table = _common.format_table(
         rows,
         [
+            ("layer", "layer"),
+            ("dataset", "dataset"),
             ("system", "system"),
             ("status", "status"),
             ("compile_s", "first call s"),
@@ -287,11 +350,5 @@ def run(args: argparse.Namespace) -> int:
             ("err", "max abs err"),
         ],
     )
-    for r in record["results"]:
-        if r.get("status") == "error":
-            print(f"{r['system']}: {r['error']}")
-        for g in r.get("graphs", []):
-            if g["status"] != "hector":
-                print(f"hector graph {g['index']} fell back: {g['reason']}")
     _common.emit_record(record, table, args.json, None, None)
     return 0

@@ -1,0 +1,422 @@
+"""Recognised PyG layers under ``torch.compile(backend="hector")``: one Hector op per call.
+
+Some PyG layers cannot be captured whole by Dynamo or raised piecewise: ``RGCNConv`` loops over
+relations with data-dependent masks (two graph breaks per relation), ``HGTConv`` concatenates
+per-relation ``edge_index`` dicts with offsets inside its graph. For these the backend does not
+wait for the captured graphs: while a model compiled with the Hector backend runs (tracing and
+calls alike, through Dynamo's ``backend_ctx_ctor`` hook), :func:`routing` replaces the layer
+class's ``forward`` by one that calls :func:`pyg_layer`, a ``torch.library`` custom op
+(``torch.ops.hector.pyg_layer``) with a fake implementation (output shape from the input
+shapes, symbolic sizes included) and a registered autograd formula. Dynamo records the layer
+as one node of its graph, without graph breaks.
+
+The op runs Hector's compiled program for the layer (:mod:`hector.models`: ``rgcn_layer``,
+the HGT layer) on a :class:`~hector.graph.HeteroGraph` it builds from the PyG index tensors
+(cached by tensor identity and version): ``<f>_train`` in the forward when gradients are
+needed, ``<f>_backward`` (derived by ``hector-autodiff``) in the backward, the plain forward
+otherwise. Only weight-sized glue (stacking per-type weights, folding HGT's priors) runs as
+PyTorch code in the captured graph; the layer's computation is Hector's.
+
+A layer whose configuration the program does not cover (``RGCNConv`` with bases, blocks or
+``aggr != "mean"``, bipartite or featureless inputs, ``SparseTensor`` adjacency; ``HGTConv``
+with differing input widths or relations missing from the dict) runs PyG's own ``forward``,
+and the reason is recorded in :data:`FALLBACKS` (shown by :func:`hector.explain`).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .graph import HeteroGraph
+
+#: Why a recognised layer ran PyG's own forward instead: {class name: reason}.
+FALLBACKS: dict[str, str] = {}
+_HGT_GRAPH_CACHE = 8
+_HGT_GRAPHS: OrderedDict[tuple[Any, ...], tuple[Any, HeteroGraph]] = OrderedDict()
+
+
+@dataclass
+class ProgramStats:
+    """How often a layer program ran, and the seconds spent in its compiled code."""
+
+    calls: int = 0
+    backward_calls: int = 0
+    seconds: float = 0.0
+    graph_builds: int = 0
+    kernels: set[Any] = field(default_factory=set)
+
+
+#: Per program name (``"rgcn"``, ``"hgt:2:1"``): calls and time inside Hector's kernels.
+STATS: dict[str, ProgramStats] = {}
+# The values ``<f>_train`` saved for ``<f>_backward``, from the op's implementation (below
+# autograd) to its ``setup_context`` (which sees only the inputs and the output): keyed by
+# the output's id, taken in the same call.
+_SAVED: dict[int, tuple[Any, HeteroGraph, list[torch.Tensor]]] = {}
+
+
+def _stats(program: str) -> ProgramStats:
+    return STATS.setdefault(program, ProgramStats())
+
+
+def reset_stats() -> None:
+    """Forget the calls and times counted so far (before a timed run)."""
+    STATS.clear()
+
+
+# -- the programs --------------------------------------------------------------------------
+
+
+def _compiled(program: str) -> Any:
+    """The Hector program (a ``frontend.CompiledFunction``) named ``program``."""
+    from . import models
+
+    if program == "rgcn":
+        return models.rgcn_layer
+    kind, heads, skip = program.split(":")
+    if kind != "hgt":
+        raise ValueError(f"unknown Hector layer program {program!r}")
+    return _hgt_program(int(heads), skip == "1")
+
+
+_HGT_PROGRAMS: dict[tuple[int, bool], Any] = {}
+
+
+def _hgt_program(heads: int, skip: bool) -> Any:
+    from . import models
+
+    key = (heads, skip)
+    if key not in _HGT_PROGRAMS:
+        _HGT_PROGRAMS[key] = models._make_hgt(heads, skip)
+    return _HGT_PROGRAMS[key]
+
+
+def _out_columns(program: str, tensors: list[torch.Tensor]) -> Any:
+    """The output width: RGCN's ``weight [R, in, out]``, HGT's ``wout [T, out, out]``."""
+    return tensors[1].shape[-1] if program == "rgcn" else tensors[9].shape[-1]
+
+
+def _graph(program: str, graph: list[torch.Tensor], sizes: list[int], ends: list[int]) -> Any:
+    """The HeteroGraph of a call (cached by the index tensors' identity and version)."""
+    if program == "rgcn":
+        from .dynamo import graph_for
+
+        return graph_for(graph[0], graph[1], int(sizes[0]))[0]
+    key = (
+        tuple((t.data_ptr(), tuple(t.shape), tuple(t.stride()), t._version) for t in graph),
+        tuple(int(s) for s in sizes),
+        tuple(ends),
+    )
+    hit = _HGT_GRAPHS.get(key)
+    if hit is not None:
+        _HGT_GRAPHS.move_to_end(key)
+        return hit[1]
+    offsets = [0]
+    for n in sizes[:-1]:
+        offsets.append(offsets[-1] + int(n))
+    parts, types = [], []
+    for r, ei in enumerate(graph):
+        s, d = ends[2 * r], ends[2 * r + 1]
+        parts.append(torch.stack([ei[0] + offsets[s], ei[1] + offsets[d]]))
+        types.append(torch.full((ei.shape[1],), r, dtype=torch.long))
+    ntype = torch.cat([torch.full((int(n),), t, dtype=torch.long) for t, n in enumerate(sizes)])
+    g = HeteroGraph.from_edge_index(
+        torch.cat(parts, dim=1),
+        torch.cat(types),
+        num_nodes=int(sum(int(n) for n in sizes)),
+        node_type=ntype,
+        num_etypes=len(graph),
+        num_ntypes=len(sizes),
+    )
+    _stats(program).graph_builds += 1
+    _HGT_GRAPHS[key] = (graph, g)  # holds the tensors: their storage cannot be reused
+    while len(_HGT_GRAPHS) > _HGT_GRAPH_CACHE:
+        _HGT_GRAPHS.popitem(last=False)
+    return g
+
+
+# -- the custom op -------------------------------------------------------------------------
+
+
+@torch.library.custom_op("hector::pyg_layer", mutates_args=())
+def pyg_layer(
+    program: str,
+    train: bool,
+    graph: list[torch.Tensor],
+    sizes: list[int],
+    ends: list[int],
+    tensors: list[torch.Tensor],
+) -> torch.Tensor:
+    """Run Hector's compiled layer ``program`` on the graph of ``graph`` (RGCN: ``[edge_index,
+    edge_type]``; HGT: one local ``edge_index`` per relation, ``ends`` its source and
+    destination node types) with ``sizes`` nodes (per node type for HGT) and the program's
+    ``tensors``. With ``train``, runs ``<f>_train`` and keeps what the backward needs."""
+    fn = _compiled(program)
+    g = _graph(program, graph, sizes, ends)
+    stats = _stats(program)
+    stats.calls += 1
+    start = time.perf_counter()
+    try:
+        entry = fn.compile_for(g, *tensors, train=train)
+        stats.kernels.add(id(entry))
+        if not train:
+            out = entry.run(g, tensors, fn._params)
+            return out if isinstance(out, torch.Tensor) else out[0]
+        entry.check(g, tensors, fn._params)
+        abi = entry.training_abi
+        outs = entry.call(f"{abi.name}_train", g, list(tensors))
+        n = len(abi.result_kinds)
+        _SAVED[id(outs[0])] = (entry, g, list(outs[n:]))
+        return outs[0]
+    finally:
+        stats.seconds += time.perf_counter() - start
+
+
+@pyg_layer.register_fake
+def _pyg_layer_fake(
+    program: str,
+    train: bool,
+    graph: list[torch.Tensor],
+    sizes: list[int],
+    ends: list[int],
+    tensors: list[torch.Tensor],
+) -> torch.Tensor:
+    rows = sizes[0]
+    for n in sizes[1:]:
+        rows = rows + n
+    return tensors[0].new_empty((rows, _out_columns(program, tensors)))
+
+
+def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+    program, tensors = inputs[0], inputs[-1]
+    ctx.program = program
+    # The backward returns one entry per input, lists mirrored: None for the non-tensors.
+    # (torch.library flattens lists of tensors, empty ones included, and keeps other lists whole)
+    ctx.no_grads = [
+        [None] * len(a)
+        if isinstance(a, list | tuple) and all(isinstance(t, torch.Tensor) for t in a)
+        else None
+        for a in inputs[:-1]
+    ]
+    ctx.hector = _SAVED.pop(id(output), None)  # None: run without train (or under fake)
+    ctx.save_for_backward(*tensors)
+
+
+def _backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+    if ctx.hector is None:
+        raise RuntimeError(
+            "hector::pyg_layer was run without train=True, so Hector kept nothing for the "
+            "backward; call the layer with gradients enabled"
+        )
+    entry, g, saved = ctx.hector
+    tensors = list(ctx.saved_tensors)
+    stats = _stats(ctx.program)
+    stats.backward_calls += 1
+    start = time.perf_counter()
+    abi = entry.training_abi
+    partials = entry.call(f"{abi.name}_backward", g, [*tensors, *saved, grad.contiguous().float()])
+    stats.seconds += time.perf_counter() - start
+    result: list[torch.Tensor | None] = [None] * len(tensors)
+    for pos, part in zip(abi.grad_of, partials, strict=True):
+        result[pos] = part if result[pos] is None else result[pos] + part
+    return (*ctx.no_grads, result)
+
+
+pyg_layer.register_autograd(_backward, setup_context=_setup_context)
+
+
+# -- the layers, as Dynamo traces them ------------------------------------------------------
+
+
+def _train(tensors: list[torch.Tensor]) -> bool:
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def _rgcn_unsupported(conv: Any, x: Any, edge_index: Any, edge_type: Any) -> str | None:
+    if conv.num_bases is not None or conv.num_blocks is not None:
+        return "basis or block decomposition (Hector's program holds one weight per relation)"
+    if conv.aggr != "mean":
+        return f"aggr={conv.aggr!r} (Hector's RGCN program is the per-relation mean)"
+    if conv.root is None or conv.bias is None:
+        return "no root weight or no bias (Hector's RGCN program has both)"
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() != 2:
+        return "x is not a [N, F] float tensor (bipartite tuple or featureless index input)"
+    if x.dtype != torch.float32:
+        return f"x is {x.dtype}; Hector's kernels are float32"
+    if not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2:
+        return "edge_index is not a [2, E] tensor (SparseTensor adjacency)"
+    if not isinstance(edge_type, torch.Tensor):
+        return "no edge_type tensor"
+    return None
+
+
+def _rgcn_forward(self: Any, x: Any, edge_index: Any, edge_type: Any = None) -> Any:
+    """``RGCNConv.forward`` under the Hector backend: one ``hector::pyg_layer`` call."""
+    reason = _rgcn_unsupported(self, x, edge_index, edge_type)
+    if reason is not None:
+        FALLBACKS["RGCNConv"] = reason
+        return _ORIGINAL["RGCNConv"](self, x, edge_index, edge_type)
+    tensors = [x, self.weight, self.root, self.bias]
+    return torch.ops.hector.pyg_layer(
+        "rgcn", _train(tensors), [edge_index, edge_type], [x.shape[0]], [], tensors
+    )
+
+
+def _hgt_unsupported(conv: Any, x_dict: Any, edge_index_dict: Any) -> str | None:
+    if len(set(conv.in_channels.values())) != 1:
+        return "node types of different input widths (Hector's HGT program takes one)"
+    for t in conv.node_types:
+        x = x_dict.get(t)
+        if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
+            return f"x_dict[{t!r}] is not a [N, F] float32 tensor"
+    for e in conv.edge_types:
+        ei = edge_index_dict.get(e)
+        if not isinstance(ei, torch.Tensor) or ei.dim() != 2:
+            return f"edge_index_dict lacks {e} or holds a SparseTensor for it"
+    if len(edge_index_dict) != len(conv.edge_types):
+        return "edge_index_dict holds relations the layer does not know"
+    return None
+
+
+def _relation_weight(w: torch.Tensor, heads: int, relations: int, prior: Any) -> torch.Tensor:
+    """PyG's ``[H*R, D, D]`` per-head matrices as ``[R, H*D, H*D]`` block-diagonal ones."""
+    d = w.shape[-1]
+    blocks = w.view(heads, relations, d, d).permute(1, 0, 2, 3)
+    if prior is not None:
+        blocks = blocks * prior.view(relations, heads, 1, 1)
+    eye = torch.eye(heads, dtype=w.dtype, device=w.device)
+    return torch.einsum("rhde,hg->rhdge", blocks, eye).reshape(relations, heads * d, heads * d)
+
+
+def _hgt_forward(self: Any, x_dict: Any, edge_index_dict: Any) -> Any:
+    """``HGTConv.forward`` under the Hector backend: weight glue, one ``hector::pyg_layer``."""
+    reason = _hgt_unsupported(self, x_dict, edge_index_dict)
+    if reason is not None:
+        FALLBACKS["HGTConv"] = reason
+        return _ORIGINAL["HGTConv"](self, x_dict, edge_index_dict)
+    types, relations = list(self.node_types), list(self.edge_types)
+    heads, f = self.heads, self.out_channels
+    kqv_w = torch.stack([self.kqv_lin.lins[t].weight.t() for t in types])
+    kqv_b = torch.stack([self.kqv_lin.lins[t].bias for t in types])
+    wk, wq, wv = kqv_w.split(f, dim=2)
+    bk, bq, bv = kqv_b.split(f, dim=1)
+    p_rel = torch.stack([self.p_rel["__".join(e)][0] for e in relations])
+    xs = [x_dict[t] for t in types]
+    tensors = [
+        torch.cat(xs),
+        wk.contiguous(),
+        bk.contiguous(),
+        wq.contiguous(),
+        bq.contiguous(),
+        wv.contiguous(),
+        bv.contiguous(),
+        _relation_weight(self.k_rel.weight, heads, len(relations), p_rel / math.sqrt(f // heads)),
+        _relation_weight(self.v_rel.weight, heads, len(relations), None),
+        torch.stack([self.out_lin.lins[t].weight.t() for t in types]),
+        torch.stack([self.out_lin.lins[t].bias for t in types]),
+    ]
+    skip = xs[0].shape[1] == f
+    if skip:  # PyG's gated residual σ(skip_t)·out + (1 − σ(skip_t))·x, per node
+        gate = torch.cat(
+            [self.skip[t].sigmoid().expand(x.shape[0]) for t, x in zip(types, xs, strict=True)]
+        ).unsqueeze(1)
+        tensors += [gate, 1 - gate]
+    ends = []
+    for s, _, d in relations:
+        ends += [types.index(s), types.index(d)]
+    out = torch.ops.hector.pyg_layer(
+        f"hgt:{heads}:{int(skip)}",
+        _train(tensors),
+        [edge_index_dict[e] for e in relations],
+        [x.shape[0] for x in xs],
+        ends,
+        tensors,
+    )
+    dst = {e[2] for e in relations}
+    result, start = {}, 0
+    for t, x in zip(types, xs, strict=True):
+        if t in dst:
+            result[t] = out[start : start + x.shape[0]]
+        start = start + x.shape[0]
+    return {t: result[t] for t in x_dict if t in result}
+
+
+# -- routing -------------------------------------------------------------------------------
+
+_ORIGINAL: dict[str, Any] = {}
+_ROUTED: dict[str, Callable[..., Any]] = {"RGCNConv": _rgcn_forward, "HGTConv": _hgt_forward}
+
+
+@torch._dynamo.assume_constant_result
+def _hector_is_compiling() -> bool:
+    """Whether the frame Dynamo is tracing is compiled by a Hector backend that routes the
+    recognised layers (its ``modules`` option). Dynamo calls this at trace time (it is marked
+    constant) and bakes the answer into the graph; its cache is per backend."""
+    from torch._dynamo.symbolic_convert import InstructionTranslator
+
+    try:
+        tx: Any = InstructionTranslator.current_tx()
+    except AttributeError:  # not tracing
+        return False
+    fn: Any = getattr(getattr(tx, "output", None), "compiler_fn", None)
+    override = None
+    for _ in range(8):  # Dynamo's wrappers around the backend, outermost first
+        if hasattr(fn, "options") and hasattr(fn, "backend_name"):  # a HectorBackend
+            routes = fn.options["modules"] if override is None else override
+            return bool(routes)
+        options = (getattr(fn, "kwargs", None) or {}).get("options") or {}
+        if override is None and "modules" in options:  # torch.compile(..., options=...)
+            override = options["modules"]
+        fn = (
+            getattr(fn, "_torchdynamo_orig_backend", None)
+            or getattr(fn, "compiler_fn", None)
+            or getattr(fn, "func", None)  # functools.partial
+        )
+    return False
+
+
+def _routed(name: str) -> Any:
+    hector_forward = _ROUTED[name]
+
+    def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # Eager calls, and other backends' compilations, run PyG's own forward.
+        if torch.compiler.is_compiling() and _hector_is_compiling():
+            return hector_forward(self, *args, **kwargs)
+        return _ORIGINAL[name](self, *args, **kwargs)
+
+    forward.__doc__ = _ORIGINAL[name].__doc__
+    forward.__wrapped__ = _ORIGINAL[name]  # type: ignore[attr-defined]
+    forward.__name__ = "forward"
+    return forward
+
+
+def install() -> list[str]:
+    """Route the recognised PyG layers (if PyG is imported) to Hector's op while a Hector
+    backend compiles them; idempotent. Returns the routed class names."""
+    if "torch_geometric" not in sys.modules:
+        return []
+    from torch_geometric import nn as pyg_nn
+
+    for name in _ROUTED:
+        cls = getattr(pyg_nn, name)
+        if name not in _ORIGINAL:
+            _ORIGINAL[name] = cls.forward
+            cls.forward = _routed(name)
+    return list(_ORIGINAL)
+
+
+def program_names(gm: torch.fx.GraphModule) -> list[str]:
+    """The Hector layer programs a captured graph calls (``hector::pyg_layer`` nodes)."""
+    target = torch.ops.hector.pyg_layer.default
+    return [
+        str(n.args[0])
+        for n in gm.graph.nodes
+        if n.op == "call_function" and n.target in (target, torch.ops.hector.pyg_layer)
+    ]
