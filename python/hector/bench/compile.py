@@ -150,18 +150,8 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     sets = _names(args.dataset, None, "--dataset")
     if args.runs < 1 or args.warmup < 0:
         raise BenchError("--runs must be >= 1 and --warmup >= 0")
-    cells = []
-    for model in models:
-        for dataset in sets:
-            load_before = os.getloadavg()
-            start = time.perf_counter()
-            cell = run_cell(args, model, dataset, systems)
-            cell["wall_s"] = round(time.perf_counter() - start, 1)
-            cell["loadavg_before"] = [round(v, 2) for v in load_before]
-            cell["loadavg_after"] = [round(v, 2) for v in os.getloadavg()]
-            cells.append(cell)
-            print(_cell_line(cell), flush=True)
-    return {
+    cells: list[dict[str, Any]] = []
+    record = {
         "benchmark": "compile",
         "mode": args.mode,
         "config": {
@@ -177,12 +167,26 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         "host": _common.host_info(),
         "note": args.note,
         "cells": cells,
-        "targets": {
-            "hector_2x_eager_and_faster_than_inductor": {
-                f"{c['layer']}@{c['dataset']}": c["target_met"] for c in cells
-            }
-        },
+        "targets": {},
     }
+    for model in models:
+        for dataset in sets:
+            load_before = os.getloadavg()
+            start = time.perf_counter()
+            cell = run_cell(args, model, dataset, systems)
+            cell["wall_s"] = round(time.perf_counter() - start, 1)
+            cell["loadavg_before"] = [round(v, 2) for v in load_before]
+            cell["loadavg_after"] = [round(v, 2) for v in os.getloadavg()]
+            cells.append(cell)
+            record["targets"] = {
+                "hector_2x_eager_and_faster_than_inductor": {
+                    f"{c['layer']}@{c['dataset']}": c["target_met"] for c in cells
+                }
+            }
+            print(_cell_line(cell), flush=True)
+            if args.json:  # after every cell: a long run that dies keeps what it measured
+                _common.write_json(args.json, record)
+    return record
 
 
 def _cell_line(cell: dict[str, Any]) -> str:
