@@ -24,6 +24,7 @@ import contextlib
 import functools
 import gc
 import itertools
+import os
 import threading
 import time
 import warnings
@@ -41,6 +42,21 @@ from .plan import Plan
 __all__ = ["OffloadError", "OffloadedModule", "TensorCache", "default_scopes"]
 
 POLICIES = ("adaptive", "all", "none")
+#: Parts of the hooks' time, in ns: the whole pack/unpack hooks, what they spend submitting
+#: I/O to the store, waiting for writes (a released tensor whose write is in flight) and reads,
+#: allocating read-back buffers, staging copies (CUDA) and polling completions.
+_TIMING_KEYS = (
+    "pack_ns",
+    "unpack_ns",
+    "release_ns",
+    "submit_ns",
+    "write_wait_ns",
+    "read_wait_ns",
+    "alloc_ns",
+    "staging_ns",
+    "drain_ns",
+    "hook_calls",
+)
 
 
 class OffloadError(RuntimeError):
@@ -78,6 +94,83 @@ def default_scopes(model: nn.Module) -> list[tuple[str, nn.Module]]:
         else:
             scopes.append((prefix + name, child))
     return scopes or [(prefix.rstrip(".") or "model", root)]
+
+
+#: glibc's initial mmap threshold, fixed (``mallopt`` turns its dynamic raising off): blocks of
+#: at least this size are mapped on their own and unmapped when freed.
+_MMAP_THRESHOLD = 128 << 10
+_M_MMAP_THRESHOLD = -3  # <malloc.h>
+_allocator_fixed = False
+
+
+def _release_freed_memory(enabled: bool) -> None:
+    """Fix glibc's mmap threshold once per process (see ``release_memory``)."""
+    global _allocator_fixed
+    if _allocator_fixed or not enabled:
+        return
+    _allocator_fixed = True
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
+    except (OSError, AttributeError):  # not glibc: its allocator's own policy applies
+        pass
+
+
+class _Remover:
+    """Deletes released objects' files on a background thread.
+
+    Deleting a file whose blocks are on disk costs 4-10 ms on ext4 here (its blocks are freed
+    and discarded); done in the release hook, that was most of an offloaded step's overhead.
+    The file of an object with no I/O in flight is unlinked here first, outside the native
+    store's lock (which its own deletion holds, stalling every submission and completion
+    meanwhile); the store's ``remove`` then only forgets the object. Both release the GIL.
+    """
+
+    def __init__(self) -> None:
+        self._queue: list[tuple[TensorStore, int, bool]] = []
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    def remove(self, store: TensorStore, key: int, idle: bool) -> None:
+        """Queue the deletion of ``key``'s file (``idle``: no read or write of it in flight)."""
+        with self._cond:
+            if self._stopped:
+                store.remove(key)
+                return
+            self._queue.append((store, key, idle))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="hector-offload-remover", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopped:
+                    self._cond.wait()
+                if self._stopped:
+                    return
+                store, key, idle = self._queue.pop(0)
+            # Outside the lock (release hooks queue meanwhile); stop() joins this thread
+            # before the store closes, so the store is open here.
+            if idle:
+                with contextlib.suppress(OSError):
+                    os.unlink(store.file_of(key))
+            with contextlib.suppress(ValueError):
+                store.remove(key)
+
+    def stop(self) -> None:
+        """Stop the thread; queued deletions are left to the store's close."""
+        with self._cond:
+            self._stopped = True
+            self._queue.clear()
+            self._cond.notify()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
 
 
 class _Entry:
@@ -158,6 +251,17 @@ class TensorCache:
             :meth:`flush`).
         record_timeline: keep ``(seconds, resident bytes)`` after each event in
             :attr:`timeline`.
+        readahead_bytes: the read-ahead window of backward, in bytes: the next groups' reads
+            start while the offloaded bytes held in memory (read back or being read) plus the
+            group to read stay within it (a group always starts when nothing is held, so
+            backward never waits on the window). ``None``: ``ahead`` groups at once (no bound).
+        release_memory: on CPU, fix glibc's mmap threshold (``mallopt(M_MMAP_THRESHOLD)``,
+            process-wide, once) so the memory of an offloaded activation returns to the
+            operating system when it is freed; otherwise glibc raises the threshold after the
+            first large free and keeps freed activations in its heap, and the process's peak
+            resident memory barely falls (docs/offload.md, "Peak memory").
+        overhead_target: ``"adaptive"``: the step-time overhead over keep-all the plan may
+            spend on recomputation and exposed I/O (a fraction, default 0.05).
     """
 
     def __init__(
@@ -175,6 +279,9 @@ class TensorCache:
         on_write_error: str = "keep",
         record_timeline: bool = False,
         write_bandwidth: float | None = None,
+        readahead_bytes: int | None = None,
+        release_memory: bool = True,
+        overhead_target: float = 0.05,
     ) -> None:
         if isinstance(policy, str) and policy not in POLICIES:
             plan = Plan.load(policy)  # a plan file; raises a clear error if it is not one
@@ -183,6 +290,13 @@ class TensorCache:
             raise OffloadError(f"on_write_error must be 'keep' or 'raise', got {on_write_error!r}")
         if ahead < 0 or threshold < 0:
             raise OffloadError("ahead and threshold must be >= 0")
+        if readahead_bytes is not None and readahead_bytes < 0:
+            raise OffloadError(f"readahead_bytes must be >= 0 or None, got {readahead_bytes}")
+        if not 0 <= overhead_target < 10:
+            raise OffloadError(f"overhead_target must be in [0, 10), got {overhead_target}")
+        self.readahead_bytes = readahead_bytes
+        self.release_memory = release_memory
+        self.overhead_target = overhead_target
         self.plan: Plan | None = policy if isinstance(policy, Plan) else None
         self.policy = "plan" if self.plan is not None else policy
         self.threshold = threshold
@@ -207,6 +321,7 @@ class TensorCache:
         self._ctx: contextlib.AbstractContextManager[Any] | None = None
         self._writing: dict[int, _Entry] = {}  # by key: writes whose outcome is not known yet
         self._unraised: list[OffloadIOError] = []  # on_write_error="raise": for the next flush
+        self._remover = _Remover()
         self._closed = False
         self._closed_store_stats: dict[str, Any] | None = None
         self.errors: list[OffloadIOError] = []
@@ -215,6 +330,10 @@ class TensorCache:
         self._profile: dict[str, list[float]] = {}
         self._scope_start: dict[str, float] = {}
         self._profiling = self.policy == "adaptive"
+        self._profile_pass = 0  # the pass being profiled (its backward too)
+        self._group_scope: dict[int, str] = {}  # profiled pass: group -> scope name
+        self._unpack_marks: dict[int, float] = {}  # profiled pass: group -> first unpack time
+        self._last_unpack = 0.0
         self.counters = dict.fromkeys(
             (
                 "packed",
@@ -230,6 +349,9 @@ class TensorCache:
             0,
         )
         self.read_wait_s = 0.0
+        # Nanoseconds spent in each part of the hooks (time_breakdown() reports them).
+        self.timing = dict.fromkeys(_TIMING_KEYS, 0)
+        self.read_bandwidth: float | None = None
         self.resident_bytes = 0
         self.peak_resident_bytes = 0
         self.record_timeline = record_timeline
@@ -310,18 +432,19 @@ class TensorCache:
 
     def _root_pre(self, module: nn.Module, args: Any) -> None:
         if torch.is_grad_enabled():
+            if self._profiling and self._profile:
+                self._finish_profile()  # after the profiled step's backward, when it ran
             self._refresh_params()
             self._new_pass()
+            if self._profiling:
+                self._profile_pass = self._pass
 
     def _root_post(self, module: nn.Module, args: Any, output: Any) -> None:
         if not torch.is_grad_enabled():
             return
-        if self._profiling and self._profile:
-            self._finish_profile()
         # Backward starts with the last groups: get them in (or keep them) now.
         with self._lock:
-            for g in range(self._group, max(self._group - self.ahead - 1, -1), -1):
-                self._prefetch_group((self._pass, g))
+            self._read_ahead((self._pass, self._group))
         # The end of the forward is where on_write_error="raise" reports, whatever the timing.
         try:
             self.flush()
@@ -339,6 +462,7 @@ class TensorCache:
                 self._group += 1
             self._scope_stack.append(name)
             if self._profiling:
+                self._group_scope[self._group] = name
                 self._scope_start[name] = time.perf_counter()
 
         return hook
@@ -356,17 +480,40 @@ class TensorCache:
         return hook
 
     def _finish_profile(self) -> None:
-        """End of the profiled step: plan with the adaptive rule and follow the plan."""
-        from .plan import measure_write_bandwidth, profile_from
+        """After the profiled step: plan from its measured times and the store's bandwidth.
 
-        bandwidth = self.write_bandwidth
-        if bandwidth is None:
-            bandwidth = measure_write_bandwidth(self.store)
-            self.write_bandwidth = bandwidth
+        Runs when the next forward starts, so the profiled step's backward (when it ran) is
+        measured too; otherwise backward is taken as twice the forward.
+        """
+        from .plan import measure_store_bandwidth, profile_from
+
+        if self.write_bandwidth is None or self.read_bandwidth is None:
+            write, read = measure_store_bandwidth(self.store)
+            self.write_bandwidth = self.write_bandwidth or write
+            self.read_bandwidth = self.read_bandwidth or read
         scopes = profile_from(self.scope_names, self._profile)
-        self.plan = Plan.from_profile(scopes, bandwidth, policy="adaptive")
+        self.plan = Plan.from_measurements(
+            scopes,
+            self._backward_ns(scopes),
+            self.write_bandwidth,
+            self.read_bandwidth,
+            overhead_target=self.overhead_target,
+            ahead=max(self.ahead, 1),
+        )
         self._profiling = False
         self._apply_plan(self.plan)
+
+    def _backward_ns(self, scopes: list[Any]) -> list[float]:
+        """Each scope's backward time in the profiled step: from the first unpack of its group
+        to the first unpack of the group backward reached next (2x forward when unmeasured)."""
+        marks = sorted(self._unpack_marks.items(), key=lambda kv: kv[1])
+        spent: dict[str, float] = {}
+        for k, (group, at) in enumerate(marks):
+            end = marks[k + 1][1] if k + 1 < len(marks) else self._last_unpack
+            name = self._group_scope.get(group)
+            if name is not None:
+                spent[name] = spent.get(name, 0.0) + (end - at) * 1e9
+        return [spent.get(s.name, 2.0 * s.forward_ns) for s in scopes]
 
     # ---- context manager ----------------------------------------------------------------------
     def hooks(self) -> torch.autograd.graph.saved_tensors_hooks:
@@ -475,6 +622,7 @@ class TensorCache:
             self._closed = True
             if self._store is not None and not self._store.closed:
                 self._closed_store_stats = self._store.stats()
+                self._remover.stop()  # the store's close deletes what is still queued
                 self._store.close()  # waits for the I/O still reading saved memory
             self._discard_entries()
 
@@ -526,6 +674,14 @@ class TensorCache:
 
     # ---- hooks --------------------------------------------------------------------------------
     def _pack(self, t: torch.Tensor) -> Any:
+        start = time.perf_counter_ns()
+        try:
+            return self._pack_timed(t)
+        finally:
+            self.timing["pack_ns"] += time.perf_counter_ns() - start
+            self.timing["hook_calls"] += 1
+
+    def _pack_timed(self, t: torch.Tensor) -> Any:
         self._check_open()
         if not self._eligible(t):
             return t
@@ -567,7 +723,18 @@ class TensorCache:
     def _unpack(self, h: Any) -> torch.Tensor:
         if not isinstance(h, _Handle):
             return h
+        start = time.perf_counter_ns()
+        try:
+            return self._unpack_handle(h)
+        finally:
+            self.timing["unpack_ns"] += time.perf_counter_ns() - start
+            self.timing["hook_calls"] += 1
+
+    def _unpack_handle(self, h: Any) -> torch.Tensor:
         e, dtype, size, stride, offset = h.entry, h.dtype, h.size, h.stride, h.offset
+        if self._profiling and e.group[0] == self._profile_pass:
+            self._last_unpack = time.perf_counter()
+            self._unpack_marks.setdefault(e.group[1], self._last_unpack)
         # The traceback of an error raised below keeps this frame: it must not keep the
         # handle (a saved tensor close() counts as in flight) alive.
         del h
@@ -580,8 +747,7 @@ class TensorCache:
                 )
             self._drain()
             group = e.group
-            for g in range(group[1], group[1] - self.ahead - 1, -1):
-                self._prefetch_group((group[0], g))
+            self._read_ahead(group)
             try:
                 storage = self._materialize(e)
             except BaseException:
@@ -601,15 +767,20 @@ class TensorCache:
         assert e.storage is not None
         store = self.store
         if e.device.type == "cuda":  # pinned staging: device → pinned host, then to the store
+            start = time.perf_counter_ns()
             staging = torch.empty(e.nbytes, dtype=torch.uint8, pin_memory=True)
             src = torch.empty((0,), dtype=torch.uint8, device=e.device).set_(e.storage)
             staging.copy_(src, non_blocking=True)
             torch.cuda.current_stream(e.device).synchronize()
             e.buffer = staging
             address = staging.data_ptr()
+            self.timing["staging_ns"] += time.perf_counter_ns() - start
         else:
+            _release_freed_memory(self.release_memory)
             address = e.storage.data_ptr()
+        start = time.perf_counter_ns()
         e.key = store.write(address, e.nbytes)
+        self.timing["submit_ns"] += time.perf_counter_ns() - start
         e.state = "writing"
         self._by_key[e.key] = e
         self._writing[e.key] = e
@@ -619,6 +790,14 @@ class TensorCache:
     def _drain(self) -> None:
         if self._store is None or self._store.closed:
             return
+        start = time.perf_counter_ns()
+        try:
+            self._drain_completions()
+        finally:
+            self.timing["drain_ns"] += time.perf_counter_ns() - start
+
+    def _drain_completions(self) -> None:
+        assert self._store is not None
         for key in self._store.completions():
             e = self._by_key.get(key)
             if e is None:
@@ -635,8 +814,10 @@ class TensorCache:
         if self._store is None or self._store.closed:  # closed directly: its close waited
             self._writing.pop(e.key, None)
             return
+        start = time.perf_counter_ns()
         with contextlib.suppress(OffloadIOError):  # recorded by _write_done
             self._store.wait(e.key)
+        self.timing["write_wait_ns"] += time.perf_counter_ns() - start
         self._write_done(e)
 
     def _write_done(self, e: _Entry) -> None:
@@ -667,6 +848,40 @@ class TensorCache:
             e.storage = None
             self._add_resident(-e.nbytes)
 
+    def _read_ahead(self, group: tuple[int, int]) -> None:
+        """Backward needs ``group``: fetch it and start the reads of the groups before it.
+
+        Without a window, the ``ahead`` previous groups start at once. With
+        ``readahead_bytes``, a previous group starts only while the offloaded bytes held in
+        memory plus its own stay within the window (or when nothing is held), so reads land
+        just in time instead of all at the start of backward.
+        """
+        self._prefetch_group(group)
+        if self.readahead_bytes is None:
+            for g in range(group[1] - 1, group[1] - self.ahead - 1, -1):
+                self._prefetch_group((group[0], g))
+            return
+        held = self._held_offloaded_bytes()
+        for g in range(group[1] - 1, group[1] - self.ahead - 1, -1):
+            need = self._bytes_to_read((group[0], g))
+            if held and held + need > self.readahead_bytes:
+                return
+            self._prefetch_group((group[0], g))
+            held += need
+
+    def _held_offloaded_bytes(self) -> int:
+        """Bytes of offloaded entries now in memory: read back, being read, or kept (wanted)."""
+        return sum(
+            e.nbytes
+            for entries in self._groups.values()
+            for e in entries.values()
+            if e.buffer is not None or (e.wanted and e.storage is not None)
+        )
+
+    def _bytes_to_read(self, group: tuple[int, int]) -> int:
+        entries = self._groups.get(group, {}).values()
+        return sum(e.nbytes for e in entries if e.state == "stored" and e.buffer is None)
+
     def _prefetch_group(self, group: tuple[int, int]) -> None:
         for e in list(self._groups.get(group, {}).values()):
             if e.state == "writing":
@@ -677,9 +892,13 @@ class TensorCache:
 
     def _start_read(self, e: _Entry) -> None:
         pin = e.device.type == "cuda"
+        start = time.perf_counter_ns()
         e.buffer = torch.empty(e.nbytes, dtype=torch.uint8, pin_memory=pin)
+        submitted = time.perf_counter_ns()
+        self.timing["alloc_ns"] += submitted - start
         self._add_resident(e.nbytes)
         self.store.read(e.key, e.buffer.data_ptr(), e.nbytes)
+        self.timing["submit_ns"] += time.perf_counter_ns() - submitted
         e.state = "reading"
 
     def _materialize(self, e: _Entry) -> torch.UntypedStorage:
@@ -690,7 +909,7 @@ class TensorCache:
         if e.state == "stored" and e.buffer is None:
             self._start_read(e)
         if e.state == "reading":
-            start = time.perf_counter()
+            start = time.perf_counter_ns()
             self.counters["read_waits"] += 1
             try:
                 self.store.wait(e.key)
@@ -699,7 +918,10 @@ class TensorCache:
                 self._add_resident(-e.nbytes)
                 e.buffer = None
                 raise
-            self.read_wait_s += time.perf_counter() - start
+            finally:
+                waited = time.perf_counter_ns() - start
+                self.timing["read_wait_ns"] += waited
+                self.read_wait_s += waited * 1e-9
             e.state = "loaded"
         assert e.buffer is not None
         if e.device.type == "cuda":
@@ -710,6 +932,13 @@ class TensorCache:
         return e.buffer.untyped_storage()
 
     def _release(self, e: _Entry) -> None:
+        start = time.perf_counter_ns()
+        try:
+            self._release_entry(e)
+        finally:
+            self.timing["release_ns"] += time.perf_counter_ns() - start
+
+    def _release_entry(self, e: _Entry) -> None:
         with self._lock:
             e.refs -= 1
             if e.refs > 0:
@@ -731,18 +960,42 @@ class TensorCache:
             if e.key:
                 self._by_key.pop(e.key, None)
                 if self._store is not None and not self._store.closed:
-                    self._store.remove(e.key)
+                    idle = e.state in ("stored", "loaded", "memory")
+                    self._remover.remove(self._store, e.key, idle)
             held = e.storage is not None or (e.buffer is not None and e.device.type == "cpu")
             if held:
                 self._add_resident(-e.nbytes)
+            read_back = e.buffer is not None
             e.storage = None
             e.buffer = None
+            if read_back and self.readahead_bytes is not None and not self._closed:
+                self._read_ahead(e.group)  # the window has room again: start the next reads
 
     # ---- reporting ----------------------------------------------------------------------------
+    def time_breakdown(self) -> dict[str, int]:
+        """Nanoseconds spent in the hooks since creation, by part, measured.
+
+        ``pack_ns`` / ``unpack_ns`` / ``release_ns`` are the whole hooks (release: a saved
+        tensor freed by autograd); inside them ``submit_ns`` (starting store writes and reads),
+        ``write_wait_ns`` (a released tensor whose write was still running), ``read_wait_ns``
+        (backward waiting for a read), ``alloc_ns`` (read-back buffers), ``staging_ns`` (CUDA
+        copies to pinned memory) and ``drain_ns`` (collecting completions); ``python_ns`` is
+        the rest (the cache's own bookkeeping). The store's own per-phase counters (copies,
+        checksums, its queues) are in ``stats()["store"]``.
+        """
+        t = dict(self.timing)
+        inside = sum(
+            t[k] for k in ("submit_ns", "write_wait_ns", "read_wait_ns", "alloc_ns", "staging_ns")
+        )
+        t["hooks_ns"] = t["pack_ns"] + t["unpack_ns"] + t["release_ns"]
+        t["python_ns"] = max(t["hooks_ns"] - inside - t["drain_ns"], 0)
+        return t
+
     def stats(self) -> dict[str, Any]:
         """Counters of the cache plus the store's I/O statistics."""
         out: dict[str, Any] = dict(self.counters)
         out["read_wait_s"] = self.read_wait_s
+        out["timing"] = self.time_breakdown()
         out["resident_bytes"] = self.resident_bytes
         out["peak_resident_bytes"] = self.peak_resident_bytes
         if self._store is not None and not self._store.closed:

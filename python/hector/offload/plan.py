@@ -8,6 +8,7 @@ inspected, edited by hand and checked with ``hector-opt``. MLIR is imported only
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from collections.abc import Sequence
@@ -17,7 +18,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from hector.passes.plan_offload import ScopeProfile
 
-__all__ = ["Plan", "PlanError", "measure_write_bandwidth", "profile_from"]
+__all__ = [
+    "Plan",
+    "PlanError",
+    "StepModel",
+    "measure_store_bandwidth",
+    "measure_write_bandwidth",
+    "plan_hidden",
+    "profile_from",
+]
 
 
 class PlanError(ValueError):
@@ -43,6 +52,17 @@ def profile_from(names: Sequence[str], profile: dict[str, list[float]]) -> list[
 
 def measure_write_bandwidth(store: Any, nbytes: int = 64 << 20, pieces: int = 16) -> float:
     """Write ``nbytes`` in ``pieces`` concurrent objects through ``store``; return bytes/s."""
+    return measure_store_bandwidth(store, nbytes, pieces)[0]
+
+
+def measure_store_bandwidth(
+    store: Any, nbytes: int = 64 << 20, pieces: int = 16
+) -> tuple[float, float]:
+    """Write then read back ``nbytes`` in ``pieces`` concurrent objects through ``store``.
+
+    Returns:
+        ``(write, read)`` bandwidth in bytes/s (bytes / wall time of all pieces).
+    """
     import numpy as np
 
     size = max(nbytes // pieces, 4096)
@@ -51,10 +71,137 @@ def measure_write_bandwidth(store: Any, nbytes: int = 64 << 20, pieces: int = 16
     keys = [store.write_array(b) for b in bufs]
     for k in keys:
         store.wait(k)
-    elapsed = time.perf_counter() - start
+    write_s = time.perf_counter() - start
+    start = time.perf_counter()
+    for k, b in zip(keys, bufs, strict=True):
+        store.read(k, b.ctypes.data, b.nbytes)
+    for k in keys:
+        store.wait(k)
+    read_s = time.perf_counter() - start
     for k in keys:
         store.remove(k)
-    return size * pieces / max(elapsed, 1e-9)
+    total = size * pieces
+    return total / max(write_s, 1e-9), total / max(read_s, 1e-9)
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """What a plan would do to one step, from the profile (nanoseconds, bytes).
+
+    Attributes:
+        exposed_ns: time backward waits for reads that did not arrive in time.
+        recompute_ns: forward time run again for recomputed scopes.
+        step_ns: the keep-all step (forward + backward) the plan is measured against.
+        kept_in_memory: offloaded scopes whose write would still be running when their read is
+            due (the cache keeps them in memory: I/O spent, nothing saved).
+    """
+
+    exposed_ns: float
+    recompute_ns: float
+    step_ns: float
+    kept_in_memory: tuple[int, ...]
+
+    @property
+    def overhead(self) -> float:
+        """Modelled step-time overhead over keep-all (a fraction)."""
+        return (self.exposed_ns + self.recompute_ns) / max(self.step_ns, 1.0)
+
+
+def simulate_step(
+    forward_ns: Sequence[float],
+    backward_ns: Sequence[float],
+    nbytes: Sequence[int],
+    decisions: Sequence[str],
+    write_bandwidth: float,
+    read_bandwidth: float,
+    ahead: int = 1,
+) -> StepModel:
+    """Model one step of ``decisions`` (SSDTrain's timeline, one I/O queue shared in order).
+
+    Forward runs the scopes in order; each offloaded scope's write joins the queue when its
+    forward ends. Backward runs them in reverse; the read of scope ``i`` is requested when
+    backward enters scope ``i + ahead`` (the forward's end for the last ones) and must land
+    before backward enters ``i``; a late read delays everything after it.
+    """
+    n = len(forward_ns)
+    fwd_end = list(itertools.accumulate(forward_ns))
+    total_fwd = fwd_end[-1] if n else 0.0
+    io_free = 0.0
+    write_done: dict[int, float] = {}
+    for i in range(n):
+        if decisions[i] == "offload":
+            io_free = max(io_free, fwd_end[i]) + nbytes[i] * 1e9 / write_bandwidth
+            write_done[i] = io_free
+    clock = total_fwd  # backward's clock, delayed by every late read
+    enter: dict[int, float] = {}
+    exposed = 0.0
+    kept: list[int] = []
+    for i in range(n - 1, -1, -1):
+        if i in write_done:
+            request = enter.get(i + ahead, total_fwd)
+            if write_done[i] > request:
+                kept.append(i)  # still being written when wanted: served from memory
+            else:
+                io_free = max(io_free, request) + nbytes[i] * 1e9 / read_bandwidth
+                if io_free > clock:
+                    exposed += io_free - clock
+                    clock = io_free
+        enter[i] = clock
+        clock += backward_ns[i]
+    recompute = sum(f for f, d in zip(forward_ns, decisions, strict=True) if d == "recompute")
+    step = total_fwd + sum(backward_ns)
+    return StepModel(exposed, recompute, step, tuple(sorted(kept)))
+
+
+def plan_hidden(
+    forward_ns: Sequence[float],
+    backward_ns: Sequence[float],
+    nbytes: Sequence[int],
+    write_bandwidth: float,
+    read_bandwidth: float,
+    *,
+    overhead_target: float = 0.05,
+    recompute: bool = True,
+    ahead: int = 1,
+) -> list[str]:
+    """SSDTrain's rule on measured times: offload what compute hides, recompute what is cheap.
+
+    Scopes are tried in forward order (the earliest have the most compute left to hide their
+    I/O): a scope is offloaded when, with it, :func:`simulate_step` still exposes no more than
+    1% of the step in read waits and its write ends before its read is due (otherwise
+    offloading it saves nothing). Of the rest, all but the last scope (whose backward comes
+    first, so recomputing it frees nothing at the peak) are recomputed cheapest first (least
+    forward time per byte) while the modelled overhead stays within ``overhead_target``.
+    Everything else is kept.
+    """
+    if write_bandwidth <= 0 or read_bandwidth <= 0:
+        raise ValueError("write and read bandwidth must be > 0 bytes/s")
+    n = len(nbytes)
+    decisions = ["keep"] * n
+
+    def model() -> StepModel:
+        return simulate_step(
+            forward_ns, backward_ns, nbytes, decisions, write_bandwidth, read_bandwidth, ahead
+        )
+
+    base = model()
+    for i in range(n):
+        if nbytes[i] <= 0:
+            continue
+        decisions[i] = "offload"
+        m = model()
+        if i in m.kept_in_memory or m.exposed_ns > 0.01 * base.step_ns:
+            decisions[i] = "keep"
+    if recompute:
+        cheap = sorted(
+            (i for i in range(n - 1) if decisions[i] == "keep" and nbytes[i] > 0),
+            key=lambda i: (forward_ns[i] / nbytes[i], i),
+        )
+        for i in cheap:
+            decisions[i] = "recompute"
+            if model().overhead > overhead_target:
+                decisions[i] = "keep"
+    return decisions
 
 
 @dataclass
@@ -104,6 +251,48 @@ class Plan:
             )
             planned = str(module)
         return cls.from_ir(planned)
+
+    @classmethod
+    def from_measurements(
+        cls,
+        scopes: Sequence[Any],
+        backward_ns: Sequence[float],
+        write_bandwidth: float,
+        read_bandwidth: float,
+        *,
+        overhead_target: float = 0.05,
+        recompute: bool = True,
+        ahead: int = 1,
+    ) -> Plan:
+        """The adaptive plan of :func:`plan_hidden`, as ``placement`` IR.
+
+        ``scopes`` are ``ScopeProfile`` (name, measured forward ns, saved bytes) in forward
+        order, ``backward_ns`` each scope's measured backward time. The IR is the profile
+        function of ``placement-plan-offload`` with each scope's ``placement.backward_ns``, the
+        read bandwidth and ``placement.rule = "hidden-io"`` recorded, and one decision per
+        scope (``offload`` + ``prefetch``, ``keep`` or ``recompute``) before the return, so it
+        prints, saves, loads and edits like any plan (running the pass on it re-plans with the
+        pass's own rule).
+        """
+        forward = [float(s.forward_ns) for s in scopes]
+        nbytes = [int(s.nbytes) for s in scopes]
+        decisions = plan_hidden(
+            forward,
+            backward_ns,
+            nbytes,
+            write_bandwidth,
+            read_bandwidth,
+            overhead_target=overhead_target,
+            recompute=recompute,
+            ahead=ahead,
+        )
+        model = simulate_step(
+            forward, backward_ns, nbytes, decisions, write_bandwidth, read_bandwidth, ahead
+        )
+        text = _decisions_ir(
+            scopes, backward_ns, decisions, write_bandwidth, read_bandwidth, ahead, model
+        )
+        return cls.from_ir(text)
 
     @classmethod
     def from_ir(cls, text: str, source: str = "<plan>") -> Plan:
@@ -188,3 +377,57 @@ def _arg_names(func: Any, n: int) -> list[str]:
             if "placement.name" in d:
                 names[i] = ir.StringAttr(d["placement.name"]).value
     return names
+
+
+def _decisions_ir(
+    scopes: Sequence[Any],
+    backward_ns: Sequence[float],
+    decisions: Sequence[str],
+    write_bandwidth: float,
+    read_bandwidth: float,
+    ahead: int,
+    model: StepModel,
+) -> str:
+    """The profile function of ``scopes`` with ``decisions`` built in (see from_measurements)."""
+    from mlir import ir
+
+    from hector.dialects import make_context, placement
+    from hector.passes.plan_offload import profile_module
+
+    def i64(value: float) -> ir.Attribute:
+        return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), int(value))
+
+    with make_context() as ctx, ir.Location.unknown() as loc:
+        module = profile_module(scopes, max(int(write_bandwidth), 1), context=ctx)
+        fn = module.body.operations[0].operation
+        attrs = ir.ArrayAttr(fn.attributes["arg_attrs"])
+        fn.attributes["arg_attrs"] = ir.ArrayAttr.get(
+            [
+                ir.DictAttr.get(
+                    {
+                        **{a.name: a.attr for a in ir.DictAttr(attrs[i])},
+                        "placement.backward_ns": i64(backward_ns[i]),
+                    }
+                )
+                for i in range(len(scopes))
+            ]
+        )
+        fn.attributes["placement.read_bandwidth"] = i64(max(read_bandwidth, 1))
+        fn.attributes["placement.rule"] = ir.StringAttr.get("hidden-io")
+        fn.attributes["placement.modelled_overhead_ppm"] = i64(model.overhead * 1e6)
+        fn.attributes["placement.plan"] = ir.StringAttr.get("adaptive")
+        block = fn.regions[0].blocks[0]
+        with ir.InsertionPoint.at_block_terminator(block):
+            for i, (arg, decision) in enumerate(zip(block.arguments, decisions, strict=True)):
+                if decision == "offload":
+                    out = placement.OPS.offload(
+                        value=arg, scope=i, target="ssd", result=arg.type, loc=loc
+                    )
+                    placement.OPS.prefetch(
+                        value=out, scope=i, ahead=ahead, result=arg.type, loc=loc
+                    )
+                elif decision == "recompute":
+                    placement.OPS.recompute(value=arg, scope=i, result=arg.type, loc=loc)
+                else:
+                    placement.OPS.keep(value=arg, scope=i, result=arg.type, loc=loc)
+        return str(module)
