@@ -4,7 +4,9 @@
 sample` draws a mini-batch and returns it as :class:`SampledArrays`, numpy arrays already in the
 layout of ``hector.HeteroGraph`` (local ids grouped by node type, edges sorted by type, degree
 normalizers and compaction map). :func:`gather_rows` copies rows of a (memory-mapped) float32
-table with several threads. The native calls release the GIL, so sampling and gathering run
+table with several threads; :func:`gather_file_rows` reads rows of a table stored in a file with
+``pread`` (sorted by position in the file, neighbouring rows in one read), never mapping the file
+into the process. The native calls release the GIL, so sampling and gathering run
 alongside Python threads doing compute.
 
 This module depends only on ctypes, numpy and the runtime's own loader: nothing above the
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +28,7 @@ from . import native
 
 __all__ = [
     "ERR_FANOUT",
+    "ERR_IO",
     "ERR_NTYPE_RANGE",
     "ERR_SEED_DUPLICATE",
     "ERR_SEED_RANGE",
@@ -32,6 +36,7 @@ __all__ = [
     "NeighborSampler",
     "SampledArrays",
     "fanout_table",
+    "gather_file_rows",
     "gather_rows",
 ]
 
@@ -41,6 +46,7 @@ ERR_SEED_DUPLICATE = 202
 ERR_FANOUT = 203
 ERR_NTYPE_RANGE = 204
 ERR_TOO_LARGE = 205
+ERR_IO = 206
 
 _I32 = ctypes.c_int32
 _I64 = ctypes.c_int64
@@ -69,6 +75,8 @@ def _lib() -> ctypes.CDLL:
     lib.hector_sampled_batch_free.restype = None
     lib.hector_gather_rows.argtypes = [_P, _I64, _I64, _P, _I64, _P, _I32, _P]
     lib.hector_gather_rows.restype = _I32
+    lib.hector_gather_file_rows.argtypes = [_I32, _I64, _I64, _I64, _P, _I64, _P, _I32, _I64, _P]
+    lib.hector_gather_file_rows.restype = _I32
     if lib.hector_sampler_abi_version() != 1:
         raise RuntimeError("the native sampler has another ABI version; reinstall Hector")
     return lib
@@ -422,4 +430,62 @@ def gather_rows(
         raise ValueError(f"index[{i}] = {idx[i]} is out of range for a table of {rows} rows")
     if code != native.OK:
         raise ValueError(f"hector_gather_rows failed (status {code})")
+    return out
+
+
+def gather_file_rows(
+    fd: int,
+    offset: int,
+    shape: tuple[int, int],
+    index: Any,
+    *,
+    out: np.ndarray | None = None,
+    threads: int = 0,
+    max_gap_bytes: int = 65536,
+) -> np.ndarray:
+    """Rows ``index`` of a row-major float32 table of ``shape`` stored in the open file ``fd``
+    from byte ``offset`` (an ``.npy`` file's data), read with ``pread`` by ``threads`` native
+    threads (0: one per hardware thread). The file is never mapped: its pages stay in the OS
+    page cache and out of this process's resident set. Rows are read in file order; wanted rows
+    at most ``max_gap_bytes`` apart share one read, a repeated row is read once. The result does
+    not depend on ``threads``.
+
+    Raises:
+        ValueError: a bad ``shape``/``offset``/``out``, or an index out of range (naming its
+            position).
+        OSError: a read failed or the file is shorter than ``offset`` + the table.
+    """
+    rows, width = (int(v) for v in shape)
+    if rows < 0 or width < 0 or offset < 0 or max_gap_bytes < 0:
+        raise ValueError(
+            f"shape {shape}, offset {offset} and max_gap_bytes {max_gap_bytes} must be >= 0"
+        )
+    idx = _ids("index", index)
+    if out is None:
+        out = np.empty((len(idx), width), dtype=np.float32)
+    elif out.dtype != np.float32 or out.shape != (len(idx), width) or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-contiguous float32 array of shape {(len(idx), width)}")
+    bad = _I64(-1)
+    code = _lib().hector_gather_file_rows(
+        int(fd),
+        int(offset),
+        rows,
+        width,
+        _ptr(idx),
+        len(idx),
+        _ptr(out),
+        int(threads),
+        int(max_gap_bytes),
+        ctypes.byref(bad),
+    )
+    if code == ERR_SEED_RANGE:
+        i = bad.value
+        raise ValueError(f"index[{i}] = {idx[i]} is out of range for a table of {rows} rows")
+    if code == ERR_IO:
+        err = bad.value
+        if err == 0:
+            raise OSError(f"the file ends before the {rows} x {width} table at offset {offset}")
+        raise OSError(err, f"reading table rows failed: {os.strerror(err)}")
+    if code != native.OK:
+        raise ValueError(f"hector_gather_file_rows failed (status {code})")
     return out

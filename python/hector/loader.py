@@ -6,10 +6,11 @@ into batches, samples each batch's multi-hop neighbourhood with the native sampl
 seed) and yields :class:`Batch` objects whose ``graph`` is a :class:`hector.HeteroGraph` built
 natively in the same pass (edges sorted by type, local ids grouped by node type, degree
 normalizers, compaction map). Features and labels come from a :class:`FeatureStore`, ``.npy``
-files that are memory-mapped and gathered per batch by the native row gather, never loaded
-whole. Batches are prepared by worker threads ``prefetch`` steps ahead (the native sampler and
-gather release the GIL), so a batch's sampling and feature gather overlap the previous step's
-compute. Under ``torch.distributed`` each rank takes its shard of the seeds.
+files whose rows each batch reads natively (``pread`` in file order, several threads, into a
+reused buffer), never loaded whole or mapped. Batches are prepared by worker threads
+``prefetch`` steps ahead (the native sampler and gather release the GIL), so a batch's
+sampling and feature gather overlap the previous step's compute. Under ``torch.distributed``
+each rank takes its shard of the seeds.
 
 Every batch also converts to PyG inputs (:meth:`Batch.to_pyg`, :meth:`Batch.to_pyg_hetero`), so
 PyG layers can be timed on the very same subgraphs::
@@ -27,6 +28,7 @@ import mmap
 import os
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -59,34 +61,53 @@ _TRACK_EVERY = 16
 
 class FeatureStore:
     """Node features (float32 ``[N, F]``) and optional labels (integer ``[N]``) in ``.npy``
-    files, memory-mapped read-only and gathered per batch.
+    files, gathered per batch without ever loading the table.
 
     Args:
         features: path of a 2-D float32 ``.npy`` file.
         labels: path of a 1-D integer ``.npy`` file with as many rows, or None.
-        release: gather rows in file order, ``chunk_rows`` at a time, and after each chunk drop
-            the stretch of the file it read from this process's mapping
-            (``madvise(MADV_DONTNEED)``; the pages stay in the OS page cache), so only about a
-            chunk's stretch of the table is resident in the process at any time, however large
-            the batch and however many batches touch it.
-        threads: native gather threads (0: one per hardware thread).
-        chunk_rows: rows gathered between two releases.
+        read: how rows are read. ``"pread"`` (default): the native
+            :func:`~hector.runtime.sampler.gather_file_rows` reads them with ``pread`` into the
+            batch's buffer, in file order (ids bucketed by stretch of the file and sorted),
+            wanted rows at most ``max_gap_bytes`` apart in one read, a repeated id read once;
+            the file is never mapped, so none of it counts in this process's resident set (its
+            pages stay in the OS page cache). ``"mmap"``: copy rows out of a memory mapping of
+            the file (``release`` below).
+        release: (``read="mmap"``) gather rows in file order, ``chunk_rows`` at a time, and
+            after each chunk drop the stretch of the file it read from this process's mapping
+            (``madvise(MADV_DONTNEED)``), so only about a chunk's stretch of the table is
+            resident in the process at any time.
+        threads: native gather threads; 0 (default): ``torch.get_num_threads()`` when the store
+            is built.
+        chunk_rows: (``read="mmap"``, ``release``) rows gathered between two releases.
+        max_gap_bytes: (``read="pread"``) wanted rows at most this far apart share one read.
+        reuse_buffers: gather into buffers kept from earlier batches once nothing refers to
+            those batches' features any more (a fresh array per batch costs a page fault per
+            4 KiB of it); a batch whose features are still referenced is never overwritten.
 
     Raises:
-        ValueError: a file is missing, not an ``.npy`` array of the right dtype and rank, or
-            the two disagree in length.
+        ValueError: a file is missing, not an ``.npy`` array of the right dtype and rank, the
+            two disagree in length, or ``read`` is unknown.
     """
+
+    #: Buffers kept for reuse at most (the batch in training, the ones prefetched, one spare).
+    POOL_SIZE = 4
 
     def __init__(
         self,
         features: str | os.PathLike[str],
         labels: str | os.PathLike[str] | None = None,
         *,
+        read: str = "pread",
         release: bool = True,
         threads: int = 0,
         chunk_rows: int = 1024,
+        max_gap_bytes: int = 65536,
+        reuse_buffers: bool = True,
     ) -> None:
-        """Map the files (nothing is read yet)."""
+        """Open the files (nothing is read yet)."""
+        if read not in ("pread", "mmap"):
+            raise ValueError(f"read must be 'pread' or 'mmap', got {read!r}")
         self.path = Path(features)
         self.table = self._open(self.path)
         if self.table.dtype != np.float32 or self.table.ndim != 2:
@@ -94,6 +115,8 @@ class FeatureStore:
                 f"{self.path}: features must be a 2-D float32 array, got "
                 f"{self.table.dtype} of shape {self.table.shape}"
             )
+        if not self.table.flags.c_contiguous:
+            raise ValueError(f"{self.path}: features must be stored row-major (C order)")
         self.labels: np.ndarray | None = None
         if labels is not None:
             self.labels = self._open(Path(labels))
@@ -103,10 +126,17 @@ class FeatureStore:
                 raise ValueError(
                     f"{labels} has {len(self.labels)} rows but {self.path} has {len(self.table)}"
                 )
+        self.read = read
         self.release = release
-        self.threads = threads
+        self.threads = int(threads) if threads > 0 else torch.get_num_threads()
         self.chunk_rows = max(int(chunk_rows), 1)
+        self.max_gap_bytes = max(int(max_gap_bytes), 0)
+        self.reuse_buffers = reuse_buffers
+        self._offset = int(self.table.offset) if isinstance(self.table, np.memmap) else 0
+        self._fd: int | None = os.open(self.path, os.O_RDONLY) if read == "pread" else None
         self._lock = threading.Lock()
+        #: ``[buffer, weak reference to the view handed out or None]`` for reuse.
+        self._pool: list[list[Any]] = []
         #: Set to record :attr:`peak_resident_bytes` during gathers (reads /proc/self/smaps after
         #: every 16th chunk).
         self.track_resident = False
@@ -122,6 +152,19 @@ class FeatureStore:
             return np.load(path, mmap_mode="r")
         except (ValueError, OSError) as err:
             raise ValueError(f"{path}: not a readable .npy array ({err})") from None
+
+    def close(self) -> None:
+        """Close the feature file (the store can no longer gather with ``read="pread"``)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        """Close the feature file."""
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown may have unloaded os
+            pass
 
     @property
     def num_rows(self) -> int:
@@ -139,21 +182,60 @@ class FeatureStore:
         return int(self.path.stat().st_size)
 
     def gather(self, node_ids: np.ndarray, out: np.ndarray | None = None) -> torch.Tensor:
-        """Rows ``features[node_ids]`` as a float32 ``[len(node_ids), F]`` tensor.
+        """Rows ``features[node_ids]`` as a float32 ``[len(node_ids), F]`` tensor (written into
+        ``out`` when given, else into a reused or new buffer).
 
         Raises:
-            ValueError: a node id is out of range.
+            ValueError: a node id is out of range, or the store is closed.
         """
         return self._gather(node_ids, out)[0]
+
+    def _buffer(self, rows: int) -> np.ndarray:
+        """A float32 ``[rows, F]`` array to gather into: a view of a pooled buffer nothing else
+        refers to any more (tracked by a weak reference to the view handed out), else new."""
+        if not self.reuse_buffers:
+            return np.empty((rows, self.dim), dtype=np.float32)
+        with self._lock:
+            free = [s for s in self._pool if s[1] is None or s[1]() is None]
+            fits = [s for s in free if len(s[0]) >= rows]
+            if fits:
+                slot = min(fits, key=lambda s: len(s[0]))
+            elif free or len(self._pool) < self.POOL_SIZE:
+                if free:  # too small for this batch: replace the smallest free one
+                    smallest = min(free, key=lambda s: len(s[0]))
+                    self._pool = [s for s in self._pool if s is not smallest]
+                # Room for the next batches, whose sizes vary a little around this one.
+                slot = [np.empty((rows + rows // 8 + 1, self.dim), dtype=np.float32), None]
+                self._pool.append(slot)
+            else:
+                return np.empty((rows, self.dim), dtype=np.float32)
+            view = slot[0][:rows]
+            slot[1] = weakref.ref(view)
+            return view
 
     def _gather(self, node_ids: np.ndarray, out: np.ndarray | None) -> tuple[torch.Tensor, float]:
         """:meth:`gather`, and the seconds spent on :attr:`track_resident` bookkeeping (so
         that timings can leave it out)."""
         index = native_sampler._ids("node_ids", node_ids)
         if out is None:
-            out = np.empty((len(index), self.dim), dtype=np.float32)
-        mapping = getattr(self.table, "_mmap", None) if self.release else None
+            out = self._buffer(len(index))
         tracking = 0.0
+        if self.read == "pread":
+            if self._fd is None:
+                raise ValueError(f"{self.path}: the feature store is closed")
+            native_sampler.gather_file_rows(
+                self._fd,
+                self._offset,
+                (self.num_rows, self.dim),
+                index,
+                out=out,
+                threads=self.threads,
+                max_gap_bytes=self.max_gap_bytes,
+            )
+            if self.track_resident:
+                tracking = self._track()
+            return torch.from_numpy(out), tracking
+        mapping = getattr(self.table, "_mmap", None) if self.release else None
         if mapping is None:
             native_sampler.gather_rows(self.table, index, out=out, threads=self.threads)
             if self.track_resident:
@@ -165,7 +247,7 @@ class FeatureStore:
         # short stretch of the file that is released (madvise) right after it is copied.
         order = np.argsort(index, kind="stable")
         row_bytes = self.dim * 4
-        base = self.table.offset if isinstance(self.table, np.memmap) else 0
+        base = self._offset
         window = max(mmap.PAGESIZE, _FAULT_AROUND)  # what one fault may map around it
         for lo in range(0, len(index), self.chunk_rows):
             at = order[lo : lo + self.chunk_rows]

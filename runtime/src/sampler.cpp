@@ -2,8 +2,12 @@
 // for the contract of each function.
 #include "hector/sampler.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -529,4 +533,145 @@ extern "C" int32_t hector_gather_rows(const float* table, int64_t num_rows, int6
         }
       });
   return ok ? HECTOR_OK : HECTOR_ERR_OUT_OF_MEMORY;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Row gather straight from a file (pread), nothing of the file mapped into the process.
+// ---------------------------------------------------------------------------------------------
+
+/* A read of the file failed: errno in *bad_index_out (0 for a read past the end of the file). */
+#define HECTOR_SAMPLER_ERR_IO 206
+
+namespace {
+
+// Rows are bucketed by the stretch of file they live in; one thread copies one stretch at a time
+// (a bounded read buffer, and reads in file order within it).
+constexpr int64_t kGatherBlockBytes = 256 * 1024;
+// Stretches handed to a thread at a time; their span gets one read-ahead hint.
+constexpr int64_t kGatherBlocksPerGrab = 4;
+
+// Reads exactly n bytes at offset into dst: 0, an errno, or -1 at the end of the file.
+int read_exact(int fd, char* dst, size_t n, int64_t offset) {
+  while (n > 0) {
+    const ssize_t got = ::pread(fd, dst, n, static_cast<off_t>(offset));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (got == 0) return -1;
+    dst += got;
+    n -= static_cast<size_t>(got);
+    offset += got;
+  }
+  return 0;
+}
+
+}  // namespace
+
+/* Gathers rows of a row-major float32 table [num_rows, width] stored in the open file fd from
+ * byte data_offset (an .npy file's data) into out [num_index, width]: out[i] = row index[i].
+ * The rows are read with pread(2), so the file is never mapped into the process (its pages stay
+ * in the OS page cache, not in this process's RSS). Positions are bucketed by 256 KiB stretches
+ * of the file and sorted by row within a stretch; wanted rows at most max_gap_bytes apart are read
+ * by one pread into a per-thread buffer and copied out (one large read beats a read per row: a
+ * system call costs about as much as copying a few KiB; reading straight into the output rows
+ * with preadv, the gaps into scratch, measured no faster), a lone row is read straight into its
+ * output row; a repeated row is read once. num_threads threads (<= 0: hardware) take stretches
+ * in file order, hinting each grab's span to the kernel (POSIX_FADV_WILLNEED). The result does
+ * not depend on the thread count. Returns HECTOR_SAMPLER_ERR_SEED_RANGE with the position in
+ * *bad_index_out when an index is out of [0, num_rows), HECTOR_SAMPLER_ERR_IO with errno (0:
+ * past the end of the file) in *bad_index_out when a read fails. */
+extern "C" int32_t hector_gather_file_rows(int32_t fd, int64_t data_offset, int64_t num_rows,
+                                           int64_t width, const int64_t* index,
+                                           int64_t num_index, float* out, int32_t num_threads,
+                                           int64_t max_gap_bytes, int64_t* bad_index_out) {
+  if (bad_index_out != nullptr) *bad_index_out = -1;
+  if (fd < 0 || data_offset < 0 || num_rows < 0 || width < 0 || num_index < 0 ||
+      max_gap_bytes < 0) {
+    return HECTOR_ERR_INVALID_ARGUMENT;
+  }
+  if (num_index > 0 && (index == nullptr || out == nullptr)) return HECTOR_ERR_INVALID_ARGUMENT;
+  for (int64_t i = 0; i < num_index; ++i) {
+    if (!in_range(index[i], num_rows)) {
+      if (bad_index_out != nullptr) *bad_index_out = i;
+      return HECTOR_SAMPLER_ERR_SEED_RANGE;
+    }
+  }
+  if (num_index == 0 || width == 0) return HECTOR_OK;
+  const int64_t row_bytes = width * static_cast<int64_t>(sizeof(float));
+  const int64_t rows_per_block = std::max<int64_t>(1, kGatherBlockBytes / row_bytes);
+  const int64_t num_blocks = (num_rows + rows_per_block - 1) / rows_per_block;
+  const int64_t gap_rows = max_gap_bytes / row_bytes;  // unneeded rows one read may step over
+  std::atomic<int64_t> io_error{0};
+  std::atomic<bool> io_failed{false};
+  try {
+    // Counting sort of the positions by stretch (stable: positions ascend within a stretch).
+    std::vector<int64_t> start(static_cast<size_t>(num_blocks) + 1, 0);
+    for (int64_t i = 0; i < num_index; ++i) ++start[index[i] / rows_per_block + 1];
+    for (int64_t b = 0; b < num_blocks; ++b) start[b + 1] += start[b];
+    std::vector<int64_t> order(static_cast<size_t>(num_index));
+    {
+      std::vector<int64_t> fill(start.begin(), start.end() - 1);
+      for (int64_t i = 0; i < num_index; ++i) order[fill[index[i] / rows_per_block]++] = i;
+    }
+    std::vector<int64_t> busy;  // stretches holding at least one wanted row, in file order
+    for (int64_t b = 0; b < num_blocks; ++b) {
+      if (start[b + 1] > start[b]) busy.push_back(b);
+    }
+    const size_t buffer_bytes = static_cast<size_t>(rows_per_block * row_bytes);
+    auto by_row = [&](int64_t a, int64_t b) {
+      return index[a] < index[b] || (index[a] == index[b] && a < b);
+    };
+    auto copy_block = [&](int64_t b, std::vector<char>& buffer) {
+      int64_t* pos = order.data() + start[b];
+      const int64_t n = start[b + 1] - start[b];
+      std::sort(pos, pos + n, by_row);
+      for (int64_t j = 0; j < n && !io_failed;) {
+        const int64_t first = index[pos[j]];
+        int64_t k = j, last = first;
+        while (k + 1 < n && index[pos[k + 1]] - last - 1 <= gap_rows) last = index[pos[++k]];
+        const int64_t at = data_offset + first * row_bytes;
+        int rc;
+        if (last == first) {  // one row (maybe repeated): read it where it goes
+          char* dst = reinterpret_cast<char*>(out + pos[j] * width);
+          rc = read_exact(fd, dst, static_cast<size_t>(row_bytes), at);
+          for (int64_t m = j + 1; rc == 0 && m <= k; ++m) {
+            std::memcpy(out + pos[m] * width, dst, static_cast<size_t>(row_bytes));
+          }
+        } else {
+          rc = read_exact(fd, buffer.data(), static_cast<size_t>((last - first + 1) * row_bytes),
+                          at);
+          for (int64_t m = j; rc == 0 && m <= k; ++m) {
+            std::memcpy(out + pos[m] * width, buffer.data() + (index[pos[m]] - first) * row_bytes,
+                        static_cast<size_t>(row_bytes));
+          }
+        }
+        if (rc != 0) {
+          io_error = rc < 0 ? 0 : rc;
+          io_failed = true;
+        }
+        j = k + 1;
+      }
+    };
+    const int64_t grabs = static_cast<int64_t>(busy.size());
+    const bool ok = parallel_chunks(
+        grabs, hardware_threads(num_threads), kGatherBlocksPerGrab, [&](int64_t lo, int64_t hi) {
+          thread_local std::vector<char> buffer;  // one per thread, not one per grab
+          if (buffer.size() < buffer_bytes) buffer.resize(buffer_bytes);
+          const int64_t from = data_offset + busy[lo] * rows_per_block * row_bytes;
+          const int64_t end_row = std::min(num_rows, (busy[hi - 1] + 1) * rows_per_block);
+          const int64_t to = data_offset + end_row * row_bytes;
+          (void)::posix_fadvise(fd, static_cast<off_t>(from), static_cast<off_t>(to - from),
+                                POSIX_FADV_WILLNEED);  // a hint: failure changes nothing
+          for (int64_t g = lo; g < hi && !io_failed; ++g) copy_block(busy[g], buffer);
+        });
+    if (!ok) return HECTOR_ERR_OUT_OF_MEMORY;
+  } catch (const std::exception&) {
+    return HECTOR_ERR_OUT_OF_MEMORY;
+  }
+  if (io_failed) {
+    if (bad_index_out != nullptr) *bad_index_out = io_error;
+    return HECTOR_SAMPLER_ERR_IO;
+  }
+  return HECTOR_OK;
 }

@@ -144,16 +144,62 @@ def test_released_gathers_keep_the_table_out_of_the_process(tmp_path):
     rows, width = 16384, 64  # 4 MiB: a 256-byte row, 16 rows per page
     write_random_features(tmp_path / "x.npy", rows, width, seed=1)
     index = np.random.default_rng(0).permutation(rows)
-    kept = FeatureStore(tmp_path / "x.npy", release=False)
+    kept = FeatureStore(tmp_path / "x.npy", read="mmap", release=False)
     kept.track_resident = True
     want = kept.gather(index)
     assert kept.peak_resident_bytes > 0.9 * rows * width * 4  # the whole table mapped in
     del kept  # unmap it: resident_bytes counts every mapping of the file in this process
     gc.collect()
-    store = FeatureStore(tmp_path / "x.npy", chunk_rows=8)
+    store = FeatureStore(tmp_path / "x.npy", read="mmap", chunk_rows=8)
     store.track_resident = True  # reads /proc/self/smaps after every chunk: few chunks here
     assert torch.equal(store.gather(index[:256]), want[:256])
     # At most about one chunk's stretch of the file (8 sorted rows of 256, ~128 KiB here)
     # and the fault-around windows at its ends: far from the 4 MiB table.
     assert 0 < store.peak_resident_bytes <= 16 * 65536
     assert store.resident_bytes() == 0  # released after the gather
+
+
+def test_pread_gathers_match_the_table_and_map_nothing(tmp_path):
+    rows, width = 5000, 24  # 96-byte rows: many per 256 KiB stretch and per 4 KiB gap
+    write_random_features(tmp_path / "x.npy", rows, width, seed=4)
+    table = np.load(tmp_path / "x.npy")
+    rng = np.random.default_rng(1)
+    index = np.concatenate([rng.integers(0, rows, 3000), [7, 7, 7, rows - 1, 0]])
+    results = []
+    for threads in (1, 2, 3):
+        for gap in (0, 4096, 1 << 20):
+            store = FeatureStore(tmp_path / "x.npy", threads=threads, max_gap_bytes=gap)
+            store.track_resident = True
+            got = store.gather(index)
+            assert np.array_equal(got.numpy(), table[index])  # repeats included
+            assert store.peak_resident_bytes == 0  # never mapped into the process
+            results.append(got)
+            store.close()
+    assert all(torch.equal(results[0], r) for r in results)
+    with pytest.raises(ValueError, match=r"node_ids\[1\] = 5000 is out of range|index\[1\]"):
+        FeatureStore(tmp_path / "x.npy").gather([0, rows])
+    with pytest.raises(ValueError, match="the feature store is closed"):
+        store.gather([0])
+    with pytest.raises(ValueError, match="read must be 'pread' or 'mmap'"):
+        FeatureStore(tmp_path / "x.npy", read="mmap2")
+
+
+def test_gather_buffers_are_reused_only_once_released(tmp_path):
+    write_random_features(tmp_path / "x.npy", 1000, 8, seed=5)
+    table = np.load(tmp_path / "x.npy")
+    store = FeatureStore(tmp_path / "x.npy")
+    first = store.gather(np.arange(100))
+    held = first[10:20]  # a view keeps the buffer in use
+    del first
+    second = store.gather(np.arange(100, 190))
+    assert second.data_ptr() != held.data_ptr() - 10 * 8 * 4
+    assert torch.equal(held, torch.from_numpy(table[10:20]))  # not overwritten
+    addresses = {held.data_ptr() - 10 * 8 * 4, second.data_ptr()}
+    del held, second
+    third = store.gather(np.arange(500, 600))  # one of the two released buffers
+    assert third.data_ptr() in addresses
+    assert torch.equal(third, torch.from_numpy(table[500:600]))
+    assert len(store._pool) == 2
+    fresh = FeatureStore(tmp_path / "x.npy", reuse_buffers=False)
+    assert torch.equal(fresh.gather(np.arange(50)), torch.from_numpy(table[:50]))
+    assert not fresh._pool
