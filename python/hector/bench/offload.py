@@ -20,7 +20,19 @@ import sys
 import time
 from typing import Any
 
-SYSTEMS = ("keep-all", "hector-all", "hector-adaptive", "save_on_cpu", "checkpoint")
+SYSTEMS = (
+    "keep-all",
+    "keep-all-mmap",
+    "save_on_cpu",
+    "checkpoint",
+    "hector-all",
+    "hector-adaptive",
+    "deepspeed-checkpoint",
+    "deepspeed-cpu-checkpoint",
+)
+#: Systems that run only where an optional package imports (``deepspeed``); where it does not,
+#: or where the package refuses the configuration, their row says so (status "unsupported").
+OPTIONAL = ("deepspeed-checkpoint", "deepspeed-cpu-checkpoint")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,6 +45,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--vocab", type=int, default=1024)
     parser.add_argument("--steps", type=int, default=4, help="timed steps per system")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads per system (default 1: the I/O workers and other "
+        "processes get the other cores; 2 threads on a shared 2-core machine ran 3-5x slower)",
+    )
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     parser.add_argument(
         "--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {SYSTEMS}"
@@ -41,6 +60,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--raw-mib", type=int, default=256, help="raw disk test size (MiB)")
     parser.add_argument("--json", metavar="PATH", default=None, help="write the JSON record")
     parser.add_argument("--plot", metavar="PATH", default=None, help="memory-over-time plot")
+    parser.add_argument(
+        "--frontier",
+        metavar="PATH",
+        default=None,
+        help="step time vs peak memory plot (default: <json>_frontier.png next to --json)",
+    )
 
 
 # ---- raw disk bandwidth ---------------------------------------------------------------------
@@ -138,59 +163,35 @@ class _suppress:
 def _worker(payload: dict[str, Any]) -> dict[str, Any]:
     """Train with one system; return timings, memory and I/O figures (runs in a subprocess)."""
     import torch
-    import torch.nn.functional as F
-    from torch import nn
 
     from hector.bench._common import PeakRSS
-    from hector.offload import TensorCache, wrap
+    from hector.offload import TensorCache
     from hector.offload.models import build_model
 
     torch.set_num_threads(int(payload.get("threads", torch.get_num_threads())))
     system = payload["system"]
     cfg = payload["config"]
+    if system == "keep-all-mmap":
+        from hector.offload.cache import _release_freed_memory
+
+        _release_freed_memory(True)  # the allocator setting hector's cache makes, nothing else
     model = build_model(
         cfg["model"], cfg["layers"], cfg["hidden"], cfg["heads"], cfg["vocab"], cfg["seq"]
     )
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    gen = torch.Generator().manual_seed(0)
-    batches = [
-        torch.randint(0, cfg["vocab"], (cfg["batch"], cfg["seq"]), generator=gen) for _ in range(4)
-    ]
-    cache: TensorCache | None = None
-    forward: nn.Module = model
-    root = payload.get("root")
-    if system in ("hector-all", "hector-adaptive"):
-        policy = "all" if system == "hector-all" else "adaptive"
-        wrapped = wrap(model, policy, root=root, record_timeline=True)
-        forward, cache = wrapped, wrapped.cache
-    elif system == "checkpoint":
-        from torch.utils.checkpoint import checkpoint
-
-        for block in model.blocks:
-            original = block.forward
-            block.forward = lambda x, _f=original: checkpoint(_f, x, use_reentrant=True)
-
-    def step(i: int, counting: bool = False) -> float:
-        ids = batches[i % len(batches)]
-        ctx: Any = (
-            torch.autograd.graph.save_on_cpu(pin_memory=False)
-            if system == "save_on_cpu" and not counting
-            else _null()
-        )
-        with ctx:
-            logits = forward(ids)
-            loss = F.cross_entropy(logits.reshape(-1, cfg["vocab"]), ids.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return float(loss)
-
-    for i in range(payload["warmup"]):
-        step(i)
-    if cache is not None:
+    try:
+        forward, cache = _setup_system(system, model, payload)
+    except _Unsupported as err:
+        return {"unsupported": str(err)}
+    step = _make_step(system, model, forward, cfg)
+    try:
+        for i in range(payload["warmup"]):
+            step(i)
+    except _Unsupported as err:
+        return {"unsupported": str(err)}
+    before = _io_snapshot(cache)
+    if cache is not None:  # the timed steps' peak, not warm-up's
         cache.peak_resident_bytes = cache.resident_bytes
         cache.timeline.clear()
-        io_before = cache.store.stats()
     _trim()  # return memory freed by warm-up to the OS so the RSS peak is this phase's
     rss = PeakRSS()
     rss.start()
@@ -199,46 +200,193 @@ def _worker(payload: dict[str, Any]) -> dict[str, Any]:
         start = time.perf_counter()
         step(i)
         times.append((time.perf_counter() - start) * 1e3)
-    peak_rss = rss.peak_bytes()
-    out: dict[str, Any] = {"times_ms": times, "peak_rss_bytes": peak_rss, "rss_method": rss.method}
+    out: dict[str, Any] = {
+        "times_ms": times,
+        "peak_rss_bytes": rss.peak_bytes(),
+        "rss_method": rss.method,
+    }
     if cache is not None:
-        io = cache.store.stats()
-        written = io["bytes_written"] - io_before["bytes_written"]
-        read = io["bytes_read"] - io_before["bytes_read"]
-        wbusy = io["write_busy_ns"] - io_before["write_busy_ns"]
-        rbusy = io["read_busy_ns"] - io_before["read_busy_ns"]
-        steps = payload["steps"]
-        out.update(
-            saved_peak_bytes=cache.peak_resident_bytes,
-            bytes_written_per_step=written // steps,
-            bytes_read_per_step=read // steps,
-            write_bandwidth=written / (wbusy * 1e-9) if wbusy else None,
-            read_bandwidth=read / (rbusy * 1e-9) if rbusy else None,
-            direct_io=cache.store.direct,
-            read_wait_ms_per_step=cache.read_wait_s * 1e3 / max(steps, 1),
-            plan=cache.plan.summary() if cache.plan is not None else None,
-            write_errors=cache.counters["write_errors"],
-        )
-        # One more step with the timeline recorded alone.
-        cache.timeline.clear()
+        out.update(_cache_figures(cache, before, _io_snapshot(cache), payload["steps"]))
+        cache.timeline.clear()  # one more step with the timeline recorded alone
         cache._t0 = time.perf_counter()
         step(0)
         out["timeline"] = cache.timeline[:: max(len(cache.timeline) // 400, 1)]
         cache.close()  # what closing the wrapped module does
-    else:
-        # Count the saved activations of one more step with a keep-everything cache.
-        counter = TensorCache("none", model, threshold=0, record_timeline=True)
-        with counter.hooks():
-            step(0, counting=True)  # save_on_cpu: its host copies have these same sizes
-        out["saved_peak_bytes"] = counter.peak_resident_bytes
-        if system == "keep-all":
-            t0 = counter.timeline[0][0] if counter.timeline else 0.0
-            tl = [(t - t0, b) for t, b in counter.timeline]
-            out["timeline"] = tl[:: max(len(tl) // 400, 1)]
-        counter.close()
-        if system == "save_on_cpu":
-            out["note"] = "on CPU the saved copies stay in host memory (nothing is freed)"
+        return out
+    # Count the saved activations of one more step with a keep-everything cache.
+    counter = TensorCache("none", model, threshold=0, record_timeline=True)
+    with counter.hooks():
+        step(0, counting=True)  # save_on_cpu: its host copies have these same sizes
+    out["saved_peak_bytes"] = counter.peak_resident_bytes
+    if system == "keep-all":
+        t0 = counter.timeline[0][0] if counter.timeline else 0.0
+        tl = [(t - t0, b) for t, b in counter.timeline]
+        out["timeline"] = tl[:: max(len(tl) // 400, 1)]
+    counter.close()
+    if system == "save_on_cpu":
+        out["note"] = "on CPU the saved copies stay in host memory (nothing is freed)"
+    if system.startswith("deepspeed"):
+        out["note"] = "saved bytes: what the keep-everything counter sees under DeepSpeed"
     return out
+
+
+class _Unsupported(RuntimeError):
+    """The system cannot run here (package missing, or it refuses this configuration)."""
+
+
+def _setup_system(system: str, model: Any, payload: dict[str, Any]) -> tuple[Any, Any]:
+    """The callable that runs the forward, and the hector cache (None for the others)."""
+    from hector.offload import wrap
+
+    if system in ("hector-all", "hector-adaptive"):
+        policy = "all" if system == "hector-all" else "adaptive"
+        wrapped = wrap(model, policy, root=payload.get("root"), record_timeline=True)
+        return wrapped, wrapped.cache
+    if system == "checkpoint":
+        from torch.utils.checkpoint import checkpoint
+
+        for block in model.blocks:
+            original = block.forward
+            block.forward = lambda x, _f=original: checkpoint(_f, x, use_reentrant=True)
+    elif system.startswith("deepspeed"):
+        _deepspeed_checkpointing(model, cpu=system == "deepspeed-cpu-checkpoint")
+    return model, None
+
+
+def _deepspeed_checkpointing(model: Any, cpu: bool) -> None:
+    """Wrap each block in DeepSpeed's activation checkpointing (``checkpoint_in_cpu=cpu``)."""
+    os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    try:
+        import deepspeed
+        import torch.distributed as dist
+        from deepspeed.runtime.activation_checkpointing import checkpointing as ds_ckpt
+    except Exception as err:  # noqa: BLE001  (any import failure means: not available here)
+        raise _Unsupported(f"deepspeed does not import: {type(err).__name__}: {err}") from None
+    if not dist.is_initialized():  # DeepSpeed's checkpointing asks for a process group
+        for k, v in (("MASTER_ADDR", "127.0.0.1"), ("RANK", "0"), ("WORLD_SIZE", "1")):
+            os.environ.setdefault(k, v)
+        os.environ.setdefault("LOCAL_RANK", "0")
+        os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
+        deepspeed.init_distributed(dist_backend="gloo", verbose=False)
+    ds_ckpt.configure(
+        None,
+        partition_activations=False,
+        checkpoint_in_cpu=cpu,
+        contiguous_checkpointing=False,
+        num_checkpoints=len(model.blocks),
+        synchronize=False,
+        profile=False,
+    )
+    for block in model.blocks:
+        original = block.forward
+        block.forward = lambda x, _f=original: ds_ckpt.checkpoint(_f, x)
+
+
+def _make_step(system: str, model: Any, forward: Any, cfg: dict[str, Any]) -> Any:
+    """One training step (forward, loss, backward, SGD update) of ``system``."""
+    import torch
+    import torch.nn.functional as F
+
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    gen = torch.Generator().manual_seed(0)
+    batches = [
+        torch.randint(0, cfg["vocab"], (cfg["batch"], cfg["seq"]), generator=gen) for _ in range(4)
+    ]
+
+    def step(i: int, counting: bool = False) -> float:
+        ids = batches[i % len(batches)]
+        ctx: Any = (
+            torch.autograd.graph.save_on_cpu(pin_memory=False)
+            if system == "save_on_cpu" and not counting
+            else _null()
+        )
+        try:
+            with ctx:
+                logits = forward(ids)
+                loss = F.cross_entropy(logits.reshape(-1, cfg["vocab"]), ids.reshape(-1))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+        except RuntimeError as err:
+            if system.startswith("deepspeed"):  # DeepSpeed refusing this device/config
+                raise _Unsupported(f"deepspeed failed in training: {err}") from None
+            raise
+        opt.step()
+        return float(loss.detach())
+
+    return step
+
+
+def _io_snapshot(cache: Any) -> dict[str, Any] | None:
+    """The cache's hook timings and the store's counters now (None without a cache)."""
+    if cache is None:
+        return None
+    return {
+        "timing": cache.time_breakdown(),
+        "store": dict(cache.store.stats()),
+        "read_wait_s": cache.read_wait_s,
+        "counters": dict(cache.counters),
+    }
+
+
+def _cache_figures(
+    cache: Any, before: dict[str, Any] | None, after: dict[str, Any] | None, steps: int
+) -> dict[str, Any]:
+    """Per-step I/O, bandwidth and time breakdown of a hector system over the timed steps."""
+    assert before is not None
+    assert after is not None
+    io0, io1 = before["store"], after["store"]
+
+    def delta(key: str) -> int:
+        return int(io1.get(key, 0) - io0.get(key, 0))
+
+    written, read = delta("bytes_written"), delta("bytes_read")
+    wbusy, rbusy = delta("write_busy_ns"), delta("read_busy_ns")
+    steps = max(steps, 1)
+    breakdown = {
+        k: round((after["timing"][k] - before["timing"][k]) / steps / 1e6, 3)
+        for k in after["timing"]
+        if k.endswith("_ns")
+    }
+    store_phases = {
+        k: round(delta(k) / steps / 1e6, 3)
+        for k, v in io1.items()
+        if k.endswith("_ns")
+        and isinstance(v, int | float)
+        and k not in ("write_busy_ns", "read_busy_ns")
+    }
+    counters = {
+        k: (after["counters"][k] - before["counters"][k]) // steps for k in after["counters"]
+    }
+    return {
+        "saved_peak_bytes": cache.peak_resident_bytes,
+        "bytes_written_per_step": written // steps,
+        "bytes_read_per_step": read // steps,
+        "write_bandwidth": written / (wbusy * 1e-9) if wbusy else None,
+        "read_bandwidth": read / (rbusy * 1e-9) if rbusy else None,
+        "write_busy_ms_per_step": round(wbusy / steps / 1e6, 3),
+        "read_busy_ms_per_step": round(rbusy / steps / 1e6, 3),
+        "direct_io": cache.store.direct,
+        "io_backend": io1.get("backend", _default_backend()),
+        "read_wait_ms_per_step": round(
+            (after["read_wait_s"] - before["read_wait_s"]) * 1e3 / steps, 3
+        ),
+        # Measured per step, in ms: the hooks by part (cache.time_breakdown) and the store's
+        # own per-phase counters where the native store reports them.
+        "time_breakdown_ms_per_step": {**{k.removesuffix("_ns"): v for k, v in breakdown.items()}},
+        "store_phases_ms_per_step": {k.removesuffix("_ns"): v for k, v in store_phases.items()},
+        "counters_per_step": counters,
+        "plan": cache.plan.summary() if cache.plan is not None else None,
+        "plan_decisions": dict(cache.plan.decisions) if cache.plan is not None else None,
+        "write_errors": cache.counters["write_errors"],
+        "measured_write_bandwidth": cache.write_bandwidth,
+        "measured_read_bandwidth": cache.read_bandwidth,
+    }
+
+
+def _default_backend() -> str:
+    from hector.runtime.offload import IO_BACKEND
+
+    return IO_BACKEND
 
 
 def _trim() -> None:
@@ -321,6 +469,42 @@ def _plot(path: str, results: list[dict[str, Any]], title: str) -> None:
     plt.close(fig)
 
 
+def _frontier_plot(path: str, record: dict[str, Any]) -> None:
+    """Step time against peak memory (RSS above baseline, and saved activations), every system."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = [r for r in record["results"] if r.get("status") == "ok"]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, key, label in (
+        (axes[0], "peak_mem_bytes", "peak RSS above baseline (MiB)"),
+        (axes[1], "saved_peak_bytes", "saved activations at peak (MiB)"),
+    ):
+        for r in ok:
+            if r.get(key) is None:
+                continue
+            hector = r["system"].startswith("hector")
+            ax.scatter(
+                r[key] / 2**20,
+                r["median_ms"],
+                marker="*" if hector else "o",
+                s=140 if hector else 50,
+                zorder=3,
+            )
+            ax.annotate(r["system"], (r[key] / 2**20, r["median_ms"]), fontsize=8)
+        ax.set_xlabel(label)
+        ax.set_ylabel("median step time (ms)")
+        ax.grid(alpha=0.3)
+    cfg = ", ".join(f"{k} {record[k]}" for k in ("layers", "hidden", "heads", "seq", "batch"))
+    fig.suptitle(f"{record['model']} ({cfg}): lower-left is better", fontsize=10)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run every system in a fresh subprocess, print a table, write JSON / plot."""
     from tqdm import tqdm
@@ -337,7 +521,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    for name in ("layers", "hidden", "heads", "seq", "batch", "vocab", "steps"):
+    for name in ("layers", "hidden", "heads", "seq", "batch", "vocab", "steps", "threads"):
         if getattr(args, name) < 1:
             print(f"error: --{name} must be >= 1", file=sys.stderr)
             return 1
@@ -360,11 +544,14 @@ def run(args: argparse.Namespace) -> int:
             "steps": args.steps,
             "warmup": args.warmup,
             "root": root,
+            "threads": args.threads,
         }
         answer = measure_in_subprocess("hector.bench.offload", payload)
         entry: dict[str, Any] = {"system": system}
         if "error" in answer:
             entry.update(status="error", error=answer["error"])
+        elif "unsupported" in answer:
+            entry.update(status="unsupported", error=answer["unsupported"])
         else:
             import statistics
 
@@ -384,6 +571,8 @@ def run(args: argparse.Namespace) -> int:
         if base is None or r["status"] != "ok":
             continue
         r["step_time_overhead"] = round(r["median_ms"] / base["median_ms"] - 1, 4)
+        if base.get("peak_mem_bytes"):
+            r["peak_rss_reduction"] = round(1 - r["peak_mem_bytes"] / base["peak_mem_bytes"], 4)
         if base.get("saved_peak_bytes"):
             r["saved_peak_reduction"] = round(
                 1 - r["saved_peak_bytes"] / base["saved_peak_bytes"], 4
@@ -402,9 +591,10 @@ def run(args: argparse.Namespace) -> int:
                 "saved MiB": (r["saved_peak_bytes"] / 2**20) if r.get("saved_peak_bytes") else None,
                 "saved -%": r.get("saved_peak_reduction"),
                 "RSS MiB": (r["peak_mem_bytes"] / 2**20) if r.get("peak_mem_bytes") else None,
+                "RSS -%": r.get("peak_rss_reduction"),
                 "W MB/s": (r["write_bandwidth"] / 1e6) if r.get("write_bandwidth") else None,
                 "R MB/s": (r["read_bandwidth"] / 1e6) if r.get("read_bandwidth") else None,
-                "error": r.get("error"),
+                "error": (r.get("error") or "")[:60] or None,
             }
         )
     cols = [(k, k) for k in rows[0]] if rows else []
@@ -423,7 +613,9 @@ def run(args: argparse.Namespace) -> int:
         "device": "cpu",
         "hector_version": __version__,
         "host": host_info("cpu"),
-        "io_backend": IO_BACKEND,
+        "io_backend": next((r["io_backend"] for r in results if r.get("io_backend")), IO_BACKEND),
+        "threads": args.threads,
+        "load_average": os.getloadavg(),
         "raw_disk": raw,
         "engine_alone": engine,
         "results": [{k: v for k, v in r.items() if k != "timeline"} for r in results],
@@ -436,7 +628,12 @@ def run(args: argparse.Namespace) -> int:
             [r for r in results if r.get("timeline")],
             f"{args.model}: saved activations over one step",
         )
-    return 0 if all(r["status"] == "ok" for r in results) else 1
+    frontier = args.frontier
+    if frontier is None and args.json:
+        frontier = os.path.splitext(args.json)[0] + "_frontier.png"
+    if frontier:
+        _frontier_plot(frontier, record)
+    return 0 if all(r["status"] in ("ok", "unsupported") for r in results) else 1
 
 
 if __name__ == "__main__":

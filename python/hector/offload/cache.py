@@ -145,7 +145,8 @@ class _Remover:
                     target=self._run, name="hector-offload-remover", daemon=True
                 )
                 self._thread.start()
-            self._cond.notify()
+            if len(self._queue) == 1:  # the thread waits only on an empty queue
+                self._cond.notify()
 
     def _run(self) -> None:
         while True:
@@ -154,14 +155,15 @@ class _Remover:
                     self._cond.wait()
                 if self._stopped:
                     return
-                store, key, idle = self._queue.pop(0)
+                batch, self._queue = self._queue, []
             # Outside the lock (release hooks queue meanwhile); stop() joins this thread
             # before the store closes, so the store is open here.
-            if idle:
-                with contextlib.suppress(OSError):
-                    os.unlink(store.file_of(key))
-            with contextlib.suppress(ValueError):
-                store.remove(key)
+            for store, key, idle in batch:
+                if idle:
+                    with contextlib.suppress(OSError):
+                        os.unlink(store.file_of(key))
+                with contextlib.suppress(ValueError):
+                    store.remove(key)
 
     def stop(self) -> None:
         """Stop the thread; queued deletions are left to the store's close."""
@@ -254,7 +256,9 @@ class TensorCache:
         readahead_bytes: the read-ahead window of backward, in bytes: the next groups' reads
             start while the offloaded bytes held in memory (read back or being read) plus the
             group to read stay within it (a group always starts when nothing is held, so
-            backward never waits on the window). ``None``: ``ahead`` groups at once (no bound).
+            backward never waits on the window). ``"auto"`` (default): 1.5x the largest group
+            offloaded so far, so the next group's read starts once backward has released
+            about half of the group it is in. ``None``: ``ahead`` groups at once (no bound).
         release_memory: on CPU, fix glibc's mmap threshold (``mallopt(M_MMAP_THRESHOLD)``,
             process-wide, once) so the memory of an offloaded activation returns to the
             operating system when it is freed; otherwise glibc raises the threshold after the
@@ -279,7 +283,7 @@ class TensorCache:
         on_write_error: str = "keep",
         record_timeline: bool = False,
         write_bandwidth: float | None = None,
-        readahead_bytes: int | None = None,
+        readahead_bytes: int | str | None = "auto",
         release_memory: bool = True,
         overhead_target: float = 0.05,
     ) -> None:
@@ -290,11 +294,17 @@ class TensorCache:
             raise OffloadError(f"on_write_error must be 'keep' or 'raise', got {on_write_error!r}")
         if ahead < 0 or threshold < 0:
             raise OffloadError("ahead and threshold must be >= 0")
-        if readahead_bytes is not None and readahead_bytes < 0:
-            raise OffloadError(f"readahead_bytes must be >= 0 or None, got {readahead_bytes}")
+        if readahead_bytes != "auto" and not (
+            readahead_bytes is None or (isinstance(readahead_bytes, int) and readahead_bytes >= 0)
+        ):
+            raise OffloadError(
+                f"readahead_bytes must be 'auto', None or an int >= 0, got {readahead_bytes!r}"
+            )
         if not 0 <= overhead_target < 10:
             raise OffloadError(f"overhead_target must be in [0, 10), got {overhead_target}")
         self.readahead_bytes = readahead_bytes
+        self._group_offloaded: dict[tuple[int, int], int] = {}  # bytes written per group
+        self._largest_group = 0
         self.release_memory = release_memory
         self.overhead_target = overhead_target
         self.plan: Plan | None = policy if isinstance(policy, Plan) else None
@@ -647,6 +657,7 @@ class TensorCache:
                 e.storage = None
                 e.buffer = None
         self._groups.clear()
+        self._group_offloaded.clear()
         self._aliases.clear()
         self._by_key.clear()
         self._writing.clear()
@@ -786,6 +797,9 @@ class TensorCache:
         self._writing[e.key] = e
         self.counters["offloaded"] += 1
         self.counters["bytes_offloaded"] += e.nbytes
+        group_bytes = self._group_offloaded.get(e.group, 0) + e.nbytes
+        self._group_offloaded[e.group] = group_bytes
+        self._largest_group = max(self._largest_group, group_bytes)
 
     def _drain(self) -> None:
         if self._store is None or self._store.closed:
@@ -857,17 +871,29 @@ class TensorCache:
         just in time instead of all at the start of backward.
         """
         self._prefetch_group(group)
-        if self.readahead_bytes is None:
+        window = self._window()
+        if window is None:
             for g in range(group[1] - 1, group[1] - self.ahead - 1, -1):
                 self._prefetch_group((group[0], g))
             return
-        held = self._held_offloaded_bytes()
+        held = -1  # computed only when a group has something to read
         for g in range(group[1] - 1, group[1] - self.ahead - 1, -1):
             need = self._bytes_to_read((group[0], g))
-            if held and held + need > self.readahead_bytes:
+            if not need:
+                continue
+            if held < 0:
+                held = self._held_offloaded_bytes()
+            if held and held + need > window:
                 return
             self._prefetch_group((group[0], g))
             held += need
+
+    def _window(self) -> int | None:
+        """The read-ahead window in bytes (None: unbounded)."""
+        if self.readahead_bytes == "auto":
+            return self._largest_group * 3 // 2
+        assert self.readahead_bytes is None or isinstance(self.readahead_bytes, int)
+        return self.readahead_bytes
 
     def _held_offloaded_bytes(self) -> int:
         """Bytes of offloaded entries now in memory: read back, being read, or kept (wanted)."""
@@ -948,6 +974,7 @@ class TensorCache:
                 group.pop(e.id, None)
                 if not group:
                     del self._groups[e.group]
+                    self._group_offloaded.pop(e.group, None)
             akey = (str(e.device), e.ptr)
             if self._aliases.get(akey) is e:
                 del self._aliases[akey]
