@@ -451,10 +451,12 @@ def gather_file_rows(
     not depend on ``threads``.
 
     Raises:
-        ValueError: a bad ``shape``/``offset``/``out``, or an index out of range (naming its
+        ValueError: a bad ``fd``/``shape``/``offset``/``out``, or an index out of range (naming its
             position).
         OSError: a read failed or the file is shorter than ``offset`` + the table.
     """
+    if isinstance(fd, bool) or not isinstance(fd, int) or fd < 0:
+        raise ValueError(f"fd must be an open file descriptor (an int >= 0), got {fd!r}")
     rows, width = (int(v) for v in shape)
     if rows < 0 or width < 0 or offset < 0 or max_gap_bytes < 0:
         raise ValueError(

@@ -9,7 +9,6 @@ import os
 import socket
 
 import numpy as np
-import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -74,7 +73,6 @@ def _rank_main(rank: int, world: int, port: int, folder: str) -> None:
         dist.destroy_process_group()
 
 
-@pytest.mark.skipif(not dist.is_available(), reason="torch.distributed unavailable")
 def test_two_gloo_ranks_match_one_process(tmp_path):
     from hector import datasets
     from hector.loader import write_random_features

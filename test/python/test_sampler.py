@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter, defaultdict
 
 import numpy as np
@@ -195,3 +196,42 @@ def test_gather_rows_reads_a_memory_mapped_table(tmp_path):
     assert np.array_equal(native_sampler.gather_rows(mapped, index, threads=2), table[index])
     with pytest.raises(ValueError, match=r"index\[1\] = 10 is out of range for a table of 10"):
         native_sampler.gather_rows(mapped, [0, 10])
+
+
+def test_gather_file_rows_reads_rows_in_any_order_with_repeats(tmp_path):
+    rng = np.random.default_rng(6)
+    table = rng.standard_normal((3000, 20), dtype=np.float32)  # 80-byte rows
+    np.save(tmp_path / "f.npy", table)
+    header = np.load(tmp_path / "f.npy", mmap_mode="r").offset
+    index = np.concatenate([rng.integers(0, 3000, 2000), [5, 5, 2999, 0, 5]])
+    fd = os.open(tmp_path / "f.npy", os.O_RDONLY)
+    try:
+        want = table[index]
+        for threads in (1, 2, 5):
+            for gap in (0, 80, 4096, 1 << 22):
+                got = native_sampler.gather_file_rows(
+                    fd, header, table.shape, index, threads=threads, max_gap_bytes=gap
+                )
+                assert np.array_equal(got, want), (threads, gap)
+        out = np.full((3, 20), np.nan, np.float32)
+        native_sampler.gather_file_rows(fd, header, table.shape, [2, 1, 0], out=out)
+        assert np.array_equal(out, table[[2, 1, 0]])
+        assert native_sampler.gather_file_rows(fd, header, table.shape, []).shape == (0, 20)
+        with pytest.raises(ValueError, match=r"index\[1\] = 3000 is out of range for a table"):
+            native_sampler.gather_file_rows(fd, header, table.shape, [0, 3000])
+        with pytest.raises(ValueError, match=r"index\[0\] = -1 is out of range"):
+            native_sampler.gather_file_rows(fd, header, table.shape, [-1])
+        with pytest.raises(ValueError, match="out must be a C-contiguous float32 array"):
+            native_sampler.gather_file_rows(fd, header, table.shape, [0], out=out)
+        with pytest.raises(OSError, match="the file ends before the 4000 x 20 table"):
+            native_sampler.gather_file_rows(fd, header, (4000, 20), [3999])
+    finally:
+        os.close(fd)
+    folder = os.open(tmp_path, os.O_RDONLY)  # reads of a directory fail (EISDIR)
+    try:
+        with pytest.raises(OSError, match="reading table rows failed: Is a directory"):
+            native_sampler.gather_file_rows(folder, header, table.shape, [0])
+    finally:
+        os.close(folder)
+    with pytest.raises(ValueError, match="fd must be an open file descriptor"):
+        native_sampler.gather_file_rows(-1, header, table.shape, [0])
