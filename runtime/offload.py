@@ -1,10 +1,15 @@
 """Thin ctypes binding of the native tensor store (``hector/offload.h``).
 
 :class:`TensorStore` owns one private directory (mode 0700, ``hector-offload-<pid>-<n>``) under
-an offload root and writes/reads raw byte buffers to one file per object, asynchronously, on a
-thread pool of ``pwrite``/``pread`` workers (this build has no io_uring), with ``O_DIRECT``
-where the filesystem accepts it. Errors become :class:`OffloadIOError` (an ``OSError`` with
-``errno`` and ``filename``), :class:`ShortIOError` or :class:`ChecksumError`.
+an offload root and writes/reads raw byte buffers to one file per object, asynchronously, through
+``io_uring`` (the default) or a thread pool of ``pwrite``/``pread`` workers (chosen with
+``backend=`` or ``$HECTOR_OFFLOAD_BACKEND``, and used whenever the kernel refuses ``io_uring``:
+:attr:`TensorStore.backend` says which ran), with ``O_DIRECT`` where the filesystem accepts it.
+Errors become :class:`OffloadIOError` (an ``OSError`` with ``errno`` and ``filename``),
+:class:`ShortIOError` or :class:`ChecksumError`. :meth:`TensorStore.stats` breaks the store's
+time down (copies, checksums, submission, waits) and :func:`measure_raw_bandwidth` measures
+what the disk gives the store on its own. The store and its counters are described in
+``docs/offload-store.md``.
 
 Buffers are passed as addresses: the caller keeps them alive and unchanged until the
 operation on that key completes (:meth:`TensorStore.wait`). This module imports only ctypes,
@@ -18,6 +23,7 @@ import errno as _errno
 import functools
 import os
 import tempfile
+import time
 import weakref
 from typing import Any
 
@@ -26,6 +32,7 @@ import numpy as np
 from .native import load_library
 
 __all__ = [
+    "BACKENDS",
     "FAULT_ENOSPC",
     "FAULT_EIO",
     "FAULT_SHORT",
@@ -37,10 +44,19 @@ __all__ = [
     "clean_stale",
     "crc32c",
     "default_root",
+    "empty_in_phase",
+    "measure_raw_bandwidth",
 ]
 
-#: How the native store does its I/O (reported by benchmarks and docs).
-IO_BACKEND = "threadpool-pread-pwrite"
+#: How the native store does its I/O; the backend a store runs is :attr:`TensorStore.backend`
+#: (``"io_uring"`` or ``"threads"``) and ``stats()["backend"]``.
+IO_BACKEND = "native (io_uring, or a pread/pwrite thread pool)"
+
+#: Backend names :class:`TensorStore` accepts (``"auto"``: ``$HECTOR_OFFLOAD_BACKEND``, else
+#: io_uring when the kernel allows it).
+BACKENDS = ("auto", "threads", "io_uring")
+_BACKEND_CODES = {"auto": 0, "threads": 1, "io_uring": 2}
+_BACKEND_NAMES = {1: "threads", 2: "io_uring"}
 
 OK = 0
 PENDING = 100
@@ -60,6 +76,7 @@ _OPS = {"write": 0, "read": 1}
 _P = ctypes.c_void_p
 _I32 = ctypes.c_int32
 _I64 = ctypes.c_int64
+# The values of hector_store_stats2, in the order of HECTOR_STAT_* (hector/offload.h).
 _STATS = (
     "bytes_written",
     "bytes_read",
@@ -69,6 +86,20 @@ _STATS = (
     "objects_read",
     "bytes_on_disk",
     "peak_bytes_on_disk",
+    "copy_ns",
+    "copy_bytes",
+    "crc_ns",
+    "crc_bytes",
+    "submit_ns",
+    "ring_submit_ns",
+    "write_wait_ns",
+    "read_wait_ns",
+    "write_io_ns",
+    "read_io_ns",
+    "io_requests",
+    "copies_avoided_bytes",
+    "registered_bytes",
+    "backend",
 )
 
 
@@ -93,6 +124,15 @@ def _lib() -> ctypes.CDLL:
     lib.hector_store_open.argtypes = [ctypes.c_char_p, _I32, _I64, _I32, ctypes.POINTER(_P)]
     lib.hector_store_open.argtypes += [ctypes.c_char_p, _I64]
     lib.hector_store_open.restype = _I32
+    lib.hector_store_open2.argtypes = [ctypes.c_char_p, _I32, _I64, _I32, _I32, ctypes.POINTER(_P)]
+    lib.hector_store_open2.argtypes += [ctypes.c_char_p, _I64]
+    lib.hector_store_open2.restype = _I32
+    lib.hector_store_backend.argtypes = [_P, ctypes.c_char_p, _I64]
+    lib.hector_store_backend.restype = _I32
+    lib.hector_store_phase.argtypes = [_P, _I64]
+    lib.hector_store_phase.restype = _I64
+    lib.hector_store_stats2.argtypes = [_P, ctypes.POINTER(_I64), _I64]
+    lib.hector_store_stats2.restype = _I64
     lib.hector_store_close.argtypes = [_P]
     lib.hector_store_close.restype = _I32
     lib.hector_store_clean_stale.argtypes = [ctypes.c_char_p]
@@ -158,6 +198,10 @@ class TensorStore:
             several are in flight at once.
         direct: use ``O_DIRECT`` when the filesystem accepts it (``direct_reason`` says why
             buffered I/O is used otherwise).
+        backend: ``"io_uring"``, ``"threads"`` or ``"auto"`` (``$HECTOR_OFFLOAD_BACKEND``, else
+            io_uring). With io_uring, ``threads`` is the number of chunk requests in flight
+            (one ring and I/O thread per 4). A store whose kernel refuses io_uring runs the
+            thread pool: :attr:`backend` is what runs, :attr:`backend_reason` why.
 
     The store is closed (files and directory removed) by :meth:`close`, at garbage collection
     or at interpreter exit.
@@ -170,24 +214,30 @@ class TensorStore:
         threads: int = 4,
         chunk_bytes: int = 4 << 20,
         direct: bool = True,
+        backend: str = "auto",
     ) -> None:
         if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 256:
             raise ValueError(f"threads must be an int in [1, 256], got {threads!r}")
         if not isinstance(chunk_bytes, int) or chunk_bytes < 4096 or chunk_bytes % 4096:
             raise ValueError(f"chunk_bytes must be a positive multiple of 4096, got {chunk_bytes}")
+        if backend not in _BACKEND_CODES:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         self.root = os.path.abspath(root or default_root())
         lib = _lib()
         handle = _P()
         err = ctypes.create_string_buffer(1024)
-        code = lib.hector_store_open(
+        code = lib.hector_store_open2(
             os.fsencode(self.root),
             threads,
             chunk_bytes,
             int(bool(direct)),
+            _BACKEND_CODES[backend],
             ctypes.byref(handle),
             err,
             len(err),
         )
+        if code == ERR_ARG:
+            raise ValueError(f"cannot open an offload store: {err.value.decode()}")
         if code != OK or handle.value is None:
             raise OffloadIOError(
                 _errno.EIO, f"cannot open an offload store: {err.value.decode()}", self.root
@@ -199,6 +249,11 @@ class TensorStore:
         self.path: str = os.fsdecode(buf.value)
         self.direct: bool = bool(lib.hector_store_direct(self._handle, buf, len(buf)))
         self.direct_reason: str = buf.value.decode()
+        code = lib.hector_store_backend(self._handle, buf, len(buf))
+        #: The backend that runs: ``"io_uring"`` or ``"threads"``.
+        self.backend: str = _BACKEND_NAMES[code]
+        #: Why that backend runs and how it is set up (the io_uring error when it fell back).
+        self.backend_reason: str = buf.value.decode()
         self.threads = threads
         self.chunk_bytes = chunk_bytes
         self._keys = (_I64 * 1024)()
@@ -236,6 +291,15 @@ class TensorStore:
     def file_of(self, key: int) -> str:
         """The file that holds object ``key``."""
         return os.path.join(self.path, f"t{key}.bin")
+
+    def phase(self, key: int) -> int:
+        """The address phase (``address % 4096``) a read of ``key`` needs to go straight into
+        its destination under ``O_DIRECT`` (other addresses go through a staging copy); see
+        :func:`empty_in_phase`."""
+        value = int(_lib().hector_store_phase(self._h(), int(key)))
+        if value < 0:
+            raise ValueError(f"unknown offload key {key}")
+        return value
 
     # ---- I/O ---------------------------------------------------------------------------------
     def write(self, address: int, nbytes: int) -> int:
@@ -337,12 +401,101 @@ class TensorStore:
         _lib().hector_store_inject_fault(self._h(), _OPS[op], _FAULTS[kind], skip, count)
 
     def stats(self) -> dict[str, Any]:
-        """Bytes/objects written and read, busy times, bytes on disk, achieved bandwidths."""
-        out = (_I64 * 8)()
-        _lib().hector_store_stats(self._h(), out)
-        stats: dict[str, Any] = dict(zip(_STATS, (int(v) for v in out), strict=True))
+        """Bytes/objects moved, bytes on disk, bandwidths and where the store's time went.
+
+        Keys (times in ns, summed over the threads that spent them; ``docs/offload-store.md``):
+        ``backend`` (``"io_uring"`` or ``"threads"``), ``bytes_written``, ``bytes_read``,
+        ``objects_written``, ``objects_read``, ``bytes_on_disk``, ``peak_bytes_on_disk``,
+        ``write_busy_ns`` / ``read_busy_ns`` (wall time with an operation in flight),
+        ``write_bandwidth`` / ``read_bandwidth`` (bytes per busy second); the caller's side:
+        ``submit_ns`` (in :meth:`write` / :meth:`read`), ``write_wait_ns`` / ``read_wait_ns``
+        (blocked in :meth:`wait`); the I/O threads': ``copy_ns`` / ``copy_bytes`` (staging
+        copies), ``crc_ns`` / ``crc_bytes`` (CRC32C and padding checks), ``ring_submit_ns``
+        (io_uring submissions), ``write_io_ns`` / ``read_io_ns`` (request latencies summed),
+        ``io_requests``; ``copies_avoided_bytes`` (bytes moved without the staging copy the
+        previous design made) and ``registered_bytes`` (staging memory registered with
+        io_uring).
+        """
+        out = (_I64 * len(_STATS))()
+        n = int(_lib().hector_store_stats2(self._h(), out, len(out)))
+        stats: dict[str, Any] = {name: int(out[i]) for i, name in enumerate(_STATS[:n])}
+        stats["backend"] = _BACKEND_NAMES[stats["backend"]]
         for what in ("write", "read"):
             busy = stats[f"{what}_busy_ns"]
             moved = stats["bytes_written" if what == "write" else "bytes_read"]
             stats[f"{what}_bandwidth"] = moved / (busy * 1e-9) if busy else 0.0
         return stats
+
+
+def empty_in_phase(nbytes: int, phase: int = 0) -> np.ndarray:
+    """A new uint8 array of ``nbytes`` whose address is ``phase`` modulo 4096 (0: page-aligned),
+    so that the store moves it without a staging copy (:meth:`TensorStore.phase`)."""
+    if not 0 <= phase < 4096:
+        raise ValueError(f"phase must be in [0, 4096), got {phase}")
+    raw = np.empty(nbytes + 8192, dtype=np.uint8)
+    start = (phase - raw.ctypes.data) % 4096
+    return raw[start : start + nbytes]
+
+
+def measure_raw_bandwidth(
+    root: str | None = None,
+    nbytes: int = 256 << 20,
+    *,
+    backend: str = "auto",
+    threads: int = 4,
+    chunk_bytes: int = 4 << 20,
+    objects: int = 8,
+    repeats: int = 3,
+    direct: bool = True,
+) -> dict[str, Any]:
+    """Raw write and read bandwidth of the store on its own, as training would use it.
+
+    Writes ``nbytes`` (split into ``objects`` page-aligned objects, all in flight at once) into
+    a fresh store under ``root``, waits for them, reads them back into page-aligned buffers and
+    checks every byte; ``repeats`` times. Returns the median MB/s (10^6 bytes per second of wall
+    time) of each direction as ``write_MBps`` / ``read_MBps``, every repeat's figures, the
+    backend that ran and the store's :meth:`TensorStore.stats` after the last repeat.
+    """
+    if nbytes < objects or objects < 1 or repeats < 1:
+        raise ValueError("need nbytes >= objects >= 1 and repeats >= 1")
+    size = nbytes // objects
+    sources = [empty_in_phase(size) for _ in range(objects)]
+    for i, a in enumerate(sources):
+        a[:] = np.arange(size, dtype=np.uint64).astype(np.uint8) ^ np.uint8(i)
+    targets = [empty_in_phase(size) for _ in range(objects)]
+    writes: list[float] = []
+    reads: list[float] = []
+    with TensorStore(
+        root, threads=threads, chunk_bytes=chunk_bytes, direct=direct, backend=backend
+    ) as store:
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            keys = [store.write_array(a) for a in sources]
+            for k in keys:
+                store.wait(k)
+            t1 = time.perf_counter()
+            for k, out in zip(keys, targets, strict=True):
+                store.read(k, out.ctypes.data, out.nbytes)
+            for k in keys:
+                store.wait(k)
+            t2 = time.perf_counter()
+            writes.append(size * objects / (t1 - t0) / 1e6)
+            reads.append(size * objects / (t2 - t1) / 1e6)
+            for k, a, out in zip(keys, sources, targets, strict=True):
+                if not np.array_equal(a, out):
+                    raise RuntimeError(f"object {k} read back differs from what was written")
+                store.remove(k)
+        return {
+            "backend": store.backend,
+            "backend_reason": store.backend_reason,
+            "direct": store.direct,
+            "nbytes": size * objects,
+            "objects": objects,
+            "threads": threads,
+            "chunk_bytes": chunk_bytes,
+            "write_MBps": float(np.median(writes)),
+            "read_MBps": float(np.median(reads)),
+            "write_MBps_all": writes,
+            "read_MBps_all": reads,
+            "stats": store.stats(),
+        }

@@ -1,14 +1,20 @@
 // Hector native runtime: asynchronous tensor store on files (see hector/offload.h).
 //
-// Design: a thread pool of pread/pwrite workers (io_uring is not used: this build does not link
-// liburing). Each object is one file in the store's private directory; a request is split into
-// chunk_bytes chunks that the workers process in parallel, so one large tensor keeps several
-// requests in flight. With O_DIRECT, chunks whose memory is 4096-aligned go straight from/to
-// the caller's buffer; the others go through a per-worker aligned bounce buffer (the tail of
-// an object is padded to 4096 bytes on disk). Each chunk's CRC32C is kept in memory and checked
-// when the chunk is read back.
+// Design: each object is one file in the store's private directory; a request is split into
+// chunk_bytes chunks of the file so one large tensor keeps several requests in flight. Two
+// backends move the chunks: io_uring rings (io_uring_ring.h; one thread per ring, several
+// chunks in flight per ring, one system call per batch of submissions) or a pool of
+// pread/pwrite threads (the fallback when the kernel refuses io_uring, or when asked for).
+// Under O_DIRECT the object's byte i sits at file offset pad + i with pad = source address mod
+// 4096, so every whole block moves straight between the caller's memory and the file; only the
+// partial first/last blocks go through a small staging buffer (zero padding on disk), and a
+// read whose destination is out of phase goes through a chunk-sized one. Each chunk's CRC32C
+// is kept in memory and checked, with the padding, when the chunk is read back. Counters record
+// where the time goes (hector_store_stats2).
 
 #include "hector/offload.h"
+
+#include "io_uring_ring.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -110,10 +116,6 @@ int64_t now_ns() {
 }
 
 int64_t round_up(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
-bool aligned(const void* p, int64_t n) {
-  return (reinterpret_cast<uintptr_t>(p) % kAlign) == 0 && n % kAlign == 0;
-}
 
 const char* errno_name(int e) {
   switch (e) {
@@ -220,18 +222,20 @@ int64_t clean_stale(const std::string& root) {
 std::atomic<int64_t> g_store_counter{0};
 
 enum State { kWriting, kStored, kReading, kFailed };
+enum Backend { kThreads = 0, kIoUring = 1 };
 
 struct Object {
   int64_t key = 0;
   std::string path;
   int64_t nbytes = 0;
+  int64_t pad = 0;  // file offset of the first byte: the source address mod 4096 (O_DIRECT)
   int64_t disk_bytes = 0;
   int fd = -1;
   State state = kWriting;
   int32_t status = HECTOR_OK;  // final status of the last operation
   int err = 0;                 // errno of the last failure
   std::string message;         // text of the last failure
-  std::vector<uint32_t> crcs;
+  std::vector<uint32_t> crcs;  // one per chunk of the file
   const uint8_t* src = nullptr;
   uint8_t* dst = nullptr;
   int64_t pending = 0;
@@ -251,6 +255,66 @@ struct Fault {
   int64_t count = 0;
 };
 
+// Where one I/O of a chunk takes its bytes from or puts them: straight in the caller's memory,
+// or a staging buffer: the small one (two 4096-byte blocks, registered with io_uring) for the
+// partial first and last blocks of an object, the big one (one chunk) when the caller's
+// address is not in phase with the file.
+enum Where { kMemory, kSmall, kBig };
+
+struct Piece {
+  int64_t off = 0, len = 0;  // file range, 4096-aligned under O_DIRECT
+  Where where = kMemory;
+  int64_t staging_off = 0;  // offset in the staging buffer
+};
+
+// One chunk of an object in the hands of an I/O thread.
+struct Job {
+  Chunk c{};
+  int64_t fs = 0, fe = 0;  // file range of the object's bytes in this chunk
+  Piece pieces[3];
+  int npieces = 0;
+  int pending = 0;
+  int32_t status = HECTOR_OK;
+  int err = 0;
+  std::string msg;
+  int64_t submitted_at = 0;
+  int64_t avoided = 0;  // staging copy bytes saved against the previous design
+};
+
+// The staging buffers of one I/O thread (pool) or one ring slot (io_uring).
+struct Staging {
+  uint8_t* small = nullptr;  // 2 * kAlign bytes
+  uint8_t* big = nullptr;    // chunk bytes, allocated on first use
+  int small_index = -1;      // its registered-buffer index, -1 when not registered
+};
+
+struct Counters {
+  std::atomic<int64_t> copy_ns{0}, copy_bytes{0}, crc_ns{0}, crc_bytes{0};
+  std::atomic<int64_t> submit_ns{0}, ring_submit_ns{0};
+  std::atomic<int64_t> write_wait_ns{0}, read_wait_ns{0}, write_io_ns{0}, read_io_ns{0};
+  std::atomic<int64_t> io_requests{0}, copies_avoided{0}, registered_bytes{0};
+};
+
+// An io_uring ring, its thread's request slots and their staging buffers.
+struct RingState {
+  std::unique_ptr<hector_io::Ring> ring;
+  int depth = 0;
+  uint8_t* small_region = nullptr;  // depth * 2 * kAlign, registered when possible
+  std::vector<Staging> staging;
+};
+
+uint8_t* aligned_alloc_bytes(int64_t n) {
+  void* p = nullptr;
+  return ::posix_memalign(&p, kAlign, static_cast<size_t>(n)) == 0 ? static_cast<uint8_t*>(p)
+                                                                    : nullptr;
+}
+
+// Address of file offset f of object o in the caller's buffer p (the file holds byte i of
+// the object at offset pad + i).
+uint8_t* mem_at(const Object* o, const void* p, int64_t f) {
+  return reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(p) - o->pad + f);
+}
+
 }  // namespace
 
 struct hector_store {
@@ -259,6 +323,10 @@ struct hector_store {
   int64_t chunk = 0;
   bool direct = false;
   std::string direct_reason;
+  Backend backend = kThreads;
+  std::string backend_reason;
+  Counters counters;
+  std::vector<RingState> rings;
 
   std::mutex mu;
   std::condition_variable work_cv, done_cv;
@@ -274,9 +342,25 @@ struct hector_store {
   int64_t inflight[2] = {0, 0}, busy_since[2] = {0, 0}, busy_ns[2] = {0, 0};
   int64_t stored_bytes = 0, peak_stored = 0;
 
-  void worker();
-  void run_chunk(const Chunk& c, uint8_t* bounce);
+  void pool_worker();
+  void ring_worker(RingState* rs);
+  bool plan(Job& j);
+  int64_t previous_copy(const Object* o, const void* user, int64_t d0, int64_t d1) const;
+  int64_t staged_bytes(const Job& j) const;
+  bool stage(Job& j, Staging& st);
+  void run_piece_sync(Job& j, int index, Staging& st);
+  void piece_result(Job& j, const Piece& p, int64_t got);
+  void complete(Job& j, Staging& st);
+  bool verify_read(Job& j, Staging& st);
+  void fail_errno(Job& j, int e);
+  void fail_short(Job& j, int64_t off, int64_t got, int64_t want);
   void finish(Object* o);  // with mu held
+  uint8_t* address(const Job& j, const Piece& p, const Staging& st) const {
+    if (p.where == kSmall) return st.small + p.staging_off;
+    if (p.where == kBig) return st.big + p.staging_off;
+    return mem_at(j.c.obj, j.c.write ? static_cast<const void*>(j.c.obj->src) : j.c.obj->dst,
+                  p.off);
+  }
   void begin_op(int op) {  // with mu held
     if (inflight[op]++ == 0) busy_since[op] = now_ns();
   }
@@ -303,104 +387,300 @@ struct hector_store {
   }
 };
 
-void hector_store::worker() {
-  uint8_t* bounce = nullptr;
-  if (::posix_memalign(reinterpret_cast<void**>(&bounce), kAlign, static_cast<size_t>(chunk)) !=
-      0)
-    bounce = nullptr;
+void hector_store::fail_errno(Job& j, int e) {
+  if (j.status != HECTOR_OK) return;
+  j.status = HECTOR_STORE_ERR_IO;
+  j.err = e;
+  j.msg = std::string(j.c.write ? "write" : "read") + " of " + j.c.obj->path +
+          " failed: " + errno_text(e);
+}
+
+void hector_store::fail_short(Job& j, int64_t off, int64_t got, int64_t want) {
+  if (j.status != HECTOR_OK) return;
+  j.status = HECTOR_STORE_ERR_SHORT;
+  j.msg = std::string("short ") + (j.c.write ? "write" : "read") + " of " + j.c.obj->path +
+          " at offset " + std::to_string(off) + ": " + std::to_string(got) + " of " +
+          std::to_string(want) + " bytes";
+}
+
+// Splits a chunk into at most three I/Os. Buffered: the exact byte range, straight from/to the
+// caller's memory. O_DIRECT: the block-aligned range; the caller's memory is used directly
+// where its address is in phase with the file (always for writes: the object's file offset
+// follows its address), the partial first/last blocks go through the small staging buffer
+// (zero padding on disk), and a read into an out-of-phase address goes through the big one.
+// Returns false when the chunk fails without I/O (an injected fault).
+bool hector_store::plan(Job& j) {
+  Object* o = j.c.obj;
+  const int64_t start = j.c.index * chunk;
+  j.fs = std::max(start, o->pad);
+  j.fe = std::min(start + chunk, o->pad + o->nbytes);
+  const int fault = j.c.index == 0 ? o->fault : HECTOR_FAULT_NONE;
+  if (fault != HECTOR_FAULT_NONE) {
+    if (fault == HECTOR_FAULT_SHORT)
+      fail_short(j, j.fs, (j.fe - j.fs) / 2, j.fe - j.fs);
+    else
+      fail_errno(j, fault == HECTOR_FAULT_ENOSPC ? ENOSPC : EIO);
+    j.msg += " [injected]";
+    return false;
+  }
+  const void* user = j.c.write ? static_cast<const void*>(o->src) : o->dst;
+  if (!direct) {
+    j.pieces[j.npieces++] = {j.fs, j.fe - j.fs, kMemory, 0};
+    return true;
+  }
+  const int64_t as = j.fs / kAlign * kAlign, ae = round_up(j.fe);
+  const bool head = j.fs != as, tail = j.fe != ae;
+  const bool in_phase = reinterpret_cast<uintptr_t>(mem_at(o, user, as)) % kAlign == 0;
+  if (!in_phase || ((head || tail) && ae - as <= 2 * kAlign)) {
+    j.pieces[j.npieces++] = {as, ae - as, in_phase ? kSmall : kBig, 0};
+    j.avoided = previous_copy(o, user, j.fs - o->pad, j.fe - o->pad) - staged_bytes(j);
+    return true;
+  }
+  if (head) j.pieces[j.npieces++] = {as, kAlign, kSmall, 0};
+  const int64_t ms = head ? as + kAlign : as, me = tail ? ae - kAlign : ae;
+  j.pieces[j.npieces++] = {ms, me - ms, kMemory, 0};
+  if (tail) j.pieces[j.npieces++] = {ae - kAlign, kAlign, kSmall, kAlign};
+  j.avoided = previous_copy(o, user, j.fs - o->pad, j.fe - o->pad) - staged_bytes(j);
+  return true;
+}
+
+// Bytes of the object's range [d0, d1) that the previous design copied through its bounce
+// buffer: it cut the object into chunks at multiples of chunk_bytes from the caller's address
+// and copied every chunk whose address or length was not 4096-aligned.
+int64_t hector_store::previous_copy(const Object* o, const void* user, int64_t d0,
+                                    int64_t d1) const {
+  if (reinterpret_cast<uintptr_t>(user) % kAlign != 0) return d1 - d0;
+  if (o->nbytes % kAlign == 0) return 0;
+  const int64_t last = (o->nbytes - 1) / chunk * chunk;
+  return std::max<int64_t>(0, d1 - std::max(d0, last));
+}
+
+// Bytes of the object a job moves through staging buffers.
+int64_t hector_store::staged_bytes(const Job& j) const {
+  int64_t n = 0;
+  for (int i = 0; i < j.npieces; ++i) {
+    const Piece& p = j.pieces[i];
+    if (p.where != kMemory) n += std::min(p.off + p.len, j.fe) - std::max(p.off, j.fs);
+  }
+  return n;
+}
+
+// Allocates the staging a job's pieces use; for a write, fills it (the object's bytes, zeros
+// around them) and computes the chunk's CRC32C. False (and the job failed) without memory.
+bool hector_store::stage(Job& j, Staging& st) {
+  for (int i = 0; i < j.npieces; ++i) {
+    const Piece& p = j.pieces[i];
+    uint8_t*& buf = p.where == kSmall ? st.small : st.big;
+    if (p.where != kMemory && buf == nullptr)
+      buf = aligned_alloc_bytes(p.where == kSmall ? 2 * kAlign : chunk);
+    if (p.where != kMemory && buf == nullptr) {
+      fail_errno(j, ENOMEM);
+      return false;
+    }
+  }
+  if (!j.c.write) return true;
+  Object* o = j.c.obj;
+  int64_t t0 = now_ns(), copied = 0;
+  for (int i = 0; i < j.npieces; ++i) {
+    const Piece& p = j.pieces[i];
+    if (p.where == kMemory) continue;
+    uint8_t* buf = address(j, p, st);
+    const int64_t ds = std::max(p.off, j.fs), de = std::min(p.off + p.len, j.fe);
+    std::memset(buf, 0, static_cast<size_t>(ds - p.off));
+    std::memcpy(buf + (ds - p.off), mem_at(o, o->src, ds), static_cast<size_t>(de - ds));
+    std::memset(buf + (de - p.off), 0, static_cast<size_t>(p.off + p.len - de));
+    copied += de - ds;
+  }
+  int64_t t1 = now_ns();
+  if (copied) {
+    counters.copy_ns += t1 - t0;
+    counters.copy_bytes += copied;
+  }
+  o->crcs[j.c.index] = crc32c(0, mem_at(o, o->src, j.fs), j.fe - j.fs);
+  counters.crc_ns += now_ns() - t1;
+  counters.crc_bytes += j.fe - j.fs;
+  return true;
+}
+
+void hector_store::piece_result(Job& j, const Piece& p, int64_t got) {
+  if (got < 0)
+    fail_errno(j, static_cast<int>(-got));
+  else if (got < p.len)
+    fail_short(j, p.off, got, p.len);
+}
+
+void hector_store::run_piece_sync(Job& j, int index, Staging& st) {
+  const Piece& p = j.pieces[index];
+  uint8_t* buf = address(j, p, st);
+  const int fd = j.c.obj->fd;
+  const int64_t t0 = now_ns();
+  const int64_t got = j.c.write ? pwrite_full(fd, buf, p.len, p.off) : pread_full(fd, buf, p.len, p.off);
+  (j.c.write ? counters.write_io_ns : counters.read_io_ns) += now_ns() - t0;
+  counters.io_requests += 1;
+  piece_result(j, p, got);
+}
+
+// After a read: copies staged bytes out, checks that the padding around the object is zero and
+// the chunk's CRC32C. False (and the job failed) on a mismatch.
+bool hector_store::verify_read(Job& j, Staging& st) {
+  Object* o = j.c.obj;
+  int64_t t0 = now_ns(), copied = 0, pad_ns = 0;
+  bool pad_ok = true;
+  for (int i = 0; i < j.npieces; ++i) {
+    const Piece& p = j.pieces[i];
+    if (p.where == kMemory) continue;
+    const uint8_t* buf = address(j, p, st);
+    const int64_t ds = std::max(p.off, j.fs), de = std::min(p.off + p.len, j.fe);
+    const int64_t c0 = now_ns();
+    for (int64_t k = 0; k < ds - p.off; ++k) pad_ok &= buf[k] == 0;
+    for (int64_t k = de - p.off; k < p.len; ++k) pad_ok &= buf[k] == 0;
+    pad_ns += now_ns() - c0;
+    std::memcpy(mem_at(o, o->dst, ds), buf + (ds - p.off), static_cast<size_t>(de - ds));
+    copied += de - ds;
+  }
+  int64_t t1 = now_ns();
+  if (copied) {
+    counters.copy_ns += t1 - t0 - pad_ns;
+    counters.copy_bytes += copied;
+  }
+  const uint32_t got = crc32c(0, mem_at(o, o->dst, j.fs), j.fe - j.fs);
+  counters.crc_ns += now_ns() - t1 + pad_ns;
+  counters.crc_bytes += j.fe - j.fs;
+  const uint32_t want = o->crcs[j.c.index];
+  if (got == want && pad_ok) return true;
+  j.status = HECTOR_STORE_ERR_CHECKSUM;
+  char what[96];
+  if (got != want)
+    std::snprintf(what, sizeof what, "stored CRC32C %08x, read %08x", want, got);
+  else
+    std::snprintf(what, sizeof what, "the zero padding around the stored bytes is not zero");
+  j.msg = "checksum mismatch reading " + o->path + " (file bytes " + std::to_string(j.fs) +
+          ".." + std::to_string(j.fe) + "): " + what + "; the file was modified or corrupted";
+  return false;
+}
+
+void hector_store::complete(Job& j, Staging& st) {
+  if (j.status == HECTOR_OK && !j.c.write) verify_read(j, st);
+  if (j.status == HECTOR_OK) counters.copies_avoided += j.avoided;
+  Object* o = j.c.obj;
+  std::lock_guard<std::mutex> lock(mu);
+  if (j.status != HECTOR_OK && o->status == HECTOR_OK) {
+    o->status = j.status;
+    o->err = j.err;
+    o->message = j.msg;
+  }
+  if (--o->pending == 0) finish(o);
+}
+
+// Thread pool: each worker takes one chunk at a time and does its I/O with pread/pwrite.
+void hector_store::pool_worker() {
+  Staging st;
   for (;;) {
-    Chunk c;
+    Job j;
     {
       std::unique_lock<std::mutex> lock(mu);
       work_cv.wait(lock, [&] { return stop || !queue.empty(); });
       if (queue.empty()) break;
-      c = queue.front();
+      j.c = queue.front();
       queue.pop_front();
     }
-    run_chunk(c, bounce);
+    if (plan(j) && stage(j, st)) {
+      for (int i = 0; i < j.npieces && j.status == HECTOR_OK; ++i) run_piece_sync(j, i, st);
+    }
+    complete(j, st);
   }
-  std::free(bounce);
+  std::free(st.small);
+  std::free(st.big);
 }
 
-void hector_store::run_chunk(const Chunk& c, uint8_t* bounce) {
-  Object* o = c.obj;
-  const int64_t off = c.index * chunk;
-  const int64_t len = std::min(chunk, o->nbytes - off);
-  int32_t status = HECTOR_OK;
-  int err = 0;
-  std::string msg;
-  const char* what = c.write ? "write" : "read";
-  auto fail_errno = [&](int e) {
-    status = HECTOR_STORE_ERR_IO;
-    err = e;
-    msg = std::string(what) + " of " + o->path + " failed: " + errno_text(e);
+// io_uring: one thread per ring keeps up to depth chunks in flight. It takes chunks while it
+// has free slots, stages them (copies, CRC32C), submits their I/Os in one system call, then
+// blocks until a completion arrives; requests the kernel did not take are run synchronously.
+void hector_store::ring_worker(RingState* rs) {
+  const int depth = rs->depth;
+  std::vector<Job> jobs(static_cast<size_t>(depth));
+  std::vector<int> free_slots;
+  for (int i = depth - 1; i >= 0; --i) free_slots.push_back(i);
+  std::vector<Chunk> taken;
+  std::vector<hector_io::Completion> done(static_cast<size_t>(depth) * 3);
+  std::vector<uint64_t> dropped(static_cast<size_t>(depth) * 3);
+  int active = 0;
+  int64_t in_kernel = 0;
+  auto release = [&](int slot) {
+    complete(jobs[slot], rs->staging[slot]);
+    free_slots.push_back(slot);
+    --active;
   };
-  auto fail_short = [&](int64_t got, int64_t want) {
-    status = HECTOR_STORE_ERR_SHORT;
-    msg = std::string("short ") + what + " of " + o->path + " at offset " + std::to_string(off) +
-          ": " + std::to_string(got) + " of " + std::to_string(want) + " bytes";
-  };
-  const int fault = c.index == 0 ? o->fault : HECTOR_FAULT_NONE;
-  if (bounce == nullptr && direct) {
-    fail_errno(ENOMEM);
-  } else if (fault == HECTOR_FAULT_ENOSPC) {
-    fail_errno(ENOSPC);
-    msg += " [injected]";
-  } else if (fault == HECTOR_FAULT_EIO) {
-    fail_errno(EIO);
-    msg += " [injected]";
-  } else if (fault == HECTOR_FAULT_SHORT) {
-    fail_short(len / 2, len);
-    msg += " [injected]";
-  } else if (c.write) {
-    const uint8_t* src = o->src + off;
-    const void* buf = src;
-    int64_t n = len;
-    if (direct && !aligned(src, len)) {
-      n = round_up(len);
-      std::memcpy(bounce, src, static_cast<size_t>(len));
-      std::memset(bounce + len, 0, static_cast<size_t>(n - len));
-      buf = bounce;
-    }
-    o->crcs[c.index] = crc32c(0, buf, len);
-    int64_t r = pwrite_full(o->fd, buf, n, off);
-    if (r < 0)
-      fail_errno(static_cast<int>(-r));
-    else if (r < n)
-      fail_short(r, n);
-  } else {
-    uint8_t* dst = o->dst + off;
-    int64_t r;
-    int64_t want = len;
-    if (direct && !aligned(dst, len)) {
-      want = round_up(len);
-      r = pread_full(o->fd, bounce, want, off);
-      if (r == want) std::memcpy(dst, bounce, static_cast<size_t>(len));
-    } else {
-      r = pread_full(o->fd, dst, len, off);
-    }
-    if (r < 0) {
-      fail_errno(static_cast<int>(-r));
-    } else if (r < want) {
-      fail_short(r, want);
-    } else {
-      uint32_t got = crc32c(0, dst, len);
-      if (got != o->crcs[c.index]) {
-        status = HECTOR_STORE_ERR_CHECKSUM;
-        char hex[64];
-        std::snprintf(hex, sizeof hex, "stored CRC32C %08x, read %08x", o->crcs[c.index], got);
-        msg = "checksum mismatch reading " + o->path + " (bytes " + std::to_string(off) + ".." +
-              std::to_string(off + len) + "): " + hex + "; the file was modified or corrupted";
+  for (;;) {
+    taken.clear();
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      if (active == 0) work_cv.wait(lock, [&] { return stop || !queue.empty(); });
+      if (active == 0 && queue.empty()) break;
+      while (active + static_cast<int>(taken.size()) < depth && !queue.empty()) {
+        taken.push_back(queue.front());
+        queue.pop_front();
       }
     }
+    int queued = 0;
+    for (const Chunk& c : taken) {
+      const int slot = free_slots.back();
+      free_slots.pop_back();
+      ++active;
+      Job& j = jobs[slot];
+      j = Job();
+      j.c = c;
+      Staging& st = rs->staging[slot];
+      if (!plan(j) || !stage(j, st)) {
+        release(slot);
+        continue;
+      }
+      j.pending = j.npieces;
+      j.submitted_at = now_ns();
+      for (int i = 0; i < j.npieces; ++i) {
+        const Piece& p = j.pieces[i];
+        const int index = p.where == kSmall ? st.small_index : -1;
+        rs->ring->prep(c.write, c.obj->fd, address(j, p, st), static_cast<uint32_t>(p.len),
+                       static_cast<uint64_t>(p.off), index, static_cast<uint64_t>(slot) * 4 + i);
+        ++queued;
+      }
+    }
+    if (queued > 0) {
+      const int64_t t0 = now_ns();
+      unsigned ndropped = 0;
+      rs->ring->submit(dropped.data(), &ndropped);
+      counters.ring_submit_ns += now_ns() - t0;
+      counters.io_requests += queued - static_cast<int64_t>(ndropped);
+      in_kernel += queued - static_cast<int64_t>(ndropped);
+      for (unsigned k = 0; k < ndropped; ++k) {
+        const int slot = static_cast<int>(dropped[k] / 4);
+        Job& j = jobs[slot];
+        run_piece_sync(j, static_cast<int>(dropped[k] % 4), rs->staging[slot]);
+        if (--j.pending == 0) release(slot);
+      }
+    }
+    if (in_kernel == 0) continue;
+    if (rs->ring->wait_one() < 0) continue;  // EINTR-like: look again
+    const unsigned n = rs->ring->reap(done.data(), static_cast<unsigned>(done.size()));
+    const int64_t t = now_ns();
+    for (unsigned k = 0; k < n; ++k) {
+      const int slot = static_cast<int>(done[k].user_data / 4);
+      Job& j = jobs[slot];
+      const Piece& p = j.pieces[done[k].user_data % 4];
+      int64_t got = done[k].res;
+      if (got > 0 && got < p.len) {  // a partial transfer: finish it here
+        uint8_t* buf = address(j, p, rs->staging[slot]) + got;
+        const int fd = j.c.obj->fd;
+        int64_t more = j.c.write ? pwrite_full(fd, buf, p.len - got, p.off + got)
+                                 : pread_full(fd, buf, p.len - got, p.off + got);
+        got = more < 0 ? more : got + more;
+      }
+      (j.c.write ? counters.write_io_ns : counters.read_io_ns) += t - j.submitted_at;
+      piece_result(j, p, got);
+      --in_kernel;
+      if (--j.pending == 0) release(slot);
+    }
   }
-  std::lock_guard<std::mutex> lock(mu);
-  if (status != HECTOR_OK && o->status == HECTOR_OK) {
-    o->status = status;
-    o->err = err;
-    o->message = msg;
-  }
-  if (--o->pending == 0) finish(o);
 }
 
 void hector_store::finish(Object* o) {
@@ -487,6 +767,90 @@ bool probe_direct(const std::string& dir, std::string* reason) {
   return ok;
 }
 
+
+// The backend a store asks for: the caller's choice, else $HECTOR_OFFLOAD_BACKEND, else
+// io_uring. False (with *err) for an unknown name.
+bool requested_backend(int32_t requested, int32_t* out, std::string* why, std::string* err) {
+  if (requested == HECTOR_BACKEND_THREADS || requested == HECTOR_BACKEND_IO_URING) {
+    *out = requested;
+    *why = "chosen by the caller";
+    return true;
+  }
+  if (requested != HECTOR_BACKEND_AUTO) {
+    *err = "invalid argument: backend must be HECTOR_BACKEND_AUTO, _THREADS or _IO_URING";
+    return false;
+  }
+  const char* env = std::getenv("HECTOR_OFFLOAD_BACKEND");
+  const std::string name = env ? env : "";
+  if (name.empty() || name == "auto") {
+    *out = HECTOR_BACKEND_IO_URING;
+    *why = "the default";
+  } else if (name == "io_uring" || name == "threads") {
+    *out = name == "threads" ? HECTOR_BACKEND_THREADS : HECTOR_BACKEND_IO_URING;
+    *why = "HECTOR_OFFLOAD_BACKEND=" + name;
+  } else {
+    *err = "HECTOR_OFFLOAD_BACKEND=" + name + " is not a backend: use io_uring, threads or auto";
+    return false;
+  }
+  return true;
+}
+
+// Creates the io_uring rings of a store: one per 4 I/O threads asked for, each with as many
+// request slots as its share of threads (so as many chunks are in flight as with the pool),
+// and registers each ring's small staging buffers. False (with *reason) when the kernel
+// refuses io_uring: the store then uses the thread pool.
+bool setup_rings(hector_store* s, int threads, std::string* reason) {
+  if (s->chunk > (int64_t{1} << 30)) {
+    *reason = "chunk_bytes above 1 GiB (one io_uring request moves at most 4 GiB - 1)";
+    return false;
+  }
+  const int nrings = (threads + 3) / 4;
+  const int depth = (threads + nrings - 1) / nrings;
+  std::string registered = "registered staging buffers";
+  s->rings.resize(static_cast<size_t>(nrings));
+  for (RingState& rs : s->rings) {
+    rs.ring = std::make_unique<hector_io::Ring>();
+    if (!rs.ring->init(static_cast<unsigned>(depth) * 3, reason)) {
+      s->rings.clear();
+      return false;
+    }
+    rs.depth = depth;
+    rs.staging.resize(static_cast<size_t>(depth));
+    rs.small_region = aligned_alloc_bytes(int64_t{depth} * 2 * kAlign);
+    if (rs.small_region == nullptr) {
+      *reason = "cannot allocate io_uring staging buffers: " + errno_text(ENOMEM);
+      s->rings.clear();
+      return false;
+    }
+    std::memset(rs.small_region, 0, static_cast<size_t>(depth) * 2 * kAlign);
+    std::vector<iovec> iov(static_cast<size_t>(depth));
+    for (int i = 0; i < depth; ++i) {
+      rs.staging[i].small = rs.small_region + int64_t{i} * 2 * kAlign;
+      iov[i] = {rs.staging[i].small, static_cast<size_t>(2 * kAlign)};
+    }
+    std::string why;
+    if (rs.ring->register_buffers(iov.data(), static_cast<unsigned>(depth), &why)) {
+      for (int i = 0; i < depth; ++i) rs.staging[i].small_index = i;
+      s->counters.registered_bytes += int64_t{depth} * 2 * kAlign;
+    } else {
+      registered = "unregistered staging buffers (" + why + ")";
+    }
+  }
+  *reason = std::to_string(nrings) + (nrings == 1 ? " ring" : " rings") + " of " +
+            std::to_string(depth) + " requests, " + hector_io::Ring::implementation() + ", " +
+            registered;
+  return true;
+}
+
+void free_rings(hector_store* s) {
+  for (RingState& rs : s->rings) {
+    rs.ring.reset();  // unregisters the buffers before they are freed
+    for (Staging& st : rs.staging) std::free(st.big);
+    std::free(rs.small_region);
+  }
+  s->rings.clear();
+}
+
 }  // namespace
 
 extern "C" {
@@ -505,6 +869,18 @@ int64_t hector_store_clean_stale(const char* root) {
 
 int32_t hector_store_open(const char* root, int32_t threads, int64_t chunk_bytes, int32_t direct,
                           hector_store** out, char* err, int64_t errlen) {
+  return hector_store_open2(root, threads, chunk_bytes, direct, HECTOR_BACKEND_AUTO, out, err,
+                            errlen);
+}
+
+int32_t hector_store_open2(const char* root, int32_t threads, int64_t chunk_bytes, int32_t direct,
+                           int32_t backend, hector_store** out, char* err, int64_t errlen) {
+  int32_t wanted = HECTOR_BACKEND_THREADS;
+  std::string why, bad;
+  if (!requested_backend(backend, &wanted, &why, &bad)) {
+    copy_out(bad, err, errlen);
+    return HECTOR_STORE_ERR_ARG;
+  }
   if (out == nullptr || root == nullptr || *root == '\0' || threads < 1 || threads > 256 ||
       chunk_bytes < kAlign || chunk_bytes % kAlign != 0) {
     copy_out("invalid argument: root must be a path, 1 <= threads <= 256, chunk_bytes a "
@@ -561,7 +937,20 @@ int32_t hector_store_open(const char* root, int32_t threads, int64_t chunk_bytes
     s->direct_reason = "O_DIRECT disabled by the caller";
   }
   parse_fault_env(s.get());
-  for (int i = 0; i < threads; ++i) s->workers.emplace_back([p = s.get()] { p->worker(); });
+  std::string how;
+  if (wanted == HECTOR_BACKEND_IO_URING && setup_rings(s.get(), threads, &how)) {
+    s->backend = kIoUring;
+    s->backend_reason = "io_uring (" + why + "): " + how;
+    for (RingState& rs : s->rings)
+      s->workers.emplace_back([p = s.get(), r = &rs] { p->ring_worker(r); });
+  } else {
+    s->backend = kThreads;
+    s->backend_reason =
+        wanted == HECTOR_BACKEND_IO_URING
+            ? "thread pool: io_uring (" + why + ") is unavailable: " + how
+            : "thread pool of " + std::to_string(threads) + " pread/pwrite workers (" + why + ")";
+    for (int i = 0; i < threads; ++i) s->workers.emplace_back([p = s.get()] { p->pool_worker(); });
+  }
   *out = s.release();
   return HECTOR_OK;
 }
@@ -575,6 +964,7 @@ int32_t hector_store_close(hector_store* s) {
   }
   s->work_cv.notify_all();
   for (auto& t : s->workers) t.join();
+  free_rings(s);
   remove_tree(s->dir);
   if (s->lock_fd >= 0) ::close(s->lock_fd);
   delete s;
@@ -616,6 +1006,7 @@ static void enqueue_chunks(hector_store* s, Object* o, int64_t chunks, int open_
 int32_t hector_store_write(hector_store* s, const void* src, int64_t nbytes, int64_t* key_out) {
   if (s == nullptr || key_out == nullptr || nbytes < 0 || (src == nullptr && nbytes > 0))
     return HECTOR_STORE_ERR_ARG;
+  const int64_t t0 = now_ns();
   auto obj = std::make_unique<Object>();
   Object* o = obj.get();
   {
@@ -625,10 +1016,14 @@ int32_t hector_store_write(hector_store* s, const void* src, int64_t nbytes, int
   }
   o->path = s->dir + "/t" + std::to_string(o->key) + ".bin";
   o->nbytes = nbytes;
-  o->disk_bytes = s->direct ? round_up(nbytes) : nbytes;
+  // Under O_DIRECT the object starts at the file offset that puts its address in phase with
+  // the file, so its blocks go straight from its memory (no copy through a bounce buffer).
+  o->pad = s->direct && nbytes > 0 ? static_cast<int64_t>(reinterpret_cast<uintptr_t>(src) % kAlign)
+                                   : 0;
+  o->disk_bytes = s->direct ? round_up(o->pad + nbytes) : nbytes;
   o->src = static_cast<const uint8_t*>(src);
   o->state = kWriting;
-  const int64_t chunks = (nbytes + s->chunk - 1) / s->chunk;
+  const int64_t chunks = nbytes > 0 ? (o->pad + nbytes + s->chunk - 1) / s->chunk : 0;
   o->crcs.assign(static_cast<size_t>(chunks), 0);
   o->fd = ::open(o->path.c_str(),
                  O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (s->direct ? O_DIRECT : 0), 0600);
@@ -638,11 +1033,13 @@ int32_t hector_store_write(hector_store* s, const void* src, int64_t nbytes, int
   *key_out = o->key;
   s->begin_op(HECTOR_OP_WRITE);
   enqueue_chunks(s, o, chunks, open_errno, true);
+  s->counters.submit_ns += now_ns() - t0;
   return HECTOR_OK;
 }
 
 int32_t hector_store_read(hector_store* s, int64_t key, void* dst, int64_t nbytes) {
   if (s == nullptr || (dst == nullptr && nbytes > 0)) return HECTOR_STORE_ERR_ARG;
+  const int64_t t0 = now_ns();
   std::unique_lock<std::mutex> lock(s->mu);
   auto it = s->objects.find(key);
   if (it == s->objects.end()) return HECTOR_STORE_ERR_ARG;
@@ -665,6 +1062,7 @@ int32_t hector_store_read(hector_store* s, int64_t key, void* dst, int64_t nbyte
   o->fd = fd;
   const int64_t chunks = static_cast<int64_t>(o->crcs.size());
   enqueue_chunks(s, o, chunks, open_errno, false);
+  s->counters.submit_ns += now_ns() - t0;
   return HECTOR_OK;
 }
 
@@ -681,11 +1079,20 @@ int32_t hector_store_poll(hector_store* s, int64_t key) {
 int32_t hector_store_wait(hector_store* s, int64_t key) {
   if (s == nullptr) return HECTOR_STORE_ERR_ARG;
   std::unique_lock<std::mutex> lock(s->mu);
+  int64_t since = 0;
+  std::atomic<int64_t>* counter = nullptr;
   for (;;) {
     auto it = s->objects.find(key);
-    if (it == s->objects.end()) return HECTOR_STORE_ERR_ARG;
-    Object* o = it->second.get();
-    if (o->state != kWriting && o->state != kReading) return o->status;
+    // A removed object's wait ends here too; the time is still counted.
+    Object* o = it == s->objects.end() ? nullptr : it->second.get();
+    if (o == nullptr || (o->state != kWriting && o->state != kReading)) {
+      if (counter != nullptr) *counter += now_ns() - since;
+      return o == nullptr ? HECTOR_STORE_ERR_ARG : o->status;
+    }
+    if (counter == nullptr) {
+      counter = o->state == kWriting ? &s->counters.write_wait_ns : &s->counters.read_wait_ns;
+      since = now_ns();
+    }
     s->done_cv.wait(lock);
   }
 }
@@ -753,6 +1160,44 @@ int32_t hector_store_stats(hector_store* s, int64_t* out) {
   out[6] = s->stored_bytes;
   out[7] = s->peak_stored;
   return HECTOR_OK;
+}
+
+int64_t hector_store_stats2(hector_store* s, int64_t* out, int64_t n) {
+  if (s == nullptr || out == nullptr || n < 0) return -1;
+  int64_t all[HECTOR_STAT_COUNT];
+  hector_store_stats(s, all);
+  const Counters& c = s->counters;
+  all[HECTOR_STAT_COPY_NS] = c.copy_ns;
+  all[HECTOR_STAT_COPY_BYTES] = c.copy_bytes;
+  all[HECTOR_STAT_CRC_NS] = c.crc_ns;
+  all[HECTOR_STAT_CRC_BYTES] = c.crc_bytes;
+  all[HECTOR_STAT_SUBMIT_NS] = c.submit_ns;
+  all[HECTOR_STAT_RING_SUBMIT_NS] = c.ring_submit_ns;
+  all[HECTOR_STAT_WRITE_WAIT_NS] = c.write_wait_ns;
+  all[HECTOR_STAT_READ_WAIT_NS] = c.read_wait_ns;
+  all[HECTOR_STAT_WRITE_IO_NS] = c.write_io_ns;
+  all[HECTOR_STAT_READ_IO_NS] = c.read_io_ns;
+  all[HECTOR_STAT_IO_REQUESTS] = c.io_requests;
+  all[HECTOR_STAT_COPIES_AVOIDED_BYTES] = c.copies_avoided;
+  all[HECTOR_STAT_REGISTERED_BYTES] = c.registered_bytes;
+  all[HECTOR_STAT_BACKEND] = s->backend == kIoUring ? HECTOR_BACKEND_IO_URING
+                                                    : HECTOR_BACKEND_THREADS;
+  const int64_t m = std::min<int64_t>(n, HECTOR_STAT_COUNT);
+  std::copy(all, all + m, out);
+  return m;
+}
+
+int32_t hector_store_backend(hector_store* s, char* buf, int64_t buflen) {
+  if (s == nullptr) return HECTOR_STORE_ERR_ARG;
+  copy_out(s->backend_reason, buf, buflen);
+  return s->backend == kIoUring ? HECTOR_BACKEND_IO_URING : HECTOR_BACKEND_THREADS;
+}
+
+int64_t hector_store_phase(hector_store* s, int64_t key) {
+  if (s == nullptr) return -1;
+  std::lock_guard<std::mutex> lock(s->mu);
+  auto it = s->objects.find(key);
+  return it == s->objects.end() ? -1 : it->second->pad;
 }
 
 }  // extern "C"

@@ -1,8 +1,12 @@
-"""The native tensor store: round trips, O_DIRECT fallback, checksums, faults, directories."""
+"""The native tensor store: round trips, O_DIRECT fallback, checksums, faults, directories,
+both I/O backends (io_uring and the thread pool), the fallback between them, statistics."""
 
 from __future__ import annotations
 
+import ctypes
+import json
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -18,12 +22,27 @@ from hector.runtime.offload import (
     TensorStore,
     clean_stale,
     crc32c,
+    empty_in_phase,
+    measure_raw_bandwidth,
 )
 
+BACKENDS = ["io_uring", "threads"]
 
-@pytest.fixture
-def store(tmp_path):
-    s = TensorStore(str(tmp_path / "root"), threads=3, chunk_bytes=64 * 1024)
+
+def _check_backend(s: TensorStore, asked: str) -> None:
+    """The store runs what was asked for, or says why io_uring could not be had."""
+    assert s.backend in BACKENDS
+    assert s.stats()["backend"] == s.backend
+    if s.backend != asked:
+        assert asked == "io_uring"
+        assert "io_uring" in s.backend_reason
+        assert "unavailable" in s.backend_reason
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request, tmp_path):
+    s = TensorStore(str(tmp_path / "root"), threads=3, chunk_bytes=64 * 1024, backend=request.param)
+    _check_backend(s, request.param)
     yield s
     s.close()
 
@@ -57,8 +76,9 @@ def test_unaligned_buffers_round_trip(store):
     assert np.array_equal(a, out)
 
 
-def test_private_directory_and_cleanup(tmp_path):
-    s = TensorStore(str(tmp_path / "r"))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_private_directory_and_cleanup(tmp_path, backend):
+    s = TensorStore(str(tmp_path / "r"), backend=backend)
     assert os.path.basename(s.path).startswith(f"hector-offload-{os.getpid()}-")
     assert (os.stat(s.path).st_mode & 0o777) == 0o700
     key = s.write_array(_data(10_000))
@@ -101,7 +121,8 @@ def test_corrupted_file_raises_checksum_error(store):
     with pytest.raises(ChecksumError, match="checksum mismatch") as info:
         store.read_array(key, np.zeros_like(a))
     assert info.value.filename == store.file_of(key)
-    assert "bytes 65536..131072" in str(info.value)
+    # The object starts at file offset address % 4096 (O_DIRECT); chunks are ranges of the file.
+    assert "file bytes 65536..131072" in str(info.value)
 
 
 def test_truncated_file_is_a_short_read(store):
@@ -272,3 +293,246 @@ def test_a_closed_store_is_never_reopened(tmp_path):
             use()
     s.remove(key)  # a no-op, as for release after close
     assert os.listdir(root) == []
+
+
+# --------------------------------------------------------------------------- both backends
+
+
+def _offset_view(data: np.ndarray, phase: int) -> np.ndarray:
+    """A copy of data at an address that is phase modulo 4096."""
+    out = empty_in_phase(data.nbytes, phase)
+    out[:] = data
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("direct", [True, False])
+@pytest.mark.parametrize(
+    ("n", "src_phase", "dst_phase"),
+    [
+        (1, 0, 0),
+        (4096, 0, 0),
+        (8192, 0, 100),  # aligned source, out-of-phase destination
+        (3 * 4096 + 5, 64, 64),  # unaligned source, destination in phase
+        (64 * 1024 * 3 + 17, 64, 64),  # several chunks, partial first and last blocks
+        (64 * 1024 * 2, 4095, 1),  # several chunks, out of phase
+        (64 * 1024 - 64, 64, 64),  # ends exactly on a chunk boundary of the file
+        (5000, 3000, 3000),  # two blocks, both partial
+    ],
+)
+def test_round_trip_is_bit_identical(tmp_path, backend, direct, n, src_phase, dst_phase):
+    with TensorStore(
+        str(tmp_path), threads=3, chunk_bytes=64 * 1024, direct=direct, backend=backend
+    ) as s:
+        _check_backend(s, backend)
+        a = _offset_view(_data(n, n), src_phase)
+        key = s.write_array(a)
+        s.wait(key)
+        assert s.phase(key) == (src_phase if s.direct else 0)
+        out = empty_in_phase(n, dst_phase)
+        out[:] = 0xA5
+        guard = np.frombuffer(
+            (ctypes.c_uint8 * 64).from_address(out.ctypes.data + n), dtype=np.uint8
+        ).copy()
+        s.read_array(key, out)
+        assert np.array_equal(out, a)
+        # Nothing after the destination was touched (staging, not the neighbours' memory).
+        after = np.frombuffer(
+            (ctypes.c_uint8 * 64).from_address(out.ctypes.data + n), dtype=np.uint8
+        )
+        assert np.array_equal(after, guard)
+        if s.direct:
+            assert os.path.getsize(s.file_of(key)) % 4096 == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_many_objects_in_flight(tmp_path, backend):
+    with TensorStore(str(tmp_path), threads=5, chunk_bytes=16 * 1024, backend=backend) as s:
+        arrays = [_offset_view(_data(1000 + 9000 * i, i), (i * 64) % 4096) for i in range(20)]
+        keys = [s.write_array(a) for a in arrays]
+        for k in keys:
+            s.wait(k)
+        outs = [np.zeros_like(a) for a in arrays]
+        for k, o in zip(keys, outs, strict=True):
+            s.read(k, o.ctypes.data, o.nbytes)
+        for k, a, o in zip(keys, arrays, outs, strict=True):
+            s.wait(k)
+            assert np.array_equal(a, o)
+        assert s.stats()["objects_read"] == len(arrays)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_stats_break_the_time_down(tmp_path, backend):
+    with TensorStore(str(tmp_path), threads=2, chunk_bytes=64 * 1024, backend=backend) as s:
+        _check_backend(s, backend)
+        sizes = [300_000, 4096, 100_001]
+        arrays = [_offset_view(_data(n, n), 64) for n in sizes]
+        keys = [s.write_array(a) for a in arrays]
+        for k in keys:
+            s.wait(k)
+        for k, a in zip(keys, arrays, strict=True):
+            s.read_array(k, empty_in_phase(a.nbytes, s.phase(k)))
+        st = s.stats()
+        total = sum(sizes)
+        assert st["backend"] == s.backend
+        assert st["bytes_written"] == total
+        assert st["bytes_read"] == total
+        assert st["objects_written"] == st["objects_read"] == len(sizes)
+        assert st["crc_bytes"] == 2 * total  # every byte checksummed once each way
+        assert st["crc_ns"] > 0
+        assert st["submit_ns"] > 0
+        assert st["write_wait_ns"] >= 0
+        assert st["read_wait_ns"] > 0  # read_array waits
+        assert st["write_io_ns"] > 0
+        assert st["read_io_ns"] > 0
+        assert st["io_requests"] >= 2 * len(sizes)
+        assert st["bytes_on_disk"] >= total
+        if s.backend == "io_uring":
+            assert st["ring_submit_ns"] > 0
+            assert st["registered_bytes"] > 0
+        else:
+            assert st["ring_submit_ns"] == 0
+            assert st["registered_bytes"] == 0
+        if s.direct:
+            # Unaligned sources and in-phase destinations: only the partial first and last
+            # blocks of each chunk go through staging; the rest moved straight.
+            # The previous design copied every byte of an unaligned buffer.
+            chunks = sum(-(-(64 + n) // (64 * 1024)) for n in sizes)
+            assert 0 < st["copy_bytes"] <= 2 * 2 * 4096 * chunks
+            assert st["copies_avoided_bytes"] == 2 * total - st["copy_bytes"]
+            assert st["copy_ns"] > 0
+        else:
+            assert st["copy_bytes"] == st["copies_avoided_bytes"] == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_out_of_phase_read_is_staged_and_counted(tmp_path, backend):
+    with TensorStore(str(tmp_path), chunk_bytes=64 * 1024, backend=backend) as s:
+        a = _offset_view(_data(200_000), 0)
+        key = s.write_array(a)
+        s.wait(key)
+        before = s.stats()["copy_bytes"]
+        out = empty_in_phase(a.nbytes, 8)
+        s.read_array(key, out)
+        assert np.array_equal(out, a)
+        st = s.stats()
+        assert st["copy_bytes"] - before == (a.nbytes if s.direct else 0)
+        # Aligned source, out-of-phase destination: as many copies as the previous design.
+        assert st["copies_avoided_bytes"] == 0
+
+
+def test_corrupted_padding_is_a_checksum_error(store):
+    a = _offset_view(_data(50_000), 64)
+    key = store.write_array(a)
+    store.wait(key)
+    assert store.phase(key) == (64 if store.direct else 0)
+    if store.direct:
+        with open(store.file_of(key), "r+b") as f:
+            f.write(b"\x01")  # the first byte is padding, not data
+        with pytest.raises(ChecksumError, match="padding"):
+            store.read_array(key, np.zeros_like(a))
+
+
+def test_unknown_backend_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="backend must be one of"):
+        TensorStore(str(tmp_path), backend="aio")
+    code = "from hector.runtime.offload import TensorStore; import sys; TensorStore(sys.argv[1])"
+    env = dict(os.environ, HECTOR_OFFLOAD_BACKEND="aio")
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], env=env, capture_output=True, text=True
+    )
+    assert out.returncode != 0
+    assert "HECTOR_OFFLOAD_BACKEND=aio is not a backend" in out.stderr
+
+
+_REPORT_BACKEND = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    from hector.runtime.offload import TensorStore
+    {prelude}
+    with TensorStore(sys.argv[1], backend=sys.argv[2]) as s:
+        a = np.arange(300_000, dtype=np.uint8)
+        k = s.write_array(a); s.wait(k)
+        same = bool(np.array_equal(s.read_array(k, np.zeros_like(a)), a))
+        print(json.dumps({{"backend": s.backend, "reason": s.backend_reason,
+                          "stats": s.stats()["backend"], "same": same}}))
+    """
+)
+
+
+def _report_backend(root: str, asked: str, prelude: str = "", **env: str) -> dict:
+    code = _REPORT_BACKEND.format(prelude=prelude)
+    out = subprocess.run(
+        [sys.executable, "-c", code, root, asked],
+        env=dict(os.environ, **env),
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_backend_from_environment(tmp_path):
+    got = _report_backend(str(tmp_path), "auto", HECTOR_OFFLOAD_BACKEND="threads")
+    assert got["backend"] == got["stats"] == "threads"
+    assert "HECTOR_OFFLOAD_BACKEND=threads" in got["reason"]
+    assert got["same"]
+    got = _report_backend(str(tmp_path), "auto", HECTOR_OFFLOAD_BACKEND="io_uring")
+    assert got["backend"] == "io_uring" or "unavailable" in got["reason"]
+    assert got["same"]
+
+
+# A seccomp filter that makes io_uring_setup fail with EPERM (as container runtimes do),
+# installed in a child process before the store opens.
+_DENY_IO_URING = textwrap.dedent(
+    """
+    import ctypes, struct
+    libc = ctypes.CDLL(None, use_errno=True)
+    SYS_IO_URING_SETUP = 425  # the same number on x86_64 and the generic (arm64) table
+    AUDIT_ARCH = {{"x86_64": 0xC000003E, "aarch64": 0xC00000B7}}["{machine}"]
+    def insn(code, jt, jf, k):
+        return struct.pack("HBBI", code, jt, jf, k)
+    prog = b"".join([
+        insn(0x20, 0, 0, 4),                        # ld arch
+        insn(0x15, 1, 0, AUDIT_ARCH),               # jeq arch -> next, else allow
+        insn(0x06, 0, 0, 0x7FFF0000),               # ret ALLOW
+        insn(0x20, 0, 0, 0),                        # ld nr
+        insn(0x15, 0, 1, SYS_IO_URING_SETUP),       # jeq io_uring_setup
+        insn(0x06, 0, 0, 0x00050000 | 1),           # ret ERRNO(EPERM)
+        insn(0x06, 0, 0, 0x7FFF0000),               # ret ALLOW
+    ])
+    buf = ctypes.create_string_buffer(prog)
+    class Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+    fprog = Fprog(len(prog) // 8, ctypes.addressof(buf))
+    assert libc.prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
+    assert libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) == 0, ctypes.get_errno()  # SECCOMP
+    """
+)
+
+
+def test_io_uring_refused_falls_back_to_threads_and_says_so(tmp_path):
+    prelude = _DENY_IO_URING.format(machine=platform.machine())
+    got = _report_backend(str(tmp_path), "io_uring", prelude)
+    assert got["backend"] == got["stats"] == "threads"
+    assert "io_uring_setup failed" in got["reason"]
+    assert "EPERM" in got["reason"]
+    assert got["same"]
+    got = _report_backend(str(tmp_path), "auto", prelude)
+    assert got["backend"] == "threads"
+    assert "EPERM" in got["reason"]
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_measure_raw_bandwidth(tmp_path, backend):
+    got = measure_raw_bandwidth(str(tmp_path), 1 << 20, backend=backend, objects=4, repeats=2)
+    assert got["backend"] in BACKENDS
+    assert got["backend"] == backend or "unavailable" in got["backend_reason"]
+    assert got["write_MBps"] > 0
+    assert got["read_MBps"] > 0
+    assert len(got["write_MBps_all"]) == 2
+    assert got["stats"]["bytes_written"] == 2 * (1 << 20)
+    assert got["stats"]["bytes_read"] == 2 * (1 << 20)
+    assert os.listdir(tmp_path) == []

@@ -5,10 +5,18 @@
  * directories of dead processes under the same root (a directory is stale when its owner pid
  * is gone, or when the lock file inside it is not locked by anyone).
  *
- * Each stored object (one tensor storage) is one file, written and read by a pool of worker
- * threads with pwrite/pread in chunks (a thread pool: io_uring is not used by this build),
- * with O_DIRECT and aligned bounce buffers where the filesystem accepts O_DIRECT, buffered I/O
- * otherwise. Every chunk carries a CRC32C kept in memory and verified when it is read back.
+ * Each stored object (one tensor storage) is one file, moved in chunks by one of two backends:
+ * io_uring (the default: one ring per 4 I/O threads asked for, each keeping that many chunk
+ * requests in flight; liburing when the build found it, else the kernel ABI directly) or a
+ * pool of pread/pwrite worker threads (chosen, or used when the kernel refuses io_uring:
+ * hector_store_backend says which ran and why). O_DIRECT is used where the filesystem accepts
+ * it, buffered I/O otherwise. Under O_DIRECT an object starts at the file offset that puts its
+ * source address in phase with the file (offset = address mod 4096), so its whole blocks go
+ * straight from the caller's memory; only the partial first and last blocks pass through small
+ * (registered) staging buffers, zero-padded on disk. A read goes straight into its destination
+ * when that address has the same phase (hector_store_phase), through a staging buffer
+ * otherwise. Every chunk carries a CRC32C (SSE4.2 when the CPU has it) kept in memory and
+ * verified, with the zero padding, when it is read back.
  *
  * All operations are asynchronous: hector_store_write / hector_store_read queue work and return
  * at once; completion is observed with hector_store_poll, hector_store_wait or
@@ -43,6 +51,50 @@ extern "C" {
 #define HECTOR_OP_WRITE 0
 #define HECTOR_OP_READ 1
 
+/* I/O backends (hector_store_open2, hector_store_backend). AUTO: $HECTOR_OFFLOAD_BACKEND
+ * (io_uring | threads | auto), else io_uring. A store that asked for io_uring and could not
+ * have it (io_uring_setup refused: EPERM under a seccomp filter, ENOSYS on old kernels, ...)
+ * runs the thread pool and says so. */
+#define HECTOR_BACKEND_AUTO 0
+#define HECTOR_BACKEND_THREADS 1
+#define HECTOR_BACKEND_IO_URING 2
+
+/* Indices of hector_store_stats2's values. Times are nanoseconds summed over the threads that
+ * spent them. Caller side: SUBMIT_NS (inside hector_store_write/read: file open, queueing),
+ * WRITE_WAIT_NS / READ_WAIT_NS (blocked in hector_store_wait on a write / a read). I/O threads:
+ * COPY_NS / COPY_BYTES (copies between the caller's memory and staging buffers), CRC_NS /
+ * CRC_BYTES (CRC32C and padding checks), RING_SUBMIT_NS (io_uring_enter submissions),
+ * WRITE_IO_NS / READ_IO_NS (each request from submission to completion, summed over requests),
+ * IO_REQUESTS (requests issued). COPIES_AVOIDED_BYTES: bytes moved straight between the
+ * caller's memory and the file that the store's previous design (a whole-chunk bounce copy
+ * whenever an address or length was not 4096-aligned under O_DIRECT) would have copied.
+ * REGISTERED_BYTES: staging memory registered with io_uring. BACKEND: HECTOR_BACKEND_*. */
+enum {
+  HECTOR_STAT_BYTES_WRITTEN = 0,
+  HECTOR_STAT_BYTES_READ,
+  HECTOR_STAT_WRITE_BUSY_NS,
+  HECTOR_STAT_READ_BUSY_NS,
+  HECTOR_STAT_OBJECTS_WRITTEN,
+  HECTOR_STAT_OBJECTS_READ,
+  HECTOR_STAT_BYTES_ON_DISK,
+  HECTOR_STAT_PEAK_BYTES_ON_DISK,
+  HECTOR_STAT_COPY_NS,
+  HECTOR_STAT_COPY_BYTES,
+  HECTOR_STAT_CRC_NS,
+  HECTOR_STAT_CRC_BYTES,
+  HECTOR_STAT_SUBMIT_NS,
+  HECTOR_STAT_RING_SUBMIT_NS,
+  HECTOR_STAT_WRITE_WAIT_NS,
+  HECTOR_STAT_READ_WAIT_NS,
+  HECTOR_STAT_WRITE_IO_NS,
+  HECTOR_STAT_READ_IO_NS,
+  HECTOR_STAT_IO_REQUESTS,
+  HECTOR_STAT_COPIES_AVOIDED_BYTES,
+  HECTOR_STAT_REGISTERED_BYTES,
+  HECTOR_STAT_BACKEND,
+  HECTOR_STAT_COUNT
+};
+
 typedef struct hector_store hector_store;
 
 /* Version of the store ABI; bumped on any incompatible change. */
@@ -56,6 +108,22 @@ int32_t hector_store_abi_version(void);
  * fault at open, like hector_store_inject_fault. */
 int32_t hector_store_open(const char* root, int32_t threads, int64_t chunk_bytes, int32_t direct,
                           hector_store** out, char* err, int64_t errlen);
+
+/* hector_store_open with a backend (HECTOR_BACKEND_*); hector_store_open is backend AUTO.
+ * threads: pool workers, or for io_uring the number of chunk requests in flight (one ring and
+ * thread per 4). An unknown backend (or $HECTOR_OFFLOAD_BACKEND value) is HECTOR_STORE_ERR_ARG. */
+int32_t hector_store_open2(const char* root, int32_t threads, int64_t chunk_bytes, int32_t direct,
+                           int32_t backend, hector_store** out, char* err, int64_t errlen);
+
+/* The backend that runs (HECTOR_BACKEND_THREADS or _IO_URING); why, and how it is set up, goes
+ * into buf (e.g. "thread pool: io_uring (the default) is unavailable: io_uring_setup failed:
+ * Operation not permitted (EPERM, errno 1)"). */
+int32_t hector_store_backend(hector_store* store, char* buf, int64_t buflen);
+
+/* The phase (0..4095) an address must have, modulo 4096, for a read of object key to go
+ * straight into it under O_DIRECT (the write's source address mod 4096); 0 for buffered
+ * stores; -1 for an unknown key. */
+int64_t hector_store_phase(hector_store* store, int64_t key);
 
 /* Waits for every operation, removes every file and the directory, frees the store. */
 int32_t hector_store_close(hector_store* store);
@@ -102,6 +170,10 @@ int32_t hector_store_inject_fault(hector_store* store, int32_t op, int32_t kind,
  * out[3] ns with >= 1 read in flight, out[4] objects written, out[5] objects read,
  * out[6] bytes currently stored on disk, out[7] peak bytes stored. */
 int32_t hector_store_stats(hector_store* store, int64_t* out);
+
+/* All statistics: writes min(n, HECTOR_STAT_COUNT) values (indices HECTOR_STAT_*) into out and
+ * returns how many; -1 on a bad argument. The first 8 are hector_store_stats's. */
+int64_t hector_store_stats2(hector_store* store, int64_t* out, int64_t n);
 
 /* CRC32C (Castagnoli) of n bytes, continuing from crc (0 to start). */
 uint32_t hector_crc32c(uint32_t crc, const void* data, int64_t n);
