@@ -118,28 +118,30 @@ def _release_freed_memory(enabled: bool) -> None:
 
 
 class _Remover:
-    """Deletes released objects' files on a background thread.
+    """Unlinks released objects' files on a background thread.
 
     Deleting a file whose blocks are on disk costs 4-10 ms on ext4 here (its blocks are freed
-    and discarded); done in the release hook, that was most of an offloaded step's overhead.
-    The file of an object with no I/O in flight is unlinked here first, outside the native
-    store's lock (which its own deletion holds, stalling every submission and completion
-    meanwhile); the store's ``remove`` then only forgets the object. Both release the GIL.
+    and discarded); done in the release hook, that was most of an offloaded step's overhead,
+    and the native store does it holding its lock, stalling every submission and completion
+    meanwhile. So the file of an object with no I/O in flight is unlinked here (``os.unlink``
+    releases the GIL); the cache then lets the store forget the object (:meth:`take_done`, a
+    fast call now that the file is gone). The thread touches only paths, never the store, so a
+    store closed at any moment is safe.
     """
 
     def __init__(self) -> None:
-        self._queue: list[tuple[TensorStore, int, bool]] = []
+        self._queue: list[tuple[str, int]] = []
+        self._done: list[int] = []
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._stopped = False
 
-    def remove(self, store: TensorStore, key: int, idle: bool) -> None:
-        """Queue the deletion of ``key``'s file (``idle``: no read or write of it in flight)."""
+    def unlink(self, path: str, key: int) -> bool:
+        """Queue the unlinking of object ``key``'s file; False once stopped."""
         with self._cond:
             if self._stopped:
-                store.remove(key)
-                return
-            self._queue.append((store, key, idle))
+                return False
+            self._queue.append((path, key))
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="hector-offload-remover", daemon=True
@@ -147,6 +149,15 @@ class _Remover:
                 self._thread.start()
             if len(self._queue) == 1:  # the thread waits only on an empty queue
                 self._cond.notify()
+            return True
+
+    def take_done(self) -> list[int]:
+        """Keys whose files are unlinked since the last call."""
+        if not self._done:
+            return []
+        with self._cond:
+            done, self._done = self._done, []
+        return done
 
     def _run(self) -> None:
         while True:
@@ -156,23 +167,21 @@ class _Remover:
                 if self._stopped:
                     return
                 batch, self._queue = self._queue, []
-            # Outside the lock (release hooks queue meanwhile); stop() joins this thread
-            # before the store closes, so the store is open here.
-            for store, key, idle in batch:
-                if idle:
-                    with contextlib.suppress(OSError):
-                        os.unlink(store.file_of(key))
-                with contextlib.suppress(ValueError):
-                    store.remove(key)
+            for path, key in batch:  # outside the lock: release hooks queue meanwhile
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                with self._cond:
+                    self._done.append(key)
 
-    def stop(self) -> None:
-        """Stop the thread; queued deletions are left to the store's close."""
+    def stop(self) -> list[int]:
+        """Stop the thread; return the keys whose files it unlinked and nobody took."""
         with self._cond:
             self._stopped = True
             self._queue.clear()
             self._cond.notify()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
+        return self.take_done()
 
 
 class _Entry:
@@ -812,6 +821,8 @@ class TensorCache:
 
     def _drain_completions(self) -> None:
         assert self._store is not None
+        for key in self._remover.take_done():  # files already unlinked: a fast forget
+            self._store.remove(key)
         for key in self._store.completions():
             e = self._by_key.get(key)
             if e is None:
@@ -833,6 +844,16 @@ class TensorCache:
             self._store.wait(e.key)
         self.timing["write_wait_ns"] += time.perf_counter_ns() - start
         self._write_done(e)
+
+    def _finish_read(self, e: _Entry) -> None:
+        """Wait for the read of ``e`` (its buffer is about to be freed); errors do not matter."""
+        if self._store is None or self._store.closed:  # closed directly: its close waited
+            return
+        start = time.perf_counter_ns()
+        with contextlib.suppress(OffloadIOError):
+            self._store.wait(e.key)
+        self.timing["read_wait_ns"] += time.perf_counter_ns() - start
+        e.state = "loaded"
 
     def _write_done(self, e: _Entry) -> None:
         """Record the outcome of a completed write: each failure is reported exactly once."""
@@ -984,18 +1005,23 @@ class TensorCache:
                 # The write still reads this memory (or its staging buffer): wait before
                 # freeing it, and record a failure now rather than lose it.
                 self._finish_write(e)
+            elif e.state == "reading":
+                # A prefetch nobody consumed (the graph was dropped): the read still fills
+                # this buffer, so it must land before the buffer is freed.
+                self._finish_read(e)
             if e.key:
                 self._by_key.pop(e.key, None)
                 if self._store is not None and not self._store.closed:
                     idle = e.state in ("stored", "loaded", "memory")
-                    self._remover.remove(self._store, e.key, idle)
+                    if not (idle and self._remover.unlink(self._store.file_of(e.key), e.key)):
+                        self._store.remove(e.key)
             held = e.storage is not None or (e.buffer is not None and e.device.type == "cpu")
             if held:
                 self._add_resident(-e.nbytes)
             read_back = e.buffer is not None
             e.storage = None
             e.buffer = None
-            if read_back and self.readahead_bytes is not None and not self._closed:
+            if read_back and not e.orphaned and self._window() is not None and not self._closed:
                 self._read_ahead(e.group)  # the window has room again: start the next reads
 
     # ---- reporting ----------------------------------------------------------------------------
