@@ -69,6 +69,20 @@ def test_search_dirs_cover_package_path() -> None:
         assert os.path.join(os.path.abspath(entry), "lib") in dirs
 
 
+def test_library_exports_every_declared_store_function() -> None:
+    """Every function hector/offload.h declares (the store's C ABI, old and new) is exported,
+    so code built against the header (the placement ABI, generated code) links."""
+    import re
+
+    header = (RUNTIME_DIR / "include" / "hector" / "offload.h").read_text()
+    names = set(re.findall(r"^\w[\w ]*?\b(hector_\w+)\(", header, flags=re.MULTILINE))
+    assert {"hector_store_open", "hector_store_open2", "hector_store_stats"} <= names
+    assert {"hector_store_stats2", "hector_store_backend", "hector_store_phase"} <= names
+    lib = native.load_library()
+    missing = sorted(name for name in names if not hasattr(lib, name))
+    assert not missing, f"declared in offload.h but not exported: {missing}"
+
+
 def test_runtime_imports_nothing_above_it() -> None:
     """The runtime layer may not import hector.dialects / passes / lowering / python code."""
     for path in sorted(RUNTIME_DIR.rglob("*.py")):
