@@ -7,9 +7,11 @@ are no longer passed between them, and lowers each decision into ``func.call`` o
 in ``hector/placement.h`` (``libhector_runtime.so``, which the CPU JIT loads):
 
 * ``placement.offload`` (``@f_train``): the saved value's output argument becomes a buffer the
-  function allocates; right after the value's last use, ``hector_place_write(slot, ptr,
-  nbytes)`` starts writing it to the store; ``write_lag`` kernels later (so the write overlaps
-  them) ``hector_place_wait(slot)`` and the buffer is freed;
+  function allocates; where the marker is (right after the value's last writer),
+  ``hector_place_write(slot, ptr, nbytes)`` starts writing it to the store while the kernels
+  that still read it run; after its last use, up to ``write_lag`` more kernels (so the write
+  overlaps them) but before any kernel that first touches a new buffer (which would add to
+  the value's bytes at a new high), ``hector_place_wait(slot)`` runs and the buffer is freed;
 * ``placement.recompute`` (``@f_train``): the output argument becomes a buffer freed at the end;
   (``@f_backward``) the marker on the rebuilt buffer is dropped;
 * ``placement.prefetch {ahead}`` (``@f_backward``): the saved value's argument becomes a buffer
@@ -37,6 +39,7 @@ from mlir import ir
 from mlir.dialects import arith, func, memref
 
 from ..dialects import placement
+from ..passes import saved_liveness
 from ..passes._registry import Option, PassFailure, register_pass
 from ..passes.plan_saved import DROPPED, ROWS, SavedValue, TrainingPair, training_pairs, users
 
@@ -104,6 +107,7 @@ class _Lowering:
         self.saved = {s.slot: s for s in pair.saved}
         self.calls = 0
         self.placed: set[ir.Value] = set()  # buffers whose frees the calls order
+        self.n_outputs = ir.IntegerAttr(pair.train.attributes["hector.outputs"]).value
 
     # -- helpers ---------------------------------------------------------------------------
     def rows(self, block: ir.Block, s: SavedValue, loc: ir.Location) -> ir.Value:
@@ -176,18 +180,20 @@ class _Lowering:
         dealloc = [u.owner for u in buffer.uses if u.owner.operation.name == "memref.dealloc"]
         (free,) = dealloc
         free = free.operation
-        done = users(buffer, fn, skip=(op, free))
-        ops = _ops(block)
-        at = ops.index(done[-1]) + 1 if done else 0
-        with ir.InsertionPoint(ops[at]):
+        # The marker follows the value's last writer: the write starts there, and the kernels
+        # that still read the value overlap it.
+        with ir.InsertionPoint(op):
             write = self.call("hector_place_write", self.address(buffer, s, loc), loc)
-        # The write overlaps the next write_lag kernels; then the buffer is free to go.
+        done = users(buffer, fn, skip=(op, free, write))
+        # The write overlaps the next write_lag kernels, but none that brings new memory in:
+        # overlapping those would hold this value and the new buffer at once, at a new high.
         ops = _ops(block)
-        i, j = ops.index(free), ops.index(write) + 1
-        kernels = 0
-        while j < i and kernels < self.write_lag:
-            kernels += _kernel(ops[j])
-            j += 1
+        first_output = len(self.pair.tblock.arguments) - self.n_outputs
+        growing = saved_liveness.grows(fn, first_output)
+        i = ops.index(free)
+        last = max(ops.index(write), ops.index(done[-1]) if done else 0)
+        j = saved_liveness.write_done(ops, last, self.write_lag, growing)
+        j = min(j, i)
         with ir.InsertionPoint(ops[j]):
             self.call("hector_place_wait", [_i64_const(s.slot, loc)], loc)
             memref.dealloc(buffer, loc=loc)

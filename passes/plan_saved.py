@@ -32,6 +32,7 @@ totals (``placement.saved_bytes``, ``placement.kept_bytes``, ``placement.budget_
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from mlir import ir
@@ -125,6 +126,7 @@ class SavedValue:
     decision: str = "keep"
     producer: ir.Operation | None = None  # the template to copy, for a recompute
     needs: list[int] = field(default_factory=list)  # slots a recompute reads
+    ahead: int | None = None  # an offload's prefetch lead in kernels (None: the pass option)
 
     @property
     def row_bytes(self) -> int:
@@ -232,7 +234,8 @@ def decide(
     min_bytes: int,
     recompute: set[int],
 ) -> int:
-    """Set each value's decision so the kept bytes fit ``budget``; return the kept bytes."""
+    """Set each value's decision so the kept bytes fit ``budget``, largest first (recompute
+    before offload); return the kept bytes (``objective=bytes``)."""
     kept = sum(s.nbytes(counts) for s in saved)
     pinned: set[int] = set()  # kept because a recompute reads them
     by_size = sorted(saved, key=lambda s: (-s.nbytes(counts), s.slot))
@@ -254,11 +257,93 @@ def decide(
     return kept
 
 
+def _moves(
+    saved: list[SavedValue], counts: dict[str, int], min_bytes: int, recompute: set[int]
+) -> Iterator[tuple[SavedValue, str]]:
+    """The values that may still move, each with how: recompute when one row-local template
+    rebuilds it from values the backward keeps, else offload."""
+    pinned = {n for s in saved if s.decision == "recompute" for n in s.needs}
+    for s in saved:
+        if s.decision != "keep" or s.slot in pinned or s.kind not in ROWS:
+            continue
+        if s.nbytes(counts) < min_bytes:
+            continue
+        if s.slot in recompute and all(saved[n].decision == "keep" for n in s.needs):
+            yield s, "recompute"
+        else:
+            yield s, "offload"
+
+
+def decide_for_peak(
+    pair: TrainingPair,
+    budget: int,
+    counts: dict[str, int],
+    min_bytes: int,
+    recompute: set[int],
+    min_gain: float,
+    ahead: int,
+) -> tuple[int, int, int]:
+    """Move values so the kept bytes fit ``budget`` choosing, at each step, the move that
+    leaves the lowest modeled peak of the whole step (:mod:`.saved_liveness`) — the values
+    alive at the peak kernel, not merely the largest; then, since the step pays for the store
+    anyway, go on moving while a move lowers that peak by at least ``min_gain`` of it. A budget
+    that holds everything moves nothing. Returns (kept bytes, keep-all peak, modeled peak)."""
+    from . import saved_liveness
+
+    def peak() -> int:
+        return saved_liveness.timeline(pair, counts, ahead=ahead).peak.total
+
+    saved = pair.saved
+    kept = sum(s.nbytes(counts) for s in saved)
+    first = current = peak()
+    if kept <= budget:  # nothing has to move: keep-all is the reference, untouched
+        return kept, first, first
+    while True:
+        best = None
+        for s, how in list(_moves(saved, counts, min_bytes, recompute)):
+            s.decision = how
+            score = (peak(), -s.nbytes(counts), s.slot)
+            s.decision = "keep"
+            if best is None or score < best[0]:
+                best = (score, s, how)
+        if best is None:
+            break
+        (new_peak, _, _), s, how = best
+        if kept <= budget and new_peak > (1.0 - min_gain) * current:
+            break
+        s.decision = how
+        kept -= s.nbytes(counts)
+        current = new_peak
+    _leads(pair, ahead, current, peak)
+    return kept, first, current
+
+
+def _leads(pair: TrainingPair, ahead: int, peak_bytes: int, peak: Callable[[], int]) -> None:
+    """Give each offload the longest prefetch lead (in kernels, from ``ahead`` up to the start
+    of the backward) that keeps the modeled peak at ``peak_bytes``: the read overlaps more
+    kernels where the extra buffer costs nothing at the peak."""
+    n = len(list(pair.bblock.operations))
+    for s in pair.saved:
+        if s.decision != "offload":
+            continue
+        lead = ahead
+        while lead < n:
+            s.ahead = min(2 * lead, n)
+            if peak() > peak_bytes:
+                break
+            lead = s.ahead
+        s.ahead = lead
+
+
 def _emit(pair: TrainingPair, target: str, ahead: int) -> None:
     """Insert the decision ops and rebuild recomputed values in the backward."""
     for s in pair.saved:
         extra = {"placement.bytes": ir.StringAttr.get(s.symbolic())}
         last = users(s.train_arg, pair.train)
+        if s.decision == "offload":
+            # The write may start once the value is complete (after its last writer): the
+            # kernels that still read it overlap the write; it is freed after the last read.
+            last = [op for op in last if _writes(op, s.train_arg)] or last
         loc = last[-1].location if last else pair.train.location
         with _after(pair.tblock, last[-1] if last else None):
             if s.decision == "offload":
@@ -279,7 +364,7 @@ def _emit(pair: TrainingPair, target: str, ahead: int) -> None:
                 placement.OPS.prefetch(
                     value=s.backward_arg,
                     scope=s.slot,
-                    ahead=ahead,
+                    ahead=ahead if s.ahead is None else s.ahead,
                     result=s.mtype,
                     loc=first[0].location,
                     extra=extra,
@@ -366,6 +451,8 @@ def plan_module(
     ahead: int = 1,
     min_bytes: int = 0,
     recompute: bool = True,
+    objective: str = "peak",
+    min_gain: float = 0.1,
 ) -> list[list[SavedValue]]:
     """Plan every training pair of ``module_op``; return the saved values of each."""
     plans = []
@@ -381,7 +468,14 @@ def plan_module(
         total = sum(s.nbytes(sized) for s in pair.saved)
         budget = int(memory_budget * total) if memory_budget <= 1.0 else int(memory_budget)
         cheap = {s.slot for s in pair.saved if recompute and pair.recomputable(s)}
-        kept = decide(pair.saved, budget, sized, min_bytes, cheap)
+        if objective == "peak" and not unknown:
+            kept, keep_all_peak, peak = decide_for_peak(
+                pair, budget, sized, min_bytes, cheap, min_gain, ahead
+            )
+            pair.train.attributes["placement.keep_all_peak_bytes"] = _i64(keep_all_peak)
+            pair.train.attributes["placement.peak_bytes"] = _i64(peak)
+        else:
+            kept = decide(pair.saved, budget, sized, min_bytes, cheap)
         _emit(pair, target, ahead)
         dropped = ir.ArrayAttr.get([_i64(s.slot) for s in pair.saved if s.decision != "keep"])
         for fn in (pair.train, pair.backward):
@@ -405,9 +499,29 @@ def plan_module(
     compact=Option(int, -1, "C, compact (source, relation) rows (-1: unknown)", min=-1),
     dst_compact=Option(int, -1, "D, compact (destination, relation) rows (-1: unknown)", min=-1),
     target=Option(str, "ssd", "where offloaded values go", ("ssd", "pinned_host")),
-    ahead=Option(int, 1, "kernels between a prefetch and the first use", min=0, max=1 << 20),
+    ahead=Option(
+        int,
+        1,
+        "kernels between a prefetch and its first use (objective=peak: at least; longer where "
+        "the modeled peak allows)",
+        min=0,
+        max=1 << 20,
+    ),
     min_bytes=Option(int, 0, "never move a value smaller than this", min=0),
     recompute=Option(bool, True, "allow recomputing cheap values in the backward"),
+    objective=Option(
+        str,
+        "peak",
+        "which values move: those that lower the step's modeled peak most, or the largest",
+        ("peak", "bytes"),
+    ),
+    min_gain=Option(
+        float,
+        0.1,
+        "once the budget holds, move more only while each move lowers the modeled peak by this "
+        "share (objective=peak; 1: never)",
+        min=0,
+    ),
 )
 def run(
     module_op: ir.Operation,
@@ -420,6 +534,8 @@ def run(
     ahead: int = 1,
     min_bytes: int = 0,
     recompute: bool = True,
+    objective: str = "peak",
+    min_gain: float = 0.1,
 ) -> None:
     """Pass entry point: plan every ``@f_train`` / ``@f_backward`` pair of the module."""
     counts = {"N": nodes, "E": edges, "C": compact, "D": dst_compact}
@@ -432,4 +548,6 @@ def run(
             ahead=ahead,
             min_bytes=min_bytes,
             recompute=recompute,
+            objective=objective,
+            min_gain=min_gain,
         )

@@ -2,12 +2,15 @@
 // RUN: hector-opt %s -p 'hector-autodiff, convert-hector-inter-to-intra, placement-plan-saved{memory_budget=0 nodes=100 edges=1000 compact=500 recompute=false}, convert-hector-intra-to-scf, convert-placement-to-runtime, hector-lower-llvm-cpu' | FileCheck %s --check-prefix=LLVM
 // RUN: hector-opt %s -p 'hector-autodiff, convert-hector-inter-to-intra, placement-plan-saved{memory_budget=0 nodes=100 edges=1000 compact=500}, convert-placement-to-runtime' | FileCheck %s --check-prefix=RECOMPUTE
 // RUN: hector-opt %S/../passes/Inputs/plan-saved-rgat.mlir -p 'hector-autodiff, hector-fuse, convert-hector-inter-to-intra, placement-plan-saved{memory_budget=0.5 nodes=19397 edges=422220 compact=46125 dst_compact=46125}, convert-hector-intra-to-scf, convert-placement-to-runtime, hector-lower-llvm-cpu' | FileCheck %s --check-prefix=RGAT
+// RUN: hector-opt %S/../passes/Inputs/plan-saved-hgt.mlir -p 'hector-autodiff, hector-fuse, convert-hector-inter-to-intra, placement-plan-saved{memory_budget=0.5 nodes=19397 edges=422220 compact=46125 dst_compact=46125}, convert-hector-intra-to-scf, convert-placement-to-runtime, hector-lower-llvm-cpu' | FileCheck %s --check-prefix=HGT
 
 // tanh's output (saved value 0, 8*N bytes) is offloaded. @layer_train no longer returns it: it
-// owns the buffer, starts the write right after the last kernel that reads it, waits one kernel
-// later and frees it. @layer_backward no longer takes it: it allocates the buffer one kernel
-// ahead of the first use and starts the read there, waits right before the first use, and
-// releases the stored copy and the buffer after the last use.
+// owns the buffer and starts the write as soon as the value is complete (after tanh), so the
+// gather that still reads it overlaps the write; it waits and frees the buffer before the GEMM,
+// the first kernel that touches a new buffer (overlapping that one would hold both at once).
+// @layer_backward no longer takes it: it allocates the buffer ahead of the first use (as early
+// as the modeled peak allows: here at its start, two kernels ahead) and starts the read there, waits right before the first use, and releases the stored copy and
+// the buffer after the last use.
 // CHECK-DAG: func.func private @hector_place_write(i64, i64, i64)
 // CHECK-DAG: func.func private @hector_place_wait(i64)
 // CHECK-DAG: func.func private @hector_place_prefetch(i64, i64, i64)
@@ -18,18 +21,18 @@
 // CHECK-SAME: placement.lowered = [0]
 // CHECK: %[[T:.*]] = memref.alloc(%{{.*}}) {alignment = 4096 : i64} : memref<?x2xf32>
 // CHECK: "hector_intra.traversal_template"(%{{[a-z0-9_]+}}, %[[T]]) {{.*}}fn = "tanh",
-// CHECK: "hector_intra.traversal_template"(%{{[a-z0-9_]+}}, %[[T]], %{{[a-z0-9_]+}}) {{.*}}fn = "copy"
 // CHECK-NEXT: %[[PTR:.*]] = memref.extract_aligned_pointer_as_index %[[T]]
 // CHECK: call @hector_place_write(%{{.*}}, %{{.*}}, %{{.*}}) : (i64, i64, i64) -> ()
-// CHECK: "hector_intra.gemm_template"
+// CHECK: "hector_intra.traversal_template"(%{{[a-z0-9_]+}}, %[[T]], %{{[a-z0-9_]+}}) {{.*}}fn = "copy"
 // CHECK: call @hector_place_wait(
 // CHECK-NEXT: memref.dealloc %[[T]]
+// CHECK-NEXT: "hector_intra.gemm_template"
 // CHECK-NOT: "placement.
 // CHECK-LABEL: func.func @layer_backward(
 // CHECK-NOT: "placement.
 // CHECK: memref.extract_aligned_pointer_as_index %[[B:[a-z0-9_]+]]
 // CHECK: call @hector_place_prefetch(
-// CHECK-NEXT: "hector_intra.gemm_template"
+// CHECK: "hector_intra.gemm_template"
 // CHECK: call @hector_place_wait(
 // CHECK-NEXT: "hector_intra.traversal_template"(%{{[a-z0-9_]+}}, %[[B]], %{{[a-z0-9_]+}}) {{.*}}fn = "copy"
 // CHECK: "hector_intra.traversal_template"(%{{[a-z0-9_]+}}, %[[B]], %{{[a-z0-9_]+}}) {{.*}}fn = "tanh_grad"
@@ -56,6 +59,16 @@
 // RGAT-LABEL: llvm.func @rgat_layer_backward(
 // RGAT-COUNT-2: llvm.call @hector_place_prefetch(
 // RGAT-NOT: llvm.call @hector_place_write(
+
+// HGT's at half its saved bytes: three values (the compact keys and values, a node-wise value)
+// go through the store, each written once and read back once per step.
+// HGT-LABEL: llvm.func @hgt_layer_train(
+// HGT-COUNT-3: llvm.call @hector_place_write(
+// HGT-NOT: llvm.call @hector_place_prefetch(
+// HGT-LABEL: llvm.func @hgt_layer_backward(
+// HGT-COUNT-3: llvm.call @hector_place_prefetch(
+// HGT-NOT: llvm.call @hector_place_write(
+// HGT: llvm.call @hector_place_release(
 
 // A recomputed value needs no runtime call: it just leaves the ABI (and its marker goes).
 // RECOMPUTE-LABEL: func.func @layer_train(

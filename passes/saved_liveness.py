@@ -1,0 +1,308 @@
+"""The memory a planned training step holds, kernel by kernel (``placement-plan-saved``'s model).
+
+A budget on the saved bytes alone does not bound what matters, the step's peak: the peak is at
+one kernel, and only the buffers alive *there* count. This module replays one ``@f_train`` /
+``@f_backward`` pair on the ``hector_intra`` form, as ``convert-placement-to-runtime`` will run
+it (temporaries freed after their last use, offloaded values freed once written and read back
+ahead of their first use in the backward), and gives the bytes alive during each top-level
+op and which buffers they are. Sizes are evaluated at the graph's row counts (``N``, ``E``,
+``C``, ``D``).
+
+What it counts, per function:
+
+* every ``memref.alloc`` of the function, from its first user to its last;
+* ``@f_train``'s output arguments from their first write: results to the end of the function
+  (then the caller holds them), kept saved values to the end of the backward, offloaded ones
+  until their write has finished, recomputed ones until their last use;
+* in ``@f_backward``: the results' gradients (the caller's, alive throughout), the kept saved
+  values (alive throughout: the caller releases them after the call), offloaded values from
+  their prefetch to their last use, recomputed ones from their rebuild to their last use, and
+  the gradients it writes from their first write.
+
+Graph arrays and the inputs are the caller's before and after the step: not counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlir import ir
+
+from ..dialects.hector_intra import GRAPH_LAYOUT
+from . import plan_saved
+
+__all__ = ["LiveSet", "Timeline", "grows", "kernel_ops", "timeline", "write_done"]
+
+_F32_BYTES = 4
+#: Row symbol of each graph array (the row count its length is).
+_ARRAY_ROWS = {
+    "src": "E",
+    "dst": "E",
+    "etype": "E",
+    "edge_compact": "E",
+    "edge_dst_compact": "E",
+    "ntype": "N",
+    "compact_src": "C",
+    "compact_etype": "C",
+    "dst_compact_dst": "D",
+    "dst_compact_etype": "D",
+}
+_KIND_ROWS = {kind: sym for kind, (sym, _) in plan_saved.ROWS.items()}
+
+
+@dataclass
+class LiveSet:
+    """The buffers alive during one top-level op: ``{name: bytes}``."""
+
+    function: str  # "train", "handoff" (between the two calls) or "backward"
+    index: int  # the op's position in its function (-1 for the handoff)
+    op: str
+    buffers: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        """Bytes alive."""
+        return sum(self.buffers.values())
+
+
+@dataclass
+class Timeline:
+    """The live sets of one planned step, in execution order."""
+
+    points: list[LiveSet]
+
+    @property
+    def peak(self) -> LiveSet:
+        """The live set with the most bytes (the first of equals)."""
+        return max(self.points, key=lambda p: p.total)
+
+
+def kernel_ops(fn: ir.Operation) -> list[ir.Operation]:
+    """``fn``'s top-level ops in order."""
+    return [o.operation for o in fn.regions[0].blocks[0].operations]
+
+
+def _is_kernel(op: ir.Operation) -> bool:
+    return (
+        len(op.regions) > 0
+        or op.name.startswith(("linalg.", "hector_intra."))
+        or op.name == "memref.copy"
+    )
+
+
+def write_done(ops: list[ir.Operation], last: int, lag: int, grows: list[bool]) -> int:
+    """Where an offload's write, started after op ``last``, is waited for: after at most ``lag``
+    kernels, and before any op that brings new memory in (``grows``) — overlapping the write
+    with such an op would hold the value and the new buffer at once, at a new high."""
+    j, kernels = last + 1, 0
+    while j < len(ops) and kernels < lag and not grows[j]:
+        kernels += _is_kernel(ops[j])
+        j += 1
+    return j  # the wait (and the free) run right before op j
+
+
+def _rows(value: ir.Value, counts: dict[str, int], fn_rows: dict[ir.Value, str]) -> int:
+    """Rows of a ``memref.dim(value, 0)`` at the graph's counts."""
+    if isinstance(value, ir.BlockArgument):
+        sym = fn_rows.get(value)
+        if sym is None and value.arg_number < len(GRAPH_LAYOUT):
+            sym = _ARRAY_ROWS.get(GRAPH_LAYOUT[value.arg_number].name, "N")
+        return counts[sym or "N"]
+    owner = value.owner
+    owner = owner.operation if hasattr(owner, "operation") else owner
+    if owner.name == "memref.alloc" and len(owner.operands):
+        return _dim_rows(owner.operands[0], counts, fn_rows)
+    if owner.name in ("memref.collapse_shape", "memref.expand_shape", "memref.cast"):
+        return _rows(owner.operands[0], counts, fn_rows)
+    return counts["N"]
+
+
+def _dim_rows(size: ir.Value, counts: dict[str, int], fn_rows: dict[ir.Value, str]) -> int:
+    """The row count a dynamic size operand stands for (a ``memref.dim`` of some buffer)."""
+    owner = size.owner
+    owner = owner.operation if hasattr(owner, "operation") else owner
+    if not isinstance(size, ir.BlockArgument) and owner.name == "memref.dim":
+        return _rows(owner.operands[0], counts, fn_rows)
+    return counts["N"]
+
+
+def _bytes(value: ir.Value, counts: dict[str, int], fn_rows: dict[ir.Value, str]) -> int:
+    """Bytes of buffer ``value`` (an alloc or an argument) at the graph's counts."""
+    mtype = ir.MemRefType(value.type)
+    n = _F32_BYTES
+    for i, d in enumerate(mtype.shape):
+        if not mtype.is_dynamic_dim(i):
+            n *= d
+    if any(mtype.is_dynamic_dim(i) for i in range(mtype.rank)):
+        owner = None if isinstance(value, ir.BlockArgument) else value.owner
+        owner = owner.operation if owner is not None and hasattr(owner, "operation") else owner
+        if owner is not None and owner.name == "memref.alloc":
+            n *= _dim_rows(owner.operands[0], counts, fn_rows)
+        else:
+            n *= _rows(value, counts, fn_rows)
+    return n
+
+
+def _span(value: ir.Value, fn: ir.Operation, index: dict[ir.Operation, int]) -> list[int]:
+    """Positions of the ops that use ``value`` (placement markers and frees aside)."""
+    return [
+        index[u]
+        for u in plan_saved.users(value, fn)
+        if not u.name.startswith("placement.") and u.name != "memref.dealloc"
+    ]
+
+
+def grows(
+    fn: ir.Operation,
+    first_output: int,
+    counts: dict[str, int] | None = None,
+    fn_rows: dict[ir.Value, str] | None = None,
+) -> list[bool]:
+    """Whether each top-level op of ``fn`` is the first to touch a buffer of at least 1 MiB
+    (a buffer ``fn`` allocates, or an output argument: those from ``first_output`` on). Without
+    ``counts`` every buffer with a row dimension counts."""
+    ops = kernel_ops(fn)
+    index = {op: i for i, op in enumerate(ops)}
+    out = [False] * len(ops)
+    block = fn.regions[0].blocks[0]
+    values = list(block.arguments)[first_output:]
+    values += [o.results[0] for o in ops if o.name == "memref.alloc"]
+    for v in values:
+        span = _span(v, fn, index)
+        if not span:
+            continue
+        if counts is None:
+            mtype = ir.MemRefType(v.type)
+            big = any(mtype.is_dynamic_dim(i) for i in range(mtype.rank))
+        else:
+            big = _bytes(v, counts, fn_rows or {}) >= 1 << 20
+        out[span[0]] = out[span[0]] or big
+    return out
+
+
+def timeline(
+    pair: plan_saved.TrainingPair,
+    counts: dict[str, int],
+    *,
+    ahead: int = 1,
+    write_lag: int = 1,
+) -> Timeline:
+    """The step's live sets under the decisions now on ``pair.saved`` (see the module doc)."""
+    tr_rows: dict[ir.Value, str] = {}
+    bw_rows: dict[ir.Value, str] = {}
+    n_out = ir.IntegerAttr(pair.train.attributes["hector.outputs"]).value
+    n_saved = len(pair.saved)
+    kinds = [
+        ir.StringAttr(a).value for a in ir.ArrayAttr(pair.train.attributes["hector.result_kinds"])
+    ]
+    targs = list(pair.tblock.arguments)
+    first_out = len(GRAPH_LAYOUT) + pair.n_inputs
+    outs = targs[first_out : first_out + n_out]
+    for arg, kind in zip(outs, kinds, strict=True):
+        if kind in _KIND_ROWS:
+            tr_rows[arg] = _KIND_ROWS[kind]
+    for s in pair.saved:
+        if s.kind in _KIND_ROWS:
+            bw_rows[s.backward_arg] = _KIND_ROWS[s.kind]
+    bargs = list(pair.bblock.arguments)
+    n_results = n_out - n_saved
+    d_outs = bargs[first_out + n_saved : first_out + n_saved + n_results]
+    for arg, kind in zip(d_outs, kinds[:n_results], strict=True):
+        if kind in _KIND_ROWS:
+            bw_rows[arg] = _KIND_ROWS[kind]
+    grads = bargs[first_out + n_saved + n_results :]
+    bkinds = [
+        ir.StringAttr(a).value
+        for a in ir.ArrayAttr(pair.backward.attributes["hector.result_kinds"])
+    ]
+    for arg, kind in zip(grads, bkinds, strict=False):
+        if kind in _KIND_ROWS:
+            bw_rows[arg] = _KIND_ROWS[kind]
+
+    points: list[LiveSet] = []
+    # -- @f_train ---------------------------------------------------------------------------
+    ops = kernel_ops(pair.train)
+    index = {op: i for i, op in enumerate(ops)}
+    growing = grows(pair.train, first_out, counts, tr_rows)
+    spans: dict[str, tuple[int, int, int]] = {}  # name -> (first, last, bytes)
+    end = len(ops) - 1
+    saved_of = {s.train_arg: s for s in pair.saved}
+    for k, arg in enumerate(outs):
+        span = _span(arg, pair.train, index)
+        if not span:
+            continue
+        nbytes = _bytes(arg, counts, tr_rows)
+        value = saved_of.get(arg)
+        if value is None:
+            spans[f"result {k}"] = (span[0], end, nbytes)
+        elif value.decision == "keep":
+            spans[f"saved {value.slot} (kept)"] = (span[0], end, nbytes)
+        elif value.decision == "offload":
+            done = write_done(ops, span[-1], write_lag, growing)
+            spans[f"saved {value.slot} (offloaded)"] = (span[0], done - 1, nbytes)
+        else:
+            spans[f"saved {value.slot} (recomputed)"] = (span[0], span[-1], nbytes)
+    for i, op in enumerate(ops):
+        if op.name == "memref.alloc":
+            span = _span(op.results[0], pair.train, index)
+            if span:
+                spans[f"temporary {i}"] = (
+                    span[0],
+                    span[-1],
+                    _bytes(op.results[0], counts, tr_rows),
+                )
+    points += _sweep("train", ops, spans)
+    # -- between the calls: results and kept values held; the results' gradients appear ----
+    held = {n: b for n, (_, last, b) in spans.items() if last == end}
+    for k, arg in enumerate(d_outs):
+        held[f"gradient of result {k}"] = _bytes(arg, counts, bw_rows)
+    points.append(LiveSet("handoff", -1, "between forward and backward", held))
+    # -- @f_backward ------------------------------------------------------------------------
+    ops = kernel_ops(pair.backward)
+    index = {op: i for i, op in enumerate(ops)}
+    end = len(ops) - 1
+    spans = {}
+    for k, arg in enumerate(d_outs):
+        spans[f"gradient of result {k}"] = (0, end, _bytes(arg, counts, bw_rows))
+    for s in pair.saved:
+        span = _span(s.backward_arg, pair.backward, index)
+        nbytes = _bytes(s.backward_arg, counts, bw_rows)
+        if s.decision == "keep":
+            spans[f"saved {s.slot} (kept)"] = (0, end, nbytes)
+        elif span and s.decision == "offload":
+            issue, kernels = span[0], 0
+            lead = ahead if s.ahead is None else s.ahead
+            while issue > 0 and kernels < lead:
+                issue -= 1
+                kernels += _is_kernel(ops[issue])
+            spans[f"saved {s.slot} (offloaded)"] = (issue, span[-1], nbytes)
+        elif span:
+            spans[f"saved {s.slot} (recomputed)"] = (span[0], span[-1], nbytes)
+    for k, arg in enumerate(grads):
+        span = _span(arg, pair.backward, index)
+        if span:
+            spans[f"gradient {k}"] = (span[0], end, _bytes(arg, counts, bw_rows))
+    for i, op in enumerate(ops):
+        if op.name == "memref.alloc":
+            span = _span(op.results[0], pair.backward, index)
+            if span:
+                spans[f"backward temporary {i}"] = (
+                    span[0],
+                    span[-1],
+                    _bytes(op.results[0], counts, bw_rows),
+                )
+    points += _sweep("backward", ops, spans)
+    return Timeline(points)
+
+
+def _sweep(
+    function: str, ops: list[ir.Operation], spans: dict[str, tuple[int, int, int]]
+) -> list[LiveSet]:
+    """The live set during each kernel of one function, from the buffers' spans."""
+    out = []
+    for i, op in enumerate(ops):
+        if not _is_kernel(op):
+            continue
+        live = {n: b for n, (first, last, b) in spans.items() if first <= i <= last}
+        out.append(LiveSet(function, i, op.name, live))
+    return out
