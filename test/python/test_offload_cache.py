@@ -529,3 +529,67 @@ def test_raise_on_write_error_in_a_with_block_and_flush(tmp_path):
     del z
     cache.close()
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("window", ["auto", None, 0, 1 << 20])
+def test_read_ahead_windows_stay_bit_identical(window, tmp_path):
+    ref = _train(None, steps=4)
+    got = _train("all", steps=4, root=str(tmp_path), readahead_bytes=window, ahead=2)
+    _same(got, ref)
+    stats = got[2].cache.stats()
+    assert stats["store"]["bytes_read"] > 0
+    got[2].close()
+
+
+def test_a_mixed_plan_offloads_recomputes_and_keeps_bit_identically(tmp_path):
+    from hector.passes.plan_offload import ScopeProfile
+
+    # blocks.0 offloaded (much compute to hide it), blocks.1 recomputed (cheap and within the
+    # 50% target), head kept (the last scope), embed saves nothing above the threshold.
+    mib = 1 << 20
+    scopes = [
+        ScopeProfile("embed", 1_000, 0),
+        ScopeProfile("blocks.0", 500_000_000, mib),
+        ScopeProfile("blocks.1", 1_000_000, 64 * mib),
+        ScopeProfile("head", 1_000_000, mib),
+    ]
+    plan = Plan.from_measurements(scopes, [1e9, 1e9, 2e6, 2e6], 1e9, 1e9, overhead_target=0.5)
+    assert plan.decisions == {
+        "embed": "keep",
+        "blocks.0": "offload",
+        "blocks.1": "recompute",
+        "head": "keep",
+    }
+    ref = _train(None, steps=4)
+    got = _train(plan, steps=4, root=str(tmp_path))
+    _same(got, ref)
+    assert got[2].cache.stats()["offloaded"] > 0
+    got[2].close()
+
+
+def test_time_breakdown_is_measured(tmp_path):
+    _, _, wrapped = _train("all", steps=2, root=str(tmp_path))
+    t = wrapped.cache.stats()["timing"]
+    assert t["pack_ns"] > 0
+    assert t["unpack_ns"] > 0
+    assert t["submit_ns"] > 0
+    assert t["hooks_ns"] == t["pack_ns"] + t["unpack_ns"] + t["release_ns"]
+    inside = t["submit_ns"] + t["write_wait_ns"] + t["read_wait_ns"] + t["alloc_ns"]
+    assert t["python_ns"] == max(t["hooks_ns"] - inside - t["staging_ns"] - t["drain_ns"], 0)
+    wrapped.close()
+
+
+def test_adaptive_plans_from_the_measured_step(tmp_path):
+    _, _, wrapped = _train("adaptive", steps=3, root=str(tmp_path))
+    cache = wrapped.cache
+    assert cache.write_bandwidth > 0
+    assert cache.read_bandwidth > 0
+    assert 'placement.rule = "hidden-io"' in cache.plan.text
+    assert "placement.backward_ns" in cache.plan.text
+    wrapped.close()
+
+
+@pytest.mark.parametrize("window", [-1, "big", 1.5])
+def test_bad_read_ahead_window_is_a_clear_error(window):
+    with pytest.raises(OffloadError, match="readahead_bytes must be"):
+        TensorCache("all", readahead_bytes=window)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hector.offload import Plan, PlanError
+from hector.offload.plan import plan_hidden, simulate_step
 from hector.passes.plan_offload import ScopeProfile, decide, profile_ir, required_bandwidths
 
 MIB = 1 << 20
@@ -77,3 +78,62 @@ def test_profile_ir_escapes_names():
 def test_plan_without_decisions_is_rejected():
     with pytest.raises(PlanError, match="contains no placement decisions"):
         Plan.from_ir(profile_ir(_scopes(), 1e9), "profile.mlir")
+
+
+# ---- the hidden-I/O rule (measured forward/backward times, write and read bandwidth) --------
+
+GIB = 1 << 30
+
+
+def test_hidden_rule_offloads_what_compute_hides_and_keeps_the_last_scope():
+    # 4 blocks of 10 ms forward / 20 ms backward, 64 MiB each, 1 GiB/s both ways: every write
+    # (62.5 ms) ends long before its read is due, except the last block's (read due at once).
+    fwd, bwd, nbytes = [10e6] * 4, [20e6] * 4, [64 * MIB] * 4
+    got = plan_hidden([f * 10 for f in fwd], [b * 10 for b in bwd], nbytes, GIB, GIB)
+    assert got == ["offload", "offload", "offload", "keep"]
+    model = simulate_step([f * 10 for f in fwd], [b * 10 for b in bwd], nbytes, got, GIB, GIB)
+    assert model.exposed_ns == 0
+    assert model.kept_in_memory == ()
+
+
+def test_hidden_rule_keeps_what_io_cannot_hide():
+    # 1 ms of compute per scope cannot hide 64 MiB at 1 GiB/s (62.5 ms): nothing is offloaded,
+    # and recomputation (1 ms of a 12 ms step, 8%) is over a 5% target but within 10%.
+    fwd, bwd, nbytes = [1e6] * 4, [2e6] * 4, [64 * MIB] * 4
+    assert plan_hidden(fwd, bwd, nbytes, GIB, GIB, recompute=False) == ["keep"] * 4
+    assert plan_hidden(fwd, bwd, nbytes, GIB, GIB) == ["keep"] * 4
+    got = plan_hidden(fwd, bwd, nbytes, GIB, GIB, overhead_target=0.1)
+    assert got.count("recompute") == 1
+    assert got[-1] == "keep"  # the last scope's backward comes first: recomputing frees nothing
+
+
+def test_a_write_still_running_when_its_read_is_due_is_not_offloaded():
+    fwd, bwd, nbytes = [100e6, 1e6], [200e6, 2e6], [MIB, 512 * MIB]
+    model = simulate_step(fwd, bwd, nbytes, ["offload", "offload"], GIB, GIB)
+    assert model.kept_in_memory == (1,)
+    assert plan_hidden(fwd, bwd, nbytes, GIB, GIB, recompute=False) == ["offload", "keep"]
+
+
+def test_hidden_rule_rejects_bad_bandwidth():
+    with pytest.raises(ValueError, match="bandwidth must be > 0"):
+        plan_hidden([1.0], [2.0], [1], 0, 1)
+
+
+def test_measured_plan_is_placement_ir(tmp_path):
+    scopes = [ScopeProfile(f"blocks.{i}", 100_000_000, 64 * MIB) for i in range(4)]
+    plan = Plan.from_measurements(scopes, [200e6] * 4, GIB, GIB)
+    assert plan.policy == "adaptive"
+    assert plan.decisions == {
+        "blocks.0": "offload",
+        "blocks.1": "offload",
+        "blocks.2": "offload",
+        "blocks.3": "keep",
+    }
+    text = str(plan)
+    assert 'placement.rule = "hidden-io"' in text
+    assert "placement.backward_ns = 200000000" in text
+    assert "placement.read_bandwidth" in text
+    assert text.count('"placement.prefetch"') == 3
+    path = tmp_path / "plan.mlir"
+    plan.save(path)
+    assert Plan.load(path).decisions == plan.decisions
