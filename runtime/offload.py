@@ -100,6 +100,7 @@ _STATS = (
     "copies_avoided_bytes",
     "registered_bytes",
     "backend",
+    "open_ns",
 )
 
 
@@ -409,7 +410,8 @@ class TensorStore:
         ``write_busy_ns`` / ``read_busy_ns`` (wall time with an operation in flight),
         ``write_bandwidth`` / ``read_bandwidth`` (bytes per busy second); the caller's side:
         ``submit_ns`` (in :meth:`write` / :meth:`read`), ``write_wait_ns`` / ``read_wait_ns``
-        (blocked in :meth:`wait`); the I/O threads': ``copy_ns`` / ``copy_bytes`` (staging
+        (blocked in :meth:`wait`); the I/O threads': ``open_ns`` (creating/opening the files),
+        ``copy_ns`` / ``copy_bytes`` (staging
         copies), ``crc_ns`` / ``crc_bytes`` (CRC32C and padding checks), ``ring_submit_ns``
         (io_uring submissions), ``write_io_ns`` / ``read_io_ns`` (request latencies summed),
         ``io_requests``; ``copies_avoided_bytes`` (bytes moved without the staging copy the

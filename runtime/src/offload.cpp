@@ -231,6 +231,11 @@ struct Object {
   int64_t pad = 0;  // file offset of the first byte: the source address mod 4096 (O_DIRECT)
   int64_t disk_bytes = 0;
   int fd = -1;
+  // The file is created/opened by the first I/O thread that takes one of the operation's
+  // chunks (creating a file costs ~0.1-1 ms on ext4: the caller's thread should not pay it).
+  std::mutex open_mu;
+  bool opened = false;
+  int open_errno = 0;
   State state = kWriting;
   int32_t status = HECTOR_OK;  // final status of the last operation
   int err = 0;                 // errno of the last failure
@@ -292,7 +297,7 @@ struct Counters {
   std::atomic<int64_t> copy_ns{0}, copy_bytes{0}, crc_ns{0}, crc_bytes{0};
   std::atomic<int64_t> submit_ns{0}, ring_submit_ns{0};
   std::atomic<int64_t> write_wait_ns{0}, read_wait_ns{0}, write_io_ns{0}, read_io_ns{0};
-  std::atomic<int64_t> io_requests{0}, copies_avoided{0}, registered_bytes{0};
+  std::atomic<int64_t> io_requests{0}, copies_avoided{0}, registered_bytes{0}, open_ns{0};
 };
 
 // An io_uring ring, its thread's request slots and their staging buffers.
@@ -345,6 +350,7 @@ struct hector_store {
   void pool_worker();
   void ring_worker(RingState* rs);
   bool plan(Job& j);
+  bool open_file(Job& j);
   int64_t previous_copy(const Object* o, const void* user, int64_t d0, int64_t d1) const;
   int64_t staged_bytes(const Job& j) const;
   bool stage(Job& j, Staging& st);
@@ -411,6 +417,7 @@ void hector_store::fail_short(Job& j, int64_t off, int64_t got, int64_t want) {
 // Returns false when the chunk fails without I/O (an injected fault).
 bool hector_store::plan(Job& j) {
   Object* o = j.c.obj;
+  if (!open_file(j)) return false;
   const int64_t start = j.c.index * chunk;
   j.fs = std::max(start, o->pad);
   j.fe = std::min(start + chunk, o->pad + o->nbytes);
@@ -463,6 +470,29 @@ int64_t hector_store::staged_bytes(const Job& j) const {
     if (p.where != kMemory) n += std::min(p.off + p.len, j.fe) - std::max(p.off, j.fs);
   }
   return n;
+}
+
+// Creates (write) or opens (read) the object's file once per operation, on the I/O thread
+// that first needs it. False (and the job failed, naming the file and the cause) on failure.
+bool hector_store::open_file(Job& j) {
+  Object* o = j.c.obj;
+  std::lock_guard<std::mutex> lock(o->open_mu);
+  if (!o->opened) {
+    const int64_t t0 = now_ns();
+    const int flags = (j.c.write ? O_WRONLY | O_CREAT | O_TRUNC : O_RDONLY) | O_CLOEXEC |
+                      (direct ? O_DIRECT : 0);
+    o->fd = ::open(o->path.c_str(), flags, 0600);
+    o->open_errno = o->fd < 0 ? errno : 0;
+    o->opened = true;
+    counters.open_ns += now_ns() - t0;
+  }
+  if (o->open_errno == 0) return true;
+  j.status = HECTOR_STORE_ERR_IO;
+  j.err = o->open_errno;
+  j.msg = std::string(j.c.write ? "write of " : "read of ") + o->path + " failed: " +
+          (j.c.write ? "cannot create the file: " : "cannot open the file: ") +
+          errno_text(o->open_errno);
+  return false;
 }
 
 // Allocates the staging a job's pieces use; for a write, fills it (the object's bytes, zeros
@@ -1025,9 +1055,11 @@ int32_t hector_store_write(hector_store* s, const void* src, int64_t nbytes, int
   o->state = kWriting;
   const int64_t chunks = nbytes > 0 ? (o->pad + nbytes + s->chunk - 1) / s->chunk : 0;
   o->crcs.assign(static_cast<size_t>(chunks), 0);
-  o->fd = ::open(o->path.c_str(),
-                 O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (s->direct ? O_DIRECT : 0), 0600);
-  int open_errno = o->fd < 0 ? errno : 0;
+  int open_errno = 0;
+  if (chunks == 0) {  // no I/O thread will see it: create the empty file here
+    o->fd = ::open(o->path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    open_errno = o->fd < 0 ? errno : 0;
+  }
   std::lock_guard<std::mutex> lock(s->mu);
   s->objects.emplace(o->key, std::move(obj));
   *key_out = o->key;
@@ -1055,12 +1087,16 @@ int32_t hector_store_read(hector_store* s, int64_t key, void* dst, int64_t nbyte
   o->dst = static_cast<uint8_t*>(dst);
   o->fault = s->take_fault(HECTOR_OP_READ);
   s->begin_op(HECTOR_OP_READ);
-  lock.unlock();
-  int fd = ::open(o->path.c_str(), O_RDONLY | O_CLOEXEC | (s->direct ? O_DIRECT : 0));
-  int open_errno = fd < 0 ? errno : 0;
-  lock.lock();
-  o->fd = fd;
+  o->opened = false;  // no chunk of this object is in flight: nobody holds open_mu
   const int64_t chunks = static_cast<int64_t>(o->crcs.size());
+  int open_errno = 0;
+  if (chunks == 0) {  // no I/O thread will see it: check the (empty) file here
+    lock.unlock();
+    const int fd = ::open(o->path.c_str(), O_RDONLY | O_CLOEXEC);
+    open_errno = fd < 0 ? errno : 0;
+    lock.lock();
+    o->fd = fd;
+  }
   enqueue_chunks(s, o, chunks, open_errno, false);
   s->counters.submit_ns += now_ns() - t0;
   return HECTOR_OK;
@@ -1180,6 +1216,7 @@ int64_t hector_store_stats2(hector_store* s, int64_t* out, int64_t n) {
   all[HECTOR_STAT_IO_REQUESTS] = c.io_requests;
   all[HECTOR_STAT_COPIES_AVOIDED_BYTES] = c.copies_avoided;
   all[HECTOR_STAT_REGISTERED_BYTES] = c.registered_bytes;
+  all[HECTOR_STAT_OPEN_NS] = c.open_ns;
   all[HECTOR_STAT_BACKEND] = s->backend == kIoUring ? HECTOR_BACKEND_IO_URING
                                                     : HECTOR_BACKEND_THREADS;
   const int64_t m = std::min<int64_t>(n, HECTOR_STAT_COUNT);

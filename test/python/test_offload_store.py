@@ -463,9 +463,10 @@ _REPORT_BACKEND = textwrap.dedent(
 
 def _report_backend(root: str, asked: str, prelude: str = "", **env: str) -> dict:
     code = _REPORT_BACKEND.format(prelude=prelude)
+    base = {k: v for k, v in os.environ.items() if k != "HECTOR_OFFLOAD_BACKEND"}
     out = subprocess.run(
         [sys.executable, "-c", code, root, asked],
-        env=dict(os.environ, **env),
+        env=dict(base, **env),
         capture_output=True,
         text=True,
     )

@@ -60,7 +60,7 @@ extern "C" {
 #define HECTOR_BACKEND_IO_URING 2
 
 /* Indices of hector_store_stats2's values. Times are nanoseconds summed over the threads that
- * spent them. Caller side: SUBMIT_NS (inside hector_store_write/read: file open, queueing),
+ * spent them. Caller side: SUBMIT_NS (inside hector_store_write/read: bookkeeping, queueing),
  * WRITE_WAIT_NS / READ_WAIT_NS (blocked in hector_store_wait on a write / a read). I/O threads:
  * COPY_NS / COPY_BYTES (copies between the caller's memory and staging buffers), CRC_NS /
  * CRC_BYTES (CRC32C and padding checks), RING_SUBMIT_NS (io_uring_enter submissions),
@@ -68,7 +68,9 @@ extern "C" {
  * IO_REQUESTS (requests issued). COPIES_AVOIDED_BYTES: bytes moved straight between the
  * caller's memory and the file that the store's previous design (a whole-chunk bounce copy
  * whenever an address or length was not 4096-aligned under O_DIRECT) would have copied.
- * REGISTERED_BYTES: staging memory registered with io_uring. BACKEND: HECTOR_BACKEND_*. */
+ * REGISTERED_BYTES: staging memory registered with io_uring. BACKEND: HECTOR_BACKEND_*.
+ * OPEN_NS (I/O threads): creating / opening objects' files, done there rather than in the
+ * caller's hector_store_write / hector_store_read. */
 enum {
   HECTOR_STAT_BYTES_WRITTEN = 0,
   HECTOR_STAT_BYTES_READ,
@@ -92,6 +94,7 @@ enum {
   HECTOR_STAT_COPIES_AVOIDED_BYTES,
   HECTOR_STAT_REGISTERED_BYTES,
   HECTOR_STAT_BACKEND,
+  HECTOR_STAT_OPEN_NS,
   HECTOR_STAT_COUNT
 };
 
