@@ -10,8 +10,9 @@ shard of the seeds and DDP averaging the gradients::
     torchrun --nproc_per_node 2 examples/train_minibatch.py --dataset synthetic:mag --steps 20
 
 The loop is a plain PyTorch loop: ``hector.loader.NeighborLoader`` samples each batch natively
-(per-relation fan-outs, several hops) and gathers its input features from a memory-mapped file
-in a worker thread while the previous step computes; the model's layers are compiled once per
+(per-relation fan-outs, several hops) and reads its input feature rows from an ``.npy`` file
+(native ``pread`` in file order, never mapping or loading the table) in a worker thread while
+the previous step computes; the model's layers are compiled once per
 mode and reused for every batch (each has its own node and edge counts). Rank 0 prints the
 loss, per-phase times and the number of compilations; ``--json`` writes them as one record.
 """

@@ -9,9 +9,12 @@ the previous step. Each run trains ``--warmup`` + ``--steps`` batches and report
 
 * batches/s over the measured steps (wall clock, loader waits included);
 * per-phase seconds per step: ``sampling`` and ``gather`` (in the loader's worker threads,
-  overlapped with compute), ``wait`` (the training loop blocked on the loader: the part of
+  overlapped with compute, so their wall time includes waiting for the cores the step's
+  compute holds), ``wait`` (the training loop blocked on the loader: the part of
   sampling + gather that was not hidden), ``forward`` (with the loss), ``backward`` (with DDP's
   all-reduce), ``optimizer``;
+* ``loader_alone_s``: the measured batches' sampling and gather prepared again after training,
+  alone in the process, and their share of the step (``sampling_plus_gather_alone_share``);
 * compilations of Hector's compiled functions: after warm-up they must not grow (one kernel per
   layer per mode; an inference pass over ``--eval-batches`` batches adds the inference mode);
 * peak RSS during the measured steps (high-water mark reset after set-up) against the feature
@@ -399,7 +402,28 @@ def train(
                     model(next(it))
             out["compilations"]["inference"] = _compilations(counted) - before
             model.train()
+    it.close()  # stop the prefetching workers before timing the loader alone
+    alone = loader_alone(loader, range(warmup, warmup + steps))
+    out["loader_alone_s"] = alone
+    out["sampling_plus_gather_alone_share"] = round(
+        (alone["sampling"] + alone["gather"]) / out["phase_s"]["step"], 4
+    )
     return out
+
+
+def loader_alone(loader: Any, indices: Any) -> dict[str, float]:
+    """Mean seconds of sampling and of the feature gather of batches ``indices`` of the
+    loader's current epoch, prepared again in this thread with nothing else running in the
+    process (the training loop's figures are wall times of a worker thread that shares the
+    cores with the step's compute)."""
+    shard = loader._shard()
+    times: dict[str, list[float]] = defaultdict(list)
+    for i in indices:
+        batch = loader.sample(shard[i * loader.batch_size : (i + 1) * loader.batch_size], index=i)
+        for k in ("sampling", "gather"):
+            times[k].append(batch.times[k])
+        del batch
+    return {k: round(float(np.mean(v)), 5) for k, v in times.items()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -588,7 +612,8 @@ def _print_row(r: dict[str, Any]) -> None:
         + (f" ({r['global_batches_per_s']:.3f} global)" if "global_batches_per_s" in r else "")
         + "  "
         + " ".join(f"{k}={ph[k] * 1e3:.0f}ms" for k in (*PHASES, "step"))
-        + f"  sampling+gather {r['sampling_plus_gather_share']:.0%} of step, exposed "
+        + f"  sampling+gather {r['sampling_plus_gather_share']:.0%} of step (overlapped), "
+        + f"{r['sampling_plus_gather_alone_share']:.0%} (alone), exposed "
         + f"{r['exposed_loader_share']:.0%}"
         + (f"  compilations {comp}" if comp else "")
     )
