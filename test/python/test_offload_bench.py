@@ -53,3 +53,74 @@ def test_worker_reports_figures(tmp_path, system):
         assert out["bytes_written_per_step"] >= 0
         assert out["timeline"]
     assert os.listdir(tmp_path) == []
+
+
+def test_worker_breaks_the_offloaded_step_down(tmp_path):
+    out = bench._worker(
+        {
+            "system": "hector-all",
+            "config": {**TINY, "hidden": 64, "seq": 64},
+            "steps": 2,
+            "warmup": 1,
+            "root": str(tmp_path),
+            "threads": 1,
+        }
+    )
+    parts = out["time_breakdown_ms_per_step"]
+    for key in ("pack", "unpack", "release", "submit", "write_wait", "read_wait", "python"):
+        assert parts[key] >= 0
+    assert parts["hooks"] > 0
+    assert out["io_backend"]
+    assert isinstance(out["store_phases_ms_per_step"], dict)
+
+
+def test_deepspeed_cpu_checkpointing_is_reported_unsupported_on_a_cpu_device(tmp_path, monkeypatch):
+    # Not installed: it does not import; installed (0.19.8): its CPU copy of a CPU tensor
+    # empties the tensor and backward fails. Either way the row says why instead of failing.
+    # (The worker normally runs in its own process: keep its environment and process group
+    # out of this one.)
+    import torch.distributed as dist
+
+    for key, value in (("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29631"), ("RANK", "0")):
+        monkeypatch.setenv(key, value)
+    for key, value in (("WORLD_SIZE", "1"), ("LOCAL_RANK", "0"), ("DS_ACCELERATOR", "cpu")):
+        monkeypatch.setenv(key, value)
+    out = bench._worker(
+        {
+            "system": "deepspeed-cpu-checkpoint",
+            "config": TINY,
+            "steps": 1,
+            "warmup": 1,
+            "root": str(tmp_path),
+            "threads": 1,
+        }
+    )
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    assert out["unsupported"].startswith("deepspeed")
+
+
+def test_frontier_plot_is_written(tmp_path):
+    record = {
+        **TINY,
+        "results": [
+            {
+                "system": "keep-all",
+                "status": "ok",
+                "median_ms": 10.0,
+                "peak_mem_bytes": 8 << 20,
+                "saved_peak_bytes": 4 << 20,
+            },
+            {
+                "system": "hector-adaptive",
+                "status": "ok",
+                "median_ms": 11.0,
+                "peak_mem_bytes": 4 << 20,
+                "saved_peak_bytes": 2 << 20,
+            },
+            {"system": "deepspeed-cpu-checkpoint", "status": "unsupported", "error": "x"},
+        ],
+    }
+    path = tmp_path / "f.png"
+    bench._frontier_plot(str(path), record)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -257,9 +257,15 @@ def _deepspeed_checkpointing(model: Any, cpu: bool) -> None:
     """Wrap each block in DeepSpeed's activation checkpointing (``checkpoint_in_cpu=cpu``)."""
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
     try:
-        import deepspeed
+        import importlib
+
         import torch.distributed as dist
-        from deepspeed.runtime.activation_checkpointing import checkpointing as ds_ckpt
+
+        # Imported by name: an optional package without type information.
+        deepspeed = importlib.import_module("deepspeed")
+        ds_ckpt = importlib.import_module(
+            "deepspeed.runtime.activation_checkpointing.checkpointing"
+        )
     except Exception as err:  # noqa: BLE001  (any import failure means: not available here)
         raise _Unsupported(f"deepspeed does not import: {type(err).__name__}: {err}") from None
     if not dist.is_initialized():  # DeepSpeed's checkpointing asks for a process group
