@@ -60,7 +60,9 @@ bool Ring::init(unsigned entries, std::string* reason) {
     *reason = "the kernel cannot list its io_uring operations (IORING_REGISTER_PROBE, < 5.6)";
     return false;
   }
-  bool ok = io_uring_opcode_supported(probe, IORING_OP_READ) &&
+  bool ok = io_uring_opcode_supported(probe, IORING_OP_READV) &&
+            io_uring_opcode_supported(probe, IORING_OP_WRITEV) &&
+            io_uring_opcode_supported(probe, IORING_OP_READ) &&
             io_uring_opcode_supported(probe, IORING_OP_WRITE) &&
             io_uring_opcode_supported(probe, IORING_OP_READ_FIXED) &&
             io_uring_opcode_supported(probe, IORING_OP_WRITE_FIXED);
@@ -90,6 +92,18 @@ bool Ring::prep(bool write, int fd, void* addr, uint32_t len, uint64_t off, int 
     else
       io_uring_prep_read(sqe, fd, addr, len, off);
   }
+  sqe->user_data = user_data;
+  return true;
+}
+
+bool Ring::prepv(bool write, int fd, const struct iovec* iov, unsigned n, uint64_t off,
+                 uint64_t user_data) {
+  io_uring_sqe* sqe = io_uring_get_sqe(&impl_->ring);
+  if (sqe == nullptr) return false;
+  if (write)
+    io_uring_prep_writev(sqe, fd, iov, n, off);
+  else
+    io_uring_prep_readv(sqe, fd, iov, n, off);
   sqe->user_data = user_data;
   return true;
 }
@@ -236,8 +250,8 @@ bool Ring::init(unsigned entries, std::string* reason) {
               errno_text(errno);
     return false;
   }
-  for (unsigned op : {IORING_OP_READ, IORING_OP_WRITE, IORING_OP_READ_FIXED,
-                      IORING_OP_WRITE_FIXED}) {
+  for (unsigned op : {IORING_OP_READV, IORING_OP_WRITEV, IORING_OP_READ, IORING_OP_WRITE,
+                      IORING_OP_READ_FIXED, IORING_OP_WRITE_FIXED}) {
     if (op > probe->last_op || !(probe->ops[op].flags & IO_URING_OP_SUPPORTED)) {
       *reason = "the kernel's io_uring lacks operation " + std::to_string(op);
       return false;
@@ -254,13 +268,36 @@ bool Ring::register_buffers(const struct iovec* iov, unsigned n, std::string* re
   return true;
 }
 
-bool Ring::prep(bool write, int fd, void* addr, uint32_t len, uint64_t off, int buf_index,
-                uint64_t user_data) {
-  Impl& r = *impl_;
-  if (r.local_tail - __atomic_load_n(r.sq_head, __ATOMIC_ACQUIRE) >= r.sq_entries) return false;
+// The next free submission entry, zeroed and claimed (nullptr when the queue is full).
+static io_uring_sqe* next_sqe(Ring::Impl& r);
+
+bool Ring::prepv(bool write, int fd, const struct iovec* iov, unsigned n, uint64_t off,
+                 uint64_t user_data) {
+  io_uring_sqe* sqe = next_sqe(*impl_);
+  if (sqe == nullptr) return false;
+  sqe->opcode = write ? IORING_OP_WRITEV : IORING_OP_READV;
+  sqe->fd = fd;
+  sqe->off = off;
+  sqe->addr = reinterpret_cast<uint64_t>(iov);
+  sqe->len = n;
+  sqe->user_data = user_data;
+  return true;
+}
+
+static io_uring_sqe* next_sqe(Ring::Impl& r) {
+  if (r.local_tail - __atomic_load_n(r.sq_head, __ATOMIC_ACQUIRE) >= r.sq_entries) return nullptr;
   const unsigned idx = r.local_tail & r.sq_mask;
   io_uring_sqe* sqe = &r.sqes[idx];
   std::memset(sqe, 0, sizeof *sqe);
+  r.sq_array[idx] = idx;
+  ++r.local_tail;
+  return sqe;
+}
+
+bool Ring::prep(bool write, int fd, void* addr, uint32_t len, uint64_t off, int buf_index,
+                uint64_t user_data) {
+  io_uring_sqe* sqe = next_sqe(*impl_);
+  if (sqe == nullptr) return false;
   if (buf_index >= 0) {
     sqe->opcode = write ? IORING_OP_WRITE_FIXED : IORING_OP_READ_FIXED;
     sqe->buf_index = static_cast<uint16_t>(buf_index);
@@ -272,8 +309,6 @@ bool Ring::prep(bool write, int fd, void* addr, uint32_t len, uint64_t off, int 
   sqe->addr = reinterpret_cast<uint64_t>(addr);
   sqe->len = len;
   sqe->user_data = user_data;
-  r.sq_array[idx] = idx;
-  ++r.local_tail;
   return true;
 }
 

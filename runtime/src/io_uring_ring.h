@@ -43,6 +43,11 @@ class Ring {
   bool prep(bool write, int fd, void* addr, uint32_t len, uint64_t off, int buf_index,
             uint64_t user_data);
 
+  // Queues one vectored read or write (n buffers, adjacent in the file from offset off); iov
+  // must stay valid until the request completes.
+  bool prepv(bool write, int fd, const struct iovec* iov, unsigned n, uint64_t off,
+             uint64_t user_data);
+
   // Hands the queued requests to the kernel without waiting. Returns the number submitted or
   // -errno; on an error nothing that was still queued stays queued (*dropped gets the
   // user_data of every request that was not handed over, so the caller can run it itself).
@@ -57,8 +62,9 @@ class Ring {
   // "liburing" or "kernel ABI".
   static const char* implementation();
 
+  struct Impl;  // the implementation's state (public so its helpers can name it)
+
  private:
-  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -24,7 +24,10 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <sys/uio.h>
+
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -278,7 +281,6 @@ struct Job {
   int64_t fs = 0, fe = 0;  // file range of the object's bytes in this chunk
   Piece pieces[3];
   int npieces = 0;
-  int pending = 0;
   int32_t status = HECTOR_OK;
   int err = 0;
   std::string msg;
@@ -354,8 +356,11 @@ struct hector_store {
   int64_t previous_copy(const Object* o, const void* user, int64_t d0, int64_t d1) const;
   int64_t staged_bytes(const Job& j) const;
   bool stage(Job& j, Staging& st);
-  void run_piece_sync(Job& j, int index, Staging& st);
-  void piece_result(Job& j, const Piece& p, int64_t got);
+  int64_t job_bytes(const Job& j) const;
+  int fill_iov(const Job& j, const Staging& st, iovec* iov) const;
+  int64_t finish_sync(Job& j, const Staging& st, int64_t done);
+  void run_job_sync(Job& j, const Staging& st);
+  void job_result(Job& j, int64_t got);
   void complete(Job& j, Staging& st);
   bool verify_read(Job& j, Staging& st);
   void fail_errno(Job& j, int e);
@@ -532,22 +537,67 @@ bool hector_store::stage(Job& j, Staging& st) {
   return true;
 }
 
-void hector_store::piece_result(Job& j, const Piece& p, int64_t got) {
-  if (got < 0)
-    fail_errno(j, static_cast<int>(-got));
-  else if (got < p.len)
-    fail_short(j, p.off, got, p.len);
+// A job's pieces are adjacent in the file: they move as one (vectored) request.
+int64_t hector_store::job_bytes(const Job& j) const {
+  int64_t n = 0;
+  for (int i = 0; i < j.npieces; ++i) n += j.pieces[i].len;
+  return n;
 }
 
-void hector_store::run_piece_sync(Job& j, int index, Staging& st) {
-  const Piece& p = j.pieces[index];
-  uint8_t* buf = address(j, p, st);
+int hector_store::fill_iov(const Job& j, const Staging& st, iovec* iov) const {
+  for (int i = 0; i < j.npieces; ++i)
+    iov[i] = {address(j, j.pieces[i], st), static_cast<size_t>(j.pieces[i].len)};
+  return j.npieces;
+}
+
+// Moves a job's bytes from `done` on with plain pread/pwrite (after a partial transfer, or for
+// a request io_uring did not take). Returns the bytes done in all, or -errno.
+int64_t hector_store::finish_sync(Job& j, const Staging& st, int64_t done) {
+  const int fd = j.c.obj->fd;
+  int64_t total = done;
+  for (int i = 0; i < j.npieces; ++i) {
+    const Piece& p = j.pieces[i];
+    if (done >= p.len) {
+      done -= p.len;
+      continue;
+    }
+    uint8_t* buf = address(j, p, st) + done;
+    const int64_t n = p.len - done;
+    const int64_t r = j.c.write ? pwrite_full(fd, buf, n, p.off + done)
+                                : pread_full(fd, buf, n, p.off + done);
+    if (r < 0) return r;
+    total += r;
+    if (r < n) return total;
+    done = 0;
+  }
+  return total;
+}
+
+// Thread pool: one pwritev/preadv per job, finished piece by piece if it stops early.
+void hector_store::run_job_sync(Job& j, const Staging& st) {
+  iovec iov[3];
+  const int n = fill_iov(j, st, iov);
   const int fd = j.c.obj->fd;
   const int64_t t0 = now_ns();
-  const int64_t got = j.c.write ? pwrite_full(fd, buf, p.len, p.off) : pread_full(fd, buf, p.len, p.off);
+  int64_t got;
+  do {
+    got = j.c.write ? ::pwritev(fd, iov, n, j.pieces[0].off) : ::preadv(fd, iov, n, j.pieces[0].off);
+  } while (got < 0 && errno == EINTR);
+  if (got < 0)
+    got = -errno;
+  else if (got > 0 && got < job_bytes(j))
+    got = finish_sync(j, st, got);
   (j.c.write ? counters.write_io_ns : counters.read_io_ns) += now_ns() - t0;
   counters.io_requests += 1;
-  piece_result(j, p, got);
+  job_result(j, got);
+}
+
+void hector_store::job_result(Job& j, int64_t got) {
+  const int64_t want = job_bytes(j);
+  if (got < 0)
+    fail_errno(j, static_cast<int>(-got));
+  else if (got < want)
+    fail_short(j, j.pieces[0].off, got, want);
 }
 
 // After a read: copies staged bytes out, checks that the padding around the object is zero and
@@ -614,9 +664,7 @@ void hector_store::pool_worker() {
       j.c = queue.front();
       queue.pop_front();
     }
-    if (plan(j) && stage(j, st)) {
-      for (int i = 0; i < j.npieces && j.status == HECTOR_OK; ++i) run_piece_sync(j, i, st);
-    }
+    if (plan(j) && stage(j, st)) run_job_sync(j, st);
     complete(j, st);
   }
   std::free(st.small);
@@ -624,7 +672,8 @@ void hector_store::pool_worker() {
 }
 
 // io_uring: one thread per ring keeps up to depth chunks in flight. It takes chunks while it
-// has free slots, stages them (copies, CRC32C), submits their I/Os in one system call, then
+// has free slots, stages them (copies, CRC32C), submits one request per chunk (a fixed-buffer
+// read/write when the chunk is one staged piece, else a vectored one) in one system call, then
 // blocks until a completion arrives; requests the kernel did not take are run synchronously.
 void hector_store::ring_worker(RingState* rs) {
   const int depth = rs->depth;
@@ -632,8 +681,9 @@ void hector_store::ring_worker(RingState* rs) {
   std::vector<int> free_slots;
   for (int i = depth - 1; i >= 0; --i) free_slots.push_back(i);
   std::vector<Chunk> taken;
-  std::vector<hector_io::Completion> done(static_cast<size_t>(depth) * 3);
-  std::vector<uint64_t> dropped(static_cast<size_t>(depth) * 3);
+  std::vector<hector_io::Completion> done(static_cast<size_t>(depth));
+  std::vector<uint64_t> dropped(static_cast<size_t>(depth));
+  std::vector<std::array<iovec, 3>> iovs(static_cast<size_t>(depth));
   int active = 0;
   int64_t in_kernel = 0;
   auto release = [&](int slot) {
@@ -665,15 +715,18 @@ void hector_store::ring_worker(RingState* rs) {
         release(slot);
         continue;
       }
-      j.pending = j.npieces;
       j.submitted_at = now_ns();
-      for (int i = 0; i < j.npieces; ++i) {
-        const Piece& p = j.pieces[i];
+      const Piece& p = j.pieces[0];
+      if (j.npieces == 1) {
         const int index = p.where == kSmall ? st.small_index : -1;
         rs->ring->prep(c.write, c.obj->fd, address(j, p, st), static_cast<uint32_t>(p.len),
-                       static_cast<uint64_t>(p.off), index, static_cast<uint64_t>(slot) * 4 + i);
-        ++queued;
+                       static_cast<uint64_t>(p.off), index, static_cast<uint64_t>(slot));
+      } else {
+        const int n = fill_iov(j, st, iovs[slot].data());
+        rs->ring->prepv(c.write, c.obj->fd, iovs[slot].data(), static_cast<unsigned>(n),
+                        static_cast<uint64_t>(p.off), static_cast<uint64_t>(slot));
       }
+      ++queued;
     }
     if (queued > 0) {
       const int64_t t0 = now_ns();
@@ -683,10 +736,9 @@ void hector_store::ring_worker(RingState* rs) {
       counters.io_requests += queued - static_cast<int64_t>(ndropped);
       in_kernel += queued - static_cast<int64_t>(ndropped);
       for (unsigned k = 0; k < ndropped; ++k) {
-        const int slot = static_cast<int>(dropped[k] / 4);
-        Job& j = jobs[slot];
-        run_piece_sync(j, static_cast<int>(dropped[k] % 4), rs->staging[slot]);
-        if (--j.pending == 0) release(slot);
+        const int slot = static_cast<int>(dropped[k]);
+        run_job_sync(jobs[slot], rs->staging[slot]);
+        release(slot);
       }
     }
     if (in_kernel == 0) continue;
@@ -694,21 +746,14 @@ void hector_store::ring_worker(RingState* rs) {
     const unsigned n = rs->ring->reap(done.data(), static_cast<unsigned>(done.size()));
     const int64_t t = now_ns();
     for (unsigned k = 0; k < n; ++k) {
-      const int slot = static_cast<int>(done[k].user_data / 4);
+      const int slot = static_cast<int>(done[k].user_data);
       Job& j = jobs[slot];
-      const Piece& p = j.pieces[done[k].user_data % 4];
       int64_t got = done[k].res;
-      if (got > 0 && got < p.len) {  // a partial transfer: finish it here
-        uint8_t* buf = address(j, p, rs->staging[slot]) + got;
-        const int fd = j.c.obj->fd;
-        int64_t more = j.c.write ? pwrite_full(fd, buf, p.len - got, p.off + got)
-                                 : pread_full(fd, buf, p.len - got, p.off + got);
-        got = more < 0 ? more : got + more;
-      }
+      if (got > 0 && got < job_bytes(j)) got = finish_sync(j, rs->staging[slot], got);
       (j.c.write ? counters.write_io_ns : counters.read_io_ns) += t - j.submitted_at;
-      piece_result(j, p, got);
+      job_result(j, got);
       --in_kernel;
-      if (--j.pending == 0) release(slot);
+      release(slot);
     }
   }
 }
