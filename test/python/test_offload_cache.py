@@ -593,3 +593,12 @@ def test_adaptive_plans_from_the_measured_step(tmp_path):
 def test_bad_read_ahead_window_is_a_clear_error(window):
     with pytest.raises(OffloadError, match="readahead_bytes must be"):
         TensorCache("all", readahead_bytes=window)
+
+
+def test_trim_mode_trains_bit_identically_and_bad_modes_are_errors(tmp_path):
+    ref = _train(None, steps=3)
+    got = _train("all", steps=3, root=str(tmp_path), release_memory="trim")
+    _same(got, ref)
+    got[2].close()
+    with pytest.raises(OffloadError, match="release_memory must be one of"):
+        TensorCache("all", release_memory="sometimes")

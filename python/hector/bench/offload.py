@@ -56,6 +56,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {SYSTEMS}"
     )
+    parser.add_argument(
+        "--release-memory",
+        choices=("mmap", "trim", "off"),
+        default="mmap",
+        help="hector systems: how freed activations leave the process (TensorCache "
+        "release_memory; default mmap)",
+    )
     parser.add_argument("--root", default=None, help="offload root (default: $TMPDIR)")
     parser.add_argument("--raw-mib", type=int, default=256, help="raw disk test size (MiB)")
     parser.add_argument("--json", metavar="PATH", default=None, help="write the JSON record")
@@ -240,7 +247,14 @@ def _setup_system(system: str, model: Any, payload: dict[str, Any]) -> tuple[Any
 
     if system in ("hector-all", "hector-adaptive"):
         policy = "all" if system == "hector-all" else "adaptive"
-        wrapped = wrap(model, policy, root=payload.get("root"), record_timeline=True)
+        release = payload.get("release_memory", "mmap")
+        wrapped = wrap(
+            model,
+            policy,
+            root=payload.get("root"),
+            record_timeline=True,
+            release_memory=False if release == "off" else release,
+        )
         return wrapped, wrapped.cache
     if system == "checkpoint":
         from torch.utils.checkpoint import checkpoint
@@ -551,6 +565,7 @@ def run(args: argparse.Namespace) -> int:
             "warmup": args.warmup,
             "root": root,
             "threads": args.threads,
+            "release_memory": args.release_memory,
         }
         answer = measure_in_subprocess("hector.bench.offload", payload)
         entry: dict[str, Any] = {"system": system}
@@ -621,6 +636,7 @@ def run(args: argparse.Namespace) -> int:
         "host": host_info("cpu"),
         "io_backend": next((r["io_backend"] for r in results if r.get("io_backend")), IO_BACKEND),
         "threads": args.threads,
+        "release_memory": args.release_memory,
         "load_average": os.getloadavg(),
         "raw_disk": raw,
         "engine_alone": engine,

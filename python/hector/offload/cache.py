@@ -103,10 +103,25 @@ _M_MMAP_THRESHOLD = -3  # <malloc.h>
 _allocator_fixed = False
 
 
-def _release_freed_memory(enabled: bool) -> None:
+#: ``release_memory="trim"``: hand freed heap memory back after this many bytes were freed.
+_TRIM_EVERY = 32 << 20
+RELEASE_MODES = (True, False, "mmap", "trim")
+
+
+def _malloc_trim() -> None:
+    """Return the free pages of glibc's heaps to the operating system."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
+def _release_freed_memory(enabled: bool | str) -> None:
     """Fix glibc's mmap threshold once per process (see ``release_memory``)."""
     global _allocator_fixed
-    if _allocator_fixed or not enabled:
+    if _allocator_fixed or enabled not in (True, "mmap"):
         return
     _allocator_fixed = True
     try:
@@ -268,11 +283,13 @@ class TensorCache:
             backward never waits on the window). ``"auto"`` (default): 1.5x the largest group
             offloaded so far, so the next group's read starts once backward has released
             about half of the group it is in. ``None``: ``ahead`` groups at once (no bound).
-        release_memory: on CPU, fix glibc's mmap threshold (``mallopt(M_MMAP_THRESHOLD)``,
-            process-wide, once) so the memory of an offloaded activation returns to the
-            operating system when it is freed; otherwise glibc raises the threshold after the
-            first large free and keeps freed activations in its heap, and the process's peak
-            resident memory barely falls (docs/offload.md, "Peak memory").
+        release_memory: on CPU, ``True``/``"mmap"``: fix glibc's mmap threshold
+            (``mallopt(M_MMAP_THRESHOLD)``, process-wide, once) so the memory of an offloaded
+            activation returns to the operating system when it is freed; otherwise glibc
+            raises the threshold after the first large free and keeps freed activations in its
+            heap, and the process's peak resident memory barely falls (docs/offload.md, "Peak
+            memory"). ``"trim"``: leave the threshold, call ``malloc_trim`` each time 32 MiB
+            of offloaded activations were freed. ``False``: neither.
         overhead_target: ``"adaptive"``: the step-time overhead over keep-all the plan may
             spend on recomputation and exposed I/O (a fraction, default 0.05).
     """
@@ -293,7 +310,7 @@ class TensorCache:
         record_timeline: bool = False,
         write_bandwidth: float | None = None,
         readahead_bytes: int | str | None = "auto",
-        release_memory: bool = True,
+        release_memory: bool | str = True,
         overhead_target: float = 0.05,
     ) -> None:
         if isinstance(policy, str) and policy not in POLICIES:
@@ -314,7 +331,12 @@ class TensorCache:
         self.readahead_bytes = readahead_bytes
         self._group_offloaded: dict[tuple[int, int], int] = {}  # bytes written per group
         self._largest_group = 0
+        if release_memory not in RELEASE_MODES:
+            raise OffloadError(
+                f"release_memory must be one of {RELEASE_MODES}, got {release_memory!r}"
+            )
         self.release_memory = release_memory
+        self._freed_since_trim = 0
         self.overhead_target = overhead_target
         self.plan: Plan | None = policy if isinstance(policy, Plan) else None
         self.policy = "plan" if self.plan is not None else policy
@@ -882,6 +904,11 @@ class TensorCache:
         if not e.wanted:
             e.storage = None
             self._add_resident(-e.nbytes)
+            if self.release_memory == "trim" and e.device.type == "cpu":
+                self._freed_since_trim += e.nbytes
+                if self._freed_since_trim >= _TRIM_EVERY:
+                    self._freed_since_trim = 0
+                    _malloc_trim()
 
     def _read_ahead(self, group: tuple[int, int]) -> None:
         """Backward needs ``group``: fetch it and start the reads of the groups before it.
