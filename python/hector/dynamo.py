@@ -669,6 +669,8 @@ class Explanation:
     def __str__(self) -> str:
         """Each captured graph (bindings, raised, unraised, fallbacks), then the breaks."""
         parts = [g.describe() for g in self.graphs]
+        for layer, reason in self.stats.get("layer_fallbacks", {}).items():
+            parts.append(f"recognised layer {layer} ran PyG's own forward: {reason}")
         if self.graph_breaks:
             parts.append("graph breaks (Dynamo):")
             parts.extend(f"  {n} x {reason}" for reason, n in self.graph_breaks.items())
@@ -689,6 +691,7 @@ def explain(model: Any, *inputs: Any, **options: Any) -> Explanation:
 
     chosen = HectorBackend(**options)
     torch._dynamo.reset()
+    pyg_route.FALLBACKS.clear()
     before = dict(counters["graph_break"])
     out = torch.compile(model, backend=chosen)(*inputs)
     after = dict(counters["graph_break"])

@@ -2,9 +2,12 @@
 
 Every test compares against the same module run eagerly: outputs and the gradients of every
 parameter and of the node features within 1e-4. Layers whose captured graphs Hector raises
-(``RGATConv``, ``FastRGCNConv``, ``RGCNConv``'s per-relation graphs) must actually run through
-Hector; those it cannot bind (``HGTConv``, ``HeteroConv``/``to_hetero`` with per-relation
-``edge_index`` dicts) must fall back, say why, and still match.
+(``RGATConv``, ``FastRGCNConv``) must actually run through Hector; the recognised layers
+(``RGCNConv``, ``HGTConv``) must be one ``hector::pyg_layer`` node running Hector's program,
+with no graph break and one Dynamo compilation for two graph sizes; with ``modules=False`` they
+take the per-graph route (``RGCNConv``'s per-relation pieces raised, ``HGTConv`` falling back);
+those it cannot bind (``HeteroConv``/``to_hetero`` with per-relation ``edge_index`` dicts) must
+fall back, say why, and still match.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from torch_geometric.nn import (
 )
 
 import hector
+from hector import pyg_route
 from hector.dynamo import BackendError, HectorBackend
 
 N, E, R, F = 40, 240, 4, 8
@@ -127,12 +131,88 @@ def test_explain_names_unraised_ops_by_the_users_line() -> None:
     assert "not raised: torch.aten.sin at test_dynamo_backend.py:" in text
 
 
+def _graph_breaks() -> int:
+    from torch._dynamo.utils import counters
+
+    return sum(counters["graph_break"].values())
+
+
+def test_rgcnconv_is_one_hector_op_for_two_graph_sizes() -> None:
+    torch.manual_seed(12)
+    model = RGCNConv(F, 6, R, aggr="mean")
+    be = HectorBackend()
+    compiled = torch.compile(model, backend=be, dynamic=True)
+    breaks = _graph_breaks()
+    for n, e, seed in ((N, E, 13), (57, 310, 14)):
+        ei, et = _graph_inputs(n, e, seed)
+        _assert_matches(model, compiled, torch.randn(n, F), ei, et)
+    assert _graph_breaks() == breaks  # no .item()/nonzero breaks: PyG's loop is not traced
+    (captured,) = be.graphs  # one Dynamo compilation serves both sizes
+    assert captured.layers == ["rgcn"]
+    assert captured.status == "hector"
+    ops = [n.target for n in captured.gm.graph.nodes if n.op == "call_function"]
+    assert ops == [torch.ops.hector.pyg_layer]
+    stats = be.stats()
+    assert stats["layer_programs"]["rgcn"]["calls"] == 2
+    assert stats["layer_programs"]["rgcn"]["backward_calls"] == 2
+    assert stats["layer_programs"]["rgcn"]["kernels"] == 1  # one kernel serves both sizes
+    assert stats["hector_seconds"] > 0
+    text = captured.describe(code=False)
+    assert "recognised PyG layer(s), run by Hector's compiled program(s) ['rgcn']" in text
+
+
+def test_rgcnconv_inference_runs_hector_forward_only() -> None:
+    torch.manual_seed(15)
+    model = RGCNConv(F, 6, R, aggr="mean")
+    ei, et = _graph_inputs(N, E, 16)
+    x = torch.randn(N, F)
+    with torch.no_grad():
+        got = torch.compile(model, backend=HectorBackend())(x, ei, et)
+        want = model(x, ei, et)
+    assert (got - want).abs().max().item() <= TOL
+    assert not got.requires_grad
+
+
+def test_an_unsupported_rgcnconv_runs_pyg_and_says_why() -> None:
+    torch.manual_seed(17)
+    model = RGCNConv(F, 6, R, num_bases=2, aggr="mean")
+    ei, et = _graph_inputs(N, E, 18)
+    x = torch.randn(N, F)
+    with torch.no_grad():
+        report = hector.explain(model, x, ei, et)
+        want = model(x, ei, et)
+    assert all(not g.layers for g in report.graphs)
+    assert "recognised layer RGCNConv ran PyG's own forward: basis or block" in str(report)
+    assert (report.output - want).abs().max().item() <= TOL
+
+
+def test_other_backends_trace_pyg_own_forward() -> None:
+    seen: list[torch.fx.GraphModule] = []
+
+    def keep(gm: torch.fx.GraphModule, example: Any) -> Any:
+        seen.append(gm)
+        return gm.forward
+
+    HectorBackend()  # installs the routing; only a Hector backend takes it
+    model = RGCNConv(F, 6, R, aggr="mean")
+    ei, et = _graph_inputs(N, E, 19)
+    with torch.no_grad():
+        torch.compile(model, backend=keep)(torch.randn(N, F), ei, et)
+    assert seen
+    assert all(not pyg_route.program_names(gm) for gm in seen)
+
+
 def test_rgcnconv_graph_breaks_fall_back_and_relations_run_through_hector() -> None:
+    """``modules=False`` (also as ``options=`` of the registered name): the per-graph route."""
     torch.manual_seed(2)
     model = RGCNConv(F, 6, R, aggr="mean")
     ei, et = _graph_inputs(N, E, 3)
-    be = HectorBackend()
+    be = HectorBackend(modules=False)
     _assert_matches(model, torch.compile(model, backend=be), torch.randn(N, F), ei, et)
+    torch._dynamo.reset()
+    named = torch.compile(model, backend="hector", options={"modules": False})
+    _assert_matches(model, named, torch.randn(N, F), ei, et)
+    assert not hector.backend.graphs[-1].layers
     statuses = [g.status for g in be.graphs]
     # int(segment_count.max()) breaks the graph; the pieces before it carry no edge_index.
     assert "fallback" in statuses
@@ -200,11 +280,49 @@ def _hetero_inputs() -> tuple[Any, Any, Any]:
     return meta, x, eid
 
 
+def _hetero_sized(na: int, nb: int, seed: int) -> tuple[Any, Any]:
+    gen = torch.Generator().manual_seed(seed)
+    x = {"a": torch.randn(na, F, generator=gen), "b": torch.randn(nb, F, generator=gen)}
+
+    def edges(ns: int, nd: int, e: int) -> torch.Tensor:
+        return torch.stack(
+            [torch.randint(0, ns, (e,), generator=gen), torch.randint(0, nd, (e,), generator=gen)]
+        )
+
+    eid = {
+        ("a", "r0", "b"): edges(na, nb, 50),
+        ("b", "r1", "a"): edges(nb, na, 40),
+        ("a", "r2", "a"): edges(na, na, 60),
+    }
+    return x, eid
+
+
+@pytest.mark.parametrize("out_dim", [F, 12])  # F: PyG's gated residual; 12: none
+def test_hgtconv_is_one_hector_op_for_two_graph_sizes(out_dim: int) -> None:
+    torch.manual_seed(20)
+    meta, _, _ = _hetero_inputs()
+    model = HGTConv(F, out_dim, meta, heads=2)
+    be = HectorBackend()
+    compiled = torch.compile(model, backend=be, dynamic=True)
+    breaks = _graph_breaks()
+    for na, nb, seed in ((30, 20, 21), (41, 13, 22)):
+        x, eid = _hetero_sized(na, nb, seed)
+        _assert_matches(model, compiled, x, eid)
+        xg = {k: v.clone().requires_grad_() for k, v in x.items()}  # as in training: no recompile
+        assert list(compiled(xg, eid)) == list(model(x, eid))  # destination types, in order
+    assert _graph_breaks() == breaks
+    (captured,) = be.graphs
+    program = f"hgt:2:{int(out_dim == F)}"
+    assert captured.layers == [program]
+    assert be.stats()["layer_programs"][program]["calls"] == 4
+    assert be.stats()["layer_programs"][program]["kernels"] == 1
+
+
 def test_hgtconv_falls_back_with_the_reason_and_matches() -> None:
     torch.manual_seed(5)
     meta, x, eid = _hetero_inputs()
     model = HGTConv(F, F, meta, heads=2)
-    be = HectorBackend()
+    be = HectorBackend(modules=False)
     _assert_matches(model, torch.compile(model, backend=be), x, eid)
     assert all(g.status == "fallback" for g in be.graphs)
     assert any("3 edge_index inputs" in (g.reason or "") for g in be.graphs)
@@ -246,7 +364,7 @@ def test_explain_shows_raised_unraised_and_fallbacks() -> None:
     model = RGCNConv(F, 6, R, aggr="mean")
     ei, et = _graph_inputs(N, E, 8)
     with torch.no_grad():
-        report = hector.explain(model, torch.randn(N, F), ei, et)
+        report = hector.explain(model, torch.randn(N, F), ei, et, modules=False)
     text = str(report)
     assert "graph 0:" in text
     assert "fell back (eager): no edge_index" in text
