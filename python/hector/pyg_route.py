@@ -59,7 +59,10 @@ STATS: dict[str, ProgramStats] = {}
 # The values ``<f>_train`` saved for ``<f>_backward``, from the op's implementation (below
 # autograd) to its ``setup_context`` (which sees only the inputs and the output): keyed by
 # the output's id, taken in the same call.
-_SAVED: dict[int, tuple[Any, HeteroGraph, list[torch.Tensor]]] = {}
+# A call outside autograd with train=True (the op called directly) leaves its entry behind:
+# only the latest few are kept.
+_SAVED: OrderedDict[int, tuple[Any, HeteroGraph, list[torch.Tensor]]] = OrderedDict()
+_SAVED_MAX = 4
 
 
 def _stats(program: str) -> ProgramStats:
@@ -174,6 +177,8 @@ def pyg_layer(
         outs = entry.call(f"{abi.name}_train", g, list(tensors))
         n = len(abi.result_kinds)
         _SAVED[id(outs[0])] = (entry, g, list(outs[n:]))
+        while len(_SAVED) > _SAVED_MAX:
+            _SAVED.popitem(last=False)
         return outs[0]
     finally:
         stats.seconds += time.perf_counter() - start
