@@ -337,6 +337,10 @@ class TensorCache:
             )
         self.release_memory = release_memory
         self._freed_since_trim = 0
+        if policy != "none":
+            # Before the first step: blocks a profiling step (or any step before the first
+            # write) puts in glibc's heap would otherwise be reused from there ever after.
+            _release_freed_memory(release_memory)
         self.overhead_target = overhead_target
         self.plan: Plan | None = policy if isinstance(policy, Plan) else None
         self.policy = "plan" if self.plan is not None else policy
@@ -818,7 +822,6 @@ class TensorCache:
             address = staging.data_ptr()
             self.timing["staging_ns"] += time.perf_counter_ns() - start
         else:
-            _release_freed_memory(self.release_memory)
             address = e.storage.data_ptr()
         start = time.perf_counter_ns()
         e.key = store.write(address, e.nbytes)
