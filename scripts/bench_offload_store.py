@@ -128,6 +128,7 @@ def _run_workload(store: Any, plan: list[tuple[int, int, int]], in_phase: bool) 
     total = sum(size for size, _, _ in plan)
     cpu0, t0 = _cpu_seconds(), time.perf_counter()
     keys = [store.write(a.ctypes.data, a.nbytes) for a in sources]
+    t_calls = time.perf_counter()
     for k in keys:
         store.wait(k)
     cpu1, t1 = _cpu_seconds(), time.perf_counter()
@@ -137,6 +138,7 @@ def _run_workload(store: Any, plan: list[tuple[int, int, int]], in_phase: bool) 
     cpu_alloc, t_alloc = _cpu_seconds(), time.perf_counter()
     for k, out in zip(keys, targets, strict=True):
         store.read(k, out.ctypes.data, out.nbytes)
+    t_read_calls = time.perf_counter()
     for k in keys:
         store.wait(k)
     cpu2, t2 = _cpu_seconds(), time.perf_counter()
@@ -149,6 +151,8 @@ def _run_workload(store: Any, plan: list[tuple[int, int, int]], in_phase: bool) 
         "objects": len(plan),
         "write_MBps": total / (t1 - t0) / 1e6,
         "read_MBps": total / (t2 - t_alloc) / 1e6,
+        "write_call_us": (t_calls - t0) / len(plan) * 1e6,
+        "read_call_us": (t_read_calls - t_alloc) / len(plan) * 1e6,
         "write_cpu_s_per_GB": (cpu1 - cpu0) / total * 1e9,
         "read_cpu_s_per_GB": (cpu2 - cpu_alloc) / total * 1e9,
     }
@@ -171,8 +175,10 @@ def _child(args: argparse.Namespace) -> None:
         result["tensors_in_phase"] = _run_workload(store, tensor_plan, True)
         result["tensors_torch_phase"] = _run_workload(store, tensor_plan, False)
         after = store.stats()
+        levels = ("bytes_on_disk", "peak_bytes_on_disk", "registered_bytes")
         result["stats"] = {
-            k: v - before.get(k, 0) if isinstance(v, int) else v for k, v in after.items()
+            k: v - before.get(k, 0) if isinstance(v, int) and k not in levels else v
+            for k, v in after.items()
         }
     finally:
         store.close()
@@ -242,6 +248,7 @@ def main() -> None:
                 records[system].append(json.loads(out.stdout.strip().splitlines()[-1]))
     workloads = ("raw", "tensors_in_phase", "tensors_torch_phase")
     keys = ("write_MBps", "read_MBps", "write_cpu_s_per_GB", "read_cpu_s_per_GB")
+    keys += ("write_call_us", "read_call_us")
     summary = {
         s: {w: {k: _median(records[s], w, k) for k in keys} for w in workloads} for s in systems
     }
@@ -266,14 +273,15 @@ def main() -> None:
         json.dump(record, f, indent=1)
     print(
         f"{'system':10} {'workload':20} {'write MB/s':>10} {'read MB/s':>10} "
-        f"{'w cpu s/GB':>10} {'r cpu s/GB':>10}"
+        f"{'w cpu s/GB':>10} {'r cpu s/GB':>10} {'write() us':>10} {'read() us':>10}"
     )
     for s in systems:
         for w in workloads:
             m = summary[s][w]
             print(
                 f"{s:10} {w:20} {m['write_MBps']:10.0f} {m['read_MBps']:10.0f} "
-                f"{m['write_cpu_s_per_GB']:10.3f} {m['read_cpu_s_per_GB']:10.3f}"
+                f"{m['write_cpu_s_per_GB']:10.3f} {m['read_cpu_s_per_GB']:10.3f} "
+                f"{m['write_call_us']:10.1f} {m['read_call_us']:10.1f}"
             )
     print(f"record: {path}; load {record['load']}")
 
