@@ -16,6 +16,8 @@ from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 from mlir.runtime import get_ranked_memref_descriptor
 
+from ..runtime import host_memory
+
 
 def mlir_library(name: str) -> str:
     """The path of one of MLIR's runtime libraries (``site-packages/mlir/lib/<name>``);
@@ -72,10 +74,13 @@ def runtime_symbols() -> dict[str, ctypes.c_void_p]:
     its default runtime (the thread pool) down when it is destroyed, so the next engine's
     workers crash; and the engine loads its libraries with global symbols, which clash with
     torch-mlir's copy of LLVM (its command-line options register twice and abort the
-    process)."""
+    process). With them, MLIR's generic allocation functions, bound to Hector's host memory
+    cache (``runtime/host_memory.py``): a step's buffers are reused by the next step instead
+    of being faulted in again."""
     return {
         **_local_symbols(ASYNC_RUNTIME, ASYNC_SYMBOLS),
         **_local_symbols(RUNNER_UTILS, RUNNER_SYMBOLS),
+        **host_memory.engine_symbols(),
     }
 
 

@@ -22,6 +22,8 @@ from . import (
 # scf.forall loops become scf.parallel, then tasks of MLIR's async runtime (one block per
 # iteration: each iteration is already a worker's whole chunk); the micro-kernels' vector ops
 # lower through scf to LLVM vectors (vectorisation leaves ub.poison, hence convert-ub-to-llvm).
+# Buffers are allocated through MLIR's generic allocation functions, which the CPU JIT binds to
+# Hector's host memory cache (lowering/cpu_jit.py).
 LLVM_CPU = (
     "canonicalize, scf-forall-to-parallel, "
     "async-parallel-for{async-dispatch=false min-task-size=1}, async-to-async-runtime, "
@@ -29,8 +31,8 @@ LLVM_CPU = (
     "convert-vector-to-scf{full-unroll=true}, convert-linalg-to-loops, lower-affine, "
     "convert-scf-to-cf, "
     "expand-strided-metadata, lower-affine, convert-async-to-llvm, convert-vector-to-llvm, "
-    "finalize-memref-to-llvm, convert-math-to-llvm, convert-arith-to-llvm, "
-    "convert-index-to-llvm, convert-ub-to-llvm, "
+    "finalize-memref-to-llvm{use-generic-functions=true}, convert-math-to-llvm, "
+    "convert-arith-to-llvm, convert-index-to-llvm, convert-ub-to-llvm, "
     "convert-cf-to-llvm, convert-func-to-llvm, reconcile-unrealized-casts"
 )
 

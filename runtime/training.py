@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 import torch
 
+from . import host_memory
+
 
 @dataclass(frozen=True)
 class TrainingAbi:
@@ -55,6 +57,19 @@ def rows_of(kind: str, g: Any) -> int:
     return int(g.num_edges)
 
 
+def _dense(grad: torch.Tensor) -> torch.Tensor:
+    """``grad`` as a contiguous tensor, copied only when it is not (the gradient of a ``sum()``
+    is one element expanded); a CPU copy comes from the host memory cache, as the compiled
+    functions' own results do, so a training step does not fault a fresh buffer in."""
+    if grad.is_contiguous():
+        return grad
+    if grad.device.type != "cpu":
+        return grad.contiguous()
+    dense = torch.from_numpy(host_memory.empty(tuple(grad.shape)))
+    dense.copy_(grad)
+    return dense
+
+
 class TrainingStep(torch.autograd.Function):
     """``TrainingStep.apply(program, g, *tensors)``: the results of ``<f>_train``, with the
     values it saves kept for ``<f>_backward``."""
@@ -89,7 +104,7 @@ class TrainingStep(torch.autograd.Function):
         for grad, kind, shape in zip(grads, abi.result_kinds, abi.result_shapes, strict=True):
             if grad is None:
                 grad = torch.zeros([rows_of(kind, g) if d is None else d for d in shape])
-            d_outs.append(grad.to(device).contiguous().float())
+            d_outs.append(_dense(grad.to(device).float()))
         frame = ctx.frame
         with frame.current(f"{abi.name}_backward") if frame else contextlib.nullcontext():
             partials = program.call(f"{abi.name}_backward", g, [*tensors, *saved, *d_outs])
@@ -97,5 +112,6 @@ class TrainingStep(torch.autograd.Function):
             frame.close()  # the step is over: its stored values go
         result: list[torch.Tensor | None] = [None] * ctx.n_inputs
         for pos, part in zip(abi.grad_of, partials, strict=True):
-            result[pos] = part if result[pos] is None else result[pos] + part
+            # the partials are this call's own fresh results: sum them in place
+            result[pos] = part if result[pos] is None else result[pos].add_(part)
         return (None, None, *result)

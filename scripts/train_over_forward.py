@@ -54,8 +54,11 @@ def main() -> None:
         with torch.no_grad():
             layer(g, x)
 
+    xx = x.clone().requires_grad_()
+
     def train() -> None:
-        xx = x.clone().requires_grad_()
+        xx.grad = None  # as optimizer.zero_grad(set_to_none=True) does between steps
+        layer.zero_grad(set_to_none=True)
         layer(g, xx).sum().backward()
 
     fw, fc = _median(forward, args.runs)

@@ -33,7 +33,7 @@ from .lowering.cpu_jit import CpuKernel, mlir_library
 from .lowering.ptx import extract_ptx
 from .passes._pipeline import run_pipeline
 from .passes.verify import verify_function
-from .runtime import native
+from .runtime import host_memory, native
 from .runtime.placement import PlacementFrame
 
 __all__ = [
@@ -190,8 +190,9 @@ class CpuEntry(Executable):
         return profile_kernels.take(self.kernel, self.profiled)
 
     def call(self, fname: str, g: HeteroGraph, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-        """Run compiled function ``fname`` on the graph and tensors; return its results."""
-        outs = [torch.empty(dims, dtype=torch.float32) for dims in self.output_shapes(fname, g)]
+        """Run compiled function ``fname`` on the graph and tensors; return its results (over
+        blocks of the host memory cache, like the generated code's own buffers)."""
+        outs = [torch.from_numpy(host_memory.empty(d)) for d in self.output_shapes(fname, g)]
         arrays = [np.ascontiguousarray(a.numpy()) for a in g.arrays()]
         arrays += [t.detach().contiguous().numpy() for t in tensors]
         arrays += [o.numpy() for o in outs]

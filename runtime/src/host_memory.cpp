@@ -1,0 +1,171 @@
+// Hector's host memory cache (see hector/host_memory.h for what it is for and its guarantees).
+#include "hector/host_memory.h"
+
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+namespace {
+
+constexpr uint64_t kBlockAlign = 2ull << 20;  // a transparent huge page
+constexpr uint64_t kSmallAlign = 64;          // a cache line
+constexpr int64_t kDefaultLimit = 8ll << 30;
+
+uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
+
+int64_t limit_from_env() {
+  const char* text = std::getenv("HECTOR_HOST_CACHE_LIMIT");
+  if (text == nullptr || *text == '\0') return kDefaultLimit;
+  char* end = nullptr;
+  long long value = std::strtoll(text, &end, 10);
+  return (end != nullptr && *end == '\0' && value >= 0) ? value : kDefaultLimit;
+}
+
+// Maps `bytes` (a multiple of kBlockAlign) aligned to kBlockAlign, so the kernel can back it
+// with huge pages: a first touch then faults 2 MiB at a time instead of 4 KiB.
+void* map_block(uint64_t bytes) {
+  uint64_t span = bytes + kBlockAlign;
+  void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  uintptr_t start = reinterpret_cast<uintptr_t>(raw);
+  uintptr_t aligned = round_up(start, kBlockAlign);
+  if (aligned > start) munmap(raw, aligned - start);
+  uintptr_t tail = aligned + bytes;
+  uintptr_t end = start + span;
+  if (end > tail) munmap(reinterpret_cast<void*>(tail), end - tail);
+  void* block = reinterpret_cast<void*>(aligned);
+#ifdef MADV_HUGEPAGE
+  madvise(block, bytes, MADV_HUGEPAGE);
+#endif
+  return block;
+}
+
+struct Cache {
+  std::mutex mu;
+  std::multimap<uint64_t, void*> idle;      // capacity -> block
+  std::unordered_map<void*, uint64_t> live;  // block -> capacity
+  int64_t counters[HECTOR_HOST_STAT_COUNT] = {0, 0, 0, 0, 0, kDefaultLimit};
+  bool limit_read = false;
+
+  int64_t& stat(int i) { return counters[i]; }
+
+  int64_t limit() {
+    if (!limit_read) {
+      stat(HECTOR_HOST_STAT_LIMIT_BYTES) = limit_from_env();
+      limit_read = true;
+    }
+    return stat(HECTOR_HOST_STAT_LIMIT_BYTES);
+  }
+
+  // Unmaps the largest idle blocks until at least `bytes` were released (or none is left).
+  void release(uint64_t bytes) {
+    uint64_t freed = 0;
+    while (freed < bytes && !idle.empty()) {
+      auto largest = std::prev(idle.end());
+      munmap(largest->second, largest->first);
+      freed += largest->first;
+      stat(HECTOR_HOST_STAT_IDLE_BYTES) -= static_cast<int64_t>(largest->first);
+      stat(HECTOR_HOST_STAT_RELEASED_BYTES) += static_cast<int64_t>(largest->first);
+      idle.erase(largest);
+    }
+  }
+
+  void* take(uint64_t nbytes) {
+    uint64_t capacity = round_up(nbytes, kBlockAlign);
+    std::lock_guard<std::mutex> lock(mu);
+    auto fit = idle.lower_bound(capacity);
+    void* block = nullptr;
+    if (fit != idle.end() && fit->first <= capacity + capacity / 4) {
+      block = fit->second;
+      capacity = fit->first;
+      idle.erase(fit);
+      stat(HECTOR_HOST_STAT_IDLE_BYTES) -= static_cast<int64_t>(capacity);
+      stat(HECTOR_HOST_STAT_HITS) += 1;
+    } else {
+      // Give back as much idle memory as is about to be mapped: resident memory never exceeds
+      // what malloc and free would have held.
+      release(capacity);
+      block = map_block(capacity);
+      if (block == nullptr) return nullptr;
+      stat(HECTOR_HOST_STAT_MISSES) += 1;
+    }
+    live.emplace(block, capacity);
+    stat(HECTOR_HOST_STAT_LIVE_BYTES) += static_cast<int64_t>(capacity);
+    return block;
+  }
+
+  // True when `ptr` was one of the cache's blocks (now idle, or released past the limit).
+  bool give_back(void* ptr) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto found = live.find(ptr);
+    if (found == live.end()) return false;
+    uint64_t capacity = found->second;
+    live.erase(found);
+    stat(HECTOR_HOST_STAT_LIVE_BYTES) -= static_cast<int64_t>(capacity);
+    idle.emplace(capacity, ptr);
+    stat(HECTOR_HOST_STAT_IDLE_BYTES) += static_cast<int64_t>(capacity);
+    int64_t over = stat(HECTOR_HOST_STAT_IDLE_BYTES) - limit();
+    if (over > 0) release(static_cast<uint64_t>(over));
+    return true;
+  }
+};
+
+// Never destroyed: generated code may free blocks from static destructors at exit.
+Cache& cache() {
+  static Cache* instance = new Cache();
+  return *instance;
+}
+
+void* small_alloc(uint64_t alignment, uint64_t nbytes) {
+  uint64_t align = alignment < kSmallAlign ? kSmallAlign : alignment;
+  return std::aligned_alloc(align, round_up(nbytes == 0 ? 1 : nbytes, align));
+}
+
+}  // namespace
+
+extern "C" {
+
+void* hector_host_alloc(uint64_t nbytes) { return hector_host_aligned_alloc(kSmallAlign, nbytes); }
+
+void* hector_host_aligned_alloc(uint64_t alignment, uint64_t nbytes) {
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > kBlockAlign)
+    return nullptr;
+  if (nbytes < HECTOR_HOST_CACHE_MIN_BYTES) return small_alloc(alignment, nbytes);
+  return cache().take(nbytes);
+}
+
+void hector_host_free(void* ptr) {
+  if (ptr == nullptr) return;
+  if (!cache().give_back(ptr)) std::free(ptr);
+}
+
+void hector_host_empty_cache(void) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.release(UINT64_MAX);
+}
+
+int64_t hector_host_set_cache_limit(int64_t limit_bytes) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.limit_read = true;
+  c.stat(HECTOR_HOST_STAT_LIMIT_BYTES) = limit_bytes < 0 ? limit_from_env() : limit_bytes;
+  int64_t over = c.stat(HECTOR_HOST_STAT_IDLE_BYTES) - c.stat(HECTOR_HOST_STAT_LIMIT_BYTES);
+  if (over > 0) c.release(static_cast<uint64_t>(over));
+  return c.stat(HECTOR_HOST_STAT_LIMIT_BYTES);
+}
+
+int32_t hector_host_stats(int64_t* out, int32_t n) {
+  if (out == nullptr || n <= 0) return 0;
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.limit();
+  int32_t count = n < HECTOR_HOST_STAT_COUNT ? n : HECTOR_HOST_STAT_COUNT;
+  for (int32_t i = 0; i < count; ++i) out[i] = c.counters[i];
+  return count;
+}
+
+}  // extern "C"

@@ -1,0 +1,145 @@
+"""Hector's host memory cache (runtime/host_memory.py): the buffers of generated CPU code and
+of compiled functions' results are reused between calls, and never held above the peak plain
+malloc/free would reach."""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from hector.runtime import host_memory
+
+MIB = 2**20
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Every test starts from an empty cache with the default limit, and leaves it so."""
+    gc.collect()
+    host_memory.empty_cache()
+    host_memory.set_cache_limit(None)
+    yield
+    gc.collect()
+    host_memory.set_cache_limit(None)
+    host_memory.empty_cache()
+
+
+def test_a_freed_block_serves_the_next_request_of_about_its_size() -> None:
+    before = host_memory.stats()
+    a = host_memory.empty((3 * MIB // 4,))  # 3 MiB of float32: a 4 MiB block
+    address = a.ctypes.data
+    assert address % (2 * MIB) == 0  # huge-page aligned
+    del a
+    idle = host_memory.stats()
+    assert idle["idle_bytes"] == 4 * MIB
+    assert idle["live_bytes"] == before["live_bytes"]
+    b = host_memory.empty((900_000,))  # 3.4 MiB: the same 4 MiB block fits
+    assert b.ctypes.data == address
+    after = host_memory.stats()
+    assert after["hits"] == before["hits"] + 1
+    assert after["misses"] == before["misses"] + 1
+    assert after["idle_bytes"] == 0
+
+
+def test_a_much_larger_block_is_not_handed_to_a_small_request() -> None:
+    big = host_memory.empty((16 * MIB // 4,))  # 16 MiB
+    del big
+    small = host_memory.empty((2 * MIB // 4,))  # 2 MiB: 16 MiB is over a quarter larger
+    stats = host_memory.stats()
+    # the miss released the idle 16 MiB before mapping 2 MiB: never more resident than
+    # plain malloc/free would hold
+    assert stats["idle_bytes"] == 0
+    assert stats["released_bytes"] >= 16 * MIB
+    assert stats["live_bytes"] == 2 * MIB
+    del small
+
+
+def test_idle_bytes_stay_under_the_limit_and_empty_cache_releases_them() -> None:
+    assert host_memory.set_cache_limit(6 * MIB) == 6 * MIB
+    blocks = [host_memory.empty((MIB,)) for _ in range(3)]  # 3 x 4 MiB
+    del blocks
+    gc.collect()
+    assert host_memory.stats()["idle_bytes"] <= 6 * MIB
+    host_memory.empty_cache()
+    assert host_memory.stats()["idle_bytes"] == 0
+
+
+def test_small_requests_bypass_the_cache() -> None:
+    before = host_memory.stats()
+    a = host_memory.empty((10, 10))
+    a[:] = 1.0
+    zero = host_memory.empty((0, 8))
+    assert zero.shape == (0, 8)
+    assert a.sum() == 100.0
+    del a, zero
+    after = host_memory.stats()
+    assert (after["hits"], after["misses"]) == (before["hits"], before["misses"])
+
+
+def test_arrays_are_writable_typed_and_outlive_their_views_and_tensors() -> None:
+    a = host_memory.empty((512, 1024), np.int32)
+    assert a.dtype == np.int32
+    assert a.flags["C_CONTIGUOUS"]
+    assert a.flags["WRITEABLE"]
+    t = torch.from_numpy(a[1:])
+    del a
+    gc.collect()
+    assert host_memory.stats()["live_bytes"] == 2 * MIB  # the tensor keeps the block
+    t.fill_(7)
+    assert int(t.sum()) == 7 * 511 * 1024
+    del t
+    gc.collect()
+    assert host_memory.stats()["live_bytes"] == 0
+
+
+def test_bad_shapes_are_clear_errors() -> None:
+    with pytest.raises(ValueError, match="negative dimension"):
+        host_memory.empty((4, -1))
+
+
+def test_threads_share_the_cache_safely() -> None:
+    errors: list[BaseException] = []
+
+    def work(seed: int) -> None:
+        try:
+            for i in range(50):
+                a = host_memory.empty(((1 + (seed + i) % 3) * MIB // 4,))
+                a[:] = seed
+                assert float(a[0]) == seed
+                assert float(a[-1]) == seed
+                del a
+        except BaseException as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert host_memory.stats()["live_bytes"] == 0
+
+
+def test_compiled_results_and_buffers_come_from_the_cache() -> None:
+    """A second call of a compiled function maps nothing new: its results and the generated
+    code's intermediate buffers reuse the first call's blocks."""
+    from hector import models
+    from hector.graph import random_graph
+
+    g = random_graph(60_000, 240_000, 3, seed=0)
+    layer = models.RGCNLayer(16, 16, 3)
+    x = torch.randn(g.num_nodes, 16)
+    with torch.no_grad():
+        first = layer(g, x)
+        del first
+        gc.collect()
+        before = host_memory.stats()
+        second = layer(g, x)
+    after = host_memory.stats()
+    assert after["misses"] == before["misses"]
+    assert after["hits"] > before["hits"]
+    assert second.data_ptr() % (2 * MIB) == 0
