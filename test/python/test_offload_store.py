@@ -559,3 +559,43 @@ def test_stats2_fills_only_what_the_caller_has_room_for(store):
     assert _lib().hector_store_stats(store._h(), old) == 0
     assert old[0] == full[0]
     assert old[4] == full[4] == 1  # objects written
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_concurrent_callers_removals_and_close_in_flight(tmp_path, backend):
+    import threading
+
+    s = TensorStore(str(tmp_path), threads=6, chunk_bytes=16 * 1024, backend=backend)
+    errors: list[BaseException] = []
+
+    def worker(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        try:
+            for i in range(25):
+                n = int(rng.integers(1, 100_000))
+                a = _offset_view(_data(n, seed * 100 + i), int(rng.integers(0, 4096)))
+                key = s.write_array(a)
+                if i % 5 == 4:
+                    s.remove(key)  # removed while its write may still be in flight
+                    continue
+                s.wait(key)
+                out = empty_in_phase(n, int(rng.choice([s.phase(key), 0, 17])))
+                s.read_array(key, out)
+                assert np.array_equal(out, a)
+                s.remove(key)
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert s.stats()["bytes_on_disk"] == 0
+    # Close with writes still in flight: it waits for them, then deletes everything.
+    keep = [_data(200_000, i) for i in range(8)]
+    for a in keep:
+        s.write_array(a)
+    s.close()
+    assert os.listdir(tmp_path) == []
