@@ -326,9 +326,11 @@ def _make_step(system: str, model: Any, forward: Any, cfg: dict[str, Any]) -> An
                 loss = F.cross_entropy(logits.reshape(-1, cfg["vocab"]), ids.reshape(-1))
             opt.zero_grad(set_to_none=True)
             loss.backward()
-        except RuntimeError as err:
+        except (RuntimeError, ValueError, AssertionError) as err:
             if system.startswith("deepspeed"):  # DeepSpeed refusing this device/config
-                raise _Unsupported(f"deepspeed failed in training: {err}") from None
+                raise _Unsupported(
+                    f"deepspeed failed in training: {type(err).__name__}: {err}"
+                ) from None
             raise
         opt.step()
         return float(loss.detach())
