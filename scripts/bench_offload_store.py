@@ -13,7 +13,8 @@ Two workloads per system: ``raw`` (page-aligned objects: the disk's figure the i
 bandwidth is compared against, :func:`hector.runtime.offload.measure_raw_bandwidth`) and
 ``tensors`` (objects at the addresses PyTorch's CPU allocator gives, 64 or 3648 modulo 4096,
 read back into buffers of such addresses). CPU seconds per GB are the process's user + system
-time (all its threads, io_uring's kernel workers included) over the bytes moved.
+time (all its threads, io_uring's kernel workers included) over the bytes moved. Last, the
+time a small read started behind a big write takes (a prefetch behind a forward's offloads).
 
 Usage: python3 scripts/bench_offload_store.py --out DIR [--root DIR] [--mib 256] [--rounds 3]
        [--baseline-rev REV]
@@ -158,6 +159,32 @@ def _run_workload(store: Any, plan: list[tuple[int, int, int]], in_phase: bool) 
     }
 
 
+def _read_behind_write(store: Any, repeats: int = 9) -> float:
+    """Median ms for a 64 KiB read (a prefetch) started 2 ms after a 32 MiB write (a forward's
+    offloads) to complete: how long a backward pass waits behind queued writes."""
+    from hector.runtime.offload import empty_in_phase
+
+    small = empty_in_phase(64 << 10)
+    small[:] = 3
+    key = store.write(small.ctypes.data, small.nbytes)
+    store.wait(key)
+    big = empty_in_phase(32 << 20)
+    big[:] = 1
+    out = empty_in_phase(small.nbytes)
+    waits = []
+    for _ in range(repeats):
+        big_key = store.write(big.ctypes.data, big.nbytes)
+        time.sleep(0.002)
+        t0 = time.perf_counter()
+        store.read(key, out.ctypes.data, out.nbytes)
+        store.wait(key)
+        waits.append(time.perf_counter() - t0)
+        store.wait(big_key)
+        store.remove(big_key)
+    store.remove(key)
+    return statistics.median(waits) * 1e3
+
+
 def _child(args: argparse.Namespace) -> None:
     """One system in this (fresh) process: both workloads, one JSON line on stdout."""
     os.environ.pop("HECTOR_OFFLOAD_BACKEND", None)
@@ -175,6 +202,7 @@ def _child(args: argparse.Namespace) -> None:
         result["tensors_in_phase"] = _run_workload(store, tensor_plan, True)
         result["tensors_torch_phase"] = _run_workload(store, tensor_plan, False)
         after = store.stats()
+        result["read_behind_write_ms"] = _read_behind_write(store)
         levels = ("bytes_on_disk", "peak_bytes_on_disk", "registered_bytes")
         result["stats"] = {
             k: v - before.get(k, 0) if isinstance(v, int) and k not in levels else v
@@ -252,6 +280,7 @@ def main() -> None:
     summary = {
         s: {w: {k: _median(records[s], w, k) for k in keys} for w in workloads} for s in systems
     }
+    behind = {s: statistics.median(r["read_behind_write_ms"] for r in records[s]) for s in systems}
     record = {
         "what": "native tensor store, raw bandwidth and CPU per byte per backend",
         "command": " ".join([os.path.relpath(__file__, REPO), *sys.argv[1:]]),
@@ -265,6 +294,7 @@ def main() -> None:
         "chunk_bytes": args.chunk,
         "baseline_rev": args.baseline_rev,
         "median": summary,
+        "read_behind_write_ms_median": behind,
         "rounds_records": records,
     }
     os.makedirs(args.out, exist_ok=True)
@@ -283,6 +313,7 @@ def main() -> None:
                 f"{m['write_cpu_s_per_GB']:10.3f} {m['read_cpu_s_per_GB']:10.3f} "
                 f"{m['write_call_us']:10.1f} {m['read_call_us']:10.1f}"
             )
+    print("read behind write (ms): " + ", ".join(f"{s} {v:.1f}" for s, v in behind.items()))
     print(f"record: {path}; load {record['load']}")
 
 
