@@ -214,15 +214,18 @@ accumulates into destination rows without any per-edge intermediate.
 
 `variant = "xwt"` multiplies by the transposed slice, `a[r, :] @ weight[t]^T` (input
 gradients); `variant = "xty"` accumulates outer products into a weight-shaped output,
-`out[t] += a[r, :]^T ⊗ weight[i, :]` (weight gradients: here `weight` holds the row gradients
-`[M, N]`, `out` is `[R, K, N]` or `[K, N]`, zero-filled by the caller, and `epilogue` must be
-`add`).
+`out[t] += a[r, :]^T ⊗ (s * weight[o, :])` (weight gradients: here `weight` holds the row
+gradients, `out` is `[R, K, N]` or `[K, N]`, zero-filled by the caller, and `epilogue` must be
+`add`). In an `xty` the `scatter_index` says which gradient row row `i` reads — the row the
+forward product `xw` with the same indices wrote — so the gradient of a scatter-GEMM is read in
+place, never gathered into a per-row copy first.
 
 An optional `slice_rows = K : i64` (instead of a `weight_index`) gives row `i` the weight
 slice `i / K`: per-slice weight products (`out[r] = a[r] @ w[r]` over `a`'s rows `[R*K, N]`),
 which HGT's chained-linear fold computes once per relation.
 
-`M` is the length of the first index operand present, else `a`'s row count. Optional
+`M` is the length of the first index operand present (`gather_index`, `weight_index`), else
+`a`'s row count. Optional
 operands are given with `operandSegmentSizes`. The GPU lowering maps one thread to an
 `(i, n-tile)` pair with `tile_n` output columns per thread, `block_size` threads per block.
 
@@ -237,7 +240,12 @@ lowerings use the plain one-row-at-a-time form above.
         Operand("weight", "memref", "`[R, K, N]` (sliced) or `[K, N]` (shared)"),
         Operand("gather_index", "memref", f"`{_IDX}`: row of `a` for each `i`", "optional"),
         Operand("weight_index", "memref", f"`{_IDX}`: weight slice for each `i`", "optional"),
-        Operand("scatter_index", "memref", f"`{_IDX}`: output row for each `i`", "optional"),
+        Operand(
+            "scatter_index",
+            "memref",
+            f"`{_IDX}`: output row for each `i` (`xty`: gradient row read)",
+            "optional",
+        ),
         Operand("row_scale", "memref", "`memref<?x1xf32>`: a factor for each `i`", "optional"),
         Operand("out", "memref", "output rows `[*, N]`"),
     ),

@@ -337,7 +337,7 @@ def lower_gemm(v: OpAccess, s: intra.Schedule) -> None:
                 if variant == "xty":
                     _pack_rows(wb, lhs, i0, mt, tm, k_extent, True, gathered)
                     _pack_rows(
-                        wb, rhs, i0, mt, tm, n_extent, False, lambda i, j: wb.load("weight", i, j)
+                        wb, rhs, i0, mt, tm, n_extent, False, lambda i, j: T.xty_gradient(wb, i, j)
                     )
                     dest = wb.ops["out"] if t is None else _slice(wb.ops["out"], t)
                     _matmul(lhs, rhs, dest, block)

@@ -689,7 +689,7 @@ def _xty_stage(b: T.Body, x: XtyKernel, mem: list[ir.Value], step: ir.Value) -> 
         r, jj = arith.divui(e, b.index(tl.tile_n)), arith.remui(e, b.index(tl.tile_n))
         i, j = arith.addi(base, r), arith.addi(c.n0, jj)
         ok = arith.andi(_ult(i, c.hi), _ult(j, b.index(x.n)))
-        memref.store(_select_load(b, ok, lambda: b.load("weight", i, j)), mem[1], [r, jj])
+        memref.store(_select_load(b, ok, lambda: T.xty_gradient(b, i, j)), mem[1], [r, jj])
     if not tl.sliced:
         return
     with _strided(b, c.tid, tl.tile_m, tl.threads) as r:

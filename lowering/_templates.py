@@ -213,16 +213,28 @@ def gemm_element(
         b.accumulate("out", acc, epilogue == "atomic_add", row.o, j)
 
 
+def xty_gradient(b: Body, i: Value, j: Value) -> Value:
+    """Element ``j`` of row ``i``'s gradient in an ``xty`` product: ``weight[o, j]``, ``o``
+    being ``scatter_index[i]`` (the row the forward product wrote) or ``i``, times
+    ``row_scale[i, 0]`` when there is one. Every back end reads it through here."""
+    o = b.load_index("scatter_index", i) if b.ops.has("scatter_index") else i
+    g = b.load("weight", o, j)
+    if b.ops.has("row_scale"):
+        g = arith.mulf(g, b.load("row_scale", i, b.index(0)))
+    return g
+
+
 def _gemm_row_xty(
     b: Body, row: GemmRow, k_extent: int, n_extent: int, epilogue: str, scratch: Value | None
 ) -> None:
-    """``out[t] += a[r, :]^T ⊗ weight[i, :]`` (weight gradients), ``k`` outer, ``j`` inner."""
+    """``out[t] += a[r, :]^T ⊗ g_i`` (weight gradients, ``g_i`` from :func:`xty_gradient`),
+    ``k`` outer, ``j`` inner."""
     c0, c1 = b.index(0), b.index(1)
     ck, cn = b.index(k_extent), b.index(n_extent)
     with b.loop(c0, ck, c1) as k:
         av = b.load("a", row.r, k)
         with b.loop(c0, cn, c1) as j:
-            p = arith.mulf(av, b.load("weight", row.i, j))
+            p = arith.mulf(av, xty_gradient(b, row.i, j))
             b.accumulate("out", p, False, *sliced(row.t, k, j))
 
 

@@ -44,7 +44,7 @@ from ..dialects._build import OpHandlers
 from ..dialects.hector_intra import GRAPH_LAYOUT
 from ..passes import verify
 from ..passes._registry import Option, PassFailure, register_pass
-from ..passes.fuse import MARK, SUMS, reads_gathered
+from ..passes.fuse import MARK, ROW_SCALED, SCATTER_LINEARS, SUMS, reads_gathered, scatter_gemm
 
 # Function attributes the rebuilt function gets from ``func.FuncOp`` itself (or drops: the
 # argument and result attributes describe the old signature).
@@ -190,6 +190,17 @@ class _FuncLowering:
             index = self.graph_array(rowmap.array, op)
             return self.src(inter.view(producer).operand("x")), index
         return self.src(value), None
+
+    def read_rows(
+        self, value: ir.Value, op: ir.Operation
+    ) -> tuple[ir.Value, ir.Value | None, ir.Value | None]:
+        """How a GEMM reads its rows ``value``: :meth:`read`, plus the ``row_scale`` of a
+        scale fused into it (``into_gemm``: the rows it scales are read instead)."""
+        scale = self.fused_producer(value, "hector_inter.scale")
+        if scale is None:
+            return (*self.read(value, op), None)
+        sv = inter.view(scale)
+        return (*self.read(sv.operand("x"), op), self.src(sv.operand("s")))
 
     def weight_index(self, op: ir.Operation, rows: ir.Value) -> ir.Value | None:
         """The per-row weight slice array of a typed linear (or its gradient ops) on ``rows``."""
@@ -419,19 +430,31 @@ def _fuse_into_sum(lw: _FuncLowering, op: ir.Operation) -> None:
 
 
 def _fuse_scatter(lw: _FuncLowering, op: ir.Operation) -> None:
-    """``scatter`` (on a typed linear): its sum's scatter-GEMM computes it."""
-    if op.name != "hector_inter.typed_linear":
+    """``scatter`` (on a linear): its sum's scatter-GEMM computes it."""
+    if op.name not in SCATTER_LINEARS:
         return
     users = _users(op.results[0])
+    scaled = bool(users) and users[0].name == "hector_inter.scale"
     if (
-        len(users) != 1
-        or users[0].name != "hector_inter.scale"
-        or MARK not in users[0].attributes
+        not scatter_gemm(op)
+        or (scaled and MARK not in users[0].attributes)
         or op.results[0] in lw.out_param
     ):
         raise PassFailure(
-            'hector.fuse = "scatter" on a typed_linear that is not scaled once and summed',
+            f'hector.fuse = "scatter" on a {op.name} that is not summed (or scaled once and '
+            "summed)",
             op.location,
+        )
+    lw.fused.add(op)
+
+
+def _fuse_into_gemm(lw: _FuncLowering, op: ir.Operation) -> None:
+    """``into_gemm`` (on a scale): every GEMM reading it scales its rows' products."""
+    out = op.results[0]
+    uses = [(u.owner, u.operand_number) for u in out.uses]
+    if out in lw.out_param or not uses or any(u.name not in ROW_SCALED for u, _ in uses):
+        raise PassFailure(
+            'hector.fuse = "into_gemm" on a scale that a non-GEMM op reads', op.location
         )
     lw.fused.add(op)
 
@@ -452,6 +475,7 @@ def _fuse_index(lw: _FuncLowering, op: ir.Operation) -> None:
 
 _MARKS: dict[str, Callable[[_FuncLowering, ir.Operation], None]] = {
     "into_sum": _fuse_into_sum,
+    "into_gemm": _fuse_into_gemm,
     "scatter": _fuse_scatter,
     "index": _fuse_index,
 }
@@ -484,11 +508,13 @@ def _linear(lw: _FuncLowering, op: ir.Operation, rows_name: str, variant: str) -
     gathered rows in place."""
     v = inter.view(op)
     rows = v.operand(rows_name)
-    a, gather = lw.read(rows, op)
+    a, gather, row_scale = lw.read_rows(rows, op)
     windex = lw.weight_index(op, rows)
     w = lw.src(v.operand("weight"))
     out = lw.out(op.results[0], gather if gather is not None else a)
-    lw.gemm(a, w, out, "store", variant, gather_index=gather, weight_index=windex)
+    lw.gemm(
+        a, w, out, "store", variant, gather_index=gather, weight_index=windex, row_scale=row_scale
+    )
 
 
 @_lowers("typed_linear")
@@ -505,15 +531,26 @@ def _typed_linear_transposed(lw: _FuncLowering, op: ir.Operation) -> None:
 
 @_lowers("typed_linear_weight_grad")
 def _typed_linear_weight_grad(lw: _FuncLowering, op: ir.Operation) -> None:
-    """``Σ rows^T ⊗ dy`` into each weight slice: one accumulating ``xty`` GEMM."""
+    """``Σ rows^T ⊗ dy`` into each weight slice: one accumulating ``xty`` GEMM, reading
+    gathered (and scaled) gradient rows in place."""
     v = inter.view(op)
     rows = v.operand("x")
     a, gather = lw.read(rows, op)
     windex = lw.weight_index(op, rows)
-    g = lw.src(v.operand("dy"))
+    g, g_rows, row_scale = lw.read_rows(v.operand("dy"), op)
     out = lw.out(op.results[0], a)
     lw.zero(out)
-    lw.gemm(a, g, out, "add", "xty", gather_index=gather, weight_index=windex)
+    lw.gemm(
+        a,
+        g,
+        out,
+        "add",
+        "xty",
+        gather_index=gather,
+        weight_index=windex,
+        scatter_index=g_rows,
+        row_scale=row_scale,
+    )
 
 
 def _gather(lw: _FuncLowering, op: ir.Operation, array: str) -> None:
@@ -532,12 +569,17 @@ def _sum(lw: _FuncLowering, op: ir.Operation, array: str, rows: str) -> None:
     lw.zero(out)
     scale = lw.fused_producer(m, "hector_inter.scale")
     if scale is None:
+        linear = _fused_linear(lw, m)
+        if linear is not None:
+            _scatter_gemm(lw, linear, None, scatter, out)
+            return
         x, gather = lw.read(m, op)
         lw.trav("copy", out, x, gather=gather, scatter=scatter, reduce="sum")
         return
     sv = inter.view(scale)
-    if lw.fused_producer(sv.operand("x"), "hector_inter.typed_linear") is not None:
-        _scatter_gemm(lw, scale, scatter, out)
+    linear = _fused_linear(lw, sv.operand("x"))
+    if linear is not None:
+        _scatter_gemm(lw, linear, scale, scatter, out)
         return
     x, gather = lw.read(sv.operand("x"), op)
     y, y_index = lw.read(sv.operand("s"), op)
@@ -560,26 +602,42 @@ for _op in inter.DIALECT.ops:
         _lowers(_op.name)(_index_handler(_op.name, _op.rowmap))
 
 
-def _scatter_gemm(lw: _FuncLowering, scale: ir.Operation, scatter: ir.Value, out: ir.Value) -> None:
-    """``sum(scale(typed_linear(x, W), s))`` as one GEMM: gathered rows times the typed
-    weight, scaled per row and accumulated into the scattered output rows."""
-    sv = inter.view(scale)
-    linear = _producer(sv.operand("x"))
+def _fused_linear(lw: _FuncLowering, value: ir.Value) -> ir.Operation | None:
+    """``value``'s producer when it is a linear fused into a scatter-GEMM."""
+    producer = _producer(value)
+    if producer is not None and producer in lw.fused and producer.name in SCATTER_LINEARS:
+        return producer
+    return None
+
+
+def _scatter_gemm(
+    lw: _FuncLowering,
+    linear: ir.Operation,
+    scale: ir.Operation | None,
+    scatter: ir.Value,
+    out: ir.Value,
+) -> None:
+    """``sum((scale(linear(rows, W), s))`` as one GEMM: gathered rows times the typed weight
+    (transposed for ``typed_linear_transposed``), scaled per row and accumulated into the
+    scattered output rows."""
+    rows_name, variant = SCATTER_LINEARS[linear.name]
     lv = inter.view(linear)
-    rows = lv.operand("x")
-    a, gather = lw.read(rows, linear)
+    rows = lv.operand(rows_name)
+    a, gather, row_scale = lw.read_rows(rows, linear)
+    if scale is not None:
+        row_scale = lw.src(inter.view(scale).operand("s"))
     w = lw.src(lv.operand("weight"))
-    s = lw.src(sv.operand("s"))
     windex = lw.weight_index(linear, rows)
     lw.gemm(
         a,
         w,
         out,
         "add",
+        variant,
         gather_index=gather,
         weight_index=windex,
         scatter_index=scatter,
-        row_scale=s,
+        row_scale=row_scale,
     )
 
 

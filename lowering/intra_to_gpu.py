@@ -246,7 +246,8 @@ def _xty_partial_body(
 
             def step(i: ir.Value, acc: ir.Value) -> ir.Value:
                 row = T.gemm_row_prologue(b, i, T.slice_rows(t.view))
-                return arith.addf(acc, arith.mulf(b.load("a", row.r, kk), b.load("weight", i, j)))
+                g = T.xty_gradient(b, i, j)
+                return arith.addf(acc, arith.mulf(b.load("a", row.r, kk), g))
 
             total = b.reduce(lo, hi, c1, b.f32(0.0), step)
             b.store("partials", total, c, kk, j)
@@ -274,7 +275,7 @@ def _xty_runs(
         acc, run = loop.inner_iter_args
         row = T.gemm_row_prologue(b, i, T.slice_rows(t.view))
         assert row.t is not None
-        p = arith.mulf(b.load("a", row.r, kk), b.load("weight", i, j))
+        p = arith.mulf(b.load("a", row.r, kk), T.xty_gradient(b, i, j))
         same = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, row.t, run), [f32], has_else=True)
         with ir.InsertionPoint(same.then_block):
             scf.yield_([arith.addf(acc, p)])

@@ -73,8 +73,8 @@ def _differentiable(v: ir.Value) -> bool:
 
 
 def _keep_per_edge(op: ir.Operation, training: bool) -> bool:
-    """A scatter-GEMM chain stays per edge, unless training needs its product saved."""
-    if not scatter_gemm(op):
+    """A scaled scatter-GEMM chain stays per edge, unless training needs its product saved."""
+    if not scatter_gemm(op, scaled_only=True):
         return False
     if not training:
         return True

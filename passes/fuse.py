@@ -15,9 +15,17 @@ the marks (without this pass every op becomes a template of its own):
   rows, a traversal's ``x`` or ``y`` input — so the gathered copy is never built;
 * ``hector.fuse = "into_sum"`` on a ``scale`` whose only user sums it onto nodes or compact rows:
   the scale and the reduction become one traversal (``fn = scale``, ``reduce = sum``);
-* ``hector.fuse = "scatter"`` on a ``typed_linear`` whose only user is such a scale by a
-  per-row column: linear, scale and sum become one GEMM template with a gathered left operand,
-  a ``row_scale`` and a scattered, accumulating epilogue (RGCN's whole message passing).
+* ``hector.fuse = "scatter"`` on a ``typed_linear`` (or ``typed_linear_transposed``) whose only
+  user is such a scale by a per-row column, or a sum itself: linear, scale and sum become one
+  GEMM template with a gathered left operand, a ``row_scale`` and a scattered, accumulating
+  epilogue (RGCN's whole message passing; aggregate-first RGCN's per-pair products summed onto
+  nodes; the input gradient of either);
+* ``hector.fuse = "into_gemm"`` on a scale by a per-row column whose every user is a GEMM
+  reading it as its rows (``typed_linear``'s ``x``, ``typed_linear_transposed``'s or
+  ``typed_linear_weight_grad``'s ``dy``) and taking no other row scale: the GEMMs read the
+  unscaled rows (through their gather index) and scale each row's product (``row_scale``), so
+  the backward program's scaled, gathered gradient rows are never built. A weight gradient
+  reads gathered gradient rows through its template's ``scatter_index``.
 
 A value returned by the function is never fused away (it must be materialised).
 """
@@ -57,6 +65,17 @@ MARK = "hector.fuse"
 _PREFIX = f"{hector_inter.DIALECT.name}."
 _SCALE = _PREFIX + hector_inter.SCALE.name
 _TYPED_LINEAR = _PREFIX + hector_inter.TYPED_LINEAR.name
+#: GEMM ops that can be a scatter-GEMM (their product summed in the epilogue), by the operand
+#: holding their rows, and the template variant they lower to.
+SCATTER_LINEARS: dict[str, tuple[str, str]] = {
+    _TYPED_LINEAR: ("x", "xw"),
+    _PREFIX + "typed_linear_transposed": ("dy", "xwt"),
+}
+#: GEMM ops that can scale their rows' products (``row_scale``), by the operand holding the rows.
+ROW_SCALED: dict[str, str] = {
+    **{name: rows for name, (rows, _) in SCATTER_LINEARS.items()},
+    _PREFIX + "typed_linear_weight_grad": "dy",
+}
 
 
 def _marked(op: ir.Operation, value: str) -> bool:
@@ -98,13 +117,17 @@ def _rows_add(v: OpAccess, name: str) -> bool:
 # a traversal's ``x`` or ``y``); ops not listed always need the gathered copy.
 _READS_GATHERED: dict[str, Callable[[OpAccess, str], bool]] = {
     "typed_linear": lambda v, name: name == "x" and v.attr("slice") != "ntype",
-    "typed_linear_weight_grad": lambda v, name: name == "x" and v.attr("slice") != "ntype",
+    "typed_linear_transposed": lambda v, name: name == "dy" and v.attr("slice") != "ntype",
+    # gradient rows through the xty template's scatter_index
+    "typed_linear_weight_grad": lambda v, name: (
+        (name == "x" and v.attr("slice") != "ntype") or name == "dy"
+    ),
     "dot": lambda v, name: name in ("x", "y"),
     "add": _rows_add,
     "unary": lambda v, name: name == "x",
     # the per-head scale is a traversal's y; the scaled rows are its x only when the scale is
-    # fused into a sum (a row-parallel scale writes one row per x row)
-    "scale": lambda v, name: name == "s" or _marked(v.op, "into_sum"),
+    # fused into a sum or into GEMMs (a row-parallel scale writes one row per x row)
+    "scale": lambda v, name: name == "s" or _marked(v.op, "into_sum") or _marked(v.op, "into_gemm"),
     **{n.partition(".")[2]: (lambda v, name: name == "x") for n in _NODE_SUMS},
 }
 
@@ -120,24 +143,60 @@ def reads_gathered(user: ir.Operation, operand: int) -> bool:
     return rule(v, _operand_name(v, operand))
 
 
-def scatter_gemm(op: ir.Operation, returned: set[ir.Value] | None = None) -> bool:
-    """Whether typed linear ``op`` feeds only a per-row scale (``[M, 1]``, not per head) that
-    feeds only a sum onto nodes: then GEMM, scale and sum are one scatter-GEMM and the per-edge
-    product is never stored. The scale factor must be a plain buffer (not itself gathered)."""
+def _row_column(s: ir.Value) -> bool:
+    """Whether ``s`` is a per-row factor a GEMM can take as its ``row_scale``: a column
+    ``[M, 1]`` in a plain buffer (not itself gathered)."""
+    if ir.ShapedType(s.type).shape[-1] != 1:
+        return False
+    return isinstance(s, ir.BlockArgument) or s.owner.name not in GATHERS
+
+
+def scatter_gemm(
+    op: ir.Operation, returned: set[ir.Value] | None = None, scaled_only: bool = False
+) -> bool:
+    """Whether linear ``op`` (``SCATTER_LINEARS``) feeds only a sum (any index op that sums,
+    so a scatter; not with ``scaled_only``), or only a per-row scale (``[M, 1]``, not per
+    head, a plain buffer) that feeds only a sum onto nodes: then GEMM, scale and sum are one
+    scatter-GEMM and the per-row product is never stored."""
     out = op.results[0]
     users = [u.owner for u in out.uses]
-    if len(users) != 1 or users[0].name != _SCALE or (returned and out in returned):
+    if op.name not in SCATTER_LINEARS or len(users) != 1 or (returned and out in returned):
+        return False
+    if users[0].name in SUMS:
+        return not scaled_only
+    if users[0].name != _SCALE:
         return False
     scale = hector_inter.view(users[0])
-    s = scale.operand("s")
-    if scale.operand("x") != out or ir.ShapedType(s.type).shape[-1] != 1:
-        return False
-    if not isinstance(s, ir.BlockArgument) and s.owner.name in GATHERS:
+    if scale.operand("x") != out or not _row_column(scale.operand("s")):
         return False
     if returned and scale.op.result in returned:
         return False
     sums = [u.owner for u in scale.op.result.uses]
     return len(sums) == 1 and sums[0].name in _NODE_SUMS
+
+
+def _scaled_after(op: ir.Operation) -> bool:
+    """Whether scatter-GEMM ``op`` already takes its ``row_scale`` from a scale after it."""
+    users = [u.owner for u in op.results[0].uses]
+    return _marked(op, "scatter") and users[0].name == _SCALE
+
+
+def into_gemm(op: ir.Operation, returned: set[ir.Value]) -> bool:
+    """Whether scale ``op`` (by a per-row column) can be folded into every GEMM reading it:
+    each user reads it as its rows (``ROW_SCALED``), once, and has no other row scale."""
+    v = hector_inter.view(op)
+    out = op.results[0]
+    if out in returned or not _row_column(v.operand("s")):
+        return False
+    uses = [(u.owner, u.operand_number) for u in out.uses]
+    for user, number in uses:
+        rows = ROW_SCALED.get(user.name)
+        uv = hector_inter.view(user)
+        if rows is None or _operand_name(uv, number) != rows or _scaled_after(user):
+            return False
+        if sum(1 for o in user.operands if o == out) != 1:
+            return False
+    return bool(uses)
 
 
 def graph_argument(func: ir.Operation) -> ir.Value | None:
@@ -209,9 +268,12 @@ def mark_fusion(func: ir.Operation) -> None:
         users = [u.owner for u in out.uses]
         if out not in returned and len(users) == 1 and users[0].name in SUMS:
             op.attributes[MARK] = ir.StringAttr.get("into_sum")
-    for op in ops:  # typed linears scaled per row and summed: one scatter-GEMM
-        if op.name == _TYPED_LINEAR and scatter_gemm(op, returned):
+    for op in ops:  # linears (scaled per row and) summed: one scatter-GEMM
+        if op.name in SCATTER_LINEARS and scatter_gemm(op, returned):
             op.attributes[MARK] = ir.StringAttr.get("scatter")
+    for op in ops:  # per-row scales of GEMM rows: the GEMMs' row_scale
+        if op.name == _SCALE and MARK not in op.attributes and into_gemm(op, returned):
+            op.attributes[MARK] = ir.StringAttr.get("into_gemm")
     for op in ops:
         if op.name not in GATHERS:
             continue

@@ -466,8 +466,6 @@ def _gemm_template(v: OpAccess, kinds: _Kinds) -> None:
         rs = _f32(v.operand("row_scale"), "row_scale", op)
         if len(rs) != 2 or rs[1] != 1:
             raise PassFailure("row_scale must be a column [M, 1]", op.location)
-        if variant != "xw":
-            raise PassFailure('row_scale needs variant = "xw"', op.location)
     sliced = _gemm_slicing(v)
     sa = _f32(v.operand("a"), "a", op)
     sw = _f32(v.operand("weight"), "weight", op)
@@ -484,7 +482,7 @@ def _gemm_template(v: OpAccess, kinds: _Kinds) -> None:
     if v.attr("tile_n") <= 0 or v.attr("block_size") <= 0:
         raise PassFailure("tile_n and block_size must be positive", op.location)
     _block_size(v)
-    if v.attr("epilogue") == "store" and v.has("scatter_index"):
+    if v.attr("epilogue") == "store" and v.has("scatter_index") and variant != "xty":
         raise PassFailure(
             'a scattered GEMM must accumulate (epilogue "add" or "atomic_add"): '
             "several rows may land on one output row",
@@ -527,16 +525,15 @@ def _gemm_slicing(v: OpAccess) -> str:
 
 
 def _gemm_xty(v: OpAccess, sa: Shape, sw: Shape, so: Shape, sliced: str) -> None:
-    """``out += a^T @ weight`` (a weight gradient): accumulating, never scattered."""
+    """``out += a^T @ weight`` (a weight gradient): accumulating; a ``scatter_index`` picks
+    the gradient row each row reads."""
     op = v.op
     _rank(sw, 2, "row gradients (weight operand of an xty GEMM)", op)
     _rank(so, 3 if sliced else 2, "out" + sliced, op)
     _same(sa[1], so[-2], "a's width does not match out's input dimension", op)
     _same(sw[1], so[-1], "gradient width does not match out's output dimension", op)
-    if v.attr("epilogue") != "add" or v.has("scatter_index"):
-        raise PassFailure(
-            'an xty GEMM accumulates (epilogue "add") and takes no scatter_index', op.location
-        )
+    if v.attr("epilogue") != "add":
+        raise PassFailure('an xty GEMM accumulates (epilogue "add")', op.location)
 
 
 @_handles(_intra("traversal_template"))

@@ -70,3 +70,13 @@ func.func @bad_sum_mark(%x: tensor<?x2xf32>, %s: tensor<?x1xf32>) -> tensor<?x2x
   %m = "hector_inter.scale"(%x, %s) {hector.fuse = "into_sum"} : (tensor<?x2xf32>, tensor<?x1xf32>) -> tensor<?x2xf32>
   return %m : tensor<?x2xf32>
 }
+
+// -----
+
+// CHECK: error: hector.fuse = "into_gemm" on a scale that a non-GEMM op reads
+func.func @bad_gemm_mark(%x: tensor<?x2xf32>, %s: tensor<?x1xf32>) -> tensor<?x2xf32> {
+  // expected-error @+1 {{hector.fuse = "into_gemm" on a scale that a non-GEMM op reads}}
+  %m = "hector_inter.scale"(%x, %s) {hector.fuse = "into_gemm"} : (tensor<?x2xf32>, tensor<?x1xf32>) -> tensor<?x2xf32>
+  %u = "hector_inter.unary"(%m) {fn = "exp", slope = 0.0 : f32} : (tensor<?x2xf32>) -> tensor<?x2xf32>
+  return %u : tensor<?x2xf32>
+}

@@ -77,17 +77,15 @@ func.func @rgcn(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: tensor<3x16x8
 // CHECK: %[[XS:.*]] = memref.alloc(%{{.*}}) : memref<?x16xf32>
 // CHECK-NEXT: "hector_intra.traversal_template"(%[[SRC]], %[[X]], %[[XS]])
 // CHECK-SAME: fn = "copy", operandSegmentSizes = array<i32: 1, 0, 0, 1, 0, 1>, parallel = "edge", reduce = "none"
-// CHECK: %[[M:.*]] = memref.alloc(%{{.*}}) : memref<?x8xf32>
-// CHECK-NEXT: "hector_intra.gemm_template"(%[[XS]], %[[W]], %[[ETYPE]], %[[M]])
-// CHECK-SAME: operandSegmentSizes = array<i32: 1, 1, 0, 1, 0, 0, 1>
-//   sum_to_dst without a scale: fn = copy, writing the first output directly
+//   sum_to_dst without a scale: the GEMM adds each edge's product into its destination row
+//   of the first output (a scatter-GEMM), no per-edge product stored
+// CHECK-NOT: memref.alloc
 // CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[OUT0]] : memref<?x8xf32>)
-// CHECK-NEXT: "hector_intra.traversal_template"(%[[DST]], %[[M]], %[[OUT0]])
-// CHECK-SAME: fn = "copy", operandSegmentSizes = array<i32: 0, 1, 0, 1, 0, 1>, parallel = "edge", reduce = "sum"
+// CHECK-NEXT: "hector_intra.gemm_template"(%[[XS]], %[[W]], %[[ETYPE]], %[[DST]], %[[OUT0]])
+// CHECK-SAME: epilogue = "add", operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 0, 1>
 // CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[OUT1]] : memref<?x16xf32>)
 // CHECK-NEXT: "hector_intra.traversal_template"(%{{.*}}, %[[XS]], %[[OUT1]])
 // CHECK-SAME: fn = "copy", {{.*}}parallel = "edge", reduce = "sum"
-// CHECK-NEXT: memref.dealloc %[[M]]
 // CHECK-NEXT: memref.dealloc %[[XS]]
 // CHECK-NEXT: return
 func.func @gather_reused(%g: !hector_inter.graph, %x: tensor<?x16xf32>, %w: tensor<3x16x8xf32>) -> (tensor<?x8xf32>, tensor<?x16xf32>) {

@@ -88,6 +88,28 @@ func.func @weight_gradient(%x: memref<?x8xf32>, %dy: memref<?x16xf32>, %src: mem
   return
 }
 
+// The gradient rows read in place: packing row r of the gradient tile loads row
+// scatter_index[i] of dy (the row the forward product wrote) and multiplies it by row_scale[i].
+// CHECK-LABEL: func.func @weight_gradient_scattered
+// CHECK: scf.forall
+// CHECK: %[[G:.*]] = memref.load %{{.*}}[%{{.*}}, %{{.*}}] : memref<?x16xf32>
+// CHECK-NEXT: %[[S:.*]] = memref.load %{{.*}}[%{{.*}}, %{{.*}}] : memref<?x1xf32>
+// CHECK-NEXT: arith.mulf %[[G]], %[[S]] : f32
+// CHECK: vector.transfer_read {{.*}} vector<4x16xf32>
+func.func @weight_gradient_scattered(%x: memref<?x8xf32>, %dy: memref<?x16xf32>,
+                                     %src: memref<?xi32>, %etype: memref<?xi32>,
+                                     %dst: memref<?xi32>, %norm: memref<?x1xf32>,
+                                     %dw: memref<3x8x16xf32>) {
+  "hector_intra.gemm_template"(%x, %dy, %src, %etype, %dst, %norm, %dw)
+      {variant = "xty", epilogue = "add", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1>,
+       schedule = {pack = true, parallel = "rows", threads = 2 : i64, tile_k = 1 : i64,
+                   tile_m = 8 : i64, tile_n = 16 : i64, unroll = 4 : i64, vector = 16 : i64}}
+      : (memref<?x8xf32>, memref<?x16xf32>, memref<?xi32>, memref<?xi32>, memref<?xi32>,
+         memref<?x1xf32>, memref<3x8x16xf32>) -> ()
+  return
+}
+
 // CHECK-LABEL: func.func @max_to_dst
 // Workers only when there are at least 4 rows per output row (decided at run time: partials
 // cost about as much as the rows they save otherwise); a max reduction's partials start at

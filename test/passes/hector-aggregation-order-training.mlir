@@ -15,7 +15,7 @@
 // CHECK: return %{{.*}}, %[[P]]
 // CHECK-LABEL: func.func @rgcn_backward
 // CHECK-SAME: %[[SAVED:arg[0-9]+]]: tensor<?x16xf32> {hector.kind = "dst_compact"}, %[[DY:arg[0-9]+]]: tensor<?x8xf32> {hector.kind = "node"}
-// CHECK: %[[DYP:.*]] = "hector_inter.dst_compact_gather_dst"(%{{.*}}, %[[DY]])
+// CHECK: %[[DYP:.*]] = "hector_inter.dst_compact_gather_dst"(%{{.*}}, %[[DY]]) {hector.fuse = "index"}
 // CHECK-NEXT: %[[DP:.*]] = "hector_inter.typed_linear_transposed"(%{{.*}}, %[[DYP]], %{{.*}}) {slice = "etype"}
 // CHECK-NEXT: %[[DW:.*]] = "hector_inter.typed_linear_weight_grad"(%{{.*}}, %[[SAVED]], %[[DYP]]) {slice = "etype"}
 // CHECK-NEXT: %[[DE:.*]] = "hector_inter.expand_dst_compact"(%{{.*}}, %[[DP]]) {hector.fuse = "index"}
@@ -27,17 +27,18 @@
 
 // The templates: the pair arrays (dst_compact_dst = arg11, dst_compact_etype = arg12,
 // edge_dst_compact = arg13) index them. Forward: one traversal gathers x by src, scales by the
-// norm and sums into the pairs; one GEMM over the pairs picks each pair's relation weight; one
-// traversal adds the pairs into their nodes. Backward: the input-gradient GEMM and the
-// weight-gradient GEMM both run over the pairs.
+// norm and sums into the pairs; one GEMM over the pairs picks each pair's relation weight and
+// adds its product into the pair's node (a scatter-GEMM: the per-pair products are never
+// stored). Backward: the input-gradient GEMM and the weight-gradient GEMM both run over the
+// pairs and read the output gradient of each pair's node in place (the input gradient through
+// its gather_index, the weight gradient through its scatter_index): no per-pair copy of it.
 // INTRA-LABEL: func.func @rgcn(
 // INTRA: "hector_intra.traversal_template"(%arg0, %arg13, %arg14, %arg5, %{{.*}}) {{.*}}fn = "scale"{{.*}}reduce = "sum"
-// INTRA: "hector_intra.gemm_template"(%{{.*}}, %arg15, %arg12, %{{.*}}) {{.*}}epilogue = "store"{{.*}}variant = "xw"
-// INTRA: "hector_intra.traversal_template"(%arg11, %{{.*}}, %{{.*}}) {{.*}}fn = "copy"{{.*}}reduce = "sum"
+// INTRA: "hector_intra.gemm_template"(%{{.*}}, %arg15, %arg12, %arg11, %{{.*}}) {{.*}}epilogue = "add"{{.*}}variant = "xw"
 // INTRA-LABEL: func.func @rgcn_backward(
-// INTRA: "hector_intra.traversal_template"(%arg11, %{{.*}}, %[[DYP:.*]]) {{.*}}fn = "copy"{{.*}}reduce = "none"
-// INTRA: "hector_intra.gemm_template"(%[[DYP]], %arg15, %arg12, %{{.*}}) {{.*}}variant = "xwt"
-// INTRA: "hector_intra.gemm_template"(%{{.*}}, %[[DYP]], %arg12, %{{.*}}) {{.*}}variant = "xty"
+// INTRA-NOT: fn = "copy"
+// INTRA: "hector_intra.gemm_template"(%[[DY:[^,]*]], %arg15, %arg11, %arg12, %{{.*}}) {{.*}}variant = "xwt"
+// INTRA: "hector_intra.gemm_template"(%{{.*}}, %[[DY]], %arg12, %arg11, %{{.*}}) {{.*}}variant = "xty"
 // INTRA: "hector_intra.traversal_template"(%arg13, %arg0, %{{.*}}, %arg5, %{{.*}}) {{.*}}fn = "scale"{{.*}}reduce = "sum"
 // `hector compile` takes the order (or the graph's D/E for the cost model) as options; the
 // forward function alone, at K = 16, N = 8, is not worth aggregating first even at D/E = 0.1.

@@ -62,3 +62,63 @@ func.func @attention(%g: !hector_inter.graph, %q: tensor<?x8xf32> {hector.kind =
   %o = "hector_inter.sum_to_dst"(%g, %m) : (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>
   return %o : tensor<?x8xf32>
 }
+
+// -----
+
+// RGCN's backward (transform-first): the gradient rows gathered to edges and scaled per row are
+// never built. The scale folds into both GEMMs that read it (into_gemm: their row_scale), the
+// gather is read through an index by both (the input gradient's gathered rows, the weight
+// gradient's gradient rows), and the input gradient is summed onto sources in its epilogue.
+// CHECK-LABEL: func.func @rgcn_backward
+// CHECK: "hector_inter.gather_dst"({{.*}}) {hector.fuse = "index"}
+// CHECK: "hector_inter.scale"({{.*}}) {hector.fuse = "into_gemm"}
+// CHECK: "hector_inter.typed_linear_transposed"({{.*}}) {hector.fuse = "scatter", slice = "etype"}
+// CHECK: "hector_inter.gather_src"({{.*}}) {hector.fuse = "index"}
+// CHECK: "hector_inter.typed_linear_weight_grad"({{.*}}) {slice = "etype"}
+// CHECK: "hector_inter.sum_to_src"
+func.func @rgcn_backward(%g: !hector_inter.graph, %x: tensor<?x16xf32> {hector.kind = "node"}, %w: tensor<3x16x8xf32>, %dy: tensor<?x8xf32> {hector.kind = "node"}) -> (tensor<?x16xf32>, tensor<3x16x8xf32>) {
+  %d = "hector_inter.gather_dst"(%g, %dy) : (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %n = "hector_inter.degree_norm"(%g) {by = "dst_etype"} : (!hector_inter.graph) -> tensor<?x1xf32>
+  %ds = "hector_inter.scale"(%d, %n) : (tensor<?x8xf32>, tensor<?x1xf32>) -> tensor<?x8xf32>
+  %dm = "hector_inter.typed_linear_transposed"(%g, %ds, %w) {slice = "etype"} : (!hector_inter.graph, tensor<?x8xf32>, tensor<3x16x8xf32>) -> tensor<?x16xf32>
+  %xs = "hector_inter.gather_src"(%g, %x) : (!hector_inter.graph, tensor<?x16xf32>) -> tensor<?x16xf32>
+  %dw = "hector_inter.typed_linear_weight_grad"(%g, %xs, %ds) {slice = "etype"} : (!hector_inter.graph, tensor<?x16xf32>, tensor<?x8xf32>) -> tensor<3x16x8xf32>
+  %dx = "hector_inter.sum_to_src"(%g, %dm) : (!hector_inter.graph, tensor<?x16xf32>) -> tensor<?x16xf32>
+  return %dx, %dw : tensor<?x16xf32>, tensor<3x16x8xf32>
+}
+
+// -----
+
+// A scale read by anything but a GEMM's rows (here a returned value, and a unary) stays a
+// traversal of its own, and so does the gather feeding it.
+// CHECK-LABEL: func.func @scale_not_into_gemm
+// CHECK: "hector_inter.gather_dst"({{.*}}) :
+// CHECK: "hector_inter.scale"({{.*}}) :
+// CHECK: "hector_inter.typed_linear_transposed"({{.*}}) {slice = "etype"}
+func.func @scale_not_into_gemm(%g: !hector_inter.graph, %w: tensor<3x16x8xf32>, %dy: tensor<?x8xf32> {hector.kind = "node"}) -> (tensor<?x16xf32>, tensor<?x8xf32>) {
+  %d = "hector_inter.gather_dst"(%g, %dy) : (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %n = "hector_inter.degree_norm"(%g) {by = "dst_etype"} : (!hector_inter.graph) -> tensor<?x1xf32>
+  %ds = "hector_inter.scale"(%d, %n) : (tensor<?x8xf32>, tensor<?x1xf32>) -> tensor<?x8xf32>
+  %dm = "hector_inter.typed_linear_transposed"(%g, %ds, %w) {slice = "etype"} : (!hector_inter.graph, tensor<?x8xf32>, tensor<3x16x8xf32>) -> tensor<?x16xf32>
+  return %dm, %ds : tensor<?x16xf32>, tensor<?x8xf32>
+}
+
+// -----
+
+// Aggregate-first RGCN: the per-(destination, relation) products are summed onto destinations
+// by the GEMM's epilogue (a scatter-GEMM without a scale); its backward reads the gradient rows
+// of the pairs through an index in both GEMMs.
+// CHECK-LABEL: func.func @aggregate_first
+// CHECK: "hector_inter.typed_linear"({{.*}}) {hector.fuse = "scatter", slice = "etype"}
+// CHECK: "hector_inter.sum_dst_compact_to_dst"
+// CHECK: "hector_inter.dst_compact_gather_dst"({{.*}}) {hector.fuse = "index"}
+// CHECK: "hector_inter.typed_linear_transposed"({{.*}}) {slice = "etype"}
+// CHECK: "hector_inter.typed_linear_weight_grad"({{.*}}) {slice = "etype"}
+func.func @aggregate_first(%g: !hector_inter.graph, %a: tensor<?x16xf32> {hector.kind = "dst_compact"}, %w: tensor<3x16x8xf32>, %dy: tensor<?x8xf32> {hector.kind = "node"}) -> (tensor<?x8xf32>, tensor<?x16xf32>, tensor<3x16x8xf32>) {
+  %m = "hector_inter.typed_linear"(%g, %a, %w) {slice = "etype"} : (!hector_inter.graph, tensor<?x16xf32>, tensor<3x16x8xf32>) -> tensor<?x8xf32>
+  %o = "hector_inter.sum_dst_compact_to_dst"(%g, %m) : (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %d = "hector_inter.dst_compact_gather_dst"(%g, %dy) : (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %da = "hector_inter.typed_linear_transposed"(%g, %d, %w) {slice = "etype"} : (!hector_inter.graph, tensor<?x8xf32>, tensor<3x16x8xf32>) -> tensor<?x16xf32>
+  %dw = "hector_inter.typed_linear_weight_grad"(%g, %a, %d) {slice = "etype"} : (!hector_inter.graph, tensor<?x16xf32>, tensor<?x8xf32>) -> tensor<3x16x8xf32>
+  return %o, %da, %dw : tensor<?x8xf32>, tensor<?x16xf32>, tensor<3x16x8xf32>
+}
