@@ -169,6 +169,9 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
         "store_direct_io": store.direct,
         "store_io_backend": "native " + _io_backend(),
         "grad_sha256": _grad_digest(grads),
+        # Where generated code allocates through the host memory cache, what it held after
+        # the steps (idle blocks count in RSS).
+        "host_memory_cache": cache.stats() if (cache := _host_memory()) is not None else None,
         "graph": {
             "nodes": g.num_nodes,
             "edges": g.num_edges,
@@ -188,11 +191,18 @@ def _release_idle_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass
-    try:  # the cache is newer than this benchmark: a tree without it has nothing to release
-        host_memory = importlib.import_module("hector.runtime.host_memory")
+    host_memory = _host_memory()
+    if host_memory is not None:
+        host_memory.empty_cache()
+
+
+def _host_memory() -> Any:
+    """Hector's host memory cache module, or None in a runtime without one (the cache is newer
+    than this benchmark)."""
+    try:
+        return importlib.import_module("hector.runtime.host_memory")
     except ImportError:
-        return
-    host_memory.empty_cache()
+        return None
 
 
 def _io_backend() -> str:
