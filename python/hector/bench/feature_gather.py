@@ -10,6 +10,8 @@ minibatch`` or here) in each way, timed alone in this process (no training compe
 * ``pread``: :class:`hector.loader.FeatureStore` default, native ``pread`` in file order into a
   reused buffer;
 * ``pread-fresh``: the same into a new array per batch;
+* ``pread@G``: ``pread`` with ``max_gap_bytes=G`` (wanted rows at most G bytes apart share a
+  read);
 * ``mmap-release``: copy out of the memory mapping in file-order chunks, dropping each chunk's
   stretch of the mapping after it (the previous default);
 * ``mmap``: copy out of the mapping, nothing released (the table ends up mapped in);
@@ -44,7 +46,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--feat", type=int, default=128, help="feature width of the file")
     p.add_argument("--classes", type=int, default=349)
     p.add_argument("--batches", type=int, default=5, help="batches gathered per way")
-    p.add_argument("--ways", default="pread,pread-fresh,mmap-release,mmap,numpy")
+    p.add_argument(
+        "--ways",
+        default="pread,pread-fresh,mmap-release,mmap,numpy",
+        help="comma-separated; pread@G: pread with max_gap_bytes=G",
+    )
     p.add_argument("--threads", type=int, default=0, help="0: torch.get_num_threads()")
     p.add_argument("--cold", action="store_true", help="also one gather per way, cache evicted")
     p.add_argument("--seed", type=int, default=0)
@@ -56,6 +62,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _store(path: Any, way: str, threads: int) -> Any:
     from ..loader import FeatureStore
 
+    if way.startswith("pread@"):
+        return FeatureStore(path, threads=threads, max_gap_bytes=int(way.split("@", 1)[1]))
     if way in ("pread", "pread-fresh"):
         return FeatureStore(path, threads=threads, reuse_buffers=way == "pread")
     return FeatureStore(path, read="mmap", release=way == "mmap-release", threads=threads)
