@@ -580,6 +580,7 @@ def run(args: argparse.Namespace) -> int:
 
             times = answer.pop("times_ms")
             entry.update(
+                times_ms=[round(t, 3) for t in times],
                 status="ok",
                 median_ms=round(statistics.median(times), 3),
                 min_ms=round(min(times), 3),
