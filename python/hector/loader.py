@@ -190,6 +190,11 @@ class FeatureStore:
         """
         return self._gather(node_ids, out)[0]
 
+    def clear_buffers(self) -> None:
+        """Drop the kept gather buffers (batches still holding theirs keep them alive)."""
+        with self._lock:
+            self._pool = []
+
     def _buffer(self, rows: int) -> np.ndarray:
         """A float32 ``[rows, F]`` array to gather into: a view of a pooled buffer nothing else
         refers to any more (tracked by a weak reference to the view handed out), else new."""

@@ -200,6 +200,9 @@ def test_gather_buffers_are_reused_only_once_released(tmp_path):
     assert third.data_ptr() in addresses
     assert torch.equal(third, torch.from_numpy(table[500:600]))
     assert len(store._pool) == 2
+    store.clear_buffers()
+    assert not store._pool
+    assert torch.equal(third, torch.from_numpy(table[500:600]))  # still its own memory
     fresh = FeatureStore(tmp_path / "x.npy", reuse_buffers=False)
     assert torch.equal(fresh.gather(np.arange(50)), torch.from_numpy(table[:50]))
     assert not fresh._pool
