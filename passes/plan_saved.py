@@ -107,10 +107,22 @@ def users(value: ir.Value, fn: ir.Operation, skip: tuple[ir.Operation, ...] = ()
     return sorted(found, key=lambda o: order[o])
 
 
+def _root(value: ir.Value) -> ir.Value:
+    """The buffer ``value`` is a view of (itself when it is no view)."""
+    while not isinstance(value, ir.BlockArgument):
+        owner = value.owner
+        owner = owner.operation if hasattr(owner, "operation") else owner
+        if owner.name not in _VIEWS:
+            break
+        value = owner.operands[0]
+    return value
+
+
 def _writes(op: ir.Operation, value: ir.Value) -> bool:
-    """Whether ``op`` may write ``value`` (a template writes only its ``out``)."""
+    """Whether ``op`` may write ``value`` (a template writes only its ``out``, which may be a
+    view of ``value``; any other op may write what it uses)."""
     if op.name.startswith("hector_intra."):
-        return intra.view(op).operand("out") == value
+        return _root(intra.view(op).operand("out")) == value
     return True
 
 

@@ -102,3 +102,20 @@ def test_an_offload_is_freed_before_a_kernel_that_brings_new_memory_in() -> None
         assert saved_liveness.write_done(ops, first, 2, grows) == third + 1
         grows[second] = True
         assert saved_liveness.write_done(ops, first, 2, grows) == second
+
+
+def test_a_template_writing_through_a_view_writes_the_saved_value() -> None:
+    # An offload's write starts after the value's last writer: a template whose output is a
+    # reshaped view of the value (RGAT's folded weights are written so) is one.
+    module, pair = _pair("rgat")
+    with module.context:
+        found = 0
+        for op in saved_liveness.kernel_ops(pair.train):
+            if not op.name.startswith("hector_intra."):
+                continue
+            out = op.operands[len(op.operands) - 1]
+            owner = None if isinstance(out, ir.BlockArgument) else out.owner
+            if owner is not None and owner.name == "memref.collapse_shape":
+                assert plan_saved._writes(op, owner.operands[0])
+                found += 1
+        assert found
