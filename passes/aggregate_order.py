@@ -25,25 +25,24 @@ arrays (``GRAPH_LAYOUT``), built once per graph by ``HeteroGraph``.
 
 Cost model (per matched sum, so per layer and per graph; ``K``, ``N`` from the weight's type,
 ``E`` edges and ``D`` pairs). Each kernel is bound by its compute or its memory traffic and costs
-``max(flops, balance · bytes)`` (f32 elements read and written, 4 bytes each; ``balance``, 8 by
-default, is what Hector's kernels measure on the CPU: GEMM templates at 14-25 GFLOP/s,
-gathering and scattering traversals at 2-3 GB/s):
+``max(flops, balance · bytes)`` (f32 elements read and written, 4 bytes each; ``balance``, 2.5 by
+default, fitted to Hector's CPU kernels, see ``BALANCE``):
 
     transform-first  forward: scatter-GEMM    2·E·K·N flops, (E·K + 2·E·N + E)·4 bytes
     aggregate-first  forward: scaled scatter  E·K flops,     (3·E·K + E + 2·T·D·K)·4 bytes
-                              GEMM            2·D·K·N flops, (D·K + D·N)·4 bytes
-                              scatter to dst  D·N flops,     3·D·N·4 bytes
+                              scatter-GEMM    2·D·K·N flops, (D·K + 2·D·N)·4 bytes
 
 (``T`` workers, the option ``threads``: with more than one, the sum into the pairs fills and
 combines a partial ``D x K`` block per worker, which is how the CPU kernels keep reductions
 deterministic.)
 
 With the option ``training`` (``hector-autodiff`` follows) the backward program each order
-gets from ``hector-autodiff`` is added: transform-first reads ``dy`` per edge and runs the
-input-gradient GEMM and the weight-gradient GEMM over ``E`` rows (``2·2·E·K·N`` flops plus an
-``E·N`` scaled gather and an ``E·K`` scatter to sources); aggregate-first gathers ``dy`` to the
-``D`` pairs (``D·N``), runs both GEMMs over ``D`` rows (``2·2·D·K·N``), and scatters the input
-gradient back through the edges (``E·K``). The rewrite happens when aggregate-first costs less.
+gets from ``hector-autodiff`` and ``hector-fuse`` is added: transform-first runs the
+input-gradient scatter-GEMM and the weight-gradient GEMM over ``E`` rows, both reading ``dy``
+through the edges' destinations (``2·2·E·K·N`` flops, the input gradient added onto sources in
+the epilogue); aggregate-first runs both GEMMs over ``D`` rows reading ``dy`` through the pairs'
+destinations (``2·2·D·K·N``), and scatters the input gradient back through the edges (``E·K``).
+The rewrite happens when aggregate-first costs less.
 Every term is linear in ``E`` or ``D``, so the choice depends on the graph only through
 ``D / E``: the option ``dst_ratio`` (``HeteroGraph.dst_compaction_ratio``, which
 ``hector.compile`` passes). An unknown ratio (``-1``) leaves the IR as written. ``order``
@@ -114,10 +113,8 @@ def transform_first_cost(e: float, k: int, n: int, training: bool) -> Cost:
     """The per-edge scatter-GEMM (and, training, its per-edge backward GEMMs)."""
     cost = _kernel(2 * e * k * n, e * k + 2 * e * n + e)
     if training:
-        cost += _kernel(e * n, 2 * e * n + e)  # dy gathered per edge and scaled
-        cost += _kernel(2 * e * k * n, e * n + e * k)  # input gradient per edge
-        cost += _kernel(2 * e * k * n, e * k + e * n)  # weight gradient per edge
-        cost += _kernel(e * k, 3 * e * k)  # input gradient summed onto sources
+        cost += _kernel(2 * e * k * n, e * n + 2 * e * k + e)  # input gradient onto sources
+        cost += _kernel(2 * e * k * n, e * k + e * n + e)  # weight gradient per edge
     return cost
 
 
@@ -129,20 +126,21 @@ def aggregate_first_cost(
     combines one partial ``D x K`` block per worker (deterministic reductions)."""
     partials = 2 * threads * d * k if threads > 1 else 0.0
     cost = _kernel(e * k, 3 * e * k + e + partials)  # gathered, scaled, summed into the pairs
-    cost += _kernel(2 * d * k * n, d * k + d * n)
-    cost += _kernel(d * n, 3 * d * n)  # pairs summed onto nodes
+    cost += _kernel(2 * d * k * n, d * k + 2 * d * n)  # per pair, added onto its node
     if training:
-        cost += _kernel(0.0, 2 * d * n)  # dy gathered to the pairs
         cost += _kernel(2 * d * k * n, d * n + d * k)  # input gradient per pair
         cost += _kernel(2 * d * k * n, d * k + d * n)  # weight gradient per pair
         cost += _kernel(e * k, 3 * e * k + e)  # read back per edge, scaled, to sources
     return cost
 
 
-#: Flops that cost as much as one byte moved, measured on Hector's CPU kernels (2 threads):
-#: the scheduled GEMM templates reach 14-25 GFLOP/s, the gathering and scattering traversals
-#: 2-3 GB/s (``hector bench gnn`` roofline tables on synthetic:aifb and synthetic:biokg).
-BALANCE = 8.0
+#: Flops that cost as much as one byte moved, fitted to Hector's CPU kernels (one thread, CPU
+#: time, both orders forced): with the scheduled GEMMs near 50 GFLOP/s and the traversals no
+#: longer faulting their buffers in (host memory cache) at about 20 GB/s, aggregate-first wins
+#: at K = N = 64 for D/E 0.41-0.57 (ogbn_mag_0.1, synthetic:bgs, synthetic:am x0.25: forward
+#: 0.78-0.81, training 0.66-0.70 of transform-first) and loses at K = N = 16 for D/E 0.52
+#: (synthetic:aifb, synthetic:mutag). 2.5 puts the thresholds between those points.
+BALANCE = 2.5
 
 
 def choose(

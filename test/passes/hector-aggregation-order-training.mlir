@@ -1,5 +1,5 @@
-// RUN: hector-opt %s -p 'hector-aggregation-order{dst_ratio=0.1 training=true}, hector-autodiff, hector-fuse' | FileCheck %s
-// RUN: hector-opt %s -p 'hector-aggregation-order{dst_ratio=0.1 training=true}, hector-autodiff, hector-fuse, convert-hector-inter-to-intra' | FileCheck %s --check-prefix=INTRA
+// RUN: hector-opt %s -p 'hector-aggregation-order{order=aggregate-first training=true}, hector-autodiff, hector-fuse' | FileCheck %s
+// RUN: hector-opt %s -p 'hector-aggregation-order{order=aggregate-first training=true}, hector-autodiff, hector-fuse, convert-hector-inter-to-intra' | FileCheck %s --check-prefix=INTRA
 // RUN: hector compile %s --emit intra --order aggregate-first | FileCheck %s --check-prefix=CLI
 // RUN: hector compile %s --emit intra --dst-ratio 0.1 | FileCheck %s --check-prefix=CLI-AUTO
 // RUN: not hector compile %s --emit intra --dst-ratio 2 2>&1 | FileCheck %s --check-prefix=CLI-BAD

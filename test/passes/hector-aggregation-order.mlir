@@ -1,9 +1,9 @@
 // RUN: hector-opt %s --split-input-file -p hector-aggregation-order | FileCheck %s --check-prefix=UNKNOWN
 // RUN: hector-opt %s --split-input-file -p 'hector-aggregation-order{dst_ratio=0.1}' | FileCheck %s --check-prefix=DENSE
-// RUN: hector-opt %s --split-input-file -p 'hector-aggregation-order{dst_ratio=0.9}' | FileCheck %s --check-prefix=SPARSE
-// RUN: hector-opt %s --split-input-file -p 'hector-aggregation-order{dst_ratio=0.5}' | FileCheck %s --check-prefix=INFER
-// RUN: hector-opt %s --split-input-file -p 'hector-aggregation-order{dst_ratio=0.5 training=true}' | FileCheck %s --check-prefix=TRAIN
-// RUN: hector-opt %s --split-input-file -p 'hector-aggregation-order{dst_ratio=0.3}' | FileCheck %s --check-prefix=SPLIT
+// RUN: hector-opt %s --split-input-file -p 'hector-aggregation-order{dst_ratio=0.95}' | FileCheck %s --check-prefix=SPARSE
+// RUN: hector-opt %s --split-input-file -p 'hector-aggregation-order{dst_ratio=0.8}' | FileCheck %s --check-prefix=INFER
+// RUN: hector-opt %s --split-input-file -p 'hector-aggregation-order{dst_ratio=0.8 training=true}' | FileCheck %s --check-prefix=TRAIN
+// RUN: hector-opt %s --split-input-file -p 'hector-aggregation-order{dst_ratio=0.8}' | FileCheck %s --check-prefix=SPLIT
 // RUN: hector-opt %s --split-input-file -p 'hector-aggregation-order{order=aggregate-first dst_ratio=1.0}' | FileCheck %s --check-prefix=FORCE-AGG
 // RUN: hector-opt %s --split-input-file -p 'hector-aggregation-order{order=transform-first dst_ratio=0.01}' | FileCheck %s --check-prefix=FORCE-TF
 
@@ -30,13 +30,13 @@
 // DENSE-NOT: "hector_inter.sum_to_dst"
 // DENSE: "hector_inter.add"(%[[A]],
 
-// Almost one triple per pair (D/E = 0.9): aggregating first would add a pass over the edges
+// Almost one triple per pair (D/E = 0.95): aggregating first would add a pass over the edges
 // and save nothing.
 // SPARSE-LABEL: func.func @rgcn
 // SPARSE-SAME: hector.aggregation_order = ["transform-first"]
 // SPARSE-NOT: dst_compact
 
-// D/E = 0.5 at K = N = 64: not worth it for inference (the scatter of E scaled rows into the
+// D/E = 0.8 at K = N = 64: not worth it for inference (the scatter of E scaled rows into the
 // pairs costs as much as the GEMM rows it saves), but the backward program's two GEMMs per edge
 // (input and weight gradient) tip training to aggregate first.
 // INFER-LABEL: func.func @rgcn
@@ -65,7 +65,7 @@ func.func @rgcn(%g: !hector_inter.graph, %x: tensor<?x64xf32> {hector.kind = "no
 
 // -----
 
-// Two layers in one program, decided per layer: at D/E = 0.3 the first (K = 4 → N = 64: its
+// Two layers in one program, decided per layer: at D/E = 0.8 the first (K = 4 → N = 64: its
 // scatter-GEMM writes 64 columns per edge, the pair sums read only 4) aggregates first, the
 // second (K = N = 64: summing 64 columns per edge into the pairs costs as much as the GEMM rows
 // it saves) transforms first. The second has no scale (a plain sum) and a shared weight; the

@@ -157,8 +157,8 @@ def test_cost_model_is_monotone_in_the_ratio() -> None:
 
         assert aggregate_order.choose(-1.0, k, n) == "transform-first"  # unknown graph
     # Each worker's partial block of the pairs costs: more workers, a lower ratio to win.
-    few = aggregate_order.choose(0.1, 64, 64, training=True, threads=2)
-    many = aggregate_order.choose(0.1, 64, 64, training=True, threads=64)
+    few = aggregate_order.choose(0.5, 64, 64, training=True, threads=2)
+    many = aggregate_order.choose(0.5, 64, 64, training=True, threads=64)
     assert (few, many) == ("aggregate-first", "transform-first")
     wide = [aggregate_order.choose(r / 100, 64, 64) for r in range(101)]
     trained = [aggregate_order.choose(r / 100, 64, 64, training=True) for r in range(101)]
