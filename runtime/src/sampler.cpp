@@ -539,9 +539,6 @@ extern "C" int32_t hector_gather_rows(const float* table, int64_t num_rows, int6
 // Row gather straight from a file (pread), nothing of the file mapped into the process.
 // ---------------------------------------------------------------------------------------------
 
-/* A read of the file failed: errno in *bad_index_out (0 for a read past the end of the file). */
-#define HECTOR_SAMPLER_ERR_IO 206
-
 namespace {
 
 // Rows are bucketed by the stretch of file they live in; one thread copies one stretch at a time
@@ -568,19 +565,7 @@ int read_exact(int fd, char* dst, size_t n, int64_t offset) {
 
 }  // namespace
 
-/* Gathers rows of a row-major float32 table [num_rows, width] stored in the open file fd from
- * byte data_offset (an .npy file's data) into out [num_index, width]: out[i] = row index[i].
- * The rows are read with pread(2), so the file is never mapped into the process (its pages stay
- * in the OS page cache, not in this process's RSS). Positions are bucketed by 256 KiB stretches
- * of the file and sorted by row within a stretch; wanted rows at most max_gap_bytes apart are read
- * by one pread into a per-thread buffer and copied out (one large read beats a read per row: a
- * system call costs about as much as copying a few KiB; reading straight into the output rows
- * with preadv, the gaps into scratch, measured no faster), a lone row is read straight into its
- * output row; a repeated row is read once. num_threads threads (<= 0: hardware) take stretches
- * in file order, hinting each grab's span to the kernel (POSIX_FADV_WILLNEED). The result does
- * not depend on the thread count. Returns HECTOR_SAMPLER_ERR_SEED_RANGE with the position in
- * *bad_index_out when an index is out of [0, num_rows), HECTOR_SAMPLER_ERR_IO with errno (0:
- * past the end of the file) in *bad_index_out when a read fails. */
+// Contract: hector/sampler.h.
 extern "C" int32_t hector_gather_file_rows(int32_t fd, int64_t data_offset, int64_t num_rows,
                                            int64_t width, const int64_t* index,
                                            int64_t num_index, float* out, int32_t num_threads,

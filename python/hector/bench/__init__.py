@@ -23,6 +23,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "placement",
         "compiled training under --memory-budget (offload/recompute saved values) vs keep-all",
     ),
+    "feature-gather": (
+        "feature_gather",
+        "feature rows of sampled batches from a file: pread vs mmap",
+    ),
 }
 
 

@@ -31,6 +31,8 @@ extern "C" {
 #define HECTOR_SAMPLER_ERR_NTYPE_RANGE 204
 /* The sampled batch has more than 2^31 - 1 nodes or edges (Hector's kernels index with int32). */
 #define HECTOR_SAMPLER_ERR_TOO_LARGE 205
+/* A read of a feature file failed: errno in *bad_index_out (0 for a read past its end). */
+#define HECTOR_SAMPLER_ERR_IO 206
 
 typedef struct hector_sampler hector_sampler;
 typedef struct hector_sampled_batch hector_sampled_batch;
@@ -102,6 +104,24 @@ void hector_sampled_batch_free(hector_sampled_batch* batch);
 int32_t hector_gather_rows(const float* table, int64_t num_rows, int64_t width,
                            const int64_t* index, int64_t num_index, float* out,
                            int32_t num_threads, int64_t* bad_index_out);
+
+/* Gathers rows of a row-major float32 table [num_rows, width] stored in the open file fd from
+ * byte data_offset (an .npy file's data) into out [num_index, width]: out[i] = row index[i].
+ * The rows are read with pread(2), so the file is never mapped into the process (its pages stay
+ * in the OS page cache, not in this process's RSS). Positions are bucketed by 256 KiB stretches
+ * of the file and sorted by row within a stretch; wanted rows at most max_gap_bytes apart are read
+ * by one pread into a per-thread buffer and copied out (one large read beats a read per row: a
+ * system call costs about as much as copying a few KiB; reading straight into the output rows
+ * with preadv, the gaps into scratch, measured no faster), a lone row is read straight into its
+ * output row; a repeated row is read once. num_threads threads (<= 0: hardware) take stretches
+ * in file order, hinting each grab's span to the kernel (POSIX_FADV_WILLNEED). The result does
+ * not depend on the thread count. Returns HECTOR_SAMPLER_ERR_SEED_RANGE with the position in
+ * *bad_index_out when an index is out of [0, num_rows), HECTOR_SAMPLER_ERR_IO with errno (0:
+ * past the end of the file) in *bad_index_out when a read fails. */
+int32_t hector_gather_file_rows(int32_t fd, int64_t data_offset, int64_t num_rows, int64_t width,
+                                const int64_t* index, int64_t num_index, float* out,
+                                int32_t num_threads, int64_t max_gap_bytes,
+                                int64_t* bad_index_out);
 
 #ifdef __cplusplus
 }
