@@ -94,12 +94,15 @@ class StepModel:
         step_ns: the keep-all step (forward + backward) the plan is measured against.
         kept_in_memory: offloaded scopes whose write would still be running when their read is
             due (the cache keeps them in memory: I/O spent, nothing saved).
+        read_at_peak: offloaded scopes whose read is requested when backward starts — where
+            memory peaks — so they are back in memory at the peak: I/O spent, no peak saved.
     """
 
     exposed_ns: float
     recompute_ns: float
     step_ns: float
     kept_in_memory: tuple[int, ...]
+    read_at_peak: tuple[int, ...] = ()
 
     @property
     def overhead(self) -> float:
@@ -136,9 +139,12 @@ def simulate_step(
     enter: dict[int, float] = {}
     exposed = 0.0
     kept: list[int] = []
+    at_peak: list[int] = []
     for i in range(n - 1, -1, -1):
         if i in write_done:
             request = enter.get(i + ahead, total_fwd)
+            if request <= total_fwd:
+                at_peak.append(i)
             if write_done[i] > request:
                 kept.append(i)  # still being written when wanted: served from memory
             else:
@@ -150,7 +156,7 @@ def simulate_step(
         clock += backward_ns[i]
     recompute = sum(f for f, d in zip(forward_ns, decisions, strict=True) if d == "recompute")
     step = total_fwd + sum(backward_ns)
-    return StepModel(exposed, recompute, step, tuple(sorted(kept)))
+    return StepModel(exposed, recompute, step, tuple(sorted(kept)), tuple(sorted(at_peak)))
 
 
 def plan_hidden(
@@ -168,10 +174,12 @@ def plan_hidden(
 
     Scopes are tried in forward order (the earliest have the most compute left to hide their
     I/O): a scope is offloaded when, with it, :func:`simulate_step` still exposes no more than
-    1% of the step in read waits and its write ends before its read is due (otherwise
-    offloading it saves nothing). Of the rest, all but the last scope (whose backward comes
-    first, so recomputing it frees nothing at the peak) are recomputed cheapest first (least
-    forward time per byte) while the modelled overhead stays within ``overhead_target``.
+    1% of the step in read waits, its write ends before its read is due, and that read is not
+    due as backward starts (otherwise offloading it saves nothing at the peak: all-offload's
+    last scopes are read back, or kept, right there). Of the rest, all but the last scope
+    (whose backward comes first, so recomputing it frees nothing at the peak) are recomputed
+    cheapest first (least forward time per byte) while the modelled overhead stays within
+    ``overhead_target``.
     Everything else is kept.
     """
     if write_bandwidth <= 0 or read_bandwidth <= 0:
@@ -190,7 +198,8 @@ def plan_hidden(
             continue
         decisions[i] = "offload"
         m = model()
-        if i in m.kept_in_memory or m.exposed_ns > 0.01 * base.step_ns:
+        wasted = i in m.kept_in_memory or i in m.read_at_peak
+        if wasted or m.exposed_ns > 0.01 * base.step_ns:
             decisions[i] = "keep"
     if recompute:
         cheap = sorted(
