@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
+import time
+from collections import deque
 from collections.abc import Sequence
 
 import numpy as np
@@ -84,6 +87,30 @@ def runtime_symbols() -> dict[str, ctypes.c_void_p]:
     }
 
 
+#: Seconds an engine outlives its last owner. A worker of MLIR's async runtime that has just
+#: set a task's token (waking the caller, whose call then returns) is still returning through
+#: the engine's code for a moment; destroying the engine at once unmaps that code under it.
+ENGINE_GRACE_S = 2.0
+_retired: deque[tuple[float, ExecutionEngine]] = deque()
+_retired_lock = threading.Lock()
+
+
+def _retire(engine: ExecutionEngine) -> None:
+    """Keep ``engine`` alive for :data:`ENGINE_GRACE_S` more seconds."""
+    with _retired_lock:
+        _retired.append((time.monotonic(), engine))
+
+
+def release_retired_engines(older_than_s: float = ENGINE_GRACE_S) -> int:
+    """Destroy the retired engines retired more than ``older_than_s`` seconds ago; return how
+    many are still kept."""
+    now = time.monotonic()
+    with _retired_lock:
+        while _retired and now - _retired[0][0] >= older_than_s:
+            _retired.popleft()
+        return len(_retired)
+
+
 class CpuKernel:
     """The compiled functions of an LLVM-dialect module, callable by name on NumPy arrays.
 
@@ -93,6 +120,7 @@ class CpuKernel:
     def __init__(
         self, module: ir.Module, opt_level: int = 3, shared_libs: Sequence[str] = ()
     ) -> None:
+        release_retired_engines()
         own = {mlir_library(RUNNER_UTILS), mlir_library(ASYNC_RUNTIME)}
         libs = [lib for lib in shared_libs if lib not in own]
         self.engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=libs)
@@ -107,3 +135,8 @@ class CpuKernel:
                 raise ValueError("compiled functions take C-contiguous arrays")
             descriptors.append(ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))))
         self.engine.invoke(name, *descriptors)
+
+    def __del__(self) -> None:
+        engine = getattr(self, "engine", None)
+        if engine is not None:
+            _retire(engine)  # its code may still be under a worker's feet

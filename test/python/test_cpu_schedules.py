@@ -140,3 +140,26 @@ def test_many_tiles_keep_the_stack_flat(threads: None) -> None:
     x, w = torch.randn(500, 16), torch.randn(8, 16, 16)
     want = torch.bmm(x[g.src.long()].unsqueeze(1), w[g.etype.long()]).squeeze(1)
     torch.testing.assert_close(f(g, x, w), want, rtol=1e-4, atol=1e-4)
+
+
+def test_dropped_kernels_outlive_their_workers(threads: None) -> None:
+    """An engine whose kernel ran on the async runtime's workers is kept for a grace period
+    after its owner goes: a worker that has just finished a task is still returning through the
+    engine's code. Compiling, running and dropping kernels in a row must not crash, and the
+    retired engines are released once the grace period is over."""
+    import gc
+
+    from hector.lowering import cpu_jit
+
+    torch.set_num_threads(2)
+    g = _graph()
+    x = torch.randn(g.num_nodes, 16)
+    for seed in range(6):
+        fn = hector.compile(models._rgcn_layer)
+        torch.manual_seed(seed)
+        w, root, b = torch.randn(5, 16, 16), torch.randn(16, 16), torch.randn(16)
+        fn(g, x, w, root, b)
+        del fn
+        gc.collect()
+    assert cpu_jit.release_retired_engines() >= 1  # still within their grace period
+    assert cpu_jit.release_retired_engines(older_than_s=0.0) == 0
