@@ -7,7 +7,11 @@
 
 #include "hector/placement.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -18,6 +22,12 @@ struct hector_placement_frame {
   hector_store* store;
   std::mutex mu;
   std::unordered_map<int64_t, int64_t> keys;  // slot -> store key (stored or in flight)
+  // slot -> the buffer its last write or prefetch used, and whether it was a write
+  struct Buffer {
+    int64_t ptr, nbytes;
+    bool written;
+  };
+  std::unordered_map<int64_t, Buffer> buffers;
   int32_t status = HECTOR_OK;
   int32_t err_no = 0;
   std::string message;
@@ -45,6 +55,18 @@ void fail_key(hector_placement_frame* f, int32_t status, int64_t key, const char
   if (status == HECTOR_STORE_ERR_CHECKSUM && !buf[0])
     text += "data read back does not match its CRC32C";
   fail(f, status, e, text);
+}
+
+// Gives the pages of a buffer that is about to be freed back to the system at once. Generated
+// code frees an offloaded value right after this (its copy is in the store), but the buffer may
+// come from an allocator that keeps freed blocks mapped for reuse (Hector's host memory cache):
+// without this its bytes would stay resident, and offloading would not lower the peak. Only
+// whole pages inside the buffer are dropped (an allocator's header before it is untouched).
+void discard(int64_t ptr, int64_t nbytes) {
+  static const int64_t page = sysconf(_SC_PAGESIZE);
+  int64_t start = (ptr + page - 1) / page * page;
+  int64_t end = (ptr + nbytes) / page * page;
+  if (end > start) madvise(reinterpret_cast<void*>(start), static_cast<size_t>(end - start), MADV_DONTNEED);
 }
 
 }  // namespace
@@ -98,6 +120,7 @@ int32_t hector_placement_frame_close(hector_placement_frame* f) {
       hector_store_remove(f->store, kv.second);
     }
     f->keys.clear();
+    f->buffers.clear();
   }
   delete f;
   return HECTOR_OK;
@@ -120,6 +143,7 @@ void hector_place_write(int64_t slot, int64_t ptr, int64_t nbytes) {
     return;
   }
   f->keys[slot] = key;
+  f->buffers[slot] = {ptr, nbytes, true};
   f->bytes_written += nbytes;
   f->writes += 1;
 }
@@ -131,7 +155,16 @@ void hector_place_wait(int64_t slot) {
   auto it = f->keys.find(slot);
   if (it == f->keys.end()) return;  // its write never started: the failure is recorded
   int32_t code = hector_store_wait(f->store, it->second);
-  if (code != HECTOR_OK) fail_key(f, code, it->second, "waiting for", slot);
+  if (code != HECTOR_OK) {
+    fail_key(f, code, it->second, "waiting for", slot);
+    return;
+  }
+  auto buffer = f->buffers.find(slot);
+  if (buffer != f->buffers.end() && buffer->second.written) {
+    // Written: the forward frees the buffer right after this wait.
+    discard(buffer->second.ptr, buffer->second.nbytes);
+    f->buffers.erase(buffer);
+  }
 }
 
 void hector_place_prefetch(int64_t slot, int64_t ptr, int64_t nbytes) {
@@ -151,6 +184,7 @@ void hector_place_prefetch(int64_t slot, int64_t ptr, int64_t nbytes) {
     fail_key(f, code, it->second, "cannot start reading", slot);
     return;
   }
+  f->buffers[slot] = {ptr, nbytes, false};
   f->bytes_read += nbytes;
   f->reads += 1;
 }
@@ -159,6 +193,12 @@ void hector_place_release(int64_t slot) {
   hector_placement_frame* f = g_current;
   if (f == nullptr) return;
   std::lock_guard<std::mutex> lock(f->mu);
+  auto buffer = f->buffers.find(slot);
+  if (buffer != f->buffers.end() && !buffer->second.written) {
+    // Read back and used: the backward frees the buffer right after this release.
+    discard(buffer->second.ptr, buffer->second.nbytes);
+    f->buffers.erase(buffer);
+  }
   auto it = f->keys.find(slot);
   if (it == f->keys.end()) return;
   hector_store_remove(f->store, it->second);
