@@ -66,7 +66,9 @@ void discard(int64_t ptr, int64_t nbytes) {
   static const int64_t page = sysconf(_SC_PAGESIZE);
   int64_t start = (ptr + page - 1) / page * page;
   int64_t end = (ptr + nbytes) / page * page;
-  if (end > start) madvise(reinterpret_cast<void*>(start), static_cast<size_t>(end - start), MADV_DONTNEED);
+  if (end > start) {
+    madvise(reinterpret_cast<void*>(start), static_cast<size_t>(end - start), MADV_DONTNEED);
+  }
 }
 
 }  // namespace
