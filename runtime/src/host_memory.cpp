@@ -10,8 +10,8 @@
 
 namespace {
 
-constexpr uint64_t kBlockAlign = 2ull << 20;  // a transparent huge page
-constexpr uint64_t kSmallAlign = 64;          // a cache line
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kSmallAlign = 64;  // a cache line
 constexpr int64_t kDefaultLimit = 8ll << 30;
 
 uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
@@ -24,23 +24,11 @@ int64_t limit_from_env() {
   return (end != nullptr && *end == '\0' && value >= 0) ? value : kDefaultLimit;
 }
 
-// Maps `bytes` (a multiple of kBlockAlign) aligned to kBlockAlign, so the kernel can back it
-// with huge pages: a first touch then faults 2 MiB at a time instead of 4 KiB.
+// Maps `bytes` (a multiple of kPage). No transparent huge pages: a huge page makes a block's
+// partly written tail resident too, and the cache must never hold more than malloc would.
 void* map_block(uint64_t bytes) {
-  uint64_t span = bytes + kBlockAlign;
-  void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) return nullptr;
-  uintptr_t start = reinterpret_cast<uintptr_t>(raw);
-  uintptr_t aligned = round_up(start, kBlockAlign);
-  if (aligned > start) munmap(raw, aligned - start);
-  uintptr_t tail = aligned + bytes;
-  uintptr_t end = start + span;
-  if (end > tail) munmap(reinterpret_cast<void*>(tail), end - tail);
-  void* block = reinterpret_cast<void*>(aligned);
-#ifdef MADV_HUGEPAGE
-  madvise(block, bytes, MADV_HUGEPAGE);
-#endif
-  return block;
+  void* block = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return block == MAP_FAILED ? nullptr : block;
 }
 
 struct Cache {
@@ -74,7 +62,8 @@ struct Cache {
   }
 
   void* take(uint64_t nbytes) {
-    uint64_t capacity = round_up(nbytes, kBlockAlign);
+    uint64_t needed = round_up(nbytes, kPage);
+    uint64_t capacity = needed;
     std::lock_guard<std::mutex> lock(mu);
     auto fit = idle.lower_bound(capacity);
     void* block = nullptr;
@@ -84,6 +73,10 @@ struct Cache {
       idle.erase(fit);
       stat(HECTOR_HOST_STAT_IDLE_BYTES) -= static_cast<int64_t>(capacity);
       stat(HECTOR_HOST_STAT_HITS) += 1;
+      // The pages past this request were touched by a larger one: give them back, so the
+      // block is no more resident than a fresh one of this size would become.
+      if (capacity > needed) madvise(static_cast<char*>(block) + needed, capacity - needed,
+                                     MADV_DONTNEED);
     } else {
       // Give back as much idle memory as is about to be mapped: resident memory never exceeds
       // what malloc and free would have held.
@@ -131,7 +124,7 @@ extern "C" {
 void* hector_host_alloc(uint64_t nbytes) { return hector_host_aligned_alloc(kSmallAlign, nbytes); }
 
 void* hector_host_aligned_alloc(uint64_t alignment, uint64_t nbytes) {
-  if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > kBlockAlign)
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > kPage)
     return nullptr;
   if (nbytes < HECTOR_HOST_CACHE_MIN_BYTES) return small_alloc(alignment, nbytes);
   return cache().take(nbytes);

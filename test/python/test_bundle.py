@@ -513,6 +513,7 @@ class HostKernelDriver(FakeDriver):
         from mlir.execution_engine import ExecutionEngine
 
         from hector.compiler import run_stages
+        from hector.lowering.cpu_jit import runtime_symbols
         from hector.lowering.pipelines import LLVM_CPU
         from hector.passes._pipeline import run_pipeline
 
@@ -521,6 +522,9 @@ class HostKernelDriver(FakeDriver):
             run_pipeline(staged.module, "hector-gpu-kernels-on-host", verify=False)
             run_pipeline(staged.module, LLVM_CPU, verify=False)
             self.engine = ExecutionEngine(staged.module, opt_level=2)
+            # what LLVM_CPU's code calls: the async runtime, runner utilities, host memory cache
+            for name, address in runtime_symbols().items():
+                self.engine.raw_register_runtime(name, address)
         self._keep = staged
 
     def get_function(self, module: Any, name: str) -> Any:

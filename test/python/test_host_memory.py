@@ -4,6 +4,7 @@ malloc/free would reach."""
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import threading
 
@@ -14,6 +15,7 @@ import torch
 from hector.runtime import host_memory
 
 MIB = 2**20
+PAGE = 4096
 
 
 @pytest.fixture(autouse=True)
@@ -28,21 +30,35 @@ def _fresh_cache():
     host_memory.empty_cache()
 
 
+def _resident_pages(address: int, nbytes: int) -> int:
+    """How many pages of ``[address, address + nbytes)`` are resident (mincore(2))."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    pages = (nbytes + PAGE - 1) // PAGE
+    vec = (ctypes.c_ubyte * pages)()
+    rc = libc.mincore(ctypes.c_void_p(address), ctypes.c_size_t(nbytes), vec)
+    assert rc == 0, ctypes.get_errno()
+    return sum(v & 1 for v in vec)
+
+
 def test_a_freed_block_serves_the_next_request_of_about_its_size() -> None:
     before = host_memory.stats()
-    a = host_memory.empty((3 * MIB // 4,))  # 3 MiB of float32: a 4 MiB block
+    a = host_memory.empty((MIB,))  # 4 MiB of float32
     address = a.ctypes.data
-    assert address % (2 * MIB) == 0  # huge-page aligned
+    assert address % PAGE == 0
+    a[:] = 1.0  # every page resident
     del a
     idle = host_memory.stats()
     assert idle["idle_bytes"] == 4 * MIB
     assert idle["live_bytes"] == before["live_bytes"]
-    b = host_memory.empty((900_000,))  # 3.4 MiB: the same 4 MiB block fits
+    b = host_memory.empty((850_000,))  # 3.4 MiB: the idle 4 MiB block fits
     assert b.ctypes.data == address
     after = host_memory.stats()
     assert after["hits"] == before["hits"] + 1
     assert after["misses"] == before["misses"] + 1
     assert after["idle_bytes"] == 0
+    # the pages past the request went back to the system: no more resident than a fresh block
+    needed = (850_000 * 4 + PAGE - 1) // PAGE * PAGE
+    assert _resident_pages(address + needed, 4 * MIB - needed) == 0
 
 
 def test_a_much_larger_block_is_not_handed_to_a_small_request() -> None:
@@ -142,4 +158,4 @@ def test_compiled_results_and_buffers_come_from_the_cache() -> None:
     after = host_memory.stats()
     assert after["misses"] == before["misses"]
     assert after["hits"] > before["hits"]
-    assert second.data_ptr() % (2 * MIB) == 0
+    assert second.data_ptr() % PAGE == 0

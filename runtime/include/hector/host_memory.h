@@ -8,9 +8,12 @@
  * (best fit, at most a quarter larger than asked), like a GPU caching allocator does.
  *
  * It never raises the process's peak: before it maps a new block it first releases idle
- * blocks worth at least that many bytes, so resident memory is never above what plain malloc
- * and free would have held, only kept between steps. Idle blocks beyond the cache limit are
- * released at free. Thread-safe; every call is O(log blocks).
+ * blocks worth at least that many bytes, and a block handed to a smaller request than it held
+ * gives the pages past that request back (madvise), so resident memory is never above what
+ * plain malloc and free would have held, only kept between steps. Blocks are whole pages,
+ * without transparent huge pages (which would make a partly written block fully resident).
+ * Idle blocks beyond the cache limit are released at free. Thread-safe; every call is
+ * O(log blocks).
  */
 #ifndef HECTOR_HOST_MEMORY_H
 #define HECTOR_HOST_MEMORY_H
@@ -35,10 +38,10 @@ enum {
   HECTOR_HOST_STAT_COUNT = 6
 };
 
-/* nbytes of memory aligned to 64 bytes (2 MiB for cached blocks); NULL when out of memory.
+/* nbytes of memory aligned to 64 bytes (a page for cached blocks); NULL when out of memory.
  * A zero-byte request returns a valid pointer that must be freed. */
 void* hector_host_alloc(uint64_t nbytes);
-/* As hector_host_alloc, aligned to `alignment` (a power of two, at most 2 MiB). */
+/* As hector_host_alloc, aligned to `alignment` (a power of two, at most a page, 4096). */
 void* hector_host_aligned_alloc(uint64_t alignment, uint64_t nbytes);
 /* Give a block back (NULL is ignored). */
 void hector_host_free(void* ptr);
