@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mlir import ir
-from mlir.dialects import arith, linalg, memref, scf, transform
+from mlir.dialects import arith, linalg, memref, scf, transform, vector
 from mlir.dialects.transform import interpreter, structured
 from mlir.dialects.transform import vector as transform_vector
 
@@ -181,23 +181,66 @@ def _workers_for_gemm(b: T.Body, v: OpAccess, s: intra.Schedule) -> Workers:
     return Workers(b, threads, partials)
 
 
-def _uniform_slice(b: T.Body, i0: Value, mt: Value, per_slice: int | None) -> tuple[Value, Value]:
-    """The weight slice of row ``i0`` and whether rows ``[i0, i0 + mt)`` all share it."""
-    c1 = b.index(1)
-    last = arith.subi(arith.addi(i0, mt), c1)
+#: A run of rows sharing a weight slice shorter than this is multiplied row at a time: a
+#: packed tile pads it with zero rows, which would cost more than the rows themselves.
+MIN_PACKED_RUN = 8
+
+
+def _slice_of(b: T.Body, i: Value, per_slice: int | None) -> Value:
+    """The weight slice of row ``i``."""
     if per_slice is not None:
-        k = b.index(per_slice)
-        t0 = arith.divui(i0, k)
-        same = arith.cmpi(arith.CmpIPredicate.eq, t0, arith.divui(last, k))
-        return t0, same
-    t0 = b.load_index("weight_index", i0)
-    true = arith.constant(ir.IntegerType.get_signless(1), 1)
+        return arith.divui(i, b.index(per_slice))
+    return b.load_index("weight_index", i)
 
-    def step(i: Value, acc: Value) -> Value:
-        eq = arith.cmpi(arith.CmpIPredicate.eq, b.load_index("weight_index", i), t0)
-        return arith.andi(acc, eq)
 
-    return t0, b.reduce(arith.addi(i0, c1), arith.addi(i0, mt), c1, true, step)
+def _run_end(b: T.Body, start: Value, end: Value, t0: Value, per_slice: int | None) -> Value:
+    """The first row in ``(start, end)`` whose slice is not ``t0`` (``end`` if none)."""
+    if per_slice is not None:
+        return arith.minui(end, arith.muli(arith.addi(t0, b.index(1)), b.index(per_slice)))
+
+    def step(i: Value, first: Value) -> Value:
+        other = arith.cmpi(arith.CmpIPredicate.ne, b.load_index("weight_index", i), t0)
+        earlier = arith.cmpi(arith.CmpIPredicate.ult, i, first)
+        return arith.select(arith.andi(other, earlier), i, first)
+
+    return b.reduce(arith.addi(start, b.index(1)), end, b.index(1), end, step)
+
+
+def _slice_runs(
+    b: T.Body,
+    i0: Value,
+    mt: Value,
+    per_slice: int | None,
+    multiply: Callable[[Value, Value, Value], None],
+    rows: Callable[[Value, Value], None],
+) -> None:
+    """Rows ``[i0, i0 + mt)`` of a sliced GEMM, run by run of rows sharing a weight slice:
+    ``multiply(start, count, slice)`` packs a run into the tile (zero rows after it), a run
+    shorter than :data:`MIN_PACKED_RUN` goes to ``rows(start, count)``. Rows sorted by type
+    give one run per tile but at relation boundaries."""
+    index = ir.IndexType.get()
+    end = arith.addi(i0, mt)
+    loop = scf.WhileOp([index], [i0])
+    before = loop.before.blocks.append(index)
+    with ir.InsertionPoint(before):
+        start = before.arguments[0]
+        more = arith.cmpi(arith.CmpIPredicate.ult, start, end)
+        scf.ConditionOp(more, [start])
+    after = loop.after.blocks.append(index)
+    with ir.InsertionPoint(after):
+        start = after.arguments[0]
+        t0 = _slice_of(b, start, per_slice)
+        stop = _run_end(b, start, end, t0, per_slice)
+        count = arith.subi(stop, start)
+        packed = arith.cmpi(arith.CmpIPredicate.uge, count, b.index(MIN_PACKED_RUN))
+        branch = scf.IfOp(packed, has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            multiply(start, count, t0)
+            scf.yield_([])
+        with ir.InsertionPoint(branch.else_block):
+            rows(start, count)
+            scf.yield_([])
+        scf.yield_([stop])
 
 
 def _pack_rows(
@@ -222,6 +265,35 @@ def _pack_rows(
             memref.store(val, tile, [k, r] if transposed else [r, k])
 
 
+def _pack_row_vectors(
+    b: T.Body,
+    tile: Value,
+    i0: Value,
+    mt: Value,
+    tm: int,
+    source: Value,
+    row_of: Callable[[Value], Value],
+    scale_of: Callable[[Value], Value] | None = None,
+) -> None:
+    """``tile[r, :] = source[row_of(i0 + r), :]`` (times ``scale_of(i0 + r)``) for ``r < mt``
+    and zeros after, a whole row as one vector: the rows of ``source`` and ``tile`` are
+    contiguous and as wide as the tile, so packing costs a vector load and store per row."""
+    width = ir.MemRefType(tile.type).get_dim_size(1)
+    f32 = T.f32_type()
+    vtype = ir.VectorType.get([width], f32)
+    zeros = arith.constant(vtype, ir.DenseElementsAttr.get_splat(vtype, ir.FloatAttr.get(f32, 0.0)))
+    last = ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(2, 1))
+    c0, c1 = b.index(0), b.index(1)
+    with b.loop(c0, b.index(tm), c1) as r:
+        inside = arith.cmpi(arith.CmpIPredicate.ult, r, mt)
+        i = arith.select(inside, arith.addi(i0, r), i0)  # a safe row past the end
+        row = vector.transfer_read(vtype, source, [row_of(i), c0], last, b.f32(0.0), [True])
+        if scale_of is not None:
+            row = arith.mulf(row, vector.broadcast(vtype, scale_of(i)))
+        row = arith.select(inside, row, zeros)
+        vector.transfer_write(None, row, tile, [r, c0], last, [True])
+
+
 def _matmul(lhs: Value, rhs: Value, acc: Value, block: tuple[int, int]) -> None:
     """``acc += lhs @ rhs``, marked for the micro-kernel script with its register block."""
     op = linalg.matmul(lhs, rhs, outs=[acc])
@@ -229,9 +301,18 @@ def _matmul(lhs: Value, rhs: Value, acc: Value, block: tuple[int, int]) -> None:
     owner.attributes[MICRO_KERNEL] = _i64_array([block[0], block[1], 1])
 
 
-def _row_fallback(b: T.Body, v: OpAccess, i0: Value, mt: Value, scratch: Value | None) -> None:
-    """Rows ``[i0, i0 + mt)`` one at a time (a tile whose rows use different weight slices)."""
-    variant, epilogue = v.attr("variant"), v.attr("epilogue")
+def _row_fallback(
+    b: T.Body,
+    v: OpAccess,
+    i0: Value,
+    mt: Value,
+    scratch: Value | None,
+    variant: str | None = None,
+) -> None:
+    """Rows ``[i0, i0 + mt)`` one at a time (a run of rows too short for a packed tile);
+    ``variant`` overrides the template's (``xw`` over an ``xwt``'s transposed weight copy)."""
+    epilogue = v.attr("epilogue")
+    variant = variant or v.attr("variant")
     k_extent = T.static_dim(b.ops["a"], 1)
     n_extent = T.width(b.ops["weight"] if variant == "xty" else b.ops["out"])
     with b.loop(b.index(0), mt, b.index(1)) as r:
@@ -317,7 +398,7 @@ def lower_gemm(v: OpAccess, s: intra.Schedule) -> None:
     def tiles(lo: Value, hi: Value, wb: T.Body) -> None:
         f32 = T.f32_type()
         scratch = None
-        if variant == "xw" and epilogue != "store":
+        if variant != "xty" and epilogue != "store":  # rows fall back to the xw row form
             scratch = memref.alloca(ir.MemRefType.get([n_extent], f32), [], [])
         if variant == "xty":
             lhs = memref.alloca(ir.MemRefType.get([k_extent, tm], f32), [], [])
@@ -329,35 +410,45 @@ def lower_gemm(v: OpAccess, s: intra.Schedule) -> None:
             i0 = arith.muli(tile, wb.index(tm))
             mt = arith.minui(wb.index(tm), arith.subi(m, i0))
 
-            def gathered(i: Value, k: Value, wb: T.Body = wb) -> Value:
-                r = wb.load_index("gather_index", i) if wb.ops.has("gather_index") else i
-                return wb.load("a", r, k)
+            def a_row(i: Value, wb: T.Body = wb) -> Value:
+                return wb.load_index("gather_index", i) if wb.ops.has("gather_index") else i
 
-            def multiply(t: Value | None) -> None:
+            def gathered(i: Value, k: Value, wb: T.Body = wb) -> Value:
+                return wb.load("a", a_row(i), k)
+
+            def gradient_row(i: Value, wb: T.Body = wb) -> Value:
+                # xty's gradient rows: the row the forward product wrote (T.xty_gradient)
+                return wb.load_index("scatter_index", i) if wb.ops.has("scatter_index") else i
+
+            def gradient_scale(i: Value, wb: T.Body = wb) -> Value:
+                return wb.load("row_scale", i, wb.index(0))
+
+            def multiply(i0: Value, mt: Value, t: Value | None) -> None:
                 if variant == "xty":
                     _pack_rows(wb, lhs, i0, mt, tm, k_extent, True, gathered)
-                    _pack_rows(
-                        wb, rhs, i0, mt, tm, n_extent, False, lambda i, j: T.xty_gradient(wb, i, j)
-                    )
+                    scale = gradient_scale if wb.ops.has("row_scale") else None
+                    _pack_row_vectors(wb, rhs, i0, mt, tm, wb.ops["weight"], gradient_row, scale)
                     dest = wb.ops["out"] if t is None else _slice(wb.ops["out"], t)
                     _matmul(lhs, rhs, dest, block)
                     return
-                _pack_rows(wb, lhs, i0, mt, tm, k_extent, False, gathered)
+                _pack_row_vectors(wb, lhs, i0, mt, tm, wb.ops["a"], a_row)
                 linalg.fill(wb.f32(0.0), outs=[acc])
                 _matmul(lhs, weight if t is None else _slice(weight, t), acc, block)
                 _gemm_epilogue(wb, acc, i0, mt, n_extent, epilogue)
 
-            if not sliced:
-                multiply(None)
-            else:
-                t0, same = _uniform_slice(wb, i0, mt, per_slice)
-                if_op = scf.IfOp(same, has_else=True)
-                with ir.InsertionPoint(if_op.then_block):
-                    multiply(t0)
-                    scf.yield_([])
-                with ir.InsertionPoint(if_op.else_block):
+            def rows(i0: Value, mt: Value, wb: T.Body = wb) -> None:
+                if transposed_copy is None:
                     _row_fallback(wb, v, i0, mt, scratch)
-                    scf.yield_([])
+                    return
+                # xwt rows multiply by the transposed copy like xw rows: contiguous weight rows
+                # in the inner loop instead of a dot product per output column
+                tb = T.Body(T.Operands({**wb.ops.values, "weight": transposed_copy}))
+                _row_fallback(tb, v, i0, mt, scratch, variant="xw")
+
+            if not sliced:
+                multiply(i0, mt, None)
+            else:
+                _slice_runs(wb, i0, mt, per_slice, multiply, rows)
 
     workers.each(ntiles, tiles)
     workers.finish()

@@ -14,13 +14,21 @@
 // A packed tile of 8 gathered rows and its product.
 // CHECK: memref.alloca() : memref<8x16xf32>
 // CHECK: memref.alloca() : memref<8x16xf32>
-// Every row of the tile must share one weight slice for the micro-kernel; otherwise rows go
-// one at a time.
-// CHECK: scf.for %{{.*}} iter_args(%{{.*}} = %true) -> (i1)
-// CHECK: scf.if
-// Packing: gathered rows in, zeros past the last row.
+// The micro-kernel multiplies by one weight slice: the tile's rows go run by run of rows
+// sharing a slice (the end of each run is the first row of another type); a run of at least 8
+// rows is packed, a shorter one goes row at a time.
+// CHECK: scf.while (%[[START:.*]] = %{{.*}}) : (index) -> index {
+// CHECK: scf.condition
+// CHECK: } do {
+// CHECK: scf.for %{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (index)
+// CHECK: arith.cmpi ne
+// CHECK: %[[LONG:.*]] = arith.cmpi uge, %{{.*}}, %c8 : index
+// CHECK: scf.if %[[LONG]]
+// Packing: each gathered row is one vector load and store into the tile, zeros past the last
+// row.
 // CHECK: arith.cmpi ult
-// CHECK: memref.store %{{.*}} : memref<8x16xf32>
+// CHECK: vector.transfer_read {{.*}} {in_bounds = [true]} : memref<?x16xf32>, vector<16xf32>
+// CHECK: vector.transfer_write {{.*}} {in_bounds = [true]} : vector<16xf32>, memref<8x16xf32>
 // The micro-kernel: the transform script tiled the matmul to its 2 x 16 register block and
 // vectorised it; multiply-adds contract to FMAs.
 // CHECK: memref.subview %{{.*}} [2, 16] [1, 1] : memref<8x16xf32> to memref<2x16xf32
@@ -89,12 +97,15 @@ func.func @weight_gradient(%x: memref<?x8xf32>, %dy: memref<?x16xf32>, %src: mem
 }
 
 // The gradient rows read in place: packing row r of the gradient tile loads row
-// scatter_index[i] of dy (the row the forward product wrote) and multiplies it by row_scale[i].
+// scatter_index[i] of dy (the row the forward product wrote) as one vector and multiplies it by
+// row_scale[i].
 // CHECK-LABEL: func.func @weight_gradient_scattered
 // CHECK: scf.forall
-// CHECK: %[[G:.*]] = memref.load %{{.*}}[%{{.*}}, %{{.*}}] : memref<?x16xf32>
+// CHECK: %[[G:.*]] = vector.transfer_read %{{.*}}[%{{.*}}, %{{.*}}], %{{.*}} {in_bounds = [true]} : memref<?x16xf32>, vector<16xf32>
 // CHECK-NEXT: %[[S:.*]] = memref.load %{{.*}}[%{{.*}}, %{{.*}}] : memref<?x1xf32>
-// CHECK-NEXT: arith.mulf %[[G]], %[[S]] : f32
+// CHECK-NEXT: %[[B:.*]] = vector.broadcast %[[S]] : f32 to vector<16xf32>
+// CHECK-NEXT: arith.mulf %[[G]], %[[B]]
+// CHECK: vector.transfer_write {{.*}} : vector<16xf32>, memref<8x16xf32>
 // CHECK: vector.transfer_read {{.*}} vector<4x16xf32>
 func.func @weight_gradient_scattered(%x: memref<?x8xf32>, %dy: memref<?x16xf32>,
                                      %src: memref<?xi32>, %etype: memref<?xi32>,
