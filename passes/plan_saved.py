@@ -42,6 +42,7 @@ from ..dialects import hector_intra as intra
 from ..dialects import placement
 from ..dialects.hector_intra import GRAPH_LAYOUT
 from ._registry import Option, PassFailure, register_pass
+from ._saved_buffers import ROWS, VIEWS, users
 
 __all__ = [
     "DROPPED",
@@ -55,13 +56,6 @@ __all__ = [
 
 #: Function attribute: slots no longer passed from ``@f_train`` to ``@f_backward``.
 DROPPED = "placement.dropped"
-#: Row symbol and the graph array whose length is that row count, per kind.
-ROWS: dict[str, tuple[str, str]] = {
-    "node": ("N", "ntype"),
-    "edge": ("E", "src"),
-    "compact": ("C", "compact_src"),
-    "dst_compact": ("D", "dst_compact_dst"),
-}
 _PREFIX = f"{placement.DIALECT.name}."
 _GRAPH_ARRAYS = len(GRAPH_LAYOUT)
 _F32_BYTES = 4
@@ -78,41 +72,12 @@ def _int_attr(fn: ir.Operation, name: str) -> int:
     return ir.IntegerAttr(fn.attributes[name]).value
 
 
-def top_level(op: ir.Operation, fn: ir.Operation) -> ir.Operation:
-    """The ancestor of ``op`` directly in ``fn``'s body."""
-    while True:
-        parent = op.parent
-        if parent is None or parent.operation == fn:
-            return op
-        op = parent.operation
-
-
-_VIEWS = ("memref.collapse_shape", "memref.expand_shape", "memref.subview", "memref.cast")
-
-
-def users(value: ir.Value, fn: ir.Operation, skip: tuple[ir.Operation, ...] = ()) -> list:
-    """The top-level ops of ``fn`` that read or write ``value`` (through views too), in order."""
-    found: dict[ir.Operation, None] = {}
-    pending = [value]
-    while pending:
-        v = pending.pop()
-        for use in v.uses:
-            owner = use.owner.operation if hasattr(use.owner, "operation") else use.owner
-            if owner in skip:
-                continue
-            if owner.name in _VIEWS:
-                pending.extend(owner.results)
-            found[top_level(owner, fn)] = None
-    order = {op: i for i, op in enumerate(o.operation for o in fn.regions[0].blocks[0].operations)}
-    return sorted(found, key=lambda o: order[o])
-
-
 def _root(value: ir.Value) -> ir.Value:
     """The buffer ``value`` is a view of (itself when it is no view)."""
     while not isinstance(value, ir.BlockArgument):
         owner = value.owner
         owner = owner.operation if hasattr(owner, "operation") else owner
-        if owner.name not in _VIEWS:
+        if owner.name not in VIEWS:
             break
         value = owner.operands[0]
     return value

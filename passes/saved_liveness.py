@@ -25,11 +25,15 @@ Graph arrays and the inputs are the caller's before and after the step: not coun
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mlir import ir
 
 from ..dialects.hector_intra import GRAPH_LAYOUT
-from . import plan_saved
+from . import _saved_buffers
+
+if TYPE_CHECKING:
+    from .plan_saved import TrainingPair
 
 __all__ = ["LiveSet", "Timeline", "grows", "kernel_ops", "timeline", "write_done"]
 
@@ -47,7 +51,7 @@ _ARRAY_ROWS = {
     "dst_compact_dst": "D",
     "dst_compact_etype": "D",
 }
-_KIND_ROWS = {kind: sym for kind, (sym, _) in plan_saved.ROWS.items()}
+_KIND_ROWS = {kind: sym for kind, (sym, _) in _saved_buffers.ROWS.items()}
 
 
 @dataclass
@@ -147,7 +151,7 @@ def _span(value: ir.Value, fn: ir.Operation, index: dict[ir.Operation, int]) -> 
     """Positions of the ops that use ``value`` (placement markers and frees aside)."""
     return [
         index[u]
-        for u in plan_saved.users(value, fn)
+        for u in _saved_buffers.users(value, fn)
         if not u.name.startswith("placement.") and u.name != "memref.dealloc"
     ]
 
@@ -181,7 +185,7 @@ def grows(
 
 
 def timeline(
-    pair: plan_saved.TrainingPair,
+    pair: TrainingPair,
     counts: dict[str, int],
     *,
     ahead: int = 1,

@@ -109,7 +109,7 @@ def _out_columns(program: str, tensors: list[torch.Tensor]) -> Any:
 def _graph(program: str, graph: list[torch.Tensor], sizes: list[int], ends: list[int]) -> Any:
     """The HeteroGraph of a call (cached by the index tensors' identity and version)."""
     if program == "rgcn":
-        from .dynamo import graph_for
+        from ._graph_cache import graph_for
 
         return graph_for(graph[0], graph[1], int(sizes[0]))[0]
     key = (
