@@ -138,5 +138,9 @@ class CpuKernel:
 
     def __del__(self) -> None:
         engine = getattr(self, "engine", None)
-        if engine is not None:
+        if engine is None:
+            return
+        try:
             _retire(engine)  # its code may still be under a worker's feet
+        except TypeError:
+            pass  # interpreter shutdown: this module's globals are gone, no worker runs
