@@ -243,18 +243,17 @@ def _slice_runs(
         scf.yield_([stop])
 
 
-def _pack_rows(
+def _pack_columns(
     b: T.Body,
     tile: Value,
     i0: Value,
     mt: Value,
     tm: int,
     width: int,
-    transposed: bool,
     read: Callable[[Value, Value], Value],
 ) -> None:
-    """``tile[r, :] = read(i0 + r, k)`` for ``r < mt`` and zeros after (``tile[:, r]`` when
-    ``transposed``)."""
+    """``tile[:, r] = read(i0 + r, :)`` for ``r < mt`` and zeros after: rows packed
+    transposed (an ``xty`` tile's ``[K, tile_m]`` left operand)."""
     c0, c1 = b.index(0), b.index(1)
     zero = b.f32(0.0)
     with b.loop(c0, b.index(tm), c1) as r:
@@ -262,7 +261,7 @@ def _pack_rows(
         i = arith.select(inside, arith.addi(i0, r), i0)  # a safe row past the end
         with b.loop(c0, b.index(width), c1) as k:
             val = arith.select(inside, read(i, k), zero)
-            memref.store(val, tile, [k, r] if transposed else [r, k])
+            memref.store(val, tile, [k, r])
 
 
 def _pack_row_vectors(
@@ -417,15 +416,14 @@ def lower_gemm(v: OpAccess, s: intra.Schedule) -> None:
                 return wb.load("a", a_row(i), k)
 
             def gradient_row(i: Value, wb: T.Body = wb) -> Value:
-                # xty's gradient rows: the row the forward product wrote (T.xty_gradient)
-                return wb.load_index("scatter_index", i) if wb.ops.has("scatter_index") else i
+                return T.xty_gradient_row(wb, i)
 
             def gradient_scale(i: Value, wb: T.Body = wb) -> Value:
                 return wb.load("row_scale", i, wb.index(0))
 
             def multiply(i0: Value, mt: Value, t: Value | None) -> None:
                 if variant == "xty":
-                    _pack_rows(wb, lhs, i0, mt, tm, k_extent, True, gathered)
+                    _pack_columns(wb, lhs, i0, mt, tm, k_extent, gathered)
                     scale = gradient_scale if wb.ops.has("row_scale") else None
                     _pack_row_vectors(wb, rhs, i0, mt, tm, wb.ops["weight"], gradient_row, scale)
                     dest = wb.ops["out"] if t is None else _slice(wb.ops["out"], t)

@@ -213,12 +213,17 @@ def gemm_element(
         b.accumulate("out", acc, epilogue == "atomic_add", row.o, j)
 
 
+def xty_gradient_row(b: Body, i: Value) -> Value:
+    """The gradient row an ``xty`` product's row ``i`` reads: ``scatter_index[i]`` (the row
+    the forward product wrote) or ``i``."""
+    return b.load_index("scatter_index", i) if b.ops.has("scatter_index") else i
+
+
 def xty_gradient(b: Body, i: Value, j: Value) -> Value:
-    """Element ``j`` of row ``i``'s gradient in an ``xty`` product: ``weight[o, j]``, ``o``
-    being ``scatter_index[i]`` (the row the forward product wrote) or ``i``, times
-    ``row_scale[i, 0]`` when there is one. Every back end reads it through here."""
-    o = b.load_index("scatter_index", i) if b.ops.has("scatter_index") else i
-    g = b.load("weight", o, j)
+    """Element ``j`` of row ``i``'s gradient in an ``xty`` product: ``weight[o, j]``
+    (``o`` from :func:`xty_gradient_row`) times ``row_scale[i, 0]`` when there is one. Every
+    back end reads it through here (the packed CPU form a row at a time, the same way)."""
+    g = b.load("weight", xty_gradient_row(b, i), j)
     if b.ops.has("row_scale"):
         g = arith.mulf(g, b.load("row_scale", i, b.index(0)))
     return g

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import math
 import os
 import statistics
 import sys
@@ -53,50 +52,14 @@ def rgat_args(conv: Any, x: torch.Tensor) -> list[torch.Tensor]:
     return [x, conv.weight, conv.q, conv.k, conv.bias]
 
 
-def _relation_weight(
-    w: torch.Tensor, heads: int, relations: int, prior: torch.Tensor | None
-) -> torch.Tensor:
-    """``[H*R, D, D]`` → ``[R, H*D, H*D]`` block diagonal, head blocks scaled by ``prior``."""
-    d = w.shape[-1]
-    blocks = w.view(heads, relations, d, d).permute(1, 0, 2, 3)
-    if prior is not None:
-        blocks = blocks * prior.view(relations, heads, 1, 1)
-    eye = torch.eye(heads, dtype=w.dtype, device=w.device)
-    return torch.einsum("rhde,hg->rhdge", blocks, eye).reshape(relations, heads * d, heads * d)
-
-
-def hgt_args(conv: Any, g: Any, x_dict: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+def hgt_args(conv: Any, x_dict: dict[str, torch.Tensor]) -> list[torch.Tensor]:
     """``HGTConv`` → the 11 (13 with the gated skip) arguments of ``hector.models``' HGT core,
     differentiable in the PyG layer's parameters."""
-    types, relations = list(conv.node_types), list(conv.edge_types)
-    heads, f = conv.heads, conv.out_channels
-    kqv_w = torch.stack([conv.kqv_lin.lins[t].weight.t() for t in types])
-    kqv_b = torch.stack([conv.kqv_lin.lins[t].bias for t in types])
-    out_w = torch.stack([conv.out_lin.lins[t].weight.t() for t in types])
-    out_b = torch.stack([conv.out_lin.lins[t].bias for t in types])
-    p_rel = torch.stack([conv.p_rel["__".join(e)][0] for e in relations])
-    wk, wq, wv = kqv_w.split(f, dim=2)
-    bk, bq, bv = kqv_b.split(f, dim=1)
-    scale = p_rel / math.sqrt(f // heads)
-    x = torch.cat([x_dict[t] for t in types])
-    args = [
-        x,
-        wk.contiguous(),
-        bk.contiguous(),
-        wq.contiguous(),
-        bq.contiguous(),
-        wv.contiguous(),
-        bv.contiguous(),
-        _relation_weight(conv.k_rel.weight, heads, len(relations), scale),
-        _relation_weight(conv.v_rel.weight, heads, len(relations), None),
-        out_w,
-        out_b,
-    ]
-    if x.shape[1] == f:
-        skip = torch.stack([conv.skip[t][0] for t in types])
-        gate = torch.sigmoid(skip)[g.ntype.to(x.device).long()].unsqueeze(1)
-        args += [gate, 1 - gate]
-    return args
+    from .models import HgtWeights, hgt_core_args
+
+    xs = [x_dict[t] for t in conv.node_types]
+    counts = [x.shape[0] for x in xs]
+    return hgt_core_args(HgtWeights.of_pyg(conv), conv.heads, torch.cat(xs), counts)
 
 
 def hgt_outputs(conv: Any, out: torch.Tensor, x_dict: dict[str, torch.Tensor]) -> dict:
@@ -162,7 +125,7 @@ def _setup(case: dict[str, Any], device: torch.device) -> tuple[Any, Any, Any, C
 def _hector_forward(model: str, fn: rb.BundleFunction, g: Any) -> Callable[[Any, Any], Any]:
     def forward(conv: Any, x: Any) -> Any:
         if model == "hgt":
-            return hgt_outputs(conv, fn(g, *hgt_args(conv, g, x)), x)
+            return hgt_outputs(conv, fn(g, *hgt_args(conv, x)), x)
         return fn(g, *(rgcn_args if model == "rgcn" else rgat_args)(conv, x))
 
     return forward

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -266,6 +267,82 @@ def _schema(node_types: Any, edge_types: Any) -> tuple[list[str], list[tuple[str
     return names, triples
 
 
+@dataclass(frozen=True)
+class HgtWeights:
+    """An HGT layer's parameters, per node type ``[T, ...]`` and per relation ``[R, ...]``
+    (``k_rel``/``v_rel`` in PyG's ``[H*R, D, D]`` layout, ``p_rel`` ``[R, H]``)."""
+
+    kqv_weight: torch.Tensor  # [T, in, 3*out]
+    kqv_bias: torch.Tensor  # [T, 3*out]
+    k_rel: torch.Tensor
+    v_rel: torch.Tensor
+    p_rel: torch.Tensor
+    out_weight: torch.Tensor  # [T, out, out]
+    out_bias: torch.Tensor  # [T, out]
+    skip: torch.Tensor  # [T]
+
+    @classmethod
+    def of_pyg(cls, conv: Any) -> HgtWeights:
+        """``HGTConv``'s parameters stacked in its node and edge type order (differentiable:
+        gradients reach the PyG layer)."""
+        types = list(conv.node_types)
+        return cls(
+            torch.stack([conv.kqv_lin.lins[t].weight.t() for t in types]),
+            torch.stack([conv.kqv_lin.lins[t].bias for t in types]),
+            conv.k_rel.weight,
+            conv.v_rel.weight,
+            torch.stack([conv.p_rel["__".join(e)][0] for e in conv.edge_types]),
+            torch.stack([conv.out_lin.lins[t].weight.t() for t in types]),
+            torch.stack([conv.out_lin.lins[t].bias for t in types]),
+            torch.stack([conv.skip[t][0] for t in types]),
+        )
+
+
+def _relation_weight(
+    w: torch.Tensor, heads: int, relations: int, prior: torch.Tensor | None
+) -> torch.Tensor:
+    """``[H*R, D, D]`` per-head matrices → ``[R, H*D, H*D]`` block-diagonal per relation,
+    each head's block scaled by ``prior[r, h]`` (differentiable, weight-sized)."""
+    d = w.shape[-1]
+    blocks = w.view(heads, relations, d, d).permute(1, 0, 2, 3)  # [R, H, D, D]
+    if prior is not None:
+        blocks = blocks * prior.view(relations, heads, 1, 1)
+    eye = torch.eye(heads, dtype=w.dtype, device=w.device)
+    return torch.einsum("rhde,hg->rhdge", blocks, eye).reshape(relations, heads * d, heads * d)
+
+
+def hgt_core_args(
+    w: HgtWeights, heads: int, x: torch.Tensor, counts: Sequence[Any]
+) -> list[torch.Tensor]:
+    """The tensor arguments of Hector's HGT program: ``x`` (nodes grouped by type, ``counts[t]``
+    of type ``t``), K/Q/V projections split, the relation prior and 1/√D folded into K_rel,
+    block-diagonal relation weights, and with equal widths PyG's gated residual ``σ(skip_t)``,
+    ``1 - σ(skip_t)`` per node. Weight-sized glue only, differentiable; ``counts`` may be
+    symbolic sizes under ``torch.compile``."""
+    f = w.out_weight.shape[-1]
+    relations = w.p_rel.shape[0]
+    wk, wq, wv = w.kqv_weight.split(f, dim=2)
+    bk, bq, bv = w.kqv_bias.split(f, dim=1)
+    args = [
+        x,
+        wk.contiguous(),
+        bk.contiguous(),
+        wq.contiguous(),
+        bq.contiguous(),
+        wv.contiguous(),
+        bv.contiguous(),
+        _relation_weight(w.k_rel, heads, relations, w.p_rel / math.sqrt(f // heads)),
+        _relation_weight(w.v_rel, heads, relations, None),
+        w.out_weight,
+        w.out_bias,
+    ]
+    if x.shape[1] == f:
+        gates = torch.sigmoid(w.skip)
+        gate = torch.cat([gates[t].expand(n) for t, n in enumerate(counts)]).unsqueeze(1)
+        args += [gate, 1 - gate]
+    return args
+
+
 class HGTLayer(_Optimizable):
     """One HGT layer (PyG ``HGTConv`` semantics) over node types ``node_types`` and edge types
     ``edge_types`` (``(src_type, relation, dst_type)`` triples)."""
@@ -329,17 +406,6 @@ class HGTLayer(_Optimizable):
                 layer.p_rel[j].copy_(conv.p_rel["__".join(et)][0])
         return layer
 
-    def _relation_weight(self, w: torch.Tensor, prior: torch.Tensor | None) -> torch.Tensor:
-        """``[H*R, D, D]`` per-head matrices → ``[R, H*D, H*D]`` block-diagonal per relation,
-        each head's block scaled by ``prior[r, h]`` (differentiable, weight-sized)."""
-        h, r = self.heads, len(self.edge_types)
-        d = self.out_dim // h
-        blocks = w.view(h, r, d, d).permute(1, 0, 2, 3)  # [R, H, D, D]
-        if prior is not None:
-            blocks = blocks * prior.view(r, h, 1, 1)
-        eye = torch.eye(h, dtype=w.dtype, device=w.device)
-        return torch.einsum("rhde,hg->rhdge", blocks, eye).reshape(r, h * d, h * d)
-
     def _check_inputs(self, g: Any, x_dict: Any) -> list[int]:
         """Check the graph and features against the layer; return the rows of each node type."""
         if not isinstance(g, HeteroGraph):
@@ -391,27 +457,17 @@ class HGTLayer(_Optimizable):
         """
         counts = self._check_inputs(g, x_dict)
         x = torch.cat([x_dict[nt] for nt in self.node_types])
-        f = self.out_dim
-        wk, wq, wv = self.kqv_weight.split(f, dim=2)
-        bk, bq, bv = self.kqv_bias.split(f, dim=1)
-        scale = self.p_rel / math.sqrt(f // self.heads)  # prior and 1/√D folded into K_rel
-        args = [
-            x,
-            wk.contiguous(),
-            bk.contiguous(),
-            wq.contiguous(),
-            bq.contiguous(),
-            wv.contiguous(),
-            bv.contiguous(),
-            self._relation_weight(self.k_rel, scale),
-            self._relation_weight(self.v_rel, None),
+        weights = HgtWeights(
+            self.kqv_weight,
+            self.kqv_bias,
+            self.k_rel,
+            self.v_rel,
+            self.p_rel,
             self.out_weight,
             self.out_bias,
-        ]
-        if self.in_dim == self.out_dim:
-            gate = torch.sigmoid(self.skip)[g.ntype.long()].unsqueeze(1)
-            args += [gate, 1 - gate]
-        out = self._fn(g, *args)
+            self.skip,
+        )
+        out = self._fn(g, *hgt_core_args(weights, self.heads, x, counts))
         parts = dict(zip(self.node_types, out.split(counts), strict=True))
         return {nt: parts[nt] for nt in self.dst_types}
 

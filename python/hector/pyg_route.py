@@ -25,7 +25,6 @@ and the reason is recorded in :data:`FALLBACKS` (shown by :func:`hector.explain`
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from collections import OrderedDict
@@ -290,49 +289,20 @@ def _hgt_unsupported(conv: Any, x_dict: Any, edge_index_dict: Any) -> str | None
     return None
 
 
-def _relation_weight(w: torch.Tensor, heads: int, relations: int, prior: Any) -> torch.Tensor:
-    """PyG's ``[H*R, D, D]`` per-head matrices as ``[R, H*D, H*D]`` block-diagonal ones."""
-    d = w.shape[-1]
-    blocks = w.view(heads, relations, d, d).permute(1, 0, 2, 3)
-    if prior is not None:
-        blocks = blocks * prior.view(relations, heads, 1, 1)
-    eye = torch.eye(heads, dtype=w.dtype, device=w.device)
-    return torch.einsum("rhde,hg->rhdge", blocks, eye).reshape(relations, heads * d, heads * d)
-
-
 def _hgt_forward(self: Any, x_dict: Any, edge_index_dict: Any) -> Any:
     """``HGTConv.forward`` under the Hector backend: weight glue, one ``hector::pyg_layer``."""
     reason = _hgt_unsupported(self, x_dict, edge_index_dict)
     if reason is not None:
         FALLBACKS["HGTConv"] = reason
         return _ORIGINAL["HGTConv"](self, x_dict, edge_index_dict)
+    from .models import HgtWeights, hgt_core_args
+
     types, relations = list(self.node_types), list(self.edge_types)
     heads, f = self.heads, self.out_channels
-    kqv_w = torch.stack([self.kqv_lin.lins[t].weight.t() for t in types])
-    kqv_b = torch.stack([self.kqv_lin.lins[t].bias for t in types])
-    wk, wq, wv = kqv_w.split(f, dim=2)
-    bk, bq, bv = kqv_b.split(f, dim=1)
-    p_rel = torch.stack([self.p_rel["__".join(e)][0] for e in relations])
     xs = [x_dict[t] for t in types]
-    tensors = [
-        torch.cat(xs),
-        wk.contiguous(),
-        bk.contiguous(),
-        wq.contiguous(),
-        bq.contiguous(),
-        wv.contiguous(),
-        bv.contiguous(),
-        _relation_weight(self.k_rel.weight, heads, len(relations), p_rel / math.sqrt(f // heads)),
-        _relation_weight(self.v_rel.weight, heads, len(relations), None),
-        torch.stack([self.out_lin.lins[t].weight.t() for t in types]),
-        torch.stack([self.out_lin.lins[t].bias for t in types]),
-    ]
+    counts = [x.shape[0] for x in xs]
+    tensors = hgt_core_args(HgtWeights.of_pyg(self), heads, torch.cat(xs), counts)
     skip = xs[0].shape[1] == f
-    if skip:  # PyG's gated residual σ(skip_t)·out + (1 − σ(skip_t))·x, per node
-        gate = torch.cat(
-            [self.skip[t].sigmoid().expand(x.shape[0]) for t, x in zip(types, xs, strict=True)]
-        ).unsqueeze(1)
-        tensors += [gate, 1 - gate]
     ends = []
     for s, _, d in relations:
         ends += [types.index(s), types.index(d)]

@@ -421,6 +421,24 @@ func.func @gemm_scatter_store(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %dst: 
 
 // -----
 
+// COUNT: error: an xty GEMM accumulates (epilogue "add")
+func.func @xty_store(%a: memref<?x16xf32>, %dy: memref<?x8xf32>, %dst: memref<?xi32>, %dw: memref<16x8xf32>) {
+  // expected-error @+1 {{an xty GEMM accumulates (epilogue "add")}}
+  "hector_intra.gemm_template"(%a, %dy, %dst, %dw) {variant = "xty", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1, 0, 1>} : (memref<?x16xf32>, memref<?x8xf32>, memref<?xi32>, memref<16x8xf32>) -> ()
+  return
+}
+
+// -----
+
+// COUNT: error: row_scale must be a column [M, 1]
+func.func @row_scale_not_a_column(%a: memref<?x16xf32>, %dy: memref<?x8xf32>, %s: memref<?x2xf32>, %dw: memref<16x8xf32>) {
+  // expected-error @+1 {{row_scale must be a column [M, 1]}}
+  "hector_intra.gemm_template"(%a, %dy, %s, %dw) {variant = "xty", epilogue = "add", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 1, 1>} : (memref<?x16xf32>, memref<?x8xf32>, memref<?x2xf32>, memref<16x8xf32>) -> ()
+  return
+}
+
+// -----
+
 // COUNT: error: slice_rows must be positive and excludes a weight_index
 func.func @gemm_slice_rows_and_index(%a: memref<?x16xf32>, %w: memref<3x16x8xf32>, %etype: memref<?xi32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{slice_rows must be positive and excludes a weight_index}}

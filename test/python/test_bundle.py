@@ -430,7 +430,7 @@ def test_check_glue_gives_the_bundle_what_hector_models_gives_its_core() -> None
         for p in conv.p_rel.values():
             p.uniform_(0.5, 1.5)
     want = _core_inputs(HGTLayer.from_pyg(conv), g, x)
-    have = bc.hgt_args(conv, g, x)
+    have = bc.hgt_args(conv, x)
     assert len(have) == len(want) == 13
     for a, b in zip(have, want, strict=True):
         torch.testing.assert_close(a.detach(), b)
