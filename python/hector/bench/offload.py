@@ -424,31 +424,19 @@ def _trim() -> None:
 
 def engine_bandwidth(root: str, total_mib: int = 256, piece_mib: int = 16) -> dict[str, Any]:
     """Write then read ``total_mib`` through the native store alone (16 MiB objects)."""
-    import numpy as np
-
+    from hector.offload.plan import measure_store_bandwidth
     from hector.runtime.offload import TensorStore
 
     with TensorStore(root) as store:
         pieces = max(total_mib // piece_mib, 1)
-        bufs = [np.full(piece_mib << 20, i, dtype=np.uint8) for i in range(pieces)]
-        start = time.perf_counter()
-        keys = [store.write_array(b) for b in bufs]
-        for k in keys:
-            store.wait(k)
-        write_s = time.perf_counter() - start
-        start = time.perf_counter()
-        for k, b in zip(keys, bufs, strict=True):
-            store.read(k, b.ctypes.data, b.nbytes)
-        for k in keys:
-            store.wait(k)
-        read_s = time.perf_counter() - start
         total = pieces * (piece_mib << 20)
+        write_bps, read_bps = measure_store_bandwidth(store, total, pieces)
         return {
             "bytes": total,
             "direct": store.direct,
             "threads": store.threads,
-            "write_bandwidth": total / write_s,
-            "read_bandwidth": total / read_s,
+            "write_bandwidth": write_bps,
+            "read_bandwidth": read_bps,
         }
 
 
