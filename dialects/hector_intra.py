@@ -354,3 +354,36 @@ OPS = builders(DIALECT)
 def view(op: Any) -> OpAccess:
     """Operands and attributes of one of this dialect's ops, by their spec names."""
     return _view(DIALECT, op)
+
+
+#: A reducing traversal runs on its CPU workers only when it has at least this many rows per
+#: row of ``out``: below it, filling and folding the workers' partial outputs (memory-bound,
+#: like the traversal itself) costs more than the second worker saves. Checked at run time.
+PARTIAL_ROWS_RATIO = 4
+
+
+def worker_threads(v: OpAccess, schedule: Schedule) -> int:
+    """CPU workers a scheduled template runs on: ``schedule.threads`` with ``parallel = "rows"``,
+    except a GEMM that scatters with a ``store`` epilogue (the last writer wins, so the rows keep
+    their sequential order on one worker)."""
+    if schedule.parallel != "rows":
+        return 1
+    if v.spec.name == GEMM_TEMPLATE.name and v.has("scatter_index"):
+        if v.attr("epilogue") == "store":
+            return 1
+    return schedule.threads
+
+
+def worker_partials(v: OpAccess, schedule: Schedule) -> int:
+    """Partial copies of ``out`` the CPU workers of a scheduled template write besides ``out``
+    itself (``threads - 1`` where rows of different workers may meet in one output row: a
+    scattering or weight-gradient GEMM that accumulates, a reducing traversal; else 0). A
+    reducing traversal allocates them only with ``PARTIAL_ROWS_RATIO`` rows per output row."""
+    threads = worker_threads(v, schedule)
+    if threads == 1:
+        return 0
+    if v.spec.name == GEMM_TEMPLATE.name:
+        accumulates = v.attr("epilogue") != "store"
+        meet = v.has("scatter_index") or v.attr("variant") == "xty"
+        return threads - 1 if accumulates and meet else 0
+    return threads - 1 if v.attr("reduce") != "none" else 0

@@ -170,15 +170,9 @@ class Workers:
 
 
 def _workers_for_gemm(b: T.Body, v: OpAccess, s: intra.Schedule) -> Workers:
-    """Workers for a GEMM: partial outputs when rows of different workers may add into one
-    output row (a scatter, or any weight gradient)."""
-    threads = s.threads if s.parallel == "rows" else 1
-    epilogue, variant = v.attr("epilogue"), v.attr("variant")
-    scatter = b.ops.has("scatter_index")
-    if scatter and epilogue == "store":
-        threads = 1  # the last writer wins: keep the sequential order
-    partials = epilogue != "store" and (scatter or variant == "xty")
-    return Workers(b, threads, partials)
+    """Workers for a GEMM, with partial outputs where the spec's rule asks for them
+    (``hector_intra.worker_partials``: a scatter, or any weight gradient, that accumulates)."""
+    return Workers(b, intra.worker_threads(v, s), intra.worker_partials(v, s) > 0)
 
 
 #: A run of rows sharing a weight slice shorter than this is multiplied row at a time: a
@@ -474,19 +468,13 @@ def _gemm_epilogue(
 # ---- traversal -------------------------------------------------------------------------------
 
 
-#: A reducing traversal runs on its workers only when it has at least this many rows per row
-#: of ``out``: below it, filling and folding the workers' partial outputs (memory-bound, like
-#: the traversal itself) costs more than the second worker saves.
-PARTIAL_ROWS_RATIO = 4
-
-
 def lower_traversal(v: OpAccess, s: intra.Schedule) -> None:
     """A traversal template with its rows spread over workers (partials for reductions; a
     reduction into nearly as many rows as it reads runs on one worker, decided at run time)."""
     b = T.Body(T.operands(v))
     f = T.RowFn.of(v)
-    threads = s.threads if s.parallel == "rows" else 1
-    reduces = f.reduce != "none"
+    threads = intra.worker_threads(v, s)
+    reduces = intra.worker_partials(v, s) > 0
     m = T.traversal_rows(b, b.index(0))
     cols = b.index(T.width(b.ops["out"]))
     c0, c1 = b.index(0), b.index(1)
@@ -508,7 +496,7 @@ def lower_traversal(v: OpAccess, s: intra.Schedule) -> None:
         return
     out_rows = _dims(b.ops["out"])[0]
     enough = arith.cmpi(
-        arith.CmpIPredicate.uge, m, arith.muli(out_rows, b.index(PARTIAL_ROWS_RATIO))
+        arith.CmpIPredicate.uge, m, arith.muli(out_rows, b.index(intra.PARTIAL_ROWS_RATIO))
     )
     branch = scf.IfOp(enough, has_else=True)
     with ir.InsertionPoint(branch.then_block):

@@ -1,7 +1,8 @@
 """``placement-plan-saved``: keep, offload or recompute each value ``<f>_train`` saves.
 
-Runs on the ``hector_intra`` form of a training program (after ``convert-hector-inter-to-intra``),
-where ``@f_train`` writes each saved value into a trailing output argument and ``@f_backward``
+Runs on the ``hector_intra`` form of a training program (after ``convert-hector-inter-to-intra``;
+the compiler runs it after ``hector-schedule``, so the modelled peak includes the CPU workers'
+partial outputs), where ``@f_train`` writes each saved value into a trailing output argument and ``@f_backward``
 reads it from an argument (``hector-autodiff`` pairs them: saved value ``k`` is ``@f_train``'s
 result ``n_results + k`` and ``@f_backward``'s argument after the graph arrays and the inputs).
 Each saved value has a size symbolic in the graph's row counts — ``N`` nodes, ``E`` edges, ``C``

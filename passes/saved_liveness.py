@@ -17,7 +17,10 @@ What it counts, per function:
 * in ``@f_backward``: the results' gradients (the caller's, alive throughout), the kept saved
   values (alive throughout: the caller releases them after the call), offloaded values from
   their prefetch to their last use, recomputed ones from their rebuild to their last use, and
-  the gradients it writes from their first write.
+  the gradients it writes from their first write;
+* in both, the partial outputs of a scheduled template's CPU workers
+  (``hector_intra.worker_partials`` copies of its ``out``), during that template: planned after
+  ``hector-schedule``, the model sees the worker count the step will run with.
 
 Graph arrays and the inputs are the caller's before and after the step: not counted.
 """
@@ -29,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from mlir import ir
 
+from ..dialects import hector_intra as intra
 from ..dialects.hector_intra import GRAPH_LAYOUT
 from . import _saved_buffers
 
@@ -255,6 +259,7 @@ def timeline(
                     span[-1],
                     _bytes(op.results[0], counts, tr_rows),
                 )
+    spans.update(_workspace("", ops, counts, tr_rows))
     points += _sweep("train", ops, spans)
     # -- between the calls: results and kept values held; the results' gradients appear ----
     held = {n: b for n, (_, last, b) in spans.items() if last == end}
@@ -295,8 +300,32 @@ def timeline(
                     span[-1],
                     _bytes(op.results[0], counts, bw_rows),
                 )
+    spans.update(_workspace("backward ", ops, counts, bw_rows))
     points += _sweep("backward", ops, spans)
     return Timeline(points)
+
+
+def _workspace(
+    prefix: str, ops: list[ir.Operation], counts: dict[str, int], fn_rows: dict[ir.Value, str]
+) -> dict[str, tuple[int, int, int]]:
+    """The scheduled templates' worker partials (``hector_intra.worker_partials`` copies of
+    ``out``, alive during the template only), by op position."""
+    spans: dict[str, tuple[int, int, int]] = {}
+    for i, op in enumerate(ops):
+        schedule = intra.schedule_of(op) if op.name.startswith("hector_intra.") else None
+        if schedule is None:
+            continue
+        v = intra.view(op)
+        copies = intra.worker_partials(v, schedule)
+        out = v.operand("out")
+        if copies and v.spec.name == intra.TRAVERSAL_TEMPLATE.name:
+            read = v.operand("gather_index") if v.has("gather_index") else v.operand("x")
+            ratio = intra.PARTIAL_ROWS_RATIO
+            if _rows(read, counts, fn_rows) < ratio * _rows(out, counts, fn_rows):
+                copies = 0  # runs on one worker (decided at run time the same way)
+        if copies:
+            spans[f"{prefix}workspace {i}"] = (i, i, copies * _bytes(out, counts, fn_rows))
+    return spans
 
 
 def _sweep(

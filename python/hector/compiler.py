@@ -157,9 +157,10 @@ def run_stages(
                 # Timers around the templates before any back end lowers them.
                 run_pipeline(module, profile_kernels.PASS, verify=False)
                 staged.stages["profile"] = show()
-            if stage.name == "intra" and autodiff and opts.memory_budget >= 0 and target == "cpu":
-                # Place each value <f>_train saves (keep, offload, recompute) on the memref
-                # form; the llvm stage lowers the decisions to runtime calls.
+            if stage.name == "schedule" and autodiff and opts.memory_budget >= 0:
+                # Place each value <f>_train saves (keep, offload, recompute) on the scheduled
+                # memref form (the workers' partial outputs count at the peak); the llvm stage
+                # lowers the decisions to runtime calls.
                 run_pipeline(module, opts.placement_pipeline(), verify=False)
                 staged.stages["placement"] = show()
                 _drop_saved(staged.abi, placement_to_runtime.dropped_slots(module))

@@ -8,6 +8,7 @@ that the peak objective's plan is never worse than moving the largest values fir
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 from mlir import ir
 
 from hector._program import instantiate
+from hector.dialects import hector_intra as intra
 from hector.lowering import pipelines  # noqa: F401  (registers convert-hector-inter-to-intra)
 from hector.passes import plan_saved, saved_liveness
 from hector.passes._pipeline import run_pipeline
@@ -25,12 +27,14 @@ COUNTS = {"N": 19397, "E": 422220, "C": 46125, "D": 46125}
 TO_INTRA = "hector-autodiff, hector-fuse, convert-hector-inter-to-intra"
 
 
-def _pair(model: str) -> tuple[Any, plan_saved.TrainingPair]:
-    """The model's training pair on memrefs (the module too: it owns the IR)."""
+def _pair(model: str, threads: int = 0) -> tuple[Any, plan_saved.TrainingPair]:
+    """The model's training pair on memrefs (the module too: it owns the IR), scheduled for
+    ``threads`` CPU workers when given."""
     with open(os.path.join(INPUTS, f"plan-saved-{model}.mlir"), encoding="utf-8") as f:
         module = instantiate(f.read())
+    schedule = f", hector-schedule{{threads={threads}}}" if threads else ""
     with module.context, ir.Location.unknown():
-        run_pipeline(module, TO_INTRA)
+        run_pipeline(module, TO_INTRA + schedule)
         (pair,) = plan_saved.training_pairs(module.operation)
     return module, pair
 
@@ -119,3 +123,29 @@ def test_a_template_writing_through_a_view_writes_the_saved_value() -> None:
                 assert plan_saved._writes(op, owner.operands[0])
                 found += 1
         assert found
+
+
+@pytest.mark.parametrize("model", ["rgat", "hgt"])
+def test_workers_partial_outputs_count_while_their_template_runs(model: str) -> None:
+    # Scheduled for 2 workers, each reducing template holds one partial copy of its output
+    # (hector_intra.worker_partials) during that template and no longer; for 1 worker, none.
+    module, pair = _pair(model, threads=2)
+    with module.context:
+        points = saved_liveness.timeline(pair, COUNTS).points
+        spaces = {n: (p.index, b) for p in points for n, b in p.buffers.items() if "workspace" in n}
+        assert spaces
+        for name, (index, nbytes) in spaces.items():
+            fn = pair.backward if name.startswith("backward") else pair.train
+            op = saved_liveness.kernel_ops(fn)[index]
+            shape = ir.MemRefType(intra.view(op).operand("out").type)
+            width = 4 * math.prod(d for d in shape.shape if d != ir.ShapedType.get_dynamic_size())
+            rows = [1] if shape.has_static_shape else COUNTS.values()
+            assert nbytes in [width * r for r in rows]  # one copy (2 workers) of out
+            alive = [p.index for p in points if name in p.buffers]
+            assert alive == [index]
+        two = saved_liveness.timeline(pair, COUNTS).peak.total
+    module, pair = _pair(model, threads=1)
+    with module.context:
+        points = saved_liveness.timeline(pair, COUNTS).points
+        assert not any("workspace" in n for p in points for n in p.buffers)
+        assert saved_liveness.timeline(pair, COUNTS).peak.total <= two
