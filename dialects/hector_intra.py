@@ -374,16 +374,41 @@ def worker_threads(v: OpAccess, schedule: Schedule) -> int:
     return schedule.threads
 
 
-def worker_partials(v: OpAccess, schedule: Schedule) -> int:
-    """Partial copies of ``out`` the CPU workers of a scheduled template write besides ``out``
-    itself (``threads - 1`` where rows of different workers may meet in one output row: a
-    scattering or weight-gradient GEMM that accumulates, a reducing traversal; else 0). A
-    reducing traversal allocates them only with ``PARTIAL_ROWS_RATIO`` rows per output row."""
-    threads = worker_threads(v, schedule)
-    if threads == 1:
-        return 0
+#: A reducing traversal whose output rows are at least this wide splits its *output* rows
+#: among the CPU workers ("owners"): each worker reads every row's ``scatter_index`` and
+#: reduces only the rows landing in its share, so no partial copies of ``out`` exist and each
+#: output row is reduced in row order, as on one worker. Narrower outputs use partials: the
+#: extra index reads would cost as much as the rows themselves.
+OWNED_MIN_WIDTH = 8
+
+
+def reduction_split(v: OpAccess, schedule: Schedule) -> str:
+    """How the CPU workers of a scheduled template share rows that may meet in one output row:
+    ``"none"`` (one worker, or rows that never meet), ``"owners"`` (a reducing traversal with a
+    ``scatter_index`` into rows of at least ``OWNED_MIN_WIDTH`` columns: each worker owns a
+    range of output rows) or ``"partials"`` (a private copy of ``out`` per worker after the
+    first, folded in worker order: scattering or weight-gradient GEMMs that accumulate, and
+    narrow reductions)."""
+    if worker_threads(v, schedule) == 1:
+        return "none"
     if v.spec.name == GEMM_TEMPLATE.name:
         accumulates = v.attr("epilogue") != "store"
         meet = v.has("scatter_index") or v.attr("variant") == "xty"
-        return threads - 1 if accumulates and meet else 0
-    return threads - 1 if v.attr("reduce") != "none" else 0
+        return "partials" if accumulates and meet else "none"
+    if v.attr("reduce") == "none":
+        return "none"
+    from mlir import ir
+
+    width = 1
+    for d in ir.MemRefType(v.operand("out").type).shape[1:]:
+        width *= d
+    return "owners" if v.has("scatter_index") and width >= OWNED_MIN_WIDTH else "partials"
+
+
+def worker_partials(v: OpAccess, schedule: Schedule) -> int:
+    """Partial copies of ``out`` the CPU workers of a scheduled template write besides ``out``
+    itself: ``threads - 1`` where they share rows by partials (``reduction_split``), else 0.
+    A reducing traversal allocates them only with ``PARTIAL_ROWS_RATIO`` rows per output row."""
+    if reduction_split(v, schedule) != "partials":
+        return 0
+    return worker_threads(v, schedule) - 1

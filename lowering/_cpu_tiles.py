@@ -469,29 +469,37 @@ def _gemm_epilogue(
 
 
 def lower_traversal(v: OpAccess, s: intra.Schedule) -> None:
-    """A traversal template with its rows spread over workers (partials for reductions; a
-    reduction into nearly as many rows as it reads runs on one worker, decided at run time)."""
+    """A traversal template with its rows spread over workers. A reduction shares them as
+    ``hector_intra.reduction_split`` says: by owned output rows, or by partials (a reduction
+    into nearly as many rows as it reads then runs on one worker, decided at run time)."""
     b = T.Body(T.operands(v))
     f = T.RowFn.of(v)
     threads = intra.worker_threads(v, s)
-    reduces = intra.worker_partials(v, s) > 0
+    split = intra.reduction_split(v, s)
     m = T.traversal_rows(b, b.index(0))
     cols = b.index(T.width(b.ops["out"]))
     c0, c1 = b.index(0), b.index(1)
 
+    def one_row(i: Value, wb: T.Body) -> None:
+        row = T.row_indices(wb, i)
+        with wb.loop(c0, cols, c1) as j:
+            T.traversal_element(wb, f, row.at(j), atomic=False)
+
     def rows(lo: Value, hi: Value, wb: T.Body) -> None:
         with wb.loop(lo, hi, c1) as i:
-            row = T.row_indices(wb, i)
-            with wb.loop(c0, cols, c1) as j:
-                T.traversal_element(wb, f, row.at(j), atomic=False)
+            one_row(i, wb)
+
+    if split == "owners":
+        _owned_rows(b, threads, m, one_row)
+        return
 
     def on_workers() -> None:
         init = float("-inf") if f.reduce == "max" else 0.0
-        workers = Workers(b, threads, partials=reduces, init=init)
+        workers = Workers(b, threads, partials=split == "partials", init=init)
         workers.each(m, rows)
         workers.finish(arith.maximumf if f.reduce == "max" else arith.addf)
 
-    if threads == 1 or not reduces:
+    if split != "partials":
         on_workers()
         return
     out_rows = _dims(b.ops["out"])[0]
@@ -505,6 +513,27 @@ def lower_traversal(v: OpAccess, s: intra.Schedule) -> None:
     with ir.InsertionPoint(branch.else_block):
         rows(c0, m, b)
         scf.yield_([])
+
+
+def _owned_rows(b: T.Body, threads: int, m: Value, row: Callable[[Value, T.Body], None]) -> None:
+    """Each worker owns a static share of ``out``'s rows: it reads every row's
+    ``scatter_index`` and builds ``row(i, b)`` only for the rows landing in its share, in row
+    order, so no two workers touch one output row and each sums as one worker would."""
+    c1 = b.index(1)
+
+    def share(lo: Value, hi: Value, wb: T.Body) -> None:
+        with wb.loop(b.index(0), m, c1) as i:
+            d = wb.load_index("scatter_index", i)
+            mine = arith.andi(
+                arith.cmpi(arith.CmpIPredicate.uge, d, lo),
+                arith.cmpi(arith.CmpIPredicate.ult, d, hi),
+            )
+            branch = scf.IfOp(mine)
+            with ir.InsertionPoint(branch.then_block):
+                row(i, wb)
+                scf.yield_([])
+
+    Workers(b, threads, partials=False).each(_dims(b.ops["out"])[0], share)
 
 
 # ---- the micro-kernel script -----------------------------------------------------------------

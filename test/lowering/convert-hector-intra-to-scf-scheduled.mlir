@@ -147,3 +147,31 @@ func.func @max_to_dst(%dst: memref<?xi32>, %m: memref<?x4xf32>, %out: memref<?x4
       : (memref<?xi32>, memref<?x4xf32>, memref<?x4xf32>) -> ()
   return
 }
+
+// CHECK-LABEL: func.func @sum_to_wide_dst
+// Output rows of 8 or more columns are owned: each of the 2 workers takes a share of `out`'s
+// rows, reads every row's scatter index and reduces only those landing in its share. No
+// partial copy of `out`, no fold, no run-time choice of one worker.
+// CHECK-NOT: memref.alloc
+// CHECK: %[[ROWS:.*]] = memref.dim %{{.*}}, %{{.*}} : memref<?x16xf32>
+// CHECK: scf.forall (%[[P:.*]]) in (2) {
+// CHECK: %[[LO:.*]] = arith.divui
+// CHECK: %[[HI:.*]] = arith.divui
+// CHECK: scf.for %[[I:.*]] =
+// CHECK: %[[D:.*]] = arith.index_cast
+// CHECK: %[[GE:.*]] = arith.cmpi uge, %[[D]], %[[LO]] : index
+// CHECK: %[[LT:.*]] = arith.cmpi ult, %[[D]], %[[HI]] : index
+// CHECK: %[[MINE:.*]] = arith.andi %[[GE]], %[[LT]] : i1
+// CHECK: scf.if %[[MINE]] {
+// CHECK: arith.addf
+// CHECK-NOT: scf.forall
+// CHECK: return
+func.func @sum_to_wide_dst(%dst: memref<?xi32>, %m: memref<?x16xf32>, %out: memref<?x16xf32>) {
+  "hector_intra.traversal_template"(%dst, %m, %out)
+      {parallel = "edge", fn = "copy", reduce = "sum", slope = 0.0 : f32,
+       block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 1, 0, 1, 0, 1>,
+       schedule = {pack = false, parallel = "rows", threads = 2 : i64, tile_k = 0 : i64,
+                   tile_m = 1 : i64, tile_n = 0 : i64, unroll = 1 : i64, vector = 1 : i64}}
+      : (memref<?xi32>, memref<?x16xf32>, memref<?x16xf32>) -> ()
+  return
+}

@@ -163,3 +163,21 @@ def test_dropped_kernels_outlive_their_workers(threads: None) -> None:
         gc.collect()
     assert cpu_jit.release_retired_engines() >= 1  # still within their grace period
     assert cpu_jit.release_retired_engines(older_than_s=0.0) == 0
+
+
+def test_wide_sums_on_owned_rows_match_one_worker_bit_for_bit(threads: None) -> None:
+    # RGAT's forward with 8 heads: every reduction (softmax sums and maxima over 8 heads, the
+    # aggregation over 8 x 4 columns) reduces into rows of at least 8 columns, which the
+    # workers own (hector_intra.reduction_split): each row is summed in edge order by one
+    # worker, so 2 workers give exactly one worker's result, where partials would reassociate.
+    g = hector.random_graph(120, 2000, 4, seed=5)
+    torch.manual_seed(0)
+    layer = models.RGATLayer(6, 4, g.num_etypes, heads=8)
+    x = torch.randn(120, 6, generator=torch.Generator().manual_seed(2))
+    torch.set_num_threads(1)
+    with torch.no_grad():
+        one = layer(g, x)
+    torch.set_num_threads(2)
+    with torch.no_grad():
+        two = layer(g, x)
+    assert torch.equal(one, two)
