@@ -12,6 +12,8 @@ in ``hector/placement.h`` (``libhector_runtime.so``, which the CPU JIT loads):
   that still read it run; after its last use, up to ``write_lag`` more kernels (so the write
   overlaps them) but before any kernel that first touches a new buffer (which would add to
   the value's bytes at a new high), ``hector_place_wait(slot)`` runs and the buffer is freed;
+  an offload carrying ``placement.write_lag`` (the planner's, where its model shows the peak
+  unaffected) is waited for that many kernels later, new buffers or not;
 * ``placement.recompute`` (``@f_train``): the output argument becomes a buffer freed at the end;
   (``@f_backward``) the marker on the rebuilt buffer is dropped;
 * ``placement.prefetch {ahead}`` (``@f_backward``): the saved value's argument becomes a buffer
@@ -41,7 +43,16 @@ from mlir.dialects import arith, func, memref
 from ..dialects import placement
 from ..passes import saved_liveness
 from ..passes._registry import Option, PassFailure, register_pass
-from ..passes.plan_saved import DROPPED, ROWS, SavedValue, TrainingPair, training_pairs, users
+from ..passes.plan_saved import (
+    DROPPED,
+    ROWS,
+    WRITE_LAG,
+    WRITE_LAG_ATTR,
+    SavedValue,
+    TrainingPair,
+    training_pairs,
+    users,
+)
 
 __all__ = ["RUNTIME_FUNCTIONS", "dropped_slots", "has_placement_calls"]
 
@@ -190,9 +201,13 @@ class _Lowering:
         ops = _ops(block)
         first_output = len(self.pair.tblock.arguments) - self.n_outputs
         growing = saved_liveness.grows(fn, first_output)
+        lag = self.write_lag
+        if WRITE_LAG_ATTR in op.attributes:  # the planner's: growing kernels cost no peak there
+            lag = ir.IntegerAttr(op.attributes[WRITE_LAG_ATTR]).value
+            growing = [False] * len(ops)
         i = ops.index(free)
         last = max(ops.index(write), ops.index(done[-1]) if done else 0)
-        j = saved_liveness.write_done(ops, last, self.write_lag, growing)
+        j = saved_liveness.write_done(ops, last, lag, growing)
         j = min(j, i)
         with ir.InsertionPoint(ops[j]):
             self.call("hector_place_wait", [_i64_const(s.slot, loc)], loc)
@@ -316,7 +331,9 @@ def _declare(module_op: ir.Operation) -> None:
             decl.attributes["sym_visibility"] = ir.StringAttr.get("private")
 
 
-def convert_module(module_op: ir.Operation, write_lag: int = 1, early_free: bool = True) -> bool:
+def convert_module(
+    module_op: ir.Operation, write_lag: int = WRITE_LAG, early_free: bool = True
+) -> bool:
     """Lower every planned pair of ``module_op``; return whether any was planned."""
     body = module_op.regions[0].blocks[0]
     funcs = [o.operation for o in body.operations if o.operation.name == "func.func"]
@@ -362,10 +379,12 @@ def convert_module(module_op: ir.Operation, write_lag: int = 1, early_free: bool
     "convert-placement-to-runtime",
     "Lower placement-plan-saved's decisions to calls of the native runtime "
     "(hector_place_write/wait/prefetch/release) and drop the moved values from the ABI",
-    write_lag=Option(int, 1, "kernels an offload write overlaps before it is waited for", min=0),
+    write_lag=Option(
+        int, WRITE_LAG, "kernels an offload write overlaps before it is waited for", min=0
+    ),
     early_free=Option(bool, True, "free each temporary of a planned pair right after its last use"),
 )
-def run(module_op: ir.Operation, write_lag: int = 1, early_free: bool = True) -> None:
+def run(module_op: ir.Operation, write_lag: int = WRITE_LAG, early_free: bool = True) -> None:
     """Pass entry point."""
     with module_op.context, ir.Location.unknown():
         convert_module(module_op, write_lag, early_free)

@@ -1,10 +1,11 @@
 """``placement-plan-saved``: keep, offload or recompute each value ``<f>_train`` saves.
 
-Runs on the ``hector_intra`` form of a training program (after ``convert-hector-inter-to-intra``;
-the compiler runs it after ``hector-schedule``, so the modelled peak includes the CPU workers'
-partial outputs), where ``@f_train`` writes each saved value into a trailing output argument and ``@f_backward``
-reads it from an argument (``hector-autodiff`` pairs them: saved value ``k`` is ``@f_train``'s
-result ``n_results + k`` and ``@f_backward``'s argument after the graph arrays and the inputs).
+Runs on the ``hector_intra`` form of a training program (after
+``convert-hector-inter-to-intra``; the compiler runs it after ``hector-schedule``, so the
+modelled peak includes the CPU workers' partial outputs), where ``@f_train`` writes each saved
+value into a trailing output argument and ``@f_backward`` reads it from an argument
+(``hector-autodiff`` pairs them: saved value ``k`` is ``@f_train``'s result ``n_results + k``
+and ``@f_backward``'s argument after the graph arrays and the inputs).
 Each saved value has a size symbolic in the graph's row counts — ``N`` nodes, ``E`` edges, ``C``
 compact (source, relation) rows, ``D`` compact (destination, relation) rows — from its kind
 (``hector.result_kinds``) and its row width; weights have a static size.
@@ -25,7 +26,9 @@ The decisions are ``placement`` ops, ``scope`` = the saved value's index (its *s
 ``placement.keep`` / ``placement.offload`` / ``placement.recompute`` on ``@f_train``'s output
 argument after its last use, ``placement.prefetch {ahead}`` on ``@f_backward``'s argument before
 its first use, and ``placement.recompute`` on the buffer the backward rebuilds. Each carries
-``placement.bytes`` (its symbolic size, e.g. ``"8*E"``). Both functions get
+``placement.bytes`` (its symbolic size, e.g. ``"8*E"``); an offload whose write may overlap
+more kernels than the lowering's rule allows without raising the modeled peak carries
+``placement.write_lag`` (kernels, new buffers or not). Both functions get
 ``placement.dropped`` (the slots no longer passed between them) and ``@f_train`` the plan's
 totals (``placement.saved_bytes``, ``placement.kept_bytes``, ``placement.budget_bytes``).
 ``convert-placement-to-runtime`` turns the decisions into calls of the native runtime.
@@ -57,6 +60,13 @@ __all__ = [
 
 #: Function attribute: slots no longer passed from ``@f_train`` to ``@f_backward``.
 DROPPED = "placement.dropped"
+#: On a ``placement.offload``: kernels its write overlaps before it is waited for, whether or
+#: not they bring new memory in (set where the modeled peak allows; see ``_lags``).
+WRITE_LAG_ATTR = "placement.write_lag"
+#: Kernels an offload's write overlaps by default (never past one bringing new memory in).
+WRITE_LAG = 1
+#: The longest write lag the planner gives (kernels; more than any function has).
+MAX_WRITE_LAG = 1 << 20
 _PREFIX = f"{placement.DIALECT.name}."
 _GRAPH_ARRAYS = len(GRAPH_LAYOUT)
 _F32_BYTES = 4
@@ -105,6 +115,8 @@ class SavedValue:
     producer: ir.Operation | None = None  # the template to copy, for a recompute
     needs: list[int] = field(default_factory=list)  # slots a recompute reads
     ahead: int | None = None  # an offload's prefetch lead in kernels (None: the pass option)
+    # An offload's write lag in kernels, growth or not (None: the lowering's rule, WRITE_LAG).
+    lag: int | None = None
 
     @property
     def row_bytes(self) -> int:
@@ -260,6 +272,7 @@ def decide_for_peak(
     recompute: set[int],
     min_gain: float,
     ahead: int,
+    max_lag: int = MAX_WRITE_LAG,
 ) -> tuple[int, int, int]:
     """Move values so the kept bytes fit ``budget`` choosing, at each step, the move that
     leaves the lowest modeled peak of the whole step (:mod:`.saved_liveness`) — the values
@@ -293,6 +306,7 @@ def decide_for_peak(
         kept -= s.nbytes(counts)
         current = new_peak
     _leads(pair, ahead, current, peak)
+    _lags(pair, current, peak, max_lag)
     return kept, first, current
 
 
@@ -313,6 +327,25 @@ def _leads(pair: TrainingPair, ahead: int, peak_bytes: int, peak: Callable[[], i
         s.ahead = lead
 
 
+def _lags(pair: TrainingPair, peak_bytes: int, peak: Callable[[], int], max_lag: int) -> None:
+    """Give each offload the longest write lag (in kernels, up to ``max_lag``) that
+    keeps the modeled peak at ``peak_bytes``: the write overlaps those kernels, even ones that
+    bring new memory in, where holding the value a while longer costs nothing at the peak. An
+    offload whose lag cannot grow keeps the lowering's rule (``lag`` stays None)."""
+    n = len(list(pair.tblock.operations))
+    for s in pair.saved:
+        if s.decision != "offload":
+            continue
+        lag = None
+        trial = WRITE_LAG
+        while trial <= min(2 * n, max_lag):
+            s.lag = trial
+            if peak() > peak_bytes:
+                break
+            lag, trial = trial, 2 * trial
+        s.lag = lag
+
+
 def _emit(pair: TrainingPair, target: str, ahead: int) -> None:
     """Insert the decision ops and rebuild recomputed values in the backward."""
     for s in pair.saved:
@@ -325,13 +358,14 @@ def _emit(pair: TrainingPair, target: str, ahead: int) -> None:
         loc = last[-1].location if last else pair.train.location
         with _after(pair.tblock, last[-1] if last else None):
             if s.decision == "offload":
+                lag = {} if s.lag is None else {WRITE_LAG_ATTR: _i64(s.lag)}
                 placement.OPS.offload(
                     value=s.train_arg,
                     scope=s.slot,
                     target=target,
                     result=s.mtype,
                     loc=loc,
-                    extra=extra,
+                    extra={**extra, **lag},
                 )
             else:
                 build = placement.OPS.keep if s.decision == "keep" else placement.OPS.recompute
@@ -431,6 +465,7 @@ def plan_module(
     recompute: bool = True,
     objective: str = "peak",
     min_gain: float = 0.1,
+    max_write_lag: int = MAX_WRITE_LAG,
 ) -> list[list[SavedValue]]:
     """Plan every training pair of ``module_op``; return the saved values of each."""
     plans = []
@@ -448,7 +483,7 @@ def plan_module(
         cheap = {s.slot for s in pair.saved if recompute and pair.recomputable(s)}
         if objective == "peak" and not unknown:
             kept, keep_all_peak, peak = decide_for_peak(
-                pair, budget, sized, min_bytes, cheap, min_gain, ahead
+                pair, budget, sized, min_bytes, cheap, min_gain, ahead, max_write_lag
             )
             pair.train.attributes["placement.keep_all_peak_bytes"] = _i64(keep_all_peak)
             pair.train.attributes["placement.peak_bytes"] = _i64(peak)
@@ -500,6 +535,15 @@ def plan_module(
         "share (objective=peak; 1: never)",
         min=0,
     ),
+    max_write_lag=Option(
+        int,
+        MAX_WRITE_LAG,
+        "the most kernels an offload's write may overlap where the modeled peak allows "
+        "(objective=peak; 0: the lowering's rule alone, waiting before a kernel that brings new "
+        "memory in)",
+        min=0,
+        max=MAX_WRITE_LAG,
+    ),
 )
 def run(
     module_op: ir.Operation,
@@ -514,6 +558,7 @@ def run(
     recompute: bool = True,
     objective: str = "peak",
     min_gain: float = 0.1,
+    max_write_lag: int = MAX_WRITE_LAG,
 ) -> None:
     """Pass entry point: plan every ``@f_train`` / ``@f_backward`` pair of the module."""
     counts = {"N": nodes, "E": edges, "C": compact, "D": dst_compact}
@@ -528,4 +573,5 @@ def run(
             recompute=recompute,
             objective=objective,
             min_gain=min_gain,
+            max_write_lag=max_write_lag,
         )

@@ -246,7 +246,10 @@ def timeline(
         elif value.decision == "keep":
             spans[f"saved {value.slot} (kept)"] = (span[0], end, nbytes)
         elif value.decision == "offload":
-            done = write_done(ops, span[-1], write_lag, growing)
+            if value.lag is None:
+                done = write_done(ops, span[-1], write_lag, growing)
+            else:  # the planner's lag: the peak allows holding it over growing kernels too
+                done = write_done(ops, span[-1], value.lag, [False] * len(ops))
             spans[f"saved {value.slot} (offloaded)"] = (span[0], done - 1, nbytes)
         else:
             spans[f"saved {value.slot} (recomputed)"] = (span[0], span[-1], nbytes)

@@ -1,4 +1,5 @@
-// RUN: hector-opt %s -p 'hector-autodiff, convert-hector-inter-to-intra, placement-plan-saved{memory_budget=0 nodes=100 edges=1000 compact=500 recompute=false}, convert-placement-to-runtime' | FileCheck %s
+// RUN: hector-opt %s -p 'hector-autodiff, convert-hector-inter-to-intra, placement-plan-saved{memory_budget=0 nodes=100 edges=1000 compact=500 recompute=false max_write_lag=0}, convert-placement-to-runtime' | FileCheck %s
+// RUN: hector-opt %s -p 'hector-autodiff, convert-hector-inter-to-intra, placement-plan-saved{memory_budget=0 nodes=100 edges=1000 compact=500 recompute=false}, convert-placement-to-runtime' | FileCheck %s --check-prefix=LAG
 // RUN: hector-opt %s -p 'hector-autodiff, convert-hector-inter-to-intra, placement-plan-saved{memory_budget=0 nodes=100 edges=1000 compact=500 recompute=false}, convert-hector-intra-to-scf, convert-placement-to-runtime, hector-lower-llvm-cpu' | FileCheck %s --check-prefix=LLVM
 // RUN: hector-opt %s -p 'hector-autodiff, convert-hector-inter-to-intra, placement-plan-saved{memory_budget=0 nodes=100 edges=1000 compact=500}, convert-placement-to-runtime' | FileCheck %s --check-prefix=RECOMPUTE
 // RUN: hector-opt %S/../passes/Inputs/plan-saved-rgat.mlir -p 'hector-autodiff, hector-fuse, convert-hector-inter-to-intra, placement-plan-saved{memory_budget=0.5 nodes=19397 edges=422220 compact=46125 dst_compact=46125}, convert-hector-intra-to-scf, convert-placement-to-runtime, hector-lower-llvm-cpu' | FileCheck %s --check-prefix=RGAT
@@ -7,7 +8,8 @@
 // tanh's output (saved value 0, 8*N bytes) is offloaded. @layer_train no longer returns it: it
 // owns the buffer and starts the write as soon as the value is complete (after tanh), so the
 // gather that still reads it overlaps the write; it waits and frees the buffer before the GEMM,
-// the first kernel that touches a new buffer (overlapping that one would hold both at once).
+// the first kernel that touches a new buffer (overlapping that one would hold both at once):
+// the lowering's rule, alone here (max_write_lag=0).
 // @layer_backward no longer takes it: it allocates the buffer ahead of the first use (as early
 // as the modeled peak allows: here at its start, two kernels ahead) and starts the read there, waits right before the first use, and releases the stored copy and
 // the buffer after the last use.
@@ -38,6 +40,20 @@
 // CHECK: "hector_intra.traversal_template"(%{{[a-z0-9_]+}}, %[[B]], %{{[a-z0-9_]+}}) {{.*}}fn = "tanh_grad"
 // CHECK: call @hector_place_release(
 // CHECK-NEXT: memref.dealloc %[[B]]
+
+// Without max_write_lag=0 the planner lets the write overlap every kernel left in the forward:
+// the step's modeled peak is in the backward, so holding tanh's output through the GEMM and the
+// sum costs nothing there (placement.write_lag). The wait and the free close the forward.
+// LAG-LABEL: func.func @layer_train(
+// LAG: %[[T:.*]] = memref.alloc(%{{.*}}) {alignment = 4096 : i64} : memref<?x2xf32>
+// LAG: call @hector_place_write(
+// LAG-NOT: call @hector_place_wait(
+// LAG: "hector_intra.gemm_template"
+// LAG-NOT: call @hector_place_wait(
+// LAG: "hector_intra.traversal_template"(%{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}, %{{[a-z0-9_]+}}) {{.*}}fn = "copy"
+// LAG: call @hector_place_wait(
+// LAG-NEXT: memref.dealloc %[[T]]
+// LAG-NEXT: return
 
 // In the LLVM dialect the decisions are plain calls of the runtime's C functions, which the CPU
 // JIT resolves against libhector_runtime.so.

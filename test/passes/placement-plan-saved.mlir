@@ -11,15 +11,17 @@
 // the step's modeled peak (placement.keep_all_peak_bytes -> placement.peak_bytes: the bytes
 // alive at the worst kernel of forward and backward, passes/saved_liveness.py). Half of
 // keep-all's 9.7 MB: both edge-wise values go to the store; the compact rows and the weight
-// stay. Each offload is written once its value is complete and prefetched ahead of its first
-// use in the backward (as early as the modeled peak allows); neither crosses the ABI any more
+// stay. Each offload is written once its value is complete, and its write may overlap the
+// kernels after its last use for as long as the modeled peak allows (placement.write_lag: the
+// peak is in the backward, so here to the end of the forward); it is prefetched ahead of its
+// first use in the backward (as early as the peak allows); neither crosses the ABI any more
 // (placement.dropped).
 // RGAT-TIGHT-LABEL: func.func @rgat_layer_train(
 // RGAT-TIGHT-SAME: placement.budget_bytes = 4854272 : i64, placement.dropped = [0, 2], placement.keep_all_peak_bytes = [[KEEPALL:[0-9]+]] : i64, placement.kept_bytes = 2953024 : i64, placement.peak_bytes = {{[0-9]+}} : i64, placement.saved_bytes = 9708544 : i64
 // RGAT-TIGHT-DAG: "placement.keep"(%{{.*}}) {placement.bytes = "1024", scope = 3 : i64}
-// RGAT-TIGHT-DAG: "placement.offload"(%{{.*}}) {placement.bytes = "8*E", scope = 2 : i64, target = "ssd"}
+// RGAT-TIGHT-DAG: "placement.offload"(%{{.*}}) {placement.bytes = "8*E", placement.write_lag = 64 : i64, scope = 2 : i64, target = "ssd"}
 // RGAT-TIGHT-DAG: "placement.keep"(%{{.*}}) {placement.bytes = "64*C", scope = 1 : i64}
-// RGAT-TIGHT-DAG: "placement.offload"(%{{.*}}) {placement.bytes = "8*E", scope = 0 : i64, target = "ssd"}
+// RGAT-TIGHT-DAG: "placement.offload"(%{{.*}}) {placement.bytes = "8*E", placement.write_lag = 64 : i64, scope = 0 : i64, target = "ssd"}
 // RGAT-TIGHT: return
 // RGAT-TIGHT-LABEL: func.func @rgat_layer_backward(
 // RGAT-TIGHT-SAME: placement.dropped = [0, 2]
@@ -31,7 +33,7 @@
 // RGAT-LOOSE-LABEL: func.func @rgat_layer_train(
 // RGAT-LOOSE-SAME: placement.dropped = [2], placement.keep_all_peak_bytes = {{[0-9]+}} : i64, placement.kept_bytes = 6330784 : i64
 // RGAT-LOOSE-DAG: "placement.keep"(%{{.*}}) {placement.bytes = "8*E", scope = 0 : i64}
-// RGAT-LOOSE-DAG: "placement.offload"(%{{.*}}) {placement.bytes = "8*E", scope = 2 : i64, target = "ssd"}
+// RGAT-LOOSE-DAG: "placement.offload"(%{{.*}}) {placement.bytes = "8*E", placement.write_lag = 64 : i64, scope = 2 : i64, target = "ssd"}
 // RGAT-LOOSE-LABEL: func.func @rgat_layer_backward(
 // RGAT-LOOSE: "placement.prefetch"(%{{.*}}) {ahead = {{[0-9]+}} : i64, placement.bytes = "8*E", scope = 2 : i64}
 // RGAT-LOOSE-NOT: placement.prefetch
@@ -42,10 +44,10 @@
 // the modeled peak; the attention (8*E), which largest-first would move, stays.
 // HGT-TIGHT-LABEL: func.func @hgt_layer_train(
 // HGT-TIGHT-SAME: placement.budget_bytes = 7131888 : i64, placement.dropped = [0, 4, 5], placement.keep_all_peak_bytes = {{[0-9]+}} : i64, placement.kept_bytes = 7118368 : i64, placement.peak_bytes = {{[0-9]+}} : i64, placement.saved_bytes = 14263776 : i64
-// HGT-TIGHT-DAG: "placement.offload"(%{{.*}}) {placement.bytes = "64*C", scope = 5 : i64, target = "ssd"}
-// HGT-TIGHT-DAG: "placement.offload"(%{{.*}}) {placement.bytes = "64*C", scope = 4 : i64, target = "ssd"}
+// HGT-TIGHT-DAG: "placement.offload"(%{{.*}}) {placement.bytes = "64*C", placement.write_lag = 128 : i64, scope = 5 : i64, target = "ssd"}
+// HGT-TIGHT-DAG: "placement.offload"(%{{.*}}) {placement.bytes = "64*C", placement.write_lag = 128 : i64, scope = 4 : i64, target = "ssd"}
 // HGT-TIGHT-DAG: "placement.keep"(%{{.*}}) {placement.bytes = "8*E", scope = 3 : i64}
-// HGT-TIGHT-DAG: "placement.offload"(%{{.*}}) {placement.bytes = "64*N", scope = 0 : i64, target = "ssd"}
+// HGT-TIGHT-DAG: "placement.offload"(%{{.*}}) {placement.bytes = "64*N", placement.write_lag = 128 : i64, scope = 0 : i64, target = "ssd"}
 // HGT-TIGHT-DAG: "placement.keep"(%{{.*}}) {placement.bytes = "8192", scope = 8 : i64}
 // HGT-TIGHT-LABEL: func.func @hgt_layer_backward(
 // HGT-TIGHT-DAG: "placement.prefetch"(%{{.*}}) {ahead = {{[0-9]+}} : i64, placement.bytes = "64*C", scope = 4 : i64}
@@ -56,8 +58,8 @@
 // HGT-LOOSE-LABEL: func.func @hgt_layer_train(
 // HGT-LOOSE-SAME: placement.dropped = [4, 5], placement.keep_all_peak_bytes = {{[0-9]+}} : i64, placement.kept_bytes = 8359776 : i64
 // HGT-LOOSE-DAG: "placement.keep"(%{{.*}}) {placement.bytes = "64*N", scope = 0 : i64}
-// HGT-LOOSE-DAG: "placement.offload"(%{{.*}}) {placement.bytes = "64*C", scope = 4 : i64, target = "ssd"}
-// HGT-LOOSE-DAG: "placement.offload"(%{{.*}}) {placement.bytes = "64*C", scope = 5 : i64, target = "ssd"}
+// HGT-LOOSE-DAG: "placement.offload"(%{{.*}}) {placement.bytes = "64*C", placement.write_lag = 128 : i64, scope = 4 : i64, target = "ssd"}
+// HGT-LOOSE-DAG: "placement.offload"(%{{.*}}) {placement.bytes = "64*C", placement.write_lag = 128 : i64, scope = 5 : i64, target = "ssd"}
 // HGT-LOOSE-LABEL: func.func @hgt_layer_backward(
 // HGT-LOOSE-DAG: "placement.prefetch"(%{{.*}}) {ahead = {{[0-9]+}} : i64, placement.bytes = "64*C", scope = 4 : i64}
 // HGT-LOOSE-DAG: "placement.prefetch"(%{{.*}}) {ahead = {{[0-9]+}} : i64, placement.bytes = "64*C", scope = 5 : i64}
@@ -77,7 +79,7 @@
 
 // Without recomputation the same value is offloaded.
 // NORECOMPUTE-LABEL: func.func @layer_train(
-// NORECOMPUTE: "placement.offload"(%{{.*}}) {placement.bytes = "8*N", scope = 0 : i64, target = "ssd"}
+// NORECOMPUTE: "placement.offload"(%{{.*}}) {placement.bytes = "8*N", placement.write_lag = 16 : i64, scope = 0 : i64, target = "ssd"}
 func.func @layer(%g: !hector_inter.graph, %x: tensor<?x2xf32> {hector.kind = "node"}, %w: tensor<3x2x2xf32> {hector.kind = "weight"}) -> tensor<?x2xf32> {
   %t = "hector_inter.unary"(%x) {fn = "tanh", slope = 0.0 : f32} : (tensor<?x2xf32>) -> tensor<?x2xf32>
   %ts = "hector_inter.gather_src"(%g, %t) : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>

@@ -149,3 +149,41 @@ def test_workers_partial_outputs_count_while_their_template_runs(model: str) -> 
         points = saved_liveness.timeline(pair, COUNTS).points
         assert not any("workspace" in n for p in points for n in p.buffers)
         assert saved_liveness.timeline(pair, COUNTS).peak.total <= two
+
+
+def test_a_write_lags_only_as_long_as_the_modeled_peak_allows() -> None:
+    # _lags doubles each offload's write lag while the peak stays put: a peak that rises past
+    # a lag of 4 kernels stops it at 4; one that rises at once leaves the lowering's rule.
+    module, pair = _pair("rgat")
+    with module.context:
+        (s, *_) = [v for v in pair.saved if v.kind in plan_saved.ROWS]
+        s.decision = "offload"
+        plan_saved._lags(pair, 100, lambda: 100 + ((s.lag or 0) > 4), plan_saved.MAX_WRITE_LAG)
+        assert s.lag == 4
+        plan_saved._lags(pair, 100, lambda: 101, plan_saved.MAX_WRITE_LAG)
+        assert s.lag is None
+        plan_saved._lags(pair, 100, lambda: 100, 2)
+        assert s.lag == 2
+
+
+@pytest.mark.parametrize("model", ["rgat", "hgt"])
+def test_a_lagged_write_holds_its_value_in_the_model_until_its_wait(model: str) -> None:
+    module, pair = _pair(model)
+    with module.context:
+        (s, *_) = sorted(
+            (v for v in pair.saved if v.kind in plan_saved.ROWS), key=lambda v: -v.nbytes(COUNTS)
+        )
+        s.decision = "offload"
+        name = f"saved {s.slot} (offloaded)"
+
+        def alive() -> list[int]:
+            points = saved_liveness.timeline(pair, COUNTS).points
+            return [p.index for p in points if p.function == "train" and name in p.buffers]
+
+        rule = alive()
+        s.lag = plan_saved.MAX_WRITE_LAG
+        lagged = alive()
+        # Written from the same kernel; held (and waited for) to the forward's last kernel.
+        points = saved_liveness.timeline(pair, COUNTS).points
+        assert lagged[0] == rule[0] and lagged[-1] > rule[-1]
+        assert lagged[-1] == max(p.index for p in points if p.function == "train")
