@@ -49,16 +49,19 @@ struct Cache {
     return stat(HECTOR_HOST_STAT_LIMIT_BYTES);
   }
 
-  // Unmaps the largest idle blocks until at least `bytes` were released (or none is left).
+  // Unmaps idle blocks until at least `bytes` were released (or none is left): the smallest
+  // block that covers what is still owed, else the largest, so no more is given back than
+  // needed (each byte released is a page fault again when a later request needs it).
   void release(uint64_t bytes) {
     uint64_t freed = 0;
     while (freed < bytes && !idle.empty()) {
-      auto largest = std::prev(idle.end());
-      munmap(largest->second, largest->first);
-      freed += largest->first;
-      stat(HECTOR_HOST_STAT_IDLE_BYTES) -= static_cast<int64_t>(largest->first);
-      stat(HECTOR_HOST_STAT_RELEASED_BYTES) += static_cast<int64_t>(largest->first);
-      idle.erase(largest);
+      auto victim = idle.lower_bound(bytes - freed);
+      if (victim == idle.end()) victim = std::prev(idle.end());
+      munmap(victim->second, victim->first);
+      freed += victim->first;
+      stat(HECTOR_HOST_STAT_IDLE_BYTES) -= static_cast<int64_t>(victim->first);
+      stat(HECTOR_HOST_STAT_RELEASED_BYTES) += static_cast<int64_t>(victim->first);
+      idle.erase(victim);
     }
   }
 
