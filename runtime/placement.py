@@ -36,7 +36,7 @@ from .offload import (
     _lib,
 )
 
-__all__ = ["PlacementFrame", "current_store", "use_store"]
+__all__ = ["PlacementFrame", "current_store", "use_store", "wait_stats"]
 
 _P = ctypes.c_void_p
 _I32 = ctypes.c_int32
@@ -60,11 +60,23 @@ def _abi() -> ctypes.CDLL:
     lib.hector_placement_frame_status.restype = _I32
     lib.hector_placement_frame_stats.argtypes = [_P, ctypes.POINTER(_I64)]
     lib.hector_placement_frame_stats.restype = _I32
+    lib.hector_place_wait_stats.argtypes = [ctypes.POINTER(_I64)]
+    lib.hector_place_wait_stats.restype = None
     lib.hector_placement_frame_close.argtypes = [_P]
     lib.hector_placement_frame_close.restype = _I32
     if lib.hector_placement_abi_version() != 1:
         raise RuntimeError("the native placement ABI has another version; reinstall Hector")
     return lib
+
+
+def wait_stats() -> dict[str, int]:
+    """Time generated code spent blocked waiting on the store since the process started (all
+    frames): ``wait_write_ns`` (writes not yet done when their buffer was to be freed),
+    ``wait_read_ns`` (reads not yet done at their first use) and ``waits``. The I/O that the
+    step's kernels did not hide."""
+    out = (_I64 * 3)()
+    _abi().hector_place_wait_stats(out)
+    return dict(zip(("wait_write_ns", "wait_read_ns", "waits"), (int(v) for v in out), strict=True))
 
 
 def current_store() -> TensorStore:

@@ -10,7 +10,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -37,6 +39,14 @@ struct hector_placement_frame {
 namespace {
 
 thread_local hector_placement_frame* g_current = nullptr;
+// Time blocked in hector_place_wait, for writes and for reads, and the waits (all frames).
+std::atomic<int64_t> g_wait_write_ns{0}, g_wait_read_ns{0}, g_waits{0};
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 // Records the frame's first failure (later ones are consequences of it).
 void fail(hector_placement_frame* f, int32_t status, int32_t err_no, const std::string& what) {
@@ -156,17 +166,28 @@ void hector_place_wait(int64_t slot) {
   std::lock_guard<std::mutex> lock(f->mu);
   auto it = f->keys.find(slot);
   if (it == f->keys.end()) return;  // its write never started: the failure is recorded
+  auto buffer = f->buffers.find(slot);
+  const bool writing = buffer != f->buffers.end() && buffer->second.written;
+  const int64_t start = now_ns();
   int32_t code = hector_store_wait(f->store, it->second);
+  (writing ? g_wait_write_ns : g_wait_read_ns) += now_ns() - start;
+  g_waits += 1;
   if (code != HECTOR_OK) {
     fail_key(f, code, it->second, "waiting for", slot);
     return;
   }
-  auto buffer = f->buffers.find(slot);
   if (buffer != f->buffers.end() && buffer->second.written) {
     // Written: the forward frees the buffer right after this wait.
     discard(buffer->second.ptr, buffer->second.nbytes);
     f->buffers.erase(buffer);
   }
+}
+
+void hector_place_wait_stats(int64_t* out) {
+  if (out == nullptr) return;
+  out[0] = g_wait_write_ns.load();
+  out[1] = g_wait_read_ns.load();
+  out[2] = g_waits.load();
 }
 
 void hector_place_prefetch(int64_t slot, int64_t ptr, int64_t nbytes) {

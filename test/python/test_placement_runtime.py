@@ -17,6 +17,7 @@ from _placement_store import placement_store  # noqa: F401  (the `store` fixture
 
 import hector
 from hector import datasets, models
+from hector.runtime import placement
 from hector.runtime.offload import TensorStore
 
 
@@ -73,6 +74,7 @@ def test_half_budget_is_bit_identical_and_goes_through_the_store(
 ) -> None:
     keep, _ = step(mag, -1.0)
     before = store.stats()["bytes_written"]
+    waits = placement.wait_stats()
     moved, layer = step(mag, 0.5)
     assert len(keep) == len(moved)
     for a, b in zip(keep, moved, strict=True):
@@ -88,6 +90,11 @@ def test_half_budget_is_bit_identical_and_goes_through_the_store(
     assert stats["bytes_written"] > before
     assert stats["bytes_read"] == stats["bytes_written"]  # every value came back once
     assert _files(store) == []  # the step's frame deleted its objects
+    # Each offload was waited for twice (its write, its read), and the time blocked is counted.
+    after = placement.wait_stats()
+    assert after["waits"] - waits["waits"] >= 2 * planned.count('"placement.offload"')
+    assert after["wait_write_ns"] >= waits["wait_write_ns"]
+    assert after["wait_read_ns"] > waits["wait_read_ns"]
     # The generated code calls the runtime itself.
     assert "llvm.call @hector_place_write" in entry.ir("llvm")
     assert "llvm.call @hector_place_prefetch" in entry.ir("llvm")
@@ -159,6 +166,8 @@ def test_bench_placement_writes_a_record(tmp_path: Any) -> None:
     assert budgeted["decisions"]["offload"] >= 1
     assert budgeted["kept_bytes"] <= budgeted["budget_bytes"] < keep["kept_bytes"]
     assert budgeted["store_bytes_written"] > 0
+    assert budgeted["store_wait_read_ms"] > 0  # a read has to come back before its use
+    assert keep["store_wait_write_ms"] == keep["store_wait_read_ms"] == 0
     assert {"peak_reduction", "step_overhead"} <= record.keys()
     bad = subprocess.run(
         [sys.executable, "-m", "hector.bench.placement", "--memory-budget", "1.5"],

@@ -89,7 +89,7 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from hector import datasets, models
-    from hector.runtime.placement import current_store
+    from hector.runtime.placement import current_store, wait_stats
 
     # glibc raises its mmap threshold after freeing a large block, and then keeps freed
     # temporaries in the heap: RSS would show allocator history, not live memory. A fixed
@@ -132,7 +132,7 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
     entry = next(iter(layer._fn._cache.values()))
     planned = entry.ir("placement")
     store = current_store()
-    before = store.stats()
+    before, waits_before = store.stats(), wait_stats()
     gc.collect()
     _release_idle_memory()
     meter = _common.PeakRSS()
@@ -145,7 +145,8 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
         times.append(time.perf_counter() - start)
         cpu_times.append(time.process_time() - cpu)
     peak = meter.peak_bytes()
-    after = store.stats()
+    after, waits = store.stats(), wait_stats()
+    waited = {k: (waits[k] - waits_before[k]) / 1e6 / cfg["runs"] for k in waits if "ns" in k}
     grads = [t.grad for t in [*inputs, *layer.parameters()]]
     return {
         "memory_budget": cfg["budget"],
@@ -166,6 +167,10 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
         "store_bytes_written": after["bytes_written"] - before["bytes_written"],
         "store_bytes_read": after["bytes_read"] - before["bytes_read"],
         "store_write_bandwidth": after["write_bandwidth"],
+        # Per step, the store's I/O the kernels did not hide: generated code blocked in
+        # hector_place_wait for writes (before freeing a written value) and for reads.
+        "store_wait_write_ms": round(waited["wait_write_ns"], 2),
+        "store_wait_read_ms": round(waited["wait_read_ns"], 2),
         "store_direct_io": store.direct,
         "store_io_backend": "native " + _io_backend(),
         "grad_sha256": _grad_digest(grads),

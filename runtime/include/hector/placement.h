@@ -45,6 +45,11 @@ int32_t hector_placement_frame_status(hector_placement_frame* frame, int32_t* er
  * out[4] reads issued. */
 int32_t hector_placement_frame_stats(hector_placement_frame* frame, int64_t* out);
 
+/* Time generated code spent blocked in hector_place_wait since the process started, over all
+ * frames: out[0] waiting for writes (ns), out[1] waiting for reads (ns), out[2] waits. The
+ * part of the store's I/O that compute did not hide. */
+void hector_place_wait_stats(int64_t* out);
+
 /* Waits for every operation of the frame, deletes its objects and frees it (a frame current
  * on this thread stops being current). */
 int32_t hector_placement_frame_close(hector_placement_frame* frame);
