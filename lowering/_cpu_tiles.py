@@ -19,9 +19,12 @@
   ``unroll × tile_n × 1``, vectorised, the contraction lowered to outer products (FMAs), and the
   accumulators hoisted out of the reduction loop, so they stay in registers.
 
-Weight gradients (``xty``) multiply the transposed packed tile by the packed row gradients
-straight into the worker's weight-gradient slice; ``xwt`` multiplies by a transposed copy of the
-weight made once per call.
+Weight gradients (``xty``) multiply the transposed packed tile (rows packed a vector each, then
+transposed in 16 × 16 register blocks) by the packed row gradients straight into the worker's
+weight-gradient slice. ``xwt`` multiplies by the weight slice transposed into a buffer of the
+worker's own (``TransposedSlice``), made again only when a run of rows needs another slice; no
+copy of the whole weight is written per call. Epilogues and the fold of partials move whole rows
+as vectors.
 """
 
 from __future__ import annotations
@@ -41,6 +44,15 @@ Value = T.Value
 
 #: Attribute marking a tile's ``linalg.matmul`` with its register block ``[rows, cols, 1]``.
 MICRO_KERNEL = "hector.micro_kernel"
+#: Attribute marking vector arithmetic that must round like the scalar row-at-a-time form (an
+#: epilogue's scale and add): :func:`apply_micro_kernels` does not let LLVM contract it.
+EXACT = "hector.exact_rounding"
+
+
+def _exact(value: Value) -> Value:
+    """``value``, its defining op marked :data:`EXACT`."""
+    value.owner.attributes[EXACT] = ir.UnitAttr.get()
+    return value
 
 
 def _i64_array(values: list[int]) -> ir.Attribute:
@@ -150,11 +162,34 @@ class Workers:
         b, out = self.b, self.b.ops["out"]
         assert self.partials is not None
 
+        shape = ir.MemRefType(out.type)
+        lanes = shape.get_dim_size(shape.rank - 1) if shape.rank > 1 else 1
+        if lanes == ir.ShapedType.get_dynamic_size():
+            lanes = 1
+        if lanes > 1:  # a static last dimension folds a whole row as one vector
+            rest = rest[:-1]
+        vtype = ir.VectorType.get([lanes], shape.element_type)
+        pad = arith.constant(shape.element_type, 0.0)
+
+        def load(source: Value, idx: list[Value]) -> Value:
+            if lanes == 1:
+                return memref.load(source, idx)
+            rank = ir.MemRefType(source.type).rank
+            last = ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(rank, 1))
+            return vector.transfer_read(vtype, source, [*idx, c0], last, pad, [True])
+
+        def store(value: Value, idx: list[Value]) -> None:
+            if lanes == 1:
+                memref.store(value, out, idx)
+                return
+            last = ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(shape.rank, 1))
+            vector.transfer_write(None, value, out, [*idx, c0], last, [True])
+
         def element(idx: list[Value]) -> None:
-            acc = memref.load(out, idx)
+            acc = load(out, idx)
             for p in range(self.threads - 1):
-                acc = combine(acc, memref.load(self.partials, [b.index(p), *idx]))
-            memref.store(acc, out, idx)
+                acc = combine(acc, load(self.partials, [b.index(p), *idx]))
+            store(acc, idx)
 
         def nest(idx: list[Value], todo: list[Value]) -> None:
             if not todo:
@@ -237,27 +272,6 @@ def _slice_runs(
         scf.yield_([stop])
 
 
-def _pack_columns(
-    b: T.Body,
-    tile: Value,
-    i0: Value,
-    mt: Value,
-    tm: int,
-    width: int,
-    read: Callable[[Value, Value], Value],
-) -> None:
-    """``tile[:, r] = read(i0 + r, :)`` for ``r < mt`` and zeros after: rows packed
-    transposed (an ``xty`` tile's ``[K, tile_m]`` left operand)."""
-    c0, c1 = b.index(0), b.index(1)
-    zero = b.f32(0.0)
-    with b.loop(c0, b.index(tm), c1) as r:
-        inside = arith.cmpi(arith.CmpIPredicate.ult, r, mt)
-        i = arith.select(inside, arith.addi(i0, r), i0)  # a safe row past the end
-        with b.loop(c0, b.index(width), c1) as k:
-            val = arith.select(inside, read(i, k), zero)
-            memref.store(val, tile, [k, r])
-
-
 def _pack_row_vectors(
     b: T.Body,
     tile: Value,
@@ -300,18 +314,40 @@ def _row_fallback(
     i0: Value,
     mt: Value,
     scratch: Value | None,
-    variant: str | None = None,
 ) -> None:
-    """Rows ``[i0, i0 + mt)`` one at a time (a run of rows too short for a packed tile);
-    ``variant`` overrides the template's (``xw`` over an ``xwt``'s transposed weight copy)."""
+    """Rows ``[i0, i0 + mt)`` one at a time (a run of rows too short for a packed tile)."""
     epilogue = v.attr("epilogue")
-    variant = variant or v.attr("variant")
+    variant = v.attr("variant")
     k_extent = T.static_dim(b.ops["a"], 1)
     n_extent = T.width(b.ops["weight"] if variant == "xty" else b.ops["out"])
     with b.loop(b.index(0), mt, b.index(1)) as r:
         row = T.gemm_row_prologue(b, arith.addi(i0, r), T.slice_rows(v))
         row = T.gemm_row_scale(b, row)
         T.gemm_row_cpu(b, row, k_extent, n_extent, epilogue, variant, scratch)
+
+
+def _xwt_row_fallback(
+    b: T.Body, v: OpAccess, i0: Value, mt: Value, scratch: Value | None, held: TransposedSlice
+) -> None:
+    """Rows ``[i0, i0 + mt)`` of an ``xwt`` one at a time: a row of the slice the worker holds
+    transposed multiplies like an ``xw`` row (contiguous weight rows in the inner loop), any
+    other by dot products over the weight's rows (no slice is transposed for a few rows)."""
+    epilogue = v.attr("epilogue")
+    k_extent = T.static_dim(b.ops["a"], 1)
+    n_extent = T.width(b.ops["out"])
+    plain = {r: x for r, x in b.ops.values.items() if r != "weight_index"}
+    tb = T.Body(T.Operands({**plain, "weight": held.buf}))
+    with b.loop(b.index(0), mt, b.index(1)) as r:
+        row = T.gemm_row_scale(b, T.gemm_row_prologue(b, arith.addi(i0, r), T.slice_rows(v)))
+        assert row.t is not None
+        branch = scf.IfOp(held.holds(row.t), has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            flat = T.GemmRow(row.i, row.r, None, row.o, row.scale)
+            T.gemm_row_cpu(tb, flat, k_extent, n_extent, epilogue, "xw", scratch)
+            scf.yield_([])
+        with ir.InsertionPoint(branch.else_block):
+            T.gemm_row_cpu(b, row, k_extent, n_extent, epilogue, "xwt", scratch)
+            scf.yield_([])
 
 
 def _rows_over_workers(b: T.Body, v: OpAccess, s: intra.Schedule, m: Value) -> None:
@@ -329,16 +365,71 @@ def _rows_over_workers(b: T.Body, v: OpAccess, s: intra.Schedule, m: Value) -> N
     workers.finish()
 
 
-def _transposed_weight(b: T.Body, weight: Value) -> Value:
-    """A copy of ``weight`` with its last two dimensions swapped (``xwt`` multiplies by it)."""
-    shape = ir.MemRefType(weight.type)
-    dims = [shape.get_dim_size(i) for i in range(shape.rank)]
-    dims[-2], dims[-1] = dims[-1], dims[-2]
-    buf = memref.alloc(ir.MemRefType.get(dims, T.f32_type()), [], [])
-    perm = list(range(shape.rank))
-    perm[-2], perm[-1] = perm[-1], perm[-2]
-    linalg.transpose(weight, outs=[buf], permutation=perm)
-    return buf
+#: Side of the square blocks a weight slice is transposed in (smaller when it does not divide).
+TRANSPOSE_BLOCK = 16
+
+
+def _block_side(extent: int) -> int:
+    return next(c for c in (TRANSPOSE_BLOCK, 8, 4, 2, 1) if extent % c == 0)
+
+
+def _identity(rank: int) -> ir.AffineMapAttr:
+    return ir.AffineMapAttr.get(ir.AffineMap.get_identity(rank))
+
+
+def _transpose_into(b: T.Body, src: Value, dst: Value) -> None:
+    """``dst = src^T`` for a ``[rows, cols]`` weight slice, in blocks read as
+    ``vector<bk x bn>``, transposed in registers and written as whole rows of ``dst`` (walking a
+    column of a power-of-two-wide matrix an element at a time maps every element to the same few
+    cache sets)."""
+    rows, cols = T.static_dim(src, 0), T.static_dim(src, 1)
+    bk, bn = _block_side(rows), _block_side(cols)
+    f32 = T.f32_type()
+    pad, c0 = b.f32(0.0), b.index(0)
+    with b.loop(c0, b.index(rows), b.index(bk)) as k:
+        with b.loop(c0, b.index(cols), b.index(bn)) as n:
+            block = vector.transfer_read(
+                ir.VectorType.get([bk, bn], f32), src, [k, n], _identity(2), pad, [True, True]
+            )
+            flipped = vector.transpose(ir.VectorType.get([bn, bk], f32), block, [1, 0])
+            vector.transfer_write(None, flipped, dst, [n, k], _identity(2), [True, True])
+
+
+class TransposedSlice:
+    """A worker's transposed copy of the weight slice its ``xwt`` rows multiply by: a
+    ``[N, K]`` buffer of its own, made again only when a run of rows uses another slice (rows
+    sorted by type change slice a few times per worker), so no copy of the whole weight is
+    written and read back."""
+
+    def __init__(self, b: T.Body, weight: Value, sliced: bool) -> None:
+        self.b, self.weight, self.sliced = b, weight, sliced
+        shape = ir.MemRefType(weight.type)
+        k_extent, n_extent = T.width(weight), T.static_dim(weight, shape.rank - 2)
+        self.buf = memref.alloca(ir.MemRefType.get([k_extent, n_extent], T.f32_type()), [], [])
+        if not sliced:
+            _transpose_into(b, weight, self.buf)
+            return
+        self.current = memref.alloca(ir.MemRefType.get([1], ir.IndexType.get()), [], [])
+        # no slice yet: the number of slices is never a slice
+        memref.store(_dims(weight)[0], self.current, [b.index(0)])
+
+    def holds(self, t: Value) -> Value:
+        """Whether the buffer holds slice ``t`` (``i1``)."""
+        held = memref.load(self.current, [self.b.index(0)])
+        return arith.cmpi(arith.CmpIPredicate.eq, held, t)
+
+    def of(self, t: Value | None) -> Value:
+        """The transposed slice ``t`` (the shared weight's when ``t`` is None), made if the
+        buffer holds another."""
+        if t is None:
+            return self.buf
+        other = arith.cmpi(arith.CmpIPredicate.ne, memref.load(self.current, [self.b.index(0)]), t)
+        branch = scf.IfOp(other)
+        with ir.InsertionPoint(branch.then_block):
+            _transpose_into(self.b, _slice(self.weight, t), self.buf)
+            memref.store(t, self.current, [self.b.index(0)])
+            scf.yield_([])
+        return self.buf
 
 
 #: Widest register block row the micro-kernel takes (wider ones spill, or crash LLVM's
@@ -374,9 +465,6 @@ def lower_gemm(v: OpAccess, s: intra.Schedule) -> None:
     sliced = ops.has("weight_index") or per_slice is not None
     b = T.Body(ops)
     weight = ops["weight"]
-    transposed_copy = None
-    if variant == "xwt":
-        transposed_copy = weight = _transposed_weight(b, weight)
     m = T.gemm_rows(b, b.index(0))
     if not s.pack:
         _rows_over_workers(b, v, s, m)
@@ -394,20 +482,19 @@ def lower_gemm(v: OpAccess, s: intra.Schedule) -> None:
         if variant != "xty" and epilogue != "store":  # rows fall back to the xw row form
             scratch = memref.alloca(ir.MemRefType.get([n_extent], f32), [], [])
         if variant == "xty":
+            packed = memref.alloca(ir.MemRefType.get([tm, k_extent], f32), [], [])
             lhs = memref.alloca(ir.MemRefType.get([k_extent, tm], f32), [], [])
             rhs = memref.alloca(ir.MemRefType.get([tm, n_extent], f32), [], [])
         else:
             lhs = memref.alloca(ir.MemRefType.get([tm, k_extent], f32), [], [])
             acc = memref.alloca(ir.MemRefType.get([tm, n_extent], f32), [], [])
+        transposed = TransposedSlice(wb, weight, sliced) if variant == "xwt" else None
         with wb.loop(lo, hi, wb.index(1)) as tile:
             i0 = arith.muli(tile, wb.index(tm))
             mt = arith.minui(wb.index(tm), arith.subi(m, i0))
 
             def a_row(i: Value, wb: T.Body = wb) -> Value:
                 return wb.load_index("gather_index", i) if wb.ops.has("gather_index") else i
-
-            def gathered(i: Value, k: Value, wb: T.Body = wb) -> Value:
-                return wb.load("a", a_row(i), k)
 
             def gradient_row(i: Value, wb: T.Body = wb) -> Value:
                 return T.xty_gradient_row(wb, i)
@@ -417,7 +504,10 @@ def lower_gemm(v: OpAccess, s: intra.Schedule) -> None:
 
             def multiply(i0: Value, mt: Value, t: Value | None) -> None:
                 if variant == "xty":
-                    _pack_columns(wb, lhs, i0, mt, tm, k_extent, gathered)
+                    # rows packed one vector each, then transposed block by block in registers
+                    # into the [K, tile_m] left operand (no scalar stores down its columns)
+                    _pack_row_vectors(wb, packed, i0, mt, tm, wb.ops["a"], a_row)
+                    _transpose_into(wb, packed, lhs)
                     scale = gradient_scale if wb.ops.has("row_scale") else None
                     _pack_row_vectors(wb, rhs, i0, mt, tm, wb.ops["weight"], gradient_row, scale)
                     dest = wb.ops["out"] if t is None else _slice(wb.ops["out"], t)
@@ -425,17 +515,18 @@ def lower_gemm(v: OpAccess, s: intra.Schedule) -> None:
                     return
                 _pack_row_vectors(wb, lhs, i0, mt, tm, wb.ops["a"], a_row)
                 linalg.fill(wb.f32(0.0), outs=[acc])
-                _matmul(lhs, weight if t is None else _slice(weight, t), acc, block)
+                if transposed is not None:
+                    rhs_slice = transposed.of(t)
+                else:
+                    rhs_slice = weight if t is None else _slice(weight, t)
+                _matmul(lhs, rhs_slice, acc, block)
                 _gemm_epilogue(wb, acc, i0, mt, n_extent, epilogue)
 
             def rows(i0: Value, mt: Value, wb: T.Body = wb) -> None:
-                if transposed_copy is None:
+                if transposed is None:
                     _row_fallback(wb, v, i0, mt, scratch)
-                    return
-                # xwt rows multiply by the transposed copy like xw rows: contiguous weight rows
-                # in the inner loop instead of a dot product per output column
-                tb = T.Body(T.Operands({**wb.ops.values, "weight": transposed_copy}))
-                _row_fallback(tb, v, i0, mt, scratch, variant="xw")
+                else:
+                    _xwt_row_fallback(wb, v, i0, mt, scratch, transposed)
 
             if not sliced:
                 multiply(i0, mt, None)
@@ -444,25 +535,26 @@ def lower_gemm(v: OpAccess, s: intra.Schedule) -> None:
 
     workers.each(ntiles, tiles)
     workers.finish()
-    if transposed_copy is not None:
-        memref.dealloc(transposed_copy)
 
 
 def _gemm_epilogue(
     b: T.Body, acc: Value, i0: Value, mt: Value, n_extent: int, epilogue: str
 ) -> None:
-    """``out[o, :] (=, +=) scale * acc[r, :]`` for the tile's rows."""
-    c0, c1 = b.index(0), b.index(1)
+    """``out[o, :] (=, +=) scale * acc[r, :]`` for the tile's rows, a whole row as one vector
+    (element by element the same operations as the row-at-a-time form)."""
+    vtype = ir.VectorType.get([n_extent], T.f32_type())
+    last = ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(2, 1))
+    c0, c1, pad = b.index(0), b.index(1), b.f32(0.0)
+    out = b.ops["out"]
     with b.loop(c0, mt, c1) as r:
         row = T.gemm_row_scale(b, T.gemm_row_prologue(b, arith.addi(i0, r)))
-        with b.loop(c0, b.index(n_extent), c1) as j:
-            val = memref.load(acc, [r, j])
-            if row.scale is not None:
-                val = arith.mulf(val, row.scale)
-            if epilogue == "store":
-                b.store("out", val, row.o, j)
-            else:
-                b.accumulate("out", val, False, row.o, j)
+        val = vector.transfer_read(vtype, acc, [r, c0], last, pad, [True])
+        if row.scale is not None:
+            val = _exact(arith.mulf(val, vector.broadcast(vtype, row.scale)))
+        if epilogue != "store":
+            cur = vector.transfer_read(vtype, out, [row.o, c0], last, pad, [True])
+            val = _exact(arith.addf(cur, val))
+        vector.transfer_write(None, val, out, [row.o, c0], last, [True])
 
 
 # ---- traversal -------------------------------------------------------------------------------
@@ -573,6 +665,13 @@ def micro_kernel_script(blocks: list[list[int]]) -> tuple[ir.Module, ir.Operatio
             tiled = structured.TileUsingForOp(matmuls.result, sizes=block)
             structured.VectorizeOp(tiled.tiled_linalg_op)
         funcs = structured.MatchOp(any_op, root, ops=["func.func"])
+        # First the weight-slice transposes (TransposedSlice; the only vector.transpose ops so
+        # far) into shuffles of whole 16-lane rows, instead of one element at a time.
+        apply = transform.ApplyPatternsOp(funcs.result)
+        with ir.InsertionPoint(apply.patterns):
+            transform_vector.ApplyLowerTransposePatternsOp(
+                lowering_strategy=transform_vector.VectorTransposeLowering.Shuffle16x16
+            )
         apply = transform.ApplyPatternsOp(funcs.result)
         with ir.InsertionPoint(apply.patterns):
             transform_vector.ApplyLowerContractionPatternsOp(
@@ -581,6 +680,7 @@ def micro_kernel_script(blocks: list[list[int]]) -> tuple[ir.Module, ir.Operatio
             transform_vector.ApplyTransferPermutationPatternsOp()
             transform_vector.ApplyLowerOuterProductPatternsOp()
             transform.ApplyCanonicalizationPatternsOp()
+
         structured.HoistRedundantVectorTransfersOp(any_op, funcs.result)
         transform.YieldOp()
     return script, seq.operation
@@ -598,14 +698,18 @@ def apply_micro_kernels(module_op: ir.Operation) -> None:
 
 def _contract_vector_math(module_op: ir.Operation) -> None:
     """Let LLVM fuse the micro-kernels' vector multiply-adds into FMAs (``fastmath<contract>``
-    on vector ``mulf``/``addf``; scalar code keeps its exact rounding)."""
+    on vector ``mulf``/``addf``; scalar code, and vector code marked :data:`EXACT`, keeps its
+    exact rounding)."""
     contract = ir.Attribute.parse("#arith.fastmath<contract>")
 
     def visit(op: ir.Operation) -> ir.WalkResult:
         if op.name in ("arith.mulf", "arith.addf") and isinstance(
             op.results[0].type, ir.VectorType
         ):
-            op.attributes["fastmath"] = contract
+            if EXACT in op.attributes:
+                del op.attributes[EXACT]
+            else:
+                op.attributes["fastmath"] = contract
         return ir.WalkResult.ADVANCE
 
     module_op.walk(visit)

@@ -37,13 +37,20 @@
 // CHECK: arith.addf {{.*}} fastmath<contract> : vector<2x16xf32>
 // CHECK: vector.transfer_write {{.*}} vector<2x16xf32>
 // CHECK-NOT: linalg.matmul
+// The epilogue adds each row of the product into its destination row as one vector, rounded
+// like the row-at-a-time form (no fastmath contraction).
+// CHECK: %[[PRODUCT:.*]] = vector.transfer_read %{{.*}} : memref<8x16xf32>, vector<16xf32>
+// CHECK-NEXT: %[[OLD:.*]] = vector.transfer_read %{{.*}} : memref<?x16xf32>, vector<16xf32>
+// CHECK-NEXT: %[[NEW:.*]] = arith.addf %[[OLD]], %[[PRODUCT]] : vector<16xf32>
+// CHECK-NEXT: vector.transfer_write %[[NEW]]
 // CHECK: } else {
 // CHECK: memref.subview %[[PARTIAL]]
-// CHECK: memref.load %{{.*}} : memref<?x16xf32, strided<[16, 1], offset: ?>>
-// Partials fold into `out` in worker order, in parallel over rows; then they are freed.
+// CHECK: vector.transfer_read %{{.*}} : memref<?x16xf32, strided<[16, 1], offset: ?>>, vector<16xf32>
+// Partials fold into `out` in worker order, in parallel over rows, a row as one vector; then
+// they are freed.
 // CHECK: scf.forall (%{{.*}}) in (2) {
-// CHECK: memref.load %[[PARTIAL]]
-// CHECK: arith.addf
+// CHECK: vector.transfer_read %[[PARTIAL]]
+// CHECK: arith.addf {{.*}} : vector<16xf32>
 // CHECK: memref.dealloc %[[PARTIAL]]
 func.func @messages(%x: memref<?x16xf32>, %w: memref<3x16x16xf32>, %src: memref<?xi32>,
                     %etype: memref<?xi32>, %dst: memref<?xi32>, %out: memref<?x16xf32>) {
@@ -58,13 +65,26 @@ func.func @messages(%x: memref<?x16xf32>, %w: memref<3x16x16xf32>, %src: memref<
 }
 
 // CHECK-LABEL: func.func @input_gradient
-// xwt multiplies by a transposed copy of the weight, made once per call. One worker: no
-// scf.forall, no partials.
+// xwt multiplies by the weight transposed into a buffer of the worker's own, once, in blocks
+// transposed in registers (one shuffle), not element by element. One worker: no scf.forall, no
+// partials, no copy of the weight on the heap.
 // CHECK-NOT: scf.forall
-// CHECK: %[[WT:.*]] = memref.alloc() : memref<16x8xf32>
-// CHECK: linalg.transpose ins(%{{.*}} : memref<8x16xf32>) outs(%[[WT]] : memref<16x8xf32>) permutation = [1, 0]
+// CHECK-NOT: memref.alloc(
+// CHECK: %[[WT:.*]] = memref.alloca() : memref<16x8xf32>
+// CHECK: %[[BLOCK:.*]] = vector.transfer_read %{{.*}} : memref<8x16xf32>, vector<8x16xf32>
+// CHECK: %[[FLAT:.*]] = vector.shape_cast %[[BLOCK]] : vector<8x16xf32> to vector<128xf32>
+// CHECK: %[[SHUFFLED:.*]] = vector.shuffle %[[FLAT]], %[[FLAT]] [0, 16, 32,
+// CHECK: %[[FLIPPED:.*]] = vector.shape_cast %[[SHUFFLED]] : vector<128xf32> to vector<16x8xf32>
+// CHECK: vector.transfer_write %[[FLIPPED]], %[[WT]]
+// CHECK: scf.for
+// The micro-kernel reads the transposed weight's rows.
+// CHECK: memref.subview %[[WT]]
 // CHECK: vector.transfer_read {{.*}} vector<4x8xf32>
-// CHECK: memref.dealloc %[[WT]]
+// The epilogue stores each row of the product as one vector.
+// CHECK: %[[ROW:.*]] = vector.transfer_read %{{.*}} : memref<8x8xf32>, vector<8xf32>
+// CHECK-NEXT: vector.transfer_write %[[ROW]], %{{.*}} : vector<8xf32>, memref<?x8xf32>
+// CHECK-NOT: memref.dealloc
+// CHECK: return
 func.func @input_gradient(%dy: memref<?x16xf32>, %w: memref<8x16xf32>, %dx: memref<?x8xf32>) {
   "hector_intra.gemm_template"(%dy, %w, %dx)
       {variant = "xwt", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
@@ -72,6 +92,48 @@ func.func @input_gradient(%dy: memref<?x16xf32>, %w: memref<8x16xf32>, %dx: memr
        schedule = {pack = true, parallel = "none", threads = 1 : i64, tile_k = 1 : i64,
                    tile_m = 8 : i64, tile_n = 8 : i64, unroll = 4 : i64, vector = 8 : i64}}
       : (memref<?x16xf32>, memref<8x16xf32>, memref<?x8xf32>) -> ()
+  return
+}
+
+// CHECK-LABEL: func.func @input_gradient_sliced
+// With a weight slice per row, each worker holds one slice transposed and remembers which
+// (none at first: the number of slices).
+// CHECK: scf.forall
+// CHECK: %[[WT:.*]] = memref.alloca() : memref<16x8xf32>
+// CHECK: %[[HELD:.*]] = memref.alloca() : memref<1xindex>
+// CHECK: memref.store %c3, %[[HELD]][%c0] : memref<1xindex>
+// A packed run transposes its slice only when the worker holds another.
+// CHECK: %[[LONG:.*]] = arith.cmpi uge, %{{.*}}, %c8 : index
+// CHECK: scf.if %[[LONG]] {
+// CHECK: %[[WAS:.*]] = memref.load %[[HELD]][%c0] : memref<1xindex>
+// CHECK: %[[OTHER:.*]] = arith.cmpi ne, %[[WAS]], %[[T:.*]] : index
+// CHECK: scf.if %[[OTHER]] {
+// CHECK: memref.subview %{{.*}}[%[[T]], 0, 0] [1, 8, 16]
+// CHECK: vector.shuffle
+// CHECK: vector.transfer_write %{{.*}}, %[[WT]]
+// CHECK: memref.store %[[T]], %[[HELD]][%c0] : memref<1xindex>
+// CHECK: }
+// CHECK: vector.transfer_read {{.*}} vector<4x8xf32>
+// A short run goes row at a time: a row of the held slice like an xw row over the transposed
+// copy, any other by dot products over the weight's own rows.
+// CHECK: } else {
+// CHECK: %[[NOW:.*]] = memref.load %[[HELD]][%c0] : memref<1xindex>
+// CHECK: %[[SAME:.*]] = arith.cmpi eq, %[[NOW]], %{{.*}} : index
+// CHECK: scf.if %[[SAME]] {
+// CHECK: memref.load %[[WT]]
+// CHECK: } else {
+// CHECK: scf.for {{.*}} iter_args
+// CHECK: memref.load %{{.*}} : memref<3x8x16xf32>
+func.func @input_gradient_sliced(%dy: memref<?x16xf32>, %w: memref<3x8x16xf32>,
+                                 %dst: memref<?xi32>, %etype: memref<?xi32>,
+                                 %dx: memref<?x8xf32>) {
+  "hector_intra.gemm_template"(%dy, %w, %dst, %etype, %dx)
+      {variant = "xwt", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1>,
+       schedule = {pack = true, parallel = "rows", threads = 2 : i64, tile_k = 1 : i64,
+                   tile_m = 8 : i64, tile_n = 8 : i64, unroll = 4 : i64, vector = 8 : i64}}
+      : (memref<?x16xf32>, memref<3x8x16xf32>, memref<?xi32>, memref<?xi32>,
+         memref<?x8xf32>) -> ()
   return
 }
 
