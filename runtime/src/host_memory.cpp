@@ -35,13 +35,7 @@ void* map_block(uint64_t bytes) {
 struct Cache {
   std::mutex mu;
   std::multimap<uint64_t, void*> idle;      // capacity -> block
-  struct Live {
-    uint64_t capacity, needed;  // the block's pages, and those its request may touch
-  };
-  std::unordered_map<void*, Live> live;  // block -> its size and its request's
-  // Bytes the live blocks' requests may touch (the pages past a request were given back when
-  // a larger block served it): what plain malloc/free would hold resident for them.
-  int64_t live_needed = 0;
+  std::unordered_map<void*, uint64_t> live;  // block -> capacity
   int64_t counters[HECTOR_HOST_STAT_COUNT] = {0, 0, 0, 0, 0, kDefaultLimit, 0};
   bool limit_read = false;
 
@@ -90,9 +84,8 @@ struct Cache {
     } else {
       // Keep idle blocks only while live + idle + this block stays within the most that was
       // ever live (what malloc and free reached at their peak, a step ago): the next step's
-      // buffers then come back without page faults, and the peak never rises. Live blocks
-      // count the pages their requests may touch, idle ones all their pages.
-      int64_t live_after = live_needed + static_cast<int64_t>(capacity);
+      // buffers then come back without page faults, and the peak never rises.
+      int64_t live_after = stat(HECTOR_HOST_STAT_LIVE_BYTES) + static_cast<int64_t>(capacity);
       int64_t allowed = std::max(stat(HECTOR_HOST_STAT_PEAK_LIVE_BYTES), live_after);
       int64_t excess = live_after + stat(HECTOR_HOST_STAT_IDLE_BYTES) - allowed;
       if (excess > 0) release(static_cast<uint64_t>(excess));
@@ -100,11 +93,10 @@ struct Cache {
       if (block == nullptr) return nullptr;
       stat(HECTOR_HOST_STAT_MISSES) += 1;
     }
-    live.emplace(block, Live{capacity, needed});
+    live.emplace(block, capacity);
     stat(HECTOR_HOST_STAT_LIVE_BYTES) += static_cast<int64_t>(capacity);
-    live_needed += static_cast<int64_t>(needed);
     stat(HECTOR_HOST_STAT_PEAK_LIVE_BYTES) =
-        std::max(stat(HECTOR_HOST_STAT_PEAK_LIVE_BYTES), live_needed);
+        std::max(stat(HECTOR_HOST_STAT_PEAK_LIVE_BYTES), stat(HECTOR_HOST_STAT_LIVE_BYTES));
     return block;
   }
 
@@ -113,8 +105,7 @@ struct Cache {
     std::lock_guard<std::mutex> lock(mu);
     auto found = live.find(ptr);
     if (found == live.end()) return false;
-    uint64_t capacity = found->second.capacity;
-    live_needed -= static_cast<int64_t>(found->second.needed);
+    uint64_t capacity = found->second;
     live.erase(found);
     stat(HECTOR_HOST_STAT_LIVE_BYTES) -= static_cast<int64_t>(capacity);
     idle.emplace(capacity, ptr);
@@ -163,7 +154,7 @@ void hector_host_empty_cache(void) {
 void hector_host_reset_peak(void) {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
-  c.stat(HECTOR_HOST_STAT_PEAK_LIVE_BYTES) = c.live_needed;
+  c.stat(HECTOR_HOST_STAT_PEAK_LIVE_BYTES) = c.stat(HECTOR_HOST_STAT_LIVE_BYTES);
 }
 
 int64_t hector_host_set_cache_limit(int64_t limit_bytes) {

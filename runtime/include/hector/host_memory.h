@@ -37,7 +37,7 @@ enum {
   HECTOR_HOST_STAT_MISSES = 3,       /* requests that mapped a new block */
   HECTOR_HOST_STAT_RELEASED_BYTES = 4, /* idle bytes given back to the system */
   HECTOR_HOST_STAT_LIMIT_BYTES = 5,  /* the idle-byte limit in force */
-  HECTOR_HOST_STAT_PEAK_LIVE_BYTES = 6, /* the most requested bytes ever live at once */
+  HECTOR_HOST_STAT_PEAK_LIVE_BYTES = 6, /* the most bytes ever live at once */
   HECTOR_HOST_STAT_COUNT = 7
 };
 
