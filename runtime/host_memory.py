@@ -6,11 +6,10 @@ compiled functions' results are arrays over cache blocks (:func:`empty`). A bloc
 end of one training step is then handed to the next step's request of about its size instead
 of going back to the kernel and faulting every page in again.
 
-The cache never holds the process above the peak plain ``malloc``/``free`` would reach: before
-it maps a new block it releases idle blocks until live, idle and the new block together are no
-more than the most bytes ever live at once (``peak_live_bytes``). Below that peak it keeps idle
-blocks between steps, up to a limit (``HECTOR_HOST_CACHE_LIMIT`` bytes, default 8 GiB;
-:func:`set_cache_limit`); :func:`empty_cache` gives them all back.
+The cache never holds the process above the peak plain ``malloc``/``free`` would reach: it
+releases idle blocks worth a new block before it maps one. It does keep idle blocks between
+steps, up to a limit (``HECTOR_HOST_CACHE_LIMIT`` bytes, default 8 GiB; :func:`set_cache_limit`);
+:func:`empty_cache` gives them all back.
 
 This module depends only on ctypes and numpy, like the rest of the runtime binding.
 """
@@ -26,18 +25,10 @@ import numpy as np
 
 from . import native
 
-__all__ = ["empty", "empty_cache", "engine_symbols", "reset_peak", "set_cache_limit", "stats"]
+__all__ = ["empty", "empty_cache", "engine_symbols", "set_cache_limit", "stats"]
 
 #: Counter names of ``hector_host_stats``, in its output order.
-STAT_NAMES = (
-    "live_bytes",
-    "idle_bytes",
-    "hits",
-    "misses",
-    "released_bytes",
-    "limit_bytes",
-    "peak_live_bytes",
-)
+STAT_NAMES = ("live_bytes", "idle_bytes", "hits", "misses", "released_bytes", "limit_bytes")
 
 # MLIR's generic allocation entry points (finalize-memref-to-llvm{use-generic-functions=true})
 # and the cache functions that serve them.
@@ -57,7 +48,6 @@ def _lib() -> ctypes.CDLL:
     lib.hector_host_aligned_alloc.restype = p
     lib.hector_host_free.argtypes, lib.hector_host_free.restype = [p], None
     lib.hector_host_empty_cache.argtypes, lib.hector_host_empty_cache.restype = [], None
-    lib.hector_host_reset_peak.argtypes, lib.hector_host_reset_peak.restype = [], None
     lib.hector_host_set_cache_limit.argtypes = [i64]
     lib.hector_host_set_cache_limit.restype = i64
     lib.hector_host_stats.argtypes, lib.hector_host_stats.restype = [p, i32], i32
@@ -110,12 +100,6 @@ def empty(shape: tuple[int, ...] | list[int], dtype: Any = np.float32) -> np.nda
 def empty_cache() -> None:
     """Give every idle block back to the system."""
     _lib().hector_host_empty_cache()
-
-
-def reset_peak() -> None:
-    """Start ``peak_live_bytes``, the bound the cache keeps live + idle bytes under, anew from
-    the bytes live now (after a phase whose peak later work should not be held to)."""
-    _lib().hector_host_reset_peak()
 
 
 def set_cache_limit(limit_bytes: int | None) -> int:

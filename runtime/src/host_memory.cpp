@@ -3,7 +3,6 @@
 
 #include <sys/mman.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -36,7 +35,7 @@ struct Cache {
   std::mutex mu;
   std::multimap<uint64_t, void*> idle;      // capacity -> block
   std::unordered_map<void*, uint64_t> live;  // block -> capacity
-  int64_t counters[HECTOR_HOST_STAT_COUNT] = {0, 0, 0, 0, 0, kDefaultLimit, 0};
+  int64_t counters[HECTOR_HOST_STAT_COUNT] = {0, 0, 0, 0, 0, kDefaultLimit};
   bool limit_read = false;
 
   int64_t& stat(int i) { return counters[i]; }
@@ -82,21 +81,15 @@ struct Cache {
       if (capacity > needed) madvise(static_cast<char*>(block) + needed, capacity - needed,
                                      MADV_DONTNEED);
     } else {
-      // Keep idle blocks only while live + idle + this block stays within the most that was
-      // ever live (what malloc and free reached at their peak, a step ago): the next step's
-      // buffers then come back without page faults, and the peak never rises.
-      int64_t live_after = stat(HECTOR_HOST_STAT_LIVE_BYTES) + static_cast<int64_t>(capacity);
-      int64_t allowed = std::max(stat(HECTOR_HOST_STAT_PEAK_LIVE_BYTES), live_after);
-      int64_t excess = live_after + stat(HECTOR_HOST_STAT_IDLE_BYTES) - allowed;
-      if (excess > 0) release(static_cast<uint64_t>(excess));
+      // Give back as much idle memory as is about to be mapped: resident memory never exceeds
+      // what malloc and free would have held.
+      release(capacity);
       block = map_block(capacity);
       if (block == nullptr) return nullptr;
       stat(HECTOR_HOST_STAT_MISSES) += 1;
     }
     live.emplace(block, capacity);
     stat(HECTOR_HOST_STAT_LIVE_BYTES) += static_cast<int64_t>(capacity);
-    stat(HECTOR_HOST_STAT_PEAK_LIVE_BYTES) =
-        std::max(stat(HECTOR_HOST_STAT_PEAK_LIVE_BYTES), stat(HECTOR_HOST_STAT_LIVE_BYTES));
     return block;
   }
 
@@ -149,12 +142,6 @@ void hector_host_empty_cache(void) {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
   c.release(UINT64_MAX);
-}
-
-void hector_host_reset_peak(void) {
-  Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mu);
-  c.stat(HECTOR_HOST_STAT_PEAK_LIVE_BYTES) = c.stat(HECTOR_HOST_STAT_LIVE_BYTES);
 }
 
 int64_t hector_host_set_cache_limit(int64_t limit_bytes) {

@@ -7,12 +7,10 @@
  * at least HECTOR_HOST_CACHE_MIN_BYTES and hands them back for requests of about their size
  * (best fit, at most a quarter larger than asked), like a GPU caching allocator does.
  *
- * It never raises the cache's peak: before it maps a new block it releases idle blocks until
- * live + idle + the new block is at most the most bytes ever live at once (or the new live
- * total, if higher), and a block handed to a smaller request than it held gives the pages past
- * that request back (madvise). So resident memory never rises above the peak plain malloc and
- * free would have reached; below that peak, freed blocks wait for the next step's requests
- * instead of being faulted in anew. HECTOR_HOST_CACHE_LIMIT=0 releases every block at free. Blocks are whole pages,
+ * It never raises the process's peak: before it maps a new block it first releases idle
+ * blocks worth at least that many bytes, and a block handed to a smaller request than it held
+ * gives the pages past that request back (madvise), so resident memory is never above what
+ * plain malloc and free would have held, only kept between steps. Blocks are whole pages,
  * without transparent huge pages (which would make a partly written block fully resident).
  * Idle blocks beyond the cache limit are released at free. Thread-safe; every call is
  * O(log blocks).
@@ -37,8 +35,7 @@ enum {
   HECTOR_HOST_STAT_MISSES = 3,       /* requests that mapped a new block */
   HECTOR_HOST_STAT_RELEASED_BYTES = 4, /* idle bytes given back to the system */
   HECTOR_HOST_STAT_LIMIT_BYTES = 5,  /* the idle-byte limit in force */
-  HECTOR_HOST_STAT_PEAK_LIVE_BYTES = 6, /* the most bytes ever live at once */
-  HECTOR_HOST_STAT_COUNT = 7
+  HECTOR_HOST_STAT_COUNT = 6
 };
 
 /* nbytes of memory aligned to 64 bytes (a page for cached blocks); NULL when out of memory.
@@ -50,8 +47,6 @@ void* hector_host_aligned_alloc(uint64_t alignment, uint64_t nbytes);
 void hector_host_free(void* ptr);
 /* Release every idle block to the system. */
 void hector_host_empty_cache(void);
-/* Start the peak of live bytes (the bound on live + idle) anew from the bytes live now. */
-void hector_host_reset_peak(void);
 /* Keep at most `limit_bytes` idle (negative: the default, HECTOR_HOST_CACHE_LIMIT bytes from
  * the environment, else 8 GiB); returns the limit now in force. */
 int64_t hector_host_set_cache_limit(int64_t limit_bytes);
