@@ -8,7 +8,9 @@
   of MLIR's async runtime). A worker whose rows may meet others' in ``out`` (a scattering or
   weight-gradient accumulation, a sum or max reduction) writes its own partial output; the
   partials are then combined row by row in worker order. No atomics race, and the result is the
-  same on every run with the same thread count.
+  same on every run with the same thread count. A weight gradient per slice whose rows come
+  sorted by slice (checked at run time) needs no partial copy of the whole gradient: each worker
+  owns the slices of its rows but its first, which it sums in a ``[K, N]`` buffer of its own.
 * **Tiles.** A GEMM worker walks its rows ``tile_m`` at a time: gathered rows of ``a`` are
   packed into a contiguous ``[tile_m, K]`` tile (zero rows past the end, so every product has
   static shapes), then one ``linalg.matmul`` multiplies the tile by its weight slice. A tile
@@ -118,9 +120,7 @@ class Workers:
         forall = scf.ForallOp([0], [self.threads], [1])
         with ir.InsertionPoint(forall.body):
             p = forall.induction_variables[0]
-            ct = b.index(self.threads)
-            lo = arith.divui(arith.muli(p, count), ct)
-            hi = arith.divui(arith.muli(arith.addi(p, b.index(1)), count), ct)
+            lo, hi = self.chunk(p, count)
             if self.partials is None:
                 body(lo, hi, b)
             else:
@@ -133,6 +133,23 @@ class Workers:
                     dest = _slice(self.partials, arith.subi(p, b.index(1)))
                     body(lo, hi, T.Body(T.Operands({**b.ops.values, "out": dest})))
                     scf.yield_([])
+            scf.InParallelOp()
+
+    def chunk(self, p: Value, count: Value) -> tuple[Value, Value]:
+        """Worker ``p``'s static chunk ``[lo, hi)`` of ``[0, count)``."""
+        b, ct = self.b, self.b.index(self.threads)
+        lo = arith.divui(arith.muli(p, count), ct)
+        hi = arith.divui(arith.muli(arith.addi(p, b.index(1)), count), ct)
+        return lo, hi
+
+    def each_worker(self, count: Value, body: Callable[[Value, Value, Value], None]) -> None:
+        """Build ``body(p, lo, hi)`` once for all workers (no partials): worker ``p`` and its
+        chunk ``[lo, hi)`` of ``[0, count)``."""
+        assert self.partials is None
+        forall = scf.ForallOp([0], [self.threads], [1])
+        with ir.InsertionPoint(forall.body):
+            p = forall.induction_variables[0]
+            body(p, *self.chunk(p, count))
             scf.InParallelOp()
 
     def finish(self, combine: Callable[[Value, Value], Value] = arith.addf) -> None:
@@ -456,28 +473,144 @@ def check_gemm_schedule(v: OpAccess, s: intra.Schedule) -> None:
         )
 
 
+#: Where an ``xty`` tile of weight slice ``t`` (None: a shared weight) accumulates.
+Destination = Callable[[T.Body, "Value | None"], Value]
+
+
+def _out_slice(wb: T.Body, t: Value | None) -> Value:
+    """``out[t]`` of the worker's output (``out`` itself for a shared weight)."""
+    return wb.ops["out"] if t is None else _slice(wb.ops["out"], t)
+
+
 def lower_gemm(v: OpAccess, s: intra.Schedule) -> None:
     """A GEMM template in scheduled form (module docstring)."""
     check_gemm_schedule(v, s)
     ops = T.operands(v)
-    variant, epilogue = v.attr("variant"), v.attr("epilogue")
     per_slice = T.slice_rows(v)
     sliced = ops.has("weight_index") or per_slice is not None
     b = T.Body(ops)
-    weight = ops["weight"]
     m = T.gemm_rows(b, b.index(0))
     if not s.pack:
         _rows_over_workers(b, v, s, m)
         return
+    ntiles = arith.ceildivui(m, b.index(s.tile_m))
+    threads = intra.worker_threads(v, s)
+    if v.attr("variant") != "xty" or not sliced or threads == 1:
+        workers = _workers_for_gemm(b, v, s)
+        workers.each(ntiles, _tiles(v, s, m, _out_slice, owned=False))
+        workers.finish()
+        return
+    # A weight gradient per slice: with rows sorted by slice, each slice but a worker's first
+    # is accumulated by that worker alone, straight into out (_sorted_weight_gradient); rows
+    # in any order need the workers' partial copies of the whole gradient.
+    if per_slice is not None:
+        _sorted_weight_gradient(b, v, s, m, ntiles)
+        return
+    some = arith.cmpi(arith.CmpIPredicate.ugt, m, b.index(0))
+    branch = scf.IfOp(arith.andi(some, _sorted_index(b, "weight_index", m)), has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        _sorted_weight_gradient(b, v, s, m, ntiles)
+        scf.yield_([])
+    with ir.InsertionPoint(branch.else_block):
+        workers = _workers_for_gemm(b, v, s)
+        workers.each(ntiles, _tiles(v, s, m, _out_slice, owned=False))
+        workers.finish()
+        scf.yield_([])
+
+
+def _sorted_index(b: T.Body, role: str, m: Value) -> Value:
+    """Whether ``role[0:m]`` never decreases (``i1``)."""
+    true = arith.constant(ir.IntegerType.get_signless(1), 1)
+
+    def step(i: Value, ok: Value) -> Value:
+        prev = memref.load(b.ops[role], [arith.subi(i, b.index(1))])
+        here = memref.load(b.ops[role], [i])
+        return arith.andi(ok, arith.cmpi(arith.CmpIPredicate.sle, prev, here))
+
+    return b.reduce(b.index(1), m, b.index(1), true, step)
+
+
+def _sorted_weight_gradient(
+    b: T.Body, v: OpAccess, s: intra.Schedule, m: Value, ntiles: Value
+) -> None:
+    """An ``xty`` into ``out[R, K, N]`` whose rows come sorted by slice, over the workers
+    without partial copies of ``out``: a worker's chunk of rows holds a run of slices, and only
+    its first slice can be shared with the workers before it. Worker ``p > 0`` accumulates that
+    slice in a ``[K, N]`` buffer of its own and every other slice straight into ``out``, which
+    no other worker writes; the buffers are added into ``out`` in worker order afterwards. The
+    result is the same on every run."""
+    threads = intra.worker_threads(v, s)
+    per_slice = T.slice_rows(v)
+    out = b.ops["out"]
+    shape = ir.MemRefType(out.type)
+    k_extent, n_extent = shape.get_dim_size(1), shape.get_dim_size(2)
+    own = memref.alloc(ir.MemRefType.get([threads - 1, k_extent, n_extent], T.f32_type()), [], [])
+    linalg.fill(b.f32(0.0), outs=[own])
+    workers = Workers(b, threads, partials=False)
+    tm = b.index(s.tile_m)
+
+    def first_slice(lo: Value) -> Value:
+        return _slice_of(b, arith.muli(lo, tm), per_slice)
+
+    def worker(p: Value, lo: Value, hi: Value) -> None:
+        c1 = b.index(1)
+        later = arith.cmpi(arith.CmpIPredicate.ugt, p, b.index(0))
+        buffer = _slice(own, arith.subi(arith.maxui(p, c1), c1))  # unused by worker 0
+        # an empty chunk reads row 0's slice (there are rows here) and never uses it
+        start = arith.select(arith.cmpi(arith.CmpIPredicate.ult, lo, hi), lo, b.index(0))
+        first = first_slice(start)
+
+        def dest(wb: T.Body, t: Value | None) -> Value:
+            assert t is not None
+            mine = arith.andi(later, arith.cmpi(arith.CmpIPredicate.eq, t, first))
+            target = _slice(wb.ops["out"], t)
+            choice = scf.IfOp(mine, [target.type], has_else=True)
+            with ir.InsertionPoint(choice.then_block):
+                scf.yield_([memref.cast(target.type, buffer)])
+            with ir.InsertionPoint(choice.else_block):
+                scf.yield_([target])
+            return choice.results[0]
+
+        _tiles(v, s, m, dest, owned=True)(lo, hi, b)
+
+    workers.each_worker(ntiles, worker)
+    for p in range(1, threads):
+        lo, hi = workers.chunk(b.index(p), ntiles)
+        with b.guard(arith.cmpi(arith.CmpIPredicate.ult, lo, hi)):
+            _add_into(b, _slice(out, first_slice(lo)), _slice(own, b.index(p - 1)))
+    memref.dealloc(own)
+
+
+def _add_into(b: T.Body, dest: Value, src: Value) -> None:
+    """``dest += src`` for ``[K, N]`` slices, a row as one vector."""
+    rows, width = T.static_dim(dest, 0), T.width(dest)
+    vtype = ir.VectorType.get([width], T.f32_type())
+    last = ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(2, 1))
+    c0, pad = b.index(0), b.f32(0.0)
+    with b.loop(c0, b.index(rows), b.index(1)) as k:
+        old = vector.transfer_read(vtype, dest, [k, c0], last, pad, [True])
+        add = vector.transfer_read(vtype, src, [k, c0], last, pad, [True])
+        vector.transfer_write(None, arith.addf(old, add), dest, [k, c0], last, [True])
+
+
+def _tiles(
+    v: OpAccess, s: intra.Schedule, m: Value, dest_of: Destination, owned: bool
+) -> Callable[[Value, Value, T.Body], None]:
+    """A worker's body: its tiles ``[lo, hi)``, each packed and multiplied run by run of rows
+    sharing a weight slice. ``dest_of`` gives where an ``xty`` run of slice ``t`` accumulates;
+    with ``owned`` its short runs go row at a time into the same place."""
+    variant, epilogue = v.attr("variant"), v.attr("epilogue")
+    per_slice = T.slice_rows(v)
     tm = s.tile_m
-    ntiles = arith.ceildivui(m, b.index(tm))
-    workers = _workers_for_gemm(b, v, s)
+    ops = T.operands(v)
+    sliced = ops.has("weight_index") or per_slice is not None
     k_extent = T.static_dim(ops["a"], 1)
     n_extent = T.width(ops["weight"] if variant == "xty" else ops["out"])
     block = (s.unroll, s.tile_n or n_extent)
 
     def tiles(lo: Value, hi: Value, wb: T.Body) -> None:
         f32 = T.f32_type()
+        weight = wb.ops["weight"]
         scratch = None
         if variant != "xty" and epilogue != "store":  # rows fall back to the xw row form
             scratch = memref.alloca(ir.MemRefType.get([n_extent], f32), [], [])
@@ -509,9 +642,8 @@ def lower_gemm(v: OpAccess, s: intra.Schedule) -> None:
                     _pack_row_vectors(wb, packed, i0, mt, tm, wb.ops["a"], a_row)
                     _transpose_into(wb, packed, lhs)
                     scale = gradient_scale if wb.ops.has("row_scale") else None
-                    _pack_row_vectors(wb, rhs, i0, mt, tm, wb.ops["weight"], gradient_row, scale)
-                    dest = wb.ops["out"] if t is None else _slice(wb.ops["out"], t)
-                    _matmul(lhs, rhs, dest, block)
+                    _pack_row_vectors(wb, rhs, i0, mt, tm, weight, gradient_row, scale)
+                    _matmul(lhs, rhs, dest_of(wb, t), block)
                     return
                 _pack_row_vectors(wb, lhs, i0, mt, tm, wb.ops["a"], a_row)
                 linalg.fill(wb.f32(0.0), outs=[acc])
@@ -523,18 +655,35 @@ def lower_gemm(v: OpAccess, s: intra.Schedule) -> None:
                 _gemm_epilogue(wb, acc, i0, mt, n_extent, epilogue)
 
             def rows(i0: Value, mt: Value, wb: T.Body = wb) -> None:
-                if transposed is None:
-                    _row_fallback(wb, v, i0, mt, scratch)
-                else:
+                if transposed is not None:
                     _xwt_row_fallback(wb, v, i0, mt, scratch, transposed)
+                elif owned:
+                    _xty_rows_into(wb, v, i0, mt, dest_of)
+                else:
+                    _row_fallback(wb, v, i0, mt, scratch)
 
             if not sliced:
                 multiply(i0, mt, None)
             else:
                 _slice_runs(wb, i0, mt, per_slice, multiply, rows)
 
-    workers.each(ntiles, tiles)
-    workers.finish()
+    return tiles
+
+
+def _xty_rows_into(b: T.Body, v: OpAccess, i0: Value, mt: Value, dest_of: Destination) -> None:
+    """Rows ``[i0, i0 + mt)`` of an ``xty`` one at a time, each adding ``a[r, :]^T ⊗ g_i``
+    into ``dest_of(t)`` (the row form of ``_templates``, ``k`` outer, ``j`` inner)."""
+    k_extent = T.static_dim(b.ops["a"], 1)
+    n_extent = T.width(b.ops["weight"])
+    c0, c1 = b.index(0), b.index(1)
+    with b.loop(c0, mt, c1) as r:
+        row = T.gemm_row_prologue(b, arith.addi(i0, r), T.slice_rows(v))
+        dest = dest_of(b, row.t)
+        with b.loop(c0, b.index(k_extent), c1) as k:
+            av = b.load("a", row.r, k)
+            with b.loop(c0, b.index(n_extent), c1) as j:
+                p = arith.mulf(av, T.xty_gradient(b, row.i, j))
+                memref.store(arith.addf(memref.load(dest, [k, j]), p), dest, [k, j])
 
 
 def _gemm_epilogue(

@@ -138,12 +138,51 @@ func.func @input_gradient_sliced(%dy: memref<?x16xf32>, %w: memref<3x8x16xf32>,
 }
 
 // CHECK-LABEL: func.func @weight_gradient
-// xty packs the gathered rows transposed ([K, tile_m]) and the row gradients ([tile_m, N]) and
-// adds their product into the worker's weight-gradient slice.
-// CHECK: memref.alloc() : memref<1x3x8x16xf32>
-// CHECK: scf.forall
+// Are the rows sorted by slice (weight_index never decreasing)?
+// CHECK: %[[SOME:.*]] = arith.cmpi ugt, %{{.*}}, %c0 : index
+// CHECK: %[[ORDERED:.*]] = scf.for {{.*}} iter_args(%{{.*}} = %true) -> (i1) {
+// CHECK: arith.cmpi sle, %{{.*}}, %{{.*}} : i32
+// CHECK: %[[SORTED:.*]] = arith.andi %[[SOME]], %[[ORDERED]] : i1
+// CHECK: scf.if %[[SORTED]] {
+// Sorted: no partial copy of the gradient, one [K, N] buffer per worker after the first, for
+// its first slice (the only one it may share with the workers before it).
+// CHECK: %[[OWN:.*]] = memref.alloc() : memref<1x8x16xf32>
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[OWN]] : memref<1x8x16xf32>)
+// CHECK: scf.forall (%[[P:.*]]) in (2) {
+// CHECK: %[[LATER:.*]] = arith.cmpi ugt, %[[P]], %c0 : index
+// CHECK: %[[MINE:.*]] = memref.subview %[[OWN]]
+// xty packs the gathered rows transposed ([K, tile_m], rows packed as vectors, then transposed
+// in registers) and the row gradients ([tile_m, N]) ...
+// CHECK: memref.alloca() : memref<8x8xf32>
 // CHECK: memref.alloca() : memref<8x8xf32>
 // CHECK: memref.alloca() : memref<8x16xf32>
+// CHECK: vector.transfer_write {{.*}} : vector<8xf32>, memref<8x8xf32>
+// CHECK: vector.shuffle
+// CHECK: vector.transfer_write {{.*}} : vector<8x8xf32>, memref<8x8xf32>
+// ... and adds their product into the worker's own buffer when the run's slice is its first,
+// else straight into the gradient's slice.
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %{{.*}}, %{{.*}} : index
+// CHECK: %[[SHARED:.*]] = arith.andi %[[LATER]], %[[FIRST]] : i1
+// CHECK: %[[SLICE:.*]] = memref.subview %{{.*}}[%{{.*}}, 0, 0] [1, 8, 16] [1, 1, 1] : memref<3x8x16xf32> to memref<8x16xf32, strided<[16, 1], offset: ?>>
+// CHECK: %[[DEST:.*]] = arith.select %[[SHARED]], %[[MINE]], %[[SLICE]]
+// CHECK: memref.subview %[[DEST]]
+// CHECK: vector.transfer_read {{.*}} vector<4x16xf32>
+// Short runs go row at a time into the same place.
+// CHECK: } else {
+// CHECK: arith.select
+// CHECK: scf.yield
+// The buffers are added into their slices in worker order, a row as one vector.
+// CHECK: scf.if
+// CHECK: %[[TO:.*]] = memref.subview %{{.*}} : memref<3x8x16xf32> to memref<8x16xf32
+// CHECK: %[[FROM:.*]] = memref.subview %[[OWN]][0, 0, 0]
+// CHECK: vector.transfer_read %[[TO]]
+// CHECK: vector.transfer_read %[[FROM]]
+// CHECK: arith.addf {{.*}} : vector<16xf32>
+// CHECK: memref.dealloc %[[OWN]]
+// Rows in any order: the workers' partial copies of the whole gradient.
+// CHECK: } else {
+// CHECK: memref.alloc() : memref<1x3x8x16xf32>
+// CHECK: scf.forall
 // CHECK: memref.subview %{{.*}}[%{{.*}}, 0, 0] [1, 8, 16] [1, 1, 1] : memref<3x8x16xf32> to memref<8x16xf32, strided<[16, 1], offset: ?>>
 // CHECK: vector.transfer_read {{.*}} vector<4x16xf32>
 func.func @weight_gradient(%x: memref<?x8xf32>, %dy: memref<?x16xf32>, %src: memref<?xi32>,
@@ -155,6 +194,26 @@ func.func @weight_gradient(%x: memref<?x8xf32>, %dy: memref<?x16xf32>, %src: mem
                    tile_m = 8 : i64, tile_n = 16 : i64, unroll = 4 : i64, vector = 16 : i64}}
       : (memref<?x8xf32>, memref<?x16xf32>, memref<?xi32>, memref<?xi32>,
          memref<3x8x16xf32>) -> ()
+  return
+}
+
+// CHECK-LABEL: func.func @weight_gradient_per_slice_rows
+// slice_rows: rows are sorted by slice by construction, so no check and no partial copy of the
+// gradient, only the workers' buffers for their first slice.
+// CHECK-NOT: cmpi sle
+// CHECK-NOT: memref<1x3x8x16xf32>
+// CHECK: memref.alloc() : memref<1x8x16xf32>
+// CHECK: scf.forall
+// CHECK-NOT: memref<1x3x8x16xf32>
+// CHECK: return
+func.func @weight_gradient_per_slice_rows(%x: memref<?x8xf32>, %dy: memref<?x16xf32>,
+                                          %dw: memref<3x8x16xf32>) {
+  "hector_intra.gemm_template"(%x, %dy, %dw)
+      {variant = "xty", epilogue = "add", tile_n = 8 : i64, block_size = 128 : i64,
+       slice_rows = 4 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>,
+       schedule = {pack = true, parallel = "rows", threads = 2 : i64, tile_k = 1 : i64,
+                   tile_m = 8 : i64, tile_n = 16 : i64, unroll = 4 : i64, vector = 16 : i64}}
+      : (memref<?x8xf32>, memref<?x16xf32>, memref<3x8x16xf32>) -> ()
   return
 }
 
