@@ -180,6 +180,10 @@ class CpuEntry(Executable):
     kernel: CpuKernel
     profiled: list[profile_kernels.KernelInfo] = field(default_factory=list)
     offloads: bool = False  # its training step writes saved values to the store itself
+    # Compiled under a memory budget: the host memory cache's idle blocks are released before
+    # and after each call, so what it keeps for reuse is never resident next to the caller's
+    # tensors (the loss, autograd's gradients), which the step's memory model does not see.
+    trims_idle: bool = False
 
     def placement_frame(self) -> PlacementFrame | None:
         """A frame of the store for one training step, when the step offloads saved values."""
@@ -200,7 +204,11 @@ class CpuEntry(Executable):
         arrays = [np.ascontiguousarray(a.numpy()) for a in g.arrays()]
         arrays += [t.detach().contiguous().numpy() for t in tensors]
         arrays += [o.numpy() for o in outs]
+        if self.trims_idle:  # blocks the caller freed since the last call (its tensors)
+            host_memory.empty_cache()
         self.kernel(fname, *arrays)
+        if self.trims_idle:  # the call's own temporaries
+            host_memory.empty_cache()
         return outs
 
 
@@ -219,7 +227,8 @@ def compile_traced(
         if offloads:  # the generated code calls hector_place_* itself
             libs.append(native.library_path())
         kernel = CpuKernel(staged.module, shared_libs=libs)
-    return CpuEntry(traced, staged, kernel, profiled, offloads)
+    budgeted = autodiff and options is not None and options.memory_budget >= 0
+    return CpuEntry(traced, staged, kernel, profiled, offloads, trims_idle=budgeted)
 
 
 @dataclass

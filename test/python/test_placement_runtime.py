@@ -187,3 +187,23 @@ def test_cuda_training_with_a_budget_is_refused(mag: Any) -> None:
     w = torch.randn(g.num_etypes, 8, 4, requires_grad=True)
     with pytest.raises(NotImplementedError, match="memory_budget plans CPU training only"):
         fn(g, x, w)
+
+
+@pytest.mark.parametrize("budget", [-1.0, 0.5])
+def test_a_budgeted_program_keeps_no_idle_cache_blocks_between_calls(budget: float) -> None:
+    # Under a memory budget the host memory cache's idle blocks are released around each call:
+    # kept, they would be resident next to the caller's loss and gradients, which the planner's
+    # model of the step does not see. Without a budget they wait for the next step.
+    from hector.runtime import host_memory
+
+    ds = datasets.load("synthetic:mag", scale=0.02, seed=1)
+    g = ds.hetero_graph()
+    torch.manual_seed(0)
+    layer = models.RGATLayer(16, 8, g.num_etypes, heads=8)
+    layer._fn.memory_budget = budget
+    x = torch.randn(g.num_nodes, 16, requires_grad=True)
+    (layer(g, x) ** 2).sum().backward()
+    out = layer(g, x)  # the training forward's temporaries go back to the cache as it runs
+    idle = host_memory.stats()["idle_bytes"]
+    assert idle == 0 if budget >= 0 else idle > 0
+    (out**2).sum().backward()
