@@ -63,25 +63,12 @@ def engine_symbols() -> dict[str, ctypes.c_void_p]:
     }
 
 
-#: Requests the cache serves with blocks of whole pages (smaller ones go to malloc).
-_CACHED_BYTES = 1 << 20
-_MADV_DONTNEED = 4
-
-
-@functools.cache
-def _libc() -> ctypes.CDLL:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    libc.madvise.restype = ctypes.c_int
-    return libc
-
-
 class _Block:
     """One cache block viewed as an array; freed when the last array over it goes."""
 
     __slots__ = ("__array_interface__", "_address", "_free")
 
-    def __init__(self, shape: tuple[int, ...], dtype: np.dtype[Any], untouched: bool) -> None:
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype[Any]) -> None:
         self._address = None
         self._free = _lib().hector_host_free
         nbytes = math.prod(shape) * dtype.itemsize
@@ -89,8 +76,6 @@ class _Block:
         if not address:
             raise MemoryError(f"the host memory cache could not allocate {nbytes} bytes")
         self._address = address
-        if untouched and nbytes >= _CACHED_BYTES:  # a whole-page block of the cache
-            _libc().madvise(ctypes.c_void_p(address), ctypes.c_size_t(nbytes), _MADV_DONTNEED)
         self.__array_interface__ = {
             "shape": shape,
             "typestr": dtype.str,
@@ -103,19 +88,13 @@ class _Block:
             self._free(self._address)
 
 
-def empty(
-    shape: tuple[int, ...] | list[int], dtype: Any = np.float32, *, untouched: bool = False
-) -> np.ndarray:
+def empty(shape: tuple[int, ...] | list[int], dtype: Any = np.float32) -> np.ndarray:
     """An uninitialised C-contiguous array whose memory comes from the cache (given back when
-    the array, and every view and tensor sharing it, is gone).
-
-    ``untouched``: none of its pages resident yet, like a fresh mapping's, even when an idle
-    block serves it — for a buffer written long after it is made (a compiled call's result,
-    made before the call), whose reused pages would otherwise be held all that time."""
+    the array, and every view and tensor sharing it, is gone)."""
     dims = tuple(int(d) for d in shape)
     if any(d < 0 for d in dims):
         raise ValueError(f"negative dimension in shape {dims}")
-    return np.asarray(_Block(dims, np.dtype(dtype), untouched))
+    return np.asarray(_Block(dims, np.dtype(dtype)))
 
 
 def empty_cache() -> None:

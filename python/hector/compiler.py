@@ -197,10 +197,7 @@ class CpuEntry(Executable):
     def call(self, fname: str, g: HeteroGraph, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
         """Run compiled function ``fname`` on the graph and tensors; return its results (over
         blocks of the host memory cache, like the generated code's own buffers)."""
-        # Written by the call, some only at its end: not resident before (a reused block's
-        # pages would be held through the whole call, above the step's modelled peak).
-        shapes = self.output_shapes(fname, g)
-        outs = [torch.from_numpy(host_memory.empty(d, untouched=True)) for d in shapes]
+        outs = [torch.from_numpy(host_memory.empty(d)) for d in self.output_shapes(fname, g)]
         arrays = [np.ascontiguousarray(a.numpy()) for a in g.arrays()]
         arrays += [t.detach().contiguous().numpy() for t in tensors]
         arrays += [o.numpy() for o in outs]

@@ -159,21 +159,3 @@ def test_compiled_results_and_buffers_come_from_the_cache() -> None:
     assert after["misses"] == before["misses"]
     assert after["hits"] > before["hits"]
     assert second.data_ptr() % PAGE == 0
-
-
-def test_an_untouched_block_holds_no_pages_until_written() -> None:
-    # A compiled call's results are made before the call and written during it: served from an
-    # idle block whose pages the last step touched, they would be resident the whole call.
-    warm = host_memory.empty((MIB,))  # 4 MiB
-    warm[:] = 1.0
-    del warm
-    hits = host_memory.stats()["hits"]
-    reused = host_memory.empty((MIB,))
-    assert host_memory.stats()["hits"] == hits + 1
-    assert _resident_pages(reused.ctypes.data, 4 * MIB) == 4 * MIB // PAGE
-    del reused
-    fresh = host_memory.empty((MIB,), untouched=True)
-    assert host_memory.stats()["hits"] == hits + 2  # the same block, its pages given back
-    assert _resident_pages(fresh.ctypes.data, 4 * MIB) == 0
-    fresh[:] = 2.0
-    assert float(fresh.sum()) == 2.0 * MIB
