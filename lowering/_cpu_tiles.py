@@ -98,6 +98,7 @@ class Workers:
         self.b = b
         self.threads = threads
         self.partials: Value | None = None
+        self.init = init
         self.combine = arith.addf
         if threads > 1 and partials:
             out = b.ops["out"]
@@ -105,14 +106,13 @@ class Workers:
             dyn = ir.ShapedType.get_dynamic_size()
             dims = [threads - 1] + [shape.get_dim_size(i) for i in range(shape.rank)]
             sizes = [d for i, d in enumerate(_dims(out)) if shape.get_dim_size(i) == dyn]
-            buf = memref.alloc(ir.MemRefType.get(dims, shape.element_type), sizes, [])
-            linalg.fill(b.f32(init), outs=[buf])
-            self.partials = buf
+            self.partials = memref.alloc(ir.MemRefType.get(dims, shape.element_type), sizes, [])
 
     def each(self, count: Value, body: Callable[[Value, Value, T.Body], None]) -> None:
         """Build ``body(lo, hi, b)`` for every worker: its chunk ``[lo, hi)`` of
         ``[0, count)`` and a body ``b`` writing to its own output (built twice with partials:
-        once for the first worker, who writes to ``out``, once for the others)."""
+        once for the first worker, who writes to ``out``, once for the others, who each first
+        fill their partial: in parallel, and into their own core's cache). Called once."""
         b = self.b
         if self.threads == 1:
             body(b.index(0), count, b)
@@ -131,6 +131,7 @@ class Workers:
                     scf.yield_([])
                 with ir.InsertionPoint(if_op.else_block):
                     dest = _slice(self.partials, arith.subi(p, b.index(1)))
+                    linalg.fill(b.f32(self.init), outs=[dest])
                     body(lo, hi, T.Body(T.Operands({**b.ops.values, "out": dest})))
                     scf.yield_([])
             scf.InParallelOp()
