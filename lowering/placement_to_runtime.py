@@ -375,8 +375,12 @@ def convert_module(
     return True
 
 
+#: The pass's name, as pipelines spell it.
+PASS = "convert-placement-to-runtime"
+
+
 @register_pass(
-    "convert-placement-to-runtime",
+    PASS,
     "Lower placement-plan-saved's decisions to calls of the native runtime "
     "(hector_place_write/wait/prefetch/release) and drop the moved values from the ABI",
     write_lag=Option(

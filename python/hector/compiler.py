@@ -159,10 +159,13 @@ def run_stages(
                 staged.stages["profile"] = show()
             if stage.name == "schedule" and autodiff and opts.memory_budget >= 0:
                 # Place each value <f>_train saves (keep, offload, recompute) on the scheduled
-                # memref form (the workers' partial outputs count at the peak); the llvm stage
-                # lowers the decisions to runtime calls.
+                # memref form (the workers' partial outputs count at the peak), then lower the
+                # decisions to runtime calls on the same form: the plan's kernel counts (write
+                # lags, prefetch leads) and frees are those of the templates it modelled, not of
+                # the loop nests they become.
                 run_pipeline(module, opts.placement_pipeline(), verify=False)
                 staged.stages["placement"] = show()
+                run_pipeline(module, placement_to_runtime.PASS, verify=False)
                 _drop_saved(staged.abi, placement_to_runtime.dropped_slots(module))
     staged.seconds = time.perf_counter() - start
     return staged
