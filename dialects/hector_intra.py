@@ -298,11 +298,6 @@ Row functions (`Dx`, `Dy`, `Do` are the widths of x, y, out):
 | {_names(_grads("input"))} | `x[j] * f'(y[j])` (`x` = dy, `y` = forward input) |
 | {_names(_grads("output"))} | `x[j] * f'(…)` from `y` = forward output |
 
-`dot` sums each head in `L` independent partial sums, `L` the largest power of two up to 8
-dividing `Dh = Dx/Do` (lane `l` adds the products of columns `l, l + L, …` in turn), then adds
-the lanes pairwise, neighbours first (`(s0 + s1) + (s2 + s3)`, …): a fixed order, so results are
-identical run to run, while the lanes' adds overlap instead of waiting on one another.
-
 `M` is the length of `gather_index` when present, else `x`'s row count. A sum reduction adds
 into `out`, which the caller zero-fills; a max reduction expects `out` filled with `-inf`. The
 GPU lowering gives one thread to each `(i, column)` element, `block_size` threads per block,

@@ -30,7 +30,6 @@ TRAVERSAL_OPERANDS: tuple[str, ...] = tuple(o.name for o in intra.TRAVERSAL_TEMP
 
 Value: TypeAlias = ir.Value
 Stepper: TypeAlias = Callable[[Value, Value], Value]  # (induction variable, carried) -> next
-LaneStepper: TypeAlias = Callable[[Value, list[Value]], list[Value]]  # several carried values
 
 
 @dataclass(frozen=True)
@@ -131,16 +130,6 @@ class Body:
         with ir.InsertionPoint(for_op.body):
             scf.yield_([step_fn(for_op.induction_variable, for_op.inner_iter_args[0])])
         return for_op.results[0]
-
-    def reduce_lanes(
-        self, lo: Value, hi: Value, step: Value, inits: Sequence[Value], step_fn: LaneStepper
-    ) -> list[Value]:
-        """``scf.for`` carrying several values: ``accs = step_fn(iv, accs)`` from ``inits``;
-        returns the final values."""
-        for_op = scf.ForOp(lo, hi, step, list(inits))
-        with ir.InsertionPoint(for_op.body):
-            scf.yield_(step_fn(for_op.induction_variable, list(for_op.inner_iter_args)))
-        return list(for_op.results)
 
     @contextmanager
     def guard(self, cond: Value) -> Iterator[None]:
@@ -493,51 +482,19 @@ class RowFn:
         return cls(v.attr("fn"), float(v.attr("slope")), v.attr("reduce"))
 
 
-#: Most partial sums a ``dot`` keeps per element (see :func:`dot_lanes`).
-DOT_LANES = 8
-
-
-def dot_lanes(dh: int) -> int:
-    """Partial sums of a per-head inner product over ``dh`` columns: the largest power of two
-    up to ``DOT_LANES`` dividing ``dh``. One running sum is a chain of dependent adds (an add's
-    latency per column, which neither back end may reorder); independent lanes overlap them
-    and, reading consecutive columns, let LLVM vectorise the CPU loop."""
-    lanes = DOT_LANES
-    while dh % lanes:
-        lanes //= 2
-    return lanes
-
-
-def pairwise_sum(parts: Sequence[Value]) -> Value:
-    """``parts`` summed as a balanced tree, neighbours first: ``(p0 + p1) + (p2 + p3)``.
-    The order is fixed, so results are identical run to run and on both back ends."""
-    level = list(parts)
-    while len(level) > 1:
-        pairs = [arith.addf(level[k], level[k + 1]) for k in range(0, len(level) - 1, 2)]
-        level = pairs + level[len(pairs) * 2 :]
-    return level[0]
-
-
 def _dot(b: Body, e: Element, f: RowFn) -> Value:
-    """``Σ_{d < Dh} x[xr, j*Dh + d] * y[yr, j*Dh + d]`` (per-head inner product): lane ``l``
-    of :func:`dot_lanes` sums the columns ``d ≡ l`` (mod lanes) in order, then the lanes are
-    added by :func:`pairwise_sum`."""
+    """``Σ_{d < Dh} x[xr, j*Dh + d] * y[yr, j*Dh + d]`` (per-head inner product)."""
     dh = width(b.ops["x"]) // width(b.ops["out"])
-    lanes = dot_lanes(dh)
-    c0, cdh, clanes = b.index(0), b.index(dh), b.index(lanes)
+    c0, c1, cdh = b.index(0), b.index(1), b.index(dh)
     base = arith.muli(e.col, cdh)
     zero = b.f32(0.0)
 
-    def step(k: Value, accs: list[Value]) -> list[Value]:
-        first = arith.addi(base, k)
-        out = []
-        for lane, acc in enumerate(accs):
-            col = arith.addi(first, b.index(lane)) if lane else first
-            xv, yv = b.load("x", e.xr, col), b.load("y", e.yr, col)
-            out.append(arith.addf(acc, arith.mulf(xv, yv)))
-        return out
+    def step(k: Value, acc: Value) -> Value:
+        col = arith.addi(base, k)
+        xv, yv = b.load("x", e.xr, col), b.load("y", e.yr, col)
+        return arith.addf(acc, arith.mulf(xv, yv))
 
-    return pairwise_sum(b.reduce_lanes(c0, cdh, clanes, [zero] * lanes, step))
+    return b.reduce(c0, cdh, c1, zero, step)
 
 
 def _scale(b: Body, e: Element, x: Value) -> Value:
