@@ -16,16 +16,25 @@ This module depends only on ctypes and numpy, like the rest of the runtime bindi
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from . import native
 
-__all__ = ["empty", "empty_cache", "engine_symbols", "set_cache_limit", "stats"]
+__all__ = [
+    "empty",
+    "empty_cache",
+    "engine_symbols",
+    "keeping_no_idle",
+    "set_cache_limit",
+    "stats",
+]
 
 #: Counter names of ``hector_host_stats``, in its output order.
 STAT_NAMES = ("live_bytes", "idle_bytes", "hits", "misses", "released_bytes", "limit_bytes")
@@ -100,6 +109,21 @@ def empty(shape: tuple[int, ...] | list[int], dtype: Any = np.float32) -> np.nda
 def empty_cache() -> None:
     """Give every idle block back to the system."""
     _lib().hector_host_empty_cache()
+
+
+@contextlib.contextmanager
+def keeping_no_idle() -> Iterator[None]:
+    """Within the block the cache keeps no idle block (limit 0: every free releases, as plain
+    malloc/free would), so resident memory is what is live; the previous limit comes back
+    after. For a call whose peak must match a model of its live buffers (a program compiled
+    under a memory budget); it sets the process's limit, so calls on other threads in the
+    block release too."""
+    previous = stats()["limit_bytes"]
+    set_cache_limit(0)
+    try:
+        yield
+    finally:
+        set_cache_limit(previous)
 
 
 def set_cache_limit(limit_bytes: int | None) -> int:

@@ -9,6 +9,7 @@ for inspection, and JIT-compiles the result; ``compile_gpu`` runs the GPU stages
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass, field, replace
@@ -183,9 +184,10 @@ class CpuEntry(Executable):
     kernel: CpuKernel
     profiled: list[profile_kernels.KernelInfo] = field(default_factory=list)
     offloads: bool = False  # its training step writes saved values to the store itself
-    # Compiled under a memory budget: the host memory cache's idle blocks are released before
-    # and after each call, so what it keeps for reuse is never resident next to the caller's
-    # tensors (the loss, autograd's gradients), which the step's memory model does not see.
+    # Compiled under a memory budget: the host memory cache keeps no idle block during a call
+    # (and releases those freed before it), so the step's resident memory is what its memory
+    # model counts live — reused blocks would sit resident next to live ones and the caller's
+    # tensors (the loss, autograd's gradients).
     trims_idle: bool = False
 
     def placement_frame(self) -> PlacementFrame | None:
@@ -200,15 +202,13 @@ class CpuEntry(Executable):
     def call(self, fname: str, g: HeteroGraph, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
         """Run compiled function ``fname`` on the graph and tensors; return its results (over
         blocks of the host memory cache, like the generated code's own buffers)."""
-        outs = [torch.from_numpy(host_memory.empty(d)) for d in self.output_shapes(fname, g)]
-        arrays = [np.ascontiguousarray(a.numpy()) for a in g.arrays()]
-        arrays += [t.detach().contiguous().numpy() for t in tensors]
-        arrays += [o.numpy() for o in outs]
-        if self.trims_idle:  # blocks the caller freed since the last call (its tensors)
-            host_memory.empty_cache()
-        self.kernel(fname, *arrays)
-        if self.trims_idle:  # the call's own temporaries
-            host_memory.empty_cache()
+        idle = host_memory.keeping_no_idle() if self.trims_idle else contextlib.nullcontext()
+        with idle:  # (results too: a reused block would be resident before the call writes it)
+            outs = [torch.from_numpy(host_memory.empty(d)) for d in self.output_shapes(fname, g)]
+            arrays = [np.ascontiguousarray(a.numpy()) for a in g.arrays()]
+            arrays += [t.detach().contiguous().numpy() for t in tensors]
+            arrays += [o.numpy() for o in outs]
+            self.kernel(fname, *arrays)
         return outs
 
 
