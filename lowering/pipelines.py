@@ -82,7 +82,8 @@ CPU_STAGES: tuple[Stage, ...] = (
         "convert-hector-intra-to-scf",
         "packed tiles, vectorised micro-kernels and worker loops (scf, linalg → vector)",
     ),
-    # Placement decisions (placement-plan-saved) become calls of the native runtime first.
+    # Placement decisions (placement-plan-saved) become calls of the native runtime first (the
+    # compiler lowers them right after planning; here for modules planned by hand).
     Stage(
         "llvm", f"convert-placement-to-runtime, {LLVM_CPU}", "LLVM dialect, ready for the CPU JIT"
     ),
