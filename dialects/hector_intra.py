@@ -85,9 +85,10 @@ class Schedule:
     * ``vector`` — f32 lanes of the CPU micro-kernel's vectors (1: scalar code).
     * ``unroll`` — rows of ``out`` held in registers at once by the CPU micro-kernel.
     * ``pack`` — gather rows into a contiguous tile before multiplying (else read in place).
-    * ``parallel`` — ``"rows"``: row tiles spread over ``threads`` workers, each reducing into
-      its own partial output (summed in a fixed order, so results are identical run to run);
-      ``"none"``: one thread.
+    * ``parallel`` — ``"rows"``: row tiles spread over ``threads`` workers; where their rows
+      may meet in one output row, each owns a share of the output rows or reduces into its
+      own partial output, summed in a fixed order (``reduction_split``), so results are
+      identical run to run; ``"none"``: one thread.
     * ``threads`` — CPU workers (``torch.get_num_threads()`` when compiled).
     """
 
@@ -311,8 +312,10 @@ zero-copy (`python/hector/request_model.py`). It needs `x` and `out` of the same
 `block_size` that is a multiple of 32; the CPU lowering ignores it.
 
 Optional attribute `schedule` (`hector_intra.Schedule`, as on `gemm_template`): on the CPU,
-`parallel = "rows"` spreads rows over `threads` workers (reductions into per-worker partial
-outputs summed in a fixed order) and `vector` vectorises the column loop.
+`parallel = "rows"` spreads rows over `threads` workers (a reduction with a `scatter_index` into
+rows of 8 or more columns gives each worker a share of the output rows; narrower ones reduce
+into per-worker partial outputs summed in a fixed order) and `vector` vectorises the column
+loop.
 """,
     operands=(
         Operand("gather_index", "memref", f"`{_IDX}`: row of `x` read for each `i`", "optional"),
