@@ -331,6 +331,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except OSError as err:  # a path the user gave: a folder, no permission, a full disk
+        where = f": {err.filename}" if err.filename else ""
+        print(f"error: {err.strerror or err}{where}", file=sys.stderr)
+        return 1
     except Exception as err:  # noqa: BLE001 — a CLI never shows a traceback
         if os.environ.get("HECTOR_DEBUG"):
             raise

@@ -467,3 +467,12 @@ def test_run_worker_contains_every_way_a_worker_ends(
         assert outcome.answer == {"status": "ok"}
     if how == "allocate":  # the cap made the allocation fail inside the process
         assert outcome.answer == {"status": "failed", "reason": "out of memory"}
+
+
+def test_a_record_path_that_is_a_folder_is_refused_clearly(tmp_path: Path) -> None:
+    # `--json` of a single run names a file; a folder (what `--suite` takes) is refused with
+    # the path, and nothing is left behind in it.
+    with pytest.raises(IsADirectoryError, match="give a .json file name") as err:
+        _common.write_json(tmp_path, {"a": 1})
+    assert err.value.filename == str(tmp_path)
+    assert list(tmp_path.iterdir()) == []

@@ -20,6 +20,7 @@ costs its own row and never the run, the record, or the other processes on the m
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -444,6 +445,10 @@ def best_peer_ratios(
 def write_json(path: str | os.PathLike[str], record: Any) -> None:
     """Write ``record`` as indented JSON (creating parent folders); atomic via a temp file."""
     p = Path(path)
+    if p.is_dir():
+        raise IsADirectoryError(
+            errno.EISDIR, "the record's path is a folder (give a .json file name)", str(p)
+        )
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(p.name + ".tmp")
     try:
