@@ -386,18 +386,27 @@ OWNED_MIN_WIDTH = 8
 
 
 def reduction_split(v: OpAccess, schedule: Schedule) -> str:
-    """How the CPU workers of a scheduled template share rows that may meet in one output row:
-    ``"none"`` (one worker, or rows that never meet), ``"owners"`` (a reducing traversal with a
-    ``scatter_index`` into rows of at least ``OWNED_MIN_WIDTH`` columns: each worker owns a
-    range of output rows) or ``"partials"`` (a private copy of ``out`` per worker after the
-    first, folded in worker order: scattering or weight-gradient GEMMs that accumulate, and
-    narrow reductions)."""
+    """How the CPU workers of a scheduled template share rows that may meet in one output row.
+
+    * ``"none"`` — one worker, or rows that never meet;
+    * ``"owners"`` — a reducing traversal with a ``scatter_index`` into rows of at least
+      ``OWNED_MIN_WIDTH`` columns: each worker owns a range of output rows;
+    * ``"slices"`` — a weight gradient (``xty``) per weight slice: with rows sorted by slice
+      (``slice_rows`` always; a ``weight_index`` checked at run time, else ``"partials"``) a
+      worker adds every slice straight into ``out`` but its first, the only one an earlier
+      worker may share, which it sums in a ``[K, N]`` buffer of its own, added in worker order;
+    * ``"partials"`` — a private copy of ``out`` per worker after the first, folded in worker
+      order: other scattering or weight-gradient GEMMs that accumulate, and narrow reductions.
+    """
     if worker_threads(v, schedule) == 1:
         return "none"
     if v.spec.name == GEMM_TEMPLATE.name:
         accumulates = v.attr("epilogue") != "store"
-        meet = v.has("scatter_index") or v.attr("variant") == "xty"
-        return "partials" if accumulates and meet else "none"
+        xty = v.attr("variant") == "xty"
+        if not (accumulates and (xty or v.has("scatter_index"))):
+            return "none"
+        sliced = v.has("weight_index") or "slice_rows" in v.op.attributes
+        return "slices" if xty and sliced else "partials"
     if v.attr("reduce") == "none":
         return "none"
     from mlir import ir
@@ -408,10 +417,16 @@ def reduction_split(v: OpAccess, schedule: Schedule) -> str:
     return "owners" if v.has("scatter_index") and width >= OWNED_MIN_WIDTH else "partials"
 
 
-def worker_partials(v: OpAccess, schedule: Schedule) -> int:
-    """Partial copies of ``out`` the CPU workers of a scheduled template write besides ``out``
-    itself: ``threads - 1`` where they share rows by partials (``reduction_split``), else 0.
-    A reducing traversal allocates them only with ``PARTIAL_ROWS_RATIO`` rows per output row."""
-    if reduction_split(v, schedule) != "partials":
-        return 0
-    return worker_threads(v, schedule) - 1
+def worker_partials(v: OpAccess, schedule: Schedule) -> float:
+    """The bytes the CPU workers of a scheduled template write besides ``out``, in copies of
+    ``out``: ``threads - 1`` with ``"partials"`` (``reduction_split``); with ``"slices"``,
+    ``threads - 1`` slices of ``out`` under ``slice_rows`` (a ``weight_index`` may fall back to
+    partials at run time: counted as partials); else 0. A reducing traversal allocates its
+    partials only with ``PARTIAL_ROWS_RATIO`` rows per output row."""
+    split = reduction_split(v, schedule)
+    copies = worker_threads(v, schedule) - 1
+    if split == "slices" and not v.has("weight_index"):
+        from mlir import ir
+
+        return copies / ir.MemRefType(v.operand("out").type).shape[0]
+    return float(copies) if split in ("partials", "slices") else 0.0

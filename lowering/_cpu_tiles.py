@@ -488,15 +488,13 @@ def lower_gemm(v: OpAccess, s: intra.Schedule) -> None:
     check_gemm_schedule(v, s)
     ops = T.operands(v)
     per_slice = T.slice_rows(v)
-    sliced = ops.has("weight_index") or per_slice is not None
     b = T.Body(ops)
     m = T.gemm_rows(b, b.index(0))
     if not s.pack:
         _rows_over_workers(b, v, s, m)
         return
     ntiles = arith.ceildivui(m, b.index(s.tile_m))
-    threads = intra.worker_threads(v, s)
-    if v.attr("variant") != "xty" or not sliced or threads == 1:
+    if intra.reduction_split(v, s) != "slices":
         workers = _workers_for_gemm(b, v, s)
         workers.each(ntiles, _tiles(v, s, m, _out_slice, owned=False))
         workers.finish()

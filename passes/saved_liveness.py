@@ -311,8 +311,8 @@ def timeline(
 def _workspace(
     prefix: str, ops: list[ir.Operation], counts: dict[str, int], fn_rows: dict[ir.Value, str]
 ) -> dict[str, tuple[int, int, int]]:
-    """The scheduled templates' worker partials (``hector_intra.worker_partials`` copies of
-    ``out``, alive during the template only), by op position."""
+    """The scheduled templates' worker buffers (``hector_intra.worker_partials``: partial copies
+    of ``out`` or per-slice buffers, alive during the template only), by op position."""
     spans: dict[str, tuple[int, int, int]] = {}
     for i, op in enumerate(ops):
         schedule = intra.schedule_of(op) if op.name.startswith("hector_intra.") else None
@@ -327,7 +327,8 @@ def _workspace(
             if _rows(read, counts, fn_rows) < ratio * _rows(out, counts, fn_rows):
                 copies = 0  # runs on one worker (decided at run time the same way)
         if copies:
-            spans[f"{prefix}workspace {i}"] = (i, i, copies * _bytes(out, counts, fn_rows))
+            nbytes = round(copies * _bytes(out, counts, fn_rows))
+            spans[f"{prefix}workspace {i}"] = (i, i, nbytes)
     return spans
 
 
