@@ -68,6 +68,18 @@ _PREFIX = f"{placement.DIALECT.name}."
 LOWERED = "placement.lowered"
 
 
+def _write_lag(op: ir.Operation) -> int:
+    """An offload's ``placement.write_lag``: a count of kernels (integer, at least 0)."""
+    attr = op.attributes[WRITE_LAG_ATTR]
+    if not isinstance(attr, ir.IntegerAttr) or ir.IntegerAttr(attr).value < 0:
+        raise PassFailure(
+            f"convert-placement-to-runtime: {WRITE_LAG_ATTR} must be a count of kernels "
+            f"(an integer >= 0), got {attr}",
+            op.location,
+        )
+    return ir.IntegerAttr(attr).value
+
+
 def dropped_slots(module: Any) -> dict[str, tuple[int, ...]]:
     """``{function name: slots}`` of every planned ``@f_train`` / ``@f_backward``: the saved
     values that no longer cross the ABI (offloaded or recomputed)."""
@@ -203,7 +215,7 @@ class _Lowering:
         growing = saved_liveness.grows(fn, first_output)
         lag = self.write_lag
         if WRITE_LAG_ATTR in op.attributes:  # the planner's: growing kernels cost no peak there
-            lag = ir.IntegerAttr(op.attributes[WRITE_LAG_ATTR]).value
+            lag = _write_lag(op)
             growing = [False] * len(ops)
         i = ops.index(free)
         last = max(ops.index(write), ops.index(done[-1]) if done else 0)

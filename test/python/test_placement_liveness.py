@@ -192,3 +192,28 @@ def test_a_lagged_write_holds_its_value_in_the_model_until_its_wait(model: str) 
         assert lagged[0] == rule[0]
         assert lagged[-1] > rule[-1]
         assert lagged[-1] == max(p.index for p in points if p.function == "train")
+
+
+@pytest.mark.parametrize(
+    "lag",
+    [lambda: ir.StringAttr.get("far"), lambda: plan_saved._i64(-1)],
+    ids=["a string", "negative"],
+)
+def test_a_write_lag_that_is_not_a_kernel_count_is_refused_at_its_offload(lag: Any) -> None:
+    from hector.passes._pipeline import PipelineError
+
+    module, _ = _pair("rgat")
+    counts = "nodes=19397 edges=422220 compact=46125 dst_compact=46125"
+    with module.context, ir.Location.unknown():
+        run_pipeline(module, f"placement-plan-saved{{memory_budget=0.5 {counts}}}")
+        (train, *_) = [
+            op.operation
+            for op in module.body.operations
+            if ir.StringAttr(op.operation.attributes["sym_name"]).value.endswith("_train")
+        ]
+        (offload, *_) = [
+            op for op in saved_liveness.kernel_ops(train) if op.name == "placement.offload"
+        ]
+        offload.attributes[plan_saved.WRITE_LAG_ATTR] = lag()
+        with pytest.raises(PipelineError, match="placement.write_lag must be a count of kernels"):
+            run_pipeline(module, "convert-placement-to-runtime")
