@@ -602,3 +602,78 @@ def test_trim_mode_trains_bit_identically_and_bad_modes_are_errors(tmp_path):
     got[2].close()
     with pytest.raises(OffloadError, match="release_memory must be one of"):
         TensorCache("all", release_memory="sometimes")
+
+
+# ---- release_memory="advise": only offloaded pages leave the process ------------------------
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm", encoding="ascii") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_dropping_pages_returns_them_to_the_operating_system():
+    from hector.offload.cache import _drop_pages
+
+    t = torch.ones(64 << 18)  # 64 MiB, every page written
+    before = _resident_bytes()
+    released = _drop_pages(t.untyped_storage())
+    assert released >= (64 << 20) - 2 * os.sysconf("SC_PAGE_SIZE")
+    assert before - _resident_bytes() >= 60 << 20
+    assert float(t[1 << 20]) == 0.0  # the contents are gone: only for dead memory
+
+
+def test_advise_mode_trains_bit_identically_and_hands_back_offloaded_pages(tmp_path, reference):
+    got = _train("all", root=str(tmp_path), release_memory="advise")
+    _same(got, reference)
+    stats = got[2].cache.stats()
+    assert stats["release_memory"] == "advise"
+    assert stats["released_bytes"] > 0
+    got[2].close()
+
+
+def _saved_by_mul(cache: TensorCache, make, w: torch.Tensor) -> torch.Tensor:
+    """``(make() * w).sum()`` under ``cache``'s hooks, every write finished and collected."""
+    with cache.hooks():
+        out = (make() * w).sum()
+    cache.flush()
+    with cache._lock:
+        cache._drain()
+    return out
+
+
+def test_advise_mode_never_drops_memory_someone_else_still_holds(tmp_path):
+    cache = TensorCache(
+        "all", threshold=0, root=str(tmp_path), on_write_error="raise", release_memory="advise"
+    )
+    w = torch.randn(256, 1024, requires_grad=True)
+    held = [torch.randn(256, 1024).exp()]  # allocator-owned, and the caller keeps it
+    expect = held[0].clone()
+    out = _saved_by_mul(cache, lambda: held[0], w)
+    assert cache.counters["offloaded"] >= 1
+    assert torch.equal(held[0], expect)  # written and dropped by the cache, not handed back
+    assert cache.released_bytes == 0
+    held.clear()  # now the cache is the last owner: the next hook hands the pages back
+    with cache._lock:
+        cache._drain()
+    assert cache.released_bytes >= 256 * 1024 * 4 - 2 * os.sysconf("SC_PAGE_SIZE")
+    out.backward()
+    assert torch.allclose(w.grad, expect)  # read back from the store
+    cache.close()
+
+
+def test_advise_mode_never_drops_memory_owned_outside_torch(tmp_path):
+    import numpy as np
+
+    cache = TensorCache(
+        "all", threshold=0, root=str(tmp_path), on_write_error="raise", release_memory="advise"
+    )
+    w = torch.randn(256, 1024, requires_grad=True)
+    array = np.full((256, 1024), 3.0, dtype=np.float32)  # numpy's memory: not the cache's
+    out = _saved_by_mul(cache, lambda: torch.from_numpy(array), w)
+    assert cache.counters["offloaded"] >= 1
+    assert cache.released_bytes == 0
+    assert (array == 3.0).all()
+    out.backward()
+    assert torch.all(w.grad == 3.0)
+    cache.close()

@@ -58,10 +58,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--release-memory",
-        choices=("mmap", "trim", "off"),
-        default="mmap",
+        choices=("advise", "mmap", "trim", "off"),
+        default="advise",
         help="hector systems: how freed activations leave the process (TensorCache "
-        "release_memory; default mmap)",
+        "release_memory; default advise)",
     )
     parser.add_argument("--root", default=None, help="offload root (default: $TMPDIR)")
     parser.add_argument("--raw-mib", type=int, default=256, help="raw disk test size (MiB)")
@@ -247,7 +247,7 @@ def _setup_system(system: str, model: Any, payload: dict[str, Any]) -> tuple[Any
 
     if system in ("hector-all", "hector-adaptive"):
         policy = "all" if system == "hector-all" else "adaptive"
-        release = payload.get("release_memory", "mmap")
+        release = payload.get("release_memory", "advise")
         wrapped = wrap(
             model,
             policy,

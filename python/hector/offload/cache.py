@@ -105,17 +105,49 @@ _allocator_fixed = False
 
 #: ``release_memory="trim"``: hand freed heap memory back after this many bytes were freed.
 _TRIM_EVERY = 32 << 20
-RELEASE_MODES = (True, False, "mmap", "trim")
+RELEASE_MODES = (True, False, "advise", "mmap", "trim")
+_MADV_DONTNEED = 4  # <sys/mman.h>
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+@functools.cache
+def _libc() -> Any:
+    """The C library (glibc) through ctypes, or None where it is not glibc (its allocator's
+    own policy applies there)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+def _drop_pages(storage: torch.UntypedStorage) -> int:
+    """Hand the whole pages inside ``storage``'s memory back to the operating system
+    (``madvise(MADV_DONTNEED)``); the bytes released. Only for memory whose contents are dead:
+    the caller is its last owner and frees it next, and the allocator's chunk headers lie
+    outside the whole pages of the data (or are rewritten by ``free``, reading as zero)."""
+    libc = _libc()
+    ptr, nbytes = storage.data_ptr(), storage.nbytes()
+    start = -(-ptr // _PAGE) * _PAGE
+    end = (ptr + nbytes) // _PAGE * _PAGE
+    if libc is None or end <= start:
+        return 0
+    return end - start if libc.madvise(start, end - start, _MADV_DONTNEED) == 0 else 0
+
+
+def _sole_owner(storage: torch.UntypedStorage) -> bool:
+    """Nothing but this reference holds ``storage`` (no tensor, view or other storage object)."""
+    return int(torch._C._storage_Use_Count(storage._cdata)) == 1
 
 
 def _malloc_trim() -> None:
     """Return the free pages of glibc's heaps to the operating system."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc
-        pass
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
 
 
 def _release_freed_memory(enabled: bool | str) -> None:
@@ -124,12 +156,9 @@ def _release_freed_memory(enabled: bool | str) -> None:
     if _allocator_fixed or enabled not in (True, "mmap"):
         return
     _allocator_fixed = True
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
-    except (OSError, AttributeError):  # not glibc: its allocator's own policy applies
-        pass
+    libc = _libc()
+    if libc is not None:
+        libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
 
 
 #: Files unlinked per wake-up of the remover thread (kick() flushes smaller batches).
@@ -295,13 +324,24 @@ class TensorCache:
             backward never waits on the window). ``"auto"`` (default): 1.5x the largest group
             offloaded so far, so the next group's read starts once backward has released
             about half of the group it is in. ``None``: ``ahead`` groups at once (no bound).
-        release_memory: on CPU, ``True``/``"mmap"``: fix glibc's mmap threshold
-            (``mallopt(M_MMAP_THRESHOLD)``, process-wide, once) so the memory of an offloaded
+        release_memory: how the memory of offloaded activations leaves the process (CPU;
+            ``"advise"``, the default, is described below). ``True``/``"mmap"``: fix glibc's
+            mmap threshold (``mallopt(M_MMAP_THRESHOLD)``, process-wide, once) so the memory
+            of an offloaded
             activation returns to the operating system when it is freed; otherwise glibc
             raises the threshold after the first large free and keeps freed activations in its
             heap, and the process's peak resident memory barely falls (docs/offload.md, "Peak
-            memory"). ``"trim"``: leave the threshold, call ``malloc_trim`` each time 32 MiB
-            of offloaded activations were freed. ``False``: neither.
+            memory"). The price is a page fault per fresh page of every large allocation,
+            offloaded or not. ``"advise"``: leave the threshold; when the cache is the last
+            owner of an offloaded activation whose write is done (or of a read-back buffer
+            backward is done with), it hands the whole pages of its memory back
+            (``madvise(MADV_DONTNEED)``) before freeing it, so only offloaded bytes leave the
+            process and fault in again, and other allocations keep reusing the heap; memory
+            someone else still holds is handed back once they let go (checked at every hook).
+            At the end of each forward (where memory peaks next) it also calls
+            ``malloc_trim`` once.
+            ``"trim"``: leave the threshold, call ``malloc_trim`` each time 32 MiB of
+            offloaded activations were freed. ``False``: none of these.
         overhead_target: ``"adaptive"``: the step-time overhead over keep-all the plan may
             spend on recomputation and exposed I/O (a fraction, default 0.05).
     """
@@ -322,7 +362,7 @@ class TensorCache:
         record_timeline: bool = False,
         write_bandwidth: float | None = None,
         readahead_bytes: int | str | None = "auto",
-        release_memory: bool | str = True,
+        release_memory: bool | str = "advise",
         overhead_target: float = 0.05,
     ) -> None:
         if isinstance(policy, str) and policy not in POLICIES:
@@ -349,6 +389,9 @@ class TensorCache:
             )
         self.release_memory = release_memory
         self._freed_since_trim = 0
+        # release_memory="advise": storages to hand back once the cache is their last owner.
+        self._pending_release: list[torch.UntypedStorage] = []
+        self.released_bytes = 0  # handed back with madvise
         if policy != "none":
             # Before the first step: blocks a profiling step (or any step before the first
             # write) puts in glibc's heap would otherwise be reused from there ever after.
@@ -502,6 +545,10 @@ class TensorCache:
         # Backward starts with the last groups: get them in (or keep them) now.
         with self._lock:
             self._read_ahead((self._pass, self._group))
+        if self.release_memory == "advise":
+            # Memory peaks as backward starts: hand the heap's free chunks back here (freed
+            # temporaries and last step's gradients), once per step, not at every free.
+            _malloc_trim()
         # The end of the forward is where on_write_error="raise" reports, whatever the timing.
         try:
             self.flush()
@@ -704,6 +751,7 @@ class TensorCache:
                 e.storage = None
                 e.buffer = None
         self._groups.clear()
+        self._pending_release.clear()
         self._group_offloaded.clear()
         self._aliases.clear()
         self._by_key.clear()
@@ -856,8 +904,35 @@ class TensorCache:
         finally:
             self.timing["drain_ns"] += time.perf_counter_ns() - start
 
+    def _let_go(self, storage: torch.UntypedStorage | None, device: torch.device) -> None:
+        """Drop the cache's reference to offloaded memory whose contents are dead; under
+        ``release_memory="advise"`` hand its pages back first (now, or once nobody else holds
+        it). Only allocator-owned storages (resizable): a storage wrapping memory someone
+        else owns (``from_numpy``, ``frombuffer``) is only dropped."""
+        if storage is None or self.release_memory != "advise" or device.type != "cpu":
+            return
+        if not storage.resizable():
+            return
+        if _sole_owner(storage):
+            self.released_bytes += _drop_pages(storage)
+        else:
+            self._pending_release.append(storage)
+
+    def _release_pending(self, final: bool = False) -> None:
+        """Hand back the pending storages the cache now owns alone (``final``: drop the rest)."""
+        if not self._pending_release:
+            return
+        still = []
+        for storage in self._pending_release:
+            if _sole_owner(storage):
+                self.released_bytes += _drop_pages(storage)
+            elif not final:
+                still.append(storage)
+        self._pending_release = still
+
     def _drain_completions(self) -> None:
         assert self._store is not None
+        self._release_pending()
         for key in self._remover.take_done():  # files already unlinked: a fast forget
             self._store.remove(key)
         for key in self._store.completions():
@@ -917,7 +992,9 @@ class TensorCache:
         if e.device.type == "cuda":
             e.buffer = None
         if not e.wanted:
-            e.storage = None
+            storage, e.storage = e.storage, None
+            self._let_go(storage, e.device)
+            del storage
             self._add_resident(-e.nbytes)
             if self.release_memory == "trim" and e.device.type == "cpu":
                 self._freed_since_trim += e.nbytes
@@ -1043,6 +1120,7 @@ class TensorCache:
                 del self._aliases[akey]
             if not self._groups:  # the last saved tensor: backward is over
                 self._remover.kick()
+                self._release_pending(final=True)
             if e.state == "discarded":
                 return
             if e.state == "writing":
@@ -1063,8 +1141,11 @@ class TensorCache:
             if held:
                 self._add_resident(-e.nbytes)
             read_back = e.buffer is not None
+            buffer = e.buffer.untyped_storage() if e.buffer is not None else None
             e.storage = None
             e.buffer = None
+            self._let_go(buffer, e.device)
+            del buffer
             if read_back and not e.orphaned and self._window() is not None and not self._closed:
                 self._read_ahead(e.group)  # the window has room again: start the next reads
 
@@ -1095,6 +1176,8 @@ class TensorCache:
         out["timing"] = self.time_breakdown()
         out["resident_bytes"] = self.resident_bytes
         out["peak_resident_bytes"] = self.peak_resident_bytes
+        out["release_memory"] = self.release_memory
+        out["released_bytes"] = self.released_bytes
         if self._store is not None and not self._store.closed:
             out["store"] = self._store.stats()
             out["direct_io"] = self._store.direct
