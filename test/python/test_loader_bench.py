@@ -35,6 +35,9 @@ def test_minibatch_record_counts_compilations_and_times_the_loader_alone(tmp_pat
         assert r["max_feature_file_resident_bytes"] == 0  # read with pread, never mapped
         assert set(r["loader_alone_s"]) == {"sampling", "gather"}
         assert r["sampling_plus_gather_alone_share"] > 0
+        assert r["step_without_loader_s"] > 0
+        slowdown = max(r["phase_s"]["step"] - r["step_without_loader_s"], 0) / r["phase_s"]["step"]
+        assert abs(r["loader_cost_share"] - slowdown - r["exposed_loader_share"]) < 1e-3
         assert r["feature_file_bytes"] == cell["feature_file_bytes"]
     assert hector["max_abs_diff_vs_pyg"] < 1e-4
     assert cell["hector_speedup_vs_pyg"] > 0

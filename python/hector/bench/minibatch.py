@@ -15,6 +15,12 @@ the previous step. Each run trains ``--warmup`` + ``--steps`` batches and report
   all-reduce), ``optimizer``;
 * ``loader_alone_s``: the measured batches' sampling and gather prepared again after training,
   alone in the process, and their share of the step (``sampling_plus_gather_alone_share``);
+* ``step_without_loader_s``: those same batches trained again from memory, with no loader
+  running beside the step, and ``loader_cost_share``: what sampling and gather cost the
+  training loop as a share of its step, measured: the step's slowdown while the loader ran
+  beside it (``phase_s["step"]`` over ``step_without_loader_s``) plus the waits (``wait``).
+  The worker's own wall times (``sampling``, ``gather``) overstate it on shared cores, where
+  the same work stretches while the step holds them;
 * compilations of Hector's compiled functions: after warm-up they must not grow (one kernel per
   layer per mode; an inference pass over ``--eval-batches`` batches adds the inference mode);
 * peak RSS during the measured steps (high-water mark reset after set-up) against the feature
@@ -320,7 +326,6 @@ def train(
     """Train ``warmup + steps`` batches from ``loader``; return throughput, phase times,
     compilation counts and peak memory (see the module docstring)."""
     import torch
-    import torch.nn.functional as F
 
     counted = hector_model if hector_model is not None else model
     compiles_start = _compilations(counted)
@@ -345,13 +350,7 @@ def train(
         t0 = time.perf_counter()
         batch = next(it)
         t1 = time.perf_counter()
-        loss = F.cross_entropy(model(batch), batch.y)
-        t2 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        t3 = time.perf_counter()
-        opt.step()
-        t4 = time.perf_counter()
+        loss, t2, t3, t4 = _step(model, opt, batch)
         if i >= warmup:
             for name, value in (
                 ("sampling", batch.times["sampling"]),
@@ -403,27 +402,55 @@ def train(
             out["compilations"]["inference"] = _compilations(counted) - before
             model.train()
     it.close()  # stop the prefetching workers before timing the loader alone
-    alone = loader_alone(loader, range(warmup, warmup + steps))
+    alone, batches = loader_alone(loader, range(warmup, warmup + steps))
     out["loader_alone_s"] = alone
     out["sampling_plus_gather_alone_share"] = round(
         (alone["sampling"] + alone["gather"]) / out["phase_s"]["step"], 4
     )
+    # The same batches trained again, already in memory: the step with no loader beside it.
+    # What sampling and gather cost the loop is the slowdown they cause there plus the waits.
+    quiet = []
+    for batch in batches:
+        t0 = time.perf_counter()
+        _step(model, opt, batch)
+        quiet.append(time.perf_counter() - t0)
+    del batches
+    step_quiet = float(np.mean(quiet))
+    out["step_without_loader_s"] = round(step_quiet, 5)
+    step_loop = out["phase_s"]["step"]
+    slowdown = max(step_loop - step_quiet, 0.0) / step_loop
+    out["loader_cost_share"] = round(slowdown + share["wait"], 4)
     return out
 
 
-def loader_alone(loader: Any, indices: Any) -> dict[str, float]:
+def _step(model: Any, opt: Any, batch: Any) -> tuple[Any, float, float, float]:
+    """One training step on ``batch``: the loss and the clock after forward (with the loss),
+    backward and the optimizer."""
+    import torch.nn.functional as F
+
+    loss = F.cross_entropy(model(batch), batch.y)
+    t_forward = time.perf_counter()
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    t_backward = time.perf_counter()
+    opt.step()
+    return loss, t_forward, t_backward, time.perf_counter()
+
+
+def loader_alone(loader: Any, indices: Any) -> tuple[dict[str, float], list[Any]]:
     """Mean seconds of sampling and of the feature gather of batches ``indices`` of the
     loader's current epoch, prepared again in this thread with nothing else running in the
     process (the training loop's figures are wall times of a worker thread that shares the
-    cores with the step's compute)."""
+    cores with the step's compute), and those batches."""
     shard = loader._shard()
     times: dict[str, list[float]] = defaultdict(list)
+    batches = []
     for i in indices:
         batch = loader.sample(shard[i * loader.batch_size : (i + 1) * loader.batch_size], index=i)
         for k in ("sampling", "gather"):
             times[k].append(batch.times[k])
-        del batch
-    return {k: round(float(np.mean(v)), 5) for k, v in times.items()}
+        batches.append(batch)
+    return {k: round(float(np.mean(v)), 5) for k, v in times.items()}, batches
 
 
 # ---------------------------------------------------------------------------------------------
@@ -614,7 +641,8 @@ def _print_row(r: dict[str, Any]) -> None:
         + " ".join(f"{k}={ph[k] * 1e3:.0f}ms" for k in (*PHASES, "step"))
         + f"  sampling+gather {r['sampling_plus_gather_share']:.0%} of step (overlapped), "
         + f"{r['sampling_plus_gather_alone_share']:.0%} (alone), exposed "
-        + f"{r['exposed_loader_share']:.0%}"
+        + f"{r['exposed_loader_share']:.0%}, cost to the loop {r['loader_cost_share']:.0%} "
+        + f"(step without the loader {r['step_without_loader_s'] * 1e3:.0f}ms)"
         + (f"  compilations {comp}" if comp else "")
     )
     sys.stdout.flush()
