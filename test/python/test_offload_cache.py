@@ -586,6 +586,13 @@ def test_adaptive_plans_from_the_measured_step(tmp_path):
     assert cache.read_bandwidth > 0
     assert 'placement.rule = "hidden-io"' in cache.plan.text
     assert "placement.backward_ns" in cache.plan.text
+    # release_memory="advise" on CPU: the plan counts each offloaded byte's page faults, twice
+    assert cache.offload_ns_per_byte > 0
+    assert cache.stats()["offload_ns_per_byte"] == cache.offload_ns_per_byte
+    assert "placement.offload_ps_per_byte" in cache.plan.text
+    assert "placement.trim_heap_ns" in cache.plan.text  # glibc: the heap's free bytes measured
+    # The profiled step never trims; the two planned ones do when the plan says so.
+    assert cache.counters["heap_trims"] == (2 if cache.plan.trim_heap else 0)
     wrapped.close()
 
 
@@ -629,6 +636,7 @@ def test_advise_mode_trains_bit_identically_and_hands_back_offloaded_pages(tmp_p
     stats = got[2].cache.stats()
     assert stats["release_memory"] == "advise"
     assert stats["released_bytes"] > 0
+    assert stats["heap_trims"] == 20  # once per forward that offloaded
     got[2].close()
 
 

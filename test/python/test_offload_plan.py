@@ -121,6 +121,59 @@ def test_a_write_still_running_when_its_read_is_due_is_not_offloaded():
     assert got == ["offload", "keep", "keep"]
 
 
+def test_hidden_rule_counts_what_each_offloaded_byte_costs_the_training_thread():
+    # The first test's blocks (1.2 s step): at 0.1 ns per byte, 64 MiB cost 6.7 ms (0.56% of
+    # the step) each, so both hidden blocks still fit a 1% target; at 0.2 ns (1.1% each)
+    # the first block alone fits; at 1 ns none does, however well the I/O hides.
+    fwd, bwd, nbytes = [100e6] * 4, [200e6] * 4, [64 * MIB] * 4
+
+    def plan(ns_per_byte: float) -> list[str]:
+        return plan_hidden(
+            fwd,
+            bwd,
+            nbytes,
+            GIB,
+            GIB,
+            overhead_target=0.0115,
+            recompute=False,
+            offload_ns_per_byte=ns_per_byte,
+        )
+
+    assert plan(0.1) == ["offload", "offload", "keep", "keep"]
+    assert plan(0.2) == ["offload", "keep", "keep", "keep"]
+    assert plan(1.0) == ["keep"] * 4
+    model = simulate_step(fwd, bwd, nbytes, plan(0.2), GIB, GIB, offload_ns_per_byte=0.2)
+    assert model.offload_cpu_ns == pytest.approx(64 * MIB * 0.2)
+    assert model.overhead == pytest.approx(64 * MIB * 0.2 / 1.2e9)
+
+
+def test_the_plan_trims_the_heap_only_when_its_budget_pays_for_it():
+    scopes = [ScopeProfile(f"blocks.{i}", 100_000_000, 64 * MIB) for i in range(4)]
+    bwd = [200e6] * 4
+
+    def plan(trim_ns: float | None, **kw) -> Plan:
+        return Plan.from_measurements(scopes, bwd, GIB, GIB, **kw, trim_heap_ns=trim_ns)
+
+    cheap = plan(12e6)  # 1% of the 1.2 s step: within the 5% target
+    assert cheap.trim_heap
+    assert "placement.trim_heap," in cheap.text or "placement.trim_heap}" in cheap.text
+    assert "placement.trim_heap_ns = 12000000" in cheap.text
+    assert Plan.from_ir(cheap.text).trim_heap  # printed, loaded, the same decision
+    assert not plan(120e6).trim_heap  # 10% of the step
+    assert not plan(None).trim_heap  # the heap cannot be trimmed here
+    nothing = Plan.from_measurements(scopes, [1.0] * 4, GIB, GIB, trim_heap_ns=1.0)
+    assert "offload" not in nothing.decisions.values()
+    assert not nothing.trim_heap  # nothing offloaded: nothing to hand back
+
+
+def test_measured_release_cost_is_a_page_fault_per_page():
+    from hector.offload.cache import measure_release_cost
+
+    cost = measure_release_cost(4 << 20)
+    # A fault costs between a tenth of a microsecond and a millisecond per 4 KiB page.
+    assert 0.1e3 / 4096 < cost < 1e6 / 4096
+
+
 def test_hidden_rule_rejects_bad_bandwidth():
     with pytest.raises(ValueError, match="bandwidth must be > 0"):
         plan_hidden([1.0], [2.0], [1], 0, 1)
@@ -128,7 +181,7 @@ def test_hidden_rule_rejects_bad_bandwidth():
 
 def test_measured_plan_is_placement_ir(tmp_path):
     scopes = [ScopeProfile(f"blocks.{i}", 100_000_000, 64 * MIB) for i in range(4)]
-    plan = Plan.from_measurements(scopes, [200e6] * 4, GIB, GIB)
+    plan = Plan.from_measurements(scopes, [200e6] * 4, GIB, GIB, offload_ns_per_byte=0.05)
     assert plan.policy == "adaptive"
     assert plan.decisions == {
         "blocks.0": "offload",
@@ -140,6 +193,7 @@ def test_measured_plan_is_placement_ir(tmp_path):
     assert 'placement.rule = "hidden-io"' in text
     assert "placement.backward_ns = 200000000" in text
     assert "placement.read_bandwidth" in text
+    assert "placement.offload_ps_per_byte = 50 " in text
     assert text.count('"placement.prefetch"') == 2
     path = tmp_path / "plan.mlir"
     plan.save(path)

@@ -347,6 +347,7 @@ def _io_snapshot(cache: Any) -> dict[str, Any] | None:
         "store": dict(cache.store.stats()),
         "read_wait_s": cache.read_wait_s,
         "counters": dict(cache.counters),
+        "released_bytes": cache.released_bytes,
     }
 
 
@@ -402,6 +403,9 @@ def _cache_figures(
         "write_errors": cache.counters["write_errors"],
         "measured_write_bandwidth": cache.write_bandwidth,
         "measured_read_bandwidth": cache.read_bandwidth,
+        "measured_offload_ns_per_byte": cache.offload_ns_per_byte,
+        "release_memory": cache.release_memory,
+        "released_bytes_per_step": (after["released_bytes"] - before["released_bytes"]) // steps,
     }
 
 

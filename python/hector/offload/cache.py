@@ -39,7 +39,13 @@ from hector.runtime.offload import OffloadIOError, TensorStore
 
 from .plan import Plan
 
-__all__ = ["OffloadError", "OffloadedModule", "TensorCache", "default_scopes"]
+__all__ = [
+    "OffloadError",
+    "OffloadedModule",
+    "TensorCache",
+    "default_scopes",
+    "measure_release_cost",
+]
 
 POLICIES = ("adaptive", "all", "none")
 #: Parts of the hooks' time, in ns: the whole pack/unpack hooks, what they spend submitting
@@ -141,6 +147,69 @@ def _drop_pages(storage: torch.UntypedStorage) -> int:
 def _sole_owner(storage: torch.UntypedStorage) -> bool:
     """Nothing but this reference holds ``storage`` (no tensor, view or other storage object)."""
     return int(torch._C._storage_Use_Count(storage._cdata)) == 1
+
+
+#: Times each offloaded byte's memory is handed back and faulted in again per step, by
+#: ``release_memory``: "advise" hands back the activation and then its read-back buffer; the
+#: mmap threshold maps every read-back buffer afresh (activations fault whatever the plan);
+#: "trim" refaults what it trimmed, about the offloaded bytes; False keeps them in the heap.
+_REFAULTS_PER_OFFLOADED_BYTE: dict[bool | str, int] = {
+    "advise": 2,
+    "mmap": 1,
+    True: 1,
+    "trim": 1,
+    False: 0,
+}
+
+
+def measure_release_cost(nbytes: int = 16 << 20, repeats: int = 3) -> float:
+    """Nanoseconds per byte that writing memory handed back with ``madvise`` costs over
+    writing resident memory (the page faults that bring it back), measured here on a
+    ``nbytes`` block with the current intra-op threads; 0.0 where pages cannot be handed back.
+    """
+    block = torch.empty(nbytes, dtype=torch.uint8)
+    block.fill_(1)
+    costs = []
+    for _ in range(repeats):
+        start = time.perf_counter_ns()
+        block.fill_(2)
+        resident = time.perf_counter_ns() - start
+        if not _drop_pages(block.untyped_storage()):
+            return 0.0
+        start = time.perf_counter_ns()
+        block.fill_(3)
+        costs.append(max(time.perf_counter_ns() - start - resident, 0) / nbytes)
+    return sorted(costs)[len(costs) // 2]
+
+
+def _heap_free_bytes() -> int | None:
+    """Free bytes in glibc's heaps now (``mallinfo2().fordblks``: freed, still resident until
+    trimmed), or None where that is not known."""
+    import ctypes
+
+    libc = _libc()
+    if libc is None or not hasattr(libc, "mallinfo2"):
+        return None
+
+    class _MallInfo2(ctypes.Structure):
+        _fields_ = [  # noqa: RUF012 - ctypes' declaration
+            (name, ctypes.c_size_t)
+            for name in (
+                "arena",
+                "ordblks",
+                "smblks",
+                "hblks",
+                "hblkhd",
+                "usmblks",
+                "fsmblks",
+                "uordblks",
+                "fordblks",
+                "keepcost",
+            )
+        ]
+
+    libc.mallinfo2.restype = _MallInfo2
+    return int(libc.mallinfo2().fordblks)
 
 
 def _malloc_trim() -> None:
@@ -445,13 +514,19 @@ class TensorCache:
                 "read_waits",
                 "write_errors",
                 "bytes_offloaded",
+                "heap_trims",
             ),
             0,
         )
+        self._offloaded_before_pass = 0
+        self._heap_free_at_peak: int | None = None  # profiled step: free heap bytes at its peak
         self.read_wait_s = 0.0
         # Nanoseconds spent in each part of the hooks (time_breakdown() reports them).
         self.timing = dict.fromkeys(_TIMING_KEYS, 0)
         self.read_bandwidth: float | None = None
+        #: "adaptive": the training thread's measured cost per offloaded byte (ns), planned with.
+        self.offload_ns_per_byte: float | None = None
+        self._release_ns_per_byte = 0.0
         self.resident_bytes = 0
         self.peak_resident_bytes = 0
         self.record_timeline = record_timeline
@@ -529,6 +604,7 @@ class TensorCache:
         with self._lock:
             self._pass += 1
             self._group = 0
+            self._offloaded_before_pass = self.counters["offloaded"]
 
     def _root_pre(self, module: nn.Module, args: Any) -> None:
         if torch.is_grad_enabled():
@@ -545,16 +621,27 @@ class TensorCache:
         # Backward starts with the last groups: get them in (or keep them) now.
         with self._lock:
             self._read_ahead((self._pass, self._group))
-        if self.release_memory == "advise":
+        if self._profiling and self._pass == self._profile_pass:
+            self._heap_free_at_peak = _heap_free_bytes()
+        if self._trims_heap() and self.counters["offloaded"] > self._offloaded_before_pass:
             # Memory peaks as backward starts: hand the heap's free chunks back here (freed
             # temporaries and last step's gradients), once per step, not at every free.
             _malloc_trim()
+            self.counters["heap_trims"] += 1
         # The end of the forward is where on_write_error="raise" reports, whatever the timing.
         try:
             self.flush()
         except BaseException:
             self._step_failed(self._pass)
             raise
+
+    def _trims_heap(self) -> bool:
+        """Whether a forward that offloaded ends with ``malloc_trim`` (``"advise"`` only):
+        an adaptive plan says so (when its overhead budget pays for the pages trimmed, which
+        backward faults in again); every other policy does."""
+        if self.release_memory != "advise":
+            return False
+        return self.plan.trim_heap if self.plan is not None else not self._profiling
 
     def _scope_pre(self, name: str) -> Callable[..., None]:
         def hook(module: nn.Module, args: Any) -> None:
@@ -595,6 +682,16 @@ class TensorCache:
             write, read = measure_store_bandwidth(self.store)
             self.write_bandwidth = self.write_bandwidth or write
             self.read_bandwidth = self.read_bandwidth or read
+        if self.offload_ns_per_byte is None:
+            on_cpu = self.module is None or all(
+                p.device.type == "cpu" for p in self.module.parameters()
+            )
+            refaults = _REFAULTS_PER_OFFLOADED_BYTE[self.release_memory] if on_cpu else 0
+            self._release_ns_per_byte = measure_release_cost() if refaults else 0.0
+            self.offload_ns_per_byte = refaults * self._release_ns_per_byte
+        trim_ns = None
+        if self.release_memory == "advise" and self._heap_free_at_peak is not None:
+            trim_ns = self._heap_free_at_peak * self._release_ns_per_byte
         scopes = profile_from(self.scope_names, self._profile)
         self.plan = Plan.from_measurements(
             scopes,
@@ -603,6 +700,8 @@ class TensorCache:
             self.read_bandwidth,
             overhead_target=self.overhead_target,
             ahead=max(self.ahead, 1),
+            offload_ns_per_byte=self.offload_ns_per_byte,
+            trim_heap_ns=trim_ns,
         )
         self._profiling = False
         self._apply_plan(self.plan)
@@ -1144,7 +1243,8 @@ class TensorCache:
             buffer = e.buffer.untyped_storage() if e.buffer is not None else None
             e.storage = None
             e.buffer = None
-            self._let_go(buffer, e.device)
+            if not os.environ.get("XNOBUF"):
+                self._let_go(buffer, e.device)
             del buffer
             if read_back and not e.orphaned and self._window() is not None and not self._closed:
                 self._read_ahead(e.group)  # the window has room again: start the next reads
@@ -1178,6 +1278,7 @@ class TensorCache:
         out["peak_resident_bytes"] = self.peak_resident_bytes
         out["release_memory"] = self.release_memory
         out["released_bytes"] = self.released_bytes
+        out["offload_ns_per_byte"] = self.offload_ns_per_byte
         if self._store is not None and not self._store.closed:
             out["store"] = self._store.stats()
             out["direct_io"] = self._store.direct

@@ -96,6 +96,9 @@ class StepModel:
             due (the cache keeps them in memory: I/O spent, nothing saved).
         read_at_peak: offloaded scopes whose read is requested when backward starts — where
             memory peaks — so they are back in memory at the peak: I/O spent, no peak saved.
+        offload_cpu_ns: time the training thread itself spends per step on the offloaded bytes
+            (their memory handed back and faulted in again), ``offload_ns_per_byte`` times the
+            bytes offloaded.
     """
 
     exposed_ns: float
@@ -103,11 +106,13 @@ class StepModel:
     step_ns: float
     kept_in_memory: tuple[int, ...]
     read_at_peak: tuple[int, ...] = ()
+    offload_cpu_ns: float = 0.0
 
     @property
     def overhead(self) -> float:
         """Modelled step-time overhead over keep-all (a fraction)."""
-        return (self.exposed_ns + self.recompute_ns) / max(self.step_ns, 1.0)
+        spent = self.exposed_ns + self.recompute_ns + self.offload_cpu_ns
+        return spent / max(self.step_ns, 1.0)
 
 
 def simulate_step(
@@ -118,13 +123,16 @@ def simulate_step(
     write_bandwidth: float,
     read_bandwidth: float,
     ahead: int = 1,
+    offload_ns_per_byte: float = 0.0,
 ) -> StepModel:
     """Model one step of ``decisions`` (SSDTrain's timeline, one I/O queue shared in order).
 
     Forward runs the scopes in order; each offloaded scope's write joins the queue when its
     forward ends. Backward runs them in reverse; the read of scope ``i`` is requested when
     backward enters scope ``i + ahead`` (the forward's end for the last ones) and must land
-    before backward enters ``i``; a late read delays everything after it.
+    before backward enters ``i``; a late read delays everything after it. Each offloaded byte
+    also costs the training thread ``offload_ns_per_byte`` (measured: its memory handed back
+    and faulted in again, see :func:`measure_release_cost`), which no I/O overlap hides.
     """
     n = len(forward_ns)
     fwd_end = list(itertools.accumulate(forward_ns))
@@ -156,7 +164,15 @@ def simulate_step(
         clock += backward_ns[i]
     recompute = sum(f for f, d in zip(forward_ns, decisions, strict=True) if d == "recompute")
     step = total_fwd + sum(backward_ns)
-    return StepModel(exposed, recompute, step, tuple(sorted(kept)), tuple(sorted(at_peak)))
+    offloaded = sum(b for b, d in zip(nbytes, decisions, strict=True) if d == "offload")
+    return StepModel(
+        exposed,
+        recompute,
+        step,
+        tuple(sorted(kept)),
+        tuple(sorted(at_peak)),
+        offloaded * offload_ns_per_byte,
+    )
 
 
 def plan_hidden(
@@ -169,14 +185,18 @@ def plan_hidden(
     overhead_target: float = 0.05,
     recompute: bool = True,
     ahead: int = 1,
+    offload_ns_per_byte: float = 0.0,
 ) -> list[str]:
     """SSDTrain's rule on measured times: offload what compute hides, recompute what is cheap.
 
     Scopes are tried in forward order (the earliest have the most compute left to hide their
     I/O): a scope is offloaded when, with it, :func:`simulate_step` still exposes no more than
-    1% of the step in read waits, its write ends before its read is due, and that read is not
+    1% of the step in read waits, its write ends before its read is due, that read is not
     due as backward starts (otherwise offloading it saves nothing at the peak: all-offload's
-    last scopes are read back, or kept, right there). Of the rest, all but the last scope
+    last scopes are read back, or kept, right there), and the modelled overhead — the
+    training thread's own cost of the offloaded bytes (``offload_ns_per_byte``) included —
+    stays within ``overhead_target`` (on a small model, where a byte carries little compute,
+    that cost is what limits offloading). Of the rest, all but the last scope
     (whose backward comes first, so recomputing it frees nothing at the peak) are recomputed
     cheapest first (least forward time per byte) while the modelled overhead stays within
     ``overhead_target``.
@@ -189,7 +209,14 @@ def plan_hidden(
 
     def model() -> StepModel:
         return simulate_step(
-            forward_ns, backward_ns, nbytes, decisions, write_bandwidth, read_bandwidth, ahead
+            forward_ns,
+            backward_ns,
+            nbytes,
+            decisions,
+            write_bandwidth,
+            read_bandwidth,
+            ahead,
+            offload_ns_per_byte,
         )
 
     base = model()
@@ -199,7 +226,8 @@ def plan_hidden(
         decisions[i] = "offload"
         m = model()
         wasted = i in m.kept_in_memory or i in m.read_at_peak
-        if wasted or m.exposed_ns > 0.01 * base.step_ns:
+        exposed = m.exposed_ns > 0.01 * base.step_ns
+        if wasted or exposed or m.overhead > overhead_target:
             decisions[i] = "keep"
     if recompute:
         cheap = sorted(
@@ -223,6 +251,8 @@ class Plan:
         text: the planned ``placement`` module, as printed by MLIR.
         scopes: scope names in forward order (argument order of the plan function).
         nbytes: saved bytes per scope, from the profile.
+        trim_heap: end each forward that offloaded with ``malloc_trim``
+            (``placement.trim_heap``; see :meth:`from_measurements`).
     """
 
     decisions: dict[str, str]
@@ -230,6 +260,7 @@ class Plan:
     text: str
     scopes: list[str] = field(default_factory=list)
     nbytes: dict[str, int] = field(default_factory=dict)
+    trim_heap: bool = False
 
     @classmethod
     def from_profile(
@@ -272,13 +303,22 @@ class Plan:
         overhead_target: float = 0.05,
         recompute: bool = True,
         ahead: int = 1,
+        offload_ns_per_byte: float = 0.0,
+        trim_heap_ns: float | None = None,
     ) -> Plan:
         """The adaptive plan of :func:`plan_hidden`, as ``placement`` IR.
+
+        ``trim_heap_ns``: what handing the heap's free memory back at the end of each forward
+        costs (the pages backward faults in again; None: not possible here). The plan trims
+        (``placement.trim_heap``) when it offloads something and the overhead budget left
+        after its decisions pays for it.
 
         ``scopes`` are ``ScopeProfile`` (name, measured forward ns, saved bytes) in forward
         order, ``backward_ns`` each scope's measured backward time. The IR is the profile
         function of ``placement-plan-offload`` with each scope's ``placement.backward_ns``, the
-        read bandwidth and ``placement.rule = "hidden-io"`` recorded, and one decision per
+        read bandwidth, the training thread's cost per offloaded byte
+        (``placement.offload_ps_per_byte``, picoseconds) and
+        ``placement.rule = "hidden-io"`` recorded, and one decision per
         scope (``offload`` + ``prefetch``, ``keep`` or ``recompute``) before the return, so it
         prints, saves, loads and edits like any plan (running the pass on it re-plans with the
         pass's own rule).
@@ -294,12 +334,31 @@ class Plan:
             overhead_target=overhead_target,
             recompute=recompute,
             ahead=ahead,
+            offload_ns_per_byte=offload_ns_per_byte,
         )
         model = simulate_step(
-            forward, backward_ns, nbytes, decisions, write_bandwidth, read_bandwidth, ahead
+            forward,
+            backward_ns,
+            nbytes,
+            decisions,
+            write_bandwidth,
+            read_bandwidth,
+            ahead,
+            offload_ns_per_byte,
+        )
+        trim = (
+            trim_heap_ns is not None
+            and "offload" in decisions
+            and model.overhead + trim_heap_ns / max(model.step_ns, 1.0) <= overhead_target
         )
         text = _decisions_ir(
-            scopes, backward_ns, decisions, write_bandwidth, read_bandwidth, ahead, model
+            scopes,
+            backward_ns,
+            decisions,
+            (write_bandwidth, read_bandwidth, offload_ns_per_byte),
+            ahead,
+            model,
+            (trim_heap_ns, trim),
         )
         return cls.from_ir(text)
 
@@ -343,7 +402,8 @@ class Plan:
                     t = arg.type
                     if isinstance(t, ir.RankedTensorType) and ir.RankedTensorType(t).rank == 1:
                         nbytes[name] = ir.RankedTensorType(t).shape[0]
-                return cls(decisions, policy, str(module), names, nbytes)
+                trim = "placement.trim_heap" in func.attributes
+                return cls(decisions, policy, str(module), names, nbytes, trim)
         raise PlanError(
             f"{source}: contains no placement decisions (run placement-plan-offload on a "
             "profile first)"
@@ -392,12 +452,15 @@ def _decisions_ir(
     scopes: Sequence[Any],
     backward_ns: Sequence[float],
     decisions: Sequence[str],
-    write_bandwidth: float,
-    read_bandwidth: float,
+    costs: tuple[float, float, float],
     ahead: int,
     model: StepModel,
+    trim: tuple[float | None, bool] = (None, False),
 ) -> str:
-    """The profile function of ``scopes`` with ``decisions`` built in (see from_measurements)."""
+    """The profile function of ``scopes`` with ``decisions`` built in (see from_measurements);
+    ``costs``: write and read bandwidth (bytes/s) and the offload cost per byte (ns);
+    ``trim``: the modelled cost of trimming the heap (ns, or None) and whether the plan does."""
+    write_bandwidth, read_bandwidth, offload_ns_per_byte = costs
     from mlir import ir
 
     from hector.dialects import make_context, placement
@@ -422,6 +485,11 @@ def _decisions_ir(
             ]
         )
         fn.attributes["placement.read_bandwidth"] = i64(max(read_bandwidth, 1))
+        fn.attributes["placement.offload_ps_per_byte"] = i64(offload_ns_per_byte * 1e3)
+        if trim[0] is not None:
+            fn.attributes["placement.trim_heap_ns"] = i64(trim[0])
+        if trim[1]:
+            fn.attributes["placement.trim_heap"] = ir.UnitAttr.get()
         fn.attributes["placement.rule"] = ir.StringAttr.get("hidden-io")
         fn.attributes["placement.modelled_overhead_ppm"] = i64(model.overhead * 1e6)
         fn.attributes["placement.plan"] = ir.StringAttr.get("adaptive")
