@@ -43,7 +43,13 @@ from .datasets import Dataset
 from .graph import HeteroGraph
 from .runtime import sampler as native_sampler
 
-__all__ = ["Batch", "FeatureStore", "NeighborLoader", "write_random_features"]
+__all__ = [
+    "Batch",
+    "FeatureStore",
+    "NeighborLoader",
+    "UnifiedFeatureStore",
+    "write_random_features",
+]
 
 #: Linux maps up to this many bytes of cached pages around a faulting page (fault_around_bytes,
 #: 64 KiB by default, aligned): a release must cover those too.
@@ -301,6 +307,127 @@ class FeatureStore:
         return torch.from_numpy(np.asarray(self.labels[node_ids], dtype=np.int64))
 
 
+class UnifiedFeatureStore:
+    """Node features in a :func:`hector.unified` tensor — pinned host memory that GPU kernels
+    read zero-copy, PyTorch-Direct's setting for a table larger than the device — gathered
+    per batch into GPU memory by Hector's gather kernel (:func:`hector.unified.gather`).
+    Labels, when given, are kept on the GPU and gathered there.
+
+    Args:
+        features: a 2-D float32 tensor, or the path of a 2-D float32 ``.npy`` file (copied
+            into pinned memory ``chunk_rows`` rows at a time through a read-only mapping).
+        labels: a 1-D integer tensor or ``.npy`` path with as many rows, or None.
+        allow_host_fallback: without CUDA, keep the table in ordinary host memory (flagged as
+            unified, ``mapped = False``) and gather with ``index_select`` on the host, so code
+            written for the GPU runs unchanged; otherwise no CUDA is an error.
+        chunk_rows: rows copied at a time from a file.
+
+    Raises:
+        ValueError: features or labels of the wrong dtype, rank or length.
+        hector.unified.UnifiedError: no CUDA and ``allow_host_fallback`` is false.
+    """
+
+    def __init__(
+        self,
+        features: torch.Tensor | str | os.PathLike[str],
+        labels: torch.Tensor | str | os.PathLike[str] | None = None,
+        *,
+        allow_host_fallback: bool = False,
+        chunk_rows: int = 1 << 16,
+    ) -> None:
+        """Copy the table (and labels) to where the gathers read them."""
+        from . import unified
+
+        source = _table(features)
+        if source.dtype != torch.float32 or source.dim() != 2:
+            raise ValueError(
+                f"features must be a 2-D float32 table, got {source.dtype} of shape "
+                f"{tuple(source.shape)}"
+            )
+        probe = torch.empty((0, source.shape[1]), dtype=torch.float32)
+        empty = unified.make_unified(probe, allow_host_fallback=allow_host_fallback)
+        self.mapped = unified.unified_info(empty).mapped  # type: ignore[union-attr]
+        self.device = torch.device("cuda" if self.mapped else "cpu")
+        # One pinned allocation, filled in chunks: the source is never copied whole.
+        self.table = unified.make_unified(
+            torch.empty(tuple(source.shape), dtype=torch.float32),
+            allow_host_fallback=allow_host_fallback,
+        )
+        for lo in range(0, source.shape[0], max(int(chunk_rows), 1)):
+            self.table[lo : lo + chunk_rows].copy_(source[lo : lo + chunk_rows])
+        self.labels: torch.Tensor | None = None
+        if labels is not None:
+            y = _table(labels)
+            if y.dtype.is_floating_point or y.dtype == torch.bool or y.dim() != 1:
+                raise ValueError(f"labels must be a 1-D integer array, got {y.dtype} {y.dim()}-D")
+            if y.shape[0] != self.num_rows:
+                raise ValueError(
+                    f"labels have {y.shape[0]} rows but the features have {self.num_rows}"
+                )
+            self.labels = y.to(self.device, torch.int64)
+        #: The loader's bookkeeping of :class:`FeatureStore` (no file is mapped here).
+        self.track_resident = False
+        self.peak_resident_bytes = 0
+
+    @property
+    def num_rows(self) -> int:
+        """Number of rows (nodes) N."""
+        return int(self.table.shape[0])
+
+    @property
+    def dim(self) -> int:
+        """Feature width F."""
+        return int(self.table.shape[1])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the table (pinned host memory)."""
+        return int(self.table.untyped_storage().nbytes())
+
+    def gather(self, node_ids: Any) -> torch.Tensor:
+        """Rows ``features[node_ids]`` as a float32 ``[len(node_ids), F]`` tensor in GPU
+        memory (host memory under the fallback).
+
+        Raises:
+            ValueError: a node id is out of range.
+        """
+        return self._gather(node_ids, None)[0]
+
+    def _gather(self, node_ids: Any, out: Any) -> tuple[torch.Tensor, float]:
+        from . import unified
+
+        index = torch.from_numpy(native_sampler._ids("node_ids", node_ids))
+        if len(index) and (int(index.min()) < 0 or int(index.max()) >= self.num_rows):
+            raise ValueError(f"node ids out of range for a table of {self.num_rows} rows")
+        return unified.gather(self.table, index), 0.0
+
+    def gather_labels(self, node_ids: Any) -> torch.Tensor:
+        """Labels of ``node_ids`` (int64, on the gathers' device).
+
+        Raises:
+            ValueError: the store has no labels.
+        """
+        if self.labels is None:
+            raise ValueError("this UnifiedFeatureStore has no labels")
+        index = torch.from_numpy(np.asarray(node_ids, dtype=np.int64)).to(self.device)
+        return self.labels.index_select(0, index)
+
+    def close(self) -> None:
+        """Nothing to close (the pinned table is freed with the store)."""
+
+
+def _table(source: torch.Tensor | str | os.PathLike[str]) -> torch.Tensor:
+    """A tensor view of ``source``: the tensor itself, or a read-only mapping of an ``.npy``."""
+    if isinstance(source, torch.Tensor):
+        return source
+    array = FeatureStore._open(Path(source))
+    import warnings
+
+    with warnings.catch_warnings():  # read-only mapping: only read from
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.from_numpy(array)
+
+
 def write_random_features(
     path: str | os.PathLike[str],
     num_rows: int,
@@ -470,7 +597,9 @@ class NeighborLoader:
         shuffle: shuffle the seeds every epoch (reproducibly, from ``seed`` and the epoch).
         drop_last: drop the last, smaller batch.
         seed: base random seed of shuffling and sampling.
-        features: a :class:`FeatureStore` to gather ``x`` (and ``y``) from, or None.
+        features: a :class:`FeatureStore` (a file read per batch) or a
+            :class:`UnifiedFeatureStore` (pinned memory read by the GPU) to gather ``x`` (and
+            ``y``) from, or None.
         num_workers: threads preparing batches ahead (0: prepare in the iterating thread).
         prefetch: batches prepared ahead of the one being consumed (with workers).
         threads: native sampling threads per batch (0: one per hardware thread).
@@ -495,7 +624,7 @@ class NeighborLoader:
         shuffle: bool = False,
         drop_last: bool = False,
         seed: int = 0,
-        features: FeatureStore | None = None,
+        features: FeatureStore | UnifiedFeatureStore | None = None,
         num_workers: int = 1,
         prefetch: int = 2,
         threads: int = 0,

@@ -206,3 +206,70 @@ def test_gather_buffers_are_reused_only_once_released(tmp_path):
     fresh = FeatureStore(tmp_path / "x.npy", reuse_buffers=False)
     assert torch.equal(fresh.gather(np.arange(50)), torch.from_numpy(table[:50]))
     assert not fresh._pool
+
+
+# ---- features in a unified tensor (pinned memory the GPU reads; host fallback here) ---------
+
+HAS_CUDA = torch.cuda.is_available()
+
+
+def _unified_store(store, **kw):
+    from hector.loader import UnifiedFeatureStore
+
+    return UnifiedFeatureStore(store.path, store.path.with_name("y.npy"), **kw)
+
+
+def test_unified_features_give_the_batches_the_file_store_gives(mag, store):
+    unified = _unified_store(store, allow_host_fallback=not HAS_CUDA, chunk_rows=7)
+    assert unified.num_rows == store.num_rows
+    assert unified.dim == store.dim
+    assert unified.mapped == HAS_CUDA
+    args = dict(input_nodes="paper", batch_size=16, num_workers=1, shuffle=True, seed=3)
+    got = list(NeighborLoader(mag, [3, 2], features=unified, **args))
+    want = list(NeighborLoader(mag, [3, 2], features=store, **args))
+    assert len(got) == len(want) > 1
+    for a, b in zip(got, want, strict=True):
+        assert _same(a, b)
+        assert a.x.device.type == ("cuda" if HAS_CUDA else "cpu")
+        assert torch.equal(a.x.cpu(), b.x)
+        assert torch.equal(a.y.cpu(), b.y)
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the no-CUDA error")
+def test_unified_features_without_cuda_need_the_fallback(store):
+    from hector.unified import UnifiedError
+
+    with pytest.raises(UnifiedError, match="allow_host_fallback"):
+        _unified_store(store)
+
+
+def test_unified_features_refuse_bad_tables(store):
+    from hector.loader import UnifiedFeatureStore
+
+    fallback = {"allow_host_fallback": True}
+    with pytest.raises(ValueError, match="2-D float32"):
+        UnifiedFeatureStore(torch.zeros(4, 3, dtype=torch.float64), **fallback)
+    with pytest.raises(ValueError, match="labels have 3 rows"):
+        UnifiedFeatureStore(torch.zeros(4, 3), torch.zeros(3, dtype=torch.int64), **fallback)
+    with pytest.raises(ValueError, match="1-D integer"):
+        UnifiedFeatureStore(torch.zeros(4, 3), torch.zeros(4), **fallback)
+    table = UnifiedFeatureStore(torch.arange(12.0).reshape(4, 3), **fallback)
+    assert torch.equal(
+        table.gather(np.array([3, 0])).cpu(), torch.tensor([[9.0, 10, 11], [0, 1, 2]])
+    )
+    with pytest.raises(ValueError, match="out of range"):
+        table.gather(np.array([4]))
+    with pytest.raises(ValueError, match="no labels"):
+        table.gather_labels(np.array([0]))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
+def test_unified_features_are_gathered_on_the_gpu_zero_copy(store):
+    unified = _unified_store(store)
+    assert unified.table.device.type == "cpu"
+    assert unified.table.is_pinned()
+    ids = np.array([5, 0, store.num_rows - 1, 5])
+    rows = unified.gather(ids)
+    assert rows.device.type == "cuda"
+    assert torch.equal(rows.cpu(), torch.from_numpy(np.load(store.path)[ids]))

@@ -590,9 +590,9 @@ def test_adaptive_plans_from_the_measured_step(tmp_path):
     assert cache.offload_ns_per_byte > 0
     assert cache.stats()["offload_ns_per_byte"] == cache.offload_ns_per_byte
     assert "placement.offload_ps_per_byte" in cache.plan.text
-    assert "placement.trim_heap_ns" in cache.plan.text  # glibc: the heap's free bytes measured
-    # The profiled step never trims; the two planned ones do when the plan says so.
-    assert cache.counters["heap_trims"] == (2 if cache.plan.trim_heap else 0)
+    # The profiled step never trims; the two planned ones may, within the plan's budget.
+    assert cache.plan.trim_budget_ns > 0  # glibc, and the plan offloads
+    assert 0 <= cache.counters["heap_trims"] <= 2
     wrapped.close()
 
 

@@ -147,23 +147,25 @@ def test_hidden_rule_counts_what_each_offloaded_byte_costs_the_training_thread()
     assert model.overhead == pytest.approx(64 * MIB * 0.2 / 1.2e9)
 
 
-def test_the_plan_trims_the_heap_only_when_its_budget_pays_for_it():
+def test_the_plan_gives_heap_trims_the_budget_its_decisions_leave():
     scopes = [ScopeProfile(f"blocks.{i}", 100_000_000, 64 * MIB) for i in range(4)]
     bwd = [200e6] * 4
 
-    def plan(trim_ns: float | None, **kw) -> Plan:
-        return Plan.from_measurements(scopes, bwd, GIB, GIB, **kw, trim_heap_ns=trim_ns)
+    def plan(**kw) -> Plan:
+        return Plan.from_measurements(scopes, bwd, GIB, GIB, trim_heap=True, **kw)
 
-    cheap = plan(12e6)  # 1% of the 1.2 s step: within the 5% target
-    assert cheap.trim_heap
-    assert "placement.trim_heap," in cheap.text or "placement.trim_heap}" in cheap.text
-    assert "placement.trim_heap_ns = 12000000" in cheap.text
-    assert Plan.from_ir(cheap.text).trim_heap  # printed, loaded, the same decision
-    assert not plan(120e6).trim_heap  # 10% of the step
-    assert not plan(None).trim_heap  # the heap cannot be trimmed here
-    nothing = Plan.from_measurements(scopes, [1.0] * 4, GIB, GIB, trim_heap_ns=1.0)
+    free = plan()  # two blocks offloaded, nothing spent: all 5% of the 1.2 s step is left
+    assert free.trim_budget_ns == pytest.approx(0.05 * 1.2e9, rel=1e-6)
+    assert f"placement.trim_budget_ns = {free.trim_budget_ns} " in free.text
+    assert Plan.from_ir(free.text).trim_budget_ns == free.trim_budget_ns  # printed, loaded
+    # 0.1 ns per offloaded byte: 13.4 ms of the 60 ms budget spent on the two blocks.
+    spent = plan(offload_ns_per_byte=0.1)
+    assert spent.trim_budget_ns == pytest.approx(0.05 * 1.2e9 - 2 * 64 * MIB * 0.1, rel=1e-6)
+    assert Plan.from_measurements(scopes, bwd, GIB, GIB).trim_budget_ns == 0  # cannot trim
+    nothing = Plan.from_measurements(scopes, [1.0] * 4, GIB, GIB, trim_heap=True)
     assert "offload" not in nothing.decisions.values()
-    assert not nothing.trim_heap  # nothing offloaded: nothing to hand back
+    assert nothing.trim_budget_ns == 0  # nothing offloaded: nothing to hand back
+    assert "trim_budget_ns" not in nothing.text
 
 
 def test_measured_release_cost_is_a_page_fault_per_page():

@@ -519,7 +519,6 @@ class TensorCache:
             0,
         )
         self._offloaded_before_pass = 0
-        self._heap_free_at_peak: int | None = None  # profiled step: free heap bytes at its peak
         self.read_wait_s = 0.0
         # Nanoseconds spent in each part of the hooks (time_breakdown() reports them).
         self.timing = dict.fromkeys(_TIMING_KEYS, 0)
@@ -621,9 +620,7 @@ class TensorCache:
         # Backward starts with the last groups: get them in (or keep them) now.
         with self._lock:
             self._read_ahead((self._pass, self._group))
-        if self._profiling and self._pass == self._profile_pass:
-            self._heap_free_at_peak = _heap_free_bytes()
-        if self._trims_heap() and self.counters["offloaded"] > self._offloaded_before_pass:
+        if self.counters["offloaded"] > self._offloaded_before_pass and self._trims_heap():
             # Memory peaks as backward starts: hand the heap's free chunks back here (freed
             # temporaries and last step's gradients), once per step, not at every free.
             _malloc_trim()
@@ -636,12 +633,17 @@ class TensorCache:
             raise
 
     def _trims_heap(self) -> bool:
-        """Whether a forward that offloaded ends with ``malloc_trim`` (``"advise"`` only):
-        an adaptive plan says so (when its overhead budget pays for the pages trimmed, which
-        backward faults in again); every other policy does."""
+        """Whether a forward that offloaded ends with ``malloc_trim`` (``"advise"`` only).
+        Under a plan: when the heap's free bytes now, each faulted in again by backward at the
+        measured cost, fit the plan's trim budget; without one (``"all"``): always."""
         if self.release_memory != "advise":
             return False
-        return self.plan.trim_heap if self.plan is not None else not self._profiling
+        if self.plan is None:
+            return True
+        if self.plan.trim_budget_ns <= 0:
+            return False
+        free = _heap_free_bytes()
+        return free is not None and free * self._release_ns_per_byte <= self.plan.trim_budget_ns
 
     def _scope_pre(self, name: str) -> Callable[..., None]:
         def hook(module: nn.Module, args: Any) -> None:
@@ -689,9 +691,6 @@ class TensorCache:
             refaults = _REFAULTS_PER_OFFLOADED_BYTE[self.release_memory] if on_cpu else 0
             self._release_ns_per_byte = measure_release_cost() if refaults else 0.0
             self.offload_ns_per_byte = refaults * self._release_ns_per_byte
-        trim_ns = None
-        if self.release_memory == "advise" and self._heap_free_at_peak is not None:
-            trim_ns = self._heap_free_at_peak * self._release_ns_per_byte
         scopes = profile_from(self.scope_names, self._profile)
         self.plan = Plan.from_measurements(
             scopes,
@@ -701,7 +700,7 @@ class TensorCache:
             overhead_target=self.overhead_target,
             ahead=max(self.ahead, 1),
             offload_ns_per_byte=self.offload_ns_per_byte,
-            trim_heap_ns=trim_ns,
+            trim_heap=self.release_memory == "advise" and _heap_free_bytes() is not None,
         )
         self._profiling = False
         self._apply_plan(self.plan)

@@ -251,8 +251,9 @@ class Plan:
         text: the planned ``placement`` module, as printed by MLIR.
         scopes: scope names in forward order (argument order of the plan function).
         nbytes: saved bytes per scope, from the profile.
-        trim_heap: end each forward that offloaded with ``malloc_trim``
-            (``placement.trim_heap``; see :meth:`from_measurements`).
+        trim_budget_ns: what each forward that offloaded may spend on ``malloc_trim``'s
+            refaults (``placement.trim_budget_ns``; 0: never trim; see
+            :meth:`from_measurements`).
     """
 
     decisions: dict[str, str]
@@ -260,7 +261,7 @@ class Plan:
     text: str
     scopes: list[str] = field(default_factory=list)
     nbytes: dict[str, int] = field(default_factory=dict)
-    trim_heap: bool = False
+    trim_budget_ns: int = 0
 
     @classmethod
     def from_profile(
@@ -304,14 +305,14 @@ class Plan:
         recompute: bool = True,
         ahead: int = 1,
         offload_ns_per_byte: float = 0.0,
-        trim_heap_ns: float | None = None,
+        trim_heap: bool = False,
     ) -> Plan:
         """The adaptive plan of :func:`plan_hidden`, as ``placement`` IR.
 
-        ``trim_heap_ns``: what handing the heap's free memory back at the end of each forward
-        costs (the pages backward faults in again; None: not possible here). The plan trims
-        (``placement.trim_heap``) when it offloads something and the overhead budget left
-        after its decisions pays for it.
+        ``trim_heap``: the heap's free memory can be handed back at the end of each forward
+        (``malloc_trim``). A plan that offloads then gives it the overhead budget its
+        decisions leave (``placement.trim_budget_ns``): the cache trims when the free bytes
+        it finds there, each faulted in again by backward at the measured cost, fit in it.
 
         ``scopes`` are ``ScopeProfile`` (name, measured forward ns, saved bytes) in forward
         order, ``backward_ns`` each scope's measured backward time. The IR is the profile
@@ -346,11 +347,9 @@ class Plan:
             ahead,
             offload_ns_per_byte,
         )
-        trim = (
-            trim_heap_ns is not None
-            and "offload" in decisions
-            and model.overhead + trim_heap_ns / max(model.step_ns, 1.0) <= overhead_target
-        )
+        trim_budget = 0.0
+        if trim_heap and "offload" in decisions:
+            trim_budget = max(overhead_target - model.overhead, 0.0) * model.step_ns
         text = _decisions_ir(
             scopes,
             backward_ns,
@@ -358,7 +357,7 @@ class Plan:
             (write_bandwidth, read_bandwidth, offload_ns_per_byte),
             ahead,
             model,
-            (trim_heap_ns, trim),
+            trim_budget,
         )
         return cls.from_ir(text)
 
@@ -402,7 +401,9 @@ class Plan:
                     t = arg.type
                     if isinstance(t, ir.RankedTensorType) and ir.RankedTensorType(t).rank == 1:
                         nbytes[name] = ir.RankedTensorType(t).shape[0]
-                trim = "placement.trim_heap" in func.attributes
+                trim = 0
+                if "placement.trim_budget_ns" in func.attributes:
+                    trim = ir.IntegerAttr(func.attributes["placement.trim_budget_ns"]).value
                 return cls(decisions, policy, str(module), names, nbytes, trim)
         raise PlanError(
             f"{source}: contains no placement decisions (run placement-plan-offload on a "
@@ -455,11 +456,11 @@ def _decisions_ir(
     costs: tuple[float, float, float],
     ahead: int,
     model: StepModel,
-    trim: tuple[float | None, bool] = (None, False),
+    trim_budget_ns: float = 0.0,
 ) -> str:
     """The profile function of ``scopes`` with ``decisions`` built in (see from_measurements);
     ``costs``: write and read bandwidth (bytes/s) and the offload cost per byte (ns);
-    ``trim``: the modelled cost of trimming the heap (ns, or None) and whether the plan does."""
+    ``trim_budget_ns``: what each forward may spend trimming the heap (0: never)."""
     write_bandwidth, read_bandwidth, offload_ns_per_byte = costs
     from mlir import ir
 
@@ -486,10 +487,8 @@ def _decisions_ir(
         )
         fn.attributes["placement.read_bandwidth"] = i64(max(read_bandwidth, 1))
         fn.attributes["placement.offload_ps_per_byte"] = i64(offload_ns_per_byte * 1e3)
-        if trim[0] is not None:
-            fn.attributes["placement.trim_heap_ns"] = i64(trim[0])
-        if trim[1]:
-            fn.attributes["placement.trim_heap"] = ir.UnitAttr.get()
+        if trim_budget_ns > 0:
+            fn.attributes["placement.trim_budget_ns"] = i64(trim_budget_ns)
         fn.attributes["placement.rule"] = ir.StringAttr.get("hidden-io")
         fn.attributes["placement.modelled_overhead_ppm"] = i64(model.overhead * 1e6)
         fn.attributes["placement.plan"] = ir.StringAttr.get("adaptive")
