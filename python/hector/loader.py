@@ -65,7 +65,23 @@ _TRACK_EVERY = 16
 # ---------------------------------------------------------------------------------------------
 
 
-class FeatureStore:
+class _FeatureTable:
+    """What the loader reads of a feature table: its rows and width (``self.table``'s shape)."""
+
+    table: Any
+
+    @property
+    def num_rows(self) -> int:
+        """Number of rows (nodes) N."""
+        return int(self.table.shape[0])
+
+    @property
+    def dim(self) -> int:
+        """Feature width F."""
+        return int(self.table.shape[1])
+
+
+class FeatureStore(_FeatureTable):
     """Node features (float32 ``[N, F]``) and optional labels (integer ``[N]``) in ``.npy``
     files, gathered per batch without ever loading the table.
 
@@ -171,16 +187,6 @@ class FeatureStore:
             self.close()
         except Exception:  # noqa: BLE001 - interpreter shutdown may have unloaded os
             pass
-
-    @property
-    def num_rows(self) -> int:
-        """Number of rows (nodes) N."""
-        return int(self.table.shape[0])
-
-    @property
-    def dim(self) -> int:
-        """Feature width F."""
-        return int(self.table.shape[1])
 
     @property
     def nbytes(self) -> int:
@@ -307,7 +313,7 @@ class FeatureStore:
         return torch.from_numpy(np.asarray(self.labels[node_ids], dtype=np.int64))
 
 
-class UnifiedFeatureStore:
+class UnifiedFeatureStore(_FeatureTable):
     """Node features in a :func:`hector.unified` tensor — pinned host memory that GPU kernels
     read zero-copy, PyTorch-Direct's setting for a table larger than the device — gathered
     per batch into GPU memory by Hector's gather kernel (:func:`hector.unified.gather`).
@@ -368,16 +374,6 @@ class UnifiedFeatureStore:
         #: The loader's bookkeeping of :class:`FeatureStore` (no file is mapped here).
         self.track_resident = False
         self.peak_resident_bytes = 0
-
-    @property
-    def num_rows(self) -> int:
-        """Number of rows (nodes) N."""
-        return int(self.table.shape[0])
-
-    @property
-    def dim(self) -> int:
-        """Feature width F."""
-        return int(self.table.shape[1])
 
     @property
     def nbytes(self) -> int:

@@ -207,17 +207,10 @@ def plan_hidden(
     n = len(nbytes)
     decisions = ["keep"] * n
 
+    costs = (write_bandwidth, read_bandwidth, ahead, offload_ns_per_byte)
+
     def model() -> StepModel:
-        return simulate_step(
-            forward_ns,
-            backward_ns,
-            nbytes,
-            decisions,
-            write_bandwidth,
-            read_bandwidth,
-            ahead,
-            offload_ns_per_byte,
-        )
+        return simulate_step(forward_ns, backward_ns, nbytes, decisions, *costs)
 
     base = model()
     for i in range(n):
@@ -337,16 +330,8 @@ class Plan:
             ahead=ahead,
             offload_ns_per_byte=offload_ns_per_byte,
         )
-        model = simulate_step(
-            forward,
-            backward_ns,
-            nbytes,
-            decisions,
-            write_bandwidth,
-            read_bandwidth,
-            ahead,
-            offload_ns_per_byte,
-        )
+        costs = (write_bandwidth, read_bandwidth, ahead, offload_ns_per_byte)
+        model = simulate_step(forward, backward_ns, nbytes, decisions, *costs)
         trim_budget = 0.0
         if trim_heap and "offload" in decisions:
             trim_budget = max(overhead_target - model.overhead, 0.0) * model.step_ns
