@@ -28,6 +28,7 @@ import mmap
 import os
 import threading
 import time
+import warnings
 import weakref
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -350,15 +351,13 @@ class UnifiedFeatureStore(_FeatureTable):
                 f"features must be a 2-D float32 table, got {source.dtype} of shape "
                 f"{tuple(source.shape)}"
             )
-        probe = torch.empty((0, source.shape[1]), dtype=torch.float32)
-        empty = unified.make_unified(probe, allow_host_fallback=allow_host_fallback)
-        self.mapped = unified.unified_info(empty).mapped  # type: ignore[union-attr]
-        self.device = torch.device("cuda" if self.mapped else "cpu")
         # One pinned allocation, filled in chunks: the source is never copied whole.
         self.table = unified.make_unified(
             torch.empty(tuple(source.shape), dtype=torch.float32),
             allow_host_fallback=allow_host_fallback,
         )
+        self.mapped = unified.unified_info(self.table).mapped  # type: ignore[union-attr]
+        self.device = torch.device("cuda" if self.mapped else "cpu")
         for lo in range(0, source.shape[0], max(int(chunk_rows), 1)):
             self.table[lo : lo + chunk_rows].copy_(source[lo : lo + chunk_rows])
         self.labels: torch.Tensor | None = None
@@ -417,8 +416,6 @@ def _table(source: torch.Tensor | str | os.PathLike[str]) -> torch.Tensor:
     if isinstance(source, torch.Tensor):
         return source
     array = FeatureStore._open(Path(source))
-    import warnings
-
     with warnings.catch_warnings():  # read-only mapping: only read from
         warnings.simplefilter("ignore", UserWarning)
         return torch.from_numpy(array)

@@ -37,7 +37,7 @@ from torch import nn
 
 from hector.runtime.offload import OffloadIOError, TensorStore
 
-from .plan import Plan
+from .plan import OVERHEAD_TARGET, Plan
 
 __all__ = [
     "OffloadError",
@@ -182,34 +182,29 @@ def measure_release_cost(nbytes: int = 16 << 20, repeats: int = 3) -> float:
     return sorted(costs)[len(costs) // 2]
 
 
-def _heap_free_bytes() -> int | None:
-    """Free bytes in glibc's heaps now (``mallinfo2().fordblks``: freed, still resident until
-    trimmed), or None where that is not known."""
+@functools.cache
+def _mallinfo2() -> Any:
+    """The C library's ``mallinfo2`` with its result type declared, or None (not glibc, or
+    glibc before 2.33)."""
     import ctypes
 
     libc = _libc()
     if libc is None or not hasattr(libc, "mallinfo2"):
         return None
+    names = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
 
     class _MallInfo2(ctypes.Structure):
-        _fields_ = [  # noqa: RUF012 - ctypes' declaration
-            (name, ctypes.c_size_t)
-            for name in (
-                "arena",
-                "ordblks",
-                "smblks",
-                "hblks",
-                "hblkhd",
-                "usmblks",
-                "fsmblks",
-                "uordblks",
-                "fordblks",
-                "keepcost",
-            )
-        ]
+        _fields_ = [(name, ctypes.c_size_t) for name in names.split()]  # noqa: RUF012
 
     libc.mallinfo2.restype = _MallInfo2
-    return int(libc.mallinfo2().fordblks)
+    return libc.mallinfo2
+
+
+def _heap_free_bytes() -> int | None:
+    """Free bytes in glibc's heaps now (``mallinfo2().fordblks``: freed, still resident until
+    trimmed), or None where that is not known."""
+    mallinfo2 = _mallinfo2()
+    return None if mallinfo2 is None else int(mallinfo2().fordblks)
 
 
 def _malloc_trim() -> None:
@@ -396,8 +391,8 @@ class TensorCache:
         release_memory: how the memory of offloaded activations leaves the process (CPU;
             ``"advise"``, the default, is described below). ``True``/``"mmap"``: fix glibc's
             mmap threshold (``mallopt(M_MMAP_THRESHOLD)``, process-wide, once) so the memory
-            of an offloaded
-            activation returns to the operating system when it is freed; otherwise glibc
+            of an offloaded activation returns to the operating system when it is freed;
+            otherwise glibc
             raises the threshold after the first large free and keeps freed activations in its
             heap, and the process's peak resident memory barely falls (docs/offload.md, "Peak
             memory"). The price is a page fault per fresh page of every large allocation,
@@ -407,8 +402,9 @@ class TensorCache:
             (``madvise(MADV_DONTNEED)``) before freeing it, so only offloaded bytes leave the
             process and fault in again, and other allocations keep reusing the heap; memory
             someone else still holds is handed back once they let go (checked at every hook).
-            At the end of each forward (where memory peaks next) it also calls
-            ``malloc_trim`` once.
+            At the end of a forward that offloaded (memory peaks next) it also calls
+            ``malloc_trim``: always without a plan (``"all"``), and under a plan when the
+            heap's free bytes, faulted in again by backward, fit the plan's trim budget.
             ``"trim"``: leave the threshold, call ``malloc_trim`` each time 32 MiB of
             offloaded activations were freed. ``False``: none of these.
         overhead_target: ``"adaptive"``: the step-time overhead over keep-all the plan may
@@ -434,7 +430,7 @@ class TensorCache:
         write_bandwidth: float | None = None,
         readahead_bytes: int | str | None = "auto",
         release_memory: bool | str = "advise",
-        overhead_target: float = 0.08,
+        overhead_target: float = OVERHEAD_TARGET,
     ) -> None:
         if isinstance(policy, str) and policy not in POLICIES:
             plan = Plan.load(policy)  # a plan file; raises a clear error if it is not one
@@ -1244,8 +1240,7 @@ class TensorCache:
             buffer = e.buffer.untyped_storage() if e.buffer is not None else None
             e.storage = None
             e.buffer = None
-            if not os.environ.get("XNOBUF"):
-                self._let_go(buffer, e.device)
+            self._let_go(buffer, e.device)
             del buffer
             if read_back and not e.orphaned and self._window() is not None and not self._closed:
                 self._read_ahead(e.group)  # the window has room again: start the next reads
