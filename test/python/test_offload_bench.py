@@ -74,6 +74,23 @@ def test_worker_breaks_the_offloaded_step_down(tmp_path):
     assert isinstance(out["store_phases_ms_per_step"], dict)
 
 
+def test_adaptive_worker_records_its_plan_model_and_granularity(tmp_path):
+    out = bench._worker(
+        {
+            "system": "hector-adaptive",
+            "config": {**TINY, "hidden": 64, "seq": 64},
+            "steps": 2,
+            "warmup": 2,
+            "root": str(tmp_path),
+            "threads": 1,
+            "granularity": "layer",
+        }
+    )
+    assert "blocks.0.mlp" in out["plan_decisions"]
+    assert 0 <= out["modelled_overhead"] < 1  # what the plan predicted, next to the measure
+    assert os.listdir(tmp_path) == []
+
+
 def test_deepspeed_cpu_checkpointing_is_reported_unsupported_on_a_cpu_device(tmp_path, monkeypatch):
     # Not installed: it does not import; installed (0.19.8): its CPU copy of a CPU tensor
     # empties the tensor and backward fails. Either way the row says why instead of failing.

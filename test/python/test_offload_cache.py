@@ -596,6 +596,56 @@ def test_adaptive_plans_from_the_measured_step(tmp_path):
     wrapped.close()
 
 
+def _plan_with_trim_budget(budget_ns: int):
+    """A plan for ``_model()`` that offloads, whose forward may spend ``budget_ns`` on trims."""
+    from hector.passes.plan_offload import ScopeProfile
+
+    names = [n for n, _ in hector.offload.default_scopes(_model())]
+    scopes = [ScopeProfile(n, 1_000_000_000, 1 << 20) for n in names]
+    plan = Plan.from_measurements(
+        scopes, [2e9] * len(names), 1e12, 1e12, overhead_target=5.0, recompute=False
+    )
+    assert "offload" in plan.decisions.values()
+    return Plan(plan.decisions, plan.policy, plan.text, plan.scopes, plan.nbytes, budget_ns)
+
+
+@pytest.mark.parametrize(("budget_ns", "trims"), [(1, 0), (10**15, 3)])
+def test_a_given_plan_trims_only_within_its_budget(tmp_path, budget_ns, trims):
+    # A plan given by the caller was not profiled here: the cost of a trimmed byte is measured
+    # on first need (it used to count as free, so any budget trimmed every step).
+    _, _, wrapped = _train(_plan_with_trim_budget(budget_ns), steps=3, root=str(tmp_path))
+    assert wrapped.cache.counters["heap_trims"] == trims
+    assert wrapped.cache._release_ns_per_byte > 0
+    wrapped.close()
+
+
+def test_read_back_buffers_are_in_phase_with_the_store():
+    from hector.offload.cache import _BLOCK, _in_phase_buffer
+
+    for phase in (0, 64, 1024, 4032):
+        buf, shift = _in_phase_buffer(10_000, phase, pin=False)
+        assert buf.numel() == 10_000
+        assert buf.dtype == torch.uint8
+        assert buf.data_ptr() % _BLOCK == phase
+        assert buf.data_ptr() - buf.untyped_storage().data_ptr() == shift
+    buf, shift = _in_phase_buffer(100, 8, pin=False)  # not element-safe: a plain buffer
+    assert shift == 0
+    assert buf.data_ptr() == buf.untyped_storage().data_ptr()
+
+
+def test_layer_granularity_scopes_each_block_s_children(tmp_path, reference):
+    names = [n for n, _ in hector.offload.default_scopes(_model(), "layer")]
+    assert "blocks.0.attn" in names
+    assert "blocks.1.mlp" in names
+    assert "blocks.0" not in names
+    with pytest.raises(OffloadError, match="granularity must be one of"):
+        hector.offload.default_scopes(_model(), "tensor")
+    got = _train("adaptive", root=str(tmp_path), granularity="layer")
+    _same(got, reference)
+    assert set(got[2].cache.plan.decisions) == set(names)
+    got[2].close()
+
+
 @pytest.mark.parametrize("window", [-1, "big", 1.5])
 def test_bad_read_ahead_window_is_a_clear_error(window):
     with pytest.raises(OffloadError, match="readahead_bytes must be"):

@@ -37,6 +37,8 @@ OPTIONAL = ("deepspeed-checkpoint", "deepspeed-cpu-checkpoint")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``hector bench offload``."""
+    from hector.offload.cache import GRANULARITIES
+
     parser.add_argument("--model", choices=("gpt", "bert"), default="gpt")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--hidden", type=int, default=256)
@@ -62,6 +64,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="advise",
         help="hector systems: how freed activations leave the process (TensorCache "
         "release_memory; default advise)",
+    )
+    parser.add_argument(
+        "--granularity",
+        choices=GRANULARITIES,
+        default="block",
+        help="hector systems: offload scopes (TensorCache granularity; default block)",
     )
     parser.add_argument("--root", default=None, help="offload root (default: $TMPDIR)")
     parser.add_argument("--raw-mib", type=int, default=256, help="raw disk test size (MiB)")
@@ -254,6 +262,7 @@ def _setup_system(system: str, model: Any, payload: dict[str, Any]) -> tuple[Any
             root=payload.get("root"),
             record_timeline=True,
             release_memory=False if release == "off" else release,
+            granularity=payload.get("granularity", "block"),
         )
         return wrapped, wrapped.cache
     if system == "checkpoint":
@@ -400,6 +409,7 @@ def _cache_figures(
         "counters_per_step": counters,
         "plan": cache.plan.summary() if cache.plan is not None else None,
         "plan_decisions": dict(cache.plan.decisions) if cache.plan is not None else None,
+        "modelled_overhead": cache.plan.modelled_overhead if cache.plan is not None else None,
         "write_errors": cache.counters["write_errors"],
         "measured_write_bandwidth": cache.write_bandwidth,
         "measured_read_bandwidth": cache.read_bandwidth,
@@ -560,6 +570,7 @@ def run(args: argparse.Namespace) -> int:
             "root": root,
             "threads": args.threads,
             "release_memory": args.release_memory,
+            "granularity": args.granularity,
         }
         answer = measure_in_subprocess("hector.bench.offload", payload)
         entry: dict[str, Any] = {"system": system}
@@ -632,6 +643,7 @@ def run(args: argparse.Namespace) -> int:
         "io_backend": next((r["io_backend"] for r in results if r.get("io_backend")), IO_BACKEND),
         "threads": args.threads,
         "release_memory": args.release_memory,
+        "granularity": args.granularity,
         "load_average": os.getloadavg(),
         "raw_disk": raw,
         "engine_alone": engine,

@@ -75,13 +75,22 @@ _CLOSED_HINT = (
 )
 
 
-def default_scopes(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    """The forward scopes of ``model``: its top-level blocks.
+#: How finely :func:`default_scopes` cuts a model into offload scopes.
+GRANULARITIES = ("block", "layer")
+
+
+def default_scopes(model: nn.Module, granularity: str = "block") -> list[tuple[str, nn.Module]]:
+    """The forward scopes of ``model``: its top-level blocks, or (``granularity="layer"``)
+    each block's children (a transformer block's norms, attention and MLP).
 
     Wrappers with a single child (``DistributedDataParallel``, ``OffloadedModule``) are looked
     through; ``ModuleList``/``Sequential`` children are expanded into their elements. Names are
-    the qualified names inside ``model``.
+    the qualified names inside ``model``. Layer scopes let a plan spend its overhead budget
+    on part of a block; a tensor a block saves outside its children belongs to no scope and
+    is kept.
     """
+    if granularity not in GRANULARITIES:
+        raise OffloadError(f"granularity must be one of {GRANULARITIES}, got {granularity!r}")
     prefix = ""
     root = model
     while True:
@@ -99,6 +108,12 @@ def default_scopes(model: nn.Module) -> list[tuple[str, nn.Module]]:
             scopes += [(f"{prefix}{name}.{n}", c) for n, c in child.named_children()]
         else:
             scopes.append((prefix + name, child))
+    if granularity == "layer":
+        scopes = [
+            (f"{name}.{n}", c) if n else (name, c)
+            for name, block in scopes
+            for n, c in (list(block.named_children()) or [("", block)])
+        ]
     return scopes or [(prefix.rstrip(".") or "model", root)]
 
 
@@ -144,6 +159,25 @@ def _drop_pages(storage: torch.UntypedStorage) -> int:
     return end - start if libc.madvise(start, end - start, _MADV_DONTNEED) == 0 else 0
 
 
+#: The store's O_DIRECT block: it keeps byte i of an object at file offset (the written
+#: address mod _BLOCK) + i, so a read into an address in that same phase moves whole blocks
+#: straight into memory, and any other address goes through a chunk-sized copy buffer.
+_BLOCK = 4096
+#: Phases that keep every dtype's elements aligned in a shifted buffer (allocators give 64).
+_PHASE_ALIGN = 64
+
+
+def _in_phase_buffer(nbytes: int, phase: int, pin: bool) -> tuple[torch.Tensor, int]:
+    """A ``nbytes`` uint8 read-back buffer whose address is ``phase`` mod :data:`_BLOCK`, and
+    its byte offset in its storage (a block more is allocated for the shift). A phase that is
+    not a multiple of :data:`_PHASE_ALIGN` gets a plain buffer (the store then copies)."""
+    if phase % _PHASE_ALIGN:
+        return torch.empty(nbytes, dtype=torch.uint8, pin_memory=pin), 0
+    raw = torch.empty(nbytes + _BLOCK, dtype=torch.uint8, pin_memory=pin)
+    shift = (phase - raw.data_ptr()) % _BLOCK
+    return raw[shift : shift + nbytes], shift
+
+
 def _sole_owner(storage: torch.UntypedStorage) -> bool:
     """Nothing but this reference holds ``storage`` (no tensor, view or other storage object)."""
     return int(torch._C._storage_Use_Count(storage._cdata)) == 1
@@ -163,9 +197,10 @@ _REFAULTS_PER_OFFLOADED_BYTE: dict[bool | str, int] = {
 
 
 def measure_release_cost(nbytes: int = 16 << 20, repeats: int = 3) -> float:
-    """Nanoseconds per byte that writing memory handed back with ``madvise`` costs over
-    writing resident memory (the page faults that bring it back), measured here on a
-    ``nbytes`` block with the current intra-op threads; 0.0 where pages cannot be handed back.
+    """Nanoseconds per byte that handing memory back costs: the ``madvise`` that drops its
+    pages plus the page faults that bring them back when it is written again (over writing
+    resident memory), measured here on a ``nbytes`` block with the current intra-op threads;
+    0.0 where pages cannot be handed back.
     """
     block = torch.empty(nbytes, dtype=torch.uint8)
     block.fill_(1)
@@ -174,9 +209,9 @@ def measure_release_cost(nbytes: int = 16 << 20, repeats: int = 3) -> float:
         start = time.perf_counter_ns()
         block.fill_(2)
         resident = time.perf_counter_ns() - start
+        start = time.perf_counter_ns()
         if not _drop_pages(block.untyped_storage()):
             return 0.0
-        start = time.perf_counter_ns()
         block.fill_(3)
         costs.append(max(time.perf_counter_ns() - start - resident, 0) / nbytes)
     return sorted(costs)[len(costs) // 2]
@@ -321,6 +356,8 @@ class _Entry:
         "weak",
         "ptr",
         "orphaned",
+        "phase",
+        "shift",
     )
 
     def __init__(self, entry_id: int, nbytes: int, device: torch.device) -> None:
@@ -338,6 +375,8 @@ class _Entry:
         self.weak: Any = None
         self.ptr = 0
         self.orphaned = False  # its forward or backward raised: no step is waiting for it
+        self.phase = 0  # address of the written bytes mod _BLOCK (the store's file layout)
+        self.shift = 0  # bytes from the read-back buffer's storage start to the object
 
 
 class _Handle:
@@ -411,6 +450,8 @@ class TensorCache:
             spend on recomputation, exposed I/O, the offloaded bytes' page faults and heap
             trims (a fraction, default 0.08: measured steps run 2-3% above the model, which
             does not count the hooks, so 0.08 keeps them within 10%).
+        granularity: without ``scopes``: ``"block"`` (the model's top-level blocks) or
+            ``"layer"`` (each block's children), see :func:`default_scopes`.
     """
 
     def __init__(
@@ -431,6 +472,7 @@ class TensorCache:
         readahead_bytes: int | str | None = "auto",
         release_memory: bool | str = "advise",
         overhead_target: float = OVERHEAD_TARGET,
+        granularity: str = "block",
     ) -> None:
         if isinstance(policy, str) and policy not in POLICIES:
             plan = Plan.load(policy)  # a plan file; raises a clear error if it is not one
@@ -523,14 +565,16 @@ class TensorCache:
         self.read_bandwidth: float | None = None
         #: "adaptive": the training thread's measured cost per offloaded byte (ns), planned with.
         self.offload_ns_per_byte: float | None = None
-        self._release_ns_per_byte = 0.0
+        self._release_ns_per_byte: float | None = None  # measured on first need
         self.resident_bytes = 0
         self.peak_resident_bytes = 0
         self.record_timeline = record_timeline
         self.timeline: list[tuple[float, int]] = []
         self._t0 = time.perf_counter()
         if module is not None:
-            self._attach(module, scopes if scopes is not None else default_scopes(module))
+            self._attach(
+                module, scopes if scopes is not None else default_scopes(module, granularity)
+            )
 
     # ---- set-up -------------------------------------------------------------------------------
     @property
@@ -641,7 +685,15 @@ class TensorCache:
         if self.plan.trim_budget_ns <= 0:
             return False
         free = _heap_free_bytes()
-        return free is not None and free * self._release_ns_per_byte <= self.plan.trim_budget_ns
+        return free is not None and free * self._release_cost() <= self.plan.trim_budget_ns
+
+    def _release_cost(self) -> float:
+        """Nanoseconds per byte a handed-back page costs when it is faulted in again, measured
+        once (a plan given by the caller was not profiled here, so it is measured on first
+        need: without it every trim would look free)."""
+        if self._release_ns_per_byte is None:
+            self._release_ns_per_byte = measure_release_cost()
+        return self._release_ns_per_byte
 
     def _scope_pre(self, name: str) -> Callable[..., None]:
         def hook(module: nn.Module, args: Any) -> None:
@@ -687,8 +739,7 @@ class TensorCache:
                 p.device.type == "cpu" for p in self.module.parameters()
             )
             refaults = _REFAULTS_PER_OFFLOADED_BYTE[self.release_memory] if on_cpu else 0
-            self._release_ns_per_byte = measure_release_cost() if refaults else 0.0
-            self.offload_ns_per_byte = refaults * self._release_ns_per_byte
+            self.offload_ns_per_byte = refaults * self._release_cost() if refaults else 0.0
         scopes = profile_from(self.scope_names, self._profile)
         self.plan = Plan.from_measurements(
             scopes,
@@ -951,12 +1002,12 @@ class TensorCache:
             group = e.group
             self._read_ahead(group)
             try:
-                storage = self._materialize(e)
+                storage, shift = self._materialize(e)
             except BaseException:
                 self._step_failed(group[0])  # this backward is over
                 raise
         out = torch.empty((0,), dtype=dtype, device=storage.device)
-        return out.set_(storage, offset, size, stride)
+        return out.set_(storage, offset + shift // out.element_size(), size, stride)
 
     # ---- entry state machine (called with the lock held) -----------------------------------
     def _add_resident(self, n: int) -> None:
@@ -979,6 +1030,7 @@ class TensorCache:
             self.timing["staging_ns"] += time.perf_counter_ns() - start
         else:
             address = e.storage.data_ptr()
+        e.phase = address % _BLOCK
         start = time.perf_counter_ns()
         e.key = store.write(address, e.nbytes)
         self.timing["submit_ns"] += time.perf_counter_ns() - start
@@ -1155,7 +1207,7 @@ class TensorCache:
     def _start_read(self, e: _Entry) -> None:
         pin = e.device.type == "cuda"
         start = time.perf_counter_ns()
-        e.buffer = torch.empty(e.nbytes, dtype=torch.uint8, pin_memory=pin)
+        e.buffer, e.shift = _in_phase_buffer(e.nbytes, e.phase, pin)
         submitted = time.perf_counter_ns()
         self.timing["alloc_ns"] += submitted - start
         self._add_resident(e.nbytes)
@@ -1163,11 +1215,13 @@ class TensorCache:
         self.timing["submit_ns"] += time.perf_counter_ns() - submitted
         e.state = "reading"
 
-    def _materialize(self, e: _Entry) -> torch.UntypedStorage:
+    def _materialize(self, e: _Entry) -> tuple[torch.UntypedStorage, int]:
+        """The memory holding ``e``'s bytes and the byte offset they start at in it (a
+        read-back buffer starts in phase with the store's file), read back if needed."""
         if e.storage is not None:
             if e.state != "memory":
                 self.counters["served_from_memory"] += 1
-            return e.storage
+            return e.storage, 0
         if e.state == "stored" and e.buffer is None:
             self._start_read(e)
         if e.state == "reading":
@@ -1190,8 +1244,8 @@ class TensorCache:
             data = e.buffer.to(e.device, non_blocking=True)
             e.storage = data.untyped_storage()
             e.buffer = None
-            return e.storage
-        return e.buffer.untyped_storage()
+            return e.storage, 0
+        return e.buffer.untyped_storage(), e.shift
 
     def _release(self, e: _Entry) -> None:
         start = time.perf_counter_ns()

@@ -254,6 +254,8 @@ class Plan:
         trim_budget_ns: what each forward that offloaded may spend on ``malloc_trim``'s
             refaults (``placement.trim_budget_ns``; 0: never trim; see
             :meth:`from_measurements`).
+        modelled_overhead: the step-time overhead over keep-all the plan's model predicts
+            (``placement.modelled_overhead_ppm``; None when the plan does not say).
     """
 
     decisions: dict[str, str]
@@ -262,6 +264,7 @@ class Plan:
     scopes: list[str] = field(default_factory=list)
     nbytes: dict[str, int] = field(default_factory=dict)
     trim_budget_ns: int = 0
+    modelled_overhead: float | None = None
 
     @classmethod
     def from_profile(
@@ -396,7 +399,11 @@ class Plan:
                 trim = 0
                 if "placement.trim_budget_ns" in func.attributes:
                     trim = ir.IntegerAttr(func.attributes["placement.trim_budget_ns"]).value
-                return cls(decisions, policy, str(module), names, nbytes, trim)
+                modelled = None
+                if "placement.modelled_overhead_ppm" in func.attributes:
+                    ppm = ir.IntegerAttr(func.attributes["placement.modelled_overhead_ppm"])
+                    modelled = ppm.value / 1e6
+                return cls(decisions, policy, str(module), names, nbytes, trim, modelled)
         raise PlanError(
             f"{source}: contains no placement decisions (run placement-plan-offload on a "
             "profile first)"
