@@ -448,8 +448,8 @@ class TensorCache:
             offloaded activations were freed. ``False``: none of these.
         overhead_target: ``"adaptive"``: the step-time overhead over keep-all the plan may
             spend on recomputation, exposed I/O, the offloaded bytes' page faults and heap
-            trims (a fraction, default 0.08: measured steps run 2-3% above the model, which
-            does not count the hooks, so 0.08 keeps them within 10%).
+            trims (a fraction, default ``plan.OVERHEAD_TARGET``, 0.10; the model leaves out
+            the hooks themselves, a few percent of a small model's step).
         granularity: without ``scopes``: ``"block"`` (the model's top-level blocks) or
             ``"layer"`` (each block's children), see :func:`default_scopes`.
     """
