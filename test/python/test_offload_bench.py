@@ -35,18 +35,15 @@ def test_raw_disk_bandwidth(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def _run_worker(tmp_path, system: str, config=TINY, **extra):
+    """One system's two timed steps, in this process, storing under ``tmp_path``."""
+    payload = {"system": system, "config": config, "steps": 2, "warmup": 1}
+    return bench._worker({**payload, "root": str(tmp_path), "threads": 1, **extra})
+
+
 @pytest.mark.parametrize("system", ["hector-all", "checkpoint"])
 def test_worker_reports_figures(tmp_path, system):
-    out = bench._worker(
-        {
-            "system": system,
-            "config": TINY,
-            "steps": 2,
-            "warmup": 1,
-            "root": str(tmp_path),
-            "threads": 1,
-        }
-    )
+    out = _run_worker(tmp_path, system)
     assert len(out["times_ms"]) == 2
     assert out["saved_peak_bytes"] > 0
     if system == "hector-all":
@@ -56,16 +53,7 @@ def test_worker_reports_figures(tmp_path, system):
 
 
 def test_worker_breaks_the_offloaded_step_down(tmp_path):
-    out = bench._worker(
-        {
-            "system": "hector-all",
-            "config": {**TINY, "hidden": 64, "seq": 64},
-            "steps": 2,
-            "warmup": 1,
-            "root": str(tmp_path),
-            "threads": 1,
-        }
-    )
+    out = _run_worker(tmp_path, "hector-all", {**TINY, "hidden": 64, "seq": 64})
     parts = out["time_breakdown_ms_per_step"]
     for key in ("pack", "unpack", "release", "submit", "write_wait", "read_wait", "python"):
         assert parts[key] >= 0
@@ -75,17 +63,8 @@ def test_worker_breaks_the_offloaded_step_down(tmp_path):
 
 
 def test_adaptive_worker_records_its_plan_model_and_granularity(tmp_path):
-    out = bench._worker(
-        {
-            "system": "hector-adaptive",
-            "config": {**TINY, "hidden": 64, "seq": 64},
-            "steps": 2,
-            "warmup": 2,
-            "root": str(tmp_path),
-            "threads": 1,
-            "granularity": "layer",
-        }
-    )
+    big = {**TINY, "hidden": 64, "seq": 64}
+    out = _run_worker(tmp_path, "hector-adaptive", big, warmup=2, granularity="layer")
     assert "blocks.0.mlp" in out["plan_decisions"]
     assert 0 <= out["modelled_overhead"] < 1  # what the plan predicted, next to the measure
     assert os.listdir(tmp_path) == []
@@ -102,16 +81,7 @@ def test_deepspeed_cpu_checkpointing_is_reported_unsupported_on_a_cpu_device(tmp
         monkeypatch.setenv(key, value)
     for key, value in (("WORLD_SIZE", "1"), ("LOCAL_RANK", "0"), ("DS_ACCELERATOR", "cpu")):
         monkeypatch.setenv(key, value)
-    out = bench._worker(
-        {
-            "system": "deepspeed-cpu-checkpoint",
-            "config": TINY,
-            "steps": 1,
-            "warmup": 1,
-            "root": str(tmp_path),
-            "threads": 1,
-        }
-    )
+    out = _run_worker(tmp_path, "deepspeed-cpu-checkpoint", steps=1)
     if dist.is_initialized():
         dist.destroy_process_group()
     assert out["unsupported"].startswith("deepspeed")
