@@ -169,10 +169,17 @@ _PHASE_ALIGN = 64
 
 def _in_phase_buffer(nbytes: int, phase: int, pin: bool) -> tuple[torch.Tensor, int]:
     """A ``nbytes`` uint8 read-back buffer whose address is ``phase`` mod :data:`_BLOCK`, and
-    its byte offset in its storage (a block more is allocated for the shift). A phase that is
-    not a multiple of :data:`_PHASE_ALIGN` gets a plain buffer (the store then copies)."""
+    its byte offset in its storage: one block more, shifted (pinned memory: a plain
+    allocation when it is in phase already, as page-aligned pinned blocks are). A phase that
+    is not a multiple of :data:`_PHASE_ALIGN` gets a plain buffer (the store then copies)."""
     if phase % _PHASE_ALIGN:
         return torch.empty(nbytes, dtype=torch.uint8, pin_memory=pin), 0
+    if pin:  # page-aligned blocks, rounded up in size: in phase with page-aligned staging
+        plain = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+        if plain.data_ptr() % _BLOCK == phase:
+            return plain, 0
+        del plain
+    # Host memory: always one block more (its untouched pages cost nothing), one allocation.
     raw = torch.empty(nbytes + _BLOCK, dtype=torch.uint8, pin_memory=pin)
     shift = (phase - raw.data_ptr()) % _BLOCK
     return raw[shift : shift + nbytes], shift
