@@ -29,7 +29,9 @@
 #                 build_carry.sh by
 #                 python3 -c "from hector.lowering._gpu_tiles import write_bench_kernels as w;
 #                 w('.carry/tiled_gemm')" (NOT-AVAILABLE without it);
-#   gpu-tests     pytest -m gpu on the other test files (those needing MLIR reported as such).
+#   gpu-tests     pytest -m gpu on the other test files (those needing MLIR reported as such),
+#                 among them the offload cache on CUDA: bit-identical training through pinned
+#                 staging, and torch.cuda's peak of allocated bytes falling with what it offloads.
 # pytest runs under pytest-timeout (--timeout per test) when installed.
 #
 # $OUT receives exactly two files: summary.txt (one line per section, then the bundle
