@@ -641,6 +641,8 @@ def test_layer_granularity_scopes_each_block_s_children(tmp_path, reference):
     assert "blocks.0" not in names
     with pytest.raises(OffloadError, match="granularity must be one of"):
         hector.offload.default_scopes(_model(), "tensor")
+    with pytest.raises(OffloadError, match="granularity must be one of"):
+        TensorCache("all", granularity="tensor")  # checked without a module too
     got = _train("adaptive", root=str(tmp_path), granularity="layer")
     _same(got, reference)
     assert set(got[2].cache.plan.decisions) == set(names)

@@ -494,6 +494,8 @@ class TensorCache:
             raise OffloadError(
                 f"readahead_bytes must be 'auto', None or an int >= 0, got {readahead_bytes!r}"
             )
+        if granularity not in GRANULARITIES:
+            raise OffloadError(f"granularity must be one of {GRANULARITIES}, got {granularity!r}")
         if not 0 <= overhead_target < 10:
             raise OffloadError(f"overhead_target must be in [0, 10), got {overhead_target}")
         self.readahead_bytes = readahead_bytes
@@ -695,9 +697,9 @@ class TensorCache:
         return free is not None and free * self._release_cost() <= self.plan.trim_budget_ns
 
     def _release_cost(self) -> float:
-        """Nanoseconds per byte a handed-back page costs when it is faulted in again, measured
-        once (a plan given by the caller was not profiled here, so it is measured on first
-        need: without it every trim would look free)."""
+        """Nanoseconds per byte that handing memory back and faulting it in again costs
+        (:func:`measure_release_cost`), measured once, on first need: a plan given by the
+        caller was not profiled here, and without it every trim would look free."""
         if self._release_ns_per_byte is None:
             self._release_ns_per_byte = measure_release_cost()
         return self._release_ns_per_byte
