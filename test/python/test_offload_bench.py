@@ -16,6 +16,8 @@ TINY = {"model": "gpt", "layers": 2, "hidden": 32, "heads": 2, "seq": 16, "batch
     ("argv", "message"),
     [
         (["--systems", "foo"], "unknown system(s) foo"),
+        (["--systems", "keep-all+huge"], "unknown system(s) keep-all+huge"),
+        (["--systems", "nope+thp"], "unknown system(s) nope+thp"),
         (["--hidden", "10", "--heads", "4"], "--hidden must be divisible by --heads"),
         (["--layers", "0"], "--layers must be >= 1"),
     ],
@@ -111,3 +113,28 @@ def test_frontier_plot_is_written(tmp_path):
     path = tmp_path / "f.png"
     bench._frontier_plot(str(path), record)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_system_may_run_under_a_variant():
+    assert bench._split_system("keep-all+thp") == ("keep-all", "thp")
+    assert bench._split_system("hector-adaptive") == ("hector-adaptive", "")
+    assert bench.VARIANTS["thp"] == {"THP_MEM_ALLOC_ENABLE": "1"}
+
+
+def _ok(system: str, times: list[float], rss: int) -> dict:
+    return {"system": system, "status": "ok", "times_ms": times, "peak_mem_bytes": rss}
+
+
+def test_rounds_are_numbered_and_pooled_over_every_timed_step():
+    results = [
+        _ok("keep-all", [100.0, 100.0], 100),
+        _ok("hector-adaptive", [110.0, 110.0], 60),
+        _ok("keep-all", [200.0, 200.0], 100),  # the host slowed down for this round
+        _ok("hector-adaptive", [210.0, 210.0], 50),
+    ]
+    bench._number_rounds(results)
+    assert [r["round"] for r in results] == [0, 0, 1, 1]
+    rows = {row["system"]: row for row in bench.pooled_summary(results)}
+    assert rows["hector-adaptive"]["pooled overhead"] == pytest.approx(160 / 150 - 1, abs=1e-4)
+    assert rows["keep-all"]["pooled overhead"] == 0
+    assert bench.pooled_summary(results[:2]) == []  # one round: nothing to pool

@@ -209,3 +209,18 @@ def test_measured_plan_is_placement_ir(tmp_path):
     path = tmp_path / "plan.mlir"
     plan.save(path)
     assert Plan.load(path).decisions == plan.decisions
+
+
+def test_hidden_rule_recomputes_only_what_is_cheaper_than_moving_it():
+    # The heavier GPT's blocks: 360 ms forward for 64 MiB is 5.4 ns per byte, where moving a
+    # byte out and back takes 1.8 ns at 1.25 / 1 GB/s. Even a target that would pay for it
+    # keeps the block that cannot be offloaded (its read is due as backward starts) instead
+    # of spending 7% of the step recomputing it; at 50 ms (0.75 ns per byte) it is cheap.
+    bwd, nbytes = [680e6] * 4, [64 * MIB] * 4
+
+    def plan(forward_ns: float) -> list[str]:
+        return plan_hidden([forward_ns] * 4, bwd, nbytes, 1.25e9, 1e9, overhead_target=0.5)
+
+    assert plan(360e6) == ["offload", "offload", "keep", "keep"]
+    assert plan(50e6)[2] == "recompute"
+    assert plan(50e6)[3] == "keep"  # the last scope: recomputing it frees nothing at the peak

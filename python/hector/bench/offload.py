@@ -33,6 +33,11 @@ SYSTEMS = (
 #: Systems that run only where an optional package imports (``deepspeed``); where it does not,
 #: or where the package refuses the configuration, their row says so (status "unsupported").
 OPTIONAL = ("deepspeed-checkpoint", "deepspeed-cpu-checkpoint")
+#: Variants a system can run under, as ``<system>+<variant>`` (``keep-all+thp``): the extra
+#: environment of its worker process. ``thp``: PyTorch's own huge-page allocation (every CPU
+#: block of 2 MiB or more 2 MiB-aligned and ``madvise(MADV_HUGEPAGE)``, so it faults in 2 MiB
+#: at a time; read at the first allocation, hence set before the process starts).
+VARIANTS = {"thp": {"THP_MEM_ALLOC_ENABLE": "1"}}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,7 +61,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     parser.add_argument(
-        "--systems", default=",".join(SYSTEMS), help=f"comma-separated subset of {SYSTEMS}"
+        "--systems",
+        default=",".join(SYSTEMS),
+        help=f"comma-separated subset of {SYSTEMS}, in the order to run (repeat them for "
+        "interleaved rounds); a system may name a variant: keep-all+thp runs under PyTorch's "
+        "huge-page allocation (THP_MEM_ALLOC_ENABLE=1)",
     )
     parser.add_argument(
         "--release-memory",
@@ -180,7 +189,7 @@ def _worker(payload: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from hector.bench._common import PeakRSS
-    from hector.offload import TensorCache
+    from hector.offload import TensorCache, huge_pages_in_effect
     from hector.offload.models import build_model
 
     torch.set_num_threads(int(payload.get("threads", torch.get_num_threads())))
@@ -219,6 +228,7 @@ def _worker(payload: dict[str, Any]) -> dict[str, Any]:
         "times_ms": times,
         "peak_rss_bytes": rss.peak_bytes(),
         "rss_method": rss.method,
+        "huge_pages": huge_pages_in_effect(),
     }
     if cache is not None:
         out.update(_cache_figures(cache, before, _io_snapshot(cache), payload["steps"]))
@@ -529,19 +539,69 @@ def _frontier_plot(path: str, record: dict[str, Any]) -> None:
     plt.close(fig)
 
 
+def _number_rounds(results: list[dict[str, Any]]) -> None:
+    """Give each result its ``round``: how many runs of the same system came before it."""
+    seen: dict[str, int] = {}
+    for r in results:
+        r["round"] = seen.get(r["system"], 0)
+        seen[r["system"]] = r["round"] + 1
+
+
+def pooled_summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per system, over the rounds of a run that repeats systems (``--systems a,b,a,b``): the
+    median of all its timed steps against keep-all's (pooled), each round's median against
+    that round's keep-all, and the range of its peak RSS reduction. Empty when no system
+    repeats or keep-all did not run. Rounds need ``round`` (:func:`_number_rounds`)."""
+    import statistics
+
+    ok = [r for r in results if r["status"] == "ok"]
+    names = list(dict.fromkeys(r["system"] for r in ok))
+    keep = [r for r in ok if r["system"] == "keep-all"]
+    if not keep or len(ok) == len(names):
+        return []
+    keep_ms = statistics.median(t for r in keep for t in r["times_ms"])
+    rows = []
+    for name in names:
+        runs = [r for r in ok if r["system"] == name]
+        pooled_ms = statistics.median(t for r in runs for t in r["times_ms"])
+        rss = [r["peak_rss_reduction"] for r in runs if "peak_rss_reduction" in r]
+        rows.append(
+            {
+                "system": name,
+                "pooled ms": round(pooled_ms, 1),
+                "pooled overhead": round(pooled_ms / keep_ms - 1, 4),
+                "rounds": [r.get("step_time_overhead") for r in runs],
+                "RSS -% min": min(rss) if rss else None,
+                "RSS -% max": max(rss) if rss else None,
+            }
+        )
+    return rows
+
+
+def _split_system(name: str) -> tuple[str, str] | None:
+    """``("keep-all", "thp")`` for ``"keep-all+thp"``, ``(name, "")`` for a plain system, None
+    for an unknown system or variant."""
+    base, _, variant = name.partition("+")
+    if base not in SYSTEMS or (variant and variant not in VARIANTS):
+        return None
+    return base, variant
+
+
 def run(args: argparse.Namespace) -> int:
     """Run every system in a fresh subprocess, print a table, write JSON / plot."""
     from tqdm import tqdm
 
     from hector import __version__
     from hector.bench._common import format_table, host_info, measure_in_subprocess, write_json
+    from hector.offload.hugepages import huge_page_mode
     from hector.runtime.offload import IO_BACKEND, default_root
 
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
-    bad = [s for s in systems if s not in SYSTEMS]
+    bad = [s for s in systems if _split_system(s) is None]
     if bad or not systems:
         print(
-            f"error: unknown system(s) {', '.join(bad)}; choose from {', '.join(SYSTEMS)}",
+            f"error: unknown system(s) {', '.join(bad)}; choose from {', '.join(SYSTEMS)}, "
+            f"each optionally +{' or +'.join(VARIANTS)}",
             file=sys.stderr,
         )
         return 1
@@ -562,8 +622,10 @@ def run(args: argparse.Namespace) -> int:
         engine[f"{what}_vs_raw"] = round(engine[f"{what}_bandwidth"] / raw[f"{what}_bandwidth"], 4)
     results: list[dict[str, Any]] = []
     for system in tqdm(systems, desc="offload bench", file=sys.stderr):
+        base, variant = _split_system(system) or (system, "")
         payload = {
-            "system": system,
+            "system": base,
+            "variant": variant,
             "config": config,
             "steps": args.steps,
             "warmup": args.warmup,
@@ -572,7 +634,7 @@ def run(args: argparse.Namespace) -> int:
             "release_memory": args.release_memory,
             "granularity": args.granularity,
         }
-        answer = measure_in_subprocess("hector.bench.offload", payload)
+        answer = measure_in_subprocess("hector.bench.offload", payload, env=VARIANTS.get(variant))
         entry: dict[str, Any] = {"system": system}
         if "error" in answer:
             entry.update(status="error", error=answer["error"])
@@ -593,8 +655,11 @@ def run(args: argparse.Namespace) -> int:
                 **answer,
             )
         results.append(entry)
-    base = next((r for r in results if r["system"] == "keep-all" and r["status"] == "ok"), None)
+    _number_rounds(results)
+    keep_all = {r["round"]: r for r in results if r["system"] == "keep-all" and r["status"] == "ok"}
     for r in results:
+        # Each round against its own keep-all: the host's speed drifts between rounds.
+        base = keep_all.get(r["round"]) or next(iter(keep_all.values()), None)
         if base is None or r["status"] != "ok":
             continue
         r["step_time_overhead"] = round(r["median_ms"] / base["median_ms"] - 1, 4)
@@ -633,6 +698,14 @@ def run(args: argparse.Namespace) -> int:
         f"({engine['write_vs_raw']:.0%}), read {engine['read_bandwidth'] / 1e6:.0f} MB/s "
         f"({engine['read_vs_raw']:.0%})"
     )
+    pooled = pooled_summary(results)
+    if pooled:
+        shown = [
+            {**row, "rounds": " ".join(f"{x:+.1%}" for x in row["rounds"] if x is not None)}
+            for row in pooled
+        ]
+        print("pooled over the rounds (each round against its own keep-all):")
+        print(format_table(shown, [(k, k) for k in shown[0]]))
     record = {
         "benchmark": "offload",
         **config,
@@ -644,10 +717,12 @@ def run(args: argparse.Namespace) -> int:
         "threads": args.threads,
         "release_memory": args.release_memory,
         "granularity": args.granularity,
+        "kernel_huge_page_mode": huge_page_mode(),
         "load_average": os.getloadavg(),
         "raw_disk": raw,
         "engine_alone": engine,
         "results": [{k: v for k, v in r.items() if k != "timeline"} for r in results],
+        "pooled": pooled,
     }
     if args.json:
         write_json(args.json, record)

@@ -6,6 +6,7 @@ go to the native SSD store and come back for backward; the package also exports 
 
     import hector
 
+    hector.offload.enable_huge_pages()  # optional, before any tensor: cheaper page faults
     model = hector.offload(model, policy="adaptive")  # "all" | "none" | Plan | plan file
     for x, y in batches:
         loss = loss_fn(model(x), y)
@@ -31,6 +32,7 @@ from torch import nn
 from hector.runtime.offload import ChecksumError, OffloadIOError, ShortIOError, TensorStore
 
 from .cache import OffloadedModule, OffloadError, TensorCache, default_scopes
+from .hugepages import enable_huge_pages, huge_pages_in_effect
 from .plan import Plan, PlanError, measure_write_bandwidth
 
 __all__ = [
@@ -44,6 +46,8 @@ __all__ = [
     "TensorCache",
     "TensorStore",
     "default_scopes",
+    "enable_huge_pages",
+    "huge_pages_in_effect",
     "measure_write_bandwidth",
     "wrap",
 ]

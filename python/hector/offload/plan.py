@@ -209,7 +209,12 @@ def plan_hidden(
     that cost is what limits offloading). Of the rest, all but the last scope
     (whose backward comes first, so recomputing it frees nothing at the peak) are recomputed
     cheapest first (least forward time per byte) while the modelled overhead stays within
-    ``overhead_target``.
+    ``overhead_target`` — but only a scope that is cheap to recompute: whose forward time per
+    byte is no more than moving a byte out and back at the measured bandwidths would take
+    (``1/write + 1/read``). A transformer block on a compute-heavy model costs several times
+    that: recomputing it would spend most of the target for bytes offloading can save, and a
+    plan that spends its whole target lands above it as soon as anything it does not model
+    (the hooks, a slower moment of the host) adds to the step.
     Everything else is kept.
     """
     if write_bandwidth <= 0 or read_bandwidth <= 0:
@@ -233,8 +238,15 @@ def plan_hidden(
         if wasted or exposed or m.overhead > overhead_target:
             decisions[i] = "keep"
     if recompute:
+        moving_ns_per_byte = 1e9 / write_bandwidth + 1e9 / read_bandwidth
         cheap = sorted(
-            (i for i in range(n - 1) if decisions[i] == "keep" and nbytes[i] > 0),
+            (
+                i
+                for i in range(n - 1)
+                if decisions[i] == "keep"
+                and nbytes[i] > 0
+                and forward_ns[i] / nbytes[i] <= moving_ns_per_byte
+            ),
             key=lambda i: (forward_ns[i] / nbytes[i], i),
         )
         for i in cheap:

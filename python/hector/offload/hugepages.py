@@ -1,0 +1,80 @@
+"""Transparent huge pages for PyTorch's CPU allocations, the cheap way back for offloaded memory.
+
+Offloading on CPU hands the memory of offloaded activations back to the operating system, and
+whatever reuses it (the next forward's activations, backward's gradients and read-back
+buffers) faults it in again. With 4 KiB pages a fault costs 2-3 us on the VMs Hector is
+measured on, 0.45-0.9 ns per byte; with 2 MiB transparent huge pages the same refill costs
+0.09-0.2 ns per byte (``measure_release_cost``). PyTorch backs its CPU blocks of 2 MiB or
+more with huge pages (``madvise(MADV_HUGEPAGE)``) when ``THP_MEM_ALLOC_ENABLE=1`` is set
+before its first CPU allocation; :func:`enable_huge_pages` sets it and checks that it took.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["THP_ENV", "enable_huge_pages", "huge_page_mode", "huge_pages_in_effect"]
+
+#: PyTorch's switch, read once, at the process's first CPU allocation (c10's ``alloc_cpu``).
+THP_ENV = "THP_MEM_ALLOC_ENABLE"
+_THP_ENABLED = "/sys/kernel/mm/transparent_hugepage/enabled"
+#: PyTorch's threshold for huge-page allocations is 2 MiB; the probe is over it.
+_PROBE_BYTES = 4 << 20
+
+
+def huge_page_mode() -> str:
+    """The kernel's transparent huge page mode: ``"always"``, ``"madvise"`` or ``"never"``,
+    or ``"unavailable"`` (no THP, or not Linux). Under ``"never"`` nothing is backed by huge
+    pages whatever PyTorch asks."""
+    try:
+        with open(_THP_ENABLED, encoding="ascii") as f:
+            text = f.read()
+    except OSError:
+        return "unavailable"
+    start, end = text.find("["), text.find("]")
+    return text[start + 1 : end] if 0 <= start < end else "unavailable"
+
+
+def _mapping_flags(address: int) -> list[str]:
+    """``VmFlags`` of the mapping holding ``address`` (``/proc/self/smaps``), [] if unknown."""
+    inside = False
+    try:
+        with open("/proc/self/smaps", encoding="ascii") as f:
+            for line in f:
+                head = line.split(maxsplit=1)[0]
+                if "-" in head and ":" not in head:
+                    lo, hi = (int(x, 16) for x in head.split("-"))
+                    inside = lo <= address < hi
+                elif inside and line.startswith("VmFlags:"):
+                    return line.split()[1:]
+    except (OSError, ValueError):
+        pass
+    return []
+
+
+def huge_pages_in_effect() -> bool:
+    """Whether PyTorch's CPU allocations of 2 MiB or more get huge pages in this process: a
+    4 MiB probe allocation's mapping is marked ``MADV_HUGEPAGE`` (``hg``) and the kernel's mode
+    lets that count."""
+    import torch
+
+    if huge_page_mode() not in ("always", "madvise"):
+        return False
+    if huge_page_mode() == "always":
+        return True
+    probe = torch.empty(_PROBE_BYTES, dtype=torch.uint8)
+    return "hg" in _mapping_flags(probe.data_ptr())
+
+
+def enable_huge_pages() -> bool:
+    """Ask PyTorch to back CPU allocations of 2 MiB or more with transparent huge pages, and
+    return whether that is in effect (:func:`huge_pages_in_effect`).
+
+    Call it at the top of a training script, before any tensor exists: PyTorch reads
+    ``THP_MEM_ALLOC_ENABLE`` once, at the process's first CPU allocation, so afterwards it
+    returns False (as it does under the kernel's ``"never"`` mode). A value the caller already
+    set is left alone. It changes every large CPU allocation of the process, not only the
+    offloaded ones; numerics are unchanged.
+    """
+    os.environ.setdefault(THP_ENV, "1")
+    return huge_pages_in_effect()
