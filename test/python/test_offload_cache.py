@@ -589,6 +589,9 @@ def test_adaptive_plans_from_the_measured_step(tmp_path):
     assert "placement.backward_ns" in cache.plan.text
     # release_memory="advise" on CPU: the plan counts each offloaded byte's page faults, twice
     assert cache.offload_ns_per_byte > 0
+    sizes = cache._profile_sizes  # measured on the pieces the profiled step would offload
+    assert sizes
+    assert min(sizes) >= cache.threshold
     assert cache.stats()["offload_ns_per_byte"] == cache.offload_ns_per_byte
     assert "placement.offload_ps_per_byte" in cache.plan.text
     # The profiled step never trims; the two planned ones may, within the plan's budget.

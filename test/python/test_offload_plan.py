@@ -224,3 +224,13 @@ def test_hidden_rule_recomputes_only_what_is_cheaper_than_moving_it():
     assert plan(360e6) == ["offload", "offload", "keep", "keep"]
     assert plan(50e6)[2] == "recompute"
     assert plan(50e6)[3] == "keep"  # the last scope: recomputing it frees nothing at the peak
+
+
+def test_release_cost_is_measured_on_the_pieces_the_bytes_come_in():
+    from hector.offload.cache import _byte_weighted_median, measure_release_cost
+
+    # Half of the bytes are in blocks of at most the median: 1 MiB here, not the 64 KiB ones.
+    assert _byte_weighted_median([64 << 10] * 8 + [1 << 20] * 4 + [4 << 20]) == 1 << 20
+    assert _byte_weighted_median([]) is None
+    cost = measure_release_cost(4 << 20, piece_bytes=256 << 10)  # 16 blocks of 256 KiB
+    assert 0.1e3 / 4096 < cost < 1e6 / 4096

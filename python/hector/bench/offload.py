@@ -35,8 +35,8 @@ SYSTEMS = (
 OPTIONAL = ("deepspeed-checkpoint", "deepspeed-cpu-checkpoint")
 #: Variants a system can run under, as ``<system>+<variant>`` (``keep-all+thp``): the extra
 #: environment of its worker process. ``thp``: PyTorch's own huge-page allocation (every CPU
-#: block of 2 MiB or more 2 MiB-aligned and ``madvise(MADV_HUGEPAGE)``, so it faults in 2 MiB
-#: at a time; read at the first allocation, hence set before the process starts).
+#: block of 2 MiB or more marked ``madvise(MADV_HUGEPAGE)``, so it faults in 2 MiB at a time;
+#: read at the first allocation, hence set before the process starts).
 VARIANTS = {"thp": {"THP_MEM_ALLOC_ENABLE": "1"}}
 
 

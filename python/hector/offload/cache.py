@@ -203,25 +203,48 @@ _REFAULTS_PER_OFFLOADED_BYTE: dict[bool | str, int] = {
 }
 
 
-def measure_release_cost(nbytes: int = 16 << 20, repeats: int = 3) -> float:
+def measure_release_cost(
+    nbytes: int = 16 << 20, repeats: int = 3, piece_bytes: int | None = None
+) -> float:
     """Nanoseconds per byte that handing memory back costs: the ``madvise`` that drops its
     pages plus the page faults that bring them back when it is written again (over writing
-    resident memory), measured here on a ``nbytes`` block with the current intra-op threads;
-    0.0 where pages cannot be handed back.
+    resident memory), measured here on ``nbytes`` with the current intra-op threads; 0.0 where
+    pages cannot be handed back.
+
+    ``piece_bytes``: measure on blocks of this size (``nbytes`` of them in all, at least one),
+    the size the offloaded bytes come in. It matters where PyTorch backs large blocks with
+    huge pages (``THP_MEM_ALLOC_ENABLE=1``, 2 MiB and more): those refault 512 pages at a
+    time, smaller ones a page at a time, 3-5x dearer per byte. None: one ``nbytes`` block.
     """
-    block = torch.empty(nbytes, dtype=torch.uint8)
-    block.fill_(1)
+    piece = max(piece_bytes or nbytes, _PAGE)
+    blocks = [torch.empty(piece, dtype=torch.uint8) for _ in range(max(nbytes // piece, 1))]
+    total = piece * len(blocks)
+    for block in blocks:
+        block.fill_(1)
     costs = []
     for _ in range(repeats):
         start = time.perf_counter_ns()
-        block.fill_(2)
+        for block in blocks:
+            block.fill_(2)
         resident = time.perf_counter_ns() - start
         start = time.perf_counter_ns()
-        if not _drop_pages(block.untyped_storage()):
-            return 0.0
-        block.fill_(3)
-        costs.append(max(time.perf_counter_ns() - start - resident, 0) / nbytes)
+        for block in blocks:
+            if not _drop_pages(block.untyped_storage()):
+                return 0.0
+            block.fill_(3)
+        costs.append(max(time.perf_counter_ns() - start - resident, 0) / total)
     return sorted(costs)[len(costs) // 2]
+
+
+def _byte_weighted_median(sizes: list[int]) -> int | None:
+    """The size that half of the bytes of ``sizes`` come in blocks of at most (None if empty)."""
+    ordered = sorted(sizes)
+    half, seen = sum(ordered) / 2, 0
+    for size in ordered:
+        seen += size
+        if seen >= half:
+            return size
+    return None
 
 
 @functools.cache
@@ -546,6 +569,7 @@ class TensorCache:
         self.module = module
         self.scope_names: list[str] = []  # in first-forward order
         self._profile: dict[str, list[float]] = {}
+        self._profile_sizes: list[int] = []  # profiled pass: bytes of each offloadable storage
         self._scope_start: dict[str, float] = {}
         self._profiling = self.policy == "adaptive"
         self._profile_pass = 0  # the pass being profiled (its backward too)
@@ -699,9 +723,13 @@ class TensorCache:
     def _release_cost(self) -> float:
         """Nanoseconds per byte that handing memory back and faulting it in again costs
         (:func:`measure_release_cost`), measured once, on first need: a plan given by the
-        caller was not profiled here, and without it every trim would look free."""
+        caller was not profiled here, and without it every trim would look free. Measured on
+        blocks of the profiled step's byte-weighted median offloadable storage (one 16 MiB
+        block without a profile): under huge-page allocation a model whose activations are
+        smaller than 2 MiB refaults them a page at a time, and a 16 MiB probe said otherwise."""
         if self._release_ns_per_byte is None:
-            self._release_ns_per_byte = measure_release_cost()
+            piece = _byte_weighted_median(self._profile_sizes)
+            self._release_ns_per_byte = measure_release_cost(piece_bytes=piece)
         return self._release_ns_per_byte
 
     def _scope_pre(self, name: str) -> Callable[..., None]:
@@ -979,6 +1007,8 @@ class TensorCache:
                 self.counters["packed"] += 1
                 if rec is not None:
                     rec[1] += nbytes
+                    if nbytes >= self.threshold:
+                        self._profile_sizes.append(nbytes)
             entry.refs += 1
             return _Handle(self, entry, t)
 
