@@ -504,30 +504,35 @@ def _plot(path: str, results: list[dict[str, Any]], title: str) -> None:
 
 
 def _frontier_plot(path: str, record: dict[str, Any]) -> None:
-    """Step time against peak memory (RSS above baseline, and saved activations), every system."""
+    """Step time against peak memory (RSS above baseline, and saved activations), every system:
+    one colour per system, each run (round) faint, the median over its runs labelled."""
+    import statistics
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     ok = [r for r in record["results"] if r.get("status") == "ok"]
+    names = list(dict.fromkeys(r["system"] for r in ok))
+    colours = plt.get_cmap("tab10")
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, key, label in (
         (axes[0], "peak_mem_bytes", "peak RSS above baseline (MiB)"),
         (axes[1], "saved_peak_bytes", "saved activations at peak (MiB)"),
     ):
-        for r in ok:
-            if r.get(key) is None:
+        for i, name in enumerate(names):
+            runs = [r for r in ok if r["system"] == name and r.get(key) is not None]
+            if not runs:
                 continue
-            hector = r["system"].startswith("hector")
-            ax.scatter(
-                r[key] / 2**20,
-                r["median_ms"],
-                marker="*" if hector else "o",
-                s=140 if hector else 50,
-                zorder=3,
-            )
-            ax.annotate(r["system"], (r[key] / 2**20, r["median_ms"]), fontsize=8)
+            xs = [r[key] / 2**20 for r in runs]
+            ys = [r["median_ms"] for r in runs]
+            style = {"marker": "*", "s": 140} if name.startswith("hector") else {"s": 50}
+            if len(runs) > 1:
+                ax.scatter(xs, ys, color=colours(i % 10), alpha=0.3, zorder=2, **style)
+            x, y = statistics.median(xs), statistics.median(ys)
+            ax.scatter([x], [y], color=colours(i % 10), zorder=3, **style)
+            ax.annotate(name, (x, y), fontsize=8)
         ax.set_xlabel(label)
         ax.set_ylabel("median step time (ms)")
         ax.grid(alpha=0.3)
