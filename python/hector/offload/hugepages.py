@@ -58,10 +58,9 @@ def huge_pages_in_effect() -> bool:
     lets that count."""
     import torch
 
-    if huge_page_mode() not in ("always", "madvise"):
-        return False
-    if huge_page_mode() == "always":
-        return True
+    mode = huge_page_mode()
+    if mode != "madvise":
+        return mode == "always"  # "always": every anonymous mapping may get huge pages
     probe = torch.empty(_PROBE_BYTES, dtype=torch.uint8)
     return "hg" in _mapping_flags(probe.data_ptr())
 
