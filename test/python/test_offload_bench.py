@@ -118,7 +118,9 @@ def test_frontier_plot_is_written(tmp_path):
 def test_a_system_may_run_under_a_variant():
     assert bench._split_system("keep-all+thp") == ("keep-all", "thp")
     assert bench._split_system("hector-adaptive") == ("hector-adaptive", "")
-    assert bench.VARIANTS["thp"] == {"THP_MEM_ALLOC_ENABLE": "1"}
+    from hector.offload.hugepages import THP_ENV
+
+    assert bench.VARIANTS["thp"] == {THP_ENV: "1"}  # the switch enable_huge_pages() sets
 
 
 def _ok(system: str, times: list[float], rss: int) -> dict:

@@ -630,7 +630,6 @@ def run(args: argparse.Namespace) -> int:
         base, variant = _split_system(system) or (system, "")
         payload = {
             "system": base,
-            "variant": variant,
             "config": config,
             "steps": args.steps,
             "warmup": args.warmup,

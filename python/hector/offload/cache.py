@@ -211,12 +211,13 @@ def measure_release_cost(
     resident memory), measured here on ``nbytes`` with the current intra-op threads; 0.0 where
     pages cannot be handed back.
 
-    ``piece_bytes``: measure on blocks of this size (``nbytes`` of them in all, at least one),
-    the size the offloaded bytes come in. It matters where PyTorch backs large blocks with
+    ``piece_bytes``: measure on blocks of this size (at most ``nbytes``; ``nbytes`` of them in
+    all), the size the offloaded bytes come in. It matters where PyTorch backs large blocks with
     huge pages (``THP_MEM_ALLOC_ENABLE=1``, 2 MiB and more): those refault 512 pages at a
     time, smaller ones a page at a time, 3-5x dearer per byte. None: one ``nbytes`` block.
     """
-    piece = max(piece_bytes or nbytes, _PAGE)
+    # Capped at nbytes: what matters is only whether a piece reaches the 2 MiB huge-page size.
+    piece = max(min(piece_bytes or nbytes, nbytes), _PAGE)
     blocks = [torch.empty(piece, dtype=torch.uint8) for _ in range(max(nbytes // piece, 1))]
     total = piece * len(blocks)
     for block in blocks:
