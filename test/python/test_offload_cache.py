@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 import hector
 from hector.offload import ChecksumError, OffloadError, OffloadIOError, Plan, PlanError, TensorCache
+from hector.offload.cache import _TRIM_YIELD_PRIOR
 from hector.offload.models import build_model
 
 VOCAB, SEQ = 128, 32
@@ -620,7 +621,39 @@ def test_a_given_plan_trims_only_within_its_budget(tmp_path, budget_ns, trims):
     _, _, wrapped = _train(_plan_with_trim_budget(budget_ns), steps=3, root=str(tmp_path))
     assert wrapped.cache.counters["heap_trims"] == trims
     assert wrapped.cache._release_ns_per_byte > 0
+    if trims:  # each trim measured what it handed back
+        assert wrapped.cache.trim_yield != _TRIM_YIELD_PRIOR
+        assert 0.0 <= wrapped.cache.trim_yield <= 1.0
     wrapped.close()
+
+
+def test_the_trim_decision_counts_only_what_a_trim_hands_back(tmp_path, monkeypatch):
+    # Free chunks whose pages the cache already dropped are not resident: a trim hands back
+    # only a fraction of the heap's free bytes, and only that fraction is faulted in again.
+    import hector.offload.cache as cache_mod
+
+    cache = TensorCache(_plan_with_trim_budget(100), _model(), root=str(tmp_path))
+    monkeypatch.setattr(cache_mod, "_heap_free_bytes", lambda: 1000)
+    cache._release_ns_per_byte = 0.15  # a trim of all 1000 free bytes: 150 ns
+    assert cache.trim_yield == _TRIM_YIELD_PRIOR
+    cache.trim_yield = 1.0
+    assert not cache._trims_heap()
+    cache.trim_yield = 0.6  # 90 ns: within the budget
+    assert cache._trims_heap()
+    cache.close()
+
+
+def test_a_heap_trim_measures_the_fraction_it_hands_back():
+    from hector.offload.cache import _process_resident_bytes, _trim_heap
+
+    _trim_heap()
+    blocks = [torch.ones(8 << 10) for _ in range(1024)]  # 32 KiB each: glibc's heap, 32 MiB
+    before = _process_resident_bytes()
+    del blocks
+    fraction = _trim_heap()
+    assert fraction is not None
+    assert 0.0 < fraction <= 1.0
+    assert before - _process_resident_bytes() >= 16 << 20  # the freed blocks left
 
 
 def test_read_back_buffers_are_in_phase_with_the_store():

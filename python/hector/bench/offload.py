@@ -425,6 +425,7 @@ def _cache_figures(
         "measured_read_bandwidth": cache.read_bandwidth,
         "measured_offload_ns_per_byte": cache.offload_ns_per_byte,
         "release_memory": cache.release_memory,
+        "trim_yield": cache.trim_yield,
         "released_bytes_per_step": (after["released_bytes"] - before["released_bytes"]) // steps,
     }
 
