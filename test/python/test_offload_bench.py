@@ -140,3 +140,41 @@ def test_rounds_are_numbered_and_pooled_over_every_timed_step():
     assert rows["hector-adaptive"]["pooled overhead"] == pytest.approx(160 / 150 - 1, abs=1e-4)
     assert rows["keep-all"]["pooled overhead"] == 0
     assert bench.pooled_summary(results[:2]) == []  # one round: nothing to pool
+
+
+def test_each_offloading_run_is_compared_with_the_disk_as_it_was_around_it(
+    tmp_path, monkeypatch, capsys
+):
+    # The disk's speed drifts within minutes: one raw figure at the start of the benchmark
+    # made the store look slow or fast depending on that moment.
+    from hector.bench import _common
+
+    raws = iter([2000e6, 1000e6, 600e6])  # the start, then before and after hector-all
+
+    def raw(root, total_mib=256, block_mib=4):
+        bw = next(raws)
+        return {"bytes": 1, "direct": True, "write_bandwidth": bw, "read_bandwidth": bw / 2}
+
+    def measured(module, payload, env=None):
+        out = {"times_ms": [100.0, 100.0], "peak_rss_bytes": 1 << 20, "saved_peak_bytes": 1 << 20}
+        if payload["system"] == "hector-all":
+            out.update(write_bandwidth=800e6, read_bandwidth=400e6)
+        return out
+
+    monkeypatch.setattr(bench, "raw_disk_bandwidth", raw)
+    engine = {"write_bandwidth": 1e9, "read_bandwidth": 1e9, "bytes": 1, "direct": True}
+    monkeypatch.setattr(bench, "engine_bandwidth", lambda root, mib: dict(engine))
+    monkeypatch.setattr(_common, "measure_in_subprocess", measured)
+    path = tmp_path / "r.json"
+    argv = ["bench", "offload", "--systems", "keep-all,hector-all", "--root", str(tmp_path)]
+    assert main([*argv, "--json", str(path), "--frontier", str(tmp_path / "f.png")]) == 0
+    import json
+
+    rows = {r["system"]: r for r in json.loads(path.read_text())["results"]}
+    offloaded = rows["hector-all"]
+    assert offloaded["raw_disk_around"]["write_bandwidth"] == pytest.approx(800e6)
+    assert offloaded["write_bandwidth_vs_raw"] == pytest.approx(1.0)
+    assert offloaded["read_bandwidth_vs_raw"] == pytest.approx(1.0)
+    assert offloaded["write_bandwidth_vs_start_raw"] == pytest.approx(0.4)
+    assert "raw_disk_around" not in rows["keep-all"]  # no I/O: no probe around it
+    assert "W/raw" in capsys.readouterr().out

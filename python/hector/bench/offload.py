@@ -553,10 +553,27 @@ def _number_rounds(results: list[dict[str, Any]]) -> None:
         seen[r["system"]] = r["round"] + 1
 
 
+def _raw_around(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The raw disk figures measured just before and just after one system's run, and their
+    means (``write_bandwidth``, ``read_bandwidth``): what that run's I/O is compared with. On
+    these shared disks the write figure taken at the start of one benchmark was 1522 MB/s and
+    those taken in the next half hour 799-1497, so a ratio against one figure said more about
+    the moment it was taken than about the store."""
+    return {
+        "before": before,
+        "after": after,
+        **{
+            f"{what}_bandwidth": (before[f"{what}_bandwidth"] + after[f"{what}_bandwidth"]) / 2
+            for what in ("write", "read")
+        },
+    }
+
+
 def pooled_summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per system, over the rounds of a run that repeats systems (``--systems a,b,a,b``): the
     median of all its timed steps against keep-all's (pooled), each round's median against
-    that round's keep-all, and the range of its peak RSS reduction. Empty when no system
+    that round's keep-all, the range of its peak RSS reduction and its lowest write and read
+    bandwidth against the raw disk around its run (systems that do I/O). Empty when no system
     repeats or keep-all did not run. Rounds need ``round`` (:func:`_number_rounds`)."""
     import statistics
 
@@ -571,6 +588,8 @@ def pooled_summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         runs = [r for r in ok if r["system"] == name]
         pooled_ms = statistics.median(t for r in runs for t in r["times_ms"])
         rss = [r["peak_rss_reduction"] for r in runs if "peak_rss_reduction" in r]
+        w = [r["write_bandwidth_vs_raw"] for r in runs if r.get("write_bandwidth_vs_raw")]
+        rd = [r["read_bandwidth_vs_raw"] for r in runs if r.get("read_bandwidth_vs_raw")]
         rows.append(
             {
                 "system": name,
@@ -579,6 +598,8 @@ def pooled_summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "rounds": [r.get("step_time_overhead") for r in runs],
                 "RSS -% min": min(rss) if rss else None,
                 "RSS -% max": max(rss) if rss else None,
+                "W/raw min": min(w) if w else None,
+                "R/raw min": min(rd) if rd else None,
             }
         )
     return rows
@@ -639,8 +660,14 @@ def run(args: argparse.Namespace) -> int:
             "release_memory": args.release_memory,
             "granularity": args.granularity,
         }
+        does_io = base.startswith("hector-")
+        raw_before = raw_disk_bandwidth(root, args.raw_mib) if does_io else None
         answer = measure_in_subprocess("hector.bench.offload", payload, env=VARIANTS.get(variant))
         entry: dict[str, Any] = {"system": system}
+        if raw_before is not None:
+            entry["raw_disk_around"] = _raw_around(
+                raw_before, raw_disk_bandwidth(root, args.raw_mib)
+            )
         if "error" in answer:
             entry.update(status="error", error=answer["error"])
         elif "unsupported" in answer:
@@ -677,7 +704,10 @@ def run(args: argparse.Namespace) -> int:
         for what in ("write", "read"):
             bw = r.get(f"{what}_bandwidth")
             if bw:
-                r[f"{what}_bandwidth_vs_raw"] = round(bw / raw[f"{what}_bandwidth"], 4)
+                # Against the disk as it was around this run: its speed drifts within minutes.
+                near = r.get("raw_disk_around", raw)
+                r[f"{what}_bandwidth_vs_raw"] = round(bw / near[f"{what}_bandwidth"], 4)
+                r[f"{what}_bandwidth_vs_start_raw"] = round(bw / raw[f"{what}_bandwidth"], 4)
     rows = []
     for r in results:
         rows.append(
@@ -690,7 +720,9 @@ def run(args: argparse.Namespace) -> int:
                 "RSS MiB": (r["peak_mem_bytes"] / 2**20) if r.get("peak_mem_bytes") else None,
                 "RSS -%": r.get("peak_rss_reduction"),
                 "W MB/s": (r["write_bandwidth"] / 1e6) if r.get("write_bandwidth") else None,
+                "W/raw": r.get("write_bandwidth_vs_raw"),
                 "R MB/s": (r["read_bandwidth"] / 1e6) if r.get("read_bandwidth") else None,
+                "R/raw": r.get("read_bandwidth_vs_raw"),
                 "error": (r.get("error") or "")[:60] or None,
             }
         )
