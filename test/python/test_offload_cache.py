@@ -582,7 +582,8 @@ def test_time_breakdown_is_measured(tmp_path):
 
 
 def test_adaptive_plans_from_the_measured_step(tmp_path):
-    _, _, wrapped = _train("adaptive", steps=3, root=str(tmp_path))
+    # Two warm-up steps, the profiled one, then two planned steps.
+    _, _, wrapped = _train("adaptive", steps=5, root=str(tmp_path))
     cache = wrapped.cache
     assert cache.write_bandwidth > 0
     assert cache.read_bandwidth > 0
@@ -641,6 +642,31 @@ def test_the_trim_decision_counts_only_what_a_trim_hands_back(tmp_path, monkeypa
     cache.trim_yield = 0.6  # 90 ns: within the budget
     assert cache._trims_heap()
     cache.close()
+
+
+def _profiled_bytes(tmp_path, steps: int, warmup_steps: int):
+    """Saved bytes per scope the adaptive cache measured after ``steps``, and its plan."""
+    _, _, wrapped = _train("adaptive", steps=steps, root=str(tmp_path), warmup_steps=warmup_steps)
+    measured = {name: rec[1] for name, rec in wrapped.cache._profile.items()}
+    plan = wrapped.cache.plan
+    assert wrapped.cache.counters["offloaded"] == 0  # every step so far kept everything
+    wrapped.close()
+    return measured, plan
+
+
+def test_adaptive_profiles_only_after_its_warmup_steps(tmp_path):
+    # A process's first steps run slower (allocator, caches): a plan measured on them counts
+    # its costs against a step longer than training's.
+    once, plan = _profiled_bytes(tmp_path, steps=1, warmup_steps=0)
+    assert plan is None  # planned when the next forward starts
+    assert once
+    assert all(once.values())
+    after_warmup, plan = _profiled_bytes(tmp_path, steps=2, warmup_steps=1)
+    assert plan is None  # the second step was the profiled one
+    assert after_warmup == once  # the warm-up step's measurements were dropped, not added
+    for bad in (-1, True, 1.5):
+        with pytest.raises(OffloadError, match="warmup_steps must be an int >= 0"):
+            TensorCache("adaptive", warmup_steps=bad)
 
 
 def test_a_heap_trim_measures_the_fraction_it_hands_back():

@@ -59,7 +59,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="torch intra-op threads per system (default 1: the I/O workers and other "
         "processes get the other cores; 2 threads on a shared 2-core machine ran 3-5x slower)",
     )
-    parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=2,
+        help="untimed steps first (hector-adaptive: after the steps it profiles and plans on)",
+    )
     parser.add_argument(
         "--systems",
         default=",".join(SYSTEMS),
@@ -208,7 +213,12 @@ def _worker(payload: dict[str, Any]) -> dict[str, Any]:
         return {"unsupported": str(err)}
     step = _make_step(system, model, forward, cfg)
     try:
-        for i in range(payload["warmup"]):
+        done = 0
+        adaptive = cache is not None and cache.policy == "adaptive"
+        while adaptive and cache.plan is None and done < 16:  # 16: a model it cannot plan
+            step(done)  # adaptive's own start: warm-up, profiled and planning steps
+            done += 1
+        for i in range(done, done + payload["warmup"]):
             step(i)
     except _Unsupported as err:
         return {"unsupported": str(err)}
