@@ -101,6 +101,7 @@ _STATS = (
     "registered_bytes",
     "backend",
     "open_ns",
+    "files_reused",
 )
 
 
@@ -347,7 +348,10 @@ class TensorStore:
                 return out
 
     def remove(self, key: int) -> None:
-        """Forget ``key`` and delete its file (after its in-flight operation, if any)."""
+        """Forget ``key`` (after its in-flight operation, if any). Its file is kept for a
+        later write of up to its size, which renames and overwrites it (faster than a new
+        file: no blocks to allocate, none to discard), while the store's files stay within
+        the most it held at once; otherwise it is deleted. :meth:`close` deletes them all."""
         if self._handle is not None:
             _lib().hector_store_remove(self._handle, int(key))
 
@@ -414,9 +418,10 @@ class TensorStore:
         ``copy_ns`` / ``copy_bytes`` (staging
         copies), ``crc_ns`` / ``crc_bytes`` (CRC32C and padding checks), ``ring_submit_ns``
         (io_uring submissions), ``write_io_ns`` / ``read_io_ns`` (request latencies summed),
-        ``io_requests``; ``copies_avoided_bytes`` (bytes moved without the staging copy the
-        previous design made) and ``registered_bytes`` (staging memory registered with
-        io_uring).
+        ``io_requests``, ``files_reused`` (writes that overwrote the kept file of a removed
+        object instead of creating one); ``copies_avoided_bytes`` (bytes moved without the
+        staging copy the previous design made) and ``registered_bytes`` (staging memory
+        registered with io_uring).
         """
         out = (_I64 * len(_STATS))()
         n = int(_lib().hector_store_stats2(self._h(), out, len(out)))

@@ -271,7 +271,44 @@ def test_stats_count_bytes(store):
     assert st["write_bandwidth"] > 0
     store.remove(k)
     assert store.stats()["bytes_on_disk"] == 0
-    assert not os.path.exists(store.file_of(k))
+    # Its file is kept for a later write, which overwrites it instead of creating one.
+    b = _data(300_000, seed=1)
+    k2 = store.write_array(b)
+    store.wait(k2)
+    assert store.stats()["files_reused"] == 1
+    assert not os.path.exists(store.file_of(k))  # renamed to the new object's
+    assert os.path.exists(store.file_of(k2))
+    np.testing.assert_array_equal(store.read_array(k2, np.zeros_like(b)), b)
+    store.remove(k2)
+
+
+def _objects(store) -> list[str]:
+    return sorted(n for n in os.listdir(store.path) if n.endswith(".bin"))
+
+
+def test_removed_files_are_reused_within_the_most_the_store_held(store):
+    # Overwriting written blocks is much faster than allocating new ones, so a removed
+    # object's file is kept; the files on disk never exceed what the store held at its peak.
+    big = [_data(1 << 20, seed=i) for i in range(2)]
+    keys = [store.write_array(a) for a in big]
+    for k in keys:
+        store.wait(k)
+    for k in keys:
+        store.remove(k)
+    assert len(_objects(store)) == 2  # both kept: the peak held both
+    small = store.write_array(_data(64 << 10))  # no kept file within twice its size
+    store.wait(small)
+    assert store.stats()["files_reused"] == 0
+    assert len(_objects(store)) == 3
+    store.remove(small)  # keeping it too would exceed the peak: deleted
+    assert len(_objects(store)) == 2
+    again = [_data(1 << 20, seed=7 + i) for i in range(2)]
+    keys = [store.write_array(a) for a in again]
+    for k, a in zip(keys, again, strict=True):
+        store.wait(k)
+        np.testing.assert_array_equal(store.read_array(k, np.zeros_like(a)), a)
+    assert store.stats()["files_reused"] == 2
+    assert _objects(store) == sorted(os.path.basename(store.file_of(k)) for k in keys)
 
 
 def test_a_closed_store_is_never_reopened(tmp_path):

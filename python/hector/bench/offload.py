@@ -413,6 +413,8 @@ def _cache_figures(
         "saved_peak_bytes": cache.peak_resident_bytes,
         "bytes_written_per_step": written // steps,
         "bytes_read_per_step": read // steps,
+        "objects_written_per_step": delta("objects_written") / steps,
+        "files_reused_per_step": delta("files_reused") / steps,
         "write_bandwidth": written / (wbusy * 1e-9) if wbusy else None,
         "read_bandwidth": read / (rbusy * 1e-9) if rbusy else None,
         "write_busy_ms_per_step": round(wbusy / steps / 1e6, 3),

@@ -319,85 +319,6 @@ def _release_freed_memory(enabled: bool | str) -> None:
         libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
 
 
-#: Files unlinked per wake-up of the remover thread (kick() flushes smaller batches).
-_UNLINK_BATCH = 16
-
-
-class _Remover:
-    """Unlinks released objects' files on a background thread.
-
-    Deleting a file whose blocks are on disk costs 4-10 ms on ext4 here (its blocks are freed
-    and discarded); done in the release hook, that was most of an offloaded step's overhead,
-    and the native store does it holding its lock, stalling every submission and completion
-    meanwhile. So the file of an object with no I/O in flight is unlinked here (``os.unlink``
-    releases the GIL); the cache then lets the store forget the object (:meth:`take_done`, a
-    fast call now that the file is gone). The thread touches only paths, never the store, so a
-    store closed at any moment is safe.
-    """
-
-    def __init__(self) -> None:
-        self._queue: list[tuple[str, int]] = []
-        self._done: list[int] = []
-        self._cond = threading.Condition()
-        self._thread: threading.Thread | None = None
-        self._stopped = False
-
-    def unlink(self, path: str, key: int) -> bool:
-        """Queue the unlinking of object ``key``'s file; False once stopped."""
-        with self._cond:
-            if self._stopped:
-                return False
-            self._queue.append((path, key))
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="hector-offload-remover", daemon=True
-                )
-                self._thread.start()
-            # Waking the thread costs a GIL hand-over (about a millisecond on a loaded machine,
-            # each); it is woken per batch, and by kick() when backward has released all.
-            if len(self._queue) >= _UNLINK_BATCH:
-                self._cond.notify()
-            return True
-
-    def kick(self) -> None:
-        """Wake the thread if deletions are queued (end of a backward, start of a forward)."""
-        if self._queue:
-            with self._cond:
-                self._cond.notify()
-
-    def take_done(self) -> list[int]:
-        """Keys whose files are unlinked since the last call."""
-        if not self._done:
-            return []
-        with self._cond:
-            done, self._done = self._done, []
-        return done
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._queue and not self._stopped:
-                    self._cond.wait()
-                if self._stopped:
-                    return
-                batch, self._queue = self._queue, []
-            for path, key in batch:  # outside the lock: release hooks queue meanwhile
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
-                with self._cond:
-                    self._done.append(key)
-
-    def stop(self) -> list[int]:
-        """Stop the thread; return the keys whose files it unlinked and nobody took."""
-        with self._cond:
-            self._stopped = True
-            self._queue.clear()
-            self._cond.notify()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()
-        return self.take_done()
-
-
 class _Entry:
     """One saved storage: in memory, being written, on disk, being read, or loaded."""
 
@@ -600,7 +521,6 @@ class TensorCache:
         self._ctx: contextlib.AbstractContextManager[Any] | None = None
         self._writing: dict[int, _Entry] = {}  # by key: writes whose outcome is not known yet
         self._unraised: list[OffloadIOError] = []  # on_write_error="raise": for the next flush
-        self._remover = _Remover()
         self._closed = False
         self._closed_store_stats: dict[str, Any] | None = None
         self.errors: list[OffloadIOError] = []
@@ -974,7 +894,6 @@ class TensorCache:
             self._closed = True
             if self._store is not None and not self._store.closed:
                 self._closed_store_stats = self._store.stats()
-                self._remover.stop()  # the store's close deletes what is still queued
                 self._store.close()  # waits for the I/O still reading saved memory
             self._discard_entries()
 
@@ -1184,8 +1103,6 @@ class TensorCache:
     def _drain_completions(self) -> None:
         assert self._store is not None
         self._release_pending()
-        for key in self._remover.take_done():  # files already unlinked: a fast forget
-            self._store.remove(key)
         for key in self._store.completions():
             e = self._by_key.get(key)
             if e is None:
@@ -1372,7 +1289,6 @@ class TensorCache:
             if self._aliases.get(akey) is e:
                 del self._aliases[akey]
             if not self._groups:  # the last saved tensor: backward is over
-                self._remover.kick()
                 self._release_pending(final=True)
             if e.state == "discarded":
                 return
@@ -1387,9 +1303,10 @@ class TensorCache:
             if e.key:
                 self._by_key.pop(e.key, None)
                 if self._store is not None and not self._store.closed:
-                    idle = e.state in ("stored", "loaded", "memory")
-                    if not (idle and self._remover.unlink(self._store.file_of(e.key), e.key)):
-                        self._store.remove(e.key)
+                    # Cheap: the store keeps the file for a later write (no unlink, which
+                    # cost 4-10 ms here with its blocks discarded) while its files stay
+                    # within the most it held at once.
+                    self._store.remove(e.key)
             held = e.storage is not None or (e.buffer is not None and e.device.type == "cpu")
             if held:
                 self._add_resident(-e.nbytes)

@@ -95,6 +95,7 @@ enum {
   HECTOR_STAT_REGISTERED_BYTES,
   HECTOR_STAT_BACKEND,
   HECTOR_STAT_OPEN_NS,
+  HECTOR_STAT_FILES_REUSED, /* writes that overwrote a removed object's file */
   HECTOR_STAT_COUNT
 };
 
