@@ -139,6 +139,7 @@ def test_rounds_are_numbered_and_pooled_over_every_timed_step():
     rows = {row["system"]: row for row in bench.pooled_summary(results)}
     assert rows["hector-adaptive"]["pooled overhead"] == pytest.approx(160 / 150 - 1, abs=1e-4)
     assert rows["keep-all"]["pooled overhead"] == 0
+    assert rows["hector-adaptive"]["RSS -% pooled"] == pytest.approx(1 - 55 / 100)
     assert bench.pooled_summary(results[:2]) == []  # one round: nothing to pool
 
 

@@ -584,9 +584,10 @@ def _raw_around(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]
 def pooled_summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per system, over the rounds of a run that repeats systems (``--systems a,b,a,b``): the
     median of all its timed steps against keep-all's (pooled), each round's median against
-    that round's keep-all, the range of its peak RSS reduction and its lowest write and read
-    bandwidth against the raw disk around its run (systems that do I/O). Empty when no system
-    repeats or keep-all did not run. Rounds need ``round`` (:func:`_number_rounds`)."""
+    that round's keep-all, the median of its runs' peak RSS against keep-all's, the range of
+    its peak RSS reduction and its lowest write and read bandwidth against the raw disk around
+    its run (systems that do I/O). Empty when no system repeats or keep-all did not run.
+    Rounds need ``round`` (:func:`_number_rounds`)."""
     import statistics
 
     ok = [r for r in results if r["status"] == "ok"]
@@ -595,11 +596,18 @@ def pooled_summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if not keep or len(ok) == len(names):
         return []
     keep_ms = statistics.median(t for r in keep for t in r["times_ms"])
+    keep_rss = [r["peak_mem_bytes"] for r in keep if r.get("peak_mem_bytes")]
     rows = []
     for name in names:
         runs = [r for r in ok if r["system"] == name]
         pooled_ms = statistics.median(t for r in runs for t in r["times_ms"])
         rss = [r["peak_rss_reduction"] for r in runs if "peak_rss_reduction" in r]
+        peaks = [r["peak_mem_bytes"] for r in runs if r.get("peak_mem_bytes")]
+        pooled_rss = (
+            round(1 - statistics.median(peaks) / statistics.median(keep_rss), 4)
+            if peaks and keep_rss
+            else None
+        )
         w = [r["write_bandwidth_vs_raw"] for r in runs if r.get("write_bandwidth_vs_raw")]
         rd = [r["read_bandwidth_vs_raw"] for r in runs if r.get("read_bandwidth_vs_raw")]
         rows.append(
@@ -608,6 +616,7 @@ def pooled_summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "pooled ms": round(pooled_ms, 1),
                 "pooled overhead": round(pooled_ms / keep_ms - 1, 4),
                 "rounds": [r.get("step_time_overhead") for r in runs],
+                "RSS -% pooled": pooled_rss,
                 "RSS -% min": min(rss) if rss else None,
                 "RSS -% max": max(rss) if rss else None,
                 "W/raw min": min(w) if w else None,
