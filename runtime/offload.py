@@ -131,6 +131,8 @@ def _lib() -> ctypes.CDLL:
     lib.hector_store_open2.restype = _I32
     lib.hector_store_backend.argtypes = [_P, ctypes.c_char_p, _I64]
     lib.hector_store_backend.restype = _I32
+    lib.hector_store_keep_files.argtypes = [_P, _I32]
+    lib.hector_store_keep_files.restype = _I32
     lib.hector_store_phase.argtypes = [_P, _I64]
     lib.hector_store_phase.restype = _I64
     lib.hector_store_stats2.argtypes = [_P, ctypes.POINTER(_I64), _I64]
@@ -204,6 +206,8 @@ class TensorStore:
             io_uring). With io_uring, ``threads`` is the number of chunk requests in flight
             (one ring and I/O thread per 4). A store whose kernel refuses io_uring runs the
             thread pool: :attr:`backend` is what runs, :attr:`backend_reason` why.
+        keep_files: :meth:`remove` keeps an object's file for a later write to overwrite
+            instead of deleting it (the offload cache's setting; see :meth:`remove`).
 
     The store is closed (files and directory removed) by :meth:`close`, at garbage collection
     or at interpreter exit.
@@ -217,6 +221,7 @@ class TensorStore:
         chunk_bytes: int = 4 << 20,
         direct: bool = True,
         backend: str = "auto",
+        keep_files: bool = False,
     ) -> None:
         if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 256:
             raise ValueError(f"threads must be an int in [1, 256], got {threads!r}")
@@ -258,6 +263,9 @@ class TensorStore:
         self.backend_reason: str = buf.value.decode()
         self.threads = threads
         self.chunk_bytes = chunk_bytes
+        #: :meth:`remove` keeps files for later writes (see there).
+        self.keep_files = bool(keep_files)
+        lib.hector_store_keep_files(self._handle, int(self.keep_files))
         self._keys = (_I64 * 1024)()
 
     # ---- lifecycle ---------------------------------------------------------------------------
@@ -348,10 +356,11 @@ class TensorStore:
                 return out
 
     def remove(self, key: int) -> None:
-        """Forget ``key`` (after its in-flight operation, if any). Its file is kept for a
-        later write of up to its size, which renames and overwrites it (faster than a new
-        file: no blocks to allocate, none to discard), while the store's files stay within
-        the most it held at once; otherwise it is deleted. :meth:`close` deletes them all."""
+        """Forget ``key`` (after its in-flight operation, if any) and delete its file. With
+        ``keep_files``, the file is kept instead for a later write of up to its size (at most
+        twice as large), which renames and overwrites it (faster than a new file: no blocks
+        to allocate, none to discard), while the store's files stay within the most it held
+        at once; beyond that it is deleted. :meth:`close` deletes them all."""
         if self._handle is not None:
             _lib().hector_store_remove(self._handle, int(key))
 

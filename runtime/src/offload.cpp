@@ -358,6 +358,7 @@ struct hector_store {
   // the most the store ever held at once.
   std::multimap<int64_t, std::string> spares;
   int64_t spare_bytes = 0;
+  bool keep_files = false;  // hector_store_keep_files
 
   void pool_worker();
   void ring_worker(RingState* rs);
@@ -407,7 +408,7 @@ struct hector_store {
     std::string path;
     if (o->state == kStored) {
       stored_bytes -= o->disk_bytes;
-      const bool keep = o->nbytes > 0 && o->status == HECTOR_OK &&
+      const bool keep = keep_files && o->nbytes > 0 && o->status == HECTOR_OK &&
                         stored_bytes + spare_bytes + o->file_bytes <= peak_stored;
       if (keep) {
         spares.emplace(o->file_bytes, o->path);
@@ -1274,6 +1275,13 @@ int32_t hector_store_remove(hector_store* s, int64_t key) {
     }
   }
   if (!path.empty()) ::unlink(path.c_str());  // before returning: the file is gone after remove
+  return HECTOR_OK;
+}
+
+int32_t hector_store_keep_files(hector_store* s, int32_t enable) {
+  if (s == nullptr) return HECTOR_STORE_ERR_ARG;
+  std::lock_guard<std::mutex> lock(s->mu);
+  s->keep_files = enable != 0;
   return HECTOR_OK;
 }
 

@@ -271,7 +271,33 @@ def test_stats_count_bytes(store):
     assert st["write_bandwidth"] > 0
     store.remove(k)
     assert store.stats()["bytes_on_disk"] == 0
-    # Its file is kept for a later write, which overwrites it instead of creating one.
+    assert not os.path.exists(store.file_of(k))
+    k2 = store.write_array(a)
+    store.wait(k2)
+    assert store.stats()["files_reused"] == 0  # without keep_files, every write a new file
+
+
+@pytest.fixture(params=BACKENDS)
+def keeping_store(request, tmp_path):
+    s = TensorStore(
+        str(tmp_path / "keep"),
+        threads=3,
+        chunk_bytes=64 * 1024,
+        backend=request.param,
+        keep_files=True,
+    )
+    _check_backend(s, request.param)
+    yield s
+    s.close()
+
+
+def test_a_removed_file_is_renamed_and_overwritten_by_the_next_write(keeping_store):
+    store = keeping_store
+    a = _data(300_000)
+    k = store.write_array(a)
+    store.wait(k)
+    store.remove(k)
+    assert store.stats()["bytes_on_disk"] == 0
     b = _data(300_000, seed=1)
     k2 = store.write_array(b)
     store.wait(k2)
@@ -279,14 +305,17 @@ def test_stats_count_bytes(store):
     assert not os.path.exists(store.file_of(k))  # renamed to the new object's
     assert os.path.exists(store.file_of(k2))
     np.testing.assert_array_equal(store.read_array(k2, np.zeros_like(b)), b)
-    store.remove(k2)
+    path = store.path
+    store.close()
+    assert not os.path.exists(path)  # kept files go with the store
 
 
 def _objects(store) -> list[str]:
     return sorted(n for n in os.listdir(store.path) if n.endswith(".bin"))
 
 
-def test_removed_files_are_reused_within_the_most_the_store_held(store):
+def test_removed_files_are_reused_within_the_most_the_store_held(keeping_store):
+    store = keeping_store
     # Overwriting written blocks is much faster than allocating new ones, so a removed
     # object's file is kept; the files on disk never exceed what the store held at its peak.
     big = [_data(1 << 20, seed=i) for i in range(2)]

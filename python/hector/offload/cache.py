@@ -503,7 +503,12 @@ class TensorCache:
         self.ahead = ahead
         self.on_write_error = on_write_error
         self._open_store: Callable[[], TensorStore] = functools.partial(
-            TensorStore, root=root, threads=threads, chunk_bytes=chunk_bytes, direct=direct
+            TensorStore,
+            root=root,
+            threads=threads,
+            chunk_bytes=chunk_bytes,
+            direct=direct,
+            keep_files=True,  # training writes the same sizes every step: overwrite, not create
         )
         self.write_bandwidth = write_bandwidth
         self._store: TensorStore | None = None

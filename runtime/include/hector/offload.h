@@ -162,8 +162,14 @@ int32_t hector_store_error(hector_store* store, int64_t key, char* buf, int64_t 
  * number written. */
 int64_t hector_store_completions(hector_store* store, int64_t* keys, int64_t max);
 
-/* Forgets object key and deletes its file (after its in-flight operation, if any). */
+/* Forgets object key and deletes its file (after its in-flight operation, if any), or keeps
+ * the file for a later write (hector_store_keep_files). */
 int32_t hector_store_remove(hector_store* store, int64_t key);
+
+/* enable != 0: hector_store_remove keeps an object's file for a later write of up to its size
+ * (at most twice as large), which renames and overwrites it, while the kept files and the
+ * stored objects stay within the peak bytes on disk; otherwise (the default) it deletes it. */
+int32_t hector_store_keep_files(hector_store* store, int32_t enable);
 
 /* Arms a deterministic fault: the (skip+1)-th and the following count-1 operations of kind op
  * submitted from now fail with kind (count <= 0 disarms). */
