@@ -291,14 +291,22 @@ def keeping_store(request, tmp_path):
     s.close()
 
 
+def _aligned(n: int, seed: int = 0) -> np.ndarray:
+    """``_data`` at a page-aligned address: its file size does not depend on where numpy put it
+    (a kept file fits a later object only when the object's padded size is no larger)."""
+    out = empty_in_phase(n)
+    out[:] = _data(n, seed)
+    return out
+
+
 def test_a_removed_file_is_renamed_and_overwritten_by_the_next_write(keeping_store):
     store = keeping_store
-    a = _data(300_000)
+    a = _aligned(300_000)
     k = store.write_array(a)
     store.wait(k)
     store.remove(k)
     assert store.stats()["bytes_on_disk"] == 0
-    b = _data(300_000, seed=1)
+    b = _aligned(300_000, seed=1)
     k2 = store.write_array(b)
     store.wait(k2)
     assert store.stats()["files_reused"] == 1
@@ -318,20 +326,20 @@ def test_removed_files_are_reused_within_the_most_the_store_held(keeping_store):
     store = keeping_store
     # Overwriting written blocks is much faster than allocating new ones, so a removed
     # object's file is kept; the files on disk never exceed what the store held at its peak.
-    big = [_data(1 << 20, seed=i) for i in range(2)]
+    big = [_aligned(1 << 20, seed=i) for i in range(2)]
     keys = [store.write_array(a) for a in big]
     for k in keys:
         store.wait(k)
     for k in keys:
         store.remove(k)
     assert len(_objects(store)) == 2  # both kept: the peak held both
-    small = store.write_array(_data(64 << 10))  # no kept file within twice its size
+    small = store.write_array(_aligned(64 << 10))  # no kept file within twice its size
     store.wait(small)
     assert store.stats()["files_reused"] == 0
     assert len(_objects(store)) == 3
     store.remove(small)  # keeping it too would exceed the peak: deleted
     assert len(_objects(store)) == 2
-    again = [_data(1 << 20, seed=7 + i) for i in range(2)]
+    again = [_aligned(1 << 20, seed=7 + i) for i in range(2)]
     keys = [store.write_array(a) for a in again]
     for k, a in zip(keys, again, strict=True):
         store.wait(k)
