@@ -36,11 +36,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
-#include <map>
 #include <unordered_map>
 #include <vector>
 

@@ -215,9 +215,11 @@ def _worker(payload: dict[str, Any]) -> dict[str, Any]:
     try:
         done = 0
         adaptive = cache is not None and cache.policy == "adaptive"
-        while adaptive and cache.plan is None and done < 16:  # 16: a model it cannot plan
+        while adaptive and cache.plan is None and done < 16:
             step(done)  # adaptive's own start: warm-up, profiled and planning steps
             done += 1
+        if adaptive and cache.plan is None:  # timing its profiling steps would mislead
+            raise RuntimeError(f"hector-adaptive made no plan in {done} steps")
         for i in range(done, done + payload["warmup"]):
             step(i)
     except _Unsupported as err:

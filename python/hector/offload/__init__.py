@@ -59,10 +59,10 @@ def wrap(model: nn.Module, policy: str | Plan = "adaptive", **options: Any) -> O
     Args:
         model: the module to train (may be a ``DistributedDataParallel`` wrapper; each rank
             process then has its own store).
-        policy: ``"adaptive"`` (after ``warmup_steps`` steps, 2 by default, profile one
-            step keeping everything, measure the write
-            bandwidth, plan with ``placement-plan-offload``, follow the plan from the next
-            step), ``"all"``, ``"none"``, a :class:`Plan`, or the path of a plan file.
+        policy: ``"adaptive"`` (after ``warmup_steps`` steps, 2 by default, profile one step
+            keeping everything, measure the write bandwidth, plan with
+            ``placement-plan-offload``, follow the plan from the next step), ``"all"``,
+            ``"none"``, a :class:`Plan`, or the path of a plan file.
         **options: forwarded to :class:`TensorCache` (``threshold``, ``ahead``, ``root``,
             ``threads``, ``direct``, ``on_write_error``, ``scopes``, ``write_bandwidth``, ...).
 
