@@ -48,6 +48,10 @@ def test_worker_reports_figures(tmp_path, system):
     out = _run_worker(tmp_path, system)
     assert len(out["times_ms"]) == 2
     assert out["saved_peak_bytes"] > 0
+    events = [row[0] for row in out["memory_trace"]["events"]]
+    assert events[0] == "forward embed"
+    assert events[-1] == "step end"
+    assert "backward blocks.0" in events
     if system == "hector-all":
         assert out["bytes_written_per_step"] >= 0
         assert out["timeline"]
@@ -113,6 +117,31 @@ def test_frontier_plot_is_written(tmp_path):
     path = tmp_path / "f.png"
     bench._frontier_plot(str(path), record)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_memory_trace_plot_and_columns(tmp_path):
+    events = [
+        ["forward embed", 1.0, 1.0, 0.5],
+        ["forward", 9.0, 3.0, 2.0],
+        ["step end", 2.0, 2.0, 0.0],
+    ]
+    trace = {"events": events, "peak": events[1]}
+    assert bench._trace_columns(trace) == {"traced peak at": "forward", "kept free MiB": 1.0}
+    assert bench._trace_columns(None) == {"traced peak at": None, "kept free MiB": None}
+    record = {
+        **TINY,
+        "results": [
+            {"system": "keep-all", "status": "ok", "memory_trace": trace},
+            {"system": "hector-adaptive", "status": "ok", "memory_trace": trace},
+            {"system": "checkpoint", "status": "error"},
+        ],
+    }
+    path = tmp_path / "m.png"
+    bench._memory_trace_plot(str(path), record)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    nothing = tmp_path / "none.png"
+    bench._memory_trace_plot(str(nothing), {**TINY, "results": []})
+    assert not nothing.exists()
 
 
 def test_a_system_may_run_under_a_variant():

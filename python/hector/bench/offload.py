@@ -7,7 +7,10 @@ written/read by the offload store and its achieved write/read bandwidth (bytes m
 with at least one request in flight), next to the raw bandwidth of the same disk measured in
 the same run (sequential 4 MiB ``O_DIRECT`` writes then reads of one file). ``--plot`` draws
 the saved-activation bytes resident over one training step for keep-all and the offload
-systems. Module-level imports stay light: ``hector --help`` imports this file.
+systems. After its timed steps each system runs one more step traced at every scope
+boundary (:mod:`hector.bench.memory_trace`: resident memory against the heap in use), drawn
+next to the JSON record as ``<record>_memory.png``. Module-level imports stay light:
+``hector --help`` imports this file.
 """
 
 from __future__ import annotations
@@ -248,6 +251,7 @@ def _worker(payload: dict[str, Any]) -> dict[str, Any]:
         cache._t0 = time.perf_counter()
         step(0)
         out["timeline"] = cache.timeline[:: max(len(cache.timeline) // 400, 1)]
+        out["memory_trace"] = _trace(model, step)
         cache.close()  # what closing the wrapped module does
         return out
     # Count the saved activations of one more step with a keep-everything cache.
@@ -260,11 +264,32 @@ def _worker(payload: dict[str, Any]) -> dict[str, Any]:
         tl = [(t - t0, b) for t, b in counter.timeline]
         out["timeline"] = tl[:: max(len(tl) // 400, 1)]
     counter.close()
+    out["memory_trace"] = _trace(model, step)
     if system == "save_on_cpu":
         out["note"] = "on CPU the saved copies stay in host memory (nothing is freed)"
     if system.startswith("deepspeed"):
         out["note"] = "saved bytes: what the keep-everything counter sees under DeepSpeed"
     return out
+
+
+def _trace_columns(trace: dict[str, Any] | None) -> dict[str, Any]:
+    """The printed table's view of a traced step: where its memory peaked, and how much of
+    the resident memory there was freed memory the allocator kept (resident minus in use)."""
+    peak = (trace or {}).get("peak")
+    if not peak:
+        return {"traced peak at": None, "kept free MiB": None}
+    kept = None if peak[3] is None else round(peak[2] - peak[3], 1)
+    return {"traced peak at": peak[0], "kept free MiB": kept}
+
+
+def _trace(model: Any, step: Any) -> dict[str, Any]:
+    """One more step, traced at every scope boundary (:mod:`hector.bench.memory_trace`),
+    from a trimmed heap as the timed steps started."""
+    from hector.bench.memory_trace import trace_step
+    from hector.offload import default_scopes
+
+    _trim()
+    return trace_step(model, default_scopes(model), step)
 
 
 class _Unsupported(RuntimeError):
@@ -518,6 +543,55 @@ def _plot(path: str, results: list[dict[str, Any]], title: str) -> None:
     plt.close(fig)
 
 
+def _memory_trace_plot(path: str, record: dict[str, Any]) -> None:
+    """Each system's traced step (its first run): resident memory, its high-water mark since
+    the previous mark, and the heap in use, at every scope boundary; the gap between resident
+    and in use is freed memory the allocator kept."""
+    import math
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    traced: dict[str, list[list[Any]]] = {}
+    for r in record["results"]:
+        if r.get("status") == "ok" and r.get("memory_trace"):
+            traced.setdefault(r["system"], r["memory_trace"]["events"])
+    if not traced:
+        return
+    cols = 2 if len(traced) > 1 else 1
+    rows = math.ceil(len(traced) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 3.2 * rows), squeeze=False)
+    top = max(max((e[1] or e[2]), e[2]) for events in traced.values() for e in events)
+    for ax, (name, events) in zip(axes.flat, traced.items(), strict=False):
+        x = range(len(events))
+        ax.plot(x, [e[2] for e in events], "-o", ms=3, label="resident (RSS)")
+        if all(e[1] is not None for e in events):
+            ax.plot(x, [e[1] for e in events], ":", label="high-water since last mark")
+        if all(e[3] is not None for e in events):
+            ax.plot(x, [e[3] for e in events], "--", label="heap in use")
+        ax.set_xticks(
+            list(x),
+            [e[0].replace("backward", "bwd").replace("forward", "fwd") for e in events],
+            rotation=70,
+            fontsize=6,
+        )
+        ax.set_ylim(min(0.0, *(min(e[2], e[3] or 0) for e in events)) - 5, top * 1.08 + 5)
+        ax.set_title(name, fontsize=9)
+        ax.set_ylabel("MiB above step start", fontsize=8)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(traced) :]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    cfg = ", ".join(f"{k} {record[k]}" for k in ("layers", "hidden", "heads", "seq", "batch"))
+    fig.suptitle(f"{record['model']} ({cfg}): memory over one traced step", fontsize=10)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def _frontier_plot(path: str, record: dict[str, Any]) -> None:
     """Step time against peak memory (RSS above baseline, and saved activations), every system:
     one colour per system, each run (round) faint, the median over its runs labelled."""
@@ -746,6 +820,7 @@ def run(args: argparse.Namespace) -> int:
                 "W/raw": r.get("write_bandwidth_vs_raw"),
                 "R MB/s": (r["read_bandwidth"] / 1e6) if r.get("read_bandwidth") else None,
                 "R/raw": r.get("read_bandwidth_vs_raw"),
+                **_trace_columns(r.get("memory_trace")),
                 "error": (r.get("error") or "")[:60] or None,
             }
         )
@@ -797,6 +872,8 @@ def run(args: argparse.Namespace) -> int:
         frontier = os.path.splitext(args.json)[0] + "_frontier.png"
     if frontier:
         _frontier_plot(frontier, record)
+    if args.json:
+        _memory_trace_plot(os.path.splitext(args.json)[0] + "_memory.png", record)
     return 0 if all(r["status"] in ("ok", "unsupported") for r in results) else 1
 
 
