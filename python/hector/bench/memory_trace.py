@@ -4,7 +4,8 @@ The offload benchmark's peak RSS mixes two things: memory the step holds (live a
 and memory glibc keeps after it was freed (free heap chunks still resident). Offloading
 lowers only the first. :func:`trace_step` runs one training step and, at each scope's forward
 end, at the end of the whole forward, as backward finishes each scope's weights and after the
-step, records three figures relative to the step's start:
+step, records three figures relative to the process when tracing began (before any
+settling steps, see :func:`trace_step`):
 
 - ``hwm``: the highest resident memory since the previous mark (``VmHWM``, reset at each mark
   through ``/proc/self/clear_refs``), so a spike inside an operator is not missed;
@@ -48,7 +49,8 @@ def _reset_hwm() -> bool:
 
 
 class _Tracer:
-    """Collects ``(event, hwm, rss, heap)`` rows in MiB relative to the step's start."""
+    """Collects ``(event, hwm, rss, heap)`` rows in MiB relative to the process when it was
+    created."""
 
     def __init__(self) -> None:
         self.rows: list[list[Any]] = []
@@ -73,9 +75,18 @@ class _Tracer:
 
 
 def trace_step(
-    model: Any, scopes: list[tuple[str, Any]], step: Callable[[int], Any], i: int = 0
+    model: Any,
+    scopes: list[tuple[str, Any]],
+    step: Callable[[int], Any],
+    i: int = 0,
+    settle: int = 0,
 ) -> dict[str, Any]:
     """Run ``step(i)`` once with marks at ``scopes``' boundaries; the trace and its peak.
+
+    The figures are relative to the process as this function is called; ``settle`` untraced
+    steps run first, so that the traced one starts with what earlier steps left behind (a
+    step after a heap trim is not a steady one: the trim handed back the memory that later
+    steps keep resident).
 
     ``model`` is the module whose forward is the whole forward (its forward hook runs after
     those registered before it, e.g. an offload cache's heap trim); a scope's backward mark
@@ -100,7 +111,12 @@ def trace_step(
         if first is not None:
             handles.append(first.register_post_accumulate_grad_hook(mark(f"backward {name}")))
     try:
-        tracer = _Tracer()
+        baseline = _Tracer()
+        tracer = None  # the settling steps are not marked
+        for _ in range(settle):
+            step(i)
+        baseline.resets = _reset_hwm()
+        tracer = baseline
         step(i)
         tracer.mark("step end")
     finally:

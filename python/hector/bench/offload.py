@@ -283,13 +283,14 @@ def _trace_columns(trace: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _trace(model: Any, step: Any) -> dict[str, Any]:
-    """One more step, traced at every scope boundary (:mod:`hector.bench.memory_trace`),
-    from a trimmed heap as the timed steps started."""
+    """Two more steps, the second traced at every scope boundary
+    (:mod:`hector.bench.memory_trace`), relative to a trimmed heap as the timed steps were:
+    its figures are on the scale of the run's peak RSS above baseline."""
     from hector.bench.memory_trace import trace_step
     from hector.offload import default_scopes
 
     _trim()
-    return trace_step(model, default_scopes(model), step)
+    return trace_step(model, default_scopes(model), step, settle=1)
 
 
 class _Unsupported(RuntimeError):
