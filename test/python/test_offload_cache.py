@@ -644,6 +644,62 @@ def test_the_trim_decision_counts_only_what_a_trim_hands_back(tmp_path, monkeypa
     cache.close()
 
 
+def _step_freeing_between_forward_and_backward(fwd, freed: list[str]) -> None:
+    """One step of a loop that frees memory after its forward and before its backward (as
+    ``zero_grad(set_to_none=True)`` there frees last step's gradients)."""
+    ids = torch.randint(0, VOCAB, (2, SEQ), generator=torch.Generator().manual_seed(1))
+    blocks = [torch.ones(8 << 10) for _ in range(256)]  # 32 KiB each: glibc's heap
+    loss = F.cross_entropy(fwd(ids).reshape(-1, VOCAB), ids.reshape(-1))
+    del blocks
+    freed.append("freed")
+    loss.backward()
+    freed.append("backward done")
+
+
+def test_the_heap_trim_runs_as_backward_starts_after_what_the_loop_freed(tmp_path, monkeypatch):
+    # Trimmed at the forward's end, memory freed before backward (last step's gradients)
+    # stayed resident at the peak while backward faulted in the pages the trim handed back.
+    import hector.offload.cache as cache_mod
+
+    events: list[str] = []
+    trims: list[str] = []
+    real = cache_mod._trim_heap
+    monkeypatch.setattr(cache_mod, "_trim_heap", lambda: (trims.append(events[-1]), real())[1])
+    fwd = hector.offload(_model(), "all", root=str(tmp_path), threshold=1024)
+    for _ in range(2):
+        events.append("forward")
+        _step_freeing_between_forward_and_backward(fwd, events)
+    assert trims == ["freed", "freed"]  # once per step, after the free, before backward's end
+    assert fwd.cache.trim_point == "backward start"
+    assert fwd.cache.stats()["trim_point"] == "backward start"
+    fwd.close()
+
+
+def test_a_trim_that_fits_only_at_the_forward_end_moves_there(tmp_path, monkeypatch):
+    # Backward may start with more free memory than the budget pays to hand back (the freed
+    # gradients): that step skips its trim, and later steps trim at the forward's end.
+    import hector.offload.cache as cache_mod
+
+    events: list[str] = []
+    trims: list[str] = []
+    monkeypatch.setattr(cache_mod, "_trim_heap", lambda: trims.append(events[-1]))
+    # 1000 free bytes cost 150 ns against a budget of 100; 100 free bytes cost 15.
+    monkeypatch.setattr(
+        cache_mod, "_heap_free_bytes", lambda: 1000 if events[-1] == "freed" else 100
+    )
+    fwd = hector.offload(_model(), _plan_with_trim_budget(100), root=str(tmp_path), threshold=1024)
+    fwd.cache._release_ns_per_byte = 0.15
+    fwd.cache.trim_yield = 1.0
+    events.append("forward")
+    _step_freeing_between_forward_and_backward(fwd, events)
+    assert trims == []  # did not fit as backward started: no trim this step
+    assert fwd.cache.trim_point == "forward end"
+    events.append("forward")
+    _step_freeing_between_forward_and_backward(fwd, events)
+    assert trims == ["forward"]  # at the forward's end, before the loop freed anything
+    fwd.close()
+
+
 def _profiled_bytes(tmp_path, steps: int, warmup_steps: int):
     """Saved bytes per scope the adaptive cache measured after ``steps``, and its plan."""
     _, _, wrapped = _train("adaptive", steps=steps, root=str(tmp_path), warmup_steps=warmup_steps)

@@ -421,9 +421,12 @@ class TensorCache:
             (``madvise(MADV_DONTNEED)``) before freeing it, so only offloaded bytes leave the
             process and fault in again, and other allocations keep reusing the heap; memory
             someone else still holds is handed back once they let go (checked at every hook).
-            At the end of a forward that offloaded (memory peaks next) it also calls
-            ``malloc_trim``: always without a plan (``"all"``), and under a plan when the
-            heap's free bytes, faulted in again by backward, fit the plan's trim budget.
+            Once per forward that offloaded it also calls ``malloc_trim``, when that
+            forward's backward starts (after whatever the loop freed in between, typically
+            last step's gradients): always without a plan (``"all"``), and under a plan
+            when the heap's free bytes, faulted in again later, fit the plan's trim budget;
+            where they fit at the forward's end but no longer when backward starts, later
+            steps trim at the forward's end (:attr:`trim_point`).
             ``"trim"``: leave the threshold, call ``malloc_trim`` each time 32 MiB of
             offloaded activations were freed. ``False``: none of these.
         overhead_target: ``"adaptive"``: the step-time overhead over keep-all the plan may
@@ -567,6 +570,12 @@ class TensorCache:
         #: Until one is, a prior of half: the trims measured on the heavier GPT handed back
         #: 39-62%, and counting every free byte (the old 1.0) skipped whole runs' trims.
         self.trim_yield = _TRIM_YIELD_PRIOR
+        #: Where the heap trim runs: ``"backward start"`` (first unpack after a forward that
+        #: offloaded) or, once one did not fit there but would have at the forward's end,
+        #: ``"forward end"`` (the cheaper point) for the rest of training.
+        self.trim_point = "backward start"
+        # (the pass, whether a trim fitted at its forward's end) awaiting its backward.
+        self._trim_pending: tuple[int, bool] | None = None
         self.resident_bytes = 0
         self.peak_resident_bytes = 0
         self.record_timeline = record_timeline
@@ -667,13 +676,14 @@ class TensorCache:
         # Backward starts with the last groups: get them in (or keep them) now.
         with self._lock:
             self._read_ahead((self._pass, self._group))
-        if self.counters["offloaded"] > self._offloaded_before_pass and self._trims_heap():
-            # Memory peaks as backward starts: hand the heap's free chunks back here (freed
-            # temporaries and last step's gradients), once per step, not at every free.
-            measured = _trim_heap()
-            if measured is not None:
-                self.trim_yield = measured
-            self.counters["heap_trims"] += 1
+        if self.counters["offloaded"] > self._offloaded_before_pass and self.release_memory == (
+            "advise"
+        ):
+            fits = self._trims_heap()
+            if self.trim_point == "backward start":
+                self._trim_pending = (self._pass, fits)
+            elif fits:
+                self._trim()
         # The end of the forward is where on_write_error="raise" reports, whatever the timing.
         try:
             self.flush()
@@ -681,10 +691,33 @@ class TensorCache:
             self._step_failed(self._pass)
             raise
 
+    def _trim(self) -> None:
+        """``malloc_trim`` now, recording the fraction of the free bytes it handed back."""
+        measured = _trim_heap()
+        if measured is not None:
+            self.trim_yield = measured
+        self.counters["heap_trims"] += 1
+
+    def _trim_as_backward_starts(self) -> None:
+        """The heap trim of the forward whose backward starts now, once per step.
+
+        Here rather than at the forward's end: memory peaks from backward into the next
+        forward, and between the two points loops commonly free last step's gradients
+        (``zero_grad(set_to_none=True)`` before ``backward()``). Trimmed at the forward's
+        end, those stayed resident while backward's allocations faulted in the pages the trim
+        had handed back: on the heavier GPT, 190-250 MiB of free memory at the peak."""
+        pending, self._trim_pending = self._trim_pending, None
+        if pending is None:
+            return
+        if self._trims_heap():
+            self._trim()
+        elif pending[1]:  # the forward's end was within budget: trim there from now on
+            self.trim_point = "forward end"
+
     def _trims_heap(self) -> bool:
-        """Whether a forward that offloaded ends with ``malloc_trim`` (``"advise"`` only).
-        Under a plan: when what a trim would hand back, each byte faulted in again by backward
-        at the measured cost, fits the plan's trim budget; without one (``"all"``): always.
+        """Whether a heap trim (``malloc_trim``) now fits (``"advise"`` only). Under a plan:
+        when what a trim would hand back, each byte faulted in again later at the measured
+        cost, fits the plan's trim budget; without one (``"all"``): always.
         What it hands back is the heap's free bytes now times the fraction the last trim
         handed back (:attr:`trim_yield`, measured): counting every free byte, as before, a
         trim of about 60 ms was judged at 118 and skipped; in one heavier-GPT run of four no
@@ -1001,6 +1034,8 @@ class TensorCache:
             return _Handle(self, entry, t)
 
     def _unpack(self, h: Any) -> torch.Tensor:
+        if self._trim_pending is not None:
+            self._trim_as_backward_starts()
         if not isinstance(h, _Handle):
             return h
         start = time.perf_counter_ns()
@@ -1355,6 +1390,7 @@ class TensorCache:
         out["released_bytes"] = self.released_bytes
         out["offload_ns_per_byte"] = self.offload_ns_per_byte
         out["trim_yield"] = self.trim_yield
+        out["trim_point"] = self.trim_point
         if self._store is not None and not self._store.closed:
             out["store"] = self._store.stats()
             out["direct_io"] = self._store.direct
