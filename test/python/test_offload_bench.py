@@ -18,6 +18,7 @@ TINY = {"model": "gpt", "layers": 2, "hidden": 32, "heads": 2, "seq": 16, "batch
         (["--systems", "foo"], "unknown system(s) foo"),
         (["--systems", "keep-all+huge"], "unknown system(s) keep-all+huge"),
         (["--systems", "nope+thp"], "unknown system(s) nope+thp"),
+        (["--systems", "keep-all+fwdtrim"], "unknown system(s) keep-all+fwdtrim"),
         (["--hidden", "10", "--heads", "4"], "--hidden must be divisible by --heads"),
         (["--layers", "0"], "--layers must be >= 1"),
     ],
@@ -147,6 +148,8 @@ def test_memory_trace_plot_and_columns(tmp_path):
 def test_a_system_may_run_under_a_variant():
     assert bench._split_system("keep-all+thp") == ("keep-all", "thp")
     assert bench._split_system("hector-adaptive") == ("hector-adaptive", "")
+    assert bench._split_system("hector-adaptive+fwdtrim") == ("hector-adaptive", "fwdtrim")
+    assert bench.CACHE_VARIANTS["fwdtrim"] == {"trim_point": "forward end"}
     from hector.offload.hugepages import THP_ENV
 
     assert bench.VARIANTS["thp"] == {THP_ENV: "1"}  # the switch enable_huge_pages() sets

@@ -700,6 +700,23 @@ def test_a_trim_that_fits_only_at_the_forward_end_moves_there(tmp_path, monkeypa
     fwd.close()
 
 
+def test_the_trim_point_is_an_option(tmp_path, monkeypatch):
+    import hector.offload.cache as cache_mod
+
+    events: list[str] = []
+    trims: list[str] = []
+    monkeypatch.setattr(cache_mod, "_trim_heap", lambda: trims.append(events[-1]))
+    fwd = hector.offload(
+        _model(), "all", root=str(tmp_path), threshold=1024, trim_point="forward end"
+    )
+    events.append("forward")
+    _step_freeing_between_forward_and_backward(fwd, events)
+    assert trims == ["forward"]
+    fwd.close()
+    with pytest.raises(OffloadError, match="trim_point must be one of"):
+        TensorCache("all", trim_point="backward")
+
+
 def _profiled_bytes(tmp_path, steps: int, warmup_steps: int):
     """Saved bytes per scope the adaptive cache measured after ``steps``, and its plan."""
     _, _, wrapped = _train("adaptive", steps=steps, root=str(tmp_path), warmup_steps=warmup_steps)
@@ -858,6 +875,7 @@ def test_advise_mode_trains_bit_identically_and_hands_back_offloaded_pages(tmp_p
     assert stats["release_memory"] == "advise"
     assert stats["released_bytes"] > 0
     assert stats["heap_trims"] == 20  # once per forward that offloaded
+    assert stats["timing"]["trim_ns"] > 0  # the trims' own time, in the breakdown
     got[2].close()
 
 

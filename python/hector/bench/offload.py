@@ -40,7 +40,10 @@ OPTIONAL = ("deepspeed-checkpoint", "deepspeed-cpu-checkpoint")
 #: environment of its worker process. ``thp``: PyTorch's own huge-page allocation (every CPU
 #: block of 2 MiB or more marked ``madvise(MADV_HUGEPAGE)``, so it faults in 2 MiB at a time;
 #: read at the first allocation, hence set before the process starts).
-VARIANTS = {"thp": {"THP_MEM_ALLOC_ENABLE": "1"}}
+VARIANTS: dict[str, dict[str, str]] = {"thp": {"THP_MEM_ALLOC_ENABLE": "1"}, "fwdtrim": {}}
+#: Variants that are options of a hector system's cache rather than environment:
+#: ``fwdtrim`` trims the heap at the forward's end instead of as backward starts.
+CACHE_VARIANTS: dict[str, dict[str, Any]] = {"fwdtrim": {"trim_point": "forward end"}}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -311,6 +314,7 @@ def _setup_system(system: str, model: Any, payload: dict[str, Any]) -> tuple[Any
             record_timeline=True,
             release_memory=False if release == "off" else release,
             granularity=payload.get("granularity", "block"),
+            **payload.get("cache_options", {}),
         )
         return wrapped, wrapped.cache
     if system == "checkpoint":
@@ -439,6 +443,7 @@ def _cache_figures(
     }
     return {
         "saved_peak_bytes": cache.peak_resident_bytes,
+        "trim_point": cache.trim_point,
         "bytes_written_per_step": written // steps,
         "bytes_read_per_step": read // steps,
         "objects_written_per_step": delta("objects_written") / steps,
@@ -580,7 +585,7 @@ def _memory_trace_plot(path: str, record: dict[str, Any]) -> None:
         )
         ax.set_ylim(min(0.0, *(min(e[2], e[3] or 0) for e in events)) - 5, top * 1.08 + 5)
         ax.set_title(name, fontsize=9)
-        ax.set_ylabel("MiB above step start", fontsize=8)
+        ax.set_ylabel("MiB above the trimmed baseline", fontsize=8)
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(traced) :]:
         ax.axis("off")
@@ -709,6 +714,8 @@ def _split_system(name: str) -> tuple[str, str] | None:
     base, _, variant = name.partition("+")
     if base not in SYSTEMS or (variant and variant not in VARIANTS):
         return None
+    if variant in CACHE_VARIANTS and not base.startswith("hector-"):
+        return None  # an option of hector's cache: nothing to set for the others
     return base, variant
 
 
@@ -757,6 +764,7 @@ def run(args: argparse.Namespace) -> int:
             "threads": args.threads,
             "release_memory": args.release_memory,
             "granularity": args.granularity,
+            "cache_options": CACHE_VARIANTS.get(variant, {}),
         }
         does_io = base.startswith("hector-")
         raw_before = raw_disk_bandwidth(root, args.raw_mib) if does_io else None

@@ -51,6 +51,9 @@ POLICIES = ("adaptive", "all", "none")
 #: Parts of the hooks' time, in ns: the whole pack/unpack hooks, what they spend submitting
 #: I/O to the store, waiting for writes (a released tensor whose write is in flight) and reads,
 #: allocating read-back buffers, staging copies (CUDA) and polling completions.
+#: Where the heap trim of a step that offloaded may run (``TensorCache(trim_point=...)``).
+TRIM_POINTS = ("backward start", "forward end")
+
 _TIMING_KEYS = (
     "pack_ns",
     "unpack_ns",
@@ -61,6 +64,7 @@ _TIMING_KEYS = (
     "alloc_ns",
     "staging_ns",
     "drain_ns",
+    "trim_ns",
     "hook_calls",
 )
 
@@ -441,6 +445,13 @@ class TensorCache:
             took 1.2-1.6x, its second 1.1-1.3x a later one): a plan measured on them takes
             the step for longer than it is, counts its costs as a smaller fraction of it, and
             spends more than its target.
+        trim_point: ``"advise"``: where the once-per-step heap trim runs (see
+            ``release_memory``): ``"backward start"`` (default) also hands back what the loop
+            frees between forward and backward (last step's gradients, under
+            ``zero_grad(set_to_none=True)`` before ``backward()``): the heavier GPT's peak RSS
+            fell 10 points more than with ``"forward end"``, whose trim hands back less and
+            cost about 4% less step time in the same run (docs/offload.md, "Where the peak
+            is").
     """
 
     def __init__(
@@ -463,6 +474,7 @@ class TensorCache:
         overhead_target: float = OVERHEAD_TARGET,
         granularity: str = "block",
         warmup_steps: int = 2,
+        trim_point: str = "backward start",
     ) -> None:
         if isinstance(policy, str) and policy not in POLICIES:
             plan = Plan.load(policy)  # a plan file; raises a clear error if it is not one
@@ -483,6 +495,8 @@ class TensorCache:
             raise OffloadError(f"overhead_target must be in [0, 10), got {overhead_target}")
         if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
             raise OffloadError(f"warmup_steps must be an int >= 0, got {warmup_steps!r}")
+        if trim_point not in TRIM_POINTS:
+            raise OffloadError(f"trim_point must be one of {TRIM_POINTS}, got {trim_point!r}")
         self.readahead_bytes = readahead_bytes
         self._group_offloaded: dict[tuple[int, int], int] = {}  # bytes written per group
         self._largest_group = 0
@@ -571,9 +585,9 @@ class TensorCache:
         #: 39-62%, and counting every free byte (the old 1.0) skipped whole runs' trims.
         self.trim_yield = _TRIM_YIELD_PRIOR
         #: Where the heap trim runs: ``"backward start"`` (first unpack after a forward that
-        #: offloaded) or, once one did not fit there but would have at the forward's end,
-        #: ``"forward end"`` (the cheaper point) for the rest of training.
-        self.trim_point = "backward start"
+        #: offloaded) or ``"forward end"``; the first moves to the second (the cheaper point)
+        #: for the rest of training once a trim did not fit there but would have at the end.
+        self.trim_point = trim_point
         # (the pass, whether a trim fitted at its forward's end) awaiting its backward.
         self._trim_pending: tuple[int, bool] | None = None
         self.resident_bytes = 0
@@ -693,7 +707,9 @@ class TensorCache:
 
     def _trim(self) -> None:
         """``malloc_trim`` now, recording the fraction of the free bytes it handed back."""
+        start = time.perf_counter_ns()
         measured = _trim_heap()
+        self.timing["trim_ns"] += time.perf_counter_ns() - start
         if measured is not None:
             self.trim_yield = measured
         self.counters["heap_trims"] += 1
@@ -1368,8 +1384,10 @@ class TensorCache:
         ``write_wait_ns`` (a released tensor whose write was still running), ``read_wait_ns``
         (backward waiting for a read), ``alloc_ns`` (read-back buffers), ``staging_ns`` (CUDA
         copies to pinned memory) and ``drain_ns`` (collecting completions); ``python_ns`` is
-        the rest (the cache's own bookkeeping). The store's own per-phase counters (copies,
-        checksums, its queues) are in ``stats()["store"]``.
+        the rest (the cache's own bookkeeping). ``trim_ns`` (heap trims, outside the hooks'
+        figures) counts only the ``malloc_trim`` calls, not the page faults that bring the
+        memory back later. The store's own per-phase counters (copies, checksums, its
+        queues) are in ``stats()["store"]``.
         """
         t = dict(self.timing)
         inside = sum(
