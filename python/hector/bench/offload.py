@@ -439,7 +439,9 @@ def _cache_figures(
         and k not in ("write_busy_ns", "read_busy_ns")
     }
     counters = {
-        k: (after["counters"][k] - before["counters"][k]) // steps for k in after["counters"]
+        # Averages, not floors: one trim in three steps is not zero trims per step.
+        k: round((after["counters"][k] - before["counters"][k]) / steps, 2)
+        for k in after["counters"]
     }
     return {
         "saved_peak_bytes": cache.peak_resident_bytes,
@@ -549,6 +551,18 @@ def _plot(path: str, results: list[dict[str, Any]], title: str) -> None:
     plt.close(fig)
 
 
+def _save_figure(fig: Any, path: str, record: dict[str, Any], what: str) -> None:
+    """Title ``fig`` with the record's model and configuration, write it to ``path``, close it."""
+    import matplotlib.pyplot as plt
+
+    cfg = ", ".join(f"{k} {record[k]}" for k in ("layers", "hidden", "heads", "seq", "batch"))
+    fig.suptitle(f"{record['model']} ({cfg}): {what}", fontsize=10)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def _memory_trace_plot(path: str, record: dict[str, Any]) -> None:
     """Each system's traced step (its first run): resident memory, its high-water mark since
     the previous mark, and the heap in use, at every scope boundary; the gap between resident
@@ -590,12 +604,7 @@ def _memory_trace_plot(path: str, record: dict[str, Any]) -> None:
     for ax in list(axes.flat)[len(traced) :]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
-    cfg = ", ".join(f"{k} {record[k]}" for k in ("layers", "hidden", "heads", "seq", "batch"))
-    fig.suptitle(f"{record['model']} ({cfg}): memory over one traced step", fontsize=10)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save_figure(fig, path, record, "memory over one traced step")
 
 
 def _frontier_plot(path: str, record: dict[str, Any]) -> None:
@@ -631,12 +640,7 @@ def _frontier_plot(path: str, record: dict[str, Any]) -> None:
         ax.set_xlabel(label)
         ax.set_ylabel("median step time (ms)")
         ax.grid(alpha=0.3)
-    cfg = ", ".join(f"{k} {record[k]}" for k in ("layers", "hidden", "heads", "seq", "batch"))
-    fig.suptitle(f"{record['model']} ({cfg}): lower-left is better", fontsize=10)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save_figure(fig, path, record, "lower-left is better")
 
 
 def _number_rounds(results: list[dict[str, Any]]) -> None:
