@@ -677,7 +677,8 @@ def test_the_heap_trim_runs_as_backward_starts_after_what_the_loop_freed(tmp_pat
 
 def test_a_trim_that_fits_only_at_the_forward_end_moves_there(tmp_path, monkeypatch):
     # Backward may start with more free memory than the budget pays to hand back (the freed
-    # gradients): that step skips its trim, and later steps trim at the forward's end.
+    # gradients): that step skips its trim; three such steps in a row, and later steps trim
+    # at the forward's end.
     import hector.offload.cache as cache_mod
 
     events: list[str] = []
@@ -690,10 +691,14 @@ def test_a_trim_that_fits_only_at_the_forward_end_moves_there(tmp_path, monkeypa
     fwd = hector.offload(_model(), _plan_with_trim_budget(100), root=str(tmp_path), threshold=1024)
     fwd.cache._release_ns_per_byte = 0.15
     fwd.cache.trim_yield = 1.0
+    for _ in range(2):  # one miss (the first planned step's) does not move it
+        events.append("forward")
+        _step_freeing_between_forward_and_backward(fwd, events)
+        assert fwd.cache.trim_point == "backward start"
     events.append("forward")
     _step_freeing_between_forward_and_backward(fwd, events)
-    assert trims == []  # did not fit as backward started: no trim this step
-    assert fwd.cache.trim_point == "forward end"
+    assert trims == []  # did not fit as backward started: no trim in those steps
+    assert fwd.cache.trim_point == "forward end"  # three in a row
     events.append("forward")
     _step_freeing_between_forward_and_backward(fwd, events)
     assert trims == ["forward"]  # at the forward's end, before the loop freed anything

@@ -286,6 +286,10 @@ def _malloc_trim() -> None:
         libc.malloc_trim(0)
 
 
+#: Backward starts in a row whose trim did not fit (where the forward's end would have) before
+#: the heap trim moves to the forward's end for the rest of training.
+_TRIM_MISSES_BEFORE_MOVING = 3
+
 #: What a heap trim is assumed to hand back of the free bytes before one has been measured.
 _TRIM_YIELD_PRIOR = 0.5
 
@@ -429,8 +433,8 @@ class TensorCache:
             forward's backward starts (after whatever the loop freed in between, typically
             last step's gradients): always without a plan (``"all"``), and under a plan
             when the heap's free bytes, faulted in again later, fit the plan's trim budget;
-            where they fit at the forward's end but no longer when backward starts, later
-            steps trim at the forward's end (:attr:`trim_point`).
+            where they fit at the forward's end but not when backward starts, three steps in
+            a row, later steps trim at the forward's end (:attr:`trim_point`).
             ``"trim"``: leave the threshold, call ``malloc_trim`` each time 32 MiB of
             offloaded activations were freed. ``False``: none of these.
         overhead_target: ``"adaptive"``: the step-time overhead over keep-all the plan may
@@ -586,10 +590,12 @@ class TensorCache:
         self.trim_yield = _TRIM_YIELD_PRIOR
         #: Where the heap trim runs: ``"backward start"`` (first unpack after a forward that
         #: offloaded) or ``"forward end"``; the first moves to the second (the cheaper point)
-        #: for the rest of training once a trim did not fit there but would have at the end.
+        #: for the rest of training once trims did not fit there, but would have at the
+        #: forward's end, three steps in a row.
         self.trim_point = trim_point
         # (the pass, whether a trim fitted at its forward's end) awaiting its backward.
         self._trim_pending: tuple[int, bool] | None = None
+        self._trim_misses = 0  # backward starts in a row whose trim did not fit
         self.resident_bytes = 0
         self.peak_resident_bytes = 0
         self.record_timeline = record_timeline
@@ -726,9 +732,14 @@ class TensorCache:
         if pending is None:
             return
         if self._trims_heap():
+            self._trim_misses = 0
             self._trim()
-        elif pending[1]:  # the forward's end was within budget: trim there from now on
-            self.trim_point = "forward end"
+        elif pending[1]:  # the forward's end was within budget
+            # Moved only after misses in a row: the first planned step's backward starts with
+            # the free memory of the keep-everything steps before it, more than later ones.
+            self._trim_misses += 1
+            if self._trim_misses >= _TRIM_MISSES_BEFORE_MOVING:
+                self.trim_point = "forward end"
 
     def _trims_heap(self) -> bool:
         """Whether a heap trim (``malloc_trim``) now fits (``"advise"`` only). Under a plan:

@@ -327,10 +327,11 @@ class Plan:
     ) -> Plan:
         """The adaptive plan of :func:`plan_hidden`, as ``placement`` IR.
 
-        ``trim_heap``: the heap's free memory can be handed back at the end of each forward
-        (``malloc_trim``). A plan that offloads then gives it the overhead budget its
+        ``trim_heap``: the heap's free memory can be handed back once per step that offloads
+        (``malloc_trim``, as backward starts or at the forward's end: the cache's
+        ``trim_point``). A plan that offloads then gives it the overhead budget its
         decisions leave (``placement.trim_budget_ns``): the cache trims when the free bytes
-        it finds there, each faulted in again by backward at the measured cost, fit in it.
+        it finds there, each faulted in again later at the measured cost, fit in it.
 
         ``scopes`` are ``ScopeProfile`` (name, measured forward ns, saved bytes) in forward
         order, ``backward_ns`` each scope's measured backward time. The IR is the profile
