@@ -147,6 +147,17 @@ def _status_kib(field_name: str) -> int | None:
     return None
 
 
+def reset_high_water_mark() -> bool:
+    """Reset the kernel's resident high-water mark of this process (``VmHWM``) by writing ``5``
+    to ``/proc/self/clear_refs``; False where that is not allowed."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
 class PeakRSS:
     """Peak resident memory of this process above a baseline, on Linux.
 
@@ -172,11 +183,9 @@ class PeakRSS:
             self.method = "ru_maxrss above baseline (high-water mark not reset)"
             return
         self.baseline_bytes = rss * 1024
-        try:
-            with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
-                f.write("5")
+        if reset_high_water_mark():
             self.method = "VmHWM above baseline RSS (VmHWM reset via /proc/self/clear_refs)"
-        except OSError:
+        else:
             self.method = "VmHWM above baseline RSS (VmHWM not resettable: includes set-up)"
 
     def peak_bytes(self) -> int:

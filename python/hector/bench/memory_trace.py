@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ._common import _status_kib
+from ._common import _status_kib, reset_high_water_mark
 
 __all__ = ["MIB", "trace_step"]
 
@@ -39,25 +39,18 @@ def _heap_in_use() -> int | None:
     return int(info.uordblks + info.hblkhd)
 
 
-def _reset_hwm() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
 class _Tracer:
     """Collects ``(event, hwm, rss, heap)`` rows in MiB relative to the process when it was
-    created."""
+    created; :meth:`start` resets the high-water mark before the first mark."""
 
     def __init__(self) -> None:
         self.rows: list[list[Any]] = []
         self.rss0 = (_status_kib("VmRSS") or 0) * 1024
-        heap = _heap_in_use()
-        self.heap0 = heap
-        self.resets = _reset_hwm()
+        self.heap0 = _heap_in_use()
+        self.resets = False
+
+    def start(self) -> None:
+        self.resets = reset_high_water_mark()
 
     def mark(self, event: str) -> None:
         hwm = (_status_kib("VmHWM") or 0) * 1024
@@ -71,7 +64,7 @@ class _Tracer:
                 None if heap is None or self.heap0 is None else round((heap - self.heap0) / MIB, 1),
             ]
         )
-        _reset_hwm()
+        reset_high_water_mark()
 
 
 def trace_step(
@@ -112,10 +105,9 @@ def trace_step(
             handles.append(first.register_post_accumulate_grad_hook(mark(f"backward {name}")))
     try:
         baseline = _Tracer()
-        tracer = None  # the settling steps are not marked
-        for _ in range(settle):
+        for _ in range(settle):  # not marked: tracer is still None
             step(i)
-        baseline.resets = _reset_hwm()
+        baseline.start()
         tracer = baseline
         step(i)
         tracer.mark("step end")

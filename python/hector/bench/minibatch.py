@@ -327,6 +327,8 @@ def train(
     compilation counts and peak memory (see the module docstring)."""
     import torch
 
+    from hector.bench._common import reset_high_water_mark
+
     counted = hector_model if hector_model is not None else model
     compiles_start = _compilations(counted)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
@@ -341,11 +343,7 @@ def train(
     for i in range(warmup + steps):
         if i == warmup:
             compiles_warm = _compilations(counted)
-            try:
-                with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
-                    f.write("5")  # reset VmHWM: peak RSS of the measured steps only
-            except OSError:
-                pass
+            reset_high_water_mark()  # peak RSS of the measured steps only
             measured_start = time.perf_counter()
         t0 = time.perf_counter()
         batch = next(it)

@@ -40,7 +40,7 @@ OPTIONAL = ("deepspeed-checkpoint", "deepspeed-cpu-checkpoint")
 #: environment of its worker process. ``thp``: PyTorch's own huge-page allocation (every CPU
 #: block of 2 MiB or more marked ``madvise(MADV_HUGEPAGE)``, so it faults in 2 MiB at a time;
 #: read at the first allocation, hence set before the process starts).
-VARIANTS: dict[str, dict[str, str]] = {"thp": {"THP_MEM_ALLOC_ENABLE": "1"}, "fwdtrim": {}}
+VARIANTS: dict[str, dict[str, str]] = {"thp": {"THP_MEM_ALLOC_ENABLE": "1"}}
 #: Variants that are options of a hector system's cache rather than environment:
 #: ``fwdtrim`` trims the heap at the forward's end instead of as backward starts.
 CACHE_VARIANTS: dict[str, dict[str, Any]] = {"fwdtrim": {"trim_point": "forward end"}}
@@ -716,11 +716,11 @@ def _split_system(name: str) -> tuple[str, str] | None:
     """``("keep-all", "thp")`` for ``"keep-all+thp"``, ``(name, "")`` for a plain system, None
     for an unknown system or variant."""
     base, _, variant = name.partition("+")
-    if base not in SYSTEMS or (variant and variant not in VARIANTS):
+    if base not in SYSTEMS:
         return None
-    if variant in CACHE_VARIANTS and not base.startswith("hector-"):
-        return None  # an option of hector's cache: nothing to set for the others
-    return base, variant
+    if variant in CACHE_VARIANTS:  # an option of hector's cache: nothing to set for the others
+        return (base, variant) if base.startswith("hector-") else None
+    return (base, variant) if not variant or variant in VARIANTS else None
 
 
 def run(args: argparse.Namespace) -> int:

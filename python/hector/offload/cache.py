@@ -50,10 +50,8 @@ __all__ = [
 POLICIES = ("adaptive", "all", "none")
 #: Parts of the hooks' time, in ns: the whole pack/unpack hooks, what they spend submitting
 #: I/O to the store, waiting for writes (a released tensor whose write is in flight) and reads,
-#: allocating read-back buffers, staging copies (CUDA) and polling completions.
-#: Where the heap trim of a step that offloaded may run (``TensorCache(trim_point=...)``).
-TRIM_POINTS = ("backward start", "forward end")
-
+#: allocating read-back buffers, staging copies (CUDA) and polling completions; and, outside
+#: the hooks, the heap trims' ``malloc_trim`` calls.
 _TIMING_KEYS = (
     "pack_ns",
     "unpack_ns",
@@ -67,6 +65,9 @@ _TIMING_KEYS = (
     "trim_ns",
     "hook_calls",
 )
+
+#: Where the heap trim of a step that offloaded may run (``TensorCache(trim_point=...)``).
+TRIM_POINTS = ("backward start", "forward end")
 
 
 class OffloadError(RuntimeError):
@@ -453,9 +454,9 @@ class TensorCache:
             ``release_memory``): ``"backward start"`` (default) also hands back what the loop
             frees between forward and backward (last step's gradients, under
             ``zero_grad(set_to_none=True)`` before ``backward()``): the heavier GPT's peak RSS
-            fell 10 points more than with ``"forward end"``, whose trim hands back less and
-            cost about 4% less step time in the same run (docs/offload.md, "Where the peak
-            is").
+            fell 40-46% where ``"forward end"`` (which hands back less) gave 34-39%; in the
+            same runs the step times differed by -6 to +7%, within the host's noise
+            (docs/offload.md, "Where the peak is").
     """
 
     def __init__(
@@ -593,8 +594,8 @@ class TensorCache:
         #: for the rest of training once trims did not fit there, but would have at the
         #: forward's end, three steps in a row.
         self.trim_point = trim_point
-        # (the pass, whether a trim fitted at its forward's end) awaiting its backward.
-        self._trim_pending: tuple[int, bool] | None = None
+        # A trim awaiting the next backward's start: whether it fitted at the forward's end.
+        self._trim_pending: bool | None = None
         self._trim_misses = 0  # backward starts in a row whose trim did not fit
         self.resident_bytes = 0
         self.peak_resident_bytes = 0
@@ -696,12 +697,10 @@ class TensorCache:
         # Backward starts with the last groups: get them in (or keep them) now.
         with self._lock:
             self._read_ahead((self._pass, self._group))
-        if self.counters["offloaded"] > self._offloaded_before_pass and self.release_memory == (
-            "advise"
-        ):
+        if self.counters["offloaded"] > self._offloaded_before_pass:
             fits = self._trims_heap()
-            if self.trim_point == "backward start":
-                self._trim_pending = (self._pass, fits)
+            if self.trim_point == "backward start" and self.release_memory == "advise":
+                self._trim_pending = fits
             elif fits:
                 self._trim()
         # The end of the forward is where on_write_error="raise" reports, whatever the timing.
@@ -734,7 +733,7 @@ class TensorCache:
         if self._trims_heap():
             self._trim_misses = 0
             self._trim()
-        elif pending[1]:  # the forward's end was within budget
+        elif pending:  # the forward's end was within budget
             # Moved only after misses in a row: the first planned step's backward starts with
             # the free memory of the keep-everything steps before it, more than later ones.
             self._trim_misses += 1
