@@ -67,9 +67,6 @@ def test_worker_breaks_the_offloaded_step_down(tmp_path):
     assert parts["hooks"] > 0
     assert out["io_backend"]
     assert isinstance(out["store_phases_ms_per_step"], dict)
-    from hector.offload.hugepages import huge_page_mappings
-
-    assert out["huge_page_reads"] == huge_page_mappings()  # the read-back buffers used
 
 
 def test_adaptive_worker_records_its_plan_model_and_granularity(tmp_path):
@@ -153,8 +150,6 @@ def test_a_system_may_run_under_a_variant():
     assert bench._split_system("hector-adaptive") == ("hector-adaptive", "")
     assert bench._split_system("hector-adaptive+fwdtrim") == ("hector-adaptive", "fwdtrim")
     assert bench.CACHE_VARIANTS["fwdtrim"] == {"trim_point": "forward end"}
-    assert bench._split_system("hector-all+heapreads") == ("hector-all", "heapreads")
-    assert bench.CACHE_VARIANTS["heapreads"] == {"huge_page_reads": False}
     from hector.offload.hugepages import THP_ENV
 
     assert bench.VARIANTS["thp"] == {THP_ENV: "1"}  # the switch enable_huge_pages() sets

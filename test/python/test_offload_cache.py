@@ -589,8 +589,7 @@ def test_adaptive_plans_from_the_measured_step(tmp_path):
     assert cache.read_bandwidth > 0
     assert 'placement.rule = "hidden-io"' in cache.plan.text
     assert "placement.backward_ns" in cache.plan.text
-    # release_memory="advise" on CPU: the plan counts each offloaded byte's refault and the
-    # memory of its read-back buffer
+    # release_memory="advise" on CPU: the plan counts each offloaded byte's page faults, twice
     assert cache.offload_ns_per_byte > 0
     sizes = cache._profile_sizes  # measured on the pieces the profiled step would offload
     assert sizes
@@ -773,94 +772,6 @@ def test_read_back_buffers_are_in_phase_with_the_store():
     buf, shift = _in_phase_buffer(100, 8, pin=False)  # not element-safe: a plain buffer
     assert shift == 0
     assert buf.data_ptr() == buf.untyped_storage().data_ptr()
-
-
-def test_large_read_back_buffers_get_their_own_huge_page_mapping():
-    from hector.offload.cache import _BLOCK, _in_phase_buffer, _process_resident_bytes
-    from hector.offload.hugepages import _mapping_flags, huge_page_mappings
-
-    for phase in (0, 128, 4032):
-        before = _process_resident_bytes()
-        buf, shift = _in_phase_buffer((16 << 20) + 100, phase, pin=False, huge=True)
-        assert buf.numel() == (16 << 20) + 100
-        assert buf.data_ptr() % _BLOCK == phase
-        assert buf.data_ptr() - buf.untyped_storage().data_ptr() == shift
-        assert not buf.untyped_storage().resizable()  # not the allocator's: its own mapping
-        # Where the kernel allows transparent huge pages, its whole huge pages ask for them.
-        assert ("hg" in _mapping_flags(buf.data_ptr())) == huge_page_mappings()
-        populated = _process_resident_bytes()
-        assert populated - before >= 15 << 20  # faulted in before the read is submitted
-        del buf
-        assert populated - _process_resident_bytes() >= 15 << 20  # unmapped with its tensor
-    small, _ = _in_phase_buffer(1 << 20, 64, pin=False, huge=True)  # under 2 MiB: the heap
-    assert small.untyped_storage().resizable()
-    heap, _ = _in_phase_buffer(4 << 20, 64, pin=False, huge=False)
-    assert heap.untyped_storage().resizable()
-
-
-def test_large_activations_read_back_through_huge_page_buffers_bit_identically(
-    tmp_path, monkeypatch
-):
-    import hector.offload.cache as cache_module
-    from hector.offload.hugepages import huge_page_mappings
-
-    made = []
-    original = cache_module.huge_page_buffer
-
-    def counting(nbytes: int, phase: int = 0):
-        made.append(nbytes)
-        return original(nbytes, phase)
-
-    monkeypatch.setattr(cache_module, "huge_page_buffer", counting)
-
-    def train(**kw):  # attention probabilities of 8 MiB, MLP activations of 4 MiB
-        torch.manual_seed(0)
-        model = build_model("gpt", layers=2, hidden=256, heads=4, vocab=VOCAB, seq=512, seed=0)
-        opt = torch.optim.SGD(model.parameters(), lr=0.05)
-        fwd = hector.offload(model, "all", root=str(tmp_path), **kw) if kw else model
-        ids = torch.randint(0, VOCAB, (2, 512), generator=torch.Generator().manual_seed(1))
-        losses = []
-        for _ in range(3):
-            opt.zero_grad()
-            loss = F.cross_entropy(fwd(ids).reshape(-1, VOCAB), ids.reshape(-1))
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-        if kw:
-            assert fwd.cache.stats()["huge_page_reads"] == (
-                kw["huge_page_reads"] and huge_page_mappings()
-            )
-            fwd.close()
-        return losses, [p.detach().clone() for p in model.parameters()]
-
-    reference = train()
-    for huge in (True, False):
-        made.clear()
-        _same(train(huge_page_reads=huge), reference)
-        expected = huge and huge_page_mappings()
-        assert bool(made) == expected
-        assert all(n >= 2 << 20 for n in made)
-    with pytest.raises(OffloadError, match="huge_page_reads must be True or False"):
-        TensorCache("all", huge_page_reads="yes")  # type: ignore[arg-type]
-
-
-def test_offloaded_bytes_cost_what_their_memory_does_by_release_mode(monkeypatch):
-    import hector.offload.cache as cache_module
-
-    monkeypatch.setattr(cache_module, "measure_release_cost", lambda *a, **k: 1.0)
-    seen = []
-
-    def readback(*args, huge, **kw):
-        seen.append(huge)
-        return 0.25
-
-    monkeypatch.setattr(cache_module, "measure_readback_cost", readback)
-    expected = {"advise": 1.25, "mmap": 0.25, True: 0.25, "trim": 1.0, False: 0.0}
-    for mode, cost in expected.items():
-        cache = TensorCache("adaptive", release_memory=mode, huge_page_reads=False)
-        assert cache._offload_cost() == cost
-        cache.close()
-    assert seen == [False] * 3  # the buffers the cache would use are the ones measured
 
 
 def test_layer_granularity_scopes_each_block_s_children(tmp_path, reference):

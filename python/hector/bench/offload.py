@@ -42,12 +42,8 @@ OPTIONAL = ("deepspeed-checkpoint", "deepspeed-cpu-checkpoint")
 #: read at the first allocation, hence set before the process starts).
 VARIANTS: dict[str, dict[str, str]] = {"thp": {"THP_MEM_ALLOC_ENABLE": "1"}}
 #: Variants that are options of a hector system's cache rather than environment:
-#: ``fwdtrim`` trims the heap at the forward's end instead of as backward starts;
-#: ``heapreads`` takes read-back buffers from the heap instead of huge-page mappings.
-CACHE_VARIANTS: dict[str, dict[str, Any]] = {
-    "fwdtrim": {"trim_point": "forward end"},
-    "heapreads": {"huge_page_reads": False},
-}
+#: ``fwdtrim`` trims the heap at the forward's end instead of as backward starts.
+CACHE_VARIANTS: dict[str, dict[str, Any]] = {"fwdtrim": {"trim_point": "forward end"}}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -450,7 +446,6 @@ def _cache_figures(
     return {
         "saved_peak_bytes": cache.peak_resident_bytes,
         "trim_point": cache.trim_point,
-        "huge_page_reads": cache.huge_page_reads,
         "bytes_written_per_step": written // steps,
         "bytes_read_per_step": read // steps,
         "objects_written_per_step": delta("objects_written") / steps,

@@ -37,7 +37,6 @@ from torch import nn
 
 from hector.runtime.offload import OffloadIOError, TensorStore
 
-from .hugepages import HUGE_PAGE, huge_page_buffer, huge_page_mappings
 from .plan import OVERHEAD_TARGET, Plan
 
 __all__ = [
@@ -45,7 +44,6 @@ __all__ = [
     "OffloadedModule",
     "TensorCache",
     "default_scopes",
-    "measure_readback_cost",
     "measure_release_cost",
 ]
 
@@ -174,19 +172,13 @@ _BLOCK = 4096
 _PHASE_ALIGN = 64
 
 
-def _in_phase_buffer(
-    nbytes: int, phase: int, pin: bool, huge: bool = False
-) -> tuple[torch.Tensor, int]:
+def _in_phase_buffer(nbytes: int, phase: int, pin: bool) -> tuple[torch.Tensor, int]:
     """A ``nbytes`` uint8 read-back buffer whose address is ``phase`` mod :data:`_BLOCK`, and
     its byte offset in its storage: one block more, shifted (pinned memory: a plain
     allocation when it is in phase already, as page-aligned pinned blocks are). A phase that
-    is not a multiple of :data:`_PHASE_ALIGN` gets a plain buffer (the store then copies).
-    ``huge``: host buffers of a huge page or more get their own populated huge-page mapping
-    (:func:`~hector.offload.hugepages.huge_page_buffer`) instead of heap memory."""
+    is not a multiple of :data:`_PHASE_ALIGN` gets a plain buffer (the store then copies)."""
     if phase % _PHASE_ALIGN:
         return torch.empty(nbytes, dtype=torch.uint8, pin_memory=pin), 0
-    if huge and not pin and nbytes >= HUGE_PAGE:
-        return huge_page_buffer(nbytes, phase)
     if pin:  # page-aligned blocks, rounded up in size: in phase with page-aligned staging
         plain = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
         if plain.data_ptr() % _BLOCK == phase:
@@ -201,6 +193,19 @@ def _in_phase_buffer(
 def _sole_owner(storage: torch.UntypedStorage) -> bool:
     """Nothing but this reference holds ``storage`` (no tensor, view or other storage object)."""
     return int(torch._C._storage_Use_Count(storage._cdata)) == 1
+
+
+#: Times each offloaded byte's memory is handed back and faulted in again per step, by
+#: ``release_memory``: "advise" hands back the activation and then its read-back buffer; the
+#: mmap threshold maps every read-back buffer afresh (activations fault whatever the plan);
+#: "trim" refaults what it trimmed, about the offloaded bytes; False keeps them in the heap.
+_REFAULTS_PER_OFFLOADED_BYTE: dict[bool | str, int] = {
+    "advise": 2,
+    "mmap": 1,
+    True: 1,
+    "trim": 1,
+    False: 0,
+}
 
 
 def measure_release_cost(
@@ -236,28 +241,6 @@ def measure_release_cost(
                 return 0.0
             block.fill_(3)
         costs.append(max(time.perf_counter_ns() - start - resident, 0) / total)
-    return sorted(costs)[len(costs) // 2]
-
-
-def measure_readback_cost(
-    nbytes: int = 16 << 20, repeats: int = 5, piece_bytes: int | None = None, huge: bool = True
-) -> float:
-    """Nanoseconds per byte that a read-back buffer's memory costs: creating it, faulted in,
-    and freeing it, measured on ``nbytes`` in buffers of ``piece_bytes`` (the median of
-    ``repeats``). Buffers the cache gives their own huge-page mapping (``huge``, 2 MiB and
-    more, where the kernel allows it) are measured as such; heap buffers cost what handing
-    heap memory back and faulting it in again does (:func:`measure_release_cost`)."""
-    piece = max(min(piece_bytes or nbytes, nbytes), _PAGE)
-    if not (huge and piece >= HUGE_PAGE and huge_page_mappings()):
-        return measure_release_cost(nbytes, repeats, piece_bytes)
-    count = max(nbytes // piece, 1)
-    costs = []
-    for _ in range(repeats):
-        start = time.perf_counter_ns()
-        for _ in range(count):
-            buffer, _shift = huge_page_buffer(piece)
-            del buffer  # unmapped here
-        costs.append((time.perf_counter_ns() - start) / (piece * count))
     return sorted(costs)[len(costs) // 2]
 
 
@@ -474,13 +457,6 @@ class TensorCache:
             fell 40-46% where ``"forward end"`` (which hands back less) gave 34-39%; in the
             same runs the step times differed by -6 to +7%, within the host's noise
             (docs/offload.md, "Where the peak is").
-        huge_page_reads: give each read-back host buffer of 2 MiB or more its own mapping,
-            backed by transparent huge pages and populated before its read is submitted
-            (:func:`~hector.offload.hugepages.huge_page_buffer`), and unmap it when backward
-            is done with it, instead of taking it from the heap and handing its pages back.
-            It faults in 2 MiB at a time (0.05-0.1 ns per byte here, against 0.3-1.4 for
-            4 KiB pages). Where the kernel's THP mode is ``"never"`` the heap is used
-            (:attr:`huge_page_reads` is then False). Numerics are the same either way.
     """
 
     def __init__(
@@ -504,7 +480,6 @@ class TensorCache:
         granularity: str = "block",
         warmup_steps: int = 2,
         trim_point: str = "backward start",
-        huge_page_reads: bool = True,
     ) -> None:
         if isinstance(policy, str) and policy not in POLICIES:
             plan = Plan.load(policy)  # a plan file; raises a clear error if it is not one
@@ -527,11 +502,6 @@ class TensorCache:
             raise OffloadError(f"warmup_steps must be an int >= 0, got {warmup_steps!r}")
         if trim_point not in TRIM_POINTS:
             raise OffloadError(f"trim_point must be one of {TRIM_POINTS}, got {trim_point!r}")
-        if not isinstance(huge_page_reads, bool):
-            raise OffloadError(f"huge_page_reads must be True or False, got {huge_page_reads!r}")
-        #: Read-back host buffers of 2 MiB or more get their own huge-page mappings (asked
-        #: for, and the kernel's transparent huge pages allow it).
-        self.huge_page_reads = huge_page_reads and huge_page_mappings()
         self.readahead_bytes = readahead_bytes
         self._group_offloaded: dict[tuple[int, int], int] = {}  # bytes written per group
         self._largest_group = 0
@@ -801,21 +771,6 @@ class TensorCache:
             self._release_ns_per_byte = measure_release_cost(piece_bytes=piece)
         return self._release_ns_per_byte
 
-    def _offload_cost(self) -> float:
-        """Nanoseconds per offloaded byte that its memory costs the training thread in a step
-        (CPU), by ``release_memory``: "advise" hands back the activation (refaulted by
-        whatever reuses it) and fills a read-back buffer; the mmap threshold maps every large
-        block afresh, activations whatever the plan, so only the read-back buffer counts;
-        "trim" refaults what it trimmed, about the offloaded bytes; False keeps them."""
-        mode = self.release_memory
-        if mode is False:
-            return 0.0
-        if mode == "trim":
-            return self._release_cost()
-        piece = _byte_weighted_median(self._profile_sizes)
-        readback = measure_readback_cost(piece_bytes=piece, huge=self.huge_page_reads)
-        return readback + (self._release_cost() if mode == "advise" else 0.0)
-
     def _scope_pre(self, name: str) -> Callable[..., None]:
         def hook(module: nn.Module, args: Any) -> None:
             if not torch.is_grad_enabled():
@@ -868,7 +823,8 @@ class TensorCache:
             on_cpu = self.module is None or all(
                 p.device.type == "cpu" for p in self.module.parameters()
             )
-            self.offload_ns_per_byte = self._offload_cost() if on_cpu else 0.0
+            refaults = _REFAULTS_PER_OFFLOADED_BYTE[self.release_memory] if on_cpu else 0
+            self.offload_ns_per_byte = refaults * self._release_cost() if refaults else 0.0
         scopes = profile_from(self.scope_names, self._profile)
         self.plan = Plan.from_measurements(
             scopes,
@@ -1337,7 +1293,7 @@ class TensorCache:
     def _start_read(self, e: _Entry) -> None:
         pin = e.device.type == "cuda"
         start = time.perf_counter_ns()
-        e.buffer, e.shift = _in_phase_buffer(e.nbytes, e.phase, pin, self.huge_page_reads)
+        e.buffer, e.shift = _in_phase_buffer(e.nbytes, e.phase, pin)
         submitted = time.perf_counter_ns()
         self.timing["alloc_ns"] += submitted - start
         self._add_resident(e.nbytes)
@@ -1463,7 +1419,6 @@ class TensorCache:
         out["offload_ns_per_byte"] = self.offload_ns_per_byte
         out["trim_yield"] = self.trim_yield
         out["trim_point"] = self.trim_point
-        out["huge_page_reads"] = self.huge_page_reads
         if self._store is not None and not self._store.closed:
             out["store"] = self._store.stats()
             out["direct_io"] = self._store.direct

@@ -7,39 +7,19 @@ measured on, 0.45-0.9 ns per byte; with 2 MiB transparent huge pages the same re
 0.09-0.2 ns per byte (``measure_release_cost``). PyTorch backs its CPU blocks of 2 MiB or
 more with huge pages (``madvise(MADV_HUGEPAGE)``) when ``THP_MEM_ALLOC_ENABLE=1`` is set
 before its first CPU allocation; :func:`enable_huge_pages` sets it and checks that it took.
-
-The offload cache's own read-back buffers do not wait for that switch: each one of 2 MiB or
-more gets its own anonymous mapping, marked for huge pages and populated when it is created
-(:func:`huge_page_buffer`), and leaves the process whole when the last tensor on it dies.
 """
 
 from __future__ import annotations
 
-import functools
-import mmap
 import os
 
-import torch
-
-__all__ = [
-    "HUGE_PAGE",
-    "THP_ENV",
-    "enable_huge_pages",
-    "huge_page_buffer",
-    "huge_page_mappings",
-    "huge_page_mode",
-    "huge_pages_in_effect",
-]
+__all__ = ["THP_ENV", "enable_huge_pages", "huge_page_mode", "huge_pages_in_effect"]
 
 #: PyTorch's switch, read once, at the process's first CPU allocation (c10's ``alloc_cpu``).
 THP_ENV = "THP_MEM_ALLOC_ENABLE"
 _THP_ENABLED = "/sys/kernel/mm/transparent_hugepage/enabled"
 #: PyTorch's threshold for huge-page allocations is 2 MiB; the probe is over it.
 _PROBE_BYTES = 4 << 20
-#: A transparent huge page on x86-64 and most arm64 kernels (the PMD size).
-HUGE_PAGE = 2 << 20
-#: ``madvise`` advice that faults a range in, writable, without touching it (Linux 5.14).
-_MADV_POPULATE_WRITE = 23
 
 
 def huge_page_mode() -> str:
@@ -53,41 +33,6 @@ def huge_page_mode() -> str:
         return "unavailable"
     start, end = text.find("["), text.find("]")
     return text[start + 1 : end] if 0 <= start < end else "unavailable"
-
-
-@functools.cache
-def huge_page_mappings() -> bool:
-    """Whether a mapping marked ``MADV_HUGEPAGE`` gets huge pages here (the kernel's mode is
-    ``"madvise"`` or ``"always"``); read once per process."""
-    return huge_page_mode() in ("madvise", "always")
-
-
-def huge_page_buffer(nbytes: int, phase: int = 0) -> tuple[torch.Tensor, int]:
-    """A ``nbytes`` uint8 host buffer in its own anonymous mapping, starting ``phase`` bytes
-    after a huge-page boundary, and its byte offset in its storage.
-
-    The whole huge pages it covers are marked ``MADV_HUGEPAGE`` (the tail past the last one
-    stays in 4 KiB pages, so at most a page is wasted) and the buffer is populated before it
-    is returned: faulting 2 MiB at a time costs 4-5x less per byte than 4 KiB pages on the
-    VMs Hector is measured on, and a buffer that an ``O_DIRECT`` read faults in instead makes
-    the read look slower than the disk. The mapping is unmapped when the last tensor on it
-    dies (the storage holds the ``mmap`` object).
-    """
-    length = phase + nbytes + HUGE_PAGE  # room to start at a huge-page boundary
-    region = mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    whole = torch.frombuffer(region, dtype=torch.uint8)
-    base = -whole.data_ptr() % HUGE_PAGE
-    start, end = base + phase, base + phase + nbytes
-    huge_end = base + (end - base) // HUGE_PAGE * HUGE_PAGE
-    if huge_end > base:
-        region.madvise(mmap.MADV_HUGEPAGE, base, huge_end - base)
-    page = mmap.PAGESIZE
-    first = start // page * page
-    try:
-        region.madvise(_MADV_POPULATE_WRITE, first, end - first)
-    except OSError:  # before Linux 5.14: the read faults it in
-        pass
-    return whole[start:end], start
 
 
 def _mapping_flags(address: int) -> list[str]:
