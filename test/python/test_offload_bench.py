@@ -56,6 +56,12 @@ def test_worker_reports_figures(tmp_path, system):
     if system == "hector-all":
         assert out["bytes_written_per_step"] >= 0
         assert out["timeline"]
+    kernel = out["kernel_per_step"]
+    assert kernel["minor_faults"] >= kernel["thread_minor_faults"] > 0
+    assert kernel["thread_system_ms"] >= 0
+    columns = bench._kernel_columns(kernel)
+    assert columns["sys ms"] == kernel["thread_system_ms"]
+    assert columns["faults k"] == round(kernel["minor_faults"] / 1e3, 1)
     assert os.listdir(tmp_path) == []
 
 

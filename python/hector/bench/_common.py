@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "KernelTime",
     "PeakRSS",
     "Timing",
     "WorkerOutcome",
@@ -198,6 +199,55 @@ class PeakRSS:
         else:
             peak = hwm * 1024
         return max(peak - self.baseline_bytes, 0)
+
+
+class KernelTime:
+    """What the kernel did for this process over a stretch of work, per unit of work:
+    minor page faults (memory faulted in, no disk) and CPU time in system and user mode, for
+    the whole process (``getrusage(RUSAGE_SELF)``: every thread, the I/O workers too) and for
+    the thread that created it (``RUSAGE_THREAD``, Linux: the training thread, whose system
+    time every step waits for; not its intra-op worker threads). ``start()``, the work, then
+    ``per(n)``."""
+
+    _FIELDS = ("ru_minflt", "ru_stime", "ru_utime")
+
+    def __init__(self) -> None:
+        """Create an unstarted meter (``per`` before ``start`` counts since process start)."""
+        self._before = self._now()
+
+    @classmethod
+    def _now(cls) -> dict[str, tuple[float, ...] | None]:
+        import resource
+
+        def take(who: int) -> tuple[float, ...]:
+            usage = resource.getrusage(who)
+            return tuple(float(getattr(usage, f)) for f in cls._FIELDS)
+
+        thread = getattr(resource, "RUSAGE_THREAD", None)
+        return {
+            "process": take(resource.RUSAGE_SELF),
+            "thread": take(thread) if thread is not None else None,
+        }
+
+    def start(self) -> None:
+        """Take the starting point."""
+        self._before = self._now()
+
+    def per(self, n: int) -> dict[str, float | None]:
+        """Per unit of work since :meth:`start` (``n`` units): ``minor_faults``,
+        ``system_ms``, ``user_ms`` of the process and ``thread_minor_faults``,
+        ``thread_system_ms``, ``thread_user_ms`` of the creating thread (None without
+        per-thread accounting)."""
+        after, n = self._now(), max(n, 1)
+        out: dict[str, float | None] = {}
+        for who, prefix in (("process", ""), ("thread", "thread_")):
+            a, b = self._before[who], after[who]
+            scales = (1.0, 1e3, 1e3)  # faults, seconds -> ms, seconds -> ms
+            for name, i in (("minor_faults", 0), ("system_ms", 1), ("user_ms", 2)):
+                out[prefix + name] = (
+                    None if a is None or b is None else round((b[i] - a[i]) * scales[i] / n, 1)
+                )
+        return out
 
 
 def measure_in_subprocess(

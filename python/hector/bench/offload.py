@@ -199,7 +199,7 @@ def _worker(payload: dict[str, Any]) -> dict[str, Any]:
     """Train with one system; return timings, memory and I/O figures (runs in a subprocess)."""
     import torch
 
-    from hector.bench._common import PeakRSS
+    from hector.bench._common import KernelTime, PeakRSS
     from hector.offload import TensorCache, huge_pages_in_effect
     from hector.offload.models import build_model
 
@@ -237,6 +237,8 @@ def _worker(payload: dict[str, Any]) -> dict[str, Any]:
     _trim()  # return memory freed by warm-up to the OS so the RSS peak is this phase's
     rss = PeakRSS()
     rss.start()
+    kernel = KernelTime()
+    kernel.start()
     times = []
     for i in range(payload["steps"]):
         start = time.perf_counter()
@@ -244,6 +246,7 @@ def _worker(payload: dict[str, Any]) -> dict[str, Any]:
         times.append((time.perf_counter() - start) * 1e3)
     out: dict[str, Any] = {
         "times_ms": times,
+        "kernel_per_step": kernel.per(payload["steps"]),
         "peak_rss_bytes": rss.peak_bytes(),
         "rss_method": rss.method,
         "huge_pages": huge_pages_in_effect(),
@@ -273,6 +276,18 @@ def _worker(payload: dict[str, Any]) -> dict[str, Any]:
     if system.startswith("deepspeed"):
         out["note"] = "saved bytes: what the keep-everything counter sees under DeepSpeed"
     return out
+
+
+def _kernel_columns(kernel: dict[str, Any] | None) -> dict[str, Any]:
+    """The printed table's view of what the kernel did per timed step: the training thread's
+    system time (page faults, ``madvise``, trims: time the step waits for) and the process's
+    minor page faults in thousands."""
+    kernel = kernel or {}
+    faults = kernel.get("minor_faults")
+    return {
+        "sys ms": kernel.get("thread_system_ms"),
+        "faults k": None if faults is None else round(faults / 1e3, 1),
+    }
 
 
 def _trace_columns(trace: dict[str, Any] | None) -> dict[str, Any]:
@@ -833,6 +848,7 @@ def run(args: argparse.Namespace) -> int:
                 "W/raw": r.get("write_bandwidth_vs_raw"),
                 "R MB/s": (r["read_bandwidth"] / 1e6) if r.get("read_bandwidth") else None,
                 "R/raw": r.get("read_bandwidth_vs_raw"),
+                **_kernel_columns(r.get("kernel_per_step")),
                 **_trace_columns(r.get("memory_trace")),
                 "error": (r.get("error") or "")[:60] or None,
             }
