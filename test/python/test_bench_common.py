@@ -33,7 +33,8 @@ def test_kernel_time_counts_the_page_faults_of_each_unit_of_work():
     # This thread faulted them in; the process counts them as well (and whatever else ran).
     assert per["thread_minor_faults"] >= 0.9 * pages
     assert per["minor_faults"] >= per["thread_minor_faults"]
-    assert per["thread_system_ms"] >= 0 and per["user_ms"] >= 0
+    assert per["thread_system_ms"] >= 0
+    assert per["user_ms"] >= 0
     nothing = KernelTime()
     nothing.start()
     assert nothing.per(1)["thread_minor_faults"] < 0.1 * pages  # a fresh start counts anew
