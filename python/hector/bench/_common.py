@@ -207,7 +207,10 @@ class KernelTime:
     the whole process (``getrusage(RUSAGE_SELF)``: every thread, the I/O workers too) and for
     the thread that created it (``RUSAGE_THREAD``, Linux: the training thread, whose system
     time every step waits for; not its intra-op worker threads). ``start()``, the work, then
-    ``per(n)``."""
+    ``per(n)``. Kernels with tick-based CPU accounting (``CONFIG_TICK_CPU_ACCOUNTING``, these
+    machines at 250 Hz) split a thread's CPU time between user and system mode by sampling it
+    every tick, so a figure of ``T`` ms carries a sampling error of about ``sqrt(T * 4)`` ms:
+    average over several steps. Fault counts are exact."""
 
     _FIELDS = ("ru_minflt", "ru_stime", "ru_utime")
 
