@@ -638,10 +638,127 @@ def test_the_trim_decision_counts_only_what_a_trim_hands_back(tmp_path, monkeypa
     cache._release_ns_per_byte = 0.15  # a trim of all 1000 free bytes: 150 ns
     assert cache.trim_yield == _TRIM_YIELD_PRIOR
     cache.trim_yield = 1.0
-    assert not cache._trims_heap()
+    assert not cache._trims_heap("backward start")
     cache.trim_yield = 0.6  # 90 ns: within the budget
-    assert cache._trims_heap()
+    assert cache._trims_heap("backward start")
     cache.close()
+
+
+def _meter_with(steps):
+    """A FaultCostMeter that counted ``(offloaded, system_s, faults, trimmed_at, hooks_ns)``
+    steps of a fake thread."""
+    from hector.offload.fault_cost import FaultCostMeter
+
+    usage = [0.0, 0]
+    meter = FaultCostMeter(usage=lambda: (usage[0], usage[1]))
+    meter.restart()
+    for offloaded, system_s, faults, trimmed_at, hooks_ns in steps:
+        usage[0] += system_s
+        usage[1] += faults
+        meter.mark(offloaded, trimmed_at=trimmed_at, hooks_ns=hooks_ns)
+    return meter
+
+
+def test_trims_count_what_training_paid_per_faulted_byte(tmp_path, monkeypatch):
+    # The probe varied 0.43-1.09 ns per byte between the heavier GPT's processes; once the
+    # steps tell what a faulted byte costs this process's training thread, trims count that.
+    import hector.offload.cache as cache_mod
+
+    cache = TensorCache(_plan_with_trim_budget(100), _model(), root=str(tmp_path))
+    monkeypatch.setattr(cache_mod, "_heap_free_bytes", lambda: 1000)
+    cache._release_ns_per_byte = 0.15  # the probe: a trim of 1000 bytes at 150 ns
+    cache.trim_yield = 1.0
+    assert not cache._trims_heap("backward start")
+    assert cache.stats()["trim_cost_source"] == "probe"
+    assert cache.stats()["trim_ns_per_byte"] == 0.15
+    assert cache.stats()["trim_rule"] == "model"
+    # Two steps that offloaded and trimmed at the forward's end: 0.3 s of system time for
+    # 10^6 faulted pages each, 0.073 ns per byte (a trim of 1000 bytes: 73 ns). Nothing yet
+    # tells what a step trimming as backward starts spends: the model decides, at that price.
+    cache._fault_cost = _meter_with([(True, 0.3, 10**6, "forward end", 0.0)] * 2)
+    assert cache._trims_heap("backward start")
+    stats = cache.stats()
+    assert stats["trim_rule"] == "model"
+    assert stats["trim_cost_source"] == "training"
+    assert stats["trim_ns_per_byte"] == pytest.approx(0.3e9 / (10**6 * 4096))
+    assert stats["probe_ns_per_byte"] == 0.15
+    assert stats["fault_cost_steps"]["offloading_steps"] == 2
+    assert stats["fault_cost_steps"]["trimmed_steps"] == 2
+    cache.close()
+
+
+def test_trims_are_decided_by_what_the_steps_spend_once_they_tell(tmp_path, monkeypatch):
+    # The plan budgets its faults (offloaded bytes at its cost per byte) and its trims; once
+    # the steps measured what they spend in the kernel and in the hooks, that decides.
+    import hector.offload.cache as cache_mod
+
+    plan = _plan_with_trim_budget(100_000_000)  # 0.1 s of trims per step
+    plan.offload_ns_per_byte = 1.0
+    cache = TensorCache(plan, _model(), root=str(tmp_path))
+    cache.counters["bytes_offloaded"] = 200_000_000  # this pass: 0.2 s of modelled faults
+    free = [1000]
+    monkeypatch.setattr(cache_mod, "_heap_free_bytes", lambda: free[0])
+    cache.trim_yield = 1.0
+    # Steps without a trim: 0.2 s in the kernel plus 10 ms in the hooks, and the trim's own
+    # bytes (0.49 ns each: 0.2 s over 10^5 pages).
+    untrimmed = (True, 0.2, 100_000, None, 10_000_000)
+    cache._fault_cost = _meter_with([untrimmed] * 2)
+    assert cache._trims_heap("backward start")  # 0.21 s and 490 ns, within 0.3 s
+    assert cache.stats()["trim_rule"] == "measured"
+    free[0] = 200_000_000  # a trim of 0.098 s more: 0.308 s
+    assert not cache._trims_heap("backward start")
+    # Steps that trimmed as backward started spent 0.25 s, trim included: that decides.
+    trimmed = (True, 0.24, 150_000, "backward start", 10_000_000)
+    cache._fault_cost = _meter_with([untrimmed] * 2 + [trimmed] * 2)
+    free[0] = 300_000_000  # at 0.44 ns per byte (all four steps), a trim of 0.13 s
+    assert cache._trims_heap("backward start")
+    assert not cache._trims_heap("forward end")  # no step trimmed there: untrimmed + trim
+    cache.counters["bytes_offloaded"] = 100_000_000  # 0.1 + 0.1 s budgeted: 0.25 is over
+    assert not cache._trims_heap("backward start")
+    cache.close()
+
+
+class _RecordingMeter:
+    """Stands in for the cache's FaultCostMeter: records what the cache tells it."""
+
+    def __init__(self) -> None:
+        self.calls: list[object] = []
+
+    def mark(self, offloaded, *, trimmed_at=None, hooks_ns=0.0):
+        self.calls.append(offloaded if offloaded is None else (offloaded, trimmed_at, hooks_ns > 0))
+
+    def restart(self):
+        self.calls.append("restart")
+
+    def ns_per_byte(self):
+        return None
+
+    def step_cost_ns(self, trimmed_at):
+        return None
+
+    def summary(self):
+        return {}
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        # Not the first step (it faults in all it allocates): then each step that offloaded.
+        # Each trimmed as its backward started; the hooks' own time counts.
+        ("all", [None, None, (True, "backward start", True), (True, "backward start", True)]),
+        # Nor the warm-up steps; the profiled step kept everything; the probes after it are
+        # not the next step's cost.
+        ("adaptive", [None, None, None, (False, None, True), "restart"]),
+    ],
+)
+def test_the_cache_tells_the_fault_meter_each_step(tmp_path, monkeypatch, policy, expected):
+    import hector.offload.cache as cache_mod
+
+    meter = _RecordingMeter()
+    monkeypatch.setattr(cache_mod, "FaultCostMeter", lambda: meter)
+    _, _, wrapped = _train(policy, steps=len(expected) - (policy == "adaptive"), root=str(tmp_path))
+    assert meter.calls == expected
+    wrapped.close()
 
 
 def _step_freeing_between_forward_and_backward(fwd, freed: list[str]) -> None:

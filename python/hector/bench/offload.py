@@ -488,6 +488,13 @@ def _cache_figures(
         "measured_offload_ns_per_byte": cache.offload_ns_per_byte,
         "release_memory": cache.release_memory,
         "trim_yield": cache.trim_yield,
+        # What the last trim decision counted per byte, and from where ("training": the
+        # training thread's steps, FaultCostMeter; "probe": measure_release_cost).
+        "trim_ns_per_byte": cache.trim_ns_per_byte,
+        "trim_cost_source": cache.trim_cost_source,
+        "trim_rule": cache.trim_rule,
+        "probe_ns_per_byte": cache.stats()["probe_ns_per_byte"],
+        "fault_cost_steps": cache.stats()["fault_cost_steps"],
         "released_bytes_per_step": (after["released_bytes"] - before["released_bytes"]) // steps,
     }
 

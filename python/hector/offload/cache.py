@@ -37,6 +37,7 @@ from torch import nn
 
 from hector.runtime.offload import OffloadIOError, TensorStore
 
+from .fault_cost import FaultCostMeter
 from .plan import OVERHEAD_TARGET, Plan
 
 __all__ = [
@@ -50,8 +51,9 @@ __all__ = [
 POLICIES = ("adaptive", "all", "none")
 #: Parts of the hooks' time, in ns: the whole pack/unpack hooks, what they spend submitting
 #: I/O to the store, waiting for writes (a released tensor whose write is in flight) and reads,
-#: allocating read-back buffers, staging copies (CUDA) and polling completions; and, outside
-#: the hooks, the heap trims' ``malloc_trim`` calls.
+#: allocating read-back buffers, staging copies (CUDA), polling completions and handing
+#: pages back (``madvise``, inside the others); and, outside the hooks, the heap trims'
+#: ``malloc_trim`` calls.
 _TIMING_KEYS = (
     "pack_ns",
     "unpack_ns",
@@ -62,6 +64,7 @@ _TIMING_KEYS = (
     "alloc_ns",
     "staging_ns",
     "drain_ns",
+    "madvise_ns",
     "trim_ns",
     "hook_calls",
 )
@@ -585,6 +588,18 @@ class TensorCache:
         #: "adaptive": the training thread's measured cost per offloaded byte (ns), planned with.
         self.offload_ns_per_byte: float | None = None
         self._release_ns_per_byte: float | None = None  # measured on first need
+        #: What each byte a heap trim hands back costs when faulted in again, as the last
+        #: trim decision counted it (ns), and where that figure came from: ``"training"``
+        #: (:class:`FaultCostMeter`, the training thread's steps) or ``"probe"``.
+        self.trim_ns_per_byte: float | None = None
+        self.trim_cost_source: str | None = None
+        #: How the last trim decision was taken: ``"measured"`` (the recent steps' kernel
+        #: and hooks' time against what the plan budgeted for faults) or ``"model"`` (the
+        #: trim's modelled cost against the plan's trim budget).
+        self.trim_rule: str | None = None
+        self._fault_cost = FaultCostMeter()
+        self._pass_marks: tuple[dict[str, int], int, int] = ({}, 0, 0)
+        self._trimmed_at: str | None = None  # where this pass trimmed the heap
         #: The fraction of the heap's free bytes the last heap trim handed back, measured.
         #: Until one is, a prior of half: the trims measured on the heavier GPT handed back
         #: 39-62%, and counting every free byte (the old 1.0) skipped whole runs' trims.
@@ -677,15 +692,42 @@ class TensorCache:
             self._pass += 1
             self._group = 0
             self._offloaded_before_pass = self.counters["offloaded"]
+            self._pass_marks = (
+                dict(self.timing),
+                self.counters["bytes_offloaded"],
+                self.counters["heap_trims"],
+            )
+            self._trimmed_at = None
+
+    def _own_hook_ns_this_pass(self) -> float:
+        """The hooks' own time since this pass started: all of it but the waits for I/O
+        (the plan models those) and ``madvise`` (system time, which the fault meter counts)."""
+        before, now = self._pass_marks[0], self.timing
+        if not before:
+            return 0.0
+        spent = sum(now[k] - before[k] for k in ("pack_ns", "unpack_ns", "release_ns"))
+        left_out = ("write_wait_ns", "read_wait_ns", "madvise_ns")
+        return float(max(spent - sum(now[k] - before[k] for k in left_out), 0))
 
     def _root_pre(self, module: nn.Module, args: Any) -> None:
         if torch.is_grad_enabled():
+            # The step that just ended; not the first steps, which fault in what they
+            # allocate (the warm-up steps: the small GPT's second step faulted 2.6x its third).
+            warming_up = self._profiling and bool(self._profile) and self._warmup_left > 0
+            self._fault_cost.mark(
+                None
+                if self._pass <= 1 or warming_up
+                else self.counters["offloaded"] > self._offloaded_before_pass,
+                trimmed_at=self._trimmed_at,
+                hooks_ns=self._own_hook_ns_this_pass(),
+            )
             if self._profiling and self._profile:
                 if self._warmup_left > 0:  # a warm-up step: measured, then forgotten
                     self._warmup_left -= 1
                     self._forget_profile()
                 else:
                     self._finish_profile()  # after the profiled step's backward, when it ran
+                    self._fault_cost.restart()  # the probes are not the next step's cost
             self._refresh_params()
             self._new_pass()
             if self._profiling:
@@ -698,11 +740,11 @@ class TensorCache:
         with self._lock:
             self._read_ahead((self._pass, self._group))
         if self.counters["offloaded"] > self._offloaded_before_pass:
-            fits = self._trims_heap()
+            fits = self._trims_heap("forward end")
             if self.trim_point == "backward start" and self.release_memory == "advise":
                 self._trim_pending = fits
             elif fits:
-                self._trim()
+                self._trim("forward end")
         # The end of the forward is where on_write_error="raise" reports, whatever the timing.
         try:
             self.flush()
@@ -710,8 +752,10 @@ class TensorCache:
             self._step_failed(self._pass)
             raise
 
-    def _trim(self) -> None:
-        """``malloc_trim`` now, recording the fraction of the free bytes it handed back."""
+    def _trim(self, at: str) -> None:
+        """``malloc_trim`` now (``at``: which trim point), recording the fraction of the free
+        bytes it handed back."""
+        self._trimmed_at = at
         start = time.perf_counter_ns()
         measured = _trim_heap()
         self.timing["trim_ns"] += time.perf_counter_ns() - start
@@ -730,9 +774,9 @@ class TensorCache:
         pending, self._trim_pending = self._trim_pending, None
         if pending is None:
             return
-        if self._trims_heap():
+        if self._trims_heap("backward start"):
             self._trim_misses = 0
-            self._trim()
+            self._trim("backward start")
         elif pending:  # the forward's end was within budget
             # Moved only after misses in a row: the first planned step's backward starts with
             # the free memory of the keep-everything steps before it, more than later ones.
@@ -740,14 +784,25 @@ class TensorCache:
             if self._trim_misses >= _TRIM_MISSES_BEFORE_MOVING:
                 self.trim_point = "forward end"
 
-    def _trims_heap(self) -> bool:
-        """Whether a heap trim (``malloc_trim``) now fits (``"advise"`` only). Under a plan:
-        when what a trim would hand back, each byte faulted in again later at the measured
-        cost, fits the plan's trim budget; without one (``"all"``): always.
-        What it hands back is the heap's free bytes now times the fraction the last trim
-        handed back (:attr:`trim_yield`, measured): counting every free byte, as before, a
-        trim of about 60 ms was judged at 118 and skipped; in one heavier-GPT run of four no
-        trim ever ran, and its peak RSS fell 32% where trimmed runs fell 44-47%."""
+    def _trims_heap(self, at: str) -> bool:
+        """Whether a heap trim (``malloc_trim``) at trim point ``at`` fits now.
+
+        Only under ``"advise"``; without a plan (``"all"``): always. What it hands back is
+        the heap's free bytes now times the fraction the last trim handed back
+        (:attr:`trim_yield`, measured), each byte faulted in again later at
+        :meth:`_trim_cost`. Under a plan:
+
+        - once this process's steps tell it (:class:`FaultCostMeter`), **measured**: the
+          recent offloading steps that trimmed at ``at`` (else those that did not, plus this
+          trim's cost) spent, in system time and the hooks' own time, no more than the plan
+          budgeted for its faults and trims (its offloaded bytes at its cost per byte, plus
+          its trim budget). The model counted each offloaded byte's refaults at the probe's
+          price and left the hooks out; on the heavier GPT its trims as backward started
+          missed their budget in some processes (the trim then moved to the forward's end:
+          peak RSS about −32% instead of −40%) while the steps spent 0.3 s in the kernel
+          against 0.45 budgeted (docs/offload.md, "Trims decided by what the steps spend");
+        - until then, by the **model**: the trim's cost within the plan's trim budget.
+        """
         if self.release_memory != "advise":
             return False
         if self.plan is None:
@@ -757,7 +812,29 @@ class TensorCache:
         free = _heap_free_bytes()
         if free is None:
             return False
-        return free * self.trim_yield * self._release_cost() <= self.plan.trim_budget_ns
+        trim_ns = free * self.trim_yield * self._trim_cost()
+        spent = self._fault_cost.step_cost_ns(at)
+        if spent is None:
+            untrimmed = self._fault_cost.step_cost_ns(None)
+            spent = None if untrimmed is None else untrimmed + trim_ns
+        if spent is None:
+            self.trim_rule = "model"
+            return trim_ns <= self.plan.trim_budget_ns
+        self.trim_rule = "measured"
+        offloaded = self.counters["bytes_offloaded"] - self._pass_marks[1]
+        return spent <= self.plan.trim_budget_ns + offloaded * self.plan.offload_ns_per_byte
+
+    def _trim_cost(self) -> float:
+        """Nanoseconds per byte a trim's bytes cost when faulted in again: what a faulted
+        byte cost this process's offloading steps (:class:`FaultCostMeter`), once they tell
+        it, else the probe (:meth:`_release_cost`). On the heavier GPT the probe varied
+        0.43-1.09 ns per byte between processes while training paid 0.42-0.63; a high probe
+        moved the trim to the forward's end, where peak RSS fell about a third instead of
+        two fifths (docs/offload.md, "What a trimmed byte costs in training")."""
+        measured = self._fault_cost.ns_per_byte()
+        self.trim_cost_source = "probe" if measured is None else "training"
+        self.trim_ns_per_byte = self._release_cost() if measured is None else measured
+        return self.trim_ns_per_byte
 
     def _release_cost(self) -> float:
         """Nanoseconds per byte that handing memory back and faulting it in again costs
@@ -1150,9 +1227,14 @@ class TensorCache:
         if not storage.resizable():
             return
         if _sole_owner(storage):
-            self.released_bytes += _drop_pages(storage)
+            self._hand_back(storage)
         else:
             self._pending_release.append(storage)
+
+    def _hand_back(self, storage: torch.UntypedStorage) -> None:
+        start = time.perf_counter_ns()
+        self.released_bytes += _drop_pages(storage)
+        self.timing["madvise_ns"] += time.perf_counter_ns() - start
 
     def _release_pending(self, final: bool = False) -> None:
         """Hand back the pending storages the cache now owns alone (``final``: drop the rest)."""
@@ -1161,7 +1243,7 @@ class TensorCache:
         still = []
         for storage in self._pending_release:
             if _sole_owner(storage):
-                self.released_bytes += _drop_pages(storage)
+                self._hand_back(storage)
             elif not final:
                 still.append(storage)
         self._pending_release = still
@@ -1419,6 +1501,11 @@ class TensorCache:
         out["offload_ns_per_byte"] = self.offload_ns_per_byte
         out["trim_yield"] = self.trim_yield
         out["trim_point"] = self.trim_point
+        out["trim_ns_per_byte"] = self.trim_ns_per_byte
+        out["trim_cost_source"] = self.trim_cost_source
+        out["trim_rule"] = self.trim_rule
+        out["probe_ns_per_byte"] = self._release_ns_per_byte
+        out["fault_cost_steps"] = self._fault_cost.summary()
         if self._store is not None and not self._store.closed:
             out["store"] = self._store.stats()
             out["direct_io"] = self._store.direct

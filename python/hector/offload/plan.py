@@ -271,6 +271,9 @@ class Plan:
             :meth:`from_measurements`).
         modelled_overhead: the step-time overhead over keep-all the plan's model predicts
             (``placement.modelled_overhead_ppm``; None when the plan does not say).
+        offload_ns_per_byte: what the plan counted each offloaded byte to cost the training
+            thread (its memory handed back and faulted in again;
+            ``placement.offload_ps_per_byte``; 0.0 when the plan does not say).
     """
 
     decisions: dict[str, str]
@@ -280,6 +283,7 @@ class Plan:
     nbytes: dict[str, int] = field(default_factory=dict)
     trim_budget_ns: int = 0
     modelled_overhead: float | None = None
+    offload_ns_per_byte: float = 0.0
 
     @classmethod
     def from_profile(
@@ -419,7 +423,13 @@ class Plan:
                 if "placement.modelled_overhead_ppm" in func.attributes:
                     ppm = ir.IntegerAttr(func.attributes["placement.modelled_overhead_ppm"])
                     modelled = ppm.value / 1e6
-                return cls(decisions, policy, str(module), names, nbytes, trim, modelled)
+                offload_ns = 0.0
+                if "placement.offload_ps_per_byte" in func.attributes:
+                    ps = ir.IntegerAttr(func.attributes["placement.offload_ps_per_byte"])
+                    offload_ns = ps.value / 1e3
+                return cls(
+                    decisions, policy, str(module), names, nbytes, trim, modelled, offload_ns
+                )
         raise PlanError(
             f"{source}: contains no placement decisions (run placement-plan-offload on a "
             "profile first)"
