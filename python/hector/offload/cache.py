@@ -796,11 +796,12 @@ class TensorCache:
           recent offloading steps that trimmed at ``at`` (else those that did not, plus this
           trim's cost) spent, in system time and the hooks' own time, no more than the plan
           budgeted for its faults and trims (its offloaded bytes at its cost per byte, plus
-          its trim budget). The model counted each offloaded byte's refaults at the probe's
-          price and left the hooks out; on the heavier GPT its trims as backward started
+          its trim budget). The model prices each offloaded byte's refaults at the probe's
+          figure and leaves the hooks out; on the heavier GPT its trims as backward started
           missed their budget in some processes (the trim then moved to the forward's end:
-          peak RSS about −32% instead of −40%) while the steps spent 0.3 s in the kernel
-          against 0.45 budgeted (docs/offload.md, "Trims decided by what the steps spend");
+          peak RSS about −32% instead of −40%), while the steps spend about 0.3 s in the
+          kernel and the hooks against 0.45-0.48 s budgeted (docs/offload.md, "Trims decided
+          by what the steps spend");
         - until then, by the **model**: the trim's cost within the plan's trim budget.
         """
         if self.release_memory != "advise":
@@ -827,10 +828,9 @@ class TensorCache:
     def _trim_cost(self) -> float:
         """Nanoseconds per byte a trim's bytes cost when faulted in again: what a faulted
         byte cost this process's offloading steps (:class:`FaultCostMeter`), once they tell
-        it, else the probe (:meth:`_release_cost`). On the heavier GPT the probe varied
-        0.43-1.09 ns per byte between processes while training paid 0.42-0.63; a high probe
-        moved the trim to the forward's end, where peak RSS fell about a third instead of
-        two fifths (docs/offload.md, "What a trimmed byte costs in training")."""
+        it, else the probe (:meth:`_release_cost`). On the heavier GPT the probe came out at
+        0.09-0.58 ns per byte between processes while training paid 0.46-0.63 (docs/offload.md,
+        "Trims decided by what the steps spend")."""
         measured = self._fault_cost.ns_per_byte()
         self.trim_cost_source = "probe" if measured is None else "training"
         self.trim_ns_per_byte = self._release_cost() if measured is None else measured

@@ -1,12 +1,13 @@
 """What handing memory back costs the training thread, measured in training.
 
-The cache decides each heap trim by what its bytes cost when they are faulted in again. The
-probe it plans with (:func:`hector.offload.cache.measure_release_cost`: 16 MiB dropped and
-written again, in a moment) varied 0.43-1.09 ns per byte between the heavier GPT's processes
-on the VMs these figures come from (sessions s10 and s11), while its training thread paid
-0.42-0.63 ns per faulted page's byte in system time, steadily, step after step. A process
-whose probe came out high judged the trim as backward starts unaffordable and moved it to
-the forward's end, where it hands back less (peak RSS about −32% instead of −40%).
+The cache decides each heap trim by what its bytes cost when they are faulted in again, and
+the plan prices the offloaded bytes' refaults the same way. The probe both used
+(:func:`hector.offload.cache.measure_release_cost`: 16 MiB dropped and written again, in a
+moment) came out at 0.09-0.58 ns per byte between the heavier GPT's processes (sessions s10
+and s11), while its training thread paid 0.46-0.63 ns per faulted byte in system time,
+steadily, step after step. Whether a trim as backward starts fitted the plan's budget thus
+hung on a moment's measurement; where it did not, the trim moved to the forward's end and
+peak RSS fell about a third instead of two fifths.
 
 :class:`FaultCostMeter` measures what training pays instead: the training thread's system
 time over its minor page faults in the steps that offloaded (``getrusage(RUSAGE_THREAD)``,
