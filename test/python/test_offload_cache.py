@@ -792,10 +792,19 @@ def test_the_heap_trim_runs_as_backward_starts_after_what_the_loop_freed(tmp_pat
     fwd.close()
 
 
-def test_a_trim_that_fits_only_at_the_forward_end_moves_there(tmp_path, monkeypatch):
+class _MeteredSteps(_RecordingMeter):
+    """A fault meter whose steps spent nothing of their own: a trim costs what it hands back."""
+
+    def step_cost_ns(self, trimmed_at):
+        return 0.0 if trimmed_at is None else None
+
+
+@pytest.mark.parametrize("measured", [True, False])
+def test_a_trim_that_fits_only_at_the_forward_end_moves_there(tmp_path, monkeypatch, measured):
     # Backward may start with more free memory than the budget pays to hand back (the freed
-    # gradients): that step skips its trim; three such steps in a row, and later steps trim
-    # at the forward's end.
+    # gradients): that step skips its trim; three such steps in a row, decided on what the
+    # steps measured, and later steps trim at the forward's end. Misses the model decided
+    # (before the steps tell, on the probe alone) never move it: the move is for good.
     import hector.offload.cache as cache_mod
 
     events: list[str] = []
@@ -808,6 +817,8 @@ def test_a_trim_that_fits_only_at_the_forward_end_moves_there(tmp_path, monkeypa
     fwd = hector.offload(_model(), _plan_with_trim_budget(100), root=str(tmp_path), threshold=1024)
     fwd.cache._release_ns_per_byte = 0.15
     fwd.cache.trim_yield = 1.0
+    if measured:
+        fwd.cache._fault_cost = _MeteredSteps()
     for _ in range(2):  # one miss (the first planned step's) does not move it
         events.append("forward")
         _step_freeing_between_forward_and_backward(fwd, events)
@@ -815,6 +826,23 @@ def test_a_trim_that_fits_only_at_the_forward_end_moves_there(tmp_path, monkeypa
     events.append("forward")
     _step_freeing_between_forward_and_backward(fwd, events)
     assert trims == []  # did not fit as backward started: no trim in those steps
+    decision = fwd.cache.stats()["last_trim_decision"]
+    assert decision["at"] == "backward start"
+    assert decision["fits"] is False
+    assert decision["trim_ms"] == pytest.approx(150e-6)
+    assert decision["budget_ms"] == pytest.approx(100e-6)
+    if not measured:
+        assert decision["rule"] == "model"
+        assert decision["spent_ms"] is None
+        for _ in range(3):
+            events.append("forward")
+            _step_freeing_between_forward_and_backward(fwd, events)
+        assert fwd.cache.trim_point == "backward start"
+        assert trims == []
+        fwd.close()
+        return
+    assert decision["rule"] == "measured"
+    assert decision["spent_ms"] == pytest.approx(150e-6)
     assert fwd.cache.trim_point == "forward end"  # three in a row
     events.append("forward")
     _step_freeing_between_forward_and_backward(fwd, events)

@@ -493,6 +493,7 @@ def _cache_figures(
         "trim_ns_per_byte": cache.trim_ns_per_byte,
         "trim_cost_source": cache.trim_cost_source,
         "trim_rule": cache.trim_rule,
+        "last_trim_decision": cache.last_trim_decision,
         "probe_ns_per_byte": cache.stats()["probe_ns_per_byte"],
         "fault_cost_steps": cache.stats()["fault_cost_steps"],
         "released_bytes_per_step": (after["released_bytes"] - before["released_bytes"]) // steps,

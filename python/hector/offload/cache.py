@@ -438,7 +438,8 @@ class TensorCache:
             last step's gradients): always without a plan (``"all"``), and under a plan
             when the heap's free bytes, faulted in again later, fit the plan's trim budget;
             where they fit at the forward's end but not when backward starts, three steps in
-            a row, later steps trim at the forward's end (:attr:`trim_point`).
+            a row (decided on what the steps measured, not on the probe alone), later steps
+            trim at the forward's end (:attr:`trim_point`).
             ``"trim"``: leave the threshold, call ``malloc_trim`` each time 32 MiB of
             offloaded activations were freed. ``False``: none of these.
         overhead_target: ``"adaptive"``: the step-time overhead over keep-all the plan may
@@ -597,6 +598,10 @@ class TensorCache:
         #: and hooks' time against what the plan budgeted for faults) or ``"model"`` (the
         #: trim's modelled cost against the plan's trim budget).
         self.trim_rule: str | None = None
+        #: The last trim decision's figures (ms): where, by which rule, what the trim would
+        #: cost, what the steps spent (measured rule), the budget it was held to, and whether
+        #: it fitted.
+        self.last_trim_decision: dict[str, Any] | None = None
         self._fault_cost = FaultCostMeter()
         self._pass_marks: tuple[dict[str, int], int, int] = ({}, 0, 0)
         self._trimmed_at: str | None = None  # where this pass trimmed the heap
@@ -607,7 +612,7 @@ class TensorCache:
         #: Where the heap trim runs: ``"backward start"`` (first unpack after a forward that
         #: offloaded) or ``"forward end"``; the first moves to the second (the cheaper point)
         #: for the rest of training once trims did not fit there, but would have at the
-        #: forward's end, three steps in a row.
+        #: forward's end, three steps in a row decided by the measured rule.
         self.trim_point = trim_point
         # A trim awaiting the next backward's start: whether it fitted at the forward's end.
         self._trim_pending: bool | None = None
@@ -777,9 +782,11 @@ class TensorCache:
         if self._trims_heap("backward start"):
             self._trim_misses = 0
             self._trim("backward start")
-        elif pending:  # the forward's end was within budget
+        elif pending and self.trim_rule == "measured":  # the forward's end was within budget
             # Moved only after misses in a row: the first planned step's backward starts with
             # the free memory of the keep-everything steps before it, more than later ones.
+            # And only on what the steps measured: the move is for the rest of training, and
+            # the probe alone varied 0.09-0.58 ns per byte between processes.
             self._trim_misses += 1
             if self._trim_misses >= _TRIM_MISSES_BEFORE_MOVING:
                 self.trim_point = "forward end"
@@ -820,10 +827,22 @@ class TensorCache:
             spent = None if untrimmed is None else untrimmed + trim_ns
         if spent is None:
             self.trim_rule = "model"
-            return trim_ns <= self.plan.trim_budget_ns
-        self.trim_rule = "measured"
-        offloaded = self.counters["bytes_offloaded"] - self._pass_marks[1]
-        return spent <= self.plan.trim_budget_ns + offloaded * self.plan.offload_ns_per_byte
+            budget = float(self.plan.trim_budget_ns)
+            fits = trim_ns <= budget
+        else:
+            self.trim_rule = "measured"
+            offloaded = self.counters["bytes_offloaded"] - self._pass_marks[1]
+            budget = self.plan.trim_budget_ns + offloaded * self.plan.offload_ns_per_byte
+            fits = spent <= budget
+        self.last_trim_decision = {
+            "at": at,
+            "rule": self.trim_rule,
+            "trim_ms": trim_ns / 1e6,
+            "spent_ms": None if spent is None else spent / 1e6,
+            "budget_ms": budget / 1e6,
+            "fits": fits,
+        }
+        return fits
 
     def _trim_cost(self) -> float:
         """Nanoseconds per byte a trim's bytes cost when faulted in again: what a faulted
@@ -1504,6 +1523,7 @@ class TensorCache:
         out["trim_ns_per_byte"] = self.trim_ns_per_byte
         out["trim_cost_source"] = self.trim_cost_source
         out["trim_rule"] = self.trim_rule
+        out["last_trim_decision"] = self.last_trim_decision
         out["probe_ns_per_byte"] = self._release_ns_per_byte
         out["fault_cost_steps"] = self._fault_cost.summary()
         if self._store is not None and not self._store.closed:
