@@ -747,8 +747,8 @@ class _RecordingMeter:
         # Each trimmed as its backward started; the hooks' own time counts.
         ("all", [None, None, (True, "backward start", True), (True, "backward start", True)]),
         # Nor the warm-up steps; the profiled step kept everything; the probes after it are
-        # not the next step's cost.
-        ("adaptive", [None, None, None, (False, None, True), "restart"]),
+        # not the next step's cost, nor is the first planned step typical.
+        ("adaptive", [None, None, None, (False, None, True), "restart", None]),
     ],
 )
 def test_the_cache_tells_the_fault_meter_each_step(tmp_path, monkeypatch, policy, expected):

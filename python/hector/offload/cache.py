@@ -605,6 +605,7 @@ class TensorCache:
         self._fault_cost = FaultCostMeter()
         self._pass_marks: tuple[dict[str, int], int, int] = ({}, 0, 0)
         self._trimmed_at: str | None = None  # where this pass trimmed the heap
+        self._first_planned_pass = 0  # "adaptive": the pass that first followed the plan
         #: The fraction of the heap's free bytes the last heap trim handed back, measured.
         #: Until one is, a prior of half: the trims measured on the heavier GPT handed back
         #: 39-62%, and counting every free byte (the old 1.0) skipped whole runs' trims.
@@ -717,12 +718,12 @@ class TensorCache:
     def _root_pre(self, module: nn.Module, args: Any) -> None:
         if torch.is_grad_enabled():
             # The step that just ended; not the first steps, which fault in what they
-            # allocate (the warm-up steps: the small GPT's second step faulted 2.6x its third).
+            # allocate (the warm-up steps: the small GPT's second step faulted 2.6x its third),
+            # nor the first planned one, which starts with the keep-everything steps' garbage.
             warming_up = self._profiling and bool(self._profile) and self._warmup_left > 0
+            atypical = self._pass <= 1 or warming_up or self._pass == self._first_planned_pass
             self._fault_cost.mark(
-                None
-                if self._pass <= 1 or warming_up
-                else self.counters["offloaded"] > self._offloaded_before_pass,
+                None if atypical else self.counters["offloaded"] > self._offloaded_before_pass,
                 trimmed_at=self._trimmed_at,
                 hooks_ns=self._own_hook_ns_this_pass(),
             )
@@ -733,6 +734,7 @@ class TensorCache:
                 else:
                     self._finish_profile()  # after the profiled step's backward, when it ran
                     self._fault_cost.restart()  # the probes are not the next step's cost
+                    self._first_planned_pass = self._pass + 1
             self._refresh_params()
             self._new_pass()
             if self._profiling:
