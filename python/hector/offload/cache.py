@@ -788,7 +788,7 @@ class TensorCache:
             # Moved only after misses in a row: the first planned step's backward starts with
             # the free memory of the keep-everything steps before it, more than later ones.
             # And only on what the steps measured: the move is for the rest of training, and
-            # the probe alone varied 0.09-0.58 ns per byte between processes.
+            # the probe alone varied 0.09-0.62 ns per byte between processes.
             self._trim_misses += 1
             if self._trim_misses >= _TRIM_MISSES_BEFORE_MOVING:
                 self.trim_point = "forward end"
@@ -850,7 +850,7 @@ class TensorCache:
         """Nanoseconds per byte a trim's bytes cost when faulted in again: what a faulted
         byte cost this process's offloading steps (:class:`FaultCostMeter`), once they tell
         it, else the probe (:meth:`_release_cost`). On the heavier GPT the probe came out at
-        0.09-0.58 ns per byte between processes while training paid 0.46-0.63 (docs/offload.md,
+        0.09-0.62 ns per byte between processes while training paid 0.46-0.65 (docs/offload.md,
         "Trims decided by what the steps spend")."""
         measured = self._fault_cost.ns_per_byte()
         self.trim_cost_source = "probe" if measured is None else "training"
