@@ -664,7 +664,9 @@ def test_trims_count_what_training_paid_per_faulted_byte(tmp_path, monkeypatch):
     # steps tell what a faulted byte costs this process's training thread, trims count that.
     import hector.offload.cache as cache_mod
 
-    cache = TensorCache(_plan_with_trim_budget(100), _model(), root=str(tmp_path))
+    cache = TensorCache(
+        _plan_with_trim_budget(100), _model(), root=str(tmp_path), trim_rule="measured"
+    )
     monkeypatch.setattr(cache_mod, "_heap_free_bytes", lambda: 1000)
     cache._release_ns_per_byte = 0.15  # the probe: a trim of 1000 bytes at 150 ns
     cache.trim_yield = 1.0
@@ -687,6 +689,26 @@ def test_trims_count_what_training_paid_per_faulted_byte(tmp_path, monkeypatch):
     cache.close()
 
 
+def test_by_default_trims_are_decided_by_the_model_at_the_probes_price(tmp_path, monkeypatch):
+    # trim_rule="measured" stopped trimming in two runs of one heavier-GPT record after
+    # costly steps; the default stays the model's rule, the meter's figure only recorded.
+    import hector.offload.cache as cache_mod
+
+    cache = TensorCache(_plan_with_trim_budget(100), _model(), root=str(tmp_path))
+    monkeypatch.setattr(cache_mod, "_heap_free_bytes", lambda: 1000)
+    cache._release_ns_per_byte = 0.15
+    cache.trim_yield = 1.0
+    cache._fault_cost = _meter_with([(True, 0.3, 10**6, None, 0.0)] * 2)  # 0.073 ns/B
+    assert not cache._trims_heap("backward start")  # 150 ns at the probe's price
+    stats = cache.stats()
+    assert stats["trim_rule"] == "model"
+    assert stats["trim_cost_source"] == "probe"
+    assert stats["fault_ns_per_byte"] == pytest.approx(0.3e9 / (10**6 * 4096))
+    cache.close()
+    with pytest.raises(OffloadError, match="trim_rule must be one of"):
+        TensorCache("all", trim_rule="measure")
+
+
 def test_trims_are_decided_by_what_the_steps_spend_once_they_tell(tmp_path, monkeypatch):
     # The plan budgets its faults (offloaded bytes at its cost per byte) and its trims; once
     # the steps measured what they spend in the kernel and in the hooks, that decides.
@@ -694,7 +716,7 @@ def test_trims_are_decided_by_what_the_steps_spend_once_they_tell(tmp_path, monk
 
     plan = _plan_with_trim_budget(100_000_000)  # 0.1 s of trims per step
     plan.offload_ns_per_byte = 1.0
-    cache = TensorCache(plan, _model(), root=str(tmp_path))
+    cache = TensorCache(plan, _model(), root=str(tmp_path), trim_rule="measured")
     cache.counters["bytes_offloaded"] = 200_000_000  # this pass: 0.2 s of modelled faults
     free = [1000]
     monkeypatch.setattr(cache_mod, "_heap_free_bytes", lambda: free[0])
@@ -799,12 +821,17 @@ class _MeteredSteps(_RecordingMeter):
         return 0.0 if trimmed_at is None else None
 
 
-@pytest.mark.parametrize("measured", [True, False])
-def test_a_trim_that_fits_only_at_the_forward_end_moves_there(tmp_path, monkeypatch, measured):
+@pytest.mark.parametrize(
+    ("rule", "metered", "moves"),
+    [("model", False, True), ("measured", True, True), ("measured", False, False)],
+)
+def test_a_trim_that_fits_only_at_the_forward_end_moves_there(
+    tmp_path, monkeypatch, rule, metered, moves
+):
     # Backward may start with more free memory than the budget pays to hand back (the freed
-    # gradients): that step skips its trim; three such steps in a row, decided on what the
-    # steps measured, and later steps trim at the forward's end. Misses the model decided
-    # (before the steps tell, on the probe alone) never move it: the move is for good.
+    # gradients): that step skips its trim; three such steps in a row, and later steps trim
+    # at the forward's end. Under trim_rule="measured", misses the model decided (before the
+    # steps tell, on the probe alone) never move it: the move is for good.
     import hector.offload.cache as cache_mod
 
     events: list[str] = []
@@ -814,10 +841,12 @@ def test_a_trim_that_fits_only_at_the_forward_end_moves_there(tmp_path, monkeypa
     monkeypatch.setattr(
         cache_mod, "_heap_free_bytes", lambda: 1000 if events[-1] == "freed" else 100
     )
-    fwd = hector.offload(_model(), _plan_with_trim_budget(100), root=str(tmp_path), threshold=1024)
+    fwd = hector.offload(
+        _model(), _plan_with_trim_budget(100), root=str(tmp_path), threshold=1024, trim_rule=rule
+    )
     fwd.cache._release_ns_per_byte = 0.15
     fwd.cache.trim_yield = 1.0
-    if measured:
+    if metered:
         fwd.cache._fault_cost = _MeteredSteps()
     for _ in range(2):  # one miss (the first planned step's) does not move it
         events.append("forward")
@@ -831,7 +860,7 @@ def test_a_trim_that_fits_only_at_the_forward_end_moves_there(tmp_path, monkeypa
     assert decision["fits"] is False
     assert decision["trim_ms"] == pytest.approx(150e-6)
     assert decision["budget_ms"] == pytest.approx(100e-6)
-    if not measured:
+    if not moves:
         assert decision["rule"] == "model"
         assert decision["spent_ms"] is None
         for _ in range(3):
@@ -841,8 +870,9 @@ def test_a_trim_that_fits_only_at_the_forward_end_moves_there(tmp_path, monkeypa
         assert trims == []
         fwd.close()
         return
-    assert decision["rule"] == "measured"
-    assert decision["spent_ms"] == pytest.approx(150e-6)
+    assert decision["rule"] == ("measured" if metered else "model")
+    if metered:
+        assert decision["spent_ms"] == pytest.approx(150e-6)
     assert fwd.cache.trim_point == "forward end"  # three in a row
     events.append("forward")
     _step_freeing_between_forward_and_backward(fwd, events)

@@ -43,7 +43,11 @@ OPTIONAL = ("deepspeed-checkpoint", "deepspeed-cpu-checkpoint")
 VARIANTS: dict[str, dict[str, str]] = {"thp": {"THP_MEM_ALLOC_ENABLE": "1"}}
 #: Variants that are options of a hector system's cache rather than environment:
 #: ``fwdtrim`` trims the heap at the forward's end instead of as backward starts.
-CACHE_VARIANTS: dict[str, dict[str, Any]] = {"fwdtrim": {"trim_point": "forward end"}}
+#: ``measuredtrim`` decides its trims by what the steps spend (``trim_rule="measured"``).
+CACHE_VARIANTS: dict[str, dict[str, Any]] = {
+    "fwdtrim": {"trim_point": "forward end"},
+    "measuredtrim": {"trim_rule": "measured"},
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -493,6 +497,7 @@ def _cache_figures(
         "trim_ns_per_byte": cache.trim_ns_per_byte,
         "trim_cost_source": cache.trim_cost_source,
         "trim_rule": cache.trim_rule,
+        "fault_ns_per_byte": cache.stats()["fault_ns_per_byte"],
         "last_trim_decision": cache.last_trim_decision,
         "probe_ns_per_byte": cache.stats()["probe_ns_per_byte"],
         "fault_cost_steps": cache.stats()["fault_cost_steps"],

@@ -71,6 +71,8 @@ _TIMING_KEYS = (
 
 #: Where the heap trim of a step that offloaded may run (``TensorCache(trim_point=...)``).
 TRIM_POINTS = ("backward start", "forward end")
+#: How a plan's heap trims are decided (``TensorCache(trim_rule=...)``).
+TRIM_RULES = ("model", "measured")
 
 
 class OffloadError(RuntimeError):
@@ -461,6 +463,15 @@ class TensorCache:
             fell 40-46% where ``"forward end"`` (which hands back less) gave 34-39%; in the
             same runs the step times differed by -6 to +7%, within the host's noise
             (docs/offload.md, "Where the peak is").
+        trim_rule: how a plan's heap trims are decided. ``"model"`` (default): the trim's
+            modelled cost (its bytes at the probe's price) within the plan's trim budget.
+            ``"measured"``: once the steps tell it (:class:`FaultCostMeter`), what the
+            offloading steps spent in the kernel and the hooks against what the plan
+            budgeted for faults and trims, at training's own price per faulted byte, and
+            the trim point moves only on measured misses. On the heavier GPT it kept the trim
+            as backward starts in 13 runs of 16, but in two runs of one record it stopped
+            trimming after costly steps (RSS −16% and −26%), a worse floor than the model's
+            (docs/offload.md, "Trims decided by what the steps spend").
     """
 
     def __init__(
@@ -484,6 +495,7 @@ class TensorCache:
         granularity: str = "block",
         warmup_steps: int = 2,
         trim_point: str = "backward start",
+        trim_rule: str = "model",
     ) -> None:
         if isinstance(policy, str) and policy not in POLICIES:
             plan = Plan.load(policy)  # a plan file; raises a clear error if it is not one
@@ -506,6 +518,9 @@ class TensorCache:
             raise OffloadError(f"warmup_steps must be an int >= 0, got {warmup_steps!r}")
         if trim_point not in TRIM_POINTS:
             raise OffloadError(f"trim_point must be one of {TRIM_POINTS}, got {trim_point!r}")
+        if trim_rule not in TRIM_RULES:
+            raise OffloadError(f"trim_rule must be one of {TRIM_RULES}, got {trim_rule!r}")
+        self._trim_rule_option = trim_rule
         self.readahead_bytes = readahead_bytes
         self._group_offloaded: dict[tuple[int, int], int] = {}  # bytes written per group
         self._largest_group = 0
@@ -784,11 +799,11 @@ class TensorCache:
         if self._trims_heap("backward start"):
             self._trim_misses = 0
             self._trim("backward start")
-        elif pending and self.trim_rule == "measured":  # the forward's end was within budget
-            # Moved only after misses in a row: the first planned step's backward starts with
-            # the free memory of the keep-everything steps before it, more than later ones.
-            # And only on what the steps measured: the move is for the rest of training, and
-            # the probe alone varied 0.09-0.62 ns per byte between processes.
+        elif pending and (self._trim_rule_option == "model" or self.trim_rule == "measured"):
+            # The forward's end was within budget. Moved only after misses in a row: the
+            # first planned step's backward starts with the free memory of the keep-everything
+            # steps before it, more than later ones. Under trim_rule="measured", only on what
+            # the steps measured: the move is for the rest of training.
             self._trim_misses += 1
             if self._trim_misses >= _TRIM_MISSES_BEFORE_MOVING:
                 self.trim_point = "forward end"
@@ -823,10 +838,12 @@ class TensorCache:
         if free is None:
             return False
         trim_ns = free * self.trim_yield * self._trim_cost()
-        spent = self._fault_cost.step_cost_ns(at)
-        if spent is None:
-            untrimmed = self._fault_cost.step_cost_ns(None)
-            spent = None if untrimmed is None else untrimmed + trim_ns
+        spent = None
+        if self._trim_rule_option == "measured":
+            spent = self._fault_cost.step_cost_ns(at)
+            if spent is None:
+                untrimmed = self._fault_cost.step_cost_ns(None)
+                spent = None if untrimmed is None else untrimmed + trim_ns
         if spent is None:
             self.trim_rule = "model"
             budget = float(self.plan.trim_budget_ns)
@@ -847,12 +864,12 @@ class TensorCache:
         return fits
 
     def _trim_cost(self) -> float:
-        """Nanoseconds per byte a trim's bytes cost when faulted in again: what a faulted
-        byte cost this process's offloading steps (:class:`FaultCostMeter`), once they tell
-        it, else the probe (:meth:`_release_cost`). On the heavier GPT the probe came out at
-        0.09-0.62 ns per byte between processes while training paid 0.46-0.65 (docs/offload.md,
-        "Trims decided by what the steps spend")."""
-        measured = self._fault_cost.ns_per_byte()
+        """Nanoseconds per byte a trim's bytes cost when faulted in again: the probe
+        (:meth:`_release_cost`); under ``trim_rule="measured"``, what a faulted byte cost this
+        process's offloading steps (:class:`FaultCostMeter`) once they tell it. On the heavier
+        GPT the probe came out at 0.09-0.62 ns per byte between processes while training paid
+        0.46-0.65 (docs/offload.md, "Trims decided by what the steps spend")."""
+        measured = self._fault_cost.ns_per_byte() if self._trim_rule_option == "measured" else None
         self.trim_cost_source = "probe" if measured is None else "training"
         self.trim_ns_per_byte = self._release_cost() if measured is None else measured
         return self.trim_ns_per_byte
@@ -1525,6 +1542,7 @@ class TensorCache:
         out["trim_ns_per_byte"] = self.trim_ns_per_byte
         out["trim_cost_source"] = self.trim_cost_source
         out["trim_rule"] = self.trim_rule
+        out["fault_ns_per_byte"] = self._fault_cost.ns_per_byte()
         out["last_trim_decision"] = self.last_trim_decision
         out["probe_ns_per_byte"] = self._release_ns_per_byte
         out["fault_cost_steps"] = self._fault_cost.summary()
