@@ -457,6 +457,7 @@ def _cache_figures(
         and isinstance(v, int | float)
         and k not in ("write_busy_ns", "read_busy_ns")
     }
+    stats = cache.stats()
     counters = {
         # Averages, not floors: one trim in three steps is not zero trims per step.
         k: round((after["counters"][k] - before["counters"][k]) / steps, 2)
@@ -497,10 +498,8 @@ def _cache_figures(
         "trim_ns_per_byte": cache.trim_ns_per_byte,
         "trim_cost_source": cache.trim_cost_source,
         "trim_rule": cache.trim_rule,
-        "fault_ns_per_byte": cache.stats()["fault_ns_per_byte"],
         "last_trim_decision": cache.last_trim_decision,
-        "probe_ns_per_byte": cache.stats()["probe_ns_per_byte"],
-        "fault_cost_steps": cache.stats()["fault_cost_steps"],
+        **{k: stats[k] for k in ("fault_ns_per_byte", "probe_ns_per_byte", "fault_cost_steps")},
         "released_bytes_per_step": (after["released_bytes"] - before["released_bytes"]) // steps,
     }
 

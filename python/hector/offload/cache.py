@@ -618,7 +618,8 @@ class TensorCache:
         #: it fitted.
         self.last_trim_decision: dict[str, Any] | None = None
         self._fault_cost = FaultCostMeter()
-        self._pass_marks: tuple[dict[str, int], int, int] = ({}, 0, 0)
+        # At this pass's start: the hooks' timing and the bytes offloaded so far.
+        self._pass_marks: tuple[dict[str, int], int] = ({}, 0)
         self._trimmed_at: str | None = None  # where this pass trimmed the heap
         self._first_planned_pass = 0  # "adaptive": the pass that first followed the plan
         #: The fraction of the heap's free bytes the last heap trim handed back, measured.
@@ -628,7 +629,8 @@ class TensorCache:
         #: Where the heap trim runs: ``"backward start"`` (first unpack after a forward that
         #: offloaded) or ``"forward end"``; the first moves to the second (the cheaper point)
         #: for the rest of training once trims did not fit there, but would have at the
-        #: forward's end, three steps in a row decided by the measured rule.
+        #: forward's end, three steps in a row (under ``trim_rule="measured"``, three the
+        #: measured rule decided).
         self.trim_point = trim_point
         # A trim awaiting the next backward's start: whether it fitted at the forward's end.
         self._trim_pending: bool | None = None
@@ -713,11 +715,7 @@ class TensorCache:
             self._pass += 1
             self._group = 0
             self._offloaded_before_pass = self.counters["offloaded"]
-            self._pass_marks = (
-                dict(self.timing),
-                self.counters["bytes_offloaded"],
-                self.counters["heap_trims"],
-            )
+            self._pass_marks = (dict(self.timing), self.counters["bytes_offloaded"])
             self._trimmed_at = None
 
     def _own_hook_ns_this_pass(self) -> float:
@@ -816,17 +814,17 @@ class TensorCache:
         (:attr:`trim_yield`, measured), each byte faulted in again later at
         :meth:`_trim_cost`. Under a plan:
 
-        - once this process's steps tell it (:class:`FaultCostMeter`), **measured**: the
-          recent offloading steps that trimmed at ``at`` (else those that did not, plus this
-          trim's cost) spent, in system time and the hooks' own time, no more than the plan
-          budgeted for its faults and trims (its offloaded bytes at its cost per byte, plus
-          its trim budget). The model prices each offloaded byte's refaults at the probe's
-          figure and leaves the hooks out; on the heavier GPT its trims as backward started
-          missed their budget in some processes (the trim then moved to the forward's end:
-          peak RSS about −32% instead of −40%), while the steps spend about 0.3 s in the
-          kernel and the hooks against 0.45-0.48 s budgeted (docs/offload.md, "Trims decided
-          by what the steps spend");
-        - until then, by the **model**: the trim's cost within the plan's trim budget.
+        - by the **model** (default): the trim's cost within the plan's trim budget;
+        - under ``trim_rule="measured"``, once this process's steps tell it
+          (:class:`FaultCostMeter`), **measured**: the recent offloading steps that trimmed
+          at ``at`` (else those that did not, plus this trim's cost) spent, in system time
+          and the hooks' own time, no more than the plan budgeted for its faults and trims
+          (its offloaded bytes at its cost per byte, plus its trim budget); until then, by
+          the model. It kept the heavier GPT's trims as backward starts in 13 runs of 16,
+          but stopped trimming in two after a costly step (docs/offload.md, "Trims decided
+          by what the steps spend").
+
+        :attr:`last_trim_decision` records the figures.
         """
         if self.release_memory != "advise":
             return False

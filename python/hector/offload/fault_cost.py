@@ -9,11 +9,13 @@ steadily, step after step. Whether a trim as backward starts fitted the plan's b
 hung on a moment's measurement; where it did not, the trim moved to the forward's end and
 peak RSS fell about a third instead of two fifths.
 
-:class:`FaultCostMeter` measures what training pays instead: the training thread's system
+:class:`FaultCostMeter` measures what training pays: the training thread's system
 time over its minor page faults in the steps that offloaded (``getrusage(RUSAGE_THREAD)``,
 whole steps). Nearly all of that system time is the faults and the calls that cause them
 (``madvise``, ``malloc_trim``): a step of the heavier GPT that kept everything spent 0-36 ms
-in the kernel, one that offloaded 230-340 ms.
+in the kernel, one that offloaded 230-340 ms. Every cache runs it and reports its figures;
+``TensorCache(trim_rule="measured")`` decides its trims by them (opt-in: in two heavier-GPT
+runs that rule stopped trimming after a costly step, docs/offload.md).
 """
 
 from __future__ import annotations
