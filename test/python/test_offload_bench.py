@@ -181,6 +181,32 @@ def test_rounds_are_numbered_and_pooled_over_every_timed_step():
     assert bench.pooled_summary(results[:2]) == []  # one round: nothing to pool
 
 
+def test_a_huge_page_system_is_also_pooled_against_keep_all_under_huge_pages():
+    # The allocator's huge pages change plain training too: against plain keep-all alone, a
+    # +thp row would credit Hector with what the allocator did.
+    results = [
+        _ok("keep-all", [100.0], 400),
+        _ok("keep-all+thp", [90.0], 300),
+        _ok("hector-adaptive+thp", [99.0], 150),
+        _ok("hector-adaptive", [105.0], 200),
+    ] * 2
+    bench._number_rounds(results)
+    rows = {row["system"]: row for row in bench.pooled_summary(results)}
+    thp = rows["hector-adaptive+thp"]
+    assert thp["pooled overhead"] == pytest.approx(-0.01)
+    assert thp["same-env overhead"] == pytest.approx(0.1)
+    assert thp["RSS -% pooled"] == pytest.approx(1 - 150 / 400)
+    assert thp["same-env RSS -%"] == pytest.approx(0.5)
+    plain = rows["hector-adaptive"]  # plain systems: the same keep-all both ways
+    assert plain["same-env overhead"] == plain["pooled overhead"] == pytest.approx(0.05)
+    no_peer = [r for r in results if r["system"] != "keep-all+thp"]
+    rows = {row["system"]: row for row in bench.pooled_summary(no_peer)}
+    assert rows["hector-adaptive+thp"]["same-env overhead"] is None
+    assert rows["hector-adaptive+thp"]["same-env RSS -%"] is None
+    # A cache variant runs in plain keep-all's environment.
+    assert bench._same_environment_peer("hector-adaptive+fwdtrim") == "keep-all"
+
+
 def test_each_offloading_run_is_compared_with_the_disk_as_it_was_around_it(
     tmp_path, monkeypatch, capsys
 ):

@@ -7,9 +7,12 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import pytest
+import torch
 
+from hector import offload
 from hector.offload import hugepages
 
 _PROBE = textwrap.dedent(
@@ -58,3 +61,55 @@ def test_the_kernels_mode_is_read(monkeypatch, tmp_path, text, mode):
     assert hugepages.huge_page_mode() == mode
     if mode in ("never", "unavailable"):
         assert hugepages.huge_pages_in_effect() is False
+
+
+@pytest.fixture
+def madvise_without_huge_pages(monkeypatch):
+    """A kernel in "madvise" mode and a process PyTorch did not give huge pages to."""
+    monkeypatch.setattr(hugepages, "huge_page_mode", lambda: "madvise")
+    monkeypatch.setattr(hugepages, "huge_pages_in_effect", lambda: False)
+
+
+def test_huge_pages_are_advised_only_for_activations_they_would_back(
+    madvise_without_huge_pages, monkeypatch
+):
+    advice = hugepages.huge_pages_advice(12 << 20)
+    assert advice is not None
+    assert "12 MiB" in advice
+    assert "enable_huge_pages()" in advice
+    assert hugepages.THP_ENV in advice
+    # Under PyTorch's 2 MiB threshold its allocator would not ask for them.
+    assert hugepages.huge_pages_advice(hugepages.HUGE_PAGE_ALLOC_BYTES - 1) is None
+    assert hugepages.huge_pages_advice(None) is None
+    monkeypatch.setattr(hugepages, "huge_pages_in_effect", lambda: True)
+    assert hugepages.huge_pages_advice(12 << 20) is None  # already has them
+    for mode in ("always", "never", "unavailable"):
+        monkeypatch.setattr(hugepages, "huge_page_mode", lambda mode=mode: mode)
+        assert hugepages.huge_pages_advice(12 << 20) is None
+
+
+def _train_mlp(rows: int, root: str) -> offload.TensorCache:
+    """Three adaptive steps of an MLP whose activations are ``rows`` x 1024 floats."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024)
+    )
+    wrapped = offload(model, "adaptive", root=root, warmup_steps=0)
+    x = torch.randn(rows, 1024)
+    for _ in range(3):
+        wrapped(x).square().mean().backward()
+    wrapped.close()
+    return wrapped.cache
+
+
+def test_an_adaptive_cpu_offload_advises_huge_pages_for_large_activations(
+    madvise_without_huge_pages, tmp_path
+):
+    with pytest.warns(offload.HugePagesAdvice, match="4 MiB"):
+        cache = _train_mlp(1024, str(tmp_path / "large"))
+    assert "enable_huge_pages()" in cache.stats()["huge_pages_advice"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", offload.HugePagesAdvice)
+        small = _train_mlp(64, str(tmp_path / "small"))  # 256 KiB activations
+    assert small.plan is not None
+    assert small.stats()["huge_pages_advice"] is None

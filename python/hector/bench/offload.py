@@ -501,6 +501,7 @@ def _cache_figures(
         "last_trim_decision": cache.last_trim_decision,
         **{k: stats[k] for k in ("fault_ns_per_byte", "probe_ns_per_byte", "fault_cost_steps")},
         "released_bytes_per_step": (after["released_bytes"] - before["released_bytes"]) // steps,
+        "huge_pages_advice": stats["huge_pages_advice"],
     }
 
 
@@ -694,12 +695,43 @@ def _raw_around(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]
     }
 
 
+def _same_environment_peer(system: str) -> str:
+    """The keep-all that ran under the same process environment as ``system``: ``keep-all+thp``
+    for ``hector-adaptive+thp`` (the allocator's huge pages change plain training too), plain
+    ``keep-all`` for a plain system or a cache variant."""
+    _, _, variant = system.partition("+")
+    return f"keep-all+{variant}" if variant in VARIANTS else "keep-all"
+
+
+def _pooled_against(
+    runs: list[dict[str, Any]], peer: list[dict[str, Any]]
+) -> tuple[float | None, float | None]:
+    """The median of ``runs``' timed steps against ``peer``'s (overhead), and the median of
+    their peak RSS against ``peer``'s (reduction); None where ``peer`` did not run."""
+    import statistics
+
+    if not peer:
+        return None, None
+    ms = statistics.median(t for r in runs for t in r["times_ms"])
+    peer_ms = statistics.median(t for r in peer for t in r["times_ms"])
+    peaks = [r["peak_mem_bytes"] for r in runs if r.get("peak_mem_bytes")]
+    peer_peaks = [r["peak_mem_bytes"] for r in peer if r.get("peak_mem_bytes")]
+    rss = (
+        round(1 - statistics.median(peaks) / statistics.median(peer_peaks), 4)
+        if peaks and peer_peaks
+        else None
+    )
+    return round(ms / peer_ms - 1, 4), rss
+
+
 def pooled_summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per system, over the rounds of a run that repeats systems (``--systems a,b,a,b``): the
     median of all its timed steps against keep-all's (pooled), each round's median against
     that round's keep-all, the median of its runs' peak RSS against keep-all's, the range of
     its peak RSS reduction and its lowest write and read bandwidth against the raw disk around
-    its run (systems that do I/O). Empty when no system repeats or keep-all did not run.
+    its run (systems that do I/O); and the pooled time and RSS against the keep-all that ran
+    in the same process environment (``same-env``: ``keep-all+thp`` for a ``+thp`` system,
+    where it ran). Empty when no system repeats or keep-all did not run.
     Rounds need ``round`` (:func:`_number_rounds`)."""
     import statistics
 
@@ -708,32 +740,29 @@ def pooled_summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     keep = [r for r in ok if r["system"] == "keep-all"]
     if not keep or len(ok) == len(names):
         return []
-    keep_ms = statistics.median(t for r in keep for t in r["times_ms"])
-    keep_rss = [r["peak_mem_bytes"] for r in keep if r.get("peak_mem_bytes")]
     rows = []
     for name in names:
         runs = [r for r in ok if r["system"] == name]
         pooled_ms = statistics.median(t for r in runs for t in r["times_ms"])
         rss = [r["peak_rss_reduction"] for r in runs if "peak_rss_reduction" in r]
-        peaks = [r["peak_mem_bytes"] for r in runs if r.get("peak_mem_bytes")]
-        pooled_rss = (
-            round(1 - statistics.median(peaks) / statistics.median(keep_rss), 4)
-            if peaks and keep_rss
-            else None
-        )
+        overhead, pooled_rss = _pooled_against(runs, keep)
+        peer = [r for r in ok if r["system"] == _same_environment_peer(name)]
+        same_env_overhead, same_env_rss = _pooled_against(runs, peer)
         w = [r["write_bandwidth_vs_raw"] for r in runs if r.get("write_bandwidth_vs_raw")]
         rd = [r["read_bandwidth_vs_raw"] for r in runs if r.get("read_bandwidth_vs_raw")]
         rows.append(
             {
                 "system": name,
                 "pooled ms": round(pooled_ms, 1),
-                "pooled overhead": round(pooled_ms / keep_ms - 1, 4),
+                "pooled overhead": overhead,
                 "rounds": [r.get("step_time_overhead") for r in runs],
                 "RSS -% pooled": pooled_rss,
                 "RSS -% min": min(rss) if rss else None,
                 "RSS -% max": max(rss) if rss else None,
                 "W/raw min": min(w) if w else None,
                 "R/raw min": min(rd) if rd else None,
+                "same-env overhead": same_env_overhead,
+                "same-env RSS -%": same_env_rss,
             }
         )
     return rows
@@ -874,13 +903,20 @@ def run(args: argparse.Namespace) -> int:
         f"({engine['write_vs_raw']:.0%}), read {engine['read_bandwidth'] / 1e6:.0f} MB/s "
         f"({engine['read_vs_raw']:.0%})"
     )
+    advised = [r["system"] for r in results if r.get("huge_pages_advice")]
+    if advised:
+        advice = next(r["huge_pages_advice"] for r in results if r.get("huge_pages_advice"))
+        print(f"advice to {', '.join(dict.fromkeys(advised))}: {advice}")
     pooled = pooled_summary(results)
     if pooled:
         shown = [
             {**row, "rounds": " ".join(f"{x:+.1%}" for x in row["rounds"] if x is not None)}
             for row in pooled
         ]
-        print("pooled over the rounds (each round against its own keep-all):")
+        print(
+            "pooled over the rounds (each round against its own keep-all; same-env: against "
+            "the keep-all run in the same process environment, e.g. keep-all+thp):"
+        )
         print(format_table(shown, [(k, k) for k in shown[0]]))
     record = {
         "benchmark": "offload",

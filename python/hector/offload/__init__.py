@@ -6,7 +6,7 @@ go to the native SSD store and come back for backward; the package also exports 
 
     import hector
 
-    hector.offload.enable_huge_pages()  # optional, before any tensor: cheaper page faults
+    hector.offload.enable_huge_pages()  # before any tensor, for activations of 2 MiB or more
     model = hector.offload(model, policy="adaptive")  # "all" | "none" | Plan | plan file
     for x, y in batches:
         loss = loss_fn(model(x), y)
@@ -31,12 +31,13 @@ from torch import nn
 
 from hector.runtime.offload import ChecksumError, OffloadIOError, ShortIOError, TensorStore
 
-from .cache import OffloadedModule, OffloadError, TensorCache, default_scopes
-from .hugepages import enable_huge_pages, huge_pages_in_effect
+from .cache import HugePagesAdvice, OffloadedModule, OffloadError, TensorCache, default_scopes
+from .hugepages import enable_huge_pages, huge_pages_advice, huge_pages_in_effect
 from .plan import Plan, PlanError, measure_write_bandwidth
 
 __all__ = [
     "ChecksumError",
+    "HugePagesAdvice",
     "OffloadError",
     "OffloadIOError",
     "OffloadedModule",
@@ -47,6 +48,7 @@ __all__ = [
     "TensorStore",
     "default_scopes",
     "enable_huge_pages",
+    "huge_pages_advice",
     "huge_pages_in_effect",
     "measure_write_bandwidth",
     "wrap",

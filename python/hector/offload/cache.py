@@ -41,6 +41,7 @@ from .fault_cost import FaultCostMeter
 from .plan import OVERHEAD_TARGET, Plan
 
 __all__ = [
+    "HugePagesAdvice",
     "OffloadError",
     "OffloadedModule",
     "TensorCache",
@@ -73,6 +74,11 @@ _TIMING_KEYS = (
 TRIM_POINTS = ("backward start", "forward end")
 #: How a plan's heap trims are decided (``TensorCache(trim_rule=...)``).
 TRIM_RULES = ("model", "measured")
+
+
+class HugePagesAdvice(UserWarning):
+    """An adaptive CPU offload's activations are large enough for huge pages, which this
+    process does not have (:attr:`TensorCache.huge_pages_advice`)."""
 
 
 class OffloadError(RuntimeError):
@@ -632,6 +638,9 @@ class TensorCache:
         #: forward's end, three steps in a row (under ``trim_rule="measured"``, three the
         #: measured rule decided).
         self.trim_point = trim_point
+        #: After an adaptive profile on CPU: why this process should enable huge pages
+        #: (``hector.offload.enable_huge_pages()``), or None.
+        self.huge_pages_advice: str | None = None
         # A trim awaiting the next backward's start: whether it fitted at the forward's end.
         self._trim_pending: bool | None = None
         self._trim_misses = 0  # backward starts in a row whose trim did not fit
@@ -932,10 +941,12 @@ class TensorCache:
             write, read = measure_store_bandwidth(self.store)
             self.write_bandwidth = self.write_bandwidth or write
             self.read_bandwidth = self.read_bandwidth or read
+        on_cpu = self.module is None or all(
+            p.device.type == "cpu" for p in self.module.parameters()
+        )
+        if on_cpu and self.release_memory:
+            self._advise_huge_pages()
         if self.offload_ns_per_byte is None:
-            on_cpu = self.module is None or all(
-                p.device.type == "cpu" for p in self.module.parameters()
-            )
             refaults = _REFAULTS_PER_OFFLOADED_BYTE[self.release_memory] if on_cpu else 0
             self.offload_ns_per_byte = refaults * self._release_cost() if refaults else 0.0
         scopes = profile_from(self.scope_names, self._profile)
@@ -951,6 +962,16 @@ class TensorCache:
         )
         self._profiling = False
         self._apply_plan(self.plan)
+
+    def _advise_huge_pages(self) -> None:
+        """Tell the user, once, when the profiled step's activations are large enough for
+        PyTorch's huge-page allocation and this process does not have it
+        (:func:`~hector.offload.hugepages.huge_pages_advice`; :attr:`huge_pages_advice`)."""
+        from .hugepages import huge_pages_advice
+
+        self.huge_pages_advice = huge_pages_advice(_byte_weighted_median(self._profile_sizes))
+        if self.huge_pages_advice is not None:
+            warnings.warn(f"hector.offload: {self.huge_pages_advice}", HugePagesAdvice, 3)
 
     def _backward_ns(self, scopes: list[Any]) -> list[float]:
         """Each scope's backward time in the profiled step: from the first unpack of its group
@@ -1544,6 +1565,7 @@ class TensorCache:
         out["last_trim_decision"] = self.last_trim_decision
         out["probe_ns_per_byte"] = self._release_ns_per_byte
         out["fault_cost_steps"] = self._fault_cost.summary()
+        out["huge_pages_advice"] = self.huge_pages_advice
         if self._store is not None and not self._store.closed:
             out["store"] = self._store.stats()
             out["direct_io"] = self._store.direct
