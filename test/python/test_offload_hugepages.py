@@ -113,3 +113,71 @@ def test_an_adaptive_cpu_offload_advises_huge_pages_for_large_activations(
         small = _train_mlp(64, str(tmp_path / "small"))  # 256 KiB activations
     assert small.plan is not None
     assert small.stats()["huge_pages_advice"] is None
+
+
+_NUMPY_MARKED = textwrap.dedent(
+    """
+    import ctypes, json, sys
+    import numpy as np
+    import torch
+    from hector.offload import hugepages
+    from hector.offload.plan import measure_store_bandwidth
+    from hector.runtime.offload import TensorStore
+
+    def marked_bytes():
+        total, size = 0, 0
+        for line in open("/proc/self/smaps"):
+            head = line.split(maxsplit=1)[0]
+            if "-" in head and ":" not in head:
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                size = hi - lo
+            elif line.startswith("VmFlags:") and " hg" in line:
+                total += size
+        return total
+
+    # glibc as training leaves it: blocks under 32 MiB come from the heap (its largest
+    # dynamic mmap threshold), and freed heap memory is not trimmed away under us.
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD
+    libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
+    if sys.argv[1] == "probe":
+        # NumPy marks its arrays of 4 MiB or more for huge pages, and the heap keeps the mark.
+        marked = [np.ones(4 << 20, dtype=np.uint8) for _ in range(8)]
+        fence = torch.ones(1 << 20, dtype=torch.uint8)  # keeps them inside the heap
+        del marked
+        # Carve the freed arrays' start off, so that what comes next starts inside a mark.
+        shims = [torch.empty(256 << 10, dtype=torch.uint8) for _ in range(8)]
+        print(json.dumps([marked_bytes(), hugepages.huge_page_mode(),
+                          hugepages.huge_pages_in_effect()]))
+    else:
+        before = marked_bytes()
+        with TensorStore(root=sys.argv[2]) as store:
+            measure_store_bandwidth(store, nbytes=32 << 20, pieces=4)
+        print(json.dumps([before, marked_bytes()]))
+    """
+)
+
+
+def _numpy_marked(what: str, root: str) -> list:
+    env = {k: v for k, v in os.environ.items() if k != hugepages.THP_ENV}
+    out = subprocess.run(
+        [sys.executable, "-c", _NUMPY_MARKED, what, root],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def test_memory_numpy_marked_is_not_taken_for_pytorchs_huge_pages(tmp_path):
+    marked, mode, in_effect = _numpy_marked("probe", str(tmp_path))
+    assert (marked >= 32 << 20) is (mode in ("madvise", "always"))
+    assert in_effect is (mode == "always")  # PyTorch was never asked for huge pages here
+
+
+def test_the_store_bandwidth_probe_marks_no_memory_for_huge_pages(tmp_path):
+    # It ran in every adaptive process, before the plan: memory it marked would give the
+    # training that reuses it huge pages the process never asked for.
+    before, after = _numpy_marked("store", str(tmp_path))
+    assert after == before

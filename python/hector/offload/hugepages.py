@@ -26,8 +26,12 @@ THP_ENV = "THP_MEM_ALLOC_ENABLE"
 _THP_ENABLED = "/sys/kernel/mm/transparent_hugepage/enabled"
 #: PyTorch's threshold for huge-page allocations (``gAlloc_threshold_thp``).
 HUGE_PAGE_ALLOC_BYTES = 2 << 20
-#: The probe is over that threshold.
-_PROBE_BYTES = 4 << 20
+#: The probe: over that threshold, and over glibc's largest mmap threshold (32 MiB), so it is
+#: a fresh mapping that only PyTorch's own ``madvise`` can have marked. A smaller one may land
+#: in heap memory NumPy marked (it marks its arrays of 4 MiB or more, and the heap it frees
+#: them to stays marked): in a process that never asked for huge pages, 2 of 4 benchmark runs
+#: read as having them. Allocated, never touched: it costs no memory.
+_PROBE_BYTES = 64 << 20
 
 
 def huge_page_mode() -> str:
@@ -62,8 +66,8 @@ def _mapping_flags(address: int) -> list[str]:
 
 def huge_pages_in_effect() -> bool:
     """Whether PyTorch's CPU allocations of 2 MiB or more get huge pages in this process: a
-    4 MiB probe allocation's mapping is marked ``MADV_HUGEPAGE`` (``hg``) and the kernel's mode
-    lets that count."""
+    probe allocation's own mapping (64 MiB: see ``_PROBE_BYTES``) is marked ``MADV_HUGEPAGE``
+    (``hg``) and the kernel's mode lets that count."""
     import torch
 
     mode = huge_page_mode()

@@ -73,10 +73,13 @@ def measure_store_bandwidth(
     Returns:
         ``(write, read)`` bandwidth in bytes/s (bytes / wall time of all pieces).
     """
-    import numpy as np
+    import torch
 
     size = max(nbytes // pieces, 4096)
-    bufs = [np.full(size, i + 1, dtype=np.uint8) for i in range(pieces)]
+    # PyTorch's allocator, not NumPy's: NumPy marks its arrays of 4 MiB or more for huge pages
+    # (madvise), and the heap it hands them back to stays marked, so the training that reuses
+    # that memory would run partly on huge pages the process never asked for.
+    bufs = [torch.full((size,), i + 1, dtype=torch.uint8).numpy() for i in range(pieces)]
     start = time.perf_counter()
     keys = [store.write_array(b) for b in bufs]
     for k in keys:
