@@ -223,7 +223,7 @@ def test_each_offloading_run_is_compared_with_the_disk_as_it_was_around_it(
     def measured(module, payload, env=None):
         out = {"times_ms": [100.0, 100.0], "peak_rss_bytes": 1 << 20, "saved_peak_bytes": 1 << 20}
         if payload["system"] == "hector-all":
-            out.update(write_bandwidth=800e6, read_bandwidth=400e6)
+            out.update(write_bandwidth=800e6, read_bandwidth=400e6, huge_pages_advice="use them")
         return out
 
     monkeypatch.setattr(bench, "raw_disk_bandwidth", raw)
@@ -242,4 +242,6 @@ def test_each_offloading_run_is_compared_with_the_disk_as_it_was_around_it(
     assert offloaded["read_bandwidth_vs_raw"] == pytest.approx(1.0)
     assert offloaded["write_bandwidth_vs_start_raw"] == pytest.approx(0.4)
     assert "raw_disk_around" not in rows["keep-all"]  # no I/O: no probe around it
-    assert "W/raw" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "W/raw" in printed
+    assert "advice to hector-all: use them" in printed  # the cache's huge-page advice

@@ -903,10 +903,9 @@ def run(args: argparse.Namespace) -> int:
         f"({engine['write_vs_raw']:.0%}), read {engine['read_bandwidth'] / 1e6:.0f} MB/s "
         f"({engine['read_vs_raw']:.0%})"
     )
-    advised = [r["system"] for r in results if r.get("huge_pages_advice")]
+    advised = {r["system"]: r["huge_pages_advice"] for r in results if r.get("huge_pages_advice")}
     if advised:
-        advice = next(r["huge_pages_advice"] for r in results if r.get("huge_pages_advice"))
-        print(f"advice to {', '.join(dict.fromkeys(advised))}: {advice}")
+        print(f"advice to {', '.join(advised)}: {next(iter(advised.values()))}")
     pooled = pooled_summary(results)
     if pooled:
         shown = [
