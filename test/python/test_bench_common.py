@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import mmap
 
+import pytest
+
 from hector.bench._common import KernelTime
 
 
@@ -38,3 +40,24 @@ def test_kernel_time_counts_the_page_faults_of_each_unit_of_work():
     nothing = KernelTime()
     nothing.start()
     assert nothing.per(1)["thread_minor_faults"] < 0.1 * pages  # a fresh start counts anew
+
+
+def test_round_bootstrap_brackets_the_figure_and_reproduces():
+    from hector.bench._common import round_bootstrap
+
+    rounds = [0.02, 0.05, 0.08, 0.30]  # one round far off: the host drifted
+
+    def mean_of(drawn):
+        return sum(rounds[i] for i in drawn) / len(drawn)
+
+    low, high = round_bootstrap(len(rounds), mean_of)
+    assert low <= sum(rounds) / len(rounds) <= high
+    assert 0.02 <= low < 0.08
+    assert 0.1 < high <= 0.30  # the off round widens it upward
+    assert round_bootstrap(len(rounds), mean_of) == (low, high)  # seeded: a record reproduces
+    narrow = round_bootstrap(len(rounds), mean_of, level=0.5)
+    assert low <= narrow[0] <= narrow[1] <= high
+    assert round_bootstrap(1, mean_of) is None  # one round: no interval
+    assert round_bootstrap(3, lambda drawn: None) is None  # undefined for every draw
+    same = round_bootstrap(3, lambda drawn: 0.1)
+    assert same == pytest.approx((0.1, 0.1))

@@ -181,6 +181,40 @@ def test_rounds_are_numbered_and_pooled_over_every_timed_step():
     assert bench.pooled_summary(results[:2]) == []  # one round: nothing to pool
 
 
+def test_pooled_rows_carry_round_intervals_and_the_systems_that_dominate_them():
+    # Four rounds, each system paired with its own round's keep-all; the third round ran on a
+    # slower host for hector-adaptive only, so its interval must reach up that far.
+    steps = {"keep-all": [100, 100, 100, 100], "save_on_cpu": [104, 103, 105, 104]}
+    steps["hector-adaptive"] = [110, 112, 140, 111]
+    steps["hector-all"] = [150, 150, 150, 150]
+    rss = {"keep-all": 100, "save_on_cpu": 98, "hector-adaptive": 85, "hector-all": 50}
+    results = [
+        _ok(name, [float(steps[name][k])] * 3, rss[name])
+        for k in range(4)
+        for name in ("keep-all", "save_on_cpu", "hector-adaptive", "hector-all")
+    ]
+    bench._number_rounds(results)
+    rows = {row["system"]: row for row in bench.pooled_summary(results)}
+    adaptive = rows["hector-adaptive"]
+    low, high = adaptive["overhead 90% CI"]
+    assert low <= adaptive["pooled overhead"] <= high
+    assert low >= 0.10
+    assert high >= 0.12  # the slow round is in the interval, not averaged away
+    assert adaptive["RSS -% 90% CI"] == pytest.approx((0.15, 0.15))
+    assert rows["keep-all"]["overhead 90% CI"] is None
+    # Each system trades time for memory: nothing is both faster and lighter than another.
+    assert all(row["dominated by"] == [] for row in rows.values())
+    # An adaptive run that saves less than save_on_cpu while taking longer is dominated.
+    heavier = [
+        dict(r, peak_mem_bytes=99) if r["system"] == "hector-adaptive" else r for r in results
+    ]
+    rows = {row["system"]: row for row in bench.pooled_summary(heavier)}
+    assert rows["hector-adaptive"]["dominated by"] == ["save_on_cpu"]
+    shown = bench._shown_pooled_row(rows["hector-adaptive"])
+    assert shown["dominated by"] == "save_on_cpu"
+    assert shown["overhead 90% CI"].count("%") == 2
+
+
 def test_a_huge_page_system_is_also_pooled_against_keep_all_under_huge_pages():
     # The allocator's huge pages change plain training too: against plain keep-all alone, a
     # +thp row would credit Hector with what the allocator did.

@@ -21,6 +21,7 @@ import mmap
 import os
 import sys
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 SYSTEMS = (
@@ -724,6 +725,43 @@ def _pooled_against(
     return round(ms / peer_ms - 1, 4), rss
 
 
+def _pooled_intervals(
+    runs: list[dict[str, Any]], peer: list[dict[str, Any]]
+) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
+    """90% bootstrap intervals of :func:`_pooled_against`'s overhead and RSS reduction, over
+    the rounds both ran (each run paired with ``peer``'s run of the same ``round``, the pair
+    resampled as one unit: :func:`hector.bench._common.round_bootstrap`)."""
+    from hector.bench._common import round_bootstrap
+
+    by_round = {r.get("round"): r for r in peer}
+    pairs = [(r, by_round[r.get("round")]) for r in runs if r.get("round") in by_round]
+
+    def figure(k: int) -> Callable[[Sequence[int]], float | None]:
+        def statistic(drawn: Sequence[int]) -> float | None:
+            return _pooled_against([pairs[i][0] for i in drawn], [pairs[i][1] for i in drawn])[k]
+
+        return statistic
+
+    return round_bootstrap(len(pairs), figure(0)), round_bootstrap(len(pairs), figure(1))
+
+
+def _dominators(rows: list[dict[str, Any]]) -> None:
+    """Set each pooled row's ``dominated by``: the systems both faster (lower pooled overhead)
+    and lighter (larger pooled peak-RSS reduction) than it, the issue's frontier test."""
+    for row in rows:
+        t, m = row["pooled overhead"], row["RSS -% pooled"]
+        row["dominated by"] = [
+            other["system"]
+            for other in rows
+            if t is not None
+            and m is not None
+            and other["pooled overhead"] is not None
+            and other["RSS -% pooled"] is not None
+            and other["pooled overhead"] < t
+            and other["RSS -% pooled"] > m
+        ]
+
+
 def pooled_summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per system, over the rounds of a run that repeats systems (``--systems a,b,a,b``): the
     median of all its timed steps against keep-all's (pooled), each round's median against
@@ -731,8 +769,10 @@ def pooled_summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     its peak RSS reduction and its lowest write and read bandwidth against the raw disk around
     its run (systems that do I/O); and the pooled time and RSS against the keep-all that ran
     in the same process environment (``same-env``: ``keep-all+thp`` for a ``+thp`` system,
-    where it ran). Empty when no system repeats or keep-all did not run.
-    Rounds need ``round`` (:func:`_number_rounds`)."""
+    where it ran); 90% bootstrap intervals of the pooled overhead and RSS reduction over
+    rounds (``overhead 90% CI``, ``RSS -% 90% CI``: None for keep-all and for one round), and
+    the systems that dominate it (``dominated by``: faster and lighter, pooled). Empty when no
+    system repeats or keep-all did not run. Rounds need ``round`` (:func:`_number_rounds`)."""
     import statistics
 
     ok = [r for r in results if r["status"] == "ok"]
@@ -748,6 +788,7 @@ def pooled_summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         overhead, pooled_rss = _pooled_against(runs, keep)
         peer = [r for r in ok if r["system"] == _same_environment_peer(name)]
         same_env_overhead, same_env_rss = _pooled_against(runs, peer)
+        overhead_ci, rss_ci = _pooled_intervals(runs, keep) if name != "keep-all" else (None,) * 2
         w = [r["write_bandwidth_vs_raw"] for r in runs if r.get("write_bandwidth_vs_raw")]
         rd = [r["read_bandwidth_vs_raw"] for r in runs if r.get("read_bandwidth_vs_raw")]
         rows.append(
@@ -763,9 +804,27 @@ def pooled_summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "R/raw min": min(rd) if rd else None,
                 "same-env overhead": same_env_overhead,
                 "same-env RSS -%": same_env_rss,
+                "overhead 90% CI": overhead_ci,
+                "RSS -% 90% CI": rss_ci,
             }
         )
+    _dominators(rows)
     return rows
+
+
+def _shown_pooled_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A :func:`pooled_summary` row as the printed table shows it (percent strings)."""
+
+    def interval(ci: tuple[float, float] | None) -> str | None:
+        return None if ci is None else f"{ci[0]:+.1%}..{ci[1]:+.1%}"
+
+    return {
+        **row,
+        "rounds": " ".join(f"{x:+.1%}" for x in row["rounds"] if x is not None),
+        "overhead 90% CI": interval(row["overhead 90% CI"]),
+        "RSS -% 90% CI": interval(row["RSS -% 90% CI"]),
+        "dominated by": ", ".join(row["dominated by"]) or None,
+    }
 
 
 def _split_system(name: str) -> tuple[str, str] | None:
@@ -908,10 +967,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"advice to {', '.join(advised)}: {next(iter(advised.values()))}")
     pooled = pooled_summary(results)
     if pooled:
-        shown = [
-            {**row, "rounds": " ".join(f"{x:+.1%}" for x in row["rounds"] if x is not None)}
-            for row in pooled
-        ]
+        shown = [_shown_pooled_row(row) for row in pooled]
         print(
             "pooled over the rounds (each round against its own keep-all; same-env: against "
             "the keep-all run in the same process environment, e.g. keep-all+thp):"
