@@ -564,6 +564,9 @@ class TensorCache:
         self._aliases: dict[tuple[str, int], _Entry] = {}
         self._by_key: dict[int, _Entry] = {}
         self._groups: dict[tuple[int, int], dict[int, _Entry]] = {}
+        # The entries of each group whose write started: the only ones a read-ahead looks at,
+        # so a hook costs the same however many tensors a group keeps in memory.
+        self._offloaded: dict[tuple[int, int], dict[int, _Entry]] = {}
         self._pass = 0
         self._group = 0
         self._scope_stack: list[str] = []
@@ -1116,6 +1119,7 @@ class TensorCache:
                 e.storage = None
                 e.buffer = None
         self._groups.clear()
+        self._offloaded.clear()
         self._pending_release.clear()
         self._group_offloaded.clear()
         self._aliases.clear()
@@ -1139,7 +1143,8 @@ class TensorCache:
     def _eligible(self, t: torch.Tensor) -> bool:
         return (
             t.layout == torch.strided
-            and not isinstance(t, nn.Parameter)
+            # type() first: a Parameter's isinstance check runs Python code (its metaclass).
+            and (type(t) is torch.Tensor or not isinstance(t, nn.Parameter))
             and t.device.type in ("cpu", "cuda")
         )
 
@@ -1222,7 +1227,8 @@ class TensorCache:
                 )
             self._drain()
             group = e.group
-            self._read_ahead(group)
+            if self._offloaded:  # otherwise there is nothing to read ahead
+                self._read_ahead(group)
             try:
                 storage, shift = self._materialize(e)
             except BaseException:
@@ -1264,10 +1270,13 @@ class TensorCache:
         group_bytes = self._group_offloaded.get(e.group, 0) + e.nbytes
         self._group_offloaded[e.group] = group_bytes
         self._largest_group = max(self._largest_group, group_bytes)
+        self._offloaded.setdefault(e.group, {})[e.id] = e
 
     def _drain(self) -> None:
         if self._store is None or self._store.closed:
             return
+        if not self._offloaded and not self._pending_release:
+            return  # nothing in flight to complete, nothing to hand back: skip the native call
         start = time.perf_counter_ns()
         try:
             self._drain_completions()
@@ -1412,17 +1421,17 @@ class TensorCache:
         """Bytes of offloaded entries now in memory: read back, being read, or kept (wanted)."""
         return sum(
             e.nbytes
-            for entries in self._groups.values()
+            for entries in self._offloaded.values()
             for e in entries.values()
             if e.buffer is not None or (e.wanted and e.storage is not None)
         )
 
     def _bytes_to_read(self, group: tuple[int, int]) -> int:
-        entries = self._groups.get(group, {}).values()
+        entries = self._offloaded.get(group, {}).values()
         return sum(e.nbytes for e in entries if e.state == "stored" and e.buffer is None)
 
     def _prefetch_group(self, group: tuple[int, int]) -> None:
-        for e in list(self._groups.get(group, {}).values()):
+        for e in list(self._offloaded.get(group, {}).values()):
             if e.state == "writing":
                 e.wanted = True  # keep it in memory when the write completes
             elif e.state == "stored" and e.storage is None and e.buffer is None:
@@ -1490,6 +1499,9 @@ class TensorCache:
                 if not group:
                     del self._groups[e.group]
                     self._group_offloaded.pop(e.group, None)
+            offloaded = self._offloaded.get(e.group)
+            if offloaded is not None and offloaded.pop(e.id, None) is not None and not offloaded:
+                del self._offloaded[e.group]
             akey = (str(e.device), e.ptr)
             if self._aliases.get(akey) is e:
                 del self._aliases[akey]
