@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import mmap
+import subprocess
+import sys
 
 import pytest
 
@@ -29,6 +31,8 @@ def test_kernel_time_counts_the_page_faults_of_each_unit_of_work():
         "thread_minor_faults",
         "thread_system_ms",
         "thread_user_ms",
+        "others_cpu_ms",
+        "host_steal_ms",
     }
     pages = (16 << 20) // mmap.PAGESIZE
     assert per["thread_minor_faults"] is not None  # Linux: the calling thread's own figures
@@ -40,6 +44,20 @@ def test_kernel_time_counts_the_page_faults_of_each_unit_of_work():
     nothing = KernelTime()
     nothing.start()
     assert nothing.per(1)["thread_minor_faults"] < 0.1 * pages  # a fresh start counts anew
+
+
+def test_kernel_time_says_what_else_ran_on_the_machine():
+    # Another process spinning for 0.4 s while this one sleeps: its CPU time is the machine's
+    # "others", and this process's own stays near zero.
+    kernel = KernelTime()
+    kernel.start()
+    spin = "import time\nend = time.perf_counter() + 0.4\nwhile time.perf_counter() < end: pass"
+    subprocess.run([sys.executable, "-c", spin], check=True)
+    per = kernel.per(1)
+    assert per["others_cpu_ms"] >= 300  # ticks of 10 ms: 400 ms spun, more if anything else ran
+    assert per["user_ms"] < 100
+    assert per["host_steal_ms"] >= 0
+    assert KernelTime().per(1)["others_cpu_ms"] is not None  # /proc/stat read on Linux
 
 
 def test_round_bootstrap_brackets_the_figure_and_reproduces():

@@ -62,6 +62,8 @@ def test_worker_reports_figures(tmp_path, system):
     columns = bench._kernel_columns(kernel)
     assert columns["sys ms"] == kernel["thread_system_ms"]
     assert columns["faults k"] == round(kernel["minor_faults"] / 1e3, 1)
+    assert columns["others ms"] == kernel["others_cpu_ms"]  # what else ran meanwhile
+    assert columns["steal ms"] == kernel["host_steal_ms"]
     assert os.listdir(tmp_path) == []
 
 

@@ -211,7 +211,13 @@ class KernelTime:
     ``per(n)``. Kernels with tick-based CPU accounting (``CONFIG_TICK_CPU_ACCOUNTING``, these
     machines at 250 Hz) split a thread's CPU time between user and system mode by sampling it
     every tick, so a figure of ``T`` ms carries a sampling error of about ``sqrt(T * 4)`` ms:
-    average over several steps. Fault counts are exact."""
+    average over several steps. Fault counts are exact.
+
+    It also says what else ran meanwhile, from the machine's counters (``/proc/stat``, in
+    clock ticks of 10 ms): ``others_cpu_ms``, the CPU time every other process of the machine
+    used (all CPUs' busy time less this process's), and ``host_steal_ms``, the time the
+    hypervisor ran something else on this machine's virtual CPUs (its other guests). On a
+    shared host these separate a slow system from a busy moment."""
 
     _FIELDS = ("ru_minflt", "ru_stime", "ru_utime")
 
@@ -231,6 +237,7 @@ class KernelTime:
         return {
             "process": take(resource.RUSAGE_SELF),
             "thread": take(thread) if thread is not None else None,
+            "machine": _machine_cpu_ticks(),
         }
 
     def start(self) -> None:
@@ -241,7 +248,8 @@ class KernelTime:
         """Per unit of work since :meth:`start` (``n`` units): ``minor_faults``,
         ``system_ms``, ``user_ms`` of the process and ``thread_minor_faults``,
         ``thread_system_ms``, ``thread_user_ms`` of the creating thread (None without
-        per-thread accounting)."""
+        per-thread accounting), and ``others_cpu_ms`` and ``host_steal_ms`` of the machine
+        (None without ``/proc/stat``)."""
         after, n = self._now(), max(n, 1)
         out: dict[str, float | None] = {}
         for who, prefix in (("process", ""), ("thread", "thread_")):
@@ -251,7 +259,29 @@ class KernelTime:
                 out[prefix + name] = (
                     None if a is None or b is None else round((b[i] - a[i]) * scales[i] / n, 1)
                 )
+        m0, m1 = self._before["machine"], after["machine"]
+        out["others_cpu_ms"] = out["host_steal_ms"] = None
+        if m0 is not None and m1 is not None:
+            tick_ms = 1e3 / os.sysconf("SC_CLK_TCK")
+            busy = (m1[0] - m0[0]) * tick_ms / n
+            ours = (out["system_ms"] or 0.0) + (out["user_ms"] or 0.0)
+            # Both are sampled per tick: a small negative difference is sampling, not time.
+            out["others_cpu_ms"] = round(max(busy - ours, 0.0), 1)
+            out["host_steal_ms"] = round((m1[1] - m0[1]) * tick_ms / n, 1)
         return out
+
+
+def _machine_cpu_ticks() -> tuple[int, int] | None:
+    """All CPUs' busy and stolen clock ticks since boot (``/proc/stat``), None elsewhere."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if len(fields) < 9 or fields[0] != "cpu":
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
+    return user + nice + system + irq + softirq, steal
 
 
 def measure_in_subprocess(

@@ -292,6 +292,8 @@ def _kernel_columns(kernel: dict[str, Any] | None) -> dict[str, Any]:
     return {
         "sys ms": kernel.get("thread_system_ms"),
         "faults k": None if faults is None else round(faults / 1e3, 1),
+        "others ms": kernel.get("others_cpu_ms"),
+        "steal ms": kernel.get("host_steal_ms"),
     }
 
 
