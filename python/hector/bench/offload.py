@@ -750,17 +750,15 @@ def _pooled_intervals(
 def _dominators(rows: list[dict[str, Any]]) -> None:
     """Set each pooled row's ``dominated by``: the systems both faster (lower pooled overhead)
     and lighter (larger pooled peak-RSS reduction) than it, the issue's frontier test."""
+    points = {
+        row["system"]: (row["pooled overhead"], row["RSS -% pooled"])
+        for row in rows
+        if row["pooled overhead"] is not None and row["RSS -% pooled"] is not None
+    }
     for row in rows:
-        t, m = row["pooled overhead"], row["RSS -% pooled"]
+        t, m = points.get(row["system"], (None, None))
         row["dominated by"] = [
-            other["system"]
-            for other in rows
-            if t is not None
-            and m is not None
-            and other["pooled overhead"] is not None
-            and other["RSS -% pooled"] is not None
-            and other["pooled overhead"] < t
-            and other["RSS -% pooled"] > m
+            name for name, (u, n) in points.items() if t is not None and u < t and n > m
         ]
 
 

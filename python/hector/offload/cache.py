@@ -566,7 +566,7 @@ class TensorCache:
         self._groups: dict[tuple[int, int], dict[int, _Entry]] = {}
         # The entries of each group whose write started: the only ones a read-ahead looks at,
         # so a hook costs the same however many tensors a group keeps in memory.
-        self._offloaded: dict[tuple[int, int], dict[int, _Entry]] = {}
+        self._offloaded_entries: dict[tuple[int, int], dict[int, _Entry]] = {}
         self._pass = 0
         self._group = 0
         self._scope_stack: list[str] = []
@@ -1119,7 +1119,7 @@ class TensorCache:
                 e.storage = None
                 e.buffer = None
         self._groups.clear()
-        self._offloaded.clear()
+        self._offloaded_entries.clear()
         self._pending_release.clear()
         self._group_offloaded.clear()
         self._aliases.clear()
@@ -1227,7 +1227,7 @@ class TensorCache:
                 )
             self._drain()
             group = e.group
-            if self._offloaded:  # otherwise there is nothing to read ahead
+            if self._offloaded_entries:  # otherwise there is nothing to read ahead
                 self._read_ahead(group)
             try:
                 storage, shift = self._materialize(e)
@@ -1270,12 +1270,12 @@ class TensorCache:
         group_bytes = self._group_offloaded.get(e.group, 0) + e.nbytes
         self._group_offloaded[e.group] = group_bytes
         self._largest_group = max(self._largest_group, group_bytes)
-        self._offloaded.setdefault(e.group, {})[e.id] = e
+        self._offloaded_entries.setdefault(e.group, {})[e.id] = e
 
     def _drain(self) -> None:
         if self._store is None or self._store.closed:
             return
-        if not self._offloaded and not self._pending_release:
+        if not self._offloaded_entries and not self._pending_release:
             return  # nothing in flight to complete, nothing to hand back: skip the native call
         start = time.perf_counter_ns()
         try:
@@ -1421,17 +1421,17 @@ class TensorCache:
         """Bytes of offloaded entries now in memory: read back, being read, or kept (wanted)."""
         return sum(
             e.nbytes
-            for entries in self._offloaded.values()
+            for entries in self._offloaded_entries.values()
             for e in entries.values()
             if e.buffer is not None or (e.wanted and e.storage is not None)
         )
 
     def _bytes_to_read(self, group: tuple[int, int]) -> int:
-        entries = self._offloaded.get(group, {}).values()
+        entries = self._offloaded_entries.get(group, {}).values()
         return sum(e.nbytes for e in entries if e.state == "stored" and e.buffer is None)
 
     def _prefetch_group(self, group: tuple[int, int]) -> None:
-        for e in list(self._offloaded.get(group, {}).values()):
+        for e in list(self._offloaded_entries.get(group, {}).values()):
             if e.state == "writing":
                 e.wanted = True  # keep it in memory when the write completes
             elif e.state == "stored" and e.storage is None and e.buffer is None:
@@ -1499,9 +1499,9 @@ class TensorCache:
                 if not group:
                     del self._groups[e.group]
                     self._group_offloaded.pop(e.group, None)
-            offloaded = self._offloaded.get(e.group)
+            offloaded = self._offloaded_entries.get(e.group)
             if offloaded is not None and offloaded.pop(e.id, None) is not None and not offloaded:
-                del self._offloaded[e.group]
+                del self._offloaded_entries[e.group]
             akey = (str(e.device), e.ptr)
             if self._aliases.get(akey) is e:
                 del self._aliases[akey]
