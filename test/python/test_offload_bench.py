@@ -217,6 +217,103 @@ def test_pooled_rows_carry_round_intervals_and_the_systems_that_dominate_them():
     assert shown["overhead 90% CI"].count("%") == 2
 
 
+def _record(steps: dict[str, list[float]], rss: dict[str, int], **config) -> dict:
+    """An offload record of alternating rounds: ``steps[system][k]`` is round k's step."""
+    rounds = len(next(iter(steps.values())))
+    results = [
+        dict(_ok(name, [steps[name][k]] * 2, rss[name]), median_ms=steps[name][k])
+        for k in range(rounds)
+        for name in steps
+    ]
+    bench._number_rounds(results)
+    for r in results:  # as run() records them: against the keep-all of the run's own round
+        r["step_time_overhead"] = round(r["median_ms"] / steps["keep-all"][r["round"]] - 1, 4)
+    return {"benchmark": "offload", **TINY, "threads": 1, **config, "results": results}
+
+
+def test_records_pool_with_each_round_against_its_own_keep_all():
+    # The host ran twice as slow during the second record: pooled, each run still pairs with
+    # the keep-all of its own round, so the interval spans both records' overheads.
+    fast = _record(
+        {"keep-all": [100.0, 100.0], "hector-adaptive": [105.0, 106.0]},
+        {"keep-all": 100, "hector-adaptive": 60},
+    )
+    slow = _record(
+        {"keep-all": [200.0, 200.0], "hector-adaptive": [230.0, 232.0]},
+        {"keep-all": 100, "hector-adaptive": 50},
+    )
+    pooled = bench.pool_records([("a.json", fast), ("b.json", slow)])
+    assert pooled["benchmark"] == "offload-pooled"
+    assert pooled["records"] == ["a.json", "b.json"]
+    rounds = [r["round"] for r in pooled["results"] if r["system"] == "hector-adaptive"]
+    assert rounds == ["0:0", "0:1", "1:0", "1:1"]
+    rows = {row["system"]: row for row in pooled["pooled"]}
+    adaptive = rows["hector-adaptive"]
+    assert adaptive["rounds"] == [0.05, 0.06, 0.15, 0.16]
+    low, high = adaptive["overhead 90% CI"]
+    assert low < 0.1 < high  # one record within 10%, the other not: the interval says both
+    assert adaptive["RSS -% pooled"] == pytest.approx(1 - 55 / 100)
+    # The inputs are left as they were (their own round numbers).
+    assert [r["round"] for r in fast["results"]][:2] == [0, 0]
+
+
+def test_records_of_different_configurations_do_not_pool():
+    a = _record(
+        {"keep-all": [1.0, 1.0], "hector-adaptive": [1.0, 1.0]},
+        {"keep-all": 1, "hector-adaptive": 1},
+    )
+    b = dict(a, hidden=64)
+    with pytest.raises(ValueError, match=r"b.json: hidden is 64, but a.json has 32"):
+        bench.pool_records([("a.json", a), ("b.json", b)])
+    with pytest.raises(ValueError, match="not a record of hector bench offload"):
+        bench.pool_records([("a.json", a), ("c.json", {"benchmark": "gnn"})])
+
+
+def test_pool_from_the_command_line(tmp_path, capsys):
+    import json
+
+    paths = []
+    for i, slow in enumerate((1.0, 2.0)):
+        rec = _record(
+            {"keep-all": [100.0 * slow] * 2, "hector-adaptive": [108.0 * slow] * 2},
+            {"keep-all": 100, "hector-adaptive": 60},
+        )
+        paths.append(str(tmp_path / f"r{i}.json"))
+        with open(paths[-1], "w") as f:
+            json.dump(rec, f)
+    out = str(tmp_path / "pooled.json")
+    assert main(["bench", "offload", "--pool", *paths, "--json", out]) == 0
+    printed = capsys.readouterr().out
+    assert "pooled over 4 rounds of 2 record(s)" in printed
+    with open(out) as f:
+        written = json.load(f)
+    rows = {row["system"]: row for row in written["pooled"]}
+    assert rows["hector-adaptive"]["pooled overhead"] == pytest.approx(0.08)
+    assert os.path.exists(str(tmp_path / "pooled_frontier.png"))
+    # A missing or corrupt record: one line on stderr, exit 1, nothing written.
+    (tmp_path / "bad.json").write_text("{not json")
+    for bad in (str(tmp_path / "missing.json"), str(tmp_path / "bad.json")):
+        assert (
+            main(["bench", "offload", "--pool", paths[0], bad, "--json", str(tmp_path / "x.json")])
+            == 1
+        )
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: cannot read record {bad}: ")
+        assert "Traceback" not in err
+    assert not os.path.exists(str(tmp_path / "x.json"))
+    # One round each: nothing to pool.
+    one = str(tmp_path / "one.json")
+    with open(one, "w") as f:
+        json.dump(
+            _record(
+                {"keep-all": [1.0], "hector-adaptive": [1.0]}, {"keep-all": 1, "hector-adaptive": 1}
+            ),
+            f,
+        )
+    assert main(["bench", "offload", "--pool", one]) == 1
+    assert "nothing to pool" in capsys.readouterr().err
+
+
 def test_a_huge_page_system_is_also_pooled_against_keep_all_under_huge_pages():
     # The allocator's huge pages change plain training too: against plain keep-all alone, a
     # +thp row would credit Hector with what the allocator did.
