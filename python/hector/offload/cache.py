@@ -142,7 +142,7 @@ _allocator_fixed = False
 
 #: ``release_memory="trim"``: hand freed heap memory back after this many bytes were freed.
 _TRIM_EVERY = 32 << 20
-RELEASE_MODES = (True, False, "advise", "mmap", "trim")
+RELEASE_MODES = (True, False, "advise", "mmap", "trim", "allocator")
 _MADV_DONTNEED = 4  # <sys/mman.h>
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -211,6 +211,7 @@ def _sole_owner(storage: torch.UntypedStorage) -> bool:
 #: mmap threshold maps every read-back buffer afresh (activations fault whatever the plan);
 #: "trim" refaults what it trimmed, about the offloaded bytes; False keeps them in the heap.
 _REFAULTS_PER_OFFLOADED_BYTE: dict[bool | str, int] = {
+    "allocator": 0,  # Hector's caching CPU allocator reuses the freed blocks as they are
     "advise": 2,
     "mmap": 1,
     True: 1,
@@ -326,6 +327,13 @@ def _trim_heap() -> float | None:
     if not free or before is None or after is None:
         return None
     return min(max(before - after, 0) / free, 1.0)
+
+
+def _caching_allocator_installed() -> bool:
+    """Whether Hector's caching CPU allocator serves this process (never builds it)."""
+    from hector.runtime import cpu_allocator
+
+    return cpu_allocator.installed()
 
 
 def _release_freed_memory(enabled: bool | str) -> None:
@@ -449,7 +457,11 @@ class TensorCache:
             a row (decided on what the steps measured, not on the probe alone), later steps
             trim at the forward's end (:attr:`trim_point`).
             ``"trim"``: leave the threshold, call ``malloc_trim`` each time 32 MiB of
-            offloaded activations were freed. ``False``: none of these.
+            offloaded activations were freed. ``False``: none of these. ``"allocator"``
+            (what ``"advise"`` becomes when Hector's caching CPU allocator serves the process,
+            :func:`hector.offload.enable_caching_allocator`): nothing either; freed
+            activations go back to that allocator, which gives them to the next block of
+            their size and unmaps what its cache limit does not hold.
         overhead_target: ``"adaptive"``: the step-time overhead over keep-all the plan may
             spend on recomputation, exposed I/O, the offloaded bytes' page faults and heap
             trims (a fraction, default ``plan.OVERHEAD_TARGET``, 0.10; the model leaves out
@@ -533,6 +545,13 @@ class TensorCache:
         if release_memory not in RELEASE_MODES:
             raise OffloadError(
                 f"release_memory must be one of {RELEASE_MODES}, got {release_memory!r}"
+            )
+        if release_memory == "advise" and _caching_allocator_installed():
+            release_memory = "allocator"  # madvise would only make its reuse fault
+        elif release_memory == "allocator" and not _caching_allocator_installed():
+            raise OffloadError(
+                "release_memory='allocator' leaves freed activations to Hector's caching CPU "
+                "allocator: call hector.offload.enable_caching_allocator() first"
             )
         self.release_memory = release_memory
         self._freed_since_trim = 0
@@ -972,6 +991,8 @@ class TensorCache:
         (:func:`~hector.offload.hugepages.huge_pages_advice`; :attr:`huge_pages_advice`)."""
         from .hugepages import huge_pages_advice
 
+        if self.release_memory == "allocator":  # its blocks are reused, not faulted in again
+            return
         self.huge_pages_advice = huge_pages_advice(_byte_weighted_median(self._profile_sizes))
         if self.huge_pages_advice is not None:
             warnings.warn(f"hector.offload: {self.huge_pages_advice}", HugePagesAdvice, 3)

@@ -1,0 +1,150 @@
+"""Hector's caching CPU allocator (``hector.runtime.cpu_allocator``): reuse by size, the cache
+limit, bit-identical training through it, and its errors.
+
+Installing it changes the whole process's CPU allocations, so every test that installs it
+runs in a fresh interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from hector.runtime import cpu_allocator
+
+
+def _run(code: str, **env: str) -> dict:
+    """Run ``code`` in a fresh interpreter; it prints one JSON object last."""
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **env},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_freed_blocks_are_reused_by_size_and_the_limit_unmaps_the_rest():
+    got = _run(
+        """
+        import json, torch
+        from hector.runtime import cpu_allocator as ca
+        ca.install(cache_limit=8 << 20, min_block=1 << 20)
+        MiB = 1 << 20
+        a = torch.empty(4 * MiB, dtype=torch.uint8); ptr = a.data_ptr(); del a
+        b = torch.empty(4 * MiB - 100, dtype=torch.uint8)  # the same pages, rounded
+        reused = b.data_ptr() == ptr
+        first = ca.stats()
+        del b
+        blocks = [torch.empty(4 * MiB, dtype=torch.uint8) for _ in range(3)]
+        small = torch.empty(1000)  # under min_block: PyTorch's own allocator
+        del blocks
+        full = ca.stats()
+        y = torch.nn.functional.gelu(torch.randn(MiB))  # raw_allocate / raw_deallocate
+        emptied = ca.empty_cache()
+        print(json.dumps({"reused": reused, "first": first, "full": full,
+                          "emptied": emptied, "after": ca.stats(), "gelu": float(y.sum())}))
+        """
+    )
+    assert got["reused"]
+    assert got["first"]["hits"] == 1
+    assert got["first"]["misses"] == 1
+    # Three 4 MiB blocks freed under an 8 MiB limit: two kept, one unmapped at once.
+    assert got["full"]["cached_bytes"] == 8 << 20
+    assert got["full"]["unmapped_on_free"] == 1
+    assert got["full"]["live_blocks"] == 0
+    # gelu took both cached blocks (its input and its output); the input's came back.
+    assert got["emptied"] == 4 << 20
+    assert got["after"]["cached_bytes"] == 0
+    assert got["after"]["mapped_bytes"] == 4 << 20  # only y's block is still mapped
+
+
+_TRAIN = """
+import hashlib, json, sys, tempfile, torch, torch.nn.functional as F
+import hector
+if sys.argv[1] == "caching":
+    hector.offload.enable_caching_allocator(cache_limit=64 << 20, min_block=4096)
+from hector.offload.models import build_model
+from hector.runtime import cpu_allocator
+torch.manual_seed(0)
+model = build_model("gpt", 2, 64, 2, 128, 32)
+wrapped = hector.offload(model, policy="all", root=tempfile.mkdtemp())
+opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+gen = torch.Generator().manual_seed(0)
+losses = []
+for _ in range(3):
+    ids = torch.randint(0, 128, (2, 32), generator=gen)
+    loss = F.cross_entropy(wrapped(ids).reshape(-1, 128), ids.reshape(-1))
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    losses.append(loss.item())
+digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters()))
+print(json.dumps({"losses": losses, "params": digest.hexdigest(),
+                  "release": wrapped.cache.release_memory, "stats": cpu_allocator.stats(),
+                  "offloaded": wrapped.cache.counters["offloaded"]}))
+wrapped.close()
+"""
+
+
+def test_offloaded_training_through_the_caching_allocator_is_bit_identical():
+    plain = _run(f"import sys; sys.argv = ['x', 'plain']\n{_TRAIN}")
+    caching = _run(f"import sys; sys.argv = ['x', 'caching']\n{_TRAIN}")
+    assert caching["offloaded"] > 0
+    assert caching["losses"] == plain["losses"]
+    assert caching["params"] == plain["params"]
+    # The cache leaves freed activations to the allocator, which reused blocks.
+    assert plain["release"] == "advise"
+    assert plain["stats"] == {}
+    assert caching["release"] == "allocator"
+    assert caching["stats"]["hits"] > caching["stats"]["misses"] > 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"cache_limit": -1}, "cache_limit must be an int >= 0"),
+        ({"cache_limit": 1.5}, "cache_limit must be an int >= 0"),
+        ({"min_block": 100}, "min_block must be an int >= 4096"),
+        ({"min_block": True}, "min_block must be an int >= 4096"),
+    ],
+)
+def test_out_of_range_limits_are_refused_before_anything_is_installed(kwargs, message):
+    with pytest.raises(cpu_allocator.CpuAllocatorError, match=message):
+        cpu_allocator.install(**kwargs)
+    assert not cpu_allocator.installed()
+    assert cpu_allocator.stats() == {}
+    assert cpu_allocator.empty_cache() == 0
+
+
+def test_a_source_that_does_not_compile_is_a_clear_error(tmp_path):
+    bad = tmp_path / "bad.cpp"
+    bad.write_text("this is not C++\n")
+    got = _run(
+        f"""
+        import json
+        from hector.runtime import cpu_allocator as ca
+        ca.source_path = lambda: {str(bad)!r}
+        try:
+            ca.install()
+        except ca.CpuAllocatorError as err:
+            print(json.dumps({{"error": str(err), "installed": ca.installed()}}))
+        """,
+        HECTOR_CACHE_DIR=str(tmp_path / "cache"),
+    )
+    assert got["error"].startswith("could not build Hector's caching CPU allocator")
+    assert "C++17 compiler and ninja" in got["error"]
+    assert not got["installed"]
+
+
+def test_the_allocator_release_mode_needs_the_allocator():
+    from hector.offload import OffloadError, TensorCache
+
+    with pytest.raises(OffloadError, match=r"enable_caching_allocator\(\) first"):
+        TensorCache(policy="all", release_memory="allocator")
