@@ -161,6 +161,9 @@ def test_a_system_may_run_under_a_variant():
     from hector.offload.hugepages import THP_ENV
 
     assert bench.VARIANTS["thp"] == {THP_ENV: "1"}  # the switch enable_huge_pages() sets
+    # Hector's caching CPU allocator is environment too: keep-all runs under it as well.
+    assert bench._split_system("keep-all+calloc") == ("keep-all", "calloc")
+    assert bench._same_environment_peer("hector-adaptive+calloc") == "keep-all+calloc"
 
 
 def _ok(system: str, times: list[float], rss: int) -> dict:
@@ -253,6 +256,12 @@ def test_records_pool_with_each_round_against_its_own_keep_all():
     low, high = adaptive["overhead 90% CI"]
     assert low < 0.1 < high  # one record within 10%, the other not: the interval says both
     assert adaptive["RSS -% pooled"] == pytest.approx(1 - 55 / 100)
+    # A system only the second record ran is compared with that record's keep-all alone.
+    later = _record(
+        {"keep-all": [200.0], "hector-all": [260.0]}, {"keep-all": 100, "hector-all": 50}
+    )
+    rows = {r["system"]: r for r in bench.pool_records([("a", fast), ("c", later)])["pooled"]}
+    assert rows["hector-all"]["pooled overhead"] == pytest.approx(0.3)
     # The inputs are left as they were (their own round numbers).
     assert [r["round"] for r in fast["results"]][:2] == [0, 0]
 

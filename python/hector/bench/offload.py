@@ -41,7 +41,12 @@ OPTIONAL = ("deepspeed-checkpoint", "deepspeed-cpu-checkpoint")
 #: environment of its worker process. ``thp``: PyTorch's own huge-page allocation (every CPU
 #: block of 2 MiB or more marked ``madvise(MADV_HUGEPAGE)``, so it faults in 2 MiB at a time;
 #: read at the first allocation, hence set before the process starts).
-VARIANTS: dict[str, dict[str, str]] = {"thp": {"THP_MEM_ALLOC_ENABLE": "1"}}
+#: ``calloc``: Hector's caching CPU allocator, installed before the model is built
+#: (:func:`hector.offload.enable_caching_allocator`, default limits).
+VARIANTS: dict[str, dict[str, str]] = {
+    "thp": {"THP_MEM_ALLOC_ENABLE": "1"},
+    "calloc": {"HECTOR_BENCH_CPU_ALLOCATOR": "caching"},
+}
 #: Variants that are options of a hector system's cache rather than environment:
 #: ``fwdtrim`` trims the heap at the forward's end instead of as backward starts.
 #: ``measuredtrim`` decides its trims by what the steps spend (``trim_rule="measured"``).
@@ -216,10 +221,15 @@ def _worker(payload: dict[str, Any]) -> dict[str, Any]:
     from hector.bench._common import KernelTime, PeakRSS
     from hector.offload import TensorCache, huge_pages_in_effect
     from hector.offload.models import build_model
+    from hector.runtime import cpu_allocator
 
     torch.set_num_threads(int(payload.get("threads", torch.get_num_threads())))
     system = payload["system"]
     cfg = payload["config"]
+    if os.environ.get("HECTOR_BENCH_CPU_ALLOCATOR") == "caching":
+        from hector.offload import enable_caching_allocator
+
+        enable_caching_allocator()
     if system == "keep-all-mmap":
         from hector.offload.cache import _release_freed_memory
 
@@ -264,6 +274,7 @@ def _worker(payload: dict[str, Any]) -> dict[str, Any]:
         "peak_rss_bytes": rss.peak_bytes(),
         "rss_method": rss.method,
         "huge_pages": huge_pages_in_effect(),
+        "cpu_allocator": cpu_allocator.stats(),  # empty unless the calloc variant installed it
     }
     if cache is not None:
         out.update(_cache_figures(cache, before, _io_snapshot(cache), payload["steps"]))
@@ -532,6 +543,9 @@ def _trim() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass
+    from hector.runtime import cpu_allocator
+
+    cpu_allocator.empty_cache()  # its cached blocks too: the baseline holds no freed memory
 
 
 def engine_bandwidth(root: str, total_mib: int = 256, piece_mib: int = 16) -> dict[str, Any]:
@@ -794,8 +808,12 @@ def pooled_summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         runs = [r for r in ok if r["system"] == name]
         pooled_ms = statistics.median(t for r in runs for t in r["times_ms"])
         rss = [r["peak_rss_reduction"] for r in runs if "peak_rss_reduction" in r]
-        overhead, pooled_rss = _pooled_against(runs, keep)
-        peer = [r for r in ok if r["system"] == _same_environment_peer(name)]
+        # Against the rounds this system ran in: pooled records need not all run every system.
+        ran = {r.get("round") for r in runs}
+        overhead, pooled_rss = _pooled_against(runs, [k for k in keep if k.get("round") in ran])
+        peer = [
+            r for r in ok if r["system"] == _same_environment_peer(name) and r.get("round") in ran
+        ]
         same_env_overhead, same_env_rss = _pooled_against(runs, peer)
         overhead_ci, rss_ci = _pooled_intervals(runs, keep) if name != "keep-all" else (None,) * 2
         w = [r["write_bandwidth_vs_raw"] for r in runs if r.get("write_bandwidth_vs_raw")]
