@@ -7,7 +7,7 @@ same size, unmapping the rest at once (docs/offload.md, "Caching CPU allocator")
 allocates the same sizes every step, so memory an offloaded activation frees is reused by the
 next block's activations without the page faults glibc's heap costs once its free memory has
 been handed back. Unlike the rest of the runtime it compiles against the installed PyTorch's
-``c10`` headers, at first use (``torch.utils.cpp_extension``, about a minute; cached per PyTorch
+``c10`` headers, at first use (``torch.utils.cpp_extension``, seconds; cached per PyTorch
 version under ``$HECTOR_CACHE_DIR`` or ``~/.cache/hector``), and is then bound through its C ABI.
 """
 
@@ -21,6 +21,8 @@ __all__ = ["CpuAllocatorError", "empty_cache", "install", "installed", "source_p
 
 #: Blocks smaller than this stay with PyTorch's own allocator (glibc's heap).
 DEFAULT_MIN_BLOCK = 1 << 20
+#: Freed bytes kept for reuse; what a free would add beyond it is unmapped at once.
+DEFAULT_CACHE_LIMIT = 256 << 20
 _STAT_NAMES = ("cached_bytes", "mapped_bytes", "hits", "misses", "unmapped_on_free", "live_blocks")
 
 
@@ -79,7 +81,7 @@ def _library() -> ctypes.CDLL:
     return lib
 
 
-def install(cache_limit: int = 256 << 20, min_block: int = DEFAULT_MIN_BLOCK) -> None:
+def install(cache_limit: int = DEFAULT_CACHE_LIMIT, min_block: int = DEFAULT_MIN_BLOCK) -> None:
     """Make the caching allocator PyTorch's CPU allocator for blocks of ``min_block`` bytes or
     more, keeping at most ``cache_limit`` bytes of freed blocks (again: new limits only).
 

@@ -76,17 +76,15 @@ struct CachingCPUAllocator final : c10::Allocator {
         s.cached_bytes -= size;
         s.cached.erase(it);
         ++s.hits;
+        s.live.emplace(p, size);
       }
     }
-    if (p == nullptr) {
+    if (p == nullptr) {  // mapped outside the lock: other threads keep allocating meanwhile
       p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (p == MAP_FAILED) throw std::bad_alloc();
       std::lock_guard<std::mutex> lock(s.mu);
       ++s.misses;
       s.mapped_bytes += size;
-    }
-    {
-      std::lock_guard<std::mutex> lock(s.mu);
       s.live.emplace(p, size);
     }
     return {p, p, &release, c10::Device(c10::DeviceType::CPU)};

@@ -29,6 +29,7 @@ from typing import Any
 
 from torch import nn
 
+from hector.runtime import cpu_allocator
 from hector.runtime.offload import ChecksumError, OffloadIOError, ShortIOError, TensorStore
 
 from .cache import HugePagesAdvice, OffloadedModule, OffloadError, TensorCache, default_scopes
@@ -56,7 +57,10 @@ __all__ = [
 ]
 
 
-def enable_caching_allocator(cache_limit: int = 256 << 20, min_block: int = 1 << 20) -> None:
+def enable_caching_allocator(
+    cache_limit: int = cpu_allocator.DEFAULT_CACHE_LIMIT,
+    min_block: int = cpu_allocator.DEFAULT_MIN_BLOCK,
+) -> None:
     """Serve this process's CPU tensors of ``min_block`` bytes or more from Hector's caching
     allocator, keeping up to ``cache_limit`` bytes of freed blocks for the next of their size
     (:mod:`hector.runtime.cpu_allocator`; docs/offload.md, "Caching CPU allocator").
@@ -71,8 +75,6 @@ def enable_caching_allocator(cache_limit: int = 256 << 20, min_block: int = 1 <<
         hector.runtime.cpu_allocator.CpuAllocatorError: it cannot be built here, or a limit
             is out of range.
     """
-    from hector.runtime import cpu_allocator
-
     cpu_allocator.install(cache_limit, min_block)
 
 

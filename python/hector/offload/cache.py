@@ -35,6 +35,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from hector.runtime import cpu_allocator
 from hector.runtime.offload import OffloadIOError, TensorStore
 
 from .fault_cost import FaultCostMeter
@@ -329,13 +330,6 @@ def _trim_heap() -> float | None:
     return min(max(before - after, 0) / free, 1.0)
 
 
-def _caching_allocator_installed() -> bool:
-    """Whether Hector's caching CPU allocator serves this process (never builds it)."""
-    from hector.runtime import cpu_allocator
-
-    return cpu_allocator.installed()
-
-
 def _release_freed_memory(enabled: bool | str) -> None:
     """Fix glibc's mmap threshold once per process (see ``release_memory``)."""
     global _allocator_fixed
@@ -546,9 +540,9 @@ class TensorCache:
             raise OffloadError(
                 f"release_memory must be one of {RELEASE_MODES}, got {release_memory!r}"
             )
-        if release_memory == "advise" and _caching_allocator_installed():
+        if release_memory == "advise" and cpu_allocator.installed():
             release_memory = "allocator"  # madvise would only make its reuse fault
-        elif release_memory == "allocator" and not _caching_allocator_installed():
+        elif release_memory == "allocator" and not cpu_allocator.installed():
             raise OffloadError(
                 "release_memory='allocator' leaves freed activations to Hector's caching CPU "
                 "allocator: call hector.offload.enable_caching_allocator() first"
