@@ -19,11 +19,21 @@ import os
 
 __all__ = ["CpuAllocatorError", "empty_cache", "install", "installed", "source_path", "stats"]
 
-#: Blocks smaller than this stay with PyTorch's own allocator (glibc's heap).
-DEFAULT_MIN_BLOCK = 1 << 20
+#: Blocks smaller than this stay with PyTorch's own allocator (glibc's heap). 64 KiB: on the
+#: small GPT most activations are 0.5 MiB, and glibc's heap kept them resident after an
+#: offload freed them (peak RSS 30 MiB above baseline, against 15 from this allocator).
+DEFAULT_MIN_BLOCK = 64 << 10
 #: Freed bytes kept for reuse; what a free would add beyond it is unmapped at once.
 DEFAULT_CACHE_LIMIT = 256 << 20
-_STAT_NAMES = ("cached_bytes", "mapped_bytes", "hits", "misses", "unmapped_on_free", "live_blocks")
+_STAT_NAMES = (
+    "cached_bytes",
+    "mapped_bytes",
+    "hits",
+    "misses",
+    "unmapped_on_free",
+    "live_blocks",
+    "resized",
+)
 
 
 class CpuAllocatorError(RuntimeError):
@@ -111,8 +121,9 @@ def empty_cache() -> int:
 
 
 def stats() -> dict[str, int]:
-    """The allocator's counters: cached and mapped bytes, cache hits and misses, blocks
-    unmapped on free (over the limit), live blocks; empty when not installed."""
+    """The allocator's counters: cached and mapped bytes, cache hits, misses (new mappings),
+    blocks unmapped on free (over the limit), live blocks, and cached blocks resized for a
+    request of another size; empty when not installed."""
     if not installed():
         return {}
     out = (ctypes.c_uint64 * len(_STAT_NAMES))()

@@ -3,11 +3,16 @@
 //
 // Installed with c10::SetCPUAllocator, it serves every CPU block of `min_block` bytes or more
 // from its own anonymous mappings and keeps freed ones, up to `cache_limit` bytes, for the
-// next request of about the same size (at most 1/16 or 64 KiB larger). A freed block that
+// next request of about the same size (at most 1/16 or a page larger). A freed block that
 // does not fit under the limit is unmapped at once, so it leaves the process. Training
 // allocates the same sizes every step: the next block's activations land in the memory
 // the last offloaded block freed, and backward's gradients in last step's, without the page
 // faults glibc's heap costs once its free memory has been handed back (malloc_trim, madvise).
+// A request no cached block fits takes one of another size and resizes it in place of a new
+// mapping (mremap): shrinking hands the tail back to the OS, growing keeps the pages already
+// resident and faults in only the rest. Without that, blocks of sizes that backward never asks
+// for (freed activations while the gradients are of other sizes) would stay resident beside
+// new mappings, and the process's peak would be that of keeping every activation.
 // Smaller blocks go to the allocator it replaced. Built at run time against the installed
 // PyTorch (runtime/cpu_allocator.py); a C ABI, like the rest of the runtime.
 #include <c10/core/Allocator.h>
@@ -30,7 +35,7 @@ struct State {
   std::multimap<size_t, void*> cached;      // freed blocks by size
   std::unordered_map<void*, size_t> live;   // blocks handed out, by address
   size_t cached_bytes = 0, mapped_bytes = 0, limit = 0, min_block = 0;
-  uint64_t hits = 0, misses = 0, unmapped_on_free = 0;
+  uint64_t hits = 0, misses = 0, unmapped_on_free = 0, resized = 0;
   c10::Allocator* previous = nullptr;
 };
 
@@ -67,18 +72,28 @@ struct CachingCPUAllocator final : c10::Allocator {
     const size_t want = (n + kPage - 1) & ~(kPage - 1);
     void* p = nullptr;
     size_t size = want;
+    void* other = nullptr;  // a cached block of another size, to resize
+    size_t other_size = 0;
     {
       std::lock_guard<std::mutex> lock(s.mu);
       auto it = s.cached.lower_bound(want);
-      if (it != s.cached.end() && it->first <= want + std::max<size_t>(64u << 10, want / 16)) {
+      if (it != s.cached.end() && it->first <= want + std::max<size_t>(kPage, want / 16)) {
         p = it->second;
         size = it->first;
-        s.cached_bytes -= size;
-        s.cached.erase(it);
         ++s.hits;
-        s.live.emplace(p, size);
+      } else if (!s.cached.empty()) {
+        // The smallest larger block loses only its tail; else the largest smaller one grows.
+        if (it == s.cached.end()) --it;
+        other = it->second;
+        other_size = it->first;
       }
+      if (p != nullptr || other != nullptr) {
+        s.cached_bytes -= it->first;
+        s.cached.erase(it);
+      }
+      if (p != nullptr) s.live.emplace(p, size);
     }
+    if (other != nullptr) p = resize(other, other_size, want);
     if (p == nullptr) {  // mapped outside the lock: other threads keep allocating meanwhile
       p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (p == MAP_FAILED) throw std::bad_alloc();
@@ -88,6 +103,23 @@ struct CachingCPUAllocator final : c10::Allocator {
       s.live.emplace(p, size);
     }
     return {p, p, &release, c10::Device(c10::DeviceType::CPU)};
+  }
+  // A cached block (already out of the cache) resized to `want` bytes and made live; nullptr
+  // when the kernel refuses, with the block unmapped, so the caller maps a new one.
+  static void* resize(void* block, size_t size, size_t want) {
+    State& s = state();
+    void* p = mremap(block, size, want, MREMAP_MAYMOVE);
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (p == MAP_FAILED) {
+      munmap(block, size);
+      s.mapped_bytes -= size;
+      return nullptr;
+    }
+    ++s.resized;
+    s.mapped_bytes += want;
+    s.mapped_bytes -= size;
+    s.live.emplace(p, want);
+    return p;
   }
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
@@ -133,7 +165,8 @@ uint64_t hector_calloc_empty_cache(void) {
   return bytes;
 }
 
-// out[0..5]: cached bytes, mapped bytes, hits, misses, blocks unmapped on free, live blocks.
+// out[0..6]: cached bytes, mapped bytes, hits, misses, blocks unmapped on free, live blocks,
+// cached blocks resized for a request of another size.
 void hector_calloc_stats(uint64_t* out) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
@@ -143,6 +176,7 @@ void hector_calloc_stats(uint64_t* out) {
   out[3] = s.misses;
   out[4] = s.unmapped_on_free;
   out[5] = s.live.size();
+  out[6] = s.resized;
 }
 
 }  // extern "C"

@@ -65,6 +65,36 @@ def test_freed_blocks_are_reused_by_size_and_the_limit_unmaps_the_rest():
     assert got["after"]["mapped_bytes"] == 4 << 20  # only y's block is still mapped
 
 
+def test_a_request_no_cached_block_fits_resizes_one_instead_of_mapping_more():
+    got = _run(
+        """
+        import json, torch
+        from hector.runtime import cpu_allocator as ca
+        ca.install(cache_limit=64 << 20, min_block=1 << 20)
+        MiB = 1 << 20
+        def rss():
+            with open("/proc/self/statm") as f:
+                return int(f.read().split()[1]) * 4096
+        a = torch.ones(8 * MiB, dtype=torch.uint8); ptr = a.data_ptr(); del a
+        before = rss()
+        b = torch.ones(2 * MiB, dtype=torch.uint8)  # shrinks the 8 MiB block in place
+        shrunk = {"same": b.data_ptr() == ptr, "freed": before - rss(), **ca.stats()}
+        del b
+        c = torch.full((6 * MiB,), 3, dtype=torch.uint8)  # grows the 2 MiB block
+        grown = ca.stats()
+        grown["sum"] = int(c[:: 1 << 16].sum()) << 16  # a strided sum: no large temporary
+        print(json.dumps({"shrunk": shrunk, "grown": grown}))
+        """
+    )
+    shrunk, grown = got["shrunk"], got["grown"]
+    assert shrunk["same"]
+    assert shrunk["freed"] >= 5 << 20  # the 6 MiB tail left the process
+    assert (shrunk["misses"], shrunk["resized"], shrunk["mapped_bytes"]) == (1, 1, 2 << 20)
+    assert (grown["misses"], grown["resized"], grown["mapped_bytes"]) == (1, 2, 6 << 20)
+    assert grown["sum"] == 3 * (6 << 20)
+    assert grown["cached_bytes"] == 0
+
+
 _TRAIN = """
 import hashlib, json, sys, tempfile, torch, torch.nn.functional as F
 import hector
