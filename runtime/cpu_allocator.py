@@ -3,7 +3,8 @@
 
 The allocator replaces PyTorch's CPU allocator for blocks of ``min_block`` bytes or more: it maps
 them itself and keeps freed ones, up to ``cache_limit`` bytes, for the next request of about the
-same size, unmapping the rest at once (docs/offload.md, "Caching CPU allocator"). Training
+same size, unmapping the rest at once; a request no cached block fits resizes one (``mremap``)
+rather than mapping more (docs/offload.md, "Caching CPU allocator"). Training
 allocates the same sizes every step, so memory an offloaded activation frees is reused by the
 next block's activations without the page faults glibc's heap costs once its free memory has
 been handed back. Unlike the rest of the runtime it compiles against the installed PyTorch's

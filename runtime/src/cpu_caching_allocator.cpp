@@ -105,14 +105,15 @@ struct CachingCPUAllocator final : c10::Allocator {
     return {p, p, &release, c10::Device(c10::DeviceType::CPU)};
   }
   // A cached block (already out of the cache) resized to `want` bytes and made live; nullptr
-  // when the kernel refuses, with the block unmapped, so the caller maps a new one.
+  // when the kernel refuses (the block is then intact, and goes back to the cache), so the
+  // caller maps a new one, or reports the allocation failed.
   static void* resize(void* block, size_t size, size_t want) {
     State& s = state();
     void* p = mremap(block, size, want, MREMAP_MAYMOVE);
     std::lock_guard<std::mutex> lock(s.mu);
     if (p == MAP_FAILED) {
-      munmap(block, size);
-      s.mapped_bytes -= size;
+      s.cached.emplace(size, block);
+      s.cached_bytes += size;
       return nullptr;
     }
     ++s.resized;

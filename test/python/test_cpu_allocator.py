@@ -95,6 +95,39 @@ def test_a_request_no_cached_block_fits_resizes_one_instead_of_mapping_more():
     assert grown["cached_bytes"] == 0
 
 
+def test_a_refused_allocation_raises_and_keeps_the_cached_block():
+    got = _run(
+        """
+        import json, resource, torch
+        torch.set_num_threads(1)
+        from hector.runtime import cpu_allocator as ca
+        ca.install(cache_limit=64 << 20, min_block=1 << 20)
+        MiB = 1 << 20
+        a = torch.ones(8 * MiB, dtype=torch.uint8); del a
+        with open("/proc/self/status") as f:
+            vm = next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmSize"))
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, (vm + 64 * MiB, hard))
+        try:  # neither growing the cached block nor a new mapping fits under the limit
+            torch.empty(1 << 30, dtype=torch.uint8)
+            error = None
+        except (MemoryError, RuntimeError) as err:
+            error = type(err).__name__
+        failed = ca.stats()
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        b = torch.ones(8 * MiB, dtype=torch.uint8)
+        print(json.dumps({"error": error, "failed": failed, "after": ca.stats(),
+                          "sum": int(b[:: 1 << 16].sum())}))
+        """
+    )
+    assert got["error"] is not None
+    # The 8 MiB block is back in the cache, whole, and serves the next request of its size.
+    assert (got["failed"]["cached_bytes"], got["failed"]["mapped_bytes"]) == (8 << 20, 8 << 20)
+    assert got["after"]["hits"] == got["failed"]["hits"] + 1
+    assert got["after"]["cached_bytes"] == 0
+    assert got["sum"] == 128
+
+
 _TRAIN = """
 import hashlib, json, sys, tempfile, torch, torch.nn.functional as F
 import hector

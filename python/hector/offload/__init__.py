@@ -6,7 +6,7 @@ go to the native SSD store and come back for backward; the package also exports 
 
     import hector
 
-    hector.offload.enable_caching_allocator()  # CPU, large activations, before any tensor
+    hector.offload.enable_caching_allocator()  # on CPU, before any tensor
     model = hector.offload(model, policy="adaptive")  # "all" | "none" | Plan | plan file
     for x, y in batches:
         loss = loss_fn(model(x), y)
