@@ -34,6 +34,7 @@ _STAT_NAMES = (
     "unmapped_on_free",
     "live_blocks",
     "resized",
+    "passed_on",
 )
 
 
@@ -123,8 +124,9 @@ def empty_cache() -> int:
 
 def stats() -> dict[str, int]:
     """The allocator's counters: cached and mapped bytes, cache hits, misses (new mappings),
-    blocks unmapped on free (over the limit), live blocks, and cached blocks resized for a
-    request of another size; empty when not installed."""
+    blocks unmapped on free (over the limit), live blocks, cached blocks resized for a
+    request of another size, and requests passed on to the allocator it replaced when no
+    mapping could be made; empty when not installed."""
     if not installed():
         return {}
     out = (ctypes.c_uint64 * len(_STAT_NAMES))()

@@ -35,7 +35,7 @@ struct State {
   std::multimap<size_t, void*> cached;      // freed blocks by size
   std::unordered_map<void*, size_t> live;   // blocks handed out, by address
   size_t cached_bytes = 0, mapped_bytes = 0, limit = 0, min_block = 0;
-  uint64_t hits = 0, misses = 0, unmapped_on_free = 0, resized = 0;
+  uint64_t hits = 0, misses = 0, unmapped_on_free = 0, resized = 0, passed_on = 0;
   c10::Allocator* previous = nullptr;
 };
 
@@ -96,7 +96,12 @@ struct CachingCPUAllocator final : c10::Allocator {
     if (other != nullptr) p = resize(other, other_size, want);
     if (p == nullptr) {  // mapped outside the lock: other threads keep allocating meanwhile
       p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (p == MAP_FAILED) throw std::bad_alloc();
+      if (p == MAP_FAILED) {
+        // Out of mappings (vm.max_map_count) or address space: the allocator it replaced may
+        // still serve the block from its heap, and fails with PyTorch's own error if not.
+        { std::lock_guard<std::mutex> lock(s.mu); ++s.passed_on; }
+        return s.previous->allocate(n);
+      }
       std::lock_guard<std::mutex> lock(s.mu);
       ++s.misses;
       s.mapped_bytes += size;
@@ -166,8 +171,9 @@ uint64_t hector_calloc_empty_cache(void) {
   return bytes;
 }
 
-// out[0..6]: cached bytes, mapped bytes, hits, misses, blocks unmapped on free, live blocks,
-// cached blocks resized for a request of another size.
+// out[0..7]: cached bytes, mapped bytes, hits, misses, blocks unmapped on free, live blocks,
+// cached blocks resized for a request of another size, requests passed on to the allocator it
+// replaced because no mapping could be made.
 void hector_calloc_stats(uint64_t* out) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
@@ -178,6 +184,7 @@ void hector_calloc_stats(uint64_t* out) {
   out[4] = s.unmapped_on_free;
   out[5] = s.live.size();
   out[6] = s.resized;
+  out[7] = s.passed_on;
 }
 
 }  // extern "C"

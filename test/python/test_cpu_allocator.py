@@ -95,7 +95,7 @@ def test_a_request_no_cached_block_fits_resizes_one_instead_of_mapping_more():
     assert grown["cached_bytes"] == 0
 
 
-def test_a_refused_allocation_raises_and_keeps_the_cached_block():
+def test_a_refused_allocation_is_passed_on_then_raises_and_keeps_the_cached_block():
     got = _run(
         """
         import json, resource, torch
@@ -121,6 +121,7 @@ def test_a_refused_allocation_raises_and_keeps_the_cached_block():
         """
     )
     assert got["error"] is not None
+    assert got["failed"]["passed_on"] == 1  # glibc's heap was asked too, and refused
     # The 8 MiB block is back in the cache, whole, and serves the next request of its size.
     assert (got["failed"]["cached_bytes"], got["failed"]["mapped_bytes"]) == (8 << 20, 8 << 20)
     assert got["after"]["hits"] == got["failed"]["hits"] + 1
