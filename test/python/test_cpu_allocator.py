@@ -14,17 +14,20 @@ import textwrap
 
 import pytest
 
+from hector.offload.cache import CPU_ALLOCATOR_ENV as ENV
 from hector.runtime import cpu_allocator
 
 
-def _run(code: str, **env: str) -> dict:
-    """Run ``code`` in a fresh interpreter; it prints one JSON object last."""
+def _run(code: str, *, unset: tuple[str, ...] = (), **env: str) -> dict:
+    """Run ``code`` in a fresh interpreter (without the variables ``unset``); it prints one
+    JSON object last."""
+    environ = {k: v for k, v in {**os.environ, **env}.items() if k not in unset}
     out = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         capture_output=True,
         text=True,
         timeout=600,
-        env={**os.environ, **env},
+        env=environ,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -130,20 +133,22 @@ def test_a_refused_allocation_is_passed_on_then_raises_and_keeps_the_cached_bloc
 
 
 _TRAIN = """
-import hashlib, json, sys, tempfile, torch, torch.nn.functional as F
+import hashlib, json, sys, tempfile, warnings, torch, torch.nn.functional as F
 import hector
 if sys.argv[1] == "caching":
     hector.offload.enable_caching_allocator(cache_limit=64 << 20, min_block=4096)
 from hector.offload.models import build_model
 from hector.runtime import cpu_allocator
 torch.manual_seed(0)
-model = build_model("gpt", 2, 64, 2, 128, 32)
-wrapped = hector.offload(model, policy="all", root=tempfile.mkdtemp())
+model = build_model("gpt", 2, 128, 2, 128, 64)  # activations of 64 KiB and more
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    wrapped = hector.offload(model, policy="all", root=tempfile.mkdtemp())
 opt = torch.optim.SGD(model.parameters(), lr=1e-2)
 gen = torch.Generator().manual_seed(0)
 losses = []
 for _ in range(3):
-    ids = torch.randint(0, 128, (2, 32), generator=gen)
+    ids = torch.randint(0, 128, (2, 64), generator=gen)
     loss = F.cross_entropy(wrapped(ids).reshape(-1, 128), ids.reshape(-1))
     opt.zero_grad(set_to_none=True)
     loss.backward()
@@ -152,7 +157,9 @@ for _ in range(3):
 digest = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters()))
 print(json.dumps({"losses": losses, "params": digest.hexdigest(),
                   "release": wrapped.cache.release_memory, "stats": cpu_allocator.stats(),
-                  "offloaded": wrapped.cache.counters["offloaded"]}))
+                  "offloaded": wrapped.cache.counters["offloaded"],
+                  "note": wrapped.cache.stats().get("cpu_allocator_note"),
+                  "warnings": [str(w.message) for w in caught]}))
 wrapped.close()
 """
 
@@ -164,10 +171,52 @@ def test_offloaded_training_through_the_caching_allocator_is_bit_identical():
     assert caching["losses"] == plain["losses"]
     assert caching["params"] == plain["params"]
     # The cache leaves freed activations to the allocator, which reused blocks.
-    assert plain["release"] == "advise"
+    assert plain["release"] == "advise"  # HECTOR_CPU_ALLOCATOR=pytorch (conftest.py)
     assert plain["stats"] == {}
     assert caching["release"] == "allocator"
     assert caching["stats"]["hits"] > caching["stats"]["misses"] > 0
+
+
+def test_an_offloading_cache_installs_the_allocator_by_default():
+    plain = _run(f"import sys; sys.argv = ['x', 'plain']\n{_TRAIN}")
+    default = _run(f"import sys; sys.argv = ['x', 'default']\n{_TRAIN}", unset=(ENV,))
+    assert default["release"] == "allocator"
+    assert default["stats"]["hits"] > default["stats"]["misses"] > 0
+    assert default["stats"]["mapped_bytes"] > 0
+    assert (default["note"], default["warnings"]) == (None, [])
+    assert default["losses"] == plain["losses"]
+    assert default["params"] == plain["params"]
+
+
+def test_where_the_allocator_cannot_be_built_the_default_warns_and_hands_memory_back(tmp_path):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    got = _run(
+        f"import sys; sys.argv = ['x', 'default']\n{_TRAIN}",
+        unset=(ENV,),
+        HECTOR_CACHE_DIR=str(blocker / "cache"),
+    )
+    assert got["release"] == "advise"
+    assert got["stats"] == {}
+    assert got["note"].startswith("could not build Hector's caching CPU allocator")
+    assert len(got["warnings"]) == 1
+    assert 'release_memory="advise"' in got["warnings"][0]
+    assert got["offloaded"] > 0
+
+
+def test_the_default_leaves_the_allocator_alone_where_nothing_is_offloaded_on_cpu(monkeypatch):
+    from torch import nn
+
+    from hector.offload import OffloadError, TensorCache
+
+    monkeypatch.delenv(ENV)
+    assert TensorCache(policy="none").release_memory == "advise"
+    on_meta = nn.Linear(4, 4, device="meta")  # as a CUDA module: no CPU activations
+    assert TensorCache(policy="all", module=on_meta).release_memory == "advise"
+    assert not cpu_allocator.installed()
+    monkeypatch.setenv(ENV, "jemalloc")
+    with pytest.raises(OffloadError, match=r"HECTOR_CPU_ALLOCATOR must be 'caching' or 'pytorch'"):
+        TensorCache(policy="all")
 
 
 @pytest.mark.parametrize(

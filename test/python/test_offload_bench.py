@@ -56,6 +56,9 @@ def test_worker_reports_figures(tmp_path, system):
     if system == "hector-all":
         assert out["bytes_written_per_step"] >= 0
         assert out["timeline"]
+        # This interpreter keeps PyTorch's allocator (conftest.py), so the cache hands back.
+        assert (out["release_memory"], out["cpu_allocator"]) == ("advise", {})
+        assert out["cpu_allocator_note"] is None
     kernel = out["kernel_per_step"]
     assert kernel["minor_faults"] >= kernel["thread_minor_faults"] > 0
     assert kernel["thread_system_ms"] >= 0
@@ -164,6 +167,28 @@ def test_a_system_may_run_under_a_variant():
     # Hector's caching CPU allocator is environment too: keep-all runs under it as well.
     assert bench._split_system("keep-all+calloc") == ("keep-all", "calloc")
     assert bench._same_environment_peer("hector-adaptive+calloc") == "keep-all+calloc"
+    # A hector system's cache installs it itself (release_memory="auto"): the same peer.
+    assert bench._same_environment_peer("hector-adaptive", under_allocator=True) == (
+        "keep-all+calloc"
+    )
+    assert bench._split_system("hector-all+torchalloc") == ("hector-all", "torchalloc")
+    assert bench.VARIANTS["torchalloc"] == {"HECTOR_CPU_ALLOCATOR": "pytorch"}
+
+
+def test_a_system_under_the_allocator_its_cache_installed_is_also_pooled_against_its_keep_all():
+    results = [
+        _ok("keep-all", [100.0], 400),
+        _ok("keep-all+calloc", [95.0], 300),
+        {**_ok("hector-adaptive", [104.5], 100), "release_memory": "allocator"},
+        {**_ok("hector-all+torchalloc", [110.0], 200), "release_memory": "advise"},
+    ] * 2
+    bench._number_rounds(results)
+    rows = {row["system"]: row for row in bench.pooled_summary(results)}
+    assert rows["hector-adaptive"]["pooled overhead"] == pytest.approx(0.045)
+    assert rows["hector-adaptive"]["same-env overhead"] == pytest.approx(0.1)
+    assert rows["hector-adaptive"]["same-env RSS -%"] == pytest.approx(1 - 100 / 300, abs=1e-4)
+    torch_alloc = rows["hector-all+torchalloc"]  # no keep-all+torchalloc ran
+    assert torch_alloc["same-env overhead"] is None
 
 
 def _ok(system: str, times: list[float], rss: int) -> dict:

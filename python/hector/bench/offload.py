@@ -42,10 +42,14 @@ OPTIONAL = ("deepspeed-checkpoint", "deepspeed-cpu-checkpoint")
 #: block of 2 MiB or more marked ``madvise(MADV_HUGEPAGE)``, so it faults in 2 MiB at a time;
 #: read at the first allocation, hence set before the process starts).
 #: ``calloc``: Hector's caching CPU allocator, installed before the model is built
-#: (:func:`hector.offload.enable_caching_allocator`, default limits).
+#: (:func:`hector.offload.enable_caching_allocator`, default limits); hector's systems
+#: otherwise install it as their cache is made (``release_memory="auto"``), after the model.
+#: ``torchalloc``: PyTorch's own CPU allocator throughout (``HECTOR_CPU_ALLOCATOR=pytorch``:
+#: hector's cache hands freed activations back with ``madvise`` instead).
 VARIANTS: dict[str, dict[str, str]] = {
     "thp": {"THP_MEM_ALLOC_ENABLE": "1"},
     "calloc": {"HECTOR_BENCH_CPU_ALLOCATOR": "caching"},
+    "torchalloc": {"HECTOR_CPU_ALLOCATOR": "pytorch"},
 }
 #: Variants that are options of a hector system's cache rather than environment:
 #: ``fwdtrim`` trims the heap at the forward's end instead of as backward starts.
@@ -90,10 +94,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--release-memory",
-        choices=("advise", "mmap", "trim", "off"),
-        default="advise",
+        choices=("auto", "advise", "mmap", "trim", "off"),
+        default="auto",
         help="hector systems: how freed activations leave the process (TensorCache "
-        "release_memory; default advise)",
+        "release_memory; default auto: under Hector's caching CPU allocator, which the "
+        "cache installs)",
     )
     parser.add_argument(
         "--granularity",
@@ -274,7 +279,7 @@ def _worker(payload: dict[str, Any]) -> dict[str, Any]:
         "peak_rss_bytes": rss.peak_bytes(),
         "rss_method": rss.method,
         "huge_pages": huge_pages_in_effect(),
-        "cpu_allocator": cpu_allocator.stats(),  # empty unless the calloc variant installed it
+        "cpu_allocator": cpu_allocator.stats(),  # empty unless installed (calloc, or hector's)
     }
     if cache is not None:
         out.update(_cache_figures(cache, before, _io_snapshot(cache), payload["steps"]))
@@ -348,7 +353,7 @@ def _setup_system(system: str, model: Any, payload: dict[str, Any]) -> tuple[Any
 
     if system in ("hector-all", "hector-adaptive"):
         policy = "all" if system == "hector-all" else "adaptive"
-        release = payload.get("release_memory", "advise")
+        release = payload.get("release_memory", "auto")
         wrapped = wrap(
             model,
             policy,
@@ -515,6 +520,7 @@ def _cache_figures(
         "measured_read_bandwidth": cache.read_bandwidth,
         "measured_offload_ns_per_byte": cache.offload_ns_per_byte,
         "release_memory": cache.release_memory,
+        "cpu_allocator_note": cache.cpu_allocator_note or None,  # why "auto" could not install
         "trim_yield": cache.trim_yield,
         # What the last trim decision counted per byte, and from where ("training": the
         # training thread's steps, FaultCostMeter; "probe": measure_release_cost).
@@ -721,12 +727,15 @@ def _raw_around(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]
     }
 
 
-def _same_environment_peer(system: str) -> str:
+def _same_environment_peer(system: str, under_allocator: bool = False) -> str:
     """The keep-all that ran under the same process environment as ``system``: ``keep-all+thp``
-    for ``hector-adaptive+thp`` (the allocator's huge pages change plain training too), plain
-    ``keep-all`` for a plain system or a cache variant."""
+    for ``hector-adaptive+thp`` (the allocator's huge pages change plain training too),
+    ``keep-all+calloc`` for a hector system whose cache installed the caching CPU allocator
+    (``under_allocator``), plain ``keep-all`` for the others."""
     _, _, variant = system.partition("+")
-    return f"keep-all+{variant}" if variant in VARIANTS else "keep-all"
+    if variant in VARIANTS:
+        return f"keep-all+{variant}"
+    return "keep-all+calloc" if under_allocator else "keep-all"
 
 
 def _pooled_against(
@@ -786,16 +795,17 @@ def _dominators(rows: list[dict[str, Any]]) -> None:
 
 
 def pooled_summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per system, over the rounds of a run that repeats systems (``--systems a,b,a,b``): the
-    median of all its timed steps against keep-all's (pooled), each round's median against
-    that round's keep-all, the median of its runs' peak RSS against keep-all's, the range of
-    its peak RSS reduction and its lowest write and read bandwidth against the raw disk around
-    its run (systems that do I/O); and the pooled time and RSS against the keep-all that ran
-    in the same process environment (``same-env``: ``keep-all+thp`` for a ``+thp`` system,
-    where it ran); 90% bootstrap intervals of the pooled overhead and RSS reduction over
-    rounds (``overhead 90% CI``, ``RSS -% 90% CI``: None for keep-all and for one round), and
-    the systems that dominate it (``dominated by``: faster and lighter, pooled). Empty when no
-    system repeats or keep-all did not run. Rounds need ``round`` (:func:`_number_rounds`)."""
+    """Per system, over the rounds of a run that repeats systems (``--systems a,b,a,b``): the median
+    of all its timed steps against keep-all's (pooled), each round's median against that round's
+    keep-all, the median of its runs' peak RSS against keep-all's, the range of its peak RSS
+    reduction and its lowest write and read bandwidth against the raw disk around its run (systems
+    that do I/O); and the pooled time and RSS against the keep-all that ran in the same process
+    environment (``same-env``: ``keep-all+thp`` for a ``+thp`` system, ``keep-all+calloc`` for one
+    under the caching CPU allocator, where it ran); 90% bootstrap intervals of the pooled overhead
+    and RSS reduction over rounds (``overhead 90% CI``, ``RSS -% 90% CI``: None for keep-all and for
+    one round), and the systems that dominate it (``dominated by``: faster and lighter, pooled).
+    Empty when no system repeats or keep-all did not run. Rounds need ``round``
+    (:func:`_number_rounds`)."""
     import statistics
 
     ok = [r for r in results if r["status"] == "ok"]
@@ -811,9 +821,9 @@ def pooled_summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         # Against the rounds this system ran in: pooled records need not all run every system.
         ran = {r.get("round") for r in runs}
         overhead, pooled_rss = _pooled_against(runs, [k for k in keep if k.get("round") in ran])
-        peer = [
-            r for r in ok if r["system"] == _same_environment_peer(name) and r.get("round") in ran
-        ]
+        under_allocator = any(r.get("release_memory") == "allocator" for r in runs)
+        peer_name = _same_environment_peer(name, under_allocator)
+        peer = [r for r in ok if r["system"] == peer_name and r.get("round") in ran]
         same_env_overhead, same_env_rss = _pooled_against(runs, peer)
         overhead_ci, rss_ci = _pooled_intervals(runs, keep) if name != "keep-all" else (None,) * 2
         w = [r["write_bandwidth_vs_raw"] for r in runs if r.get("write_bandwidth_vs_raw")]

@@ -6,7 +6,6 @@ go to the native SSD store and come back for backward; the package also exports 
 
     import hector
 
-    hector.offload.enable_caching_allocator()  # on CPU, before any tensor
     model = hector.offload(model, policy="adaptive")  # "all" | "none" | Plan | plan file
     for x, y in batches:
         loss = loss_fn(model(x), y)
@@ -18,7 +17,11 @@ go to the native SSD store and come back for backward; the package also exports 
         loss = f(x)
         loss.backward()
 
-See docs/offload.md for the planner rule, the plan IR and the runtime.
+On CPU an offloading cache installs Hector's caching CPU allocator (process-wide) so that the
+process's peak memory falls with the offloaded bytes; :func:`enable_caching_allocator` installs
+it earlier (before the model, so the parameters come from it too) or with other limits, and
+``HECTOR_CPU_ALLOCATOR=pytorch`` keeps PyTorch's own. See docs/offload.md for the planner rule,
+the plan IR and the runtime.
 """
 
 from __future__ import annotations
@@ -65,11 +68,12 @@ def enable_caching_allocator(
     allocator, keeping up to ``cache_limit`` bytes of freed blocks for the next of their size
     (:mod:`hector.runtime.cpu_allocator`; docs/offload.md, "Caching CPU allocator").
 
-    Caches made afterwards with ``release_memory="advise"`` (the default) then leave freed
-    activations to it (``"allocator"``): they are reused by the next block's activations
-    instead of handed back and faulted in again. Call it before the model exists, so its
-    blocks come from the allocator too; results do not change. The first call in a machine
-    builds it against the installed PyTorch (a C++17 compiler and ninja, seconds).
+    Caches that offload install it themselves (``release_memory="auto"``, the default, with
+    the default limits); call this first to set other limits, or before the model exists so
+    its blocks come from the allocator too. Caches then leave freed activations to it
+    (``"allocator"``): they are reused by the next block's activations instead of handed back
+    and faulted in again; results do not change. The first call in a machine builds it
+    against the installed PyTorch (a C++17 compiler and ninja, seconds).
 
     Raises:
         hector.runtime.cpu_allocator.CpuAllocatorError: it cannot be built here, or a limit
