@@ -1092,7 +1092,8 @@ def run(args: argparse.Namespace) -> int:
         shown = [_shown_pooled_row(row) for row in pooled]
         print(
             "pooled over the rounds (each round against its own keep-all; same-env: against "
-            "the keep-all run in the same process environment, e.g. keep-all+thp):"
+            "the keep-all run in the same process environment, e.g. keep-all+thp, or "
+            "keep-all+calloc for a hector system under the caching allocator it installed):"
         )
         print(format_table(shown, [(k, k) for k in shown[0]]))
     record = {
