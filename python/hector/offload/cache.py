@@ -464,7 +464,7 @@ class TensorCache:
             either; freed activations go back to that allocator, which gives them to the next
             block of their size and unmaps what its cache limit does not hold. Under it the
             process's peak falls with the saved bytes (the heavier GPT: saved activations
-            -52%, peak RSS -81%; docs/offload.md, "Results of session s15").
+            -52%, peak RSS -80%; docs/offload.md, "Results of session s16").
         overhead_target: ``"adaptive"``: the step-time overhead over keep-all the plan may
             spend on recomputation, exposed I/O, the offloaded bytes' page faults and heap
             trims (a fraction, default ``plan.OVERHEAD_TARGET``, 0.10; the model leaves out
