@@ -2,6 +2,8 @@
 plan and all-offload step by step (ABBA, 16 steps each) on a small model.
 
     python probe_adaptive_vs_all.py gpt   # or bert; prints one JSON line
+    python probe_adaptive_vs_all.py gpt default   # session s16: nothing installed before the
+                                                  # model; the cache installs it (the default)
 """
 
 import json
@@ -11,7 +13,8 @@ import time
 
 from hector.runtime import cpu_allocator
 
-cpu_allocator.install()  # before the model, as the benchmark's +calloc variant does
+if sys.argv[2:] != ["default"]:
+    cpu_allocator.install()  # before the model, as the benchmark's +calloc variant does
 
 import torch  # noqa: E402
 
@@ -48,6 +51,8 @@ out = {
     "adaptive_vs_all_median_pair": statistics.median(pairs),
     "pairs_min": min(pairs),
     "pairs_max": max(pairs),
+    "release_memory": wrapped.cache.release_memory,
+    "cpu_allocator": cpu_allocator.stats(),
 }
 print(json.dumps(out))
 wrapped.close()
