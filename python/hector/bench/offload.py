@@ -90,7 +90,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=",".join(SYSTEMS),
         help=f"comma-separated subset of {SYSTEMS}, in the order to run (repeat them for "
         "interleaved rounds); a system may name a variant: keep-all+thp runs under PyTorch's "
-        "huge-page allocation (THP_MEM_ALLOC_ENABLE=1)",
+        "huge-page allocation (THP_MEM_ALLOC_ENABLE=1), +calloc under Hector's caching CPU "
+        "allocator installed before the model, +torchalloc under PyTorch's own allocator",
     )
     parser.add_argument(
         "--release-memory",
