@@ -172,7 +172,9 @@ def test_a_system_may_run_under_a_variant():
         "keep-all+calloc"
     )
     assert bench._split_system("hector-all+torchalloc") == ("hector-all", "torchalloc")
-    assert bench.VARIANTS["torchalloc"] == {"HECTOR_CPU_ALLOCATOR": "pytorch"}
+    from hector.offload.cache import CPU_ALLOCATOR_ENV
+
+    assert bench.VARIANTS["torchalloc"] == {CPU_ALLOCATOR_ENV: "pytorch"}  # what the cache reads
 
 
 def test_a_system_under_the_allocator_its_cache_installed_is_also_pooled_against_its_keep_all():
