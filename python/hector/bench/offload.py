@@ -19,6 +19,7 @@ import argparse
 import json
 import mmap
 import os
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -109,6 +110,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--root", default=None, help="offload root (default: $TMPDIR)")
     parser.add_argument("--raw-mib", type=int, default=256, help="raw disk test size (MiB)")
+    parser.add_argument(
+        "--raw-probes",
+        type=int,
+        default=3,
+        help="raw disk probes just before and just after each hector run (default 3 each); "
+        "the run's bandwidth is compared with their median",
+    )
     parser.add_argument("--json", metavar="PATH", default=None, help="write the JSON record")
     parser.add_argument("--plot", metavar="PATH", default=None, help="memory-over-time plot")
     parser.add_argument(
@@ -712,20 +720,22 @@ def _number_rounds(results: list[dict[str, Any]]) -> None:
         seen[r["system"]] = r["round"] + 1
 
 
-def _raw_around(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
-    """The raw disk figures measured just before and just after one system's run, and their
-    means (``write_bandwidth``, ``read_bandwidth``): what that run's I/O is compared with. On
-    these shared disks the write figure taken at the start of one benchmark was 1522 MB/s and
-    those taken in the next half hour 799-1497, so a ratio against one figure said more about
-    the moment it was taken than about the store."""
-    return {
-        "before": before,
-        "after": after,
-        **{
-            f"{what}_bandwidth": (before[f"{what}_bandwidth"] + after[f"{what}_bandwidth"]) / 2
-            for what in ("write", "read")
-        },
-    }
+def _raw_around(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> dict[str, Any]:
+    """The raw disk probes taken just before and just after one system's run, and their
+    medians (``write_bandwidth``, ``read_bandwidth``): what that run's I/O is compared with.
+
+    On these shared disks one probe says more about its moment than about the disk: the write
+    figure taken at the start of one benchmark was 1522 MB/s and those of the next half hour
+    799-1497; in session s16 two probes taken back to back read 893 and 2367 MB/s. The median
+    of several probes (``--raw-probes`` each side) is the run's raw figure; the record keeps
+    every probe and their range (``write_range``, ``read_range``)."""
+    probes = [*before, *after]
+    out: dict[str, Any] = {"before": before, "after": after}
+    for what in ("write", "read"):
+        values = [p[f"{what}_bandwidth"] for p in probes]
+        out[f"{what}_bandwidth"] = statistics.median(values)
+        out[f"{what}_range"] = [min(values), max(values)]
+    return out
 
 
 def _same_environment_peer(system: str, under_allocator: bool = False) -> str:
@@ -979,9 +989,19 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    for name in ("layers", "hidden", "heads", "seq", "batch", "vocab", "steps", "threads"):
+    for name in (
+        "layers",
+        "hidden",
+        "heads",
+        "seq",
+        "batch",
+        "vocab",
+        "steps",
+        "threads",
+        "raw_probes",
+    ):
         if getattr(args, name) < 1:
-            print(f"error: --{name} must be >= 1", file=sys.stderr)
+            print(f"error: --{name.replace('_', '-')} must be >= 1", file=sys.stderr)
             return 1
     if args.hidden % args.heads:
         print("error: --hidden must be divisible by --heads", file=sys.stderr)
@@ -1009,20 +1029,18 @@ def run(args: argparse.Namespace) -> int:
             "cache_options": CACHE_VARIANTS.get(variant, {}),
         }
         does_io = base.startswith("hector-")
-        raw_before = raw_disk_bandwidth(root, args.raw_mib) if does_io else None
+        probes = args.raw_probes if does_io else 0
+        raw_before = [raw_disk_bandwidth(root, args.raw_mib) for _ in range(probes)]
         answer = measure_in_subprocess("hector.bench.offload", payload, env=VARIANTS.get(variant))
         entry: dict[str, Any] = {"system": system}
-        if raw_before is not None:
-            entry["raw_disk_around"] = _raw_around(
-                raw_before, raw_disk_bandwidth(root, args.raw_mib)
-            )
+        if raw_before:
+            raw_after = [raw_disk_bandwidth(root, args.raw_mib) for _ in range(probes)]
+            entry["raw_disk_around"] = _raw_around(raw_before, raw_after)
         if "error" in answer:
             entry.update(status="error", error=answer["error"])
         elif "unsupported" in answer:
             entry.update(status="unsupported", error=answer["unsupported"])
         else:
-            import statistics
-
             times = answer.pop("times_ms")
             entry.update(
                 times_ms=[round(t, 3) for t in times],
