@@ -31,7 +31,10 @@
 #                 w('.carry/tiled_gemm')" (NOT-AVAILABLE without it);
 #   gpu-tests     pytest -m gpu on the other test files (those needing MLIR reported as such),
 #                 among them the offload cache on CUDA: bit-identical training through pinned
-#                 staging, and torch.cuda's peak of allocated bytes falling with what it offloads.
+#                 staging, and torch.cuda's peak of allocated bytes falling with what it offloads;
+#   offload-bench hector bench offload --device cuda on the heavier GPT (batch 8): keep-all,
+#                 checkpoint, save_on_cpu, hector-all, hector-adaptive; step time and torch.cuda's
+#                 peak of allocated bytes in offload_cuda.json (issue 14's CUDA half).
 # pytest runs under pytest-timeout (--timeout per test) when installed.
 #
 # $OUT receives exactly two files: summary.txt (one line per section, then the bundle
@@ -516,3 +519,12 @@ fi
 # The other files with GPU tests (a file without any would only add its collection errors).
 mapfile -t gpu_files < <(grep -l 'mark\.gpu' test/python/test_*.py | grep -v test_unified.py)
 pytest_section gpu-tests 90 -m gpu --continue-on-collection-errors "${gpu_files[@]}"
+
+# offload-bench: issue 14 on the GPU, the heavier GPT trained by every system, each in a fresh
+# process: step time, torch.cuda's peak of allocated bytes, the store's bandwidth against this
+# machine's disk; the adaptive plan made without MLIR (absent here), the same decisions.
+DETAIL="see offload-bench.log, offload_cuda.json" section offload-bench 120 \
+  python3 -m hector.cli bench offload --device cuda --model gpt --layers 4 --hidden 1024 \
+  --heads 16 --seq 512 --batch 8 --steps 4 --warmup 2 --raw-probes 1 \
+  --systems keep-all,checkpoint,save_on_cpu,hector-all,hector-adaptive \
+  --json "$WORK/offload_cuda.json" --frontier "$WORK/offload_cuda_frontier.png"

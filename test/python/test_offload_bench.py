@@ -31,6 +31,37 @@ def test_bad_arguments(capsys, argv, message):
     assert message in err
 
 
+def test_cuda_without_a_device_is_a_clear_error(capsys, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main(["bench", "offload", "--device", "cuda"]) == 1
+    assert "--device cuda: no CUDA device here" in capsys.readouterr().err
+
+
+def test_device_memory_does_nothing_on_cpu():
+    import torch
+
+    gpu = bench._DeviceMemory(torch.device("cpu"))
+    gpu.start()
+    gpu.wait()
+    assert not gpu.active
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("system", ["keep-all", "hector-adaptive"])
+def test_cuda_runs_report_the_device_peak(tmp_path, system):
+    out = _run_worker(tmp_path, system, device="cuda")
+    assert out["rss_method"] == bench._DeviceMemory.method
+    assert out["peak_rss_bytes"] > 0
+    assert "host_peak_rss_bytes" in out
+    assert out["gpu"]
+    assert out["memory_trace"] is None  # host RSS traces say nothing of the device
+    if system == "hector-adaptive":
+        assert out["plan"] is not None
+
+
 def test_raw_disk_bandwidth(tmp_path):
     raw = bench.raw_disk_bandwidth(str(tmp_path), total_mib=8)
     assert raw["bytes"] == 8 << 20

@@ -986,10 +986,11 @@ def test_layer_granularity_scopes_each_block_s_children(tmp_path, reference):
     got[2].close()
 
 
-def _train_on_cuda(policy, root: str, steps: int = 4):
+def _train_on_cuda(policy, root: str, steps: int = 4, keep: bool = False):
     """Train a 4-block GPT on the GPU (math attention: deterministic kernels); return the
     losses, the last gradients, the device peak of allocated bytes over the last two steps
-    above what they started with, and the bytes the cache offloaded per step."""
+    above what they started with, and the bytes the cache offloaded per step (``keep``: and
+    the still open wrapped module, for the caller to inspect and close)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     torch.manual_seed(0)
@@ -1017,6 +1018,8 @@ def _train_on_cuda(policy, root: str, steps: int = 4):
     offloaded = 0
     if policy is not None:
         offloaded = fwd.cache.counters["bytes_offloaded"] // steps
+        if keep:
+            return losses, grads, peak, offloaded, fwd
         fwd.close()
     return losses, grads, peak, offloaded
 
@@ -1034,6 +1037,71 @@ def test_cuda_offload_is_bit_identical_and_lowers_the_device_peak(tmp_path):
     # torch.cuda's peak falls with the offloaded bytes (all-offload's last scopes are read
     # back at the peak, so by less than all of them).
     assert ref[2] - got[2] >= got[3] // 4, (ref[2], got[2], got[3])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
+def test_cuda_adaptive_profiles_the_kernels_not_their_queueing_and_trains_identically(tmp_path):
+    # The profiled steps' clock waits for the queued kernels (torch.cuda.synchronize): each
+    # scope's measured forward covers its kernels, and the plan that follows trains
+    # bit-identically to keep-all.
+    ref = _train_on_cuda(None, str(tmp_path), steps=6)
+    got = _train_on_cuda("adaptive", str(tmp_path), steps=6, keep=True)
+    assert got[0] == ref[0]
+    assert all(torch.equal(x, y) for x, y in zip(got[1], ref[1], strict=True))
+    cache = got[4].cache
+    assert cache.plan is not None
+    assert cache._profile_sync is torch.cuda.synchronize
+    got[4].close()
+
+
+def test_adaptive_without_mlir_follows_its_plan_and_trains_identically(
+    tmp_path, monkeypatch, reference
+):
+    # Where the MLIR bindings do not import (the GPU machine's image), the adaptive cache
+    # still profiles, plans and offloads: the same decisions, not written as IR.
+    import sys
+
+    from hector.offload import PlanWithoutIRWarning
+
+    monkeypatch.setitem(sys.modules, "mlir", None)
+    monkeypatch.setitem(sys.modules, "mlir.ir", None)
+    with pytest.warns(PlanWithoutIRWarning):
+        got = _train("adaptive", root=str(tmp_path))
+    _same(got, reference)
+    cache = got[2].cache
+    assert cache.plan is not None
+    assert cache.plan.text == ""
+    assert "offload" in cache.plan.decisions.values()
+    assert cache.counters["bytes_offloaded"] > 0
+    got[2].close()
+
+
+def test_profiled_steps_wait_on_the_device_clock_and_planned_steps_do_not(tmp_path):
+    # On a GPU the profiled steps' clock must wait for the queued kernels; here the wait is a
+    # counter standing in for torch.cuda.synchronize, installed where the forward's start
+    # decides it (a module on CUDA).
+    calls = {"profiled": 0, "planned": 0}
+    model = _model("gpt")
+    fwd = hector.offload(model, "adaptive", root=str(tmp_path), threshold=1024)
+    cache = fwd.cache
+    refresh = cache._refresh_params
+
+    def on_device() -> None:
+        refresh()
+        phase = "profiled" if cache._profiling else "planned"
+        cache._profile_sync = lambda: calls.__setitem__(phase, calls[phase] + 1)
+
+    cache._refresh_params = on_device
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(6):
+        ids = torch.randint(0, VOCAB, (2, SEQ), generator=gen)
+        F.cross_entropy(fwd(ids).reshape(-1, VOCAB), ids.reshape(-1)).backward()
+    assert cache.plan is not None
+    scopes = len(cache.scope_names)
+    assert calls["profiled"] >= 3 * 2 * scopes  # warm-up and profiled steps: every boundary
+    assert calls["planned"] == 0  # planned steps run as queued
+    fwd.close()
 
 
 @pytest.mark.parametrize("window", [-1, "big", 1.5])

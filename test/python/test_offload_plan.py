@@ -188,6 +188,41 @@ def test_hidden_rule_rejects_bad_bandwidth():
         plan_hidden([1.0], [2.0], [1], 0, 1)
 
 
+def _without_mlir(monkeypatch) -> None:
+    """This process as one where the MLIR Python bindings do not import (the GPU machine)."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "mlir", None)
+    monkeypatch.setitem(sys.modules, "mlir.ir", None)
+
+
+def test_without_mlir_the_plan_makes_the_same_decisions_but_no_ir(tmp_path, monkeypatch):
+    from hector.offload import PlanWithoutIRWarning
+    from hector.offload.plan import profile_from
+
+    profile = {f"blocks.{i}": [0.1, 64 * MIB] for i in range(4)}
+    names = list(profile)
+    args = ([200e6] * 4, GIB, GIB)
+    kw = {"offload_ns_per_byte": 0.05, "overhead_target": 0.08, "trim_heap": True}
+    with_ir = Plan.from_measurements(profile_from(names, profile), *args, **kw)
+    _without_mlir(monkeypatch)
+    scopes = profile_from(names, profile)  # no ScopeProfile: its module needs MLIR
+    assert [(s.name, s.forward_ns, s.nbytes) for s in scopes] == [
+        (n, 100_000_000, 64 * MIB) for n in names
+    ]
+    with pytest.warns(PlanWithoutIRWarning, match="MLIR Python bindings do not import"):
+        plain = Plan.from_measurements(scopes, *args, **kw)
+    assert plain.decisions == with_ir.decisions
+    assert (plain.trim_budget_ns, plain.nbytes) == (with_ir.trim_budget_ns, with_ir.nbytes)
+    assert plain.modelled_overhead == pytest.approx(with_ir.modelled_overhead, abs=1e-6)
+    assert plain.offload_ns_per_byte == with_ir.offload_ns_per_byte
+    assert plain.text == ""
+    assert plain.scopes == names
+    with pytest.raises(PlanError, match="no placement IR to save"):
+        plain.save(tmp_path / "plan.mlir")
+    assert not (tmp_path / "plan.mlir").exists()
+
+
 def test_measured_plan_is_placement_ir(tmp_path):
     scopes = [ScopeProfile(f"blocks.{i}", 100_000_000, 64 * MIB) for i in range(4)]
     plan = Plan.from_measurements(

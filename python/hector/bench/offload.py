@@ -74,6 +74,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vocab", type=int, default=1024)
     parser.add_argument("--steps", type=int, default=4, help="timed steps per system")
     parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="where the model trains (default cpu). cuda: peak memory is torch.cuda's peak of "
+        "allocated bytes above what the timed steps started with (not RSS), steps are timed "
+        "to their kernels' end, save_on_cpu pins its host copies",
+    )
+    parser.add_argument(
         "--threads",
         type=int,
         default=1,
@@ -248,14 +256,16 @@ def _worker(payload: dict[str, Any]) -> dict[str, Any]:
         from hector.offload.cache import _release_freed_memory
 
         _release_freed_memory(True)  # the allocator setting hector's cache makes, nothing else
+    device = torch.device(payload.get("device", "cpu"))
     model = build_model(
         cfg["model"], cfg["layers"], cfg["hidden"], cfg["heads"], cfg["vocab"], cfg["seq"]
-    )
+    ).to(device)
     try:
         forward, cache = _setup_system(system, model, payload)
     except _Unsupported as err:
         return {"unsupported": str(err)}
-    step = _make_step(system, model, forward, cfg)
+    step = _make_step(system, model, forward, {**cfg, "device": device.type})
+    gpu = _DeviceMemory(device)
     try:
         done = 0
         adaptive = cache is not None and cache.policy == "adaptive"
@@ -277,10 +287,12 @@ def _worker(payload: dict[str, Any]) -> dict[str, Any]:
     rss.start()
     kernel = KernelTime()
     kernel.start()
+    gpu.start()
     times = []
     for i in range(payload["steps"]):
         start = time.perf_counter()
         step(i)
+        gpu.wait()  # a step ends when its kernels have run
         times.append((time.perf_counter() - start) * 1e3)
     out: dict[str, Any] = {
         "times_ms": times,
@@ -290,13 +302,19 @@ def _worker(payload: dict[str, Any]) -> dict[str, Any]:
         "huge_pages": huge_pages_in_effect(),
         "cpu_allocator": cpu_allocator.stats(),  # empty unless installed (calloc, or hector's)
     }
+    if gpu.active:
+        # The table's peak memory on a GPU: the device's; the host's stays in the record.
+        out["host_peak_rss_bytes"] = out["peak_rss_bytes"]
+        out["peak_rss_bytes"] = gpu.peak_bytes()
+        out["rss_method"] = gpu.method
+        out["gpu"] = torch.cuda.get_device_name(device)
     if cache is not None:
         out.update(_cache_figures(cache, before, _io_snapshot(cache), payload["steps"]))
         cache.timeline.clear()  # one more step with the timeline recorded alone
         cache._t0 = time.perf_counter()
         step(0)
         out["timeline"] = cache.timeline[:: max(len(cache.timeline) // 400, 1)]
-        out["memory_trace"] = _trace(model, step)
+        out["memory_trace"] = None if gpu.active else _trace(model, step)
         cache.close()  # what closing the wrapped module does
         return out
     # Count the saved activations of one more step with a keep-everything cache.
@@ -309,12 +327,44 @@ def _worker(payload: dict[str, Any]) -> dict[str, Any]:
         tl = [(t - t0, b) for t, b in counter.timeline]
         out["timeline"] = tl[:: max(len(tl) // 400, 1)]
     counter.close()
-    out["memory_trace"] = _trace(model, step)
+    out["memory_trace"] = None if gpu.active else _trace(model, step)
     if system == "save_on_cpu":
         out["note"] = "on CPU the saved copies stay in host memory (nothing is freed)"
     if system.startswith("deepspeed"):
         out["note"] = "saved bytes: what the keep-everything counter sees under DeepSpeed"
     return out
+
+
+class _DeviceMemory:
+    """On a CUDA device: the timed steps' peak of allocated bytes above what they started with
+    (``torch.cuda.max_memory_allocated``), and the wait that ends a step when its kernels
+    have run. On CPU it does nothing (``active`` is False)."""
+
+    method = "torch.cuda.max_memory_allocated above the bytes allocated as the timed steps start"
+
+    def __init__(self, device: Any) -> None:
+        import torch
+
+        self.active = device.type == "cuda"
+        self.device = device
+        self.base = 0
+        self._torch = torch
+
+    def start(self) -> None:
+        """Before the timed steps: the peak counter restarts from what is allocated now."""
+        if self.active:
+            self._torch.cuda.synchronize(self.device)
+            self._torch.cuda.reset_peak_memory_stats(self.device)
+            self.base = self._torch.cuda.memory_allocated(self.device)
+
+    def wait(self) -> None:
+        """Wait until the kernels queued so far have run."""
+        if self.active:
+            self._torch.cuda.synchronize(self.device)
+
+    def peak_bytes(self) -> int:
+        """The peak of allocated bytes since :meth:`start`, above what was allocated then."""
+        return int(self._torch.cuda.max_memory_allocated(self.device) - self.base)
 
 
 def _kernel_columns(kernel: dict[str, Any] | None) -> dict[str, Any]:
@@ -380,13 +430,14 @@ def _setup_system(system: str, model: Any, payload: dict[str, Any]) -> tuple[Any
             original = block.forward
             block.forward = lambda x, _f=original: checkpoint(_f, x, use_reentrant=True)
     elif system.startswith("deepspeed"):
-        _deepspeed_checkpointing(model, cpu=system == "deepspeed-cpu-checkpoint")
+        device = payload.get("device", "cpu")
+        _deepspeed_checkpointing(model, cpu=system == "deepspeed-cpu-checkpoint", device=device)
     return model, None
 
 
-def _deepspeed_checkpointing(model: Any, cpu: bool) -> None:
+def _deepspeed_checkpointing(model: Any, cpu: bool, device: str = "cpu") -> None:
     """Wrap each block in DeepSpeed's activation checkpointing (``checkpoint_in_cpu=cpu``)."""
-    os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    os.environ.setdefault("DS_ACCELERATOR", device)
     try:
         import importlib
 
@@ -426,14 +477,16 @@ def _make_step(system: str, model: Any, forward: Any, cfg: dict[str, Any]) -> An
 
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(0)
+    device = cfg.get("device", "cpu")
     batches = [
-        torch.randint(0, cfg["vocab"], (cfg["batch"], cfg["seq"]), generator=gen) for _ in range(4)
+        torch.randint(0, cfg["vocab"], (cfg["batch"], cfg["seq"]), generator=gen).to(device)
+        for _ in range(4)
     ]
 
     def step(i: int, counting: bool = False) -> float:
         ids = batches[i % len(batches)]
         ctx: Any = (
-            torch.autograd.graph.save_on_cpu(pin_memory=False)
+            torch.autograd.graph.save_on_cpu(pin_memory=device == "cuda")
             if system == "save_on_cpu" and not counting
             else _null()
         )
@@ -450,7 +503,7 @@ def _make_step(system: str, model: Any, forward: Any, cfg: dict[str, Any]) -> An
                 ) from None
             raise
         opt.step()
-        return float(loss.detach())
+        return float(loss.detach())  # on a GPU this waits for the step's kernels
 
     return step
 
@@ -691,7 +744,11 @@ def _frontier_plot(path: str, record: dict[str, Any]) -> None:
     colours = plt.get_cmap("tab10")
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, key, label in (
-        (axes[0], "peak_mem_bytes", "peak RSS above baseline (MiB)"),
+        (
+            axes[0],
+            "peak_mem_bytes",
+            f"{record.get('memory_metric', 'peak RSS above baseline')} (MiB)",
+        ),
         (axes[1], "saved_peak_bytes", "saved activations at peak (MiB)"),
     ):
         for i, name in enumerate(names):
@@ -1006,6 +1063,15 @@ def run(args: argparse.Namespace) -> int:
     if args.hidden % args.heads:
         print("error: --hidden must be divisible by --heads", file=sys.stderr)
         return 1
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            print(
+                "error: --device cuda: no CUDA device here (torch.cuda.is_available() is False)",
+                file=sys.stderr,
+            )
+            return 1
     root = args.root or default_root()
     config = {
         k: getattr(args, k) for k in ("model", "layers", "hidden", "heads", "seq", "batch", "vocab")
@@ -1024,6 +1090,7 @@ def run(args: argparse.Namespace) -> int:
             "warmup": args.warmup,
             "root": root,
             "threads": args.threads,
+            "device": args.device,
             "release_memory": args.release_memory,
             "granularity": args.granularity,
             "cache_options": CACHE_VARIANTS.get(variant, {}),
@@ -1096,6 +1163,8 @@ def run(args: argparse.Namespace) -> int:
         )
     cols = [(k, k) for k in rows[0]] if rows else []
     print(format_table(rows, cols))
+    if args.device == "cuda":
+        print("on cuda the RSS columns are torch.cuda's peak of allocated bytes (see --device)")
     print(
         f"raw disk ({'O_DIRECT' if raw['direct'] else 'buffered'}): "
         f"write {raw['write_bandwidth'] / 1e6:.0f} MB/s, read {raw['read_bandwidth'] / 1e6:.0f} "
@@ -1119,9 +1188,12 @@ def run(args: argparse.Namespace) -> int:
         "benchmark": "offload",
         **config,
         "mode": "training",
-        "device": "cpu",
+        "device": args.device,
+        "memory_metric": "peak RSS above baseline"
+        if args.device == "cpu"
+        else "torch.cuda peak allocated above the timed steps' start",
         "hector_version": __version__,
-        "host": host_info("cpu"),
+        "host": host_info(args.device),
         "io_backend": next((r["io_backend"] for r in results if r.get("io_backend")), IO_BACKEND),
         "threads": args.threads,
         "release_memory": args.release_memory,

@@ -37,7 +37,7 @@ from hector.runtime.offload import ChecksumError, OffloadIOError, ShortIOError, 
 
 from .cache import HugePagesAdvice, OffloadedModule, OffloadError, TensorCache, default_scopes
 from .hugepages import enable_huge_pages, huge_pages_advice, huge_pages_in_effect
-from .plan import Plan, PlanError, measure_write_bandwidth
+from .plan import Plan, PlanError, PlanWithoutIRWarning, measure_write_bandwidth
 
 __all__ = [
     "ChecksumError",
@@ -47,6 +47,7 @@ __all__ = [
     "OffloadedModule",
     "Plan",
     "PlanError",
+    "PlanWithoutIRWarning",
     "ShortIOError",
     "TensorCache",
     "TensorStore",

@@ -677,6 +677,9 @@ class TensorCache:
         self.record_timeline = record_timeline
         self.timeline: list[tuple[float, int]] = []
         self._t0 = time.perf_counter()
+        #: What the profiled steps' clock waits on before reading the time (a GPU module's
+        #: queued kernels; None on CPU); set at each forward's start (:meth:`_refresh_params`).
+        self._profile_sync: Callable[[], None] | None = None
         if module is not None:
             self._attach(
                 module, scopes if scopes is not None else default_scopes(module, granularity)
@@ -742,10 +745,14 @@ class TensorCache:
 
     def _refresh_params(self) -> None:
         ptrs: set[int] = set()
+        on_gpu = False
         if self.module is not None:
             for t in itertools.chain(self.module.parameters(), self.module.buffers()):
                 ptrs.add(t.untyped_storage().data_ptr())
+                on_gpu = on_gpu or t.device.type == "cuda"
         self._param_ptrs = ptrs
+        # Where the module is now (it may have moved since it was wrapped).
+        self._profile_sync = torch.cuda.synchronize if on_gpu else None
 
     def _new_pass(self) -> None:
         with self._lock:
@@ -932,7 +939,7 @@ class TensorCache:
             self._scope_stack.append(name)
             if self._profiling:
                 self._group_scope[self._group] = name
-                self._scope_start[name] = time.perf_counter()
+                self._scope_start[name] = self._profile_clock()
 
         return hook
 
@@ -944,9 +951,19 @@ class TensorCache:
                 self._scope_stack.pop()
             if self._profiling and name in self._scope_start:
                 rec = self._profile.setdefault(name, [0.0, 0.0])
-                rec[0] += time.perf_counter() - self._scope_start.pop(name)
+                rec[0] += self._profile_clock() - self._scope_start.pop(name)
 
         return hook
+
+    def _profile_clock(self) -> float:
+        """Seconds, for the profiled steps' scope times: on a GPU, after the work queued so
+        far has run (``torch.cuda.synchronize``). Kernels run asynchronously, so without the
+        wait a scope's forward and backward would measure how long queueing its kernels took,
+        and the plan would hide I/O behind compute that had not happened yet. Only profiled
+        steps wait; planned steps run as queued."""
+        if self._profile_sync is not None:
+            self._profile_sync()
+        return time.perf_counter()
 
     def _forget_profile(self) -> None:
         """Drop what the last step measured (a warm-up step's times are not the training's)."""
@@ -1240,7 +1257,7 @@ class TensorCache:
     def _unpack_handle(self, h: Any) -> torch.Tensor:
         e, dtype, size, stride, offset = h.entry, h.dtype, h.size, h.stride, h.offset
         if self._profiling and e.group[0] == self._profile_pass:
-            self._last_unpack = time.perf_counter()
+            self._last_unpack = self._profile_clock()
             self._unpack_marks.setdefault(e.group[1], self._last_unpack)
         # The traceback of an error raised below keeps this frame: it must not keep the
         # handle (a saved tensor close() counts as in flight) alive.

@@ -11,6 +11,8 @@ from __future__ import annotations
 import itertools
 import os
 import time
+import types
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -22,6 +24,7 @@ __all__ = [
     "OVERHEAD_TARGET",
     "Plan",
     "PlanError",
+    "PlanWithoutIRWarning",
     "StepModel",
     "measure_store_bandwidth",
     "measure_write_bandwidth",
@@ -43,6 +46,20 @@ class PlanError(ValueError):
     """A plan file or text is unreadable, malformed or contains no decisions."""
 
 
+class PlanWithoutIRWarning(UserWarning):
+    """The MLIR Python bindings do not import here: an adaptive plan is made (the same
+    decisions), but not written as ``placement`` IR, so it cannot be printed or saved."""
+
+
+def _mlir_missing() -> str | None:
+    """Why the MLIR Python bindings do not import in this process (None: they do)."""
+    try:
+        import mlir.ir  # noqa: F401
+    except ImportError as err:
+        return str(err)
+    return None
+
+
 def _scope_profile() -> type[ScopeProfile]:
     # Imported lazily: the pass module needs MLIR.
     from hector.passes.plan_offload import ScopeProfile
@@ -51,12 +68,14 @@ def _scope_profile() -> type[ScopeProfile]:
 
 
 def profile_from(names: Sequence[str], profile: dict[str, list[float]]) -> list[ScopeProfile]:
-    """``ScopeProfile`` list from the cache's per-scope ``[seconds, bytes]`` records."""
-    scope_profile = _scope_profile()
+    """``ScopeProfile`` list from the cache's per-scope ``[seconds, bytes]`` records (records
+    with the same fields where the MLIR bindings, which the pass module needs, do not
+    import: :meth:`Plan.from_measurements` then plans without IR)."""
+    make: Any = types.SimpleNamespace if _mlir_missing() else _scope_profile()
     out = []
     for name in names:
         seconds, nbytes = profile.get(name, [0.0, 0.0])
-        out.append(scope_profile(name, int(seconds * 1e9), int(nbytes)))
+        out.append(make(name=name, forward_ns=int(seconds * 1e9), nbytes=int(nbytes)))
     return out
 
 
@@ -266,7 +285,8 @@ class Plan:
     Attributes:
         decisions: scope name → ``"keep"`` | ``"offload"`` | ``"recompute"``.
         policy: the policy the pass ran with (``placement.plan``).
-        text: the planned ``placement`` module, as printed by MLIR.
+        text: the planned ``placement`` module, as printed by MLIR (empty for a plan made
+            where the MLIR bindings do not import: :class:`PlanWithoutIRWarning`).
         scopes: scope names in forward order (argument order of the plan function).
         nbytes: saved bytes per scope, from the profile.
         trim_budget_ns: what each forward that offloaded may spend on ``malloc_trim``'s
@@ -368,6 +388,26 @@ class Plan:
         trim_budget = 0.0
         if trim_heap and "offload" in decisions:
             trim_budget = max(overhead_target - model.overhead, 0.0) * model.step_ns
+        missing = _mlir_missing()
+        if missing is not None:
+            warnings.warn(
+                f"hector.offload: the MLIR Python bindings do not import here ({missing}): the "
+                "adaptive plan is followed, but not written as placement IR (it cannot be "
+                "printed or saved)",
+                PlanWithoutIRWarning,
+                stacklevel=2,
+            )
+            names = [s.name for s in scopes]
+            return cls(
+                dict(zip(names, decisions, strict=True)),
+                "adaptive",
+                "",
+                names,
+                dict(zip(names, nbytes, strict=True)),
+                int(trim_budget),
+                model.overhead,
+                offload_ns_per_byte,
+            )
         text = _decisions_ir(
             scopes,
             backward_ns,
@@ -449,7 +489,16 @@ class Plan:
         return cls.from_ir(text, os.fspath(path))
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the plan's IR to ``path``."""
+        """Write the plan's IR to ``path``.
+
+        Raises:
+            PlanError: the plan was made without the MLIR bindings and has no IR.
+        """
+        if not self.text:
+            raise PlanError(
+                "this plan was made where the MLIR Python bindings do not import: it has no "
+                "placement IR to save"
+            )
         with open(path, "w", encoding="utf-8") as f:
             f.write(self.text)
 
