@@ -62,6 +62,28 @@ def test_cuda_runs_report_the_device_peak(tmp_path, system):
         assert out["plan"] is not None
 
 
+def test_adaptive_runs_where_mlir_does_not_import(tmp_path):
+    # The GPU machine's image has PyTorch but no MLIR: the benchmark (and the adaptive cache
+    # in its worker process) must still run there, the plan made without its IR.
+    import json
+
+    from _no_mlir import run_python
+
+    sizes = [f"--{k}={v}" for k, v in TINY.items()]
+    args = ["--steps", "2", "--warmup", "1", "--raw-mib", "8", "--raw-probes", "1"]
+    proc = run_python(
+        *["-m", "hector.cli", "bench", "offload", *sizes, *args],
+        *["--systems", "keep-all,hector-adaptive", "--root", str(tmp_path)],
+        *["--json", str(tmp_path / "r.json"), "--frontier", str(tmp_path / "f.png")],
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = {r["system"]: r for r in json.loads((tmp_path / "r.json").read_text())["results"]}
+    assert rows["hector-adaptive"]["status"] == "ok"
+    assert rows["hector-adaptive"]["plan_decisions"]
+    assert rows["hector-adaptive"]["plan_has_ir"] is False
+
+
 def test_raw_disk_bandwidth(tmp_path):
     raw = bench.raw_disk_bandwidth(str(tmp_path), total_mib=8)
     assert raw["bytes"] == 8 << 20
@@ -116,6 +138,7 @@ def test_adaptive_worker_records_its_plan_model_and_granularity(tmp_path):
     big = {**TINY, "hidden": 64, "seq": 64}
     out = _run_worker(tmp_path, "hector-adaptive", big, warmup=2, granularity="layer")
     assert "blocks.0.mlp" in out["plan_decisions"]
+    assert out["plan_has_ir"] is True  # printed as placement IR where MLIR imports
     assert 0 <= out["modelled_overhead"] < 1  # what the plan predicted, next to the measure
     assert os.listdir(tmp_path) == []
 

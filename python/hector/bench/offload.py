@@ -577,6 +577,8 @@ def _cache_figures(
         "plan": cache.plan.summary() if cache.plan is not None else None,
         "plan_decisions": dict(cache.plan.decisions) if cache.plan is not None else None,
         "modelled_overhead": cache.plan.modelled_overhead if cache.plan is not None else None,
+        # False where the MLIR bindings do not import: the plan was followed, not written as IR.
+        "plan_has_ir": bool(cache.plan.text) if cache.plan is not None else None,
         "write_errors": cache.counters["write_errors"],
         "measured_write_bandwidth": cache.write_bandwidth,
         "measured_read_bandwidth": cache.read_bandwidth,
