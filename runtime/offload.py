@@ -187,8 +187,9 @@ def crc32c(data: bytes | np.ndarray, crc: int = 0) -> int:
     return int(_lib().hector_crc32c(crc, arr.ctypes.data, arr.nbytes))
 
 
-def _close(handle: int) -> None:
-    _lib().hector_store_close(handle)
+def _close(handle: int, sources: dict[int, np.ndarray]) -> None:
+    _lib().hector_store_close(handle)  # waits for every operation
+    sources.clear()  # write_array's sources, alive until their writes are done
 
 
 class TensorStore:
@@ -250,7 +251,10 @@ class TensorStore:
                 _errno.EIO, f"cannot open an offload store: {err.value.decode()}", self.root
             )
         self._handle: int | None = handle.value
-        self._finalizer = weakref.finalize(self, _close, handle.value)
+        # write_array's sources, held until their write completes: a caller that let go of
+        # the array (a temporary) would otherwise leave the I/O thread reading freed memory.
+        self._sources: dict[int, np.ndarray] = {}
+        self._finalizer = weakref.finalize(self, _close, handle.value, self._sources)
         buf = ctypes.create_string_buffer(4096)
         lib.hector_store_path(self._handle, buf, len(buf))
         self.path: str = os.fsdecode(buf.value)
@@ -282,7 +286,7 @@ class TensorStore:
         """
         if self._handle is not None:
             self._handle = None
-            self._finalizer()
+            self._finalizer()  # waits for every operation, then lets the sources go
 
     def __enter__(self) -> TensorStore:
         return self
@@ -336,6 +340,7 @@ class TensorStore:
         code = _lib().hector_store_poll(self._h(), int(key))
         if code == PENDING:
             return False
+        self._sources.pop(int(key), None)
         if code != OK:
             self._raise(key, code)
         return True
@@ -343,6 +348,7 @@ class TensorStore:
     def wait(self, key: int) -> None:
         """Wait for the operation on ``key``; raise :class:`OffloadIOError` if it failed."""
         code = _lib().hector_store_wait(self._h(), int(key))
+        self._sources.pop(int(key), None)
         if code != OK:
             self._raise(key, code)
 
@@ -353,6 +359,8 @@ class TensorStore:
             n = _lib().hector_store_completions(self._h(), self._keys, len(self._keys))
             out.extend(self._keys[:n])
             if n < len(self._keys):
+                for key in out if self._sources else ():
+                    self._sources.pop(key, None)
                 return out
 
     def remove(self, key: int) -> None:
@@ -362,6 +370,9 @@ class TensorStore:
         to allocate, none to discard), while the store's files stay within the most it held
         at once; beyond that it is deleted. :meth:`close` deletes them all."""
         if self._handle is not None:
+            if int(key) in self._sources:  # a write_array source: let go once written
+                _lib().hector_store_wait(self._handle, int(key))
+                self._sources.pop(int(key), None)
             _lib().hector_store_remove(self._handle, int(key))
 
     def error(self, key: int) -> tuple[int, str]:
@@ -385,10 +396,14 @@ class TensorStore:
 
     # ---- numpy conveniences -----------------------------------------------------------------
     def write_array(self, array: np.ndarray) -> int:
-        """Start writing a C-contiguous array (kept alive by the caller) and return its key."""
+        """Start writing a C-contiguous array and return its key. The store holds the array
+        until the write completes (seen by :meth:`wait`, :meth:`poll`, :meth:`completions`,
+        :meth:`remove` or :meth:`close`), so a temporary is safe to pass."""
         if not array.flags.c_contiguous:
             raise ValueError("array must be C-contiguous")
-        return self.write(array.ctypes.data, array.nbytes)
+        key = self.write(array.ctypes.data, array.nbytes)
+        self._sources[key] = array
+        return key
 
     def read_array(self, key: int, out: np.ndarray) -> np.ndarray:
         """Read object ``key`` into the C-contiguous array ``out`` and wait; return ``out``."""

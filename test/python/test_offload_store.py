@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -64,6 +65,34 @@ def test_round_trip_sizes(store, n):
     out = np.zeros_like(a)
     store.read_array(key, out)
     assert np.array_equal(a, out)
+
+
+@pytest.mark.parametrize("finish", ["wait", "poll", "completions", "remove", "close"])
+def test_write_array_holds_a_temporary_until_its_write_is_done(store, finish):
+    # A caller may pass a temporary: freed (unmapped, at 4 MiB) while its write was in
+    # flight, it crashed the process (the I/O thread read unmapped memory).
+    import gc
+
+    key = store.write_array(np.full(4 << 20, 7, dtype=np.uint8))
+    gc.collect()
+    assert key in store._sources  # held while the write may be in flight
+    if finish == "wait":
+        store.wait(key)
+    elif finish == "poll":
+        while not store.poll(key):
+            time.sleep(0.001)
+    elif finish == "completions":
+        done: list[int] = []
+        while key not in done:
+            done += store.completions()
+    elif finish == "remove":
+        store.remove(key)
+    else:
+        store.close()
+    assert key not in store._sources  # and let go once it is written
+    if finish in ("wait", "poll", "completions"):
+        out = store.read_array(key, np.zeros(4 << 20, dtype=np.uint8))
+        assert (out == 7).all()
 
 
 def test_unaligned_buffers_round_trip(store):
