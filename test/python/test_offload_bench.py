@@ -84,6 +84,26 @@ def test_adaptive_runs_where_mlir_does_not_import(tmp_path):
     assert rows["hector-adaptive"]["plan_has_ir"] is False
 
 
+def test_run_until_planned_runs_only_an_adaptive_cache_s_own_start():
+    from types import SimpleNamespace
+
+    ran: list[int] = []
+    cache = SimpleNamespace(policy="adaptive", plan=None)
+
+    def step(i: int) -> None:
+        ran.append(i)
+        if len(ran) == 3:  # the plan is made as the fourth forward starts; here, after 3
+            cache.plan = "planned"
+
+    assert bench.run_until_planned(step, cache) == 3
+    assert ran == [0, 1, 2]
+    assert bench.run_until_planned(step, SimpleNamespace(policy="all", plan=None)) == 0
+    assert bench.run_until_planned(step, None) == 0
+    never = SimpleNamespace(policy="adaptive", plan=None)
+    with pytest.raises(RuntimeError, match="made no plan in 4 steps"):
+        bench.run_until_planned(lambda i: None, never, limit=4)
+
+
 def test_raw_disk_bandwidth(tmp_path):
     raw = bench.raw_disk_bandwidth(str(tmp_path), total_mib=8)
     assert raw["bytes"] == 8 << 20

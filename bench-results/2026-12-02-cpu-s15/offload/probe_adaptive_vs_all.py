@@ -18,7 +18,7 @@ if sys.argv[2:] != ["default"]:
 
 import torch  # noqa: E402
 
-from hector.bench.offload import _make_step  # noqa: E402
+from hector.bench.offload import _make_step, run_until_planned  # noqa: E402
 from hector.offload import wrap  # noqa: E402
 from hector.offload.models import build_model  # noqa: E402
 
@@ -28,10 +28,7 @@ model = build_model(name, 4, 256, 4, 1024, 128)
 wrapped = wrap(model, "adaptive")
 cfg = {"model": name, "layers": 4, "hidden": 256, "heads": 4, "seq": 128, "batch": 4}
 step = _make_step("hector-adaptive", model, wrapped, {**cfg, "vocab": 1024})
-i = 0
-while wrapped.cache.plan is None:  # warm-up, profiled and planning steps
-    step(i)
-    i += 1
+i = run_until_planned(step, wrapped.cache)  # warm-up, profiled and planning steps
 for _ in range(3):
     step(i)
     i += 1

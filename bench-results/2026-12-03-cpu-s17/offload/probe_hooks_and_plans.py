@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from hector.bench.offload import _make_step
+from hector.bench.offload import _make_step, run_until_planned
 from hector.offload import wrap
 from hector.offload.models import build_model
 
@@ -27,10 +27,7 @@ cfg = {"model": name, "layers": 4, "hidden": 256, "heads": 4, "seq": 128, "batch
 cfg["vocab"] = 1024
 step_wrapped = _make_step("hector-adaptive", model, wrapped, cfg)
 step_plain = _make_step("keep-all", model, model, cfg)
-i = 0
-while wrapped.cache.plan is None:  # warm-up, profiled and planning steps
-    step_wrapped(i)
-    i += 1
+i = run_until_planned(step_wrapped, wrapped.cache)  # warm-up, profiled and planning steps
 for _ in range(3):
     step_wrapped(i)
     i += 1

@@ -267,13 +267,7 @@ def _worker(payload: dict[str, Any]) -> dict[str, Any]:
     step = _make_step(system, model, forward, {**cfg, "device": device.type})
     gpu = _DeviceMemory(device)
     try:
-        done = 0
-        adaptive = cache is not None and cache.policy == "adaptive"
-        while adaptive and cache.plan is None and done < 16:
-            step(done)  # adaptive's own start: warm-up, profiled and planning steps
-            done += 1
-        if adaptive and cache.plan is None:  # timing its profiling steps would mislead
-            raise RuntimeError(f"hector-adaptive made no plan in {done} steps")
+        done = run_until_planned(step, cache)
         for i in range(done, done + payload["warmup"]):
             step(i)
     except _Unsupported as err:
@@ -365,6 +359,25 @@ class _DeviceMemory:
     def peak_bytes(self) -> int:
         """The peak of allocated bytes since :meth:`start`, above what was allocated then."""
         return int(self._torch.cuda.max_memory_allocated(self.device) - self.base)
+
+
+def run_until_planned(step: Callable[[int], Any], cache: Any, limit: int = 16) -> int:
+    """Run ``step(0)``, ``step(1)``, ... until an adaptive ``cache`` has made its plan (its
+    warm-up, profiled and planning steps: timing them would mislead); return how many ran
+    (none for another cache, or none at all).
+
+    Raises:
+        RuntimeError: no plan after ``limit`` steps.
+    """
+    done = 0
+    if cache is None or cache.policy != "adaptive":
+        return done
+    while cache.plan is None and done < limit:
+        step(done)
+        done += 1
+    if cache.plan is None:
+        raise RuntimeError(f"hector-adaptive made no plan in {done} steps")
+    return done
 
 
 def _kernel_columns(kernel: dict[str, Any] | None) -> dict[str, Any]:
