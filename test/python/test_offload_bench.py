@@ -309,6 +309,10 @@ def test_pooled_rows_carry_round_intervals_and_the_systems_that_dominate_them():
     assert high >= 0.12  # the slow round is in the interval, not averaged away
     assert adaptive["RSS -% 90% CI"] == pytest.approx((0.15, 0.15))
     assert rows["keep-all"]["overhead 90% CI"] is None
+    # Against all-offload, round by round: faster in all four, by a median of 25.7%.
+    assert adaptive["faster than all-offload"] == "4/4"
+    assert adaptive["vs all-offload, paired"] == pytest.approx((111 + 112) / 2 / 150 - 1, abs=1e-4)
+    assert rows["hector-all"]["vs all-offload, paired"] is None  # only adaptive is paired
     # Each system trades time for memory: nothing is both faster and lighter than another.
     assert all(row["dominated by"] == [] for row in rows.values())
     # An adaptive run that saves less than save_on_cpu while taking longer is dominated.
@@ -319,6 +323,7 @@ def test_pooled_rows_carry_round_intervals_and_the_systems_that_dominate_them():
     assert rows["hector-adaptive"]["dominated by"] == ["save_on_cpu"]
     shown = bench._shown_pooled_row(rows["hector-adaptive"])
     assert shown["dominated by"] == "save_on_cpu"
+    assert shown["vs all-offload, paired"] == "-25.7%"
     assert shown["overhead 90% CI"].count("%") == 2
 
 

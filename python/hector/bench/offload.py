@@ -911,6 +911,7 @@ def pooled_summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         overhead_ci, rss_ci = _pooled_intervals(runs, keep) if name != "keep-all" else (None,) * 2
         w = [r["write_bandwidth_vs_raw"] for r in runs if r.get("write_bandwidth_vs_raw")]
         rd = [r["read_bandwidth_vs_raw"] for r in runs if r.get("read_bandwidth_vs_raw")]
+        vs_all, faster = _paired_with_all_offload(name, runs, ok)
         rows.append(
             {
                 "system": name,
@@ -926,10 +927,38 @@ def pooled_summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "same-env RSS -%": same_env_rss,
                 "overhead 90% CI": overhead_ci,
                 "RSS -% 90% CI": rss_ci,
+                "vs all-offload, paired": vs_all,
+                "faster than all-offload": faster,
             }
         )
     _dominators(rows)
     return rows
+
+
+def _paired_with_all_offload(
+    name: str, runs: list[dict[str, Any]], ok: list[dict[str, Any]]
+) -> tuple[float | None, str | None]:
+    """``hector-adaptive`` (or a variant of it) against ``hector-all`` of the same variant,
+    round by round (a round's two runs are minutes apart): the median of the ratios of their
+    median steps, minus one, and in how many rounds adaptive was the faster (``"k/n"``). The
+    issue's "never slower than all-offload" judged on pairs: two pooled medians each move
+    with the rounds' own keep-all. ``(None, None)`` for other systems, or without
+    all-offload."""
+    import statistics
+
+    base, _, variant = name.partition("+")
+    if base != "hector-adaptive":
+        return None, None
+    peer = "hector-all" + (f"+{variant}" if variant else "")
+    by_round = {r.get("round"): statistics.median(r["times_ms"]) for r in ok if r["system"] == peer}
+    ratios = [
+        statistics.median(r["times_ms"]) / by_round[r.get("round")] - 1
+        for r in runs
+        if r.get("round") in by_round
+    ]
+    if not ratios:
+        return None, None
+    return round(statistics.median(ratios), 4), f"{sum(x < 0 for x in ratios)}/{len(ratios)}"
 
 
 def _shown_pooled_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -941,6 +970,9 @@ def _shown_pooled_row(row: dict[str, Any]) -> dict[str, Any]:
     return {
         **row,
         "rounds": " ".join(f"{x:+.1%}" for x in row["rounds"] if x is not None),
+        "vs all-offload, paired": None
+        if row.get("vs all-offload, paired") is None
+        else f"{row['vs all-offload, paired']:+.1%}",
         "overhead 90% CI": interval(row["overhead 90% CI"]),
         "RSS -% 90% CI": interval(row["RSS -% 90% CI"]),
         "dominated by": ", ".join(row["dominated by"]) or None,
