@@ -9,7 +9,8 @@
 # timeout_s=450), after scripts/build_carry.sh and scripts/gpu_check.sh --dry-run here.
 #
 # Sections, each under a timeout capped by the time left (GPU_CHECK_BUDGET_S, default 400 s),
-# none stopping the others:
+# none stopping the others; GPU_CHECK_SECTIONS=a,b,... runs only those (the others are
+# SKIPPED), e.g. GPU_CHECK_SECTIONS=machine,imports,offload-bench for issue 14 alone:
 #   machine       GPU, driver, Python/torch/cuda-bindings versions, whether MLIR is importable;
 #   imports       hector and its runtime layer import; the carried native runtime loads;
 #   ptx-load      every carried PTX through ptxas -v and the driver (cuModuleLoadData), timed;
@@ -213,6 +214,9 @@ record() {
 # recorded SKIPPED, when too little time is left to start it.
 run_capped() {
   local name=$1 cap=$2; shift 2
+  if [[ -n ${GPU_CHECK_SECTIONS:-} && ",$GPU_CHECK_SECTIONS," != *",$name,"* ]]; then
+    record "$name" SKIPPED 0 "not in GPU_CHECK_SECTIONS"; return 1
+  fi
   local t; t=$(left)
   if ((t < 15)); then record "$name" SKIPPED 0 "time budget spent"; return 1; fi
   ((cap > t - 5)) && cap=$((t - 5))
@@ -523,7 +527,7 @@ pytest_section gpu-tests 90 -m gpu --continue-on-collection-errors "${gpu_files[
 # offload-bench: issue 14 on the GPU, the heavier GPT trained by every system, each in a fresh
 # process: step time, torch.cuda's peak of allocated bytes, the store's bandwidth against this
 # machine's disk; the adaptive plan made without MLIR (absent here), the same decisions.
-DETAIL="see offload-bench.log, offload_cuda.json" section offload-bench 120 \
+DETAIL="record in offload_cuda.json" section offload-bench 120 \
   python3 -m hector.cli bench offload --device cuda --model gpt --layers 4 --hidden 1024 \
   --heads 16 --seq 512 --batch 8 --steps 4 --warmup 2 --raw-probes 1 \
   --systems keep-all,checkpoint,save_on_cpu,hector-all,hector-adaptive \
