@@ -115,3 +115,26 @@ def test_a_network_install_in_the_script_fails(toy_repo: Path) -> None:
     assert proc.returncode == 1
     assert "PROBLEM: this script would fetch from a network:" in proc.stdout
     assert "pip3 install x" in proc.stdout
+
+
+def test_sections_not_selected_are_skipped_and_fail_nothing(tmp_path: Path) -> None:
+    # GPU_CHECK_SECTIONS picks sections (a session short of device time runs only issue 14's
+    # offload-bench, say); the others are SKIPPED, which fails nothing. No section here is
+    # selected: the run checks only the selection and the summary (no GPU needed).
+    out = tmp_path / "out"
+    env = {
+        **os.environ,
+        "GPU_CHECK_SECTIONS": "no-such-section",
+        "OUT": str(out),
+        "HECTOR_CARRY": str(tmp_path / "no-carry"),
+    }
+    proc = subprocess.run(
+        ["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    summary = (out / "summary.txt").read_text()
+    for section in ("machine", "imports", "gather-tests", "gpu-tests", "offload-bench"):
+        assert re.search(rf"^{section} +SKIPPED .*not in GPU_CHECK_SECTIONS", summary, re.M)
+    assert "PASSED" not in summary
+    assert "FAILED" not in summary
+    assert sorted(p.name for p in out.iterdir()) == ["gpu_check.tar.gz", "summary.txt"]
