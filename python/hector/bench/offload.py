@@ -285,8 +285,7 @@ def _worker(payload: dict[str, Any]) -> dict[str, Any]:
     times = []
     for i in range(payload["steps"]):
         start = time.perf_counter()
-        step(i)
-        gpu.wait()  # a step ends when its kernels have run
+        step(i)  # on a GPU it ends when its kernels have run: it reads the loss back
         times.append((time.perf_counter() - start) * 1e3)
     out: dict[str, Any] = {
         "times_ms": times,
@@ -331,8 +330,7 @@ def _worker(payload: dict[str, Any]) -> dict[str, Any]:
 
 class _DeviceMemory:
     """On a CUDA device: the timed steps' peak of allocated bytes above what they started with
-    (``torch.cuda.max_memory_allocated``), and the wait that ends a step when its kernels
-    have run. On CPU it does nothing (``active`` is False)."""
+    (``torch.cuda.max_memory_allocated``). On CPU it does nothing (``active`` is False)."""
 
     method = "torch.cuda.max_memory_allocated above the bytes allocated as the timed steps start"
 
@@ -350,11 +348,6 @@ class _DeviceMemory:
             self._torch.cuda.synchronize(self.device)
             self._torch.cuda.reset_peak_memory_stats(self.device)
             self.base = self._torch.cuda.memory_allocated(self.device)
-
-    def wait(self) -> None:
-        """Wait until the kernels queued so far have run."""
-        if self.active:
-            self._torch.cuda.synchronize(self.device)
 
     def peak_bytes(self) -> int:
         """The peak of allocated bytes since :meth:`start`, above what was allocated then."""
@@ -516,7 +509,7 @@ def _make_step(system: str, model: Any, forward: Any, cfg: dict[str, Any]) -> An
                 ) from None
             raise
         opt.step()
-        return float(loss.detach())  # on a GPU this waits for the step's kernels
+        return float(loss.detach())  # on a GPU this waits for the step's kernels, opt.step's too
 
     return step
 
@@ -747,8 +740,6 @@ def _memory_trace_plot(path: str, record: dict[str, Any]) -> None:
 def _frontier_plot(path: str, record: dict[str, Any]) -> None:
     """Step time against peak memory (RSS above baseline, and saved activations), every system:
     one colour per system, each run (round) faint, the median over its runs labelled."""
-    import statistics
-
     import matplotlib
 
     matplotlib.use("Agg")
@@ -826,8 +817,6 @@ def _pooled_against(
 ) -> tuple[float | None, float | None]:
     """The median of ``runs``' timed steps against ``peer``'s (overhead), and the median of
     their peak RSS against ``peer``'s (reduction); None where ``peer`` did not run."""
-    import statistics
-
     if not peer:
         return None, None
     ms = statistics.median(t for r in runs for t in r["times_ms"])
@@ -889,8 +878,6 @@ def pooled_summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     one round), and the systems that dominate it (``dominated by``: faster and lighter, pooled).
     Empty when no system repeats or keep-all did not run. Rounds need ``round``
     (:func:`_number_rounds`)."""
-    import statistics
-
     ok = [r for r in results if r["status"] == "ok"]
     names = list(dict.fromkeys(r["system"] for r in ok))
     keep = [r for r in ok if r["system"] == "keep-all"]
@@ -944,8 +931,6 @@ def _paired_with_all_offload(
     issue's "never slower than all-offload" judged on pairs: two pooled medians each move
     with the rounds' own keep-all. ``(None, None)`` for other systems, or without
     all-offload."""
-    import statistics
-
     base, _, variant = name.partition("+")
     if base != "hector-adaptive":
         return None, None

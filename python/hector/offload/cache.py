@@ -260,6 +260,11 @@ def measure_release_cost(
     return sorted(costs)[len(costs) // 2]
 
 
+def _device_types(module: nn.Module) -> set[str]:
+    """The device types (``"cpu"``, ``"cuda"``) of ``module``'s parameters and buffers."""
+    return {t.device.type for t in itertools.chain(module.parameters(), module.buffers())}
+
+
 def _byte_weighted_median(sizes: list[int]) -> int | None:
     """The size that half of the bytes of ``sizes`` come in blocks of at most (None if empty)."""
     ordered = sorted(sizes)
@@ -986,9 +991,7 @@ class TensorCache:
             write, read = measure_store_bandwidth(self.store)
             self.write_bandwidth = self.write_bandwidth or write
             self.read_bandwidth = self.read_bandwidth or read
-        on_cpu = self.module is None or all(
-            p.device.type == "cpu" for p in self.module.parameters()
-        )
+        on_cpu = self.module is None or _device_types(self.module) <= {"cpu"}
         if on_cpu and self.release_memory:
             self._advise_huge_pages()
         if self.offload_ns_per_byte is None:
@@ -1618,9 +1621,7 @@ class TensorCache:
         if policy == "none" or choice == "pytorch":
             return "advise"
         if module is not None:
-            devices = {
-                t.device.type for t in itertools.chain(module.parameters(), module.buffers())
-            }
+            devices = _device_types(module)
             if devices and "cpu" not in devices:  # its activations never touch a CPU allocator
                 return "advise"
         try:
