@@ -50,12 +50,14 @@ def source_path() -> str:
 
 
 def _build_dir() -> str:
+    """The allocator's build folder: a private per-user cache directory (``$HECTOR_CACHE_DIR``
+    or ``~/.cache/hector``), checked before use, since the library built there is loaded into
+    the process (a folder others can write would let them plant it)."""
     import torch
 
-    root = os.environ.get("HECTOR_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "hector"
-    )
-    return os.path.join(root, f"cpu-allocator-torch-{torch.__version__}")
+    from .private_dir import user_cache_dir
+
+    return str(user_cache_dir(f"cpu-allocator-torch-{torch.__version__}"))
 
 
 @functools.cache
@@ -64,9 +66,9 @@ def _library() -> ctypes.CDLL:
     import torch.utils.cpp_extension as cpp
 
     name = "hector_cpu_caching_allocator"
-    build = _build_dir()
+    build = "the cache directory"
     try:
-        os.makedirs(build, exist_ok=True)
+        build = _build_dir()
         cpp.load(
             name=name,
             sources=[source_path()],

@@ -256,6 +256,26 @@ def test_a_source_that_does_not_compile_is_a_clear_error(tmp_path):
     assert not got["installed"]
 
 
+def test_a_cache_directory_others_can_write_is_refused_before_anything_is_built(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)  # anyone could plant the library the process would load
+    got = _run(
+        """
+        import json
+        from hector.runtime import cpu_allocator as ca
+        try:
+            ca.install()
+        except ca.CpuAllocatorError as err:
+            print(json.dumps({"error": str(err), "installed": ca.installed()}))
+        """,
+        HECTOR_CACHE_DIR=str(shared),
+    )
+    assert "writable by group or others" in got["error"]
+    assert not got["installed"]
+    assert list(shared.iterdir()) == []
+
+
 def test_the_allocator_release_mode_needs_the_allocator():
     from hector.offload import OffloadError, TensorCache
 
