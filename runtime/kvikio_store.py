@@ -11,7 +11,10 @@ pinned staging by the caller either way. Host addresses go through the same call
 
 Like the native store it keeps one private directory (mode 0700, named
 ``hector-offload-<pid>-k<n>`` and holding a ``lock`` file locked for the process's lifetime,
-so :func:`~hector.runtime.offload.clean_stale` removes it after a crash), one file per object,
+so :func:`~hector.runtime.offload.clean_stale` removes it after a crash) under a root checked
+as the native store checks it (:func:`~hector.runtime.offload.checked_root`), one file per
+object (created with ``O_EXCL | O_NOFOLLOW`` before kvikio opens it, so a link planted in its
+place is refused),
 and a CRC32C per object of host buffers (device buffers are not read back by the host to
 checksum them: their integrity rests on the file system). Importing this module needs neither
 CUDA nor kvikio; opening a store needs kvikio (``pip install kvikio-cu12``) and, for any
@@ -33,10 +36,11 @@ from .offload import (
     ChecksumError,
     OffloadIOError,
     TensorStore,
+    checked_root,
     clean_stale,
     crc32c,
-    default_root,
 )
+from .private_dir import open_private_file
 
 __all__ = ["BACKENDS", "KvikioStore", "kvikio_status", "open_store"]
 
@@ -77,7 +81,9 @@ class KvikioStore:
     """Objects on files written and read by ``kvikio.CuFile`` (see the module docstring).
 
     Args:
-        root: offload root (default :func:`~hector.runtime.offload.default_root`).
+        root: offload root (default :func:`~hector.runtime.offload.default_root`), created with
+            mode 0700 if missing and refused when not private to the user
+            (:func:`~hector.runtime.offload.checked_root`).
         module: the module to use as kvikio (tests pass a fake one).
         task_size: bytes per kvikio task (its thread pool splits larger requests).
     """
@@ -92,13 +98,13 @@ class KvikioStore:
             raise OffloadIOError(_errno.ENOSYS, f"cannot open a kvikio store: {why}", module)
         self._kvikio = importlib.import_module(module)
         self.version = why
-        self.root = os.path.abspath(root or default_root())
-        os.makedirs(self.root, mode=0o700, exist_ok=True)
+        self.root = checked_root(root)
         # Directories of crashed processes go first, as the native store does.
         clean_stale(self.root)
         self.path = os.path.join(self.root, f"hector-offload-{os.getpid()}-k{next(_counter)}")
-        os.mkdir(self.path, 0o700)
-        lock = open(os.path.join(self.path, "lock"), "w")  # noqa: SIM115  (held open)
+        os.mkdir(self.path, 0o700)  # never through a link: an existing name is an error
+        fd = open_private_file(self.path, "lock", os.O_RDWR | os.O_CREAT | os.O_EXCL)
+        lock = os.fdopen(fd, "w")
         self._lock: IO[str] | None = lock
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self.task_size = task_size
@@ -147,6 +153,8 @@ class KvikioStore:
             raise ValueError(f"the offload store {self.path} is closed")
         key, self._next = self._next, self._next + 1
         crc = None if device else crc32c(bytes(_host(address, nbytes)))
+        # Created here, without following a link, before kvikio opens it by name.
+        os.close(open_private_file(self.path, f"t{key}.bin", os.O_WRONLY | os.O_CREAT | os.O_EXCL))
         f = self._kvikio.CuFile(self.file_of(key), "w")
         future = f.pwrite(self._buffer(address, nbytes, device), nbytes, 0, self.task_size)
         self._objects[key] = {"file": f, "future": future, "nbytes": nbytes, "crc": crc}

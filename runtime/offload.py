@@ -12,24 +12,36 @@ what the disk gives the store on its own. The store and its counters are describ
 ``docs/offload-store.md``.
 
 Buffers are passed as addresses: the caller keeps them alive and unchanged until the
-operation on that key completes (:meth:`TensorStore.wait`). This module imports only ctypes,
-numpy and the sibling :mod:`hector.runtime.native` (to locate the library).
+operation on that key completes (:meth:`TensorStore.wait`); an address range that is not
+memory of the process (an absurd size) is refused with ``ValueError``.
+
+The offload root must be private to the user (:func:`checked_root`): a root given by the
+caller or ``$HECTOR_OFFLOAD_DIR`` that is a symbolic link, not a directory, another user's, or
+writable by group or others is refused (:class:`~hector.runtime.private_dir.UnsafeDirectoryError`);
+the default ``<tmp>/hector-offload.<uid>`` in that state is replaced by a fresh private
+directory, with a warning (:func:`default_root`). The native store checks again on the root's
+descriptor and never follows a symbolic link under it. This module imports only ctypes, numpy
+and its siblings :mod:`hector.runtime.native` (to locate the library) and
+:mod:`hector.runtime.private_dir`.
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import errno as _errno
 import functools
 import os
 import tempfile
 import time
+import warnings
 import weakref
 from typing import Any
 
 import numpy as np
 
 from .native import load_library
+from .private_dir import UnsafeDirectoryError, check_private_dir, private_dir
 
 __all__ = [
     "BACKENDS",
@@ -41,6 +53,8 @@ __all__ = [
     "OffloadIOError",
     "ShortIOError",
     "TensorStore",
+    "UnsafeDirectoryError",
+    "checked_root",
     "clean_stale",
     "crc32c",
     "default_root",
@@ -65,6 +79,10 @@ ERR_SHORT = 102
 ERR_CHECKSUM = 103
 ERR_ARG = 104
 ERR_STATE = 105
+ERR_NOMEM = 106
+ERR_UNSAFE = 107
+_INT64_MAX = 2**63 - 1
+_MAX_CHUNK = 1 << 40
 
 FAULT_NONE = 0
 FAULT_ENOSPC = 1
@@ -166,17 +184,120 @@ def _lib() -> ctypes.CDLL:
     return lib
 
 
+def _path(path: str | os.PathLike[str], what: str) -> str:
+    """``path`` as a str, refused (``ValueError``) when it has a NUL byte: C would see only the
+    part before it."""
+    text = os.fspath(path)
+    if not isinstance(text, str):
+        raise TypeError(f"{what} must be a str or os.PathLike[str], got {type(text).__name__}")
+    if "\0" in text:
+        raise ValueError(f"{what} {text!r} contains a NUL byte")
+    return text
+
+
+# The private directory used instead of a refused default root, by the default path it replaces.
+_fallbacks: dict[str, str] = {}
+
+
+def _remove_if_empty(path: str) -> None:
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass  # still holds another process's store, or already gone
+
+
 def default_root() -> str:
-    """The offload root: ``$HECTOR_OFFLOAD_DIR``, else ``<tmp>/hector-offload.<uid>``."""
+    """The offload root: ``$HECTOR_OFFLOAD_DIR`` when set (checked when a store opens it, and
+    refused if unsafe), else ``<tmp>/hector-offload.<uid>``, created with mode 0700.
+
+    When that default is not private to the user (a symbolic link, not a directory, owned by
+    another user, or writable by group or others: someone else may have created it first), it
+    is left alone and a fresh private directory ``<tmp>/hector-offload.<uid>.XXXXXXXX`` (mode
+    0700, from :func:`tempfile.mkdtemp`) is used instead, with a ``RuntimeWarning``; the same
+    one for the rest of the process, removed at exit when empty.
+    """
     env = os.environ.get("HECTOR_OFFLOAD_DIR")
     if env:
-        return env
-    return os.path.join(tempfile.gettempdir(), f"hector-offload.{os.getuid()}")
+        return os.path.abspath(_path(env, "HECTOR_OFFLOAD_DIR"))
+    tmp = tempfile.gettempdir()
+    path = os.path.join(tmp, f"hector-offload.{os.getuid()}")
+    try:
+        return str(private_dir(path))
+    except UnsafeDirectoryError as err:
+        why = str(err)
+    fallback = _fallbacks.get(path)
+    if fallback is not None:
+        try:
+            return str(check_private_dir(fallback))
+        except OSError:
+            pass  # removed meanwhile: make another
+    fallback = tempfile.mkdtemp(prefix=f"hector-offload.{os.getuid()}.", dir=tmp)
+    _fallbacks[path] = fallback
+    atexit.register(_remove_if_empty, fallback)
+    warnings.warn(
+        f"{why}; using the private directory {fallback} for offloading instead",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    return fallback
 
 
-def clean_stale(root: str | None = None) -> int:
-    """Remove store directories of dead processes under ``root``; return how many."""
-    return int(_lib().hector_store_clean_stale(os.fsencode(root or default_root())))
+def checked_root(root: str | os.PathLike[str] | None = None) -> str:
+    """The absolute offload root a store opens: ``root`` (created with mode 0700 when missing;
+    its parent must exist), else :func:`default_root`.
+
+    Raises:
+        ValueError: the path contains a NUL byte.
+        UnsafeDirectoryError: the root given (or ``$HECTOR_OFFLOAD_DIR``) is a symbolic link,
+            not a directory, owned by another user, or writable by group or others.
+        OffloadIOError: it cannot be created.
+    """
+    path = os.path.abspath(_path(root, "offload root")) if root else default_root()
+    try:
+        return str(private_dir(path))
+    except UnsafeDirectoryError:
+        raise
+    except OSError as err:
+        raise OffloadIOError(
+            err.errno or _errno.EIO,
+            f"cannot create offload root {path}: {err.strerror or err}",
+            path,
+        ) from err
+
+
+def clean_stale(root: str | os.PathLike[str] | None = None) -> int:
+    """Remove store directories of dead processes under ``root`` (default
+    :func:`default_root`); return how many. A root that does not exist has none; one that is
+    not private to the user is refused (:class:`UnsafeDirectoryError`), as stores refuse it."""
+    path = os.path.abspath(_path(root, "offload root")) if root else default_root()
+    if os.path.lexists(path):
+        check_private_dir(path)
+    removed = int(_lib().hector_store_clean_stale(os.fsencode(path)))
+    if removed < 0:
+        raise UnsafeDirectoryError(
+            f"refusing to clean '{path}': it is not a directory private to the current user"
+        )
+    return removed
+
+
+def _size(nbytes: int) -> int:
+    """``nbytes`` as an int in [0, 2**63 - 1], else ``ValueError``."""
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int | np.integer):
+        raise ValueError(f"nbytes must be an int, got {nbytes!r}")
+    n = int(nbytes)
+    if not 0 <= n <= _INT64_MAX:
+        raise ValueError(f"nbytes must be in [0, 2**63 - 1], got {n}")
+    return n
+
+
+def _address(address: int) -> int:
+    """``address`` as an int in [0, 2**64), else ``ValueError``."""
+    if isinstance(address, bool) or not isinstance(address, int | np.integer):
+        raise ValueError(f"address must be an int, got {address!r}")
+    a = int(address)
+    if not 0 <= a < 2**64:
+        raise ValueError(f"address must be in [0, 2**64), got {a}")
+    return a
 
 
 def crc32c(data: bytes | np.ndarray, crc: int = 0) -> int:
@@ -196,8 +317,10 @@ class TensorStore:
     """An asynchronous store of byte buffers on files, in a private per-process directory.
 
     Args:
-        root: offload root (default :func:`default_root`); created with mode 0700 if missing.
-            Directories of dead processes under it are removed first.
+        root: offload root (default :func:`default_root`); created with mode 0700 if missing,
+            refused (:class:`UnsafeDirectoryError`) when it is a symbolic link, not a
+            directory, another user's, or writable by group or others (see
+            :func:`checked_root`). Directories of dead processes under it are removed first.
         threads: number of I/O worker threads.
         chunk_bytes: requests are split into chunks of this size (multiple of 4096) so that
             several are in flight at once.
@@ -226,11 +349,17 @@ class TensorStore:
     ) -> None:
         if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 256:
             raise ValueError(f"threads must be an int in [1, 256], got {threads!r}")
-        if not isinstance(chunk_bytes, int) or chunk_bytes < 4096 or chunk_bytes % 4096:
-            raise ValueError(f"chunk_bytes must be a positive multiple of 4096, got {chunk_bytes}")
+        if (
+            not isinstance(chunk_bytes, int)
+            or not 4096 <= chunk_bytes <= _MAX_CHUNK
+            or chunk_bytes % 4096
+        ):
+            raise ValueError(
+                f"chunk_bytes must be a positive multiple of 4096 up to 2**40, got {chunk_bytes}"
+            )
         if backend not in _BACKEND_CODES:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-        self.root = os.path.abspath(root or default_root())
+        self.root = checked_root(root)
         lib = _lib()
         handle = _P()
         err = ctypes.create_string_buffer(1024)
@@ -246,6 +375,10 @@ class TensorStore:
         )
         if code == ERR_ARG:
             raise ValueError(f"cannot open an offload store: {err.value.decode()}")
+        if code == ERR_UNSAFE:
+            raise UnsafeDirectoryError(err.value.decode(errors="replace"))
+        if code == ERR_NOMEM:
+            raise MemoryError(f"cannot open an offload store: {err.value.decode()}")
         if code != OK or handle.value is None:
             raise OffloadIOError(
                 _errno.EIO, f"cannot open an offload store: {err.value.decode()}", self.root
@@ -317,22 +450,47 @@ class TensorStore:
 
     # ---- I/O ---------------------------------------------------------------------------------
     def write(self, address: int, nbytes: int) -> int:
-        """Start writing ``nbytes`` at ``address`` into a new object and return its key."""
+        """Start writing ``nbytes`` at ``address`` into a new object and return its key.
+
+        Raises:
+            ValueError: ``nbytes`` is negative or above 2**63 - 1, or ``[address, address +
+                nbytes)`` is not memory of this process (so an absurd size is refused).
+            MemoryError: the object's bookkeeping cannot be allocated.
+        """
+        handle = self._h()
+        n, a = _size(nbytes), _address(address)
         key = _I64(0)
-        code = _lib().hector_store_write(self._h(), address, int(nbytes), ctypes.byref(key))
+        code = _lib().hector_store_write(handle, a, n, ctypes.byref(key))
+        if code == ERR_NOMEM:
+            raise MemoryError(f"no memory to start a write of {n} bytes to the offload store")
         if code != OK:
-            raise ValueError(f"invalid write of {nbytes} bytes (status {code})")
+            raise ValueError(
+                f"invalid write of {n} bytes from address {a:#x}: the range is not memory "
+                f"of this process (status {code})"
+            )
         return int(key.value)
 
     def read(self, key: int, address: int, nbytes: int) -> None:
-        """Start reading object ``key`` (exactly ``nbytes``) into ``address``."""
-        code = _lib().hector_store_read(self._h(), int(key), address, int(nbytes))
+        """Start reading object ``key`` (exactly ``nbytes``) into ``address``.
+
+        Raises:
+            ValueError: unknown key, another size, an operation on it in flight, or a
+                destination that is not memory of this process.
+            MemoryError: the read's bookkeeping cannot be allocated.
+            OffloadIOError: the object has no stored data (its write failed).
+        """
+        handle = self._h()
+        n, a = _size(nbytes), _address(address)
+        code = _lib().hector_store_read(handle, int(key), a, n)
         if code == ERR_STATE:
             self._raise(key, code)
+        if code == ERR_NOMEM:
+            raise MemoryError(f"no memory to start a read of object {key} ({n} bytes)")
         if code != OK:
             raise ValueError(
-                f"cannot read object {key} ({nbytes} bytes): unknown key, wrong size, "
-                "or an operation on it is still in flight"
+                f"cannot read object {key} ({n} bytes into {a:#x}): unknown key, wrong size, "
+                "an operation on it still in flight, or a destination that is not memory "
+                "of this process"
             )
 
     def poll(self, key: int) -> bool:

@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -35,10 +36,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -47,7 +49,9 @@
 namespace {
 
 constexpr int64_t kAlign = 4096;
+constexpr int64_t kMaxChunk = int64_t{1} << 40;  // keeps every offset sum far from overflow
 constexpr const char* kPrefix = "hector-offload-";
+constexpr const char* kTmpPrefix = ".tmp-hector-offload-";
 
 // ---- CRC32C -------------------------------------------------------------------------------
 
@@ -179,48 +183,190 @@ int64_t pread_full(int fd, void* buf, int64_t n, int64_t off) {
   return done;
 }
 
-void remove_tree(const std::string& dir) {
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
-      ::unlink((dir + "/" + e->d_name).c_str());
-    }
-    ::closedir(d);
+// ---- the root and the directories under it ----------------------------------------------
+// Everything under the offload root is reached relative to the root's descriptor, opened once
+// without following a link: no path is resolved again after the root was checked, and no
+// symbolic link under it is ever followed (O_NOFOLLOW, AT_SYMLINK_NOFOLLOW, unlinkat).
+
+int open_dir_at(int dirfd, const char* name) {
+  return ::openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+// Why a directory with this fstat is not private to the current user ("" if it is).
+std::string why_not_private(const struct stat& st) {
+  if (!S_ISDIR(st.st_mode)) return "is not a directory";
+  if (st.st_uid != ::geteuid())
+    return "is owned by uid " + std::to_string(st.st_uid) + ", not by the current user (uid " +
+           std::to_string(::geteuid()) + ")";
+  if ((st.st_mode & 022) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return std::string("is writable by group or others (mode ") + mode + ")";
   }
-  ::rmdir(dir.c_str());
+  return "";
 }
 
-// Is the store directory `name` under root owned by a dead process?
-bool is_stale(const std::string& root, const std::string& name) {
-  if (name.compare(0, std::strlen(kPrefix), kPrefix) != 0) return false;
-  const char* p = name.c_str() + std::strlen(kPrefix);
-  char* end = nullptr;
-  long pid = std::strtol(p, &end, 10);
-  if (end == p || *end != '-' || pid <= 0) return false;
-  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return true;
-  // The pid is alive (or reused): stale only if nobody holds the directory's lock.
-  std::string lock = root + "/" + name + "/lock";
-  int fd = ::open(lock.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return false;
-  bool stale = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
-  ::close(fd);
-  return stale;
+// Opens the offload root (creating it with mode 0700 when asked and missing) and checks that it
+// is private: a directory, not a symbolic link, owned by the current user, not writable by
+// group or others. Returns its descriptor, or -1 with *code (HECTOR_STORE_ERR_IO, or
+// HECTOR_STORE_ERR_UNSAFE for a root that is refused) and *msg. With create false, a missing
+// root is -1 with *code HECTOR_OK.
+int open_root(const std::string& root, bool create, int32_t* code, std::string* msg) {
+  if (create && ::mkdir(root.c_str(), 0700) != 0 && errno != EEXIST) {
+    *code = HECTOR_STORE_ERR_IO;
+    *msg = "cannot create offload root " + root + ": " + errno_text(errno);
+    return -1;
+  }
+  const int fd = open_dir_at(AT_FDCWD, root.c_str());
+  std::string why;
+  if (fd < 0) {
+    const int e = errno;
+    struct stat st;
+    if (!create && e == ENOENT) {
+      *code = HECTOR_OK;
+      return -1;
+    }
+    if ((e == ELOOP || e == ENOTDIR) && ::lstat(root.c_str(), &st) == 0) {
+      why = S_ISLNK(st.st_mode) ? "is a symbolic link" : "is not a directory";
+    } else {
+      *code = HECTOR_STORE_ERR_IO;
+      *msg = "cannot open offload root " + root + ": " + errno_text(e);
+      return -1;
+    }
+  } else {
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+      const int e = errno;
+      ::close(fd);
+      *code = HECTOR_STORE_ERR_IO;
+      *msg = "cannot stat offload root " + root + ": " + errno_text(e);
+      return -1;
+    }
+    why = why_not_private(st);
+    if (why.empty()) return fd;
+    ::close(fd);
+  }
+  *code = HECTOR_STORE_ERR_UNSAFE;
+  *msg = "refusing to use offload root '" + root + "': it " + why +
+         "; remove it or choose another directory (HECTOR_OFFLOAD_DIR)";
+  return -1;
 }
 
-int64_t clean_stale(const std::string& root) {
-  int64_t removed = 0;
-  DIR* d = ::opendir(root.c_str());
-  if (d == nullptr) return 0;
+// The names in the directory dirfd (its own descriptor is left where it is).
+std::vector<std::string> list_dir(int dirfd) {
   std::vector<std::string> names;
-  while (dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
+  const int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return names;
+  DIR* d = ::fdopendir(fd);
+  if (d == nullptr) {
+    ::close(fd);
+    return names;
+  }
+  try {
+    while (dirent* e = ::readdir(d)) {
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+        names.emplace_back(e->d_name);
+    }
+  } catch (...) {  // no memory for more names: what was read is handled (shutdown runs this)
+  }
   ::closedir(d);
-  for (const auto& name : names) {
-    if (is_stale(root, name)) {
-      remove_tree(root + "/" + name);
-      ++removed;
+  return names;
+}
+
+// Empties the directory dirfd: unlinks its regular files and symbolic links (a link is
+// removed, never followed), recurses into subdirectories that are real directories owned by
+// the user, and leaves anything else. True when nothing was left.
+bool empty_dir(int dirfd, int depth = 0) {
+  bool all = true;
+  for (const std::string& name : list_dir(dirfd)) {
+    struct stat st;
+    if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone
+    if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) {
+      all &= ::unlinkat(dirfd, name.c_str(), 0) == 0 || errno == ENOENT;
+    } else if (S_ISDIR(st.st_mode) && depth < 8) {
+      const int sub = open_dir_at(dirfd, name.c_str());
+      struct stat sst;
+      const bool ours = sub >= 0 && ::fstat(sub, &sst) == 0 && S_ISDIR(sst.st_mode) &&
+                        sst.st_uid == ::geteuid();
+      const bool emptied = ours && empty_dir(sub, depth + 1);
+      if (sub >= 0) ::close(sub);
+      all &= emptied && ::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) == 0;
+    } else {
+      all = false;
     }
   }
+  return all;
+}
+
+// The pid in a store directory's name (hector-offload-<pid>-<n>, or .tmp-hector-offload-<pid>-<n>
+// while it is being built), or 0 when the name is not a store's.
+long store_pid(const std::string& name) {
+  size_t skip = 0;
+  if (name.compare(0, std::strlen(kPrefix), kPrefix) == 0)
+    skip = std::strlen(kPrefix);
+  else if (name.compare(0, std::strlen(kTmpPrefix), kTmpPrefix) == 0)
+    skip = std::strlen(kTmpPrefix);
+  else
+    return 0;
+  const char* p = name.c_str() + skip;
+  if (*p < '0' || *p > '9') return 0;
+  char* end = nullptr;
+  errno = 0;
+  const long pid = std::strtol(p, &end, 10);
+  if (errno != 0 || end == p || *end != '-' || pid <= 0 || pid > 0x7fffffffL) return 0;
+  return pid;
+}
+
+// Removes the store directory `name` under rootfd when it belongs to a dead process: its pid is
+// gone, or nobody holds its lock file. Only a real directory (not a link) owned by the user is
+// considered; its contents are removed relative to its descriptor (empty_dir). True if removed.
+bool remove_if_stale(int rootfd, const std::string& name) {
+  const long pid = store_pid(name);
+  if (pid == 0) return false;
+  struct stat st;
+  if (::fstatat(rootfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
+      st.st_uid != ::geteuid())
+    return false;
+  const int dfd = open_dir_at(rootfd, name.c_str());
+  if (dfd < 0) return false;
+  if (::fstat(dfd, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
+    ::close(dfd);
+    return false;
+  }
+  bool stale = ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+  int lock = -1;
+  if (!stale && name[0] != '.') {
+    // The pid is alive (or reused): stale only if nobody holds the directory's lock. (A
+    // directory still under its temporary name may be between creating its lock and taking
+    // it: it is left to its owner while the pid lives.)
+    lock = ::openat(dfd, "lock", O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat lst;
+    stale = lock >= 0 && ::fstat(lock, &lst) == 0 && S_ISREG(lst.st_mode) &&
+            ::flock(lock, LOCK_EX | LOCK_NB) == 0;
+  }
+  const bool removed = stale && empty_dir(dfd) &&
+                       ::unlinkat(rootfd, name.c_str(), AT_REMOVEDIR) == 0;
+  if (lock >= 0) ::close(lock);
+  ::close(dfd);
   return removed;
+}
+
+int64_t clean_stale_at(int rootfd) {
+  int64_t removed = 0;
+  for (const std::string& name : list_dir(rootfd)) removed += remove_if_stale(rootfd, name);
+  return removed;
+}
+
+// Is [p, p + n) mapped memory of this process? (msync with MS_ASYNC only walks the mappings:
+// ENOMEM when part of the range is unmapped, as a range beyond the address space is.)
+bool mapped(const void* p, int64_t n) {
+  if (n <= 0) return true;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  if (a > UINTPTR_MAX - static_cast<uint64_t>(n)) return false;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t start = a / page * page;
+  return ::msync(reinterpret_cast<void*>(start), a + static_cast<uintptr_t>(n) - start,
+                 MS_ASYNC) == 0;
 }
 
 std::atomic<int64_t> g_store_counter{0};
@@ -230,12 +376,13 @@ enum Backend { kThreads = 0, kIoUring = 1 };
 
 struct Object {
   int64_t key = 0;
-  std::string path;
+  std::string name;  // the file's name in the store's directory
+  std::string path;  // the directory's path and name, for messages
   int64_t nbytes = 0;
   int64_t pad = 0;  // file offset of the first byte: the source address mod 4096 (O_DIRECT)
   int64_t disk_bytes = 0;
   int64_t file_bytes = 0;  // the file's size: disk_bytes, or more when it reuses a larger file
-  std::string spare;       // write: a removed object's file to rename to path and overwrite
+  std::string spare;       // write: a removed object's file to rename to name and overwrite
   int fd = -1;
   // The file is created/opened by the first I/O thread that takes one of the operation's
   // chunks (creating a file costs ~0.1-1 ms on ext4: the caller's thread should not pay it).
@@ -329,7 +476,10 @@ uint8_t* mem_at(const Object* o, const void* p, int64_t f) {
 }  // namespace
 
 struct hector_store {
-  std::string root, dir;
+  std::string root, dir;  // paths, for messages and hector_store_path
+  std::string dir_name;   // the directory's name under the root
+  int root_fd = -1;       // the root, opened without following a link and checked private
+  int dir_fd = -1;        // the store's directory: every file is opened relative to it
   int lock_fd = -1;
   int64_t chunk = 0;
   bool direct = false;
@@ -341,7 +491,7 @@ struct hector_store {
 
   std::mutex mu;
   std::condition_variable work_cv, done_cv;
-  std::deque<Chunk> queue;
+  std::list<Chunk> queue;  // a list: an operation's chunks are spliced in, which cannot throw
   std::unordered_map<int64_t, std::unique_ptr<Object>> objects;
   std::vector<int64_t> completions;
   std::vector<std::thread> workers;
@@ -352,8 +502,8 @@ struct hector_store {
   int64_t bytes[2] = {0, 0}, objects_done[2] = {0, 0};
   int64_t inflight[2] = {0, 0}, busy_since[2] = {0, 0}, busy_ns[2] = {0, 0};
   int64_t stored_bytes = 0, peak_stored = 0;
-  // Files of removed objects kept for later writes, by size. Overwriting written blocks is
-  // 1.5-1.7x faster than allocating new ones (ext4 with discard here: a fresh file's writes
+  // Names of removed objects' files kept for later writes, by size. Overwriting written blocks
+  // is 1.5-1.7x faster than allocating new ones (ext4 with discard here: a fresh file's writes
   // convert unwritten extents, and an unlink discards its blocks), and the files stay within
   // the most the store ever held at once.
   std::multimap<int64_t, std::string> spares;
@@ -379,6 +529,31 @@ struct hector_store {
   // With mu held: the operation on o is over. Returns its file descriptor for the caller to
   // close once mu is released (-1 if none).
   int finish(Object* o);
+  // With mu held: room for one completion per operation in flight plus one, so that finish()
+  // never allocates (it runs on the I/O threads). Throws std::bad_alloc before any change.
+  void reserve_completions() {
+    const size_t need = completions.size() + static_cast<size_t>(inflight[0] + inflight[1]) + 1;
+    if (completions.capacity() < need)
+      completions.reserve(std::max(need, 2 * completions.capacity()));
+  }
+  void unlink_file(const std::string& name) const {
+    if (!name.empty()) ::unlinkat(dir_fd, name.c_str(), 0);
+  }
+  // Stops and joins the I/O threads, frees the rings, removes the directory, closes the
+  // descriptors (close, and a failed open).
+  void shutdown();
+  // Runs part of a job on an I/O thread; an exception (std::bad_alloc building a message)
+  // fails the job with ENOMEM instead of ending the process.
+  template <class F>
+  void safely(Job& j, F&& f) noexcept {
+    try {
+      f();
+    } catch (...) {
+      j.status = HECTOR_STORE_ERR_IO;
+      j.err = ENOMEM;
+      j.msg.clear();
+    }
+  }
   uint8_t* address(const Job& j, const Piece& p, const Staging& st) const {
     if (p.where == kSmall) return st.small + p.staging_off;
     if (p.where == kBig) return st.big + p.staging_off;
@@ -402,7 +577,7 @@ struct hector_store {
     if (--f.count == 0) f.kind = HECTOR_FAULT_NONE;
     return kind;
   }
-  // With mu held; o has nothing in flight. Returns the file to unlink ("" if none): callers
+  // With mu held; o has nothing in flight. Returns the file name to unlink ("" if none): callers
   // unlink it after releasing mu (an unlink costs ~0.1 ms that other threads need not wait).
   std::string erase(Object* o) {
     std::string path;
@@ -411,10 +586,10 @@ struct hector_store {
       const bool keep = keep_files && o->nbytes > 0 && o->status == HECTOR_OK &&
                         stored_bytes + spare_bytes + o->file_bytes <= peak_stored;
       if (keep) {
-        spares.emplace(o->file_bytes, o->path);
+        spares.emplace(o->file_bytes, o->name);
         spare_bytes += o->file_bytes;
       } else {
-        path = o->path;
+        path = o->name;
       }
     }
     objects.erase(o->key);
@@ -425,7 +600,7 @@ struct hector_store {
   std::string take_spare(int64_t disk_bytes, int64_t* file_bytes) {
     auto it = spares.lower_bound(disk_bytes);
     if (it == spares.end() || it->first > 2 * disk_bytes) return "";
-    std::string path = it->second;
+    std::string path = std::move(it->second);
     *file_bytes = it->first;
     spare_bytes -= it->first;
     spares.erase(it);
@@ -520,15 +695,17 @@ bool hector_store::open_file(Job& j) {
   if (!o->opened) {
     const int64_t t0 = now_ns();
     // A kept file is renamed and overwritten in place (no O_TRUNC: that frees its blocks).
+    // Never through a link: relative to the store's directory, O_NOFOLLOW, and a new file is
+    // created with O_EXCL (a name already there, link or not, is an error, not a target).
     const bool reuse = j.c.write && !o->spare.empty() &&
-                       ::rename(o->spare.c_str(), o->path.c_str()) == 0;
-    if (j.c.write && !o->spare.empty() && !reuse) ::unlink(o->spare.c_str());
+                       ::renameat(dir_fd, o->spare.c_str(), dir_fd, o->name.c_str()) == 0;
+    if (j.c.write && !o->spare.empty() && !reuse) unlink_file(o->spare);
     if (j.c.write && !reuse) o->file_bytes = o->disk_bytes;
     o->spare.clear();
-    const int create = reuse ? 0 : O_CREAT | O_TRUNC;
-    const int flags = (j.c.write ? O_WRONLY | create : O_RDONLY) | O_CLOEXEC |
+    const int create = reuse ? 0 : O_CREAT | O_EXCL;
+    const int flags = (j.c.write ? O_WRONLY | create : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC |
                       (direct ? O_DIRECT : 0);
-    o->fd = ::open(o->path.c_str(), flags, 0600);
+    o->fd = ::openat(dir_fd, o->name.c_str(), flags, 0600);
     if (reuse && o->fd >= 0) ++counters.files_reused;
     o->open_errno = o->fd < 0 ? errno : 0;
     o->opened = true;
@@ -683,7 +860,7 @@ bool hector_store::verify_read(Job& j, Staging& st) {
 }
 
 void hector_store::complete(Job& j, Staging& st) {
-  if (j.status == HECTOR_OK && !j.c.write) verify_read(j, st);
+  if (j.status == HECTOR_OK && !j.c.write) safely(j, [&] { verify_read(j, st); });
   if (j.status == HECTOR_OK) counters.copies_avoided += j.avoided;
   Object* o = j.c.obj;
   int fd = -1;
@@ -692,7 +869,7 @@ void hector_store::complete(Job& j, Staging& st) {
     if (j.status != HECTOR_OK && o->status == HECTOR_OK) {
       o->status = j.status;
       o->err = j.err;
-      o->message = j.msg;
+      o->message = std::move(j.msg);
     }
     if (--o->pending == 0) fd = finish(o);
   }
@@ -711,7 +888,9 @@ void hector_store::pool_worker() {
       j.c = queue.front();
       queue.pop_front();
     }
-    if (plan(j) && stage(j, st)) run_job_sync(j, st);
+    safely(j, [&] {
+      if (plan(j) && stage(j, st)) run_job_sync(j, st);
+    });
     complete(j, st);
   }
   std::free(st.small);
@@ -758,7 +937,9 @@ void hector_store::ring_worker(RingState* rs) {
       j = Job();
       j.c = c;
       Staging& st = rs->staging[slot];
-      if (!plan(j) || !stage(j, st)) {
+      bool ready = false;
+      safely(j, [&] { ready = plan(j) && stage(j, st); });
+      if (!ready) {
         release(slot);
         continue;
       }
@@ -784,7 +965,7 @@ void hector_store::ring_worker(RingState* rs) {
       in_kernel += queued - static_cast<int64_t>(ndropped);
       for (unsigned k = 0; k < ndropped; ++k) {
         const int slot = static_cast<int>(dropped[k]);
-        run_job_sync(jobs[slot], rs->staging[slot]);
+        safely(jobs[slot], [&] { run_job_sync(jobs[slot], rs->staging[slot]); });
         release(slot);
       }
     }
@@ -798,7 +979,7 @@ void hector_store::ring_worker(RingState* rs) {
       int64_t got = done[k].res;
       if (got > 0 && got < job_bytes(j)) got = finish_sync(j, rs->staging[slot], got);
       (j.c.write ? counters.write_io_ns : counters.read_io_ns) += t - j.submitted_at;
-      job_result(j, got);
+      safely(j, [&] { job_result(j, got); });
       --in_kernel;
       release(slot);
     }
@@ -818,7 +999,7 @@ int hector_store::finish(Object* o) {
       objects_done[op] += 1;
     } else {
       o->state = kFailed;
-      ::unlink(o->path.c_str());  // nothing half-written stays behind
+      unlink_file(o->name);  // nothing half-written stays behind
     }
   } else {
     o->state = kStored;
@@ -831,8 +1012,7 @@ int hector_store::finish(Object* o) {
   o->dst = nullptr;
   end_op(op);
   if (o->remove_requested) {
-    const std::string path = erase(o);  // rare (removed in flight): unlinked right here
-    if (!path.empty()) ::unlink(path.c_str());
+    unlink_file(erase(o));  // rare (removed in flight): unlinked right here
   } else {
     completions.push_back(o->key);
   }
@@ -866,12 +1046,13 @@ void parse_fault_env(hector_store* s) {
   s->faults[op].count = parts.size() > 3 ? std::atoll(parts[3].c_str()) : 1;
 }
 
-// Decide whether O_DIRECT works in dir: write and read one aligned block.
-bool probe_direct(const std::string& dir, std::string* reason) {
-  std::string path = dir + "/probe";
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0600);
+// Decide whether O_DIRECT works in the directory dirfd: write and read one aligned block.
+bool probe_direct(int dirfd, std::string* reason) {
+  int fd = ::openat(dirfd, "probe", O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_DIRECT,
+                    0600);
   if (fd < 0) {
     *reason = "O_DIRECT refused by the filesystem: " + errno_text(errno);
+    ::unlinkat(dirfd, "probe", 0);  // some kernels create the file before refusing O_DIRECT
     return false;
   }
   void* buf = nullptr;
@@ -885,7 +1066,7 @@ bool probe_direct(const std::string& dir, std::string* reason) {
     std::free(buf);
   }
   ::close(fd);
-  ::unlink(path.c_str());
+  ::unlinkat(dirfd, "probe", 0);
   return ok;
 }
 
@@ -973,7 +1154,51 @@ void free_rings(hector_store* s) {
   s->rings.clear();
 }
 
+// Runs the body of a C ABI function: no exception crosses the ABI. std::bad_alloc is
+// HECTOR_STORE_ERR_NOMEM, anything else HECTOR_STORE_ERR_IO.
+template <class F>
+int32_t guarded(F&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return HECTOR_STORE_ERR_NOMEM;
+  } catch (...) {
+    return HECTOR_STORE_ERR_IO;
+  }
+}
+
+// The same for a function whose failure is a value (a count, -1).
+template <class R, class F>
+R guarded_or(R on_error, F&& body) noexcept {
+  try {
+    return body();
+  } catch (...) {
+    return on_error;
+  }
+}
+
 }  // namespace
+
+void hector_store::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stop = true;
+  }
+  work_cv.notify_all();
+  for (auto& t : workers)
+    if (t.joinable()) t.join();
+  workers.clear();
+  free_rings(this);
+  if (dir_fd >= 0) {
+    empty_dir(dir_fd);
+    ::close(dir_fd);
+    dir_fd = -1;
+    ::unlinkat(root_fd, dir_name.c_str(), AT_REMOVEDIR);
+  }
+  if (lock_fd >= 0) ::close(lock_fd);
+  if (root_fd >= 0) ::close(root_fd);
+  lock_fd = root_fd = -1;
+}
 
 extern "C" {
 
@@ -985,8 +1210,16 @@ uint32_t hector_crc32c(uint32_t crc, const void* data, int64_t n) {
 }
 
 int64_t hector_store_clean_stale(const char* root) {
-  if (root == nullptr) return 0;
-  return clean_stale(root);
+  if (root == nullptr || *root == '\0') return 0;
+  return guarded_or<int64_t>(-1, [&]() -> int64_t {
+    int32_t code = HECTOR_OK;
+    std::string msg;
+    const int fd = open_root(root, false, &code, &msg);
+    if (fd < 0) return code == HECTOR_OK ? 0 : -1;  // missing: nothing to clean; else refused
+    const int64_t removed = guarded_or<int64_t>(0, [&] { return clean_stale_at(fd); });
+    ::close(fd);
+    return removed;
+  });
 }
 
 int32_t hector_store_open(const char* root, int32_t threads, int64_t chunk_bytes, int32_t direct,
@@ -997,100 +1230,128 @@ int32_t hector_store_open(const char* root, int32_t threads, int64_t chunk_bytes
 
 int32_t hector_store_open2(const char* root, int32_t threads, int64_t chunk_bytes, int32_t direct,
                            int32_t backend, hector_store** out, char* err, int64_t errlen) {
-  int32_t wanted = HECTOR_BACKEND_THREADS;
-  std::string why, bad;
-  if (!requested_backend(backend, &wanted, &why, &bad)) {
-    copy_out(bad, err, errlen);
-    return HECTOR_STORE_ERR_ARG;
-  }
-  if (out == nullptr || root == nullptr || *root == '\0' || threads < 1 || threads > 256 ||
-      chunk_bytes < kAlign || chunk_bytes % kAlign != 0) {
-    copy_out("invalid argument: root must be a path, 1 <= threads <= 256, chunk_bytes a "
-             "positive multiple of 4096",
-             err, errlen);
-    return HECTOR_STORE_ERR_ARG;
-  }
-  *out = nullptr;
-  std::string r(root);
-  if (::mkdir(r.c_str(), 0700) != 0 && errno != EEXIST) {
-    copy_out("cannot create offload root " + r + ": " + errno_text(errno), err, errlen);
-    return HECTOR_STORE_ERR_IO;
-  }
-  clean_stale(r);
-  auto s = std::make_unique<hector_store>();
-  s->root = r;
-  s->chunk = chunk_bytes;
-  // Build the directory under a temporary name, lock it, then rename it into place, so a
-  // concurrent cleaner never sees an unlocked directory of a live process.
-  const long pid = static_cast<long>(::getpid());
-  for (int attempt = 0;; ++attempt) {
-    int64_t n = g_store_counter.fetch_add(1);
-    std::string tmp = r + "/.tmp-" + kPrefix + std::to_string(pid) + "-" + std::to_string(n);
-    std::string dir = r + "/" + kPrefix + std::to_string(pid) + "-" + std::to_string(n);
-    if (::mkdir(tmp.c_str(), 0700) != 0) {
-      if (errno == EEXIST && attempt < 1000) continue;
-      copy_out("cannot create " + tmp + ": " + errno_text(errno), err, errlen);
-      return HECTOR_STORE_ERR_IO;
+  return guarded([&]() -> int32_t {
+    int32_t wanted = HECTOR_BACKEND_THREADS;
+    std::string why, bad;
+    if (!requested_backend(backend, &wanted, &why, &bad)) {
+      copy_out(bad, err, errlen);
+      return HECTOR_STORE_ERR_ARG;
     }
-    ::chmod(tmp.c_str(), 0700);
-    int fd = ::open((tmp + "/lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      int e = errno;
-      if (fd >= 0) ::close(fd);
-      remove_tree(tmp);
-      copy_out("cannot lock " + tmp + "/lock: " + errno_text(e), err, errlen);
-      return HECTOR_STORE_ERR_IO;
+    if (out == nullptr || root == nullptr || *root == '\0' || threads < 1 || threads > 256 ||
+        chunk_bytes < kAlign || chunk_bytes % kAlign != 0 || chunk_bytes > kMaxChunk) {
+      copy_out("invalid argument: root must be a path, 1 <= threads <= 256, chunk_bytes a "
+               "multiple of 4096 from 4096 to 2^40",
+               err, errlen);
+      return HECTOR_STORE_ERR_ARG;
     }
-    if (::rename(tmp.c_str(), dir.c_str()) != 0) {
-      int e = errno;
-      ::close(fd);
-      remove_tree(tmp);
-      if ((e == EEXIST || e == ENOTEMPTY) && attempt < 1000) continue;
-      copy_out("cannot create " + dir + ": " + errno_text(e), err, errlen);
-      return HECTOR_STORE_ERR_IO;
+    *out = nullptr;
+    auto s = std::make_unique<hector_store>();
+    s->root = root;
+    int32_t code = HECTOR_OK;
+    std::string msg;
+    s->root_fd = open_root(s->root, true, &code, &msg);
+    if (s->root_fd < 0) {
+      copy_out(msg, err, errlen);
+      return code;
     }
-    s->dir = dir;
-    s->lock_fd = fd;
-    break;
-  }
-  if (direct) {
-    s->direct = probe_direct(s->dir, &s->direct_reason);
-  } else {
-    s->direct_reason = "O_DIRECT disabled by the caller";
-  }
-  parse_fault_env(s.get());
-  std::string how;
-  if (wanted == HECTOR_BACKEND_IO_URING && setup_rings(s.get(), threads, &how)) {
-    s->backend = kIoUring;
-    s->backend_reason = "io_uring (" + why + "): " + how;
-    for (RingState& rs : s->rings)
-      s->workers.emplace_back([p = s.get(), r = &rs] { p->ring_worker(r); });
-  } else {
-    s->backend = kThreads;
-    s->backend_reason =
-        wanted == HECTOR_BACKEND_IO_URING
-            ? "thread pool: io_uring (" + why + ") is unavailable: " + how
-            : "thread pool of " + std::to_string(threads) + " pread/pwrite workers (" + why + ")";
-    for (int i = 0; i < threads; ++i) s->workers.emplace_back([p = s.get()] { p->pool_worker(); });
-  }
-  *out = s.release();
-  return HECTOR_OK;
+    // From here on a failure removes what was made (shutdown) before returning.
+    auto fail = [&](int32_t status, const std::string& text) {
+      s->shutdown();
+      copy_out(text, err, errlen);
+      return status;
+    };
+    try {
+      clean_stale_at(s->root_fd);
+      s->chunk = chunk_bytes;
+      // Build the directory under a temporary name, lock it, then rename it into place, so a
+      // concurrent cleaner never sees an unlocked directory of a live process. All of it
+      // relative to the root's descriptor.
+      const long pid = static_cast<long>(::getpid());
+      for (int attempt = 0;; ++attempt) {
+        const int64_t n = g_store_counter.fetch_add(1);
+        const std::string id = std::to_string(pid) + "-" + std::to_string(n);
+        const std::string tmp = kTmpPrefix + id, name = kPrefix + id;
+        if (::mkdirat(s->root_fd, tmp.c_str(), 0700) != 0) {
+          if (errno == EEXIST && attempt < 1000) continue;
+          return fail(HECTOR_STORE_ERR_IO,
+                      "cannot create " + s->root + "/" + tmp + ": " + errno_text(errno));
+        }
+        const int dfd = open_dir_at(s->root_fd, tmp.c_str());
+        if (dfd < 0) {
+          const int e = errno;
+          ::unlinkat(s->root_fd, tmp.c_str(), AT_REMOVEDIR);
+          return fail(HECTOR_STORE_ERR_IO,
+                      "cannot open " + s->root + "/" + tmp + ": " + errno_text(e));
+        }
+        ::fchmod(dfd, 0700);
+        const int fd =
+            ::openat(dfd, "lock", O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        const bool locked = fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+        const int e = errno;
+        const bool renamed =
+            locked && ::renameat(s->root_fd, tmp.c_str(), s->root_fd, name.c_str()) == 0;
+        if (!renamed) {
+          const int re = errno;
+          if (fd >= 0) ::close(fd);
+          empty_dir(dfd);
+          ::close(dfd);
+          ::unlinkat(s->root_fd, tmp.c_str(), AT_REMOVEDIR);
+          if (!locked)
+            return fail(HECTOR_STORE_ERR_IO,
+                        "cannot lock " + s->root + "/" + tmp + "/lock: " + errno_text(e));
+          if ((re == EEXIST || re == ENOTEMPTY || re == ENOTDIR) && attempt < 1000) continue;
+          return fail(HECTOR_STORE_ERR_IO,
+                      "cannot create " + s->root + "/" + name + ": " + errno_text(re));
+        }
+        s->dir_name = name;
+        s->dir = s->root + "/" + name;
+        s->dir_fd = dfd;
+        s->lock_fd = fd;
+        break;
+      }
+      if (direct) {
+        s->direct = probe_direct(s->dir_fd, &s->direct_reason);
+      } else {
+        s->direct_reason = "O_DIRECT disabled by the caller";
+      }
+      parse_fault_env(s.get());
+      std::string how;
+      if (wanted == HECTOR_BACKEND_IO_URING && setup_rings(s.get(), threads, &how)) {
+        s->backend = kIoUring;
+        s->backend_reason = "io_uring (" + why + "): " + how;
+        for (RingState& rs : s->rings)
+          s->workers.emplace_back([p = s.get(), r = &rs] { p->ring_worker(r); });
+      } else {
+        s->backend = kThreads;
+        s->backend_reason =
+            wanted == HECTOR_BACKEND_IO_URING
+                ? "thread pool: io_uring (" + why + ") is unavailable: " + how
+                : "thread pool of " + std::to_string(threads) + " pread/pwrite workers (" +
+                      why + ")";
+        for (int i = 0; i < threads; ++i)
+          s->workers.emplace_back([p = s.get()] { p->pool_worker(); });
+      }
+    } catch (const std::bad_alloc&) {
+      return fail(HECTOR_STORE_ERR_NOMEM, "cannot open an offload store: out of memory");
+    } catch (const std::exception& e) {  // std::system_error: a thread could not be started
+      return fail(HECTOR_STORE_ERR_IO, std::string("cannot open an offload store: ") + e.what());
+    }
+    *out = s.release();
+    return HECTOR_OK;
+  });
 }
 
 int32_t hector_store_close(hector_store* s) {
   if (s == nullptr) return HECTOR_STORE_ERR_ARG;
-  {
-    std::unique_lock<std::mutex> lock(s->mu);
-    s->done_cv.wait(lock, [&] { return s->inflight[0] == 0 && s->inflight[1] == 0; });
-    s->stop = true;
-  }
-  s->work_cv.notify_all();
-  for (auto& t : s->workers) t.join();
-  free_rings(s);
-  remove_tree(s->dir);
-  if (s->lock_fd >= 0) ::close(s->lock_fd);
-  delete s;
-  return HECTOR_OK;
+  return guarded([&]() -> int32_t {
+    {
+      std::unique_lock<std::mutex> lock(s->mu);
+      s->done_cv.wait(lock, [&] { return s->inflight[0] == 0 && s->inflight[1] == 0; });
+    }
+    s->shutdown();
+    delete s;
+    return HECTOR_OK;
+  });
 }
 
 int32_t hector_store_path(hector_store* s, char* buf, int64_t buflen) {
@@ -1105,31 +1366,35 @@ int32_t hector_store_direct(hector_store* s, char* buf, int64_t buflen) {
   return s->direct ? 1 : 0;
 }
 
-// With s->mu held: queue an object's chunk jobs for the I/O threads, or finish it at once when
-// its file could not be opened (the error names the file and the cause) or it is empty.
-static void enqueue_chunks(hector_store* s, Object* o, int64_t chunks, int open_errno,
+// With s->mu held: queue an object's chunk jobs (work, spliced in: nothing allocates) for the
+// I/O threads, or finish it at once when its file could not be opened (the error names the file
+// and the cause) or it is empty.
+static void enqueue_chunks(hector_store* s, Object* o, std::list<Chunk>& work, int open_errno,
                            bool write) {
-  if (open_errno != 0 || chunks == 0) {
+  if (open_errno != 0 || work.empty()) {
     if (open_errno != 0) {
       o->status = HECTOR_STORE_ERR_IO;
       o->err = open_errno;
-      o->message = std::string(write ? "write of " : "read of ") + o->path + " failed: " +
-                   (write ? "cannot create the file: " : "cannot open the file: ") +
-                   errno_text(open_errno);
+      try {
+        o->message = std::string(write ? "write of " : "read of ") + o->path + " failed: " +
+                     (write ? "cannot create the file: " : "cannot open the file: ") +
+                     errno_text(open_errno);
+      } catch (...) {  // no memory for the text: the errno says it
+      }
     }
     const int fd = s->finish(o);  // a zero-byte object or a failed open: rare
     if (fd >= 0) ::close(fd);
     return;
   }
-  o->pending = chunks;
+  o->pending = static_cast<int64_t>(work.size());
   if (write) {
-    for (int64_t i = 0; i < chunks; ++i) s->queue.push_back({o, i, true});
+    s->queue.splice(s->queue.end(), work);
   } else {
     // A read is what a backward pass waits for: its chunks go ahead of queued writes (after
     // the reads already queued), so a prefetch is not stuck behind a whole forward's offloads.
     auto at = s->queue.begin();
     while (at != s->queue.end() && !at->write) ++at;
-    for (int64_t i = 0; i < chunks; ++i) at = s->queue.insert(at, {o, i, false}) + 1;
+    s->queue.splice(at, work);
   }
   s->work_cv.notify_all();
 }
@@ -1137,152 +1402,183 @@ static void enqueue_chunks(hector_store* s, Object* o, int64_t chunks, int open_
 int32_t hector_store_write(hector_store* s, const void* src, int64_t nbytes, int64_t* key_out) {
   if (s == nullptr || key_out == nullptr || nbytes < 0 || (src == nullptr && nbytes > 0))
     return HECTOR_STORE_ERR_ARG;
-  const int64_t t0 = now_ns();
-  auto obj = std::make_unique<Object>();
-  Object* o = obj.get();
-  {
+  // The source must be memory of this process: an absurd size (1 << 60) is refused here
+  // instead of sizing the object's bookkeeping after it.
+  if (!mapped(src, nbytes)) return HECTOR_STORE_ERR_ARG;
+  return guarded([&]() -> int32_t {
+    const int64_t t0 = now_ns();
+    auto obj = std::make_unique<Object>();
+    Object* o = obj.get();
+    {
+      std::lock_guard<std::mutex> lock(s->mu);
+      o->key = s->next_key++;
+    }
+    o->name = "t" + std::to_string(o->key) + ".bin";
+    o->path = s->dir + "/" + o->name;
+    o->nbytes = nbytes;
+    // Under O_DIRECT the object starts at the file offset that puts its address in phase with
+    // the file, so its blocks go straight from its memory (no copy through a bounce buffer).
+    o->pad = s->direct && nbytes > 0
+                 ? static_cast<int64_t>(reinterpret_cast<uintptr_t>(src) % kAlign)
+                 : 0;
+    o->disk_bytes = s->direct ? round_up(o->pad + nbytes) : nbytes;
+    o->file_bytes = o->disk_bytes;
+    o->src = static_cast<const uint8_t*>(src);
+    o->state = kWriting;
+    const int64_t chunks = nbytes > 0 ? (o->pad + nbytes + s->chunk - 1) / s->chunk : 0;
+    o->crcs.assign(static_cast<size_t>(chunks), 0);
+    std::list<Chunk> work;
+    for (int64_t i = 0; i < chunks; ++i) work.push_back({o, i, true});
     std::lock_guard<std::mutex> lock(s->mu);
-    o->key = s->next_key++;
+    // What allocates comes first: a failure leaves the store as it was.
+    s->reserve_completions();
+    s->objects.emplace(o->key, std::move(obj));
     o->fault = s->take_fault(HECTOR_OP_WRITE);
-  }
-  o->path = s->dir + "/t" + std::to_string(o->key) + ".bin";
-  o->nbytes = nbytes;
-  // Under O_DIRECT the object starts at the file offset that puts its address in phase with
-  // the file, so its blocks go straight from its memory (no copy through a bounce buffer).
-  o->pad = s->direct && nbytes > 0 ? static_cast<int64_t>(reinterpret_cast<uintptr_t>(src) % kAlign)
-                                   : 0;
-  o->disk_bytes = s->direct ? round_up(o->pad + nbytes) : nbytes;
-  o->file_bytes = o->disk_bytes;
-  o->src = static_cast<const uint8_t*>(src);
-  o->state = kWriting;
-  const int64_t chunks = nbytes > 0 ? (o->pad + nbytes + s->chunk - 1) / s->chunk : 0;
-  o->crcs.assign(static_cast<size_t>(chunks), 0);
-  int open_errno = 0;
-  if (chunks == 0) {  // no I/O thread will see it: create the empty file here
-    o->fd = ::open(o->path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    open_errno = o->fd < 0 ? errno : 0;
-  }
-  std::lock_guard<std::mutex> lock(s->mu);
-  if (chunks > 0) o->spare = s->take_spare(o->disk_bytes, &o->file_bytes);
-  s->objects.emplace(o->key, std::move(obj));
-  *key_out = o->key;
-  s->begin_op(HECTOR_OP_WRITE);
-  enqueue_chunks(s, o, chunks, open_errno, true);
-  s->counters.submit_ns += now_ns() - t0;
-  return HECTOR_OK;
+    int open_errno = 0;
+    if (chunks > 0) {
+      o->spare = s->take_spare(o->disk_bytes, &o->file_bytes);
+    } else {  // no I/O thread will see it: create the empty file here (rare)
+      o->fd = ::openat(s->dir_fd, o->name.c_str(),
+                       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+      open_errno = o->fd < 0 ? errno : 0;
+    }
+    *key_out = o->key;
+    s->begin_op(HECTOR_OP_WRITE);
+    enqueue_chunks(s, o, work, open_errno, true);
+    s->counters.submit_ns += now_ns() - t0;
+    return HECTOR_OK;
+  });
 }
 
 int32_t hector_store_read(hector_store* s, int64_t key, void* dst, int64_t nbytes) {
-  if (s == nullptr || (dst == nullptr && nbytes > 0)) return HECTOR_STORE_ERR_ARG;
-  const int64_t t0 = now_ns();
-  std::unique_lock<std::mutex> lock(s->mu);
-  auto it = s->objects.find(key);
-  if (it == s->objects.end()) return HECTOR_STORE_ERR_ARG;
-  Object* o = it->second.get();
-  if (o->state == kWriting || o->state == kReading || o->remove_requested)
-    return HECTOR_STORE_ERR_ARG;
-  if (o->state != kStored) return HECTOR_STORE_ERR_STATE;
-  if (nbytes != o->nbytes) return HECTOR_STORE_ERR_ARG;
-  o->state = kReading;
-  o->status = HECTOR_OK;
-  o->err = 0;
-  o->message.clear();
-  o->dst = static_cast<uint8_t*>(dst);
-  o->fault = s->take_fault(HECTOR_OP_READ);
-  s->begin_op(HECTOR_OP_READ);
-  o->opened = false;  // no chunk of this object is in flight: nobody holds open_mu
-  const int64_t chunks = static_cast<int64_t>(o->crcs.size());
-  int open_errno = 0;
-  if (chunks == 0) {  // no I/O thread will see it: check the (empty) file here
-    lock.unlock();
-    const int fd = ::open(o->path.c_str(), O_RDONLY | O_CLOEXEC);
-    open_errno = fd < 0 ? errno : 0;
-    lock.lock();
-    o->fd = fd;
-  }
-  enqueue_chunks(s, o, chunks, open_errno, false);
-  s->counters.submit_ns += now_ns() - t0;
-  return HECTOR_OK;
+  if (s == nullptr || nbytes < 0 || (dst == nullptr && nbytes > 0)) return HECTOR_STORE_ERR_ARG;
+  if (!mapped(dst, nbytes)) return HECTOR_STORE_ERR_ARG;
+  return guarded([&]() -> int32_t {
+    const int64_t t0 = now_ns();
+    std::unique_lock<std::mutex> lock(s->mu);
+    auto it = s->objects.find(key);
+    if (it == s->objects.end()) return HECTOR_STORE_ERR_ARG;
+    Object* o = it->second.get();
+    if (o->state == kWriting || o->state == kReading || o->remove_requested)
+      return HECTOR_STORE_ERR_ARG;
+    if (o->state != kStored) return HECTOR_STORE_ERR_STATE;
+    if (nbytes != o->nbytes) return HECTOR_STORE_ERR_ARG;
+    const int64_t chunks = static_cast<int64_t>(o->crcs.size());
+    std::list<Chunk> work;  // what allocates comes first: a failure changes nothing
+    for (int64_t i = 0; i < chunks; ++i) work.push_back({o, i, false});
+    s->reserve_completions();
+    o->state = kReading;
+    o->status = HECTOR_OK;
+    o->err = 0;
+    o->message.clear();
+    o->dst = static_cast<uint8_t*>(dst);
+    o->fault = s->take_fault(HECTOR_OP_READ);
+    s->begin_op(HECTOR_OP_READ);
+    o->opened = false;  // no chunk of this object is in flight: nobody holds open_mu
+    int open_errno = 0;
+    if (chunks == 0) {  // no I/O thread will see it: check the (empty) file here
+      lock.unlock();
+      const int fd = ::openat(s->dir_fd, o->name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+      open_errno = fd < 0 ? errno : 0;
+      lock.lock();
+      o->fd = fd;
+    }
+    enqueue_chunks(s, o, work, open_errno, false);
+    s->counters.submit_ns += now_ns() - t0;
+    return HECTOR_OK;
+  });
 }
 
 int32_t hector_store_poll(hector_store* s, int64_t key) {
   if (s == nullptr) return HECTOR_STORE_ERR_ARG;
-  std::lock_guard<std::mutex> lock(s->mu);
-  auto it = s->objects.find(key);
-  if (it == s->objects.end()) return HECTOR_STORE_ERR_ARG;
-  Object* o = it->second.get();
-  if (o->state == kWriting || o->state == kReading) return HECTOR_STORE_PENDING;
-  return o->status;
-}
-
-int32_t hector_store_wait(hector_store* s, int64_t key) {
-  if (s == nullptr) return HECTOR_STORE_ERR_ARG;
-  std::unique_lock<std::mutex> lock(s->mu);
-  int64_t since = 0;
-  std::atomic<int64_t>* counter = nullptr;
-  for (;;) {
-    auto it = s->objects.find(key);
-    // A removed object's wait ends here too; the time is still counted.
-    Object* o = it == s->objects.end() ? nullptr : it->second.get();
-    if (o == nullptr || (o->state != kWriting && o->state != kReading)) {
-      if (counter != nullptr) *counter += now_ns() - since;
-      return o == nullptr ? HECTOR_STORE_ERR_ARG : o->status;
-    }
-    if (counter == nullptr) {
-      counter = o->state == kWriting ? &s->counters.write_wait_ns : &s->counters.read_wait_ns;
-      since = now_ns();
-    }
-    s->done_cv.wait(lock);
-  }
-}
-
-int32_t hector_store_error(hector_store* s, int64_t key, char* buf, int64_t buflen) {
-  if (s == nullptr) return 0;
-  std::lock_guard<std::mutex> lock(s->mu);
-  auto it = s->objects.find(key);
-  if (it == s->objects.end()) {
-    copy_out("unknown key " + std::to_string(key), buf, buflen);
-    return 0;
-  }
-  Object* o = it->second.get();
-  std::string msg = o->message;
-  if (msg.empty() && o->state == kFailed) msg = "object " + o->path + " has no stored data";
-  copy_out(msg, buf, buflen);
-  return o->err;
-}
-
-int64_t hector_store_completions(hector_store* s, int64_t* keys, int64_t max) {
-  if (s == nullptr || keys == nullptr || max <= 0) return 0;
-  std::lock_guard<std::mutex> lock(s->mu);
-  int64_t n = std::min<int64_t>(max, static_cast<int64_t>(s->completions.size()));
-  std::copy(s->completions.begin(), s->completions.begin() + n, keys);
-  s->completions.erase(s->completions.begin(), s->completions.begin() + n);
-  return n;
-}
-
-int32_t hector_store_remove(hector_store* s, int64_t key) {
-  if (s == nullptr) return HECTOR_STORE_ERR_ARG;
-  std::string path;
-  {
+  return guarded([&]() -> int32_t {
     std::lock_guard<std::mutex> lock(s->mu);
     auto it = s->objects.find(key);
     if (it == s->objects.end()) return HECTOR_STORE_ERR_ARG;
     Object* o = it->second.get();
-    if (o->state == kWriting || o->state == kReading) {
-      o->remove_requested = true;
-    } else {
-      path = s->erase(o);
+    if (o->state == kWriting || o->state == kReading) return HECTOR_STORE_PENDING;
+    return o->status;
+  });
+}
+
+int32_t hector_store_wait(hector_store* s, int64_t key) {
+  if (s == nullptr) return HECTOR_STORE_ERR_ARG;
+  return guarded([&]() -> int32_t {
+    std::unique_lock<std::mutex> lock(s->mu);
+    int64_t since = 0;
+    std::atomic<int64_t>* counter = nullptr;
+    for (;;) {
+      auto it = s->objects.find(key);
+      // A removed object's wait ends here too; the time is still counted.
+      Object* o = it == s->objects.end() ? nullptr : it->second.get();
+      if (o == nullptr || (o->state != kWriting && o->state != kReading)) {
+        if (counter != nullptr) *counter += now_ns() - since;
+        return o == nullptr ? HECTOR_STORE_ERR_ARG : o->status;
+      }
+      if (counter == nullptr) {
+        counter = o->state == kWriting ? &s->counters.write_wait_ns : &s->counters.read_wait_ns;
+        since = now_ns();
+      }
+      s->done_cv.wait(lock);
     }
-  }
-  if (!path.empty()) ::unlink(path.c_str());  // before returning: the file is gone after remove
-  return HECTOR_OK;
+  });
+}
+
+int32_t hector_store_error(hector_store* s, int64_t key, char* buf, int64_t buflen) {
+  if (s == nullptr) return 0;
+  return guarded_or<int32_t>(ENOMEM, [&]() -> int32_t {
+    std::lock_guard<std::mutex> lock(s->mu);
+    auto it = s->objects.find(key);
+    if (it == s->objects.end()) {
+      copy_out("unknown key " + std::to_string(key), buf, buflen);
+      return 0;
+    }
+    Object* o = it->second.get();
+    std::string msg = o->message;
+    if (msg.empty() && o->state == kFailed) msg = "object " + o->path + " has no stored data";
+    copy_out(msg, buf, buflen);
+    return o->err;
+  });
+}
+
+int64_t hector_store_completions(hector_store* s, int64_t* keys, int64_t max) {
+  if (s == nullptr || keys == nullptr || max <= 0) return 0;
+  return guarded_or<int64_t>(0, [&]() -> int64_t {
+    std::lock_guard<std::mutex> lock(s->mu);
+    int64_t n = std::min<int64_t>(max, static_cast<int64_t>(s->completions.size()));
+    std::copy(s->completions.begin(), s->completions.begin() + n, keys);
+    s->completions.erase(s->completions.begin(), s->completions.begin() + n);
+    return n;
+  });
+}
+
+int32_t hector_store_remove(hector_store* s, int64_t key) {
+  if (s == nullptr) return HECTOR_STORE_ERR_ARG;
+  return guarded([&]() -> int32_t {
+    std::string path;
+    {
+      std::lock_guard<std::mutex> lock(s->mu);
+      auto it = s->objects.find(key);
+      if (it == s->objects.end()) return HECTOR_STORE_ERR_ARG;
+      Object* o = it->second.get();
+      if (o->state == kWriting || o->state == kReading) {
+        o->remove_requested = true;
+      } else {
+        path = s->erase(o);
+      }
+    }
+    s->unlink_file(path);  // before returning: the file is gone after remove
+    return HECTOR_OK;
+  });
 }
 
 int32_t hector_store_keep_files(hector_store* s, int32_t enable) {
   if (s == nullptr) return HECTOR_STORE_ERR_ARG;
-  std::lock_guard<std::mutex> lock(s->mu);
-  s->keep_files = enable != 0;
-  return HECTOR_OK;
+  return guarded([&]() -> int32_t {
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->keep_files = enable != 0;
+    return HECTOR_OK;
+  });
 }
 
 int32_t hector_store_inject_fault(hector_store* s, int32_t op, int32_t kind, int64_t skip,
@@ -1290,53 +1586,59 @@ int32_t hector_store_inject_fault(hector_store* s, int32_t op, int32_t kind, int
   if (s == nullptr || (op != HECTOR_OP_WRITE && op != HECTOR_OP_READ) || kind < 0 ||
       kind > HECTOR_FAULT_SHORT || skip < 0)
     return HECTOR_STORE_ERR_ARG;
-  std::lock_guard<std::mutex> lock(s->mu);
-  s->faults[op].kind = count > 0 ? kind : HECTOR_FAULT_NONE;
-  s->faults[op].skip = skip;
-  s->faults[op].count = count;
-  return HECTOR_OK;
+  return guarded([&]() -> int32_t {
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->faults[op].kind = count > 0 ? kind : HECTOR_FAULT_NONE;
+    s->faults[op].skip = skip;
+    s->faults[op].count = count;
+    return HECTOR_OK;
+  });
 }
 
 int32_t hector_store_stats(hector_store* s, int64_t* out) {
   if (s == nullptr || out == nullptr) return HECTOR_STORE_ERR_ARG;
-  std::lock_guard<std::mutex> lock(s->mu);
-  const int64_t t = now_ns();
-  out[0] = s->bytes[0];
-  out[1] = s->bytes[1];
-  out[2] = s->busy_ns[0] + (s->inflight[0] ? t - s->busy_since[0] : 0);
-  out[3] = s->busy_ns[1] + (s->inflight[1] ? t - s->busy_since[1] : 0);
-  out[4] = s->objects_done[0];
-  out[5] = s->objects_done[1];
-  out[6] = s->stored_bytes;
-  out[7] = s->peak_stored;
-  return HECTOR_OK;
+  return guarded([&]() -> int32_t {
+    std::lock_guard<std::mutex> lock(s->mu);
+    const int64_t t = now_ns();
+    out[0] = s->bytes[0];
+    out[1] = s->bytes[1];
+    out[2] = s->busy_ns[0] + (s->inflight[0] ? t - s->busy_since[0] : 0);
+    out[3] = s->busy_ns[1] + (s->inflight[1] ? t - s->busy_since[1] : 0);
+    out[4] = s->objects_done[0];
+    out[5] = s->objects_done[1];
+    out[6] = s->stored_bytes;
+    out[7] = s->peak_stored;
+    return HECTOR_OK;
+  });
 }
 
 int64_t hector_store_stats2(hector_store* s, int64_t* out, int64_t n) {
   if (s == nullptr || out == nullptr || n < 0) return -1;
-  int64_t all[HECTOR_STAT_COUNT];
-  hector_store_stats(s, all);
-  const Counters& c = s->counters;
-  all[HECTOR_STAT_COPY_NS] = c.copy_ns;
-  all[HECTOR_STAT_COPY_BYTES] = c.copy_bytes;
-  all[HECTOR_STAT_CRC_NS] = c.crc_ns;
-  all[HECTOR_STAT_CRC_BYTES] = c.crc_bytes;
-  all[HECTOR_STAT_SUBMIT_NS] = c.submit_ns;
-  all[HECTOR_STAT_RING_SUBMIT_NS] = c.ring_submit_ns;
-  all[HECTOR_STAT_WRITE_WAIT_NS] = c.write_wait_ns;
-  all[HECTOR_STAT_READ_WAIT_NS] = c.read_wait_ns;
-  all[HECTOR_STAT_WRITE_IO_NS] = c.write_io_ns;
-  all[HECTOR_STAT_READ_IO_NS] = c.read_io_ns;
-  all[HECTOR_STAT_IO_REQUESTS] = c.io_requests;
-  all[HECTOR_STAT_COPIES_AVOIDED_BYTES] = c.copies_avoided;
-  all[HECTOR_STAT_REGISTERED_BYTES] = c.registered_bytes;
-  all[HECTOR_STAT_OPEN_NS] = c.open_ns;
-  all[HECTOR_STAT_FILES_REUSED] = c.files_reused;
-  all[HECTOR_STAT_BACKEND] = s->backend == kIoUring ? HECTOR_BACKEND_IO_URING
-                                                    : HECTOR_BACKEND_THREADS;
-  const int64_t m = std::min<int64_t>(n, HECTOR_STAT_COUNT);
-  std::copy(all, all + m, out);
-  return m;
+  return guarded_or<int64_t>(-1, [&]() -> int64_t {
+    int64_t all[HECTOR_STAT_COUNT];
+    hector_store_stats(s, all);
+    const Counters& c = s->counters;
+    all[HECTOR_STAT_COPY_NS] = c.copy_ns;
+    all[HECTOR_STAT_COPY_BYTES] = c.copy_bytes;
+    all[HECTOR_STAT_CRC_NS] = c.crc_ns;
+    all[HECTOR_STAT_CRC_BYTES] = c.crc_bytes;
+    all[HECTOR_STAT_SUBMIT_NS] = c.submit_ns;
+    all[HECTOR_STAT_RING_SUBMIT_NS] = c.ring_submit_ns;
+    all[HECTOR_STAT_WRITE_WAIT_NS] = c.write_wait_ns;
+    all[HECTOR_STAT_READ_WAIT_NS] = c.read_wait_ns;
+    all[HECTOR_STAT_WRITE_IO_NS] = c.write_io_ns;
+    all[HECTOR_STAT_READ_IO_NS] = c.read_io_ns;
+    all[HECTOR_STAT_IO_REQUESTS] = c.io_requests;
+    all[HECTOR_STAT_COPIES_AVOIDED_BYTES] = c.copies_avoided;
+    all[HECTOR_STAT_REGISTERED_BYTES] = c.registered_bytes;
+    all[HECTOR_STAT_OPEN_NS] = c.open_ns;
+    all[HECTOR_STAT_FILES_REUSED] = c.files_reused;
+    all[HECTOR_STAT_BACKEND] = s->backend == kIoUring ? HECTOR_BACKEND_IO_URING
+                                                      : HECTOR_BACKEND_THREADS;
+    const int64_t m = std::min<int64_t>(n, HECTOR_STAT_COUNT);
+    std::copy(all, all + m, out);
+    return m;
+  });
 }
 
 int32_t hector_store_backend(hector_store* s, char* buf, int64_t buflen) {
@@ -1347,9 +1649,11 @@ int32_t hector_store_backend(hector_store* s, char* buf, int64_t buflen) {
 
 int64_t hector_store_phase(hector_store* s, int64_t key) {
   if (s == nullptr) return -1;
-  std::lock_guard<std::mutex> lock(s->mu);
-  auto it = s->objects.find(key);
-  return it == s->objects.end() ? -1 : it->second->pad;
+  return guarded_or<int64_t>(-1, [&]() -> int64_t {
+    std::lock_guard<std::mutex> lock(s->mu);
+    auto it = s->objects.find(key);
+    return it == s->objects.end() ? -1 : it->second->pad;
+  });
 }
 
 }  // extern "C"

@@ -1,9 +1,15 @@
 /* Hector native runtime: asynchronous tensor store on files (activation offloading).
  *
  * A store owns one private directory (mode 0700) named hector-offload-<pid>-<n> under a root
- * directory; it is removed by hector_store_close. Opening a store first removes the
- * directories of dead processes under the same root (a directory is stale when its owner pid
- * is gone, or when the lock file inside it is not locked by anyone).
+ * directory; it is removed by hector_store_close. The root must be private to the user: it is
+ * created with mode 0700 when missing, and refused (HECTOR_STORE_ERR_UNSAFE) when it is a
+ * symbolic link, not a directory, owned by another user, or writable by group or others. The
+ * root is opened once (O_DIRECTORY | O_NOFOLLOW) and everything under it is reached relative
+ * to its descriptor, never through a symbolic link: spill files are opened with O_NOFOLLOW
+ * (and O_EXCL when created). Opening a store first removes the directories of dead processes
+ * under the same root (a directory is stale when its owner pid is gone, or when the lock file
+ * inside it is not locked by anyone); only real directories owned by the user are cleaned, and
+ * only their regular files and symbolic links (the links themselves) are removed.
  *
  * Each stored object (one tensor storage) is one file, moved in chunks by one of two backends:
  * io_uring (the default: one ring per 4 I/O threads asked for, each keeping that many chunk
@@ -41,6 +47,9 @@ extern "C" {
 #define HECTOR_STORE_ERR_CHECKSUM 103 /* data read back does not match its CRC32C */
 #define HECTOR_STORE_ERR_ARG 104      /* bad key, bad size, or an operation already in flight */
 #define HECTOR_STORE_ERR_STATE 105    /* the object has no stored data (never written / failed) */
+#define HECTOR_STORE_ERR_NOMEM 106    /* memory for the operation could not be allocated */
+#define HECTOR_STORE_ERR_UNSAFE 107   /* the root is a link, not a directory, another user's, or
+                                         writable by group or others (hector_store_open*) */
 
 /* Fault kinds for hector_store_inject_fault. */
 #define HECTOR_FAULT_NONE 0
@@ -104,10 +113,12 @@ typedef struct hector_store hector_store;
 /* Version of the store ABI; bumped on any incompatible change. */
 int32_t hector_store_abi_version(void);
 
-/* Opens a store under root (created with mode 0700 if missing). threads: number of I/O
- * workers (>= 1); chunk_bytes: request split size (multiple of 4096, >= 4096); direct: 1 use
- * O_DIRECT if the filesystem accepts it, 0 never. On failure returns HECTOR_STORE_ERR_IO or
- * HECTOR_STORE_ERR_ARG and writes a message into err (errlen bytes). The environment variable
+/* Opens a store under root (created with mode 0700 if missing; refused with
+ * HECTOR_STORE_ERR_UNSAFE unless it is a directory, not a link, owned by the user and not
+ * writable by group or others). threads: number of I/O workers (>= 1); chunk_bytes: request
+ * split size (multiple of 4096, 4096 .. 2^40); direct: 1 use O_DIRECT if the filesystem accepts
+ * it, 0 never. On failure returns HECTOR_STORE_ERR_IO, _ARG, _NOMEM or _UNSAFE and writes a
+ * message into err (errlen bytes). The environment variable
  * HECTOR_OFFLOAD_FAULT="op:kind[:skip[:count]]" (op write|read, kind enospc|eio|short) arms a
  * fault at open, like hector_store_inject_fault. */
 int32_t hector_store_open(const char* root, int32_t threads, int64_t chunk_bytes, int32_t direct,
@@ -132,7 +143,8 @@ int64_t hector_store_phase(hector_store* store, int64_t key);
 /* Waits for every operation, removes every file and the directory, frees the store. */
 int32_t hector_store_close(hector_store* store);
 
-/* Removes the directories of dead processes under root; returns how many were removed. */
+/* Removes the directories of dead processes under root; returns how many were removed, 0 when
+ * root does not exist, -1 when root is refused (as hector_store_open does) or unreadable. */
 int64_t hector_store_clean_stale(const char* root);
 
 /* Copies the store's directory path into buf (NUL-terminated). */
@@ -141,11 +153,15 @@ int32_t hector_store_path(hector_store* store, char* buf, int64_t buflen);
 /* 1 if O_DIRECT is in use, 0 if buffered; the reason for buffered I/O goes into buf. */
 int32_t hector_store_direct(hector_store* store, char* buf, int64_t buflen);
 
-/* Starts writing nbytes from src into a new object; its key goes to *key_out. */
+/* Starts writing nbytes from src into a new object; its key goes to *key_out.
+ * HECTOR_STORE_ERR_ARG when nbytes < 0 or [src, src + nbytes) is not mapped memory of the
+ * process (so an absurd size is refused, not allocated), HECTOR_STORE_ERR_NOMEM when the
+ * object's bookkeeping cannot be allocated. */
 int32_t hector_store_write(hector_store* store, const void* src, int64_t nbytes,
                            int64_t* key_out);
 
-/* Starts reading object key (all nbytes of it) into dst. */
+/* Starts reading object key (all nbytes of it) into dst. HECTOR_STORE_ERR_ARG for an unknown
+ * key, another size, an operation in flight or a destination that is not mapped memory. */
 int32_t hector_store_read(hector_store* store, int64_t key, void* dst, int64_t nbytes);
 
 /* HECTOR_STORE_PENDING while an operation on key is in flight, else its final status. */
