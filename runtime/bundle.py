@@ -6,12 +6,21 @@ compiled function (``fn(g, *tensors)``; differentiable when built for training).
 the plan of one host function:
 
 * sizes are expressions over the arguments' dimensions (:func:`evaluate`: integers,
-  ``["dim", arg, axis]`` and the binary operators of :data:`BINARY_OPS`), computed in Python's
-  unbounded integers, so no grid overflows silently; a grid beyond CUDA's limits is an error;
+  ``["dim", arg, axis]`` and the binary operators of :data:`BINARY_OPS`), computed exactly and
+  refused when a step leaves int64, so no grid overflows silently; a grid beyond CUDA's limits
+  or below zero is an error;
 * temporaries are ``torch.empty`` on the tensors' device (PyTorch's caching allocator: no
   ``cudaMalloc``/``cudaFree`` per call); memsets and copies are ``fill_``/``copy_``; kernels run
   on PyTorch's current stream, so the call is ordered like any PyTorch op and never synchronizes;
 * a launch whose grid has no block (an empty graph, an edge type without edges) is skipped;
+* nothing runs before everything is checked: :meth:`Bundle.load` reads the files (bounded
+  sizes, no links) and :mod:`hector.runtime.bundle_plan` turns ``plan.json`` into validated
+  objects (:func:`parse_plan`: strict JSON; :func:`validate_plan`: types, ranges, indices,
+  names, kernels and their parameter counts, the training pair's agreement), every error a
+  :class:`BundleError` naming the JSON path (those names are re-exported here); each call then
+  evaluates every size of the plan for its arguments before the first buffer is allocated or
+  kernel launched (a training step checks its backward before its forward runs). The executor
+  reads only the validated objects;
 * kernels are launched through :class:`hector.runtime.launch.Launcher` (PTX loaded once per
   architecture, handles resolved once per bundle, parameters packed as ``convert-gpu-to-nvvm``
   expands memrefs).
@@ -27,115 +36,118 @@ from __future__ import annotations
 
 import array
 import ctypes
-import json
+import math
 import os
+import stat
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, TypeAlias
+from typing import Any
 
 import torch
 
+from .bundle_plan import (
+    BINARY_OPS,
+    BLOCK_LIMITS,
+    GRID_LIMITS,
+    INT64_MAX,
+    INT64_MIN,
+    ITEMSIZE,
+    KINDS,
+    MAX_INT_DIGITS,
+    MAX_JSON_DEPTH,
+    MAX_RANK,
+    MAX_SHARED_BYTES,
+    MAX_THREADS_PER_BLOCK,
+    PLAN_FILE,
+    PLAN_VERSION,
+    PTX_FILE,
+    Abi,
+    Alloc,
+    BinOp,
+    BufferRef,
+    BundleError,
+    Copy,
+    Dim,
+    Expr,
+    F32Arg,
+    Free,
+    FunctionAbi,
+    FunctionPlan,
+    IndexArg,
+    KernelArg,
+    Launch,
+    Memset,
+    Plan,
+    Size,
+    Step,
+    TempSpec,
+    TensorSpec,
+    evaluate,
+    parse_plan,
+    show,
+    size_value,
+    validate_plan,
+)
 from .launch import (
     Driver,
     Launcher,
     LaunchError,
     MemRef,
     pack_params,
-    param_count,
     ptx_param_counts,
 )
 from .training import TrainingAbi, TrainingStep, rows_of
 
 __all__ = [
     "BINARY_OPS",
+    "GRID_LIMITS",
+    "INT64_MIN",
+    "KINDS",
+    "MAX_INT_DIGITS",
+    "MAX_JSON_DEPTH",
+    "MAX_PLAN_BYTES",
+    "MAX_PTX_BYTES",
+    "MAX_RANK",
     "PLAN_FILE",
     "PLAN_VERSION",
     "PTX_FILE",
+    "Abi",
+    "Alloc",
+    "BinOp",
+    "BufferRef",
     "Bundle",
     "BundleError",
     "BundleFunction",
     "BundleRunner",
+    "Copy",
+    "Dim",
     "Expr",
+    "F32Arg",
+    "Free",
+    "FunctionAbi",
+    "FunctionPlan",
+    "IndexArg",
+    "KernelArg",
+    "Launch",
+    "Memset",
+    "Plan",
+    "Step",
+    "TempSpec",
+    "TensorSpec",
     "evaluate",
     "load",
+    "parse_plan",
+    "show",
+    "validate_plan",
 ]
-
-PLAN_FILE = "plan.json"
-PTX_FILE = "kernels.ptx"
-PLAN_VERSION = 1
-
-#: A size: an integer, ``["dim", arg, axis]`` or ``[op, a, b]`` with ``op`` in BINARY_OPS.
-Expr: TypeAlias = int | list[Any]
-
-
-def _divu(a: int, b: int) -> int:
-    if b == 0:
-        raise BundleError("a size expression divides by zero")
-    return a // b
-
-
-def _remu(a: int, b: int) -> int:
-    if b == 0:
-        raise BundleError("a size expression divides by zero")
-    return a % b
-
-
-def _ceildivu(a: int, b: int) -> int:
-    return -(-a // b) if b else _divu(a, b)
-
-
-#: The binary operators of size expressions (unsigned index arithmetic, unbounded here).
-BINARY_OPS: dict[str, Callable[[int, int], int]] = {
-    "add": lambda a, b: a + b,
-    "sub": lambda a, b: a - b,
-    "mul": lambda a, b: a * b,
-    "divu": _divu,
-    "remu": _remu,
-    "ceildivu": _ceildivu,
-    "max": max,
-    "min": min,
-}
-
-# CUDA's grid and block limits (compute capability ≥ 3.0).
-GRID_LIMITS = (2**31 - 1, 65535, 65535)
-MAX_THREADS_PER_BLOCK = 1024
 
 _TORCH_DTYPES = {"f32": torch.float32, "i32": torch.int32, "i64": torch.int64}
 
-
-class BundleError(ValueError):
-    """A bundle is malformed, of another version, or cannot run these arguments."""
-
-
-def evaluate(expr: Expr, shapes: Sequence[Sequence[int]]) -> int:
-    """The value of a size expression for arguments of ``shapes`` (one shape per argument)."""
-    if isinstance(expr, bool):
-        raise BundleError(f"malformed size expression {expr!r}")
-    if isinstance(expr, int):
-        return expr
-    if not isinstance(expr, list) or not expr:
-        raise BundleError(f"malformed size expression {expr!r}")
-    op = expr[0]
-    if op == "dim" and len(expr) == 3:
-        _, arg, axis = expr
-        try:
-            return int(shapes[arg][axis])
-        except (IndexError, TypeError):
-            raise BundleError(f"size expression {expr!r} names no argument dimension") from None
-    if op in BINARY_OPS and len(expr) == 3:
-        return BINARY_OPS[op](evaluate(expr[1], shapes), evaluate(expr[2], shapes))
-    raise BundleError(f"malformed size expression {expr!r}")
-
-
-def show(expr: Expr) -> str:
-    """A size expression as text, e.g. ``((arg0[0] * 8) + 255) divu 256``."""
-    if isinstance(expr, int):
-        return str(expr)
-    if expr[0] == "dim":
-        return f"arg{expr[1]}[{expr[2]}]"
-    return f"({show(expr[1])} {expr[0]} {show(expr[2])})"
+#: Largest ``plan.json`` and ``kernels.ptx`` the loader reads, in bytes.
+MAX_PLAN_BYTES = 16 * 2**20
+MAX_PTX_BYTES = 256 * 2**20
 
 
 # ---------------------------------------------------------------------------------------------
@@ -143,83 +155,81 @@ def show(expr: Expr) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class FunctionPlan:
-    """The plan of one host function: arguments (graph arrays, inputs, outputs), temporaries,
-    steps."""
-
-    name: str
-    args: list[dict[str, Any]]
-    outputs: int
-    temps: list[dict[str, Any]]
-    steps: list[dict[str, Any]]
-
-    def kernels(self) -> list[str]:
-        """The kernels this function launches, in order."""
-        return [s["kernel"] for s in self.steps if s["op"] == "launch"]
+def _read_file(directory: int, path: str, name: str, limit: int) -> bytes:
+    """The bytes of regular file ``name`` in the open directory (no symbolic link, no device
+    or FIFO, at most ``limit`` bytes)."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(name, flags, dir_fd=directory)
+    except FileNotFoundError:
+        raise BundleError(
+            f"'{path}' is not a bundle: it needs {PLAN_FILE} and {PTX_FILE}"
+        ) from None
+    except OSError as err:
+        if os.path.islink(os.path.join(path, name)):
+            raise BundleError(
+                f"'{path}': {name} is a symbolic link; a bundle's files must be its own"
+            ) from None
+        raise BundleError(f"cannot read the bundle '{path}': {err}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise BundleError(f"'{path}': {name} is not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise BundleError(f"'{path}': {name} is larger than {limit} bytes")
+    return data
 
 
 @dataclass(frozen=True)
 class Bundle:
-    """A loaded bundle: the PTX, the plans by function name and the calling convention."""
+    """A loaded bundle: the PTX, the validated plans by function name and the calling
+    convention."""
 
     path: str
     ptx: str
     chip: str
     training: bool
-    abi: dict[str, Any]
+    abi: Abi
     functions: dict[str, FunctionPlan]
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Bundle:
-        """Read and check the bundle in directory ``path``."""
+        """Read and validate the bundle in directory ``path``: all of it, before anything can
+        run (see docs/bundles.md, "What the loader checks")."""
         path = os.fspath(path)
-        plan_path, ptx_path = os.path.join(path, PLAN_FILE), os.path.join(path, PTX_FILE)
-        if not os.path.isfile(plan_path) or not os.path.isfile(ptx_path):
-            raise BundleError(f"'{path}' is not a bundle: it needs {PLAN_FILE} and {PTX_FILE}")
         try:
-            with open(plan_path, encoding="utf-8") as f:
-                plan = json.load(f)
-            with open(ptx_path, encoding="utf-8") as f:
-                ptx = f.read()
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise BundleError(f"cannot read the bundle '{path}': {err}") from None
-        if not isinstance(plan, dict) or plan.get("version") != PLAN_VERSION:
-            version = plan.get("version") if isinstance(plan, dict) else None
+            directory = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        except OSError:
             raise BundleError(
-                f"'{plan_path}' is plan version {version!r}; this executor reads version "
-                f"{PLAN_VERSION} (rebuild the bundle with this Hector)"
-            )
+                f"'{path}' is not a bundle: it needs {PLAN_FILE} and {PTX_FILE}"
+            ) from None
         try:
-            functions = {
-                name: FunctionPlan(name, f["args"], int(f["outputs"]), f["temps"], f["steps"])
-                for name, f in plan["functions"].items()
-            }
-            bundle = cls(path, ptx, plan["chip"], bool(plan["training"]), plan["abi"], functions)
-        except (KeyError, TypeError, AttributeError) as err:
-            raise BundleError(f"'{plan_path}' is malformed: missing {err}") from None
-        bundle._check_kernels()
-        return bundle
+            plan_bytes = _read_file(directory, path, PLAN_FILE, MAX_PLAN_BYTES)
+            ptx_bytes = _read_file(directory, path, PTX_FILE, MAX_PTX_BYTES)
+        finally:
+            os.close(directory)
+        try:
+            ptx = ptx_bytes.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise BundleError(f"'{path}': {PTX_FILE} is not UTF-8 (byte {err.start})") from None
+        try:
+            plan = validate_plan(parse_plan(plan_bytes), ptx_param_counts(ptx))
+        except BundleError as err:
+            raise BundleError(f"cannot read the bundle '{path}': {err}") from None
+        return cls(path, ptx, plan.chip, plan.training, plan.abi, plan.functions)
 
     @cached_property
     def param_counts(self) -> dict[str, int]:
         """Each kernel's parameter count, read from the PTX."""
         return ptx_param_counts(self.ptx)
 
-    def _check_kernels(self) -> None:
-        counts = self.param_counts
-        for fn in self.functions.values():
-            for step in fn.steps:
-                if step.get("op") == "launch" and step.get("kernel") not in counts:
-                    raise BundleError(
-                        f"the plan of {fn.name} launches {step.get('kernel')!r}, which "
-                        f"{PTX_FILE} does not hold"
-                    )
-
     @property
     def name(self) -> str:
         """The compiled function's name (its forward's plan)."""
-        return str(self.abi["name"])
+        return self.abi.name
 
 
 # ---------------------------------------------------------------------------------------------
@@ -284,15 +294,133 @@ def _memref(t: torch.Tensor) -> MemRef:
 
 
 def _check_grid(kernel: str, grid: tuple[int, ...], block: tuple[int, ...]) -> None:
+    """Grid and block sizes as evaluated: a negative grid is an error (0 blocks: skipped)."""
     for axis, (g, limit) in enumerate(zip(grid, GRID_LIMITS, strict=True)):
+        if g < 0:
+            raise BundleError(f"kernel {kernel} has a negative grid {grid}")
         if g > limit:
             raise BundleError(
                 f"kernel {kernel} needs {g} blocks along {'xyz'[axis]}, over CUDA's limit of "
                 f"{limit}: the graph is too large for this schedule"
             )
     threads = block[0] * block[1] * block[2]
-    if min(block) <= 0 or threads > MAX_THREADS_PER_BLOCK:
+    over = any(b > limit for b, limit in zip(block, BLOCK_LIMITS, strict=True))
+    if min(block) <= 0 or over or threads > MAX_THREADS_PER_BLOCK:
         raise BundleError(f"kernel {kernel} has an invalid block {block}")
+
+
+@dataclass(frozen=True)
+class _Buf:
+    """A buffer of a step, its view's dimensions evaluated."""
+
+    temp: bool
+    index: int
+    view: tuple[int, ...] | None
+
+
+@dataclass(frozen=True)
+class _Ready:
+    """A step with every size evaluated for one call's arguments (nothing left to check)."""
+
+    op: str
+    temp: int = -1
+    dims: tuple[int, ...] = ()
+    dtype: str = ""
+    dst: _Buf | None = None
+    src: _Buf | None = None
+    value: int | float = 0
+    kernel: str = ""
+    grid: tuple[int, int, int] = (0, 0, 0)
+    block: tuple[int, int, int] = (0, 0, 0)
+    shared: int = 0
+    args: tuple[_Buf | int | float, ...] = ()
+
+
+def _resolve(plan: FunctionPlan, shapes: Sequence[tuple[int, ...]]) -> list[_Ready]:
+    """Every step of ``plan`` with its sizes evaluated for arguments of ``shapes``, checked
+    all at once *before* anything is allocated or launched: sizes and views non-negative and
+    within int64, views of as many elements as their buffer, copies between equal shapes,
+    grids non-negative and within CUDA's limits, blocks and shared memory within theirs."""
+    temps: dict[int, tuple[int, ...]] = {}
+    prefix = f"{PLAN_FILE}: functions.{plan.name}.steps"
+    temps_at = f"{PLAN_FILE}: functions.{plan.name}.temps"
+
+    def sizes(exprs: Sequence[Size], where: str) -> tuple[int, ...]:
+        dims = tuple(size_value(e, shapes) for e in exprs)
+        if any(d < 0 for d in dims):
+            raise BundleError(f"{where}: a negative size {list(dims)} for these arguments")
+        return dims
+
+    def buf(ref: BufferRef, where: str) -> tuple[_Buf, tuple[int, ...]]:
+        base = temps[ref.index] if ref.temp else tuple(shapes[ref.index])
+        if ref.view is None:
+            return _Buf(ref.temp, ref.index, None), base
+        dims = sizes(ref.view, f"{where}.shape")
+        if math.prod(dims) != math.prod(base):
+            raise BundleError(f"{where}.shape: a view {list(dims)} of a buffer {list(base)}")
+        return _Buf(ref.temp, ref.index, dims), dims
+
+    ready: list[_Ready] = []
+    for i, step in enumerate(plan.steps):
+        at = f"{prefix}[{i}]"
+        try:
+            if isinstance(step, Alloc):
+                dims = sizes(plan.temps[step.temp].shape, f"{temps_at}[{step.temp}]")
+                nbytes = math.prod(dims) * ITEMSIZE[plan.temps[step.temp].dtype]
+                if nbytes > INT64_MAX:
+                    raise BundleError(f"{at}: temps[{step.temp}] {list(dims)} is too large")
+                temps[step.temp] = dims
+                ready.append(_Ready("alloc", step.temp, dims, plan.temps[step.temp].dtype))
+            elif isinstance(step, Free):
+                ready.append(_Ready("free", temp=step.temp))
+            elif isinstance(step, Memset):
+                ready.append(_Ready("memset", dst=buf(step.dst, f"{at}.dst")[0], value=step.value))
+            elif isinstance(step, Copy):
+                (dst, dshape), (src, sshape) = (
+                    buf(step.dst, f"{at}.dst"),
+                    buf(step.src, f"{at}.src"),
+                )
+                if dshape != sshape:
+                    raise BundleError(f"{at}: copies {list(sshape)} into {list(dshape)}")
+                ready.append(_Ready("copy", dst=dst, src=src))
+            else:
+                ready.append(_ready_launch(step, at, shapes, buf))
+        except BundleError as err:
+            if str(err).startswith(PLAN_FILE):
+                raise
+            raise BundleError(f"{at}: {err}") from None
+    return ready
+
+
+def _ready_launch(
+    step: Launch,
+    at: str,
+    shapes: Sequence[tuple[int, ...]],
+    buf: Callable[[BufferRef, str], tuple[_Buf, tuple[int, ...]]],
+) -> _Ready:
+    gx, gy, gz = (size_value(e, shapes) for e in step.grid)
+    bx, by, bz = (size_value(e, shapes) for e in step.block)
+    _check_grid(step.kernel, (gx, gy, gz), (bx, by, bz))
+    shared = size_value(step.shared, shapes)
+    if not 0 <= shared <= MAX_SHARED_BYTES:
+        raise BundleError(f"{at}.shared: {shared} bytes of shared memory")
+    args: list[_Buf | int | float] = []
+    for k, a in enumerate(step.args):
+        if isinstance(a, IndexArg):
+            args.append(size_value(a.value, shapes))
+        elif isinstance(a, F32Arg):
+            args.append(a.value)
+        else:
+            args.append(buf(a, f"{at}.args[{k}]")[0])
+    skip = min(gx, gy, gz) == 0  # nothing to do: an empty graph or edge type
+    return _Ready(
+        "skip" if skip else "launch",
+        kernel=step.kernel,
+        grid=(gx, gy, gz),
+        block=(bx, by, bz),
+        shared=shared,
+        args=tuple(args),
+    )
 
 
 @dataclass
@@ -310,13 +438,13 @@ class BundleRunner:
     def training_abi(self) -> TrainingAbi:
         """The ABI of the bundle's ``<f>_train`` / ``<f>_backward`` pair."""
         name = self.bundle.name
-        functions = self.bundle.abi["functions"]
+        functions = self.bundle.abi.functions
         forward = functions[name]
         return TrainingAbi(
             name,
-            forward["result_kinds"],
-            forward["result_shapes"],
-            functions[f"{name}_backward"]["grad_of"],
+            forward.result_kinds,
+            forward.result_shapes,
+            functions[f"{name}_backward"].grad_of,
         )
 
     def _launcher(self, device: torch.device) -> Launcher:
@@ -335,27 +463,47 @@ class BundleRunner:
             launcher = _LAUNCHERS[index] = Launcher(CudaDriver(index))
         return launcher
 
-    def _function(self, launcher: Launcher, kernel: str, args: Sequence[MemRef]) -> Any:
-        """The kernel's handle (loaded once), its parameter count checked once."""
+    def _functions(self, launcher: Launcher, plan: FunctionPlan) -> dict[str, Any]:
+        """The handles of every kernel ``plan`` launches (loaded once), before it runs."""
         arch = self._archs.get(id(launcher))
         if arch is None:  # one driver query per launcher, not per launch
             arch = self._archs[id(launcher)] = launcher.driver.arch()
-        key = (arch, kernel)
-        handle = self._handles.get(key)
-        if handle is None:
-            if _arch_number(arch) < _arch_number(self.bundle.chip):
-                raise BundleError(
-                    f"the bundle was built for {self.bundle.chip}, the device is {arch}: "
-                    f"rebuild it with chip='{arch}'"
-                )
-            handle = launcher.function(self.bundle.ptx, kernel)
-            want = self.bundle.param_counts[kernel]
-            if want != param_count(args):
-                raise BundleError(
-                    f"kernel {kernel} takes {want} parameters; the plan passes {param_count(args)}"
-                )
-            self._handles[key] = handle
-        return handle
+        if _arch_number(arch) < _arch_number(self.bundle.chip):
+            raise BundleError(
+                f"the bundle was built for {self.bundle.chip}, the device is {arch}: "
+                f"rebuild it with chip='{arch}'"
+            )
+        handles = {}
+        for kernel in plan.kernels():
+            key = (arch, kernel)
+            handle = self._handles.get(key)
+            if handle is None:
+                handle = self._handles[key] = launcher.function(self.bundle.ptx, kernel)
+            handles[kernel] = handle
+        return handles
+
+    def check_backward(self, g: Any, tensors: Sequence[torch.Tensor]) -> None:
+        """Evaluate every size of ``<f>_backward`` for a training step on ``g`` and ``tensors``
+        (its arguments' shapes follow from theirs), so that a backward that could not run
+        is refused before the forward runs."""
+        abi, name = self.bundle.abi, self.bundle.name
+        train = self.bundle.functions[f"{name}_train"]
+        backward = self.bundle.functions[f"{name}_backward"]
+        arrays = graph_arrays(g, _device(tensors))  # cached: the forward reuses them
+        given = [tuple(a.shape) for a in arrays] + [tuple(t.shape) for t in tensors]
+        if len(given) != len(train.args) - train.outputs:
+            return  # the forward refuses these tensors itself
+        results = train.args[len(given) :]
+        outs = [
+            tuple(_out_dim(d, train.name, g, abi, i) for d in spec.shape)
+            for i, spec in enumerate(results)
+        ]
+        n = len(abi.functions[name].result_kinds)
+        grads = [
+            tuple(_out_dim(d, backward.name, g, abi, i) for d in spec.shape)
+            for i, spec in enumerate(backward.args[len(backward.args) - backward.outputs :])
+        ]
+        _resolve(backward, [*given, *outs[n:], *outs[:n], *grads])
 
     def _record(self, event: Event) -> None:
         if self.events is not None:
@@ -363,7 +511,9 @@ class BundleRunner:
 
     def call(self, fname: str, g: Any, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """Run function ``fname`` on graph ``g`` and ``tensors`` (inputs, as the compiled
-        function takes them after the graph); return its outputs."""
+        function takes them after the graph); return its outputs. Everything is checked (the
+        arguments, every size the plan computes from them, the kernels' handles) before the
+        first buffer is allocated."""
         plan = self.bundle.functions.get(fname)
         if plan is None:
             raise BundleError(
@@ -371,84 +521,66 @@ class BundleRunner:
                 + ("" if self.bundle.training else "; build it with training=True")
             )
         device = _device(tensors)
-        self._launcher(device)  # no driver for these tensors: say so before anything runs
+        launcher = self._launcher(device)  # no driver for these tensors: say so first
         arrays = graph_arrays(g, device)
         ins = [t.detach().to(device, torch.float32).contiguous() for t in tensors]
         expected = len(plan.args) - plan.outputs - len(arrays)
         if len(ins) != expected:
             raise BundleError(f"{fname} takes {expected} tensors after the graph, got {len(ins)}")
-        shapes = [tuple(t.shape) for t in (*arrays, *ins)]
-        outs: list[torch.Tensor] = []
-        for spec in plan.args[len(shapes) :]:
-            dims = [_out_dim(d, fname, g, self.bundle.abi, len(outs)) for d in spec["shape"]]
-            outs.append(torch.empty(dims, dtype=_TORCH_DTYPES[spec["dtype"]], device=device))
-        values = [*arrays, *ins, *outs]
-        _check_args(fname, plan, values)
-        self._run(plan, values, device)
+        given = [*arrays, *ins]
+        _check_args(fname, plan, given)
+        out_specs = plan.args[len(given) :]
+        out_shapes = [
+            tuple(_out_dim(d, fname, g, self.bundle.abi, i) for d in spec.shape)
+            for i, spec in enumerate(out_specs)
+        ]
+        ready = _resolve(plan, [*(tuple(t.shape) for t in given), *out_shapes])
+        handles = self._functions(launcher, plan)
+        outs = [
+            torch.empty(dims, dtype=_TORCH_DTYPES[spec.dtype], device=device)
+            for dims, spec in zip(out_shapes, out_specs, strict=True)
+        ]
+        self._run(ready, [*given, *outs], device, launcher, handles)
         return outs
 
-    def _run(self, plan: FunctionPlan, values: list[torch.Tensor], device: torch.device) -> None:
-        shapes = [tuple(t.shape) for t in values]
+    def _run(
+        self,
+        ready: list[_Ready],
+        values: list[torch.Tensor],
+        device: torch.device,
+        launcher: Launcher,
+        handles: dict[str, Any],
+    ) -> None:
         temps: dict[int, torch.Tensor] = {}
 
-        def buffer(ref: dict[str, Any]) -> torch.Tensor:
-            t = temps[ref["temp"]] if "temp" in ref else values[ref["arg"]]
-            if "shape" in ref:  # a view with merged dimensions (memref.collapse_shape)
-                return t.view([evaluate(d, shapes) for d in ref["shape"]])
-            return t
+        def buffer(b: _Buf | None) -> torch.Tensor:
+            assert b is not None
+            t = temps[b.index] if b.temp else values[b.index]
+            return t if b.view is None else t.view(b.view)  # a merged view (collapse_shape)
 
         stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
-        for step in plan.steps:
-            op = step["op"]
+        for step in ready:
+            op = step.op
             if op == "alloc":
-                spec = plan.temps[step["temp"]]
-                dims = [evaluate(d, shapes) for d in spec["shape"]]
-                temps[step["temp"]] = torch.empty(
-                    dims, dtype=_TORCH_DTYPES[spec["dtype"]], device=device
-                )
+                dtype = _TORCH_DTYPES[step.dtype]
+                temps[step.temp] = torch.empty(step.dims, dtype=dtype, device=device)
             elif op == "free":
-                del temps[step["temp"]]  # back to the caching allocator, stream-ordered
+                del temps[step.temp]  # back to the caching allocator, stream-ordered
             elif op == "memset":
-                buffer(step["dst"]).fill_(step["value"])
+                buffer(step.dst).fill_(step.value)
             elif op == "copy":
-                buffer(step["dst"]).copy_(buffer(step["src"]))
+                buffer(step.dst).copy_(buffer(step.src))
             elif op == "launch":
-                self._launch(step, shapes, buffer, device, stream)
+                args = [a if isinstance(a, int | float) else _memref(buffer(a)) for a in step.args]
+                params, keep = _pack(args)
+                launcher.driver.launch(
+                    handles[step.kernel], step.grid, step.block, params, step.shared, stream
+                )
+                del keep
+            if op in ("launch", "skip"):
+                self._record(Event(op, step.kernel, step.grid, step.block))
             else:
-                raise BundleError(f"plan step {op!r} is not part of plan version {PLAN_VERSION}")
-            if op != "launch":
                 self._record(Event(op))
-
-    def _launch(
-        self,
-        step: dict[str, Any],
-        shapes: list[tuple[int, ...]],
-        buffer: Callable[[dict[str, Any]], torch.Tensor],
-        device: torch.device,
-        stream: int,
-    ) -> None:
-        kernel = step["kernel"]
-        gx, gy, gz = (evaluate(e, shapes) for e in step["grid"])
-        bx, by, bz = (evaluate(e, shapes) for e in step["block"])
-        if min(gx, gy, gz) <= 0:  # nothing to do: an empty graph or edge type
-            self._record(Event("skip", kernel, (gx, gy, gz), (bx, by, bz)))
-            return
-        _check_grid(kernel, (gx, gy, gz), (bx, by, bz))
-        args: list[Any] = []
-        for ref in step["args"]:
-            if "index" in ref:
-                args.append(evaluate(ref["index"], shapes))
-            elif "f32" in ref:
-                args.append(float(ref["f32"]))
-            else:
-                args.append(_memref(buffer(ref)))
-        launcher = self._launcher(device)
-        handle = self._function(launcher, kernel, args)
-        params, keep = _pack(args)
-        shared = evaluate(step.get("shared", 0), shapes)
-        launcher.driver.launch(handle, (gx, gy, gz), (bx, by, bz), params, shared, stream)
-        del keep
-        self._record(Event("launch", kernel, (gx, gy, gz), (bx, by, bz)))
 
 
 _LAUNCHERS: dict[int, Launcher] = {}
@@ -469,25 +601,24 @@ def _device(tensors: Sequence[torch.Tensor]) -> torch.device:
     return devices.pop() if devices else torch.device("cpu")
 
 
-def _out_dim(d: int | None, fname: str, g: Any, abi: dict[str, Any], i: int) -> int:
+def _out_dim(d: int | None, fname: str, g: Any, abi: Abi, i: int) -> int:
     if d is not None:
-        return int(d)
-    kind = abi["functions"][fname]["result_kinds"][i]
-    return rows_of(kind, g)
+        return d
+    return rows_of(abi.functions[fname].result_kinds[i], g)  # validated: the kind is there
 
 
 def _check_args(fname: str, plan: FunctionPlan, values: Sequence[torch.Tensor]) -> None:
     """Every tensor has the rank, static dimensions and dtype the plan was built for."""
-    for i, (spec, t) in enumerate(zip(plan.args, values, strict=True)):
-        want = spec["shape"]
+    for i, (spec, t) in enumerate(zip(plan.args, values, strict=False)):
+        want = spec.shape
         have = list(t.shape)
         ok = len(want) == len(have) and all(
             w is None or w == h for w, h in zip(want, have, strict=False)
         )
-        if not ok or t.dtype != _TORCH_DTYPES[spec["dtype"]]:
+        if not ok or t.dtype != _TORCH_DTYPES[spec.dtype]:
             shown = "x".join("?" if w is None else str(w) for w in want)
             raise BundleError(
-                f"{fname}: argument #{i} must be {spec['dtype']}[{shown}], got "
+                f"{fname}: argument #{i} must be {spec.dtype}[{shown}], got "
                 f"{str(t.dtype).removeprefix('torch.')}{have} (the bundle was built for other "
                 "widths; rebuild it)"
             )
@@ -498,19 +629,22 @@ def _check_args(fname: str, plan: FunctionPlan, values: Sequence[torch.Tensor]) 
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_graph(abi: dict[str, Any], g: Any, tensors: Sequence[torch.Tensor]) -> None:
+def _check_graph(abi: Abi, g: Any, tensors: Sequence[torch.Tensor]) -> None:
     """Rows of node-/edge-wise arguments and slices of typed weights against the graph."""
-    for i, (kind, t) in enumerate(zip(abi.get("arg_kinds", []), tensors, strict=False)):
-        if kind in ("node", "edge") and t.shape[0] != rows_of(kind, g):
+    for i, (kind, t) in enumerate(zip(abi.arg_kinds or (), tensors, strict=False)):
+        if kind in ("node", "edge") and (t.dim() == 0 or t.shape[0] != rows_of(kind, g)):
             raise BundleError(
-                f"argument #{i} is {kind}-wise: expected {rows_of(kind, g)} rows, got {t.shape[0]}"
+                f"argument #{i} is {kind}-wise: expected {rows_of(kind, g)} rows, got "
+                f"{t.shape[0] if t.dim() else 'a scalar'}"
             )
-    for pos, slice_ in abi.get("weight_slices", {}).items():
+    for pos, slice_ in abi.weight_slices.items():
         want = g.num_etypes if slice_ == "etype" else g.num_ntypes
-        if tensors[int(pos)].shape[0] != want:
+        if pos >= len(tensors):
+            raise BundleError(f"argument #{pos} is sliced by {slice_}, but {len(tensors)} given")
+        have = tensors[pos].shape[0] if tensors[pos].dim() else None
+        if have != want:
             raise BundleError(
-                f"argument #{pos} is sliced by {slice_}: expected {want} slices, got "
-                f"{tensors[int(pos)].shape[0]}"
+                f"argument #{pos} is sliced by {slice_}: expected {want} slices, got {have}"
             )
 
 
@@ -539,6 +673,13 @@ class BundleFunction:
         _check_graph(self.bundle.abi, g, tensors)
         train = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
         if train and self.bundle.training:
+            grad_of = self.bundle.abi.functions[f"{self.bundle.name}_backward"].grad_of
+            if any(pos >= len(tensors) for pos in grad_of):
+                raise BundleError(
+                    f"the bundle's gradients are of {max(grad_of) + 1} or more tensors, "
+                    f"{len(tensors)} given"
+                )
+            self.runner.check_backward(g, tensors)
             outs = TrainingStep.apply(self.runner, g, *tensors)
         else:
             if train:

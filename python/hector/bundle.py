@@ -16,7 +16,9 @@ driver through ``cuda-bindings``); loading imports neither MLIR nor torch-mlir.
 
 The plan is derived by walking each host function's ops (:func:`plan_function`); an op the
 expression language cannot say is refused with :class:`BundleError` naming it and its location,
-so a bundle never silently differs from the compiled path. See docs/bundles.md.
+so a bundle never silently differs from the compiled path. :func:`write` validates the plan as
+the loader does (:func:`hector.runtime.bundle.validate_plan`) before writing it. See
+docs/bundles.md.
 """
 
 from __future__ import annotations
@@ -29,16 +31,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .runtime.bundle import (
+from .runtime.bundle import BundleFunction
+from .runtime.bundle import load as _load_bundle
+from .runtime.bundle_plan import (
     BINARY_OPS,
     PLAN_FILE,
     PLAN_VERSION,
     PTX_FILE,
     BundleError,
-    BundleFunction,
     Expr,
+    parse_plan,
+    validate_plan,
 )
-from .runtime.bundle import load as _load_bundle
+from .runtime.launch import ptx_param_counts
 
 if TYPE_CHECKING:
     import torch
@@ -338,15 +343,26 @@ def _abi(traced: Traced | None, staged: StagedModule) -> dict[str, Any]:
     return out
 
 
+def _check_written(plan: dict[str, Any], ptx: str) -> None:
+    """Refuse to write a plan the loader would refuse (a bug of the plan's derivation)."""
+    try:
+        text = json.dumps(plan).encode("utf-8")
+        validate_plan(parse_plan(text), ptx_param_counts(ptx))
+    except (BundleError, TypeError, ValueError) as err:
+        raise BundleError(f"the plan built is not a valid version-1 plan: {err}") from None
+
+
 def write(out: str | os.PathLike[str], plan: dict[str, Any], ptx: str) -> str:
     """Write ``plan.json`` and ``kernels.ptx`` into directory ``out`` atomically (a temporary
-    directory beside it renamed into place): a failed write leaves no partial bundle."""
+    directory beside it renamed into place): a failed write leaves no partial bundle. The plan
+    is validated as :func:`load` validates it first, so a bundle written always loads."""
     target = os.path.abspath(os.fspath(out))
     parent = os.path.dirname(target)
     os.makedirs(parent, exist_ok=True)
     if os.path.exists(target) and not os.path.isfile(os.path.join(target, PLAN_FILE)):
         if os.listdir(target):
             raise BundleError(f"'{target}' exists and is not a bundle; refusing to overwrite it")
+    _check_written(plan, ptx)
     tmp = tempfile.mkdtemp(prefix=".bundle-", dir=parent)
     umask = os.umask(0)
     os.umask(umask)

@@ -71,6 +71,56 @@ def hgt_outputs(conv: Any, out: torch.Tensor, x_dict: dict[str, torch.Tensor]) -
 
 
 # ---------------------------------------------------------------------------------------------
+# The manifest
+# ---------------------------------------------------------------------------------------------
+
+#: The models a case may name.
+MODELS = ("rgcn", "rgat", "hgt")
+
+
+def bundle_path(root: str, name: Any) -> str:
+    """The directory of bundle ``name`` under ``root``: a relative path without ``..`` that
+    stays inside ``root`` once symbolic links are resolved; anything else is a ``ValueError``."""
+    if not isinstance(name, str) or not name or "\0" in name:
+        raise ValueError(f"bundle {name!r} is not a directory name")
+    parts = name.replace("\\", "/").split("/")
+    if os.path.isabs(name) or ".." in parts:
+        raise ValueError(f"bundle {name!r} must be a path inside {root} (no '..', not absolute)")
+    path = os.path.join(root, name)
+    inside = os.path.realpath(root)
+    if os.path.commonpath([inside, os.path.realpath(path)]) != inside:
+        raise ValueError(f"bundle {name!r} leads out of {root} through a symbolic link")
+    return path
+
+
+def check_cases(manifest: Any, root: str) -> list[dict[str, Any]]:
+    """The cases of a parsed ``check.json``, each checked (known model, a dataset name, numbers
+    of the right types and ranges, a bundle inside ``root``); a ``ValueError`` names the first
+    that is not."""
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("cases"), list):
+        raise ValueError("the manifest must be an object with a list of 'cases'")
+    cases = manifest["cases"]
+    for i, case in enumerate(cases):
+        where = f"cases[{i}]"
+        if not isinstance(case, dict):
+            raise ValueError(f"{where} must be an object")
+        if case.get("model") not in MODELS:
+            raise ValueError(f"{where}.model must be one of {', '.join(MODELS)}")
+        if not isinstance(case.get("dataset"), str) or not case["dataset"].isidentifier():
+            raise ValueError(f"{where}.dataset must be a dataset name")
+        scale = case.get("scale")
+        if isinstance(scale, bool) or not isinstance(scale, int | float) or not 0 < scale <= 1e3:
+            raise ValueError(f"{where}.scale must be a positive number")
+        for key, hi in (("seed", 2**63 - 1), ("in_dim", 2**20), ("hidden", 2**20), ("heads", 256)):
+            v = case.get(key)
+            low = 0 if key == "seed" else 1
+            if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= hi:
+                raise ValueError(f"{where}.{key} must be an int from {low} to {hi}")
+        bundle_path(root, case.get("bundle"))
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
 # One case
 # ---------------------------------------------------------------------------------------------
 
@@ -194,7 +244,7 @@ def check_case(
 
     ``driver`` stands in for the CUDA driver (with CPU tensors), to test this without a GPU."""
     record: dict[str, Any] = {k: case[k] for k in ("model", "dataset", "bundle")}
-    fn = rb.load(os.path.join(root, case["bundle"]), driver)
+    fn = rb.load(bundle_path(root, case["bundle"]), driver)
     fn.events = []
     g, ref_conv, x, pyg_forward = _setup(case, device)
     conv = copy.deepcopy(ref_conv)
@@ -251,8 +301,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     manifest_path = os.path.join(args.bundles, CHECK_FILE)
     try:
         with open(manifest_path, encoding="utf-8") as f:
-            cases = json.load(f)["cases"]
-    except (OSError, ValueError, KeyError) as err:
+            cases = check_cases(json.load(f), args.bundles)
+    except (OSError, ValueError, RecursionError) as err:
         print(f"error: cannot read {manifest_path}: {err}", file=sys.stderr)
         return 2
     cases = [c for c in cases if all(o in c["bundle"] for o in args.only)]

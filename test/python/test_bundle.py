@@ -390,18 +390,12 @@ def test_param_counts_of_plans_match_the_ptx(built: dict[str, dict[str, Any]]) -
         counts = ptx_param_counts(loaded.ptx)
         for fn in loaded.functions.values():
             for step in fn.steps:
-                if step["op"] != "launch":
+                if not isinstance(step, rb.Launch):
                     continue
-                ranks = [len(_ref_shape(fn, a)) for a in step["args"]]
+                ranks = [fn.rank(a) for a in step.args if isinstance(a, rb.BufferRef)]
                 memrefs = [rb.MemRef.from_pointer(1, [1] * r, [1] * r) for r in ranks]
-                assert param_count(memrefs) == counts[step["kernel"]], step["kernel"]
-
-
-def _ref_shape(fn: rb.FunctionPlan, ref: dict[str, Any]) -> list[Any]:
-    """A launch argument's shape: a view's own, else its temporary's or argument's."""
-    if "shape" in ref:
-        return ref["shape"]
-    return (fn.temps[ref["temp"]] if "temp" in ref else fn.args[ref["arg"]])["shape"]
+                scalars = [0] * (len(step.args) - len(ranks))
+                assert param_count([*memrefs, *scalars]) == counts[step.kernel], step.kernel
 
 
 # ---------------------------------------------------------------------------------------------
