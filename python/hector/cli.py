@@ -45,30 +45,32 @@ class CliError(Exception):
 
 def _parser() -> argparse.ArgumentParser:
     from . import __version__
+    from . import cli_args as _args
 
     p = argparse.ArgumentParser(prog="hector", description="Hector: relational GNN compiler.")
     p.add_argument("--version", action="version", version=f"hector {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("demo", help="compile RGCN, run it against PyG, print correctness/timing")
-    d.add_argument("--nodes", type=int, default=3000)
-    d.add_argument("--edges", type=int, default=30000)
-    d.add_argument("--etypes", type=int, default=8)
-    d.add_argument("--in-dim", type=int, default=32)
-    d.add_argument("--out-dim", type=int, default=32)
-    d.add_argument("--runs", type=int, default=10, help="timed runs per system (median)")
-    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--nodes", type=_args.IntRange(1, 100_000_000), default=3000)
+    d.add_argument("--edges", type=_args.IntRange(1, 1_000_000_000), default=30000)
+    d.add_argument("--etypes", type=_args.IntRange(1, 65_536), default=8)
+    d.add_argument("--in-dim", type=_args.WIDTH, default=32)
+    d.add_argument("--out-dim", type=_args.WIDTH, default=32)
+    d.add_argument("--runs", type=_args.RUNS, default=10, help="timed runs per system (median)")
+    d.add_argument("--seed", type=_args.SEED, default=0)
+    _args.add_bounds_to_help(d)
 
     c = sub.add_parser("compile", help="print a stage's IR (or PTX) for a hector_inter program")
     c.add_argument("input", nargs="?", help="hector_inter .mlir file ('-' for stdin)")
     c.add_argument("--model", choices=["rgcn"], help="compile a built-in layer instead of a file")
-    c.add_argument("--in-dim", type=int, default=16)
-    c.add_argument("--out-dim", type=int, default=16)
-    c.add_argument("--etypes", type=int, default=4)
+    c.add_argument("--in-dim", type=_args.POSITIVE_DIM, default=16)
+    c.add_argument("--out-dim", type=_args.POSITIVE_DIM, default=16)
+    c.add_argument("--etypes", type=_args.POSITIVE_DIM, default=4)
     c.add_argument("--emit", choices=list(STAGES), default="ptx", help="stage to print")
     c.add_argument(
         "--threads",
-        type=int,
+        type=_args.THREADS,
         default=1,
         help="CPU workers the schedule is chosen for (hector.compile uses "
         "torch.get_num_threads(); default 1)",
@@ -111,11 +113,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     c.add_argument(
         "--dst-ratio",
-        type=float,
+        type=_args.FloatRange(None, 1.0),
         default=-1.0,
         help="the graph's unique (destination, relation) pairs per edge, D/E, for the "
         "aggregation-order cost model (default: unknown, transform first)",
     )
+
+    _args.add_bounds_to_help(c)
 
     from . import bench
 
@@ -338,9 +342,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:  # noqa: BLE001 — a CLI never shows a traceback
         if os.environ.get("HECTOR_DEBUG"):
             raise
+        first = next((ln.strip() for ln in str(err).splitlines() if ln.strip()), "")
+        if len(first) > 300:
+            first = first[:297] + "..."
         print(
-            f"hector: internal error: {type(err).__name__}: {err}\n"
-            "(set HECTOR_DEBUG=1 for the traceback)",
+            f"hector: internal error: {type(err).__name__}"
+            + (f": {first}" if first else "")
+            + " (set HECTOR_DEBUG=1 for the traceback)",
             file=sys.stderr,
         )
         return 2

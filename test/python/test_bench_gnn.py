@@ -4,6 +4,7 @@ systems that fail (out of memory, crash, timeout) without costing the record."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -224,13 +225,8 @@ def test_suite_writes_cells_summary_and_plot(tmp_path, capsys) -> None:
     [
         (["--model", "rgcn", "--mode", "inference"], "--dataset required"),
         (["--model", "rgcn", "--mode", "inference", "--dataset", "cora"], "unknown dataset 'cora'"),
-        (TINY[:2] + ["--model", "rgat", "--mode", "training", "--runs", "0"], "--runs must be"),
-        (TINY[:2] + ["--model", "rgat", "--mode", "training", "--hidden", "-1"], "--hidden must"),
         (TINY[:2] + ["--model", "hgt", "--mode", "training", "--heads", "3"], "divisible"),
-        (TINY[:2] + ["--model", "rgcn", "--mode", "training", "--scale", "0"], "--scale must"),
         (["--model", "rgcn", "--mode", "training", "--dataset", "synthetic:cora"], "valid: synth"),
-        (TINY[:2] + ["--model", "rgcn", "--mode", "training", "--max-system-mem-gb", "0"], "> 0"),
-        (TINY[:2] + ["--model", "rgcn", "--mode", "training", "--system-timeout", "-1"], "> 0"),
         (
             [
                 "--model",
@@ -251,6 +247,25 @@ def test_bad_arguments_give_error_and_exit_1(argv: list[str], message: str, caps
     err = capsys.readouterr().err
     assert err.startswith("error: "), err
     assert message in err, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--runs", "0"], "argument --runs: must be from 1 to 100_000, got 0"),
+        (["--hidden", "-1"], "argument --hidden: must be from 1 to 65536, got -1"),
+        (["--scale", "0"], "argument --scale: must be a finite number 0 < x <= 100, got 0"),
+        (["--max-system-mem-gb", "0"], "argument --max-system-mem-gb: must be a finite number 0 <"),
+        (["--system-timeout", "-1"], "argument --system-timeout: must be a finite number 0 <"),
+    ],
+)
+def test_bad_numbers_are_refused_by_the_parser_with_exit_2(argv, message, capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["bench", "gnn", *TINY[:2], "--model", "rgcn", "--mode", "training", *argv])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"hector bench gnn: error: {message}" in err, err
     assert "Traceback" not in err
 
 
@@ -392,12 +407,22 @@ def test_hector_without_a_reference_is_measured_and_says_so(monkeypatch) -> None
 def test_peer_over_the_memory_cap_fails_with_out_of_memory(tmp_path) -> None:
     """For real, through the CLI: FastRGCNConv's per-edge weights (4222 x 128 x 128 floats,
     264 MiB per copy) exceed a 200 MiB cap in training; its worker fails cleanly, Hector is
-    measured."""
+    measured (its work maps about 70 MiB).
+
+    The cap counts address space. What does not belong to the work stays out of it: the
+    roofline's 2 x 64 MiB reference copy runs with the cap lifted and PyTorch's threads start
+    before it (both once counted, and Hector's worker then sat 2 MiB under the cap); LLVM's
+    thread pools, which compilation and MLIR's async runtime start after it (one 8 MiB stack
+    reservation per thread, as many threads as CPUs the process may use), are the same here on
+    every machine: the run is pinned to at most 2 CPUs."""
     out = tmp_path / "rec.json"
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    argv = ["bench", "gnn", "--model", "rgcn", "--mode", "training", "--dataset", DS]
+    argv += ["--scale", str(SCALE), "--hidden", "128", "--runs", "1", "--no-memory"]
+    argv += ["--max-system-mem-gb", "0.2", "--json", str(out)]
+    pinned = f"import os, sys; os.sched_setaffinity(0, {cpus}); from hector.cli import main; "
     r = subprocess.run(
-        [sys.executable, "-m", "hector.cli", "bench", "gnn", "--model", "rgcn"]
-        + ["--mode", "training", "--dataset", DS, "--scale", str(SCALE), "--hidden", "128"]
-        + ["--runs", "1", "--no-memory", "--max-system-mem-gb", "0.2", "--json", str(out)],
+        [sys.executable, "-c", pinned + f"sys.exit(main({argv!r}))"],
         capture_output=True,
         text=True,
         timeout=600,

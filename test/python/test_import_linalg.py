@@ -152,7 +152,9 @@ def test_bench_import_rejects_bad_arguments(capsys: pytest.CaptureFixture[str]) 
 
     p = argparse.ArgumentParser()
     bench.add_arguments(p)
-    assert bench.run(p.parse_args(["--model", "rgat", "--runs", "0"])) == 1
-    assert "error: --runs must be >= 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # refused by the parser (issue 39)
+        p.parse_args(["--model", "rgat", "--runs", "0"])
+    assert exc.value.code == 2
+    assert "argument --runs: must be from 1 to 100_000, got 0" in capsys.readouterr().err
     assert bench.run(p.parse_args(["--model", "hgt", "--dataset", "nope:x"])) == 1
     assert "error: cannot load dataset 'nope:x'" in capsys.readouterr().err

@@ -20,8 +20,6 @@ TINY = {"model": "gpt", "layers": 2, "hidden": 32, "heads": 2, "seq": 16, "batch
         (["--systems", "nope+thp"], "unknown system(s) nope+thp"),
         (["--systems", "keep-all+fwdtrim"], "unknown system(s) keep-all+fwdtrim"),
         (["--hidden", "10", "--heads", "4"], "--hidden must be divisible by --heads"),
-        (["--layers", "0"], "--layers must be >= 1"),
-        (["--raw-probes", "0"], "--raw-probes must be >= 1"),
     ],
 )
 def test_bad_arguments(capsys, argv, message):
@@ -29,6 +27,20 @@ def test_bad_arguments(capsys, argv, message):
     err = capsys.readouterr().err
     assert err.startswith("error: ")
     assert message in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--layers", "0"], "argument --layers: must be from 1 to 1024, got 0"),
+        (["--raw-probes", "0"], "argument --raw-probes: must be from 1 to 1000, got 0"),
+    ],
+)
+def test_bad_numbers_are_refused_by_the_parser(capsys, argv, message):
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "offload", *argv])
+    assert exc.value.code == 2
+    assert f"hector bench offload: error: {message}" in capsys.readouterr().err
 
 
 def test_cuda_without_a_device_is_a_clear_error(capsys, monkeypatch):

@@ -47,18 +47,23 @@ def test_bench_gather_record(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--widths", "0"], "error: --widths must be positive integers, got '0'"),
-        (["--widths", "x"], "error: --widths must be comma-separated integers, got 'x'"),
-        (["--runs", "0"], "error: --runs must be > 0, got 0"),
-        (["--rows", "-5"], "error: --rows must be > 0, got -5"),
+        (["--widths", "0"], "argument --widths: each value must be from 1 to 65536, got 0"),
+        (
+            ["--widths", "x"],
+            "argument --widths: each value must be an integer from 1 to 65536, got 'x'",
+        ),
+        (["--runs", "0"], "argument --runs: must be from 1 to 100_000, got 0"),
+        (["--rows", "-5"], "argument --rows: must be from 1 to 2_147_483_647, got -5"),
     ],
 )
 def test_bench_gather_bad_arguments(
     extra: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "g.json"
-    assert main(["bench", "gather", *extra, "--json", str(out)]) == 1
-    assert message in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "gather", *extra, "--json", str(out)])
+    assert exc.value.code == 2
+    assert f"hector bench gather: error: {message}" in capsys.readouterr().err
     assert not out.exists()
 
 

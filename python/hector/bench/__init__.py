@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from .. import cli_args as _args
+
 # name → (module, one-line help)
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "gnn": ("gnn", "RGCN/RGAT/HGT: Hector vs PyG layers, inference or training"),
@@ -41,6 +43,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
         except ImportError:  # a benchmark not built yet must not break the others
             continue
         mod.add_arguments(p)
+        _args.add_bounds_to_help(p)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ costs its own row and never the run, the record, or the other processes on the m
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import math
@@ -29,7 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ __all__ = [
     "PeakRSS",
     "Timing",
     "WorkerOutcome",
+    "address_space_cap_lifted",
     "available_memory_bytes",
     "best_peer_ratios",
     "bar_plot",
@@ -51,6 +53,7 @@ __all__ = [
     "prefer_oom_kill",
     "round_bootstrap",
     "run_worker",
+    "start_thread_pools",
     "time_calls",
     "write_json",
 ]
@@ -363,6 +366,45 @@ def limit_address_space(extra_bytes: int | None) -> int | None:
     return limit
 
 
+@contextlib.contextmanager
+def address_space_cap_lifted() -> Iterator[None]:
+    """Lift this process's address-space cap (:func:`limit_address_space`) for the ``with``
+    body, and set it again after: for the benchmark's own apparatus run inside a capped worker
+    (the roofline's reference copies and GEMMs, 128 MiB and more), which is not the measured
+    system's work and must not count against its budget. The soft limit goes up to the hard
+    one, which an unprivileged process may always do."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == hard:
+        yield
+        return
+    resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def start_thread_pools() -> int:
+    """Start PyTorch's intra-op worker threads now, with one parallel op over every thread, and
+    return how many threads the process has. Each thread's stack reserves ``RLIMIT_STACK``
+    (8 MiB by default) of address space, hardly any memory: started before
+    :func:`limit_address_space`, the stacks are part of the baseline the cap is set above, so
+    a worker's budget does not shrink with the machine's core count (or ``OMP_NUM_THREADS``)."""
+    import torch
+
+    n = torch.get_num_threads()
+    if n > 1:
+        x = torch.zeros(n * 65536)  # n grains of at::internal::GRAIN_SIZE (32768) or more
+        x.add_(1.0)
+        del x
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 0
+
+
 def prefer_oom_kill() -> None:
     """Make this process the out-of-memory killer's first choice (``oom_score_adj`` 1000), so
     a memory-hungry benchmark worker dies before any other process on the machine."""
@@ -542,14 +584,34 @@ def write_json(path: str | os.PathLike[str], record: Any) -> None:
         raise IsADirectoryError(
             errno.EISDIR, "the record's path is a folder (give a .json file name)", str(p)
         )
+    import tempfile
+
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(p.name + ".tmp")
+    # A fresh name (O_EXCL, random): a fixed "<name>.tmp" in a shared folder could be a link
+    # someone planted, and the record would be written through it.
+    fd, tmp_name = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    tmp = Path(tmp_name)
     try:
-        tmp.write_text(json.dumps(record, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(record, indent=2, sort_keys=False) + "\n")
+        os.chmod(tmp, 0o666 & ~_umask())
         tmp.replace(p)
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def _umask() -> int:
+    """This process's umask (``/proc/self/status``; 022 where it cannot be read, rather than
+    setting it and back, which races with other threads creating files)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
 
 
 def round_bootstrap(

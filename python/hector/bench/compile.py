@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .. import cli_args as _args
 from . import _common
 
 MODELS = ("rgcn", "rgat", "hgt")
@@ -60,12 +61,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=",".join(SYSTEMS),
         help="comma-separated subset of eager,inductor,hector",
     )
-    p.add_argument("--in-dim", type=int, default=16)
-    p.add_argument("--hidden", type=int, default=16, help="output features (per head: RGAT)")
-    p.add_argument("--heads", type=int, default=2)
-    p.add_argument("--runs", type=int, default=5)
-    p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--in-dim", type=_args.WIDTH, default=16)
+    p.add_argument(
+        "--hidden", type=_args.WIDTH, default=16, help="output features (per head: RGAT)"
+    )
+    p.add_argument("--heads", type=_args.HEADS, default=2)
+    p.add_argument("--runs", type=_args.RUNS, default=5)
+    p.add_argument("--warmup", type=_args.WARMUP, default=1)
+    p.add_argument("--seed", type=_args.SEED, default=0)
     p.add_argument(
         "--dynamic",
         action="store_true",

@@ -34,27 +34,36 @@ from typing import Any
 
 import numpy as np
 
-from . import _common
+from .. import cli_args as _args
+from . import _cache, _common
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of the feature gather benchmark."""
     p.add_argument("--dataset", default="synthetic:mag")
-    p.add_argument("--scale", type=float, default=1.0)
-    p.add_argument("--fanouts", default="10,10", help="fan-out per hop, every relation")
-    p.add_argument("--batch-size", type=int, default=1024)
-    p.add_argument("--feat", type=int, default=128, help="feature width of the file")
-    p.add_argument("--classes", type=int, default=349)
-    p.add_argument("--batches", type=int, default=5, help="batches gathered per way")
+    p.add_argument("--scale", type=_args.SCALE, default=1.0)
+    p.add_argument(
+        "--fanouts", type=_args.FANOUTS, default="10,10", help="fan-out per hop, every relation"
+    )
+    p.add_argument("--batch-size", type=_args.BATCH, default=1024)
+    p.add_argument("--feat", type=_args.WIDTH, default=128, help="feature width of the file")
+    p.add_argument("--classes", type=_args.CLASSES, default=349)
+    p.add_argument("--batches", type=_args.RUNS, default=5, help="batches gathered per way")
     p.add_argument(
         "--ways",
         default="pread,pread-fresh,mmap-release,mmap,numpy",
         help="comma-separated; pread@G: pread with max_gap_bytes=G",
     )
-    p.add_argument("--threads", type=int, default=0, help="0: torch.get_num_threads()")
+    p.add_argument(
+        "--threads", type=_args.THREADS_OR_AUTO, default=0, help="0: torch.get_num_threads()"
+    )
     p.add_argument("--cold", action="store_true", help="also one gather per way, cache evicted")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--cache-dir", default=None, help="default: hector bench minibatch's")
+    p.add_argument("--seed", type=_args.SEED, default=0)
+    p.add_argument(
+        "--cache-dir",
+        default=None,
+        help="a directory private to you (as hector bench minibatch's; default: its default)",
+    )
     p.add_argument("--json", default=None)
     p.add_argument("--note", default="")
 
@@ -120,14 +129,17 @@ def measure_way(path: Any, way: str, batches: list[np.ndarray], threads: int, co
 
 def run(args: argparse.Namespace) -> int:
     """Sample the batches, measure every way, print a table, write the record."""
-    import tempfile
-
     import torch
 
     from ..loader import NeighborLoader
-    from .minibatch import cached_dataset, feature_store, seed_type
+    from .minibatch import cache_dir_of, cached_dataset, feature_store, seed_type
 
-    cache = args.cache_dir or os.path.join(tempfile.gettempdir(), "hector-minibatch-cache")
+    try:
+        cache = cache_dir_of(args.cache_dir)
+    except _cache.UnsafeDirectoryError as err:
+        where = "--cache-dir" if args.cache_dir is not None else "cache directory"
+        print(f"error: {where}: {err}", file=sys.stderr)
+        return 2
     threads = args.threads or torch.get_num_threads()
     ds = cached_dataset(args.dataset, args.scale, cache)
     path = feature_store(ds, cache, args.feat, args.classes, args.seed).path

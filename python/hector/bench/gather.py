@@ -27,6 +27,7 @@ import statistics
 import sys
 from typing import Any
 
+from .. import cli_args as _args
 from . import _common
 
 DEFAULT_WIDTHS = (64, 100, 128, 256, 500, 512)
@@ -39,19 +40,22 @@ class BenchError(Exception):
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``hector bench gather``."""
-    p.add_argument("--rows", type=int, default=None, help="table rows (default 1M on GPU, 200k)")
+    p.add_argument(
+        "--rows", type=_args.POSITIVE_DIM, default=None, help="table rows (default 1M on GPU, 200k)"
+    )
     p.add_argument(
         "--widths",
+        type=_args.WIDTHS,
         default=",".join(map(str, DEFAULT_WIDTHS)),
         help="comma-separated row widths in floats (default %(default)s)",
     )
-    p.add_argument("--batch", type=int, default=65536, help="rows gathered per call")
-    p.add_argument("--runs", type=int, default=10, help="timed calls per system")
-    p.add_argument("--warmup", type=int, default=2, help="untimed calls first")
+    p.add_argument("--batch", type=_args.POSITIVE_DIM, default=65536, help="rows gathered per call")
+    p.add_argument("--runs", type=_args.RUNS, default=10, help="timed calls per system")
+    p.add_argument("--warmup", type=_args.WARMUP, default=2, help="untimed calls first")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_args.SEED, default=0)
     p.add_argument("--json", metavar="PATH", help="write the JSON record here")
-    p.add_argument("--plot", metavar="PATH", help="save a plot (png/svg) here")
+    p.add_argument("--plot", type=_args.PLOT, metavar="PATH", help="save a plot (png/svg) here")
 
 
 def _widths(text: str) -> list[int]:

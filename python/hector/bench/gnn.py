@@ -44,6 +44,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import cli_args as _args
 from . import _common, roofline
 
 MODELS = ("rgcn", "rgat", "hgt")
@@ -107,20 +108,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(required unless --suite)",
     )
     p.add_argument("--mode", choices=MODES, help="inference or training (required unless --suite)")
-    p.add_argument("--hidden", type=int, default=64, help="output features per head (default 64)")
-    p.add_argument("--in-dim", type=int, default=None, help="input features (default: --hidden)")
-    p.add_argument("--heads", type=int, default=None, help="attention heads (rgat/hgt; default 1)")
-    p.add_argument("--runs", type=int, default=5, help="timed runs per system (median; default 5)")
+    p.add_argument(
+        "--hidden", type=_args.WIDTH, default=64, help="output features per head (default 64)"
+    )
+    p.add_argument(
+        "--in-dim", type=_args.WIDTH, default=None, help="input features (default: --hidden)"
+    )
+    p.add_argument(
+        "--heads", type=_args.HEADS, default=None, help="attention heads (rgat/hgt; default 1)"
+    )
+    p.add_argument(
+        "--runs", type=_args.RUNS, default=5, help="timed runs per system (median; default 5)"
+    )
     p.add_argument(
         "--scale",
-        type=float,
+        type=_args.SCALE,
         default=None,
         help="size factor for synthetic datasets (default 1; in --suite: bgs 0.1, others 1)",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of graph, weights and inputs")
+    p.add_argument("--seed", type=_args.SEED, default=0, help="seed of graph, weights and inputs")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--json", metavar="PATH", help="write the record (with --suite: a directory)")
-    p.add_argument("--plot", metavar="PATH", help="bar chart of time and memory per system")
+    p.add_argument(
+        "--plot", type=_args.PLOT, metavar="PATH", help="bar chart of time and memory per system"
+    )
     p.add_argument("--suite", action="store_true", help="run the model x dataset x mode grid")
     p.add_argument(
         "--ablation",
@@ -134,21 +145,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--max-peer-mem-gb",
-        type=float,
+        type=_args.GIB,
         default=4.0,
         help="skip a PyG layer whose estimated extra memory exceeds this (FastRGCNConv "
         "materializes one weight matrix per edge; default 4)",
     )
     p.add_argument(
         "--max-system-mem-gb",
-        type=float,
+        type=_args.GIB,
         default=None,
         help="address-space cap of each system's worker process; a system that needs more "
         "fails with 'out of memory' (default: 80%% of the memory available when it starts)",
     )
     p.add_argument(
         "--system-timeout",
-        type=float,
+        type=_args.SECONDS,
         default=3600.0,
         metavar="SECONDS",
         help="a system still running after this many seconds is killed and reported as "
@@ -1298,8 +1309,9 @@ def _find_system(setup: Setup, payload: dict[str, Any]) -> System:
 
 
 def _isolate(mem_limit_bytes: int | None) -> None:
-    """Worker set-up: heavy imports first (so the cap counts only the work), then the address
-    space cap, and the OOM killer's first choice should memory still run out."""
+    """Worker set-up: heavy imports and PyTorch's worker threads first (so the cap counts only
+    the work, not the libraries or the threads' stack reservations), then the address space
+    cap, and the OOM killer's first choice should memory still run out."""
     import torch  # noqa: F401
     import torch_geometric  # noqa: F401
 
@@ -1308,6 +1320,7 @@ def _isolate(mem_limit_bytes: int | None) -> None:
     from hector.lowering import cpu_jit
 
     cpu_jit.runtime_symbols()  # MLIR's async runtime and runner utilities
+    _common.start_thread_pools()  # their stacks in the baseline, whatever the core count
     _common.limit_address_space(mem_limit_bytes)
     _common.prefer_oom_kill()
 

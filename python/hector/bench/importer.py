@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from .. import cli_args as _args
 from . import _common
 
 MODELS = ("rgcn", "rgat", "hgt")
@@ -119,20 +120,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``hector bench import``."""
     p.add_argument("--model", choices=MODELS, required=True, help="plain-PyTorch layer")
     p.add_argument("--dataset", default="synthetic:aifb", help="hector.datasets name")
-    p.add_argument("--in-dim", type=int, default=16, help="input features (default 16)")
-    p.add_argument("--heads", type=int, default=2, help="attention heads (rgat/hgt; default 2)")
-    p.add_argument("--head-dim", type=int, default=8, help="features per head (default 8)")
-    p.add_argument("--runs", type=int, default=5, help="timed runs per system (median)")
-    p.add_argument("--warmup", type=int, default=1, help="untimed runs first (default 1)")
+    p.add_argument("--in-dim", type=_args.WIDTH, default=16, help="input features (default 16)")
+    p.add_argument(
+        "--heads", type=_args.HEADS, default=2, help="attention heads (rgat/hgt; default 2)"
+    )
+    p.add_argument("--head-dim", type=_args.WIDTH, default=8, help="features per head (default 8)")
+    p.add_argument("--runs", type=_args.RUNS, default=5, help="timed runs per system (median)")
+    p.add_argument("--warmup", type=_args.WARMUP, default=1, help="untimed runs first (default 1)")
     p.add_argument(
         "--fallback",
         choices=("linalg", "eager"),
         default="linalg",
         help="how the imported model runs what is not raised (default linalg)",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of weights and inputs")
+    p.add_argument("--seed", type=_args.SEED, default=0, help="seed of weights and inputs")
     p.add_argument("--json", metavar="PATH", help="write the JSON record here")
-    p.add_argument("--plot", metavar="PATH", help="bar chart of the medians (png/svg)")
+    p.add_argument(
+        "--plot", type=_args.PLOT, metavar="PATH", help="bar chart of the medians (png/svg)"
+    )
 
 
 class BenchError(Exception):

@@ -41,13 +41,15 @@ import socket
 import sys
 import tempfile
 import time
+import warnings
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from . import _common
+from .. import cli_args as _args
+from . import _cache, _common
 
 MODELS = ("rgcn", "rgat", "hgt")
 DEFAULT_DATASETS = ("synthetic:mag", "ogbn_mag_0.1")
@@ -58,26 +60,41 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Add the benchmark's options to its ``hector bench minibatch`` parser."""
     p.add_argument("--models", default="rgcn,rgat,hgt", help="comma-separated: rgcn,rgat,hgt")
     p.add_argument("--datasets", default=",".join(DEFAULT_DATASETS), help="comma-separated")
-    p.add_argument("--scale", type=float, default=1.0, help="scale of synthetic datasets")
-    p.add_argument("--fanouts", default="10,10", help="fan-out per hop, every relation")
-    p.add_argument("--batch-size", type=int, default=1024, help="seeds per batch (per rank)")
-    p.add_argument("--feat", type=int, default=128, help="input feature width")
-    p.add_argument("--hidden", type=int, default=64, help="hidden width")
-    p.add_argument("--classes", type=int, default=349, help="label classes")
-    p.add_argument("--heads", type=int, default=1, help="attention heads (RGAT, HGT)")
-    p.add_argument("--steps", type=int, default=4, help="measured training steps")
-    p.add_argument("--warmup", type=int, default=1, help="unmeasured steps (compilation)")
-    p.add_argument("--eval-batches", type=int, default=2, help="inference batches after training")
+    p.add_argument("--scale", type=_args.SCALE, default=1.0, help="scale of synthetic datasets")
+    p.add_argument(
+        "--fanouts", type=_args.FANOUTS, default="10,10", help="fan-out per hop, every relation"
+    )
+    p.add_argument(
+        "--batch-size", type=_args.BATCH, default=1024, help="seeds per batch (per rank)"
+    )
+    p.add_argument("--feat", type=_args.WIDTH, default=128, help="input feature width")
+    p.add_argument("--hidden", type=_args.WIDTH, default=64, help="hidden width")
+    p.add_argument("--classes", type=_args.CLASSES, default=349, help="label classes")
+    p.add_argument("--heads", type=_args.HEADS, default=1, help="attention heads (RGAT, HGT)")
+    p.add_argument("--steps", type=_args.RUNS, default=4, help="measured training steps")
+    p.add_argument("--warmup", type=_args.WARMUP, default=1, help="unmeasured steps (compilation)")
+    p.add_argument(
+        "--eval-batches", type=_args.WARMUP, default=2, help="inference batches after training"
+    )
     p.add_argument("--systems", default="hector,pyg", help="comma-separated: hector,pyg")
-    p.add_argument("--procs", default="1,2", help="process counts, e.g. 1,2")
-    p.add_argument("--pyg-procs", default=None, help="process counts for PyG (default: --procs)")
-    p.add_argument("--workers", type=int, default=1, help="loader worker threads")
-    p.add_argument("--prefetch", type=int, default=1, help="batches prepared ahead")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--procs", type=_args.PROCS, default="1,2", help="process counts, e.g. 1,2")
+    p.add_argument(
+        "--pyg-procs",
+        type=_args.PROCS,
+        default=None,
+        help="process counts for PyG (default: --procs)",
+    )
+    p.add_argument("--workers", type=_args.THREADS_OR_AUTO, default=1, help="loader worker threads")
+    p.add_argument(
+        "--prefetch", type=_args.THREADS_OR_AUTO, default=1, help="batches prepared ahead"
+    )
+    p.add_argument("--seed", type=_args.SEED, default=0)
     p.add_argument(
         "--cache-dir",
-        default=os.path.join(tempfile.gettempdir(), "hector-minibatch-cache"),
-        help="where generated graphs and feature files are kept",
+        default=None,
+        help="where generated graphs and feature files are kept: a directory private to you "
+        "(created with mode 0700; one that others can write, or a link, is refused; default "
+        "$HECTOR_CACHE_DIR/minibatch or ~/.cache/hector/minibatch)",
     )
     p.add_argument("--json", default=None, help="write the record to this file")
     p.add_argument("--note", default="", help="free text stored in the record")
@@ -92,71 +109,98 @@ def _slug(name: str, scale: float) -> str:
     return f"{name.replace(':', '_').replace('/', '_')}_s{scale:g}"
 
 
+def cache_dir_of(cache_dir: str | os.PathLike[str] | None) -> str:
+    """The cache directory to use: ``cache_dir`` checked as private to the current user
+    (created ``0700`` when missing), or the per-user default
+    (:func:`hector.bench._cache.cache_root`); raises ``UnsafeDirectoryError`` (an OSError)."""
+    return str(_cache.cache_root(cache_dir))
+
+
+_GRAPH_FILES = ["edge_index.npy", "edge_type.npy", "node_type.npy"]
+_GRAPH_META = {"num_nodes", "node_types", "edge_types", "info"}
+
+
 def cached_dataset(name: str, scale: float, cache_dir: str) -> Any:
-    """The dataset ``name`` (generated ones read back memory-mapped from ``cache_dir``)."""
+    """The dataset ``name`` (generated ones read back memory-mapped from the private
+    ``cache_dir``, checked against their manifest; regenerated when they do not match)."""
     from .. import datasets
 
     if not name.startswith("synthetic:"):
         return datasets.load(name)
-    folder = Path(cache_dir) / _slug(name, scale)
-    meta = folder / "meta.json"
-    if not meta.is_file():
+    folder = _cache.subdir(_cache.cache_root(cache_dir), _slug(name, scale))
+    found = _cache.load_group(folder, "graph", _GRAPH_FILES)
+    if found is not None and not _GRAPH_META <= found[1].keys():
+        warnings.warn(
+            f"cached graph in {folder} lacks {sorted(_GRAPH_META - found[1].keys())}; "
+            "regenerating it",
+            _cache.CacheIntegrityWarning,
+            stacklevel=2,
+        )
+        found = None
+    if found is None:
         ds = datasets.load(name, scale=scale)
-        folder.mkdir(parents=True, exist_ok=True)
-        np.save(folder / "edge_index.npy", ds.edge_index.numpy())
-        np.save(folder / "edge_type.npy", ds.edge_type.numpy())
-        np.save(folder / "node_type.npy", ds.node_type.numpy())
         info = {k: v for k, v in ds.info.items() if isinstance(v, int | float | str | bool)}
-        meta.write_text(
-            json.dumps(
-                {
-                    "num_nodes": ds.num_nodes,
-                    "node_types": ds.node_types,
-                    "edge_types": ds.edge_types,
-                    "info": info,
-                }
-            )
+        meta = {
+            "num_nodes": ds.num_nodes,
+            "node_types": ds.node_types,
+            "edge_types": ds.edge_types,
+            "info": info,
+        }
+        arrays = {
+            "edge_index.npy": ds.edge_index.numpy(),
+            "edge_type.npy": ds.edge_type.numpy(),
+            "node_type.npy": ds.node_type.numpy(),
+        }
+        _cache.write_group(
+            folder, "graph", {k: _cache.array_producer(v) for k, v in arrays.items()}, meta
         )
         return ds
     import torch
 
-    m = json.loads(meta.read_text())
-
-    def mapped(f: str) -> Any:
-        return torch.from_numpy(np.load(folder / f, mmap_mode="r"))
-
-    import warnings
-
+    arrays, m = found
     with warnings.catch_warnings():  # read-only maps: nothing writes to them
         warnings.simplefilter("ignore", UserWarning)
         return datasets.Dataset(
             name=name,
             num_nodes=m["num_nodes"],
-            node_type=mapped("node_type.npy"),
+            node_type=torch.from_numpy(arrays["node_type.npy"]),
             node_types=m["node_types"],
-            edge_index=mapped("edge_index.npy"),
-            edge_type=mapped("edge_type.npy"),
+            edge_index=torch.from_numpy(arrays["edge_index.npy"]),
+            edge_type=torch.from_numpy(arrays["edge_type.npy"]),
             edge_types=[tuple(e) for e in m["edge_types"]],
             info={**m["info"], "cached_in": str(folder)},
         )
 
 
+def _feature_chunks(num_rows: int, dim: int, seed: int, chunk_rows: int = 1 << 16) -> Any:
+    """Standard normal float32 rows, chunk by chunk, as ``hector.loader.write_random_features``
+    draws them (same seed, same values)."""
+    rng = np.random.default_rng(seed)
+    for start in range(0, num_rows, chunk_rows):
+        stop = min(num_rows, start + chunk_rows)
+        yield rng.standard_normal((stop - start, dim), dtype=np.float32)
+
+
 def feature_store(ds: Any, cache_dir: str, dim: int, classes: int, seed: int) -> Any:
-    """A :class:`hector.loader.FeatureStore` of random features and labels for ``ds``."""
-    from ..loader import FeatureStore, write_random_features
+    """A :class:`hector.loader.FeatureStore` of random features and labels for ``ds``, kept in
+    the private ``cache_dir`` (checked against their manifests before use; regenerated when they
+    do not match)."""
+    from ..loader import FeatureStore
 
     scale = ds.info.get("scale", 1.0)
-    folder = Path(cache_dir) / _slug(ds.name, float(scale))
-    folder.mkdir(parents=True, exist_ok=True)
-    feats = folder / f"features_f{dim}_seed{seed}.npy"
-    labels = folder / f"labels_c{classes}_seed{seed}.npy"
-    if not feats.is_file():
-        write_random_features(feats.with_suffix(".tmp.npy"), ds.num_nodes, dim, seed=seed)
-        feats.with_suffix(".tmp.npy").replace(feats)
-    if not labels.is_file():
+    folder = _cache.subdir(_cache.cache_root(cache_dir), _slug(ds.name, float(scale)))
+    feats = f"features_f{dim}_seed{seed}.npy"
+    labels = f"labels_c{classes}_seed{seed}.npy"
+    if _cache.load_group(folder, feats[:-4], [feats]) is None:
+        rows = _feature_chunks(ds.num_nodes, dim, seed)
+        producer = _cache.chunked_producer(np.float32, (ds.num_nodes, dim), rows)
+        _cache.write_group(folder, feats[:-4], {feats: producer})
+    if _cache.load_group(folder, labels[:-4], [labels]) is None:
         rng = np.random.default_rng(seed + 1)
-        np.save(labels, rng.integers(0, classes, ds.num_nodes, dtype=np.int64))
-    return FeatureStore(feats, labels)
+        y = rng.integers(0, classes, ds.num_nodes, dtype=np.int64)
+        _cache.write_group(folder, labels[:-4], {labels: _cache.array_producer(y)})
+    # Checked just now, in a directory only this user can write: the store opens them by name.
+    return FeatureStore(folder / feats, folder / labels)
 
 
 def seed_type(ds: Any) -> str:
@@ -650,6 +694,11 @@ def run(args: argparse.Namespace) -> int:
     """Run the benchmark; print a table and write the JSON record."""
     try:
         cfg, models_, dataset_names, systems = _config(args)
+        cfg["cache_dir"] = cache_dir_of(args.cache_dir)
+    except _cache.UnsafeDirectoryError as err:
+        where = "--cache-dir" if args.cache_dir is not None else "cache directory"
+        print(f"error: {where}: {err}", file=sys.stderr)
+        return 2
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

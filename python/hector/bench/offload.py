@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .. import cli_args as _args
+
 SYSTEMS = (
     "keep-all",
     "keep-all-mmap",
@@ -66,13 +68,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from hector.offload.cache import GRANULARITIES
 
     parser.add_argument("--model", choices=("gpt", "bert"), default="gpt")
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--hidden", type=int, default=256)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--seq", type=int, default=128)
-    parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument("--vocab", type=int, default=1024)
-    parser.add_argument("--steps", type=int, default=4, help="timed steps per system")
+    parser.add_argument("--layers", type=_args.LAYERS, default=4)
+    parser.add_argument("--hidden", type=_args.WIDTH, default=256)
+    parser.add_argument("--heads", type=_args.HEADS, default=4)
+    parser.add_argument("--seq", type=_args.SEQ, default=128)
+    parser.add_argument("--batch", type=_args.BATCH, default=4)
+    parser.add_argument("--vocab", type=_args.VOCAB, default=1024)
+    parser.add_argument("--steps", type=_args.RUNS, default=4, help="timed steps per system")
     parser.add_argument(
         "--device",
         choices=("cpu", "cuda"),
@@ -83,14 +85,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--threads",
-        type=int,
+        type=_args.THREADS,
         default=1,
         help="torch intra-op threads per system (default 1: the I/O workers and other "
         "processes get the other cores; 2 threads on a shared 2-core machine ran 3-5x slower)",
     )
     parser.add_argument(
         "--warmup",
-        type=int,
+        type=_args.WARMUP,
         default=2,
         help="untimed steps first (hector-adaptive: after the steps it profiles and plans on)",
     )
@@ -117,18 +119,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="hector systems: offload scopes (TensorCache granularity; default block)",
     )
     parser.add_argument("--root", default=None, help="offload root (default: $TMPDIR)")
-    parser.add_argument("--raw-mib", type=int, default=256, help="raw disk test size (MiB)")
+    parser.add_argument(
+        "--raw-mib", type=_args.RAW_MIB, default=256, help="raw disk test size (MiB)"
+    )
     parser.add_argument(
         "--raw-probes",
-        type=int,
+        type=_args.PROBES,
         default=3,
         help="raw disk probes just before and just after each hector run (default 3 each); "
         "the run's bandwidth is compared with their median",
     )
     parser.add_argument("--json", metavar="PATH", default=None, help="write the JSON record")
-    parser.add_argument("--plot", metavar="PATH", default=None, help="memory-over-time plot")
+    parser.add_argument(
+        "--plot", type=_args.PLOT, metavar="PATH", default=None, help="memory-over-time plot"
+    )
     parser.add_argument(
         "--frontier",
+        type=_args.PLOT,
         metavar="PATH",
         default=None,
         help="step time vs peak memory plot (default: <json>_frontier.png next to --json)",

@@ -27,6 +27,7 @@ import sys
 import time
 from typing import Any
 
+from .. import cli_args as _args
 from . import _common
 
 MODELS = ("rgat", "hgt")
@@ -43,25 +44,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Arguments of ``hector bench placement``."""
     p.add_argument("--model", choices=MODELS, default="rgat")
     p.add_argument("--dataset", default="synthetic:mag")
-    p.add_argument("--scale", type=float, default=0.05, help="synthetic graph scale")
-    p.add_argument("--hidden", type=int, default=32, help="output width per head")
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--in-dim", type=int, default=32)
+    p.add_argument("--scale", type=_args.SCALE, default=0.05, help="synthetic graph scale")
+    p.add_argument("--hidden", type=_args.WIDTH, default=32, help="output width per head")
+    p.add_argument("--heads", type=_args.HEADS, default=4)
+    p.add_argument("--in-dim", type=_args.WIDTH, default=32)
     p.add_argument(
         "--memory-budget",
-        type=float,
+        type=_args.FRACTION,
         default=0.5,
         metavar="FRACTION",
         help="saved bytes kept resident, as a fraction of keep-all (default 0.5)",
     )
-    p.add_argument("--runs", type=int, default=3, help="timed steps per worker")
+    p.add_argument("--runs", type=_args.RUNS, default=3, help="timed steps per worker")
     p.add_argument(
         "--repeats",
-        type=int,
+        type=_args.REPEATS,
         default=1,
         help="workers per mode, alternating keep-all and budgeted (the load changes in between)",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_args.SEED, default=0)
     p.add_argument("--out", metavar="PATH", help="write the JSON record here")
     p.add_argument("--worker", metavar="JSON", help=argparse.SUPPRESS)
 
