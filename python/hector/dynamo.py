@@ -12,8 +12,10 @@ differs: the backend finds them itself.
   it: one integer ``[2, E]`` input is the ``edge_index``, a 1-D integer input of length ``E``
   (preferably named ``*type*``) the edge types, the floating-point inputs that are not
   parameters give the node count. At each call the :class:`~hector.graph.HeteroGraph` is built
-  from those tensors, or found in a small cache keyed by their data pointer, shape, stride and
-  version counter (the cache holds the tensors, so a pointer cannot be reused while cached).
+  from those tensors, or found in a small cache keyed by their *content*
+  (:class:`hector._graph_cache.IndexCache`: each entry keeps a private copy of the tensors it
+  was built from and is hit only when the current ones are exactly equal to it, so writes
+  through NumPy views or ``.data``, which keep the pointer and version counter, are seen).
 * **Dynamic shapes.** With ``dynamic=True`` (or ``torch._dynamo.mark_dynamic``, or Dynamo's
   automatic dynamic after a second size) node and edge counts are symbolic and Dynamo compiles
   the graph once. The backend then *specialises* per concrete size (the importer's torch
@@ -500,7 +502,8 @@ class HectorBackend:
         """Options as in the module docstring; unknown names are an error."""
         self.options = _checked({**_OPTIONS, **options})
         self.graphs: list[CapturedGraph] = []
-        # The recognised PyG layers call Hector's op when this backend compiles them.
+        # The recognised PyG layers call Hector's op when this backend compiles them (PyG not
+        # imported yet: routed as soon as ``torch_geometric.nn`` is, see pyg_route.install).
         pyg_route.install()
 
     #: Marks the backend for ``pyg_route`` (which finds it behind Dynamo's wrappers).
@@ -526,7 +529,7 @@ class HectorBackend:
             fallback_kind=opts["fallback"],
         )
         self.graphs.append(cg)
-        pyg_route.install()  # PyG imported after the backend: later frames are routed
+        pyg_route.install()  # a no-op once routed (PyG is routed when it is imported)
         cg.layers = pyg_route.program_names(gm)
         if cg.layers:
             log.info("graph %d calls Hector layer program(s) %s", cg.index, cg.layers)

@@ -3,16 +3,17 @@
 Some PyG layers cannot be captured whole by Dynamo or raised piecewise: ``RGCNConv`` loops over
 relations with data-dependent masks (two graph breaks per relation), ``HGTConv`` concatenates
 per-relation ``edge_index`` dicts with offsets inside its graph. For these the backend does not
-wait for the captured graphs: while a model compiled with the Hector backend runs (tracing and
-calls alike, through Dynamo's ``backend_ctx_ctor`` hook), :func:`routing` replaces the layer
-class's ``forward`` by one that calls :func:`pyg_layer`, a ``torch.library`` custom op
-(``torch.ops.hector.pyg_layer``) with a fake implementation (output shape from the input
-shapes, symbolic sizes included) and a registered autograd formula. Dynamo records the layer
-as one node of its graph, without graph breaks.
+wait for the captured graphs: :func:`install` (run when a Hector backend is made, or when PyG
+is imported after it) replaces the layer class's ``forward`` by one that, while Dynamo traces
+it for a Hector backend (PyG's own ``forward`` otherwise), calls :func:`pyg_layer`, a
+``torch.library`` custom op (``torch.ops.hector.pyg_layer``) with a fake implementation (output
+shape from the input shapes, symbolic sizes included) and a registered autograd formula.
+Dynamo records the layer as one node of its graph, without graph breaks.
 
 The op runs Hector's compiled program for the layer (:mod:`hector.models`: ``rgcn_layer``,
 the HGT layer) on a :class:`~hector.graph.HeteroGraph` it builds from the PyG index tensors
-(cached by tensor identity and version): ``<f>_train`` in the forward when gradients are
+(cached by the tensors' content, :class:`hector._graph_cache.IndexCache`: in-place writes that
+bypass the version counter are seen too): ``<f>_train`` in the forward when gradients are
 needed, ``<f>_backward`` (derived by ``hector-autodiff``) in the backward, the plain forward
 otherwise. Only weight-sized glue (stacking per-type weights, folding HGT's priors) runs as
 PyTorch code in the captured graph; the layer's computation is Hector's.
@@ -25,21 +26,25 @@ and the reason is recorded in :data:`FALLBACKS` (shown by :func:`hector.explain`
 
 from __future__ import annotations
 
+import importlib.abc
 import sys
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from importlib.machinery import ModuleSpec
+from types import ModuleType
 from typing import Any
 
 import torch
 
+from ._graph_cache import IndexCache, graph_for
 from .graph import HeteroGraph
 
 #: Why a recognised layer ran PyG's own forward instead: {class name: reason}.
 FALLBACKS: dict[str, str] = {}
-_HGT_GRAPH_CACHE = 8
-_HGT_GRAPHS: OrderedDict[tuple[Any, ...], tuple[Any, HeteroGraph]] = OrderedDict()
+#: HGT graphs (relations' local ``edge_index`` tensors at their node types' offsets).
+_HGT_GRAPHS: IndexCache[HeteroGraph] = IndexCache(8)
 
 
 @dataclass
@@ -106,42 +111,34 @@ def _out_columns(program: str, tensors: list[torch.Tensor]) -> Any:
 
 
 def _graph(program: str, graph: list[torch.Tensor], sizes: list[int], ends: list[int]) -> Any:
-    """The HeteroGraph of a call (cached by the index tensors' identity and version)."""
-    if program == "rgcn":
-        from ._graph_cache import graph_for
+    """The HeteroGraph of a call, cached by the index tensors' content (``IndexCache``)."""
+    if program == "rgcn":  # sizes: [nodes, the layer's relation count]
+        return graph_for(graph[0], graph[1], int(sizes[0]), int(sizes[1]))[0]
+    counts = tuple(int(s) for s in sizes)
 
-        return graph_for(graph[0], graph[1], int(sizes[0]))[0]
-    key = (
-        tuple((t.data_ptr(), tuple(t.shape), tuple(t.stride()), t._version) for t in graph),
-        tuple(int(s) for s in sizes),
-        tuple(ends),
-    )
-    hit = _HGT_GRAPHS.get(key)
-    if hit is not None:
-        _HGT_GRAPHS.move_to_end(key)
-        return hit[1]
-    offsets = [0]
-    for n in sizes[:-1]:
-        offsets.append(offsets[-1] + int(n))
-    parts, types = [], []
-    for r, ei in enumerate(graph):
-        s, d = ends[2 * r], ends[2 * r + 1]
-        parts.append(torch.stack([ei[0] + offsets[s], ei[1] + offsets[d]]))
-        types.append(torch.full((ei.shape[1],), r, dtype=torch.long))
-    ntype = torch.cat([torch.full((int(n),), t, dtype=torch.long) for t, n in enumerate(sizes)])
-    g = HeteroGraph.from_edge_index(
-        torch.cat(parts, dim=1),
-        torch.cat(types),
-        num_nodes=int(sum(int(n) for n in sizes)),
-        node_type=ntype,
-        num_etypes=len(graph),
-        num_ntypes=len(sizes),
-    )
-    _stats(program).graph_builds += 1
-    _HGT_GRAPHS[key] = (graph, g)  # holds the tensors: their storage cannot be reused
-    while len(_HGT_GRAPHS) > _HGT_GRAPH_CACHE:
-        _HGT_GRAPHS.popitem(last=False)
-    return g
+    def build(copies: list[torch.Tensor | None]) -> HeteroGraph:
+        offsets = [0]
+        for n in counts[:-1]:
+            offsets.append(offsets[-1] + n)
+        parts, types = [], []
+        for r, ei in enumerate(copies):
+            assert ei is not None
+            s, d = ends[2 * r], ends[2 * r + 1]
+            parts.append(torch.stack([ei[0] + offsets[s], ei[1] + offsets[d]]))
+            types.append(torch.full((ei.shape[1],), r, dtype=torch.long))
+        ntype = torch.cat([torch.full((n,), t, dtype=torch.long) for t, n in enumerate(counts)])
+        g = HeteroGraph.from_edge_index(
+            torch.cat(parts, dim=1),
+            torch.cat(types),
+            num_nodes=sum(counts),
+            node_type=ntype,
+            num_etypes=len(copies),
+            num_ntypes=len(counts),
+        )
+        _stats(program).graph_builds += 1
+        return g
+
+    return _HGT_GRAPHS.get(graph, (counts, tuple(int(e) for e in ends)), build)
 
 
 # -- the custom op -------------------------------------------------------------------------
@@ -158,8 +155,9 @@ def pyg_layer(
 ) -> torch.Tensor:
     """Run Hector's compiled layer ``program`` on the graph of ``graph`` (RGCN: ``[edge_index,
     edge_type]``; HGT: one local ``edge_index`` per relation, ``ends`` its source and
-    destination node types) with ``sizes`` nodes (per node type for HGT) and the program's
-    ``tensors``. With ``train``, runs ``<f>_train`` and keeps what the backward needs."""
+    destination node types) with ``sizes`` nodes (RGCN: ``[nodes, relations]``, the layer's
+    relation count, which a batch need not reach; HGT: the nodes of each type) and the
+    program's ``tensors``. With ``train``, runs ``<f>_train`` and keeps what the backward needs."""
     fn = _compiled(program)
     g = _graph(program, graph, sizes, ends)
     stats = _stats(program)
@@ -193,8 +191,9 @@ def _pyg_layer_fake(
     tensors: list[torch.Tensor],
 ) -> torch.Tensor:
     rows = sizes[0]
-    for n in sizes[1:]:
-        rows = rows + n
+    if program != "rgcn":  # RGCN: [nodes, relations]; HGT: the nodes of each type
+        for n in sizes[1:]:
+            rows = rows + n
     return tensors[0].new_empty((rows, _out_columns(program, tensors)))
 
 
@@ -269,17 +268,32 @@ def _rgcn_forward(self: Any, x: Any, edge_index: Any, edge_type: Any = None) -> 
         return _ORIGINAL["RGCNConv"](self, x, edge_index, edge_type)
     tensors = [x, self.weight, self.root, self.bias]
     return torch.ops.hector.pyg_layer(
-        "rgcn", _train(tensors), [edge_index, edge_type], [x.shape[0]], [], tensors
+        "rgcn",
+        _train(tensors),
+        [edge_index, edge_type],
+        [x.shape[0], self.num_relations],  # relations: the layer's, not the batch's max + 1
+        [],
+        tensors,
     )
 
 
+@torch._dynamo.disable
+def _materialize(lin: Any, x_dict: Any) -> None:
+    """Run PyG's lazy initialisation of a ``HeteroDictLinear`` built with ``in_channels=-1``
+    (its forward pre-hook, which the Hector route never triggers since it does not call the
+    module): the weights take their shapes from ``x_dict`` and are reset, and the hook is
+    removed, as on PyG's own first call. Outside Dynamo's graph: it runs once, eagerly."""
+    lin.initialize_parameters(lin, (x_dict,))
+
+
 def _hgt_unsupported(conv: Any, x_dict: Any, edge_index_dict: Any) -> str | None:
-    if len(set(conv.in_channels.values())) != 1:
-        return "node types of different input widths (Hector's HGT program takes one)"
     for t in conv.node_types:
         x = x_dict.get(t)
         if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
             return f"x_dict[{t!r}] is not a [N, F] float32 tensor"
+    # The widths of the inputs, not ``conv.in_channels`` (``-1`` for every type when lazy).
+    if len({x_dict[t].shape[1] for t in conv.node_types}) != 1:
+        return "node types of different input widths (Hector's HGT program takes one)"
     for e in conv.edge_types:
         ei = edge_index_dict.get(e)
         if not isinstance(ei, torch.Tensor) or ei.dim() != 2:
@@ -291,6 +305,8 @@ def _hgt_unsupported(conv: Any, x_dict: Any, edge_index_dict: Any) -> str | None
 
 def _hgt_forward(self: Any, x_dict: Any, edge_index_dict: Any) -> Any:
     """``HGTConv.forward`` under the Hector backend: weight glue, one ``hector::pyg_layer``."""
+    if hasattr(self.kqv_lin, "_hook"):  # HGTConv(-1, ...): the first call sizes the weights
+        _materialize(self.kqv_lin, x_dict)
     reason = _hgt_unsupported(self, x_dict, edge_index_dict)
     if reason is not None:
         FALLBACKS["HGTConv"] = reason
@@ -372,16 +388,61 @@ def _routed(name: str) -> Any:
     return forward
 
 
+class _RouteOnImport(importlib.abc.MetaPathFinder):
+    """Routes the layers as soon as ``torch_geometric.nn`` is imported, when PyG is imported
+    after Hector's backend: ``torch.compile`` wraps a backend so that none of its code runs
+    before Dynamo traces the first frame, and a layer traced with PyG's own ``forward`` would
+    stay unrouted in that compiled frame. Finds the module's spec with the other finders and
+    runs :func:`install` right after its loader executes it; then leaves ``sys.meta_path``."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        """``torch_geometric.nn``'s spec, its loader installing the routes once it has run;
+        None for every other module (the other finders find them)."""
+        if fullname != "torch_geometric.nn":
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec: ModuleSpec | None = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader: Any = spec.loader
+        run = getattr(loader, "exec_module", None)
+        if run is None:
+            return spec
+
+        def exec_module(module: ModuleType) -> None:
+            run(module)
+            if self in sys.meta_path:
+                sys.meta_path.remove(self)
+            install()
+
+        loader.exec_module = exec_module
+        return spec
+
+
+_WATCH = _RouteOnImport()
+
+
 def install() -> list[str]:
-    """Route the recognised PyG layers (if PyG is imported) to Hector's op while a Hector
-    backend compiles them; idempotent. Returns the routed class names."""
-    if "torch_geometric" not in sys.modules:
+    """Route the recognised PyG layers to Hector's op while a Hector backend compiles them (if
+    PyG is not imported yet: as soon as ``torch_geometric.nn`` is); idempotent. Returns the
+    routed class names."""
+    if len(_ORIGINAL) == len(_ROUTED):
+        return list(_ORIGINAL)
+    if "torch_geometric.nn" not in sys.modules:
+        if _WATCH not in sys.meta_path:
+            sys.meta_path.insert(0, _WATCH)
         return []
-    from torch_geometric import nn as pyg_nn
+    pyg_nn = sys.modules["torch_geometric.nn"]
 
     for name in _ROUTED:
-        cls = getattr(pyg_nn, name)
-        if name not in _ORIGINAL:
+        cls = getattr(pyg_nn, name, None)  # None: torch_geometric.nn is still being imported
+        if cls is not None and name not in _ORIGINAL:
             _ORIGINAL[name] = cls.forward
             cls.forward = _routed(name)
     return list(_ORIGINAL)
