@@ -1,0 +1,51 @@
+"""The base of the fuzzer's case-generation strategies: :class:`Strategy` and the
+:class:`Environment` it draws on.
+
+Each strategy module (:mod:`~hector.fuzz.mutation`, :mod:`~hector.fuzz.grammar`,
+:mod:`~hector.fuzz.extremes`, :mod:`~hector.fuzz.pass_options`,
+:mod:`~hector.fuzz.diagnostics`) subclasses :class:`Strategy`; the registry
+(:mod:`hector.fuzz.strategies`) lists them.
+"""
+
+from __future__ import annotations
+
+import abc
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from hector.fuzz.cases import Case, Seed
+
+__all__ = ["Environment", "Strategy"]
+
+
+@dataclass(frozen=True)
+class Environment:
+    """What strategies draw on: the seed corpus, and the campaign seed (``mutation`` keeps the
+    historical stream, seeded by it directly)."""
+
+    seeds: Sequence[Seed]
+    seed: int
+
+    @property
+    def valid_plain(self) -> list[Seed]:
+        """Seeds from the tests of valid, Hector-context input."""
+        return [
+            s
+            for s in self.seeds
+            if not s.torch and "invalid" not in s.origin and "Inputs" not in s.origin
+        ]
+
+
+class Strategy(abc.ABC):
+    """A generator of cases; :data:`hector.fuzz.strategies.STRATEGIES` holds one of each."""
+
+    #: The name ``--strategies`` selects it by.
+    name: ClassVar[str]
+    #: Its share of ``--cases`` relative to the other selected strategies.
+    weight: ClassVar[int] = 1
+
+    @abc.abstractmethod
+    def cases(self, rng: random.Random, count: int, env: Environment) -> Iterator[Case]:
+        """``count`` cases drawn from ``rng`` (their ids are renumbered by the campaign)."""

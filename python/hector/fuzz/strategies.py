@@ -1,0 +1,91 @@
+"""The registry of the fuzzer's case-generation strategies, and how a campaign shares its
+cases among them.
+
+:data:`STRATEGIES` lists one instance of each strategy by name (``--strategies``), in the order
+campaigns interleave them. Each makes :class:`~hector.fuzz.cases.Case` objects from its own
+random stream (:func:`strategy_rng`), so a strategy's cases depend only on the campaign seed and
+its own count, never on which other strategies run:
+
+``mutation``
+    The lit tests' inputs, mutated (:mod:`hector.fuzz.mutation`).
+``grammar``
+    Whole modules generated from the dialects' op specs (well- and ill-typed) and from a
+    grammar of builtin attributes and types (:mod:`hector.fuzz.grammar`).
+``extremes``
+    Depth and size extremes: deep nesting, huge dims and literals, long names, many ops, odd
+    resource blobs (:mod:`hector.fuzz.extremes`).
+``pass-options``
+    Pipelines mixing Hector and upstream passes with random options, and deeply nested
+    pipelines (:mod:`hector.fuzz.pass_options`).
+``diagnostics``
+    ``--verify-diagnostics`` runs with random ``expected-error(-re)`` comments, invalid and
+    catastrophically backtracking regexes among them (:mod:`hector.fuzz.diagnostics`).
+
+A new strategy subclasses :class:`~hector.fuzz.base.Strategy` in a module of its own (importing
+only :mod:`hector.fuzz.base`, :mod:`hector.fuzz.cases` and generators such as
+:mod:`hector.fuzz.grammar`) and is added to :data:`STRATEGIES` here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Iterator, Sequence
+
+from hector.fuzz.base import Environment, Strategy
+from hector.fuzz.cases import Case
+from hector.fuzz.diagnostics import DiagnosticsStrategy
+from hector.fuzz.extremes import ExtremesStrategy
+from hector.fuzz.grammar import GrammarStrategy
+from hector.fuzz.mutation import MutationStrategy
+from hector.fuzz.pass_options import PassOptionsStrategy
+
+__all__ = ["STRATEGIES", "Environment", "Strategy", "interleave", "plan", "strategy_rng"]
+
+#: Every strategy by name, in the order campaigns interleave them.
+STRATEGIES: dict[str, Strategy] = {
+    strategy.name: strategy
+    for strategy in (
+        MutationStrategy(),
+        GrammarStrategy(),
+        ExtremesStrategy(),
+        PassOptionsStrategy(),
+        DiagnosticsStrategy(),
+    )
+}
+
+
+def plan(names: Sequence[str], cases: int) -> dict[str, int]:
+    """``cases`` split across the strategies ``names`` by weight (largest remainders first),
+    in registry order."""
+    unknown = [n for n in names if n not in STRATEGIES]
+    if unknown:
+        known = ", ".join(STRATEGIES)
+        raise ValueError(f"unknown strategy {', '.join(unknown)} (known: {known})")
+    chosen = [n for n in STRATEGIES if n in names]
+    weights = {n: STRATEGIES[n].weight for n in chosen}
+    total = sum(weights.values())
+    exact = {n: cases * w / total for n, w in weights.items()}
+    counts = {n: int(v) for n, v in exact.items()}
+    rest = cases - sum(counts.values())
+    for n in sorted(chosen, key=lambda n: counts[n] - exact[n])[:rest]:
+        counts[n] += 1
+    return counts
+
+
+def interleave(streams: dict[str, tuple[int, Iterator[Case]]]) -> Iterator[Case]:
+    """Merge each strategy's ``(count, cases)`` evenly (a campaign cut short has seen every
+    strategy), renumbering ids from 0 and tagging each case with its strategy."""
+    order = sorted(
+        ((k + 0.5) / count, rank, name)
+        for rank, (name, (count, _)) in enumerate(streams.items())
+        for k in range(count)
+    )
+    for new_id, (_, _, name) in enumerate(order):
+        case = next(streams[name][1])
+        yield dataclasses.replace(case, id=new_id, strategy=name)
+
+
+def strategy_rng(seed: int, name: str) -> random.Random:
+    """The random stream of strategy ``name`` in the campaign seeded ``seed``."""
+    return random.Random(f"hector.fuzz/{seed}/{name}")
