@@ -69,6 +69,19 @@ GRAPH_LAYOUT: tuple[GraphArray, ...] = (
 PARALLEL_LOOPS: tuple[str, ...] = ("rows", "none")
 
 
+#: The largest value of each integer field of a schedule: tiles become static buffer extents,
+#: ``vector`` and ``unroll`` registers the lowerings unroll over, ``threads`` workers whose
+#: partial outputs are combined one by one.
+SCHEDULE_MAX = {
+    "tile_m": 1 << 16,
+    "tile_n": 1 << 16,
+    "tile_k": 1 << 16,
+    "vector": 1024,
+    "unroll": 1024,
+    "threads": 1024,
+}
+
+
 @dataclass(frozen=True)
 class Schedule:
     """How a template's loops are tiled, packed, vectorised and parallelised: the optional
@@ -108,6 +121,11 @@ class Schedule:
         for name, v in ints.items():
             if not isinstance(v, int) or isinstance(v, bool) or v < (0 if "tile_" in name else 1):
                 raise ValueError(f"schedule field {name} must be a positive integer, got {v!r}")
+            if v > SCHEDULE_MAX[name]:
+                # The lowerings build buffers of these extents and unroll over some of them.
+                raise ValueError(
+                    f"schedule field {name} must be at most {SCHEDULE_MAX[name]}, got {v}"
+                )
         if self.tile_m < 1:
             raise ValueError(f"schedule field tile_m must be at least 1, got {self.tile_m}")
         if self.parallel not in PARALLEL_LOOPS:

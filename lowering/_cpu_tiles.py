@@ -40,6 +40,8 @@ from mlir.dialects.transform import vector as transform_vector
 
 from ..dialects import hector_intra as intra
 from ..dialects._build import OpAccess
+from ..passes._registry import PassFailure
+from ..passes._walk import walk_ops
 from . import _templates as T
 
 Value = T.Value
@@ -782,15 +784,17 @@ def _owned_rows(b: T.Body, threads: int, m: Value, row: Callable[[Value, T.Body]
 def micro_kernel_blocks(module_op: ir.Operation) -> list[list[int]]:
     """The distinct register blocks of the marked matmuls in ``module_op``."""
     found: list[list[int]] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
+    for op in walk_ops(module_op):
         if op.name == "linalg.matmul" and MICRO_KERNEL in op.attributes:
-            block = list(ir.DenseI64ArrayAttr(op.attributes[MICRO_KERNEL]))
+            attr = op.attributes[MICRO_KERNEL]
+            if not isinstance(attr, ir.DenseI64ArrayAttr) or any(n <= 0 for n in attr):
+                raise PassFailure(
+                    f"{MICRO_KERNEL} must be an array<i64: ...> of positive tile sizes, got {attr}",
+                    op.location,
+                )
+            block = list(attr)
             if block not in found:
                 found.append(block)
-        return ir.WalkResult.ADVANCE
-
-    module_op.walk(visit)
     return found
 
 
@@ -849,8 +853,7 @@ def _contract_vector_math(module_op: ir.Operation) -> None:
     on vector ``mulf``/``addf``; scalar code, and vector code marked :data:`EXACT`, keeps its
     exact rounding)."""
     contract = ir.Attribute.parse("#arith.fastmath<contract>")
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
+    for op in walk_ops(module_op):
         if op.name in ("arith.mulf", "arith.addf") and isinstance(
             op.results[0].type, ir.VectorType
         ):
@@ -858,6 +861,3 @@ def _contract_vector_math(module_op: ir.Operation) -> None:
                 del op.attributes[EXACT]
             else:
                 op.attributes["fastmath"] = contract
-        return ir.WalkResult.ADVANCE
-
-    module_op.walk(visit)

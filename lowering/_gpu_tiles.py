@@ -129,8 +129,9 @@ def _fitting_tile_k(tile_m: int, tile_n: int, k: int, sliced: bool) -> int:
 def gemm_tiling(s: Schedule, k: int, n: int, sliced: bool, loc: ir.Location) -> GemmTiling:
     """Resolve schedule ``s`` for a GEMM with reduction ``k`` and ``n`` output columns, or a
     ``PassFailure`` at ``loc`` saying which GPU limit it breaks."""
-    tile_n = s.tile_n or -(-n // s.vector) * s.vector  # the whole row, in whole register blocks
-    tile_k = min(s.tile_k, k) if s.tile_k else _fitting_tile_k(s.tile_m, tile_n, k, sliced)
+    # The whole row, in whole register blocks (one block when it is empty: no tile is run).
+    tile_n = s.tile_n or max(1, -(-n // s.vector)) * s.vector
+    tile_k = max(1, min(s.tile_k, k)) if s.tile_k else _fitting_tile_k(s.tile_m, tile_n, k, sliced)
     if s.tile_m % s.unroll:
         raise PassFailure(
             f"schedule tile_m = {s.tile_m} must be a multiple of unroll = {s.unroll} "
@@ -556,8 +557,8 @@ class XtyTiling:
 def xty_tiling(s: Schedule, k: int, n: int, sliced: bool, loc: ir.Location) -> XtyTiling:
     """Resolve ``s`` for a weight gradient (``tile_k``/``tile_n``: the ``out`` tile, 0 for all
     of it; ``tile_m``: rows staged per step), or a ``PassFailure`` naming the broken limit."""
-    tile_k = s.tile_k or -(-k // s.unroll) * s.unroll
-    tile_n = s.tile_n or -(-n // s.vector) * s.vector
+    tile_k = s.tile_k or max(1, -(-k // s.unroll)) * s.unroll  # one block when k = 0
+    tile_n = s.tile_n or max(1, -(-n // s.vector)) * s.vector
     for field, tile, block, what in (
         ("tile_k", tile_k, s.unroll, "unroll"),
         ("tile_n", tile_n, s.vector, "vector"),
@@ -867,23 +868,31 @@ class _Threads:
 
     def split_ops(self, ops: list[ir.Operation]) -> None:
         """Put each barrier-free run of ``ops`` (one block's, terminator aside) in a loop over
-        the threads; recurse into loops holding barriers; drop the barriers."""
-        run: list[ir.Operation] = []
-        for op in ops:
-            if op.name == "gpu.barrier":
-                self._threads_loop(run)
-                run = []
-                op.erase()
-            elif has_barrier(op):
-                self._threads_loop(run)
-                run = []
-                body = op.regions[0].blocks[0]
-                self.uniform_blocks.append(body)
-                inner = [o.operation for o in body.operations]
-                self.split_ops([o for o in inner[:-1] if o.name != "arith.constant"])
-            else:
-                run.append(op)
-        self._threads_loop(run)
+        the threads; then do the same in each loop holding barriers, nested ones after their
+        parents (a worklist, not recursion: input may nest loops deeper than Python recurses).
+
+        A loop body's ops see only the values of ops before the loop (the runs already
+        placed) and of their own loop; the ops after the loop cannot read the body's (loops
+        with barriers have no results), so placing a body after the rest of its block
+        decides the same as placing it first."""
+        pending = [ops]
+        while pending:
+            run: list[ir.Operation] = []
+            for op in pending.pop(0):
+                if op.name == "gpu.barrier":
+                    self._threads_loop(run)
+                    run = []
+                    op.erase()
+                elif has_barrier(op):
+                    self._threads_loop(run)
+                    run = []
+                    body = op.regions[0].blocks[0]
+                    self.uniform_blocks.append(body)
+                    inner = [o.operation for o in body.operations]
+                    pending.append([o for o in inner[:-1] if o.name != "arith.constant"])
+                else:
+                    run.append(op)
+            self._threads_loop(run)
 
     def _threads_loop(self, ops: list[ir.Operation]) -> None:
         run: list[ir.Operation] = []

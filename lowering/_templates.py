@@ -482,9 +482,16 @@ class RowFn:
         return cls(v.attr("fn"), float(v.attr("slope")), v.attr("reduce"))
 
 
+def _heads_width(dx: int, heads: int, what: str) -> int:
+    """Columns per head: ``dx / heads``; ``ValueError`` unless ``heads`` divides ``dx``."""
+    if heads <= 0 or dx % heads:
+        raise ValueError(f"the width of {what} ({heads} heads) must divide x's width {dx}")
+    return dx // heads
+
+
 def _dot(b: Body, e: Element, f: RowFn) -> Value:
     """``Σ_{d < Dh} x[xr, j*Dh + d] * y[yr, j*Dh + d]`` (per-head inner product)."""
-    dh = width(b.ops["x"]) // width(b.ops["out"])
+    dh = _heads_width(width(b.ops["x"]), width(b.ops["out"]), "out")
     c0, c1, cdh = b.index(0), b.index(1), b.index(dh)
     base = arith.muli(e.col, cdh)
     zero = b.f32(0.0)
@@ -502,7 +509,7 @@ def _scale(b: Body, e: Element, x: Value) -> Value:
     dx, dy = width(b.ops["x"]), width(b.ops["y"])
     col = b.index(0)
     if dy > 1:
-        col = arith.divui(e.col, b.index(dx // dy))
+        col = arith.divui(e.col, b.index(_heads_width(dx, dy, "y")))
     return arith.mulf(x, b.load("y", e.yr, col))
 
 

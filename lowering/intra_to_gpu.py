@@ -167,7 +167,7 @@ def _xty_chunks(t: Template, host: T.Body, per_chunk_floats: int) -> ir.Value:
     m = T.gemm_rows(host, host.index(0))
     rows = host.index(XTY_ROWS_PER_CHUNK)
     wanted = arith.divui(arith.addi(m, host.index(XTY_ROWS_PER_CHUNK - 1)), rows)
-    cap = host.index(max(1, XTY_PARTIAL_BUDGET // per_chunk_floats))
+    cap = host.index(max(1, XTY_PARTIAL_BUDGET // max(1, per_chunk_floats)))  # k or n may be 0
     return arith.maxui(arith.minui(wanted, cap), host.index(1))
 
 
@@ -547,7 +547,11 @@ def convert_function(func: ir.Operation, ops: list[ir.Operation], kernels: Kerne
         if op.name in KERNELS:
             build, suffix = KERNELS[op.name]
             v = intra.view(op)
-            _rewrite(op, partial(build, Template(v, T.operands(v), f"{sym}_{n}_{suffix}", kernels)))
+            template = Template(v, T.operands(v), f"{sym}_{n}_{suffix}", kernels)
+            try:
+                _rewrite(op, partial(build, template))
+            except ValueError as err:  # a shape the templates are not built for
+                raise PassFailure(f"cannot lower {op.name}: {err}", op.location) from None
         elif op.name in HOST_OPS:
             _rewrite(op, partial(HOST_OPS[op.name], op))
 

@@ -112,10 +112,13 @@ def convert_function(func: ir.Operation, ops: list[ir.Operation]) -> None:
             except ValueError as err:
                 raise PassFailure(f"invalid schedule: {err}", op.location) from None
         with op.location, ir.InsertionPoint(op):
-            if schedule is None:
-                LOWER[op.name](intra.view(op))
-            else:
-                LOWER_SCHEDULED[op.name](intra.view(op), schedule)
+            try:
+                if schedule is None:
+                    LOWER[op.name](intra.view(op))
+                else:
+                    LOWER_SCHEDULED[op.name](intra.view(op), schedule)
+            except ValueError as err:  # a shape the templates are not built for
+                raise PassFailure(f"cannot lower {op.name}: {err}", op.location) from None
         op.erase()
     func.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get(func.context)
 

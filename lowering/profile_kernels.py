@@ -34,6 +34,7 @@ from mlir.dialects import arith, func, memref, scf
 from ..dialects import hector_intra as intra
 from ..dialects._build import OpAccess
 from ..passes._registry import PassFailure, register_pass
+from ..passes._walk import walk_ops
 
 #: The module-level counter buffer, its reader and the clock the timers call.
 BUFFER = "__hector_kernel_profile"
@@ -146,15 +147,10 @@ class KernelInfo:
 
 
 def _templates(region_holder: ir.Operation) -> Iterator[ir.Operation]:
-    """Every template nested in ``region_holder``, in program order."""
-    for region in region_holder.regions:
-        for block in region.blocks:
-            for op in block.operations:
-                op = op.operation
-                if op.name in _ROWS_FROM:
-                    yield op
-                else:
-                    yield from _templates(op)
+    """Every template nested in ``region_holder``, in program order (not inside templates)."""
+    for op in walk_ops(region_holder, into=lambda op: op.name not in _ROWS_FROM):
+        if op.name in _ROWS_FROM:
+            yield op
 
 
 def _static(value: ir.Value, dim: int, role: str, op: ir.Operation) -> int:

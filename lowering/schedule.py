@@ -25,6 +25,7 @@ from mlir import ir
 from ..dialects import hector_intra as intra
 from ..dialects._build import OpAccess
 from ..passes._registry import Option, PassFailure, register_pass
+from ..passes._walk import walk_ops
 from . import _gpu_tiles
 from . import _templates as T
 
@@ -115,7 +116,7 @@ def run(module_op: ir.Operation, threads: int = 1, target: str = "cpu") -> None:
         )
     choosers = CHOOSERS[target]
 
-    def visit(op: ir.Operation) -> ir.WalkResult:
+    for op in walk_ops(module_op):
         choose = choosers.get(op.name)
         if choose is not None and "schedule" not in op.attributes:
             with op.context, op.location:
@@ -124,6 +125,3 @@ def run(module_op: ir.Operation, threads: int = 1, target: str = "cpu") -> None:
                 except ValueError as err:
                     raise PassFailure(f"cannot schedule {op.name}: {err}", op.location) from None
                 op.attributes["schedule"] = schedule.to_attr()
-        return ir.WalkResult.ADVANCE
-
-    module_op.walk(visit)

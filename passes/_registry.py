@@ -10,6 +10,7 @@ under one name, so ``-p hector-lower-cpu`` works like any pass.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -163,10 +164,28 @@ def register_pass(
     def wrap(run: Callable[..., None]) -> Callable[..., None]:
         if name in PASSES:
             raise ValueError(f"pass '{name}' registered twice")
-        PASSES[name] = PassInfo(name, description, run, dict(options), context)
+        checked = _checked(run) if context == MLIR_CONTEXT else run
+        PASSES[name] = PassInfo(name, description, checked, dict(options), context)
         return run
 
     return wrap
+
+
+def _checked(run: Callable[..., None]) -> Callable[..., None]:
+    """``run`` after a check of its input's static sizes (``_sizes.size_problems``): a type
+    too large for 64-bit strides would make MLIR's own code abort the process in the pass, and
+    ``--no-hector-verify`` skips the verifier that reports it, so every pass checks."""
+
+    @functools.wraps(run)
+    def checked(module_op: Any, **options: Any) -> None:
+        from ._sizes import size_problems  # MLIR is loaded only when a pass runs
+
+        problems = list(size_problems(module_op))
+        if problems:
+            raise PassFailure(*problems[0], more=problems[1:])
+        run(module_op, **options)
+
+    return checked
 
 
 def register_pipeline(name: str, description: str, pipeline: str) -> None:

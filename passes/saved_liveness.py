@@ -110,28 +110,40 @@ def write_done(ops: list[ir.Operation], last: int, lag: int, grows: list[bool]) 
 
 
 def _rows(value: ir.Value, counts: dict[str, int], fn_rows: dict[ir.Value, str]) -> int:
-    """Rows of a ``memref.dim(value, 0)`` at the graph's counts."""
-    if isinstance(value, ir.BlockArgument):
-        sym = fn_rows.get(value)
-        if sym is None and value.arg_number < len(GRAPH_LAYOUT):
-            sym = _ARRAY_ROWS.get(GRAPH_LAYOUT[value.arg_number].name, "N")
-        return counts[sym or "N"]
-    owner = value.owner
+    """Rows of a ``memref.dim(value, 0)`` at the graph's counts: followed back through casts
+    and allocations sized by a ``memref.dim`` (a loop: the chain is as long as the input's)."""
+    while not isinstance(value, ir.BlockArgument):
+        owner = value.owner
+        owner = owner.operation if hasattr(owner, "operation") else owner
+        if owner.name == "memref.alloc" and len(owner.operands):
+            size = _dim_of(owner.operands[0])
+            if size is None:
+                return counts["N"]
+            value = size
+        elif owner.name in ("memref.collapse_shape", "memref.expand_shape", "memref.cast"):
+            value = owner.operands[0]
+        else:
+            return counts["N"]
+    arg = ir.BlockArgument(value)
+    sym = fn_rows.get(arg)
+    if sym is None and arg.arg_number < len(GRAPH_LAYOUT):
+        sym = _ARRAY_ROWS.get(GRAPH_LAYOUT[arg.arg_number].name, "N")
+    return counts[sym or "N"]
+
+
+def _dim_of(size: ir.Value) -> ir.Value | None:
+    """The buffer whose ``memref.dim`` a dynamic size operand is (``None`` for anything else)."""
+    if isinstance(size, ir.BlockArgument):
+        return None
+    owner = size.owner
     owner = owner.operation if hasattr(owner, "operation") else owner
-    if owner.name == "memref.alloc" and len(owner.operands):
-        return _dim_rows(owner.operands[0], counts, fn_rows)
-    if owner.name in ("memref.collapse_shape", "memref.expand_shape", "memref.cast"):
-        return _rows(owner.operands[0], counts, fn_rows)
-    return counts["N"]
+    return owner.operands[0] if owner.name == "memref.dim" else None
 
 
 def _dim_rows(size: ir.Value, counts: dict[str, int], fn_rows: dict[ir.Value, str]) -> int:
     """The row count a dynamic size operand stands for (a ``memref.dim`` of some buffer)."""
-    owner = size.owner
-    owner = owner.operation if hasattr(owner, "operation") else owner
-    if not isinstance(size, ir.BlockArgument) and owner.name == "memref.dim":
-        return _rows(owner.operands[0], counts, fn_rows)
-    return counts["N"]
+    buffer = _dim_of(size)
+    return counts["N"] if buffer is None else _rows(buffer, counts, fn_rows)
 
 
 def _bytes(value: ir.Value, counts: dict[str, int], fn_rows: dict[ir.Value, str]) -> int:

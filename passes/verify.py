@@ -8,26 +8,31 @@ edge-wise or a weight. Kinds are inferred along the data flow: function argument
 of their first use (or the ``hector.kind`` argument attribute), and a later conflicting use is an
 error at that use.
 
+Sizes: only rows (dimension 0 of a tensor of rank 2 or more) may be dynamic; feature widths,
+vectors and every dimension of a weight are static, since the templates are built for them.
+Every static type must fit 64-bit sizes and strides (``_sizes.size_problems``; every Hector
+pass checks that of its input too, so ``--no-hector-verify`` cannot skip it). A template's
+``schedule`` must be well formed, with bounded fields (``hector_intra.SCHEDULE_MAX``).
+
 Each op is checked by one short handler registered under its name (``_HANDLERS``); the index
 ops (gathers and sums) share one handler driven by the ``rowmap`` of their spec, so the kinds
 they move between are stated once, in ``dialects/hector_inter.py``.
 
-:func:`source_problems` runs before that, on the input text: it finds what MLIR's own parser
-would abort the process on (an assertion in C++, not a diagnostic), so the drivers reject that
-input with a located error before parsing it.
+What MLIR's own parser would abort the process on is refused before parsing, by
+:mod:`hector.passes.source_check`.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 
 from mlir import ir
 
 from ..dialects import SPECS, Kind, hector_inter, hector_intra
 from ..dialects._build import OpAccess, OpHandlers
 from ._registry import PassFailure, register_pass
+from ._sizes import size_problems
+from ._walk import walk_ops
 
 # Aliases of the one vocabulary (``hector.dialects.Kind``), for the modules that import them.
 NODE, EDGE, WEIGHT, COMPACT = Kind.NODE, Kind.EDGE, Kind.WEIGHT, Kind.COMPACT
@@ -53,6 +58,38 @@ def _f32(value: ir.Value, what: str, op: ir.Operation) -> Shape:
     if not isinstance(value.type.element_type, ir.F32Type):
         raise PassFailure(f"{what} must have f32 elements, got {value.type}", op.location)
     return shape
+
+
+def _static(value: ir.Value, what: str, op: ir.Operation) -> None:
+    """Every dimension of ``value`` (a weight: no rows) is static."""
+    t = value.type
+    if isinstance(t, ir.ShapedType) and t.has_rank and not t.has_static_shape:
+        raise PassFailure(
+            f"{what}: every dimension of {t} must be static (a weight has no rows)", op.location
+        )
+
+
+def _static_widths(v: OpAccess) -> None:
+    """Only rows are dynamic: dimension 0 of each float operand and result of rank 2 or more.
+    The templates are built for their widths (tiles, vector lanes, loop bounds), so every
+    other dimension, and that of a vector, is static. Checked after the op's own rules."""
+    values = [(f"operand '{o.name}'", v.operand(o.name)) for o in v.spec.operands]
+    values += [(f"result #{i}", r) for i, r in enumerate(v.op.results)]
+    for what, value in values:
+        for one in value if isinstance(value, list) else [value]:
+            t = one.type if one is not None else None
+            if not isinstance(t, ir.ShapedType) or not t.has_rank:
+                continue
+            if isinstance(t.element_type, ir.IntegerType | ir.IndexType):
+                continue  # index arrays: as long as the graph
+            for i in range(t.rank):
+                if t.is_dynamic_dim(i) and (i > 0 or t.rank == 1):
+                    raise PassFailure(
+                        f"{what}: dimension {i} of {t} must be static (only the rows, "
+                        "dimension 0 of rank 2 or more, may be dynamic: the templates are "
+                        "built for static widths)",
+                        v.op.location,
+                    )
 
 
 def _rank(shape: Shape, rank: int, what: str, op: ir.Operation) -> None:
@@ -127,6 +164,8 @@ class _Kinds:
             self.kind[value] = want
         elif have != want:
             raise PassFailure(f"{what} must be {want.text}, but it is {have.text}", op.location)
+        if want == WEIGHT:
+            _static(value, what, op)
 
     def rows(self, value: ir.Value, what: str, op: ir.Operation) -> Kind | None:
         """The kind of a row tensor (node- or edge-wise); a weight here is an error."""
@@ -136,6 +175,8 @@ class _Kinds:
         return have
 
     def set(self, value: ir.Value, kind: Kind | None) -> None:
+        if kind == WEIGHT and isinstance(value, ir.OpResult):
+            _static(value, "result", value.owner)
         if kind is not None:
             self.kind[value] = kind
 
@@ -471,6 +512,8 @@ def _gemm_template(v: OpAccess, kinds: _Kinds) -> None:
     sw = _f32(v.operand("weight"), "weight", op)
     so = _f32(v.operand("out"), "out", op)
     _rank(sa, 2, "a", op)
+    role = "out" if variant == "xty" else "weight"  # the weight (an xty's: its gradient)
+    _static(v.operand(role), role, op)
     if variant == "xty":
         _gemm_xty(v, sa, sw, so, sliced)
     else:
@@ -482,6 +525,7 @@ def _gemm_template(v: OpAccess, kinds: _Kinds) -> None:
     if v.attr("tile_n") <= 0 or v.attr("block_size") <= 0:
         raise PassFailure("tile_n and block_size must be positive", op.location)
     _block_size(v)
+    _schedule(v)
     if v.attr("epilogue") == "store" and v.has("scatter_index") and variant != "xty":
         raise PassFailure(
             'a scattered GEMM must accumulate (epilogue "add" or "atomic_add"): '
@@ -492,6 +536,14 @@ def _gemm_template(v: OpAccess, kinds: _Kinds) -> None:
 
 #: The most threads a GPU block may have (CUDA's limit on every current chip).
 MAX_BLOCK_SIZE = 1024
+
+
+def _schedule(v: OpAccess) -> None:
+    """A template's ``schedule`` (optional) has known fields of the right kinds and values."""
+    try:
+        hector_intra.schedule_of(v.op)
+    except ValueError as err:
+        raise PassFailure(f"invalid schedule: {err}", v.op.location) from None
 
 
 def _block_size(v: OpAccess) -> None:
@@ -549,6 +601,7 @@ def _traversal_template(v: OpAccess, kinds: _Kinds) -> None:
     if v.has("y_index") and not v.has("y"):
         raise PassFailure("y_index given without y", op.location)
     _block_size(v)
+    _schedule(v)
     for role in ("gather_index", "scatter_index", "y_index"):
         if v.has(role):
             _index(v.operand(role), role, op)
@@ -583,107 +636,6 @@ def _traversal_y(op: ir.Operation, fn: str, x: Shape, y: Shape) -> None:
         _same(x[1], y[1], f"y of a {fn} must have x's width", op)
 
 
-# ---- source checks: input MLIR's parser would abort on -------------------------------------
-
-# MLIR's lexical tokens, as far as the checks need them: strings and comments (skipped, so
-# text inside them never matches), prefixed identifiers (``%x``, ``!alias``, ``#attr``), bare
-# identifiers and keywords, numbers, and single punctuation characters.
-_TOKEN = re.compile(
-    r"""(?P<string>"(?:[^"\\\n]|\\.)*")
-    |(?P<comment>//[^\n]*)
-    |(?P<prefixed>[%@#!^][A-Za-z0-9_$.\-]+)
-    |(?P<bare>[A-Za-z_][A-Za-z0-9_$.]*)
-    |(?P<number>[0-9][0-9A-Za-z_.]*)
-    |(?P<punct>\S)""",
-    re.VERBOSE,
-)
-
-
-@dataclass(frozen=True)
-class SourceProblem:
-    """Input text MLIR's parser cannot take safely: ``message`` at ``line``:``column`` (1-based)."""
-
-    message: str
-    line: int
-    column: int
-
-
-def source_problems(text: str, *, allow_unregistered: bool = False) -> list[SourceProblem]:
-    """What in ``text`` would make MLIR's parser abort the process instead of reporting an error.
-
-    * a dense array attribute of ``index`` elements (``array<index: 1>``, also through a type
-      alias ``!t = index``): MLIR takes ``index`` as the element type, then asserts on its bit
-      width (``Type::getIntOrFloatBitWidth``);
-    * a generic op named by a dialect alone (``"gpu"()``, ``"func."()``): MLIR aborts with
-      "created with unregistered dialect" when that dialect is registered. Unless
-      ``allow_unregistered`` (then MLIR takes it as an unregistered op), such names are refused.
-    """
-    tokens = [m for m in _TOKEN.finditer(text) if m.lastgroup not in ("comment", None)]
-    words = [m.group() for m in tokens]
-    aliases = {
-        words[i]: words[i + 2]
-        for i in range(len(words) - 2)
-        if tokens[i].lastgroup == "prefixed" and words[i][0] == "!" and words[i + 1] == "="
-    }
-    problems = []
-    for i in range(len(words) - 2):
-        if words[i] == "array" and tokens[i].lastgroup == "bare" and words[i + 1] == "<":
-            if _resolve_alias(words[i + 2], aliases) == "index":
-                problems.append(_problem(text, tokens[i + 2].start(), _INDEX_ARRAY))
-    if not allow_unregistered:
-        for i, token in enumerate(tokens[:-1]):
-            if token.lastgroup == "string" and words[i + 1] == "(" and _starts_op(text, tokens, i):
-                name = _unescape(words[i][1:-1])
-                if name.partition(".")[2] == "":
-                    message = f"operation name '{name}' has no op part (expected 'dialect.op')"
-                    problems.append(_problem(text, token.start(), message))
-    return sorted(problems, key=lambda p: (p.line, p.column))
-
-
-_INDEX_ARRAY = (
-    "dense array attributes cannot hold 'index' elements (MLIR's parser would abort on them); "
-    "use a sized integer type, e.g. array<i64: ...>"
-)
-
-
-def _problem(text: str, offset: int, message: str) -> SourceProblem:
-    line, column = _line_column(text, offset)
-    return SourceProblem(message, line, column)
-
-
-def _starts_op(text: str, tokens: list[re.Match[str]], i: int) -> bool:
-    """Whether the string token ``i`` is where an op in generic form starts: after ``=``
-    (its results), ``{`` or ``:`` (a region or block label), or first on its line (not a
-    location's name, as in ``loc("name"(...))``)."""
-    if i == 0 or tokens[i - 1].group() in ("=", "{", ":"):
-        return True
-    return "\n" in text[tokens[i - 1].end() : tokens[i].start()]
-
-
-def _unescape(body: str) -> str:
-    r"""A string literal's contents as MLIR reads them (``\XX`` hex, ``\n``, ...)."""
-    simple = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
-    return re.sub(
-        r"\\([0-9A-Fa-f]{2}|.)",
-        lambda m: simple.get(m.group(1), chr(int(m.group(1), 16)) if len(m.group(1)) == 2 else ""),
-        body,
-    )
-
-
-def _resolve_alias(word: str, aliases: dict[str, str]) -> str:
-    """``word`` with type aliases (``!t = index``) followed; cycles stop where they close."""
-    seen = set()
-    while word in aliases and word not in seen:
-        seen.add(word)
-        word = aliases[word]
-    return word
-
-
-def _line_column(text: str, offset: int) -> tuple[int, int]:
-    line = text.count("\n", 0, offset) + 1
-    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
-
-
 # ---- driver -------------------------------------------------------------------------------
 
 _VIEWS = {
@@ -696,12 +648,17 @@ def verify_function(func: ir.Operation) -> dict[ir.Value, Kind]:
     """Check every Hector op of one function and return the inferred kind of each value
     (``NODE``, ``EDGE``, ``COMPACT`` or ``WEIGHT``); raise :class:`PassFailure` at the first
     error."""
+    sizes = list(size_problems(func))
+    if sizes:
+        raise PassFailure(*sizes[0], more=sizes[1:])
     kinds = _Kinds(func)
-    for op in _walk(func):
+    for op in walk_ops(func):
         _check_marks(op)
         handler = _HANDLERS.get(op.name)
         if handler is not None:
-            handler(_VIEWS[op.name.partition(".")[0]](op), kinds)
+            view = _VIEWS[op.name.partition(".")[0]](op)
+            handler(view, kinds)
+            _static_widths(view)
     return kinds.kind
 
 
@@ -726,14 +683,6 @@ def _functions(module_op: ir.Operation) -> list[ir.Operation]:
         for op in module_op.regions[0].blocks[0].operations
         if op.operation.name == "func.func" and len(op.operation.regions[0].blocks)
     ]
-
-
-def _walk(op: ir.Operation) -> Iterator[ir.Operation]:
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                yield inner.operation
-                yield from _walk(inner.operation)
 
 
 @register_pass(

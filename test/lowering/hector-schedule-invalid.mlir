@@ -1,5 +1,5 @@
-// RUN: not hector-opt %s -p "hector-schedule{threads=0}" 2>&1 | FileCheck %s --check-prefix=THREADS
-// RUN: not hector-opt %s -p "hector-schedule{target=fpga}" 2>&1 | FileCheck %s --check-prefix=TARGET
+// RUN: not hector-opt %s --no-hector-verify -p "hector-schedule{threads=0}" 2>&1 | FileCheck %s --check-prefix=THREADS
+// RUN: not hector-opt %s --no-hector-verify -p "hector-schedule{target=fpga}" 2>&1 | FileCheck %s --check-prefix=TARGET
 // RUN: hector-opt %s --split-input-file --verify-diagnostics -p convert-hector-intra-to-scf
 
 // THREADS: error: hector-schedule: threads must be at least 1, got 0
@@ -45,6 +45,20 @@ func.func @block_too_wide(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memr
       {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
        operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>,
        schedule = {pack = true, tile_m = 8 : i64, tile_n = 16 : i64, unroll = 3 : i64}}
+      : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
+  return
+}
+
+// -----
+
+// Schedule fields are bounded: the lowerings build buffers of the tiles' extents and combine
+// the workers' partial outputs one by one (2^62 workers aborted MLIR on the partials' type).
+func.func @huge_threads(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
+  // expected-error@+1 {{invalid schedule: schedule field threads must be at most 1024, got 4611686018427387904}}
+  "hector_intra.gemm_template"(%x, %w, %out)
+      {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>,
+       schedule = {threads = 4611686018427387904 : i64, parallel = "rows"}}
       : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
   return
 }

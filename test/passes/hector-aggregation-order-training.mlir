@@ -45,7 +45,7 @@
 // CLI: func.func @rgcn({{.*}}hector.aggregation_order = ["aggregate-first"]
 // CLI: "hector_intra.traversal_template"(%arg0, %arg13, {{.*}}fn = "scale"{{.*}}reduce = "sum"
 // CLI-AUTO: func.func @rgcn({{.*}}hector.aggregation_order = ["transform-first"]
-// CLI-BAD: error: --dst-ratio must be at most 1 (D <= E), got 2.0
+// CLI-BAD: hector compile: error: argument --dst-ratio: must be a finite number x <= 1, got 2
 func.func @rgcn(%g: !hector_inter.graph, %x: tensor<?x16xf32> {hector.kind = "node"}, %w: tensor<3x16x8xf32> {hector.kind = "weight"}) -> tensor<?x8xf32> {
   %xs = "hector_inter.gather_src"(%g, %x) : (!hector_inter.graph, tensor<?x16xf32>) -> tensor<?x16xf32>
   %m = "hector_inter.typed_linear"(%g, %xs, %w) {slice = "etype"} : (!hector_inter.graph, tensor<?x16xf32>, tensor<3x16x8xf32>) -> tensor<?x8xf32>
