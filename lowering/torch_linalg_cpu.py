@@ -225,9 +225,17 @@ def _read_only_arguments(module: Any) -> None:
 
 def parse_torch(text: str, what: str = "function", display: str | None = None) -> Any:
     """Parse torch-dialect ``text`` (torch-mlir's output or the user's file) into a fresh
-    torch-mlir context; a parse error is a :class:`LinalgLoweringError` of stage ``torch``."""
+    torch-mlir context; a parse error is a :class:`LinalgLoweringError` of stage ``torch``,
+    and so is text that would abort MLIR's parser (:func:`~hector.passes.source_check.
+    check_source`; its ``locations`` are then the ``file:line:col: error: ...`` lines)."""
     from torch_mlir import ir as tir
 
+    from ..passes.source_check import UnsafeSourceError, check_source
+
+    try:
+        check_source(text, display or "-")
+    except UnsafeSourceError as err:
+        raise LinalgLoweringError(str(err), [], "torch", err.lines()) from None
     with _torch_context():
         try:
             return tir.Module.parse(text)
@@ -438,5 +446,6 @@ def run_cli(text: str, display: str, pipeline: str) -> tuple[str | None, list[st
         stages, _ = lower_torch_text(text, display, until=emit, display=display)
     except LinalgLoweringError as err:
         errs = [f"{where}: error: cannot lower '{name}' to linalg" for name, where in err.ops]
-        return None, errs or [f"{display}: error: {err}"]
+        unsafe = [line for line in err.locations if ": error: " in line]  # see parse_torch
+        return None, errs or unsafe or [f"{display}: error: {err}"]
     return stages[emit], []

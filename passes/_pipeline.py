@@ -29,6 +29,7 @@ from mlir import ir, passmanager
 from ._registry import MLIR_CONTEXT, PASSES, PIPELINES, PassFailure, PassInfo
 
 __all__ = [
+    "MAX_PIPELINE_NESTING",
     "VERIFY_PASS",
     "Diagnostic",
     "InvalidPipelineError",
@@ -53,6 +54,10 @@ VERIFY_PASS = "hector-verify"
 # Element names: a pass argument (``hector-verify``) or an anchor op name (``func.func``).
 _ELEMENT = re.compile(r"^(?P<name>[A-Za-z_][\w.\-]*)\s*(?P<rest>.*)$", re.DOTALL)
 _OPEN_TO_CLOSE = {"(": ")", "{": "}", "[": "]"}
+#: Deepest bracket nesting of a pipeline string. Real pipelines nest three or four levels
+#: (``builtin.module(gpu.module(pass{opt=v}))``); the bound keeps the recursive walks here and
+#: MLIR's own pipeline parser far from their stack limits.
+MAX_PIPELINE_NESTING = 32
 
 
 # ---- diagnostics --------------------------------------------------------------------------
@@ -199,7 +204,7 @@ class _SourceDiagnostic:
 def _reject_unsafe_source(text: str, filename: str, context: ir.Context | None) -> None:
     """Raise ``ir.MLIRError`` (as a parse error would) when ``text`` holds a construct MLIR's
     parser would abort the process on."""
-    from .verify import source_problems
+    from .source_check import source_problems
 
     if context is None:
         context = ir.Context.current
@@ -214,8 +219,10 @@ def _reject_unsafe_source(text: str, filename: str, context: ir.Context | None) 
 
 def parse_module(text: str, context: ir.Context | None = None) -> ir.Module:
     """``ir.Module.parse`` for input IR: text that would abort MLIR's parser (see
-    :func:`hector.passes.verify.source_problems`) raises ``ir.MLIRError`` at its location
-    (file ``"-"``, like every parse of text) instead of reaching the parser."""
+    :func:`hector.passes.source_check.source_problems`: nesting too deep, bad resource blobs,
+    ...) raises ``ir.MLIRError`` at its location (file ``"-"``, like every parse of text)
+    instead of reaching the parser. Every parse of text from outside goes through here (or,
+    in torch-mlir's context, through :func:`hector.passes.source_check.check_source`)."""
     _reject_unsafe_source(text, "-", context)
     return ir.Module.parse(text, context)
 
@@ -258,7 +265,8 @@ class Stage:
 def split_elements(text: str) -> list[str]:
     """Split a pipeline body at top-level commas, respecting ``()``, ``{}``, ``[]`` and quotes.
 
-    Raises :class:`InvalidPipelineError` on unbalanced brackets or an empty element.
+    Raises :class:`InvalidPipelineError` on unbalanced brackets, brackets nested deeper than
+    :data:`MAX_PIPELINE_NESTING`, or an empty element.
     """
     elements: list[str] = []
     stack: list[str] = []
@@ -273,6 +281,11 @@ def split_elements(text: str) -> list[str]:
             quote = True
         elif ch in _OPEN_TO_CLOSE:
             stack.append(_OPEN_TO_CLOSE[ch])
+            if len(stack) > MAX_PIPELINE_NESTING:
+                raise InvalidPipelineError(
+                    f"pipeline nested deeper than {MAX_PIPELINE_NESTING} levels at offset {i} "
+                    f"('{ch}')"
+                )
         elif ch in ")}]":
             if not stack or stack.pop() != ch:
                 raise InvalidPipelineError(f"unbalanced '{ch}' at offset {i} in pipeline {text!r}")
@@ -602,6 +615,9 @@ def build_pass_manager(
                     pm.add(stage.text)
                 except ValueError as err:
                     raise _upstream_error(stage.text, err) from None
+                # After MLIR parsed them (unknown options are its error): values it would
+                # assert on are refused before the pass runs.
+                _check_upstream_options(stage.text)
             else:
                 info = stage.pass_info
                 if info.context != MLIR_CONTEXT:
@@ -615,6 +631,22 @@ def build_pass_manager(
         if print_ir_after_all:
             pm.enable_ir_printing(print_after_all=True, print_generic_op_form=print_generic_op_form)
     return pm
+
+
+def _check_upstream_options(text: str) -> None:
+    """Check the options of every upstream element in ``text`` (nested pipelines included)
+    against :data:`hector.passes.upstream_options.UPSTREAM_OPTIONS`."""
+    from .upstream_options import option_problem
+
+    pending = split_elements(text)[::-1]  # a stack: the first element on top
+    while pending:
+        name, opener, inner = _split_element(pending.pop())
+        if opener == "(":
+            pending.extend(reversed(split_elements(inner)))
+        elif opener == "{":
+            problem = option_problem(name, parse_options(inner))
+            if problem is not None:
+                raise InvalidPipelineError(problem)
 
 
 _REPRO_COUNTER = itertools.count()

@@ -23,7 +23,9 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+import regex  # type: ignore[import-untyped]  # search with a timeout (expected-*-re)
 
 if TYPE_CHECKING:
     from hector.passes._pipeline import Diagnostic, Stage
@@ -211,9 +213,19 @@ def _render(diag: Diagnostic, name_of: Callable[[str], str], source: list[str]) 
     return "\n".join(out)
 
 
+#: Seconds one ``expected-*-re`` regex may take to match one message. The regexes come from
+#: the input, and a backtracking one (``(a|aa)+$``) could otherwise run for hours; a sound
+#: regex matches a diagnostic in microseconds.
+REGEX_TIMEOUT_S = 1.0
+
+
 @dataclass
 class _Expected:
-    """One ``// expected-<kind> [@where] {{text}}`` comment."""
+    """One ``// expected-<kind> [@where] {{text}}`` comment.
+
+    An ``-re`` expectation's regex is compiled when it is read; ``error`` says why it cannot be
+    used (it does not compile, or a match ran past :data:`REGEX_TIMEOUT_S`).
+    """
 
     kind: str
     text: str
@@ -221,14 +233,35 @@ class _Expected:
     line: int | None  # None: an unknown location (@unknown)
     comment_line: int
     matched: bool = False
+    error: str | None = None
+    pattern: Any = None  # the compiled ``regex.Pattern`` of an -re expectation
 
-    def matches(self, message: str) -> bool:
+    def __post_init__(self) -> None:
         if not self.regex:
-            return self.text in message
+            return
         # "-re": literal text with {{regex}} parts, as in MLIR and FileCheck.
         parts = re.split(r"\{\{(.*?)\}\}", self.text)
-        pattern = "".join(p if i % 2 else re.escape(p) for i, p in enumerate(parts))
-        return re.search(pattern, message) is not None
+        source = "".join(p if i % 2 else re.escape(p) for i, p in enumerate(parts))
+        try:
+            self.pattern = regex.compile(source)
+        except (regex.error, ValueError, OverflowError, RecursionError) as err:
+            self.error = f"invalid regex in expected-{self.kind}-re: {err}"
+
+    def matches(self, message: str) -> bool:
+        """Whether ``message`` is the one expected (never when the regex is unusable)."""
+        if not self.regex:
+            return self.text in message
+        if self.pattern is None:
+            return False
+        try:
+            return self.pattern.search(message, timeout=REGEX_TIMEOUT_S) is not None
+        except TimeoutError:
+            self.error = (
+                f"regex in expected-{self.kind}-re took longer than {REGEX_TIMEOUT_S:g} s to "
+                "match (catastrophic backtracking?)"
+            )
+            self.pattern = None
+            return False
 
 
 def parse_expectations(chunk: _Chunk) -> list[_Expected]:
@@ -283,7 +316,9 @@ def check_expectations(
                 problems.append(f"{d.where(name_of)}: error: unexpected {d.severity}: {d.message}")
     name = name_of("-")
     for e in expected:
-        if not e.matched:
+        if e.error is not None:
+            problems.append(f"{name}:{e.comment_line}: error: {e.error}")
+        elif not e.matched:
             where = f"{name}:{e.comment_line}"
             at = "an unknown location" if e.line is None else f"line {e.line}"
             problems.append(
@@ -474,16 +509,17 @@ def _run_torch_pipeline(args: argparse.Namespace, stages: list[Stage]) -> int:
 
     from hector.lowering.raise_torch_to_hector import make_torch_context
     from hector.passes._registry import PassFailure
-    from hector.passes.verify import source_problems
+    from hector.passes.source_check import UnsafeSourceError, check_source
 
     text, display = _read_input(args.input)
-    unsafe = [f"{display}:{p.line}:{p.column}: error: {p.message}" for p in source_problems(text)]
-    if unsafe:
-        return _emit_torch(args, None, unsafe)
+    try:
+        check_source(text, display)  # refuses what would abort MLIR's parser
+    except UnsafeSourceError as err:
+        return _emit_torch(args, None, err.lines())
     context = make_torch_context()
     try:
         with context:
-            module = torch_ir.Module.parse(text)  # the user's file
+            module = torch_ir.Module.parse(text)  # the user's file, checked above
     except torch_ir.MLIRError as err:
         msg = str(err).replace('"-"', display).replace("\n", " ")
         return _emit_torch(args, None, [f"{display}: error: {msg}"])

@@ -25,13 +25,14 @@ func.func @f() attributes {test.a = array<index>} {
 
 // -----
 
-// Through a type alias (declared after its use, as it may be), with spaces and a line break.
+// Through a type alias, with spaces and a line break. (An alias used before its declaration
+// is MLIR's own clean error, "undefined symbol alias id".)
+!idx = index
 // CHECK: hector-verify-source-invalid.mlir:[[@LINE+3]]:3: error: dense array attributes
 module attributes {test.a = array <
 // expected-error @+1 {{dense array attributes cannot hold 'index' elements}}
   !idx : 3>} {
 }
-!idx = index
 
 // -----
 

@@ -425,10 +425,11 @@ class Plan:
         from mlir import ir
 
         from hector.dialects import make_context
+        from hector.passes._pipeline import parse_module  # refuses what would abort MLIR
 
         with make_context():
             try:
-                module = ir.Module.parse(text)
+                module = parse_module(text)
             except ir.MLIRError as err:
                 raise PlanError(f"{source}: not a valid placement plan: {err}") from None
             for op in module.body.operations:
