@@ -29,6 +29,8 @@ __all__ = [
     "check_private_dir",
     "open_private_file",
     "private_dir",
+    "rename_in",
+    "unlink_in",
     "user_cache_dir",
     "write_private_file",
 ]
@@ -114,6 +116,31 @@ def open_private_file(
         os.close(dfd)
 
 
+def rename_in(directory: str | os.PathLike[str], src: str, dst: str) -> None:
+    """Rename ``src`` to ``dst`` inside ``directory``, both relative to the directory's own
+    descriptor (opened ``O_NOFOLLOW``): a link in place of the directory is refused, and a link
+    at ``dst`` is replaced, never followed."""
+    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        os.rename(src, dst, src_dir_fd=dfd, dst_dir_fd=dfd)
+    finally:
+        os.close(dfd)
+
+
+def unlink_in(directory: str | os.PathLike[str], name: str, *, missing_ok: bool = True) -> None:
+    """Remove ``name`` (a link itself, never its target) inside ``directory``, relative to the
+    directory's descriptor; errors are ignored when ``missing_ok`` (clean-up paths)."""
+    try:
+        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            os.unlink(name, dir_fd=dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        if not missing_ok:
+            raise
+
+
 def write_private_file(directory: str | os.PathLike[str], name: str, data: bytes) -> None:
     """Write ``data`` as ``name`` in the private ``directory`` atomically: to a fresh temporary
     name (``O_EXCL | O_NOFOLLOW``), then renamed over ``name``; a link at ``name`` is replaced,
@@ -123,18 +150,7 @@ def write_private_file(directory: str | os.PathLike[str], name: str, data: bytes
     try:
         with os.fdopen(fd, "wb", closefd=True) as f:
             f.write(data)
-        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        try:
-            os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        finally:
-            os.close(dfd)
+        rename_in(directory, tmp, name)
     except BaseException:
-        try:
-            dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-            try:
-                os.unlink(tmp, dir_fd=dfd)
-            finally:
-                os.close(dfd)
-        except OSError:
-            pass
+        unlink_in(directory, tmp)
         raise

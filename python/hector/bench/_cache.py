@@ -33,6 +33,8 @@ from hector.runtime.private_dir import (
     UnsafeDirectoryError,
     open_private_file,
     private_dir,
+    rename_in,
+    unlink_in,
     user_cache_dir,
     write_private_file,
 )
@@ -125,25 +127,6 @@ def _tmp_name(name: str) -> str:
     return f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
 
 
-def _rename(directory: Path, src: str, dst: str) -> None:
-    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    try:
-        os.rename(src, dst, src_dir_fd=dfd, dst_dir_fd=dfd)
-    finally:
-        os.close(dfd)
-
-
-def _unlink_quietly(directory: Path, name: str) -> None:
-    try:
-        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        try:
-            os.unlink(name, dir_fd=dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
-
-
 #: What a producer writes: ``producer(write)`` calls ``write(bytes)`` with the whole ``.npy``
 #: file's bytes in order (a header first), and returns ``(dtype, shape)`` of the array.
 Producer = Callable[[Callable[[Any], object]], tuple[np.dtype[Any], tuple[int, ...]]]
@@ -203,7 +186,7 @@ def write_group(
     algorithm = _default_algorithm()
     entries: dict[str, Any] = {}
     # The old manifest goes first: a reader never pairs it with a half-replaced group.
-    _unlink_quietly(directory, f"{group}.manifest.json")
+    unlink_in(directory, f"{group}.manifest.json")
     for name, produce in files.items():
         tmp = _tmp_name(name)
         fd = open_private_file(directory, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
@@ -213,9 +196,9 @@ def write_group(
                 dtype, shape = produce(writer.write)
                 raw.flush()
                 os.fsync(raw.fileno())
-            _rename(directory, tmp, name)
+            rename_in(directory, tmp, name)
         except BaseException:
-            _unlink_quietly(directory, tmp)
+            unlink_in(directory, tmp)
             raise
         entries[name] = {
             "size": writer.size,
