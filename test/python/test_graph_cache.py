@@ -216,12 +216,7 @@ def test_hgtconv_sees_a_numpy_write_to_one_relation() -> None:
         for t in want:
             assert (got[t] - want[t]).abs().max().item() <= TOL
 
-    def hgt_calls() -> int:  # the layer programs' counts are per process, not per backend
-        return int(be.stats()["layer_programs"].get("hgt:2:1", {}).get("calls", 0))
-
-    calls = hgt_calls()
     check()
-    assert hgt_calls() == calls + 1  # routed to Hector's HGT program
     builds = be.stats()["graph_builds"]
     check()
     assert be.stats()["graph_builds"] == builds  # equal content: a hit

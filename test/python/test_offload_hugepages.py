@@ -172,7 +172,8 @@ def _numpy_marked(what: str, root: str) -> list:
 
 def test_memory_numpy_marked_is_not_taken_for_pytorchs_huge_pages(tmp_path):
     marked, mode, in_effect = _numpy_marked("probe", str(tmp_path))
-    assert (marked >= 32 << 20) is (mode in ("madvise", "always"))
+    # NumPy marks its 32 MiB buffer, less what its alignment leaves outside (a page or so).
+    assert (marked >= 30 << 20) is (mode in ("madvise", "always"))
     assert in_effect is (mode == "always")  # PyTorch was never asked for huge pages here
 
 
