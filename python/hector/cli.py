@@ -250,10 +250,6 @@ def compile_cmd(args: argparse.Namespace) -> int:
     if (args.bundle is None) != (args.target is None):
         raise CliError("--bundle DIR and --target cuda go together")
     target = STAGES[args.emit]
-    if args.threads < 1:
-        raise CliError(f"--threads must be at least 1, got {args.threads}")
-    if not args.dst_ratio <= 1.0:
-        raise CliError(f"--dst-ratio must be at most 1 (D <= E), got {args.dst_ratio}")
     options = compiler.Options(
         not args.no_compact,
         not args.no_reorder,
