@@ -326,7 +326,7 @@ Optional attribute `align` (`"none"` by default; IRDL cannot declare optional at
 the GPU lowering checks it): `"warp128"` gives one warp to each row instead, reading `x[xr, :]`
 in 128-byte-aligned segments (lane `l` of step `k` reads column `32k + l - s`, `s` being the
 row's misalignment in floats), which cuts PCIe requests when `x` is a unified tensor read
-zero-copy (`python/hector/request_model.py`). It needs `x` and `out` of the same width and a
+zero-copy (`hector_bench.request_model`). It needs `x` and `out` of the same width and a
 `block_size` that is a multiple of 32; the CPU lowering ignores it.
 
 Optional attribute `schedule` (`hector_intra.Schedule`, as on `gemm_template`): on the CPU,

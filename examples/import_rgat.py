@@ -23,8 +23,8 @@ import torch
 from torch import nn
 
 import hector  # loads Hector's MLIR libraries (they must load before torch-mlir's)
-from hector.bench.importer import RGAT  # the plain-PyTorch layer (shared with the benchmark)
 from hector.datasets import load
+from hector_bench.importer import RGAT  # the plain-PyTorch layer (shared with the benchmark)
 
 
 def median_ms(fn: Callable[[], object], runs: int) -> float:

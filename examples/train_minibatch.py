@@ -29,14 +29,14 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from hector.bench.minibatch import (
+from hector.loader import NeighborLoader
+from hector_bench.minibatch import (
     build_models,
     cached_dataset,
     compiled_functions,
     feature_store,
     seed_type,
 )
-from hector.loader import NeighborLoader
 
 
 def main() -> int:

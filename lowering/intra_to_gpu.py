@@ -422,7 +422,7 @@ def traversal_align(op: ir.Operation) -> str:
 @contextmanager
 def _warp128_columns(b: T.Body, xr: ir.Value, lane: ir.Value, d: int) -> Iterator[ir.Value]:
     """The aligned thread→element mapping (``align = "warp128"``, see
-    ``python/hector/request_model.py``): one warp per row, lane ``lane`` of step ``k`` reads element
+    ``hector_bench.request_model``): one warp per row, lane ``lane`` of step ``k`` reads element
     ``32k + lane - s`` of the row, where ``s`` is the row's misalignment in floats,
     ``(address(x[xr, 0]) / 4) mod 32``. Every step then reads one aligned 128-byte segment.
     Yields the element index inside the step loop and the in-row guard."""

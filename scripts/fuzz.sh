@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A long run of Hector's own IR fuzzer (the python/hector/fuzz package and its strategies):
+# A long run of Hector's own IR fuzzer (the fuzz/hector_fuzz package and its strategies):
 # mutated lit-test inputs, modules generated from the dialects' specs, depth and size extremes,
 # mixed Hector/upstream pipelines with random options, and --verify-diagnostics runs.
 #
@@ -34,5 +34,5 @@ while (($#)); do
   esac
 done
 out=${out:-build/fuzz/$(date -u +%Y-%m-%d)-seed$seed}
-exec python3 -m hector.fuzz --cases "$cases" --strategies "$strategies" --seed "$seed" \
+exec python3 -m hector_fuzz --cases "$cases" --strategies "$strategies" --seed "$seed" \
   --workers "$workers" --timeout "$timeout" --out "$out" ${extra[@]+"${extra[@]}"}

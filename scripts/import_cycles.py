@@ -26,6 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # Source folder → the package name it is installed as (pyproject.toml's wheel.packages).
 PACKAGES: dict[str, str] = {
     "python/hector": "hector",
+    "benchmarks/hector_bench": "hector_bench",
+    "fuzz/hector_fuzz": "hector_fuzz",
     "dialects": "hector.dialects",
     "passes": "hector.passes",
     "lowering": "hector.lowering",

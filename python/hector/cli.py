@@ -121,10 +121,27 @@ def _parser() -> argparse.ArgumentParser:
 
     _args.add_bounds_to_help(c)
 
-    from . import bench
-
-    bench.add_subcommands(sub)
+    _add_bench(sub)
     return p
+
+
+BENCH_MISSING = (
+    "the benchmarks are not installed: they are the hector_bench package, which needs the "
+    "[bench] extra (pip install -e '.[bench]' from a checkout)"
+)
+
+
+def _add_bench(sub: argparse._SubParsersAction) -> None:
+    """``hector bench``: the benchmark subcommands when :mod:`hector_bench` is installed, else a
+    stub whose every use says how to install them."""
+    try:
+        import hector_bench
+    except ImportError as err:
+        b = sub.add_parser("bench", help="benchmarks (install the [bench] extra)")
+        b.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        b.set_defaults(bench_missing=f"{BENCH_MISSING}; {err}")
+        return
+    hector_bench.add_subcommands(sub)
 
 
 def _time(fn: Callable[[], object], runs: int, label: str) -> list[float]:
@@ -317,9 +334,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             return demo(args)
         if args.command == "bench":
-            from . import bench
+            if getattr(args, "bench_missing", None):
+                raise CliError(args.bench_missing)
+            import hector_bench
 
-            return bench.run(args)
+            return hector_bench.run(args)
         return compile_cmd(args)
     except CliError as err:
         msg = str(err)

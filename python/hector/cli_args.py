@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 
 __all__ = [
     "MAX_DIM",
@@ -21,9 +20,7 @@ __all__ = [
     "FloatRange",
     "IntList",
     "IntRange",
-    "PlotPath",
     "add_bounds_to_help",
-    "plot_formats",
 ]
 
 #: A tensor dimension Hector compiles for (the IR's shapes, int32 indexing of a row).
@@ -135,46 +132,6 @@ class IntList:
         return ",".join(str(v) for v in values)
 
 
-def plot_formats() -> frozenset[str]:
-    """File extensions matplotlib can save a figure as (``png``, ``svg``, ``pdf``, ...)."""
-    try:
-        from matplotlib.backend_bases import FigureCanvasBase
-
-        return frozenset(FigureCanvasBase.get_supported_filetypes())
-    except ImportError:  # matplotlib is a dependency; a fixed list if it is broken
-        return frozenset(("eps", "jpeg", "jpg", "pdf", "pgf", "png", "ps", "raw", "rgba", "svg"))
-
-
-class PlotPath:
-    """An image file matplotlib can write: a supported extension and an existing folder."""
-
-    def __init__(self) -> None:
-        """Accept paths ``<existing folder>/<name>.<png|svg|pdf|...>``."""
-        self.__name__ = "plot path"
-
-    def describe(self) -> str:
-        """What is accepted, for ``--help``."""
-        return "an image path whose folder exists, ending .png, .svg, .pdf, ..."
-
-    def __call__(self, text: str) -> str:
-        """``text``; ``ArgumentTypeError`` for an unknown format or a missing folder."""
-        if not text or "\0" in text:
-            raise argparse.ArgumentTypeError(f"not a file name: {text!r}")
-        ext = os.path.splitext(text)[1].lstrip(".").lower()
-        formats = plot_formats()
-        if ext not in formats:
-            raise argparse.ArgumentTypeError(
-                f"cannot save a plot as {ext or 'a file without an extension'!r} ({text}); "
-                f"use one of: {', '.join(sorted(formats))}"
-            )
-        folder = os.path.dirname(text) or "."
-        if not os.path.isdir(folder):
-            raise argparse.ArgumentTypeError(f"folder '{folder}' does not exist ({text})")
-        if os.path.isdir(text):
-            raise argparse.ArgumentTypeError(f"'{text}' is a folder, not an image file name")
-        return text
-
-
 #: Shared instances.
 POSITIVE_DIM = IntRange(1, MAX_DIM)
 WIDTH = IntRange(1, MAX_WIDTH)
@@ -187,7 +144,6 @@ THREADS_OR_AUTO = IntRange(0, MAX_THREADS)
 SCALE = FloatRange(0.0, 100.0, lo_open=True)
 GIB = FloatRange(0.0, 1_048_576.0, lo_open=True)  # up to 1 PiB
 SECONDS = FloatRange(0.0, 7 * 24 * 3600.0, lo_open=True)  # up to a week
-PLOT = PlotPath()
 FRACTION = FloatRange(0.0, 1.0)
 REPEATS = IntRange(1, 1_000)
 LAYERS = IntRange(1, 1_024)

@@ -1,5 +1,5 @@
 // Malformed graph bindings are clean errors naming the argument, exit 1, never an internal
-// error (found by hector.fuzz: a rank-1 edge_index was an IndexError, a non-string binding or a
+// error (found by hector_fuzz: a rank-1 edge_index was an IndexError, a non-string binding or a
 // non-integer hector.num_nodes a ValueError "Cannot cast attribute").
 // RUN: echo 'func.func @f(%%x: !torch.vtensor<[10,4],f32>, %%e: !torch.vtensor<[30],si64> {hector.graph = "edge_index"}) -> !torch.vtensor<[10,4],f32> { return %%x : !torch.vtensor<[10,4],f32> }' | %python %S/../cli/Inputs/exit_code.py hector-opt --torch - | FileCheck %s --check-prefix=RANK
 // RANK-NOT: internal error

@@ -193,7 +193,7 @@ def test_one_kernel_per_decision() -> None:
 @pytest.mark.parametrize("order", ORDERS)
 def test_bench_rows_carry_the_order(order: str) -> None:
     """``hector bench gnn`` reads each layer's choice off the compiled forward function."""
-    from hector.bench import gnn
+    from hector_bench import gnn
 
     g = _knowledge_graph()
     layer = RGCNLayer(8, 8, g.num_etypes).optimize()

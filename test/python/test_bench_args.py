@@ -10,7 +10,8 @@ import pytest
 
 from hector import cli
 from hector import cli_args as _args
-from hector.bench import gnn
+from hector_bench import gnn
+from hector_bench.plot_args import PlotPath
 
 
 def _subparsers(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()):
@@ -54,7 +55,7 @@ def test_every_plot_option_is_a_plot_path() -> None:
     plots = [(w, a) for w, sub in COMMANDS for a in sub._actions if a.dest in ("plot", "frontier")]
     assert plots
     for words, action in plots:
-        assert isinstance(action.type, _args.PlotPath), (words, action.option_strings)
+        assert isinstance(action.type, PlotPath), (words, action.option_strings)
 
 
 def _bad_values(action) -> list[str]:
@@ -65,7 +66,7 @@ def _bad_values(action) -> list[str]:
         return ["nan", "inf", "-inf", "1e999", "x"]
     if isinstance(t, _args.IntList):
         return [f"1,{t.item.hi + 1}", "", "x,1"]
-    if isinstance(t, _args.PlotPath):
+    if isinstance(t, PlotPath):
         return ["plot.xyz", "plot", "/no/such/folder/plot.png"]
     raise AssertionError(f"untested type {t!r}")
 

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from hector.bench import _cache, minibatch
+from hector_bench import _cache, minibatch
 
 DS, SCALE = "synthetic:mag", 0.0001  # 194 nodes, 4222 edges
 SLUG = "synthetic_mag_s0.0001"

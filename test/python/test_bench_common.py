@@ -1,4 +1,4 @@
-"""The benchmarks' shared meters (``hector.bench._common``)."""
+"""The benchmarks' shared meters (``hector_bench._common``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from hector.bench._common import KernelTime
+from hector_bench._common import KernelTime
 
 
 def _fault_in(nbytes: int) -> None:
@@ -61,7 +61,7 @@ def test_kernel_time_says_what_else_ran_on_the_machine():
 
 
 def test_round_bootstrap_brackets_the_figure_and_reproduces():
-    from hector.bench._common import round_bootstrap
+    from hector_bench._common import round_bootstrap
 
     rounds = [0.02, 0.05, 0.08, 0.30]  # one round far off: the host drifted
 

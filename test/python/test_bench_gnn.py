@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hector import cli
-from hector.bench import _common, gnn
+from hector_bench import _common, gnn
 
 # synthetic:mag at this scale: 194 nodes, 4222 edges, 8 relations, 4 node types
 TINY = ["--dataset", "synthetic:mag", "--scale", "0.0001", "--hidden", "8", "--runs", "2"]
@@ -440,7 +440,7 @@ def test_peer_over_the_memory_cap_fails_with_out_of_memory(tmp_path) -> None:
 
 WORKER = """
 import json, os, signal, sys, time
-from hector.bench import _common
+from hector_bench import _common
 
 how = json.loads(sys.argv[2])["how"]
 _common.emit_worker_line({"progress": 1})

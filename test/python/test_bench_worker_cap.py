@@ -11,7 +11,7 @@ import textwrap
 
 REFERENCES_UNDER_A_CAP = """
 import torch
-from hector.bench import _common, roofline
+from hector_bench import _common, roofline
 
 _common.limit_address_space(32 << 20)  # less than the 2 x 64 MiB reference copy
 profile = roofline.measure([], 1)
@@ -26,7 +26,7 @@ THREADS_UNDER_A_CAP = """
 import torch
 
 torch.set_num_threads(8)  # as on an 8-core machine, whatever this one has
-from hector.bench import gnn
+from hector_bench import gnn
 
 gnn._isolate(16 << 20)  # a worker's set-up with a 16 MiB cap: less than 7 x 8 MiB of stacks
 x = torch.zeros(8 * 65536)
@@ -61,7 +61,7 @@ def test_torch_threads_are_started_before_the_worker_cap() -> None:
 def test_a_record_is_never_written_through_a_link_at_a_temporary_name(tmp_path) -> None:
     """write_json's temporary file has a fresh name: a link planted at the old fixed name
     (``<record>.tmp``) in a shared folder is left alone, and so is what it points to."""
-    from hector.bench import _common
+    from hector_bench import _common
 
     victim = tmp_path / "victim"
     victim.write_text("precious")

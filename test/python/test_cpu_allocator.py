@@ -137,7 +137,7 @@ import hashlib, json, sys, tempfile, warnings, torch, torch.nn.functional as F
 import hector
 if sys.argv[1] == "caching":
     hector.offload.enable_caching_allocator(cache_limit=64 << 20, min_block=4096)
-from hector.offload.models import build_model
+from hector_bench.offload_models import build_model
 from hector.runtime import cpu_allocator
 torch.manual_seed(0)
 model = build_model("gpt", 2, 128, 2, 128, 64)  # activations of 64 KiB and more

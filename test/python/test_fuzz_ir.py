@@ -1,4 +1,4 @@
-"""Hector's own IR fuzzer (hector.fuzz): a short seeded run finds no defect, and the harness
+"""Hector's own IR fuzzer (hector_fuzz): a short seeded run finds no defect, and the harness
 tells each kind of outcome apart (a real C++ abort is a crash, a hang a timeout)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hector import fuzz
-from hector.fuzz import Case, Outcome
+import hector_fuzz as fuzz
+from hector_fuzz import Case, Outcome
 
 # A C++ assertion in MLIR's parser (upstream): it aborts the process that parses this text.
 _ABORTS_MLIR = "module attributes {test.a = array<index: 1>} {}\n"

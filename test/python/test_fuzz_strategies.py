@@ -1,4 +1,4 @@
-"""The fuzzer's generation strategies (the table hector.fuzz.strategies and the modules it
+"""The fuzzer's generation strategies (the table hector_fuzz.strategies and the modules it
 lists): each is deterministic for a fixed seed, and each produces inputs of the classes it
 targets. Generation only (no hector-opt runs), except one short end-to-end campaign."""
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from hector import fuzz
-from hector.fuzz import Case
-from hector.fuzz.campaign import _record
-from hector.fuzz.strategies import STRATEGIES, Environment, plan, strategy_rng
+import hector_fuzz as fuzz
+from hector_fuzz import Case
+from hector_fuzz.campaign import _record
+from hector_fuzz.strategies import STRATEGIES, Environment, plan, strategy_rng
 
 _ALL = ["mutation", "grammar", "extremes", "pass-options", "diagnostics"]
 

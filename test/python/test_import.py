@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 import hector
-from hector.bench.importer import HGT, RGAT, RGCN
 from hector.importer import ImportError_
+from hector_bench.importer import HGT, RGAT, RGCN
 
 N, E, R, H, D = 40, 240, 4, 2, 4
 

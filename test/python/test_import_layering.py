@@ -206,7 +206,7 @@ MLIR_FREE = (
     "hector.graph",
     "hector.models",
     "hector.offload",
-    "hector.request_model",
+    "hector_bench.request_model",
     "hector.runtime",
     "hector.runtime.bundle",
     "hector.bundle_check",

@@ -148,7 +148,7 @@ def test_lowering_error_lists_ops() -> None:
 def test_bench_import_rejects_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
 
-    from hector.bench import importer as bench
+    from hector_bench import importer as bench
 
     p = argparse.ArgumentParser()
     bench.add_arguments(p)

@@ -1,12 +1,12 @@
 """The mini-batch benchmarks' records on a tiny graph: ``hector bench minibatch`` and the feature
-gather comparison (``python3 -m hector.bench.feature_gather``)."""
+gather comparison (``python3 -m hector_bench.feature_gather``)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
-from hector.bench import feature_gather, minibatch
+from hector_bench import feature_gather, minibatch
 
 
 def _args(module, argv: list[str]) -> argparse.Namespace:

@@ -1,11 +1,11 @@
-"""``hector.bench.memory_trace``: one training step traced at every scope boundary."""
+"""``hector_bench.memory_trace``: one training step traced at every scope boundary."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from hector.bench.memory_trace import MIB, trace_step
+from hector_bench.memory_trace import MIB, trace_step
 
 
 class _Holder(nn.Module):

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from hector.bench import offload as bench
 from hector.cli import main
+from hector_bench import offload as bench
 
 TINY = {"model": "gpt", "layers": 2, "hidden": 32, "heads": 2, "seq": 16, "batch": 2, "vocab": 64}
 
@@ -473,7 +473,7 @@ def test_each_offloading_run_is_compared_with_the_disk_as_it_was_around_it(
     # The disk's speed drifts within minutes: one raw figure at the start of the benchmark
     # made the store look slow or fast depending on that moment, and one probe on either side
     # of a run still did (back-to-back probes read 893 and 2367 MB/s): the median of several.
-    from hector.bench import _common
+    from hector_bench import _common
 
     # The start, then two probes before and two after hector-all (median 800 MB/s).
     raws = iter([2000e6, 1000e6, 900e6, 600e6, 700e6])

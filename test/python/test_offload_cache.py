@@ -16,7 +16,7 @@ import torch.nn.functional as F
 import hector
 from hector.offload import ChecksumError, OffloadError, OffloadIOError, Plan, PlanError, TensorCache
 from hector.offload.cache import _TRIM_YIELD_PRIOR
-from hector.offload.models import build_model
+from hector_bench.offload_models import build_model
 
 VOCAB, SEQ = 128, 32
 HAS_CUDA = torch.cuda.is_available()
@@ -316,7 +316,7 @@ def test_two_processes_share_one_root(tmp_path):
         """
         import sys, torch, torch.nn.functional as F, hector
         torch.set_num_threads(1)
-        from hector.offload.models import build_model
+        from hector_bench.offload_models import build_model
         torch.manual_seed(0)
         m = build_model("gpt", 2, 64, 4, 128, 32)
         ref = build_model("gpt", 2, 64, 4, 128, 32)

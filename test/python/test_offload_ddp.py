@@ -20,7 +20,7 @@ def _free_port() -> int:
 
 def _rank_main(rank: int, world: int, port: int, root: str, out: str) -> None:
     import hector
-    from hector.offload.models import build_model
+    from hector_bench.offload_models import build_model
 
     torch.set_num_threads(1)
     os.environ["MASTER_ADDR"] = "127.0.0.1"

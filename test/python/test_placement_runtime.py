@@ -152,7 +152,7 @@ def test_bench_placement_writes_a_record(tmp_path: Any) -> None:
     args += ["--in-dim", "4", "--runs", "1", "--out", str(out)]
     env = {**os.environ, "HECTOR_OFFLOAD_DIR": str(tmp_path / "store")}
     done = subprocess.run(
-        [sys.executable, "-m", "hector.bench.placement", *args],
+        [sys.executable, "-m", "hector_bench.placement", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -170,7 +170,7 @@ def test_bench_placement_writes_a_record(tmp_path: Any) -> None:
     assert keep["store_wait_write_ms"] == keep["store_wait_read_ms"] == 0
     assert {"peak_reduction", "step_overhead"} <= record.keys()
     bad = subprocess.run(
-        [sys.executable, "-m", "hector.bench.placement", "--memory-budget", "1.5"],
+        [sys.executable, "-m", "hector_bench.placement", "--memory-budget", "1.5"],
         capture_output=True,
         text=True,
         check=False,

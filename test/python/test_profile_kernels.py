@@ -15,9 +15,9 @@ import torch
 
 import hector
 from hector import frontend
-from hector.bench import gnn, roofline
 from hector.lowering import profile_kernels as P
 from hector.models import _rgcn_layer
+from hector_bench import gnn, roofline
 
 NODES, EDGES, ETYPES, DIM = 60, 400, 3, 8
 

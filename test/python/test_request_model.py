@@ -1,4 +1,4 @@
-"""The PCIe request model of zero-copy gathers (python/hector/request_model.py)."""
+"""The PCIe request model of zero-copy gathers (benchmarks/hector_bench/request_model.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from hector import request_model as rm
+from hector_bench import request_model as rm
 
 
 def test_aligned_row_costs_one_request_per_segment() -> None:

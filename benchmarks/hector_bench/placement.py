@@ -27,7 +27,8 @@ import sys
 import time
 from typing import Any
 
-from .. import cli_args as _args
+from hector import cli_args as _args
+
 from . import _common
 
 MODELS = ("rgat", "hgt")
@@ -226,7 +227,7 @@ def _run_worker(cfg: dict[str, Any]) -> dict[str, Any]:
     """Run :func:`worker` in a fresh interpreter (its own peak RSS and store)."""
     # The worker imports Hector as this process did (-S: from PYTHONPATH, no site hooks).
     flags = ["-S"] if sys.flags.no_site else []
-    cmd = [sys.executable, *flags, "-m", "hector.bench.placement", "--worker", json.dumps(cfg)]
+    cmd = [sys.executable, *flags, "-m", "hector_bench.placement", "--worker", json.dumps(cfg)]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines() or ["(no output)"]
@@ -324,6 +325,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(prog="python -m hector.bench.placement")
+    parser = argparse.ArgumentParser(prog="python -m hector_bench.placement")
     add_arguments(parser)
     sys.exit(run(parser.parse_args()))

@@ -1,6 +1,6 @@
 """The ``mutation`` strategy: the lit tests' inputs, mutated.
 
-Each case mutates one seed (:func:`~hector.fuzz.cases.load_seeds`) a few times — numbers,
+Each case mutates one seed (:func:`~hector_fuzz.cases.load_seeds`) a few times — numbers,
 attribute values, types, op names, SSA operands, whole lines — and runs it the way a user would:
 through ``hector-opt``'s parse, ``hector-verify`` and print (an *input*), or through one named
 pipeline or Hector pass (a *pipeline run*; torch-dialect seeds go through the torch-context
@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hector.fuzz.base import Environment, Strategy
-from hector.fuzz.cases import Case, Seed
+from hector_fuzz.base import Environment, Strategy
+from hector_fuzz.cases import Case, Seed
 
 __all__ = ["MutationStrategy", "make_cases", "mutate", "option_variants", "pipelines"]
 

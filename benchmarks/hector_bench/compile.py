@@ -30,7 +30,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .. import cli_args as _args
+from hector import cli_args as _args
+
 from . import _common
 
 MODELS = ("rgcn", "rgat", "hgt")

@@ -1,7 +1,7 @@
 """Running the fuzzer's cases: in-process in worker processes, or alone through ``hector-opt``,
 and classifying how each ended.
 
-Cases run in worker processes (``python3 -m hector.fuzz --worker``) that call
+Cases run in worker processes (``python3 -m hector_fuzz --worker``) that call
 ``hector.opt.main`` in-process, many cases each, so a run is fast; the parent hands a worker one
 case at a time and waits with a timeout, so a case that aborts the process (a C++ assertion) or
 hangs is caught exactly: the worker is replaced and the case replayed alone through the
@@ -23,7 +23,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, as_c
 from dataclasses import asdict
 from pathlib import Path
 
-from hector.fuzz.cases import Case, Outcome, Result
+from hector_fuzz.cases import Case, Outcome, Result
 
 __all__ = [
     "HECTOR_OPT",
@@ -51,7 +51,7 @@ def classify(returncode: int | None, stderr: str) -> Outcome:
 
 
 def _worker_command() -> list[str]:
-    return [sys.executable, "-m", "hector.fuzz", "--worker"]
+    return [sys.executable, "-m", "hector_fuzz", "--worker"]
 
 
 class _Worker:
@@ -223,7 +223,7 @@ def run_case(
 
 
 #: What a worker reports when an accepted case's output does not read back.
-READ_BACK_FAILED = "hector.fuzz: internal error: the output is rejected when read back"
+READ_BACK_FAILED = "hector_fuzz: internal error: the output is rejected when read back"
 
 
 def _run_in_process(entry: Callable[[list[str]], int], argv: list[str]) -> tuple[int, str, str]:

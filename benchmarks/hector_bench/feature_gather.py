@@ -1,6 +1,6 @@
 """Feature gather of sampled mini-batches from a feature file: Hector's ways, side by side.
 
-``python3 -m hector.bench.feature_gather --dataset synthetic:mag --json out.json``
+``python3 -m hector_bench.feature_gather --dataset synthetic:mag --json out.json``
 
 Samples ``--batches`` batches exactly as ``hector bench minibatch`` does (same loader seed,
 fan-outs, batch size and seed node type, so the same node sets), then gathers each batch's
@@ -34,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import cli_args as _args
+from hector import cli_args as _args
+
 from . import _cache, _common
 
 
@@ -69,7 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _store(path: Any, way: str, threads: int) -> Any:
-    from ..loader import FeatureStore
+    from hector.loader import FeatureStore
 
     if way.startswith("pread@"):
         return FeatureStore(path, threads=threads, max_gap_bytes=int(way.split("@", 1)[1]))
@@ -131,7 +132,8 @@ def run(args: argparse.Namespace) -> int:
     """Sample the batches, measure every way, print a table, write the record."""
     import torch
 
-    from ..loader import NeighborLoader
+    from hector.loader import NeighborLoader
+
     from .minibatch import cache_dir_of, cached_dataset, feature_store, seed_type
 
     try:

@@ -2,28 +2,28 @@
 cases among them.
 
 :data:`STRATEGIES` lists one instance of each strategy by name (``--strategies``), in the order
-campaigns interleave them. Each makes :class:`~hector.fuzz.cases.Case` objects from its own
+campaigns interleave them. Each makes :class:`~hector_fuzz.cases.Case` objects from its own
 random stream (:func:`strategy_rng`), so a strategy's cases depend only on the campaign seed and
 its own count, never on which other strategies run:
 
 ``mutation``
-    The lit tests' inputs, mutated (:mod:`hector.fuzz.mutation`).
+    The lit tests' inputs, mutated (:mod:`hector_fuzz.mutation`).
 ``grammar``
     Whole modules generated from the dialects' op specs (well- and ill-typed) and from a
-    grammar of builtin attributes and types (:mod:`hector.fuzz.grammar`).
+    grammar of builtin attributes and types (:mod:`hector_fuzz.grammar`).
 ``extremes``
     Depth and size extremes: deep nesting, huge dims and literals, long names, many ops, odd
-    resource blobs (:mod:`hector.fuzz.extremes`).
+    resource blobs (:mod:`hector_fuzz.extremes`).
 ``pass-options``
     Pipelines mixing Hector and upstream passes with random options, and deeply nested
-    pipelines (:mod:`hector.fuzz.pass_options`).
+    pipelines (:mod:`hector_fuzz.pass_options`).
 ``diagnostics``
     ``--verify-diagnostics`` runs with random ``expected-error(-re)`` comments, invalid and
-    catastrophically backtracking regexes among them (:mod:`hector.fuzz.diagnostics`).
+    catastrophically backtracking regexes among them (:mod:`hector_fuzz.diagnostics`).
 
-A new strategy subclasses :class:`~hector.fuzz.base.Strategy` in a module of its own (importing
-only :mod:`hector.fuzz.base`, :mod:`hector.fuzz.cases` and generators such as
-:mod:`hector.fuzz.grammar`) and is added to :data:`STRATEGIES` here.
+A new strategy subclasses :class:`~hector_fuzz.base.Strategy` in a module of its own (importing
+only :mod:`hector_fuzz.base`, :mod:`hector_fuzz.cases` and generators such as
+:mod:`hector_fuzz.grammar`) and is added to :data:`STRATEGIES` here.
 """
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ import dataclasses
 import random
 from collections.abc import Iterator, Sequence
 
-from hector.fuzz.base import Environment, Strategy
-from hector.fuzz.cases import Case
-from hector.fuzz.diagnostics import DiagnosticsStrategy
-from hector.fuzz.extremes import ExtremesStrategy
-from hector.fuzz.grammar import GrammarStrategy
-from hector.fuzz.mutation import MutationStrategy
-from hector.fuzz.pass_options import PassOptionsStrategy
+from hector_fuzz.base import Environment, Strategy
+from hector_fuzz.cases import Case
+from hector_fuzz.diagnostics import DiagnosticsStrategy
+from hector_fuzz.extremes import ExtremesStrategy
+from hector_fuzz.grammar import GrammarStrategy
+from hector_fuzz.mutation import MutationStrategy
+from hector_fuzz.pass_options import PassOptionsStrategy
 
 __all__ = ["STRATEGIES", "Environment", "Strategy", "interleave", "plan", "strategy_rng"]
 
@@ -88,4 +88,5 @@ def interleave(streams: dict[str, tuple[int, Iterator[Case]]]) -> Iterator[Case]
 
 def strategy_rng(seed: int, name: str) -> random.Random:
     """The random stream of strategy ``name`` in the campaign seeded ``seed``."""
+    # The stream name predates the package's move; kept so that a seed reproduces a campaign.
     return random.Random(f"hector.fuzz/{seed}/{name}")

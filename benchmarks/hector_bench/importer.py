@@ -23,8 +23,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from .. import cli_args as _args
+from hector import cli_args as _args
+
 from . import _common
+from .plot_args import PLOT
 
 MODELS = ("rgcn", "rgat", "hgt")
 
@@ -135,9 +137,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--seed", type=_args.SEED, default=0, help="seed of weights and inputs")
     p.add_argument("--json", metavar="PATH", help="write the JSON record here")
-    p.add_argument(
-        "--plot", type=_args.PLOT, metavar="PATH", help="bar chart of the medians (png/svg)"
-    )
+    p.add_argument("--plot", type=PLOT, metavar="PATH", help="bar chart of the medians (png/svg)")
 
 
 class BenchError(Exception):

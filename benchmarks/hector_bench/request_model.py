@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from .dialects.hector_intra import ALIGN_MODES
+from hector.dialects.hector_intra import ALIGN_MODES
 
 SEGMENT_BYTES = 128
 WARP_SIZE = 32

@@ -1,4 +1,4 @@
-"""``hector bench <name>``: benchmarks that write JSON records (format in DESIGN.md).
+"""``hector bench <name>``: benchmarks that write JSON records (format in docs/benchmarks.md).
 
 Each benchmark is a module here (``gnn``, ``offload``, ``gather``) exposing
 ``add_arguments(parser)`` and ``run(args) -> int``. The CLI builds one subcommand per entry of
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from .. import cli_args as _args
+from hector import cli_args as _args
 
 # name → (module, one-line help)
 BENCHMARKS: dict[str, tuple[str, str]] = {

@@ -14,9 +14,9 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from hector.fuzz.base import Environment, Strategy
-from hector.fuzz.cases import Case
-from hector.fuzz.grammar import SpecModule, dialect_pipelines, resource_section
+from hector_fuzz.base import Environment, Strategy
+from hector_fuzz.cases import Case
+from hector_fuzz.grammar import SpecModule, dialect_pipelines, resource_section
 
 __all__ = ["DEPTHS", "DIMS", "EXTREMES", "Extreme", "ExtremesStrategy"]
 

@@ -1,4 +1,4 @@
-"""The fuzzer's command line: ``python3 -m hector.fuzz --cases N --strategies LIST``."""
+"""The fuzzer's command line: ``python3 -m hector_fuzz --cases N --strategies LIST``."""
 
 from __future__ import annotations
 
@@ -9,17 +9,17 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from hector.fuzz.campaign import run_campaign
-from hector.fuzz.cases import DEFAULT_CORPUS
-from hector.fuzz.runner import worker_main
-from hector.fuzz.strategies import STRATEGIES
+from hector_fuzz.campaign import run_campaign
+from hector_fuzz.cases import DEFAULT_CORPUS
+from hector_fuzz.runner import worker_main
+from hector_fuzz.strategies import STRATEGIES
 
 __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python3 -m hector.fuzz",
+        prog="python3 -m hector_fuzz",
         description="Fuzz hector-opt (parse/verify, every pipeline, upstream passes, "
         "--verify-diagnostics) with mutated lit-test inputs and generated ones; exit 1 when "
         "any case crashes, times out or errs internally.",
@@ -70,19 +70,19 @@ def _progress_bar(total: int, enabled: bool) -> tuple[Callable[[int], None], Cal
 
     def lines(done: int) -> None:
         if enabled and (done % 500 == 0 or done == total):
-            sys.stderr.write(f"hector.fuzz: {done}/{total} cases\n")
+            sys.stderr.write(f"hector_fuzz: {done}/{total} cases\n")
 
     return lines, lambda: None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python3 -m hector.fuzz``; returns the exit status."""
+    """Entry point of ``python3 -m hector_fuzz``; returns the exit status."""
     args = _parser().parse_args(argv)
     if args.worker:
         return worker_main()
     inputs, pipeline_runs, cases, names = _plan_arguments(args)
     if min(inputs, pipeline_runs, cases) < 0 or args.workers < 1 or args.timeout <= 0:
-        sys.stderr.write("hector.fuzz: counts must be >= 0, workers >= 1, timeout > 0\n")
+        sys.stderr.write("hector_fuzz: counts must be >= 0, workers >= 1, timeout > 0\n")
         return 2
     update, close = _progress_bar(inputs + pipeline_runs + cases, not args.no_progress)
     try:
@@ -99,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress=update,
         )
     except (OSError, ValueError) as err:
-        sys.stderr.write(f"hector.fuzz: error: {err}\n")
+        sys.stderr.write(f"hector_fuzz: error: {err}\n")
         return 2
     finally:
         close()

@@ -17,8 +17,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from hector.fuzz.base import Environment, Strategy
-from hector.fuzz.cases import Case
+from hector_fuzz.base import Environment, Strategy
+from hector_fuzz.cases import Case
 
 if TYPE_CHECKING:
     from hector.dialects import OpDef

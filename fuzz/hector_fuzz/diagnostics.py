@@ -8,9 +8,9 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from hector.fuzz.base import Environment, Strategy
-from hector.fuzz.cases import Case
-from hector.fuzz.grammar import SpecModule
+from hector_fuzz.base import Environment, Strategy
+from hector_fuzz.cases import Case
+from hector_fuzz.grammar import SpecModule
 
 __all__ = ["BAD_REGEXES", "DiagnosticsStrategy"]
 

@@ -15,11 +15,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from hector.fuzz.base import Environment
-from hector.fuzz.cases import DEFAULT_CORPUS, Case, Result, Seed, Summary, load_seeds
-from hector.fuzz.mutation import MutationStrategy
-from hector.fuzz.runner import WorkerPool
-from hector.fuzz.strategies import STRATEGIES, interleave, plan, strategy_rng
+from hector_fuzz.base import Environment
+from hector_fuzz.cases import DEFAULT_CORPUS, Case, Result, Seed, Summary, load_seeds
+from hector_fuzz.mutation import MutationStrategy
+from hector_fuzz.runner import WorkerPool
+from hector_fuzz.strategies import STRATEGIES, interleave, plan, strategy_rng
 
 __all__ = ["campaign_cases", "run_campaign"]
 
@@ -34,7 +34,7 @@ def campaign_cases(
     strategies: Sequence[str] = ("mutation",),
 ) -> tuple[dict[str, int], Iterator[Case]]:
     """(cases per strategy, the cases interleaved): ``cases`` split by weight across
-    ``strategies`` (:mod:`hector.fuzz.strategies`), plus ``inputs`` and ``pipeline_runs``
+    ``strategies`` (:mod:`hector_fuzz.strategies`), plus ``inputs`` and ``pipeline_runs``
     mutation cases when ``mutation`` is among them."""
     counts = plan(strategies, cases)
     env = Environment(seeds, seed)

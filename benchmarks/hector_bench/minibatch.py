@@ -48,7 +48,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import cli_args as _args
+from hector import cli_args as _args
+
 from . import _cache, _common
 
 MODELS = ("rgcn", "rgat", "hgt")
@@ -112,7 +113,7 @@ def _slug(name: str, scale: float) -> str:
 def cache_dir_of(cache_dir: str | os.PathLike[str] | None) -> str:
     """The cache directory to use: ``cache_dir`` checked as private to the current user
     (created ``0700`` when missing), or the per-user default
-    (:func:`hector.bench._cache.cache_root`); raises ``UnsafeDirectoryError`` (an OSError)."""
+    (:func:`hector_bench._cache.cache_root`); raises ``UnsafeDirectoryError`` (an OSError)."""
     return str(_cache.cache_root(cache_dir))
 
 
@@ -123,7 +124,7 @@ _GRAPH_META = {"num_nodes", "node_types", "edge_types", "info"}
 def cached_dataset(name: str, scale: float, cache_dir: str) -> Any:
     """The dataset ``name`` (generated ones read back memory-mapped from the private
     ``cache_dir``, checked against their manifest; regenerated when they do not match)."""
-    from .. import datasets
+    from hector import datasets
 
     if not name.startswith("synthetic:"):
         return datasets.load(name)
@@ -185,7 +186,7 @@ def feature_store(ds: Any, cache_dir: str, dim: int, classes: int, seed: int) ->
     """A :class:`hector.loader.FeatureStore` of random features and labels for ``ds``, kept in
     the private ``cache_dir`` (checked against their manifests before use; regenerated when they
     do not match)."""
-    from ..loader import FeatureStore
+    from hector.loader import FeatureStore
 
     scale = ds.info.get("scale", 1.0)
     folder = _cache.subdir(_cache.cache_root(cache_dir), _slug(ds.name, float(scale)))
@@ -227,7 +228,7 @@ def build_models(
     from torch import nn
     from torch_geometric import nn as pyg_nn
 
-    from .. import models
+    from hector import models
 
     torch.manual_seed(seed)
     r = ds.num_relations
@@ -371,7 +372,7 @@ def train(
     compilation counts and peak memory (see the module docstring)."""
     import torch
 
-    from hector.bench._common import reset_high_water_mark
+    from hector_bench._common import reset_high_water_mark
 
     counted = hector_model if hector_model is not None else model
     compiles_start = _compilations(counted)
@@ -501,7 +502,7 @@ def loader_alone(loader: Any, indices: Any) -> tuple[dict[str, float], list[Any]
 
 
 def _loader(cfg: dict[str, Any], ds: Any, store: Any, rank: int, world: int) -> Any:
-    from ..loader import NeighborLoader
+    from hector.loader import NeighborLoader
 
     return NeighborLoader(
         ds,
@@ -704,7 +705,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     import torch
 
-    from .. import datasets
+    from hector import datasets
 
     record: dict[str, Any] = {
         "benchmark": "minibatch",

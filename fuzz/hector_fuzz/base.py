@@ -1,10 +1,10 @@
 """The base of the fuzzer's case-generation strategies: :class:`Strategy` and the
 :class:`Environment` it draws on.
 
-Each strategy module (:mod:`~hector.fuzz.mutation`, :mod:`~hector.fuzz.grammar`,
-:mod:`~hector.fuzz.extremes`, :mod:`~hector.fuzz.pass_options`,
-:mod:`~hector.fuzz.diagnostics`) subclasses :class:`Strategy`; the registry
-(:mod:`hector.fuzz.strategies`) lists them.
+Each strategy module (:mod:`~hector_fuzz.mutation`, :mod:`~hector_fuzz.grammar`,
+:mod:`~hector_fuzz.extremes`, :mod:`~hector_fuzz.pass_options`,
+:mod:`~hector_fuzz.diagnostics`) subclasses :class:`Strategy`; the registry
+(:mod:`hector_fuzz.strategies`) lists them.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from hector.fuzz.cases import Case, Seed
+from hector_fuzz.cases import Case, Seed
 
 __all__ = ["Environment", "Strategy"]
 
@@ -39,7 +39,7 @@ class Environment:
 
 
 class Strategy(abc.ABC):
-    """A generator of cases; :data:`hector.fuzz.strategies.STRATEGIES` holds one of each."""
+    """A generator of cases; :data:`hector_fuzz.strategies.STRATEGIES` holds one of each."""
 
     #: The name ``--strategies`` selects it by.
     name: ClassVar[str]

@@ -10,7 +10,7 @@ process (warm-up, then the median of ``--runs`` calls, CUDA synchronised after e
   directly, with the aligned thread→element mapping;
 * ``hector`` / ``none``: the same kernel without alignment (one thread per element).
 
-Every entry also carries the PCIe request count the model in ``hector/request_model.py``
+Every entry also carries the PCIe request count the model in ``hector_bench/request_model.py``
 predicts for that batch (per gathered row, estimated on the first 1024 rows of the batch).
 
 Without CUDA only the CPU half of the peer is measured (``index_select`` + a copy into a
@@ -27,8 +27,10 @@ import statistics
 import sys
 from typing import Any
 
-from .. import cli_args as _args
+from hector import cli_args as _args
+
 from . import _common
+from .plot_args import PLOT
 
 DEFAULT_WIDTHS = (64, 100, 128, 256, 500, 512)
 _MODEL_SAMPLE = 1024
@@ -55,7 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--seed", type=_args.SEED, default=0)
     p.add_argument("--json", metavar="PATH", help="write the JSON record here")
-    p.add_argument("--plot", type=_args.PLOT, metavar="PATH", help="save a plot (png/svg) here")
+    p.add_argument("--plot", type=PLOT, metavar="PATH", help="save a plot (png/svg) here")
 
 
 def _widths(text: str) -> list[int]:
@@ -79,7 +81,7 @@ def _device(choice: str) -> str:
 
 def model_requests(index: Any, width: int, align: str) -> float:
     """Mean PCIe requests per gathered row predicted by the request model for this batch."""
-    from hector.request_model import gather_requests
+    from hector_bench.request_model import gather_requests
 
     sample = [int(i) for i in index[:_MODEL_SAMPLE].tolist()]
     if not sample:

@@ -8,7 +8,7 @@ with at least one request in flight), next to the raw bandwidth of the same disk
 the same run (sequential 4 MiB ``O_DIRECT`` writes then reads of one file). ``--plot`` draws
 the saved-activation bytes resident over one training step for keep-all and the offload
 systems. After its timed steps each system runs one more step traced at every scope
-boundary (:mod:`hector.bench.memory_trace`: resident memory against the heap in use), drawn
+boundary (:mod:`hector_bench.memory_trace`: resident memory against the heap in use), drawn
 next to the JSON record as ``<record>_memory.png``. Module-level imports stay light:
 ``hector --help`` imports this file.
 """
@@ -25,7 +25,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import cli_args as _args
+from hector import cli_args as _args
+
+from .plot_args import PLOT
 
 SYSTEMS = (
     "keep-all",
@@ -131,11 +133,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", metavar="PATH", default=None, help="write the JSON record")
     parser.add_argument(
-        "--plot", type=_args.PLOT, metavar="PATH", default=None, help="memory-over-time plot"
+        "--plot", type=PLOT, metavar="PATH", default=None, help="memory-over-time plot"
     )
     parser.add_argument(
         "--frontier",
-        type=_args.PLOT,
+        type=PLOT,
         metavar="PATH",
         default=None,
         help="step time vs peak memory plot (default: <json>_frontier.png next to --json)",
@@ -247,10 +249,10 @@ def _worker(payload: dict[str, Any]) -> dict[str, Any]:
     """Train with one system; return timings, memory and I/O figures (runs in a subprocess)."""
     import torch
 
-    from hector.bench._common import KernelTime, PeakRSS
     from hector.offload import TensorCache, huge_pages_in_effect
-    from hector.offload.models import build_model
     from hector.runtime import cpu_allocator
+    from hector_bench._common import KernelTime, PeakRSS
+    from hector_bench.offload_models import build_model
 
     torch.set_num_threads(int(payload.get("threads", torch.get_num_threads())))
     system = payload["system"]
@@ -406,10 +408,10 @@ def _trace_columns(trace: dict[str, Any] | None) -> dict[str, Any]:
 
 def _trace(model: Any, step: Any) -> dict[str, Any]:
     """Two more steps, the second traced at every scope boundary
-    (:mod:`hector.bench.memory_trace`), relative to a trimmed heap as the timed steps were:
+    (:mod:`hector_bench.memory_trace`), relative to a trimmed heap as the timed steps were:
     its figures are on the scale of the run's peak RSS above baseline."""
-    from hector.bench.memory_trace import trace_step
     from hector.offload import default_scopes
+    from hector_bench.memory_trace import trace_step
 
     _trim()
     return trace_step(model, default_scopes(model), step, settle=1)
@@ -843,8 +845,8 @@ def _pooled_intervals(
 ) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
     """90% bootstrap intervals of :func:`_pooled_against`'s overhead and RSS reduction, over
     the rounds both ran (each run paired with ``peer``'s run of the same ``round``, the pair
-    resampled as one unit: :func:`hector.bench._common.round_bootstrap`)."""
-    from hector.bench._common import round_bootstrap
+    resampled as one unit: :func:`hector_bench._common.round_bootstrap`)."""
+    from hector_bench._common import round_bootstrap
 
     by_round = {r.get("round"): r for r in peer}
     pairs = [(r, by_round[r.get("round")]) for r in runs if r.get("round") in by_round]
@@ -1028,7 +1030,7 @@ def pool_records(records: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
 
 def _run_pool(args: argparse.Namespace) -> int:
     """``--pool``: read the records, print the pooled table, write JSON and the frontier."""
-    from hector.bench._common import format_table, write_json
+    from hector_bench._common import format_table, write_json
 
     records = []
     for path in args.pool:
@@ -1072,9 +1074,9 @@ def run(args: argparse.Namespace) -> int:
         return _run_pool(args)
 
     from hector import __version__
-    from hector.bench._common import format_table, host_info, measure_in_subprocess, write_json
     from hector.offload.hugepages import huge_page_mode
     from hector.runtime.offload import IO_BACKEND, default_root
+    from hector_bench._common import format_table, host_info, measure_in_subprocess, write_json
 
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     bad = [s for s in systems if _split_system(s) is None]
@@ -1137,7 +1139,7 @@ def run(args: argparse.Namespace) -> int:
         does_io = base.startswith("hector-")
         probes = args.raw_probes if does_io else 0
         raw_before = [raw_disk_bandwidth(root, args.raw_mib) for _ in range(probes)]
-        answer = measure_in_subprocess("hector.bench.offload", payload, env=VARIANTS.get(variant))
+        answer = measure_in_subprocess("hector_bench.offload", payload, env=VARIANTS.get(variant))
         entry: dict[str, Any] = {"system": system}
         if raw_before:
             raw_after = [raw_disk_bandwidth(root, args.raw_mib) for _ in range(probes)]
@@ -1266,5 +1268,5 @@ if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--memory-worker":
         print(json.dumps(_worker(json.loads(sys.argv[2]))))
     else:
-        print("usage: python -m hector.bench.offload --memory-worker JSON", file=sys.stderr)
+        print("usage: python -m hector_bench.offload --memory-worker JSON", file=sys.stderr)
         sys.exit(2)

@@ -4,7 +4,7 @@ One *cell* = (model, dataset, mode). For a cell the benchmark loads the dataset
 (:mod:`hector.datasets`), builds the PyG layer with a fixed seed (``RGCNConv``, ``RGATConv`` or
 ``HGTConv``), loads the very same weights into Hector's layer (``hector.models.<X>Layer
 .from_pyg``) and into every other applicable PyG layer (``FastRGCNConv``), and then measures each
-system in its own worker process (``python -m hector.bench.gnn --system-worker``), under an
+system in its own worker process (``python -m hector_bench.gnn --system-worker``), under an
 address-space cap, so a system that runs out of memory, crashes or hangs is a ``"failed"`` row
 with its reason and never costs the run or the record:
 
@@ -15,9 +15,9 @@ with its reason and never costs the run or the record:
 * times it: one untimed first call (Hector compiles there; its compile time is reported
   separately), one warm-up call, then the median / min / max of ``--runs`` calls. A training
   call is ``zero_grad`` + forward + ``out.square().mean()`` + backward;
-* measures peak memory in a fresh subprocess (``python -m hector.bench.gnn --memory-worker``):
+* measures peak memory in a fresh subprocess (``python -m hector_bench.gnn --memory-worker``):
   peak RSS above the subprocess's baseline on CPU, ``torch.cuda.max_memory_allocated`` above the
-  allocated baseline on CUDA (see :mod:`hector.bench._common`).
+  allocated baseline on CUDA (see :mod:`hector_bench._common`).
 
 The record (``--json``) follows DESIGN.md "Benchmark records". ``--suite`` runs the grid
 {rgcn, rgat, hgt} x {synthetic:aifb, synthetic:mutag, synthetic:bgs, ogbn_mag_0.1} x
@@ -44,8 +44,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import cli_args as _args
+from hector import cli_args as _args
+
 from . import _common, roofline
+from .plot_args import PLOT
 
 MODELS = ("rgcn", "rgat", "hgt")
 MODES = ("inference", "training")
@@ -130,7 +132,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--json", metavar="PATH", help="write the record (with --suite: a directory)")
     p.add_argument(
-        "--plot", type=_args.PLOT, metavar="PATH", help="bar chart of time and memory per system"
+        "--plot", type=PLOT, metavar="PATH", help="bar chart of time and memory per system"
     )
     p.add_argument("--suite", action="store_true", help="run the model x dataset x mode grid")
     p.add_argument(
@@ -756,7 +758,7 @@ def _run_isolated(
         "mem_limit_bytes": budget,
     }
     outcome = _common.run_worker(
-        "hector.bench.gnn",
+        "hector_bench.gnn",
         "--system-worker",
         payload,
         timeout=cell.system_timeout_s,
@@ -850,7 +852,7 @@ def run_cell(cell: Cell, *, memory: bool = True, quiet: bool = False) -> dict[st
             continue
         bar.set_postfix_str(f"memory: {system.name} {system.variant}")
         answer = _common.measure_in_subprocess(
-            "hector.bench.gnn",
+            "hector_bench.gnn",
             {
                 "cell": asdict(cell),
                 "variant": system.variant,
@@ -1337,7 +1339,7 @@ def system_worker(payload: dict[str, Any]) -> dict[str, Any]:
     :func:`measure_system`); its tensors go to ``payload["tensors_path"]`` (``torch.save``).
 
     Progress (one line per call) and the answer are protocol lines on stdout
-    (:func:`hector.bench._common.run_worker`). An exception becomes a ``"failed"`` entry whose
+    (:func:`hector_bench._common.run_worker`). An exception becomes a ``"failed"`` entry whose
     reason says ``out of memory`` (with the cap) when an allocation failed.
     """
     import torch
@@ -1364,9 +1366,9 @@ def system_worker(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _worker_main(argv: list[str]) -> int:
-    """``python -m hector.bench.gnn --system-worker JSON`` (or ``--memory-worker JSON``): the
+    """``python -m hector_bench.gnn --system-worker JSON`` (or ``--memory-worker JSON``): the
     answer as one protocol line (system worker) or one JSON line (memory worker)."""
-    p = argparse.ArgumentParser(prog="hector.bench.gnn")
+    p = argparse.ArgumentParser(prog="hector_bench.gnn")
     kind = p.add_mutually_exclusive_group(required=True)
     kind.add_argument("--system-worker")
     kind.add_argument("--memory-worker")

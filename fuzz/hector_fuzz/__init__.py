@@ -1,17 +1,17 @@
-"""A fuzzer for Hector's IR tools: ``python3 -m hector.fuzz --cases N --strategies LIST``.
+"""A fuzzer for Hector's IR tools: ``python3 -m hector_fuzz --cases N --strategies LIST``.
 
-Cases come from strategies (:mod:`hector.fuzz.strategies`, a table of generator objects):
-``mutation`` (mutated lit-test inputs, :mod:`hector.fuzz.mutation`), ``grammar`` (modules
+Cases come from strategies (:mod:`hector_fuzz.strategies`, a table of generator objects):
+``mutation`` (mutated lit-test inputs, :mod:`hector_fuzz.mutation`), ``grammar`` (modules
 generated from the dialects' op specs and a builtin attribute/type grammar,
-:mod:`hector.fuzz.grammar`), ``extremes`` (depth and size extremes, :mod:`hector.fuzz.extremes`),
+:mod:`hector_fuzz.grammar`), ``extremes`` (depth and size extremes, :mod:`hector_fuzz.extremes`),
 ``pass-options`` (mixed Hector/upstream pipelines with random options,
-:mod:`hector.fuzz.pass_options`) and ``diagnostics`` (``--verify-diagnostics`` with random
-expected-diagnostic regexes, :mod:`hector.fuzz.diagnostics`). ``--cases`` is split across them
+:mod:`hector_fuzz.pass_options`) and ``diagnostics`` (``--verify-diagnostics`` with random
+expected-diagnostic regexes, :mod:`hector_fuzz.diagnostics`). ``--cases`` is split across them
 by weight; ``--inputs N --pipelines M`` alone run the mutation strategy only, as before.
 
 Mutation seeds are the lit tests' inputs (``test/**/*.mlir``, split on ``// -----``, comment
-lines dropped; :mod:`hector.fuzz.cases`). Cases run in worker processes that call
-``hector.opt.main`` in-process (:mod:`hector.fuzz.runner`); a case that aborts a worker or hangs
+lines dropped; :mod:`hector_fuzz.cases`). Cases run in worker processes that call
+``hector.opt.main`` in-process (:mod:`hector_fuzz.runner`); a case that aborts a worker or hangs
 is replayed alone through the ``hector-opt`` command to record what it prints.
 
 Every case ends in one :class:`Outcome`: ``accepted`` (exit 0), ``clean_error`` (exit 1 with
@@ -19,21 +19,21 @@ diagnostics), ``internal_error`` (a Python traceback, exit 2, an "internal error
 or an accepted case whose output ``hector-opt`` rejects when it reads it back), ``crash`` (the
 process died: a signal or exit status >= 128) or ``timeout``. The last three are findings: each
 is written to the output folder as the input file plus the command that replays it, and
-``summary.json`` holds the counts (:mod:`hector.fuzz.campaign`).
+``summary.json`` holds the counts (:mod:`hector_fuzz.campaign`).
 
 Modules, each depending only on those listed before it: ``cases`` (data), ``base`` (the
-:class:`~hector.fuzz.base.Strategy` base), the strategy modules (``mutation``, ``grammar``,
+:class:`~hector_fuzz.base.Strategy` base), the strategy modules (``mutation``, ``grammar``,
 ``extremes``, ``pass_options``, ``diagnostics``), ``strategies`` (the table), ``runner``,
 ``campaign``, ``cli``.
 """
 
 from __future__ import annotations
 
-from hector.fuzz.campaign import campaign_cases, run_campaign
-from hector.fuzz.cases import DEFAULT_CORPUS, Case, Outcome, Result, Seed, Summary, load_seeds
-from hector.fuzz.cli import main
-from hector.fuzz.mutation import make_cases, mutate, option_variants, pipelines
-from hector.fuzz.runner import (
+from hector_fuzz.campaign import campaign_cases, run_campaign
+from hector_fuzz.cases import DEFAULT_CORPUS, Case, Outcome, Result, Seed, Summary, load_seeds
+from hector_fuzz.cli import main
+from hector_fuzz.mutation import make_cases, mutate, option_variants, pipelines
+from hector_fuzz.runner import (
     HECTOR_OPT,
     READ_BACK_FAILED,
     WorkerPool,

@@ -1,6 +1,6 @@
 """The fuzzer's data: seeds (the lit tests' inputs), cases, outcomes, results and summaries.
 
-A leaf of :mod:`hector.fuzz`: it imports nothing else of the fuzzer, and every other module of
+A leaf of :mod:`hector_fuzz`: it imports nothing else of the fuzzer, and every other module of
 the fuzzer imports it.
 """
 
@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 #: The repository's lit tests, the default seed corpus.
-DEFAULT_CORPUS = Path(__file__).resolve().parents[3] / "test"
+DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "test"
 _SPLIT = re.compile(r"^\s*// -----\s*$", re.MULTILINE)
 
 
