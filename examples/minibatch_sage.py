@@ -91,8 +91,8 @@ class SAGE(nn.Module):
         return h
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Train and report per-epoch feature-transfer time."""
+def _parser() -> argparse.ArgumentParser:
+    """The example's command line."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--nodes", type=int, default=50_000)
     p.add_argument("--degree", type=int, default=15)
@@ -107,7 +107,57 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", metavar="PATH")
-    args = p.parse_args(argv)
+    return p
+
+
+def train_epoch(args, epoch, g, feats, labels, model, opt, fanouts, gen, device) -> dict:
+    """One epoch of sampled mini-batches; the epoch's record (loss, accuracy, times)."""
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    order = torch.randperm(args.nodes, generator=gen)
+    nb = (args.nodes + args.batch - 1) // args.batch
+    if args.max_batches:
+        nb = min(nb, args.max_batches)
+    transfer = step = 0.0
+    loss_sum = correct = seen = moved = 0
+    for b in range(nb):
+        seeds = order[b * args.batch : (b + 1) * args.batch]
+        t0 = time.perf_counter()
+        inputs, blocks = sample(g, seeds, fanouts, gen)
+        sync()
+        t1 = time.perf_counter()
+        # unified: input features gathered zero-copy into GPU memory
+        h = hector.unified.gather(feats, inputs, align=args.align).to(device)
+        sync()
+        t2 = time.perf_counter()
+        blocks = [(d.to(device), s.to(device)) for d, s in blocks]
+        out = model(h, blocks)
+        y = labels[seeds.to(device)]
+        loss = F.cross_entropy(out, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sync()
+        t3 = time.perf_counter()
+        transfer += t2 - t1
+        step += (t1 - t0) + (t3 - t2)
+        loss_sum += loss.item() * len(seeds)
+        correct += int((out.argmax(1) == y).sum())
+        seen += len(seeds)
+        moved += inputs.numel() * args.feat * 4
+    return {
+        "epoch": epoch,
+        "batches": nb,
+        "loss": round(loss_sum / seen, 4),
+        "train_acc": round(correct / seen, 4),
+        "transfer_ms": round(transfer * 1e3, 2),
+        "other_ms": round(step * 1e3, 2),
+        "transfer_gbytes": round(moved / 1e9, 4),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Train and report per-epoch feature-transfer time."""
+    args = _parser().parse_args(argv)
     try:
         fanouts = [int(f) for f in args.fanouts.split(",")]
     except ValueError:
@@ -130,7 +180,6 @@ def main(argv: list[str] | None = None) -> int:
     labels = g.labels.to(device)
     model = SAGE(args.feat, args.hidden, args.classes, len(fanouts)).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     mapped = hector.unified.unified_info(feats).mapped
     print(
         f"{args.nodes} nodes, features {args.feat} wide in a unified tensor "
@@ -140,51 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     gen = torch.Generator().manual_seed(args.seed + 1)
     epochs = []
     for epoch in range(args.epochs):
-        order = torch.randperm(args.nodes, generator=gen)
-        nb = (args.nodes + args.batch - 1) // args.batch
-        if args.max_batches:
-            nb = min(nb, args.max_batches)
-        transfer = step = 0.0
-        loss_sum = correct = seen = moved = 0
-        for b in range(nb):
-            seeds = order[b * args.batch : (b + 1) * args.batch]
-            t0 = time.perf_counter()
-            inputs, blocks = sample(g, seeds, fanouts, gen)
-            sync()
-            t1 = time.perf_counter()
-            # unified: input features gathered zero-copy into GPU memory
-            h = hector.unified.gather(feats, inputs, align=args.align).to(device)
-            sync()
-            t2 = time.perf_counter()
-            blocks = [(d.to(device), s.to(device)) for d, s in blocks]
-            out = model(h, blocks)
-            y = labels[seeds.to(device)]
-            loss = F.cross_entropy(out, y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sync()
-            t3 = time.perf_counter()
-            transfer += t2 - t1
-            step += (t1 - t0) + (t3 - t2)
-            loss_sum += loss.item() * len(seeds)
-            correct += int((out.argmax(1) == y).sum())
-            seen += len(seeds)
-            moved += inputs.numel() * args.feat * 4
-        rec = {
-            "epoch": epoch,
-            "batches": nb,
-            "loss": round(loss_sum / seen, 4),
-            "train_acc": round(correct / seen, 4),
-            "transfer_ms": round(transfer * 1e3, 2),
-            "other_ms": round(step * 1e3, 2),
-            "transfer_gbytes": round(moved / 1e9, 4),
-        }
+        rec = train_epoch(args, epoch, g, feats, labels, model, opt, fanouts, gen, device)
         epochs.append(rec)
         print(
             f"epoch {epoch}: loss {rec['loss']:.4f}  acc {rec['train_acc']:.3f}  "
             f"feature transfer {rec['transfer_ms']:.1f} ms for {rec['transfer_gbytes']:.3f} GB "
-            f"({nb} batches)  sampling+compute {rec['other_ms']:.1f} ms"
+            f"({rec['batches']} batches)  sampling+compute {rec['other_ms']:.1f} ms"
         )
     if args.json:
         record = {
