@@ -3,7 +3,7 @@
 Memory spaces: ``device`` (GPU memory), ``pinned_host`` (page-locked host memory),
 ``unified`` (pinned host memory mapped into the GPU's address space, read zero-copy by
 kernels) and ``ssd`` (the offload store). A unified value also has an *affinity*, ``gpu`` or
-``host``, that decides where operators on it run (DESIGN.md, "Unified tensors").
+``host``, that decides where operators on it run (docs/unified.md).
 Activation decisions (``keep`` / ``offload`` / ``prefetch`` / ``recompute``) name the forward
 scope that saved the value, so the tensor cache can follow a plan written as IR. Every op
 returns its operand unchanged in value: placement never changes numbers.

@@ -2,7 +2,7 @@
 
 Placements start at ``placement.place`` ops (``space`` + ``affinity``) and flow along the data
 flow of each function's top-level block. For every other op with at least one placed operand
-the pass decides (DESIGN.md, "Unified tensors and placement"):
+the pass decides (docs/unified.md, "Placement rules"):
 
 1. if any unified operand is **host-affine**, the op runs on the host and its result stays in
    host memory (``pinned_host``);

@@ -21,7 +21,7 @@ Output: the same function with one decision per scope inserted before the ``retu
 policy) on the function. Offload decisions carry ``placement.required_bandwidth`` (bytes/s, the
 left side of the rule below). Running the pass again re-plans (old decisions are dropped).
 
-The adaptive rule (DESIGN.md, "Activation offloading"): with ``T`` the total forward time,
+The adaptive rule (docs/offload.md, "The adaptive plan"): with ``T`` the total forward time,
 scopes are visited in forward order and scope ``i`` is offloaded while::
 
     (Σ bytes of earlier offloaded scopes + 2·bytes(i)) / (3·T − 2·Σ forward time of scopes < i)

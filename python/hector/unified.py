@@ -8,8 +8,8 @@ pointer reads it over PCIe without a staging copy. The result is an ordinary CPU
 for as long as any of them exists, and carry the same unified metadata (affinity, device
 pointer), looked up through the storage.
 
-The *affinity* says where operators on the tensor run (DESIGN.md, "Unified tensors and
-placement"; the compiler side is the ``placement-infer-unified`` pass): ``"gpu"`` → GPU kernels
+The *affinity* says where operators on the tensor run (docs/unified.md, "Placement rules";
+the compiler side is the ``placement-infer-unified`` pass): ``"gpu"`` → GPU kernels
 read it zero-copy, ``"host"`` → host code uses it in place.
 
 Without CUDA, ``hector.unified`` raises :class:`UnifiedError` unless

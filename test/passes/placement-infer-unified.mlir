@@ -2,7 +2,7 @@
 // RUN: hector-opt %s --split-input-file -p placement-infer-unified | hector-opt --split-input-file -p placement-infer-unified | FileCheck %s
 // RUN: hector-opt %s --split-input-file -p placement-infer-unified | FileCheck %s --check-prefix=COUNT
 
-// One case per rule of placement-infer-unified (DESIGN.md, "Unified tensors and placement").
+// One case per rule of placement-infer-unified (docs/unified.md).
 // The second RUN line checks that the pass is idempotent: its own output is a fixed point.
 // Six transfers are inserted in all (the seventh is the explicit one of @explicit_transfer).
 // COUNT-COUNT-7: placement.transfer
