@@ -8,7 +8,7 @@ Each template becomes a ``gpu.func`` kernel in the module ``@hector_kernels`` (n
   output columns of its row, each a ``k``-loop dot product, and writes them with the epilogue
   (``add`` with a scatter index becomes an atomic add, since rows may collide). With a
   ``schedule`` attribute (``xw``/``xwt``) it is the shared-memory tiled kernel of
-  ``lowering/_gpu_tiles.py`` instead: a block per output tile, gathered rows staged between
+  ``lowering/gpu_gemm.py`` instead: a block per output tile, gathered rows staged between
   ``gpu.barrier``s; the option ``tile`` gives unscheduled GEMMs the GPU chooser's schedule;
 * ``traversal_template``: one thread per ``(row, column)`` element; ``sum`` reductions become
   atomic adds (``memref.atomic_rmw addf``); with ``align = "warp128"`` one warp per row, reading
@@ -39,8 +39,9 @@ from ..dialects import hector_intra as intra
 from ..dialects._build import OpAccess
 from ..dialects.hector_intra import ALIGN_MODES
 from ..passes._registry import Option, PassFailure, register_pass
-from . import _gpu_tiles as G
 from . import _templates as T
+from . import gpu_gemm, gpu_host_emulation, gpu_xty
+from .gpu_schedule_choice import gpu_gemm_schedule
 from .intra_to_scf import functions
 
 KERNEL_MODULE = "hector_kernels"
@@ -120,11 +121,13 @@ def _kernel_with_memory(
 
 
 @contextmanager
-def _tiled_kernel(t: Template, tiling: G.GemmTiling) -> Iterator[tuple[T.Body, G.TileMemory]]:
+def _tiled_kernel(
+    t: Template, tiling: gpu_gemm.GemmTiling
+) -> Iterator[tuple[T.Body, gpu_gemm.TileMemory]]:
     """The tiled GEMM's kernel: its attributions bound to their roles."""
-    wg, private = G.attribution_types(tiling)
+    wg, private = gpu_gemm.attribution_types(tiling)
     with _kernel_with_memory(t, wg, private) as (b, mem):
-        yield b, G.tile_memory(tiling, mem[: len(wg)], mem[len(wg) :])
+        yield b, gpu_gemm.tile_memory(tiling, mem[: len(wg)], mem[len(wg) :])
 
 
 def _launch(t: Template, host: T.Body, threads: ir.Value) -> None:
@@ -150,8 +153,8 @@ def _split(gid: ir.Value, per_row: ir.Value, rows: ir.Value) -> tuple[ir.Value, 
 
 
 # The weight gradient's chunking (defined with the tiled kernels, which share it).
-XTY_ROWS_PER_CHUNK = G.XTY_ROWS_PER_CHUNK
-XTY_PARTIAL_BUDGET = G.XTY_PARTIAL_BUDGET
+XTY_ROWS_PER_CHUNK = gpu_xty.XTY_ROWS_PER_CHUNK
+XTY_PARTIAL_BUDGET = gpu_xty.XTY_PARTIAL_BUDGET
 
 
 def _xty_shape(t: Template) -> tuple[int | None, int, int]:
@@ -209,12 +212,12 @@ def _xty_tiled_partials(
 ) -> None:
     """The partials of a scheduled weight gradient: a block per (chunk, ``out`` tile), each
     summing ``Xᵀ·G`` over its chunk's rows staged ``tile_m`` at a time in shared memory
-    (``lowering/_gpu_tiles.py``)."""
+    (``lowering/gpu_gemm.py``)."""
     v = part.view
     rows_per_slice = T.slice_rows(v)
     sliced = part.ops.has("weight_index") or rows_per_slice is not None
-    tiling = G.xty_tiling(schedule, k, n, sliced, part.op.location)
-    x = G.XtyKernel(k, n, rows_per_slice, tiling)
+    tiling = gpu_xty.xty_tiling(schedule, k, n, sliced, part.op.location)
+    x = gpu_xty.XtyKernel(k, n, rows_per_slice, tiling)
     c1 = host.index(1)
     grid = arith.muli(chunks, host.index(x.tiles))
     gpu.LaunchFuncOp(
@@ -223,8 +226,8 @@ def _xty_tiled_partials(
         (host.index(tiling.threads), c1, c1),
         list(part.ops.values.values()),
     )
-    with _kernel_with_memory(part, *G.xty_attribution_types(tiling)) as (b, mem):
-        G.tiled_xty_body(b, x, mem)
+    with _kernel_with_memory(part, *gpu_xty.xty_attribution_types(tiling)) as (b, mem):
+        gpu_xty.tiled_xty_body(b, x, mem)
 
 
 def _xty_partial_body(
@@ -318,7 +321,7 @@ def _xty_reduce_body(b: T.Body, gid: ir.Value, k: int, n: int, slices: int | Non
 
 def _gemm_scheduled(t: Template, schedule: intra.Schedule) -> None:
     """``xw``/``xwt`` with a schedule: a block per output tile, rows of ``a`` staged in shared
-    memory ``tile_k`` columns at a time (``lowering/_gpu_tiles.py``)."""
+    memory ``tile_k`` columns at a time (``lowering/gpu_gemm.py``)."""
     v = t.view
     n, k = T.static_dim(t.ops["out"], 1), T.static_dim(t.ops["a"], 1)
     epilogue = v.attr("epilogue")
@@ -326,8 +329,8 @@ def _gemm_scheduled(t: Template, schedule: intra.Schedule) -> None:
         epilogue = "atomic_add"
     rows_per_slice = T.slice_rows(v)
     sliced = t.ops.has("weight_index") or rows_per_slice is not None
-    tiling = G.gemm_tiling(schedule, k, n, sliced, t.op.location)
-    g = G.GemmKernel(k, n, epilogue, v.attr("variant") == "xwt", rows_per_slice, tiling)
+    tiling = gpu_gemm.gemm_tiling(schedule, k, n, sliced, t.op.location)
+    g = gpu_gemm.GemmKernel(k, n, epilogue, v.attr("variant") == "xwt", rows_per_slice, tiling)
     host = T.Body(t.ops)
     grid = g.grid(host, T.gemm_rows(host, host.index(0)))
     c1, threads = host.index(1), host.index(tiling.threads)
@@ -335,7 +338,7 @@ def _gemm_scheduled(t: Template, schedule: intra.Schedule) -> None:
         [KERNEL_MODULE, t.name], (grid, c1, c1), (threads, c1, c1), list(t.ops.values.values())
     )
     with _tiled_kernel(t, tiling) as (b, mem):
-        G.tiled_gemm_body(b, g, mem)
+        gpu_gemm.tiled_gemm_body(b, g, mem)
 
 
 def _schedule(t: Template) -> intra.Schedule | None:
@@ -571,7 +574,7 @@ def run_module(module_op: ir.Operation) -> None:
 
 def choose_gpu_schedules(module_op: ir.Operation) -> int:
     """Give every GEMM template without a schedule the GPU chooser's
-    (:func:`_gpu_tiles.gpu_gemm_schedule`); returns how many got one."""
+    (:func:`.gpu_schedule_choice.gpu_gemm_schedule`); returns how many got one."""
     chosen = 0
     for op in _ops_named(module_op, ("hector_intra.gemm_template",)):
         if "schedule" in op.attributes:
@@ -583,7 +586,7 @@ def choose_gpu_schedules(module_op: ir.Operation) -> int:
         if variant == "xty":
             n = T.width(ops["weight"])
         with op.context:
-            op.attributes["schedule"] = G.gpu_gemm_schedule(variant, k, n).to_attr()
+            op.attributes["schedule"] = gpu_gemm_schedule(variant, k, n).to_attr()
         chosen += 1
     return chosen
 
@@ -643,7 +646,7 @@ def guard_launch(launch: ir.Operation) -> None:
 
 
 # Every op nested in an op whose name is one of a tuple, in walk order (one helper for both).
-_ops_named = G._ops_named
+_ops_named = gpu_host_emulation.ops_named
 
 
 def _launches(op: ir.Operation) -> list[ir.Operation]:
@@ -770,10 +773,10 @@ def _host_buffer(op: ir.Operation) -> None:
 
 def _runs_per_block(kernel: ir.Operation) -> bool:
     """Whether ``kernel`` has barriers or shared/private memory: then its threads run phase by
-    phase (:func:`_gpu_tiles.block_function`), not one after another."""
+    phase (:func:`.gpu_host_emulation.block_function`), not one after another."""
     entry = kernel.regions[0].blocks[0]
     ftype = ir.FunctionType(ir.TypeAttr(kernel.attributes["function_type"]).value)
-    return len(entry.arguments) > len(ftype.inputs) or G.has_barrier(kernel)
+    return len(entry.arguments) > len(ftype.inputs) or gpu_host_emulation.has_barrier(kernel)
 
 
 @register_pass(
@@ -794,7 +797,7 @@ def run_kernels_on_host(module_op: ir.Operation) -> None:
                 if kop.name == "gpu.func":
                     sym = ir.StringAttr(kop.attributes["sym_name"]).value
                     if _runs_per_block(kop):
-                        body = G.block_function(kop, op)
+                        body = gpu_host_emulation.block_function(kop, op)
                         kernels[sym] = _grid_function(kop, body, op, per_block=True)
                     else:
                         body = _kernel_as_function(kop, op)

@@ -26,8 +26,8 @@ from ..dialects import hector_intra as intra
 from ..dialects._build import OpAccess
 from ..passes._registry import Option, PassFailure, register_pass
 from ..passes._walk import walk_ops
-from . import _gpu_tiles
 from . import _templates as T
+from . import gpu_schedule_choice
 
 #: Rows per packed tile.
 TILE_M = 32
@@ -78,13 +78,14 @@ CPU_CHOOSERS: dict[str, Callable[[OpAccess, int], intra.Schedule]] = {
 
 
 def gpu_gemm_schedule(v: OpAccess, threads: int) -> intra.Schedule:
-    """The GPU schedule of one GEMM template (``_gpu_tiles.gpu_gemm_schedule``: 64-row tiles
-    staged in shared memory, 4-wide register blocks); ``threads`` is the CPU's and unused."""
+    """The GPU schedule of one GEMM template (``gpu_schedule_choice.gpu_gemm_schedule``: 64-row
+    tiles staged in shared memory, 4-wide register blocks); ``threads`` is the CPU's and
+    unused."""
     ops = T.operands(v)
     variant = v.attr("variant")
     k_extent = T.static_dim(ops["a"], 1)
     n_extent = T.width(ops["weight"] if variant == "xty" else ops["out"])
-    return _gpu_tiles.gpu_gemm_schedule(variant, k_extent, n_extent)
+    return gpu_schedule_choice.gpu_gemm_schedule(variant, k_extent, n_extent)
 
 
 #: How each template's GPU schedule is chosen (traversals keep one thread per element).

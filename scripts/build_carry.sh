@@ -11,7 +11,7 @@
 #                              GPU tests and `hector bench gather` use, read through
 #                              $HECTOR_PREBUILT_KERNELS;
 #   bundles/                   the ahead-of-time bundles the bundle check runs, when
-#                              hector.bundle provides build_check_bundles(out_dir);
+#                              hector_bench.bundle_check provides build_check_bundles(out_dir);
 #   tiled_gemm/                the shared-memory tiled GEMM kernels (and their untiled
 #                              twins) the tiled-gemm section times;
 #   MANIFEST.txt               what was built, from which commit, with sizes.
@@ -74,19 +74,16 @@ EOF
 echo "== bundles"
 python3 - "$CARRY/bundles" <<'EOF'
 import importlib.util, sys
-if importlib.util.find_spec("hector.bundle") is None:
-    print("not available: no hector.bundle module; no bundles built")
+if importlib.util.find_spec("hector_bench.bundle_check") is None:
+    print("not available: no hector_bench.bundle_check module; no bundles built")
     sys.exit(0)
-import hector.bundle as bundle
-if not hasattr(bundle, "build_check_bundles"):
-    print("not available: hector.bundle has no build_check_bundles(out_dir); no bundles built")
-    sys.exit(0)
-bundle.build_check_bundles(sys.argv[1])
+from hector_bench.bundle_check import build_check_bundles
+build_check_bundles(sys.argv[1])
 print("built under", sys.argv[1])
 EOF
 
 echo "== tiled GEMM kernels ($chip)"
-python3 -c "from hector.lowering._gpu_tiles import write_bench_kernels as w; w('$CARRY/tiled_gemm', '$chip')"
+python3 -c "from hector.lowering.gpu_bench_kernels import write_bench_kernels as w; w('$CARRY/tiled_gemm', '$chip')"
 
 {
   echo "built $(date -u +%FT%TZ) from $(git rev-parse --short HEAD)$(git diff --quiet || echo +dirty)"

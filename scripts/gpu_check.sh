@@ -15,20 +15,20 @@
 #   imports       hector and its runtime layer import; the carried native runtime loads;
 #   ptx-load      every carried PTX through ptxas -v and the driver (cuModuleLoadData), timed;
 #   gather-tests  pytest -m gpu test_unified.py: zero-copy gather against index_select;
-#   bundles       python3 -m hector.bundle_check --bundles DIR --out FILE: RGCN/RGAT/HGT
+#   bundles       python3 -m hector_bench.bundle_check --bundles DIR --out FILE: RGCN/RGAT/HGT
 #                 forward+backward through prebuilt bundles against PyG on CUDA (same weights)
 #                 and a timing table (reported "not available" while that module is missing).
 #                 Its contract: exit 0 only when every comparison holds; a human-readable
 #                 report with the timing table on stdout (its first 80 lines go into
 #                 summary.txt); JSON records in FILE. DIR is built by build_carry.sh through
-#                 hector.bundle.build_check_bundles(out_dir);
+#                 hector_bench.bundle_check.build_check_bundles(out_dir);
 #   gather-bench  hector bench gather (zero-copy gather against index_select + copy);
 #   tiled-gemm    the shared-memory tiled GEMMs (scheduled gemm_templates) against the untiled
 #                 ones on RGCN's message product and weight gradient, same inputs, both
 #                 checked against torch, timed (CUDA events), GFLOP/s and speed-up in
 #                 tiled_gemm.json. Its PTX comes from $CARRY/tiled_gemm/, written here after
 #                 build_carry.sh by
-#                 python3 -c "from hector.lowering._gpu_tiles import write_bench_kernels as w;
+#                 python3 -c "from hector.lowering.gpu_bench_kernels import write_bench_kernels as w;
 #                 w('.carry/tiled_gemm')" (NOT-AVAILABLE without it);
 #   gpu-tests     pytest -m gpu on the other test files (those needing MLIR reported as such),
 #                 among them the offload cache on CUDA: bit-identical training through pinned
@@ -279,7 +279,7 @@ finish() {
     cat "$WORK/sections.txt"
     if [[ -s $WORK/bundles.report ]]; then
       echo
-      echo "== bundle check report (hector.bundle_check)"
+      echo "== bundle check report (hector_bench.bundle_check)"
       head -80 "$WORK/bundles.report"
     fi
   } >"$WORK/summary.txt"
@@ -422,15 +422,15 @@ DETAIL="$(find "$CARRY" -name '*.ptx' | wc -l) PTX files" \
 
 pytest_section gather-tests 60 -m gpu test/python/test_unified.py
 
-# bundles: the bundle executor's own check, once it exists (hector.bundle_check).
+# bundles: the bundle executor's own check, once it exists (hector_bench.bundle_check).
 has_bundle_check='import importlib.util as u, sys
-sys.exit(u.find_spec("hector.bundle_check") is None)'
+sys.exit(u.find_spec("hector_bench.bundle_check") is None)'
 if ! python3 -c "$has_bundle_check" 2>/dev/null; then
-  record bundles NOT-AVAILABLE 0 "no hector.bundle_check module in this checkout"
+  record bundles NOT-AVAILABLE 0 "no hector_bench.bundle_check module in this checkout"
 elif [[ ! -d $CARRY/bundles ]]; then
   record bundles NOT-AVAILABLE 0 "no bundles carried ($CARRY/bundles): run build_carry.sh"
 else
-  DETAIL="report below" section bundles 200 python3 -m hector.bundle_check \
+  DETAIL="report below" section bundles 200 python3 -m hector_bench.bundle_check \
     --bundles "$CARRY/bundles" --out "$WORK/bundle_check.json"
   grep -v "^== bundles" "$WORK/bundles.log" >"$WORK/bundles.report" 2>/dev/null
 fi

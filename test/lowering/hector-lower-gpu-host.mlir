@@ -6,7 +6,7 @@
 // RUN: hector-opt %s -p 'hector-lower-gpu, func.func(gpu-async-region), hector-skip-empty-launches' | FileCheck %s --check-prefix=GUARD
 // RUN: hector-opt %s -p hector-lower-cuda | FileCheck %s --check-prefix=SKIP
 
-// Target "cuda" (hector.gpu_exec): after the GPU stages (kernels → PTX in a gpu.binary), the
+// Target "cuda" (hector.targets.cuda): after the GPU stages (kernels → PTX in a gpu.binary), the
 // host stage `hector-lower-gpu-host` lowers the host functions to the LLVM dialect. Every GPU
 // op of a function runs on one stream (gpu-async-region): temporaries come from mgpuMemAlloc,
 // zero-fills are mgpuMemset32, launches stay gpu.launch_func on that stream until translation,
