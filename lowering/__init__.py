@@ -1,7 +1,9 @@
 """Conversions between levels, the named pipelines and the back ends (CPU JIT, PTX).
 
-Importing this package registers every conversion and named pipeline, and every pass below.
+Importing this package registers every pass, conversion and named pipeline, through the one
+table of pass modules (:func:`hector.passes._registry.load_all`).
 """
 
-from .. import passes  # noqa: F401  (registers the passes the pipelines name)
-from . import inter_to_intra, intra_to_gpu, intra_to_scf, pipelines, schedule  # noqa: F401
+from ..passes._registry import load_all
+
+load_all()

@@ -11,12 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..passes._pipeline import OPTIMIZATION_ORDER
 from ..passes._registry import TORCH_CONTEXT, Option, PassFailure, register_pass, register_pipeline
-from . import (
-    placement_to_runtime,  # noqa: F401  (registers convert-placement-to-runtime)
-    profile_kernels,  # noqa: F401  (registers hector-profile-kernels)
-    torch_linalg_cpu,  # noqa: F401  (registers convert-torch-to-linalg-cpu)
-)
 
 # Upstream lowering of scf/memref/arith/func to the LLVM dialect, for the CPU JIT. Workers'
 # scf.forall loops become scf.parallel, then tasks of MLIR's async runtime (one block per
@@ -101,7 +97,7 @@ GPU_STAGES: tuple[Stage, ...] = (
 # the host's GPU ops chained on one stream (gpu-async-region), every launch guarded so an empty
 # grid is skipped (hector-skip-empty-launches, intra_to_gpu.py), then gpu-to-llvm turns the
 # gpu.binary into a module loaded at JIT start and each launch into mgpuLaunchKernel, calls into
-# MLIR's CUDA runtime wrappers (libmlir_cuda_runtime.so); see python/hector/gpu_exec.py.
+# MLIR's CUDA runtime wrappers (libmlir_cuda_runtime.so); see python/hector/targets/cuda.py.
 LLVM_GPU_HOST = (
     "func.func(llvm-request-c-wrappers, gpu-async-region), hector-skip-empty-launches, "
     "convert-scf-to-cf, "
@@ -123,12 +119,6 @@ def cuda_stages(chip: str = GPU_CHIP, features: str = GPU_FEATURES) -> tuple[Sta
 
 CUDA_STAGES: tuple[Stage, ...] = cuda_stages()
 
-TARGETS: dict[str, tuple[Stage, ...]] = {
-    "cpu": CPU_STAGES,
-    "gpu": GPU_STAGES,
-    "cuda": CUDA_STAGES,
-}
-
 
 register_pipeline(
     "hector-lower-llvm-cpu",
@@ -138,9 +128,7 @@ register_pipeline(
 # Hector's optimizations on hector_inter, in the order hector.compile runs them by default.
 # The aggregation order needs the graph's D/E (hector.compile passes it); without it the pass
 # keeps transform-then-aggregate and only records that order.
-OPTIMIZE = (
-    "hector-linear-reorder, hector-aggregation-order, hector-compact-materialization, hector-fuse"
-)
+OPTIMIZE = ", ".join(o.pass_name for o in OPTIMIZATION_ORDER if not o.training_only)
 
 register_pipeline(
     "hector-optimize",

@@ -6,11 +6,17 @@ with typed options. Failures raise :class:`PassFailure` with the location of the
 the driver turns that into an MLIR diagnostic (``file:line:col: error: ...``) and a pass failure.
 Named pipelines are pipeline strings (which may mix Hector and upstream passes) registered
 under one name, so ``-p hector-lower-cpu`` works like any pass.
+
+Each pass registers where it is defined (``@register_pass``); :data:`PASS_MODULES` names every
+module that defines passes or named pipelines, and :func:`load_all` is the one way to fill the
+registry (``hector-opt`` and the ``hector.lowering`` package call it). The table holds module
+names, loaded with :mod:`importlib`, so this package does not import ``hector.lowering``.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -193,3 +199,35 @@ def register_pipeline(name: str, description: str, pipeline: str) -> None:
     if name in PIPELINES or name in PASSES:
         raise ValueError(f"pipeline '{name}' registered twice")
     PIPELINES[name] = PipelineInfo(name, description, pipeline)
+
+
+#: Every module that defines passes (``@register_pass``) or named pipelines
+#: (``register_pipeline``), relative to the ``hector`` package, in registration order.
+PASS_MODULES = (
+    "passes.aggregate_order",  # hector-aggregation-order
+    "passes.autodiff",  # hector-autodiff
+    "passes.compact",  # hector-compact-materialization
+    "passes.fuse",  # hector-fuse, hector-dce-cse
+    "passes.infer_unified",  # placement-infer-unified
+    "passes.linear_reorder",  # hector-linear-reorder
+    "passes.plan_offload",  # placement-plan-offload
+    "passes.plan_saved",  # placement-plan-saved
+    "passes.verify",  # hector-verify
+    "lowering.inter_to_intra",  # convert-hector-inter-to-intra
+    "lowering.intra_to_gpu",  # convert-hector-intra-to-gpu and its two helper passes
+    "lowering.intra_to_scf",  # convert-hector-intra-to-scf
+    "lowering.placement_to_runtime",  # convert-placement-to-runtime
+    "lowering.profile_kernels",  # hector-profile-kernels
+    "lowering.torch_linalg_cpu",  # convert-torch-to-linalg-cpu
+    "lowering.pipelines",  # raise-torch-to-hector and the named pipelines
+    "lowering.schedule",  # hector-schedule
+)
+#: The package the module names of :data:`PASS_MODULES` are relative to.
+_ROOT = __name__.rsplit(".", 2)[0]
+
+
+def load_all() -> None:
+    """Register every pass and named pipeline: import each module of :data:`PASS_MODULES`
+    (once; a module already imported is not run again)."""
+    for name in PASS_MODULES:
+        importlib.import_module(f"{_ROOT}.{name}")

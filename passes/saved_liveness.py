@@ -28,16 +28,13 @@ Graph arrays and the inputs are the caller's before and after the step: not coun
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from mlir import ir
 
 from ..dialects import hector_intra as intra
 from ..dialects.hector_intra import GRAPH_LAYOUT
 from . import _saved_buffers
-
-if TYPE_CHECKING:
-    from .plan_saved import TrainingPair
+from .training_pair import TrainingPair
 
 __all__ = ["LiveSet", "Timeline", "grows", "kernel_ops", "timeline", "write_done"]
 
@@ -200,14 +197,24 @@ def grows(
     return out
 
 
-def timeline(
-    pair: TrainingPair,
-    counts: dict[str, int],
-    *,
-    ahead: int = 1,
-    write_lag: int = 1,
-) -> Timeline:
-    """The step's live sets under the decisions now on ``pair.saved`` (see the module doc)."""
+#: A buffer's span in one function: (first op index, last op index, bytes).
+Spans = dict[str, tuple[int, int, int]]
+
+
+@dataclass
+class _StepArguments:
+    """The pair's arguments the model counts, and the row symbol of those sized by a kind."""
+
+    first_out: int  # index of @f_train's first output argument (and @f_backward's first saved)
+    outs: list[ir.Value]  # @f_train's output arguments: its results, then the saved values
+    d_outs: list[ir.Value]  # @f_backward's arguments: the gradients of the results
+    grads: list[ir.Value]  # the gradients @f_backward writes
+    tr_rows: dict[ir.Value, str]  # row symbol of @f_train's row-sized outputs
+    bw_rows: dict[ir.Value, str]  # row symbol of @f_backward's row-sized arguments
+
+
+def _step_arguments(pair: TrainingPair) -> _StepArguments:
+    """Where the outputs, saved values and gradients sit among the pair's arguments."""
     tr_rows: dict[ir.Value, str] = {}
     bw_rows: dict[ir.Value, str] = {}
     n_out = ir.IntegerAttr(pair.train.attributes["hector.outputs"]).value
@@ -238,20 +245,50 @@ def timeline(
     for arg, kind in zip(grads, bkinds, strict=False):
         if kind in _KIND_ROWS:
             bw_rows[arg] = _KIND_ROWS[kind]
+    return _StepArguments(first_out, outs, d_outs, grads, tr_rows, bw_rows)
 
-    points: list[LiveSet] = []
-    # -- @f_train ---------------------------------------------------------------------------
+
+def timeline(
+    pair: TrainingPair,
+    counts: dict[str, int],
+    *,
+    ahead: int = 1,
+    write_lag: int = 1,
+) -> Timeline:
+    """The step's live sets under the decisions now on ``pair.saved`` (see the module doc)."""
+    args = _step_arguments(pair)
     ops = kernel_ops(pair.train)
+    spans = _train_spans(pair, args, ops, counts, write_lag)
+    points = _sweep("train", ops, spans)
+    # -- between the calls: results and kept values held; the results' gradients appear ----
+    end = len(ops) - 1
+    held = {n: b for n, (_, last, b) in spans.items() if last == end}
+    for k, arg in enumerate(args.d_outs):
+        held[f"gradient of result {k}"] = _bytes(arg, counts, args.bw_rows)
+    points.append(LiveSet("handoff", -1, "between forward and backward", held))
+    ops = kernel_ops(pair.backward)
+    points += _sweep("backward", ops, _backward_spans(pair, args, ops, counts, ahead))
+    return Timeline(points)
+
+
+def _train_spans(
+    pair: TrainingPair,
+    args: _StepArguments,
+    ops: list[ir.Operation],
+    counts: dict[str, int],
+    write_lag: int,
+) -> Spans:
+    """The spans of ``@f_train``'s buffers: its outputs by decision, temporaries, workspaces."""
     index = {op: i for i, op in enumerate(ops)}
-    growing = grows(pair.train, first_out, counts, tr_rows)
-    spans: dict[str, tuple[int, int, int]] = {}  # name -> (first, last, bytes)
+    growing = grows(pair.train, args.first_out, counts, args.tr_rows)
+    spans: Spans = {}
     end = len(ops) - 1
     saved_of = {s.train_arg: s for s in pair.saved}
-    for k, arg in enumerate(outs):
+    for k, arg in enumerate(args.outs):
         span = _span(arg, pair.train, index)
         if not span:
             continue
-        nbytes = _bytes(arg, counts, tr_rows)
+        nbytes = _bytes(arg, counts, args.tr_rows)
         value = saved_of.get(arg)
         if value is None:
             spans[f"result {k}"] = (span[0], end, nbytes)
@@ -265,28 +302,25 @@ def timeline(
             spans[f"saved {value.slot} (offloaded)"] = (span[0], done - 1, nbytes)
         else:
             spans[f"saved {value.slot} (recomputed)"] = (span[0], span[-1], nbytes)
-    for i, op in enumerate(ops):
-        if op.name == "memref.alloc":
-            span = _span(op.results[0], pair.train, index)
-            if span:
-                spans[f"temporary {i}"] = (
-                    span[0],
-                    span[-1],
-                    _bytes(op.results[0], counts, tr_rows),
-                )
-    spans.update(_workspace("", ops, counts, tr_rows))
-    points += _sweep("train", ops, spans)
-    # -- between the calls: results and kept values held; the results' gradients appear ----
-    held = {n: b for n, (_, last, b) in spans.items() if last == end}
-    for k, arg in enumerate(d_outs):
-        held[f"gradient of result {k}"] = _bytes(arg, counts, bw_rows)
-    points.append(LiveSet("handoff", -1, "between forward and backward", held))
-    # -- @f_backward ------------------------------------------------------------------------
-    ops = kernel_ops(pair.backward)
+    spans.update(_temporaries("temporary", pair.train, ops, index, counts, args.tr_rows))
+    spans.update(_workspace("", ops, counts, args.tr_rows))
+    return spans
+
+
+def _backward_spans(
+    pair: TrainingPair,
+    args: _StepArguments,
+    ops: list[ir.Operation],
+    counts: dict[str, int],
+    ahead: int,
+) -> Spans:
+    """The spans of ``@f_backward``'s buffers: the results' gradients, the saved values by
+    decision, the gradients it writes, temporaries, workspaces."""
     index = {op: i for i, op in enumerate(ops)}
     end = len(ops) - 1
-    spans = {}
-    for k, arg in enumerate(d_outs):
+    bw_rows = args.bw_rows
+    spans: Spans = {}
+    for k, arg in enumerate(args.d_outs):
         spans[f"gradient of result {k}"] = (0, end, _bytes(arg, counts, bw_rows))
     for s in pair.saved:
         span = _span(s.backward_arg, pair.backward, index)
@@ -302,22 +336,31 @@ def timeline(
             spans[f"saved {s.slot} (offloaded)"] = (issue, span[-1], nbytes)
         elif span:
             spans[f"saved {s.slot} (recomputed)"] = (span[0], span[-1], nbytes)
-    for k, arg in enumerate(grads):
+    for k, arg in enumerate(args.grads):
         span = _span(arg, pair.backward, index)
         if span:
             spans[f"gradient {k}"] = (span[0], end, _bytes(arg, counts, bw_rows))
+    spans.update(_temporaries("backward temporary", pair.backward, ops, index, counts, bw_rows))
+    spans.update(_workspace("backward ", ops, counts, bw_rows))
+    return spans
+
+
+def _temporaries(
+    label: str,
+    fn: ir.Operation,
+    ops: list[ir.Operation],
+    index: dict[ir.Operation, int],
+    counts: dict[str, int],
+    fn_rows: dict[ir.Value, str],
+) -> Spans:
+    """The span of each ``memref.alloc`` of ``fn`` (``<label> <op index>``), first to last use."""
+    spans: Spans = {}
     for i, op in enumerate(ops):
         if op.name == "memref.alloc":
-            span = _span(op.results[0], pair.backward, index)
+            span = _span(op.results[0], fn, index)
             if span:
-                spans[f"backward temporary {i}"] = (
-                    span[0],
-                    span[-1],
-                    _bytes(op.results[0], counts, bw_rows),
-                )
-    spans.update(_workspace("backward ", ops, counts, bw_rows))
-    points += _sweep("backward", ops, spans)
-    return Timeline(points)
+                spans[f"{label} {i}"] = (span[0], span[-1], _bytes(op.results[0], counts, fn_rows))
+    return spans
 
 
 def _workspace(

@@ -2,13 +2,15 @@
 """Find import cycles among Hector's modules; exit 1 when there is one.
 
 Every ``.py`` file under the package's source folders is parsed (nothing is imported) and every
-``import``/``from ... import`` statement is read, at module level or inside functions, with
-relative imports resolved against the file's ``hector.*`` name. Imports under
-``if TYPE_CHECKING:`` are left out (they never run), and so are ``importlib.import_module``
-calls (the lazy ``hector`` package exports and the target table look modules up by name, which
-is how they break cycles). ``from pkg import name`` counts as importing ``pkg.name`` when that is
-a module, else ``pkg``. A package's ``__init__`` is not counted as imported by its submodules'
-imports (Python runs it first, but a package importing its own submodules is the normal shape).
+``import``/``from ... import`` statement is read wherever it stands: at module level, inside
+functions (a deferred import still ties the two modules together) and under
+``if TYPE_CHECKING:`` (a type-only import is still a dependency, and hiding one there is how a
+cycle gets papered over), with relative imports resolved against the file's ``hector.*`` name.
+Only ``importlib.import_module`` calls are left out (the lazy ``hector`` package exports, the
+target table and the pass registry's table of pass modules look modules up by name).
+``from pkg import name`` counts as importing ``pkg.name`` when that is a module, else ``pkg``.
+A package's ``__init__`` is not counted as imported by its submodules' imports (Python runs it
+first, but a package importing its own submodules is the normal shape).
 
 Usage: ``python3 scripts/import_cycles.py [--graph]`` from anywhere in the checkout.
 """
@@ -51,23 +53,11 @@ def module_files() -> dict[str, tuple[Path, bool]]:
     return out
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def _imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Every import statement, skipping the bodies of ``if TYPE_CHECKING:``."""
-    stack: list[ast.AST] = [tree]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            stack.extend(node.orelse)
-            continue
+    """Every import statement of ``tree``: module level, in functions, under ``TYPE_CHECKING``."""
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
             yield node
-        stack.extend(ast.iter_child_nodes(node))
 
 
 def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:

@@ -115,12 +115,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _load_passes() -> None:
-    """Register every Hector pass and named pipeline (``import hector.lowering``)."""
+    """Register every Hector pass and named pipeline (``hector.passes._registry.load_all``)."""
     try:
-        import hector.lowering  # noqa: F401  (registers passes, conversions and pipelines)
+        from hector.passes._registry import load_all
+
+        load_all()
     except Exception as err:
         raise RuntimeError(
-            f"cannot load Hector's passes: importing hector.lowering failed with "
+            f"cannot load Hector's passes: importing the pass modules failed with "
             f"{type(err).__name__}: {err}"
         ) from err
 
