@@ -30,9 +30,11 @@ from ._registry import MLIR_CONTEXT, PASSES, PIPELINES, PassFailure, PassInfo
 
 __all__ = [
     "MAX_PIPELINE_NESTING",
+    "OPTIMIZATION_ORDER",
     "VERIFY_PASS",
     "Diagnostic",
     "InvalidPipelineError",
+    "Optimization",
     "PipelineError",
     "Stage",
     "build_pass_manager",
@@ -50,6 +52,28 @@ __all__ = [
 
 #: The pass prepended to every pipeline run with ``verify=True`` (when it is registered).
 VERIFY_PASS = "hector-verify"
+
+
+@dataclass(frozen=True)
+class Optimization:
+    """One of Hector's hector_inter optimizations: its pass, and the stage name the IR after
+    it is kept under (``hector compile --emit``, ``StagedModule.ir``)."""
+
+    stage: str
+    pass_name: str
+    training_only: bool = False  # runs only when the training functions are generated
+
+
+#: Hector's optimizations on hector_inter, in the one order every target runs them (and the
+#: ``hector-optimize`` pipeline, less the training-only step): the training functions are
+#: generated after compaction and before fusion, so both the forward and the backward fuse.
+OPTIMIZATION_ORDER: tuple[Optimization, ...] = (
+    Optimization("reorder", "hector-linear-reorder"),
+    Optimization("aggregate", "hector-aggregation-order"),
+    Optimization("compact", "hector-compact-materialization"),
+    Optimization("autodiff", "hector-autodiff", training_only=True),
+    Optimization("fuse", "hector-fuse"),
+)
 
 # Element names: a pass argument (``hector-verify``) or an anchor op name (``func.func``).
 _ELEMENT = re.compile(r"^(?P<name>[A-Za-z_][\w.\-]*)\s*(?P<rest>.*)$", re.DOTALL)

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from mlir import ir
 
-    from ._program import Options, Traced
+    from ._program import Traced
+    from .targets.options import Options
 
 STAGES = {
     "inter": "cpu",
@@ -161,8 +162,9 @@ def demo(args: argparse.Namespace) -> int:
     import torch
     from torch_geometric.nn import FastRGCNConv, RGCNConv
 
-    from . import compiler, random_graph
+    from . import random_graph
     from .models import rgcn_layer
+    from .targets.cuda import compile_gpu
 
     if min(args.nodes, args.edges, args.etypes, args.in_dim, args.out_dim, args.runs) <= 0:
         raise CliError("--nodes, --edges, --etypes, --in-dim, --out-dim and --runs must be > 0")
@@ -221,7 +223,7 @@ def demo(args: argparse.Namespace) -> int:
     speedup = best_peer / statistics.median(rows[0][1])
     print(f"speed-up vs best PyG layer: {speedup:.2f}x  ({args.runs} runs each, medians)")
 
-    gpu = compiler.compile_gpu(_rgcn_program(args.in_dim, args.out_dim, args.etypes))
+    gpu = compile_gpu(_rgcn_program(args.in_dim, args.out_dim, args.etypes))
     entries = [
         ln.split()[2].split("(")[0]
         for ln in gpu.ptx.splitlines()
@@ -250,6 +252,8 @@ def compile_cmd(args: argparse.Namespace) -> int:
     from . import compiler
     from ._program import parse_file
     from .passes._pipeline import PipelineError, diagnostics_from_error
+    from .targets.cuda import compile_gpu
+    from .targets.options import Options
 
     if args.model is not None and args.input is not None:
         raise CliError("give either an input file or --model, not both")
@@ -267,7 +271,7 @@ def compile_cmd(args: argparse.Namespace) -> int:
     if (args.bundle is None) != (args.target is None):
         raise CliError("--bundle DIR and --target cuda go together")
     target = STAGES[args.emit]
-    options = compiler.Options(
+    options = Options(
         not args.no_compact,
         not args.no_reorder,
         not args.no_fuse,
@@ -281,7 +285,7 @@ def compile_cmd(args: argparse.Namespace) -> int:
         if args.bundle is not None:
             return _write_bundle(program, args, options)
         if args.emit == "ptx":
-            result = compiler.compile_gpu(program, options=options).ptx
+            result = compile_gpu(program, options=options).ptx
         else:
             staged = compiler.run_stages(
                 program, target, until=args.emit, options=options, debug_info=args.debug_info

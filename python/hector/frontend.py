@@ -19,7 +19,7 @@ a context of its own. Every op carries the ``file:line:col`` of the user's line 
 (the innermost frame outside this module, so ``hector.models``' layers point into models.py as
 a user's layers point into theirs) and the function the line of its ``def``: diagnostics of
 every stage, and ``hector compile --debug-info``, point there. The target a program compiles
-for is looked up in ``hector._program.TARGETS``; this module imports no back end.
+for is looked up in ``hector.targets.TARGETS``; this module imports no back end.
 """
 
 from __future__ import annotations
@@ -38,17 +38,18 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from ._program import Executable, Options, Traced
-from ._program import target as _target
+from ._program import Traced
 from .dialects import Kind, make_context
 from .dialects import hector_inter as inter
 from .graph import HeteroGraph
 from .runtime.training import TrainingStep
+from .targets import Executable, GraphStats, Options
+from .targets import target as _target
 
 if TYPE_CHECKING:  # the back end is imported through TARGETS, on first use only
     from mlir import ir
 
-    from .compiler import GpuEntry
+    from .targets.cuda import GpuEntry
 
 __all__ = [
     "CompiledFunction",
@@ -628,7 +629,9 @@ class CompiledFunction:
             raise TraceError(f"{fn.__name__} must take the graph as its first parameter")
         self._params = params[1:]
 
-    def _check_args(self, g: Any, tensors: tuple[Any, ...]) -> None:
+    def check_arguments(self, g: Any, tensors: tuple[Any, ...]) -> None:
+        """Check the call's arguments (a graph, then float32 tensors on one CPU or CUDA
+        device, as many as the function takes) before anything reads them."""
         if not isinstance(g, HeteroGraph):
             raise TypeError(f"the first argument must be a hector.HeteroGraph, got {type(g)}")
         if len(tensors) != len(self._params):
@@ -660,35 +663,37 @@ class CompiledFunction:
     ) -> Executable:
         """Compile (or fetch from the cache) the kernel for these argument shapes; with
         ``train``, the module also holds the ``_train`` and ``_backward`` functions."""
-        self._check_args(g, tensors)
+        self.check_arguments(g, tensors)
+        return self._compiled(g, tensors, train)
+
+    def _compiled(
+        self, g: HeteroGraph, tensors: tuple[torch.Tensor, ...], train: bool
+    ) -> Executable:
+        """:meth:`compile_for` on arguments already checked."""
         options = self.options_for(g)
         if train and self.memory_budget >= 0:  # CPU target: the CUDA host code has no plan
             # placement-plan-saved weighs the saved values at this graph's sizes.
-            options = replace(
-                options,
-                memory_budget=self.memory_budget,
+            sizes = replace(
+                options.graph,
                 nodes=g.num_nodes,
                 edges=g.num_edges,
                 compact_rows=g.num_compact,
                 dst_compact_rows=g.num_dst_compact,
             )
-        # The compaction cost model reads the graph's ratio: key on the decision it makes.
-        stats = options.ratio <= 0.95
-        # CUDA tensors (or target='cuda') run through hector.gpu_exec; the CPU path is unchanged.
+            options = replace(options, memory_budget=self.memory_budget, graph=sizes)
+        # CUDA tensors (or target='cuda') run on target cuda; the CPU path is unchanged.
         cuda = self.target == "cuda" or any(t.device.type == "cuda" for t in tensors)
-        key = (self._key(g, tensors), train, self.optimizations, stats, options.src_typed, cuda)
-        placement = (options.memory_budget, options.nodes, options.edges, options.compact_rows)
-        key += placement  # type: ignore[assignment]  # a plan holds for these sizes only
         if cuda and options.memory_budget >= 0:
             raise NotImplementedError(
                 "memory_budget plans CPU training only: the CUDA host code does not offload "
                 "saved values yet (compile without memory_budget for CUDA tensors)"
             )
-        key += (options.threads,)  # type: ignore[assignment]  # schedules are per worker count
-        base = key
+        # The switches and the graph statistics the code depends on (the compaction decision,
+        # HGT's folding, the sizes a memory plan holds for; schedules are per worker count).
+        base = (self._key(g, tensors), train, cuda, options.cache_key())
         # The aggregation order: key on the choices this graph's D/E makes for the messages
         # the kernel holds (their widths, learnt at the first compilation of these shapes).
-        key = base + (self._orders(base, options, train),)  # type: ignore[assignment]
+        key = base + (self._orders(base, options, train),)
         entry = self._cache.get(key)
         if entry is None:
             start = time.perf_counter()
@@ -699,13 +704,13 @@ class CompiledFunction:
             self.compilations += 1
             if base not in self._message_widths:
                 self._message_widths[base] = _message_widths(entry)
-                key = base + (self._orders(base, options, train),)  # type: ignore[assignment]
+                key = base + (self._orders(base, options, train),)
             self._cache[key] = entry
         return entry
 
     def _orders(self, base: tuple, options: Options, train: bool) -> tuple[str, ...] | None:
         """The order of each linear message in kernels of ``base`` on a graph with
-        ``options.dst_ratio``: a forced order, or the cost model's choice per message (None
+        ``options.graph.dst_ratio``: a forced order, or the cost model's choice per message (None
         before the first compilation tells the messages' widths)."""
         if options.order != "auto":
             return (options.order,)
@@ -715,7 +720,7 @@ class CompiledFunction:
         from .passes.aggregate_order import choose
 
         return tuple(
-            choose(options.dst_ratio, k, n, training=train, threads=options.threads)
+            choose(options.graph.dst_ratio, k, n, training=train, threads=options.threads)
             for k, n in widths
         )
 
@@ -727,27 +732,22 @@ class CompiledFunction:
         order = _check_order(self.order)
         # The aggregation-order cost model depends on the graph only through D/E.
         dst_ratio = g.dst_compaction_ratio if order == "auto" else -1.0
+        stats = GraphStats(ratio=g.compaction_ratio, src_typed=g.src_typed, dst_ratio=dst_ratio)
         return Options(
-            compact,
-            reorder,
-            fuse,
-            ratio=g.compaction_ratio,
-            src_typed=g.src_typed,
-            order=order,
-            dst_ratio=dst_ratio,
-            threads=torch.get_num_threads(),
+            compact, reorder, fuse, order=order, threads=torch.get_num_threads(), graph=stats
         )
 
     def __call__(self, g: HeteroGraph, *tensors: torch.Tensor) -> Any:
         """Run the compiled function (compiling it first for new shapes); with a tensor that
         requires grad, the result is differentiable through ``loss.backward()``."""
-        self._check_args(g, tensors)  # before anything reads tensor attributes
+        self.check_arguments(g, tensors)  # before anything reads tensor attributes
         train = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
-        entry = self.compile_for(g, *tensors, train=train)
+        entry = self._compiled(g, tensors, train)
+        entry.check(g, tensors, self._params)  # against the graph, before the kernel runs
         if not train:
-            return entry.run(g, tensors, self._params)
-        entry.check(g, tensors, self._params)
-        outs = TrainingStep.apply(entry, g, *tensors)
+            outs = entry.call(entry.traced.name, g, list(tensors))
+        else:
+            outs = TrainingStep.apply(entry, g, *tensors)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def ir(self, stage: str, g: HeteroGraph, *tensors: torch.Tensor) -> str:

@@ -12,7 +12,7 @@ import pytest
 from mlir import ir
 
 import hector
-from hector import _program, compiler, frontend
+from hector import compiler, frontend, targets
 from hector.passes._pipeline import PipelineError, run_pipeline
 from hector.passes._registry import PASSES, PassFailure, PassInfo
 
@@ -141,13 +141,13 @@ def test_lowered_ops_keep_the_users_line() -> None:
 
 
 def test_targets_live_in_one_table() -> None:
-    assert {"cpu", "cuda"} <= set(_program.TARGETS)
-    assert _program.target("cpu").compile.__qualname__ == "Target.compile"
+    assert {"cpu", "cuda"} <= set(targets.TARGETS)
+    assert targets.target("cpu").compile.__qualname__ == "Target.compile"
     with pytest.raises(ValueError, match="use 'cpu' or 'cuda'"):
         hector.compile(_layer, target="tpu")
     with pytest.raises(ValueError, match="unknown target 'gpu'"):
-        _program.target("gpu")  # PTX to read, not a target to run on
-    assert not _program.target("gpu", runs=False).runs
+        targets.target("gpu")  # PTX to read, not a target to run on
+    assert not targets.target("gpu", runs=False).runs
 
 
 def test_no_import_cycles() -> None:

@@ -1,4 +1,4 @@
-"""Target ``cuda`` (hector.gpu_exec): the host path checked on the CPU with an emulated CUDA
+"""Target ``cuda`` (hector.targets.cuda): the host path checked on the CPU with an emulated CUDA
 runtime (argument packing, launches, autograd plumbing, errors), and numerics on a real GPU
 (marked ``gpu``: RGCN/RGAT/HGT on CUDA against PyG on CUDA, and the GNN benchmark)."""
 
@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import random
 import re
 import shutil
 import subprocess
@@ -15,11 +14,13 @@ from typing import Any
 
 import pytest
 import torch
+from _typed_graph import META, hetero
 
 import hector
-from hector import frontend, gpu_exec
+from hector import frontend
 from hector.models import _rgcn_layer
 from hector.runtime.launch import ptx_entries, ptx_param_counts
+from hector.targets import cuda as cuda_target
 
 HAS_CUDA = torch.cuda.is_available()
 gpu = pytest.mark.gpu
@@ -51,7 +52,8 @@ def _inputs() -> list[torch.Tensor]:
 
 def test_import_without_cuda_is_clean() -> None:
     code = (
-        "import sys, hector, hector.gpu_exec; print(any(m.startswith('cuda') for m in sys.modules))"
+        "import sys, hector, hector.targets.cuda; "
+        "print(any(m.startswith('cuda') for m in sys.modules))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -66,7 +68,7 @@ def test_import_without_cuda_is_clean() -> None:
 @pytest.mark.skipif(HAS_CUDA, reason="checks the no-CUDA error")
 def test_cuda_target_without_cuda_is_a_clear_error(g: hector.HeteroGraph) -> None:
     fn = hector.compile(_rgcn_layer, target="cuda")
-    with pytest.raises(gpu_exec.GpuUnavailableError, match="device 'cuda' needs a CUDA build"):
+    with pytest.raises(cuda_target.GpuUnavailableError, match="device 'cuda' needs a CUDA build"):
         fn(g, *_inputs())
     # compiling needs no GPU: every stage's IR is there
     entry = fn.compile_for(g, *_inputs())
@@ -74,8 +76,8 @@ def test_cuda_target_without_cuda_is_a_clear_error(g: hector.HeteroGraph) -> Non
     assert "mgpuLaunchKernel" not in entry.ir("host")
     assert "gpu.launch_func" in entry.ir("host")
     assert "llvm.func @_rgcn_layer(" in entry.ir("host")
-    with pytest.raises(gpu_exec.GpuUnavailableError, match="is_available|CUDA build"):
-        gpu_exec.require_cuda()
+    with pytest.raises(cuda_target.GpuUnavailableError, match="is_available|CUDA build"):
+        cuda_target.require_cuda()
 
 
 def test_bad_targets_and_devices_are_rejected(g: hector.HeteroGraph) -> None:
@@ -89,19 +91,19 @@ def test_bad_targets_and_devices_are_rejected(g: hector.HeteroGraph) -> None:
 
 def test_gpu_chip_from_env_and_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HECTOR_GPU_CHIP", "sm_80")
-    assert gpu_exec.gpu_chip() == "sm_80"
+    assert cuda_target.gpu_chip() == "sm_80"
     monkeypatch.setenv("HECTOR_GPU_CHIP", "ampere")
     with pytest.raises(ValueError, match="HECTOR_GPU_CHIP must look like 'sm_90', got 'ampere'"):
-        gpu_exec.gpu_chip()
+        cuda_target.gpu_chip()
     monkeypatch.delenv("HECTOR_GPU_CHIP")
     if not HAS_CUDA:
-        assert gpu_exec.gpu_chip() == "sm_90"
+        assert cuda_target.gpu_chip() == "sm_90"
 
 
 def test_kernels_are_compiled_and_cached_per_architecture(traced: frontend.Traced) -> None:
-    a = gpu_exec.compile_cuda(traced, chip="sm_80")
-    assert gpu_exec.compile_cuda(traced, chip="sm_80") is a
-    b = gpu_exec.compile_cuda(traced, chip="sm_90")
+    a = cuda_target.compile_cuda(traced, chip="sm_80")
+    assert cuda_target.compile_cuda(traced, chip="sm_80") is a
+    b = cuda_target.compile_cuda(traced, chip="sm_90")
     assert b is not a
     assert (a.chip, b.chip) == ("sm_80", "sm_90")
     assert ".target sm_80" in a.ptx
@@ -110,20 +112,20 @@ def test_kernels_are_compiled_and_cached_per_architecture(traced: frontend.Trace
     assert ptx_entries(a.ptx) == ptx_entries(b.ptx)
     assert len(ptx_entries(a.ptx)) == a.ir("gpu").count("gpu.launch_func") > 0
     with pytest.raises(ValueError, match="chip must look like 'sm_90', got 'sm90'"):
-        gpu_exec.compile_cuda(traced, chip="sm90")
+        cuda_target.compile_cuda(traced, chip="sm90")
 
 
 def test_memref_descriptor_packs_pointer_sizes_strides() -> None:
     t = torch.zeros(5, 3)
-    d = gpu_exec.memref_descriptor(t)
+    d = cuda_target.memref_descriptor(t)
     assert d.allocated == d.aligned == t.data_ptr()
     assert d.offset == 0
     assert list(d.shape) == [5, 3]
     assert list(d.strides) == [3, 1]
     with pytest.raises(ValueError, match="contiguous"):
-        gpu_exec.memref_descriptor(t.t())
+        cuda_target.memref_descriptor(t.t())
     with pytest.raises(ValueError, match="rank ≥ 1"):
-        gpu_exec.memref_descriptor(torch.tensor(1.0))
+        cuda_target.memref_descriptor(torch.tensor(1.0))
 
 
 def _function_of(kernel: str) -> str:
@@ -151,8 +153,8 @@ def _memrefs(params: tuple[int, ...], ranks: list[int]) -> list[tuple[int, list[
 
 
 def test_emulated_launches_carry_the_tensors(g: hector.HeteroGraph, traced) -> None:
-    rt = gpu_exec.FakeCudaRuntime()
-    entry = gpu_exec.compile_cuda(traced, runtime=rt)
+    rt = cuda_target.FakeCudaRuntime()
+    entry = cuda_target.compile_cuda(traced, runtime=rt)
     tensors = _inputs()
     out = entry.run(g, tuple(tensors), NAMES)
     assert out.shape == (N, OUT)
@@ -168,7 +170,7 @@ def test_emulated_launches_carry_the_tensors(g: hector.HeteroGraph, traced) -> N
         assert launch.grid[0] >= 1
     # every memref a kernel gets is a graph array, an argument, the output or a temporary,
     # and the caller's tensors arrive with their own shapes
-    arrays = gpu_exec.device_graph_arrays(g, "cpu")
+    arrays = cuda_target.device_graph_arrays(g, "cpu")
     shapes = {t.data_ptr(): list(t.shape) for t in (*arrays, *tensors, out)}
     temporaries = {addr for addr, _ in rt.history}
     ranks = _launch_ranks(entry.ir("gpu"))
@@ -189,11 +191,11 @@ def test_emulated_launches_carry_the_tensors(g: hector.HeteroGraph, traced) -> N
     entry.run(g, tuple(tensors), NAMES)
     assert len(rt.modules) == 1
     assert len(rt.launches) == 2 * len(ptx_entries(entry.ptx))
-    assert gpu_exec.device_graph_arrays(g, "cpu") is arrays
+    assert cuda_target.device_graph_arrays(g, "cpu") is arrays
 
 
 def test_emulated_memset_zeroes_device_memory() -> None:
-    rt = gpu_exec.FakeCudaRuntime()
+    rt = cuda_target.FakeCudaRuntime()
     text = """
     module {
       func.func @fill(%out: memref<?xf32>) {
@@ -217,7 +219,7 @@ def test_emulated_memset_zeroes_device_memory() -> None:
     with make_context(), ir.Location.unknown():
         module = ir.Module.parse(text)
         run_pipeline(module, LLVM_GPU_HOST, verify=False)
-        kernel = gpu_exec.GpuKernel(module, rt)
+        kernel = cuda_target.GpuKernel(module, rt)
         out = torch.zeros(6)
         kernel("fill", out)
     assert out.tolist() == [2.5] * 6
@@ -239,7 +241,7 @@ def test_hooks_put_the_host_code_on_the_callers_stream_and_allocator(
     stream is created, synchronized or destroyed and no device memory is allocated or freed
     through the CUDA wrappers: every temporary comes from the hooks' allocator and goes back
     to it, on the caller's stream."""
-    rt = gpu_exec.FakeCudaRuntime()
+    rt = cuda_target.FakeCudaRuntime()
     live: dict[int, torch.Tensor] = {}
     log: list[tuple[str, int, int]] = []
 
@@ -253,11 +255,11 @@ def test_hooks_put_the_host_code_on_the_callers_stream_and_allocator(
         del live[ptr]
         log.append(("free", ptr, stream))
 
-    hooks = gpu_exec.StreamAllocatorHooks(alloc, free)
-    staged_entry = gpu_exec.compile_cuda(traced, runtime=gpu_exec.FakeCudaRuntime())
-    kernel = gpu_exec.GpuKernel(staged_entry.kernel.module, rt, hooks=hooks)
+    hooks = cuda_target.StreamAllocatorHooks(alloc, free)
+    staged_entry = cuda_target.compile_cuda(traced, runtime=cuda_target.FakeCudaRuntime())
+    kernel = cuda_target.GpuKernel(staged_entry.kernel.module, rt, hooks=hooks)
     outs = [torch.empty(N, OUT)]
-    arrays = [*gpu_exec.device_graph_arrays(g, "cpu"), *_inputs(), *outs]
+    arrays = [*cuda_target.device_graph_arrays(g, "cpu"), *_inputs(), *outs]
     kernel("rgcn_layer", *arrays, stream=0x57)
     kernel("rgcn_layer", *arrays, stream=0x57)
     assert rt.launches
@@ -276,8 +278,8 @@ def test_empty_graph_skips_launches_instead_of_zero_block_grids(traced) -> None:
     """A launch over an empty index array is skipped (hector-skip-empty-launches): no launch
     asks for a zero-block grid; launches over nodes still run."""
     empty = hector.random_graph(N, 0, R, seed=1)
-    rt = gpu_exec.FakeCudaRuntime()
-    entry = gpu_exec.compile_cuda(traced, runtime=rt)
+    rt = cuda_target.FakeCudaRuntime()
+    entry = cuda_target.compile_cuda(traced, runtime=rt)
     out = entry.run(empty, tuple(_inputs()), NAMES)
     assert out.shape == (N, OUT)
     assert rt.launches
@@ -288,18 +290,18 @@ def test_empty_graph_skips_launches_instead_of_zero_block_grids(traced) -> None:
 
 
 def test_driver_errors_become_exceptions(g: hector.HeteroGraph, traced) -> None:
-    rt = gpu_exec.FakeCudaRuntime(fail=("mgpuLaunchKernel",))
-    entry = gpu_exec.compile_cuda(traced, runtime=rt)
-    with pytest.raises(gpu_exec.GpuRuntimeError, match="running rgcn_layer: CUDA driver call"):
+    rt = cuda_target.FakeCudaRuntime(fail=("mgpuLaunchKernel",))
+    entry = cuda_target.compile_cuda(traced, runtime=rt)
+    with pytest.raises(cuda_target.GpuRuntimeError, match="running rgcn_layer: CUDA driver call"):
         entry.run(g, tuple(_inputs()), NAMES)
-    rt = gpu_exec.FakeCudaRuntime(fail=("mgpuModuleLoadJIT",))
-    with pytest.raises(gpu_exec.GpuRuntimeError, match="loading the PTX module"):
-        gpu_exec.compile_cuda(traced, runtime=rt)
+    rt = cuda_target.FakeCudaRuntime(fail=("mgpuModuleLoadJIT",))
+    with pytest.raises(cuda_target.GpuRuntimeError, match="loading the PTX module"):
+        cuda_target.compile_cuda(traced, runtime=rt)
 
 
 def test_rows_are_checked_before_anything_runs(g: hector.HeteroGraph, traced) -> None:
-    rt = gpu_exec.FakeCudaRuntime()
-    entry = gpu_exec.compile_cuda(traced, runtime=rt)
+    rt = cuda_target.FakeCudaRuntime()
+    entry = cuda_target.compile_cuda(traced, runtime=rt)
     x, *rest = _inputs()
     with pytest.raises(ValueError, match=f"argument 'x' is node-wise: expected {N} rows"):
         entry.run(g, (x[:5], *rest), NAMES)
@@ -309,7 +311,7 @@ def test_rows_are_checked_before_anything_runs(g: hector.HeteroGraph, traced) ->
 def test_training_through_autograd_on_the_cuda_target(g: hector.HeteroGraph) -> None:
     fn = hector.compile(_rgcn_layer, target="cuda")
     x, w, w0, b = (t.requires_grad_() for t in _inputs())
-    with gpu_exec.emulate() as rt:
+    with cuda_target.emulate() as rt:
         out = fn(g, x, w, w0, b)
         out.sum().backward()
     kernels = {_function_of(launch.kernel) for launch in rt.launches}
@@ -317,7 +319,7 @@ def test_training_through_autograd_on_the_cuda_target(g: hector.HeteroGraph) -> 
     assert out.shape == (N, OUT)
     assert [t.grad.shape for t in (x, w, w0, b)] == [t.shape for t in (x, w, w0, b)]
     entry = next(iter(fn._cache.values()))
-    assert isinstance(entry, gpu_exec.GpuExecEntry)
+    assert isinstance(entry, cuda_target.GpuExecEntry)
     assert set(entry.staged.stages) >= {"inter", "intra", "gpu", "ptx", "host"}
 
 
@@ -327,10 +329,11 @@ def _gpu_kernels_on_cpu(traced: frontend.Traced, options: Any) -> Any:
     the CPU back end. Real numbers from the GPU kernels' own code, without a GPU."""
     from mlir import ir
 
-    from hector.compiler import CpuEntry, run_stages
+    from hector.compiler import run_stages
     from hector.lowering.cpu_jit import CpuKernel
     from hector.lowering.pipelines import LLVM_CPU
     from hector.passes._pipeline import run_pipeline
+    from hector.targets.cpu import CpuEntry
 
     staged = run_stages(traced, "gpu", until="gpu", autodiff=True, options=options)
     with staged.context, ir.Location.unknown():
@@ -348,8 +351,8 @@ def test_gpu_kernels_compute_what_the_cpu_path_computes(g: hector.HeteroGraph, m
     CPU, thread by thread) equal the CPU back end's: the weight gradients' partials and
     reduction, the atomics, the guards and the grid arithmetic compute the right numbers."""
     from hector import bundle
-    from hector.compiler import compile_traced
     from hector.models import HGTLayer, RGATLayer
+    from hector.targets.cpu import compile_traced
 
     torch.manual_seed(0)
     if model == "rgcn":
@@ -357,7 +360,7 @@ def test_gpu_kernels_compute_what_the_cpu_path_computes(g: hector.HeteroGraph, m
         fn = hector.compile(_rgcn_layer)
     else:
         if model == "hgt":
-            graph, _, x = _hetero("cpu")
+            graph, _, x = hetero("cpu")
             layer: Any = HGTLayer(8, 8, *META, heads=2)
         else:
             graph, x = g, torch.randn(N, IN)
@@ -385,7 +388,7 @@ def test_gpu_kernels_compute_what_the_cpu_path_computes(g: hector.HeteroGraph, m
 def test_weight_gradient_over_many_chunks_and_an_empty_graph() -> None:
     """The weight gradient's partials over many chunks (more rows than one chunk holds), and
     over none (an empty graph: the gradient is zero, not garbage)."""
-    from hector.compiler import compile_traced
+    from hector.targets.cpu import compile_traced
 
     traced = frontend.trace(
         _rgcn_layer, [(N, IN), (R, IN, OUT), (IN, OUT), (OUT,)], name="rgcn_layer"
@@ -406,7 +409,7 @@ def test_weight_gradient_over_many_chunks_and_an_empty_graph() -> None:
             torch.testing.assert_close(have, want, rtol=1e-4, atol=1e-4)
 
 
-# ---- scheduled GEMMs: the shared-memory tiled kernel (lowering/_gpu_tiles.py) ------------------
+# ---- scheduled GEMMs: the shared-memory tiled kernels (lowering/gpu_gemm.py, gpu_xty.py) --------
 
 
 def _gemm_function(
@@ -655,13 +658,13 @@ def test_tiled_launch_geometry_follows_the_schedule() -> None:
     arrays = _tiled_arrays(case, roles, True)  # M = 45 rows, N = 12 columns
     geometry = {}
     for sched in (dict(tile_m=16, tile_n=8, unroll=2, vector=2), dict(tile_m=32, tile_n=0)):
-        rt = gpu_exec.FakeCudaRuntime()
+        rt = cuda_target.FakeCudaRuntime()
         with make_context(), ir.Location.unknown():
             module, order = _gemm_function(**case, schedule=Schedule(**sched))
             run_pipeline(module, "convert-hector-intra-to-gpu")
             run_pipeline(module, ptx_pipeline(), verify=False)
             run_pipeline(module, LLVM_GPU_HOST, verify=False)
-            kernel = gpu_exec.GpuKernel(module, rt)
+            kernel = cuda_target.GpuKernel(module, rt)
             kernel("gemm", *(arrays[r] for r in order))
         (launch,) = rt.launches
         geometry[launch.kernel, launch.grid, launch.block] = 1
@@ -680,7 +683,7 @@ def test_gpu_check_kernels_launch_as_the_lowering_does(tmp_path, variant: str) -
     from mlir import ir
 
     from hector.dialects import make_context
-    from hector.lowering import _gpu_tiles as G
+    from hector.lowering import gpu_bench_kernels as G
     from hector.lowering.pipelines import LLVM_GPU_HOST, ptx_pipeline
     from hector.passes._pipeline import run_pipeline
 
@@ -704,13 +707,13 @@ def test_gpu_check_kernels_launch_as_the_lowering_does(tmp_path, variant: str) -
         assert ptx_entries(ptx) == [launch["entry"] for launch in rec["launches"]]
         assert ("bar.sync" in ptx) == (rec["kind"] == "tiled")
         sched = None if rec["schedule"] is None else G.Schedule(**rec["schedule"])
-        rt = gpu_exec.FakeCudaRuntime()
+        rt = cuda_target.FakeCudaRuntime()
         with make_context(), ir.Location.unknown():
             module = G._bench_module(shape, sched)
             run_pipeline(module, "convert-hector-intra-to-gpu")
             run_pipeline(module, ptx_pipeline(), verify=False)
             run_pipeline(module, LLVM_GPU_HOST, verify=False)
-            gpu_exec.GpuKernel(module, rt)("gemm", *tensors)
+            cuda_target.GpuKernel(module, rt)("gemm", *tensors)
         have = [(launch.kernel, launch.grid, launch.block) for launch in rt.launches]
         want = [(x["entry"], (x["grid"], 1, 1), (x["block"], 1, 1)) for x in rec["launches"]]
         assert have == want
@@ -726,7 +729,7 @@ def test_gpu_check_launches_through_the_launcher(tmp_path) -> None:
     record's grid and block."""
     from _fake_driver import FakeDriver
 
-    from hector.lowering import _gpu_tiles as G
+    from hector.lowering import gpu_bench_kernels as G
     from hector.runtime.launch import Launcher, MemRef
 
     shapes = (G.BenchShape(1000, 100, 16, 8, 3), G.BenchShape(1000, 100, 16, 8, 3, "xty"))
@@ -769,17 +772,20 @@ def test_gpu_chooser_schedules_fit_the_gpu() -> None:
     from mlir import ir
 
     from hector.dialects import make_context
-    from hector.lowering import _gpu_tiles as G
+    from hector.lowering.gpu_gemm import gemm_tiling
+    from hector.lowering.gpu_schedule_choice import gpu_gemm_schedule
+    from hector.lowering.gpu_tile_support import MAX_THREADS, SHARED_BYTES_LIMIT
+    from hector.lowering.gpu_xty import xty_tiling
 
     with make_context(), ir.Location.unknown():
         for n in (1, 2, 3, 4, 7, 8, 16, 33, 64, 100, 128, 256):
             for k in (1, 8, 64, 512):
                 for variant in ("xw", "xwt", "xty"):
-                    sched = G.gpu_gemm_schedule(variant, k, n)
-                    resolve = G.xty_tiling if variant == "xty" else G.gemm_tiling
+                    sched = gpu_gemm_schedule(variant, k, n)
+                    resolve = xty_tiling if variant == "xty" else gemm_tiling
                     tiling = resolve(sched, k, n, True, ir.Location.unknown())
-                    assert 1 <= tiling.threads <= G.MAX_THREADS
-                    assert tiling.shared_bytes <= G.SHARED_BYTES_LIMIT
+                    assert 1 <= tiling.threads <= MAX_THREADS
+                    assert tiling.shared_bytes <= SHARED_BYTES_LIMIT
 
 
 def _schedule_gemms(module: Any, schedule: Any) -> int:
@@ -817,19 +823,20 @@ def test_tiled_gpu_kernels_train_like_the_cpu_path(
     from mlir import ir
 
     from hector import bundle
-    from hector.compiler import CpuEntry, compile_traced, run_stages
+    from hector.compiler import run_stages
     from hector.dialects.hector_intra import Schedule
     from hector.lowering.cpu_jit import CpuKernel
     from hector.lowering.pipelines import LLVM_CPU
     from hector.models import HGTLayer
     from hector.passes._pipeline import run_pipeline
+    from hector.targets.cpu import CpuEntry, compile_traced
 
     torch.manual_seed(0)
     if model == "rgcn":
         graph, inputs = g, tuple(_inputs())
         fn = hector.compile(_rgcn_layer)
     else:
-        graph, _, x = _hetero("cpu")
+        graph, _, x = hetero("cpu")
         fn, inputs = bundle._capture(HGTLayer(8, 8, *META, heads=2), graph, (x,))
     traced = frontend.trace(fn.fn, [tuple(t.shape) for t in inputs])
     options = fn.options_for(graph)
@@ -897,206 +904,3 @@ def test_tiled_ptx_assembles_without_spills(tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "0 bytes spill stores" in proc.stderr
     assert "used 1 barriers" in proc.stderr
-
-
-META = (
-    ["paper", "author"],
-    [("paper", "cites", "paper"), ("author", "writes", "paper"), ("paper", "written_by", "author")],
-)
-COUNTS = {"paper": 40, "author": 30}
-
-
-def _hetero(device: str = "cuda") -> tuple[hector.HeteroGraph, dict, dict]:
-    """A typed graph numbered by node type, PyG's edge_index_dict and features on ``device``."""
-    rnd = random.Random(3)
-    offset = {"paper": 0, "author": COUNTS["paper"]}
-    src, dst, typ, eid = [], [], [], {}
-    for r, (s, _, d) in enumerate(META[1]):
-        pairs = [(rnd.randrange(COUNTS[s]), rnd.randrange(COUNTS[d])) for _ in range(120)]
-        eid[META[1][r]] = torch.tensor(pairs).t().to(device)
-        for u, v in pairs:
-            src.append(u + offset[s])
-            dst.append(v + offset[d])
-            typ.append(r)
-    ntype = torch.tensor([0] * COUNTS["paper"] + [1] * COUNTS["author"])
-    graph = hector.HeteroGraph.from_edge_index(
-        torch.tensor([src, dst]), torch.tensor(typ), node_type=ntype, num_etypes=len(META[1])
-    )
-    x = {k: torch.randn(n, 8, device=device) for k, n in COUNTS.items()}
-    return graph, eid, x
-
-
-@pytest.mark.parametrize("model", ["rgcn", "rgat", "hgt"])
-def test_model_training_modules_run_emulated_and_assemble(
-    g: hector.HeteroGraph, model: str, tmp_path
-) -> None:
-    """Each model's training module goes through the host path (emulated) and its PTX, as
-    the driver would load it, assembles for sm_90 (where ptxas is installed)."""
-    from hector.models import HGTLayer, RGATLayer
-
-    torch.manual_seed(0)
-    if model == "hgt":
-        graph, _, x = _hetero("cpu")
-        layer = HGTLayer(8, 8, *META, heads=2)
-        fn = layer._fn
-    elif model == "rgat":
-        graph, x = g, torch.randn(N, IN)
-        layer = RGATLayer(IN, 4, R, heads=2)
-        fn = layer._fn
-    else:
-        graph, x = g, torch.randn(N, IN)
-        fn = hector.compile(_rgcn_layer)
-        w, w0, b = (torch.randn(*s, requires_grad=True) for s in ((R, IN, OUT), (IN, OUT), (OUT,)))
-        layer = lambda gg, xx: fn(gg, xx, w, w0, b)  # noqa: E731
-    fn.target = "cuda"
-    xs = (
-        {k: v.requires_grad_() for k, v in x.items()} if isinstance(x, dict) else x.requires_grad_()
-    )
-    with gpu_exec.emulate() as rt:
-        out = layer(graph, xs)
-        outs = list(out.values()) if isinstance(out, dict) else [out]
-        sum(o.sum() for o in outs).backward()
-    entry = next(iter(fn._cache.values()))
-    assert isinstance(entry, gpu_exec.GpuExecEntry)
-    assert not rt.allocations
-    launched = {launch.kernel for launch in rt.launches}
-    assert launched <= set(ptx_entries(entry.ptx))
-    assert any("_backward_" in k for k in launched)
-    assert any("_train_" in k for k in launched)
-    if shutil.which("ptxas") is None:
-        pytest.skip("ptxas (CUDA toolkit) not found: the PTX was not assembled")
-    src = tmp_path / f"{model}.ptx"
-    src.write_text(entry.ptx)
-    proc = subprocess.run(
-        ["ptxas", "-arch=sm_90", str(src), "-o", str(tmp_path / f"{model}.cubin")],
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-
-
-# ---------------------------------------------------------------------------------------------
-# On a GPU (scripts/gpu_check.sh)
-# ---------------------------------------------------------------------------------------------
-
-
-def _close(have: torch.Tensor, want: torch.Tensor, what: str) -> None:
-    assert have.device == want.device, what
-    scale = max(1.0, want.abs().max().item())
-    err = (have - want).abs().max().item() / scale
-    assert err < 1e-4, f"{what}: relative error {err:.2e}"
-
-
-def _grads_close(layer: torch.nn.Module, want: dict[str, torch.Tensor]) -> None:
-    params = dict(layer.named_parameters())
-    for name, grad in want.items():
-        _close(params[name].grad, grad, f"grad of {name}")
-
-
-@gpu
-@needs_cuda
-def test_gpu_chip_matches_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("HECTOR_GPU_CHIP", raising=False)
-    major, minor = torch.cuda.get_device_capability()
-    assert gpu_exec.gpu_chip() == f"sm_{major}{minor}"
-
-
-@gpu
-@needs_cuda
-def test_rgcn_on_cuda_matches_pyg(g: hector.HeteroGraph) -> None:
-    from torch_geometric.nn import RGCNConv
-
-    from hector.models import RGCNLayer
-
-    torch.manual_seed(0)
-    conv = RGCNConv(IN, 6, R).cuda()
-    torch.nn.init.normal_(conv.bias)
-    layer = RGCNLayer.from_pyg(conv).cuda()
-    ei = torch.stack([g.src.long(), g.dst.long()]).cuda()
-    et = g.etype.long().cuda()
-    x1 = torch.randn(N, IN, device="cuda", requires_grad=True)
-    x2 = x1.detach().clone().requires_grad_()
-    want, have = conv(x1, ei, et), layer(g, x2)
-    _close(have, want, "output")
-    want.square().sum().backward()
-    have.square().sum().backward()
-    _close(x2.grad, x1.grad, "grad of x")
-    _grads_close(
-        layer, {"weight": conv.weight.grad, "root": conv.root.grad, "bias": conv.bias.grad}
-    )
-    entry = next(iter(hector.models.rgcn_layer._cache.values()))
-    assert isinstance(entry, gpu_exec.GpuExecEntry)
-
-
-@gpu
-@needs_cuda
-@pytest.mark.parametrize("heads", [1, 2])
-def test_rgat_on_cuda_matches_pyg(g: hector.HeteroGraph, heads: int) -> None:
-    from torch_geometric.nn import RGATConv
-
-    from hector.models import RGATLayer
-
-    torch.manual_seed(1)
-    conv = RGATConv(IN, 4, R, heads=heads).cuda()
-    torch.nn.init.normal_(conv.bias)
-    layer = RGATLayer.from_pyg(conv).cuda()
-    ei = torch.stack([g.src.long(), g.dst.long()]).cuda()
-    et = g.etype.long().cuda()
-    x1 = torch.randn(N, IN, device="cuda", requires_grad=True)
-    x2 = x1.detach().clone().requires_grad_()
-    want, have = conv(x1, ei, et), layer(g, x2)
-    _close(have, want, "output")
-    want.square().sum().backward()
-    have.square().sum().backward()
-    _close(x2.grad, x1.grad, "grad of x")
-    _grads_close(
-        layer,
-        {"weight": conv.weight.grad, "q": conv.q.grad, "k": conv.k.grad, "bias": conv.bias.grad},
-    )
-
-
-@gpu
-@needs_cuda
-@pytest.mark.parametrize("out_dim", [8, 6])
-def test_hgt_on_cuda_matches_pyg(out_dim: int) -> None:
-    from torch_geometric.nn import HGTConv
-
-    from hector.models import HGTLayer
-
-    torch.manual_seed(2)
-    graph, eid, x = _hetero()
-    conv = HGTConv(8, out_dim, META, heads=2).cuda()
-    with torch.no_grad():
-        for p in conv.skip.values():
-            p.fill_(0.3)
-        for p in conv.p_rel.values():
-            p.uniform_(0.5, 1.5)
-    layer = HGTLayer.from_pyg(conv).cuda()
-    x1 = {k: v.clone().requires_grad_() for k, v in x.items()}
-    x2 = {k: v.clone().requires_grad_() for k, v in x.items()}
-    want, have = conv(x1, eid), layer(graph, x2)
-    assert set(have) == set(want)
-    for k in want:
-        _close(have[k], want[k], f"output {k}")
-    sum(v.square().sum() for v in want.values()).backward()
-    sum(v.square().sum() for v in have.values()).backward()
-    for k in x1:
-        _close(x2[k].grad, x1[k].grad, f"grad of x[{k}]")
-    _grads_close(layer, {"k_rel": conv.k_rel.weight.grad, "v_rel": conv.v_rel.weight.grad})
-
-
-@gpu
-@needs_cuda
-def test_bench_gnn_runs_hector_on_cuda(tmp_path) -> None:
-    out = tmp_path / "rgcn.json"
-    cmd = [sys.executable, "-m", "hector.cli", "bench", "gnn", "--device", "cuda"]
-    cmd += ["--model", "rgcn", "--dataset", "synthetic:aifb", "--mode", "training"]
-    cmd += ["--runs", "2", "--no-memory", "--json", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    record = json.loads(out.read_text())
-    assert record["device"] == "cuda"
-    hector_row = next(r for r in record["results"] if r["system"] == "hector")
-    assert "skipped" not in hector_row
-    assert math.isfinite(hector_row["median_ms"])
-    assert hector_row["max_abs_err"] < 1e-3

@@ -1,4 +1,5 @@
-"""Run Hector's compiled programs on a GPU: target ``cuda``, called on torch CUDA tensors.
+"""Targets ``cuda`` (Hector's compiled programs run on a GPU, called on torch CUDA tensors) and
+``gpu`` (the PTX of the same kernels, to read: :func:`compile_gpu`).
 
 The path (one JIT, no interpreter of our own)::
 
@@ -53,23 +54,32 @@ import torch
 from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
-from ._program import Executable, Options, StagedModule, Traced
-from .compiler import run_stages
-from .graph import HeteroGraph
-from .lowering import pipelines
-from .lowering.ptx import extract_ptx
-from .passes._pipeline import run_pipeline
+from .._program import Traced
+from ..compiler import run_stages
+from ..graph import HeteroGraph
+from ..lowering import pipelines
+from ..lowering.ptx import extract_ptx
+from ..passes._pipeline import run_pipeline
+from .base import Backend, Executable, StagedModule
+from .options import Options
 
 __all__ = [
+    "CHIP_PATTERN",
+    "CUDA",
     "CUDA_RUNTIME_LIBRARY",
+    "PTX",
+    "CudaBackend",
     "FakeCudaRuntime",
+    "GpuEntry",
     "GpuExecEntry",
     "GpuKernel",
     "GpuRuntimeError",
     "GpuUnavailableError",
     "Launch",
     "StreamAllocatorHooks",
+    "PtxBackend",
     "compile_cuda",
+    "compile_gpu",
     "device_graph_arrays",
     "emulate",
     "gpu_chip",
@@ -81,7 +91,8 @@ __all__ = [
 #: MLIR's CUDA runtime wrappers, under ``site-packages/mlir/lib``.
 CUDA_RUNTIME_LIBRARY = "libmlir_cuda_runtime.so"
 _SUPPORT_LIBRARIES = ("libmlir_c_runner_utils.so", "libmlir_runner_utils.so")
-_CHIP = re.compile(r"^sm_[0-9]{2,3}[a-z]?$")
+#: What a GPU architecture name looks like (``sm_90``, ``sm_90a``).
+CHIP_PATTERN = re.compile(r"^sm_[0-9]{2,3}[a-z]?$")
 
 
 class GpuUnavailableError(RuntimeError):
@@ -115,7 +126,7 @@ def gpu_chip() -> str:
     the current device's compute capability, else ``sm_90`` (H100/H200)."""
     env = os.environ.get("HECTOR_GPU_CHIP", "").strip()
     if env:
-        if not _CHIP.match(env):
+        if not CHIP_PATTERN.match(env):
             raise ValueError(f"HECTOR_GPU_CHIP must look like 'sm_90', got {env!r}")
         return env
     try:
@@ -542,7 +553,7 @@ def device_graph_arrays(g: HeteroGraph, device: torch.device | str) -> tuple[tor
 @dataclass
 class GpuExecEntry(Executable):
     """A program compiled for target ``cuda``, with the ABI to call it on a graph and CUDA
-    tensors; the same interface as :class:`hector.compiler.CpuEntry`."""
+    tensors; the same interface as :class:`hector.targets.cpu.CpuEntry`."""
 
     traced: Traced
     staged: StagedModule
@@ -615,7 +626,7 @@ def compile_cuda(
     if runtime is None and _EMULATION:
         runtime = _EMULATION[-1]
     chip = chip or gpu_chip()
-    if not _CHIP.match(chip):
+    if not CHIP_PATTERN.match(chip):
         raise ValueError(f"chip must look like 'sm_90', got {chip!r}")
     key = (traced.key, autodiff, options, chip)
     if runtime is None:
@@ -636,3 +647,67 @@ def compile_cuda(
         with _ENTRY_LOCK:
             _ENTRY_CACHE[key] = entry
     return entry
+
+
+# ---------------------------------------------------------------------------------------------
+# PTX to read (target ``gpu``)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class GpuEntry:
+    """PTX for a traced program, with the IR of every stage."""
+
+    staged: StagedModule
+    ptx: str
+
+
+def compile_gpu(
+    program: Traced | ir.Module | str,
+    autodiff: bool = False,
+    options: Options | None = None,
+    *,
+    debug_info: bool = False,
+) -> GpuEntry:
+    """Lower a traced program (or a hector_inter module, or text) through the GPU stages to
+    PTX."""
+    staged = run_stages(program, "gpu", autodiff=autodiff, options=options, debug_info=debug_info)
+    with staged.context:
+        ptx = "\n".join(extract_ptx(staged.module).values())
+    return GpuEntry(staged, ptx)
+
+
+# ---------------------------------------------------------------------------------------------
+# Back ends
+# ---------------------------------------------------------------------------------------------
+
+
+class CudaBackend(Backend):
+    """Target ``cuda``'s stages (for the default chip; :func:`compile_cuda` lowers for the
+    device's) and compile step."""
+
+    stages = pipelines.cuda_stages()
+
+    def compile(
+        self, traced: Traced, *, autodiff: bool = False, options: Options | None = None
+    ) -> GpuExecEntry:
+        """Lower ``traced`` through the ``cuda`` stages and JIT-compile its host code."""
+        return compile_cuda(traced, autodiff=autodiff, options=options)
+
+
+class PtxBackend(Backend):
+    """Target ``gpu``'s stages (kernels to PTX) and compile step: code to read, not to run."""
+
+    stages = pipelines.GPU_STAGES
+
+    def compile(
+        self, traced: Traced, *, autodiff: bool = False, options: Options | None = None
+    ) -> GpuEntry:
+        """Lower ``traced`` through the GPU stages to PTX."""
+        return compile_gpu(traced, autodiff=autodiff, options=options)
+
+
+#: Target ``cuda``'s back end (``TARGETS["cuda"]``).
+CUDA = CudaBackend()
+#: Target ``gpu``'s back end (``TARGETS["gpu"]``).
+PTX = PtxBackend()

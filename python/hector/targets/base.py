@@ -1,0 +1,176 @@
+"""What every compilation target shares: the :class:`Backend` interface a target module
+implements, the :class:`Target` row of the target table that loads it on first use, and what a
+compilation makes (:class:`StagedModule`, :class:`FunctionAbi`, :class:`Executable`).
+
+This module imports no back end and nothing of MLIR: the frontend looks targets up here
+without loading a compiler.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..dialects import Kind
+from ..runtime.training import TrainingAbi, rows_of
+
+if TYPE_CHECKING:
+    import torch
+
+    from .._program import Traced
+    from ..graph import HeteroGraph
+    from ..lowering.pipelines import Stage
+    from .options import Options
+
+__all__ = ["Backend", "Executable", "FunctionAbi", "StagedModule", "Target"]
+
+
+@dataclass(frozen=True)
+class FunctionAbi:
+    """How to call one compiled function: what each result is and, for generated functions,
+    how results map back (``grad_of``: tensor argument of each gradient; ``num_saved``)."""
+
+    name: str
+    result_kinds: tuple[Kind, ...]
+    result_shapes: tuple[tuple[int | None, ...], ...]  # None: the row count
+    grad_of: tuple[int, ...] = ()
+    num_saved: int = 0
+
+
+@dataclass
+class StagedModule:
+    """A module taken through a target's stages, with the IR after each stage by name."""
+
+    context: Any
+    module: Any
+    stages: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    abi: dict[str, FunctionAbi] = field(default_factory=dict)
+
+    def ir(self, stage: str) -> str:
+        """The IR text after ``stage``."""
+        if stage not in self.stages:
+            raise KeyError(f"no stage {stage!r}; stages: {', '.join(self.stages)}")
+        return self.stages[stage]
+
+
+class Executable:
+    """A program compiled for one target, callable on a graph and tensors.
+
+    Subclasses (the CPU entry, the CUDA entry) hold ``traced`` and ``staged`` and implement
+    :meth:`call` (the launcher); checking the tensors against the graph, the IR of each stage
+    and :meth:`run` are shared.
+    """
+
+    traced: Traced
+    staged: StagedModule
+
+    def ir(self, stage: str) -> str:
+        """The IR after ``stage``."""
+        return self.staged.ir(stage)
+
+    @property
+    def training_abi(self) -> TrainingAbi:
+        """The ABI of ``<f>_train`` / ``<f>_backward`` (compiled with ``autodiff``)."""
+        name = self.traced.name
+        forward = self.staged.abi[name]
+        backward = self.staged.abi[f"{name}_backward"]
+        return TrainingAbi(name, forward.result_kinds, forward.result_shapes, backward.grad_of)
+
+    def check(self, g: HeteroGraph, tensors: Sequence[torch.Tensor], names: list[str]) -> None:
+        """Check the tensors' rows and type slices against the graph before any compiled code
+        runs."""
+        for name, kind, t in zip(names, self.traced.arg_kinds, tensors, strict=True):
+            if kind == Kind.NODE and t.shape[0] != g.num_nodes:
+                raise ValueError(
+                    f"argument '{name}' is node-wise: expected {g.num_nodes} rows (the graph's "
+                    f"nodes), got {t.shape[0]}"
+                )
+            if kind == Kind.EDGE and t.shape[0] != g.num_edges:
+                raise ValueError(
+                    f"argument '{name}' is edge-wise: expected {g.num_edges} rows, got {t.shape[0]}"
+                )
+        for pos, slice_ in self.traced.weight_slices.items():
+            want = g.num_etypes if slice_ == "etype" else g.num_ntypes
+            have = tensors[pos].shape[0]
+            if have != want:
+                what = "edge types" if slice_ == "etype" else "node types"
+                raise ValueError(
+                    f"argument '{names[pos]}' is sliced by {slice_}: expected {want} slices "
+                    f"(the graph's {what}), got {have}"
+                )
+
+    def output_shapes(self, fname: str, g: HeteroGraph) -> list[list[int]]:
+        """The shapes of ``fname``'s results on graph ``g``."""
+        abi = self.staged.abi[fname]
+        return [
+            [rows_of(kind, g) if d is None else d for d in shape]
+            for kind, shape in zip(abi.result_kinds, abi.result_shapes, strict=True)
+        ]
+
+    def call(self, fname: str, g: HeteroGraph, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Run compiled function ``fname`` on the graph and tensors; return its results."""
+        raise NotImplementedError
+
+    def run(
+        self, g: HeteroGraph, tensors: Sequence[torch.Tensor], names: list[str]
+    ) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        """Check the tensors against the graph, allocate outputs and call the kernel."""
+        self.check(g, tensors, names)
+        outs = self.call(self.traced.name, g, list(tensors))
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+class Backend:
+    """A target's back end, one per target module (as Triton has one per backend): the stages
+    that take hector_inter to its code, and the compile step that makes an entry to call (or,
+    for targets that do not run, code to read)."""
+
+    #: The target's stages after the optimizations, in order.
+    stages: tuple[Stage, ...] = ()
+
+    def after_stage(
+        self,
+        stage: str,
+        module: Any,
+        staged: StagedModule,
+        options: Options,
+        autodiff: bool,
+        show: Callable[[], str],
+    ) -> None:
+        """Run the target's own steps after ``stage`` (none by default); ``show()`` prints the
+        module as the stages are kept."""
+
+    def compile(
+        self, traced: Traced, *, autodiff: bool = False, options: Options | None = None
+    ) -> Any:
+        """Compile ``traced`` for this target (with ``<f>_train``/``<f>_backward`` when
+        ``autodiff``)."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Target:
+    """A row of the target table: a target ``hector.compile`` (or ``hector compile``) knows,
+    whose :class:`Backend` is the attribute ``backend_name`` of module ``module``, imported on
+    first use (so looking a target up loads no compiler)."""
+
+    name: str
+    module: str
+    backend_name: str
+    description: str
+    runs: bool = True  # False: code to look at (PTX, a bundle), not an entry to call
+
+    def backend(self) -> Backend:
+        """The target's back end (its module imported now, if it was not)."""
+        backend: Backend = getattr(importlib.import_module(self.module), self.backend_name)
+        return backend
+
+    def compile(
+        self, traced: Traced, *, autodiff: bool = False, options: Options | None = None
+    ) -> Executable:
+        """Compile ``traced`` for this target (the back end is imported on first use)."""
+        executable: Executable = self.backend().compile(traced, autodiff=autodiff, options=options)
+        return executable

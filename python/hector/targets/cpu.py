@@ -1,0 +1,151 @@
+"""Target ``cpu``: hector_inter through the CPU stages (``inter → intra → schedule → loops →
+llvm``), JIT-compiled by MLIR's ExecutionEngine (:class:`hector.lowering.cpu_jit.CpuKernel`) and
+called on NumPy views of the tensors (:class:`CpuEntry`).
+
+After ``intra`` the templates are timed when profiling (``Options(profile=True)`` or
+``$HECTOR_PROFILE_KERNELS``); after ``schedule``, a training module compiled under a memory budget
+gets its placement plan (``placement-plan-saved``) lowered to calls of the native runtime.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from .._program import Traced
+from ..compiler import run_stages
+from ..graph import HeteroGraph
+from ..lowering import pipelines, placement_to_runtime, profile_kernels
+from ..lowering.cpu_jit import CpuKernel, mlir_library
+from ..passes._pipeline import run_pipeline
+from ..runtime import host_memory, native
+from ..runtime.placement import PlacementFrame
+from .base import Backend, Executable, FunctionAbi, StagedModule
+from .options import Options
+
+__all__ = ["CPU", "CpuBackend", "CpuEntry", "compile_traced", "drop_saved"]
+
+
+def drop_saved(abi: dict[str, FunctionAbi], dropped: dict[str, tuple[int, ...]]) -> None:
+    """Take the saved values placement-plan-saved moved out of the ABI (offloaded or
+    recomputed: no longer results of ``<f>_train``) out of its ``FunctionAbi``."""
+    for name, slots in dropped.items():
+        if name not in abi or not abi[name].num_saved:
+            continue
+        a = abi[name]
+        first = len(a.result_kinds) - a.num_saved
+        keep = [i for i in range(len(a.result_kinds)) if i < first or i - first not in slots]
+        abi[name] = FunctionAbi(
+            a.name,
+            tuple(a.result_kinds[i] for i in keep),
+            tuple(a.result_shapes[i] for i in keep),
+            a.grad_of,
+            a.num_saved - len(slots),
+        )
+
+
+class CpuBackend(Backend):
+    """The CPU target's stages and compile step."""
+
+    stages = pipelines.CPU_STAGES
+
+    def after_stage(
+        self,
+        stage: str,
+        module: Any,
+        staged: StagedModule,
+        options: Options,
+        autodiff: bool,
+        show: Callable[[], str],
+    ) -> None:
+        """Time the templates after ``intra`` (when profiling) and place the saved values of a
+        training module after ``schedule`` (under a memory budget)."""
+        if stage == "intra" and options.profile:
+            # Timers around the templates before any back end lowers them.
+            run_pipeline(module, profile_kernels.PASS, verify=False)
+            staged.stages["profile"] = show()
+        if stage == "schedule" and autodiff and options.memory_budget >= 0:
+            # Place each value <f>_train saves (keep, offload, recompute) on the scheduled
+            # memref form (the workers' partial outputs count at the peak), then lower the
+            # decisions to runtime calls on the same form: the plan's kernel counts (write
+            # lags, prefetch leads) and frees are those of the templates it modelled, not of
+            # the loop nests they become.
+            run_pipeline(module, options.placement_pipeline(), verify=False)
+            staged.stages["placement"] = show()
+            run_pipeline(module, placement_to_runtime.PASS, verify=False)
+            drop_saved(staged.abi, placement_to_runtime.dropped_slots(module))
+
+    def compile(
+        self, traced: Traced, *, autodiff: bool = False, options: Options | None = None
+    ) -> CpuEntry:
+        """Lower ``traced`` through the CPU stages and JIT-compile it."""
+        return compile_traced(traced, autodiff=autodiff, options=options)
+
+
+#: The CPU target's back end (``TARGETS["cpu"]``).
+CPU = CpuBackend()
+
+
+@dataclass
+class CpuEntry(Executable):
+    """A compiled CPU kernel plus the ABI needed to call it on a graph and tensors.
+
+    ``profiled``: its templates, when compiled with ``Options(profile=True)`` (else empty);
+    :meth:`kernel_profile` reads their timers."""
+
+    traced: Traced
+    staged: StagedModule
+    kernel: CpuKernel
+    profiled: list[profile_kernels.KernelInfo] = field(default_factory=list)
+    offloads: bool = False  # its training step writes saved values to the store itself
+    # Compiled under a memory budget: the host memory cache keeps no idle block during a call
+    # (and releases those freed before it), so the step's resident memory is what its memory
+    # model counts live — reused blocks would sit resident next to live ones and the caller's
+    # tensors (the loss, autograd's gradients).
+    trims_idle: bool = False
+
+    def placement_frame(self) -> PlacementFrame | None:
+        """A frame of the store for one training step, when the step offloads saved values."""
+        return PlacementFrame() if self.offloads else None
+
+    def kernel_profile(self) -> list[profile_kernels.KernelTiming]:
+        """Every template's time, rows and calls since the last read (then zeroed); ``[]``
+        when compiled without profiling."""
+        return profile_kernels.take(self.kernel, self.profiled)
+
+    def call(self, fname: str, g: HeteroGraph, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Run compiled function ``fname`` on the graph and tensors; return its results (over
+        blocks of the host memory cache, like the generated code's own buffers)."""
+        idle = host_memory.keeping_no_idle() if self.trims_idle else contextlib.nullcontext()
+        with idle:  # (results too: a reused block would be resident before the call writes it)
+            outs = [torch.from_numpy(host_memory.empty(d)) for d in self.output_shapes(fname, g)]
+            arrays = [np.ascontiguousarray(a.numpy()) for a in g.arrays()]
+            arrays += [t.detach().contiguous().numpy() for t in tensors]
+            arrays += [o.numpy() for o in outs]
+            self.kernel(fname, *arrays)
+        return outs
+
+
+def compile_traced(
+    traced: Traced, autodiff: bool = False, options: Options | None = None
+) -> CpuEntry:
+    """Lower a traced program through the CPU stages and JIT-compile it (with its
+    ``_train``/``_backward`` functions when ``autodiff``)."""
+    if os.environ.get(profile_kernels.ENV, "") not in ("", "0"):
+        options = replace(options or Options(), profile=True)
+    staged = run_stages(traced, "cpu", autodiff=autodiff, options=options)
+    with staged.context:
+        profiled = profile_kernels.read_kernels(staged.module.operation)
+        libs = [mlir_library(profile_kernels.CLOCK_LIBRARY)] if profiled else []
+        offloads = placement_to_runtime.has_placement_calls(staged.module)
+        if offloads:  # the generated code calls hector_place_* itself
+            libs.append(native.library_path())
+        kernel = CpuKernel(staged.module, shared_libs=libs)
+    budgeted = autodiff and options is not None and options.memory_budget >= 0
+    return CpuEntry(traced, staged, kernel, profiled, offloads, trims_idle=budgeted)
