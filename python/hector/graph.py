@@ -4,13 +4,15 @@ A :class:`HeteroGraph` is a COO edge list sorted (stably) by edge type, with nod
 per-edge degree normalizers RGCN-style models need, all as contiguous CPU tensors. It is built
 from PyG-style ``edge_index`` / ``edge_type`` tensors by :meth:`HeteroGraph.from_edge_index`,
 which validates its inputs and raises :class:`ValueError` naming the problem; preprocessing
-(range checks, sorting, degree counts) runs in the native runtime.
+(range checks, sorting, degree counts) runs in the native runtime. :func:`check_edge_index` is
+that validation, shared by every builder from an edge index (``hector.datasets`` too).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +26,11 @@ __all__ = [
     "GRAPH_ARRAYS",
     "MAX_COUNT",
     "HeteroGraph",
+    "EdgeIndexInput",
     "ResourceLimitError",
+    "SizeBudget",
     "as_int_tensor",
+    "check_edge_index",
     "check_size",
     "memory_limit",
     "random_graph",
@@ -130,9 +135,11 @@ def check_size(
     nodes: int = 0,
     edges: int = 0,
     relations: int = 0,
+    node_types: int = 0,
     bytes_per_node: int = GRAPH_BYTES_PER_NODE,
     bytes_per_edge: int = GRAPH_BYTES_PER_EDGE,
     bytes_per_relation: int = GRAPH_BYTES_PER_ETYPE,
+    bytes_per_node_type: int = 0,
 ) -> None:
     """Check a graph's sizes before anything of that size is allocated.
 
@@ -141,21 +148,25 @@ def check_size(
         nodes: node count N (the largest node id + 1).
         edges: edge count E.
         relations: edge type count R.
+        node_types: node type count.
         bytes_per_node: peak bytes the caller needs per node, and likewise
-        bytes_per_edge: per edge and
-        bytes_per_relation: per edge type.
+        bytes_per_edge: per edge,
+        bytes_per_relation: per edge type and
+        bytes_per_node_type: per node type.
 
     Raises:
         ResourceLimitError: a count exceeds :data:`MAX_COUNT` (int32 indexing) or the estimate
             exceeds :func:`memory_limit`.
     """
-    for name, count in (("nodes", nodes), ("edges", edges), ("edge types", relations)):
+    counts = (("nodes", nodes), ("edges", edges), ("edge types", relations))
+    for name, count in (*counts, ("node types", node_types)):
         if count > MAX_COUNT:
             raise ResourceLimitError(
                 f"{what}: {count} {name} exceed the int32 limit of Hector's kernels "
                 f"({MAX_COUNT} {name})"
             )
     need = nodes * bytes_per_node + edges * bytes_per_edge + relations * bytes_per_relation
+    need += node_types * bytes_per_node_type
     limit, source = memory_limit()
     if need > limit:
         raise ResourceLimitError(
@@ -198,7 +209,12 @@ def as_int_tensor(name: str, value: Any) -> torch.Tensor:
 
 
 def _as_count(name: str, value: Any, *, minimum: int = 0) -> int:
-    """Return ``value`` as a Python int in ``[minimum, 2**31 - 1]``, or raise ValueError."""
+    """Return ``value`` as a Python int in ``[minimum, 2**31 - 1]``.
+
+    Raises:
+        ValueError: naming ``name``, for a value that is not an int or is below ``minimum``;
+            a :class:`ResourceLimitError` for one over the int32 range.
+    """
     if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_floating_point():
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
@@ -207,13 +223,212 @@ def _as_count(name: str, value: Any, *, minimum: int = 0) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
     if value > _INT32_MAX:
-        raise ValueError(f"{name} = {value} does not fit in int32 (max {_INT32_MAX})")
+        raise ResourceLimitError(f"{name} = {value} does not fit in int32 (max {_INT32_MAX})")
     return value
 
 
 def _int64_numpy(t: torch.Tensor) -> np.ndarray:
     """Return a contiguous int64 numpy view/copy of an integer CPU tensor."""
     return np.ascontiguousarray(t.to(torch.int64).numpy())
+
+
+# ---------------------------------------------------------------------------------------------
+# Edge-index input: the one validator of PyG-style edge_index / edge_type / node_type tensors
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SizeBudget:
+    """What a builder of graphs from an edge index allocates, checked before it allocates.
+
+    Attributes:
+        what: names the builder (or its input) in limit messages.
+        bytes_per_node: peak bytes the builder needs per node, and likewise
+        bytes_per_edge: per edge,
+        bytes_per_relation: per edge type and
+        bytes_per_node_type: per node type.
+    """
+
+    what: str
+    bytes_per_node: int = GRAPH_BYTES_PER_NODE
+    bytes_per_edge: int = GRAPH_BYTES_PER_EDGE
+    bytes_per_relation: int = GRAPH_BYTES_PER_ETYPE
+    bytes_per_node_type: int = 0
+
+    def check(self, *, nodes: int, edges: int, relations: int, node_types: int) -> None:
+        """:func:`check_size` with this builder's costs; raises :class:`ResourceLimitError`."""
+        check_size(
+            self.what,
+            nodes=nodes,
+            edges=edges,
+            relations=relations,
+            node_types=node_types,
+            bytes_per_node=self.bytes_per_node,
+            bytes_per_edge=self.bytes_per_edge,
+            bytes_per_relation=self.bytes_per_relation,
+            bytes_per_node_type=self.bytes_per_node_type,
+        )
+
+
+@dataclass(frozen=True)
+class EdgeIndexInput:
+    """PyG-style graph input that :func:`check_edge_index` accepted: every id and type in range.
+
+    Attributes:
+        edge_index: integer CPU tensor [2, E] (the caller's dtype; unsigned wide ints as int64).
+        edge_type: integer CPU tensor [E].
+        node_type: integer CPU tensor [N], or None when the caller gave none (one node type).
+        num_nodes: N.
+        num_etypes: number of edge types R; every ``edge_type`` entry is in ``[0, R)``.
+        num_ntypes: number of node types; every ``node_type`` entry is in ``[0, num_ntypes)``.
+        src, dst, etype: int64 NumPy arrays [E] of the edges (rows of ``edge_index``, and
+            ``edge_type``), as the native runtime takes them.
+    """
+
+    edge_index: torch.Tensor
+    edge_type: torch.Tensor
+    node_type: torch.Tensor | None
+    num_nodes: int
+    num_etypes: int
+    num_ntypes: int
+    src: np.ndarray
+    dst: np.ndarray
+    etype: np.ndarray
+
+
+def _edge_tensors(edge_index: Any, edge_type: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """``edge_index`` [2, E] and ``edge_type`` [E] as integer tensors, or ValueError."""
+    edge_index = as_int_tensor("edge_index", edge_index)
+    edge_type = as_int_tensor("edge_type", edge_type)
+    if edge_index.dim() != 2 or edge_index.shape[0] != 2:
+        raise ValueError(f"edge_index must have shape [2, E], got {list(edge_index.shape)}")
+    if edge_type.dim() != 1:
+        raise ValueError(f"edge_type must have shape [E], got {list(edge_type.shape)}")
+    num_edges = edge_index.shape[1]
+    if edge_type.shape[0] != num_edges:
+        raise ValueError(
+            f"edge_type has {edge_type.shape[0]} entries but edge_index has {num_edges} edges"
+        )
+    return edge_index, edge_type
+
+
+def _check_edge_ranges(
+    src: np.ndarray,
+    dst: np.ndarray,
+    etype: np.ndarray,
+    num_nodes: int,
+    num_etypes: int,
+    etypes: str,
+) -> None:
+    """Range-check the edges in the native runtime, edge by edge (source, destination, type)."""
+    code, bad = native.graph_validate(src, dst, etype, num_nodes, num_etypes)
+    if code == native.ERR_SRC_RANGE:
+        raise ValueError(
+            f"edge_index[0][{bad}] = {int(src[bad])} is out of range for num_nodes={num_nodes}"
+        )
+    if code == native.ERR_DST_RANGE:
+        raise ValueError(
+            f"edge_index[1][{bad}] = {int(dst[bad])} is out of range for num_nodes={num_nodes}"
+        )
+    if code == native.ERR_ETYPE_RANGE:
+        value = int(etype[bad])
+        if value < 0:
+            raise ValueError(f"edge_type[{bad}] = {value} is negative")
+        raise ValueError(f"edge_type[{bad}] = {value} is out of range for {etypes}={num_etypes}")
+
+
+def _check_node_types(node_type: torch.Tensor | None, num_nodes: int, num_ntypes: int) -> None:
+    """Every node type in ``[0, num_ntypes)``, and at least one node type when there are nodes."""
+    if node_type is not None:
+        ntype64 = node_type.to(torch.int64)
+        bad_nodes = ((ntype64 < 0) | (ntype64 >= num_ntypes)).nonzero()
+        if bad_nodes.numel() > 0:
+            i = int(bad_nodes[0, 0])
+            value = int(ntype64[i])
+            if value < 0:
+                raise ValueError(f"node_type[{i}] = {value} is negative")
+            raise ValueError(
+                f"node_type[{i}] = {value} is out of range for num_ntypes={num_ntypes}"
+            )
+    if num_nodes > 0 and num_ntypes == 0:
+        raise ValueError(f"num_ntypes must be >= 1 for a graph with {num_nodes} nodes")
+
+
+def check_edge_index(
+    edge_index: Any,
+    edge_type: Any,
+    *,
+    budget: SizeBudget,
+    num_nodes: Any = None,
+    node_type: Any = None,
+    num_etypes: Any = None,
+    num_ntypes: Any = None,
+    etypes: str = "num_etypes",
+) -> EdgeIndexInput:
+    """Validate PyG-style graph input: the one check behind every builder from an edge index.
+
+    Dtypes and shapes first, then the counts (given ones must be ints in ``[0, 2**31 - 1]``;
+    missing ones are read off the tensors), then the sizes against ``budget`` (before anything
+    of that size is allocated), then every edge's endpoints and type (edge by edge) and every
+    node's type.
+
+    Args:
+        edge_index: integer [2, E]: sources in row 0, destinations in row 1.
+        edge_type: integer [E], the type of each edge.
+        budget: what the caller allocates, to check the sizes against the limits.
+        num_nodes: N; defaults to ``len(node_type)`` when given, else ``edge_index.max() + 1``
+            (0 without edges).
+        node_type: integer [N] node types; None means one node type.
+        num_etypes: number of edge types R; defaults to ``edge_type.max() + 1``.
+        num_ntypes: number of node types; defaults to ``node_type.max() + 1`` (1 without
+            ``node_type`` or nodes).
+        etypes: the caller's name for the edge type count, used in messages.
+
+    Returns:
+        The accepted input.
+
+    Raises:
+        ValueError: naming the offending argument or entry: a non-integer dtype, a wrong shape,
+            mismatched lengths, a negative count, a node id, edge type or node type out of
+            range. :class:`ResourceLimitError` (a ValueError) for counts over the int32
+            indexing of the kernels or sizes over :func:`memory_limit`.
+    """
+    edge_index, edge_type = _edge_tensors(edge_index, edge_type)
+    num_edges = int(edge_index.shape[1])
+    if node_type is not None:
+        node_type = as_int_tensor("node_type", node_type)
+        if node_type.dim() != 1:
+            raise ValueError(f"node_type must have shape [N], got {list(node_type.shape)}")
+    if num_nodes is not None:
+        num_nodes = _as_count("num_nodes", num_nodes)
+    elif node_type is not None:
+        num_nodes = int(node_type.shape[0])
+    else:  # a negative id is reported below
+        num_nodes = max(int(edge_index.max()) + 1, 0) if num_edges > 0 else 0
+    if node_type is not None and node_type.shape[0] != num_nodes:
+        raise ValueError(f"node_type has {node_type.shape[0]} entries but num_nodes={num_nodes}")
+    if num_etypes is not None:
+        num_etypes = _as_count(etypes, num_etypes)
+    else:  # a negative type is reported below
+        num_etypes = max(int(edge_type.max()) + 1, 0) if num_edges > 0 else 0
+    if num_ntypes is not None:
+        num_ntypes = _as_count("num_ntypes", num_ntypes)
+    elif node_type is not None and num_nodes > 0:  # a negative type is reported below
+        num_ntypes = max(int(node_type.max()) + 1, 1)
+    else:
+        num_ntypes = 1
+    budget.check(nodes=num_nodes, edges=num_edges, relations=num_etypes, node_types=num_ntypes)
+    src, dst = _int64_numpy(edge_index[0]), _int64_numpy(edge_index[1])
+    etype = _int64_numpy(edge_type)
+    _check_edge_ranges(src, dst, etype, num_nodes, num_etypes, etypes)
+    _check_node_types(node_type, num_nodes, num_ntypes)
+    return EdgeIndexInput(
+        edge_index, edge_type, node_type, num_nodes, num_etypes, num_ntypes, src, dst, etype
+    )
+
+
+#: What :meth:`HeteroGraph.from_edge_index` allocates.
+_FROM_EDGE_INDEX = SizeBudget("HeteroGraph.from_edge_index")
 
 
 class HeteroGraph:
@@ -260,6 +475,11 @@ class HeteroGraph:
         self.norm_dst = norm_dst
         self.perm = perm
         self._num_ntypes = num_ntypes
+        # Derived maps, built on first use (or handed in by from_layout) and cached here.
+        self._compact_map: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        self._dst_compact_map: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        self._src_type_map: tuple[torch.Tensor, bool] | None = None
+        self._inverse_perm: torch.Tensor | None = None
 
     @classmethod
     def from_edge_index(
@@ -291,96 +511,26 @@ class HeteroGraph:
                 count, or a node id, edge type or node type out of range; the message names the
                 offending entry.
         """
-        edge_index = as_int_tensor("edge_index", edge_index)
-        edge_type = as_int_tensor("edge_type", edge_type)
-        if edge_index.dim() != 2 or edge_index.shape[0] != 2:
-            raise ValueError(f"edge_index must have shape [2, E], got {list(edge_index.shape)}")
-        if edge_type.dim() != 1:
-            raise ValueError(f"edge_type must have shape [E], got {list(edge_type.shape)}")
-        num_edges = edge_index.shape[1]
-        if edge_type.shape[0] != num_edges:
-            raise ValueError(
-                f"edge_type has {edge_type.shape[0]} entries but edge_index has {num_edges} edges"
-            )
-        if num_edges > _INT32_MAX:
-            raise ValueError(f"{num_edges} edges do not fit in int32 (max {_INT32_MAX})")
-
-        if node_type is not None:
-            node_type = as_int_tensor("node_type", node_type)
-            if node_type.dim() != 1:
-                raise ValueError(f"node_type must have shape [N], got {list(node_type.shape)}")
-        if num_nodes is None:
-            if node_type is not None:
-                num_nodes = node_type.shape[0]
-            else:
-                num_nodes = int(edge_index.max()) + 1 if num_edges > 0 else 0
-                num_nodes = max(num_nodes, 0)  # a negative id is reported below
-        num_nodes = _as_count("num_nodes", num_nodes)
-        if node_type is not None and node_type.shape[0] != num_nodes:
-            raise ValueError(
-                f"node_type has {node_type.shape[0]} entries but num_nodes={num_nodes}"
-            )
-        if num_etypes is None:
-            num_etypes = max(int(edge_type.max()) + 1, 0) if num_edges > 0 else 0
-        num_etypes = _as_count("num_etypes", num_etypes)
-        check_size(
-            "HeteroGraph.from_edge_index", nodes=num_nodes, edges=num_edges, relations=num_etypes
+        checked = check_edge_index(
+            edge_index,
+            edge_type,
+            budget=_FROM_EDGE_INDEX,
+            num_nodes=num_nodes,
+            node_type=node_type,
+            num_etypes=num_etypes,
+            num_ntypes=num_ntypes,
         )
-
-        # Range checks on the edges, in the native runtime.
-        src64 = _int64_numpy(edge_index[0])
-        dst64 = _int64_numpy(edge_index[1])
-        etype64 = _int64_numpy(edge_type)
-        code, bad = native.graph_validate(src64, dst64, etype64, num_nodes, num_etypes)
-        if code == native.ERR_SRC_RANGE:
-            raise ValueError(
-                f"edge_index[0][{bad}] = {int(src64[bad])} is out of range for "
-                f"num_nodes={num_nodes}"
-            )
-        if code == native.ERR_DST_RANGE:
-            raise ValueError(
-                f"edge_index[1][{bad}] = {int(dst64[bad])} is out of range for "
-                f"num_nodes={num_nodes}"
-            )
-        if code == native.ERR_ETYPE_RANGE:
-            value = int(etype64[bad])
-            if value < 0:
-                raise ValueError(f"edge_type[{bad}] = {value} is negative")
-            raise ValueError(
-                f"edge_type[{bad}] = {value} is out of range for num_etypes={num_etypes}"
-            )
-
-        # Node types.
-        if num_ntypes is not None:
-            num_ntypes = _as_count("num_ntypes", num_ntypes)
-        if node_type is None:
-            if num_ntypes is None:
-                num_ntypes = 1
-            ntype = torch.zeros(num_nodes, dtype=torch.int32)
+        if checked.node_type is None:
+            ntype = torch.zeros(checked.num_nodes, dtype=torch.int32)
         else:
-            if num_ntypes is None:
-                num_ntypes = int(node_type.max()) + 1 if num_nodes > 0 else 1
-                num_ntypes = max(num_ntypes, 1)  # a negative type is reported below
-            ntype64 = node_type.to(torch.int64)
-            bad_nodes = ((ntype64 < 0) | (ntype64 >= int(num_ntypes))).nonzero()
-            if bad_nodes.numel() > 0:
-                i = int(bad_nodes[0, 0])
-                value = int(ntype64[i])
-                if value < 0:
-                    raise ValueError(f"node_type[{i}] = {value} is negative")
-                raise ValueError(
-                    f"node_type[{i}] = {value} is out of range for num_ntypes={num_ntypes}"
-                )
-            ntype = node_type.to(torch.int32, copy=True).contiguous()
-        num_ntypes = _as_count("num_ntypes", num_ntypes)
-        if num_nodes > 0 and num_ntypes == 0:
-            raise ValueError(f"num_ntypes must be >= 1 for a graph with {num_nodes} nodes")
+            ntype = checked.node_type.to(torch.int32, copy=True).contiguous()
+        num_nodes, num_etypes, num_edges = checked.num_nodes, checked.num_etypes, len(checked.src)
 
         # Stable sort by edge type, then degree normalizers on the sorted edges.
-        perm_np, etype_ptr_np = native.graph_sort_by_etype(etype64, num_etypes)
-        src32 = np.ascontiguousarray(src64[perm_np].astype(np.int32))
-        dst32 = np.ascontiguousarray(dst64[perm_np].astype(np.int32))
-        etype32 = np.ascontiguousarray(etype64[perm_np].astype(np.int32))
+        perm_np, etype_ptr_np = native.graph_sort_by_etype(checked.etype, num_etypes)
+        src32 = np.ascontiguousarray(checked.src[perm_np].astype(np.int32))
+        dst32 = np.ascontiguousarray(checked.dst[perm_np].astype(np.int32))
+        etype32 = np.ascontiguousarray(checked.etype[perm_np].astype(np.int32))
         norm_dst_etype, norm_dst = native.graph_degree_norm(dst32, etype32, num_nodes, num_etypes)
         return cls(
             src=torch.from_numpy(src32),
@@ -391,7 +541,7 @@ class HeteroGraph:
             norm_dst_etype=torch.from_numpy(norm_dst_etype).reshape(num_edges, 1),
             norm_dst=torch.from_numpy(norm_dst).reshape(num_edges, 1),
             perm=torch.from_numpy(perm_np),
-            num_ntypes=num_ntypes,
+            num_ntypes=checked.num_ntypes,
         )
 
     @classmethod
@@ -447,31 +597,20 @@ class HeteroGraph:
         """Number of node types (including types without nodes)."""
         return self._num_ntypes
 
-    def _compaction(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The compaction map, built natively on first use and cached with the graph."""
-        cached = getattr(self, "_compact_map", None)
-        if cached is None:
-            cs, ce, ec = native.graph_compact(
-                self.src.numpy(), self.etype.numpy(), self.num_nodes, self.num_etypes
-            )
-            cached = (torch.from_numpy(cs), torch.from_numpy(ce), torch.from_numpy(ec))
-            self._compact_map = cached
-        return cached
-
     @property
     def compact_src(self) -> torch.Tensor:
         """int32 [C]: source node of each unique (source, edge type) pair, grouped by type."""
-        return self._compaction()[0]
+        return _cached(self, "_compact_map", _source_compaction)[0]
 
     @property
     def compact_etype(self) -> torch.Tensor:
         """int32 [C]: edge type of each unique (source, edge type) pair."""
-        return self._compaction()[1]
+        return _cached(self, "_compact_map", _source_compaction)[1]
 
     @property
     def edge_compact(self) -> torch.Tensor:
         """int32 [E]: the compact row (unique (source, edge type) pair) of each edge."""
-        return self._compaction()[2]
+        return _cached(self, "_compact_map", _source_compaction)[2]
 
     @property
     def num_compact(self) -> int:
@@ -484,37 +623,21 @@ class HeteroGraph:
         edges)."""
         return self.num_compact / self.num_edges if self.num_edges else 1.0
 
-    def _dst_compaction(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The unique (destination, edge type) pairs, sorted by (edge type, destination), and
-        each edge's pair: one vectorised sort of ``etype * N + dst`` on first use, cached."""
-        cached = getattr(self, "_dst_compact_map", None)
-        if cached is None:
-            n = max(self.num_nodes, 1)
-            key = self.etype.to(torch.int64) * n + self.dst.to(torch.int64)
-            pairs, inverse = torch.unique(key, sorted=True, return_inverse=True)
-            cached = (
-                (pairs % n).to(torch.int32).contiguous(),
-                torch.div(pairs, n, rounding_mode="floor").to(torch.int32).contiguous(),
-                inverse.to(torch.int32).contiguous(),
-            )
-            self._dst_compact_map = cached
-        return cached
-
     @property
     def dst_compact_dst(self) -> torch.Tensor:
         """int32 [D]: destination node of each unique (destination, edge type) pair; pairs are
         sorted by (edge type, destination), so each relation's pairs are contiguous."""
-        return self._dst_compaction()[0]
+        return _cached(self, "_dst_compact_map", _destination_compaction)[0]
 
     @property
     def dst_compact_etype(self) -> torch.Tensor:
         """int32 [D]: edge type of each unique (destination, edge type) pair (non-decreasing)."""
-        return self._dst_compaction()[1]
+        return _cached(self, "_dst_compact_map", _destination_compaction)[1]
 
     @property
     def edge_dst_compact(self) -> torch.Tensor:
         """int32 [E]: the (destination, edge type) pair of each edge."""
-        return self._dst_compaction()[2]
+        return _cached(self, "_dst_compact_map", _destination_compaction)[2]
 
     @property
     def num_dst_compact(self) -> int:
@@ -537,35 +660,17 @@ class HeteroGraph:
             self._inverse_perm = cached
         return cached
 
-    def _src_types(self) -> tuple[torch.Tensor, bool]:
-        """Per edge type, the node type of its sources, and whether each relation has only
-        one (cached with the graph)."""
-        cached = getattr(self, "_src_type_map", None)
-        if cached is None:
-            r = self.num_etypes
-            src_types = self.ntype.long()[self.src.long()]
-            etype = self.etype.long()
-            lo = torch.full((r,), self.num_ntypes, dtype=torch.long)
-            hi = torch.full((r,), -1, dtype=torch.long)
-            lo.scatter_reduce_(0, etype, src_types, "amin")
-            hi.scatter_reduce_(0, etype, src_types, "amax")
-            empty = hi < 0
-            uniform = bool(((lo == hi) | empty).all())
-            cached = (torch.where(empty, 0, lo).to(torch.int32).contiguous(), uniform)
-            self._src_type_map = cached
-        return cached
-
     @property
     def etype_src_ntype(self) -> torch.Tensor:
         """int32 [R]: the node type of the sources of each edge type (0 for a relation without
         edges; the smallest one when a relation's sources mix types — see :attr:`src_typed`)."""
-        return self._src_types()[0]
+        return _cached(self, "_src_type_map", _source_types)[0]
 
     @property
     def src_typed(self) -> bool:
         """Whether every edge type's sources share one node type (relations of a
         heterogeneous schema); HGT's chained-linear fold needs it."""
-        return self._src_types()[1]
+        return _cached(self, "_src_type_map", _source_types)[1]
 
     def arrays(self) -> tuple[torch.Tensor, ...]:
         """Return the graph tensors in :data:`GRAPH_ARRAYS` order, as compiled code takes them."""
@@ -589,6 +694,54 @@ class HeteroGraph:
             f"HeteroGraph(num_nodes={self.num_nodes}, num_edges={self.num_edges}, "
             f"num_etypes={self.num_etypes}, num_ntypes={self.num_ntypes})"
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# Maps derived from a graph's arrays, built on first use and cached with the graph
+# ---------------------------------------------------------------------------------------------
+
+
+def _cached(graph: HeteroGraph, attr: str, build: Callable[[HeteroGraph], Any]) -> Any:
+    """``build(graph)``, computed on first use and kept on the graph as ``attr``."""
+    cached = getattr(graph, attr, None)
+    if cached is None:
+        cached = build(graph)
+        setattr(graph, attr, cached)
+    return cached
+
+
+def _source_compaction(g: HeteroGraph) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The unique (source, edge type) pairs and each edge's pair, built natively."""
+    cs, ce, ec = native.graph_compact(g.src.numpy(), g.etype.numpy(), g.num_nodes, g.num_etypes)
+    return torch.from_numpy(cs), torch.from_numpy(ce), torch.from_numpy(ec)
+
+
+def _destination_compaction(g: HeteroGraph) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The unique (destination, edge type) pairs, sorted by (edge type, destination), and each
+    edge's pair: one vectorised sort of ``etype * N + dst``."""
+    n = max(g.num_nodes, 1)
+    key = g.etype.to(torch.int64) * n + g.dst.to(torch.int64)
+    pairs, inverse = torch.unique(key, sorted=True, return_inverse=True)
+    return (
+        (pairs % n).to(torch.int32).contiguous(),
+        torch.div(pairs, n, rounding_mode="floor").to(torch.int32).contiguous(),
+        inverse.to(torch.int32).contiguous(),
+    )
+
+
+def _source_types(g: HeteroGraph) -> tuple[torch.Tensor, bool]:
+    """Per edge type, the node type of its sources (the smallest one when they mix; 0 for a
+    relation without edges), and whether each relation has only one."""
+    r = g.num_etypes
+    src_types = g.ntype.long()[g.src.long()]
+    etype = g.etype.long()
+    lo = torch.full((r,), g.num_ntypes, dtype=torch.long)
+    hi = torch.full((r,), -1, dtype=torch.long)
+    lo.scatter_reduce_(0, etype, src_types, "amin")
+    hi.scatter_reduce_(0, etype, src_types, "amax")
+    empty = hi < 0
+    uniform = bool(((lo == hi) | empty).all())
+    return torch.where(empty, 0, lo).to(torch.int32).contiguous(), uniform
 
 
 def random_graph(

@@ -31,7 +31,6 @@ with tensors of the same shapes, on the same graph.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 # Hector's MLIR (and its JIT) must be loaded before torch-mlir's copy: when torch-mlir's native
@@ -43,32 +42,27 @@ import mlir.ir  # noqa: F401
 import torch
 
 from . import lowering as _lowering  # noqa: F401  (registers Hector's passes)
+from ._import_ops import (
+    CAST,
+    FLOAT_DTYPES,
+    VIEW_OPS,
+    ImportError_,
+    defining_op,
+    is_glue,
+    op_attributes,
+    run_eager,
+    static_shape,
+    static_vtensor_shape,
+    user_op,
+    vtensor_shape,
+)
+from ._import_segments import Region, TorchSegment, TorchSegmentFunction, lowering_error
 from ._program import Traced
 from .dialects import Kind
 from .dialects import hector_inter as inter
 from .graph import HeteroGraph
-from .lowering.raise_torch_to_hector import KIND_ATTR, TYPE_ARRAY_ROWS, vtensor
+from .lowering.raise_torch_to_hector import KIND_ATTR, TYPE_ARRAY_ROWS
 
-_DTYPES = {
-    "f32": torch.float32,
-    "f64": torch.float64,
-    "si64": torch.int64,
-    "si32": torch.int32,
-    "i1": torch.bool,
-}
-_SCALAR_TYPES = {
-    0: torch.uint8,
-    1: torch.int8,
-    2: torch.int16,
-    3: torch.int32,
-    4: torch.int64,
-    5: torch.float16,
-    6: torch.float32,
-    7: torch.float64,
-    11: torch.bool,
-    15: torch.bfloat16,
-}
-_CAST = "builtin.unrealized_conversion_cast"
 _INTER = f"{inter.DIALECT.name}."
 _SEGMENTS = "operandSegmentSizes"  # filled in by the builders
 #: ATen ops kept whole through torch-mlir's decompositions, so the raise pass sees them:
@@ -81,116 +75,6 @@ LEGAL_OPS = [
 
 #: Compiled hector regions by their program text, kinds, shapes and weight slices.
 _REGION_CACHE: dict[tuple[Any, ...], Any] = {}
-
-
-class ImportError_(Exception):
-    """The model cannot be imported: the message says why (an unsupported op, a bad binding)."""
-
-
-@dataclass
-class _Segment:
-    """One compiled hector_inter region: its ops, inputs, outputs and compiled entry."""
-
-    name: str
-    ops: list[Any] = field(default_factory=list)
-    inputs: list[Any] = field(default_factory=list)
-    outputs: list[Any] = field(default_factory=list)
-    input_kinds: list[Kind] = field(default_factory=list)
-    output_kinds: list[Kind] = field(default_factory=list)
-    text: str = ""
-    entry: Any = None
-
-
-@dataclass
-class _TorchSegment:
-    """A maximal run of torch ops between hector regions (one phase of the plan).
-
-    ``kind`` says how it runs: ``"linalg"`` (compiled through torch-mlir's linalg path,
-    :attr:`compiled`), ``"view"`` (only metadata ops: constants, lists, views; run as torch
-    views, no kernel) or ``"eager"`` (``fallback="eager"``: op by op with ``torch.ops.aten``).
-    ``ops`` are in program order and include the scalar glue (constants, lists) the segment
-    reads, cloned into it; ``backward`` caches one compiled vjp per gradient mask.
-    """
-
-    name: str
-    ops: list[Any] = field(default_factory=list)
-    inputs: list[Any] = field(default_factory=list)
-    input_types: list[Any] = field(default_factory=list)
-    outputs: list[Any] = field(default_factory=list)
-    kind: str = "linalg"
-    text: str = ""
-    compiled: Any = None
-    backward: dict[tuple[bool, ...], Any] = field(default_factory=dict)
-
-    def ir(self, stage: str = "torch") -> str:
-        """The segment's IR after ``stage`` (``torch``, ``linalg``, ``loops``, ``llvm``)."""
-        if stage == "torch":
-            return self.text
-        if self.compiled is None:
-            raise KeyError(f"segment {self.name} runs as {self.kind!r}: it has no {stage!r} IR")
-        return self.compiled.ir(stage)
-
-
-#: Ops that only move metadata (no arithmetic): a segment made of these alone (plus glue)
-#: runs as torch views, without a kernel.
-VIEW_OPS = frozenset(
-    {
-        "torch.aten.view",
-        "torch.aten.reshape",
-        "torch.aten._reshape_alias",
-        "torch.aten.unsqueeze",
-        "torch.aten.squeeze",
-        "torch.aten.squeeze.dim",
-        "torch.aten.t",
-        "torch.aten.transpose.int",
-        "torch.aten.permute",
-        "torch.aten.expand",
-        "torch.aten.slice.Tensor",
-        "torch.aten.select.int",
-        "torch.aten.detach",
-        "torch.aten.alias",
-        "torch.aten.flatten.using_ints",
-        "torch.aten.unflatten.int",
-        "torch.aten.contiguous",
-        "torch.aten.clone",
-        "torch.vtensor.literal",
-    }
-)
-
-
-def _is_glue(op: Any) -> bool:
-    """Scalar glue: an op without tensor results (constants, lists, ints). Cloned into each
-    segment that reads it instead of belonging to one."""
-    return (
-        op.name.startswith("torch.")
-        and bool(len(op.results))
-        and all(_vt(r.type) is None for r in op.results)
-    )
-
-
-def _vt(t: Any) -> tuple[list[int], str] | None:
-    """Shape and dtype of a ``!torch.vtensor`` type (through the raiser's one type helper)."""
-    v = vtensor(t)
-    return None if v is None else (list(v.shape), v.dtype)
-
-
-def _vt_of(t: Any) -> tuple[list[int], str]:
-    """Shape and dtype of a type that must be a static ``!torch.vtensor``."""
-    v = _vt(t)
-    if v is None:
-        raise ImportError_(f"expected a statically shaped !torch.vtensor, got {t}")
-    return v
-
-
-def _def(v: Any) -> Any:
-    """The op defining ``v`` (None for block arguments)."""
-    owner = v.owner
-    return None if owner.__class__.__name__ == "Block" else owner.operation
-
-
-def _user(use: Any) -> Any:
-    """The operation of a use."""
-    return use.owner.operation if hasattr(use.owner, "operation") else use.owner
 
 
 def _bindings(inputs: list[Any], g: HeteroGraph) -> tuple[dict[int, str], str | None]:
@@ -286,12 +170,12 @@ class ImportedModel(torch.nn.Module):
         self.report = report
         self._state_names = state_names
         self._plan: list[tuple[str, Any]] = []
-        self.segments: list[_Segment] = []
+        self.segments: list[Region] = []
         self._perm, self._inv = graph.perm, graph.inverse_perm
         if fallback not in ("linalg", "eager"):
             raise ValueError(f"fallback must be 'linalg' or 'eager', got {fallback!r}")
         self.fallback = fallback
-        self.torch_segments: list[_TorchSegment] = []
+        self.torch_segments: list[TorchSegment] = []
         self._build()
 
     def rebind(self, graph: HeteroGraph, order: str | None) -> None:
@@ -317,7 +201,7 @@ class ImportedModel(torch.nn.Module):
                 if owner.__class__.__name__ == "Block":
                     return v
                 owner = owner.operation
-                if owner.name != _CAST:
+                if owner.name != CAST:
                     return v
                 v = owner.operands[0]
 
@@ -329,7 +213,7 @@ class ImportedModel(torch.nn.Module):
         phase: dict[Any, int] = {}
         is_h = {op: op.name.startswith(_INTER) for op in ops}
         for op in ops:
-            if op.name in (_CAST, "func.return"):
+            if op.name in (CAST, "func.return"):
                 continue
             want = 1 if is_h[op] else 0
             p = want
@@ -342,22 +226,22 @@ class ImportedModel(torch.nn.Module):
             if p % 2 != want:
                 p += 1
             phase[op] = p
-        segs: dict[int, _Segment] = {}
-        tsegs: dict[int, _TorchSegment] = {}
+        segs: dict[int, Region] = {}
+        tsegs: dict[int, TorchSegment] = {}
         units: list[tuple[int, int, str, Any]] = []
         for i, op in enumerate(ops):
             if op not in phase:
                 continue
             if is_h[op]:
                 if phase[op] not in segs:
-                    segs[phase[op]] = _Segment(f"region{len(segs)}")
+                    segs[phase[op]] = Region(f"region{len(segs)}")
                     units.append((phase[op], i, "hector", segs[phase[op]]))
                 segs[phase[op]].ops.append(op)
-            elif not _is_glue(op):
+            elif not is_glue(op):
                 # Every torch op of one phase depends only on earlier phases and on its own
                 # phase's torch ops: one maximal segment per phase, in program order.
                 if phase[op] not in tsegs:
-                    tsegs[phase[op]] = _TorchSegment(f"torch_segment{len(tsegs)}")
+                    tsegs[phase[op]] = TorchSegment(f"torch_segment{len(tsegs)}")
                     units.append((phase[op], i, "torch", tsegs[phase[op]]))
                 tsegs[phase[op]].ops.append(op)
         units.sort(key=lambda u: (u[0], u[1]))
@@ -374,13 +258,13 @@ class ImportedModel(torch.nn.Module):
         """The kind of a region value (not the graph): by the op specs for hector_inter
         results, from the raise pass's mark for torch values entering a region."""
         v = self._canon(v)
-        op = _def(v)
+        op = defining_op(v)
         if op is not None and op.name.startswith(_INTER):
             return self._result_kind(op)
         # A torch value entering a region: the raise pass marked its cast with the kind.
         for u in v.uses:
-            owner = _user(u)
-            if owner.name == _CAST and KIND_ATTR in owner.attributes:
+            owner = user_op(u)
+            if owner.name == CAST and KIND_ATTR in owner.attributes:
                 return Kind(self._string(owner.attributes[KIND_ATTR]))
         return Kind.WEIGHT
 
@@ -404,10 +288,10 @@ class ImportedModel(torch.nn.Module):
         first = next(o.name for o in spec.operands if o.constraint == "tensor")
         return self._kind(view.operand(first))
 
-    def _finish_segment(self, seg: _Segment) -> None:
+    def _finish_segment(self, seg: Region) -> None:
         """Close a hector region over its inputs and escaping results, build it as one
         hector_inter function and compile it (forward and backward)."""
-        from .compiler import compile_traced
+        from .targets.cpu import compile_traced
 
         inside = set(seg.ops)
         seg.inputs = self._region_inputs(seg, inside)
@@ -431,7 +315,7 @@ class ImportedModel(torch.nn.Module):
             seg.text,
             tuple(seg.input_kinds),
             tuple(seg.output_kinds),
-            tuple(tuple(_shape_of(v)[1:]) for v in seg.outputs),
+            tuple(tuple(static_shape(v)[1:]) for v in seg.outputs),
             slices,
         )
         key: tuple[Any, ...] = (seg.name, seg.text, traced.arg_kinds, traced.result_kinds)
@@ -442,13 +326,13 @@ class ImportedModel(torch.nn.Module):
             _REGION_CACHE[key] = compile_traced(traced, autodiff=True)
         seg.entry = _REGION_CACHE[key]
 
-    def _region_inputs(self, seg: _Segment, inside: set[Any]) -> list[Any]:
+    def _region_inputs(self, seg: Region, inside: set[Any]) -> list[Any]:
         """The values a region reads from outside it (not the graph), in order of first use."""
         inputs: list[Any] = []
         for op in seg.ops:
             for v in op.operands:
                 c = self._canon(v)
-                if c.type == self._graph_t or _def(c) in inside or c in inputs:
+                if c.type == self._graph_t or defining_op(c) in inside or c in inputs:
                     continue
                 inputs.append(c)
         return inputs
@@ -460,12 +344,12 @@ class ImportedModel(torch.nn.Module):
         v = self._canon(v)
         if v.type == self._graph_t:
             return v.type
-        dims = _shape_of(v)
+        dims = static_shape(v)
         if (kind or self._kind(v)) in (Kind.NODE, Kind.EDGE):
             dims = [ir.ShapedType.get_dynamic_size(), *dims[1:]]
         return ir.RankedTensorType.get(dims, ir.F32Type.get())
 
-    def _region_text(self, seg: _Segment) -> str:
+    def _region_text(self, seg: Region) -> str:
         """The region as one hector_inter ``func.func`` built through the typed builders (each
         op at its torch op's location), printed with its locations."""
         from torch_mlir import ir
@@ -499,19 +383,19 @@ class ImportedModel(torch.nn.Module):
                 c = self._canon(v)
                 operands[o.name] = block.arguments[0] if c.type == self._graph_t else mapping[c]
         named = {a.name for a in view.spec.attributes}
-        attrs = {n: a for n, a in _attrs(op).items() if n in named}
-        extra = {n: a for n, a in _attrs(op).items() if n not in named | {_SEGMENTS}}
+        attrs = {n: a for n, a in op_attributes(op).items() if n in named}
+        extra = {n: a for n, a in op_attributes(op).items() if n not in named | {_SEGMENTS}}
         build = getattr(inter.OPS, view.spec.name)
         result = self._region_type(op.results[0])
         return build(result=result, loc=op.location, extra=extra, **operands, **attrs)
 
     def _escapes(self, use: Any, inside: set[Any]) -> bool:
-        owner = _user(use)
-        if owner.name == _CAST:
+        owner = user_op(use)
+        if owner.name == CAST:
             return any(self._escapes(u, inside) for u in owner.results[0].uses)
         return owner not in inside
 
-    def _finish_torch_segment(self, seg: _TorchSegment) -> None:
+    def _finish_torch_segment(self, seg: TorchSegment) -> None:
         """Close a torch segment over its inputs (tensors from earlier units), clone the
         scalar glue it reads into it, find its outputs and compile it (``kind="linalg"``)."""
         members = set(seg.ops)
@@ -525,13 +409,13 @@ class ImportedModel(torch.nn.Module):
             op = None if owner.__class__.__name__ == "Block" else owner.operation
             if op is not None and (op in members or op in placed):
                 return
-            if op is not None and _is_glue(op):
+            if op is not None and is_glue(op):
                 for w in op.operands:
                     need(w)
                 placed.add(op)
                 ordered.append(op)
                 return
-            if _vt(v.type) is None:
+            if vtensor_shape(v.type) is None:
                 raise ImportError_(
                     f"{seg.name}: operand of type {v.type} comes from outside the segment; "
                     "only tensors cross segment boundaries"
@@ -550,7 +434,9 @@ class ImportedModel(torch.nn.Module):
             if op not in members:
                 continue
             for r in op.results:
-                if _vt(r.type) is not None and any(self._used_outside(u, members) for u in r.uses):
+                if vtensor_shape(r.type) is not None and any(
+                    self._used_outside(u, members) for u in r.uses
+                ):
                     outs.append(r)
         seg.outputs = outs
         module = self._torch_segment_module(seg)
@@ -566,20 +452,20 @@ class ImportedModel(torch.nn.Module):
             try:
                 seg.compiled = compile_torch_function(module, seg.name)
             except LinalgLoweringError as err:
-                raise _lowering_error(seg, err, "forward") from None
+                raise lowering_error(seg, err, "forward") from None
             seg.kind = "linalg"
 
     def _used_outside(self, use: Any, members: set[Any]) -> bool:
         """Whether a use of a segment value lies outside the segment (another unit, a hector
         region through a cast, the return, or glue read elsewhere)."""
-        owner = _user(use)
-        if owner.name in (_CAST, "func.return"):
+        owner = user_op(use)
+        if owner.name in (CAST, "func.return"):
             return True
-        if _is_glue(owner):
+        if is_glue(owner):
             return any(self._used_outside(u, members) for r in owner.results for u in r.uses)
         return owner not in members
 
-    def _torch_segment_module(self, seg: _TorchSegment) -> Any:
+    def _torch_segment_module(self, seg: TorchSegment) -> Any:
         """The segment as a module of one torch-dialect ``func.func`` (ops cloned with their
         locations)."""
         from torch_mlir import ir
@@ -602,19 +488,19 @@ class ImportedModel(torch.nn.Module):
                 func_d.ReturnOp([mapping[r] for r in seg.outputs])
         return module
 
-    def _replay(self, seg: _TorchSegment) -> Any:
+    def _replay(self, seg: TorchSegment) -> Any:
         """A Python callable running the segment's ops with ``torch.ops.aten`` (the eager
         semantics the compiled code must match; traced for the backward)."""
 
         def run(*tensors: Any) -> tuple[Any, ...]:
             env: dict[Any, Any] = dict(zip(seg.inputs, tensors, strict=True))
             for op in seg.ops:
-                _run_eager(op, env, self._canon)
+                run_eager(op, env, self._canon)
             return tuple(env[r] for r in seg.outputs)
 
         return run
 
-    def _backward_of(self, seg: _TorchSegment, mask: tuple[bool, ...], example: list[Any]) -> Any:
+    def _backward_of(self, seg: TorchSegment, mask: tuple[bool, ...], example: list[Any]) -> Any:
         """The compiled vjp of a linalg segment for the inputs ``mask`` selects: a function of
         (all inputs, cotangents of the floating-point outputs) returning their gradients.
         Traced once (``make_fx`` over ``torch.func.vjp`` of the eager replay), imported with
@@ -630,7 +516,9 @@ class ImportedModel(torch.nn.Module):
         replay = self._replay(seg)
         n = len(seg.inputs)
         diff = [i for i, m in enumerate(mask) if m]
-        fouts = [j for j, r in enumerate(seg.outputs) if _vt_of(r.type)[1] in _FLOAT]
+        fouts = [
+            j for j, r in enumerate(seg.outputs) if static_vtensor_shape(r.type)[1] in FLOAT_DTYPES
+        ]
 
         def vjp(*args: Any) -> tuple[Any, ...]:
             prims, cts = list(args[:n]), args[n:]
@@ -652,7 +540,7 @@ class ImportedModel(torch.nn.Module):
         except Exception as err:  # tracing / import failures: say which segment and why
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise ImportError_(
-                f"cannot derive the backward of {seg.name} ({_op_list(seg)}): {first}; "
+                f"cannot derive the backward of {seg.name} ({seg.op_names()}): {first}; "
                 "import with fallback='eager' to differentiate it with PyTorch"
             ) from err
         try:
@@ -662,7 +550,7 @@ class ImportedModel(torch.nn.Module):
                 fouts,
             )
         except LinalgLoweringError as err:
-            raise _lowering_error(seg, err, "backward") from None
+            raise lowering_error(seg, err, "backward") from None
         return seg.backward[mask]
 
     # -- running --------------------------------------------------------------------------------
@@ -693,25 +581,25 @@ class ImportedModel(torch.nn.Module):
             op = c.owner.operation
             for w in op.operands:
                 self._value(w, env)
-            _run_eager(op, env, self._canon)
+            run_eager(op, env, self._canon)
         return env[c]
 
-    def _run_torch_segment(self, seg: _TorchSegment, env: dict[Any, Any]) -> None:
+    def _run_torch_segment(self, seg: TorchSegment, env: dict[Any, Any]) -> None:
         """Run one torch segment: compiled (through an autograd function when gradients are
         needed), as views, or eagerly op by op (``fallback="eager"``)."""
         if seg.kind in ("view", "eager"):
             for op in seg.ops:
-                _run_eager(op, env, self._canon)
+                run_eager(op, env, self._canon)
             return
         tensors = [env[v] for v in seg.inputs]
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-            outs = _TorchSegmentFn.apply(self, seg, *tensors)
+            outs = TorchSegmentFunction.apply(self._backward_of, seg, *tensors)
         else:
             outs = seg.compiled(*tensors)
         for r, t in zip(seg.outputs, outs, strict=True):
             env[r] = t
 
-    def _run_segment(self, seg: _Segment, env: dict[Any, Any]) -> None:
+    def _run_segment(self, seg: Region, env: dict[Any, Any]) -> None:
         from .runtime.training import TrainingStep
 
         tensors = []
@@ -733,184 +621,6 @@ class ImportedModel(torch.nn.Module):
     def hector_ir(self) -> str:
         """The hector_inter text of every compiled region."""
         return "\n".join(s.text for s in self.segments)
-
-
-_FLOAT = ("f32", "f64", "f16", "bf16")
-
-
-def _op_list(seg: _TorchSegment) -> str:
-    names = sorted({op.name for op in seg.ops if not _is_glue(op)})
-    return ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
-
-
-def _lowering_error(seg: _TorchSegment, err: Any, what: str) -> ImportError_:
-    """The :class:`ImportError_` for a segment torch-mlir cannot lower (each op with its
-    ``file:line``), suggesting ``fallback="eager"``."""
-    from hector.lowering.raise_torch_to_hector import source_location
-
-    found = list(err.ops)
-    if not found:
-        # The diagnostic names an op torch-mlir produced on the way: name the user's torch
-        # ops at the same source line instead.
-        for op in seg.ops:
-            where = source_location(op.location)
-            if where in err.locations and not _is_glue(op) and (op.name, where) not in found:
-                found.append((op.name, where))
-    lines = "\n".join(f"  {where}: {name}" for name, where in found)
-    detail = "\n".join("  " + ln for ln in str(err).splitlines()[1:])
-    lines = (lines + "\n  torch-mlir said:\n" + detail) if lines else detail or f"  {err}"
-    return ImportError_(
-        f"torch-mlir cannot lower the {what} of {seg.name} to linalg for the CPU "
-        f"(fallback='linalg'):\n{lines}\n"
-        "import with fallback='eager' to run this segment's ops with PyTorch instead"
-    )
-
-
-class _TorchSegmentFn(torch.autograd.Function):
-    """A compiled torch segment under autograd: forward runs the compiled forward, backward
-    the compiled vjp (built on the first backward, per gradient mask)."""
-
-    @staticmethod
-    def forward(ctx: Any, model: ImportedModel, seg: _TorchSegment, *tensors: Any) -> Any:
-        """Run the compiled forward and save the inputs for the vjp."""
-        outs = seg.compiled(*tensors)
-        ctx.model, ctx.seg = model, seg
-        ctx.save_for_backward(*tensors)
-        ctx.mark_non_differentiable(*(o for o in outs if not o.is_floating_point()))
-        return tuple(outs)
-
-    @staticmethod
-    def backward(ctx: Any, *grads: Any) -> Any:
-        """Run the compiled vjp of the segment."""
-        seg: _TorchSegment = ctx.seg
-        tensors = list(ctx.saved_tensors)
-        mask = tuple(
-            bool(need) and t.is_floating_point()
-            for need, t in zip(ctx.needs_input_grad[2:], tensors, strict=True)
-        )
-        if not any(mask):
-            return (None, None, *([None] * len(tensors)))
-        cts = []
-        for j, r in enumerate(seg.outputs):
-            shape, dt = _vt_of(r.type)
-            if dt in _FLOAT:
-                g = grads[j]
-                zero = torch.zeros(shape, dtype=_DTYPES.get(dt, torch.float32))
-                cts.append(zero if g is None else g.contiguous())
-        with torch.no_grad():
-            fn, diff, _ = ctx.model._backward_of(seg, mask, [*tensors, *cts])
-            res = fn(*tensors, *cts)
-        out: list[Any] = [None] * len(tensors)
-        for i, gi in zip(diff, res, strict=True):
-            out[i] = gi
-        return (None, None, *out)
-
-
-def _attrs(op: Any) -> dict[str, Any]:
-    """An op's attributes by name."""
-    out = {}
-    for item in op.attributes:
-        if isinstance(item, str):
-            out[item] = op.attributes[item]
-        else:
-            out[item.name] = item.attr
-    return out
-
-
-def _shape_of(v: Any) -> list[int]:
-    """The static shape of a torch or builtin tensor value."""
-    from torch_mlir import ir
-
-    t = _vt(v.type)
-    return t[0] if t is not None else list(ir.RankedTensorType(v.type).shape)
-
-
-def _literal(op: Any) -> torch.Tensor:
-    from torch_mlir import ir
-
-    shape, dt = _vt_of(op.results[0].type)
-    attr = op.attributes["value"]
-    try:
-        dense = ir.DenseElementsAttr(attr)
-    except (TypeError, ValueError):
-        raise ImportError_(
-            "a constant tensor inside forward() is stored as a resource the importer cannot "
-            "read; register it as a buffer of the module"
-        ) from None
-    dtype = _DTYPES.get(dt, torch.float32)
-    if dense.is_splat:
-        value = dense.get_splat_value()  # a BoolAttr, IntegerAttr or FloatAttr
-        fill = int(value.value) if isinstance(value, ir.BoolAttr) else float(value.value)
-        return torch.full(shape, fill, dtype=dtype)
-    import numpy as np
-
-    return torch.from_numpy(np.array(dense).copy()).to(dtype).reshape(shape)
-
-
-def _run_eager(op: Any, env: dict[Any, Any], canon: Any) -> None:
-    """Execute one torch-dialect op with PyTorch (``torch.ops.aten``)."""
-    from torch_mlir import ir
-
-    name = op.name
-    vals = [env.get(canon(v)) for v in op.operands]
-    if name == "torch.constant.none":
-        out: Any = None
-    elif name in ("torch.constant.int", "torch.constant.float", "torch.constant.bool"):
-        a = op.attributes["value"]
-        out = (
-            ir.FloatAttr(a).value
-            if name.endswith("float")
-            else ir.BoolAttr(a).value
-            if name.endswith("bool")
-            else ir.IntegerAttr(a).value
-        )
-    elif name in ("torch.constant.str", "torch.constant.device"):
-        out = ir.StringAttr(op.attributes["value"]).value
-    elif name == "torch.prim.ListConstruct":
-        out = vals
-    elif name == "torch.vtensor.literal":
-        out = _literal(op)
-    elif name == "torch.runtime.assert":
-        # torch.export's guards on data-dependent sizes (``u0 >= 30``): check them here too.
-        if not vals[0]:
-            msg = ir.StringAttr(op.attributes["message"]).value
-            raise RuntimeError(f"imported model: {msg}")
-        return
-    elif name.startswith("torch.aten.") or name == "torch.operator":
-        if name == "torch.operator":
-            name = ir.StringAttr(op.attributes["name"]).value
-        parts = name.split(".")[2:]
-        overload = parts[1] if len(parts) > 1 else "default"
-        overload = {"Tensor_hacked_twin": "Tensor", "hacked_twin": "default"}.get(
-            overload, overload
-        )
-        packet = getattr(torch.ops.aten, parts[0])
-        fn = getattr(packet, overload)
-        schema = fn._schema.arguments
-        args = []
-        kwargs: dict[str, Any] = {}
-        for i, v in enumerate(vals):
-            t = str(schema[i].type) if i < len(schema) else ""
-            if "ScalarType" in t and isinstance(v, int):
-                v = _SCALAR_TYPES[v]
-            elif "Layout" in t and isinstance(v, int):
-                v = torch.strided
-            elif "MemoryFormat" in t and isinstance(v, int):
-                v = torch.contiguous_format if v == 0 else torch.preserve_format
-            elif "Device" in t and isinstance(v, str):
-                v = torch.device(v)
-            if i < len(schema) and schema[i].kwarg_only:
-                kwargs[schema[i].name] = v  # e.g. add.Tensor's alpha, gather's sparse_grad
-            else:
-                args.append(v)
-        out = fn(*args, **kwargs)
-    else:
-        raise ImportError_(f"cannot execute '{name}' eagerly")
-    if len(op.results) == 1:
-        env[op.results[0]] = out
-    else:
-        for r, o in zip(op.results, out, strict=True):
-            env[r] = o
 
 
 def import_model(

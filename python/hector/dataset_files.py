@@ -1,0 +1,327 @@
+"""Datasets from files: triple files (:func:`load_triples`) and directories of NumPy COO arrays,
+one ``<rel>_coo*.npy`` per relation (:func:`load_coo_dir`; the ogbn-mag sample's schema is
+:data:`MAG_SAMPLE_RELATIONS`).
+
+Bad files raise :class:`~hector.dataset.DatasetError` naming the file, line or entry; sizes are
+checked (:class:`~hector.dataset.DatasetLimitError`) before anything of that size is allocated.
+"""
+
+from __future__ import annotations
+
+import os
+import tokenize
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .dataset import Dataset, DatasetError, DatasetLimitError, check_dataset_size, dataset_count
+from .graph import MAX_COUNT
+
+__all__ = ["MAG_SAMPLE_RELATIONS", "load_coo_dir", "load_triples"]
+
+
+def _text_lines(path: Path, encoding: str) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of a text file; DatasetError naming the file and line on an
+    unreadable file or bytes that are not text in ``encoding``."""
+    hint = "pass encoding= to read another encoding"
+    lineno = 0
+    try:
+        # surrogateescape keeps undecodable bytes so the exact line and byte can be reported
+        with path.open(encoding=encoding, errors="surrogateescape") as f:
+            for lineno, line in enumerate(f, 1):
+                if not line.isascii():
+                    try:
+                        line.encode(encoding)
+                    except UnicodeEncodeError as err:
+                        bad = ord(line[err.start])
+                        what = f"byte 0x{bad - 0xDC00:02x}" if bad >= 0xDC80 else f"U+{bad:04X}"
+                        raise DatasetError(
+                            f"{path}:{lineno}: not {encoding} text ({what} at column "
+                            f"{err.start + 1}); {hint}"
+                        ) from None
+                yield lineno, line
+    except UnicodeError as err:  # what surrogateescape cannot carry (UTF-16 input, no BOM)
+        reason = err.reason if isinstance(err, UnicodeDecodeError) else err
+        raise DatasetError(f"{path}:{lineno + 1}: not {encoding} text ({reason}); {hint}") from None
+    except LookupError:
+        raise DatasetError(f"unknown text encoding {encoding!r} for '{path}'") from None
+    except OSError as err:
+        raise DatasetError(f"cannot read triple file '{path}': {err.strerror or err}") from None
+
+
+def load_triples(
+    path: str | os.PathLike[str],
+    *,
+    sep: str | None = "\t",
+    add_inverse: bool = False,
+    name: str | None = None,
+    encoding: str = "utf-8",
+) -> Dataset:
+    """Load a triple file: one ``head<sep>relation<sep>tail`` per line (TSV by default).
+
+    Entity and relation names are mapped to ids in order of first appearance (entities: one
+    node type ``"entity"``). Blank lines and lines starting with ``#`` are skipped.
+
+    Args:
+        path: the file.
+        sep: field separator; ``None`` splits on any whitespace.
+        add_inverse: add relation ``rev-<rel>`` with every edge reversed.
+        name: dataset name (default: the path).
+        encoding: the file's text encoding.
+
+    Raises:
+        DatasetError: if the file is missing or unreadable, empty, not text in ``encoding``
+            (the message gives the line and byte), or a line does not have three fields.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise DatasetError(f"triple file '{p}' does not exist")
+    if sep is not None and (not isinstance(sep, str) or not sep):
+        raise DatasetError(f"sep must be a non-empty string or None, got {sep!r}")
+    entities: dict[str, int] = {}
+    relations: dict[str, int] = {}
+    heads: list[int] = []
+    rels: list[int] = []
+    tails: list[int] = []
+    for lineno, line in _text_lines(p, encoding):
+        line = line.rstrip("\r\n")
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        parts = [x.strip() for x in (line.split(sep) if sep is not None else line.split())]
+        if len(parts) != 3 or not all(parts):
+            raise DatasetError(
+                f"{p}:{lineno}: expected 3 fields (head, relation, tail), got {len(parts)}: "
+                f"{line[:80]!r}"
+            )
+        h, r, t = parts
+        heads.append(entities.setdefault(h, len(entities)))
+        rels.append(relations.setdefault(r, len(relations)))
+        tails.append(entities.setdefault(t, len(entities)))
+    if not heads:
+        raise DatasetError(f"triple file '{p}' has no triples")
+    n, num_rel = len(entities), len(relations)
+    src, dst, et = (torch.tensor(v, dtype=torch.int64) for v in (heads, tails, rels))
+    rel_names = list(relations)
+    if add_inverse:
+        src, dst = torch.cat([src, dst]), torch.cat([dst, src])
+        et = torch.cat([et, et + num_rel])
+        rel_names += [f"rev-{r}" for r in rel_names]
+    return Dataset(
+        name=name or str(p),
+        num_nodes=n,
+        node_type=torch.zeros(n, dtype=torch.int64),
+        node_types=["entity"],
+        edge_index=torch.stack([src, dst]),
+        edge_type=et,
+        edge_types=[("entity", r, "entity") for r in rel_names],
+        info={"source": str(p), "entity_names": list(entities)},
+    )
+
+
+#: Endpoint node types of the relations in ``ogbn_mag_0.1`` (a 10% ogbn-mag sample), derived
+#: from the data: each file is the inverse of its partner; ``cited``/``citing`` ids span one id
+#: space (papers, max id 73637); ``has`` row 0 uses ids 0..6000 with a few very high-degree
+#: nodes (up to 4391 papers each) — fields of study — while its row 1 spans the paper ids with
+#: at most 6 entries per paper; ``writing`` row 1 has papers with up to 247 entries (authors per
+#: paper) and row 0 up to 81 (papers per author). Ids are local to each node type (author ids
+#: and paper ids overlap numerically). There is no affiliation relation, so no institutions.
+MAG_SAMPLE_RELATIONS: dict[str, tuple[str, str]] = {
+    "cited": ("paper", "paper"),
+    "citing": ("paper", "paper"),
+    "has": ("field_of_study", "paper"),
+    "is-about": ("paper", "field_of_study"),
+    "writing": ("author", "paper"),
+    "written-by": ("paper", "author"),
+}
+_MAG_SAMPLE_NODE_TYPES = ["paper", "author", "field_of_study"]
+
+
+def _coo_files(directory: Path) -> dict[str, Path]:
+    """``{relation: file}`` for the ``<rel>_coo*.npy`` files of a directory (sorted by name)."""
+    files: dict[str, Path] = {}
+    for f in sorted(directory.glob("*_coo*.npy")):
+        rel = f.name[: f.name.index("_coo")]
+        if rel in files:
+            raise DatasetError(f"relation {rel!r} has two files: {files[rel].name}, {f.name}")
+        files[rel] = f
+    return files
+
+
+#: What np.load raises on a truncated or corrupt file (numpy parses the header with tokenize and
+#: ast.literal_eval, and memory-maps the data).
+_NPY_ERRORS = (OSError, ValueError, EOFError, SyntaxError, tokenize.TokenError, OverflowError)
+
+
+def _open_coo(f: Path) -> np.ndarray:
+    """Memory-map one COO file, which must hold an integer array of shape (2, E)."""
+    try:
+        a = np.load(f, mmap_mode="r", allow_pickle=False)
+    except _NPY_ERRORS as err:
+        raise DatasetError(f"{f}: not a readable .npy file ({type(err).__name__}: {err})") from None
+    if not isinstance(a, np.ndarray):  # np.load opens an .npz archive whatever the name
+        a.close()
+        raise DatasetError(f"{f}: is an .npz archive, expected one .npy array")
+    if a.ndim != 2 or a.shape[0] != 2 or not np.issubdtype(a.dtype, np.integer):
+        raise DatasetError(
+            f"{f.name}: expected an integer array of shape (2, E), got {a.dtype} {a.shape}"
+        )
+    return a
+
+
+def _max_coo_id(f: Path, a: np.ndarray, row: int) -> int:
+    """The largest id in row ``row`` of a COO array (-1 if empty), checked to be a node id
+    Hector's int32 kernels can index; DatasetError on a negative id."""
+    if a.shape[1] == 0:
+        return -1
+    ids = a[row]
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < 0:
+        col = int(np.argmax(ids < 0))
+        raise DatasetError(f"{f.name}: entry [{row}, {col}] = {int(ids[col])} < 0")
+    if hi >= MAX_COUNT:
+        col = int(np.argmax(ids == hi))
+        raise DatasetLimitError(
+            f"{f}: node id {hi} at [{row}, {col}] exceeds the int32 limit of Hector's kernels "
+            f"(ids must be < {MAX_COUNT})"
+        )
+    return hi
+
+
+def load_coo_dir(
+    path: str | os.PathLike[str],
+    *,
+    relations: Mapping[str, tuple[str, str]] | None = None,
+    num_nodes: Mapping[str, int] | None = None,
+    node_types: Sequence[str] | None = None,
+    name: str | None = None,
+) -> Dataset:
+    """Load a directory of NumPy COO arrays, one ``<rel>_coo*.npy`` (int [2, E]) per relation.
+
+    Row 0 holds source ids and row 1 destination ids, local to their node type. The files are
+    read in place (memory-mapped), never copied.
+
+    Args:
+        path: the directory.
+        relations: ``{rel: (src_type, dst_type)}``; default: :data:`MAG_SAMPLE_RELATIONS` when
+            the file set is exactly the ogbn-mag sample's, else one node type ``"node"``.
+        num_nodes: nodes per type; default (and minimum): the largest id used + 1.
+        node_types: node type order (default: order of first mention in ``relations``; for the
+            ogbn-mag sample ``paper, author, field_of_study``).
+        name: dataset name (default: the directory's name).
+
+    Raises:
+        DatasetError: on a missing directory, no ``*_coo*.npy`` files, an array that is not an
+            integer [2, E] array, a negative id or an id ``>= num_nodes[type]``, or a relation
+            missing from ``relations``.
+    """
+    d = Path(path)
+    if not d.is_dir():
+        raise DatasetError(f"COO directory '{d}' does not exist")
+    files = _coo_files(d)
+    if not files:
+        raise DatasetError(f"'{d}' has no <relation>_coo*.npy files")
+    relations, node_types, assumption = _coo_schema(files, relations, node_types)
+
+    # Headers first (memory-mapped, nothing read): every size is checked before allocating.
+    arrays = {rel: _open_coo(f) for rel, f in files.items()}
+    num_edges = sum(int(a.shape[1]) for a in arrays.values())
+    check_dataset_size(str(d), edges=num_edges, names=len(arrays) + len(node_types))
+    counts = _coo_node_counts(files, arrays, relations, node_types, num_nodes)
+    check_dataset_size(str(d), nodes=sum(counts.values()), edges=num_edges)
+    edge_index, edge_type, edge_types = _join_coo(arrays, relations, node_types, counts)
+    node_type = torch.repeat_interleave(
+        torch.arange(len(node_types)), torch.tensor([counts[t] for t in node_types])
+    )
+    return Dataset(
+        name=name or d.name,
+        num_nodes=int(node_type.shape[0]),
+        node_type=node_type,
+        node_types=node_types,
+        edge_index=edge_index,
+        edge_type=edge_type,
+        edge_types=edge_types,
+        info={
+            "source": str(d),
+            "files": {rel: f.name for rel, f in files.items()},
+            "assumption": assumption,
+            "num_nodes": "given" if num_nodes is not None else "largest id + 1 per node type",
+        },
+    )
+
+
+def _coo_schema(
+    files: dict[str, Path],
+    relations: Mapping[str, tuple[str, str]] | None,
+    node_types: Sequence[str] | None,
+) -> tuple[Mapping[str, tuple[str, str]], list[str], str | None]:
+    """The relations' endpoint types and the node type order for a COO directory's files,
+    and the assumption made when ``relations`` is not given; DatasetError on a mismatch."""
+    assumption = None
+    if relations is None:
+        if set(files) == set(MAG_SAMPLE_RELATIONS):
+            relations = MAG_SAMPLE_RELATIONS
+            node_types = node_types or _MAG_SAMPLE_NODE_TYPES
+            assumption = "ogbn-mag sample schema (hector.datasets.MAG_SAMPLE_RELATIONS)"
+        else:
+            relations = {rel: ("node", "node") for rel in files}
+            assumption = "one node type; ids shared by all relations"
+    for rel in files:
+        if rel not in relations:
+            raise DatasetError(f"relation {rel!r} ({files[rel].name}) is not in relations")
+    if node_types is None:
+        node_types = list(dict.fromkeys(t for rel in files for t in relations[rel]))
+    node_types = list(node_types)
+    for rel in files:
+        for t in relations[rel]:
+            if t not in node_types:
+                raise DatasetError(f"relation {rel!r} uses node type {t!r} not in node_types")
+    return relations, node_types, assumption
+
+
+def _coo_node_counts(
+    files: dict[str, Path],
+    arrays: dict[str, np.ndarray],
+    relations: Mapping[str, tuple[str, str]],
+    node_types: list[str],
+    num_nodes: Mapping[str, int] | None,
+) -> dict[str, int]:
+    """Nodes per type: the largest id the files use + 1, or the count given (no smaller)."""
+    max_id = dict.fromkeys(node_types, -1)
+    for rel, a in arrays.items():
+        for row, t in enumerate(relations[rel]):
+            max_id[t] = max(max_id[t], _max_coo_id(files[rel], a, row))
+    counts = {t: max_id[t] + 1 for t in node_types}
+    if num_nodes is not None:
+        for t, c in num_nodes.items():
+            if t not in counts:
+                raise DatasetError(f"num_nodes names unknown node type {t!r}")
+            c = dataset_count(f"num_nodes[{t!r}]", c)
+            if c < counts[t]:
+                raise DatasetError(
+                    f"num_nodes[{t!r}] = {c} but the files use id {counts[t] - 1} for that type"
+                )
+            counts[t] = c
+    return counts
+
+
+def _join_coo(
+    arrays: dict[str, np.ndarray],
+    relations: Mapping[str, tuple[str, str]],
+    node_types: list[str],
+    counts: dict[str, int],
+) -> tuple[torch.Tensor, torch.Tensor, list[tuple[str, str, str]]]:
+    """The relations' arrays as one graph: global int64 ``edge_index`` (ids shifted by their
+    node type's offset), ``edge_type`` and the edge types, in file order."""
+    starts = np.cumsum([0] + [counts[t] for t in node_types]).tolist()
+    offsets = dict(zip(node_types, starts[:-1], strict=True))
+    eis, ets, edge_types = [], [], []
+    for r, (rel, a) in enumerate(arrays.items()):
+        s, t = relations[rel]
+        shift = np.array([[offsets[s]], [offsets[t]]], dtype=np.int64)
+        # ids shifted to global ones in a new int64 array (the memory map stays read-only)
+        eis.append(torch.from_numpy(np.asarray(a, dtype=np.int64) + shift))
+        ets.append(torch.full((a.shape[1],), r, dtype=torch.int64))
+        edge_types.append((s, rel, t))
+    return torch.cat(eis, 1), torch.cat(ets), edge_types

@@ -1,0 +1,69 @@
+"""The published graphs Hector replicates: node, edge, relation and node type counts.
+
+``load("synthetic:<name>")`` (:mod:`hector.synthetic_graphs`) generates a graph of these sizes
+for every name in :data:`SYNTHETIC_SPECS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["SYNTHETIC_SPECS", "SyntheticSpec"]
+
+
+@dataclass(frozen=True)
+class SyntheticSpec:
+    """Published size of a graph that ``synthetic:<name>`` replicates.
+
+    ``edges`` and ``relations`` are the published counts *before* inverse edges; the replica
+    adds one inverse relation per relation (doubling both). ``node_types`` is the number of node
+    types (names generated unless ``type_names`` is given); ``relation_names`` and
+    ``relation_ends`` pin a real schema where there is a small one (mag).
+    """
+
+    nodes: int
+    edges: int
+    relations: int
+    node_types: int
+    source: str
+    type_names: tuple[str, ...] = ()
+    type_fractions: tuple[float, ...] = ()
+    relation_names: tuple[str, ...] = ()
+    relation_ends: tuple[tuple[int, int], ...] = ()
+    relation_fractions: tuple[float, ...] = ()
+
+
+#: Replicated graphs: the published node, edge and relation counts of each dataset (the RDF
+#: graphs as DGL's ``AIFBDataset``/``MUTAGDataset``/``BGSDataset``/``AMDataset`` ship them for
+#: the RGCN paper's entity classification; FB15k-237, ogbl-biokg, ogbn-mag and ogbl-wikikg2 as
+#: their dataset papers and OGB publish them); node type counts from DGL's heterogeneous
+#: versions of the RDF graphs: AIFB 7, MUTAG 5, BGS 27, AM 7.
+SYNTHETIC_SPECS: dict[str, SyntheticSpec] = {
+    "aifb": SyntheticSpec(8_285, 29_043, 45, 7, "RDF (AIFB)"),
+    "mutag": SyntheticSpec(23_644, 74_227, 23, 5, "RDF (MUTAG)"),
+    "bgs": SyntheticSpec(333_845, 916_199, 103, 27, "RDF (BGS)"),
+    "am": SyntheticSpec(1_666_764, 5_988_321, 133, 7, "RDF (AM)"),
+    "fb15k": SyntheticSpec(14_541, 310_116, 237, 1, "knowledge graph (FB15k-237)"),
+    "biokg": SyntheticSpec(
+        93_773,
+        5_088_434,
+        51,
+        5,
+        "knowledge graph (ogbl-biokg)",
+        type_names=("disease", "drug", "function", "protein", "sideeffect"),
+        type_fractions=(0.11, 0.11, 0.48, 0.19, 0.11),
+    ),
+    "mag": SyntheticSpec(
+        1_939_743,
+        21_111_007,
+        4,
+        4,
+        "ogbn-mag",
+        type_names=("paper", "author", "institution", "field_of_study"),
+        type_fractions=(0.3796, 0.5849, 0.0045, 0.0310),
+        relation_names=("cites", "writes", "affiliated_with", "has_topic"),
+        relation_ends=((0, 0), (1, 0), (1, 2), (0, 3)),
+        relation_fractions=(0.2566, 0.3385, 0.0494, 0.3555),
+    ),
+    "wikikg2": SyntheticSpec(2_500_604, 17_137_181, 535, 1, "knowledge graph (ogbl-wikikg2)"),
+}
