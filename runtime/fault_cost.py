@@ -2,12 +2,12 @@
 
 The cache decides each heap trim by what its bytes cost when they are faulted in again, and
 the plan prices the offloaded bytes' refaults the same way. The probe both used
-(:func:`hector.offload.cache.measure_release_cost`: 16 MiB dropped and written again, in a
-moment) came out at 0.09-0.62 ns per byte between the heavier GPT's processes (sessions s10
-and s11), while its training thread paid 0.46-0.65 ns per faulted byte in system time,
-steadily, step after step. Whether a trim as backward starts fitted the plan's budget thus
-hung on a moment's measurement; where it did not, the trim moved to the forward's end and
-peak RSS fell about a third instead of two fifths.
+(:func:`hector.offload.host_policy.measure_release_cost`: 16 MiB dropped and written again,
+in a moment) came out at 0.09-0.62 ns per byte between the heavier GPT's processes
+(docs/offload.md, measured results), while its training thread paid 0.46-0.65 ns per faulted
+byte in system time, steadily, step after step. Whether a trim as backward starts fitted the
+plan's budget thus hung on a moment's measurement; where it did not, the trim moved to the
+forward's end and peak RSS fell about a third instead of two fifths.
 
 :class:`FaultCostMeter` measures what training pays: the training thread's system
 time over its minor page faults in the steps that offloaded (``getrusage(RUSAGE_THREAD)``,

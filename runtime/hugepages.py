@@ -98,12 +98,12 @@ def huge_pages_advice(piece_bytes: int | None) -> str | None:
     kernel would back them (``"madvise"`` mode) and this process does not have it. None
     otherwise.
 
-    Measured on the heavier GPT (12 MiB activations; docs/offload.md, "Results of session
-    s12"), the same plan under huge pages faulted 5x less and its peak RSS fell 56-62% against
-    plain keep-all instead of 40-46%, in four interleaved records; its step was 4-7 points
-    faster in three of them and 6 points slower in the fourth. On the small GPT (1.5 MiB
-    activations) huge pages made plain training about 10% slower: advice, for large
-    activations only, never a default.
+    Measured on the heavier GPT (12 MiB activations; docs/offload.md, the huge pages'
+    measured results), the same plan under huge pages faulted 5x less and its peak RSS fell
+    56-62% against plain keep-all instead of 40-46%, in four interleaved records; its step
+    was 4-7 points faster in three of them and 6 points slower in the fourth. On the small
+    GPT (1.5 MiB activations) huge pages made plain training about 10% slower: advice, for
+    large activations only, never a default.
     """
     if piece_bytes is None or piece_bytes < HUGE_PAGE_ALLOC_BYTES:
         return None

@@ -21,8 +21,8 @@ writable by group or others is refused (:class:`~hector.runtime.private_dir.Unsa
 the default ``<tmp>/hector-offload.<uid>`` in that state is replaced by a fresh private
 directory, with a warning (:func:`default_root`). The native store checks again on the root's
 descriptor and never follows a symbolic link under it. This module imports only ctypes, numpy
-and its siblings :mod:`hector.runtime.native` (to locate the library) and
-:mod:`hector.runtime.private_dir`.
+and its siblings :mod:`hector.runtime.native` (to locate the library),
+:mod:`hector.runtime.private_dir` and :mod:`hector.runtime.bandwidth` (the probe).
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ import errno as _errno
 import functools
 import os
 import tempfile
-import time
 import warnings
 import weakref
 from typing import Any
 
 import numpy as np
 
+from .bandwidth import StorePieces, measure
 from .native import load_library
 from .private_dir import UnsafeDirectoryError, check_private_dir, private_dir
 
@@ -643,7 +643,9 @@ def measure_raw_bandwidth(
     a fresh store under ``root``, waits for them, reads them back into page-aligned buffers and
     checks every byte; ``repeats`` times. Returns the median MB/s (10^6 bytes per second of wall
     time) of each direction as ``write_MBps`` / ``read_MBps``, every repeat's figures, the
-    backend that ran and the store's :meth:`TensorStore.stats` after the last repeat.
+    backend that ran and the store's :meth:`TensorStore.stats` after the last repeat. The probe
+    is :func:`hector.runtime.bandwidth.measure` over separate, checked targets
+    (:class:`~hector.runtime.bandwidth.StorePieces`).
     """
     if nbytes < objects or objects < 1 or repeats < 1:
         raise ValueError("need nbytes >= objects >= 1 and repeats >= 1")
@@ -652,28 +654,12 @@ def measure_raw_bandwidth(
     for i, a in enumerate(sources):
         a[:] = np.arange(size, dtype=np.uint64).astype(np.uint8) ^ np.uint8(i)
     targets = [empty_in_phase(size) for _ in range(objects)]
-    writes: list[float] = []
-    reads: list[float] = []
     with TensorStore(
         root, threads=threads, chunk_bytes=chunk_bytes, direct=direct, backend=backend
     ) as store:
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            keys = [store.write_array(a) for a in sources]
-            for k in keys:
-                store.wait(k)
-            t1 = time.perf_counter()
-            for k, out in zip(keys, targets, strict=True):
-                store.read(k, out.ctypes.data, out.nbytes)
-            for k in keys:
-                store.wait(k)
-            t2 = time.perf_counter()
-            writes.append(size * objects / (t1 - t0) / 1e6)
-            reads.append(size * objects / (t2 - t1) / 1e6)
-            for k, a, out in zip(keys, sources, targets, strict=True):
-                if not np.array_equal(a, out):
-                    raise RuntimeError(f"object {k} read back differs from what was written")
-                store.remove(k)
+        measured = measure(StorePieces(store, sources, targets), repeats)
+        writes = [rate / 1e6 for rate in measured.write_rates()]
+        reads = [rate / 1e6 for rate in measured.read_rates()]
         return {
             "backend": store.backend,
             "backend_reason": store.backend_reason,

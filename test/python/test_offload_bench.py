@@ -8,6 +8,11 @@ import pytest
 
 from hector.cli import main
 from hector_bench import offload as bench
+from hector_bench import offload_plots as plots
+from hector_bench import offload_pooling as pooling
+from hector_bench import offload_report as report
+from hector_bench import offload_systems as systems
+from hector_bench import offload_worker as worker
 
 TINY = {"model": "gpt", "layers": 2, "hidden": 32, "heads": 2, "seq": 16, "batch": 2, "vocab": 64}
 
@@ -54,7 +59,7 @@ def test_cuda_without_a_device_is_a_clear_error(capsys, monkeypatch):
 def test_device_memory_does_nothing_on_cpu():
     import torch
 
-    gpu = bench._DeviceMemory(torch.device("cpu"))
+    gpu = worker._DeviceMemory(torch.device("cpu"))
     gpu.start()
     assert not gpu.active
 
@@ -64,7 +69,7 @@ def test_device_memory_does_nothing_on_cpu():
 @pytest.mark.parametrize("system", ["keep-all", "hector-adaptive"])
 def test_cuda_runs_report_the_device_peak(tmp_path, system):
     out = _run_worker(tmp_path, system, device="cuda")
-    assert out["rss_method"] == bench._DeviceMemory.method
+    assert out["rss_method"] == worker._DeviceMemory.method
     assert out["peak_rss_bytes"] > 0
     assert "host_peak_rss_bytes" in out
     assert out["gpu"]
@@ -126,7 +131,7 @@ def test_raw_disk_bandwidth(tmp_path):
 def _run_worker(tmp_path, system: str, config=TINY, **extra):
     """One system's two timed steps, in this process, storing under ``tmp_path``."""
     payload = {"system": system, "config": config, "steps": 2, "warmup": 1}
-    return bench._worker({**payload, "root": str(tmp_path), "threads": 1, **extra})
+    return worker.measure_system({**payload, "root": str(tmp_path), "threads": 1, **extra})
 
 
 @pytest.mark.parametrize("system", ["hector-all", "checkpoint"])
@@ -147,7 +152,7 @@ def test_worker_reports_figures(tmp_path, system):
     kernel = out["kernel_per_step"]
     assert kernel["minor_faults"] >= kernel["thread_minor_faults"] > 0
     assert kernel["thread_system_ms"] >= 0
-    columns = bench._kernel_columns(kernel)
+    columns = report.kernel_columns(kernel)
     assert columns["sys ms"] == kernel["thread_system_ms"]
     assert columns["faults k"] == round(kernel["minor_faults"] / 1e3, 1)
     assert columns["others ms"] == kernel["others_cpu_ms"]  # what else ran meanwhile
@@ -213,7 +218,7 @@ def test_frontier_plot_is_written(tmp_path):
         ],
     }
     path = tmp_path / "f.png"
-    bench._frontier_plot(str(path), record)
+    plots.frontier_plot(str(path), record)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -224,8 +229,8 @@ def test_memory_trace_plot_and_columns(tmp_path):
         ["step end", 2.0, 2.0, 0.0],
     ]
     trace = {"events": events, "peak": events[1]}
-    assert bench._trace_columns(trace) == {"traced peak at": "forward", "kept free MiB": 1.0}
-    assert bench._trace_columns(None) == {"traced peak at": None, "kept free MiB": None}
+    assert report.trace_columns(trace) == {"traced peak at": "forward", "kept free MiB": 1.0}
+    assert report.trace_columns(None) == {"traced peak at": None, "kept free MiB": None}
     record = {
         **TINY,
         "results": [
@@ -235,32 +240,42 @@ def test_memory_trace_plot_and_columns(tmp_path):
         ],
     }
     path = tmp_path / "m.png"
-    bench._memory_trace_plot(str(path), record)
+    plots.memory_trace_plot(str(path), record)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     nothing = tmp_path / "none.png"
-    bench._memory_trace_plot(str(nothing), {**TINY, "results": []})
+    plots.memory_trace_plot(str(nothing), {**TINY, "results": []})
     assert not nothing.exists()
 
 
-def test_a_system_may_run_under_a_variant():
-    assert bench._split_system("keep-all+thp") == ("keep-all", "thp")
-    assert bench._split_system("hector-adaptive") == ("hector-adaptive", "")
-    assert bench._split_system("hector-adaptive+fwdtrim") == ("hector-adaptive", "fwdtrim")
-    assert bench.CACHE_VARIANTS["fwdtrim"] == {"trim_point": "forward end"}
-    from hector.offload.hugepages import THP_ENV
+def _split_system(name: str) -> tuple[str, str] | None:
+    """A ``--systems`` entry as (system, variant) names, None where it does not parse."""
+    run = systems.SystemRun.parse(name)
+    if run is None:
+        return None
+    assert run.name == name  # the records keep the entry as written
+    return run.system.name, run.variant.name if run.variant else ""
 
-    assert bench.VARIANTS["thp"] == {THP_ENV: "1"}  # the switch enable_huge_pages() sets
+
+def test_a_system_may_run_under_a_variant():
+    assert _split_system("keep-all+thp") == ("keep-all", "thp")
+    assert _split_system("hector-adaptive") == ("hector-adaptive", "")
+    assert _split_system("hector-adaptive+fwdtrim") == ("hector-adaptive", "fwdtrim")
+    assert systems.VARIANTS["fwdtrim"].cache_options == {"trim_point": "forward end"}
+    from hector.runtime.hugepages import THP_ENV
+
+    assert systems.VARIANTS["thp"].env == {THP_ENV: "1"}  # the switch enable_huge_pages() sets
     # Hector's caching CPU allocator is environment too: keep-all runs under it as well.
-    assert bench._split_system("keep-all+calloc") == ("keep-all", "calloc")
-    assert bench._same_environment_peer("hector-adaptive+calloc") == "keep-all+calloc"
+    assert _split_system("keep-all+calloc") == ("keep-all", "calloc")
+    assert pooling.same_environment_peer("hector-adaptive+calloc") == "keep-all+calloc"
     # A hector system's cache installs it itself (release_memory="auto"): the same peer.
-    assert bench._same_environment_peer("hector-adaptive", under_allocator=True) == (
+    assert pooling.same_environment_peer("hector-adaptive", under_allocator=True) == (
         "keep-all+calloc"
     )
-    assert bench._split_system("hector-all+torchalloc") == ("hector-all", "torchalloc")
+    assert _split_system("hector-all+torchalloc") == ("hector-all", "torchalloc")
     from hector.offload.cache import CPU_ALLOCATOR_ENV
 
-    assert bench.VARIANTS["torchalloc"] == {CPU_ALLOCATOR_ENV: "pytorch"}  # what the cache reads
+    # What the cache reads.
+    assert systems.VARIANTS["torchalloc"].env == {CPU_ALLOCATOR_ENV: "pytorch"}
 
 
 def test_a_system_under_the_allocator_its_cache_installed_is_also_pooled_against_its_keep_all():
@@ -270,7 +285,7 @@ def test_a_system_under_the_allocator_its_cache_installed_is_also_pooled_against
         {**_ok("hector-adaptive", [104.5], 100), "release_memory": "allocator"},
         {**_ok("hector-all+torchalloc", [110.0], 200), "release_memory": "advise"},
     ] * 2
-    bench._number_rounds(results)
+    pooling.number_rounds(results)
     rows = {row["system"]: row for row in bench.pooled_summary(results)}
     assert rows["hector-adaptive"]["pooled overhead"] == pytest.approx(0.045)
     assert rows["hector-adaptive"]["same-env overhead"] == pytest.approx(0.1)
@@ -290,7 +305,7 @@ def test_rounds_are_numbered_and_pooled_over_every_timed_step():
         _ok("keep-all", [200.0, 200.0], 100),  # the host slowed down for this round
         _ok("hector-adaptive", [210.0, 210.0], 50),
     ]
-    bench._number_rounds(results)
+    pooling.number_rounds(results)
     assert [r["round"] for r in results] == [0, 0, 1, 1]
     rows = {row["system"]: row for row in bench.pooled_summary(results)}
     assert rows["hector-adaptive"]["pooled overhead"] == pytest.approx(160 / 150 - 1, abs=1e-4)
@@ -311,7 +326,7 @@ def test_pooled_rows_carry_round_intervals_and_the_systems_that_dominate_them():
         for k in range(4)
         for name in ("keep-all", "save_on_cpu", "hector-adaptive", "hector-all")
     ]
-    bench._number_rounds(results)
+    pooling.number_rounds(results)
     rows = {row["system"]: row for row in bench.pooled_summary(results)}
     adaptive = rows["hector-adaptive"]
     low, high = adaptive["overhead 90% CI"]
@@ -332,7 +347,7 @@ def test_pooled_rows_carry_round_intervals_and_the_systems_that_dominate_them():
     ]
     rows = {row["system"]: row for row in bench.pooled_summary(heavier)}
     assert rows["hector-adaptive"]["dominated by"] == ["save_on_cpu"]
-    shown = bench._shown_pooled_row(rows["hector-adaptive"])
+    shown = pooling.shown_pooled_row(rows["hector-adaptive"])
     assert shown["dominated by"] == "save_on_cpu"
     assert shown["vs all-offload, paired"] == "-25.7%"
     assert shown["overhead 90% CI"].count("%") == 2
@@ -346,7 +361,7 @@ def _record(steps: dict[str, list[float]], rss: dict[str, int], **config) -> dic
         for k in range(rounds)
         for name in steps
     ]
-    bench._number_rounds(results)
+    pooling.number_rounds(results)
     for r in results:  # as run() records them: against the keep-all of the run's own round
         r["step_time_overhead"] = round(r["median_ms"] / steps["keep-all"][r["round"]] - 1, 4)
     return {"benchmark": "offload", **TINY, "threads": 1, **config, "results": results}
@@ -450,7 +465,7 @@ def test_a_huge_page_system_is_also_pooled_against_keep_all_under_huge_pages():
         _ok("hector-adaptive+thp", [99.0], 150),
         _ok("hector-adaptive", [105.0], 200),
     ] * 2
-    bench._number_rounds(results)
+    pooling.number_rounds(results)
     rows = {row["system"]: row for row in bench.pooled_summary(results)}
     thp = rows["hector-adaptive+thp"]
     assert thp["pooled overhead"] == pytest.approx(-0.01)
@@ -464,7 +479,7 @@ def test_a_huge_page_system_is_also_pooled_against_keep_all_under_huge_pages():
     assert rows["hector-adaptive+thp"]["same-env overhead"] is None
     assert rows["hector-adaptive+thp"]["same-env RSS -%"] is None
     # A cache variant runs in plain keep-all's environment.
-    assert bench._same_environment_peer("hector-adaptive+fwdtrim") == "keep-all"
+    assert pooling.same_environment_peer("hector-adaptive+fwdtrim") == "keep-all"
 
 
 def test_each_offloading_run_is_compared_with_the_disk_as_it_was_around_it(

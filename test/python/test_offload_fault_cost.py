@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from hector.offload.fault_cost import FaultCostMeter, thread_kernel_usage
+from hector.runtime.fault_cost import FaultCostMeter, thread_kernel_usage
 
 PAGE = resource.getpagesize()
 

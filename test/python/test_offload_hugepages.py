@@ -13,13 +13,13 @@ import pytest
 import torch
 
 from hector import offload
-from hector.offload import hugepages
+from hector.runtime import hugepages
 
 _PROBE = textwrap.dedent(
     """
     import json, sys
     import torch
-    from hector.offload import hugepages
+    from hector.runtime import hugepages
     if sys.argv[1] == "late":
         torch.ones(8)  # PyTorch reads the switch at its first CPU allocation
     print(json.dumps([hugepages.enable_huge_pages(), hugepages.huge_page_mode()]))
@@ -120,7 +120,7 @@ _NUMPY_MARKED = textwrap.dedent(
     import ctypes, json, sys
     import numpy as np
     import torch
-    from hector.offload import hugepages
+    from hector.runtime import hugepages
     from hector.offload.plan import measure_store_bandwidth
     from hector.runtime.offload import TensorStore
 

@@ -267,7 +267,8 @@ def test_hidden_rule_recomputes_only_what_is_cheaper_than_moving_it():
 
 
 def test_release_cost_is_measured_on_the_pieces_the_bytes_come_in():
-    from hector.offload.cache import _byte_weighted_median, measure_release_cost
+    from hector.offload.host_policy import byte_weighted_median as _byte_weighted_median
+    from hector.offload.host_policy import measure_release_cost
 
     # Half of the bytes are in blocks of at most the median: 1 MiB here, not the 64 KiB ones.
     assert _byte_weighted_median([64 << 10] * 8 + [1 << 20] * 4 + [4 << 20]) == 1 << 20

@@ -33,10 +33,10 @@ from typing import Any
 from torch import nn
 
 from hector.runtime import cpu_allocator
+from hector.runtime.hugepages import enable_huge_pages, huge_pages_advice, huge_pages_in_effect
 from hector.runtime.offload import ChecksumError, OffloadIOError, ShortIOError, TensorStore
 
 from .cache import HugePagesAdvice, OffloadedModule, OffloadError, TensorCache, default_scopes
-from .hugepages import enable_huge_pages, huge_pages_advice, huge_pages_in_effect
 from .plan import Plan, PlanError, PlanWithoutIRWarning, measure_write_bandwidth
 
 __all__ = [

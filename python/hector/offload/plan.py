@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import time
 import types
 import warnings
 from collections.abc import Sequence
@@ -87,33 +86,16 @@ def measure_write_bandwidth(store: Any, nbytes: int = 64 << 20, pieces: int = 16
 def measure_store_bandwidth(
     store: Any, nbytes: int = 64 << 20, pieces: int = 16
 ) -> tuple[float, float]:
-    """Write then read back ``nbytes`` in ``pieces`` concurrent objects through ``store``.
+    """Write then read back ``nbytes`` in ``pieces`` concurrent objects through ``store``
+    (:func:`hector.runtime.bandwidth.store_bandwidth`).
 
     Returns:
         ``(write, read)`` bandwidth in bytes/s (bytes / wall time of all pieces).
     """
-    import torch
+    from hector.runtime.bandwidth import store_bandwidth
 
-    size = max(nbytes // pieces, 4096)
-    # PyTorch's allocator, not NumPy's: NumPy marks its arrays of 4 MiB or more for huge pages
-    # (madvise), and the heap it hands them back to stays marked, so the training that reuses
-    # that memory would run partly on huge pages the process never asked for.
-    bufs = [torch.full((size,), i + 1, dtype=torch.uint8).numpy() for i in range(pieces)]
-    start = time.perf_counter()
-    keys = [store.write_array(b) for b in bufs]
-    for k in keys:
-        store.wait(k)
-    write_s = time.perf_counter() - start
-    start = time.perf_counter()
-    for k, b in zip(keys, bufs, strict=True):
-        store.read(k, b.ctypes.data, b.nbytes)
-    for k in keys:
-        store.wait(k)
-    read_s = time.perf_counter() - start
-    for k in keys:
-        store.remove(k)
-    total = size * pieces
-    return total / max(write_s, 1e-9), total / max(read_s, 1e-9)
+    measured = store_bandwidth(store, nbytes, pieces)
+    return measured.write, measured.read
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,225 @@
+"""Profiling a training step and following the plan made from it.
+
+Under ``policy="adaptive"`` the cache keeps everything for its warm-up steps and one profiled
+step, measuring each scope's forward and backward time and saved bytes
+(:class:`StepProfiler`); when the next forward starts it plans from those measurements and the
+store's bandwidth (:meth:`StepProfiler.finish`) and follows the plan: offloaded scopes are
+written to the store, recomputed scopes run under activation checkpointing
+(:func:`follow_plan`).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from hector.runtime import libc_heap
+from hector.runtime.offload import TensorStore
+
+from .errors import HugePagesAdvice, OffloadError
+from .host_policy import (
+    HostMemoryPolicy,
+    ReleaseCostProbe,
+    byte_weighted_median,
+    device_types,
+)
+from .plan import Plan
+
+__all__ = ["StepProfiler", "follow_plan"]
+
+#: A recompute wrapper: the module and the forward it replaced.
+Wrapped = tuple[nn.Module, Callable[..., Any]]
+
+
+def follow_plan(plan: Plan, scopes: list[tuple[str, nn.Module]]) -> list[Wrapped]:
+    """Check that ``plan`` names only ``scopes`` and wrap the scopes it recomputes in
+    activation checkpointing; the wrapped modules with their original forwards.
+
+    Raises:
+        OffloadError: the plan names a scope the model does not have.
+    """
+    names = [n for n, _ in scopes]
+    unknown = [n for n in plan.decisions if n not in names]
+    if unknown:
+        raise OffloadError(
+            f"the plan names scopes the model does not have: {', '.join(unknown[:5])} "
+            f"(model scopes: {', '.join(names[:8])}{' ...' if len(names) > 8 else ''})"
+        )
+    return [_wrap_recompute(m) for name, m in scopes if plan.decisions.get(name) == "recompute"]
+
+
+def _wrap_recompute(m: nn.Module) -> Wrapped:
+    """Run ``m``'s forward under activation checkpointing when gradients are on."""
+    from torch.utils.checkpoint import checkpoint
+
+    original = m.forward
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        if not torch.is_grad_enabled():
+            return original(*args, **kwargs)
+        return checkpoint(original, *args, use_reentrant=False, **kwargs)
+
+    m.forward = forward
+    return m, original
+
+
+class StepProfiler:
+    """What the adaptive policy measures before it plans, and the plan's inputs it measured.
+
+    Args:
+        active: profile (``policy="adaptive"``); otherwise it never measures.
+        warmup_steps: forward passes (with their backward) measured and then forgotten
+            before the profiled one.
+        host: the cache's host-memory policy (how much each offloaded byte costs).
+        write_bandwidth: the store's write bandwidth given by the caller (None: measured).
+        overhead_target: the step-time overhead over keep-all the plan may spend.
+        ahead: the groups read ahead of backward.
+    """
+
+    def __init__(
+        self,
+        active: bool,
+        warmup_steps: int,
+        host: HostMemoryPolicy,
+        *,
+        write_bandwidth: float | None,
+        overhead_target: float,
+        ahead: int,
+    ) -> None:
+        self.active = active
+        self.pass_ = 0  # the pass being profiled (its backward too)
+        self.warmup_left = warmup_steps  # measured steps still to discard
+        self._host = host
+        self._overhead_target = overhead_target
+        self._ahead = ahead
+        self.profile: dict[str, list[float]] = {}  # scope -> [forward seconds, saved bytes]
+        self.sizes: list[int] = []  # profiled pass: bytes of each offloadable storage
+        self._scope_start: dict[str, float] = {}
+        self._group_scope: dict[int, str] = {}  # profiled pass: group -> scope name
+        self._unpack_marks: dict[int, float] = {}  # profiled pass: group -> first unpack time
+        self._last_unpack = 0.0
+        self.first_planned_pass = 0  # the pass that first followed the plan
+        #: The cost of handing memory back and faulting it in, measured on the profiled sizes.
+        self.release_cost = ReleaseCostProbe(self.sizes)
+        self.write_bandwidth = write_bandwidth
+        self.read_bandwidth: float | None = None
+        #: The training thread's measured cost per offloaded byte (ns), planned with.
+        self.offload_ns_per_byte: float | None = None
+        #: After a profile on CPU: why this process should enable huge pages, or None.
+        self.huge_pages_advice: str | None = None
+        #: What the profiled steps' clock waits on before reading the time (a GPU module's
+        #: queued kernels; None on CPU); set at each forward's start.
+        self.sync: Callable[[], None] | None = None
+
+    def clock(self) -> float:
+        """Seconds, for the profiled steps' scope times: on a GPU, after the work queued so
+        far has run (``torch.cuda.synchronize``). Kernels run asynchronously, so without the
+        wait a scope's forward and backward would measure how long queueing its kernels took,
+        and the plan would hide I/O behind compute that had not happened yet. Only profiled
+        steps wait; planned steps run as queued."""
+        if self.sync is not None:
+            self.sync()
+        return time.perf_counter()
+
+    def forget(self) -> None:
+        """Drop what the last step measured (a warm-up step's times are not the training's)."""
+        self.profile.clear()
+        self.sizes.clear()
+        self._scope_start.clear()
+        self._group_scope.clear()
+        self._unpack_marks.clear()
+        self._last_unpack = 0.0
+
+    def scope_entered(self, name: str, group: int) -> None:
+        """Scope ``name`` opened ``group``: its forward starts now."""
+        self._group_scope[group] = name
+        self._scope_start[name] = self.clock()
+
+    def scope_left(self, name: str) -> None:
+        """Scope ``name``'s forward ended now."""
+        if name in self._scope_start:
+            rec = self.profile.setdefault(name, [0.0, 0.0])
+            rec[0] += self.clock() - self._scope_start.pop(name)
+
+    def record_of(self, scope_stack: list[str]) -> list[float] | None:
+        """Where the innermost scope's saved bytes add up (None: profiling no scope)."""
+        if self.active and scope_stack:
+            return self.profile.setdefault(scope_stack[-1], [0.0, 0.0])
+        return None
+
+    def saved(self, rec: list[float], nbytes: int, threshold: int) -> None:
+        """A new storage of ``nbytes`` was saved in the scope of ``rec``."""
+        rec[1] += nbytes
+        if nbytes >= threshold:
+            self.sizes.append(nbytes)
+
+    def unpacked(self, group: int) -> None:
+        """Backward unpacked a tensor of the profiled pass's ``group``."""
+        self._last_unpack = self.clock()
+        self._unpack_marks.setdefault(group, self._last_unpack)
+
+    def finish(
+        self,
+        store: Callable[[], TensorStore],
+        module: nn.Module | None,
+        scope_names: list[str],
+    ) -> Plan:
+        """After the profiled step: plan from its measured times and the store's bandwidth
+        (measured in ``store()`` unless given); ``module``'s devices decide the price of an
+        offloaded byte. Profiling ends.
+
+        Runs when the next forward starts, so the profiled step's backward (when it ran) is
+        measured too; otherwise backward is taken as twice the forward.
+        """
+        from .plan import measure_store_bandwidth, profile_from
+
+        if self.write_bandwidth is None or self.read_bandwidth is None:
+            write, read = measure_store_bandwidth(store())
+            self.write_bandwidth = self.write_bandwidth or write
+            self.read_bandwidth = self.read_bandwidth or read
+        on_cpu = module is None or device_types(module) <= {"cpu"}
+        if on_cpu and self._host.refaults_per_offloaded_byte:
+            self._advise_huge_pages()  # its memory is handed back and faulted in again
+        if self.offload_ns_per_byte is None:
+            refaults = self._host.refaults_per_offloaded_byte if on_cpu else 0
+            self.offload_ns_per_byte = refaults * self.release_cost.cost() if refaults else 0.0
+        scopes = profile_from(scope_names, self.profile)
+        plan = Plan.from_measurements(
+            scopes,
+            self._backward_ns(scopes),
+            self.write_bandwidth,
+            self.read_bandwidth,
+            overhead_target=self._overhead_target,
+            ahead=max(self._ahead, 1),
+            offload_ns_per_byte=self.offload_ns_per_byte,
+            trim_heap=self._host.trims_heap_per_step and libc_heap.heap_free_bytes() is not None,
+        )
+        self.active = False
+        return plan
+
+    def _advise_huge_pages(self) -> None:
+        """Tell the user, once, when the profiled step's activations are large enough for
+        PyTorch's huge-page allocation and this process does not have it
+        (:func:`~hector.offload.hugepages.huge_pages_advice`; :attr:`huge_pages_advice`)."""
+        from hector.runtime.hugepages import huge_pages_advice
+
+        self.huge_pages_advice = huge_pages_advice(byte_weighted_median(self.sizes))
+        if self.huge_pages_advice is not None:
+            warnings.warn(f"hector.offload: {self.huge_pages_advice}", HugePagesAdvice, 3)
+
+    def _backward_ns(self, scopes: list[Any]) -> list[float]:
+        """Each scope's backward time in the profiled step: from the first unpack of its group
+        to the first unpack of the group backward reached next (2x forward when unmeasured)."""
+        marks = sorted(self._unpack_marks.items(), key=lambda kv: kv[1])
+        spent: dict[str, float] = {}
+        for k, (group, at) in enumerate(marks):
+            end = marks[k + 1][1] if k + 1 < len(marks) else self._last_unpack
+            name = self._group_scope.get(group)
+            if name is not None:
+                spent[name] = spent.get(name, 0.0) + (end - at) * 1e9
+        return [spent.get(s.name, 2.0 * s.forward_ns) for s in scopes]
