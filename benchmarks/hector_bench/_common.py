@@ -1,9 +1,9 @@
 """Helpers shared by the ``hector bench`` benchmarks: timing, peak memory, records, tables, plots.
 
-Record format (DESIGN.md, "Benchmark records"): one JSON object per run with ``benchmark``,
-the benchmark's configuration keys, ``device``, ``hector_version``, ``host``, a ``results``
-list (one entry per system: ``system``, ``variant``, ``median_ms``, ``min_ms``, ``max_ms``,
-``runs``, ``peak_mem_bytes``, ``max_abs_err``, ...) and ``speedup_vs_best_peer`` /
+Record format (docs/benchmarks.md, "Benchmark records"): one JSON object per run with
+``benchmark``, the benchmark's configuration keys, ``device``, ``hector_version``, ``host``, a
+``results`` list (one entry per system: ``system``, ``variant``, ``median_ms``, ``min_ms``,
+``max_ms``, ``runs``, ``peak_mem_bytes``, ``max_abs_err``, ...) and ``speedup_vs_best_peer`` /
 ``memory_ratio_vs_best_peer`` comparing the ``"hector"`` entry with the best peer entry.
 
 Peak memory is measured per system in a fresh subprocess (:func:`measure_in_subprocess`): on

@@ -1,6 +1,6 @@
-"""Check prebuilt bundles on a GPU against PyG: ``python3 -m hector.bundle_check``.
+"""Check prebuilt bundles on a GPU against PyG: ``python3 -m hector_bench.bundle_check``.
 
-``--bundles DIR`` holds bundles built by :func:`hector.bundle.build_check_bundles` and their
+``--bundles DIR`` holds bundles built by :func:`build_check_bundles` (below) and their
 manifest ``check.json`` (model, dataset, scale, seed, widths, heads of each). For each case this
 loads the dataset's graph (``hector.datasets``, generated replicas: no files needed), builds the
 PyG layer (``RGCNConv``, ``RGATConv``, ``HGTConv``) on CUDA with a fixed seed, and runs forward
@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from .runtime import bundle as rb
+from hector.runtime import bundle as rb
 
 #: The manifest of a directory of check bundles.
 CHECK_FILE = "check.json"
@@ -55,7 +55,7 @@ def rgat_args(conv: Any, x: torch.Tensor) -> list[torch.Tensor]:
 def hgt_args(conv: Any, x_dict: dict[str, torch.Tensor]) -> list[torch.Tensor]:
     """``HGTConv`` → the 11 (13 with the gated skip) arguments of ``hector.models``' HGT core,
     differentiable in the PyG layer's parameters."""
-    from .models import HgtWeights, hgt_core_args
+    from hector.models import HgtWeights, hgt_core_args
 
     xs = [x_dict[t] for t in conv.node_types]
     counts = [x.shape[0] for x in xs]
@@ -273,7 +273,7 @@ def check_case(
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python3 -m hector.bundle_check",
+        prog="python3 -m hector_bench.bundle_check",
         description="Run prebuilt Hector bundles against PyG on CUDA (outputs, gradients, time).",
     )
     p.add_argument("--bundles", required=True, help=f"directory with {CHECK_FILE} and bundles")
@@ -336,6 +336,80 @@ def run(argv: Sequence[str] | None = None) -> int:
     failed = [r for r in records if r["status"] != "PASSED"]
     print(f"{len(records) - len(failed)} of {len(records)} cases passed; report: {args.out}")
     return 1 if failed else 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The bundles the GPU check runs: scripts/build_carry.sh builds them, this module checks them
+# ---------------------------------------------------------------------------------------------
+
+#: (model, dataset) pairs of the GPU check: RGCN, RGAT and HGT training on the replicas of AIFB,
+#: MUTAG and BGS, 32 features in and out, 2 heads for RGAT and HGT.
+CHECK_CASES: tuple[tuple[str, str], ...] = tuple(
+    (m, d) for d in ("aifb", "mutag", "bgs") for m in ("rgcn", "rgat", "hgt")
+)
+
+
+def check_layer(model: str, ds: Any, in_dim: int, hidden: int, heads: int) -> Any:
+    """The Hector layer of a check case (its weights do not matter: only shapes reach the
+    bundle; the check derives the arguments from the PyG layer)."""
+    from hector.models import HGTLayer, RGATLayer, RGCNLayer
+
+    if model == "rgcn":
+        return RGCNLayer(in_dim, hidden, ds.num_relations)
+    if model == "rgat":
+        return RGATLayer(in_dim, hidden, ds.num_relations, heads=heads)
+    types, relations = ds.metadata()
+    return HGTLayer(in_dim, hidden, types, relations, heads=heads)
+
+
+def build_check_bundles(
+    out_dir: str | os.PathLike[str],
+    *,
+    cases: Sequence[tuple[str, str]] = CHECK_CASES,
+    scale: float = 1.0,
+    seed: int = 0,
+    in_dim: int = 32,
+    hidden: int = 32,
+    heads: int = 2,
+    chip: str = "sm_90",
+) -> list[dict[str, Any]]:
+    """Build a training bundle per ``(model, dataset)`` under ``out_dir`` and the manifest
+    ``check.json`` that ``python3 -m hector_bench.bundle_check --bundles out_dir`` reads;
+    returns the cases."""
+    import torch
+
+    from hector import datasets
+    from hector.bundle import build
+
+    os.makedirs(out_dir, exist_ok=True)
+    records = []
+    for model, name in cases:
+        ds = datasets.load(f"synthetic:{name}", scale=scale, seed=seed)
+        g = ds.hetero_graph()
+        torch.manual_seed(seed)
+        layer = check_layer(model, ds, in_dim, hidden, heads)
+        if model == "hgt":
+            counts, _ = ds.pyg_hetero()
+            x: Any = {t: torch.randn(n, in_dim) for t, n in counts.items()}
+        else:
+            x = torch.randn(ds.num_nodes, in_dim)
+        bundle_name = f"{model}-{name}"
+        build(layer, g, x, out=os.path.join(out_dir, bundle_name), chip=chip)
+        records.append(
+            {
+                "model": model,
+                "dataset": name,
+                "scale": scale,
+                "seed": seed,
+                "in_dim": in_dim,
+                "hidden": hidden,
+                "heads": heads if model != "rgcn" else 1,
+                "bundle": bundle_name,
+            }
+        )
+    with open(os.path.join(out_dir, CHECK_FILE), "w", encoding="utf-8") as f:
+        json.dump({"version": 1, "chip": chip, "cases": records}, f, indent=1)
+    return records
 
 
 if __name__ == "__main__":

@@ -210,16 +210,101 @@ def _cell_line(cell: dict[str, Any]) -> str:
     )
 
 
+def _compiled(name: str, layer: Any, args: argparse.Namespace, counted: list[int]) -> Any:
+    """``(callable, backend)`` of one system: the eager layer, ``torch.compile`` with Inductor
+    (its compilations counted in ``counted``) or with Hector's backend (returned, for its
+    statistics; None otherwise)."""
+    import torch
+    from torch._inductor.compile_fx import compile_fx
+
+    import hector.dynamo as hd
+    from hector import pyg_route
+
+    if name == "eager":
+        return layer, None
+    if name == "inductor":
+
+        def inductor(gm: Any, example: Any, counted: list[int] = counted) -> Any:
+            counted[0] += 1
+            return compile_fx(gm, example)
+
+        return torch.compile(layer, backend=inductor, dynamic=args.dynamic or None), None
+    backend = hd.HectorBackend()
+    pyg_route.reset_stats()  # the layer programs' counts are per cell
+    return torch.compile(layer, backend=backend, dynamic=args.dynamic or None), backend
+
+
+def _backend_columns(backend: Any, timing: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """What Hector's backend reports for its row: compilations, its statistics, the share of
+    the timed runs spent in Hector's kernels, and every graph Dynamo gave it."""
+    stats = backend.stats()
+    total = sum(timing.times_ms) / 1e3
+    # hector_seconds also counted the warm-up calls: scale to the timed runs only.
+    per_call = stats["hector_seconds"] / max(args.runs + args.warmup, 1)
+    return {
+        "dynamo_compilations": stats["compilations"],
+        "hector": stats,
+        "hector_kernel_fraction": round(per_call * args.runs / total, 4),
+        "graphs": [
+            {
+                "index": g.index,
+                "status": g.status,
+                "reason": g.reason
+                or next((s.reason for s in g.specializations.values() if s.reason), None),
+                "layer_programs": g.layers,
+                "raised": g.raised(),
+                "unraised_ops": sorted({n for n, _ in g.unraised()}),
+                "calls": g.calls,
+            }
+            for g in backend.graphs
+        ],
+    }
+
+
+def _cell_record(
+    model: str, layer: str, dataset: str, size: Any, results: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The cell of the record: its rows, the speed-ups over eager and Hector over Inductor."""
+    eager_ms = next((r["median_ms"] for r in results if r["system"] == "eager"), None)
+    speedups = {
+        r["system"]: round(eager_ms / r["median_ms"], 3)
+        for r in results
+        if r.get("status") == "ok" and eager_ms and r["system"] != "eager"
+    }
+    hector_ms = next(
+        (r["median_ms"] for r in results if r["system"] == "hector" and r.get("status") == "ok"),
+        None,
+    )
+    inductor_ms = next(
+        (r["median_ms"] for r in results if r["system"] == "inductor" and r.get("status") == "ok"),
+        None,
+    )
+    vs_inductor = round(inductor_ms / hector_ms, 3) if hector_ms and inductor_ms else None
+    hector_vs_eager = speedups.get("hector")
+    return {
+        "model": model,
+        "layer": layer,
+        "dataset": dataset,
+        "graph": size,
+        "results": results,
+        "speedup_vs_eager": speedups,
+        "hector_vs_inductor": vs_inductor,
+        # issue 16: >= 2x eager PyG and faster than Inductor, both measured in this run
+        "target_met": bool(
+            hector_vs_eager is not None
+            and vs_inductor is not None
+            and hector_vs_eager >= 2.0
+            and vs_inductor > 1.0
+        ),
+    }
+
+
 def run_cell(
     args: argparse.Namespace, model: str, dataset: str, systems: list[str]
 ) -> dict[str, Any]:
     """Measure every system on one PyG layer and dataset; the cell of the record."""
     import torch
     import torch._dynamo
-    from torch._inductor.compile_fx import compile_fx
-
-    import hector.dynamo as hd
-    from hector import pyg_route
 
     ds, base, inputs, size = _build(args, model, dataset)
     training = args.mode == "training"
@@ -229,20 +314,7 @@ def run_cell(
         torch._dynamo.reset()
         layer = copy.deepcopy(base)
         counted = [0]
-        backend: Any = None
-        if name == "eager":
-            fn: Callable[..., Any] = layer
-        elif name == "inductor":
-
-            def inductor(gm: Any, example: Any, counted: list[int] = counted) -> Any:
-                counted[0] += 1
-                return compile_fx(gm, example)
-
-            fn = torch.compile(layer, backend=inductor, dynamic=args.dynamic or None)
-        else:
-            backend = hd.HectorBackend()
-            pyg_route.reset_stats()  # the layer programs' counts are per cell
-            fn = torch.compile(layer, backend=backend, dynamic=args.dynamic or None)
+        fn, backend = _compiled(name, layer, args, counted)
         step = _step(layer, fn, inputs, training)
         entry: dict[str, Any] = {"system": name, "mode": args.mode}
         try:
@@ -269,59 +341,9 @@ def run_cell(
         if name == "inductor":
             entry["dynamo_compilations"] = counted[0]
         if backend is not None:
-            stats = backend.stats()
-            entry["dynamo_compilations"] = stats["compilations"]
-            entry["hector"] = stats
-            total = sum(timing.times_ms) / 1e3
-            # hector_seconds also counted the warm-up calls: scale to the timed runs only.
-            per_call = stats["hector_seconds"] / max(args.runs + args.warmup, 1)
-            entry["hector_kernel_fraction"] = round(per_call * args.runs / total, 4)
-            entry["graphs"] = [
-                {
-                    "index": g.index,
-                    "status": g.status,
-                    "reason": g.reason
-                    or next((s.reason for s in g.specializations.values() if s.reason), None),
-                    "layer_programs": g.layers,
-                    "raised": g.raised(),
-                    "unraised_ops": sorted({n for n, _ in g.unraised()}),
-                    "calls": g.calls,
-                }
-                for g in backend.graphs
-            ]
+            entry.update(_backend_columns(backend, timing, args))
         results.append(entry)
-    eager_ms = next((r["median_ms"] for r in results if r["system"] == "eager"), None)
-    speedups = {
-        r["system"]: round(eager_ms / r["median_ms"], 3)
-        for r in results
-        if r.get("status") == "ok" and eager_ms and r["system"] != "eager"
-    }
-    hector_ms = next(
-        (r["median_ms"] for r in results if r["system"] == "hector" and r.get("status") == "ok"),
-        None,
-    )
-    inductor_ms = next(
-        (r["median_ms"] for r in results if r["system"] == "inductor" and r.get("status") == "ok"),
-        None,
-    )
-    vs_inductor = round(inductor_ms / hector_ms, 3) if hector_ms and inductor_ms else None
-    hector_vs_eager = speedups.get("hector")
-    return {
-        "model": model,
-        "layer": type(base).__name__,
-        "dataset": dataset,
-        "graph": size,
-        "results": results,
-        "speedup_vs_eager": speedups,
-        "hector_vs_inductor": vs_inductor,
-        # issue 16: >= 2x eager PyG and faster than Inductor, both measured in this run
-        "target_met": bool(
-            hector_vs_eager is not None
-            and vs_inductor is not None
-            and hector_vs_eager >= 2.0
-            and vs_inductor > 1.0
-        ),
-    }
+    return _cell_record(model, type(base).__name__, dataset, size, results)
 
 
 def run(args: argparse.Namespace) -> int:

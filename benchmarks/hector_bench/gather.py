@@ -15,8 +15,8 @@ predicts for that batch (per gathered row, estimated on the first 1024 rows of t
 
 Without CUDA only the CPU half of the peer is measured (``index_select`` + a copy into a
 preallocated output, standing in for the transfer), the record says ``gpu_parts_run: false``
-and the table says the GPU parts were not run. JSON record: DESIGN.md "Benchmark records",
-one result entry per (system, variant, width).
+and the table says the GPU parts were not run. JSON record: docs/benchmarks.md, "Benchmark
+records", one result entry per (system, variant, width).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ picked with ``W[etype]`` and applied with ``bmm``, ``index_add`` / ``scatter_add
 Each is imported once (export + raise + compile, timed apart), then eager and imported run in
 this process on the same inputs: ``--runs`` timed calls after ``--warmup`` untimed ones, for
 inference (``torch.no_grad``) and for a training step (forward, ``mean(out**2)``, backward).
-The record (DESIGN.md "Benchmark records") has one result per system and mode, the output and
-gradient errors of the imported model against eager, and the speed-up per mode.
+The record (docs/benchmarks.md, "Benchmark records") has one result per system and mode, the
+output and gradient errors of the imported model against eager, and the speed-up per mode.
 
     hector bench import --model rgat --dataset synthetic:aifb --json rgat.json
 """

@@ -445,13 +445,23 @@ def train(
             out["compilations"]["inference"] = _compilations(counted) - before
             model.train()
     it.close()  # stop the prefetching workers before timing the loader alone
-    alone, batches = loader_alone(loader, range(warmup, warmup + steps))
-    out["loader_alone_s"] = alone
-    out["sampling_plus_gather_alone_share"] = round(
-        (alone["sampling"] + alone["gather"]) / out["phase_s"]["step"], 4
-    )
-    # The same batches trained again, already in memory: the step with no loader beside it.
-    # What sampling and gather cost the loop is the slowdown they cause there plus the waits.
+    out.update(_loader_cost(model, opt, loader, range(warmup, warmup + steps), out))
+    return out
+
+
+def _loader_cost(
+    model: Any, opt: Any, loader: Any, measured: range, out: dict[str, Any]
+) -> dict[str, Any]:
+    """What the loader costs the training loop ``out`` measured: the loader alone over the
+    ``measured`` batches, and the step on the same batches already in memory (no loader beside
+    it): the slowdown sampling and gather cause there plus the waits."""
+    alone, batches = loader_alone(loader, measured)
+    cols: dict[str, Any] = {
+        "loader_alone_s": alone,
+        "sampling_plus_gather_alone_share": round(
+            (alone["sampling"] + alone["gather"]) / out["phase_s"]["step"], 4
+        ),
+    }
     quiet = []
     for batch in batches:
         t0 = time.perf_counter()
@@ -459,11 +469,11 @@ def train(
         quiet.append(time.perf_counter() - t0)
     del batches
     step_quiet = float(np.mean(quiet))
-    out["step_without_loader_s"] = round(step_quiet, 5)
+    cols["step_without_loader_s"] = round(step_quiet, 5)
     step_loop = out["phase_s"]["step"]
     slowdown = max(step_loop - step_quiet, 0.0) / step_loop
-    out["loader_cost_share"] = round(slowdown + share["wait"], 4)
-    return out
+    cols["loader_cost_share"] = round(slowdown + out["phase_share_of_step"]["wait"], 4)
+    return cols
 
 
 def _step(model: Any, opt: Any, batch: Any) -> tuple[Any, float, float, float]:

@@ -84,13 +84,45 @@ def _attr(ir_text: str, name: str) -> int | None:
     return int(ir_text[at + len(key) :].split(" ", 1)[0])
 
 
+def _training_step(cfg: dict[str, Any], ds: Any, g: Any) -> tuple[Any, list[Any], Any]:
+    """``(layer, inputs, loss)``: the configured Hector layer (RGAT or HGT) on ``g``, its inputs
+    (leaves that need gradients, drawn from a generator seeded with ``cfg["seed"]``) and the
+    loss function (sum of squared outputs) whose ``backward()`` is the measured step."""
+    import torch
+
+    from hector import models
+
+    gen = torch.Generator().manual_seed(cfg["seed"])
+    heads, hidden, in_dim = cfg["heads"], cfg["hidden"], cfg["in_dim"]
+    if cfg["model"] == "rgat":
+        layer: Any = models.RGATLayer(in_dim, hidden, g.num_etypes, heads=heads)
+        x: Any = torch.randn(g.num_nodes, in_dim, generator=gen).requires_grad_()
+
+        def loss() -> Any:
+            out = layer(g, x)
+            return (out * out).sum()
+
+        return layer, [x], loss
+    layer = models.HGTLayer(in_dim, hidden * heads, ds.node_types, ds.edge_types, heads=heads)
+    counts = torch.bincount(ds.node_type, minlength=len(ds.node_types)).tolist()
+    xd = {
+        t: torch.randn(n, in_dim, generator=gen).requires_grad_()
+        for t, n in zip(ds.node_types, counts, strict=True)
+    }
+
+    def hgt_loss() -> Any:
+        return sum((o * o).sum() for o in layer(g, xd).values())
+
+    return layer, list(xd.values()), hgt_loss
+
+
 def worker(cfg: dict[str, Any]) -> dict[str, Any]:
     """Measure one mode (``cfg["budget"]``) in this process."""
     import ctypes
 
     import torch
 
-    from hector import datasets, models
+    from hector import datasets
     from hector.runtime.placement import current_store, wait_stats
 
     # glibc raises its mmap threshold after freeing a large block, and then keeps freed
@@ -101,28 +133,7 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
     torch.manual_seed(cfg["seed"])
     ds = datasets.load(cfg["dataset"], scale=cfg["scale"], seed=cfg["seed"])
     g = ds.hetero_graph()
-    gen = torch.Generator().manual_seed(cfg["seed"])
-    heads, hidden, in_dim = cfg["heads"], cfg["hidden"], cfg["in_dim"]
-    if cfg["model"] == "rgat":
-        layer: Any = models.RGATLayer(in_dim, hidden, g.num_etypes, heads=heads)
-        x: Any = torch.randn(g.num_nodes, in_dim, generator=gen).requires_grad_()
-        inputs = [x]
-
-        def loss() -> Any:
-            out = layer(g, x)
-            return (out * out).sum()
-    else:
-        layer = models.HGTLayer(in_dim, hidden * heads, ds.node_types, ds.edge_types, heads=heads)
-        counts = torch.bincount(ds.node_type, minlength=len(ds.node_types)).tolist()
-        xd = {
-            t: torch.randn(n, in_dim, generator=gen).requires_grad_()
-            for t, n in zip(ds.node_types, counts, strict=True)
-        }
-        inputs = list(xd.values())
-
-        def loss() -> Any:
-            return sum((o * o).sum() for o in layer(g, xd).values())
-
+    layer, inputs, loss = _training_step(cfg, ds, g)
     layer._fn.memory_budget = cfg["budget"]
 
     def zero() -> None:

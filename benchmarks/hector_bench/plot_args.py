@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 
 __all__ = ["PLOT", "PlotPath", "plot_formats"]
@@ -14,7 +15,7 @@ def plot_formats() -> frozenset[str]:
         from matplotlib.backend_bases import FigureCanvasBase
 
         return frozenset(FigureCanvasBase.get_supported_filetypes())
-    except ImportError:  # matplotlib is a dependency; a fixed list if it is broken
+    except ImportError:  # a broken matplotlib install: the formats it usually has
         return frozenset(("eps", "jpeg", "jpg", "pdf", "pgf", "png", "ps", "raw", "rgba", "svg"))
 
 
@@ -33,6 +34,11 @@ class PlotPath:
         """``text``; ``ArgumentTypeError`` for an unknown format or a missing folder."""
         if not text or "\0" in text:
             raise argparse.ArgumentTypeError(f"not a file name: {text!r}")
+        if importlib.util.find_spec("matplotlib") is None:
+            raise argparse.ArgumentTypeError(
+                "plots need matplotlib, which the [bench] extra installs "
+                "(pip install -e '.[bench]')"
+            )
         ext = os.path.splitext(text)[1].lstrip(".").lower()
         formats = plot_formats()
         if ext not in formats:

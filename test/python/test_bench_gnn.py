@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hector import cli
-from hector_bench import _common, gnn
+from hector_bench import _common, gnn, gnn_ablation, gnn_setup
 
 # synthetic:mag at this scale: 194 nodes, 4222 edges, 8 relations, 4 node types
 TINY = ["--dataset", "synthetic:mag", "--scale", "0.0001", "--hidden", "8", "--runs", "2"]
@@ -58,11 +58,12 @@ def _check_errors(r: dict, training: bool) -> None:
 
 
 def _has(model: str) -> bool:
-    return gnn._hector_class(model) is not None
+    return gnn_setup._hector_class(model) is not None
 
 
 def _check_record(rec: dict, model: str, mode: str, peers: set[str]) -> dict:
-    """Validate the DESIGN.md record fields; return the hector entry."""
+    """Validate the record fields (docs/benchmarks.md, "Benchmark records"); return the hector
+    entry."""
     assert TOP_KEYS <= set(rec)
     assert (rec["benchmark"], rec["model"], rec["mode"]) == ("gnn", model, mode)
     assert rec["dataset"] == DS
@@ -165,11 +166,11 @@ def test_compaction_effect_against_its_allowance() -> None:
         "U": {"saved_bytes": {"edge": 1000 * 64 * 4}, "peak_mem_bytes": 10_000_000},
         "C": {"saved_bytes": {"edge": 0}, "peak_mem_bytes": 9_900_000},
     }
-    got = gnn._compaction_effect(ran, stats)
+    got = gnn_ablation.compaction_effect(ran, stats)
     assert got["allowance_bytes"] == round(0.6 * 256_000)
     assert got["saving_bytes"] == 100_000
     assert got["fraction_of_allowance"] == round(100_000 / (0.6 * 256_000), 4)
-    assert gnn._compaction_effect({"U": ran["U"]}, stats) is None  # no C measured
+    assert gnn_ablation.compaction_effect({"U": ran["U"]}, stats) is None  # no C measured
 
 
 @pytest.mark.parametrize("model", ["rgat", "hgt"])
@@ -183,7 +184,7 @@ def test_attention_models_inference_with_heads(model: str) -> None:
 
 
 def test_missing_hector_model_is_reported_and_peers_still_run(monkeypatch) -> None:
-    monkeypatch.setattr(gnn, "_hector_class", lambda model: None)
+    monkeypatch.setattr(gnn_setup, "_hector_class", lambda model: None)
     cell = gnn.Cell("rgat", DS, "inference", hidden=8, in_dim=8, runs=2, scale=SCALE)
     rec = gnn.run_cell(cell, memory=False, quiet=True)
     hector = rec["results"][0]

@@ -26,9 +26,9 @@ THREADS_UNDER_A_CAP = """
 import torch
 
 torch.set_num_threads(8)  # as on an 8-core machine, whatever this one has
-from hector_bench import gnn
+from hector_bench import gnn_worker
 
-gnn._isolate(16 << 20)  # a worker's set-up with a 16 MiB cap: less than 7 x 8 MiB of stacks
+gnn_worker.isolate(16 << 20)  # a worker's set-up with a 16 MiB cap: less than 7 x 8 MiB of stacks
 x = torch.zeros(8 * 65536)
 x.add_(1.0)  # a parallel op on all 8 threads
 assert float(x.sum()) == 8 * 65536

@@ -3,8 +3,9 @@
 Bundles for RGCN, RGAT and HGT training are built here, then loaded and run forward and backward
 through the fake CUDA driver in a subprocess that cannot import MLIR or torch-mlir (as on a GPU
 node); the launches they make (kernel, grid, block, in order) are those of the compiled path on
-the same graph (``gpu_exec.emulate``). Grid arithmetic is checked for graphs too large for 32-bit
-thread counts and for empty graphs, and malformed bundles and plans are refused clearly.
+the same graph (``hector.targets.cuda.emulate``). Grid arithmetic is checked for graphs too
+large for 32-bit thread counts and for empty graphs, and malformed bundles and plans are refused
+clearly.
 """
 
 from __future__ import annotations
@@ -25,10 +26,13 @@ from _fake_driver import FakeDriver
 from _no_mlir import run_python
 
 import hector
-from hector import bundle, frontend, gpu_exec
+from hector import bundle, frontend
 from hector.models import HGTLayer, RGATLayer, RGCNLayer
 from hector.runtime import bundle as rb
 from hector.runtime.launch import param_count, ptx_param_counts
+from hector.targets import bundle as bundle_target
+from hector.targets import cuda as cuda_target
+from hector_bench.bundle_check import build_check_bundles as bc_build_check_bundles
 
 HERE = Path(__file__).parent
 N, E, R, IN = 30, 100, 3, 8
@@ -86,7 +90,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]
         torch.save({"graph": g, "inputs": inputs}, root / f"{model}.pt")
         # A fresh CompiledFunction: RGCNLayer's core is the shared hector.models.rgcn_layer.
         fn = frontend.CompiledFunction(layer.compiled.fn, target="cuda")
-        with gpu_exec.emulate() as rt:
+        with cuda_target.emulate() as rt:
             outs = fn(g, *(t.clone().requires_grad_() for t in inputs))
             outs.sum().backward()
         compiled = [
@@ -241,8 +245,8 @@ def test_expressions() -> None:
         rb.evaluate(["dim", 4, 0], shapes)
     with pytest.raises(rb.BundleError, match="malformed size expression"):
         rb.evaluate(["pow", 2, 3], shapes)
-    assert bundle._fold("mul", ["dim", 0, 0], 1) == ["dim", 0, 0]
-    assert bundle._fold("add", 2, 3) == 5
+    assert bundle_target._fold("mul", ["dim", 0, 0], 1) == ["dim", 0, 0]
+    assert bundle_target._fold("add", 2, 3) == 5
 
 
 def test_empty_graph_skips_launches(built: dict[str, dict[str, Any]]) -> None:
@@ -399,7 +403,7 @@ def test_param_counts_of_plans_match_the_ptx(built: dict[str, dict[str, Any]]) -
 
 
 # ---------------------------------------------------------------------------------------------
-# The GPU check's bundles and script (hector.bundle_check), without a GPU
+# The GPU check's bundles and script (hector_bench.bundle_check), without a GPU
 # ---------------------------------------------------------------------------------------------
 
 
@@ -407,7 +411,7 @@ def test_param_counts_of_plans_match_the_ptx(built: dict[str, dict[str, Any]]) -
 def check_bundles(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
     root = tmp_path_factory.mktemp("check")
     cases = [(m, "aifb") for m in ("rgcn", "rgat", "hgt")]
-    return root, bundle.build_check_bundles(root, cases=cases, scale=0.02, in_dim=8, hidden=8)
+    return root, bc_build_check_bundles(root, cases=cases, scale=0.02, in_dim=8, hidden=8)
 
 
 def test_check_glue_gives_the_bundle_what_hector_models_gives_its_core() -> None:
@@ -415,7 +419,7 @@ def test_check_glue_gives_the_bundle_what_hector_models_gives_its_core() -> None
     compiler); they are the tensors hector.models' layer loaded from that PyG layer passes."""
     from torch_geometric.nn import HGTConv, RGATConv
 
-    from hector import bundle_check as bc
+    from hector_bench import bundle_check as bc
 
     g, x = _hetero()
     torch.manual_seed(5)
@@ -442,7 +446,7 @@ def test_check_script_runs_every_case_through_the_fake_driver(
     """Each case of the check runs end to end (graph, PyG layer, glue, bundle forward and
     backward, error table, timing) on the CPU with the fake driver; the kernels do not run
     there, so only the plumbing is checked, not the numbers."""
-    from hector import bundle_check as bc
+    from hector_bench import bundle_check as bc
 
     root, cases = check_bundles
     manifest = json.loads((root / bc.CHECK_FILE).read_text())
@@ -460,7 +464,7 @@ def test_check_script_runs_every_case_through_the_fake_driver(
 
 
 def test_check_command_without_cuda_or_bundles(tmp_path: Path) -> None:
-    from hector import bundle_check as bc
+    from hector_bench import bundle_check as bc
 
     out = tmp_path / "report.json"
     assert bc.run(["--bundles", str(tmp_path), "--out", str(out)]) == 2
@@ -468,7 +472,9 @@ def test_check_command_without_cuda_or_bundles(tmp_path: Path) -> None:
 
 
 def test_check_command_runs_where_mlir_is_absent(tmp_path: Path) -> None:
-    proc = run_python("-m", "hector.bundle_check", "--bundles", str(tmp_path), "--out", "r.json")
+    proc = run_python(
+        "-m", "hector_bench.bundle_check", "--bundles", str(tmp_path), "--out", "r.json"
+    )
     assert proc.returncode == 2, proc.stderr
     assert "cannot read" in proc.stderr
     assert "ModuleNotFoundError" not in proc.stderr

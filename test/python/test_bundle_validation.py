@@ -586,7 +586,7 @@ def test_fuzzed_plan_texts_load_and_run_or_raise_only_bundle_errors(
 
 
 # ---------------------------------------------------------------------------------------------
-# The GPU check's manifest (hector.bundle_check): its bundle paths stay inside --bundles
+# The GPU check's manifest (hector_bench.bundle_check): its bundle paths stay inside --bundles
 # ---------------------------------------------------------------------------------------------
 
 CASE = {
@@ -619,7 +619,7 @@ CASE = {
 def test_check_manifest_is_validated(
     tmp_path: Path, change: dict[str, Any], match: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from hector import bundle_check as bc
+    from hector_bench import bundle_check as bc
 
     root = tmp_path / "bundles"
     root.mkdir()

@@ -209,7 +209,7 @@ MLIR_FREE = (
     "hector_bench.request_model",
     "hector.runtime",
     "hector.runtime.bundle",
-    "hector.bundle_check",
+    "hector_bench.bundle_check",
     "hector.runtime.launch",
     "hector.runtime.native",
     "hector.runtime.offload",

@@ -17,7 +17,7 @@ import hector
 from hector import frontend
 from hector.lowering import profile_kernels as P
 from hector.models import _rgcn_layer
-from hector_bench import gnn, roofline
+from hector_bench import gnn, gnn_report, roofline
 
 NODES, EDGES, ETYPES, DIM = 60, 400, 3, 8
 
@@ -167,7 +167,7 @@ def test_bench_record_has_kernel_rows_and_plot(tmp_path) -> None:
     assert "kernels of hector RGCNLayer" in gnn.format_record(record)
     json.dumps(record)  # the record stays JSON
     path = tmp_path / "rec.json"
-    gnn._plot_roofline(record, path)
+    gnn_report.plot_roofline(record, path)
     assert (tmp_path / "rec_roofline.png").stat().st_size > 0
 
 
