@@ -14,9 +14,11 @@ from mlir.dialects import func, scf
 from hector.dialects import make_context
 from hector.passes import PASSES
 from hector.passes._pipeline import PipelineError, run_pipeline
-from hector.passes._registry import MLIR_CONTEXT
+from hector.passes._registry import MLIR_CONTEXT, load_all
 from hector.passes._walk import walk_ops
 from hector.passes.verify import verify_module
+
+load_all()  # every pass, not only those the imports above register
 
 #: Deeper than Python's default recursion limit (1000 frames).
 DEPTH = 1500

@@ -18,7 +18,7 @@ from mlir import ir
 from hector._program import instantiate
 from hector.dialects import hector_intra as intra
 from hector.lowering import pipelines  # noqa: F401  (registers convert-hector-inter-to-intra)
-from hector.passes import plan_saved, saved_liveness
+from hector.passes import plan_saved, saved_liveness, training_pair
 from hector.passes._pipeline import run_pipeline
 
 INPUTS = os.path.join(os.path.dirname(__file__), "..", "passes", "Inputs")
@@ -120,7 +120,7 @@ def test_a_template_writing_through_a_view_writes_the_saved_value() -> None:
             out = op.operands[len(op.operands) - 1]
             owner = None if isinstance(out, ir.BlockArgument) else out.owner
             if owner is not None and owner.name == "memref.collapse_shape":
-                assert plan_saved._writes(op, owner.operands[0])
+                assert training_pair.writes(op, owner.operands[0])
                 found += 1
         assert found
 
