@@ -215,21 +215,45 @@ def _child(args: argparse.Namespace) -> None:
     print(json.dumps(result))
 
 
+#: The store's sources: one file before the store was split by job, these files after.
+STORE_SOURCES = (
+    "crc32c.cpp",
+    "offload_abi.cpp",
+    "store_faults.cpp",
+    "store_files.cpp",
+    "store_jobs.cpp",
+    "store_workers.cpp",
+)
+
+
+def _git(*args: str) -> bytes:
+    return subprocess.run(["git", "-C", REPO, *args], check=True, capture_output=True).stdout
+
+
 def _build_previous(rev: str, workdir: str) -> str:
     """Compiles the store of commit rev into workdir/libprevious.so; returns its path."""
-    for path in ("runtime/src/offload.cpp", "runtime/include/hector/offload.h"):
-        text = subprocess.run(
-            ["git", "-C", REPO, "show", f"{rev}:{path}"], check=True, capture_output=True
-        ).stdout
+    listed = _git("ls-tree", "-r", "--name-only", rev, "runtime/src", "runtime/include/hector")
+    paths = listed.decode().split()
+    for path in paths:
         dest = os.path.join(workdir, path)
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         with open(dest, "wb") as f:
-            f.write(text)
+            f.write(_git("show", f"{rev}:{path}"))
+    single = "runtime/src/offload.cpp"
+    names = [single] if single in paths else [f"runtime/src/{n}" for n in STORE_SOURCES]
+    if any(n.endswith(("io_uring.cpp", "workers.cpp")) for n in names):
+        names.append("runtime/src/io_uring_ring.cpp")
     library = os.path.join(workdir, "libprevious.so")
     subprocess.run(
         ["c++", "-std=c++17", "-O3", "-shared", "-fPIC", "-pthread"]
-        + ["-I", os.path.join(workdir, "runtime/include")]
-        + [os.path.join(workdir, "runtime/src/offload.cpp"), "-o", library],
+        + [
+            "-I",
+            os.path.join(workdir, "runtime/include"),
+            "-I",
+            os.path.join(workdir, "runtime/src"),
+        ]
+        + [os.path.join(workdir, n) for n in names]
+        + ["-o", library],
         check=True,
     )
     return library

@@ -118,7 +118,7 @@ def test_a_network_install_in_the_script_fails(toy_repo: Path) -> None:
 
 
 def test_sections_not_selected_are_skipped_and_fail_nothing(tmp_path: Path) -> None:
-    # GPU_CHECK_SECTIONS picks sections (a session short of device time runs only issue 14's
+    # GPU_CHECK_SECTIONS picks sections (a run short of device time runs only issue 14's
     # offload-bench, say); the others are SKIPPED, which fails nothing. No section here is
     # selected: the run checks only the selection and the summary (no GPU needed).
     out = tmp_path / "out"
