@@ -95,3 +95,27 @@ def test_compile_debug_info_points_at_the_model_source() -> None:
         assert first < line <= first + 5, ln  # a line of the layer's body
     plain = _hector("compile", "--model", "rgcn", "--emit", "intra")
     assert ' loc("' not in plain.stdout
+
+
+def test_bench_without_the_benchmarks_says_how_to_install_them() -> None:
+    # hector_bench made unimportable, as where the benchmarks are not installed.
+    code = (
+        "import sys; sys.modules['hector_bench'] = None\n"
+        "from hector.cli import main\n"
+        "sys.exit(main(['bench', 'gnn', '--model', 'rgcn']))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stderr
+    assert "pip install -e '.[bench]'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_bench_plot_needs_matplotlib(tmp_path) -> None:
+    code = (
+        "import sys; sys.modules['matplotlib'] = None\n"
+        "from hector.cli import main\n"
+        f"sys.exit(main(['bench', 'gather', '--plot', {str(tmp_path / 'p.png')!r}]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    assert "plots need matplotlib" in proc.stderr
