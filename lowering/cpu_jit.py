@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
+import subprocess
+import tempfile
 import threading
 import time
 from collections import deque
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 from mlir.runtime import get_ranked_memref_descriptor
 
-from ..runtime import host_memory
+from ..runtime import host_memory, native
 
 
 def mlir_library(name: str) -> str:
@@ -118,23 +122,40 @@ class CpuKernel:
     and async runtime are always available, through :func:`runtime_symbols`)."""
 
     def __init__(
-        self, module: ir.Module, opt_level: int = 3, shared_libs: Sequence[str] = ()
+        self,
+        module: ir.Module,
+        opt_level: int = 3,
+        shared_libs: Sequence[str] = (),
+        *,
+        relocatable: bool = False,
     ) -> None:
         release_retired_engines()
         own = {mlir_library(RUNNER_UTILS), mlir_library(ASYNC_RUNTIME)}
         libs = [lib for lib in shared_libs if lib not in own]
-        self.engine = ExecutionEngine(module, opt_level=opt_level, shared_libs=libs)
+        # relocatable: position-independent code, so write_library can link it into a library.
+        self.engine = ExecutionEngine(
+            module, opt_level=opt_level, shared_libs=libs, enable_pic=relocatable
+        )
         for name, address in runtime_symbols().items():
             self.engine.raw_register_runtime(name, address)
 
     def __call__(self, name: str, *arrays: np.ndarray) -> None:
         """Run function ``name`` on ``arrays`` (inputs, then outputs), in its order."""
-        descriptors = []
-        for a in arrays:
-            if not a.flags["C_CONTIGUOUS"]:
-                raise ValueError("compiled functions take C-contiguous arrays")
-            descriptors.append(ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))))
-        self.engine.invoke(name, *descriptors)
+        self.engine.invoke(name, *_descriptors(arrays))
+
+    def write_library(
+        self, functions: Sequence[str], path: str, shared_libs: Sequence[str]
+    ) -> None:
+        """Write the compiled code (``functions`` and what they call) as a shared library at
+        ``path`` that :class:`LibraryKernel` loads (the kernel must be ``relocatable``);
+        ``shared_libs``: the libraries its code calls, linked by path. ``OSError`` when the
+        system's ``objcopy`` or C compiler is missing or fails."""
+        for name in functions:  # the engine generates code on first lookup
+            self.engine.lookup(name)
+        with tempfile.TemporaryDirectory(prefix="hector-link-") as tmp:
+            obj = os.path.join(tmp, "kernel.o")
+            self.engine.dump_to_object_file(obj)
+            link_library(obj, path, shared_libs)
 
     def __del__(self) -> None:
         engine = getattr(self, "engine", None)
@@ -144,3 +165,61 @@ class CpuKernel:
             _retire(engine)  # its code may still be under a worker's feet
         except TypeError:
             pass  # interpreter shutdown: this module's globals are gone, no worker runs
+
+
+def _descriptors(arrays: Sequence[np.ndarray]) -> list[Any]:
+    """Memref descriptors over C-contiguous ``arrays``, as the C interface takes them."""
+    descriptors = []
+    for a in arrays:
+        if not a.flags["C_CONTIGUOUS"]:
+            raise ValueError("compiled functions take C-contiguous arrays")
+        descriptors.append(ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))))
+    return descriptors
+
+
+def _run_tool(argv: list[str]) -> None:
+    tool = shutil.which(argv[0])
+    if tool is None:
+        raise OSError(f"{argv[0]} not found on PATH")
+    done = subprocess.run([tool, *argv[1:]], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise OSError(f"{argv[0]} failed: {done.stderr.strip()[-500:]}")
+
+
+def link_library(obj: str, path: str, shared_libs: Sequence[str]) -> None:
+    """Link an object file the engine wrote into the shared library ``path``: MLIR's generic
+    allocation functions renamed to the host memory cache's (as the engine binds them), and
+    the runtime libraries it calls (MLIR's async runtime and runner utilities, Hector's native
+    runtime) linked by path, so the library resolves them to the copies already loaded."""
+    renames = [f"--redefine-sym={ours}={host}" for ours, host in host_memory.GENERIC.items()]
+    _run_tool(["objcopy", *renames, obj])
+    libs = [mlir_library(ASYNC_RUNTIME), mlir_library(RUNNER_UTILS), *shared_libs]
+    libs.append(native.library_path())
+    rpaths = [f"-Wl,-rpath,{os.path.dirname(lib)}" for lib in dict.fromkeys(libs)]
+    _run_tool(["cc", "-shared", "-o", path, obj, *dict.fromkeys(libs), *rpaths])
+
+
+class LibraryKernel:
+    """Compiled functions loaded from a library :meth:`CpuKernel.write_library` wrote (a
+    persistent cache's entry): callable by name like :class:`CpuKernel`."""
+
+    def __init__(self, path: str) -> None:
+        runtime_symbols()  # MLIR's runtime libraries and the host memory cache, loaded first
+        self.library = ctypes.CDLL(path, mode=os.RTLD_LOCAL)
+        self._entries: dict[str, Any] = {}
+
+    def __call__(self, name: str, *arrays: np.ndarray) -> None:
+        """Run function ``name`` on ``arrays`` (inputs, then outputs), in its order."""
+        entry = self._entries.get(name)
+        if entry is None:  # the engine's packed wrapper of the C interface
+            address = ctypes.cast(
+                getattr(self.library, f"_mlir__mlir_ciface_{name}"), ctypes.c_void_p
+            ).value
+            if address is None:
+                raise RuntimeError(f"Unknown function {name}")
+            entry = self._entries[name] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
+        descriptors = _descriptors(arrays)
+        packed = (ctypes.c_void_p * len(descriptors))()
+        for i, d in enumerate(descriptors):
+            packed[i] = ctypes.cast(d, ctypes.c_void_p)
+        entry(packed)

@@ -41,7 +41,7 @@ STAT_NAMES = ("live_bytes", "idle_bytes", "hits", "misses", "released_bytes", "l
 
 # MLIR's generic allocation entry points (finalize-memref-to-llvm{use-generic-functions=true})
 # and the cache functions that serve them.
-_GENERIC = {
+GENERIC = {
     "_mlir_memref_to_llvm_alloc": "hector_host_alloc",
     "_mlir_memref_to_llvm_aligned_alloc": "hector_host_aligned_alloc",
     "_mlir_memref_to_llvm_free": "hector_host_free",
@@ -68,7 +68,7 @@ def engine_symbols() -> dict[str, ctypes.c_void_p]:
     lib = _lib()
     return {
         generic: ctypes.cast(getattr(lib, ours), ctypes.c_void_p)
-        for generic, ours in _GENERIC.items()
+        for generic, ours in GENERIC.items()
     }
 
 

@@ -10,6 +10,13 @@ import or C++ compilation) is timed apart as ``compile_s``; then ``--warmup`` un
 the output/gradient error against eager, and for Hector the specialisations, the graphs that
 fell back (with the reason) and the fraction of the step spent inside Hector's compiled regions.
 
+Compile times are cold and warm. The run uses its own empty compilation cache
+(``HECTOR_CACHE_DIR`` set to a fresh private directory, removed at the end), so Hector's
+``compile_s`` is a cold compile; then a fresh process builds the same layer and inputs (same
+seed), runs one eager step and times Hector's first call again against the cache the first
+process filled: ``warm_compile_s``, ``warm_over_cold`` and that process's cache hits and misses
+(``warm_cache``) are in the Hector row. ``--no-warm`` leaves the second process out.
+
 ``--model`` and ``--dataset`` take comma-separated lists: every (model, dataset) pair is a
 cell of one record, measured in this one process (``cells``; each with its graph size, load
 average before and after, ``speedup_vs_eager``, ``hector_vs_inductor`` and ``target_met``:
@@ -25,7 +32,11 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
+import os
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -77,6 +88,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", default=None, help="write the record here")
     p.add_argument("--note", default=None, help="free text stored in the record")
+    p.add_argument(
+        "--no-warm",
+        dest="warm",
+        action="store_false",
+        help="skip the second process that times a warm compile (from the compilation cache)",
+    )
 
 
 def _build(
@@ -154,9 +171,21 @@ def _names(text: str, allowed: tuple[str, ...] | None, what: str) -> list[str]:
 
 
 def run_bench(args: argparse.Namespace) -> dict[str, Any]:
-    """Measure every system on every (model, dataset) cell, in this process; the record."""
-    import os
+    """Measure every system on every (model, dataset) cell, in this process (with a cache of
+    its own, so the first compile is cold); the record."""
+    old = os.environ.get("HECTOR_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="hector-bench-cache-") as cache_dir:
+        os.environ["HECTOR_CACHE_DIR"] = cache_dir
+        try:
+            return _run_cells(args)
+        finally:
+            if old is None:
+                os.environ.pop("HECTOR_CACHE_DIR", None)
+            else:
+                os.environ["HECTOR_CACHE_DIR"] = old
 
+
+def _run_cells(args: argparse.Namespace) -> dict[str, Any]:
     systems = _names(args.systems, SYSTEMS, "--systems")
     models = _names(args.model, MODELS, "--model")
     sets = _names(args.dataset, None, "--dataset")
@@ -342,8 +371,51 @@ def run_cell(
             entry["dynamo_compilations"] = counted[0]
         if backend is not None:
             entry.update(_backend_columns(backend, timing, args))
+            if args.warm:
+                entry.update(_warm_columns(args, model, dataset, entry["compile_s"]))
         results.append(entry)
     return _cell_record(model, type(base).__name__, dataset, size, results)
+
+
+def _warm_columns(
+    args: argparse.Namespace, model: str, dataset: str, cold_s: float
+) -> dict[str, Any]:
+    """Hector's first call timed again in a fresh process that finds this one's cache."""
+    plain = {k: v for k, v in vars(args).items() if isinstance(v, str | int | float | bool | None)}
+    spec = json.dumps({**plain, "model": model, "dataset": dataset})
+    code = f"from hector_bench.compile import warm_main; warm_main({spec!r})"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=1800, check=False
+    )
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or ["no output"]
+        return {"warm_error": lines[-1][:300]}
+    warm = json.loads(done.stdout.strip().splitlines()[-1])
+    ratio = round(warm["compile_s"] / cold_s, 4) if cold_s > 0 else None
+    return {
+        "warm_compile_s": warm["compile_s"],
+        "warm_over_cold": ratio,
+        "warm_cache": warm["cache"],
+    }
+
+
+def warm_main(spec: str) -> None:
+    """The warm process: one eager step, then Hector's first call timed; prints JSON."""
+    import torch
+
+    from hector.targets import cpu_cache
+
+    args = argparse.Namespace(**json.loads(spec))
+    _, base, inputs, _ = _build(args, args.model, args.dataset)
+    training = args.mode == "training"
+    _step(base, base, inputs, training)()  # PyG's and autograd's own first-call costs
+    layer = copy.deepcopy(base)
+    fn, _ = _compiled("hector", layer, args, [0])
+    start = time.perf_counter()
+    _step(layer, fn, inputs, training)()
+    seconds = time.perf_counter() - start
+    torch._dynamo.reset()
+    print(json.dumps({"compile_s": round(seconds, 3), "cache": dict(cpu_cache.STATS)}))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -363,6 +435,7 @@ def run(args: argparse.Namespace) -> int:
                     "system": r["system"],
                     "status": r.get("status"),
                     "compile_s": r.get("compile_s"),
+                    "warm_s": r.get("warm_compile_s"),
                     "median_ms": r.get("median_ms"),
                     "speedup": cell["speedup_vs_eager"].get(r["system"]),
                     "graphs": r.get("dynamo_compilations"),
@@ -383,6 +456,7 @@ def run(args: argparse.Namespace) -> int:
             ("system", "system"),
             ("status", "status"),
             ("compile_s", "first call s"),
+            ("warm_s", "warm first call s"),
             ("median_ms", "median ms"),
             ("speedup", "vs eager"),
             ("graphs", "graphs compiled"),

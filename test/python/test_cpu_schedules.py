@@ -142,14 +142,19 @@ def test_many_tiles_keep_the_stack_flat(threads: None) -> None:
     torch.testing.assert_close(f(g, x, w), want, rtol=1e-4, atol=1e-4)
 
 
-def test_dropped_kernels_outlive_their_workers(threads: None) -> None:
+def test_dropped_kernels_outlive_their_workers(
+    threads: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An engine whose kernel ran on the async runtime's workers is kept for a grace period
     after its owner goes: a worker that has just finished a task is still returning through the
     engine's code. Compiling, running and dropping kernels in a row must not crash, and the
-    retired engines are released once the grace period is over."""
+    retired engines are released once the grace period is over. Every compilation JITs here: a
+    kernel loaded from the compilation cache is a library, which is never unloaded."""
     import gc
 
     from hector.lowering import cpu_jit
+
+    monkeypatch.setenv("HECTOR_COMPILE_CACHE", "0")
 
     torch.set_num_threads(2)
     g = _graph()

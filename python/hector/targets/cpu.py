@@ -22,10 +22,11 @@ from .._program import Traced
 from ..compiler import run_stages
 from ..graph import HeteroGraph
 from ..lowering import pipelines, placement_to_runtime, profile_kernels
-from ..lowering.cpu_jit import CpuKernel, mlir_library
+from ..lowering.cpu_jit import CpuKernel, LibraryKernel, mlir_library
 from ..passes._pipeline import run_pipeline
-from ..runtime import host_memory, native
+from ..runtime import compile_cache, host_memory, native
 from ..runtime.placement import PlacementFrame
+from . import cpu_cache
 from .base import Backend, Executable, FunctionAbi, StagedModule
 from .options import Options
 
@@ -101,7 +102,7 @@ class CpuEntry(Executable):
 
     traced: Traced
     staged: StagedModule
-    kernel: CpuKernel
+    kernel: CpuKernel | LibraryKernel  # LibraryKernel: loaded from the compilation cache
     profiled: list[profile_kernels.KernelInfo] = field(default_factory=list)
     offloads: bool = False  # its training step writes saved values to the store itself
     # Compiled under a memory budget: the host memory cache keeps no idle block during a call
@@ -139,6 +140,10 @@ def compile_traced(
     ``_train``/``_backward`` functions when ``autodiff``)."""
     if os.environ.get(profile_kernels.ENV, "") not in ("", "0"):
         options = replace(options or Options(), profile=True)
+    cache = None if options is not None and options.profile else compile_cache.default_cache()
+    k = cpu_cache.key(traced, autodiff, options) if cache is not None else ""
+    if cache is not None and (hit := cpu_cache.load(cache, k)) is not None:
+        return CpuEntry(traced, hit.staged, hit.kernel, [], hit.offloads, trims_idle=hit.trims_idle)
     staged = run_stages(traced, "cpu", autodiff=autodiff, options=options)
     with staged.context:
         profiled = profile_kernels.read_kernels(staged.module.operation)
@@ -146,6 +151,8 @@ def compile_traced(
         offloads = placement_to_runtime.has_placement_calls(staged.module)
         if offloads:  # the generated code calls hector_place_* itself
             libs.append(native.library_path())
-        kernel = CpuKernel(staged.module, shared_libs=libs)
+        kernel = CpuKernel(staged.module, shared_libs=libs, relocatable=cache is not None)
     budgeted = autodiff and options is not None and options.memory_budget >= 0
+    if cache is not None:
+        cpu_cache.store(cache, k, cpu_cache.Program(staged, kernel, offloads, budgeted), libs)
     return CpuEntry(traced, staged, kernel, profiled, offloads, trims_idle=budgeted)

@@ -1,0 +1,107 @@
+"""CPU entries kept in the persistent compilation cache (:mod:`hector.runtime.compile_cache`).
+
+A compiled CPU program is stored as the shared library its JIT code links into, with its ABI and
+the IR of each stage; a later process with the same program, options and toolchain loads it
+instead of running the stages and LLVM (:data:`STATS` counts hits, misses and stores).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import gzip
+import json
+import os
+import tempfile
+import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from ..dialects import Kind
+from ..lowering.cpu_jit import CpuKernel, LibraryKernel
+from ..runtime import compile_cache
+from .base import FunctionAbi, StagedModule
+from .options import Options
+
+if TYPE_CHECKING:
+    from .._program import Traced
+
+#: Lookups that found an entry, lookups that did not, entries written (this process).
+STATS = {"hits": 0, "misses": 0, "stores": 0}
+LIBRARY, STAGES = "kernel.so", "stages.json.gz"
+
+
+class Program(NamedTuple):
+    """What a CPU entry is made of besides its traced program."""
+
+    staged: StagedModule
+    kernel: CpuKernel | LibraryKernel
+    offloads: bool
+    trims_idle: bool
+
+
+@functools.cache
+def _toolchain() -> str:
+    import hector
+    from hector import dialects, lowering, passes, runtime
+
+    pkgs = (hector, dialects, lowering, passes, runtime)
+    return compile_cache.toolchain([d for pkg in pkgs for d in pkg.__path__])
+
+
+def key(traced: Traced, autodiff: bool, options: Options | None) -> str:
+    """What the compiled code depends on, hashed: the program (locations included), its ABI,
+    the options (graph statistics included) and the toolchain."""
+    abi = (traced.name, traced.arg_kinds, traced.result_kinds, traced.result_widths)
+    slices = sorted(traced.weight_slices.items())
+    opts = repr(options if options is not None else Options())
+    return compile_cache.key_of(traced.key, abi, slices, autodiff, opts, _toolchain())
+
+
+def _abi_of(d: dict[str, Any]) -> FunctionAbi:
+    shapes = tuple(tuple(None if x is None else int(x) for x in s) for s in d["result_shapes"])
+    kinds = tuple(Kind(k) for k in d["result_kinds"])
+    return FunctionAbi(
+        str(d["name"]), kinds, shapes, tuple(map(int, d["grad_of"])), int(d["num_saved"])
+    )
+
+
+def load(cache: compile_cache.CompileCache, k: str) -> Program | None:
+    """The program stored under ``k``, or None (counted as a miss)."""
+    try:
+        entry_dir, meta = cache.load(k) or (None, {})
+        if entry_dir is None:
+            raise LookupError
+        abi = {name: _abi_of(a) for name, a in meta["abi"].items()}
+        stages = json.loads(gzip.decompress((entry_dir / STAGES).read_bytes()))
+        staged = StagedModule(None, None, dict(stages), float(meta["seconds"]), abi)
+        flags = bool(meta["offloads"]), bool(meta["trims_idle"])
+        program = Program(staged, LibraryKernel(str(entry_dir / LIBRARY)), *flags)
+    except (LookupError, KeyError, TypeError, ValueError, AttributeError, OSError, EOFError):
+        STATS["misses"] += 1
+        return None
+    STATS["hits"] += 1
+    return program
+
+
+def store(
+    cache: compile_cache.CompileCache, k: str, program: Program, shared_libs: Sequence[str]
+) -> None:
+    """Write ``program`` (compiled ``relocatable``) under ``k``; a machine without ``objcopy`` or
+    a C compiler keeps no entry (the program still runs, compiled in this process)."""
+    staged = program.staged
+    abi = {name: dataclasses.asdict(a) for name, a in staged.abi.items()}
+    meta = {"abi": abi, "seconds": staged.seconds, "offloads": program.offloads}
+    meta["trims_idle"] = program.trims_idle
+    with tempfile.TemporaryDirectory(prefix="hector-entry-") as tmp:
+        lib, stages = os.path.join(tmp, LIBRARY), os.path.join(tmp, STAGES)
+        with open(stages, "wb") as f:
+            f.write(gzip.compress(json.dumps(staged.stages).encode(), compresslevel=1))
+        try:
+            assert isinstance(program.kernel, CpuKernel)  # compiled in this process
+            program.kernel.write_library(list(staged.abi), lib, shared_libs)
+        except (OSError, RuntimeError) as err:
+            warnings.warn(f"compiled code not cached: {err}", RuntimeWarning, stacklevel=2)
+            return
+        cache.store(k, {LIBRARY: lib, STAGES: stages}, meta)
+    STATS["stores"] += 1
