@@ -39,6 +39,10 @@ from .offload_systems import SYSTEMS, VARIANTS, SystemRun, parse_systems
 from .offload_worker import measure_system, run_until_planned
 from .plot_args import PLOT
 
+#: ``--model``: the bundled GPT/BERT and the models users bring
+#: (:mod:`hector_bench.offload_user_models`).
+MODEL_NAMES = ("gpt", "bert", "hf-gpt2", "hf-llama", "torch-encoder", "vit")
+
 __all__ = [
     "add_arguments",
     "engine_bandwidth",
@@ -54,7 +58,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``hector bench offload``."""
     from hector.offload.cache import GRANULARITIES
 
-    parser.add_argument("--model", choices=("gpt", "bert"), default="gpt")
+    parser.add_argument(
+        "--model",
+        choices=MODEL_NAMES,
+        default="gpt",
+        help="the bundled gpt/bert, or a model users bring: Hugging Face's GPT-2 and Llama "
+        "(transformers), torch.nn.TransformerEncoder, a ViT-B-shaped classifier",
+    )
     parser.add_argument("--layers", type=_args.LAYERS, default=4)
     parser.add_argument("--hidden", type=_args.WIDTH, default=256)
     parser.add_argument("--heads", type=_args.HEADS, default=4)
@@ -102,8 +112,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--granularity",
         choices=GRANULARITIES,
-        default="block",
-        help="hector systems: offload scopes (TensorCache granularity; default block)",
+        default="auto",
+        help="hector systems: offload scopes (TensorCache granularity; default auto)",
     )
     parser.add_argument("--root", default=None, help="offload root (default: $TMPDIR)")
     parser.add_argument(

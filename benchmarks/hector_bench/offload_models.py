@@ -144,11 +144,16 @@ class BERT(_Transformer):
 
 def build_model(
     kind: str, layers: int, hidden: int, heads: int, vocab: int, seq: int, seed: int = 0
-) -> GPT | BERT:
-    """A randomly initialised ``"gpt"`` or ``"bert"`` model (deterministic for ``seed``)."""
+) -> nn.Module:
+    """A randomly initialised ``"gpt"`` or ``"bert"`` model, or one of
+    :data:`~hector_bench.offload_user_models.USER_MODELS` (deterministic for ``seed``)."""
+    from .offload_user_models import USER_MODELS, build_user_model
+
     torch.manual_seed(seed)
     if kind == "gpt":
         return GPT(layers, hidden, heads, vocab, seq)
     if kind == "bert":
         return BERT(layers, hidden, heads, vocab, seq)
-    raise ValueError(f"unknown model {kind!r}: expected gpt or bert")
+    if kind in USER_MODELS:
+        return build_user_model(kind, layers, hidden, heads, vocab, seq)
+    raise ValueError(f"unknown model {kind!r}: expected gpt, bert or {', '.join(USER_MODELS)}")

@@ -108,16 +108,29 @@ class SaveOnCpu(System):
 
 @dataclass(frozen=True)
 class Checkpoint(System):
-    """PyTorch's activation checkpointing of every block (reentrant)."""
+    """PyTorch's activation checkpointing of every repeated block (reentrant; non-reentrant
+    for blocks called with keyword arguments, which the reentrant form does not take)."""
 
     def setup(self, model: Any, payload: dict[str, Any]) -> tuple[Any, Any]:
         """Wrap each block's forward in ``torch.utils.checkpoint.checkpoint``."""
         from torch.utils.checkpoint import checkpoint
 
-        for block in model.blocks:
-            original = block.forward
-            block.forward = lambda x, _f=original: checkpoint(_f, x, use_reentrant=True)
+        for block in _blocks(model):
+            block.forward = lambda *a, _f=block.forward, **k: checkpoint(
+                _f, *a, use_reentrant=not k, **k
+            )
         return model, None
+
+
+def _blocks(model: Any) -> Any:
+    """The model's repeated blocks, wherever they are (:func:`hector.offload.scopes
+    .repeated_blocks`)."""
+    from hector.offload.scopes import repeated_blocks
+
+    path = repeated_blocks(model)
+    if path is None:
+        raise UnsupportedSystem("the model has no repeated blocks to checkpoint")
+    return model.get_submodule(path)
 
 
 @dataclass(frozen=True)
@@ -148,7 +161,7 @@ class HectorOffload(System):
             root=payload.get("root"),
             record_timeline=True,
             release_memory=False if release == "off" else release,
-            granularity=payload.get("granularity", "block"),
+            granularity=payload.get("granularity", "auto"),
             **payload.get("cache_options", {}),
         )
         return wrapped, wrapped.cache
@@ -203,13 +216,13 @@ def _deepspeed_checkpointing(model: Any, cpu: bool, device: str = "cpu") -> None
         partition_activations=False,
         checkpoint_in_cpu=cpu,
         contiguous_checkpointing=False,
-        num_checkpoints=len(model.blocks),
+        num_checkpoints=len(_blocks(model)),
         synchronize=False,
         profile=False,
     )
-    for block in model.blocks:
+    for block in _blocks(model):
         original = block.forward
-        block.forward = lambda x, _f=original: ds_ckpt.checkpoint(_f, x)
+        block.forward = lambda *a, _f=original: ds_ckpt.checkpoint(_f, *a)
 
 
 #: The systems, in the order ``--systems`` runs them by default. Those that need an optional

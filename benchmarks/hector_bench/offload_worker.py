@@ -205,21 +205,21 @@ def _make_step(system: System, model: Any, forward: Any, cfg: dict[str, Any]) ->
     import torch
     import torch.nn.functional as F
 
+    from hector_bench.offload_user_models import make_input
+
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(0)
     device = cfg.get("device", "cpu")
-    batches = [
-        torch.randint(0, cfg["vocab"], (cfg["batch"], cfg["seq"]), generator=gen).to(device)
-        for _ in range(4)
-    ]
+    shape = (cfg["model"], cfg["batch"], cfg["seq"], cfg["vocab"])
+    batches = [tuple(t.to(device) for t in make_input(*shape, gen)) for _ in range(4)]
 
     def step(i: int, counting: bool = False) -> float:
-        ids = batches[i % len(batches)]
+        inputs, targets = batches[i % len(batches)]
         ctx = contextlib.nullcontext() if counting else system.saving(device)
         try:
             with ctx:
-                logits = forward(ids)
-                loss = F.cross_entropy(logits.reshape(-1, cfg["vocab"]), ids.reshape(-1))
+                logits = forward(inputs)
+                loss = F.cross_entropy(logits.reshape(-1, cfg["vocab"]), targets.reshape(-1))
             opt.zero_grad(set_to_none=True)
             loss.backward()
         except (RuntimeError, ValueError, AssertionError) as err:

@@ -142,7 +142,7 @@ def test_worker_reports_figures(tmp_path, system):
     events = [row[0] for row in out["memory_trace"]["events"]]
     assert events[0] == "forward embed"
     assert events[-1] == "step end"
-    assert "backward blocks.0" in events
+    assert "backward blocks.0.attn" in events  # 2 blocks: "auto" scopes are the blocks' children
     if system == "hector-all":
         assert out["bytes_written_per_step"] >= 0
         assert out["timeline"]
@@ -157,6 +157,26 @@ def test_worker_reports_figures(tmp_path, system):
     assert columns["faults k"] == round(kernel["minor_faults"] / 1e3, 1)
     assert columns["others ms"] == kernel["others_cpu_ms"]  # what else ran meanwhile
     assert columns["steal ms"] == kernel["host_steal_ms"]
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("model", "blocks"),
+    [
+        ("hf-gpt2", "model.transformer.h.1."),
+        ("hf-llama", "model.model.layers.1."),
+        ("torch-encoder", "encoder.layers.1."),
+        ("vit", "blocks.1."),
+    ],
+)
+def test_models_users_bring_are_measured(tmp_path, model, blocks):
+    out = _run_worker(
+        tmp_path, "hector-all", {**TINY, "model": model}, cache_options={"threshold": 1024}
+    )
+    assert out["saved_peak_bytes"] > 0
+    assert out["bytes_written_per_step"] > 0  # offloaded
+    events = [row[0] for row in out["memory_trace"]["events"]]
+    assert any(e.startswith(f"backward {blocks}") for e in events)  # scopes found by structure
     assert os.listdir(tmp_path) == []
 
 

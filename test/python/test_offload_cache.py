@@ -560,7 +560,7 @@ def test_a_mixed_plan_offloads_recomputes_and_keeps_bit_identically(tmp_path):
         "head": "keep",
     }
     ref = _train(None, steps=4)
-    got = _train(plan, steps=4, root=str(tmp_path))
+    got = _train(plan, steps=4, root=str(tmp_path), granularity="block")
     _same(got, ref)
     assert got[2].cache.stats()["offloaded"] > 0
     got[2].close()

@@ -13,6 +13,8 @@ go to the native SSD store and come back for backward; the package also exports 
     print(model.cache.stats())
     model.close()  # after the last backward: deletes the store's files (also done at exit)
 
+    cache = hector.offload.attach(model)  # in place, no wrapper (Hugging Face Trainer, ...)
+
     with hector.offload.TensorCache(policy="all") as cache:  # any code, no module
         loss = f(x)
         loss.backward()
@@ -51,6 +53,7 @@ __all__ = [
     "ShortIOError",
     "TensorCache",
     "TensorStore",
+    "attach",
     "default_scopes",
     "enable_caching_allocator",
     "enable_huge_pages",
@@ -102,6 +105,33 @@ def wrap(model: nn.Module, policy: str | Plan = "adaptive", **options: Any) -> O
     if not isinstance(model, nn.Module):
         raise TypeError(f"hector.offload expects a torch.nn.Module, got {type(model).__name__}")
     return OffloadedModule(model, TensorCache(policy, model, **options))
+
+
+def attach(model: nn.Module, policy: str | Plan = "adaptive", **options: Any) -> TensorCache:
+    """Offload ``model``'s saved activations in place: its own forward runs under the cache's
+    hooks (forward hooks on ``model``), with no wrapper, so code that needs the model itself
+    takes it unchanged — Hugging Face ``Trainer``, ``accelerate``'s ``prepare``, saving and
+    loading its state dict. Same ``policy`` and ``options`` as :func:`wrap`; returns the
+    cache (statistics, plan); ``cache.close()`` removes the hooks and the store's files,
+    leaving the model as it was.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"hector.offload expects a torch.nn.Module, got {type(model).__name__}")
+    cache = TensorCache(policy, model, **options)
+    entered: list[Any] = []
+
+    def enter(module: nn.Module, args: Any) -> None:
+        entered.append(cache.hooks())
+        entered[-1].__enter__()
+
+    def leave(module: nn.Module, args: Any, output: Any) -> None:
+        entered.pop().__exit__(None, None, None)
+        if sys.exc_info()[0] is not None:  # called by PyTorch while the forward raises
+            cache.scheduler.step_failed(cache._pass)
+
+    cache._hooks.append(model.register_forward_pre_hook(enter, prepend=True))
+    cache._hooks.append(model.register_forward_hook(leave, always_call=True))
+    return cache
 
 
 class _CallableModule(types.ModuleType):

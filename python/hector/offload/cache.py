@@ -38,8 +38,8 @@ from torch import nn
 from hector.runtime import libc_heap
 from hector.runtime.fault_cost import FaultCostMeter
 from hector.runtime.offload import OffloadIOError, TensorStore
+from hector.runtime.offload_entries import Entry
 
-from .entries import Entry
 from .errors import HugePagesAdvice, OffloadError
 from .heap_trim import TRIM_POINTS as TRIM_POINTS
 from .heap_trim import TRIM_RULES as TRIM_RULES
@@ -225,8 +225,9 @@ class TensorCache:
             spend on recomputation, exposed I/O, the offloaded bytes' page faults and heap
             trims (a fraction, default ``plan.OVERHEAD_TARGET``, 0.10; the model leaves out
             the hooks themselves, a few percent of a small model's step).
-        granularity: without ``scopes``: ``"block"`` (the model's top-level blocks) or
-            ``"layer"`` (each block's children), see :func:`default_scopes`.
+        granularity: without ``scopes``: ``"auto"`` (default), ``"block"`` (the model's
+            repeated blocks, at any depth) or ``"layer"`` (each block's children), see
+            :func:`default_scopes`.
         warmup_steps: ``"adaptive"``: forward passes (with their backward) kept whole and
             not measured before the profiled one (default 2). The first steps of a process
             run slower while the allocator and caches warm up (the small GPT's first step
@@ -304,7 +305,7 @@ class TensorCache:
         readahead_bytes: int | str | None = "auto",
         release_memory: bool | str | HostMemoryPolicy = "auto",
         overhead_target: float = OVERHEAD_TARGET,
-        granularity: str = "block",
+        granularity: str = "auto",
         warmup_steps: int = 2,
         trim_point: str | TrimPoint = "backward start",
         trim_rule: str | TrimRule = "model",

@@ -21,8 +21,8 @@ import torch
 
 from hector.runtime import libc_heap
 from hector.runtime.offload import OffloadIOError, TensorStore
+from hector.runtime.offload_entries import Entry, Group, SavedEntries
 
-from .entries import Entry, Group, SavedEntries
 from .errors import CLOSED_HINT, OffloadError
 from .host_policy import HostMemory
 from .stats import CacheStatistics

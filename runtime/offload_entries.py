@@ -1,4 +1,6 @@
-"""The saved storages of a tensor cache: one entry each, found by alias, store key and group."""
+"""The saved storages of a tensor cache (:mod:`hector.offload`) in the offload store: one entry
+each, in memory, being written, on disk, being read or loaded; found by alias, store key and
+group."""
 
 from __future__ import annotations
 

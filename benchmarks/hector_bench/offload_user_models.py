@@ -1,0 +1,139 @@
+"""Models users bring, for ``hector bench offload --model``: Hugging Face's GPT-2 and Llama,
+``torch.nn.TransformerEncoder`` and a ViT-B-shaped vision transformer (random init).
+
+Each is the library's own module, built from the bench's ``layers``/``hidden``/``heads``/
+``vocab``/``seq`` and wrapped only so that it takes the bench's input and returns logits
+(:class:`LogitsOf` for Hugging Face models); the offload scopes are found in it by structure
+(:func:`hector.offload.default_scopes`), as they would be in a user's model. The language
+models take token ids ``[batch, seq]`` and return ``[batch, seq, vocab]``; the ViT takes images
+``[batch, 3, 16p, 16p]`` (``p*p`` patches, ``p = round(sqrt(seq))``) and returns ``[batch,
+vocab]`` class logits (``vocab`` classes).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+__all__ = ["USER_MODELS", "LogitsOf", "ViT", "build_user_model", "make_input"]
+
+
+class LogitsOf(nn.Module):
+    """A Hugging Face causal LM called on token ids, returning its logits."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """Logits ``[batch, seq, vocab]``."""
+        return self.model(input_ids=ids, use_cache=False).logits
+
+
+def _block(hidden: int, heads: int, dropout: float) -> nn.TransformerEncoderLayer:
+    """A pre-norm transformer block with a GELU MLP four times as wide (GPT-2's, ViT's)."""
+    return nn.TransformerEncoderLayer(
+        hidden, heads, 4 * hidden, dropout, activation="gelu", batch_first=True, norm_first=True
+    )
+
+
+class _Encoder(nn.Module):
+    """Token embedding, ``nn.TransformerEncoder`` (pre-norm, GELU), LM head."""
+
+    def __init__(self, layers: int, hidden: int, heads: int, vocab: int, seq: int) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, hidden)
+        self.pos = nn.Parameter(torch.zeros(seq, hidden))
+        block = _block(hidden, heads, dropout=0.1)  # PyTorch's default
+        self.encoder = nn.TransformerEncoder(block, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(hidden, vocab)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """Logits ``[batch, seq, vocab]``."""
+        return self.head(self.encoder(self.embed(ids) + self.pos[: ids.shape[1]]))
+
+
+class ViT(nn.Module):
+    """A ViT-B-shaped classifier: 16x16 patch embedding, class token, ``blocks`` (a
+    ``Sequential``, as timm names them), final norm, head."""
+
+    def __init__(self, layers: int, hidden: int, heads: int, classes: int, patches: int) -> None:
+        super().__init__()
+        self.patch_embed = nn.Conv2d(3, hidden, kernel_size=16, stride=16)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, hidden))
+        self.pos_embed = nn.Parameter(torch.randn(1, patches + 1, hidden) * 0.02)
+        self.blocks = nn.Sequential(*(_block(hidden, heads, dropout=0.0) for _ in range(layers)))
+        self.norm = nn.LayerNorm(hidden)
+        self.head = nn.Linear(hidden, classes)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """Class logits ``[batch, classes]``."""
+        x = self.patch_embed(images).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
+        return self.head(self.norm(self.blocks(x))[:, 0])
+
+
+def _side(seq: int) -> int:
+    return max(1, round(math.sqrt(seq)))
+
+
+def _hf_gpt2(layers: int, hidden: int, heads: int, vocab: int, seq: int) -> nn.Module:
+    import transformers
+
+    cfg = transformers.GPT2Config(
+        vocab_size=vocab, n_positions=seq, n_embd=hidden, n_layer=layers, n_head=heads
+    )
+    return LogitsOf(transformers.GPT2LMHeadModel(cfg))
+
+
+def _hf_llama(layers: int, hidden: int, heads: int, vocab: int, seq: int) -> nn.Module:
+    import transformers
+
+    cfg = transformers.LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=(8 * hidden) // 3,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        max_position_embeddings=seq,
+    )
+    return LogitsOf(transformers.LlamaForCausalLM(cfg))
+
+
+def _vit(layers: int, hidden: int, heads: int, vocab: int, seq: int) -> nn.Module:
+    return ViT(layers, hidden, heads, vocab, _side(seq) ** 2)
+
+
+#: ``--model`` name → builder ``(layers, hidden, heads, vocab, seq) -> nn.Module``.
+USER_MODELS: dict[str, Callable[[int, int, int, int, int], nn.Module]] = {
+    "hf-gpt2": _hf_gpt2,
+    "hf-llama": _hf_llama,
+    "torch-encoder": _Encoder,
+    "vit": _vit,
+}
+
+
+def build_user_model(
+    kind: str, layers: int, hidden: int, heads: int, vocab: int, seq: int
+) -> nn.Module:
+    """A randomly initialised model of :data:`USER_MODELS` (seeded by the caller)."""
+    if hidden % heads:
+        raise ValueError(f"hidden ({hidden}) must be divisible by heads ({heads})")
+    return USER_MODELS[kind](layers, hidden, heads, vocab, seq)
+
+
+def make_input(
+    kind: str, batch: int, seq: int, vocab: int, gen: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One batch of model ``kind``: its input and the targets of its cross-entropy loss
+    (token ids, their own targets; or images and class labels)."""
+    if kind == "vit":
+        side = 16 * _side(seq)
+        images = torch.randn(batch, 3, side, side, generator=gen)
+        return images, torch.randint(0, vocab, (batch,), generator=gen)
+    ids = torch.randint(0, vocab, (batch, seq), generator=gen)
+    return ids, ids
