@@ -253,6 +253,56 @@ def lower_torch_text(
     return lower_torch_module(parse_torch(text, what, display), what, until, display)
 
 
+_VTENSOR_DIMS = re.compile(r"!torch\.vtensor<\[([^\]]*)\]")
+
+
+def _refuse_empty_tensors(module: Any, what: str) -> None:
+    """Raise :class:`LinalgLoweringError` for a function with a zero-sized tensor dimension
+    (an empty relation in a batch, say) before torch-mlir sees it: its lowering of views over
+    empty tensors divides by zero and kills the process (SIGFPE)."""
+    for op in module.body.operations[0].regions[0].blocks[0].operations:
+        for r in op.results:
+            for dims in _VTENSOR_DIMS.findall(str(r.type)):
+                if "0" in [d.strip() for d in dims.split(",")]:
+                    raise LinalgLoweringError(
+                        f"torch-mlir cannot lower {op.name} ({what}) to linalg for the CPU: its "
+                        f"result {r.type} has a zero-sized dimension (torch-mlir's lowering of "
+                        "empty tensors divides by zero); PyTorch runs it",
+                        [(op.name, str(op.location))],
+                        "linalg",
+                        [str(op.location)],
+                    )
+
+
+def _refuse_sub_byte_stores(module: Any, what: str) -> None:
+    """Raise :class:`LinalgLoweringError` for a scalar store into a memref of booleans (or other
+    elements narrower than a byte), before MLIR's memref-to-LLVM conversion asserts on it and
+    aborts the process; PyTorch runs such a function."""
+    from mlir import ir
+
+    found: list[Any] = []
+
+    def visit(op: Any) -> Any:
+        if op.name == "memref.store" and len(op.operands) > 1:
+            kind = op.operands[1].type
+            element = kind.element_type if isinstance(kind, ir.ShapedType) else None
+            if isinstance(element, ir.IntegerType) and element.width < 8:
+                found.append(op)
+                return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    if found:
+        raise LinalgLoweringError(
+            f"torch-mlir's loops for {what} store {found[0].operands[1].type} elements one at a "
+            "time, which MLIR's LLVM lowering does not take (elements narrower than a byte); "
+            "PyTorch runs it",
+            [("memref.store", str(found[0].location))],
+            "llvm",
+            [str(found[0].location)],
+        )
+
+
 def lower_torch_module(
     module: Any, what: str = "function", until: str = "llvm", display: str | None = None
 ) -> tuple[dict[str, str], Any]:
@@ -271,6 +321,7 @@ def lower_torch_module(
         stages["torch"] = module.operation.get_asm(enable_debug_info=True)
         if until == "torch":
             return stages, None
+        _refuse_empty_tensors(module, what)
         _run_torch_pipeline(module, TORCH_TO_LINALG, "linalg", what, display)
         stages["linalg"] = str(module)
         if until == "linalg":
@@ -290,6 +341,7 @@ def lower_torch_module(
     with uctx:
         try:
             lowered = ir.Module.parse(generic)  # torch-mlir's output, printed above
+            _refuse_sub_byte_stores(lowered, what)
             for op in lowered.body.operations:
                 if op.operation.name == "func.func":
                     op.operation.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()

@@ -65,6 +65,15 @@ rgcn_layer = frontend.compile(_rgcn_layer)
 rgcn_layer.__name__ = "rgcn_layer"
 
 
+def _rgcn_sum_layer(g: GraphProxy, x: Value, weight: Value, root: Value, bias: Value) -> Value:
+    """``h'_i = Σ_r Σ_{j∈N_r(i)} W_r h_j + W_0 h_i + b`` (``RGCNConv(aggr="add")``)."""
+    return g.sum_to_dst(g.typed_linear(g.gather_src(x), weight)) + g.linear(x, root) + bias
+
+
+rgcn_sum_layer = frontend.compile(_rgcn_sum_layer)
+rgcn_sum_layer.__name__ = "rgcn_sum_layer"
+
+
 def _make_rgat(slope: float) -> frontend.CompiledFunction:
     def rgat_layer(
         g: GraphProxy, x: Value, weight: Value, q: Value, k: Value, bias: Value

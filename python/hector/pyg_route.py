@@ -18,8 +18,10 @@ needed, ``<f>_backward`` (derived by ``hector-autodiff``) in the backward, the p
 otherwise. Only weight-sized glue (stacking per-type weights, folding HGT's priors) runs as
 PyTorch code in the captured graph; the layer's computation is Hector's.
 
-A layer whose configuration the program does not cover (``RGCNConv`` with bases, blocks or
-``aggr != "mean"``, bipartite or featureless inputs, ``SparseTensor`` adjacency; ``HGTConv``
+``RGCNConv`` and ``FastRGCNConv`` run ``rgcn_layer`` (``aggr="mean"``) or ``rgcn_sum_layer``
+(``"add"``/``"sum"``); bases and blocks become dense per-relation weights, an absent root or bias
+zeros. A layer whose configuration the programs do not cover (``aggr="max"``, bipartite or
+featureless inputs, ``SparseTensor`` adjacency; ``HGTConv``
 with differing input widths or relations missing from the dict) runs PyG's own ``forward``,
 and the reason is recorded in :data:`FALLBACKS` (shown by :func:`hector.explain`).
 """
@@ -85,8 +87,8 @@ def _compiled(program: str) -> Any:
     """The Hector program (a ``frontend.CompiledFunction``) named ``program``."""
     from . import models
 
-    if program == "rgcn":
-        return models.rgcn_layer
+    if program in ("rgcn", "rgcn-sum"):
+        return models.rgcn_layer if program == "rgcn" else models.rgcn_sum_layer
     kind, heads, skip = program.split(":")
     if kind != "hgt":
         raise ValueError(f"unknown Hector layer program {program!r}")
@@ -107,12 +109,12 @@ def _hgt_program(heads: int, skip: bool) -> Any:
 
 def _out_columns(program: str, tensors: list[torch.Tensor]) -> Any:
     """The output width: RGCN's ``weight [R, in, out]``, HGT's ``wout [T, out, out]``."""
-    return tensors[1].shape[-1] if program == "rgcn" else tensors[9].shape[-1]
+    return tensors[1].shape[-1] if program.startswith("rgcn") else tensors[9].shape[-1]
 
 
 def _graph(program: str, graph: list[torch.Tensor], sizes: list[int], ends: list[int]) -> Any:
     """The HeteroGraph of a call, cached by the index tensors' content (``IndexCache``)."""
-    if program == "rgcn":  # sizes: [nodes, the layer's relation count]
+    if program.startswith("rgcn"):  # sizes: [nodes, the layer's relation count]
         return graph_for(graph[0], graph[1], int(sizes[0]), int(sizes[1]))[0]
     counts = tuple(int(s) for s in sizes)
 
@@ -191,7 +193,7 @@ def _pyg_layer_fake(
     tensors: list[torch.Tensor],
 ) -> torch.Tensor:
     rows = sizes[0]
-    if program != "rgcn":  # RGCN: [nodes, relations]; HGT: the nodes of each type
+    if not program.startswith("rgcn"):  # RGCN: [nodes, relations]; HGT: each type's nodes
         for n in sizes[1:]:
             rows = rows + n
     return tensors[0].new_empty((rows, _out_columns(program, tensors)))
@@ -243,12 +245,8 @@ def _train(tensors: list[torch.Tensor]) -> bool:
 
 
 def _rgcn_unsupported(conv: Any, x: Any, edge_index: Any, edge_type: Any) -> str | None:
-    if conv.num_bases is not None or conv.num_blocks is not None:
-        return "basis or block decomposition (Hector's program holds one weight per relation)"
-    if conv.aggr != "mean":
-        return f"aggr={conv.aggr!r} (Hector's RGCN program is the per-relation mean)"
-    if conv.root is None or conv.bias is None:
-        return "no root weight or no bias (Hector's RGCN program has both)"
+    if conv.aggr not in ("mean", "add", "sum"):
+        return f"aggr={conv.aggr!r} (Hector's RGCN programs sum or average per relation)"
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() != 2:
         return "x is not a [N, F] float tensor (bipartite tuple or featureless index input)"
     if x.dtype != torch.float32:
@@ -260,15 +258,33 @@ def _rgcn_unsupported(conv: Any, x: Any, edge_index: Any, edge_type: Any) -> str
     return None
 
 
+def _rgcn_weights(conv: Any, x: torch.Tensor) -> list[torch.Tensor]:
+    """``[x, W [R, in, out], root, bias]`` for Hector's RGCN program: a basis decomposition
+    combined, block-diagonal blocks laid out dense, an absent root or bias as zeros (PyTorch ops
+    in the captured graph, so gradients reach ``comp``, the bases and the blocks)."""
+    w = conv.weight
+    r, i, o = conv.num_relations, x.shape[1], conv.out_channels
+    if conv.num_bases is not None:
+        w = (conv.comp @ w.view(conv.num_bases, -1)).view(r, i, o)
+    elif conv.num_blocks is not None:  # W_r[b*bi + p, c*bo + q] = blocks[r, b, p, q] if b == c
+        eye = torch.eye(conv.num_blocks, dtype=w.dtype, device=w.device)
+        w = torch.einsum("rbpq,bc->rbpcq", w, eye).reshape(r, i, o)
+    root = conv.root if conv.root is not None else w.new_zeros(i, o)
+    bias = conv.bias if conv.bias is not None else w.new_zeros(o)
+    return [x, w, root, bias]
+
+
 def _rgcn_forward(self: Any, x: Any, edge_index: Any, edge_type: Any = None) -> Any:
-    """``RGCNConv.forward`` under the Hector backend: one ``hector::pyg_layer`` call."""
+    """``RGCNConv.forward`` (and ``FastRGCNConv``'s) under the Hector backend: one
+    ``hector::pyg_layer`` call."""
     reason = _rgcn_unsupported(self, x, edge_index, edge_type)
+    name = next(c.__name__ for c in type(self).__mro__ if c.__name__ in _ORIGINAL)
     if reason is not None:
-        FALLBACKS["RGCNConv"] = reason
-        return _ORIGINAL["RGCNConv"](self, x, edge_index, edge_type)
-    tensors = [x, self.weight, self.root, self.bias]
+        FALLBACKS[name] = reason
+        return _ORIGINAL[name](self, x, edge_index, edge_type)
+    tensors = _rgcn_weights(self, x)
     return torch.ops.hector.pyg_layer(
-        "rgcn",
+        "rgcn" if self.aggr == "mean" else "rgcn-sum",
         _train(tensors),
         [edge_index, edge_type],
         [x.shape[0], self.num_relations],  # relations: the layer's, not the batch's max + 1
@@ -342,7 +358,11 @@ def _hgt_forward(self: Any, x_dict: Any, edge_index_dict: Any) -> Any:
 # -- routing -------------------------------------------------------------------------------
 
 _ORIGINAL: dict[str, Any] = {}
-_ROUTED: dict[str, Callable[..., Any]] = {"RGCNConv": _rgcn_forward, "HGTConv": _hgt_forward}
+_ROUTED: dict[str, Callable[..., Any]] = {
+    "RGCNConv": _rgcn_forward,
+    "FastRGCNConv": _rgcn_forward,
+    "HGTConv": _hgt_forward,
+}
 
 
 @torch._dynamo.assume_constant_result

@@ -108,6 +108,42 @@ def test_one_compiled_rgcnconv_serves_batches_of_any_relations() -> None:
     assert pyg_route.FALLBACKS == {}
 
 
+_CONFIGS = [  # (aggr, decomposition, root_weight, bias)
+    ("mean", "bases", True, True),
+    ("add", "blocks", False, True),
+    ("sum", None, True, False),
+    ("mean", "blocks", False, False),
+    ("add", "bases", False, False),
+]
+
+
+@pytest.mark.parametrize("cls", [RGCNConv, FastRGCNConv], ids=["rgcn", "fast_rgcn"])
+@pytest.mark.parametrize(("aggr", "decomposition", "root", "bias"), _CONFIGS)
+def test_rgcn_configurations_run_hectors_program(cls, aggr, decomposition, root, bias) -> None:
+    torch.manual_seed(4)
+    kw = {"num_bases": 3} if decomposition == "bases" else {}
+    if decomposition == "blocks":
+        kw = {"num_blocks": 2}
+    model = cls(F, 6, R, aggr=aggr, root_weight=root, bias=bias, **kw)
+    be = HectorBackend()
+    x, ei, et = _batch(_BATCHES["without_the_highest_relation"])
+    _assert_matches(model, torch.compile(model, backend=be), x, ei, et)
+    program = "rgcn" if aggr == "mean" else "rgcn-sum"
+    assert [g.layers for g in be.graphs] == [[program]]
+    assert pyg_route.FALLBACKS == {}
+
+
+@pytest.mark.parametrize("batch", sorted(_BATCHES))
+def test_rgcn_max_falls_back_and_says_why_without_crashing(batch: str) -> None:
+    # PyG's per-relation loop, captured: empty relations made torch-mlir divide by zero
+    # (SIGFPE) and boolean masks made MLIR's LLVM lowering abort; both are refused first.
+    torch.manual_seed(5)
+    model = RGCNConv(F, 6, R, aggr="max")
+    be = HectorBackend()
+    _assert_matches(model, torch.compile(model, backend=be), *_batch(_BATCHES[batch]))
+    assert "aggr='max'" in pyg_route.FALLBACKS["RGCNConv"]
+
+
 @pytest.mark.parametrize("layer", ["fast_rgcn", "rgat"])
 @pytest.mark.parametrize("batch", ["without_the_highest_relation", "no_edges"])
 def test_captured_relational_layers_on_batches_missing_relations(layer: str, batch: str) -> None:
