@@ -36,6 +36,9 @@
 #   offload-bench hector bench offload --device cuda on the heavier GPT (batch 8): keep-all,
 #                 checkpoint, save_on_cpu, hector-all, hector-adaptive; step time and torch.cuda's
 #                 peak of allocated bytes in offload_cuda.json (issue 14's CUDA half).
+#   offload-models hector bench offload --device cuda on the models users bring (TransformerEncoder,
+#                 ViT; Hugging Face GPT-2 and Llama where transformers imports): keep-all and
+#                 hector-adaptive, records offload_cuda_<model>.json.
 # pytest runs under pytest-timeout (--timeout per test) when installed.
 #
 # $OUT receives exactly two files: summary.txt (one line per section, then the bundle
@@ -532,3 +535,14 @@ DETAIL="record in offload_cuda.json" section offload-bench 120 \
   --heads 16 --seq 512 --batch 8 --steps 4 --warmup 2 --raw-probes 1 \
   --systems keep-all,checkpoint,save_on_cpu,hector-all,hector-adaptive \
   --json "$WORK/offload_cuda.json" --frontier "$WORK/offload_cuda_frontier.png"
+
+# offload-models: the models users bring (issue 38) on the GPU, keep-all against the adaptive
+# cache, each in a fresh process: nn.TransformerEncoder and the ViT always, Hugging Face's GPT-2
+# and Llama where transformers imports (the image may lack it: then only the two).
+user_models=torch-encoder,vit
+if python3 -c "import transformers" 2>/dev/null; then user_models+=,hf-gpt2,hf-llama; fi
+DETAIL="models $user_models; records offload_cuda_<model>.json" section offload-models 120 \
+  bash -c 'for m in ${1//,/ }; do python3 -m hector.cli bench offload --device cuda \
+    --model "$m" --layers 4 --hidden 1024 --heads 16 --seq 512 --batch 2 --vocab 8192 \
+    --steps 3 --warmup 1 --raw-probes 1 --systems keep-all,hector-adaptive \
+    --json "$2/offload_cuda_$m.json" || exit 1; done' _ "$user_models" "$WORK"

@@ -133,7 +133,15 @@ def test_sections_not_selected_are_skipped_and_fail_nothing(tmp_path: Path) -> N
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     summary = (out / "summary.txt").read_text()
-    for section in ("machine", "imports", "gather-tests", "gpu-tests", "offload-bench"):
+    sections = (
+        "machine",
+        "imports",
+        "gather-tests",
+        "gpu-tests",
+        "offload-bench",
+        "offload-models",
+    )
+    for section in sections:
         assert re.search(rf"^{section} +SKIPPED .*not in GPU_CHECK_SECTIONS", summary, re.M)
     assert "PASSED" not in summary
     assert "FAILED" not in summary
