@@ -8,6 +8,7 @@ outputs are written in place with no copy.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import shutil
 import subprocess
@@ -21,7 +22,6 @@ from typing import Any
 import numpy as np
 from mlir import ir
 from mlir.execution_engine import ExecutionEngine
-from mlir.runtime import get_ranked_memref_descriptor
 
 from ..runtime import host_memory, native
 
@@ -167,14 +167,33 @@ class CpuKernel:
             pass  # interpreter shutdown: this module's globals are gone, no worker runs
 
 
+@functools.cache
+def _descriptor_type(rank: int) -> Any:
+    """The ctypes layout of a rank-``rank`` memref descriptor (MLIR's: allocated and aligned
+    pointers, offset, then sizes and strides in elements), one class per rank: building a class
+    per call, as ``mlir.runtime.get_ranked_memref_descriptor`` does, cost more than a small
+    kernel's run."""
+    i64 = ctypes.c_longlong
+    fields = [("allocated", i64), ("aligned", ctypes.c_void_p), ("offset", i64)]
+    if rank:
+        fields += [("shape", i64 * rank), ("strides", i64 * rank)]
+    return type(f"MemRef{rank}Descriptor", (ctypes.Structure,), {"_fields_": fields})
+
+
 def _descriptors(arrays: Sequence[np.ndarray]) -> list[Any]:
-    """Memref descriptors over C-contiguous ``arrays``, as the C interface takes them."""
-    descriptors = []
+    """Pointers to pointers to memref descriptors over C-contiguous ``arrays``, as the C
+    interface takes them (each keeps what it points to alive)."""
+    out = []
     for a in arrays:
         if not a.flags["C_CONTIGUOUS"]:
             raise ValueError("compiled functions take C-contiguous arrays")
-        descriptors.append(ctypes.pointer(ctypes.pointer(get_ranked_memref_descriptor(a))))
-    return descriptors
+        address = a.ctypes.data
+        d = _descriptor_type(a.ndim)(address, address, 0)
+        if a.ndim:
+            d.shape[:] = a.shape
+            d.strides[:] = [st // a.itemsize for st in a.strides]
+        out.append(ctypes.pointer(ctypes.pointer(d)))
+    return out
 
 
 def _run_tool(argv: list[str]) -> None:
