@@ -102,11 +102,13 @@ class LinalgLoweringError(Exception):
         ops: list[tuple[str, str]],
         stage: str,
         locations: list[str] | None = None,
+        reason: str = "",
     ) -> None:
         super().__init__(message)
         self.ops = ops
         self.stage = stage
         self.locations = locations or []
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -253,54 +255,70 @@ def lower_torch_text(
     return lower_torch_module(parse_torch(text, what, display), what, until, display)
 
 
-_VTENSOR_DIMS = re.compile(r"!torch\.vtensor<\[([^\]]*)\]")
+def _refused(op: Any, stage: str, what: str, display: str | None, reason: str) -> Any:
+    """The :class:`LinalgLoweringError` for an op Hector refuses to hand to torch-mlir or MLIR
+    (they would crash on it), at the op's ``file:line``."""
+    where = source_location(op.location)
+    if display is not None and where.startswith("-:"):
+        where = display + where[1:]
+    return LinalgLoweringError(
+        f"torch-mlir cannot lower {op.name} ({what}) to linalg for the CPU:\n  {where}: {reason}",
+        [(op.name, where)],
+        stage,
+        [where],
+        reason,
+    )
 
 
-def _refuse_empty_tensors(module: Any, what: str) -> None:
-    """Raise :class:`LinalgLoweringError` for a function with a zero-sized tensor dimension
-    (an empty relation in a batch, say) before torch-mlir sees it: its lowering of views over
-    empty tensors divides by zero and kills the process (SIGFPE)."""
-    for op in module.body.operations[0].regions[0].blocks[0].operations:
-        for r in op.results:
-            for dims in _VTENSOR_DIMS.findall(str(r.type)):
-                if "0" in [d.strip() for d in dims.split(",")]:
-                    raise LinalgLoweringError(
-                        f"torch-mlir cannot lower {op.name} ({what}) to linalg for the CPU: its "
-                        f"result {r.type} has a zero-sized dimension (torch-mlir's lowering of "
-                        "empty tensors divides by zero); PyTorch runs it",
-                        [(op.name, str(op.location))],
-                        "linalg",
-                        [str(op.location)],
-                    )
-
-
-def _refuse_sub_byte_stores(module: Any, what: str) -> None:
-    """Raise :class:`LinalgLoweringError` for a scalar store into a memref of booleans (or other
-    elements narrower than a byte), before MLIR's memref-to-LLVM conversion asserts on it and
-    aborts the process; PyTorch runs such a function."""
-    from mlir import ir
-
+def _first(module: Any, ir: Any, matches: Any) -> Any:
+    """The first op of ``module`` (walked in order) for which ``matches(op)`` holds, or None."""
     found: list[Any] = []
 
     def visit(op: Any) -> Any:
-        if op.name == "memref.store" and len(op.operands) > 1:
-            kind = op.operands[1].type
-            element = kind.element_type if isinstance(kind, ir.ShapedType) else None
-            if isinstance(element, ir.IntegerType) and element.width < 8:
-                found.append(op)
-                return ir.WalkResult.INTERRUPT
+        if matches(op):
+            found.append(op)
+            return ir.WalkResult.INTERRUPT
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
-    if found:
-        raise LinalgLoweringError(
-            f"torch-mlir's loops for {what} store {found[0].operands[1].type} elements one at a "
-            "time, which MLIR's LLVM lowering does not take (elements narrower than a byte); "
-            "PyTorch runs it",
-            [("memref.store", str(found[0].location))],
-            "llvm",
-            [str(found[0].location)],
-        )
+    return found[0] if found else None
+
+
+def _empty_result(op: Any) -> bool:
+    return any((v := vtensor(r.type)) is not None and 0 in v.shape for r in op.results)
+
+
+def _refuse_empty_tensors(module: Any, what: str, display: str | None) -> None:
+    """Refuse a function with a zero-sized tensor dimension (an empty relation in a batch, say)
+    before torch-mlir sees it: its lowering of views over empty tensors divides by zero and
+    kills the process (SIGFPE)."""
+    from torch_mlir import ir
+
+    op = _first(module, ir, _empty_result)
+    if op is not None:
+        reason = "a result has a zero-sized dimension (torch-mlir divides by it); PyTorch runs it"
+        raise _refused(op, "linalg", what, display, reason)
+
+
+def _sub_byte_store(op: Any) -> bool:
+    from mlir import ir
+
+    if op.name != "memref.store" or len(op.operands) < 2:
+        return False
+    kind = op.operands[1].type
+    element = kind.element_type if isinstance(kind, ir.ShapedType) else None
+    return isinstance(element, ir.IntegerType) and element.width < 8
+
+
+def _refuse_sub_byte_stores(module: Any, what: str, display: str | None) -> None:
+    """Refuse a scalar store into a memref of booleans (elements narrower than a byte) before
+    MLIR's memref-to-LLVM conversion asserts on it and aborts the process."""
+    from mlir import ir
+
+    op = _first(module, ir, _sub_byte_store)
+    if op is not None:
+        reason = "a store of elements narrower than a byte (MLIR's LLVM lowering asserts)"
+        raise _refused(op, "llvm", what, display, reason + "; PyTorch runs it")
 
 
 def lower_torch_module(
@@ -321,7 +339,7 @@ def lower_torch_module(
         stages["torch"] = module.operation.get_asm(enable_debug_info=True)
         if until == "torch":
             return stages, None
-        _refuse_empty_tensors(module, what)
+        _refuse_empty_tensors(module, what, display)
         _run_torch_pipeline(module, TORCH_TO_LINALG, "linalg", what, display)
         stages["linalg"] = str(module)
         if until == "linalg":
@@ -341,7 +359,7 @@ def lower_torch_module(
     with uctx:
         try:
             lowered = ir.Module.parse(generic)  # torch-mlir's output, printed above
-            _refuse_sub_byte_stores(lowered, what)
+            _refuse_sub_byte_stores(lowered, what, display)
             for op in lowered.body.operations:
                 if op.operation.name == "func.func":
                     op.operation.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
@@ -497,7 +515,8 @@ def run_cli(text: str, display: str, pipeline: str) -> tuple[str | None, list[st
     try:
         stages, _ = lower_torch_text(text, display, until=emit, display=display)
     except LinalgLoweringError as err:
-        errs = [f"{where}: error: cannot lower '{name}' to linalg" for name, where in err.ops]
+        why = f": {err.reason}" if err.reason else ""
+        errs = [f"{where}: error: cannot lower '{name}' to linalg{why}" for name, where in err.ops]
         unsafe = [line for line in err.locations if ": error: " in line]  # see parse_torch
         return None, errs or unsafe or [f"{display}: error: {err}"]
     return stages[emit], []

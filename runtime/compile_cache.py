@@ -35,7 +35,7 @@ from typing import Any
 from . import native
 from .private_dir import UnsafeDirectoryError, check_private_dir, open_private_file, user_cache_dir
 
-__all__ = ["CompileCache", "default_cache", "fingerprint", "key_of", "toolchain"]
+__all__ = ["CompileCache", "default_cache", "fingerprint", "key_of", "read", "toolchain"]
 
 #: Bumped when the layout of an entry changes.
 FORMAT = 1
@@ -43,8 +43,8 @@ META = "meta.json"
 _DEFAULT_MB = 1024
 
 
-def _read(directory: Path, name: str) -> bytes:
-    """A file of a private directory, opened without following a link."""
+def read(directory: Path, name: str) -> bytes:
+    """A file of a private directory (an entry), opened without following a link."""
     fd = open_private_file(directory, name, os.O_RDONLY)
     with os.fdopen(fd, "rb") as f:
         return f.read()
@@ -124,11 +124,11 @@ class CompileCache:
         except (FileNotFoundError, UnsafeDirectoryError):
             return None
         try:
-            meta = json.loads(_read(entry, META))
+            meta = json.loads(read(entry, META))
             files = meta["files"]
             for name, digest in files.items():
                 st = os.lstat(entry / name)
-                if not stat.S_ISREG(st.st_mode) or _sha256(_read(entry, name)) != digest:
+                if not stat.S_ISREG(st.st_mode) or _sha256(read(entry, name)) != digest:
                     raise ValueError(f"{name} does not match its checksum")
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             self._remove(entry)
@@ -145,7 +145,7 @@ class CompileCache:
             digests = {}
             for name, src in files.items():
                 shutil.copyfile(src, tmp / name, follow_symlinks=False)
-                digests[name] = _sha256(_read(tmp, name))
+                digests[name] = _sha256(read(tmp, name))
             (tmp / META).write_text(json.dumps({**meta, "files": digests}))
             os.rename(tmp, entry)
         except OSError:

@@ -71,9 +71,14 @@ class TorchSegment:
         return ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
 
 
-def lowering_error(seg: TorchSegment, err: Any, what: str) -> ImportError_:
+def lowering_error(
+    seg: TorchSegment,
+    err: Any,
+    what: str,
+    advice: str = "import with fallback='eager' to run this segment's ops with PyTorch instead",
+) -> ImportError_:
     """The :class:`ImportError_` for a segment torch-mlir cannot lower (each op with its
-    ``file:line``), suggesting ``fallback="eager"``."""
+    ``file:line``), ending with ``advice`` (by default: ``fallback="eager"``)."""
     from hector.lowering.raise_torch_to_hector import source_location
 
     found = list(err.ops)
@@ -89,8 +94,7 @@ def lowering_error(seg: TorchSegment, err: Any, what: str) -> ImportError_:
     lines = (lines + "\n  torch-mlir said:\n" + detail) if lines else detail or f"  {err}"
     return ImportError_(
         f"torch-mlir cannot lower the {what} of {seg.name} to linalg for the CPU "
-        f"(fallback='linalg'):\n{lines}\n"
-        "import with fallback='eager' to run this segment's ops with PyTorch instead"
+        f"(fallback='linalg'):\n{lines}\n{advice}"
     )
 
 

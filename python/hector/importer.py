@@ -32,13 +32,12 @@ with tensors of the same shapes, on the same graph.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 # Hector's MLIR (and its JIT) must be loaded before torch-mlir's copy: when torch-mlir's native
 # libraries load first, JIT-compiled Hector kernels resolve runtime symbols into torch-mlir's
 # LLVM and crash. ``import hector`` (hector/__init__.py) already loads them first, or refuses
 # with a clear ImportError when torch_mlir's were loaded before; these imports keep it explicit.
-from typing import Any
-
 import mlir.execution_engine  # noqa: F401,I001
 import mlir.ir  # noqa: F401
 import torch
@@ -552,12 +551,8 @@ class ImportedModel(torch.nn.Module):
                 fouts,
             )
         except LinalgLoweringError as err:  # PyTorch differentiates the segment instead
-            warnings.warn(
-                str(lowering_error(seg, err, "backward")).split("\nimport with")[0]
-                + "\nits backward runs with PyTorch (torch.func.vjp)",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+            advice = "its backward runs with PyTorch (torch.func.vjp)"
+            warnings.warn(str(lowering_error(seg, err, "backward", advice)), RuntimeWarning, 2)
             seg.backward[mask] = (vjp, diff, fouts)
         return seg.backward[mask]
 

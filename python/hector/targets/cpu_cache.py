@@ -73,7 +73,7 @@ def load(cache: compile_cache.CompileCache, k: str) -> Program | None:
         if entry_dir is None:
             raise LookupError
         abi = {name: _abi_of(a) for name, a in meta["abi"].items()}
-        stages = json.loads(gzip.decompress((entry_dir / STAGES).read_bytes()))
+        stages = json.loads(gzip.decompress(compile_cache.read(entry_dir, STAGES)))
         staged = StagedModule(None, None, dict(stages), float(meta["seconds"]), abi)
         flags = bool(meta["offloads"]), bool(meta["trims_idle"])
         program = Program(staged, LibraryKernel(str(entry_dir / LIBRARY)), *flags)
