@@ -38,6 +38,7 @@ from typing import Any
 __all__ = [
     "KernelTime",
     "PeakRSS",
+    "StepPeaks",
     "Timing",
     "WorkerOutcome",
     "address_space_cap_lifted",
@@ -203,6 +204,46 @@ class PeakRSS:
         else:
             peak = hwm * 1024
         return max(peak - self.baseline_bytes, 0)
+
+
+class StepPeaks:
+    """Each training step's peak resident memory, from the RSS before the first step.
+
+    ``start()`` takes the baseline (``VmRSS``) and resets the high-water mark; ``step(f)``
+    wraps a step so that after each call while :attr:`active` its ``VmHWM`` is recorded
+    (:attr:`absolute`, bytes) and the mark reset again, so each figure is that step's own
+    peak. Where the reset is not allowed (:attr:`resettable` False) each figure is the running
+    high-water mark of the process (set-up included).
+    """
+
+    def __init__(self) -> None:
+        """An unstarted tracker."""
+        self.baseline_bytes = 0
+        self.absolute: list[int] = []
+        self.resettable = False
+        self.active = True
+
+    def start(self) -> None:
+        """The baseline is the RSS now; the high-water mark restarts."""
+        self.baseline_bytes = (_status_kib("VmRSS") or 0) * 1024
+        self.resettable = reset_high_water_mark()
+
+    def step(self, run: Callable[..., Any]) -> Callable[..., Any]:
+        """``run``, recording each call's peak while :attr:`active`."""
+
+        def tracked(*args: Any, **kwargs: Any) -> Any:
+            out = run(*args, **kwargs)
+            if self.active:
+                self.absolute.append((_status_kib("VmHWM") or 0) * 1024)
+                if self.resettable:
+                    reset_high_water_mark()
+            return out
+
+        return tracked
+
+    def above_baseline(self, first: int = 0) -> list[int]:
+        """The steps' peaks from step ``first`` on, above the baseline (bytes, >= 0)."""
+        return [max(a - self.baseline_bytes, 0) for a in self.absolute[first:]]
 
 
 class KernelTime:

@@ -98,14 +98,16 @@ def pooled_summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per system, over the rounds of a run that repeats systems (``--systems a,b,a,b``): the median
     of all its timed steps against keep-all's (pooled), each round's median against that round's
     keep-all, the median of its runs' peak RSS against keep-all's, the range of its peak RSS
-    reduction and its lowest write and read bandwidth against the raw disk around its run (systems
-    that do I/O); and the pooled time and RSS against the keep-all that ran in the same process
-    environment (``same-env``: ``keep-all+thp`` for a ``+thp`` system, ``keep-all+calloc`` for one
-    under the caching CPU allocator, where it ran); 90% bootstrap intervals of the pooled overhead
-    and RSS reduction over rounds (``overhead 90% CI``, ``RSS -% 90% CI``: None for keep-all and for
-    one round), and the systems that dominate it (``dominated by``: faster and lighter, pooled).
-    Empty when no system repeats or keep-all did not run. Rounds need ``round``
-    (:func:`number_rounds`)."""
+    reduction, the median over rounds of its process peak over all steps (warm-up included)
+    against keep-all's (``all/keep median``), its worst step's saved bytes against its memory
+    budget (``worst/budget max``), and its lowest write and read bandwidth against the raw disk
+    around its run (systems that do I/O); and the pooled time and RSS against the keep-all that
+    ran in the same process environment (``same-env``: ``keep-all+thp`` for a ``+thp`` system,
+    ``keep-all+calloc`` for one under the caching CPU allocator, where it ran); 90% bootstrap
+    intervals of the pooled overhead and RSS reduction over rounds (``overhead 90% CI``,
+    ``RSS -% 90% CI``: None for keep-all and for one round), and the systems that dominate it
+    (``dominated by``: faster and lighter, pooled). Empty when no system repeats or keep-all did
+    not run. Rounds need ``round`` (:func:`number_rounds`)."""
     ok = [r for r in results if r["status"] == "ok"]
     names = list(dict.fromkeys(r["system"] for r in ok))
     keep = [r for r in ok if r["system"] == "keep-all"]
@@ -127,6 +129,8 @@ def pooled_summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         w = [r["write_bandwidth_vs_raw"] for r in runs if r.get("write_bandwidth_vs_raw")]
         rd = [r["read_bandwidth_vs_raw"] for r in runs if r.get("read_bandwidth_vs_raw")]
         vs_all, faster = _paired_with_all_offload(name, runs, ok)
+        whole = [r["all_steps_rss_vs_keep_all"] for r in runs if "all_steps_rss_vs_keep_all" in r]
+        budget = [r["worst_step_vs_budget"] for r in runs if "worst_step_vs_budget" in r]
         rows.append(
             {
                 "system": name,
@@ -136,6 +140,8 @@ def pooled_summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "RSS -% pooled": pooled_rss,
                 "RSS -% min": min(rss) if rss else None,
                 "RSS -% max": max(rss) if rss else None,
+                "all/keep median": round(statistics.median(whole), 4) if whole else None,
+                "worst/budget max": max(budget) if budget else None,
                 "W/raw min": min(w) if w else None,
                 "R/raw min": min(rd) if rd else None,
                 "same-env overhead": same_env_overhead,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._common import mib
 from .offload_pooling import pooled_summary, shown_pooled_row
 
 __all__ = ["compare_with_keep_all", "kernel_columns", "print_report", "table_rows", "trace_columns"]
@@ -24,6 +25,13 @@ def compare_with_keep_all(results: list[dict[str, Any]], raw: dict[str, Any]) ->
         r["step_time_overhead"] = round(r["median_ms"] / base["median_ms"] - 1, 4)
         if base.get("peak_mem_bytes"):
             r["peak_rss_reduction"] = round(1 - r["peak_mem_bytes"] / base["peak_mem_bytes"], 4)
+        if base.get("all_steps_peak_rss_bytes") and r.get("all_steps_peak_rss_bytes"):
+            # What decides whether a run fits: the process peak over every step, warm-up too.
+            ratio = r["all_steps_peak_rss_bytes"] / base["all_steps_peak_rss_bytes"]
+            r["all_steps_rss_vs_keep_all"] = round(ratio, 4)
+        if r.get("memory_budget_bytes") and r.get("step_saved_peak_bytes"):
+            worst = max(r["step_saved_peak_bytes"]) / r["memory_budget_bytes"]
+            r["worst_step_vs_budget"] = round(worst, 4)
         if base.get("saved_peak_bytes"):
             r["saved_peak_reduction"] = round(
                 1 - r["saved_peak_bytes"] / base["saved_peak_bytes"], 4
@@ -50,6 +58,9 @@ def table_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "saved -%": r.get("saved_peak_reduction"),
                 "RSS MiB": (r["peak_mem_bytes"] / 2**20) if r.get("peak_mem_bytes") else None,
                 "RSS -%": r.get("peak_rss_reduction"),
+                "all-steps MiB": mib(r.get("all_steps_peak_rss_bytes")),
+                "all/keep": r.get("all_steps_rss_vs_keep_all"),
+                "worst/budget": r.get("worst_step_vs_budget"),
                 "W MB/s": (r["write_bandwidth"] / 1e6) if r.get("write_bandwidth") else None,
                 "W/raw": r.get("write_bandwidth_vs_raw"),
                 "R MB/s": (r["read_bandwidth"] / 1e6) if r.get("read_bandwidth") else None,

@@ -136,10 +136,11 @@ def _blocks(model: Any) -> Any:
 @dataclass(frozen=True)
 class HectorOffload(System):
     """Hector's offloading cache around the model (:func:`hector.offload.wrap`) with
-    ``policy`` ("all" or "adaptive")."""
+    ``policy`` ("all" or "adaptive") and, adaptive, ``memory_budget`` (None: none)."""
 
     policy: str = "all"
     draws_timeline: bool = True
+    memory_budget: float | None = None
 
     @property
     def does_io(self) -> bool:
@@ -155,6 +156,9 @@ class HectorOffload(System):
         from hector.offload import wrap
 
         release = payload.get("release_memory", "auto")
+        options = dict(payload.get("cache_options", {}))
+        if self.memory_budget is not None:
+            options.setdefault("memory_budget", self.memory_budget)
         wrapped = wrap(
             model,
             self.policy,
@@ -162,7 +166,7 @@ class HectorOffload(System):
             record_timeline=True,
             release_memory=False if release == "off" else release,
             granularity=payload.get("granularity", "auto"),
-            **payload.get("cache_options", {}),
+            **options,
         )
         return wrapped, wrapped.cache
 
@@ -239,6 +243,7 @@ SYSTEMS: dict[str, System] = {
         Checkpoint("checkpoint"),
         HectorOffload("hector-all", policy="all"),
         HectorOffload("hector-adaptive", policy="adaptive"),
+        HectorOffload("hector-budget", policy="adaptive", memory_budget=0.5),
         DeepSpeedCheckpoint("deepspeed-checkpoint", cpu=False),
         DeepSpeedCheckpoint("deepspeed-cpu-checkpoint", cpu=True),
     )

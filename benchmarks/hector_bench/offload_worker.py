@@ -49,8 +49,12 @@ def measure_system(payload: dict[str, Any]) -> dict[str, Any]:
         forward, cache = system.setup(model, payload)
     except UnsupportedSystem as err:
         return {"unsupported": str(err)}
-    step = _make_step(system, model, forward, {**cfg, "device": device.type})
+    from hector_bench._common import StepPeaks
+
+    peaks = StepPeaks()
+    step = peaks.step(_make_step(system, model, forward, {**cfg, "device": device.type}))
     gpu = _DeviceMemory(device)
+    peaks.start()  # the RSS before the first step: what the user's run starts from
     try:
         done = run_until_planned(step, cache)
         for i in range(done, done + payload["warmup"]):
@@ -58,7 +62,10 @@ def measure_system(payload: dict[str, Any]) -> dict[str, Any]:
     except UnsupportedSystem as err:
         return {"unsupported": str(err)}
     before = _io_snapshot(cache)
-    out = _timed_steps(step, cache, gpu, payload["steps"])
+    first_timed = len(peaks.absolute)
+    out = _timed_steps(step, cache, gpu, payload["steps"], peaks)
+    peaks.active = False
+    out.update(_whole_run_figures(peaks, first_timed, cache))
     if cache is not None:
         out.update(_cache_figures(cache, before, _io_snapshot(cache), payload["steps"]))
         out.update(_offloaded_step(model, step, cache, gpu.active))
@@ -67,10 +74,34 @@ def measure_system(payload: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _timed_steps(step: Any, cache: Any, gpu: _DeviceMemory, steps: int) -> dict[str, Any]:
+def _whole_run_figures(peaks: Any, first_timed: int, cache: Any) -> dict[str, Any]:
+    """What the user's run held: each step's peak RSS above the RSS before the first step
+    (warm-up and planning steps included), their maximum over all steps and over the timed
+    (steady-state) ones; for a hector cache, each step's peak of saved bytes in memory, its
+    budget and the plan's modelled peak."""
+    per_step = peaks.above_baseline()
+    out: dict[str, Any] = {
+        "step_rss_bytes": per_step,
+        "all_steps_peak_rss_bytes": max(per_step, default=None),
+        "steady_peak_rss_bytes": max(per_step[first_timed:], default=None),
+        "step_rss_method": "VmHWM per step (reset after each) above VmRSS before the first step"
+        if peaks.resettable
+        else "running VmHWM above VmRSS before the first step (not resettable)",
+    }
+    if cache is not None:
+        out["step_saved_peak_bytes"] = list(cache.step_peaks)[: len(per_step)]
+        out["memory_budget_bytes"] = cache.budget_bytes
+        out["modelled_peak_bytes"] = getattr(cache.plan, "modelled_peak", None)
+    return out
+
+
+def _timed_steps(
+    step: Any, cache: Any, gpu: _DeviceMemory, steps: int, peaks: Any
+) -> dict[str, Any]:
     """The timed steps: their times (ms), what the kernel did per step, the peak RSS above
     the trimmed baseline (on a GPU: the device's peak, the host's kept beside it), huge pages
-    and the caching CPU allocator's counters."""
+    and the caching CPU allocator's counters. ``peaks`` (:class:`StepPeaks`) records each
+    step's high-water mark and resets it: the timed steps' peak is the highest of theirs."""
     import torch
 
     from hector.offload import huge_pages_in_effect
@@ -83,6 +114,7 @@ def _timed_steps(step: Any, cache: Any, gpu: _DeviceMemory, steps: int) -> dict[
     _trim()  # return memory freed by warm-up to the OS so the RSS peak is this phase's
     rss = PeakRSS()
     rss.start()
+    first = len(peaks.absolute)
     kernel = KernelTime()
     kernel.start()
     gpu.start()
@@ -94,7 +126,7 @@ def _timed_steps(step: Any, cache: Any, gpu: _DeviceMemory, steps: int) -> dict[
     out: dict[str, Any] = {
         "times_ms": times,
         "kernel_per_step": kernel.per(steps),
-        "peak_rss_bytes": rss.peak_bytes(),
+        "peak_rss_bytes": max(max(peaks.absolute[first:], default=0) - rss.baseline_bytes, 0),
         "rss_method": rss.method,
         "huge_pages": huge_pages_in_effect(),
         "cpu_allocator": cpu_allocator.stats(),  # empty unless installed (calloc, or hector's)

@@ -593,9 +593,10 @@ def test_adaptive_plans_from_the_measured_step(tmp_path):
     assert min(sizes) >= cache.threshold
     assert cache.stats()["offload_ns_per_byte"] == cache.offload_ns_per_byte
     assert "placement.offload_ps_per_byte" in cache.plan.text
-    # The profiled step never trims; the two planned ones may, within the plan's budget.
+    # The warm-up and profiled steps offload everything and trim as "all" does; the two
+    # planned ones may, within the plan's budget.
     assert cache.plan.trim_budget_ns > 0  # glibc, and the plan offloads
-    assert 0 <= cache.counters["heap_trims"] <= 2
+    assert 3 <= cache.counters["heap_trims"] <= 5
     wrapped.close()
 
 

@@ -194,9 +194,9 @@ class _RecordingMeter:
         # Not the first step (it faults in all it allocates): then each step that offloaded.
         # Each trimmed as its backward started; the hooks' own time counts.
         ("all", [None, None, (True, "backward start", True), (True, "backward start", True)]),
-        # Nor the warm-up steps; the profiled step kept everything; the probes after it are
-        # not the next step's cost, nor is the first planned step typical.
-        ("adaptive", [None, None, None, (False, None, True), "restart", None]),
+        # Nor the warm-up steps; the profiled step offloaded everything and trimmed; the
+        # probes after it are not the next step's cost, nor is the first planned step typical.
+        ("adaptive", [None, None, None, (True, "backward start", True), "restart", None]),
     ],
 )
 def test_the_cache_tells_the_fault_meter_each_step(tmp_path, monkeypatch, policy, expected):
@@ -322,7 +322,7 @@ def _profiled_bytes(tmp_path, steps: int, warmup_steps: int):
     _, _, wrapped = _train("adaptive", steps=steps, root=str(tmp_path), warmup_steps=warmup_steps)
     measured = {name: rec[1] for name, rec in wrapped.cache.profiler.profile.items()}
     plan = wrapped.cache.plan
-    assert wrapped.cache.counters["offloaded"] == 0  # every step so far kept everything
+    assert wrapped.cache.counters["offloaded"] > 0  # every step so far offloaded everything
     wrapped.close()
     return measured, plan
 

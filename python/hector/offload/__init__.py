@@ -7,6 +7,7 @@ go to the native SSD store and come back for backward; the package also exports 
     import hector
 
     model = hector.offload(model, policy="adaptive")  # "all" | "none" | Plan | plan file
+    model = hector.offload(model, memory_budget=0.5)  # activations held <= half of keep-all's
     for x, y in batches:
         loss = loss_fn(model(x), y)
         loss.backward()
@@ -39,11 +40,13 @@ from hector.runtime.hugepages import enable_huge_pages, huge_pages_advice, huge_
 from hector.runtime.offload import ChecksumError, OffloadIOError, ShortIOError, TensorStore
 
 from .cache import HugePagesAdvice, OffloadedModule, OffloadError, TensorCache, default_scopes
+from .errors import MemoryBudgetWarning
 from .plan import Plan, PlanError, PlanWithoutIRWarning, measure_write_bandwidth
 
 __all__ = [
     "ChecksumError",
     "HugePagesAdvice",
+    "MemoryBudgetWarning",
     "OffloadError",
     "OffloadIOError",
     "OffloadedModule",
@@ -92,12 +95,13 @@ def wrap(model: nn.Module, policy: str | Plan = "adaptive", **options: Any) -> O
     Args:
         model: the module to train (may be a ``DistributedDataParallel`` wrapper; each rank
             process then has its own store).
-        policy: ``"adaptive"`` (after ``warmup_steps`` steps, 2 by default, profile one step
-            keeping everything, measure the write bandwidth, plan with
-            ``placement-plan-offload``, follow the plan from the next step), ``"all"``,
-            ``"none"``, a :class:`Plan`, or the path of a plan file.
-        **options: forwarded to :class:`TensorCache` (``threshold``, ``ahead``, ``root``,
-            ``threads``, ``direct``, ``on_write_error``, ``scopes``, ``write_bandwidth``, ...).
+        policy: ``"adaptive"`` (``warmup_steps`` steps, 2 by default, then one profiled
+            step, all offloading everything; then plan from the profile and the bandwidth the
+            store gave them, follow the plan from the next step), ``"all"``, ``"none"``, a
+            :class:`Plan`, or the path of a plan file.
+        **options: forwarded to :class:`TensorCache` (``memory_budget``, ``threshold``,
+            ``ahead``, ``root``, ``threads``, ``direct``, ``on_write_error``, ``scopes``,
+            ``write_bandwidth``, ...).
 
     Returns:
         An :class:`OffloadedModule`; its ``cache`` holds statistics and the plan.

@@ -115,6 +115,26 @@ def _check_options(
         raise OffloadError(f"warmup_steps must be an int >= 0, got {warmup_steps!r}")
 
 
+def _check_budget(budget: int | float | None, policy: object) -> None:
+    """Check ``memory_budget``: None, a byte count > 1, or a fraction in (0, 1], with the
+    adaptive policy (the only one that plans).
+
+    Raises:
+        OffloadError: it is none of these, or the policy is not ``"adaptive"``.
+    """
+    if budget is None:
+        return
+    fraction = isinstance(budget, float) and 0 < budget <= 1
+    count = isinstance(budget, int) and not isinstance(budget, bool) and budget > 1
+    if not (fraction or count):
+        raise OffloadError(
+            "memory_budget must be a byte count (an int > 1) or a fraction of the activation "
+            f"memory one step saves (a float in (0, 1]), got {budget!r}"
+        )
+    if policy != "adaptive":
+        raise OffloadError(f"memory_budget plans with policy='adaptive', not {policy!r}")
+
+
 def _eligible(t: torch.Tensor) -> bool:
     """Whether ``t`` may be offloaded at all: a strided CPU or CUDA tensor, no parameter."""
     return (
@@ -162,9 +182,19 @@ class TensorCache:
 
     Args:
         policy: ``"all"`` (offload every eligible tensor), ``"none"`` (keep everything),
-            ``"adaptive"`` (profile the first step with everything kept, then plan with the
-            adaptive rule of ``placement-plan-offload`` and follow the plan), a :class:`Plan`,
-            or the path of a plan file (a ``placement`` module written by :meth:`Plan.save`).
+            ``"adaptive"`` (profile the first steps offloading everything, each scope waiting
+            for the last one's writes, then plan with the adaptive rule — or the budget rule
+            under ``memory_budget`` — and follow the plan), a :class:`Plan`, or the path of a
+            plan file (a ``placement`` module written by :meth:`Plan.save`).
+        memory_budget: ``"adaptive"``: the saved activations the cache may hold in memory at
+            any moment of a step (kept, still being written, or read back): bytes (an int), or
+            a fraction of what one step saves (a float in (0, 1], measured by the first
+            forward). The plan keeps what fits and offloads the rest
+            (:func:`~hector.passes._offload_model.plan_within_budget`); from the first step a
+            forward waits for writes in flight rather than hold more, and backward reads
+            ahead only within it. :attr:`step_peaks` holds each step's measured peak; a budget
+            below what offloading every scope holds warns (:class:`MemoryBudgetWarning`).
+            None (default): no bound, the plan follows ``overhead_target``.
         module: the model whose parameters/buffers stay in memory and whose scopes are tracked
             (None: no scopes; every eligible tensor follows ``"all"``/``"none"``).
         scopes: ``(name, module)`` scopes to track instead of :func:`default_scopes`.
@@ -286,6 +316,8 @@ class TensorCache:
     trim_cost_source: _KeptBy[str | None] = _KeptBy("heap_trims")
     trim_rule: _KeptBy[str | None] = _KeptBy("heap_trims")
     last_trim_decision: _KeptBy[dict[str, Any] | None] = _KeptBy("heap_trims")
+    step_peaks: _KeptBy[Any] = _KeptBy("statistics", read_only=True)
+    budget_bytes: _KeptBy[int | None] = _KeptBy("scheduler", "budget", read_only=True)
 
     def __init__(
         self,
@@ -309,10 +341,12 @@ class TensorCache:
         warmup_steps: int = 2,
         trim_point: str | TrimPoint = "backward start",
         trim_rule: str | TrimRule = "model",
+        memory_budget: int | float | None = None,
     ) -> None:
         if isinstance(policy, str) and policy not in POLICIES:
             plan = Plan.load(policy)  # a plan file; raises a clear error if it is not one
             policy = plan
+        _check_budget(memory_budget, policy)
         _check_options(
             on_write_error,
             ahead,
@@ -346,6 +380,10 @@ class TensorCache:
             readahead_bytes=readahead_bytes,
             on_write_error=on_write_error,
         )
+        # A fraction becomes bytes once the first forward measured what one step saves.
+        self._budget_fraction = memory_budget if isinstance(memory_budget, float) else None
+        if isinstance(memory_budget, int):
+            self.scheduler.budget = memory_budget
         self.profiler = StepProfiler(
             self.policy == "adaptive",
             warmup_steps,
@@ -435,7 +473,9 @@ class TensorCache:
                 profiler.warmup_left -= 1
                 profiler.forget()
             else:  # after the profiled step's backward, when it ran
-                self.plan = profiler.finish(lambda: self.store, self.module, self.scope_names)
+                self.plan = profiler.finish(
+                    lambda: self.store, self.module, self.scope_names, self.budget_bytes or 0
+                )
                 self._wrapped += follow_plan(self.plan, self._scopes)
                 self.heap_trims.fault_cost.restart()  # the probes are not the next step's cost
                 profiler.first_planned_pass = self._pass + 1
@@ -447,6 +487,9 @@ class TensorCache:
     def _root_post(self, module: nn.Module, args: Any, output: Any) -> None:
         if not torch.is_grad_enabled():
             return
+        if self._budget_fraction is not None and self.budget_bytes is None:
+            saved = self.profiler.saved_bytes()  # the first forward's: keep-all's memory
+            self.scheduler.budget = max(int(self._budget_fraction * saved), 1)
         # Backward starts with the last groups: get them in (or keep them) now.
         with self.scheduler.lock:
             self.scheduler.read_ahead((self._pass, self._group))
@@ -467,9 +510,11 @@ class TensorCache:
                 self.scope_names.append(name)
             with self.scheduler.lock:
                 self._group += 1
+                if self.profiler.active:  # the first steps: one scope's writes in flight
+                    self.scheduler.make_room(0, 0)
             self._scope_stack.append(name)
             if self.profiler.active:
-                self.profiler.scope_entered(name, self._group)
+                self.profiler.scope_entered(name, self._group, self._waited_ns())
 
         return hook
 
@@ -480,7 +525,7 @@ class TensorCache:
             if self._scope_stack and self._scope_stack[-1] == name:
                 self._scope_stack.pop()
             if self.profiler.active:
-                self.profiler.scope_left(name)
+                self.profiler.scope_left(name, self._waited_ns())
 
         return hook
 
@@ -562,11 +607,17 @@ class TensorCache:
         self.scheduler.close()
 
     # ---- hooks --------------------------------------------------------------------------------
+    def _waited_ns(self) -> int:
+        """Time so far not spent on the model: waiting for the store's writes and reads, and
+        trimming the heap (ns)."""
+        timing = self.statistics.timing
+        return timing["read_wait_ns"] + timing["write_wait_ns"] + timing["trim_ns"]
+
     def _decision(self) -> str:
         scope = self._scope_stack[-1] if self._scope_stack else None
-        if self.profiler.active or self.policy == "none":
+        if self.policy == "none":
             return "keep"
-        if self.policy == "all":
+        if self.profiler.active or self.policy == "all":  # adaptive: profile while offloading
             return "offload"
         assert self.plan is not None
         if scope is None:
@@ -601,9 +652,11 @@ class TensorCache:
                 self.statistics.counters["aliased"] += 1
             else:
                 offload = nbytes >= self.threshold and self._decision() == "offload"
+                if scheduler.budget is not None:
+                    scheduler.make_room(nbytes, scheduler.budget)
                 group = (self._pass, self._group)
                 entry = scheduler.save(storage, nbytes, key, t.device, group, offload)
-                if rec is not None:
+                if self.profiler.active:
                     self.profiler.saved(rec, nbytes, self.threshold)
             entry.refs += 1
             return SavedHandle(scheduler, entry, t)
@@ -625,7 +678,7 @@ class TensorCache:
         e: Entry = h.entry
         dtype, size, stride, offset = h.dtype, h.size, h.stride, h.offset
         if self.profiler.active and e.group[0] == self.profiler.pass_:
-            self.profiler.unpacked(e.group[1])
+            self.profiler.unpacked(e.group[1], self._waited_ns())
         # The traceback of an error raised below keeps this frame: it must not keep the
         # handle (a saved tensor close() counts as in flight) alive.
         del h
@@ -656,6 +709,8 @@ class TensorCache:
         out["timing"] = self.time_breakdown()
         out["resident_bytes"] = self.resident_bytes
         out["peak_resident_bytes"] = self.peak_resident_bytes
+        out["memory_budget_bytes"] = self.budget_bytes
+        out["step_peak_bytes"] = list(self.step_peaks)
         out["release_memory"] = self.release_memory
         if self.cpu_allocator_note:
             out["cpu_allocator_note"] = self.cpu_allocator_note

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-__all__ = ["CLOSED_HINT", "HugePagesAdvice", "OffloadError"]
+__all__ = ["CLOSED_HINT", "HugePagesAdvice", "MemoryBudgetWarning", "OffloadError"]
 
 
 class HugePagesAdvice(UserWarning):
     """An adaptive CPU offload's activations are large enough for huge pages, which this
     process does not have (:attr:`TensorCache.huge_pages_advice`)."""
+
+
+class MemoryBudgetWarning(UserWarning):
+    """A ``memory_budget`` smaller than what offloading every scope still holds (the saved
+    bytes outside every scope and one scope read back): the plan offloads every scope."""
 
 
 class OffloadError(RuntimeError):

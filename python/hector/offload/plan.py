@@ -8,13 +8,20 @@ inspected, edited by hand and checked with ``hector-opt``. MLIR is imported only
 
 from __future__ import annotations
 
-import itertools
 import os
 import types
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from hector.passes._offload_model import (
+    OVERHEAD_TARGET,
+    StepModel,
+    plan_hidden,
+    plan_within_budget,
+    simulate_step,
+)
 
 if TYPE_CHECKING:
     from hector.passes.plan_offload import ScopeProfile
@@ -28,17 +35,10 @@ __all__ = [
     "measure_store_bandwidth",
     "measure_write_bandwidth",
     "plan_hidden",
+    "plan_within_budget",
     "profile_from",
+    "simulate_step",
 ]
-
-
-#: The step-time overhead over keep-all an adaptive plan may spend by default (a fraction).
-#: What a plan does not spend on its decisions goes to the heap trim, which the heavier GPT's
-#: peak RSS needs to fall by more than a third: at 5% it never fit, and at 8%, once the
-#: release cost counted the ``madvise`` itself, it fit in 2 of 3 runs (RSS -19% in the third).
-#: Under this 10% its adaptive steps measured +8.3% and +10.6% in two interleaved records
-#: (rounds -2.5% to +20.1% on a host whose speed drifts).
-OVERHEAD_TARGET = 0.10
 
 
 class PlanError(ValueError):
@@ -98,168 +98,6 @@ def measure_store_bandwidth(
     return measured.write, measured.read
 
 
-@dataclass(frozen=True)
-class StepModel:
-    """What a plan would do to one step, from the profile (nanoseconds, bytes).
-
-    Attributes:
-        exposed_ns: time backward waits for reads that did not arrive in time.
-        recompute_ns: forward time run again for recomputed scopes.
-        step_ns: the keep-all step (forward + backward) the plan is measured against.
-        kept_in_memory: offloaded scopes whose write would still be running when their read is
-            due (the cache keeps them in memory: I/O spent, nothing saved).
-        read_at_peak: offloaded scopes whose read is requested when backward starts — where
-            memory peaks — so they are back in memory at the peak: I/O spent, no peak saved.
-        offload_cpu_ns: time the training thread itself spends per step on the offloaded bytes
-            (their memory handed back and faulted in again), ``offload_ns_per_byte`` times the
-            bytes offloaded.
-    """
-
-    exposed_ns: float
-    recompute_ns: float
-    step_ns: float
-    kept_in_memory: tuple[int, ...]
-    read_at_peak: tuple[int, ...] = ()
-    offload_cpu_ns: float = 0.0
-
-    @property
-    def overhead(self) -> float:
-        """Modelled step-time overhead over keep-all (a fraction)."""
-        spent = self.exposed_ns + self.recompute_ns + self.offload_cpu_ns
-        return spent / max(self.step_ns, 1.0)
-
-
-def simulate_step(
-    forward_ns: Sequence[float],
-    backward_ns: Sequence[float],
-    nbytes: Sequence[int],
-    decisions: Sequence[str],
-    write_bandwidth: float,
-    read_bandwidth: float,
-    ahead: int = 1,
-    offload_ns_per_byte: float = 0.0,
-) -> StepModel:
-    """Model one step of ``decisions`` (SSDTrain's timeline, one I/O queue shared in order).
-
-    Forward runs the scopes in order; each offloaded scope's write joins the queue when its
-    forward ends. Backward runs them in reverse; the read of scope ``i`` is requested when
-    backward enters scope ``i + ahead`` (the forward's end for the last ones) and must land
-    before backward enters ``i``; a late read delays everything after it. Each offloaded byte
-    also costs the training thread ``offload_ns_per_byte`` (measured: its memory handed back
-    and faulted in again, see :func:`measure_release_cost`), which no I/O overlap hides.
-    """
-    n = len(forward_ns)
-    fwd_end = list(itertools.accumulate(forward_ns))
-    total_fwd = fwd_end[-1] if n else 0.0
-    io_free = 0.0
-    write_done: dict[int, float] = {}
-    for i in range(n):
-        if decisions[i] == "offload":
-            io_free = max(io_free, fwd_end[i]) + nbytes[i] * 1e9 / write_bandwidth
-            write_done[i] = io_free
-    clock = total_fwd  # backward's clock, delayed by every late read
-    enter: dict[int, float] = {}
-    exposed = 0.0
-    kept: list[int] = []
-    at_peak: list[int] = []
-    for i in range(n - 1, -1, -1):
-        if i in write_done:
-            request = enter.get(i + ahead, total_fwd)
-            if request <= total_fwd:
-                at_peak.append(i)
-            if write_done[i] > request:
-                kept.append(i)  # still being written when wanted: served from memory
-            else:
-                io_free = max(io_free, request) + nbytes[i] * 1e9 / read_bandwidth
-                if io_free > clock:
-                    exposed += io_free - clock
-                    clock = io_free
-        enter[i] = clock
-        clock += backward_ns[i]
-    recompute = sum(f for f, d in zip(forward_ns, decisions, strict=True) if d == "recompute")
-    step = total_fwd + sum(backward_ns)
-    offloaded = sum(b for b, d in zip(nbytes, decisions, strict=True) if d == "offload")
-    return StepModel(
-        exposed,
-        recompute,
-        step,
-        tuple(sorted(kept)),
-        tuple(sorted(at_peak)),
-        offloaded * offload_ns_per_byte,
-    )
-
-
-def plan_hidden(
-    forward_ns: Sequence[float],
-    backward_ns: Sequence[float],
-    nbytes: Sequence[int],
-    write_bandwidth: float,
-    read_bandwidth: float,
-    *,
-    overhead_target: float = OVERHEAD_TARGET,
-    recompute: bool = True,
-    ahead: int = 1,
-    offload_ns_per_byte: float = 0.0,
-) -> list[str]:
-    """SSDTrain's rule on measured times: offload what compute hides, recompute what is cheap.
-
-    Scopes are tried in forward order (the earliest have the most compute left to hide their
-    I/O): a scope is offloaded when, with it, :func:`simulate_step` still exposes no more than
-    1% of the step in read waits, its write ends before its read is due, that read is not
-    due as backward starts (otherwise offloading it saves nothing at the peak: all-offload's
-    last scopes are read back, or kept, right there), and the modelled overhead — the
-    training thread's own cost of the offloaded bytes (``offload_ns_per_byte``) included —
-    stays within ``overhead_target`` (on a small model, where a byte carries little compute,
-    that cost is what limits offloading). Of the rest, all but the last scope
-    (whose backward comes first, so recomputing it frees nothing at the peak) are recomputed
-    cheapest first (least forward time per byte) while the modelled overhead stays within
-    ``overhead_target`` — but only a scope that is cheap to recompute: whose forward time per
-    byte is no more than moving a byte out and back at the measured bandwidths would take
-    (``1/write + 1/read``). A transformer block on a compute-heavy model costs several times
-    that: recomputing it would spend most of the target for bytes offloading can save, and a
-    plan that spends its whole target lands above it as soon as anything it does not model
-    (the hooks, a slower moment of the host) adds to the step.
-    Everything else is kept.
-    """
-    if write_bandwidth <= 0 or read_bandwidth <= 0:
-        raise ValueError("write and read bandwidth must be > 0 bytes/s")
-    n = len(nbytes)
-    decisions = ["keep"] * n
-
-    costs = (write_bandwidth, read_bandwidth, ahead, offload_ns_per_byte)
-
-    def model() -> StepModel:
-        return simulate_step(forward_ns, backward_ns, nbytes, decisions, *costs)
-
-    base = model()
-    for i in range(n):
-        if nbytes[i] <= 0:
-            continue
-        decisions[i] = "offload"
-        m = model()
-        wasted = i in m.kept_in_memory or i in m.read_at_peak
-        exposed = m.exposed_ns > 0.01 * base.step_ns
-        if wasted or exposed or m.overhead > overhead_target:
-            decisions[i] = "keep"
-    if recompute:
-        moving_ns_per_byte = 1e9 / write_bandwidth + 1e9 / read_bandwidth
-        cheap = sorted(
-            (
-                i
-                for i in range(n - 1)
-                if decisions[i] == "keep"
-                and nbytes[i] > 0
-                and forward_ns[i] / nbytes[i] <= moving_ns_per_byte
-            ),
-            key=lambda i: (forward_ns[i] / nbytes[i], i),
-        )
-        for i in cheap:
-            decisions[i] = "recompute"
-            if model().overhead > overhead_target:
-                decisions[i] = "keep"
-    return decisions
-
-
 @dataclass
 class Plan:
     """Decisions per scope name, with the IR they came from.
@@ -279,6 +117,10 @@ class Plan:
         offload_ns_per_byte: what the plan counted each offloaded byte to cost the training
             thread (its memory handed back and faulted in again;
             ``placement.offload_ps_per_byte``; 0.0 when the plan does not say).
+        memory_budget: the activation bytes a budgeted plan was made to fit
+            (``placement.memory_budget``; 0: no budget).
+        modelled_peak: the activation bytes in memory at the step's peak the budget rule
+            modelled (``placement.modelled_peak_bytes``; None when the plan does not say).
     """
 
     decisions: dict[str, str]
@@ -289,6 +131,8 @@ class Plan:
     trim_budget_ns: int = 0
     modelled_overhead: float | None = None
     offload_ns_per_byte: float = 0.0
+    memory_budget: int = 0
+    modelled_peak: int | None = None
 
     @classmethod
     def from_profile(
@@ -333,8 +177,12 @@ class Plan:
         ahead: int = 1,
         offload_ns_per_byte: float = 0.0,
         trim_heap: bool = False,
+        memory_budget: int = 0,
+        unscoped: int = 0,
     ) -> Plan:
-        """The adaptive plan of :func:`plan_hidden`, as ``placement`` IR.
+        """The adaptive plan of :func:`plan_hidden` — or, with ``memory_budget`` (bytes),
+        :func:`plan_within_budget`'s, ``unscoped`` being the saved bytes outside every scope
+        — as ``placement`` IR.
 
         ``trim_heap``: the heap's free memory can be handed back once per step that offloads
         (``malloc_trim``, as backward starts or at the forward's end: the cache's
@@ -354,18 +202,19 @@ class Plan:
         """
         forward = [float(s.forward_ns) for s in scopes]
         nbytes = [int(s.nbytes) for s in scopes]
-        decisions = plan_hidden(
-            forward,
-            backward_ns,
-            nbytes,
-            write_bandwidth,
-            read_bandwidth,
-            overhead_target=overhead_target,
-            recompute=recompute,
-            ahead=ahead,
-            offload_ns_per_byte=offload_ns_per_byte,
-        )
         costs = (write_bandwidth, read_bandwidth, ahead, offload_ns_per_byte)
+        peak = None
+        if memory_budget > 0:
+            budgeted = plan_within_budget(
+                forward, backward_ns, nbytes, *costs[:2], memory_budget, unscoped=unscoped,
+                ahead=ahead, offload_ns_per_byte=offload_ns_per_byte,
+            )  # fmt: skip
+            decisions, peak = budgeted.decisions, budgeted.peak_bytes
+        else:
+            decisions = plan_hidden(
+                forward, backward_ns, nbytes, *costs[:2], overhead_target=overhead_target,
+                recompute=recompute, ahead=ahead, offload_ns_per_byte=offload_ns_per_byte,
+            )  # fmt: skip
         model = simulate_step(forward, backward_ns, nbytes, decisions, *costs)
         trim_budget = 0.0
         if trim_heap and "offload" in decisions:
@@ -389,6 +238,8 @@ class Plan:
                 int(trim_budget),
                 model.overhead,
                 offload_ns_per_byte,
+                memory_budget,
+                peak,
             )
         text = _decisions_ir(
             scopes,
@@ -398,6 +249,7 @@ class Plan:
             ahead,
             model,
             trim_budget,
+            (memory_budget, peak),
         )
         return cls.from_ir(text)
 
@@ -453,9 +305,12 @@ class Plan:
                 if "placement.offload_ps_per_byte" in func.attributes:
                     ps = ir.IntegerAttr(func.attributes["placement.offload_ps_per_byte"])
                     offload_ns = ps.value / 1e3
+                budget = _int_attr(func, "placement.memory_budget")
+                peak = _int_attr(func, "placement.modelled_peak_bytes")
                 return cls(
-                    decisions, policy, str(module), names, nbytes, trim, modelled, offload_ns
-                )
+                    decisions, policy, str(module), names, nbytes, trim, modelled, offload_ns,
+                    budget or 0, peak,
+                )  # fmt: skip
         raise PlanError(
             f"{source}: contains no placement decisions (run placement-plan-offload on a "
             "profile first)"
@@ -496,6 +351,13 @@ class Plan:
         return out
 
 
+def _int_attr(func: Any, name: str) -> int | None:
+    """The integer attribute ``name`` of ``func`` (None: absent)."""
+    from mlir import ir
+
+    return ir.IntegerAttr(func.attributes[name]).value if name in func.attributes else None
+
+
 def _arg_names(func: Any, n: int) -> list[str]:
     from mlir import ir
 
@@ -517,10 +379,12 @@ def _decisions_ir(
     ahead: int,
     model: StepModel,
     trim_budget_ns: float = 0.0,
+    budget: tuple[int, int | None] = (0, None),
 ) -> str:
     """The profile function of ``scopes`` with ``decisions`` built in (see from_measurements);
     ``costs``: write and read bandwidth (bytes/s) and the offload cost per byte (ns);
-    ``trim_budget_ns``: what each forward may spend trimming the heap (0: never)."""
+    ``trim_budget_ns``: what each forward may spend trimming the heap (0: never);
+    ``budget``: the memory budget and the modelled peak of a budgeted plan ((0, None): none)."""
     write_bandwidth, read_bandwidth, offload_ns_per_byte = costs
     from mlir import ir
 
@@ -549,7 +413,10 @@ def _decisions_ir(
         fn.attributes["placement.offload_ps_per_byte"] = i64(offload_ns_per_byte * 1e3)
         if trim_budget_ns > 0:
             fn.attributes["placement.trim_budget_ns"] = i64(trim_budget_ns)
-        fn.attributes["placement.rule"] = ir.StringAttr.get("hidden-io")
+        fn.attributes["placement.rule"] = ir.StringAttr.get("budget" if budget[0] else "hidden-io")
+        if budget[0]:
+            fn.attributes["placement.memory_budget"] = i64(budget[0])
+            fn.attributes["placement.modelled_peak_bytes"] = i64(budget[1] or 0)
         fn.attributes["placement.modelled_overhead_ppm"] = i64(model.overhead * 1e6)
         fn.attributes["placement.plan"] = ir.StringAttr.get("adaptive")
         block = fn.regions[0].blocks[0]

@@ -1,11 +1,12 @@
 """Profiling a training step and following the plan made from it.
 
-Under ``policy="adaptive"`` the cache keeps everything for its warm-up steps and one profiled
-step, measuring each scope's forward and backward time and saved bytes
-(:class:`StepProfiler`); when the next forward starts it plans from those measurements and the
-store's bandwidth (:meth:`StepProfiler.finish`) and follows the plan: offloaded scopes are
-written to the store, recomputed scopes run under activation checkpointing
-(:func:`follow_plan`).
+Under ``policy="adaptive"`` the cache offloads everything for its warm-up steps and one
+profiled step, each scope waiting for the last one's writes (the least memory, so the first
+steps hold no more than the plan's later ones), measuring each scope's forward and backward
+time — less the time they waited for the store — and saved bytes (:class:`StepProfiler`);
+when the next forward starts it plans from those measurements and the bandwidth the store gave
+them (:meth:`StepProfiler.finish`) and follows the plan: offloaded scopes are written to the
+store, recomputed scopes run under activation checkpointing (:func:`follow_plan`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from torch import nn
 from hector.runtime import libc_heap
 from hector.runtime.offload import TensorStore
 
-from .errors import HugePagesAdvice, OffloadError
+from .errors import HugePagesAdvice, MemoryBudgetWarning, OffloadError
 from .host_policy import (
     HostMemoryPolicy,
     ReleaseCostProbe,
@@ -68,6 +69,22 @@ def _wrap_recompute(m: nn.Module) -> Wrapped:
     return m, original
 
 
+#: Bytes the profiled steps must have written and read for their own bandwidth to plan with.
+MEASURED_IO_BYTES = 16 << 20
+
+
+def _bandwidth_moved(store: TensorStore) -> tuple[float, float] | None:
+    """The write and read bandwidth (bytes per busy second) the store gave the steps that
+    offloaded everything, or None where they moved less than :data:`MEASURED_IO_BYTES` each
+    way (then a probe measures it, allocating its own buffer while the plan is made)."""
+    stats = store.stats()
+    if min(stats["bytes_written"], stats["bytes_read"]) < MEASURED_IO_BYTES:
+        return None
+    if not (stats["write_bandwidth"] > 0 and stats["read_bandwidth"] > 0):
+        return None
+    return float(stats["write_bandwidth"]), float(stats["read_bandwidth"])
+
+
 class StepProfiler:
     """What the adaptive policy measures before it plans, and the plan's inputs it measured.
 
@@ -99,10 +116,12 @@ class StepProfiler:
         self._ahead = ahead
         self.profile: dict[str, list[float]] = {}  # scope -> [forward seconds, saved bytes]
         self.sizes: list[int] = []  # profiled pass: bytes of each offloadable storage
-        self._scope_start: dict[str, float] = {}
+        self.unscoped_bytes = 0  # profiled pass: bytes saved outside every scope
+        self._scope_start: dict[str, tuple[float, int]] = {}  # scope -> (time, waited ns)
         self._group_scope: dict[int, str] = {}  # profiled pass: group -> scope name
-        self._unpack_marks: dict[int, float] = {}  # profiled pass: group -> first unpack time
-        self._last_unpack = 0.0
+        # Profiled pass: group -> (first unpack time, ns waited for the store until then).
+        self._unpack_marks: dict[int, tuple[float, int]] = {}
+        self._last_unpack = (0.0, 0)
         self.first_planned_pass = 0  # the pass that first followed the plan
         #: The cost of handing memory back and faulting it in, measured on the profiled sizes.
         self.release_cost = ReleaseCostProbe(self.sizes)
@@ -130,21 +149,24 @@ class StepProfiler:
         """Drop what the last step measured (a warm-up step's times are not the training's)."""
         self.profile.clear()
         self.sizes.clear()
+        self.unscoped_bytes = 0
         self._scope_start.clear()
         self._group_scope.clear()
         self._unpack_marks.clear()
-        self._last_unpack = 0.0
+        self._last_unpack = (0.0, 0)
 
-    def scope_entered(self, name: str, group: int) -> None:
-        """Scope ``name`` opened ``group``: its forward starts now."""
+    def scope_entered(self, name: str, group: int, waited_ns: int) -> None:
+        """Scope ``name`` opened ``group``: its forward starts now (``waited_ns``: the cache's
+        time waiting for the store so far, left out of the scope's time)."""
         self._group_scope[group] = name
-        self._scope_start[name] = self.clock()
+        self._scope_start[name] = (self.clock(), waited_ns)
 
-    def scope_left(self, name: str) -> None:
+    def scope_left(self, name: str, waited_ns: int) -> None:
         """Scope ``name``'s forward ended now."""
         if name in self._scope_start:
             rec = self.profile.setdefault(name, [0.0, 0.0])
-            rec[0] += self.clock() - self._scope_start.pop(name)
+            start, waited_before = self._scope_start.pop(name)
+            rec[0] += max(self.clock() - start - (waited_ns - waited_before) * 1e-9, 0.0)
 
     def record_of(self, scope_stack: list[str]) -> list[float] | None:
         """Where the innermost scope's saved bytes add up (None: profiling no scope)."""
@@ -152,15 +174,23 @@ class StepProfiler:
             return self.profile.setdefault(scope_stack[-1], [0.0, 0.0])
         return None
 
-    def saved(self, rec: list[float], nbytes: int, threshold: int) -> None:
-        """A new storage of ``nbytes`` was saved in the scope of ``rec``."""
-        rec[1] += nbytes
+    def saved(self, rec: list[float] | None, nbytes: int, threshold: int) -> None:
+        """A new storage of ``nbytes`` was saved in the scope of ``rec`` (None: in none)."""
+        if rec is None:
+            self.unscoped_bytes += nbytes
+        else:
+            rec[1] += nbytes
         if nbytes >= threshold:
             self.sizes.append(nbytes)
 
-    def unpacked(self, group: int) -> None:
-        """Backward unpacked a tensor of the profiled pass's ``group``."""
-        self._last_unpack = self.clock()
+    def saved_bytes(self) -> int:
+        """The bytes the pass being profiled saved so far (every new storage)."""
+        return int(sum(rec[1] for rec in self.profile.values())) + self.unscoped_bytes
+
+    def unpacked(self, group: int, waited_ns: int) -> None:
+        """Backward unpacked a tensor of the profiled pass's ``group``; ``waited_ns``: the
+        cache's time waiting for the store so far."""
+        self._last_unpack = (self.clock(), waited_ns)
         self._unpack_marks.setdefault(group, self._last_unpack)
 
     def finish(
@@ -168,10 +198,12 @@ class StepProfiler:
         store: Callable[[], TensorStore],
         module: nn.Module | None,
         scope_names: list[str],
+        budget: int = 0,
     ) -> Plan:
         """After the profiled step: plan from its measured times and the store's bandwidth
         (measured in ``store()`` unless given); ``module``'s devices decide the price of an
-        offloaded byte. Profiling ends.
+        offloaded byte; ``budget`` (bytes, 0: none) makes it a budgeted plan
+        (:func:`~hector.passes._offload_model.plan_within_budget`). Profiling ends.
 
         Runs when the next forward starts, so the profiled step's backward (when it ran) is
         measured too; otherwise backward is taken as twice the forward.
@@ -179,7 +211,7 @@ class StepProfiler:
         from .plan import measure_store_bandwidth, profile_from
 
         if self.write_bandwidth is None or self.read_bandwidth is None:
-            write, read = measure_store_bandwidth(store())
+            write, read = _bandwidth_moved(store()) or measure_store_bandwidth(store())
             self.write_bandwidth = self.write_bandwidth or write
             self.read_bandwidth = self.read_bandwidth or read
         on_cpu = module is None or device_types(module) <= {"cpu"}
@@ -198,8 +230,19 @@ class StepProfiler:
             ahead=max(self._ahead, 1),
             offload_ns_per_byte=self.offload_ns_per_byte,
             trim_heap=self._host.trims_heap_per_step and libc_heap.heap_free_bytes() is not None,
+            memory_budget=budget,
+            unscoped=self.unscoped_bytes,
         )
         self.active = False
+        if budget and (plan.modelled_peak or 0) > budget:
+            warnings.warn(
+                f"hector.offload: memory_budget={budget} bytes is below what offloading every "
+                f"scope holds ({plan.modelled_peak} bytes modelled: the bytes saved outside every "
+                "scope and the read-back window); every scope is offloaded. Raise the budget, or "
+                "offload finer scopes (granularity='layer')",
+                MemoryBudgetWarning,
+                3,
+            )
         return plan
 
     def _advise_huge_pages(self) -> None:
@@ -214,12 +257,14 @@ class StepProfiler:
 
     def _backward_ns(self, scopes: list[Any]) -> list[float]:
         """Each scope's backward time in the profiled step: from the first unpack of its group
-        to the first unpack of the group backward reached next (2x forward when unmeasured)."""
+        to the first unpack of the group backward reached next, less what it waited for the
+        store (2x forward when unmeasured)."""
         marks = sorted(self._unpack_marks.items(), key=lambda kv: kv[1])
         spent: dict[str, float] = {}
-        for k, (group, at) in enumerate(marks):
-            end = marks[k + 1][1] if k + 1 < len(marks) else self._last_unpack
+        for k, (group, (at, waited)) in enumerate(marks):
+            end, waited_end = marks[k + 1][1] if k + 1 < len(marks) else self._last_unpack
             name = self._group_scope.get(group)
             if name is not None:
-                spent[name] = spent.get(name, 0.0) + (end - at) * 1e9
+                ns = max((end - at) * 1e9 - (waited_end - waited), 0.0)
+                spent[name] = spent.get(name, 0.0) + ns
         return [spent.get(s.name, 2.0 * s.forward_ns) for s in scopes]

@@ -92,6 +92,9 @@ class OffloadScheduler:
         self.host = host
         self.ahead = ahead
         self.readahead_bytes = readahead_bytes
+        #: The activation bytes the cache may hold in memory (``memory_budget``; None: no
+        #: bound): reads ahead of backward start only within it (:meth:`read_ahead`).
+        self.budget: int | None = None
         self.on_write_error = on_write_error
         self._store: TensorStore | None = None
         self.lock = threading.RLock()
@@ -173,6 +176,14 @@ class OffloadScheduler:
         self._stats.counters["offloaded"] += 1
         self._stats.counters["bytes_offloaded"] += e.nbytes
         self.entries.writing(e)
+
+    def make_room(self, nbytes: int, limit: int) -> None:
+        """Wait for the oldest writes in flight, their memory then handed back, until the
+        saved bytes held in memory plus ``nbytes`` fit ``limit`` or no write is in flight
+        (``limit`` 0: wait for them all). How a budget bounds what a forward holds while
+        the store is slower than the forward saves."""
+        while self._writing and self._stats.resident_bytes + nbytes > limit:
+            self._finish_write(next(iter(self._writing.values())))
 
     # ---- completions ----------------------------------------------------------------------------
     def drain(self) -> None:
@@ -259,8 +270,9 @@ class OffloadScheduler:
 
         Without a window, the ``ahead`` previous groups start at once. With
         ``readahead_bytes``, a previous group starts only while the offloaded bytes held in
-        memory plus its own stay within the window (or when nothing is held), so reads land
-        just in time instead of all at the start of backward.
+        memory plus its own stay within the window, and all saved bytes held within
+        :attr:`budget`, (or when nothing is held) so reads land just in time instead of all
+        at the start of backward.
         """
         self._prefetch_group(group)
         window = self._window()
@@ -275,7 +287,8 @@ class OffloadScheduler:
                 continue
             if held < 0:
                 held = self.entries.held_offloaded_bytes()
-            if held and held + need > window:
+            over = self.budget is not None and self._stats.resident_bytes + need > self.budget
+            if held and (held + need > window or over):
                 return
             self._prefetch_group((group[0], g))
             held += need

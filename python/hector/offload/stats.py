@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import time
 
 __all__ = ["COUNTER_KEYS", "TIMING_KEYS", "CacheStatistics"]
@@ -57,6 +58,9 @@ class CacheStatistics:
         self.read_wait_s = 0.0
         self.resident_bytes = 0
         self.peak_resident_bytes = 0
+        #: Each forward pass's peak of :attr:`resident_bytes`, from its start to the next
+        #: pass's (its backward included), the latest last (the last 4,096 passes).
+        self.step_peaks: collections.deque[int] = collections.deque(maxlen=4096)
         self.record_timeline = record_timeline
         self.timeline: list[tuple[float, int]] = []
         self._t0 = time.perf_counter()
@@ -68,12 +72,15 @@ class CacheStatistics:
         """The cache now holds ``n`` more saved bytes in memory (negative: fewer)."""
         self.resident_bytes += n
         self.peak_resident_bytes = max(self.peak_resident_bytes, self.resident_bytes)
+        if self.step_peaks and self.resident_bytes > self.step_peaks[-1]:
+            self.step_peaks[-1] = self.resident_bytes
         if self.record_timeline:
             self.timeline.append((time.perf_counter() - self._t0, self.resident_bytes))
 
     def start_pass(self) -> None:
         """A forward pass starts: remember the counters and timings it starts from."""
         self.offloaded_before_pass = self.counters["offloaded"]
+        self.step_peaks.append(self.resident_bytes)
         self.pass_marks = (dict(self.timing), self.counters["bytes_offloaded"])
 
     def offloaded_this_pass(self) -> bool:
