@@ -38,7 +38,8 @@
 #                 peak of allocated bytes in offload_cuda.json (issue 14's CUDA half).
 #   offload-models hector bench offload --device cuda on the models users bring (TransformerEncoder,
 #                 ViT; Hugging Face GPT-2 and Llama where transformers imports): keep-all and
-#                 hector-adaptive, records offload_cuda_<model>.json.
+#                 hector-adaptive and hector-budget (memory_budget=0.5), records
+#                 offload_cuda_<model>.json.
 # pytest runs under pytest-timeout (--timeout per test) when installed.
 #
 # $OUT receives exactly two files: summary.txt (one line per section, then the bundle
@@ -541,8 +542,8 @@ DETAIL="record in offload_cuda.json" section offload-bench 120 \
 # and Llama where transformers imports (the image may lack it: then only the two).
 user_models=torch-encoder,vit
 if python3 -c "import transformers" 2>/dev/null; then user_models+=,hf-gpt2,hf-llama; fi
-DETAIL="models $user_models; records offload_cuda_<model>.json" section offload-models 120 \
+DETAIL="models $user_models; records offload_cuda_<model>.json" section offload-models 180 \
   bash -c 'for m in ${1//,/ }; do python3 -m hector.cli bench offload --device cuda \
     --model "$m" --layers 4 --hidden 1024 --heads 16 --seq 512 --batch 2 --vocab 8192 \
-    --steps 3 --warmup 1 --raw-probes 1 --systems keep-all,hector-adaptive \
+    --steps 3 --warmup 1 --raw-probes 1 --systems keep-all,hector-adaptive,hector-budget \
     --json "$2/offload_cuda_$m.json" || exit 1; done' _ "$user_models" "$WORK"
