@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hector.passes._offload_model import (
+    DECISION_SHARE,
     OVERHEAD_TARGET,
     StepModel,
     plan_hidden,
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from hector.passes.plan_offload import ScopeProfile
 
 __all__ = [
+    "DECISION_SHARE",
     "OVERHEAD_TARGET",
     "Plan",
     "PlanError",
@@ -180,7 +182,8 @@ class Plan:
         memory_budget: int = 0,
         unscoped: int = 0,
     ) -> Plan:
-        """The adaptive plan of :func:`plan_hidden` — or, with ``memory_budget`` (bytes),
+        """The adaptive plan of :func:`plan_hidden`, its decisions spending
+        ``DECISION_SHARE`` of ``overhead_target`` — or, with ``memory_budget`` (bytes),
         :func:`plan_within_budget`'s, ``unscoped`` being the saved bytes outside every scope
         — as ``placement`` IR.
 
@@ -212,8 +215,9 @@ class Plan:
             decisions, peak = budgeted.decisions, budgeted.peak_bytes
         else:
             decisions = plan_hidden(
-                forward, backward_ns, nbytes, *costs[:2], overhead_target=overhead_target,
-                recompute=recompute, ahead=ahead, offload_ns_per_byte=offload_ns_per_byte,
+                forward, backward_ns, nbytes, *costs[:2],
+                overhead_target=overhead_target * DECISION_SHARE, recompute=recompute,
+                ahead=ahead, offload_ns_per_byte=offload_ns_per_byte,
             )  # fmt: skip
         model = simulate_step(forward, backward_ns, nbytes, decisions, *costs)
         trim_budget = 0.0
