@@ -43,7 +43,7 @@ from typing import Any
 
 from hector import cli_args as _args
 
-from . import _common
+from . import _common, random_graph
 
 MODELS = ("rgcn", "rgat", "hgt")
 SYSTEMS = ("eager", "inductor", "hector")
@@ -66,7 +66,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="default",
         help="rgcn only: FastRGCNConv instead of RGCNConv",
     )
-    p.add_argument("--dataset", default="synthetic:aifb", help="comma-separated datasets")
+    p.add_argument(
+        "--dataset",
+        default="synthetic:aifb",
+        help="comma-separated datasets; random:NODESxEDGESxRELATIONS for a small random graph",
+    )
     p.add_argument("--mode", choices=("training", "inference"), default="training")
     p.add_argument(
         "--systems",
@@ -106,7 +110,10 @@ def _build(
     from hector import datasets
 
     try:
-        ds = datasets.load(dataset, seed=args.seed)
+        if dataset.startswith(random_graph.PREFIX):
+            ds = random_graph.random_graph(dataset, seed=args.seed)
+        else:
+            ds = datasets.load(dataset, seed=args.seed)
     except datasets.DatasetError as err:
         raise BenchError(str(err)) from None
     gen = torch.Generator().manual_seed(args.seed)

@@ -1,0 +1,67 @@
+"""``random:NxExR`` graphs for the benches, and ``hector bench compile`` on one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from hector.dataset import DatasetError
+from hector_bench.random_graph import random_graph
+
+
+def test_a_random_graph_has_the_sizes_it_names_and_consistent_types() -> None:
+    ds = random_graph("random:100x5000x20", seed=3)
+    assert (ds.num_nodes, ds.num_edges, ds.num_relations) == (100, 5000, 20)
+    assert torch.bincount(ds.edge_type).tolist() == [250] * 20
+    counts, edge_index_dict = ds.pyg_hetero()
+    assert counts == {"a": 50, "b": 50}
+    assert sum(int(ei.shape[1]) for ei in edge_index_dict.values()) == 5000
+    again = random_graph("random:100x5000x20", seed=3)
+    assert torch.equal(ds.edge_index, again.edge_index)
+    assert not torch.equal(ds.edge_index, random_graph("random:100x5000x20", seed=4).edge_index)
+
+
+def test_uneven_and_empty_shares() -> None:
+    assert torch.bincount(random_graph("random:9x7x3").edge_type).tolist() == [3, 2, 2]
+    assert random_graph("random:2x0x1").num_edges == 0
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("random:1x5x2", "NODES >= 2"),
+        ("random:10x5", "three integers"),
+        ("random:10xyx2", "three integers"),
+        ("random:10x5x0", "RELATIONS >= 1"),
+        ("random:10x-1x2", "EDGES >= 0"),
+        ("random:10x100000000000000x2", "exceed"),
+    ],
+)
+def test_bad_specs_are_refused(spec: str, message: str) -> None:
+    with pytest.raises(DatasetError, match=message):
+        random_graph(spec)
+
+
+def test_bench_compile_refuses_a_bad_random_graph(capsys: pytest.CaptureFixture[str]) -> None:
+    from hector.cli import main
+
+    assert main(["bench", "compile", "--dataset", "random:1x1x1", "--systems", "eager"]) == 1
+    assert "NODES >= 2" in capsys.readouterr().err
+
+
+def test_bench_compile_runs_hectors_program_on_a_small_random_graph(tmp_path: Path) -> None:
+    from hector.cli import main
+
+    record = tmp_path / "small.json"
+    argv = ["bench", "compile", "--model", "rgcn", "--dataset", "random:20x60x3", "--no-warm"]
+    argv += ["--systems", "eager,hector", "--runs", "2", "--warmup", "1", "--json", str(record)]
+    assert main([*argv, "--in-dim", "4", "--hidden", "4"]) == 0
+    (cell,) = json.loads(record.read_text())["cells"]
+    assert cell["graph"] == {"nodes": 20, "edges": 60, "relations": 3}
+    rows = {r["system"]: r for r in cell["results"]}
+    assert rows["hector"]["status"] == "ok"
+    assert rows["hector"]["max_abs_err_grad"] <= 1e-5
+    assert any(g["layer_programs"] for g in rows["hector"]["graphs"])
