@@ -56,7 +56,7 @@ def random_graph(spec: str, seed: int = 0) -> Dataset:
     return Dataset(
         name=spec,
         num_nodes=n,
-        node_type=torch.cat([torch.zeros(half), torch.ones(n - half)]).long(),
+        node_type=(torch.arange(n) >= half).long(),
         node_types=["a", "b"],
         edge_index=torch.stack([torch.cat(src), torch.cat(dst)]),
         edge_type=torch.cat(etype),
