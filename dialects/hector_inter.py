@@ -29,6 +29,11 @@ UNARY_FUNCTIONS: tuple[UnaryFn, ...] = (
     UnaryFn("gelu", "exact GELU `x/2 * (1 + erf(x/sqrt(2)))`", "input", "torch.aten.gelu"),
     UnaryFn("neg", "`-x`", "none", "torch.aten.neg", traced=False),
     UnaryFn("silu", "`x * sigmoid(x)` (SiLU, swish)", "input", "torch.aten.silu"),
+    UnaryFn(
+        "shift_positive",
+        "`x + 1 if x > 0 else x` (RGAT's f-additive attention; derivative 1)",
+        "none",
+    ),
 )
 UNARY_FNS = tuple(f.name for f in UNARY_FUNCTIONS)
 
@@ -340,6 +345,13 @@ the forward already has); functions whose derivative needs neither ignore `ref`.
     ),
 )
 
+_SOFTMAX_BY = Attr(
+    "by",
+    "enum",
+    "the edges one softmax spans: per destination, or per (destination, edge type)",
+    ("dst", "dst_etype"),
+)
+
 EDGE_SOFTMAX = OpDef(
     name="edge_softmax",
     summary="Softmax of edge scores over the incoming edges of each node, per head.",
@@ -347,12 +359,17 @@ EDGE_SOFTMAX = OpDef(
 `out[e, h] = exp(x[e, h] - m[dst(e), h]) / Σ_{e' : dst(e') = dst(e)} exp(x[e', h] - m[…])` with
 `m[v, h] = max_{e' : dst(e') = v} x[e', h]` (max-subtracted, so large logits do not overflow).
 RGAT's and HGT's attention normalisation (PyG's `softmax(alpha, index)`).
+
+`by` names the edges one softmax spans: `"dst"`, all incoming edges of `dst(e)` (above);
+`"dst_etype"`, the incoming edges of `dst(e)` of the same edge type (RGAT's within-relation
+attention), the sums and maxima running over `{e' : dst(e') = dst(e), etype(e') = etype(e)}`.
 """,
     operands=(_G, Operand("x", "tensor", "edge-wise scores `[E, H]`")),
     results=(Operand("out", "tensor", "edge-wise weights `[E, H]`"),),
+    attributes=(_SOFTMAX_BY,),
     example=_ex(
         "%g: !hector_inter.graph, %x: tensor<?x2xf32>",
-        '  %0 = "hector_inter.edge_softmax"(%g, %x) '
+        '  %0 = "hector_inter.edge_softmax"(%g, %x) {by = "dst"} '
         ": (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>",
         "%0 : tensor<?x2xf32>",
     ),
@@ -363,7 +380,8 @@ EDGE_SOFTMAX_GRAD = OpDef(
     summary="Input gradient of edge_softmax, from its output.",
     description="""
 `out[e, h] = y[e, h] * (dy[e, h] - Σ_{e' : dst(e') = dst(e)} dy[e', h] * y[e', h])` where `y` is
-the forward output: the softmax Jacobian applied without materialising it.
+the forward output: the softmax Jacobian applied without materialising it; the sum spans the
+edges of the forward's `by` (same `etype(e')` too with `"dst_etype"`).
 """,
     operands=(
         _G,
@@ -371,9 +389,10 @@ the forward output: the softmax Jacobian applied without materialising it.
         Operand("dy", "tensor", "output gradient `[E, H]`"),
     ),
     results=(Operand("out", "tensor", "input gradient `[E, H]`"),),
+    attributes=(_SOFTMAX_BY,),
     example=_ex(
         "%g: !hector_inter.graph, %y: tensor<?x2xf32>, %dy: tensor<?x2xf32>",
-        '  %0 = "hector_inter.edge_softmax_grad"(%g, %y, %dy) '
+        '  %0 = "hector_inter.edge_softmax_grad"(%g, %y, %dy) {by = "dst"} '
         ": (!hector_inter.graph, tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>",
         "%0 : tensor<?x2xf32>",
     ),

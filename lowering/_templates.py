@@ -421,6 +421,7 @@ UNARY: dict[str, Callable[[Body, Value, float], Value]] = {
     "gelu": lambda b, v, s: _gelu(b, v),
     "neg": lambda b, v, s: arith.negf(v),
     "silu": lambda b, v, s: arith.mulf(v, _sigmoid(b, v)),
+    "shift_positive": lambda b, v, s: _positive_or(b, v, arith.addf(v, b.f32(1.0)), v),
 }
 
 

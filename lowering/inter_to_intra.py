@@ -780,25 +780,33 @@ def _weight_product(lw: _FuncLowering, op: ir.Operation) -> None:
     lw.gemm(a, b, o, epilogue, variant, slice_rows=slice_rows)
 
 
-def _node_temp(lw: _FuncLowering, width: int, op: ir.Operation) -> ir.Value:
-    mtype = ir.MemRefType.get([_DYN, width], ir.F32Type.get())
-    return lw.temp(mtype, lw.count("ntype", op))
+def _group_memref(width: int) -> ir.MemRefType:
+    return ir.MemRefType.get([_DYN, width], ir.F32Type.get())
+
+
+def _softmax_groups(lw: _FuncLowering, op: ir.Operation, by: str) -> tuple[ir.Value, ir.Value]:
+    """Each edge's softmax group and the group count: its destination (``by = "dst"``), or
+    its unique (destination, edge type) pair (``"dst_etype"``, the graph's ``dst_compact``)."""
+    if by == "dst_etype":
+        return lw.graph_array("edge_dst_compact", op), lw.count("dst_compact_dst", op)
+    return lw.graph_array("dst", op), lw.count("ntype", op)
 
 
 @_lowers("edge_softmax")
 def _edge_softmax(lw: _FuncLowering, op: ir.Operation) -> None:
-    """Softmax over each destination's edges: max per destination, exp(x - max), sum per
-    destination, divide."""
+    """Softmax over each group's edges (a destination, or a (destination, edge type) pair):
+    max per group, exp(x - max), sum per group, divide."""
     res = op.results[0]
-    x = lw.src(inter.view(op).operand("x"))
+    v = inter.view(op)
+    x = lw.src(v.operand("x"))
     heads = _width(res)
-    dst = lw.graph_array("dst", op)
-    nmax = _node_temp(lw, heads, op)
+    dst, groups = _softmax_groups(lw, op, v.attr("by"))
+    nmax = lw.temp(_group_memref(heads), groups)
     lw.fill(nmax, float("-inf"))
     lw.trav("copy", nmax, x, scatter=dst, reduce="max")
     ex = lw.temp(_memref(res.type), lw.count("src", op))
     lw.trav("exp_sub", ex, x, y=nmax, y_index=dst)
-    nsum = _node_temp(lw, heads, op)
+    nsum = lw.temp(_group_memref(heads), groups)
     lw.fill(nsum, 0.0)
     lw.trav("copy", nsum, ex, scatter=dst, reduce="sum")
     out = lw.out(res, dst)
@@ -812,8 +820,8 @@ def _edge_softmax_grad(lw: _FuncLowering, op: ir.Operation) -> None:
     v = inter.view(op)
     y, dy = lw.src(v.operand("y")), lw.src(v.operand("dy"))
     heads = _width(res)
-    dst = lw.graph_array("dst", op)
-    nsum = _node_temp(lw, heads, op)
+    dst, groups = _softmax_groups(lw, op, v.attr("by"))
+    nsum = lw.temp(_group_memref(heads), groups)
     lw.fill(nsum, 0.0)
     lw.trav("mul", nsum, dy, y=y, scatter=dst, reduce="sum")
     diff = lw.temp(_memref(res.type), lw.count("src", op))

@@ -196,7 +196,7 @@ def match_softmax(f: RaisingFunction, op: Any, shape: Shape) -> HNode | None:
     x = f.rows(s, Kind.EDGE)
     if x is None or len(shape) != 2:
         return None
-    return f.node("edge_softmax", Kind.EDGE, shape, x=x)
+    return f.node("edge_softmax", Kind.EDGE, shape, x=x, by="dst")
 
 
 def match_div_count(f: RaisingFunction, op: Any, shape: Shape) -> HNode | None:

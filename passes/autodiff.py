@@ -404,7 +404,7 @@ def _add(bw: Backward, op: ir.Operation, dy: ir.Value) -> None:
 def _unary(bw: Backward, op: ir.Operation, dy: ir.Value) -> None:
     v = inter.view(op)
     fn, x = v.attr("fn"), v.operand("x")
-    if fn == "copy":
+    if fn in ("copy", "shift_positive"):  # derivative 1
         bw.acc(x, dy)
         return
     ref = op.results[0] if inter.unary_fn(fn).grad_ref == "output" else x
@@ -416,7 +416,8 @@ def _unary(bw: Backward, op: ir.Operation, dy: ir.Value) -> None:
 def _edge_softmax(bw: Backward, op: ir.Operation, dy: ir.Value) -> None:
     x = inter.view(op).operand("x")
     y = bw.fwd(op.results[0])
-    bw.acc(x, inter.OPS.edge_softmax_grad(graph=bw.graph, y=y, dy=dy, result=x.type))
+    by = inter.view(op).attr("by")
+    bw.acc(x, inter.OPS.edge_softmax_grad(graph=bw.graph, y=y, dy=dy, by=by, result=x.type))
 
 
 @adjoint("degree_norm")

@@ -62,6 +62,7 @@ __all__ = [
     "gelu",
     "leaky_relu",
     "relu",
+    "shift_positive",
     "sigmoid",
     "silu",
     "tanh",
@@ -136,6 +137,10 @@ class Value:
     def silu(self) -> Value:
         """Elementwise SiLU (swish), ``x * sigmoid(x)``."""
         return self.tracer.unary(self, "silu")
+
+    def shift_positive(self) -> Value:
+        """Elementwise ``x + 1 if x > 0 else x`` (RGAT's f-additive attention)."""
+        return self.tracer.unary(self, "shift_positive")
 
 
 SourceLoc = tuple[str, int, int]  # (file, line, column), both 1-based
@@ -352,11 +357,15 @@ class GraphProxy:
         self._t.claim(x, Kind.EDGE, "sum_to_src input")
         return self._t.emit("sum_to_src", {"x": x}, x.width, Kind.NODE, graph=True)
 
-    def edge_softmax(self, x: Value) -> Value:
-        """Softmax of edge scores ``[E, H]`` over each node's incoming edges, per head."""
+    def edge_softmax(self, x: Value, by: str = "dst") -> Value:
+        """Softmax of edge scores ``[E, H]`` over each node's incoming edges, per head; with
+        ``by="dst_etype"``, over its incoming edges of each edge type (RGAT's
+        within-relation attention)."""
+        if by not in ("dst", "dst_etype"):
+            raise TraceError(f"by must be 'dst' or 'dst_etype', got {by!r}")
         x = self._t.check(x, "edge_softmax input")
         self._t.claim(x, Kind.EDGE, "edge_softmax input")
-        return self._t.emit("edge_softmax", {"x": x}, x.width, Kind.EDGE, graph=True)
+        return self._t.emit("edge_softmax", {"x": x}, x.width, Kind.EDGE, graph=True, by=by)
 
     def dot(self, x: Value, y: Value, heads: int = 1) -> Value:
         """Per-head inner product of two row tensors of width ``D``: ``[M, heads]``."""
@@ -411,6 +420,11 @@ def silu(x: Value) -> Value:
 def sigmoid(x: Value) -> Value:
     """Elementwise logistic sigmoid inside a traced function."""
     return _traced(x, "sigmoid").sigmoid()
+
+
+def shift_positive(x: Value) -> Value:
+    """Elementwise ``x + 1 if x > 0 else x`` inside a traced function."""
+    return _traced(x, "shift_positive").shift_positive()
 
 
 def tanh(x: Value) -> Value:

@@ -58,7 +58,7 @@ func.func @verified_first(%g: !hector_inter.graph, %x: tensor<?x8xf32>) -> tenso
 func.func @bad_fuse_mark(%g: !hector_inter.graph, %x: tensor<?x2xf32>) -> tensor<?x2xf32> {
   // expected-error @+1 {{hector.fuse = "index" on a gather that a user cannot read through an index}}
   %a = "hector_inter.gather_src"(%g, %x) {hector.fuse = "index"} : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
-  %s = "hector_inter.edge_softmax"(%g, %a) : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
+  %s = "hector_inter.edge_softmax"(%g, %a) {by = "dst"} : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
   return %s : tensor<?x2xf32>
 }
 

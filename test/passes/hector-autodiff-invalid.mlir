@@ -12,6 +12,6 @@ func.func @no_graph(%x: tensor<?x4xf32> {hector.kind = "node"}) -> tensor<?x4xf3
 
 func.func @backward_op(%g: !hector_inter.graph, %y: tensor<?x2xf32> {hector.kind = "edge"}, %dy: tensor<?x2xf32> {hector.kind = "edge"}) -> tensor<?x2xf32> {
   // expected-error @+1 {{hector-autodiff: no derivative for 'hector_inter.edge_softmax_grad'}}
-  %r = "hector_inter.edge_softmax_grad"(%g, %y, %dy) : (!hector_inter.graph, tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>
+  %r = "hector_inter.edge_softmax_grad"(%g, %y, %dy) {by = "dst"} : (!hector_inter.graph, tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>
   return %r : tensor<?x2xf32>
 }

@@ -25,7 +25,7 @@
 func.func @layer(%g: !hector_inter.graph, %x: tensor<?x4xf32> {hector.kind = "node"}, %w: tensor<3x4x2xf32> {hector.kind = "weight"}, %b: tensor<2xf32> {hector.kind = "weight"}) -> tensor<?x2xf32> {
   %xs = "hector_inter.gather_src"(%g, %x) : (!hector_inter.graph, tensor<?x4xf32>) -> tensor<?x4xf32>
   %m = "hector_inter.typed_linear"(%g, %xs, %w) {slice = "etype"} : (!hector_inter.graph, tensor<?x4xf32>, tensor<3x4x2xf32>) -> tensor<?x2xf32>
-  %s = "hector_inter.edge_softmax"(%g, %m) : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
+  %s = "hector_inter.edge_softmax"(%g, %m) {by = "dst"} : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
   %o = "hector_inter.sum_to_dst"(%g, %s) : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
   %t = "hector_inter.unary"(%o) {fn = "tanh", slope = 0.0 : f32} : (tensor<?x2xf32>) -> tensor<?x2xf32>
   %r = "hector_inter.add"(%t, %b) : (tensor<?x2xf32>, tensor<2xf32>) -> tensor<?x2xf32>

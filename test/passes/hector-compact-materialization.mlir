@@ -30,7 +30,7 @@ func.func @rgat(%g: !hector_inter.graph, %x: tensor<?x16xf32> {hector.kind = "no
   %kj = "hector_inter.typed_linear"(%g, %hs, %k) {slice = "none"} : (!hector_inter.graph, tensor<?x8xf32>, tensor<8x2xf32>) -> tensor<?x2xf32>
   %l = "hector_inter.add"(%qi, %kj) : (tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>
   %a = "hector_inter.unary"(%l) {fn = "leaky_relu", slope = 0.2 : f32} : (tensor<?x2xf32>) -> tensor<?x2xf32>
-  %s = "hector_inter.edge_softmax"(%g, %a) : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
+  %s = "hector_inter.edge_softmax"(%g, %a) {by = "dst"} : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
   %m = "hector_inter.scale"(%hs, %s) : (tensor<?x8xf32>, tensor<?x2xf32>) -> tensor<?x8xf32>
   %o = "hector_inter.sum_to_dst"(%g, %m) : (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>
   return %o : tensor<?x8xf32>

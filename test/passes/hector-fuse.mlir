@@ -37,7 +37,7 @@ func.func @cleanup(%g: !hector_inter.graph, %x: tensor<?x2xf32> {hector.kind = "
   %a = "hector_inter.gather_src"(%g, %x) : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
   %b = "hector_inter.gather_src"(%g, %x) : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
   %dead = "hector_inter.unary"(%a) {fn = "exp", slope = 0.0 : f32} : (tensor<?x2xf32>) -> tensor<?x2xf32>
-  %s = "hector_inter.edge_softmax"(%g, %b) : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
+  %s = "hector_inter.edge_softmax"(%g, %b) {by = "dst"} : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
   %m = "hector_inter.scale"(%a, %s) : (tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>
   %o = "hector_inter.sum_to_dst"(%g, %m) : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
   return %o, %m : tensor<?x2xf32>, tensor<?x2xf32>
@@ -56,7 +56,7 @@ func.func @attention(%g: !hector_inter.graph, %q: tensor<?x8xf32> {hector.kind =
   %qd = "hector_inter.gather_dst"(%g, %q) : (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>
   %ks = "hector_inter.gather_src"(%g, %k) : (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>
   %l = "hector_inter.dot"(%qd, %ks) : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x2xf32>
-  %s = "hector_inter.edge_softmax"(%g, %l) : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
+  %s = "hector_inter.edge_softmax"(%g, %l) {by = "dst"} : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
   %v = "hector_inter.expand_compact"(%g, %vc) : (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>
   %m = "hector_inter.scale"(%v, %s) : (tensor<?x8xf32>, tensor<?x2xf32>) -> tensor<?x8xf32>
   %o = "hector_inter.sum_to_dst"(%g, %m) : (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>

@@ -130,7 +130,11 @@ def test_unary(g: hector.HeteroGraph, fn: str) -> None:
             return -x
         return getattr(x, fn)()
 
-    special = {"leaky_relu": lambda x: torch.nn.functional.leaky_relu(x, 0.2), "neg": torch.neg}
+    special = {
+        "leaky_relu": lambda x: torch.nn.functional.leaky_relu(x, 0.2),
+        "neg": torch.neg,
+        "shift_positive": lambda x: torch.where(x > 0, x + 1, x),
+    }
     eager = special.get(fn) or getattr(torch.nn.functional, fn, None) or getattr(torch, fn)
     f = hector.compile(body)
     _check(g, f, lambda g, x: eager(x), [(N, 7)], seed=3)
@@ -154,6 +158,33 @@ def test_dot_scale_softmax_attention(g: hector.HeteroGraph) -> None:
         return _sum(dst, msg, N)
 
     _check(g, f, eager, [(N, 8), (N, 8), (N, 6)], seed=5)
+
+
+def test_within_relation_softmax(g: hector.HeteroGraph) -> None:
+    """``edge_softmax(by="dst_etype")``: one softmax per (destination, edge type) pair, as
+    RGAT's within-relation attention (PyG's softmax per relation's edges)."""
+
+    @hector.compile
+    def f(g, x, v):
+        alpha = g.edge_softmax(g.gather_src(x), by="dst_etype")
+        return g.sum_to_dst(g.gather_src(v) * alpha)
+
+    def eager(g, x, v):
+        src, dst, et, _ = _idx(g)
+        alpha = pyg_softmax(x[src], dst * R + et, num_nodes=N * R)
+        msg = (v[src].view(-1, 2, 3) * alpha.unsqueeze(-1)).view(-1, 6)
+        return _sum(dst, msg, N)
+
+    _check(g, f, eager, [(N, 2), (N, 6)], seed=11)
+
+
+def test_edge_softmax_rejects_an_unknown_grouping(g: hector.HeteroGraph) -> None:
+    @hector.compile
+    def f(g, x):
+        return g.edge_softmax(g.gather_src(x), by="src")
+
+    with pytest.raises(hector.TraceError, match="by must be 'dst' or 'dst_etype'"):
+        f(g, torch.randn(N, 2))
 
 
 def test_edge_softmax_is_stable_for_large_logits(g: hector.HeteroGraph) -> None:

@@ -75,6 +75,22 @@ func.func @gather_dst_missing_graph(%x: tensor<?x16xf32>) {
 
 // -----
 
+func.func @edge_softmax_bad_by(%g: !hector_inter.graph, %x: tensor<?x2xf32>) {
+  // expected-error @+1 {{'"src"' does not satisfy the constraint}}
+  %0 = "hector_inter.edge_softmax"(%g, %x) {by = "src"} : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
+  return
+}
+
+// -----
+
+func.func @edge_softmax_grad_without_by(%g: !hector_inter.graph, %y: tensor<?x2xf32>) {
+  // expected-error @+1 {{attribute "by" is expected but not provided}}
+  %0 = "hector_inter.edge_softmax_grad"(%g, %y, %y) : (!hector_inter.graph, tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>
+  return
+}
+
+// -----
+
 func.func @degree_norm_bad_by(%g: !hector_inter.graph) {
   // expected-error @+1 {{'"src"' does not satisfy the constraint}}
   %0 = "hector_inter.degree_norm"(%g) {by = "src"} : (!hector_inter.graph) -> tensor<?x1xf32>

@@ -12,8 +12,8 @@ func.func @attention(%g: !hector_inter.graph, %q: tensor<?x8xf32>, %k: tensor<?x
   %l = "hector_inter.dot"(%qd, %ks) : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x2xf32>
   // CHECK: "hector_inter.unary"(%{{.*}}) {fn = "leaky_relu", slope = 2.000000e-01 : f32}
   %a = "hector_inter.unary"(%l) {fn = "leaky_relu", slope = 0.2 : f32} : (tensor<?x2xf32>) -> tensor<?x2xf32>
-  // CHECK: "hector_inter.edge_softmax"(%{{.*}}, %{{.*}}) : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
-  %s = "hector_inter.edge_softmax"(%g, %a) : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
+  // CHECK: "hector_inter.edge_softmax"(%{{.*}}, %{{.*}}) {by = "dst"} : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
+  %s = "hector_inter.edge_softmax"(%g, %a) {by = "dst"} : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
   %vs = "hector_inter.gather_src"(%g, %v) : (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>
   // CHECK: "hector_inter.scale"(%{{.*}}, %{{.*}}) : (tensor<?x8xf32>, tensor<?x2xf32>) -> tensor<?x8xf32>
   %m = "hector_inter.scale"(%vs, %s) : (tensor<?x8xf32>, tensor<?x2xf32>) -> tensor<?x8xf32>
@@ -29,7 +29,7 @@ func.func @gradients(%g: !hector_inter.graph, %x: tensor<?x4xf32>, %dy: tensor<?
   // CHECK: "hector_inter.typed_linear_weight_grad"(%{{.*}}, %{{.*}}, %{{.*}}) {slice = "etype"} : (!hector_inter.graph, tensor<?x4xf32>, tensor<?x6xf32>) -> tensor<3x4x6xf32>
   %dw = "hector_inter.typed_linear_weight_grad"(%g, %xe, %dy) {slice = "etype"} : (!hector_inter.graph, tensor<?x4xf32>, tensor<?x6xf32>) -> tensor<3x4x6xf32>
   // CHECK: "hector_inter.edge_softmax_grad"
-  %ds = "hector_inter.edge_softmax_grad"(%g, %y, %dys) : (!hector_inter.graph, tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>
+  %ds = "hector_inter.edge_softmax_grad"(%g, %y, %dys) {by = "dst"} : (!hector_inter.graph, tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>
   // CHECK: "hector_inter.sum_to_src"
   %dn = "hector_inter.sum_to_src"(%g, %dx) : (!hector_inter.graph, tensor<?x4xf32>) -> tensor<?x4xf32>
   // CHECK: "hector_inter.sum_rows"(%{{.*}}) {by = "none"} : (tensor<?x6xf32>) -> tensor<6xf32>

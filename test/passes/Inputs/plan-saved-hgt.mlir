@@ -22,7 +22,7 @@ module {
     %17 = "hector_inter.expand_compact"(%arg0, %16) : (!hector_inter.graph, tensor<?x16xf32>) -> tensor<?x16xf32>
     %18 = "hector_inter.gather_dst"(%arg0, %1) : (!hector_inter.graph, tensor<?x16xf32>) -> tensor<?x16xf32>
     %19 = "hector_inter.dot"(%18, %9) : (tensor<?x16xf32>, tensor<?x16xf32>) -> tensor<?x2xf32>
-    %20 = "hector_inter.edge_softmax"(%arg0, %19) : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
+    %20 = "hector_inter.edge_softmax"(%arg0, %19) {by = "dst"} : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
     %21 = "hector_inter.scale"(%17, %20) : (tensor<?x16xf32>, tensor<?x2xf32>) -> tensor<?x16xf32>
     %22 = "hector_inter.sum_to_dst"(%arg0, %21) : (!hector_inter.graph, tensor<?x16xf32>) -> tensor<?x16xf32>
     %23 = "hector_inter.unary"(%22) {fn = "gelu", slope = 0.000000e+00 : f32} : (tensor<?x16xf32>) -> tensor<?x16xf32>

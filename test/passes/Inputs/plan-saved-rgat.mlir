@@ -12,7 +12,7 @@ module {
     %7 = "hector_inter.expand_compact"(%arg0, %6) : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
     %8 = "hector_inter.add"(%5, %7) : (tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>
     %9 = "hector_inter.unary"(%8) {fn = "leaky_relu", slope = 2.000000e-01 : f32} : (tensor<?x2xf32>) -> tensor<?x2xf32>
-    %10 = "hector_inter.edge_softmax"(%arg0, %9) : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
+    %10 = "hector_inter.edge_softmax"(%arg0, %9) {by = "dst"} : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
     %11 = "hector_inter.scale"(%2, %10) : (tensor<?x16xf32>, tensor<?x2xf32>) -> tensor<?x16xf32>
     %12 = "hector_inter.sum_to_dst"(%arg0, %11) : (!hector_inter.graph, tensor<?x16xf32>) -> tensor<?x16xf32>
     %13 = "hector_inter.add"(%12, %arg5) : (tensor<?x16xf32>, tensor<16xf32>) -> tensor<?x16xf32>
