@@ -20,7 +20,10 @@ PyTorch code in the captured graph; the layer's computation is Hector's.
 
 ``RGCNConv`` and ``FastRGCNConv`` run ``rgcn_layer`` (``aggr="mean"``) or ``rgcn_sum_layer``
 (``"add"``/``"sum"``); bases and blocks become dense per-relation weights, an absent root or bias
-zeros. A layer whose configuration the programs do not cover (``aggr="max"``, bipartite or
+zeros. ``RGATConv`` runs the program of its configuration (:mod:`hector.pyg_rgat`), with a
+second one for ``return_attention_weights``; edge-wise inputs and outputs are put in the
+graph's edge order (sorted by type) inside the op. A layer whose configuration the programs
+do not cover (``aggr="max"``, bipartite or
 featureless inputs, ``SparseTensor`` adjacency; ``HGTConv``
 with differing input widths or relations missing from the dict) runs PyG's own ``forward``,
 and the reason is recorded in :data:`FALLBACKS` (shown by :func:`hector.explain`).
@@ -40,7 +43,9 @@ from typing import Any
 
 import torch
 
+from . import pyg_rgat
 from ._graph_cache import IndexCache, graph_for
+from .dialects import Kind
 from .graph import HeteroGraph
 
 #: Why a recognised layer ran PyG's own forward instead: {class name: reason}.
@@ -89,6 +94,8 @@ def _compiled(program: str) -> Any:
 
     if program in ("rgcn", "rgcn-sum"):
         return models.rgcn_layer if program == "rgcn" else models.rgcn_sum_layer
+    if program.startswith("rgat:"):
+        return pyg_rgat.program(program)
     kind, heads, skip = program.split(":")
     if kind != "hgt":
         raise ValueError(f"unknown Hector layer program {program!r}")
@@ -108,13 +115,16 @@ def _hgt_program(heads: int, skip: bool) -> Any:
 
 
 def _out_columns(program: str, tensors: list[torch.Tensor]) -> Any:
-    """The output width: RGCN's ``weight [R, in, out]``, HGT's ``wout [T, out, out]``."""
+    """The output width: RGCN's ``weight [R, in, out]``, HGT's ``wout [T, out, out]``, RGAT's
+    bias (or heads, for its attention weights)."""
+    if program.startswith("rgat:"):
+        return pyg_rgat.output_columns(program, tensors)
     return tensors[1].shape[-1] if program.startswith("rgcn") else tensors[9].shape[-1]
 
 
 def _graph(program: str, graph: list[torch.Tensor], sizes: list[int], ends: list[int]) -> Any:
     """The HeteroGraph of a call, cached by the index tensors' content (``IndexCache``)."""
-    if program.startswith("rgcn"):  # sizes: [nodes, the layer's relation count]
+    if not program.startswith("hgt"):  # sizes: [nodes, the layer's relation count]
         return graph_for(graph[0], graph[1], int(sizes[0]), int(sizes[1]))[0]
     counts = tuple(int(s) for s in sizes)
 
@@ -168,19 +178,33 @@ def pyg_layer(
     try:
         entry = fn.compile_for(g, *tensors, train=train)
         stats.kernels.add(id(entry))
+        tensors = _edges_sorted(entry.traced.arg_kinds, g, tensors)
         if not train:
             out = entry.run(g, tensors, fn._params)
-            return out if isinstance(out, torch.Tensor) else out[0]
+            out = out if isinstance(out, torch.Tensor) else out[0]
+            return _edges_sorted(entry.traced.result_kinds, g, [out], inverse=True)[0]
         entry.check(g, tensors, fn._params)
         abi = entry.training_abi
         outs = entry.call(f"{abi.name}_train", g, list(tensors))
         n = len(abi.result_kinds)
-        _SAVED[id(outs[0])] = (entry, g, list(outs[n:]))
+        out = _edges_sorted(entry.traced.result_kinds, g, outs[:1], inverse=True)[0]
+        _SAVED[id(out)] = (entry, g, list(outs[n:]))
         while len(_SAVED) > _SAVED_MAX:
             _SAVED.popitem(last=False)
-        return outs[0]
+        return out
     finally:
         stats.seconds += time.perf_counter() - start
+
+
+def _edges_sorted(
+    kinds: Sequence[Any], g: HeteroGraph, tensors: Sequence[torch.Tensor], inverse: bool = False
+) -> list[torch.Tensor]:
+    """The edge-wise tensors among ``tensors`` (by their ``kinds``) put in the graph's edge
+    order (sorted by type), or back into the input's order with ``inverse``."""
+    if Kind.EDGE not in kinds or torch.equal(g.perm, torch.arange(g.num_edges)):
+        return list(tensors)
+    index = g.inverse_perm if inverse else g.perm
+    return [t[index] if k == Kind.EDGE else t for k, t in zip(kinds, tensors, strict=True)]
 
 
 @pyg_layer.register_fake
@@ -193,9 +217,11 @@ def _pyg_layer_fake(
     tensors: list[torch.Tensor],
 ) -> torch.Tensor:
     rows = sizes[0]
-    if not program.startswith("rgcn"):  # RGCN: [nodes, relations]; HGT: each type's nodes
+    if program.startswith("hgt"):  # RGCN, RGAT: [nodes, relations]; HGT: each type's nodes
         for n in sizes[1:]:
             rows = rows + n
+    elif program.endswith(":1"):  # RGAT's attention weights: one row per edge
+        rows = graph[0].shape[1]
     return tensors[0].new_empty((rows, _out_columns(program, tensors)))
 
 
@@ -225,10 +251,13 @@ def _backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
     stats = _stats(ctx.program)
     stats.backward_calls += 1
     start = time.perf_counter()
-    abi = entry.training_abi
-    partials = entry.call(f"{abi.name}_backward", g, [*tensors, *saved, grad.contiguous().float()])
+    abi, kinds = entry.training_abi, entry.traced.arg_kinds
+    tensors = _edges_sorted(kinds, g, tensors)
+    grad = _edges_sorted(entry.traced.result_kinds, g, [grad.contiguous().float()])[0]
+    partials = entry.call(f"{abi.name}_backward", g, [*tensors, *saved, grad])
     stats.seconds += time.perf_counter() - start
     result: list[torch.Tensor | None] = [None] * len(tensors)
+    partials = _edges_sorted([kinds[p] for p in abi.grad_of], g, partials, inverse=True)
     for pos, part in zip(abi.grad_of, partials, strict=True):
         result[pos] = part if result[pos] is None else result[pos] + part
     return (*ctx.no_grads, result)
@@ -262,13 +291,9 @@ def _rgcn_weights(conv: Any, x: torch.Tensor) -> list[torch.Tensor]:
     """``[x, W [R, in, out], root, bias]`` for Hector's RGCN program: a basis decomposition
     combined, block-diagonal blocks laid out dense, an absent root or bias as zeros (PyTorch ops
     in the captured graph, so gradients reach ``comp``, the bases and the blocks)."""
-    w = conv.weight
-    r, i, o = conv.num_relations, x.shape[1], conv.out_channels
-    if conv.num_bases is not None:
-        w = (conv.comp @ w.view(conv.num_bases, -1)).view(r, i, o)
-    elif conv.num_blocks is not None:  # W_r[b*bi + p, c*bo + q] = blocks[r, b, p, q] if b == c
-        eye = torch.eye(conv.num_blocks, dtype=w.dtype, device=w.device)
-        w = torch.einsum("rbpq,bc->rbpcq", w, eye).reshape(r, i, o)
+    i, o = x.shape[1], conv.out_channels
+    comp = conv.comp if conv.num_bases is not None else None
+    w = pyg_rgat.dense_weight(conv.weight, comp, conv.num_blocks, (conv.num_relations, i, o))
     root = conv.root if conv.root is not None else w.new_zeros(i, o)
     bias = conv.bias if conv.bias is not None else w.new_zeros(o)
     return [x, w, root, bias]
@@ -291,6 +316,40 @@ def _rgcn_forward(self: Any, x: Any, edge_index: Any, edge_type: Any = None) -> 
         [],
         tensors,
     )
+
+
+def _rgat_forward(
+    self: Any,
+    x: Any,
+    edge_index: Any,
+    edge_type: Any = None,
+    edge_attr: Any = None,
+    size: Any = None,
+    return_attention_weights: Any = None,
+) -> Any:
+    """``RGATConv.forward`` under the Hector backend: one ``hector::pyg_layer`` call (two with
+    ``return_attention_weights``: the weights are a program of their own)."""
+    reason = pyg_rgat.unsupported(self, x, edge_index, edge_type, edge_attr)
+    if reason is None and not (isinstance(edge_index, torch.Tensor) and edge_index.dim() == 2):
+        reason = "edge_index is not a [2, E] tensor (SparseTensor adjacency)"
+    if reason is None and size is not None and tuple(size) != (x.shape[0], x.shape[0]):
+        reason = f"size={tuple(size)} (a bipartite graph)"
+    if reason is not None:
+        FALLBACKS["RGATConv"] = reason
+        args = (x, edge_index, edge_type, edge_attr, size, return_attention_weights)
+        return _ORIGINAL["RGATConv"](self, *args)
+    sizes = [x.shape[0], self.num_relations]
+
+    def call(alpha: bool) -> torch.Tensor:
+        config = pyg_rgat.RgatConfig.of(self, alpha)
+        tensors = pyg_rgat.arguments(self, config, x, edge_index, edge_attr)
+        graph = [edge_index, edge_type]
+        return torch.ops.hector.pyg_layer(config.name, _train(tensors), graph, sizes, [], tensors)
+
+    out = call(False)
+    if isinstance(return_attention_weights, bool):
+        return out, (edge_index, call(True))
+    return out
 
 
 @torch._dynamo.disable
@@ -361,6 +420,7 @@ _ORIGINAL: dict[str, Any] = {}
 _ROUTED: dict[str, Callable[..., Any]] = {
     "RGCNConv": _rgcn_forward,
     "FastRGCNConv": _rgcn_forward,
+    "RGATConv": _rgat_forward,
     "HGTConv": _hgt_forward,
 }
 

@@ -1,0 +1,235 @@
+"""PyG's ``RGATConv`` as Hector programs: one per configuration, for ``pyg_route``.
+
+``RGATConv`` has a configuration space rather than one formula: additive or multiplicative
+self-attention, across- or within-relation softmax, five attention modifiers (``mod``), edge
+features, dropout, concatenated or averaged heads, dense, basis or block weights. A
+:class:`RgatConfig` names one point of it; :func:`program` traces that point's Hector program
+(``dim=1``, PyG's default and the only width additive attention allows):
+
+* ``outj = W_r x_j``, ``outi = W_r x_i`` (``typed_linear`` by edge type on gathered rows);
+* logits ``q·outi + k·outj (+ e·lin_edge(edge_attr))`` through leaky ReLU, or the product
+  ``(q·outi)(k·outj)(e·…)``;
+* ``alpha = edge_softmax(logits, by="dst")`` (across relations) or ``by="dst_etype"`` (within);
+* the modifier on the message: ``additive`` adds ``w ⊙ outj``, ``scaled`` multiplies by an MLP of
+  the destination's in-degree, ``f-additive`` adds 1 to positive weights, ``f-scaled`` multiplies
+  them by the in-degree; dropout multiplies them by a mask drawn in the captured graph from
+  PyTorch's generator (a seed reproduces it);
+* ``sum_to_dst``; averaged heads through a ``[H*F, F]`` averaging matrix; the bias.
+
+The attention weights (``return_attention_weights``) are a second program, the first steps up to
+the softmax, so their gradient is Hector's too. Weight-sized glue (a basis combined, blocks laid
+out dense, ``w`` as a diagonal, the edge projection folded) runs as PyTorch ops in the captured
+graph; so do two row-sized inputs: the edge features' projection ``[E, H]`` and the in-degree.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from . import frontend
+from .frontend import GraphProxy, Value
+
+_MODS = ("none", "additive", "scaled", "f-additive", "f-scaled")
+
+
+@dataclass(frozen=True)
+class RgatConfig:
+    """One ``RGATConv`` configuration, and whether the program returns the attention weights
+    (``alpha``) instead of the layer's output."""
+
+    heads: int
+    multiplicative: bool
+    within: bool
+    mod: str
+    edge: bool
+    dropout: bool
+    concat: bool
+    slope: float
+    alpha: bool = False
+
+    @property
+    def name(self) -> str:
+        """The program's name for ``hector::pyg_layer`` (parsed back by :meth:`parse`)."""
+        flags = (self.multiplicative, self.within, self.edge, self.dropout, self.concat)
+        bits = "".join(str(int(f)) for f in flags)
+        return f"rgat:{self.heads}:{bits}:{self.mod}:{self.slope!r}:{int(self.alpha)}"
+
+    @classmethod
+    def parse(cls, name: str) -> RgatConfig:
+        """The configuration :attr:`name` names."""
+        _, heads, bits, mod, slope, alpha = name.split(":")
+        if len(bits) != 5 or mod not in _MODS:
+            raise ValueError(f"not an RGAT program name: {name!r}")
+        mul, within, edge, dropout, concat = (b == "1" for b in bits)
+        return cls(int(heads), mul, within, mod, edge, dropout, concat, float(slope), alpha == "1")
+
+    @classmethod
+    def of(cls, conv: Any, alpha: bool = False) -> RgatConfig:
+        """The configuration of layer ``conv`` as it runs now (dropout only in training)."""
+        return cls(
+            heads=conv.heads,
+            multiplicative=conv.attention_mode == "multiplicative-self-attention",
+            within=conv.attention_mechanism == "within-relation",
+            mod=conv.mod or "none",
+            edge=conv.lin_edge is not None,
+            dropout=conv.mod is None and conv.training and conv.dropout > 0,
+            concat=bool(conv.concat),
+            slope=float(conv.negative_slope),
+            alpha=alpha,
+        )
+
+
+def unsupported(conv: Any, x: Any, edge_index: Any, edge_type: Any, edge_attr: Any) -> str | None:
+    """Why ``conv`` cannot run Hector's program on these inputs (None: it can)."""
+    if conv.dim != 1:
+        return f"dim={conv.dim} (Hector's RGAT programs take one attention channel per head)"
+    if conv.aggr != "add":
+        return f"aggr={conv.aggr!r} (RGATConv sums its messages by default)"
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() != 2:
+        return "x is not a [N, F] float tensor (bipartite tuple or node index input)"
+    if x.dtype != torch.float32:
+        return f"x is {x.dtype}; Hector's kernels are float32"
+    if not isinstance(edge_type, torch.Tensor):
+        return "no edge_type tensor"
+    if (edge_attr is None) == (conv.lin_edge is not None):
+        return "edge_attr given without edge_dim, or edge_dim without edge_attr"
+    if edge_attr is not None and (edge_attr.dim() > 2 or edge_attr.shape[0] != edge_type.shape[0]):
+        return "edge_attr is not one row per edge"
+    return None
+
+
+def dense_weight(
+    w: torch.Tensor, comp: torch.Tensor | None, blocks: int | None, shape: tuple[int, int, int]
+) -> torch.Tensor:
+    """``W [R, in, out]`` of a relational layer (RGCN's and RGAT's): bases ``w`` combined by
+    ``comp``, ``blocks`` block-diagonal blocks laid out dense, or ``w`` itself (PyTorch ops in
+    the captured graph, so gradients reach the bases and the blocks)."""
+    if comp is not None:
+        return (comp @ w.view(comp.shape[1], -1)).view(shape)
+    if blocks is not None:  # W_r[b*bi + p, c*bo + q] = blocks[r, b, p, q] if b == c
+        eye = torch.eye(blocks, dtype=w.dtype, device=w.device)
+        return torch.einsum("rbpq,bc->rbpcq", w, eye).reshape(shape)
+    return w
+
+
+def in_degree(edge_index: torch.Tensor, nodes: int, like: torch.Tensor) -> torch.Tensor:
+    """``[N, 1]``: each node's incoming edges over all relations (the ``scaled`` modifiers')."""
+    ones = like.new_ones(edge_index.shape[1], 1)
+    return like.new_zeros(nodes, 1).index_add(0, edge_index[1], ones)
+
+
+def arguments(
+    conv: Any, c: RgatConfig, x: torch.Tensor, edge_index: torch.Tensor, edge_attr: Any
+) -> list[torch.Tensor]:
+    """The program's tensors, in :func:`program`'s order (edge-wise ones in the input's edge
+    order: the op puts them in the graph's)."""
+    h, f = conv.heads, conv.out_channels
+    shape = (conv.num_relations, conv.in_channels, h * f)
+    if conv.num_bases is not None:
+        weight = dense_weight(conv.basis, conv.att, None, shape)
+    else:
+        weight = dense_weight(conv.weight, None, conv.num_blocks, shape)
+    args = [x, weight, conv.q, conv.k]
+    if c.edge:  # (edge_attr @ lin_edge.weight^T) @ e, folded: [E, H]
+        rows = edge_attr.view(-1, 1) if edge_attr.dim() == 1 else edge_attr
+        args.append(rows @ (conv.lin_edge.weight.t() @ conv.e))
+    if c.alpha:
+        return args
+    if c.mod == "additive":
+        args.append(torch.diag(conv.w.repeat(h)))
+    if c.mod in ("scaled", "f-scaled"):
+        args.append(in_degree(edge_index, x.shape[0], x))
+    if c.mod == "scaled":
+        args += [conv.l1, conv.b1.view(f), conv.l2.repeat(1, h), conv.b2.view(f).repeat(h)]
+    if c.dropout:
+        keep = 1.0 - conv.dropout
+        # drawn as F.dropout draws its mask: a seed gives PyG's own mask
+        args.append(x.new_empty(edge_index.shape[1], h).bernoulli_(keep).div_(keep))
+    if not c.concat:
+        args.append(torch.eye(f, dtype=x.dtype, device=x.device).repeat(h, 1) / h)
+    args.append(conv.bias if conv.bias is not None else x.new_zeros(h * f if c.concat else f))
+    return args
+
+
+def _attention(c: RgatConfig, g: GraphProxy, x: Value, rest: list[Value]) -> tuple[Value, Value]:
+    """``(alpha, outj)``: the logits of each edge normalised over its destination (and
+    relation), and the transformed source rows."""
+    weight, q, k = rest.pop(0), rest.pop(0), rest.pop(0)
+    outj = g.typed_linear(g.gather_src(x), weight)  # W_r x_j  [E, H*F]
+    outi = g.typed_linear(g.gather_dst(x), weight)
+    qi, kj = g.linear(outi, q), g.linear(outj, k)  # [E, H]
+    if c.multiplicative:
+        logits = qi * kj * rest.pop(0) if c.edge else qi * kj
+    else:
+        logits = (qi + kj + rest.pop(0) if c.edge else qi + kj).leaky_relu(c.slope)
+    return g.edge_softmax(logits, by="dst_etype" if c.within else "dst"), outj
+
+
+def _message(c: RgatConfig, g: GraphProxy, alpha: Value, outj: Value, rest: list[Value]) -> Value:
+    """Each edge's message ``[E, H*F]``: ``alpha`` (modified) scaling ``outj`` per head."""
+    if c.mod == "additive":
+        return outj * alpha + g.linear(outj, rest.pop(0))
+    if c.mod == "f-additive":
+        alpha = alpha.shift_positive()
+    elif c.mod in ("scaled", "f-scaled"):
+        degree = rest.pop(0)
+        if c.mod == "f-scaled":
+            alpha = alpha * g.gather_dst(degree)
+        else:
+            l1, b1, l2, b2 = (rest.pop(0) for _ in range(4))
+            mlp = g.linear((g.linear(degree, l1) + b1).relu(), l2) + b2  # [N, H*F], heads tiled
+            return outj * alpha * g.gather_dst(mlp)
+    elif c.dropout:
+        alpha = alpha * rest.pop(0)
+    return outj * alpha
+
+
+def parameters(c: RgatConfig) -> list[str]:
+    """The program's tensor parameters, in order (those :func:`arguments` makes)."""
+    names = ["x", "weight", "q", "k"] + (["edge_logits"] if c.edge else [])
+    if c.alpha:
+        return names
+    names += {"additive": ["w_diagonal"], "f-scaled": ["in_degree"]}.get(c.mod, [])
+    if c.mod == "scaled":
+        names += ["in_degree", "l1", "b1", "l2_tiled", "b2_tiled"]
+    names += ["dropout_mask"] if c.dropout else []
+    return names + ([] if c.concat else ["head_mean"]) + ["bias"]
+
+
+def _build(c: RgatConfig) -> frontend.CompiledFunction:
+    def rgat_pyg(g: GraphProxy, x: Value, *tensors: Value) -> Value:
+        """PyG's RGATConv in one configuration (module docstring)."""
+        rest = list(tensors)
+        alpha, outj = _attention(c, g, x, rest)
+        if c.alpha:
+            return alpha
+        out = g.sum_to_dst(_message(c, g, alpha, outj, rest))
+        if not c.concat:
+            out = g.linear(out, rest.pop(0))  # the mean over heads
+        return out + rest.pop(0)
+
+    params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in parameters(c)]
+    graph = inspect.Parameter("g", inspect.Parameter.POSITIONAL_ONLY)
+    rgat_pyg.__signature__ = inspect.Signature([graph, *params])  # type: ignore[attr-defined]
+    return frontend.compile(rgat_pyg)
+
+
+_PROGRAMS: dict[RgatConfig, frontend.CompiledFunction] = {}
+
+
+def program(name: str) -> frontend.CompiledFunction:
+    """The Hector program of RGAT configuration ``name`` (:attr:`RgatConfig.name`)."""
+    c = RgatConfig.parse(name)
+    if c not in _PROGRAMS:
+        _PROGRAMS[c] = _build(c)
+    return _PROGRAMS[c]
+
+
+def output_columns(name: str, tensors: list[torch.Tensor]) -> int:
+    """The output's width: heads for the attention weights, else the bias's length."""
+    c = RgatConfig.parse(name)
+    return c.heads if c.alpha else int(tensors[-1].shape[0])

@@ -1,0 +1,149 @@
+"""``RGATConv`` under ``torch.compile(backend="hector")``: every option PyG documents runs
+Hector's program (:mod:`hector.pyg_rgat`), forward, attention weights and gradients equal to
+the same layer run eagerly.
+
+The configurations cover each value of each option at least once (attention mode and
+mechanism, the four ``mod`` values and none, edge features, averaged heads, bases and blocks,
+dropout in training), on a batch whose edges are not sorted by relation and that lacks the
+highest relation id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+import torch._dynamo
+from torch_geometric.nn import RGATConv
+
+from hector import pyg_route
+from hector.dynamo import HectorBackend
+from hector.pyg_rgat import RgatConfig
+
+N, R, F, H, EDGE_DIM = 12, 4, 8, 2, 3
+TOL = 1e-5
+
+_CONFIGS = [  # (mode, mechanism, mod, concat, edge_dim, decomposition)
+    ("additive", "across", None, True, None, None),
+    ("additive", "within", "additive", False, EDGE_DIM, "bases"),
+    ("multiplicative", "across", "scaled", True, EDGE_DIM, "blocks"),
+    ("multiplicative", "within", "f-additive", False, None, None),
+    ("additive", "within", "f-scaled", True, None, "blocks"),
+    ("additive", "across", "scaled", False, None, "bases"),
+    ("multiplicative", "across", "f-scaled", True, EDGE_DIM, None),
+]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo() -> Iterator[None]:
+    torch._dynamo.reset()
+    pyg_route.FALLBACKS.clear()
+    yield
+    torch._dynamo.reset()
+
+
+def _layer(mode: str, mechanism: str, mod: Any, concat: bool, edge_dim: Any, dec: Any) -> Any:
+    torch.manual_seed(0)
+    kw = {"num_bases": 3} if dec == "bases" else {"num_blocks": 2} if dec == "blocks" else {}
+    conv = RGATConv(
+        F,
+        6,
+        R,
+        mod=mod,
+        attention_mode=f"{mode}-self-attention",
+        attention_mechanism=f"{mechanism}-relation",
+        heads=H,
+        concat=concat,
+        edge_dim=edge_dim,
+        **kw,
+    )
+    with torch.no_grad():  # PyG leaves l2 uninitialised, and zeros or ones elsewhere
+        for p in conv.parameters():
+            p.copy_(torch.randn_like(p) * 0.5)
+    return conv
+
+
+def _inputs(edge_dim: Any, edges: int = 30) -> tuple[Any, ...]:
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(N, F, generator=gen)
+    ei = torch.randint(0, N, (2, edges), generator=gen)
+    et = torch.randint(0, R - 1, (edges,), generator=gen)  # unsorted, no relation R - 1
+    attr = torch.randn(edges, edge_dim, generator=gen) if edge_dim else None
+    return x, ei, et, attr
+
+
+def _step(conv: Any, fn: Any, x: torch.Tensor, *rest: Any) -> tuple[list[Any], list[Any]]:
+    """Output, attention weights, then the gradients of the parameters and the features."""
+    conv.zero_grad()
+    xr = x.clone().requires_grad_()
+    out, (_, alpha) = fn(xr, *rest, return_attention_weights=True)
+    (out.square().mean() + alpha.square().sum()).backward()
+    return [out.detach(), alpha.detach()], [p.grad for p in conv.parameters()] + [xr.grad]
+
+
+def _assert_matches(conv: Any, compiled: Any, *inputs: Any) -> None:
+    got, got_g = _step(conv, compiled, *inputs)
+    want, want_g = _step(conv, conv, *inputs)
+    for a, b in zip(got + got_g, want + want_g, strict=True):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert a.shape == b.shape
+            # float32 rounding grows with the values' scale (products of three logits)
+            assert (a - b).abs().max().item() <= TOL + 1e-4 * b.abs().max().item()
+
+
+@pytest.mark.parametrize(("mode", "mechanism", "mod", "concat", "edge_dim", "dec"), _CONFIGS)
+def test_rgatconv_configurations_run_hectors_program(mode, mechanism, mod, concat, edge_dim, dec):
+    conv = _layer(mode, mechanism, mod, concat, edge_dim, dec)
+    be = HectorBackend()
+    x, ei, et, attr = _inputs(edge_dim)
+    _assert_matches(conv, torch.compile(conv, backend=be), x, ei, et, attr)
+    programs = [name for g in be.graphs for name in g.layers]
+    assert [RgatConfig.parse(p).alpha for p in programs] == [False, True]
+    assert pyg_route.FALLBACKS == {}
+
+
+def test_dropout_in_training_draws_pytorchs_mask() -> None:
+    """Dropout on the attention weights runs Hector's program with a mask drawn from
+    PyTorch's generator as ``F.dropout`` draws it: the same seed gives PyG's own output."""
+    torch.manual_seed(0)
+    conv = RGATConv(F, 6, R, heads=H, dropout=0.5).train()
+    be = HectorBackend()
+    compiled = torch.compile(conv, backend=be)
+    x, ei, et, _ = _inputs(None)
+    torch.manual_seed(7)
+    got = compiled(x, ei, et)
+    torch.manual_seed(7)
+    want = conv(x, ei, et)
+    torch.manual_seed(8)
+    other = compiled(x, ei, et)
+    assert (got - want).abs().max().item() <= TOL
+    assert (got - other).abs().max().item() > 1e-3  # a new draw, a new mask
+    assert RgatConfig.parse(be.graphs[0].layers[0]).dropout
+    conv.eval()  # no dropout outside training: another program, without a mask
+    torch.testing.assert_close(compiled(x, ei, et), conv(x, ei, et), atol=TOL, rtol=0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reason"),
+    [
+        ({"attention_mode": "multiplicative-self-attention", "dim": 2}, "dim=2"),
+        ({"aggr": "mean"}, "aggr='mean'"),
+    ],
+)
+def test_configurations_without_a_program_fall_back_and_say_why(kwargs, reason) -> None:
+    torch.manual_seed(0)
+    conv = RGATConv(F, 6, R, heads=H, **kwargs)
+    x, ei, et, _ = _inputs(None)
+    out = torch.compile(conv, backend=HectorBackend())(x, ei, et)
+    torch.testing.assert_close(out, conv(x, ei, et), atol=TOL, rtol=0)
+    assert reason in pyg_route.FALLBACKS["RGATConv"]
+
+
+def test_program_names_round_trip() -> None:
+    c = RgatConfig(2, True, False, "f-scaled", True, False, True, 0.2, alpha=True)
+    assert RgatConfig.parse(c.name) == c
+    with pytest.raises(ValueError, match="not an RGAT program name"):
+        RgatConfig.parse("rgat:2:101:bogus:0.2:0")
