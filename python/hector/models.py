@@ -291,20 +291,32 @@ class HgtWeights:
     skip: torch.Tensor  # [T]
 
     @classmethod
-    def of_pyg(cls, conv: Any) -> HgtWeights:
+    def of_pyg(cls, conv: Any, width: int | None = None) -> HgtWeights:
         """``HGTConv``'s parameters stacked in its node and edge type order (differentiable:
-        gradients reach the PyG layer)."""
+        gradients reach the PyG layer); each type's input weight zero-padded to ``width``
+        rows (node types of different input widths)."""
         types = list(conv.node_types)
+        kqv = [conv.kqv_lin.lins[t].weight.t() for t in types]
+        if width is not None:
+            kqv = [torch.nn.functional.pad(w, (0, 0, 0, width - w.shape[0])) for w in kqv]
         return cls(
-            torch.stack([conv.kqv_lin.lins[t].weight.t() for t in types]),
+            torch.stack(kqv),
             torch.stack([conv.kqv_lin.lins[t].bias for t in types]),
             conv.k_rel.weight,
             conv.v_rel.weight,
             torch.stack([conv.p_rel["__".join(e)][0] for e in conv.edge_types]),
             torch.stack([conv.out_lin.lins[t].weight.t() for t in types]),
             torch.stack([conv.out_lin.lins[t].bias for t in types]),
-            torch.stack([conv.skip[t][0] for t in types]),
+            torch.stack([_skip(conv, t) for t in types]),
         )
+
+
+def _skip(conv: Any, node_type: str) -> torch.Tensor:
+    """``HGTConv.skip[node_type]``, detached when that type's own input width is not the
+    output's (PyG applies no skip then, and its parameter gets no gradient)."""
+    p = conv.skip[node_type][0]
+    own = conv.kqv_lin.lins[node_type].weight.shape[1]
+    return p if own == conv.out_channels else p.detach()
 
 
 def _relation_weight(
@@ -321,13 +333,18 @@ def _relation_weight(
 
 
 def hgt_core_args(
-    w: HgtWeights, heads: int, x: torch.Tensor, counts: Sequence[Any]
+    w: HgtWeights,
+    heads: int,
+    x: torch.Tensor,
+    counts: Sequence[Any],
+    skips: Sequence[bool] | None = None,
 ) -> list[torch.Tensor]:
     """The tensor arguments of Hector's HGT program: ``x`` (nodes grouped by type, ``counts[t]``
     of type ``t``), K/Q/V projections split, the relation prior and 1/√D folded into K_rel,
     block-diagonal relation weights, and with equal widths PyG's gated residual ``σ(skip_t)``,
     ``1 - σ(skip_t)`` per node. Weight-sized glue only, differentiable; ``counts`` may be
-    symbolic sizes under ``torch.compile``."""
+    symbolic sizes under ``torch.compile``. ``skips`` (per type) limits the residual to some
+    types (the others' gate is 1: inputs padded to the output's width keep no residual)."""
     f = w.out_weight.shape[-1]
     relations = w.p_rel.shape[0]
     wk, wq, wv = w.kqv_weight.split(f, dim=2)
@@ -347,6 +364,9 @@ def hgt_core_args(
     ]
     if x.shape[1] == f:
         gates = torch.sigmoid(w.skip)
+        if skips is not None and not all(skips):  # the others' skip parameter stays unused
+            one = gates.new_ones(())
+            gates = torch.stack([g if s else one for g, s in zip(gates, skips, strict=True)])
         gate = torch.cat([gates[t].expand(n) for t, n in enumerate(counts)]).unsqueeze(1)
         args += [gate, 1 - gate]
     return args

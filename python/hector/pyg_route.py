@@ -367,8 +367,12 @@ def _hgt_unsupported(conv: Any, x_dict: Any, edge_index_dict: Any) -> str | None
         if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
             return f"x_dict[{t!r}] is not a [N, F] float32 tensor"
     # The widths of the inputs, not ``conv.in_channels`` (``-1`` for every type when lazy).
-    if len({x_dict[t].shape[1] for t in conv.node_types}) != 1:
-        return "node types of different input widths (Hector's HGT program takes one)"
+    widths = {x_dict[t].shape[1] for t in conv.node_types}
+    if conv.out_channels in widths and len(widths) > 1 and max(widths) > conv.out_channels:
+        return (
+            f"node types of width {conv.out_channels} (PyG's gated skip) next to wider ones "
+            "(Hector's HGT program pads inputs to one width, which must then be the output's)"
+        )
     for e in conv.edge_types:
         ei = edge_index_dict.get(e)
         if not isinstance(ei, torch.Tensor) or ei.dim() != 2:
@@ -390,10 +394,15 @@ def _hgt_forward(self: Any, x_dict: Any, edge_index_dict: Any) -> Any:
 
     types, relations = list(self.node_types), list(self.edge_types)
     heads, f = self.heads, self.out_channels
-    xs = [x_dict[t] for t in types]
+    # Per-type input widths: rows and weights zero-padded to the widest (the same products);
+    # PyG's gated skip applies to the types whose own width is the output's.
+    widths = [x_dict[t].shape[1] for t in types]
+    width = max(widths)
+    xs = [torch.nn.functional.pad(x_dict[t], (0, width - x_dict[t].shape[1])) for t in types]
     counts = [x.shape[0] for x in xs]
-    tensors = hgt_core_args(HgtWeights.of_pyg(self), heads, torch.cat(xs), counts)
-    skip = xs[0].shape[1] == f
+    weights = HgtWeights.of_pyg(self, width)
+    tensors = hgt_core_args(weights, heads, torch.cat(xs), counts, [w == f for w in widths])
+    skip = width == f
     ends = []
     for s, _, d in relations:
         ends += [types.index(s), types.index(d)]

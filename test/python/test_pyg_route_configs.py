@@ -206,12 +206,24 @@ def test_lazy_hgtconv_is_sized_on_its_first_call_and_routed() -> None:
     assert pyg_route.FALLBACKS == {}
 
 
-def test_lazy_hgtconv_of_different_widths_falls_back_and_says_why() -> None:
+@pytest.mark.parametrize("widths", [(F, 5), (5, 3)], ids=["skip_and_padded", "padded"])
+def test_lazy_hgtconv_of_different_widths_is_routed(widths: tuple[int, int]) -> None:
+    """Per-type input widths: rows and weights padded to the widest; PyG's gated skip only for
+    the types whose own width is the output's."""
     torch.manual_seed(6)
     model = HGTConv(-1, F, _META, heads=2)
     be = HectorBackend()
-    _assert_matches(model, torch.compile(model, backend=be), *_hetero((20, 12, 15), (F, 5)))
-    assert "different input widths" in pyg_route.FALLBACKS["HGTConv"]
+    _assert_matches(model, torch.compile(model, backend=be), *_hetero((20, 12, 15), widths))
+    assert [g.layers for g in be.graphs] == [[f"hgt:2:{int(max(widths) == F)}"]]
+    assert pyg_route.FALLBACKS == {}
+
+
+def test_hgtconv_with_a_skip_type_next_to_a_wider_one_falls_back_and_says_why() -> None:
+    torch.manual_seed(6)
+    model = HGTConv(-1, F, _META, heads=2)
+    be = HectorBackend()
+    _assert_matches(model, torch.compile(model, backend=be), *_hetero((20, 12, 15), (F, 12)))
+    assert "next to wider ones" in pyg_route.FALLBACKS["HGTConv"]
 
 
 _IMPORT_ORDER = """
