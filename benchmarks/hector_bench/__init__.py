@@ -25,6 +25,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "placement",
         "compiled training under --memory-budget (offload/recompute saved values) vs keep-all",
     ),
+    "pyg-tests": ("pyg_tests", "PyG's own conv unit tests, each conv call also compiled"),
     "feature-gather": (
         "feature_gather",
         "feature rows of sampled batches from a file: pread vs mmap",

@@ -276,10 +276,6 @@ def _train(tensors: list[torch.Tensor]) -> bool:
 def _rgcn_unsupported(conv: Any, x: Any, edge_index: Any, edge_type: Any) -> str | None:
     if conv.aggr not in ("mean", "add", "sum"):
         return f"aggr={conv.aggr!r} (Hector's RGCN programs sum or average per relation)"
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() != 2:
-        return "x is not a [N, F] float tensor (bipartite tuple or featureless index input)"
-    if x.dtype != torch.float32:
-        return f"x is {x.dtype}; Hector's kernels are float32"
     if not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2:
         return "edge_index is not a [2, E] tensor (SparseTensor adjacency)"
     if not isinstance(edge_type, torch.Tensor):
@@ -287,14 +283,66 @@ def _rgcn_unsupported(conv: Any, x: Any, edge_index: Any, edge_type: Any) -> str
     return None
 
 
+#: Featureless (index) inputs run as one-hot rows of at most this many elements.
+ONE_HOT_LIMIT = 1 << 26
+
+
+def _one_row_set(t: Any, width: int) -> torch.Tensor | str:
+    """Rows ``[N, in]`` for one side of an RGCN input: float32 features as they are, node
+    indices (featureless input, PyG's ``weight[r, index]``) as one-hot rows; or why not."""
+    if not isinstance(t, torch.Tensor):
+        return f"x holds a {type(t).__name__}, not a tensor"
+    if t.is_floating_point():
+        if t.dtype != torch.float32:
+            return f"x is {t.dtype}; Hector's kernels are float32"
+        return t if t.dim() == 2 else f"x is a {t.dim()}-d float tensor, not [N, F] features"
+    if t.dim() != 1:
+        return "an index x must be one-dimensional"
+    if t.shape[0] * width > ONE_HOT_LIMIT:
+        return (
+            f"featureless input of {t.shape[0]} nodes x {width} one-hot columns, over "
+            f"{ONE_HOT_LIMIT} elements (Hector runs index inputs as one-hot rows)"
+        )
+    return torch.nn.functional.one_hot(t, width).float()
+
+
+def _rgcn_rows(conv: Any, x: Any, edge_index: Any) -> tuple[torch.Tensor, Any, int] | str:
+    """The program's node rows, its ``edge_index`` and the first output row: ``x`` (or its
+    one-hot rows); for bipartite ``(x_src, x_dst)``, source rows then destination rows, the
+    edges pointing at the latter (offset by the source count, the first output row)."""
+    if isinstance(x, tuple | list) and len(x) != 2:
+        return "x is a tuple of other than (x_src, x_dst)"
+    xl, xr = x if isinstance(x, tuple | list) else (x, x)
+    if xl is None:  # featureless: PyG's arange(in_channels)
+        xl = torch.arange(conv.in_channels_l, device=conv.weight.device)
+        xr = xl if x is None else xr
+    rows = _one_row_set(xl, conv.in_channels_l)
+    if xr is xl or isinstance(rows, str):
+        return rows if isinstance(rows, str) else (rows, edge_index, 0)
+    root_rows = conv.root.shape[0] if conv.root is not None else conv.in_channels_l
+    dst_rows = _one_row_set(xr, root_rows)
+    if isinstance(dst_rows, str):
+        return dst_rows
+    # Different widths (bipartite in_channels): both sides zero-padded to the wider, as are
+    # the weights (_rgcn_weights), so the products are unchanged.
+    width = max(rows.shape[1], dst_rows.shape[1])
+    pad = torch.nn.functional.pad
+    rows, dst_rows = (pad(r, (0, width - r.shape[1])) for r in (rows, dst_rows))
+    n = rows.shape[0]
+    shifted = torch.stack([edge_index[0], edge_index[1] + n])
+    return torch.cat([rows, dst_rows]), shifted, n
+
+
 def _rgcn_weights(conv: Any, x: torch.Tensor) -> list[torch.Tensor]:
     """``[x, W [R, in, out], root, bias]`` for Hector's RGCN program: a basis decomposition
     combined, block-diagonal blocks laid out dense, an absent root or bias as zeros (PyTorch ops
     in the captured graph, so gradients reach ``comp``, the bases and the blocks)."""
-    i, o = x.shape[1], conv.out_channels
+    i, o, width = conv.in_channels_l, conv.out_channels, x.shape[1]
     comp = conv.comp if conv.num_bases is not None else None
     w = pyg_rgat.dense_weight(conv.weight, comp, conv.num_blocks, (conv.num_relations, i, o))
-    root = conv.root if conv.root is not None else w.new_zeros(i, o)
+    root = conv.root if conv.root is not None else w.new_zeros(width, o)
+    pad = torch.nn.functional.pad  # rows padded to ``width`` (bipartite sides of two widths)
+    w, root = pad(w, (0, 0, 0, width - i)), pad(root, (0, 0, 0, width - root.shape[0]))
     bias = conv.bias if conv.bias is not None else w.new_zeros(o)
     return [x, w, root, bias]
 
@@ -303,19 +351,22 @@ def _rgcn_forward(self: Any, x: Any, edge_index: Any, edge_type: Any = None) -> 
     """``RGCNConv.forward`` (and ``FastRGCNConv``'s) under the Hector backend: one
     ``hector::pyg_layer`` call."""
     reason = _rgcn_unsupported(self, x, edge_index, edge_type)
+    rows = _rgcn_rows(self, x, edge_index) if reason is None else reason
     name = next(c.__name__ for c in type(self).__mro__ if c.__name__ in _ORIGINAL)
-    if reason is not None:
-        FALLBACKS[name] = reason
+    if isinstance(rows, str):
+        FALLBACKS[name] = rows
         return _ORIGINAL[name](self, x, edge_index, edge_type)
-    tensors = _rgcn_weights(self, x)
-    return torch.ops.hector.pyg_layer(
+    nodes, edge_index, first = rows
+    tensors = _rgcn_weights(self, nodes)
+    out = torch.ops.hector.pyg_layer(
         "rgcn" if self.aggr == "mean" else "rgcn-sum",
         _train(tensors),
         [edge_index, edge_type],
-        [x.shape[0], self.num_relations],  # relations: the layer's, not the batch's max + 1
+        [nodes.shape[0], self.num_relations],  # relations: the layer's, not the batch's max + 1
         [],
         tensors,
     )
+    return out[first:] if first else out
 
 
 def _rgat_forward(

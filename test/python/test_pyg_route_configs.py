@@ -133,6 +133,55 @@ def test_rgcn_configurations_run_hectors_program(cls, aggr, decomposition, root,
     assert pyg_route.FALLBACKS == {}
 
 
+def _featureless(kind: str) -> tuple[Any, Any]:
+    """(layer, x) for featureless (``None``), index and bipartite inputs, as PyG's tests and
+    its RGCN example write them."""
+    gen = torch.Generator().manual_seed(9)
+    if kind == "none":
+        return RGCNConv(N, 6, R, num_bases=2), None
+    if kind == "index":
+        return RGCNConv(N, 6, R), torch.randint(0, N, (N,), generator=gen)
+    if kind == "bipartite":  # sources of width F, N // 2 destinations of width 5
+        x = (torch.randn(N, F, generator=gen), torch.randn(N // 2, 5, generator=gen))
+        return RGCNConv((F, 5), 6, R), x
+    return RGCNConv((N, N // 2), 6, R), (None, torch.arange(N // 2))  # PyG's (None, idx2)
+
+
+@pytest.mark.parametrize("kind", ["none", "index", "bipartite", "featureless_bipartite"])
+def test_rgcn_featureless_and_bipartite_inputs_run_hectors_program(kind: str) -> None:
+    """Index inputs run as one-hot rows; bipartite sides as one node set (destinations after
+    the sources, both padded to the wider), the output the destinations' rows."""
+    torch.manual_seed(3)
+    model, x = _featureless(kind)
+    _, ei, et = _batch(_BATCHES["without_the_highest_relation"])
+    if kind in ("bipartite", "featureless_bipartite"):
+        ei = torch.stack([ei[0], ei[1] % (N // 2)])
+    be = HectorBackend()
+    compiled = torch.compile(model, backend=be)
+    got = compiled(x, ei, et)
+    got.square().mean().backward()
+    got_g = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    want = model(x, ei, et)
+    want.square().mean().backward()
+    assert got.shape == want.shape
+    assert (got - want).abs().max().item() <= TOL
+    for a, p in zip(got_g, model.parameters(), strict=True):
+        assert (a - p.grad).abs().max().item() <= TOL
+    assert [g.layers for g in be.graphs] == [["rgcn"]]
+    assert pyg_route.FALLBACKS == {}
+
+
+def test_featureless_input_over_the_one_hot_limit_falls_back_and_says_why(monkeypatch) -> None:
+    monkeypatch.setattr(pyg_route, "ONE_HOT_LIMIT", N * N - 1)
+    torch.manual_seed(3)
+    model, x = _featureless("none")
+    _, ei, et = _batch(_BATCHES["without_the_highest_relation"])
+    out = torch.compile(model, backend=HectorBackend())(x, ei, et)
+    assert (out - model(x, ei, et)).abs().max().item() <= TOL
+    assert "one-hot columns, over" in pyg_route.FALLBACKS["RGCNConv"]
+
+
 @pytest.mark.parametrize("batch", sorted(_BATCHES))
 def test_rgcn_max_falls_back_and_says_why_without_crashing(batch: str) -> None:
     # PyG's per-relation loop, captured: empty relations made torch-mlir divide by zero
