@@ -22,10 +22,11 @@ PyTorch code in the captured graph; the layer's computation is Hector's.
 (``"add"``/``"sum"``); bases and blocks become dense per-relation weights, an absent root or bias
 zeros. ``RGATConv`` runs the program of its configuration (:mod:`hector.pyg_rgat`), with a
 second one for ``return_attention_weights``; edge-wise inputs and outputs are put in the
-graph's edge order (sorted by type) inside the op. A layer whose configuration the programs
-do not cover (``aggr="max"``, bipartite or
-featureless inputs, ``SparseTensor`` adjacency; ``HGTConv``
-with differing input widths or relations missing from the dict) runs PyG's own ``forward``,
+graph's edge order (sorted by type) inside the op. Featureless and index inputs run as
+one-hot rows, bipartite inputs as one node set (destinations after sources). A layer whose
+configuration the programs do not cover (``aggr="max"``, ``SparseTensor`` adjacency;
+``HGTConv`` with a skip type next to a wider one or relations missing from the dict) runs
+PyG's own ``forward``,
 and the reason is recorded in :data:`FALLBACKS` (shown by :func:`hector.explain`).
 """
 
