@@ -68,14 +68,15 @@ class RgatConfig:
         return cls(int(heads), mul, within, mod, edge, dropout, concat, float(slope), alpha == "1")
 
     @classmethod
-    def of(cls, conv: Any, alpha: bool = False) -> RgatConfig:
-        """The configuration of layer ``conv`` as it runs now (dropout only in training)."""
+    def of(cls, conv: Any, edge: bool, alpha: bool = False) -> RgatConfig:
+        """The configuration of layer ``conv`` as it runs now (dropout only in training; the
+        edge term only when the call has edge features, as in PyG)."""
         return cls(
             heads=conv.heads,
             multiplicative=conv.attention_mode == "multiplicative-self-attention",
             within=conv.attention_mechanism == "within-relation",
             mod=conv.mod or "none",
-            edge=conv.lin_edge is not None,
+            edge=edge and conv.lin_edge is not None,
             dropout=conv.mod is None and conv.training and conv.dropout > 0,
             concat=bool(conv.concat),
             slope=float(conv.negative_slope),
@@ -95,8 +96,8 @@ def unsupported(conv: Any, x: Any, edge_index: Any, edge_type: Any, edge_attr: A
         return f"x is {x.dtype}; Hector's kernels are float32"
     if not isinstance(edge_type, torch.Tensor):
         return "no edge_type tensor"
-    if (edge_attr is None) == (conv.lin_edge is not None):
-        return "edge_attr given without edge_dim, or edge_dim without edge_attr"
+    if edge_attr is not None and conv.lin_edge is None:
+        return "edge_attr given to a layer without edge_dim"
     if edge_attr is not None and (edge_attr.dim() > 2 or edge_attr.shape[0] != edge_type.shape[0]):
         return "edge_attr is not one row per edge"
     return None

@@ -393,7 +393,7 @@ def _rgat_forward(
     sizes = [x.shape[0], self.num_relations]
 
     def call(alpha: bool) -> torch.Tensor:
-        config = pyg_rgat.RgatConfig.of(self, alpha)
+        config = pyg_rgat.RgatConfig.of(self, edge_attr is not None, alpha)
         tensors = pyg_rgat.arguments(self, config, x, edge_index, edge_attr)
         graph = [edge_index, edge_type]
         return torch.ops.hector.pyg_layer(config.name, _train(tensors), graph, sizes, [], tensors)

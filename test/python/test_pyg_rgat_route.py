@@ -31,8 +31,6 @@ _CONFIGS = [  # (mode, mechanism, mod, concat, edge_dim, decomposition)
     ("multiplicative", "across", "scaled", True, EDGE_DIM, "blocks"),
     ("multiplicative", "within", "f-additive", False, None, None),
     ("additive", "within", "f-scaled", True, None, "blocks"),
-    ("additive", "across", "scaled", False, None, "bases"),
-    ("multiplicative", "across", "f-scaled", True, EDGE_DIM, None),
 ]
 
 
@@ -147,3 +145,14 @@ def test_program_names_round_trip() -> None:
     assert RgatConfig.parse(c.name) == c
     with pytest.raises(ValueError, match="not an RGAT program name"):
         RgatConfig.parse("rgat:2:101:bogus:0.2:0")
+
+
+def test_a_layer_with_edge_dim_called_without_edge_features_has_no_edge_term() -> None:
+    """As in PyG: the edge term needs the call's ``edge_attr``; without it the layer attends
+    on the nodes alone."""
+    conv = _layer("additive", "across", None, True, EDGE_DIM, None)
+    be = HectorBackend()
+    x, ei, et, _ = _inputs(None)
+    out = torch.compile(conv, backend=be)(x, ei, et)
+    assert (out - conv(x, ei, et)).abs().max().item() <= TOL
+    assert not RgatConfig.parse(be.graphs[0].layers[0]).edge
