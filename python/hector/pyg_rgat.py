@@ -150,10 +150,19 @@ def arguments(
         keep = 1.0 - conv.dropout
         # drawn as F.dropout draws its mask: a seed gives PyG's own mask
         args.append(x.new_empty(edge_index.shape[1], h).bernoulli_(keep).div_(keep))
-    if not c.concat:
-        args.append(torch.eye(f, dtype=x.dtype, device=x.device).repeat(h, 1) / h)
-    args.append(conv.bias if conv.bias is not None else x.new_zeros(h * f if c.concat else f))
+    if c.concat:  # averaged heads: the mean and the bias follow the program (finish)
+        args.append(conv.bias if conv.bias is not None else x.new_zeros(h * f))
     return args
+
+
+def finish(conv: Any, c: RgatConfig, out: torch.Tensor) -> torch.Tensor:
+    """The program's output as the layer's: averaged heads (``concat=False``) are the mean of
+    the ``[N, H, F]`` rows plus the bias, as PyG computes them (an averaging matrix would
+    multiply an overflowed head by zero and spread NaN to the others)."""
+    if c.concat or c.alpha:
+        return out
+    out = out.view(out.shape[0], conv.heads, conv.out_channels).mean(dim=1)
+    return out + conv.bias if conv.bias is not None else out
 
 
 def _attention(c: RgatConfig, g: GraphProxy, x: Value, rest: list[Value]) -> tuple[Value, Value]:
@@ -198,7 +207,7 @@ def parameters(c: RgatConfig) -> list[str]:
     if c.mod == "scaled":
         names += ["in_degree", "l1", "b1", "l2_tiled", "b2_tiled"]
     names += ["dropout_mask"] if c.dropout else []
-    return names + ([] if c.concat else ["head_mean"]) + ["bias"]
+    return names + (["bias"] if c.concat else [])
 
 
 def _build(c: RgatConfig) -> frontend.CompiledFunction:
@@ -209,9 +218,7 @@ def _build(c: RgatConfig) -> frontend.CompiledFunction:
         if c.alpha:
             return alpha
         out = g.sum_to_dst(_message(c, g, alpha, outj, rest))
-        if not c.concat:
-            out = g.linear(out, rest.pop(0))  # the mean over heads
-        return out + rest.pop(0)
+        return out + rest.pop(0) if c.concat else out  # averaged heads: finish()
 
     params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in parameters(c)]
     graph = inspect.Parameter("g", inspect.Parameter.POSITIONAL_ONLY)
@@ -231,6 +238,6 @@ def program(name: str) -> frontend.CompiledFunction:
 
 
 def output_columns(name: str, tensors: list[torch.Tensor]) -> int:
-    """The output's width: heads for the attention weights, else the bias's length."""
+    """The output's width: heads for the attention weights, else ``W``'s ``H*F`` columns."""
     c = RgatConfig.parse(name)
-    return c.heads if c.alpha else int(tensors[-1].shape[0])
+    return c.heads if c.alpha else int(tensors[1].shape[-1])

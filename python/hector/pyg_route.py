@@ -343,7 +343,10 @@ def _rgcn_weights(conv: Any, x: torch.Tensor) -> list[torch.Tensor]:
     w = pyg_rgat.dense_weight(conv.weight, comp, conv.num_blocks, (conv.num_relations, i, o))
     root = conv.root if conv.root is not None else w.new_zeros(width, o)
     pad = torch.nn.functional.pad  # rows padded to ``width`` (bipartite sides of two widths)
-    w, root = pad(w, (0, 0, 0, width - i)), pad(root, (0, 0, 0, width - root.shape[0]))
+    if width != i:
+        w = pad(w, (0, 0, 0, width - i))
+    if root.shape[0] != width:
+        root = pad(root, (0, 0, 0, width - root.shape[0]))
     bias = conv.bias if conv.bias is not None else w.new_zeros(o)
     return [x, w, root, bias]
 
@@ -396,7 +399,8 @@ def _rgat_forward(
         config = pyg_rgat.RgatConfig.of(self, edge_attr is not None, alpha)
         tensors = pyg_rgat.arguments(self, config, x, edge_index, edge_attr)
         graph = [edge_index, edge_type]
-        return torch.ops.hector.pyg_layer(config.name, _train(tensors), graph, sizes, [], tensors)
+        out = torch.ops.hector.pyg_layer(config.name, _train(tensors), graph, sizes, [], tensors)
+        return pyg_rgat.finish(self, config, out)
 
     out = call(False)
     if isinstance(return_attention_weights, bool):

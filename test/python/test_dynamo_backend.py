@@ -91,7 +91,12 @@ def test_rgatconv_through_the_registered_name() -> None:
     ei, et = _graph_inputs(N, E, 1)
     compiled = torch.compile(model, backend="hector")
     _assert_matches(model, compiled, torch.randn(N, F), ei, et)
-    captured = hector.backend.graphs[-1]
+    assert hector.backend.graphs[-1].layers[0].startswith("rgat:")  # routed by class
+    # With the route off, its captured graph is raised whole.
+    torch._dynamo.reset()
+    be = HectorBackend(modules=False)
+    _assert_matches(model, torch.compile(model, backend=be), torch.randn(N, F), ei, et)
+    captured = be.graphs[-1]
     assert captured.status == "hector"
     assert captured.binding is not None
     assert set(captured.binding.names) == {"edge_index", "edge_type", "nodes"}
@@ -239,7 +244,7 @@ def test_rgcnconv_graph_breaks_fall_back_and_relations_run_through_hector() -> N
 def test_two_graph_sizes_of_one_schema_do_not_recompile() -> None:
     torch.manual_seed(3)
     model = RGATConv(F, 6, R, heads=2)
-    be = HectorBackend()
+    be = HectorBackend(modules=False)  # the captured graph raised, not the routed layer
     # dynamic=True: node and edge counts symbolic from the first call (mark_dynamic on the
     # inputs works too, but the training step below clones the features).
     compiled = torch.compile(model, backend=be, dynamic=True)
