@@ -14,7 +14,8 @@ features, dropout, concatenated or averaged heads, dense, basis or block weights
   the destination's in-degree, ``f-additive`` adds 1 to positive weights, ``f-scaled`` multiplies
   them by the in-degree; dropout multiplies them by a mask drawn in the captured graph from
   PyTorch's generator (a seed reproduces it);
-* ``sum_to_dst``; averaged heads through a ``[H*F, F]`` averaging matrix; the bias.
+* ``sum_to_dst``, then the bias; averaged heads (``concat=False``) are the mean of the
+  program's ``[N, H, F]`` rows plus the bias, after the program (:func:`finish`), as PyG does.
 
 The attention weights (``return_attention_weights``) are a second program, the first steps up to
 the softmax, so their gradient is Hector's too. Weight-sized glue (a basis combined, blocks laid

@@ -221,7 +221,8 @@ def _pyg_layer_fake(
     if program.startswith("hgt"):  # RGCN, RGAT: [nodes, relations]; HGT: each type's nodes
         for n in sizes[1:]:
             rows = rows + n
-    elif program.endswith(":1"):  # RGAT's attention weights: one row per edge
+    elif program.startswith("rgat:") and pyg_rgat.RgatConfig.parse(program).alpha:
+        # RGAT's attention weights: one row per edge
         rows = graph[0].shape[1]
     return tensors[0].new_empty((rows, _out_columns(program, tensors)))
 
@@ -274,7 +275,7 @@ def _train(tensors: list[torch.Tensor]) -> bool:
     return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
-def _rgcn_unsupported(conv: Any, x: Any, edge_index: Any, edge_type: Any) -> str | None:
+def _rgcn_unsupported(conv: Any, edge_index: Any, edge_type: Any) -> str | None:
     if conv.aggr not in ("mean", "add", "sum"):
         return f"aggr={conv.aggr!r} (Hector's RGCN programs sum or average per relation)"
     if not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2:
@@ -354,7 +355,7 @@ def _rgcn_weights(conv: Any, x: torch.Tensor) -> list[torch.Tensor]:
 def _rgcn_forward(self: Any, x: Any, edge_index: Any, edge_type: Any = None) -> Any:
     """``RGCNConv.forward`` (and ``FastRGCNConv``'s) under the Hector backend: one
     ``hector::pyg_layer`` call."""
-    reason = _rgcn_unsupported(self, x, edge_index, edge_type)
+    reason = _rgcn_unsupported(self, edge_index, edge_type)
     rows = _rgcn_rows(self, x, edge_index) if reason is None else reason
     name = next(c.__name__ for c in type(self).__mro__ if c.__name__ in _ORIGINAL)
     if isinstance(rows, str):
