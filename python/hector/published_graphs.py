@@ -18,7 +18,8 @@ class SyntheticSpec:
     ``edges`` and ``relations`` are the published counts *before* inverse edges; the replica
     adds one inverse relation per relation (doubling both). ``node_types`` is the number of node
     types (names generated unless ``type_names`` is given); ``relation_names`` and
-    ``relation_ends`` pin a real schema where there is a small one (mag).
+    ``relation_ends`` pin a real schema where there is a small one (mag, IGBH); their fractions
+    may be given as counts (they are normalised).
     """
 
     nodes: int
@@ -31,6 +32,10 @@ class SyntheticSpec:
     relation_names: tuple[str, ...] = ()
     relation_ends: tuple[tuple[int, int], ...] = ()
     relation_fractions: tuple[float, ...] = ()
+    #: Per relation, the (source, destination) power of the skewed endpoint draws (rank
+    #: ``floor(n u^p)``: 1 is uniform, larger is more skewed); empty: (3.0, 1.6) for every
+    #: relation, a few hub sources as in RDF graphs.
+    relation_skew: tuple[tuple[float, float], ...] = ()
 
 
 #: Replicated graphs: the published node, edge and relation counts of each dataset (the RDF
@@ -67,3 +72,39 @@ SYNTHETIC_SPECS: dict[str, SyntheticSpec] = {
     ),
     "wikikg2": SyntheticSpec(2_500_604, 17_137_181, 535, 1, "knowledge graph (ogbl-wikikg2)"),
 }
+
+
+# IGBH (Illinois Graph Benchmark, heterogeneous; Khatua et al., KDD 2023), the graph of MLPerf
+# Training's R-GAT: per-type node counts and per-relation edge counts of each published size.
+# The skews are chosen, not measured: a paper cites and is written by a handful (mild source
+# skew), while cited papers, prolific authors, popular topics and large institutes collect
+# many edges (steep destination skew).
+_IGBH_TYPES = ("paper", "author", "institute", "fos")
+_IGBH_RELATIONS = ("cites", "written_by", "topic", "affiliated_to")
+_IGBH_ENDS = ((0, 0), (0, 1), (0, 3), (1, 2))
+_IGBH_SKEW = ((1.3, 2.5), (1.2, 2.0), (1.2, 3.0), (1.2, 3.0))
+_IGBH_SIZES = {  # (paper, author, institute, fos), (cites, written_by, topic, affiliated_to)
+    "tiny": ((100_000, 357_041, 8_738, 84_220), (447_416, 471_443, 718_445, 325_410)),
+    "small": (
+        (1_000_000, 1_926_066, 14_751, 190_449),
+        (12_070_502, 4_553_516, 7_234_122, 1_630_476),
+    ),
+    "medium": (
+        (10_000_000, 15_544_654, 23_256, 415_054),
+        (120_077_694, 39_854_592, 68_510_495, 11_049_412),
+    ),
+}
+for _size, (_nodes, _edges) in _IGBH_SIZES.items():
+    SYNTHETIC_SPECS[f"igbh-{_size}"] = SyntheticSpec(
+        sum(_nodes),
+        sum(_edges),
+        4,
+        4,
+        f"IGBH-{_size} (MLPerf R-GAT)",
+        type_names=_IGBH_TYPES,
+        type_fractions=tuple(float(n) for n in _nodes),
+        relation_names=_IGBH_RELATIONS,
+        relation_ends=_IGBH_ENDS,
+        relation_fractions=tuple(float(e) for e in _edges),
+        relation_skew=_IGBH_SKEW,
+    )

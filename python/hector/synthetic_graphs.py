@@ -70,7 +70,8 @@ def synthetic(name: str, scale: float = 1.0, seed: int = 0) -> Dataset:
     n_rel = min(spec.relations, e_base)
     ends, shares, rel_names = _relation_schema(spec, rng, sizes, n_rel)
     counts = _relation_edge_counts(shares, e_base, sizes, ends)
-    src, dst, et = _draw_edges(rng, ends, counts, sizes, offsets, hub_order, n)
+    skew = list(spec.relation_skew) or [(3.0, 1.6)] * len(ends)
+    src, dst, et = _draw_edges(rng, ends, counts, skew, sizes, offsets, hub_order, n)
     edge_index = np.stack([np.concatenate([src, dst]), np.concatenate([dst, src])])
     edge_type = np.concatenate([et, et + n_rel])
     edge_types = [(type_names[s], rel_names[r], type_names[d]) for r, (s, d) in enumerate(ends)]
@@ -173,14 +174,15 @@ def _draw_edges(
     rng: np.random.Generator,
     ends: list[tuple[int, int]],
     counts: np.ndarray,
+    skew: list[tuple[float, float]],
     sizes: np.ndarray,
     offsets: np.ndarray,
     hub_order: list[np.ndarray],
     n: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Draw each relation's edges (sources by a steep power law over the hub order,
-    destinations by a milder one), without duplicates or self loops: sources, destinations
-    and relation ids, relation by relation."""
+    """Draw each relation's edges (sources and destinations by power laws over the hub order,
+    ``skew[r]`` their powers), without duplicates or self loops: sources, destinations and
+    relation ids, relation by relation."""
     srcs, dsts, rels = [], [], []
     for r, ((s, d), c) in enumerate(zip(ends, counts.tolist(), strict=True)):
         got = np.empty((2, 0), dtype=np.int64)
@@ -190,7 +192,7 @@ def _draw_edges(
                 break
             m = int(need * 1.3) + 16
             # skewed draws first; uniform ones fill what skew cannot reach in a dense block
-            ps, pd = (3.0, 1.6) if attempt < 6 else (1.0, 1.0)
+            ps, pd = skew[r] if attempt < 6 else (1.0, 1.0)
             a = hub_order[s][_skewed_ids(rng, int(sizes[s]), m, ps)] + offsets[s]
             b = hub_order[d][_skewed_ids(rng, int(sizes[d]), m, pd)] + offsets[d]
             cand = np.concatenate([got, np.stack([a, b])], axis=1)

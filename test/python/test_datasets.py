@@ -429,3 +429,28 @@ def test_missing_shared_data_is_a_clear_error(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("HECTOR_DATA_DIR", str(tmp_path))
     with pytest.raises(DatasetError, match="not found .*HECTOR_DATA_DIR"):
         datasets.load("ogbn_mag_0.1")
+
+
+def test_igbh_replica_has_the_published_counts_and_schema() -> None:
+    """synthetic:igbh-tiny: IGBH-tiny's node count per type and edge count per relation (the
+    counts MLPerf's R-GAT trains on), each relation with its inverse."""
+    ds = datasets.load("synthetic:igbh-tiny")
+    assert ds.num_nodes_dict() == {
+        "paper": 100_000,
+        "author": 357_041,
+        "institute": 8_738,
+        "fos": 84_220,
+    }
+    assert ds.edge_types[:4] == [
+        ("paper", "cites", "paper"),
+        ("paper", "written_by", "author"),
+        ("paper", "topic", "fos"),
+        ("author", "affiliated_to", "institute"),
+    ]
+    counts = torch.bincount(ds.edge_type, minlength=8).tolist()
+    assert counts == [447_416, 471_443, 718_445, 325_410] * 2
+    # destinations skewed (cited papers, popular topics), sources mild
+    topic = ds.edge_index[:, ds.edge_type == 2]
+    out_deg, in_deg = (torch.bincount(ends).float() for ends in topic)
+    in_skew = in_deg.max() / in_deg[in_deg > 0].mean()
+    assert in_skew > 4 * out_deg.max() / out_deg[out_deg > 0].mean()
