@@ -60,6 +60,9 @@ _FAULT_AROUND = 65536
 #: ``/proc/self/smaps`` holds the GIL for tens of ms in a process with many mappings).
 _TRACK_EVERY = 16
 
+#: The feature types a :class:`FeatureStore` file may hold.
+FEATURE_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
+
 
 # ---------------------------------------------------------------------------------------------
 # Out-of-core features
@@ -83,11 +86,15 @@ class _FeatureTable:
 
 
 class FeatureStore(_FeatureTable):
-    """Node features (float32 ``[N, F]``) and optional labels (integer ``[N]``) in ``.npy``
-    files, gathered per batch without ever loading the table.
+    """Node features (float32 or float16 ``[N, F]``) and optional labels (integer ``[N]``) in
+    ``.npy`` files, gathered per batch without ever loading the table.
+
+    Rows come back in the file's type: a float16 table (as MLPerf's R-GAT stores IGBH) moves
+    half the bytes from disk and through the gather, and the model converts the batch (the
+    natively gathered rows are copied as bytes, so a float16 table needs an even width).
 
     Args:
-        features: path of a 2-D float32 ``.npy`` file.
+        features: path of a 2-D float32 or float16 ``.npy`` file.
         labels: path of a 1-D integer ``.npy`` file with as many rows, or None.
         read: how rows are read. ``"pread"`` (default): the native
             :func:`~hector.runtime.sampler.gather_file_rows` reads them with ``pread`` into the
@@ -133,10 +140,15 @@ class FeatureStore(_FeatureTable):
             raise ValueError(f"read must be 'pread' or 'mmap', got {read!r}")
         self.path = Path(features)
         self.table = self._open(self.path)
-        if self.table.dtype != np.float32 or self.table.ndim != 2:
+        if self.table.dtype not in FEATURE_DTYPES or self.table.ndim != 2:
             raise ValueError(
-                f"{self.path}: features must be a 2-D float32 array, got "
+                f"{self.path}: features must be a 2-D float32 or float16 array, got "
                 f"{self.table.dtype} of shape {self.table.shape}"
+            )
+        if self.table.dtype.itemsize * self.table.shape[1] % 4:
+            raise ValueError(
+                f"{self.path}: a float16 feature table needs an even width, got "
+                f"{self.table.shape[1]}"
             )
         if not self.table.flags.c_contiguous:
             raise ValueError(f"{self.path}: features must be stored row-major (C order)")
@@ -195,8 +207,8 @@ class FeatureStore(_FeatureTable):
         return int(self.path.stat().st_size)
 
     def gather(self, node_ids: np.ndarray, out: np.ndarray | None = None) -> torch.Tensor:
-        """Rows ``features[node_ids]`` as a float32 ``[len(node_ids), F]`` tensor (written into
-        ``out`` when given, else into a reused or new buffer).
+        """Rows ``features[node_ids]`` as a ``[len(node_ids), F]`` tensor of the file's type
+        (written into ``out`` when given, else into a reused or new buffer).
 
         Raises:
             ValueError: a node id is out of range, or the store is closed.
@@ -209,10 +221,12 @@ class FeatureStore(_FeatureTable):
             self._pool = []
 
     def _buffer(self, rows: int) -> np.ndarray:
-        """A float32 ``[rows, F]`` array to gather into: a view of a pooled buffer nothing else
-        refers to any more (tracked by a weak reference to the view handed out), else new."""
+        """A ``[rows, F]`` array of the file's type to gather into: a view of a pooled buffer
+        nothing else refers to any more (tracked by a weak reference to the view handed out),
+        else new."""
+        dtype = self.table.dtype
         if not self.reuse_buffers:
-            return np.empty((rows, self.dim), dtype=np.float32)
+            return np.empty((rows, self.dim), dtype=dtype)
         with self._lock:
             free = [s for s in self._pool if s[1] is None or s[1]() is None]
             fits = [s for s in free if len(s[0]) >= rows]
@@ -223,10 +237,10 @@ class FeatureStore(_FeatureTable):
                     smallest = min(free, key=lambda s: len(s[0]))
                     self._pool = [s for s in self._pool if s is not smallest]
                 # Room for the next batches, whose sizes vary a little around this one.
-                slot = [np.empty((rows + rows // 8 + 1, self.dim), dtype=np.float32), None]
+                slot = [np.empty((rows + rows // 8 + 1, self.dim), dtype=dtype), None]
                 self._pool.append(slot)
             else:
-                return np.empty((rows, self.dim), dtype=np.float32)
+                return np.empty((rows, self.dim), dtype=dtype)
             view = slot[0][:rows]
             slot[1] = weakref.ref(view)
             return view
@@ -237,6 +251,10 @@ class FeatureStore(_FeatureTable):
         index = native_sampler._ids("node_ids", node_ids)
         if out is None:
             out = self._buffer(len(index))
+        if out.dtype != self.table.dtype:
+            raise ValueError(f"out must be {self.table.dtype}, got {out.dtype}")
+        words = out.view(np.float32)  # the native gathers copy rows as 4-byte words
+        table = self.table.view(np.float32)
         tracking = 0.0
         if self.read == "pread":
             if self._fd is None:
@@ -244,9 +262,9 @@ class FeatureStore(_FeatureTable):
             native_sampler.gather_file_rows(
                 self._fd,
                 self._offset,
-                (self.num_rows, self.dim),
+                table.shape,
                 index,
-                out=out,
+                out=words,
                 threads=self.threads,
                 max_gap_bytes=self.max_gap_bytes,
             )
@@ -255,7 +273,7 @@ class FeatureStore(_FeatureTable):
             return torch.from_numpy(out), tracking
         mapping = getattr(self.table, "_mmap", None) if self.release else None
         if mapping is None:
-            native_sampler.gather_rows(self.table, index, out=out, threads=self.threads)
+            native_sampler.gather_rows(table, index, out=words, threads=self.threads)
             if self.track_resident:
                 tracking = self._track()
             return torch.from_numpy(out), tracking
@@ -264,13 +282,13 @@ class FeatureStore(_FeatureTable):
         # of the file. Gathered in file order, in chunks of chunk_rows rows, each chunk spans a
         # short stretch of the file that is released (madvise) right after it is copied.
         order = np.argsort(index, kind="stable")
-        row_bytes = self.dim * 4
+        row_bytes = self.dim * self.table.dtype.itemsize
         base = self._offset
         window = max(mmap.PAGESIZE, _FAULT_AROUND)  # what one fault may map around it
         for lo in range(0, len(index), self.chunk_rows):
             at = order[lo : lo + self.chunk_rows]
             rows = index[at]
-            out[at] = native_sampler.gather_rows(self.table, rows, threads=self.threads)
+            words[at] = native_sampler.gather_rows(table, rows, threads=self.threads)
             if self.track_resident and (lo // self.chunk_rows) % _TRACK_EVERY == 0:
                 tracking += self._track()  # smaps is slow to read: a sample of the chunks
             first = (base + int(rows[0]) * row_bytes) // window * window

@@ -273,3 +273,24 @@ def test_unified_features_are_gathered_on_the_gpu_zero_copy(store):
     rows = unified.gather(ids)
     assert rows.device.type == "cuda"
     assert torch.equal(rows.cpu(), torch.from_numpy(np.load(store.path)[ids]))
+
+
+@pytest.mark.parametrize(("read", "release"), [("pread", True), ("mmap", True), ("mmap", False)])
+def test_float16_features_are_gathered_as_stored(tmp_path, read, release):
+    """A float16 table (MLPerf's IGBH features) comes back float16, row for row, every way."""
+    table = np.random.default_rng(0).standard_normal((300, 6)).astype(np.float16)
+    np.save(tmp_path / "f16.npy", table)
+    store = FeatureStore(tmp_path / "f16.npy", read=read, release=release, chunk_rows=5)
+    ids = np.array([7, 299, 0, 7, 150])
+    rows = store.gather(ids)
+    assert rows.dtype == torch.float16
+    assert torch.equal(rows, torch.from_numpy(table[ids]))
+
+
+def test_feature_tables_of_other_types_or_odd_half_widths_are_refused(tmp_path):
+    np.save(tmp_path / "f64.npy", np.zeros((4, 2)))
+    with pytest.raises(ValueError, match="float32 or float16"):
+        FeatureStore(tmp_path / "f64.npy")
+    np.save(tmp_path / "odd.npy", np.zeros((4, 3), dtype=np.float16))
+    with pytest.raises(ValueError, match="even width"):
+        FeatureStore(tmp_path / "odd.npy")
