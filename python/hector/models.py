@@ -9,6 +9,8 @@ PyG layer of the same model and loads its weights one to one with ``from_pyg``:
 * :class:`RGCNLayer` ↔ ``RGCNConv`` (mean per relation, root weight, bias);
 * :class:`RGATLayer` ↔ ``RGATConv`` (across-relation additive self-attention, ``dim=1``,
   concatenated heads, bias);
+* :class:`HeteroGATLayer` ↔ ``HeteroConv({r: GATConv(add_self_loops=False)}, aggr="sum")``,
+  MLPerf's R-GAT layer (attention within each relation, per-relation weights, summed);
 * :class:`HGTLayer` ↔ ``HGTConv`` (per-node-type K/Q/V, per-relation per-head K/V matrices and
   priors, edge softmax, GELU, per-node-type output projection, gated residual).
 
@@ -87,6 +89,24 @@ def _make_rgat(slope: float) -> frontend.CompiledFunction:
         return g.sum_to_dst(hs * alpha) + bias
 
     return frontend.compile(rgat_layer)
+
+
+def _make_hetero_gat(slope: float) -> frontend.CompiledFunction:
+    def hetero_gat_layer(
+        g: GraphProxy, x: Value, weight: Value, att_src: Value, weight_att_dst: Value, bias: Value
+    ) -> Value:
+        """One ``GATConv`` per relation, summed: ``α = softmax over the destination's edges of
+        the relation (leaky_relu(a_src·W_r h_j + a_dst·W_r h_i))``,
+        ``h'_i = Σ_r Σ_j α_ij ⊙_head W_r h_j + b_type(i)``. The destination's term is
+        ``h_i · (W_r a_dst)``: ``weight_att_dst`` is ``W_r`` times the attention vectors, so no
+        edge carries ``W_r h_i``."""
+        hs = g.typed_linear(g.gather_src(x), weight)  # W_r h_j  [E, H*F]
+        dst_term = g.typed_linear(g.gather_dst(x), weight_att_dst)  # [E, H]
+        logits = g.typed_linear(hs, att_src) + dst_term  # [E, H]
+        alpha = g.edge_softmax(logits.leaky_relu(slope), by="dst_etype")
+        return g.typed_bias(g.sum_to_dst(hs * alpha), bias)
+
+    return frontend.compile(hetero_gat_layer)
 
 
 def _make_hgt(heads: int, skip: bool) -> frontend.CompiledFunction:
@@ -251,6 +271,99 @@ class RGATLayer(_Optimizable):
     def forward(self, g: HeteroGraph, x: torch.Tensor) -> torch.Tensor:
         """``[N, in] → [N, heads * out]``."""
         return self._fn(g, x, self.weight, self.q, self.k, self.bias)
+
+
+class HeteroGATLayer(_Optimizable):
+    """MLPerf's R-GAT layer: PyG's ``HeteroConv`` of one ``GATConv(add_self_loops=False)`` per
+    relation (shared source/destination projection, attention within the relation, concatenated
+    heads, bias), their outputs summed per destination node type.
+
+    Args:
+        in_dim: input width.
+        out_dim: width per head; the output has ``heads * out_dim`` columns.
+        edge_types: ``(src, relation, dst)`` per relation id of the graphs it runs on.
+        node_types: node type names by node type id of those graphs.
+        heads: attention heads.
+        slope: the attention logits' leaky ReLU slope.
+    """
+
+    bias_to_type: torch.Tensor  # [T, R]: 1 where relation r ends in node type t
+
+    def __init__(
+        self,
+        in_dim: int,
+        out_dim: int,
+        edge_types: Sequence[tuple[str, str, str]],
+        node_types: Sequence[str],
+        heads: int = 1,
+        slope: float = 0.2,
+    ) -> None:
+        """Glorot-initialised weights and attention vectors, zero biases (as ``GATConv``)."""
+        super().__init__()
+        names, triples = _schema(node_types, edge_types)
+        in_dim, out_dim, heads = (
+            _size("in_dim", in_dim),
+            _size("out_dim", out_dim),
+            _size("heads", heads),
+        )
+        r, hf = len(triples), _size("heads * out_dim", heads * out_dim)
+        _check_parameters("HeteroGATLayer", r * (in_dim * hf + 3 * hf))
+        self.heads, self.slope, self.edge_types = heads, float(slope), triples
+        self.weight = nn.Parameter(torch.empty(r, in_dim, hf))
+        self.att_src = nn.Parameter(torch.empty(r, heads, out_dim))
+        self.att_dst = nn.Parameter(torch.empty(r, heads, out_dim))
+        self.bias = nn.Parameter(torch.zeros(r, hf))
+        for p in (self.weight, self.att_src, self.att_dst):
+            nn.init.xavier_uniform_(p)
+        dst = torch.tensor([names.index(d) for _, _, d in triples])
+        self.register_buffer("bias_to_type", nn.functional.one_hot(dst, len(names)).T.float())
+        self._fn = _make_hetero_gat(self.slope)
+
+    @classmethod
+    def from_pyg(cls, conv: Any, node_types: Sequence[str]) -> HeteroGATLayer:
+        """A layer holding a copy of a ``HeteroConv`` of ``GATConv`` layers' weights (relation ids
+        in ``conv.convs`` order)."""
+        first = next(iter(conv.convs.values()))
+        heads, out_dim = first.heads, first.out_channels
+        for c in conv.convs.values():
+            if c.lin is None or c.add_self_loops or not c.concat or c.lin_edge is not None:
+                raise ValueError(
+                    "HeteroGATLayer.from_pyg needs GATConv(int in_channels, "
+                    "add_self_loops=False, concat=True, no edge_dim) for every relation"
+                )
+            if (c.heads, c.out_channels, c.bias is None, c.residual) != (
+                heads,
+                out_dim,
+                False,
+                False,
+            ):
+                raise ValueError("every relation's GATConv must have the same heads and widths")
+        if conv.aggr != "sum":
+            raise ValueError(
+                f"HeteroGATLayer sums the relations; HeteroConv has aggr={conv.aggr!r}"
+            )
+        edge_types = [tuple(k) for k in conv.convs.keys()]
+        layer = cls(first.in_channels, out_dim, edge_types, node_types, heads, first.negative_slope)
+        with torch.no_grad():
+            for r, c in enumerate(conv.convs.values()):
+                layer.weight[r].copy_(c.lin.weight.T)
+                layer.att_src[r].copy_(c.att_src[0])
+                layer.att_dst[r].copy_(c.att_dst[0])
+                layer.bias[r].copy_(c.bias)
+        return layer
+
+    def _attention(self, att: torch.Tensor) -> torch.Tensor:
+        """``[R, H, F]`` attention vectors as ``[R, H*F, H]`` block-diagonal matrices."""
+        eye = torch.eye(self.heads, dtype=att.dtype, device=att.device)
+        r, h, f = att.shape
+        return (att.unsqueeze(-1) * eye.view(1, h, 1, h)).reshape(r, h * f, h)
+
+    def forward(self, g: HeteroGraph, x: torch.Tensor) -> torch.Tensor:
+        """``[N, in] → [N, heads * out]``."""
+        bias = self.bias_to_type @ self.bias  # Σ of the biases of the relations into a type
+        att_src = self._attention(self.att_src)
+        weight_att_dst = self.weight @ self._attention(self.att_dst)  # [R, in, H]
+        return self._fn(g, x, self.weight, att_src, weight_att_dst, bias)
 
 
 def _schema(node_types: Any, edge_types: Any) -> tuple[list[str], list[tuple[str, str, str]]]:

@@ -255,3 +255,56 @@ def test_from_pyg_rejects_unsupported_variants() -> None:
         RGCNLayer.from_pyg(RGCNConv(4, 4, 3, num_bases=2))
     with pytest.raises(ValueError, match="across-relation"):
         RGATLayer.from_pyg(RGATConv(4, 4, 3, attention_mechanism="within-relation"))
+
+
+@pytest.mark.parametrize("heads", [1, 2])
+def test_hetero_gat_matches_pyg_heteroconv_of_gatconv(heads: int) -> None:
+    """MLPerf's R-GAT layer: HeteroConv of per-relation GATConv (attention within the relation,
+    biases summed per destination type); output and every gradient within 1e-4."""
+    from torch_geometric.nn import GATConv, HeteroConv
+
+    from hector.models import HeteroGATLayer
+
+    torch.manual_seed(heads)
+    graph, eid, x = _hetero()
+    conv = HeteroConv(
+        {e: GATConv(8, 3, heads=heads, add_self_loops=False) for e in META[1]}, aggr="sum"
+    )
+    for c in conv.convs.values():
+        torch.nn.init.normal_(c.bias)  # zero by default: would hide a wrong bias sum
+    layer = HeteroGATLayer.from_pyg(conv, META[0])
+    xs = torch.cat([x["paper"], x["author"]]).requires_grad_()
+    out = layer(graph, xs)
+    want = conv({"paper": xs[:40], "author": xs[40:]}, eid)
+    want = torch.cat([want["paper"], want["author"]])
+    assert (out - want).abs().max().item() < 1e-4
+    gy = torch.randn_like(out)
+    (out * gy).sum().backward()
+    (want * gy).sum().backward()
+    convs = list(conv.convs.values())
+    _grads_close(
+        layer,
+        {
+            "weight": torch.stack([c.lin.weight.grad.T for c in convs]),
+            "att_src": torch.stack([c.att_src.grad[0] for c in convs]),
+            "att_dst": torch.stack([c.att_dst.grad[0] for c in convs]),
+            "bias": torch.stack([c.bias.grad for c in convs]),
+        },
+    )
+
+
+def test_hetero_gat_from_pyg_rejects_what_it_does_not_compute() -> None:
+    from torch_geometric.nn import GATConv, HeteroConv
+
+    from hector.models import HeteroGATLayer
+
+    averaged = HeteroConv(
+        {e: GATConv(8, 3, heads=2, concat=False, add_self_loops=False) for e in META[1]}
+    )
+    with pytest.raises(ValueError, match="concat=True"):
+        HeteroGATLayer.from_pyg(averaged, META[0])
+    mean = HeteroConv({e: GATConv(8, 3, add_self_loops=False) for e in META[1]}, aggr="mean")
+    with pytest.raises(ValueError, match="aggr='mean'"):
+        HeteroGATLayer.from_pyg(mean, META[0])
+    with pytest.raises(ValueError, match="names a node type"):
+        HeteroGATLayer(8, 3, META[1], ["paper"])
