@@ -50,16 +50,31 @@ import numpy as np
 
 from hector import cli_args as _args
 
-from . import _cache, _common
+from . import _cache, _common, mlperf_rgat
 
-MODELS = ("rgcn", "rgat", "hgt")
+MODELS = ("rgcn", "rgat", "hgt", "mlperf-rgat")
+WORKLOADS = {"mlperf-rgat": mlperf_rgat.WORKLOAD}
+FEATURE_DTYPES = ("float32", "float16")
 DEFAULT_DATASETS = ("synthetic:mag", "ogbn_mag_0.1")
 PHASES = ("sampling", "gather", "wait", "forward", "backward", "optimizer")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Add the benchmark's options to its ``hector bench minibatch`` parser."""
-    p.add_argument("--models", default="rgcn,rgat,hgt", help="comma-separated: rgcn,rgat,hgt")
+    p.add_argument(
+        "--workload",
+        choices=sorted(WORKLOADS),
+        default=None,
+        help="a benchmarked configuration: mlperf-rgat is MLPerf Training's R-GAT (3 layers, "
+        "hidden 512, 4 heads, fan-outs 15,10,5, batch 1024, 1024-wide float16 features, 2983 "
+        "classes, synthetic:igbh-small); an option left at its default takes the workload's "
+        "value, one given otherwise overrides it",
+    )
+    p.add_argument(
+        "--models",
+        default="rgcn,rgat,hgt",
+        help="comma-separated: rgcn,rgat,hgt,mlperf-rgat",
+    )
     p.add_argument("--datasets", default=",".join(DEFAULT_DATASETS), help="comma-separated")
     p.add_argument("--scale", type=_args.SCALE, default=1.0, help="scale of synthetic datasets")
     p.add_argument(
@@ -69,6 +84,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--batch-size", type=_args.BATCH, default=1024, help="seeds per batch (per rank)"
     )
     p.add_argument("--feat", type=_args.WIDTH, default=128, help="input feature width")
+    p.add_argument(
+        "--feat-dtype",
+        choices=FEATURE_DTYPES,
+        default="float32",
+        help="type of the feature file (float16: half the bytes read; models compute in float32)",
+    )
     p.add_argument("--hidden", type=_args.WIDTH, default=64, help="hidden width")
     p.add_argument("--classes", type=_args.CLASSES, default=349, help="label classes")
     p.add_argument("--heads", type=_args.HEADS, default=1, help="attention heads (RGAT, HGT)")
@@ -173,28 +194,33 @@ def cached_dataset(name: str, scale: float, cache_dir: str) -> Any:
         )
 
 
-def _feature_chunks(num_rows: int, dim: int, seed: int, chunk_rows: int = 1 << 16) -> Any:
-    """Standard normal float32 rows, chunk by chunk, as ``hector.loader.write_random_features``
-    draws them (same seed, same values)."""
+def _feature_chunks(
+    num_rows: int, dim: int, seed: int, dtype: str = "float32", chunk_rows: int = 1 << 16
+) -> Any:
+    """Standard normal rows, chunk by chunk, as ``hector.loader.write_random_features`` draws
+    them (same seed, same values; rounded to ``dtype``)."""
     rng = np.random.default_rng(seed)
     for start in range(0, num_rows, chunk_rows):
         stop = min(num_rows, start + chunk_rows)
-        yield rng.standard_normal((stop - start, dim), dtype=np.float32)
+        yield rng.standard_normal((stop - start, dim), dtype=np.float32).astype(dtype, copy=False)
 
 
-def feature_store(ds: Any, cache_dir: str, dim: int, classes: int, seed: int) -> Any:
-    """A :class:`hector.loader.FeatureStore` of random features and labels for ``ds``, kept in
-    the private ``cache_dir`` (checked against their manifests before use; regenerated when they
-    do not match)."""
+def feature_store(
+    ds: Any, cache_dir: str, dim: int, classes: int, seed: int, dtype: str = "float32"
+) -> Any:
+    """A :class:`hector.loader.FeatureStore` of random ``dtype`` features and labels for
+    ``ds``, kept in the private ``cache_dir`` (checked against their manifests before use;
+    regenerated when they do not match)."""
     from hector.loader import FeatureStore
 
     scale = ds.info.get("scale", 1.0)
     folder = _cache.subdir(_cache.cache_root(cache_dir), _slug(ds.name, float(scale)))
-    feats = f"features_f{dim}_seed{seed}.npy"
+    kind = "" if dtype == "float32" else f"_{dtype}"
+    feats = f"features_f{dim}{kind}_seed{seed}.npy"
     labels = f"labels_c{classes}_seed{seed}.npy"
     if _cache.load_group(folder, feats[:-4], [feats]) is None:
-        rows = _feature_chunks(ds.num_nodes, dim, seed)
-        producer = _cache.chunked_producer(np.float32, (ds.num_nodes, dim), rows)
+        rows = _feature_chunks(ds.num_nodes, dim, seed, dtype)
+        producer = _cache.chunked_producer(np.dtype(dtype), (ds.num_nodes, dim), rows)
         _cache.write_group(folder, feats[:-4], {feats: producer})
     if _cache.load_group(folder, labels[:-4], [labels]) is None:
         rng = np.random.default_rng(seed + 1)
@@ -230,6 +256,8 @@ def build_models(
 
     from hector import models
 
+    if kind == "mlperf-rgat":
+        return mlperf_rgat.build_models(ds, feat, hidden, classes, heads, seed)
     torch.manual_seed(seed)
     r = ds.num_relations
     node_types, edge_types = ds.metadata()
@@ -264,6 +292,7 @@ def build_models(
         def forward(self, batch: Any) -> Any:
             if kind == "hgt":
                 x, edges = batch.to_pyg_hetero(node_types, edge_types)
+                x = {t: v.float() for t, v in x.items()}
                 for i, conv in enumerate(self.convs):
                     out = conv(x, edges)
                     x = {t: out[t] if out.get(t) is not None else x[t] for t in node_types}
@@ -271,7 +300,7 @@ def build_models(
                         x = {t: v.relu() for t, v in x.items()}
                 return self.head(x[target][: len(batch.seed_local)])
             inputs = batch.to_pyg()
-            x = inputs["x"]
+            x = inputs["x"].float()
             for i, conv in enumerate(self.convs):
                 x = conv(x, inputs["edge_index"], inputs["edge_type"])
                 if i + 1 < len(self.convs):
@@ -294,14 +323,14 @@ def build_models(
         def forward(self, batch: Any) -> Any:
             g = batch.graph
             if kind == "hgt":
-                x = batch.x_dict(node_types)
+                x = batch.x_dict(node_types, batch.x.float())
                 for i, layer in enumerate(self.layers):
                     out = layer(g, x)
                     x = {t: out.get(t, x[t]) for t in node_types}
                     if i + 1 < len(self.layers):
                         x = {t: v.relu() for t, v in x.items()}
                 return self.head(x[target][: len(batch.seed_local)])
-            x = batch.x
+            x = batch.x.float()
             for i, layer in enumerate(self.layers):
                 x = layer(g, x)
                 if i + 1 < len(self.layers):
@@ -537,7 +566,9 @@ def run_one(cfg: dict[str, Any], rank: int = 0, world: int = 1) -> dict[str, Any
     import torch
 
     ds = cached_dataset(cfg["dataset"], cfg["scale"], cfg["cache_dir"])
-    store = feature_store(ds, cfg["cache_dir"], cfg["feat"], cfg["classes"], cfg["seed"])
+    store = feature_store(
+        ds, cfg["cache_dir"], cfg["feat"], cfg["classes"], cfg["seed"], cfg["feat_dtype"]
+    )
     loader = _loader(cfg, ds, store, rank, world)
     hector_model, pyg_model = build_models(
         cfg["model"], ds, cfg["feat"], cfg["hidden"], cfg["classes"], cfg["heads"], cfg["seed"]
@@ -575,6 +606,8 @@ def run_one(cfg: dict[str, Any], rank: int = 0, world: int = 1) -> dict[str, Any
             cfg["model"], ds, cfg["feat"], cfg["hidden"], cfg["classes"], cfg["heads"], cfg["seed"]
         )
         probe = loader.sample(loader.seeds[: min(16, len(loader.seeds))], index=0)
+        fresh_hector.eval()  # no dropout: the same function of the same weights
+        fresh_pyg.eval()
         with torch.no_grad():
             if pyg_skip_reason(cfg["model"], probe, cfg["feat"], cfg["hidden"], cfg["heads"]):
                 result["max_abs_diff_vs_pyg"] = None
@@ -642,7 +675,20 @@ def _parse_list(text: str, allowed: tuple[str, ...] | None, what: str) -> list[s
     return items
 
 
+def _apply_workload(args: argparse.Namespace) -> None:
+    """Give the options ``--workload`` sets its values where they were left at their
+    defaults."""
+    if args.workload is None:
+        return
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    for name, value in WORKLOADS[args.workload].items():
+        if getattr(args, name) == parser.get_default(name):
+            setattr(args, name, value)
+
+
 def _config(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], list[str], list[str]]:
+    _apply_workload(args)
     try:
         fanouts = [int(f) for f in _parse_list(args.fanouts, None, "fanouts")]
         procs = [int(p) for p in _parse_list(args.procs, None, "procs")]
@@ -656,10 +702,12 @@ def _config(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], list[s
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
     cfg = {
+        "workload": args.workload,
         "scale": args.scale,
         "fanouts": fanouts,
         "batch_size": args.batch_size,
         "feat": args.feat,
+        "feat_dtype": args.feat_dtype,
         "hidden": args.hidden,
         "classes": args.classes,
         "heads": args.heads,
@@ -736,7 +784,9 @@ def run(args: argparse.Namespace) -> int:
             record["cells"].append({"dataset": name, "status": "unavailable", "reason": str(err)})
             continue
         stats = {"nodes": ds.num_nodes, "edges": ds.num_edges, "relations": ds.num_relations}
-        store = feature_store(ds, cfg["cache_dir"], cfg["feat"], cfg["classes"], cfg["seed"])
+        store = feature_store(
+            ds, cfg["cache_dir"], cfg["feat"], cfg["classes"], cfg["seed"], cfg["feat_dtype"]
+        )
         del ds
         for model in models_:
             print(f"{name} {model} (fan-outs {cfg['fanouts']}, batch {cfg['batch_size']})")

@@ -55,3 +55,33 @@ def test_feature_gather_ways_deliver_the_same_rows(tmp_path):
     assert ways["pread"]["max_file_resident_bytes"] == 0
     assert ways["mmap"]["max_file_resident_bytes"] > 0  # the plain mapping keeps pages in
     assert all(r["cold_s"] > 0 and len(r["per_batch_s"]) == 2 for r in ways.values())
+
+
+def test_mlperf_rgat_workload_trains_hector_and_pygs_heteroconv_on_the_same_batches(tmp_path):
+    """--workload mlperf-rgat: 3 HeteroConv(GATConv) layers against Hector's twin on an IGBH
+    replica, float16 features; explicit options override the workload's sizes."""
+    out = tmp_path / "mb.json"
+    argv = "--workload mlperf-rgat --datasets synthetic:igbh-tiny --scale 0.002 --procs 1"
+    argv += " --batch-size 8 --fanouts 3,2,2 --feat 8 --hidden 8 --heads 2 --classes 5"
+    argv += f" --steps 1 --warmup 1 --eval-batches 1 --cache-dir {tmp_path / 'c'} --json {out}"
+    assert minibatch.run(_args(minibatch, argv.split())) == 0
+    record = json.loads(out.read_text())
+    assert record["config"]["workload"] == "mlperf-rgat"
+    assert record["config"]["feat_dtype"] == "float16"  # from the workload
+    assert record["config"]["fanouts"] == [3, 2, 2]  # given: overrides the workload's 15,10,5
+    cell = record["cells"][0]
+    assert (cell["model"], cell["dataset"]) == ("mlperf-rgat", "synthetic:igbh-tiny")
+    hector, pyg = cell["results"]
+    assert hector["status"] == pyg["status"] == "ok"
+    assert hector["compilations"]["after_warmup"] == 0
+    assert hector["compilations"]["layers"] == 3
+    assert hector["max_abs_diff_vs_pyg"] < 1e-4
+    assert cell["feature_file_bytes"] < 2 * 4 * 8 * 550 + 4096  # float16 rows
+
+
+def test_workload_fills_only_the_options_left_at_their_defaults():
+    args = _args(minibatch, ["--workload", "mlperf-rgat", "--hidden", "96"])
+    minibatch._apply_workload(args)
+    assert (args.hidden, args.heads, args.fanouts) == (96, 4, "15,10,5")
+    assert (args.feat, args.feat_dtype, args.classes) == (1024, "float16", 2983)
+    assert args.datasets == "synthetic:igbh-small"
