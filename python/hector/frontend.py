@@ -391,6 +391,27 @@ class GraphProxy:
         return self._t.emit("add", {"lhs": x, "rhs": bias}, x.width, kind, graph=True)
 
 
+_FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def result_type(tensors: tuple[torch.Tensor, ...]) -> torch.dtype | None:
+    """The half type a compiled function's results take for these arguments, or None for
+    float32: the arguments' half type (float16 or bfloat16), else the autocast type where
+    ``torch.autocast`` is on for their device (the templates are GEMMs, which autocast runs in
+    its lower precision). Raises ValueError for arguments of both half types."""
+    halves = {t.dtype for t in tensors if t.dtype != torch.float32}
+    if len(halves) > 1:
+        raise ValueError(
+            f"arguments mix {sorted(str(h) for h in halves)}; give one half type (or float32)"
+        )
+    if halves:
+        return halves.pop()
+    device = tensors[0].device.type if tensors else "cpu"
+    if torch.is_autocast_enabled(device):
+        return torch.get_autocast_dtype(device)
+    return None
+
+
 def _traced(x: Any, what: str) -> Value:
     if not isinstance(x, Value):
         raise TraceError(f"hector.{what} takes a traced value")
@@ -644,8 +665,8 @@ class CompiledFunction:
         self._params = params[1:]
 
     def check_arguments(self, g: Any, tensors: tuple[Any, ...]) -> None:
-        """Check the call's arguments (a graph, then float32 tensors on one CPU or CUDA
-        device, as many as the function takes) before anything reads them."""
+        """Check the call's arguments (a graph, then float32, float16 or bfloat16 tensors on
+        one CPU or CUDA device, as many as the function takes) before anything reads them."""
         if not isinstance(g, HeteroGraph):
             raise TypeError(f"the first argument must be a hector.HeteroGraph, got {type(g)}")
         if len(tensors) != len(self._params):
@@ -656,8 +677,10 @@ class CompiledFunction:
         for name, t in zip(self._params, tensors, strict=True):
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"argument '{name}' must be a torch.Tensor, got {type(t)}")
-            if t.dtype != torch.float32:
-                raise ValueError(f"argument '{name}' must be float32, got {t.dtype}")
+            if t.dtype not in _FLOAT_TYPES:
+                raise ValueError(
+                    f"argument '{name}' must be float32, float16 or bfloat16, got {t.dtype}"
+                )
             if t.device.type not in ("cpu", "cuda"):
                 raise ValueError(f"argument '{name}' is on {t.device}; Hector takes CPU or CUDA")
             if t.device != tensors[0].device:
@@ -753,8 +776,22 @@ class CompiledFunction:
 
     def __call__(self, g: HeteroGraph, *tensors: torch.Tensor) -> Any:
         """Run the compiled function (compiling it first for new shapes); with a tensor that
-        requires grad, the result is differentiable through ``loss.backward()``."""
+        requires grad, the result is differentiable through ``loss.backward()``.
+
+        Half-precision arguments (float16 or bfloat16, or any under ``torch.autocast``) are
+        computed in float32 and the results returned in that half type (:func:`result_type`);
+        gradients reach each argument in its own type through the casts."""
         self.check_arguments(g, tensors)  # before anything reads tensor attributes
+        half = result_type(tensors)
+        if half is None:
+            return self._run(g, tensors)
+        outs = self._run(g, tuple(t.float() for t in tensors))
+        if isinstance(outs, torch.Tensor):
+            return outs.to(half)
+        return tuple(o.to(half) for o in outs)
+
+    def _run(self, g: HeteroGraph, tensors: tuple[torch.Tensor, ...]) -> Any:
+        """:meth:`__call__` on checked float32 arguments."""
         train = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
         entry = self._compiled(g, tensors, train)
         entry.check(g, tensors, self._params)  # against the graph, before the kernel runs

@@ -111,3 +111,19 @@ def test_every_traced_unary_function_is_in_the_graph_api() -> None:
     for name in traced:
         assert callable(getattr(Value, name)), name
         assert callable(getattr(hector, name)), name
+
+
+def test_half_precision_arguments_compute_in_float32_and_return_their_type(graph) -> None:
+    w, r, b = _weights()
+    x = torch.randn(30, 4)
+    want = rgcn_layer(graph, x, w, r, b)
+    for half in (torch.float16, torch.bfloat16):
+        xh = x.to(half).requires_grad_()
+        have = rgcn_layer(graph, xh, w.to(half), r.to(half), b.to(half))
+        assert have.dtype == half
+        assert (have.float() - want).abs().max() <= 1e-2 * want.abs().max()
+        have.float().sum().backward()
+        assert xh.grad is not None
+        assert xh.grad.dtype == half
+    with pytest.raises(ValueError, match="arguments mix"):
+        rgcn_layer(graph, x.half(), w.bfloat16(), r, b)
