@@ -48,6 +48,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--batch-size", type=_args.BATCH, default=1024)
     p.add_argument("--feat", type=_args.WIDTH, default=128, help="feature width of the file")
+    p.add_argument(
+        "--feat-dtype",
+        choices=("float32", "float16"),
+        default="float32",
+        help="type of the feature file (float16: half the bytes per row)",
+    )
     p.add_argument("--classes", type=_args.CLASSES, default=349)
     p.add_argument("--batches", type=_args.RUNS, default=5, help="batches gathered per way")
     p.add_argument(
@@ -115,7 +121,8 @@ def measure_way(path: Any, way: str, batches: list[np.ndarray], threads: int, co
         "threads": 1 if way == "numpy" else store.threads,
         "median_s": round(median, 5),
         "per_batch_s": [round(t, 5) for t in times],
-        "gbytes_per_s": round(rows * store.dim * 4 / median / 1e9, 3),
+        "gbytes_per_s": round(rows * store.dim * store.table.dtype.itemsize / median / 1e9, 3),
+        "rows_per_s": round(rows / median),
         "max_file_resident_bytes": max(resident, store.peak_resident_bytes),
         "checksum": float(np.asarray(reference, dtype=np.float64).sum()),
     }
@@ -144,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     threads = args.threads or torch.get_num_threads()
     ds = cached_dataset(args.dataset, args.scale, cache)
-    path = feature_store(ds, cache, args.feat, args.classes, args.seed).path
+    path = feature_store(ds, cache, args.feat, args.classes, args.seed, args.feat_dtype).path
     loader = NeighborLoader(
         ds,
         [int(f) for f in args.fanouts.split(",")],
@@ -168,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
         r = results[-1]
         print(
             f"{way:13s} threads={r['threads']} median {r['median_s'] * 1e3:8.1f} ms "
-            f"{r['gbytes_per_s']:6.2f} GB/s  file resident {r['max_file_resident_bytes'] >> 20} MiB"
+            f"{r['gbytes_per_s']:6.2f} GB/s {r['rows_per_s'] / 1e6:6.2f} M rows/s  "
+            f"file resident {r['max_file_resident_bytes'] >> 20} MiB"
             + (f"  cold {r['cold_s'] * 1e3:.0f} ms" if "cold_s" in r else "")
         )
         sys.stdout.flush()

@@ -71,6 +71,11 @@ SYNTHETIC_SPECS: dict[str, SyntheticSpec] = {
         relation_fractions=(0.2566, 0.3385, 0.0494, 0.3555),
     ),
     "wikikg2": SyntheticSpec(2_500_604, 17_137_181, 535, 1, "knowledge graph (ogbl-wikikg2)"),
+    # Not a published graph: the shape of a knowledge graph with very many relation types, most
+    # of them rare (Zipf shares), where per-relation weights and loops dominate.
+    "kg2000": SyntheticSpec(
+        20_000, 300_000, 2_000, 1, "knowledge graph shape: 2,000 Zipf-distributed relations"
+    ),
 }
 
 

@@ -134,7 +134,7 @@ def test_bad_inputs_give_clear_errors(mag, store, tmp_path):
     with pytest.raises(ValueError, match="feature store has 3 rows but the graph has"):
         NeighborLoader(mag, [1], features=FeatureStore(tmp_path / "small.npy"))
     np.save(tmp_path / "ints.npy", np.zeros((3, 2), np.int64))
-    with pytest.raises(ValueError, match="features must be a 2-D float32 array"):
+    with pytest.raises(ValueError, match="features must be a 2-D float32 or float16 array"):
         FeatureStore(tmp_path / "ints.npy")
     with pytest.raises(ValueError, match="no such file"):
         FeatureStore(tmp_path / "missing.npy")
