@@ -6,9 +6,9 @@
 # scripts/build_carry.sh made here ($HECTOR_CARRY, default .carry/): the native runtime
 # (through $HECTOR_RUNTIME_LIBRARY), prebuilt gather kernels ($HECTOR_PREBUILT_KERNELS) and
 # ahead-of-time bundles. Device call: run(command="scripts/gpu_check.sh", carry=[".carry"],
-# timeout_s=520), after scripts/build_carry.sh and scripts/gpu_check.sh --dry-run here.
+# timeout_s=580), after scripts/build_carry.sh and scripts/gpu_check.sh --dry-run here.
 #
-# Sections, each under a timeout capped by the time left (GPU_CHECK_BUDGET_S, default 480 s),
+# Sections, each under a timeout capped by the time left (GPU_CHECK_BUDGET_S, default 540 s),
 # none stopping the others; GPU_CHECK_SECTIONS=a,b,... runs only those (the others are
 # SKIPPED), e.g. GPU_CHECK_SECTIONS=machine,imports,offload-bench for issue 14 alone:
 #   machine       GPU, driver, Python/torch/cuda-bindings versions, whether MLIR is importable;
@@ -199,7 +199,7 @@ OUT="${OUT:-$(mktemp -d)}"
 mkdir -p "$OUT"
 WORK="$TMPD/work"
 mkdir -p "$WORK"
-BUDGET="${GPU_CHECK_BUDGET_S:-480}"
+BUDGET="${GPU_CHECK_BUDGET_S:-540}"
 TEST_TIMEOUT="${GPU_CHECK_TEST_TIMEOUT_S:-90}"
 start=$SECONDS
 failed=0
@@ -542,7 +542,7 @@ DETAIL="record in offload_cuda.json" section offload-bench 120 \
 # and Llama where transformers imports (the image may lack it: then only the two).
 user_models=torch-encoder,vit
 if python3 -c "import transformers" 2>/dev/null; then user_models+=,hf-gpt2,hf-llama; fi
-DETAIL="models $user_models; records offload_cuda_<model>.json" section offload-models 240 \
+DETAIL="models $user_models; records offload_cuda_<model>.json" section offload-models 300 \
   bash -c 'for m in ${1//,/ }; do python3 -m hector.cli bench offload --device cuda \
     --model "$m" --layers 4 --hidden 1024 --heads 16 --seq 512 --batch 2 --vocab 8192 \
     --steps 3 --warmup 1 --raw-probes 1 --systems keep-all,hector-adaptive,hector-budget \
