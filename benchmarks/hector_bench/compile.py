@@ -389,7 +389,12 @@ def _warm_columns(
 ) -> dict[str, Any]:
     """Hector's first call timed again in a fresh process that finds this one's cache."""
     plain = {k: v for k, v in vars(args).items() if isinstance(v, str | int | float | bool | None)}
-    spec = json.dumps({**plain, "model": model, "dataset": dataset})
+    import torch
+
+    # The compiled code's key holds the thread count it was scheduled for: the warm process
+    # must run with this one's, whatever changed it here, to find this one's program.
+    threads = torch.get_num_threads()
+    spec = json.dumps({**plain, "model": model, "dataset": dataset, "torch_threads": threads})
     code = f"from hector_bench.compile import warm_main; warm_main({spec!r})"
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=1800, check=False
@@ -413,6 +418,7 @@ def warm_main(spec: str) -> None:
     from hector.targets import cpu_cache
 
     args = argparse.Namespace(**json.loads(spec))
+    torch.set_num_threads(args.torch_threads)
     _, base, inputs, _ = _build(args, args.model, args.dataset)
     training = args.mode == "training"
     _step(base, base, inputs, training)()  # PyG's and autograd's own first-call costs
