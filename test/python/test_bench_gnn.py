@@ -97,7 +97,7 @@ def test_rgcn_inference_cli_writes_record_plot_and_memory(tmp_path) -> None:
     out, plot = tmp_path / "rec.json", tmp_path / "rec.png"
     r = subprocess.run(
         [sys.executable, "-m", "hector.cli", "bench", "gnn", "--model", "rgcn"]
-        + ["--mode", "inference", *TINY, "--json", str(out), "--plot", str(plot)],
+        + ["--mode", "inference", *TINY, "--no-roofline", "--json", str(out), "--plot", str(plot)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -126,7 +126,7 @@ def test_rgcn_inference_cli_writes_record_plot_and_memory(tmp_path) -> None:
 @pytest.mark.parametrize("model", ["rgcn", "rgat", "hgt"])
 def test_training_records_compare_gradients(model: str) -> None:
     assert _has(model), f"hector.models.{gnn.HECTOR_CLASS[model]} is missing"
-    cell = gnn.Cell(model, DS, "training", hidden=8, in_dim=8, runs=2, scale=SCALE)
+    cell = gnn.Cell(model, DS, "training", hidden=8, in_dim=8, runs=2, scale=SCALE, roofline=False)
     rec = gnn.run_cell(cell, memory=False, quiet=True)
     peers = {"rgcn": {"RGCNConv", "FastRGCNConv"}, "rgat": {"RGATConv"}, "hgt": {"HGTConv"}}
     hector = _check_record(rec, model, "training", peers[model])
@@ -176,7 +176,9 @@ def test_compaction_effect_against_its_allowance() -> None:
 @pytest.mark.parametrize("model", ["rgat", "hgt"])
 def test_attention_models_inference_with_heads(model: str) -> None:
     assert _has(model), f"hector.models.{gnn.HECTOR_CLASS[model]} is missing"
-    cell = gnn.Cell(model, DS, "inference", hidden=8, in_dim=8, heads=2, runs=2, scale=SCALE)
+    cell = gnn.Cell(
+        model, DS, "inference", hidden=8, in_dim=8, heads=2, runs=2, scale=SCALE, roofline=False
+    )
     rec = gnn.run_cell(cell, memory=False, quiet=True)
     hector = _check_record(rec, model, "inference", {gnn.REFERENCE[model]})
     assert hector["status"] == "ok"
@@ -185,7 +187,9 @@ def test_attention_models_inference_with_heads(model: str) -> None:
 
 def test_missing_hector_model_is_reported_and_peers_still_run(monkeypatch) -> None:
     monkeypatch.setattr(gnn_setup, "_hector_class", lambda model: None)
-    cell = gnn.Cell("rgat", DS, "inference", hidden=8, in_dim=8, runs=2, scale=SCALE)
+    cell = gnn.Cell(
+        "rgat", DS, "inference", hidden=8, in_dim=8, runs=2, scale=SCALE, roofline=False
+    )
     rec = gnn.run_cell(cell, memory=False, quiet=True)
     hector = rec["results"][0]
     assert hector["system"] == "hector"
@@ -199,7 +203,7 @@ def test_missing_hector_model_is_reported_and_peers_still_run(monkeypatch) -> No
 def test_suite_writes_cells_summary_and_plot(tmp_path, capsys) -> None:
     rc = cli.main(
         ["bench", "gnn", "--suite", "--model", "rgcn", "--dataset", DS]
-        + ["--scale", str(SCALE), "--hidden", "8", "--runs", "1", "--no-memory"]
+        + ["--scale", str(SCALE), "--hidden", "8", "--runs", "1", "--no-memory", "--no-roofline"]
         + ["--json", str(tmp_path / "suite")]
     )
     assert rc == 0
@@ -307,7 +311,15 @@ def test_untimed_peers_are_still_the_error_reference() -> None:
     """--no-peer-timing: the PyG layer runs once so Hector's errors are still measured, but it
     is neither timed nor compared for speed."""
     cell = gnn.Cell(
-        "rgat", DS, "training", hidden=8, in_dim=8, runs=1, scale=SCALE, time_peers=False
+        "rgat",
+        DS,
+        "training",
+        hidden=8,
+        in_dim=8,
+        runs=1,
+        scale=SCALE,
+        time_peers=False,
+        roofline=False,
     )
     rec = gnn.run_cell(cell, memory=False, quiet=True)
     by = {r["variant"]: r for r in rec["results"]}
@@ -364,7 +376,7 @@ def test_failed_reference_falls_back_to_the_next_peer(monkeypatch) -> None:
     """The reference PyG layer dies (OOM killer): a failed row with its reason; Hector is still
     measured and compared with the next PyG layer that ran."""
     _failing_worker(monkeypatch, {"RGCNConv"}, "crashed: killed by SIGKILL")
-    cell = gnn.Cell("rgcn", DS, "training", hidden=8, in_dim=8, runs=1, scale=SCALE)
+    cell = gnn.Cell("rgcn", DS, "training", hidden=8, in_dim=8, runs=1, scale=SCALE, roofline=False)
     rec = gnn.run_cell(cell, memory=False, quiet=True)
     by = {r["variant"]: r for r in rec["results"]}
     assert by["RGCNConv"]["status"] == "failed"
@@ -396,7 +408,9 @@ def test_record_is_written_when_hector_and_every_peer_fail(monkeypatch, tmp_path
 
 def test_hector_without_a_reference_is_measured_and_says_so(monkeypatch) -> None:
     _failing_worker(monkeypatch, {"RGATConv"}, "crashed: killed by SIGKILL")
-    cell = gnn.Cell("rgat", DS, "inference", hidden=8, in_dim=8, runs=1, scale=SCALE)
+    cell = gnn.Cell(
+        "rgat", DS, "inference", hidden=8, in_dim=8, runs=1, scale=SCALE, roofline=False
+    )
     hector = gnn.run_cell(cell, memory=False, quiet=True)["results"][0]
     assert hector["status"] == "ok"
     assert hector["median_ms"] > 0
