@@ -616,6 +616,11 @@ def run_one(cfg: dict[str, Any], rank: int = 0, world: int = 1) -> dict[str, Any
                 result["max_abs_diff_vs_pyg"] = float(diff)
     result["status"] = "ok"
     result["feature_file_bytes"] = store.nbytes
+    # Seeds trained per second on this rank, and an epoch (every seed-type node once, over
+    # the ranks) at that rate.
+    seeds_per_s = result["batches_per_s"] * cfg["batch_size"]
+    result["seeds_per_s"] = round(seeds_per_s, 3)
+    result["epoch_estimate_s"] = round(len(loader.seeds) / seeds_per_s, 3) if seeds_per_s else None
     return result
 
 
@@ -736,7 +741,8 @@ def _print_row(r: dict[str, Any]) -> None:
     ph = r["phase_s"]
     comp = r.get("compilations")
     print(
-        f"    {r['system']:6s} procs={r['procs']}: {r['batches_per_s']:.3f} batches/s/rank"
+        f"    {r['system']:6s} procs={r['procs']}: {r['batches_per_s']:.3f} batches/s/rank "
+        + f"({r['seeds_per_s']:.1f} seeds/s, epoch ~{r['epoch_estimate_s']:.0f} s)"
         + (f" ({r['global_batches_per_s']:.3f} global)" if "global_batches_per_s" in r else "")
         + "  "
         + " ".join(f"{k}={ph[k] * 1e3:.0f}ms" for k in (*PHASES, "step"))

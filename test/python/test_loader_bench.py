@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 
+import pytest
+
 from hector_bench import feature_gather, minibatch
 
 
@@ -77,6 +79,9 @@ def test_mlperf_rgat_workload_trains_hector_and_pygs_heteroconv_on_the_same_batc
     assert hector["compilations"]["layers"] == 3
     assert hector["max_abs_diff_vs_pyg"] < 1e-4
     assert cell["feature_file_bytes"] < 2 * 4 * 8 * 550 + 4096  # float16 rows
+    for r in (hector, pyg):
+        assert r["seeds_per_s"] == pytest.approx(8 * r["batches_per_s"], rel=1e-3)
+        assert r["epoch_estimate_s"] == pytest.approx(200 / r["seeds_per_s"], rel=1e-2)
 
 
 def test_workload_fills_only_the_options_left_at_their_defaults():
