@@ -616,11 +616,12 @@ def run_one(cfg: dict[str, Any], rank: int = 0, world: int = 1) -> dict[str, Any
                 result["max_abs_diff_vs_pyg"] = float(diff)
     result["status"] = "ok"
     result["feature_file_bytes"] = store.nbytes
-    # Seeds trained per second on this rank, and an epoch (every seed-type node once, over
-    # the ranks) at that rate.
+    # Seeds trained per second on this rank, and an epoch (every seed-type node once, each
+    # of the `world` ranks training its shard) at that rate.
     seeds_per_s = result["batches_per_s"] * cfg["batch_size"]
     result["seeds_per_s"] = round(seeds_per_s, 3)
-    result["epoch_estimate_s"] = round(len(loader.seeds) / seeds_per_s, 3) if seeds_per_s else None
+    epoch = len(loader.seeds) / (seeds_per_s * world) if seeds_per_s else None
+    result["epoch_estimate_s"] = None if epoch is None else round(epoch, 3)
     return result
 
 
