@@ -37,6 +37,7 @@ import numpy as np
 from hector import cli_args as _args
 
 from . import _cache, _common
+from .minibatch import FEATURE_DTYPES
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -50,7 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--feat", type=_args.WIDTH, default=128, help="feature width of the file")
     p.add_argument(
         "--feat-dtype",
-        choices=("float32", "float16"),
+        choices=FEATURE_DTYPES,
         default="float32",
         help="type of the feature file (float16: half the bytes per row)",
     )

@@ -618,7 +618,7 @@ def run_one(cfg: dict[str, Any], rank: int = 0, world: int = 1) -> dict[str, Any
     result["feature_file_bytes"] = store.nbytes
     # Seeds trained per second on this rank, and an epoch (every seed-type node once, each
     # of the `world` ranks training its shard) at that rate.
-    seeds_per_s = result["batches_per_s"] * cfg["batch_size"]
+    seeds_per_s = (result["batches_per_s"] or 0.0) * cfg["batch_size"]
     result["seeds_per_s"] = round(seeds_per_s, 3)
     epoch = len(loader.seeds) / (seeds_per_s * world) if seeds_per_s else None
     result["epoch_estimate_s"] = None if epoch is None else round(epoch, 3)
@@ -743,7 +743,7 @@ def _print_row(r: dict[str, Any]) -> None:
     comp = r.get("compilations")
     print(
         f"    {r['system']:6s} procs={r['procs']}: {r['batches_per_s']:.3f} batches/s/rank "
-        + f"({r['seeds_per_s']:.1f} seeds/s, epoch ~{r['epoch_estimate_s']:.0f} s)"
+        + f"({r['seeds_per_s']:.1f} seeds/s, epoch ~{r['epoch_estimate_s'] or 0:.0f} s)"
         + (f" ({r['global_batches_per_s']:.3f} global)" if "global_batches_per_s" in r else "")
         + "  "
         + " ".join(f"{k}={ph[k] * 1e3:.0f}ms" for k in (*PHASES, "step"))

@@ -46,6 +46,21 @@ def _size(name: str, value: Any, minimum: int = 1, maximum: int = MAX_COUNT) -> 
     return value
 
 
+def _slope(value: Any) -> float:
+    """A leaky ReLU slope, checked: a finite number (TypeError otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise TypeError(f"slope must be a finite float, got {value!r}")
+    return float(value)
+
+
+def block_diagonal(blocks: torch.Tensor) -> torch.Tensor:
+    """``[R, B, P, Q]`` blocks → ``[R, B*P, B*Q]`` block-diagonal matrices, block ``b`` at rows
+    ``b*P…`` and columns ``b*Q…`` (PyTorch ops: differentiable, weight-sized)."""
+    eye = torch.eye(blocks.shape[1], dtype=blocks.dtype, device=blocks.device)
+    r, b, p, q = blocks.shape
+    return torch.einsum("rbpq,bc->rbpcq", blocks, eye).reshape(r, b * p, b * q)
+
+
 def _check_parameters(layer: str, count: int) -> None:
     """Refuse float32 parameters that would not fit in memory, before allocating them."""
     limit, source = memory_limit()
@@ -233,12 +248,7 @@ class RGATLayer(_Optimizable):
         super().__init__()
         in_dim, out_dim = _size("in_dim", in_dim), _size("out_dim", out_dim)
         num_etypes, heads = _size("num_etypes", num_etypes), _size("heads", heads)
-        if (
-            isinstance(slope, bool)
-            or not isinstance(slope, int | float)
-            or not math.isfinite(slope)
-        ):
-            raise TypeError(f"slope must be a finite float, got {slope!r}")
+        slope = _slope(slope)
         hf = _size("heads * out_dim", heads * out_dim)
         _check_parameters("RGATLayer", num_etypes * in_dim * hf + 2 * hf * heads + hf)
         self.heads, self.slope = heads, slope
@@ -308,7 +318,7 @@ class HeteroGATLayer(_Optimizable):
         )
         r, hf = len(triples), _size("heads * out_dim", heads * out_dim)
         _check_parameters("HeteroGATLayer", r * (in_dim * hf + 3 * hf))
-        self.heads, self.slope, self.edge_types = heads, float(slope), triples
+        self.heads, self.slope, self.edge_types = heads, _slope(slope), triples
         self.weight = nn.Parameter(torch.empty(r, in_dim, hf))
         self.att_src = nn.Parameter(torch.empty(r, heads, out_dim))
         self.att_dst = nn.Parameter(torch.empty(r, heads, out_dim))
@@ -323,27 +333,34 @@ class HeteroGATLayer(_Optimizable):
     def from_pyg(cls, conv: Any, node_types: Sequence[str]) -> HeteroGATLayer:
         """A layer holding a copy of a ``HeteroConv`` of ``GATConv`` layers' weights (relation ids
         in ``conv.convs`` order)."""
+        from torch_geometric.nn import GATConv
+
+        if not len(conv.convs):
+            raise ValueError("HeteroGATLayer.from_pyg needs a HeteroConv with relations")
         first = next(iter(conv.convs.values()))
-        heads, out_dim = first.heads, first.out_channels
-        for c in conv.convs.values():
-            if c.lin is None or c.add_self_loops or not c.concat or c.lin_edge is not None:
+        shape = (first.in_channels, first.heads, first.out_channels, first.negative_slope)
+        for rel, c in conv.convs.items():
+            if not isinstance(c, GATConv) or c.lin is None or c.add_self_loops or not c.concat:
                 raise ValueError(
-                    "HeteroGATLayer.from_pyg needs GATConv(int in_channels, "
-                    "add_self_loops=False, concat=True, no edge_dim) for every relation"
+                    f"relation {rel}: HeteroGATLayer.from_pyg needs GATConv(int in_channels, "
+                    "add_self_loops=False, concat=True) for every relation"
                 )
-            if (c.heads, c.out_channels, c.bias is None, c.residual) != (
-                heads,
-                out_dim,
-                False,
-                False,
-            ):
-                raise ValueError("every relation's GATConv must have the same heads and widths")
+            if c.lin_edge is not None or c.bias is None or c.dropout or getattr(c, "residual", 0):
+                raise ValueError(
+                    f"relation {rel}: edge features, no bias, attention dropout and residual "
+                    "GATConv options are not supported"
+                )
+            if (c.in_channels, c.heads, c.out_channels, c.negative_slope) != shape:
+                raise ValueError(
+                    f"relation {rel}: every relation's GATConv must have the same widths, heads "
+                    "and slope"
+                )
         if conv.aggr != "sum":
             raise ValueError(
                 f"HeteroGATLayer sums the relations; HeteroConv has aggr={conv.aggr!r}"
             )
         edge_types = [tuple(k) for k in conv.convs.keys()]
-        layer = cls(first.in_channels, out_dim, edge_types, node_types, heads, first.negative_slope)
+        layer = cls(shape[0], shape[2], edge_types, node_types, shape[1], shape[3])
         with torch.no_grad():
             for r, c in enumerate(conv.convs.values()):
                 layer.weight[r].copy_(c.lin.weight.T)
@@ -352,17 +369,12 @@ class HeteroGATLayer(_Optimizable):
                 layer.bias[r].copy_(c.bias)
         return layer
 
-    def _attention(self, att: torch.Tensor) -> torch.Tensor:
-        """``[R, H, F]`` attention vectors as ``[R, H*F, H]`` block-diagonal matrices."""
-        eye = torch.eye(self.heads, dtype=att.dtype, device=att.device)
-        r, h, f = att.shape
-        return (att.unsqueeze(-1) * eye.view(1, h, 1, h)).reshape(r, h * f, h)
-
     def forward(self, g: HeteroGraph, x: torch.Tensor) -> torch.Tensor:
         """``[N, in] → [N, heads * out]``."""
         bias = self.bias_to_type @ self.bias  # Σ of the biases of the relations into a type
-        att_src = self._attention(self.att_src)
-        weight_att_dst = self.weight @ self._attention(self.att_dst)  # [R, in, H]
+        # [R, H, F] attention vectors as [R, H*F, H] block-diagonal matrices
+        att_src = block_diagonal(self.att_src.unsqueeze(-1))
+        weight_att_dst = self.weight @ block_diagonal(self.att_dst.unsqueeze(-1))  # [R, in, H]
         return self._fn(g, x, self.weight, att_src, weight_att_dst, bias)
 
 
@@ -441,8 +453,7 @@ def _relation_weight(
     blocks = w.view(heads, relations, d, d).permute(1, 0, 2, 3)  # [R, H, D, D]
     if prior is not None:
         blocks = blocks * prior.view(relations, heads, 1, 1)
-    eye = torch.eye(heads, dtype=w.dtype, device=w.device)
-    return torch.einsum("rhde,hg->rhdge", blocks, eye).reshape(relations, heads * d, heads * d)
+    return block_diagonal(blocks)
 
 
 def hgt_core_args(

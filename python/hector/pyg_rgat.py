@@ -33,6 +33,7 @@ import torch
 
 from . import frontend
 from .frontend import GraphProxy, Value
+from .models import block_diagonal
 
 _MODS = ("none", "additive", "scaled", "f-additive", "f-scaled")
 
@@ -113,8 +114,7 @@ def dense_weight(
     if comp is not None:
         return (comp @ w.view(comp.shape[1], -1)).view(shape)
     if blocks is not None:  # W_r[b*bi + p, c*bo + q] = blocks[r, b, p, q] if b == c
-        eye = torch.eye(blocks, dtype=w.dtype, device=w.device)
-        return torch.einsum("rbpq,bc->rbpcq", w, eye).reshape(shape)
+        return block_diagonal(w).reshape(shape)
     return w
 
 

@@ -303,6 +303,13 @@ def test_hetero_gat_from_pyg_rejects_what_it_does_not_compute() -> None:
     )
     with pytest.raises(ValueError, match="concat=True"):
         HeteroGATLayer.from_pyg(averaged, META[0])
+    dropped = HeteroConv({e: GATConv(8, 3, dropout=0.5, add_self_loops=False) for e in META[1]})
+    with pytest.raises(ValueError, match="attention dropout"):  # would silently differ
+        HeteroGATLayer.from_pyg(dropped, META[0])
+    widths = {e: GATConv(8, 3, add_self_loops=False) for e in META[1]}
+    widths[META[1][1]] = GATConv(8, 4, add_self_loops=False)
+    with pytest.raises(ValueError, match=r"relation \('author', 'writes', 'paper'\): every"):
+        HeteroGATLayer.from_pyg(HeteroConv(widths), META[0])
     mean = HeteroConv({e: GATConv(8, 3, add_self_loops=False) for e in META[1]}, aggr="mean")
     with pytest.raises(ValueError, match="aggr='mean'"):
         HeteroGATLayer.from_pyg(mean, META[0])
