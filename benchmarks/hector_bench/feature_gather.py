@@ -152,7 +152,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     threads = args.threads or torch.get_num_threads()
     ds = cached_dataset(args.dataset, args.scale, cache)
-    path = feature_store(ds, cache, args.feat, args.classes, args.seed, args.feat_dtype).path
+    store = feature_store(ds, cache, args.feat, args.classes, args.seed, args.feat_dtype)
+    if not hasattr(store, "path"):
+        print(f"error: {ds.name}: features in one file per node type are not measured here")
+        return 2
+    path = store.path
     loader = NeighborLoader(
         ds,
         [int(f) for f in args.fanouts.split(",")],

@@ -50,7 +50,7 @@ import numpy as np
 
 from hector import cli_args as _args
 
-from . import _cache, _common, mlperf_rgat
+from . import _cache, _common, igbh_files, mlperf_rgat
 
 MODELS = ("rgcn", "rgat", "hgt", "mlperf-rgat")
 WORKLOADS = {"mlperf-rgat": mlperf_rgat.WORKLOAD}
@@ -210,9 +210,12 @@ def feature_store(
 ) -> Any:
     """A :class:`hector.loader.FeatureStore` of random ``dtype`` features and labels for
     ``ds``, kept in the private ``cache_dir`` (checked against their manifests before use;
-    regenerated when they do not match)."""
+    regenerated when they do not match); for a dataset read from IGBH's files, its own
+    features and labels (:func:`hector_bench.igbh_files.igbh_store`)."""
     from hector.loader import FeatureStore
 
+    if igbh_files.is_igbh(ds):  # the dataset's own features, from its files
+        return igbh_files.igbh_store(ds, cache_dir, dim, classes, dtype)
     scale = ds.info.get("scale", 1.0)
     folder = _cache.subdir(_cache.cache_root(cache_dir), _slug(ds.name, float(scale)))
     kind = "" if dtype == "float32" else f"_{dtype}"
@@ -781,19 +784,20 @@ def run(args: argparse.Namespace) -> int:
         "cells": [],
     }
     for name in dataset_names:
-        if not name.startswith("synthetic:") and name not in datasets.available():
+        known = name.startswith("synthetic:") or name in datasets.available()
+        if not known and not os.path.isdir(name):
             record["cells"].append({"dataset": name, "status": "unavailable"})
             continue
         try:
             ds = cached_dataset(name, cfg["scale"], cfg["cache_dir"])
+            store = feature_store(
+                ds, cfg["cache_dir"], cfg["feat"], cfg["classes"], cfg["seed"], cfg["feat_dtype"]
+            )
         except (ValueError, OSError) as err:
             print(f"{name}: not available ({err})")
             record["cells"].append({"dataset": name, "status": "unavailable", "reason": str(err)})
             continue
         stats = {"nodes": ds.num_nodes, "edges": ds.num_edges, "relations": ds.num_relations}
-        store = feature_store(
-            ds, cfg["cache_dir"], cfg["feat"], cfg["classes"], cfg["seed"], cfg["feat_dtype"]
-        )
         del ds
         for model in models_:
             print(f"{name} {model} (fan-outs {cfg['fanouts']}, batch {cfg['batch_size']})")

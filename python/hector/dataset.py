@@ -85,6 +85,21 @@ def dataset_count(what: str, value: Any) -> int:
 EdgeType = tuple[str, str, str]
 
 
+def with_inverse_relations(
+    edge_index: torch.Tensor, edge_type: torch.Tensor, edge_types: list[EdgeType]
+) -> tuple[torch.Tensor, torch.Tensor, list[EdgeType]]:
+    """The edges and relations followed by their inverses: relation ``r`` gets a relation
+    ``R + r`` named ``rev-<rel>`` from its destination type to its source type, holding every
+    edge of ``r`` reversed (edges and relations double)."""
+    flipped = edge_index.flip(0)
+    inverse = [(d, f"rev-{rel}", s) for s, rel, d in edge_types]
+    return (
+        torch.cat([edge_index, flipped], 1),
+        torch.cat([edge_type, edge_type + len(edge_types)]),
+        [*edge_types, *inverse],
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # The dataset
 # ---------------------------------------------------------------------------------------------

@@ -16,7 +16,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .dataset import Dataset, DatasetError, DatasetLimitError, check_dataset_size, dataset_count
+from .dataset import (
+    Dataset,
+    DatasetError,
+    DatasetLimitError,
+    check_dataset_size,
+    dataset_count,
+    with_inverse_relations,
+)
 from .graph import MAX_COUNT
 
 __all__ = ["MAG_SAMPLE_RELATIONS", "load_coo_dir", "load_triples"]
@@ -101,21 +108,20 @@ def load_triples(
         tails.append(entities.setdefault(t, len(entities)))
     if not heads:
         raise DatasetError(f"triple file '{p}' has no triples")
-    n, num_rel = len(entities), len(relations)
+    n = len(entities)
     src, dst, et = (torch.tensor(v, dtype=torch.int64) for v in (heads, tails, rels))
-    rel_names = list(relations)
+    edge_index = torch.stack([src, dst])
+    edge_types = [("entity", r, "entity") for r in relations]
     if add_inverse:
-        src, dst = torch.cat([src, dst]), torch.cat([dst, src])
-        et = torch.cat([et, et + num_rel])
-        rel_names += [f"rev-{r}" for r in rel_names]
+        edge_index, et, edge_types = with_inverse_relations(edge_index, et, edge_types)
     return Dataset(
         name=name or str(p),
         num_nodes=n,
         node_type=torch.zeros(n, dtype=torch.int64),
         node_types=["entity"],
-        edge_index=torch.stack([src, dst]),
+        edge_index=edge_index,
         edge_type=et,
-        edge_types=[("entity", r, "entity") for r in rel_names],
+        edge_types=edge_types,
         info={"source": str(p), "entity_names": list(entities)},
     )
 
@@ -154,8 +160,9 @@ def _coo_files(directory: Path) -> dict[str, Path]:
 _NPY_ERRORS = (OSError, ValueError, EOFError, SyntaxError, tokenize.TokenError, OverflowError)
 
 
-def _open_coo(f: Path) -> np.ndarray:
-    """Memory-map one COO file, which must hold an integer array of shape (2, E)."""
+def open_npy(f: Path) -> np.ndarray:
+    """Memory-map one ``.npy`` file (nothing is read but its header); DatasetError naming the
+    file when it is not one readable array."""
     try:
         a = np.load(f, mmap_mode="r", allow_pickle=False)
     except _NPY_ERRORS as err:
@@ -163,6 +170,12 @@ def _open_coo(f: Path) -> np.ndarray:
     if not isinstance(a, np.ndarray):  # np.load opens an .npz archive whatever the name
         a.close()
         raise DatasetError(f"{f}: is an .npz archive, expected one .npy array")
+    return a
+
+
+def _open_coo(f: Path) -> np.ndarray:
+    """Memory-map one COO file, which must hold an integer array of shape (2, E)."""
+    a = open_npy(f)
     if a.ndim != 2 or a.shape[0] != 2 or not np.issubdtype(a.dtype, np.integer):
         raise DatasetError(
             f"{f.name}: expected an integer array of shape (2, E), got {a.dtype} {a.shape}"
@@ -179,7 +192,7 @@ def _max_coo_id(f: Path, a: np.ndarray, row: int) -> int:
     lo, hi = int(ids.min()), int(ids.max())
     if lo < 0:
         col = int(np.argmax(ids < 0))
-        raise DatasetError(f"{f.name}: entry [{row}, {col}] = {int(ids[col])} < 0")
+        raise DatasetError(f"{f}: entry [{row}, {col}] = {int(ids[col])} < 0")
     if hi >= MAX_COUNT:
         col = int(np.argmax(ids == hi))
         raise DatasetLimitError(
@@ -228,27 +241,42 @@ def load_coo_dir(
     arrays = {rel: _open_coo(f) for rel, f in files.items()}
     num_edges = sum(int(a.shape[1]) for a in arrays.values())
     check_dataset_size(str(d), edges=num_edges, names=len(arrays) + len(node_types))
-    counts = _coo_node_counts(files, arrays, relations, node_types, num_nodes)
+    counts = coo_node_counts(files, arrays, relations, node_types, num_nodes)
     check_dataset_size(str(d), nodes=sum(counts.values()), edges=num_edges)
-    edge_index, edge_type, edge_types = _join_coo(arrays, relations, node_types, counts)
+    info = {
+        "source": str(d),
+        "files": {rel: f.name for rel, f in files.items()},
+        "assumption": assumption,
+        "num_nodes": "given" if num_nodes is not None else "largest id + 1 per node type",
+    }
+    return coo_dataset(name or d.name, arrays, relations, counts, info)
+
+
+def coo_dataset(
+    name: str,
+    arrays: dict[str, np.ndarray],
+    relations: Mapping[str, tuple[str, str]],
+    counts: dict[str, int],
+    info: dict,
+    *,
+    edge_types: list[tuple[str, str, str]] | None = None,
+    add_inverse: bool = False,
+) -> Dataset:
+    """The dataset of per-relation ``[2, E]`` arrays of local ids, ``counts[t]`` nodes of
+    each type in ``counts``' order: relations named by the arrays' keys (or ``edge_types``, in
+    the arrays' order), and their inverses with ``add_inverse``."""
+    node_types = list(counts)
+    edge_index, edge_type, joined = join_coo(arrays, relations, node_types, counts)
+    edge_types = edge_types or joined
+    if add_inverse:
+        edge_index, edge_type, edge_types = with_inverse_relations(
+            edge_index, edge_type, edge_types
+        )
     node_type = torch.repeat_interleave(
         torch.arange(len(node_types)), torch.tensor([counts[t] for t in node_types])
     )
-    return Dataset(
-        name=name or d.name,
-        num_nodes=int(node_type.shape[0]),
-        node_type=node_type,
-        node_types=node_types,
-        edge_index=edge_index,
-        edge_type=edge_type,
-        edge_types=edge_types,
-        info={
-            "source": str(d),
-            "files": {rel: f.name for rel, f in files.items()},
-            "assumption": assumption,
-            "num_nodes": "given" if num_nodes is not None else "largest id + 1 per node type",
-        },
-    )
+    n = int(node_type.shape[0])
+    return Dataset(name, n, node_type, node_types, edge_index, edge_type, edge_types, info)
 
 
 def _coo_schema(
@@ -280,7 +308,7 @@ def _coo_schema(
     return relations, node_types, assumption
 
 
-def _coo_node_counts(
+def coo_node_counts(
     files: dict[str, Path],
     arrays: dict[str, np.ndarray],
     relations: Mapping[str, tuple[str, str]],
@@ -306,7 +334,7 @@ def _coo_node_counts(
     return counts
 
 
-def _join_coo(
+def join_coo(
     arrays: dict[str, np.ndarray],
     relations: Mapping[str, tuple[str, str]],
     node_types: list[str],

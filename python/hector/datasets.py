@@ -16,6 +16,9 @@ Sources (all through :func:`load` or the ``from_*``/``load_*`` functions):
 * a directory of NumPy COO arrays, one ``<rel>_coo*.npy`` file (int [2, E]) per relation:
   :func:`load_coo_dir`; the 10% ogbn-mag sample in ``../shared/data/ogbn_mag_0.1`` loads as
   ``load("ogbn_mag_0.1")`` straight from the shared folder (never copied);
+* IGBH's folders (``<size>/processed/<src>__<rel>__<dst>/edge_index.npy``, per-type
+  ``node_feat.npy``): :func:`load_igbh`, with :func:`hector.typed_features.igbh_features` for
+  their features and labels;
 * generated replicas of published graphs, ``load("synthetic:<name>", scale=, seed=)``, see
   :data:`SYNTHETIC_SPECS`. They match the published node / edge / relation counts (scaled) but
   not the real structure, hence the ``synthetic:`` prefix that the dataset name always keeps.
@@ -34,6 +37,7 @@ from pathlib import Path
 from .dataset import Dataset, DatasetError, DatasetLimitError
 from .dataset import EdgeType as EdgeType  # re-exported: loaders' (src, rel, dst) triples
 from .dataset_files import MAG_SAMPLE_RELATIONS, load_coo_dir, load_triples
+from .dataset_igbh import igbh_root, load_igbh
 from .dataset_tensors import from_edge_index, from_pyg
 from .published_graphs import SYNTHETIC_SPECS, SyntheticSpec
 from .synthetic_graphs import synthetic
@@ -51,6 +55,7 @@ __all__ = [
     "from_pyg",
     "load",
     "load_coo_dir",
+    "load_igbh",
     "load_triples",
     "synthetic",
 ]
@@ -85,8 +90,9 @@ def load(name: str | os.PathLike[str], *, scale: float = 1.0, seed: int = 0) -> 
 
     Args:
         name: ``"synthetic:<graph>"`` (generated, see :func:`synthetic`), ``"ogbn_mag_0.1"``
-            (read from the shared data folder, see :func:`data_root`), a directory of
-            ``<rel>_coo*.npy`` files (:func:`load_coo_dir`) or a triple file
+            (read from the shared data folder, see :func:`data_root`), an IGBH folder
+            (:func:`load_igbh`), a directory of ``<rel>_coo*.npy`` files
+            (:func:`load_coo_dir`) or a triple file
             (:func:`load_triples`, ``.tsv``/``.txt``/``.csv``-less text with three fields).
         scale: size factor, for synthetic graphs only.
         seed: random seed, for synthetic graphs only.
@@ -108,7 +114,7 @@ def load(name: str | os.PathLike[str], *, scale: float = 1.0, seed: int = 0) -> 
         return load_coo_dir(where, name=s)
     p = Path(s)
     if p.is_dir():
-        return load_coo_dir(p)
+        return load_igbh(p) if igbh_root(p) is not None else load_coo_dir(p)
     if p.is_file():
         return load_triples(p)
     raise DatasetError(

@@ -40,13 +40,16 @@ from typing import Any
 import numpy as np
 import torch
 
+from .dataset_files import open_npy
 from .datasets import Dataset
 from .graph import HeteroGraph
 from .runtime import sampler as native_sampler
 
 __all__ = [
     "Batch",
+    "BufferPool",
     "FeatureStore",
+    "FeatureTable",
     "NeighborLoader",
     "UnifiedFeatureStore",
     "write_random_features",
@@ -69,10 +72,23 @@ FEATURE_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))
 # ---------------------------------------------------------------------------------------------
 
 
-class _FeatureTable:
-    """What the loader reads of a feature table: its rows and width (``self.table``'s shape)."""
+class FeatureTable:
+    """What :class:`NeighborLoader` reads of a feature table: its rows and width (by default
+    ``self.table``'s shape), each batch's rows (``_gather``) and, where ``labels`` is set, the
+    seeds' labels."""
 
     table: Any
+    #: The labels, or None when the table has none.
+    labels: Any = None
+
+    def _gather(self, node_ids: Any, out: Any) -> tuple[torch.Tensor, float]:
+        """Rows of ``node_ids`` (into ``out`` when given), and seconds spent on bookkeeping
+        that timings leave out."""
+        raise NotImplementedError
+
+    def gather_labels(self, node_ids: Any) -> torch.Tensor:
+        """Labels of ``node_ids`` as an int64 tensor."""
+        raise NotImplementedError
 
     @property
     def num_rows(self) -> int:
@@ -85,7 +101,57 @@ class _FeatureTable:
         return int(self.table.shape[1])
 
 
-class FeatureStore(_FeatureTable):
+class BufferPool:
+    """Row buffers to gather batches into, reused once nothing refers to the batch that had
+    one (a fresh array per batch costs a page fault per 4 KiB of it); a buffer whose batch is
+    still referenced is never handed out again.
+
+    Args:
+        dim: row width.
+        dtype: row type.
+        reuse: keep buffers for reuse; False hands out a new array every time.
+    """
+
+    #: Buffers kept for reuse at most (the batch in training, the ones prefetched, one spare).
+    POOL_SIZE = 4
+
+    def __init__(self, dim: int, dtype: np.dtype, *, reuse: bool = True) -> None:
+        """An empty pool."""
+        self.dim, self.dtype, self.reuse = dim, dtype, reuse
+        self._lock = threading.Lock()
+        #: ``[buffer, weak reference to the view handed out or None]`` for reuse.
+        self._slots: list[list[Any]] = []
+
+    def clear(self) -> None:
+        """Drop the kept buffers (batches still holding theirs keep them alive)."""
+        with self._lock:
+            self._slots = []
+
+    def take(self, rows: int) -> np.ndarray:
+        """A ``[rows, dim]`` array: a view of a kept buffer nothing else refers to any more
+        (tracked by a weak reference to the view handed out), else new."""
+        if not self.reuse:
+            return np.empty((rows, self.dim), dtype=self.dtype)
+        with self._lock:
+            free = [s for s in self._slots if s[1] is None or s[1]() is None]
+            fits = [s for s in free if len(s[0]) >= rows]
+            if fits:
+                slot = min(fits, key=lambda s: len(s[0]))
+            elif free or len(self._slots) < self.POOL_SIZE:
+                if free:  # too small for this batch: replace the smallest free one
+                    smallest = min(free, key=lambda s: len(s[0]))
+                    self._slots = [s for s in self._slots if s is not smallest]
+                # Room for the next batches, whose sizes vary a little around this one.
+                slot = [np.empty((rows + rows // 8 + 1, self.dim), dtype=self.dtype), None]
+                self._slots.append(slot)
+            else:
+                return np.empty((rows, self.dim), dtype=self.dtype)
+            view = slot[0][:rows]
+            slot[1] = weakref.ref(view)
+            return view
+
+
+class FeatureStore(FeatureTable):
     """Node features (float32 or float16 ``[N, F]``) and optional labels (integer ``[N]``) in
     ``.npy`` files, gathered per batch without ever loading the table.
 
@@ -120,9 +186,6 @@ class FeatureStore(_FeatureTable):
             two disagree in length, or ``read`` is unknown.
     """
 
-    #: Buffers kept for reuse at most (the batch in training, the ones prefetched, one spare).
-    POOL_SIZE = 4
-
     def __init__(
         self,
         features: str | os.PathLike[str],
@@ -153,10 +216,11 @@ class FeatureStore(_FeatureTable):
         if not self.table.flags.c_contiguous:
             raise ValueError(f"{self.path}: features must be stored row-major (C order)")
         self.labels: np.ndarray | None = None
+        self.labels_path = Path(labels) if labels is not None else None
         if labels is not None:
             self.labels = self._open(Path(labels))
-            if self.labels.dtype.kind not in "iu" or self.labels.ndim != 1:
-                raise ValueError(f"{labels}: labels must be a 1-D integer array")
+            if self.labels.dtype.kind not in "iuf" or self.labels.ndim != 1:
+                raise ValueError(f"{labels}: labels must be a 1-D integer (or float) array")
             if len(self.labels) != len(self.table):
                 raise ValueError(
                     f"{labels} has {len(self.labels)} rows but {self.path} has {len(self.table)}"
@@ -170,8 +234,7 @@ class FeatureStore(_FeatureTable):
         self._offset = int(self.table.offset) if isinstance(self.table, np.memmap) else 0
         self._fd: int | None = os.open(self.path, os.O_RDONLY) if read == "pread" else None
         self._lock = threading.Lock()
-        #: ``[buffer, weak reference to the view handed out or None]`` for reuse.
-        self._pool: list[list[Any]] = []
+        self._buffers = BufferPool(self.dim, self.table.dtype, reuse=reuse_buffers)
         #: Set to record :attr:`peak_resident_bytes` during gathers (reads /proc/self/smaps after
         #: every 16th chunk).
         self.track_resident = False
@@ -183,10 +246,7 @@ class FeatureStore(_FeatureTable):
     def _open(path: Path) -> np.ndarray:
         if not path.is_file():
             raise ValueError(f"{path}: no such file")
-        try:
-            return np.load(path, mmap_mode="r")
-        except (ValueError, OSError) as err:
-            raise ValueError(f"{path}: not a readable .npy array ({err})") from None
+        return open_npy(path)  # a DatasetError (a ValueError) naming the file
 
     def close(self) -> None:
         """Close the feature file (the store can no longer gather with ``read="pread"``)."""
@@ -217,33 +277,11 @@ class FeatureStore(_FeatureTable):
 
     def clear_buffers(self) -> None:
         """Drop the kept gather buffers (batches still holding theirs keep them alive)."""
-        with self._lock:
-            self._pool = []
+        self._buffers.clear()
 
     def _buffer(self, rows: int) -> np.ndarray:
-        """A ``[rows, F]`` array of the file's type to gather into: a view of a pooled buffer
-        nothing else refers to any more (tracked by a weak reference to the view handed out),
-        else new."""
-        dtype = self.table.dtype
-        if not self.reuse_buffers:
-            return np.empty((rows, self.dim), dtype=dtype)
-        with self._lock:
-            free = [s for s in self._pool if s[1] is None or s[1]() is None]
-            fits = [s for s in free if len(s[0]) >= rows]
-            if fits:
-                slot = min(fits, key=lambda s: len(s[0]))
-            elif free or len(self._pool) < self.POOL_SIZE:
-                if free:  # too small for this batch: replace the smallest free one
-                    smallest = min(free, key=lambda s: len(s[0]))
-                    self._pool = [s for s in self._pool if s is not smallest]
-                # Room for the next batches, whose sizes vary a little around this one.
-                slot = [np.empty((rows + rows // 8 + 1, self.dim), dtype=dtype), None]
-                self._pool.append(slot)
-            else:
-                return np.empty((rows, self.dim), dtype=dtype)
-            view = slot[0][:rows]
-            slot[1] = weakref.ref(view)
-            return view
+        """A ``[rows, F]`` array of the file's type to gather into (see :class:`BufferPool`)."""
+        return self._buffers.take(rows)
 
     def _gather(self, node_ids: np.ndarray, out: np.ndarray | None) -> tuple[torch.Tensor, float]:
         """:meth:`gather`, and the seconds spent on :attr:`track_resident` bookkeeping (so
@@ -329,10 +367,19 @@ class FeatureStore(_FeatureTable):
         """
         if self.labels is None:
             raise ValueError("this FeatureStore has no labels file")
-        return torch.from_numpy(np.asarray(self.labels[node_ids], dtype=np.int64))
+        values = np.asarray(self.labels[node_ids])
+        if values.dtype.kind == "f":  # IGBH stores class ids as floats
+            bad = ~np.isfinite(values) | (values != np.floor(values)) | (values < 0)
+            if bad.any():
+                at = int(np.asarray(node_ids).reshape(-1)[int(np.argmax(bad))])
+                value = float(values[bad][0])
+                raise ValueError(
+                    f"{self.labels_path}: label of row {at} is {value}, not a class id"
+                )
+        return torch.from_numpy(values.astype(np.int64))
 
 
-class UnifiedFeatureStore(_FeatureTable):
+class UnifiedFeatureStore(FeatureTable):
     """Node features in a :func:`hector.unified` tensor — pinned host memory that GPU kernels
     read zero-copy, PyTorch-Direct's setting for a table larger than the device — gathered
     per batch into GPU memory by Hector's gather kernel (:func:`hector.unified.gather`).
@@ -608,7 +655,8 @@ class NeighborLoader:
         shuffle: shuffle the seeds every epoch (reproducibly, from ``seed`` and the epoch).
         drop_last: drop the last, smaller batch.
         seed: base random seed of shuffling and sampling.
-        features: a :class:`FeatureStore` (a file read per batch) or a
+        features: a :class:`FeatureStore` (a file read per batch), a
+            :class:`~hector.typed_features.TypedFeatureStore` (a file per node type) or a
             :class:`UnifiedFeatureStore` (pinned memory read by the GPU) to gather ``x`` (and
             ``y``) from, or None.
         num_workers: threads preparing batches ahead (0: prepare in the iterating thread).
@@ -635,7 +683,7 @@ class NeighborLoader:
         shuffle: bool = False,
         drop_last: bool = False,
         seed: int = 0,
-        features: FeatureStore | UnifiedFeatureStore | None = None,
+        features: FeatureTable | None = None,
         num_workers: int = 1,
         prefetch: int = 2,
         threads: int = 0,

@@ -199,13 +199,13 @@ def test_gather_buffers_are_reused_only_once_released(tmp_path):
     third = store.gather(np.arange(500, 600))  # one of the two released buffers
     assert third.data_ptr() in addresses
     assert torch.equal(third, torch.from_numpy(table[500:600]))
-    assert len(store._pool) == 2
+    assert len(store._buffers._slots) == 2
     store.clear_buffers()
-    assert not store._pool
+    assert not store._buffers._slots
     assert torch.equal(third, torch.from_numpy(table[500:600]))  # still its own memory
     fresh = FeatureStore(tmp_path / "x.npy", reuse_buffers=False)
     assert torch.equal(fresh.gather(np.arange(50)), torch.from_numpy(table[:50]))
-    assert not fresh._pool
+    assert not fresh._buffers._slots
 
 
 # ---- features in a unified tensor (pinned memory the GPU reads; host fallback here) ---------

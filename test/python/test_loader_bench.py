@@ -90,3 +90,35 @@ def test_workload_fills_only_the_options_left_at_their_defaults():
     assert (args.hidden, args.heads, args.fanouts) == (96, 4, "15,10,5")
     assert (args.feat, args.feat_dtype, args.classes) == (1024, "float16", 2983)
     assert args.datasets == "synthetic:igbh-small"
+
+
+def test_an_igbh_folder_trains_from_its_own_files_converted_once_to_float16(tmp_path):
+    """--datasets <IGBH folder>: the graph and features come from its files; float16 asks
+    for a converted copy in the private cache, written once and then reused."""
+    import numpy as np
+    from test_dataset_igbh import write_igbh
+
+    from hector import datasets
+    from hector_bench import igbh_files
+
+    written = write_igbh(tmp_path / "small", dim=8)
+    out = tmp_path / "mb.json"
+    argv = f"--datasets {tmp_path / 'small'} --models rgcn --systems hector --procs 1"
+    argv += " --batch-size 8 --fanouts 3,2 --feat 8 --hidden 8 --classes 19 --feat-dtype float16"
+    argv += f" --steps 1 --warmup 1 --eval-batches 1 --cache-dir {tmp_path / 'c'} --json {out}"
+    assert minibatch.run(_args(minibatch, argv.split())) == 0
+    cell = json.loads(out.read_text())["cells"][0]
+    assert cell["dataset"] == str(tmp_path / "small")
+    assert cell["results"][0]["status"] == "ok"
+    converted = sorted((tmp_path / "c").rglob("*_node_feat_float16.npy"))
+    assert sorted(p.name.split("_node_feat")[0] for p in converted) == sorted(written["features"])
+    stamps = [p.stat().st_mtime_ns for p in converted]
+    ds = datasets.load(tmp_path / "small")
+    store = igbh_files.igbh_store(ds, str(tmp_path / "c"), 8, 19, "float16")
+    assert [p.stat().st_mtime_ns for p in converted] == stamps  # reused, not rewritten
+    table = np.concatenate([written["features"][t] for t in ds.node_types]).astype(np.float16)
+    assert np.array_equal(store.gather(np.arange(ds.num_nodes)).numpy(), table)
+    with pytest.raises(ValueError, match="the features are 8 wide; pass --feat 8"):
+        igbh_files.igbh_store(ds, str(tmp_path / "c"), 1024, 19, "float16")
+    with pytest.raises(ValueError, match="pass --classes"):
+        igbh_files.igbh_store(ds, str(tmp_path / "c"), 8, 349, "float16")

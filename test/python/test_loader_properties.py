@@ -83,9 +83,12 @@ def _npy(array: np.ndarray) -> bytes:
 
 
 @st.composite
-def coo_files(draw: st.DrawFn) -> tuple[bytes, np.ndarray | None]:
-    """The bytes of a ``*_coo.npy`` file, and the array it holds if it was left intact."""
-    array = draw(coo_arrays())
+def coo_files(
+    draw: st.DrawFn, arrays: st.SearchStrategy[np.ndarray] | None = None
+) -> tuple[bytes, np.ndarray | None]:
+    """The bytes of a ``*_coo.npy`` file (of ``arrays``, default :func:`coo_arrays`), and the
+    array it holds if it was left intact."""
+    array = draw(arrays if arrays is not None else coo_arrays())
     data = _npy(array)
     how = draw(
         st.sampled_from(
@@ -164,6 +167,66 @@ def test_coo_num_nodes_are_checked(counts: dict[str, Any]) -> None:
         assert result.num_nodes == counts.get("node", 6)
     elif counts.get("node") in (NODES_OVER_LIMIT, 2**40) and "other" not in counts:
         assert isinstance(result, DatasetLimitError), result
+
+
+# -- IGBH folders -------------------------------------------------------------------------------
+
+#: IGBH's edge files hold [E, 2]: the COO arrays transposed (other shapes as they are).
+IGBH_EDGES = coo_arrays().map(lambda a: a.T if a.ndim == 2 else a)
+
+
+@FUZZ
+@given(coo_files(IGBH_EDGES))
+def test_igbh_edge_file_loads_exactly_or_is_a_dataset_error(file: tuple[bytes, Any]) -> None:
+    data, array = file
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "node__rel__node").mkdir()
+        (Path(d) / "node__rel__node" / "edge_index.npy").write_bytes(data)
+        outcome, result = _load(lambda: datasets.load(d))
+    if outcome == "accepted":
+        assert result.info["layout"] == "igbh"
+        assert result.num_relations == 2
+        forward = result.edge_index[:, result.edge_type == 0]
+        _check_coo(
+            datasets.Dataset(
+                "f",
+                result.num_nodes,
+                result.node_type,
+                ["node"],
+                forward,
+                torch.zeros(forward.shape[1], dtype=torch.int64),
+                [("node", "rel", "node")],
+            ),
+            None if array is None else array.T,
+        )
+        return
+    assert "edge_index.npy" in str(result) or d in str(result), result
+
+
+@FUZZ
+@given(coo_files(st.sampled_from([np.zeros((5, 4), np.float32), np.ones((5, 2), np.float16)])))
+def test_igbh_feature_file_reads_exactly_or_is_a_clean_error(file: tuple[bytes, Any]) -> None:
+    from hector.typed_features import igbh_features
+
+    data, array = file
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "node__rel__node").mkdir()
+        np.save(Path(d) / "node__rel__node" / "edge_index.npy", np.array([[0, 4]]))
+        (Path(d) / "node").mkdir()
+        (Path(d) / "node" / "node_feat.npy").write_bytes(data)
+
+        def read() -> Any:
+            store = igbh_features(datasets.load(d), classes=None)
+            try:
+                return store.gather(np.arange(store.num_rows))
+            finally:
+                store.close()
+
+        outcome, result = classify(read, clean=(ValueError,))
+    if outcome == "accepted" and array is not None:
+        assert np.array_equal(result.numpy(), array)
+    elif outcome != "accepted":
+        assert "node_feat.npy" in str(result) or "edge_index.npy" in str(result), result
 
 
 # -- triple files -------------------------------------------------------------------------------
