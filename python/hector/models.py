@@ -22,7 +22,7 @@ order and edge types in its ``edge_types`` order (``hector.datasets`` builds suc
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -416,32 +416,61 @@ class HgtWeights:
     skip: torch.Tensor  # [T]
 
     @classmethod
-    def of_pyg(cls, conv: Any, width: int | None = None) -> HgtWeights:
+    def of_pyg(
+        cls,
+        conv: Any,
+        width: int | None = None,
+        inputs: Collection[str] | None = None,
+        relations: Collection[Any] | None = None,
+    ) -> HgtWeights:
         """``HGTConv``'s parameters stacked in its node and edge type order (differentiable:
         gradients reach the PyG layer); each type's input weight zero-padded to ``width``
-        rows (node types of different input widths)."""
+        rows (node types of different input widths). Given the node types of the input
+        (``inputs``) and the relations of the batch (``relations``), the parameters PyG leaves
+        unused are detached, so that they keep a ``None`` gradient as in PyG: a type's input
+        weights without its input, its output weights and skip unless it is also a destination,
+        a relation's prior without its edges."""
         types = list(conv.node_types)
-        kqv = [conv.kqv_lin.lins[t].weight.t() for t in types]
+        fed = set(types if inputs is None else inputs)
+        outs = fed & {e[2] for e in conv.edge_types}
+        seen = set(conv.edge_types if relations is None else relations)
+
+        def use(p: torch.Tensor, used: bool) -> torch.Tensor:
+            return p if used else p.detach()
+
+        kqv = [use(_input_weight(conv.kqv_lin.lins[t], width), t in fed) for t in types]
         if width is not None:
             kqv = [torch.nn.functional.pad(w, (0, 0, 0, width - w.shape[0])) for w in kqv]
+        out_lins = [conv.out_lin.lins[t] for t in types]
         return cls(
             torch.stack(kqv),
-            torch.stack([conv.kqv_lin.lins[t].bias for t in types]),
+            torch.stack([use(conv.kqv_lin.lins[t].bias, t in fed) for t in types]),
             conv.k_rel.weight,
             conv.v_rel.weight,
-            torch.stack([conv.p_rel["__".join(e)][0] for e in conv.edge_types]),
-            torch.stack([conv.out_lin.lins[t].weight.t() for t in types]),
-            torch.stack([conv.out_lin.lins[t].bias for t in types]),
-            torch.stack([_skip(conv, t) for t in types]),
+            torch.stack([use(conv.p_rel["__".join(e)][0], e in seen) for e in conv.edge_types]),
+            torch.stack(
+                [use(o.weight.t(), t in outs) for t, o in zip(types, out_lins, strict=True)]
+            ),
+            torch.stack([use(o.bias, t in outs) for t, o in zip(types, out_lins, strict=True)]),
+            torch.stack([use(_skip(conv, t), t in outs) for t in types]),
         )
+
+
+def _input_weight(lin: Any, width: int | None) -> torch.Tensor:
+    """A PyG ``Linear``'s weight as ``[in, out]``; zeros ``[width, out]`` while it is lazy and
+    unsized (``HGTConv(-1, ...)`` sizes only the node types its first input holds)."""
+    if isinstance(lin.weight, torch.nn.parameter.UninitializedParameter):
+        return torch.zeros(width or 0, lin.out_channels)
+    return lin.weight.t()
 
 
 def _skip(conv: Any, node_type: str) -> torch.Tensor:
     """``HGTConv.skip[node_type]``, detached when that type's own input width is not the
     output's (PyG applies no skip then, and its parameter gets no gradient)."""
     p = conv.skip[node_type][0]
-    own = conv.kqv_lin.lins[node_type].weight.shape[1]
-    return p if own == conv.out_channels else p.detach()
+    weight = conv.kqv_lin.lins[node_type].weight
+    sized = not isinstance(weight, torch.nn.parameter.UninitializedParameter)
+    return p if sized and weight.shape[1] == conv.out_channels else p.detach()
 
 
 def _relation_weight(

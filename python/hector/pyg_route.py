@@ -419,23 +419,27 @@ def _materialize(lin: Any, x_dict: Any) -> None:
 
 
 def _hgt_unsupported(conv: Any, x_dict: Any, edge_index_dict: Any) -> str | None:
-    for t in conv.node_types:
-        x = x_dict.get(t)
+    present = [t for t in conv.node_types if t in x_dict]  # PyG skips the types x_dict lacks
+    for t in present:
+        x = x_dict[t]
         if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
             return f"x_dict[{t!r}] is not a [N, F] float32 tensor"
+    if not present:
+        return "x_dict holds none of the layer's node types"
     # The widths of the inputs, not ``conv.in_channels`` (``-1`` for every type when lazy).
-    widths = {x_dict[t].shape[1] for t in conv.node_types}
+    widths = {x_dict[t].shape[1] for t in present}
     if conv.out_channels in widths and len(widths) > 1 and max(widths) > conv.out_channels:
         return (
             f"node types of width {conv.out_channels} (PyG's gated skip) next to wider ones "
             "(Hector's HGT program pads inputs to one width, which must then be the output's)"
         )
-    for e in conv.edge_types:
-        ei = edge_index_dict.get(e)
+    for e, ei in edge_index_dict.items():
+        if e not in conv.edge_types:
+            return "edge_index_dict holds relations the layer does not know"
         if not isinstance(ei, torch.Tensor) or ei.dim() != 2:
-            return f"edge_index_dict lacks {e} or holds a SparseTensor for it"
-    if len(edge_index_dict) != len(conv.edge_types):
-        return "edge_index_dict holds relations the layer does not know"
+            return f"edge_index_dict[{e}] is a SparseTensor"
+        if e[0] not in x_dict or e[2] not in x_dict:
+            return f"edge_index_dict holds {e} but x_dict lacks its node types"
     return None
 
 
@@ -452,22 +456,25 @@ def _hgt_forward(self: Any, x_dict: Any, edge_index_dict: Any) -> Any:
     types, relations = list(self.node_types), list(self.edge_types)
     heads, f = self.heads, self.out_channels
     # Per-type input widths: rows and weights zero-padded to the widest (the same products);
-    # PyG's gated skip applies to the types whose own width is the output's.
-    widths = [x_dict[t].shape[1] for t in types]
+    # PyG's gated skip applies to the types whose own width is the output's. A type x_dict
+    # lacks has no rows; a relation edge_index_dict lacks has no edges (as in PyG).
+    widths = [x_dict[t].shape[1] if t in x_dict else -1 for t in types]
     width = max(widths)
-    xs = [torch.nn.functional.pad(x_dict[t], (0, width - x_dict[t].shape[1])) for t in types]
+    none = x_dict[next(t for t in types if t in x_dict)].new_zeros(0, width)
+    xs = [_padded(x_dict[t], width) if t in x_dict else none for t in types]
     counts = [x.shape[0] for x in xs]
-    weights = HgtWeights.of_pyg(self, width)
+    weights = HgtWeights.of_pyg(self, width, list(x_dict), list(edge_index_dict))
     tensors = hgt_core_args(weights, heads, torch.cat(xs), counts, [w == f for w in widths])
     skip = width == f
     ends = []
     for s, _, d in relations:
         ends += [types.index(s), types.index(d)]
+    empty = torch.empty(2, 0, dtype=torch.long)
     out = torch.ops.hector.pyg_layer(
         f"hgt:{heads}:{int(skip)}",
         _train(tensors),
-        [edge_index_dict[e] for e in relations],
-        [x.shape[0] for x in xs],
+        [edge_index_dict.get(e, empty) for e in relations],
+        counts,
         ends,
         tensors,
     )
@@ -478,6 +485,11 @@ def _hgt_forward(self: Any, x_dict: Any, edge_index_dict: Any) -> Any:
             result[t] = out[start : start + x.shape[0]]
         start = start + x.shape[0]
     return {t: result[t] for t in x_dict if t in result}
+
+
+def _padded(x: torch.Tensor, width: int) -> torch.Tensor:
+    """``x`` with zero columns up to ``width``."""
+    return torch.nn.functional.pad(x, (0, width - x.shape[1]))
 
 
 # -- routing -------------------------------------------------------------------------------

@@ -275,6 +275,61 @@ def test_hgtconv_with_a_skip_type_next_to_a_wider_one_falls_back_and_says_why() 
     assert "next to wider ones" in pyg_route.FALLBACKS["HGTConv"]
 
 
+def _authors_papers(universities: bool) -> dict[str, torch.Tensor]:
+    gen = torch.Generator().manual_seed(8)
+    x = {"author": torch.randn(4, 16, generator=gen), "paper": torch.randn(6, 16, generator=gen)}
+    if universities:
+        x["university"] = torch.randn(10, 16, generator=gen)
+    return x
+
+
+def _edges(src: int, dst: int, count: int, seed: int) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.stack(
+        [
+            torch.randint(0, src, (count,), generator=gen),
+            torch.randint(0, dst, (count,), generator=gen),
+        ]
+    )
+
+
+@pytest.mark.parametrize("case", ["node_type_missing_from_x_dict", "relation_missing"])
+def test_hgtconv_without_a_node_type_or_a_relation_runs_hectors_program(case: str) -> None:
+    """As PyG's own tests write them: a node type of the metadata that ``x_dict`` lacks (its
+    lazy weights stay unsized; no output for it), a relation ``edge_index_dict`` lacks (its
+    destination type still gets an output, from its skip and biases)."""
+    torch.manual_seed(9)
+    writes = ("author", "writes", "paper")
+    if case == "node_type_missing_from_x_dict":
+        meta = (["author", "paper", "university"], [writes])
+        x, eid = _authors_papers(False), {writes: _edges(4, 6, 20, 1)}
+    else:
+        meta = (["author", "paper", "university"], [writes, ("university", "employs", "author")])
+        x, eid = _authors_papers(True), {writes: _edges(4, 6, 20, 1)}
+    model = HGTConv(-1, 16, meta, heads=2)
+    be = HectorBackend()
+    compiled = torch.compile(model, backend=be)
+    out = compiled(x, eid)
+    want = model(x, eid)
+    assert sorted(out) == sorted(want)
+    assert "university" not in out
+    _assert_matches(model, compiled, x, eid)
+    assert ["hgt:2:1"] in [g.layers for g in be.graphs]  # after the lazy weights are sized
+    assert pyg_route.FALLBACKS == {}
+
+
+def test_hgtconv_given_a_relation_whose_node_type_x_dict_lacks_raises_pygs_error() -> None:
+    meta = (["author", "paper", "university"], [("university", "employs", "author")])
+    model = HGTConv(16, 16, meta, heads=2)
+    eid = {("university", "employs", "author"): _edges(10, 4, 5, 2)}
+    with pytest.raises(KeyError, match="university"):
+        model(_authors_papers(False), eid)
+    with pytest.raises(KeyError, match="university"):  # PyG's own error, not Hector's
+        torch.compile(model, backend=HectorBackend())(_authors_papers(False), eid)
+    x = _authors_papers(False)
+    assert "x_dict lacks its node types" in pyg_route._hgt_unsupported(model, x, eid)
+
+
 _IMPORT_ORDER = """
 import sys
 import torch
