@@ -90,9 +90,9 @@ class KeepAllReleasing(System):
 
     def prepare_process(self) -> None:
         """Make freed blocks leave the process, as hector's cache does."""
-        from hector.offload.cache import _release_freed_memory
+        from hector.runtime import libc_heap
 
-        _release_freed_memory(True)
+        libc_heap.fix_mmap_threshold()
 
 
 @dataclass(frozen=True)

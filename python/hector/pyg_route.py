@@ -461,7 +461,8 @@ def _hgt_forward(self: Any, x_dict: Any, edge_index_dict: Any) -> Any:
     widths = [x_dict[t].shape[1] if t in x_dict else -1 for t in types]
     width = max(widths)
     none = x_dict[next(t for t in types if t in x_dict)].new_zeros(0, width)
-    xs = [_padded(x_dict[t], width) if t in x_dict else none for t in types]
+    pad = torch.nn.functional.pad
+    xs = [pad(x_dict[t], (0, width - x_dict[t].shape[1])) if t in x_dict else none for t in types]
     counts = [x.shape[0] for x in xs]
     weights = HgtWeights.of_pyg(self, width, list(x_dict), list(edge_index_dict))
     tensors = hgt_core_args(weights, heads, torch.cat(xs), counts, [w == f for w in widths])
@@ -485,11 +486,6 @@ def _hgt_forward(self: Any, x_dict: Any, edge_index_dict: Any) -> Any:
             result[t] = out[start : start + x.shape[0]]
         start = start + x.shape[0]
     return {t: result[t] for t in x_dict if t in result}
-
-
-def _padded(x: torch.Tensor, width: int) -> torch.Tensor:
-    """``x`` with zero columns up to ``width``."""
-    return torch.nn.functional.pad(x, (0, width - x.shape[1]))
 
 
 # -- routing -------------------------------------------------------------------------------

@@ -76,13 +76,6 @@ POLICIES = ("adaptive", "all", "none")
 T = TypeVar("T")
 
 
-def _release_freed_memory(enabled: bool | str) -> None:
-    """Fix glibc's mmap threshold once per process when ``enabled`` is ``True``/``"mmap"``
-    (the process setting of ``release_memory="mmap"``, for callers without a cache)."""
-    if enabled in (True, "mmap"):
-        libc_heap.fix_mmap_threshold()
-
-
 def _check_options(
     on_write_error: str,
     ahead: int,
