@@ -19,8 +19,9 @@ features, dropout, concatenated or averaged heads, dense, basis or block weights
 
 The attention weights (``return_attention_weights``) are a second program, the first steps up to
 the softmax, so their gradient is Hector's too. Weight-sized glue (a basis combined, blocks laid
-out dense, ``w`` as a diagonal, the edge projection folded) runs as PyTorch ops in the captured
-graph; so do two row-sized inputs: the edge features' projection ``[E, H]`` and the in-degree.
+out dense, ``w`` folded into ``W_r``'s columns, the edge projection folded) runs as PyTorch ops
+in the captured graph; so do two row-sized inputs: the edge features' projection ``[E, H]`` and
+the in-degree.
 """
 
 from __future__ import annotations
@@ -141,8 +142,8 @@ def arguments(
         args.append(rows @ (conv.lin_edge.weight.t() @ conv.e))
     if c.alpha:
         return args
-    if c.mod == "additive":
-        args.append(torch.diag(conv.w.repeat(h)))
+    if c.mod == "additive":  # w ⊙ (W_r x_j) = x_j (W_r ⊙ w): w folded into W's columns
+        args.append(weight * conv.w.repeat(h))
     if c.mod in ("scaled", "f-scaled"):
         args.append(in_degree(edge_index, x.shape[0], x))
     if c.mod == "scaled":
@@ -180,10 +181,12 @@ def _attention(c: RgatConfig, g: GraphProxy, x: Value, rest: list[Value]) -> tup
     return g.edge_softmax(logits, by="dst_etype" if c.within else "dst"), outj
 
 
-def _message(c: RgatConfig, g: GraphProxy, alpha: Value, outj: Value, rest: list[Value]) -> Value:
+def _message(
+    c: RgatConfig, g: GraphProxy, x: Value, alpha: Value, outj: Value, rest: list[Value]
+) -> Value:
     """Each edge's message ``[E, H*F]``: ``alpha`` (modified) scaling ``outj`` per head."""
-    if c.mod == "additive":
-        return outj * alpha + g.linear(outj, rest.pop(0))
+    if c.mod == "additive":  # outj ⊙ w per column, as x_j (W_r ⊙ w)
+        return outj * alpha + g.typed_linear(g.gather_src(x), rest.pop(0))
     if c.mod == "f-additive":
         alpha = alpha.shift_positive()
     elif c.mod in ("scaled", "f-scaled"):
@@ -204,7 +207,7 @@ def parameters(c: RgatConfig) -> list[str]:
     names = ["x", "weight", "q", "k"] + (["edge_logits"] if c.edge else [])
     if c.alpha:
         return names
-    names += {"additive": ["w_diagonal"], "f-scaled": ["in_degree"]}.get(c.mod, [])
+    names += {"additive": ["weight_times_w"], "f-scaled": ["in_degree"]}.get(c.mod, [])
     if c.mod == "scaled":
         names += ["in_degree", "l1", "b1", "l2_tiled", "b2_tiled"]
     names += ["dropout_mask"] if c.dropout else []
@@ -218,7 +221,7 @@ def _build(c: RgatConfig) -> frontend.CompiledFunction:
         alpha, outj = _attention(c, g, x, rest)
         if c.alpha:
             return alpha
-        out = g.sum_to_dst(_message(c, g, alpha, outj, rest))
+        out = g.sum_to_dst(_message(c, g, x, alpha, outj, rest))
         return out + rest.pop(0) if c.concat else out  # averaged heads: finish()
 
     params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in parameters(c)]

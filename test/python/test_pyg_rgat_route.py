@@ -156,3 +156,20 @@ def test_a_layer_with_edge_dim_called_without_edge_features_has_no_edge_term() -
     out = torch.compile(conv, backend=be)(x, ei, et)
     assert (out - conv(x, ei, et)).abs().max().item() <= TOL
     assert not RgatConfig.parse(be.graphs[0].layers[0]).edge
+
+
+def test_an_overflowed_additive_weight_stays_in_its_column_as_in_pyg() -> None:
+    """``mod="additive"`` adds ``outj ⊙ w``: an infinite entry of ``w`` makes its own output
+    column non-finite, in PyG and in Hector's program alike, and leaves the others finite (a
+    product by ``diag(w)`` would have spread NaN through its zeros)."""
+    conv = _layer("additive", "across", "additive", True, None, None)
+    with torch.no_grad():
+        conv.w[1] = float("inf")
+    x, ei, et, _ = _inputs(None)
+    got = torch.compile(conv, backend=HectorBackend())(x, ei, et).detach()
+    want = conv(x, ei, et).detach()
+    assert torch.equal(got.isfinite(), want.isfinite())
+    assert not want[:, 1].isfinite().all()
+    assert want[:, [0, 2, 3, 4, 5]].isfinite().all()
+    finite = want.isfinite()
+    assert (got[finite] - want[finite]).abs().max().item() <= TOL
