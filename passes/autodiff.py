@@ -24,6 +24,11 @@ each result to its argument), so weight-shaped accumulation never needs a kernel
 results of the generated functions carry ``hector.kind`` / ``hector.result_kinds`` so their row
 counts are known without inference.
 
+An argument marked ``hector.no_grad`` (input features, which need no gradient) gets none, and
+neither does any value computed only from such arguments and graph structure: rules build an
+adjoint lazily, only for values that lead back to an argument that takes a gradient, so the
+backward program holds no kernel, and ``@f_train`` saves no value, for the rest.
+
 Each op's adjoint is one rule in :data:`ADJOINTS`, registered by op name with
 :func:`adjoint`; the index ops share one rule that emits the op their spec names as
 ``adjoint`` (``dy`` is the adjoint of the op's result):
@@ -59,7 +64,7 @@ from .verify import verify_function
 _PREFIX = "hector_inter."
 
 #: An adjoint rule: given the backward builder, the forward op and the adjoint ``dy`` of its
-#: result, add the adjoints of the op's operands (``Backward.acc``).
+#: result, add the adjoints of the op's operands (``Backward.acc``, each built lazily).
 AdjointRule = Callable[["Backward", ir.Operation, ir.Value], None]
 
 #: Adjoint rules by op name (without the ``hector_inter.`` prefix).
@@ -129,6 +134,7 @@ class Backward:
         self.fwd_values: dict[ir.Value, ir.Value] = {}  # forward value -> backward value
         self.adjoint: dict[ir.Value, ir.Value] = {}
         self.weight_partials: dict[ir.Value, list[ir.Value]] = {}
+        self.wants: set[ir.Value] = set()  # forward values that lead back to a gradient
         self.block: ir.Block  # the backward function's body
         self.graph: ir.Value  # its graph argument
 
@@ -159,10 +165,11 @@ class Backward:
         self.fwd_values[v] = new
         return new
 
-    def acc(self, v: ir.Value, grad: ir.Value) -> None:
-        """Add ``grad`` to the adjoint of ``v``."""
-        if self.is_graph(v) or self.constant(v):
+    def acc(self, v: ir.Value, grad: Callable[[], ir.Value]) -> None:
+        """Add ``grad()`` to the adjoint of ``v`` (built only when ``v`` needs an adjoint)."""
+        if self.is_graph(v) or self.constant(v) or v not in self.wants:
             return
+        grad = grad()
         if self.kinds.get(v) == Kind.WEIGHT:
             self.weight_partials.setdefault(v, []).append(grad)
             return
@@ -202,7 +209,7 @@ class Backward:
         with ir.InsertionPoint(self.block), body[-1].location:
             for r, d in zip(results, dys, strict=True):
                 if isinstance(r, ir.BlockArgument) or r in self.adjoint:
-                    self.acc(r, d)  # returned argument or returned twice: accumulate
+                    self.acc(r, lambda d=d: d)  # returned argument or twice: accumulate
                 else:
                     self.adjoint[r] = d
             for op in reversed(body[:-1]):
@@ -251,6 +258,7 @@ class Backward:
                 self.func.location,
             )
         results = list(ret.operands)
+        self.wants = _wanting(self.func, [a for a in args if not self.is_graph(a)], body)
         backward = self._start_backward(args, results)
         n_args = len(args)
         self._walk(body, results, list(self.block.arguments)[n_args:])
@@ -330,6 +338,18 @@ class Backward:
         return fn
 
 
+def _wanting(fn: ir.Operation, args: list[ir.Value], body: list[ir.Operation]) -> set[ir.Value]:
+    """The arguments (``args``: all but the graph) that take a gradient, all but those marked
+    ``hector.no_grad``, and every value computed from one of them."""
+    attrs = ir.ArrayAttr(fn.attributes["arg_attrs"]) if "arg_attrs" in fn.attributes else []
+    frozen = {i for i, a in enumerate(attrs) if "hector.no_grad" in ir.DictAttr(a)}
+    wants = {a for a in args if a.arg_number not in frozen}
+    for op in body:
+        if any(o in wants for o in op.operands):
+            wants.update(op.results)
+    return wants
+
+
 # -- adjoint rules ---------------------------------------------------------------------------
 def _index_rule(bw: Backward, op: ir.Operation, dy: ir.Value) -> None:
     """An index op moves rows through a graph array; its adjoint (named by its spec) moves them
@@ -340,7 +360,7 @@ def _index_rule(bw: Backward, op: ir.Operation, dy: ir.Value) -> None:
     x = inter.view(op).operand(_data_operand(spec))
     build = getattr(inter.OPS, spec.adjoint)
     operand = _data_operand(inter.DIALECT.op(spec.adjoint))
-    bw.acc(x, build(graph=bw.graph, **{operand: dy}, result=x.type))
+    bw.acc(x, lambda: build(graph=bw.graph, **{operand: dy}, result=x.type))
 
 
 adjoint(*(n for n, s in _inter_specs().items() if s.adjoint is not None))(_index_rule)
@@ -352,52 +372,55 @@ def _weight_product(bw: Backward, op: ir.Operation, dy: ir.Value) -> None:
     if v.attr("variant") != "xw":
         raise PassFailure("hector-autodiff: only weight_product xw is differentiable", op.location)
     a, b = v.operand("a"), v.operand("b")
-    bw.acc(a, inter.OPS.weight_product(a=dy, b=bw.fwd(b), variant="xwt", result=a.type))
-    bw.acc(b, inter.OPS.weight_product(a=bw.fwd(a), b=dy, variant="xty", result=b.type))
+    bw.acc(a, lambda: inter.OPS.weight_product(a=dy, b=bw.fwd(b), variant="xwt", result=a.type))
+    bw.acc(b, lambda: inter.OPS.weight_product(a=bw.fwd(a), b=dy, variant="xty", result=b.type))
 
 
 @adjoint("typed_linear")
 def _typed_linear(bw: Backward, op: ir.Operation, dy: ir.Value) -> None:
     v = inter.view(op)
     x, w, sl = v.operand("x"), v.operand("weight"), v.attr("slice")
-    dx = inter.OPS.typed_linear_transposed(
-        graph=bw.graph, dy=dy, weight=bw.fwd(w), slice=sl, result=x.type
+    bw.acc(
+        x,
+        lambda: inter.OPS.typed_linear_transposed(
+            graph=bw.graph, dy=dy, weight=bw.fwd(w), slice=sl, result=x.type
+        ),
     )
-    bw.acc(x, dx)
-    dw = inter.OPS.typed_linear_weight_grad(
-        graph=bw.graph, x=bw.fwd(x), dy=dy, slice=sl, result=w.type
+    bw.acc(
+        w,
+        lambda: inter.OPS.typed_linear_weight_grad(
+            graph=bw.graph, x=bw.fwd(x), dy=dy, slice=sl, result=w.type
+        ),
     )
-    bw.acc(w, dw)
 
 
 @adjoint("scale")
 def _scale(bw: Backward, op: ir.Operation, dy: ir.Value) -> None:
     v = inter.view(op)
     x, s = v.operand("x"), v.operand("s")
-    bw.acc(x, inter.OPS.scale(x=dy, s=bw.fwd(s), result=x.type))
-    if not bw.constant(s):
-        bw.acc(s, inter.OPS.dot(x=dy, y=bw.fwd(x), result=s.type))
+    bw.acc(x, lambda: inter.OPS.scale(x=dy, s=bw.fwd(s), result=x.type))
+    bw.acc(s, lambda: inter.OPS.dot(x=dy, y=bw.fwd(x), result=s.type))
 
 
 @adjoint("dot")
 def _dot(bw: Backward, op: ir.Operation, dy: ir.Value) -> None:
     v = inter.view(op)
     x, y = v.operand("x"), v.operand("y")
-    bw.acc(x, inter.OPS.scale(x=bw.fwd(y), s=dy, result=x.type))
-    bw.acc(y, inter.OPS.scale(x=bw.fwd(x), s=dy, result=y.type))
+    bw.acc(x, lambda: inter.OPS.scale(x=bw.fwd(y), s=dy, result=x.type))
+    bw.acc(y, lambda: inter.OPS.scale(x=bw.fwd(x), s=dy, result=y.type))
 
 
 @adjoint("add")
 def _add(bw: Backward, op: ir.Operation, dy: ir.Value) -> None:
     v = inter.view(op)
     a, b = v.operand("lhs"), v.operand("rhs")
-    bw.acc(a, dy)
+    bw.acc(a, lambda: dy)
     if ir.ShapedType(b.type).rank == 1:  # a shared bias
-        bw.acc(b, inter.OPS.sum_rows(x=dy, by="none", result=b.type))
+        bw.acc(b, lambda: inter.OPS.sum_rows(x=dy, by="none", result=b.type))
     elif v.has("graph"):  # a bias per node or edge type
-        bw.acc(b, inter.OPS.sum_rows(x=dy, graph=bw.graph, by="type", result=b.type))
+        bw.acc(b, lambda: inter.OPS.sum_rows(x=dy, graph=bw.graph, by="type", result=b.type))
     else:
-        bw.acc(b, dy)
+        bw.acc(b, lambda: dy)
 
 
 @adjoint("unary")
@@ -405,19 +428,26 @@ def _unary(bw: Backward, op: ir.Operation, dy: ir.Value) -> None:
     v = inter.view(op)
     fn, x = v.attr("fn"), v.operand("x")
     if fn in ("copy", "shift_positive"):  # derivative 1
-        bw.acc(x, dy)
+        bw.acc(x, lambda: dy)
         return
     ref = op.results[0] if inter.unary_fn(fn).grad_ref == "output" else x
-    grad = inter.OPS.unary_grad(ref=bw.fwd(ref), dy=dy, fn=fn, slope=v.attr("slope"), result=x.type)
-    bw.acc(x, grad)
+    slope = v.attr("slope")
+    bw.acc(
+        x,
+        lambda: inter.OPS.unary_grad(ref=bw.fwd(ref), dy=dy, fn=fn, slope=slope, result=x.type),
+    )
 
 
 @adjoint("edge_softmax")
 def _edge_softmax(bw: Backward, op: ir.Operation, dy: ir.Value) -> None:
     x = inter.view(op).operand("x")
-    y = bw.fwd(op.results[0])
-    by = inter.view(op).attr("by")
-    bw.acc(x, inter.OPS.edge_softmax_grad(graph=bw.graph, y=y, dy=dy, by=by, result=x.type))
+    y, by = op.results[0], inter.view(op).attr("by")
+    bw.acc(
+        x,
+        lambda: inter.OPS.edge_softmax_grad(
+            graph=bw.graph, y=bw.fwd(y), dy=dy, by=by, result=x.type
+        ),
+    )
 
 
 @adjoint("degree_norm")

@@ -31,7 +31,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from types import FrameType
 from typing import TYPE_CHECKING, Any, cast
@@ -484,12 +484,18 @@ def _symbol(fn: Callable[..., Any], name: str | None) -> str:
 
 
 def _build(
-    t: _Tracer, args: list[Value], results: list[Value], name: str, where: SourceLoc
+    t: _Tracer,
+    args: list[Value],
+    results: list[Value],
+    name: str,
+    where: SourceLoc,
+    no_grad: Collection[int] = (),
 ) -> ir.Module:
     """The traced function as a hector_inter module, built through the bindings in a context
     of its own: ``func.func @name(%g: !hector_inter.graph, %a0, ...)``, each argument's kind in
-    a ``hector.kind`` argument attribute (so every pass agrees with the tracer), each op at the
-    user's source line and the function at its ``def``."""
+    a ``hector.kind`` argument attribute (so every pass agrees with the tracer), the arguments
+    at ``no_grad`` positions marked ``hector.no_grad`` (``hector-autodiff`` gives them no
+    gradient), each op at the user's source line and the function at its ``def``."""
     # The compiler loads on first use, so that bundles run where MLIR is not installed.
     try:
         from mlir import ir
@@ -514,8 +520,11 @@ def _build(
         f.arg_attrs = ir.ArrayAttr.get(
             [ir.DictAttr.get({})]
             + [
-                ir.DictAttr.get({"hector.kind": ir.StringAttr.get(a.kind or Kind.WEIGHT)})
-                for a in args
+                ir.DictAttr.get(
+                    {"hector.kind": ir.StringAttr.get(a.kind or Kind.WEIGHT)}
+                    | ({"hector.no_grad": ir.UnitAttr.get()} if i in no_grad else {})
+                )
+                for i, a in enumerate(args)
             ]
         )
         block = f.add_entry_block([fn_loc] * len(inputs))
@@ -549,9 +558,15 @@ def _weight_slices(t: _Tracer) -> dict[int, str]:
     return slices
 
 
-def trace(fn: Callable[..., Any], shapes: list[tuple[int, ...]], name: str | None = None) -> Traced:
+def trace(
+    fn: Callable[..., Any],
+    shapes: list[tuple[int, ...]],
+    name: str | None = None,
+    no_grad: Collection[int] = (),
+) -> Traced:
     """Trace ``fn(g, *tensors)`` for tensors of the given shapes into a hector_inter module
-    whose ops carry the ``file:line:col`` of the user's source line that made them."""
+    whose ops carry the ``file:line:col`` of the user's source line that made them; the tensor
+    arguments at ``no_grad`` positions take no gradient when it is differentiated."""
     t = _Tracer()
     args = []
     for i, shape in enumerate(shapes):
@@ -575,7 +590,7 @@ def trace(fn: Callable[..., Any], shapes: list[tuple[int, ...]], name: str | Non
     if any(r.kind == Kind.WEIGHT for r in results):
         raise TraceError("returning a weight unchanged is not supported")
     fname = _symbol(fn, name)
-    module = _build(t, args, results, fname, _def_location(fn))
+    module = _build(t, args, results, fname, _def_location(fn), no_grad)
     return Traced(
         fname,
         module,
@@ -696,17 +711,28 @@ class CompiledFunction:
         )
 
     def compile_for(
-        self, g: HeteroGraph, *tensors: torch.Tensor, train: bool = False
+        self,
+        g: HeteroGraph,
+        *tensors: torch.Tensor,
+        train: bool = False,
+        frozen: Collection[int] = (),
     ) -> Executable:
         """Compile (or fetch from the cache) the kernel for these argument shapes; with
-        ``train``, the module also holds the ``_train`` and ``_backward`` functions."""
+        ``train``, the module also holds the ``_train`` and ``_backward`` functions, which
+        give no gradient to the tensors at the ``frozen`` positions."""
         self.check_arguments(g, tensors)
-        return self._compiled(g, tensors, train)
+        return self._compiled(g, tensors, train, tuple(sorted(frozen)))
 
     def _compiled(
-        self, g: HeteroGraph, tensors: tuple[torch.Tensor, ...], train: bool
+        self,
+        g: HeteroGraph,
+        tensors: tuple[torch.Tensor, ...],
+        train: bool,
+        frozen: tuple[int, ...] = (),
     ) -> Executable:
-        """:meth:`compile_for` on arguments already checked."""
+        """:meth:`compile_for` on arguments already checked; with ``train``, the tensors at the
+        ``frozen`` positions (input features) get no gradient, and their backward kernels are
+        not built."""
         options = self.options_for(g)
         if train and self.memory_budget >= 0:  # CPU target: the CUDA host code has no plan
             # placement-plan-saved weighs the saved values at this graph's sizes.
@@ -727,14 +753,14 @@ class CompiledFunction:
             )
         # The switches and the graph statistics the code depends on (the compaction decision,
         # HGT's folding, the sizes a memory plan holds for; schedules are per worker count).
-        base = (self._key(g, tensors), train, cuda, options.cache_key())
+        base = (self._key(g, tensors), train, frozen, cuda, options.cache_key())
         # The aggregation order: key on the choices this graph's D/E makes for the messages
         # the kernel holds (their widths, learnt at the first compilation of these shapes).
         key = base + (self._orders(base, options, train),)
         entry = self._cache.get(key)
         if entry is None:
             start = time.perf_counter()
-            traced = trace(self.fn, [tuple(t.shape) for t in tensors])
+            traced = trace(self.fn, [tuple(t.shape) for t in tensors], no_grad=frozen)
             back_end = _target("cuda" if cuda else self.target)
             entry = back_end.compile(traced, autodiff=train, options=options)
             self.compile_seconds = time.perf_counter() - start
@@ -793,7 +819,8 @@ class CompiledFunction:
     def _run(self, g: HeteroGraph, tensors: tuple[torch.Tensor, ...]) -> Any:
         """:meth:`__call__` on checked float32 arguments."""
         train = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
-        entry = self._compiled(g, tensors, train)
+        frozen = tuple(i for i, t in enumerate(tensors) if train and not t.requires_grad)
+        entry = self._compiled(g, tensors, train, frozen)
         entry.check(g, tensors, self._params)  # against the graph, before the kernel runs
         if not train:
             outs = entry.call(entry.traced.name, g, list(tensors))

@@ -43,3 +43,24 @@ func.func @shared_weight(%g: !hector_inter.graph, %x: tensor<?x4xf32> {hector.ki
   return %b : tensor<?x4xf32>
 }
 
+
+// -----
+
+// An argument marked hector.no_grad (input features) gets no gradient, and nothing computed
+// only from it does: no typed_linear_transposed, no sum_to_src, nothing saved for them;
+// grad_of lists the weight alone.
+// CHECK-LABEL: func.func @frozen_input_train(
+// CHECK-SAME: hector.num_saved = 0 : i64
+// CHECK-LABEL: func.func @frozen_input_backward(
+// CHECK-SAME: hector.backward_of = "frozen_input", hector.grad_of = [1]
+// CHECK-NOT: typed_linear_transposed
+// CHECK-NOT: sum_to_src
+// CHECK: "hector_inter.typed_linear_weight_grad"
+// CHECK-NOT: typed_linear_transposed
+// CHECK: return
+func.func @frozen_input(%g: !hector_inter.graph, %x: tensor<?x4xf32> {hector.kind = "node", hector.no_grad}, %w: tensor<3x4x2xf32> {hector.kind = "weight"}) -> tensor<?x2xf32> {
+  %xs = "hector_inter.gather_src"(%g, %x) : (!hector_inter.graph, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %m = "hector_inter.typed_linear"(%g, %xs, %w) {slice = "etype"} : (!hector_inter.graph, tensor<?x4xf32>, tensor<3x4x2xf32>) -> tensor<?x2xf32>
+  %o = "hector_inter.sum_to_dst"(%g, %m) : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
+  return %o : tensor<?x2xf32>
+}

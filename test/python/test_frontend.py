@@ -127,3 +127,27 @@ def test_half_precision_arguments_compute_in_float32_and_return_their_type(graph
         assert xh.grad.dtype == half
     with pytest.raises(ValueError, match="arguments mix"):
         rgcn_layer(graph, x.half(), w.bfloat16(), r, b)
+
+
+def test_inputs_that_need_no_gradient_get_no_backward_kernels(graph) -> None:
+    """Features that do not require grad (a model's input) take no gradient: their backward
+    kernels are not built (a kernel of its own, keyed on which arguments are frozen), and the
+    weights' gradients are those of the full backward."""
+    torch.manual_seed(3)
+    x = torch.randn(graph.num_nodes, 4)
+    weights = [w.requires_grad_() for w in _weights()]
+
+    def weight_grads(x_in: torch.Tensor) -> list[torch.Tensor]:
+        for w in weights:
+            w.grad = None
+        rgcn_layer(graph, x_in, *weights).square().sum().backward()
+        return [w.grad.clone() for w in weights]
+
+    full = weight_grads(x.clone().requires_grad_())
+    frozen = weight_grads(x)
+    for a, b in zip(frozen, full, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    entries = [e for k, e in rgcn_layer._cache.items() if k[1] and k[2] == (0,)]
+    assert len(entries) == 1
+    assert 0 not in entries[0].training_abi.grad_of  # the weights' alone
+    assert set(entries[0].training_abi.grad_of) == {1, 2, 3}
