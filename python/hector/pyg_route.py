@@ -160,7 +160,7 @@ def _graph(program: str, graph: list[torch.Tensor], sizes: list[int], ends: list
 @torch.library.custom_op("hector::pyg_layer", mutates_args=())
 def pyg_layer(
     program: str,
-    train: bool,
+    train: list[int],
     graph: list[torch.Tensor],
     sizes: list[int],
     ends: list[int],
@@ -170,14 +170,16 @@ def pyg_layer(
     edge_type]``; HGT: one local ``edge_index`` per relation, ``ends`` its source and
     destination node types) with ``sizes`` nodes (RGCN: ``[nodes, relations]``, the layer's
     relation count, which a batch need not reach; HGT: the nodes of each type) and the
-    program's ``tensors``. With ``train``, runs ``<f>_train`` and keeps what the backward needs."""
+    program's ``tensors``. ``train`` (:func:`_train`): empty for inference; else ``[1]`` and
+    the positions of the tensors that take no gradient: runs ``<f>_train`` (whose backward
+    builds no gradient for those) and keeps what the backward needs."""
     fn = _compiled(program)
     g = _graph(program, graph, sizes, ends)
     stats = _stats(program)
     stats.calls += 1
     start = time.perf_counter()
     try:
-        entry = fn.compile_for(g, *tensors, train=train)
+        entry = fn.compile_for(g, *tensors, train=bool(train), frozen=train[1:])
         stats.kernels.add(id(entry))
         tensors = _edges_sorted(entry.traced.arg_kinds, g, tensors)
         if not train:
@@ -211,7 +213,7 @@ def _edges_sorted(
 @pyg_layer.register_fake
 def _pyg_layer_fake(
     program: str,
-    train: bool,
+    train: list[int],
     graph: list[torch.Tensor],
     sizes: list[int],
     ends: list[int],
@@ -271,8 +273,12 @@ pyg_layer.register_autograd(_backward, setup_context=_setup_context)
 # -- the layers, as Dynamo traces them ------------------------------------------------------
 
 
-def _train(tensors: list[torch.Tensor]) -> bool:
-    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+def _train(tensors: list[torch.Tensor]) -> list[int]:
+    """The op's ``train``: ``[]`` for inference, else ``[1]`` and the positions of the tensors
+    that need no gradient (input features), whose backward kernels are then not built."""
+    if not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)):
+        return []
+    return [1, *(i for i, t in enumerate(tensors) if not t.requires_grad)]
 
 
 def _rgcn_unsupported(conv: Any, edge_index: Any, edge_type: Any) -> str | None:

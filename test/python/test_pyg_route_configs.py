@@ -374,3 +374,22 @@ def test_pyg_imported_after_the_backend_is_routed_from_the_first_call() -> None:
     assert int(calls) == 1  # the first call, through hector::pyg_layer
     assert float(err) <= TOL
     assert float(grad_err) <= TOL
+
+
+def test_features_without_grad_get_no_backward_kernels_in_the_route() -> None:
+    """A layer's input features that do not require grad (the first layer of a model) take no
+    gradient in Hector's program: its backward is compiled without them (the kernel's key says
+    which arguments are frozen), and the parameters' gradients are eager PyG's."""
+    torch.manual_seed(10)
+    conv = RGCNConv(F, F, R, aggr="mean")
+    x, ei, et = _batch([0, 1, 2, 3] * 6)
+    compiled = torch.compile(conv, backend=HectorBackend())
+    compiled(x, ei, et).square().sum().backward()
+    got = [p.grad.clone() for p in conv.parameters()]
+    conv.zero_grad()
+    conv(x, ei, et).square().sum().backward()
+    for a, b in zip(got, [p.grad for p in conv.parameters()], strict=True):
+        assert (a - b).abs().max().item() <= TOL
+    keys = [k for k in pyg_route._compiled(next(iter(pyg_route.STATS)))._cache if k[1]]
+    assert keys
+    assert all(0 in k[2] for k in keys)  # x (argument 0) frozen in every training kernel
