@@ -50,6 +50,7 @@ Each op's adjoint is one rule in :data:`ADJOINTS`, registered by op name with
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from mlir import ir
@@ -209,7 +210,7 @@ class Backward:
         with ir.InsertionPoint(self.block), body[-1].location:
             for r, d in zip(results, dys, strict=True):
                 if isinstance(r, ir.BlockArgument) or r in self.adjoint:
-                    self.acc(r, lambda d=d: d)  # returned argument or twice: accumulate
+                    self.acc(r, functools.partial(_same, d))  # returned argument or twice
                 else:
                     self.adjoint[r] = d
             for op in reversed(body[:-1]):
@@ -336,6 +337,10 @@ class Backward:
         fn.attributes["hector.num_saved"] = _i64(len(self.saved))
         fn.attributes["hector.train_of"] = ir.StringAttr.get(self.sym)
         return fn
+
+
+def _same(v: ir.Value) -> ir.Value:
+    return v
 
 
 def _wanting(fn: ir.Operation, args: list[ir.Value], body: list[ir.Operation]) -> set[ir.Value]:

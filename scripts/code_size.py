@@ -4,7 +4,7 @@
 - no source file over 1,000 lines (Python, C++, TableGen-free MLIR tests and scripts alike);
 - no Python function over 100 lines, from its ``def`` (decorators excluded) to its last line;
 - no Python class over 25 methods (every ``def`` in the class body: dunders and properties too);
-- the product package ``python/hector`` at most 14,600 lines of Python in all.
+- the product package ``python/hector`` at most 14,700 lines of Python in all.
 
 Nothing is imported: files are read and parsed with :mod:`ast`. Usage:
 ``python3 scripts/code_size.py`` from anywhere in the checkout.
@@ -37,7 +37,7 @@ MAX_FILE_LINES = 1000
 MAX_FUNCTION_LINES = 100
 MAX_CLASS_METHODS = 25
 PACKAGE = "python/hector"
-MAX_PACKAGE_LINES = 14_600
+MAX_PACKAGE_LINES = 14_700
 
 
 def source_files() -> Iterator[Path]:
