@@ -550,6 +550,49 @@ class Batch:
         """Number of edges E of the subgraph."""
         return self.graph.num_edges
 
+    def hops(self) -> torch.Tensor:
+        """int64 [N]: each node's distance in hops from the nearest seed along the sampled
+        edges (messages flow from source to destination); N + 1 where none reaches one."""
+        g = self.graph
+        far = g.num_nodes + 1
+        dist = torch.full((g.num_nodes,), far, dtype=torch.int64)
+        dist[self.seed_local] = 0
+        src, dst = g.src.long(), g.dst.long()
+        for hop in range(g.num_nodes):
+            reach = dist[dst] == hop
+            if not bool(reach.any()):
+                break
+            step = torch.full_like(dist, far).index_fill_(0, src[reach], hop + 1)
+            dist = torch.minimum(dist, step)
+        return dist
+
+    def layer_graphs(self, num_layers: int) -> list[HeteroGraph]:
+        """The graph each layer of a ``num_layers``-layer model needs when only the seeds'
+        outputs are used: layer ``l`` keeps the edges into nodes at most ``num_layers - 1 - l``
+        hops from a seed, each such node with all its edges (its degree norms unchanged). No
+        other edge can reach a seed's output, so the seeds' outputs and every gradient are those
+        of the whole :attr:`graph`, while the last layers skip most edges (the outermost hop has
+        most of them). Node ids are unchanged; a graph with every edge is :attr:`graph`."""
+        g = self.graph
+        into = self.hops()[g.dst.long()]
+        graphs = []
+        for layer in range(num_layers):
+            keep = into <= num_layers - 1 - layer
+            if bool(keep.all()):
+                graphs.append(g)
+                continue
+            graphs.append(
+                HeteroGraph.from_edge_index(
+                    torch.stack([g.src[keep], g.dst[keep]]).long(),
+                    g.etype[keep].long(),
+                    num_nodes=g.num_nodes,
+                    node_type=g.ntype,
+                    num_etypes=g.num_etypes,
+                    num_ntypes=g.num_ntypes,
+                )
+            )
+        return graphs
+
     def x_dict(self, node_types: Sequence[str], x: torch.Tensor | None = None) -> dict:
         """``x`` (default: the batch's features) split into ``{node type: rows}`` in the
         graph's node type order (what ``hector.models.HGT`` and PyG's ``HGTConv`` take)."""

@@ -117,6 +117,44 @@ def test_compiled_layers_do_not_recompile_per_batch(mag, store):
     assert fn.compilations == 2  # one training and one inference kernel
 
 
+def test_layer_graphs_keep_what_reaches_the_seeds(mag, store):
+    """A 3-layer model on :meth:`Batch.layer_graphs` gives the seeds the outputs and every
+    weight and input the gradients it gets on the whole sampled graph, with fewer edges in the
+    later layers."""
+    loader = NeighborLoader(
+        mag, [4, 3, 2], input_nodes="paper", batch_size=8, features=store, num_workers=0
+    )
+    batch = next(iter(loader))
+    hops = batch.hops()
+    assert bool((hops[batch.seed_local] == 0).all())
+    g = batch.graph
+    assert int(hops[g.dst.long()].max()) == 2  # each hop samples into the one before
+    assert bool((hops[g.src.long()] <= hops[g.dst.long()] + 1).all())
+    graphs = batch.layer_graphs(3)
+    assert graphs[0] is g
+    edges = [h.num_edges for h in graphs]
+    assert edges[0] > edges[1] > edges[2] > 0
+    torch.manual_seed(0)
+    layers = [models.RGATLayer(6, 6, mag.num_relations) for _ in range(3)]
+
+    def seeds_out(per_layer):
+        x = batch.x.clone().requires_grad_()
+        h = x
+        for layer, graph in zip(layers, per_layer, strict=True):
+            h = torch.relu(layer(graph, h))
+        out = h[batch.seed_local]
+        grads = torch.autograd.grad(
+            out.square().sum(), [x, *[p for m in layers for p in m.parameters()]]
+        )
+        return out.detach(), grads
+
+    want, want_g = seeds_out([g, g, g])
+    got, got_g = seeds_out(graphs)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    for a, b in zip(got_g, want_g, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
 def test_bad_inputs_give_clear_errors(mag, store, tmp_path):
     with pytest.raises(ValueError, match="input_nodes names node type 'pape'"):
         NeighborLoader(mag, [2], input_nodes="pape")
