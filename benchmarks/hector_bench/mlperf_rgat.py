@@ -10,7 +10,12 @@ hidden 512, 4 heads, fan-outs 15, 10, 5, batch size 1024, 1024-wide features sto
 
 Both models convert the batch's features to float32 at the first layer (a float16 feature file
 halves the bytes read and gathered; compute is in float32), and classify only the seeds (the
-reference classifies every paper node of the batch and takes the seeds' rows).
+reference classifies every paper node of the batch and takes the seeds' rows). Hector's twin
+runs each layer on :meth:`hector.loader.Batch.layer_graphs` (the edges that reach the seeds; the
+same logits and gradients), and the activation and dropout between layers only on the rows the
+next layer reads (dropout then draws other masks than PyG's, from the same distribution); the
+PyG model runs every layer on the whole batch, as the
+reference does (``with_trim=False``; PyG's ``trim_to_layer`` is the equivalent it leaves off).
 """
 
 from __future__ import annotations
@@ -92,10 +97,16 @@ def build_models(
 
         def forward(self, batch: Any) -> Any:
             x = batch.x.float()
+            # Each layer on the edges that reach the seeds (the seeds' logits are all that is
+            # used): the same logits and gradients, fewer edges in the later layers.
+            layers = len(self.layers)
+            graphs, hops = batch.layer_graphs(layers), batch.hops()
             for i, layer in enumerate(self.layers):
-                x = layer(batch.graph, x)
-                if i + 1 < len(self.layers):
-                    x = self.dropout(nn.functional.leaky_relu(x))
+                x = layer(graphs[i], x)
+                if i + 1 < layers:  # only the rows the next layer reads (the others stay 0)
+                    rows = (hops <= layers - 1 - i).nonzero().squeeze(1)
+                    kept = self.dropout(nn.functional.leaky_relu(x[rows]))
+                    x = torch.zeros_like(x).index_copy(0, rows, kept)
             return self.lin(x[batch.seed_local])
 
     pyg = PygRgat()
