@@ -154,7 +154,10 @@ def run(args: argparse.Namespace) -> int:
     ds = cached_dataset(args.dataset, args.scale, cache)
     store = feature_store(ds, cache, args.feat, args.classes, args.seed, args.feat_dtype)
     if not hasattr(store, "path"):
-        print(f"error: {ds.name}: features in one file per node type are not measured here")
+        print(
+            f"error: {ds.name}: features in one file per node type are not measured here",
+            file=sys.stderr,
+        )
         return 2
     path = store.path
     loader = NeighborLoader(

@@ -11,7 +11,6 @@ file's path, size and modification time; the dataset's own folder is only read.
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 from typing import Any
 
@@ -48,24 +47,17 @@ def _converted(source: Path, dtype: str, cache_dir: str) -> Path:
 def igbh_store(ds: Any, cache_dir: str, dim: int, classes: int, dtype: str) -> Any:
     """A :class:`~hector.typed_features.TypedFeatureStore` of the IGBH folder's features (as
     ``dtype``) and ``classes``-class labels; ValueError when the files are not ``dim`` wide."""
-    from hector.dataset_igbh import FEATURE_FILE, LABEL_FILES
     from hector.loader import FeatureStore
     from hector.typed_features import TypedFeatureStore, igbh_features
 
-    if classes not in LABEL_FILES:
-        raise ValueError(f"IGBH has labels of {sorted(LABEL_FILES)} classes; pass --classes")
     store = igbh_features(ds, classes=classes)
     if store.dim != dim:
         raise ValueError(f"{ds.name}: the features are {store.dim} wide; pass --feat {store.dim}")
     if store.dtype == np.dtype(dtype):
         return store
-    store.close()
-    root = Path(ds.info["source"])
-    stores = {}
-    for t in ds.node_types:
-        labels = root / t / LABEL_FILES[classes]
-        stores[t] = FeatureStore(
-            _converted(root / t / FEATURE_FILE, dtype, cache_dir),
-            labels if os.path.isfile(labels) else None,
-        )
-    return TypedFeatureStore(ds, stores)
+    store.close()  # the same labels, features converted once into the cache
+    converted = {
+        t: FeatureStore(_converted(s.path, dtype, cache_dir), s.labels_path)
+        for t, s in zip(store.node_types, store.stores, strict=True)
+    }
+    return TypedFeatureStore(ds, converted)

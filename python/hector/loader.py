@@ -230,7 +230,6 @@ class FeatureStore(FeatureTable):
         self.threads = int(threads) if threads > 0 else torch.get_num_threads()
         self.chunk_rows = max(int(chunk_rows), 1)
         self.max_gap_bytes = max(int(max_gap_bytes), 0)
-        self.reuse_buffers = reuse_buffers
         self._offset = int(self.table.offset) if isinstance(self.table, np.memmap) else 0
         self._fd: int | None = os.open(self.path, os.O_RDONLY) if read == "pread" else None
         self._lock = threading.Lock()

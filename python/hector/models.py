@@ -460,7 +460,7 @@ def _input_weight(lin: Any, width: int | None) -> torch.Tensor:
     """A PyG ``Linear``'s weight as ``[in, out]``; zeros ``[width, out]`` while it is lazy and
     unsized (``HGTConv(-1, ...)`` sizes only the node types its first input holds)."""
     if isinstance(lin.weight, torch.nn.parameter.UninitializedParameter):
-        return torch.zeros(width or 0, lin.out_channels)
+        return lin.bias.new_zeros(width or 0, lin.out_channels)  # HGT's K/Q/V have biases
     return lin.weight.t()
 
 

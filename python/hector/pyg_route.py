@@ -476,7 +476,7 @@ def _hgt_forward(self: Any, x_dict: Any, edge_index_dict: Any) -> Any:
     ends = []
     for s, _, d in relations:
         ends += [types.index(s), types.index(d)]
-    empty = torch.empty(2, 0, dtype=torch.long)
+    empty = torch.empty(2, 0, dtype=torch.long, device=none.device)
     out = torch.ops.hector.pyg_layer(
         f"hgt:{heads}:{int(skip)}",
         _train(tensors),

@@ -120,5 +120,5 @@ def test_an_igbh_folder_trains_from_its_own_files_converted_once_to_float16(tmp_
     assert np.array_equal(store.gather(np.arange(ds.num_nodes)).numpy(), table)
     with pytest.raises(ValueError, match="the features are 8 wide; pass --feat 8"):
         igbh_files.igbh_store(ds, str(tmp_path / "c"), 1024, 19, "float16")
-    with pytest.raises(ValueError, match="pass --classes"):
+    with pytest.raises(ValueError, match="IGBH publishes labels of"):
         igbh_files.igbh_store(ds, str(tmp_path / "c"), 8, 349, "float16")
