@@ -101,7 +101,7 @@ def _schedule(op: ir.Operation) -> intra.Schedule | None:
 
 def convert_function(func: ir.Operation, ops: list[ir.Operation]) -> None:
     """Lower every template among ``func``'s ``ops`` in place (scheduled ones as tiles and
-    workers); mark the function for the C interface."""
+    workers); mark a public function for the C interface."""
     for op in ops:
         if op.name not in LOWER:
             continue
@@ -120,7 +120,8 @@ def convert_function(func: ir.Operation, ops: list[ir.Operation]) -> None:
             except ValueError as err:  # a shape the templates are not built for
                 raise PassFailure(f"cannot lower {op.name}: {err}", op.location) from None
         op.erase()
-    func.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get(func.context)
+    if "sym_visibility" not in func.attributes:  # an entry point, not an outlined template
+        func.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get(func.context)
 
 
 @register_pass(

@@ -16,14 +16,16 @@ from ..passes._registry import TORCH_CONTEXT, Option, PassFailure, register_pass
 
 # Upstream lowering of scf/memref/arith/func to the LLVM dialect, for the CPU JIT. Workers'
 # scf.forall loops become scf.parallel, then tasks of MLIR's async runtime (one block per
-# iteration: each iteration is already a worker's whole chunk); the micro-kernels' vector ops
-# lower through scf to LLVM vectors (vectorisation leaves ub.poison, hence convert-ub-to-llvm).
+# iteration: each iteration is already a worker's whole chunk), of which repeated templates
+# keep one copy (hector-merge-identical-functions: LLVM then compiles each once); the
+# micro-kernels' vector ops lower through scf to LLVM vectors (vectorisation leaves ub.poison,
+# hence convert-ub-to-llvm).
 # Buffers are allocated through MLIR's generic allocation functions, which the CPU JIT binds to
 # Hector's host memory cache (lowering/cpu_jit.py).
 LLVM_CPU = (
     "canonicalize, scf-forall-to-parallel, "
     "async-parallel-for{async-dispatch=false min-task-size=1}, async-to-async-runtime, "
-    "async-runtime-ref-counting, async-runtime-ref-counting-opt, "
+    "async-runtime-ref-counting, async-runtime-ref-counting-opt, hector-merge-identical-functions, "
     "convert-vector-to-scf{full-unroll=true}, convert-linalg-to-loops, lower-affine, "
     "convert-scf-to-cf, "
     "expand-strided-metadata, lower-affine, convert-async-to-llvm, convert-vector-to-llvm, "
@@ -75,8 +77,9 @@ CPU_STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "loops",
-        "convert-hector-intra-to-scf",
-        "packed tiles, vectorised micro-kernels and worker loops (scf, linalg → vector)",
+        "hector-outline-templates, convert-hector-intra-to-scf",
+        "each template in a function of its own: packed tiles, vectorised micro-kernels and "
+        "worker loops (scf, linalg → vector)",
     ),
     # Placement decisions (placement-plan-saved) become calls of the native runtime first (the
     # compiler lowers them right after planning; here for modules planned by hand).

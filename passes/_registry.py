@@ -155,10 +155,17 @@ PIPELINES: dict[str, PipelineInfo] = {}
 
 
 def register_pass(
-    name: str, description: str, *, context: str = MLIR_CONTEXT, **options: Option
+    name: str,
+    description: str,
+    *,
+    context: str = MLIR_CONTEXT,
+    checks_sizes: bool = True,
+    **options: Option,
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Decorator: register ``run(module_op, **options)`` as the pass ``name`` (``context``:
-    see :class:`PassInfo`)."""
+    see :class:`PassInfo`). An MLIR-context pass first checks its input's static sizes
+    (:func:`_checked`) unless ``checks_sizes`` is False: for a pass that builds no type and asks
+    MLIR nothing about one (it only prints, moves or erases ops)."""
     if context not in (MLIR_CONTEXT, TORCH_CONTEXT):
         raise ValueError(f"pass '{name}': context must be 'mlir' or 'torch', got {context!r}")
     for key, option in options.items():
@@ -170,7 +177,7 @@ def register_pass(
     def wrap(run: Callable[..., None]) -> Callable[..., None]:
         if name in PASSES:
             raise ValueError(f"pass '{name}' registered twice")
-        checked = _checked(run) if context == MLIR_CONTEXT else run
+        checked = _checked(run) if context == MLIR_CONTEXT and checks_sizes else run
         PASSES[name] = PassInfo(name, description, checked, dict(options), context)
         return run
 
@@ -210,12 +217,14 @@ PASS_MODULES = (
     "passes.fuse",  # hector-fuse, hector-dce-cse
     "passes.infer_unified",  # placement-infer-unified
     "passes.linear_reorder",  # hector-linear-reorder
+    "passes.merge_functions",  # hector-merge-identical-functions
     "passes.plan_offload",  # placement-plan-offload
     "passes.plan_saved",  # placement-plan-saved
     "passes.verify",  # hector-verify
     "lowering.inter_to_intra",  # convert-hector-inter-to-intra
     "lowering.intra_to_gpu",  # convert-hector-intra-to-gpu and its two helper passes
     "lowering.intra_to_scf",  # convert-hector-intra-to-scf
+    "lowering.outline_templates",  # hector-outline-templates
     "lowering.placement_to_runtime",  # convert-placement-to-runtime
     "lowering.profile_kernels",  # hector-profile-kernels
     "lowering.torch_linalg_cpu",  # convert-torch-to-linalg-cpu

@@ -15,19 +15,26 @@
 // CHECK: llvm.func @_mlir_memref_to_llvm_alloc(i64) -> !llvm.ptr
 // CHECK-LABEL: llvm.func @rgcn(
 // CHECK-SAME: attributes {hector.aggregation_order = ["transform-first"], hector.aggregation_widths = [16, 8], hector.outputs = 1 : i64, llvm.emit_c_interface}
-//   row indices (src, etype, dst) are sign-extended i32 loads; the GEMM and scale multiply,
-//   sums add, relu is a maximum; loops became branches
-// CHECK-DAG: llvm.sext %{{.*}} : i32 to i64
-// CHECK-DAG: llvm.fmul %{{.*}}, %{{.*}} : f32
-// CHECK-DAG: llvm.fadd %{{.*}}, %{{.*}} : f32
-// CHECK-DAG: llvm.intr.maximum(%{{.*}}, %{{.*}}) : (f32, f32) -> f32
-// CHECK-DAG: llvm.cond_br
+//   each template is a private function of its own (hector-outline-templates), called in order
+// CHECK: llvm.call @rgcn_template0(
+// CHECK: llvm.call @rgcn_template1(
 // CHECK: llvm.return
 // CHECK-LABEL: llvm.func @_mlir_ciface_rgcn(
 // CHECK-SAME: %arg0: !llvm.ptr, %arg1: !llvm.ptr, %arg2: !llvm.ptr, %arg3: !llvm.ptr, %arg4: !llvm.ptr, %arg5: !llvm.ptr, %arg6: !llvm.ptr, %arg7: !llvm.ptr, %arg8: !llvm.ptr, %arg9: !llvm.ptr, %arg10: !llvm.ptr, %arg11: !llvm.ptr, %arg12: !llvm.ptr, %arg13: !llvm.ptr, %arg14: !llvm.ptr, %arg15: !llvm.ptr, %arg16: !llvm.ptr, %arg17: !llvm.ptr, %arg18: !llvm.ptr)
 // CHECK-SAME: attributes {hector.aggregation_order = ["transform-first"], hector.aggregation_widths = [16, 8], hector.outputs = 1 : i64, llvm.emit_c_interface}
 // CHECK: llvm.call @rgcn(
 // CHECK: llvm.return
+//   in the templates' functions (no C interface of their own), row indices (src, etype, dst)
+//   are sign-extended i32 loads; the GEMM and scale multiply, sums add, relu is a maximum;
+//   loops became branches
+// CHECK-LABEL: llvm.func @rgcn_template0(
+// CHECK-SAME: attributes {sym_visibility = "private"}
+// CHECK-DAG: llvm.sext %{{.*}} : i32 to i64
+// CHECK-DAG: llvm.fmul %{{.*}}, %{{.*}} : f32
+// CHECK-DAG: llvm.fadd %{{.*}}, %{{.*}} : f32
+// CHECK-DAG: llvm.intr.maximum(%{{.*}}, %{{.*}}) : (f32, f32) -> f32
+// CHECK-DAG: llvm.cond_br
+// CHECK-NOT: llvm.func @_mlir_ciface_rgcn_template
 
 // Four intermediate buffers (aggregation, self loop, h, h + bias; the scatter-GEMM stores no
 // per-edge messages): four allocations from the cache, then four frees; the output is the

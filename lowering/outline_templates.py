@@ -1,0 +1,82 @@
+"""``hector-outline-templates``: each ``hector_intra`` template in a private function of its own.
+
+``convert-hector-intra-to-scf`` lowers a template where it stands, so a function's templates
+all become one long function, and a training module holds each forward template twice (in
+``@f`` and ``@f_train``). Outlined first, each template is a private ``func.func`` taking its
+operands (memrefs, of their own types: static sizes, layouts) and called from where it stood;
+its lowering then fills that function. Identical templates give identical functions, which
+``hector-merge-identical-functions`` keeps once, and LLVM optimises and generates many small
+functions instead of a few huge ones (whose compile time grows faster than their size, and
+which cannot be spread over cores: ``lowering/cpu_codegen.py`` splits a module by function).
+
+Each outlined function is named ``<function>_template<i>`` (``i`` counting the templates of
+that function in order) and carries the template's location, as does its call; the template op
+itself moves into the function unchanged (its schedule, profiling marks and attributes with it).
+A call costs a few nanoseconds per template and step.
+"""
+
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import func
+
+from ..passes._registry import register_pass
+
+__all__ = ["TEMPLATE_OPS", "outline_templates"]
+
+#: The ops this pass outlines.
+TEMPLATE_OPS = ("hector_intra.gemm_template", "hector_intra.traversal_template")
+
+
+def _outline(op: ir.Operation, name: str, module_block: ir.Block) -> None:
+    """Move template ``op`` into a new private function ``name`` at the end of the module and
+    call it where ``op`` stood."""
+    operands = list(op.operands)
+    with op.location:
+        with ir.InsertionPoint(op):
+            func.CallOp([], ir.FlatSymbolRefAttr.get(name), operands)
+        with ir.InsertionPoint(module_block):
+            fn = func.FuncOp(name, ir.FunctionType.get([v.type for v in operands], []))
+        fn.attributes["sym_visibility"] = ir.StringAttr.get("private")
+        entry = fn.add_entry_block()
+        with ir.InsertionPoint(entry):
+            ret = func.ReturnOp([])
+    op.move_before(ret)
+    for i, arg in enumerate(entry.arguments):
+        op.operands[i] = arg
+
+
+def outline_templates(module_op: ir.Operation) -> int:
+    """Outline every template of the module's functions; how many were outlined."""
+    block = module_op.regions[0].blocks[0]
+    table = ir.SymbolTable(module_op)
+    outlined = 0
+    for top in list(block.operations):
+        parent = top.operation
+        if parent.name != "func.func" or not len(parent.regions[0].blocks):
+            continue
+        base = ir.StringAttr(parent.attributes["sym_name"]).value
+        templates = [
+            op.operation
+            for body in parent.regions[0].blocks
+            for op in body.operations
+            if op.operation.name in TEMPLATE_OPS
+        ]
+        for i, op in enumerate(templates):
+            name = f"{base}_template{i}"
+            while name in table:
+                name += "_"
+            _outline(op, name, block)
+            outlined += 1
+    return outlined
+
+
+@register_pass(
+    "hector-outline-templates",
+    "Move each hector_intra template into a private function of its own, called where it "
+    "stood (before convert-hector-intra-to-scf: identical templates can then be merged, and "
+    "LLVM compiles small functions)",
+)
+def run(module_op: ir.Operation) -> None:
+    """Pass entry point."""
+    outline_templates(module_op)
