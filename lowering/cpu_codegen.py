@@ -26,18 +26,29 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import importlib.util
+import io
 import os
 import shutil
 import subprocess
 import tempfile
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mlir import ir
 
-from .cpu_jit import link_library
+from .cpu_jit import CpuKernel, LibraryKernel, link_library
 
-__all__ = ["LlvmTools", "available", "build_library", "default_jobs", "tools"]
+__all__ = [
+    "LlvmTools",
+    "available",
+    "build_library",
+    "bytecode_text",
+    "compile_module",
+    "default_jobs",
+    "module_bytecode",
+    "tools",
+]
 
 #: Optimisation level of ``opt`` and ``llc``: the ExecutionEngine's (CpuKernel's default).
 OPT_LEVEL = 3
@@ -143,10 +154,28 @@ def _compile_parts(t: LlvmTools, parts: list[str], jobs: int) -> list[str]:
         return list(pool.map(functools.partial(_compile_part, t), parts))
 
 
+def module_bytecode(module: ir.Module) -> bytes:
+    """``module`` as MLIR bytecode."""
+    out = io.BytesIO()
+    module.operation.write_bytecode(out)
+    return out.getvalue()
+
+
+def bytecode_text(bytecode: bytes) -> str:
+    """MLIR bytecode of a module of upstream dialects, printed (in a context of its own)."""
+    with ir.Context() as ctx:
+        ctx.allow_unregistered_dialects = True  # Hector's discardable attributes stay as they are
+        return str(ir.Module.parse(bytecode))
+
+
 def build_library(
-    module: ir.Module, path: str, shared_libs: Sequence[str] = (), jobs: int | None = None
+    module: ir.Module | bytes,
+    path: str,
+    shared_libs: Sequence[str] = (),
+    jobs: int | None = None,
 ) -> None:
-    """Compile an LLVM-dialect ``module`` into the shared library ``path``, which
+    """Compile an LLVM-dialect ``module`` (or its MLIR bytecode) into the shared library
+    ``path``, which
     :class:`cpu_jit.LibraryKernel` loads (``shared_libs``: libraries its code calls, linked by
     path), with ``jobs`` processes at once (default :func:`default_jobs`). ``OSError`` when a
     tool is missing or fails."""
@@ -159,7 +188,7 @@ def build_library(
     with tempfile.TemporaryDirectory(prefix="hector-codegen-") as tmp:
         source, ll = os.path.join(tmp, "kernel.mlirbc"), os.path.join(tmp, "kernel.ll")
         with open(source, "wb") as f:
-            module.operation.write_bytecode(f)
+            f.write(module if isinstance(module, bytes) else module_bytecode(module))
         t.run(["mlir-translate", "--mlir-to-llvmir", source, "-o", ll])
         count = jobs * PARTS_PER_JOB if jobs > 1 else 1
         parts = [ll]
@@ -169,3 +198,36 @@ def build_library(
             parts = [f"{prefix}{i}" for i in range(count)]
         objects = _compile_parts(t, parts, jobs)
         link_library(objects, path, shared_libs)
+
+
+def compile_module(
+    module: ir.Module,
+    functions: Sequence[str],
+    shared_libs: Sequence[str],
+    library: str,
+    bytecode: object = None,
+    engine: bool = False,
+    cached: bool = False,
+) -> CpuKernel | LibraryKernel:
+    """The compiled LLVM-dialect ``module`` (whose ``bytecode`` may be at hand already): a
+    library built with LLVM's tools at ``library`` and loaded, or (``engine``, or without the
+    tools, or when they fail: with a warning) MLIR's ExecutionEngine, which writes its
+    ``functions`` to ``library`` only when the program is ``cached`` (then its code is
+    relocatable)."""
+    if not engine and available():
+        try:
+            build_library(bytecode if isinstance(bytecode, bytes) else module, library, shared_libs)
+            return LibraryKernel(library)
+        except OSError as err:
+            warnings.warn(
+                f"LLVM's tools failed ({err}); compiling with MLIR's ExecutionEngine",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+    kernel = CpuKernel(module, shared_libs=shared_libs, relocatable=cached)
+    if cached:
+        try:
+            kernel.write_library(functions, library, shared_libs)
+        except (OSError, RuntimeError) as err:
+            warnings.warn(f"compiled code not cached: {err}", RuntimeWarning, stacklevel=3)
+    return kernel

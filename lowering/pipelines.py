@@ -28,10 +28,11 @@ LLVM_CPU = (
     "async-runtime-ref-counting, async-runtime-ref-counting-opt, hector-merge-identical-functions, "
     "convert-vector-to-scf{full-unroll=true}, convert-linalg-to-loops, lower-affine, "
     "convert-scf-to-cf, "
-    "expand-strided-metadata, lower-affine, convert-async-to-llvm, convert-vector-to-llvm, "
-    "finalize-memref-to-llvm{use-generic-functions=true}, convert-math-to-llvm, "
-    "convert-arith-to-llvm, convert-index-to-llvm, convert-ub-to-llvm, "
-    "convert-cf-to-llvm, convert-func-to-llvm, reconcile-unrealized-casts"
+    "expand-strided-metadata, lower-affine, convert-async-to-llvm, "
+    "func.func(convert-vector-to-llvm), "
+    "finalize-memref-to-llvm{use-generic-functions=true}, "
+    "func.func(convert-math-to-llvm, convert-arith-to-llvm, convert-index-to-llvm, "
+    "convert-ub-to-llvm), convert-cf-to-llvm, convert-func-to-llvm, reconcile-unrealized-casts"
 )
 
 # NVVM target: sm_90 (H100/H200 class) with PTX ISA 8.0.

@@ -16,6 +16,7 @@ from typing import Any
 from mlir import ir
 
 from ._program import Kind, Traced, instantiate
+from .lowering.cpu_codegen import module_bytecode
 from .passes._pipeline import run_pipeline
 from .passes.verify import verify_function
 from .targets import TARGETS
@@ -82,7 +83,9 @@ def run_stages(
     ``program`` is a :class:`Traced` (compiled from its own copy, locations and all), a module
     (transformed in place) or text a user wrote (parsed). With ``debug_info`` the IR kept for
     each stage shows every op's location inline, as ``mlir-opt --mlir-print-debuginfo
-    --mlir-print-local-scope`` does."""
+    --mlir-print-local-scope`` does; without it, a target that says so
+    (``Backend.last_stage_as_bytecode``) keeps its last stage's IR as bytecode, which
+    :meth:`StagedModule.ir` prints when asked."""
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; targets: {', '.join(TARGETS)}")
     backend = TARGETS[target].backend()
@@ -110,7 +113,10 @@ def run_stages(
         staged.abi = function_abis(module)
         for stage in backend.stages:
             run_pipeline(module, stage.pipeline_for(opts.threads), verify=False)
-            staged.stages[stage.name] = show()
+            last = stage is backend.stages[-1] and backend.last_stage_as_bytecode
+            staged.stages[stage.name] = (
+                module_bytecode(module) if last and not debug_info else show()
+            )
             if stage.name == until:
                 break
             backend.after_stage(stage.name, module, staged, opts, autodiff, show)

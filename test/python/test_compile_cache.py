@@ -31,9 +31,10 @@ x = torch.randn(40, 8, requires_grad=True)
 w = torch.randn(3, 8, 6, requires_grad=True)
 y = layer(g, x, w)
 y.square().sum().backward()
+entry = layer.compile_for(g, x, w)
 print(json.dumps({"stats": cpu_cache.STATS, "y": y.detach().flatten().tolist()[:50],
-                  "gx": x.grad.flatten().tolist()[:50], "stages": list(layer.compile_for(g, x, w)
-                  .staged.stages)}))
+                  "gx": x.grad.flatten().tolist()[:50], "stages": list(entry.staged.stages),
+                  "llvm": entry.ir("llvm")}))
 """
 
 
@@ -65,7 +66,9 @@ def test_a_second_process_loads_the_first_ones_program(cache_dir: Path) -> None:
     assert second["stats"] == {"hits": 2, "misses": 0, "stores": 0}
     assert second["y"] == first["y"]  # bit-identical results and gradients
     assert second["gx"] == first["gx"]
-    assert "llvm" in second["stages"]  # the IR of each stage comes with the entry
+    assert second["stages"] == first["stages"]  # the IR of each stage comes with the entry,
+    assert second["llvm"] == first["llvm"]  # the last one as bytecode, printed alike
+    assert "llvm.func @layer(" in second["llvm"]
 
 
 def test_a_corrupt_library_is_compiled_again(cache_dir: Path) -> None:

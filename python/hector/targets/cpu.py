@@ -1,8 +1,6 @@
 """Target ``cpu``: hector_inter through the CPU stages (``inter → intra → schedule → loops →
-llvm``), compiled by LLVM's tools on every core (:mod:`hector.lowering.cpu_codegen`, loaded as a
-:class:`hector.lowering.cpu_jit.LibraryKernel`) or JIT-compiled by MLIR's ExecutionEngine
-(:class:`hector.lowering.cpu_jit.CpuKernel`: profiled templates, or without the tools), and
-called on NumPy views of the tensors (:class:`CpuEntry`).
+llvm``), compiled by :func:`hector.lowering.cpu_codegen.compile_module` and called on NumPy views
+of the tensors (:class:`CpuEntry`).
 
 After ``intra`` the templates are timed when profiling (``Options(profile=True)`` or
 ``$HECTOR_PROFILE_KERNELS``); after ``schedule``, a training module compiled under a memory budget
@@ -14,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -59,6 +56,7 @@ class CpuBackend(Backend):
     """The CPU target's stages and compile step."""
 
     stages = pipelines.CPU_STAGES
+    last_stage_as_bytecode = True
 
     def after_stage(
         self,
@@ -141,9 +139,7 @@ def compile_traced(
     traced: Traced, autodiff: bool = False, options: Options | None = None
 ) -> CpuEntry:
     """Lower a traced program through the CPU stages and compile it (with its
-    ``_train``/``_backward`` functions when ``autodiff``): with LLVM's tools on every core
-    (``lowering/cpu_codegen.py``) when they are installed and the templates are not profiled,
-    else with MLIR's ExecutionEngine."""
+    ``_train``/``_backward`` functions when ``autodiff``)."""
     if os.environ.get(profile_kernels.ENV, "") not in ("", "0"):
         options = replace(options or Options(), profile=True)
     cache = None if options is not None and options.profile else compile_cache.default_cache()
@@ -159,33 +155,12 @@ def compile_traced(
         if offloads:  # the generated code calls hector_place_* itself
             libs.append(native.library_path())
         library = os.path.join(tmp, cpu_cache.LIBRARY)
-        kernel = _kernel(staged, libs, library, engine=bool(profiled), cached=cache is not None)
+        bytecode = staged.stages.get("llvm")  # run_stages keeps it so: nothing to print
+        cached = cache is not None
+        kernel = cpu_codegen.compile_module(
+            staged.module, list(staged.abi), libs, library, bytecode, bool(profiled), cached
+        )
         if cache is not None and os.path.exists(library):
             program = cpu_cache.Program(staged, kernel, offloads, budgeted)
             cpu_cache.store(cache, k, program, library)
     return CpuEntry(traced, staged, kernel, profiled, offloads, trims_idle=budgeted)
-
-
-def _kernel(
-    staged: StagedModule, libs: list[str], library: str, *, engine: bool, cached: bool
-) -> CpuKernel | LibraryKernel:
-    """The compiled module: a library built with LLVM's tools at ``library`` and loaded, or
-    (``engine``, or without the tools) MLIR's ExecutionEngine, which writes the library only
-    when the program is ``cached`` (then it must generate relocatable code)."""
-    if not engine and cpu_codegen.available():
-        try:
-            cpu_codegen.build_library(staged.module, library, libs)
-            return LibraryKernel(library)
-        except OSError as err:
-            warnings.warn(
-                f"LLVM's tools failed ({err}); compiling with MLIR's ExecutionEngine",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-    kernel = CpuKernel(staged.module, shared_libs=libs, relocatable=cached)
-    if cached:
-        try:
-            kernel.write_library(list(staged.abi), library, libs)
-        except (OSError, RuntimeError) as err:
-            warnings.warn(f"compiled code not cached: {err}", RuntimeWarning, stacklevel=3)
-    return kernel

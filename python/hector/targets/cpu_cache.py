@@ -13,6 +13,7 @@ import gzip
 import json
 import os
 import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..dialects import Kind
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 #: Lookups that found an entry, lookups that did not, entries written (this process).
 STATS = {"hits": 0, "misses": 0, "stores": 0}
 LIBRARY, STAGES = "kernel.so", "stages.json.gz"
+#: Suffix of a stage's file in an entry when its IR is kept as MLIR bytecode (the last stage).
+BYTECODE = ".mlirbc"
 
 
 class Program(NamedTuple):
@@ -71,8 +74,11 @@ def load(cache: compile_cache.CompileCache, k: str) -> Program | None:
         if entry_dir is None:
             raise LookupError
         abi = {name: _abi_of(a) for name, a in meta["abi"].items()}
-        stages = json.loads(gzip.decompress(compile_cache.read(entry_dir, STAGES)))
-        staged = StagedModule(None, None, dict(stages), float(meta["seconds"]), abi)
+        texts = json.loads(gzip.decompress(compile_cache.read(entry_dir, STAGES)))
+        stages = {
+            n: t if t is not None else _bytecode(entry_dir, meta, n) for n, t in texts.items()
+        }
+        staged = StagedModule(None, None, stages, float(meta["seconds"]), abi)
         flags = bool(meta["offloads"]), bool(meta["trims_idle"])
         program = Program(staged, LibraryKernel(str(entry_dir / LIBRARY)), *flags)
     except (LookupError, KeyError, TypeError, ValueError, AttributeError, OSError, EOFError):
@@ -82,6 +88,13 @@ def load(cache: compile_cache.CompileCache, k: str) -> Program | None:
     return program
 
 
+def _bytecode(entry_dir: Path, meta: dict[str, Any], stage: str) -> bytes:
+    """A stage's bytecode file, one that ``meta`` lists (its checksum was checked)."""
+    if stage + BYTECODE not in meta["files"]:
+        raise KeyError(stage)
+    return compile_cache.read(entry_dir, stage + BYTECODE)
+
+
 def store(cache: compile_cache.CompileCache, k: str, program: Program, library: str) -> None:
     """Write ``program``, whose compiled code is the shared library ``library``, under ``k``."""
     staged = program.staged
@@ -89,8 +102,12 @@ def store(cache: compile_cache.CompileCache, k: str, program: Program, library: 
     meta = {"abi": abi, "seconds": staged.seconds, "offloads": program.offloads}
     meta["trims_idle"] = program.trims_idle
     with tempfile.TemporaryDirectory(prefix="hector-entry-") as tmp:
-        stages = os.path.join(tmp, STAGES)
-        with open(stages, "wb") as f:
-            f.write(gzip.compress(json.dumps(staged.stages).encode(), compresslevel=1))
-        cache.store(k, {LIBRARY: library, STAGES: stages}, meta)
+        files = {LIBRARY: library, STAGES: os.path.join(tmp, STAGES)}
+        for name, ir in staged.stages.items():  # stages kept as bytecode (null in the JSON)
+            if isinstance(ir, bytes):
+                files[name + BYTECODE] = os.path.join(tmp, name + BYTECODE)
+                Path(files[name + BYTECODE]).write_bytes(ir)
+        texts = {n: t if isinstance(t, str) else None for n, t in staged.stages.items()}
+        Path(files[STAGES]).write_bytes(gzip.compress(json.dumps(texts).encode(), compresslevel=1))
+        cache.store(k, files, meta)
     STATS["stores"] += 1
