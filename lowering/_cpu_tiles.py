@@ -111,10 +111,11 @@ class Workers:
             self.partials = memref.alloc(ir.MemRefType.get(dims, shape.element_type), sizes, [])
 
     def each(self, count: Value, body: Callable[[Value, Value, T.Body], None]) -> None:
-        """Build ``body(lo, hi, b)`` for every worker: its chunk ``[lo, hi)`` of
-        ``[0, count)`` and a body ``b`` writing to its own output (built twice with partials:
-        once for the first worker, who writes to ``out``, once for the others, who each first
-        fill their partial: in parallel, and into their own core's cache). Called once."""
+        """Build ``body(lo, hi, b)`` once for every worker: its chunk ``[lo, hi)`` of
+        ``[0, count)`` and a body ``b`` writing to its own output. With partials the first
+        worker writes to ``out`` and the others each fill their partial first (in parallel,
+        and into their own core's cache); the body reads its output as the partials' strided
+        type, so its code exists once. Called once."""
         b = self.b
         if self.threads == 1:
             body(b.index(0), count, b)
@@ -126,17 +127,24 @@ class Workers:
             if self.partials is None:
                 body(lo, hi, b)
             else:
-                first = arith.cmpi(arith.CmpIPredicate.eq, p, b.index(0))
-                if_op = scf.IfOp(first, has_else=True)
-                with ir.InsertionPoint(if_op.then_block):
-                    body(lo, hi, b)
-                    scf.yield_([])
-                with ir.InsertionPoint(if_op.else_block):
-                    dest = _slice(self.partials, arith.subi(p, b.index(1)))
-                    linalg.fill(b.f32(self.init), outs=[dest])
-                    body(lo, hi, T.Body(T.Operands({**b.ops.values, "out": dest})))
-                    scf.yield_([])
+                body(lo, hi, T.Body(T.Operands({**b.ops.values, "out": self._output(p)})))
             scf.InParallelOp()
+
+    def _output(self, p: Value) -> Value:
+        """Worker ``p``'s output: ``out`` for the first, its partial (filled) for the others,
+        both as the partial's type."""
+        b = self.b
+        assert self.partials is not None
+        c1 = b.index(1)
+        first = arith.cmpi(arith.CmpIPredicate.eq, p, b.index(0))
+        partial = _slice(self.partials, arith.subi(arith.maxui(p, c1), c1))  # worker 0: unused
+        choice = scf.IfOp(first, [partial.type], has_else=True)
+        with ir.InsertionPoint(choice.then_block):
+            scf.yield_([memref.cast(partial.type, b.ops["out"])])
+        with ir.InsertionPoint(choice.else_block):
+            linalg.fill(b.f32(self.init), outs=[partial])
+            scf.yield_([partial])
+        return choice.results[0]
 
     def chunk(self, p: Value, count: Value) -> tuple[Value, Value]:
         """Worker ``p``'s static chunk ``[lo, hi)`` of ``[0, count)``."""
