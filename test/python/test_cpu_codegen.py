@@ -42,8 +42,19 @@ def _step(layer: hector.CompiledFunction) -> tuple[torch.Tensor, ...]:
 
 @pytest.fixture
 def no_cache(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every compilation in the test runs its back end (no entry of another test is loaded)."""
+    """Every compilation in the test runs its back end (no entry of another test is loaded),
+    with LLVM's tools however small the module (the tests' modules are small)."""
     monkeypatch.setenv("HECTOR_COMPILE_CACHE", "0")
+    monkeypatch.setattr(cpu_codegen, "SMALL_MODULE_BYTES", 0)
+
+
+def test_small_modules_go_to_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HECTOR_COMPILE_CACHE", "0")
+    g, (x, w) = random_graph(40, 300, 3, seed=1), _inputs()
+    small = _layer().compile_for(g, x, w)  # an inference module of a few tens of KB
+    assert isinstance(small.kernel, CpuKernel)
+    monkeypatch.setattr(cpu_codegen, "SMALL_MODULE_BYTES", 1024)
+    assert isinstance(_layer().compile_for(g, x, w).kernel, LibraryKernel)
 
 
 def test_the_tools_are_installed_with_hector() -> None:
