@@ -138,10 +138,17 @@ class CpuKernel:
         )
         for name, address in runtime_symbols().items():
             self.engine.raw_register_runtime(name, address)
+        self._entries: dict[str, Any] = {}
 
     def __call__(self, name: str, *arrays: np.ndarray) -> None:
-        """Run function ``name`` on ``arrays`` (inputs, then outputs), in its order."""
-        self.engine.invoke(name, *_descriptors(arrays))
+        """Run function ``name`` on ``arrays`` (inputs, then outputs), in its order, through the
+        engine's packed wrapper of its C interface (looked up once: ``engine.invoke`` looks it
+        up and builds its ctypes prototype on every call)."""
+        entry = self._entries.get(name)
+        if entry is None:
+            entry = self._entries[name] = self.engine.lookup(name)
+        pointers = [ctypes.pointer(d) for d in _descriptor_structs(arrays)]  # each argument
+        entry((ctypes.c_void_p * len(pointers))(*map(ctypes.addressof, pointers)))
 
     def write_library(
         self, functions: Sequence[str], path: str, shared_libs: Sequence[str]
@@ -178,12 +185,6 @@ def _descriptor_type(rank: int) -> Any:
     if rank:
         fields += [("shape", i64 * rank), ("strides", i64 * rank)]
     return type(f"MemRef{rank}Descriptor", (ctypes.Structure,), {"_fields_": fields})
-
-
-def _descriptors(arrays: Sequence[np.ndarray]) -> list[Any]:
-    """Pointers to pointers to memref descriptors over C-contiguous ``arrays``, as the
-    engine's packed C interface takes them (each keeps what it points to alive)."""
-    return [ctypes.pointer(ctypes.pointer(d)) for d in _descriptor_structs(arrays)]
 
 
 def _descriptor_structs(arrays: Sequence[np.ndarray]) -> list[Any]:
