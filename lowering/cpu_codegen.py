@@ -78,7 +78,7 @@ class LlvmTools:
             path = os.path.join(directory, name)
             if os.path.exists(path):
                 return path
-        raise FileNotFoundError(f"LLVM tool {name} not found in {self.llvm_bin}")
+        raise FileNotFoundError(f"LLVM tool {name} not found in {self.llvm_bin} or {self.mlir_bin}")
 
     def run(self, argv: Sequence[str]) -> str:
         """Run tool ``argv[0]``; its standard output. ``OSError`` with its message on failure."""
@@ -180,10 +180,9 @@ def build_library(
     jobs: int | None = None,
 ) -> None:
     """Compile an LLVM-dialect ``module`` (or its MLIR bytecode) into the shared library
-    ``path``, which
-    :class:`cpu_jit.LibraryKernel` loads (``shared_libs``: libraries its code calls, linked by
-    path), with ``jobs`` processes at once (default :func:`default_jobs`). ``OSError`` when a
-    tool is missing or fails."""
+    ``path``, which :class:`cpu_jit.LibraryKernel` loads (``shared_libs``: libraries its code
+    calls, linked by path), with ``jobs`` processes at once (default :func:`default_jobs`).
+    ``OSError`` when a tool is missing or fails."""
     jobs = default_jobs() if jobs is None else jobs
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
@@ -210,17 +209,19 @@ def compile_module(
     functions: Sequence[str],
     shared_libs: Sequence[str],
     library: str,
-    bytecode: object = None,
+    bytecode: str | bytes | None = None,
     engine: bool = False,
     cached: bool = False,
 ) -> CpuKernel | LibraryKernel:
-    """The compiled LLVM-dialect ``module`` (whose ``bytecode`` may be at hand already): a
-    library built with LLVM's tools at ``library`` and loaded, or (``engine``, a module under
-    :data:`SMALL_MODULE_BYTES`, or without the tools, or when they fail: with a warning) MLIR's
-    ExecutionEngine, which writes its ``functions`` to ``library`` only when the program is
-    ``cached`` (then its code is relocatable)."""
-    code = bytecode if isinstance(bytecode, bytes) else module_bytecode(module)
-    if not engine and len(code) >= SMALL_MODULE_BYTES and available():
+    """The compiled LLVM-dialect ``module`` (``bytecode``: its last stage as the CPU target
+    kept it, when that is bytecode): a library built with LLVM's tools at ``library`` and
+    loaded, or (``engine``, a module under :data:`SMALL_MODULE_BYTES`, or without the tools,
+    or when they fail: with a warning) MLIR's ExecutionEngine, which writes its ``functions``
+    to ``library`` only when the program is ``cached`` (then its code is relocatable)."""
+    code = None
+    if not engine and available():
+        code = bytecode if isinstance(bytecode, bytes) else module_bytecode(module)
+    if code is not None and len(code) >= SMALL_MODULE_BYTES:
         try:
             build_library(code, library, shared_libs)
             return LibraryKernel(library)

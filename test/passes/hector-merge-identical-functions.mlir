@@ -12,6 +12,8 @@
 // CHECK: call @outer(%arg0)
 // CHECK: call @public_copy(%arg0)
 // CHECK: call @external(%arg0)
+// A copy with a quoted name is found and replaced too.
+// CHECK: call @scale(%arg0)
 func.func @entry(%m: memref<4xf32>) {
   call @scale(%m) : (memref<4xf32>) -> ()
   call @scale_copy(%m) : (memref<4xf32>) -> ()
@@ -20,6 +22,7 @@ func.func @entry(%m: memref<4xf32>) {
   call @outer_copy(%m) : (memref<4xf32>) -> ()
   call @public_copy(%m) : (memref<4xf32>) -> ()
   call @external(%m) : (memref<4xf32>) -> ()
+  call @"scale copy"(%m) : (memref<4xf32>) -> ()
   return
 }
 
@@ -35,6 +38,16 @@ func.func private @scale(%m: memref<4xf32>) {
 }
 
 // CHECK-NOT: func.func private @scale_copy
+// CHECK-NOT: func.func private @"scale copy"
+func.func private @"scale copy"(%m: memref<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %two = arith.constant 2.0 : f32
+  %v = memref.load %m[%c0] : memref<4xf32>
+  %r = arith.mulf %v, %two : f32
+  memref.store %r, %m[%c0] : memref<4xf32>
+  return
+}
+
 func.func private @scale_copy(%m: memref<4xf32>) {
   %c0 = arith.constant 0 : index
   %two = arith.constant 2.0 : f32

@@ -2,6 +2,7 @@
 // RUN: hector-opt %s --split-input-file --verify-diagnostics --no-hector-verify -p convert-hector-inter-to-intra
 // RUN: hector-opt %s --split-input-file --verify-diagnostics --no-hector-verify -p hector-schedule
 // RUN: hector-opt %s --split-input-file --verify-diagnostics --no-hector-verify -p convert-hector-intra-to-scf
+// RUN: hector-opt %s --split-input-file --verify-diagnostics --no-hector-verify -p hector-outline-templates
 // RUN: hector-opt %s --split-input-file --verify-diagnostics --no-hector-verify -p convert-hector-intra-to-gpu
 // RUN: hector-opt %s --split-input-file --verify-diagnostics -p hector-lower-cpu
 
