@@ -18,6 +18,13 @@ from ._spec import Attr, DialectDef, Kind, OpDef, Operand, RowMap, TypeDef, Unar
 
 _G = Operand("graph", "hector_inter.graph", "the typed graph")
 
+#: Argument attribute of a function's tensor argument: the element type (``f16``, ``bf16``;
+#: ``f32`` is the default) its caller stores it in. The function computes on its f32 values;
+#: ``convert-hector-inter-to-intra`` gives the argument that element type and the templates
+#: that read it extend each element to f32 on load (``hector-autodiff`` keeps it on
+#: ``@f_train`` and ``@f_backward``).
+STORAGE = "hector.storage"
+
 #: The elementwise functions of ``unary`` / ``unary_grad``, declared once (see ``UnaryFn``).
 UNARY_FUNCTIONS: tuple[UnaryFn, ...] = (
     UnaryFn("relu", "`max(x, 0)`", "input", "torch.aten.relu"),

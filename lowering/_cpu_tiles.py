@@ -322,7 +322,7 @@ def _pack_row_vectors(
     with b.loop(c0, b.index(tm), c1) as r:
         inside = arith.cmpi(arith.CmpIPredicate.ult, r, mt)
         i = arith.select(inside, arith.addi(i0, r), i0)  # a safe row past the end
-        row = vector.transfer_read(vtype, source, [row_of(i), c0], last, b.f32(0.0), [True])
+        row = T.read_vector(vtype, source, [row_of(i), c0], last, [True])
         if scale_of is not None:
             row = arith.mulf(row, vector.broadcast(vtype, scale_of(i)))
         row = arith.select(inside, row, zeros)
@@ -412,12 +412,11 @@ def _transpose_into(b: T.Body, src: Value, dst: Value) -> None:
     cache sets)."""
     rows, cols = T.static_dim(src, 0), T.static_dim(src, 1)
     bk, bn = _block_side(rows), _block_side(cols)
-    f32 = T.f32_type()
-    pad, c0 = b.f32(0.0), b.index(0)
+    f32, c0 = T.f32_type(), b.index(0)
     with b.loop(c0, b.index(rows), b.index(bk)) as k:
         with b.loop(c0, b.index(cols), b.index(bn)) as n:
-            block = vector.transfer_read(
-                ir.VectorType.get([bk, bn], f32), src, [k, n], _identity(2), pad, [True, True]
+            block = T.read_vector(
+                ir.VectorType.get([bk, bn], f32), src, [k, n], _identity(2), [True, True]
             )
             flipped = vector.transpose(ir.VectorType.get([bn, bk], f32), block, [1, 0])
             vector.transfer_write(None, flipped, dst, [n, k], _identity(2), [True, True])

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from mlir import ir
-from mlir.dialects import arith, math, memref, scf
+from mlir.dialects import arith, math, memref, scf, vector
 
 from ..dialects import hector_intra as intra
 from ..dialects._build import OpAccess
@@ -74,6 +74,37 @@ def f32_type() -> ir.Type:
     return ir.F32Type.get()
 
 
+#: Element types a template input may be stored in; each is extended to f32 on load.
+INPUT_ELEMENT_TYPES = ("f32", "f16", "bf16")
+
+
+def to_f32(value: Value) -> Value:
+    """``value`` (a scalar or vector of f16, bf16 or f32) as f32: extended exactly, so a
+    template reading half-precision storage computes what it would on the f32 copy."""
+    t = value.type
+    element = ir.VectorType(t).element_type if isinstance(t, ir.VectorType) else t
+    if isinstance(element, ir.F32Type):
+        return value
+    f32 = f32_type()
+    target = ir.VectorType.get(ir.VectorType(t).shape, f32) if isinstance(t, ir.VectorType) else f32
+    return arith.extf(target, value)
+
+
+def read_vector(
+    vtype: ir.VectorType,
+    source: Value,
+    idx: list[Value],
+    perm: ir.AffineMapAttr,
+    in_bounds: list[bool],
+) -> Value:
+    """``vector.transfer_read`` of an f32 ``vtype`` from ``source`` in its own element type
+    (f32, f16 or bf16), extended to f32: half-precision storage converted on load."""
+    element = ir.MemRefType(source.type).element_type
+    stored = ir.VectorType.get(vtype.shape, element)
+    pad = arith.constant(element, 0.0)
+    return to_f32(vector.transfer_read(stored, source, idx, perm, pad, in_bounds))
+
+
 class Body:
     """Builds the scalar code of one template at the current insertion point.
 
@@ -99,8 +130,9 @@ class Body:
         return arith.index_cast(self._index, raw)
 
     def load(self, role: str, *idx: Value) -> Value:
-        """Load one element of operand ``role``."""
-        return memref.load(self.ops[role], list(idx))
+        """Load one element of operand ``role`` as f32 (an f16 or bf16 input is extended on
+        load: the templates compute in f32 whatever type their inputs are stored in)."""
+        return to_f32(memref.load(self.ops[role], list(idx)))
 
     def store(self, role: str, v: Value, *idx: Value) -> None:
         """Store one element of operand ``role``."""

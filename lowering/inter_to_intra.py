@@ -44,6 +44,7 @@ from ..dialects._build import OpHandlers
 from ..dialects.hector_intra import GRAPH_LAYOUT
 from ..passes import verify
 from ..passes._registry import Option, PassFailure, register_pass
+from ..passes._saved_buffers import VIEWS, users
 from ..passes.fuse import MARK, ROW_SCALED, SCATTER_LINEARS, SUMS, reads_gathered, scatter_gemm
 
 # Function attributes the rebuilt function gets from ``func.FuncOp`` itself (or drops: the
@@ -55,11 +56,33 @@ _DYN = ir.ShapedType.get_dynamic_size()
 # ---- types ------------------------------------------------------------------------------------
 
 
-def _memref(t: ir.Type) -> ir.Type:
-    """The memref type holding a ranked tensor's values (other types are kept)."""
+def _memref(t: ir.Type, element: ir.Type | None = None) -> ir.Type:
+    """The memref type holding a ranked tensor's values, in ``element`` where given (other
+    types are kept)."""
     if isinstance(t, ir.RankedTensorType):
-        return ir.MemRefType.get(t.shape, t.element_type)
+        return ir.MemRefType.get(t.shape, element or t.element_type)
     return t
+
+
+_STORAGE_TYPES = (ir.F16Type, ir.BF16Type, ir.F32Type)
+
+
+def storage_type(fn: ir.Operation, i: int) -> ir.Type | None:
+    """The element type argument ``i`` of ``fn`` is stored in (its ``hector.storage``: f16,
+    bf16 or f32; None without one). The function computes on the argument's f32 values: its
+    templates extend each element on load."""
+    if "arg_attrs" not in fn.attributes:
+        return None
+    attrs = ir.DictAttr(ir.ArrayAttr(fn.attributes["arg_attrs"])[i])
+    if inter.STORAGE not in attrs:
+        return None
+    attr = attrs[inter.STORAGE]
+    if not isinstance(attr, ir.TypeAttr) or not isinstance(attr.value, _STORAGE_TYPES):
+        raise PassFailure(
+            f"argument #{i}: {inter.STORAGE} must be one of the types f16, bf16, f32, got {attr}",
+            fn.location,
+        )
+    return attr.value
 
 
 def _dynamic_rows(t: ir.Type) -> bool:
@@ -318,6 +341,7 @@ class _FuncLowering:
         try:
             with ir.InsertionPoint(new.entry_block):
                 self._body(ops, ret)
+            _check_stored_inputs(new)
         except BaseException:
             new.operation.erase()  # leave the module as it was
             raise
@@ -334,7 +358,7 @@ class _FuncLowering:
                 inputs += [a.memref_type() for a in GRAPH_LAYOUT]
                 locs += [arg.location] * len(GRAPH_LAYOUT)
             elif isinstance(arg.type, ir.RankedTensorType):
-                inputs.append(_memref(arg.type))
+                inputs.append(_memref(arg.type, storage_type(old, arg.arg_number)))
                 locs.append(arg.location)
             else:
                 raise PassFailure(
@@ -387,7 +411,12 @@ class _FuncLowering:
                     _lower(self, op)
         with ret.location:
             for arg, value in copies:
-                memref.copy(self.src(value), arg)
+                src = self.src(value)
+                t = ir.MemRefType(src.type)
+                if isinstance(t.element_type, ir.F32Type) or t.rank != 2:
+                    memref.copy(src, arg)
+                else:  # a stored half input returned as it is: extended row by row
+                    self.trav("copy", arg, src, parallel="node")
         for buffer, loc in reversed(self.alloc):
             memref.dealloc(buffer, loc=loc)
         func.ReturnOp([], loc=ret.location)
@@ -778,6 +807,27 @@ def _weight_product(lw: _FuncLowering, op: ir.Operation) -> None:
         # per slice, the weight keeps its slices ([R, K, N]); otherwise b is a matrix
         o, epilogue = lw.collapse(out), "store"
     lw.gemm(a, b, o, epilogue, variant, slice_rows=slice_rows)
+
+
+#: Ops that read a buffer's shape or view it, not its elements.
+_SHAPE_OPS = (*VIEWS, "memref.dim")
+
+
+def _check_stored_inputs(fn: func.FuncOp) -> None:
+    """An argument stored in f16 or bf16 is read only by templates (which convert on load)."""
+    for arg in fn.entry_block.arguments:
+        t = arg.type
+        if not isinstance(t, ir.MemRefType) or not isinstance(
+            t.element_type, ir.F16Type | ir.BF16Type
+        ):
+            continue
+        for op in users(arg, fn.operation):  # through its views (reshapes, slices)
+            if not op.name.startswith("hector_intra.") and op.name not in _SHAPE_OPS:
+                raise PassFailure(
+                    f"an argument stored as {t} is read by '{op.name}', which reads f32 only; "
+                    f"give it in f32",
+                    op.location,
+                )
 
 
 def _group_memref(width: int) -> ir.MemRefType:

@@ -105,14 +105,19 @@ def _data_operand(spec: OpDef) -> str:
     return name
 
 
-def _kind_attrs(kinds: list[Kind | None]) -> ir.ArrayAttr:
-    """``arg_attrs`` for arguments of these kinds (None: the graph, no attribute)."""
-    return ir.ArrayAttr.get(
-        [
-            ir.DictAttr.get({} if k is None else {"hector.kind": ir.StringAttr.get(k.value)})
-            for k in kinds
-        ]
-    )
+def _kind_attrs(kinds: list[Kind | None], fn: ir.Operation) -> ir.ArrayAttr:
+    """``arg_attrs`` for arguments of these kinds (None: the graph, no attribute); those that
+    are ``fn``'s arguments keep its ``hector.storage`` (the type the caller passes them in)."""
+    given = list(ir.ArrayAttr(fn.attributes["arg_attrs"])) if "arg_attrs" in fn.attributes else []
+    attrs = []
+    for i, k in enumerate(kinds):
+        d: dict[str, ir.Attribute] = {}
+        if k is not None:
+            d["hector.kind"] = ir.StringAttr.get(k.value)
+        if i < len(given) and inter.STORAGE in (arg := ir.DictAttr(given[i])):
+            d[inter.STORAGE] = arg[inter.STORAGE]
+        attrs.append(ir.DictAttr.get(d))
+    return ir.ArrayAttr.get(attrs)
 
 
 def _string_array(kinds: list[Kind]) -> ir.ArrayAttr:
@@ -308,7 +313,7 @@ class Backward:
         fn.attributes["function_type"] = ir.TypeAttr.get(
             ir.FunctionType.get(inputs, [a.type for _, _, a in grads])
         )
-        fn.arg_attrs = _kind_attrs(kinds)
+        fn.arg_attrs = _kind_attrs(kinds, self.func)
         fn.attributes["hector.result_kinds"] = _string_array([self.kind(a) for _, _, a in grads])
         # Tensor position of each gradient's argument (the graph comes first).
         fn.attributes["hector.grad_of"] = ir.ArrayAttr.get([_i64(i - 1) for i, _, _ in grads])
@@ -332,7 +337,7 @@ class Backward:
                     new.operands[i] = copies[v]
                 copies.update(zip(op.results, new.results, strict=True))
             func.ReturnOp([copies[v] for v in outs], loc=body[-1].location)
-        fn.arg_attrs = _kind_attrs(arg_kinds)
+        fn.arg_attrs = _kind_attrs(arg_kinds, self.func)
         fn.attributes["hector.result_kinds"] = _string_array(kinds)
         fn.attributes["hector.num_saved"] = _i64(len(self.saved))
         fn.attributes["hector.train_of"] = ir.StringAttr.get(self.sym)

@@ -60,6 +60,21 @@ def _f32(value: ir.Value, what: str, op: ir.Operation) -> Shape:
     return shape
 
 
+#: Element types a template reads an input in (extended to f32 on load); it writes f32.
+_INPUT_TYPES = (ir.F32Type, ir.F16Type, ir.BF16Type)
+
+
+def _input(value: ir.Value, what: str, op: ir.Operation) -> Shape:
+    """The shape of a template input: f32, or f16 / bf16 storage the template converts on
+    load."""
+    shape = _shape(value, what, op)
+    if not isinstance(value.type.element_type, _INPUT_TYPES):
+        raise PassFailure(
+            f"{what} must have f32, f16 or bf16 elements, got {value.type}", op.location
+        )
+    return shape
+
+
 def _static(value: ir.Value, what: str, op: ir.Operation) -> None:
     """Every dimension of ``value`` (a weight: no rows) is static."""
     t = value.type
@@ -508,8 +523,8 @@ def _gemm_template(v: OpAccess, kinds: _Kinds) -> None:
         if len(rs) != 2 or rs[1] != 1:
             raise PassFailure("row_scale must be a column [M, 1]", op.location)
     sliced = _gemm_slicing(v)
-    sa = _f32(v.operand("a"), "a", op)
-    sw = _f32(v.operand("weight"), "weight", op)
+    sa = _input(v.operand("a"), "a", op)
+    sw = _input(v.operand("weight"), "weight", op)
     so = _f32(v.operand("out"), "out", op)
     _rank(sa, 2, "a", op)
     role = "out" if variant == "xty" else "weight"  # the weight (an xty's: its gradient)
@@ -605,8 +620,8 @@ def _traversal_template(v: OpAccess, kinds: _Kinds) -> None:
     for role in ("gather_index", "scatter_index", "y_index"):
         if v.has(role):
             _index(v.operand(role), role, op)
-    x = _f32(v.operand("x"), "x", op)
-    y = _f32(v.operand("y"), "y", op) if v.has("y") else None
+    x = _input(v.operand("x"), "x", op)
+    y = _input(v.operand("y"), "y", op) if v.has("y") else None
     out = _f32(v.operand("out"), "out", op)
     _rank(x, 2, "x", op)
     if reduce in ("sum", "atomic_sum") and not v.has("scatter_index"):

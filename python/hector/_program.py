@@ -41,6 +41,8 @@ class Traced:
     result_kinds: tuple[Kind | str, ...]
     result_widths: tuple[tuple[int, ...], ...]
     weight_slices: dict[int, str] = field(default_factory=dict)  # arg position → etype|ntype
+    # Arg position → the half type ("f16" or "bf16") it is passed in (``hector.storage``).
+    storage: dict[int, str] = field(default_factory=dict)
 
     @cached_property
     def text(self) -> str:

@@ -392,6 +392,8 @@ class GraphProxy:
 
 
 _FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16)
+#: The element type each half type is stored in (``hector.storage``), as MLIR spells it.
+STORAGE_TYPES = {torch.float16: "f16", torch.bfloat16: "bf16"}
 
 
 def result_type(tensors: tuple[torch.Tensor, ...]) -> torch.dtype | None:
@@ -418,44 +420,29 @@ def _traced(x: Any, what: str) -> Value:
     return x
 
 
-def relu(x: Value) -> Value:
-    """Elementwise ``max(x, 0)`` inside a traced function."""
-    return _traced(x, "relu").relu()
+def _elementwise(name: str, what: str) -> Callable[[Value], Value]:
+    """The module-level form of ``Value.<name>``: ``hector.<name>(x)``."""
+
+    def apply(x: Value) -> Value:
+        return getattr(_traced(x, name), name)()
+
+    apply.__name__ = apply.__qualname__ = name
+    apply.__doc__ = f"Elementwise {what} inside a traced function."
+    return apply
+
+
+relu = _elementwise("relu", "``max(x, 0)``")
+gelu = _elementwise("gelu", "exact GELU")
+silu = _elementwise("silu", "SiLU (swish)")
+sigmoid = _elementwise("sigmoid", "logistic sigmoid")
+shift_positive = _elementwise("shift_positive", "``x + 1 if x > 0 else x``")
+tanh = _elementwise("tanh", "tanh")
+exp = _elementwise("exp", "exp")
 
 
 def leaky_relu(x: Value, negative_slope: float = 0.01) -> Value:
     """Elementwise leaky ReLU inside a traced function."""
     return _traced(x, "leaky_relu").leaky_relu(negative_slope)
-
-
-def gelu(x: Value) -> Value:
-    """Elementwise exact GELU inside a traced function."""
-    return _traced(x, "gelu").gelu()
-
-
-def silu(x: Value) -> Value:
-    """Elementwise SiLU (swish) inside a traced function."""
-    return _traced(x, "silu").silu()
-
-
-def sigmoid(x: Value) -> Value:
-    """Elementwise logistic sigmoid inside a traced function."""
-    return _traced(x, "sigmoid").sigmoid()
-
-
-def shift_positive(x: Value) -> Value:
-    """Elementwise ``x + 1 if x > 0 else x`` inside a traced function."""
-    return _traced(x, "shift_positive").shift_positive()
-
-
-def tanh(x: Value) -> Value:
-    """Elementwise tanh inside a traced function."""
-    return _traced(x, "tanh").tanh()
-
-
-def exp(x: Value) -> Value:
-    """Elementwise exp inside a traced function."""
-    return _traced(x, "exp").exp()
 
 
 def _tensor_type(v: Value) -> ir.RankedTensorType:
@@ -490,12 +477,14 @@ def _build(
     name: str,
     where: SourceLoc,
     no_grad: Collection[int] = (),
+    storage: dict[int, str] | None = None,
 ) -> ir.Module:
     """The traced function as a hector_inter module, built through the bindings in a context
     of its own: ``func.func @name(%g: !hector_inter.graph, %a0, ...)``, each argument's kind in
     a ``hector.kind`` argument attribute (so every pass agrees with the tracer), the arguments
     at ``no_grad`` positions marked ``hector.no_grad`` (``hector-autodiff`` gives them no
-    gradient), each op at the user's source line and the function at its ``def``."""
+    gradient), those in ``storage`` marked ``hector.storage`` (passed in that half type), each
+    op at the user's source line and the function at its ``def``."""
     # The compiler loads on first use, so that bundles run where MLIR is not installed.
     try:
         from mlir import ir
@@ -523,6 +512,11 @@ def _build(
                 ir.DictAttr.get(
                     {"hector.kind": ir.StringAttr.get(a.kind or Kind.WEIGHT)}
                     | ({"hector.no_grad": ir.UnitAttr.get()} if i in no_grad else {})
+                    | (
+                        {"hector.storage": ir.TypeAttr.get(ir.Type.parse(storage[i]))}
+                        if storage and i in storage
+                        else {}
+                    )
                 )
                 for i, a in enumerate(args)
             ]
@@ -563,10 +557,12 @@ def trace(
     shapes: list[tuple[int, ...]],
     name: str | None = None,
     no_grad: Collection[int] = (),
+    storage: dict[int, str] | None = None,
 ) -> Traced:
     """Trace ``fn(g, *tensors)`` for tensors of the given shapes into a hector_inter module
     whose ops carry the ``file:line:col`` of the user's source line that made them; the tensor
-    arguments at ``no_grad`` positions take no gradient when it is differentiated."""
+    arguments at ``no_grad`` positions take no gradient when it is differentiated, and those
+    in ``storage`` are passed in that half type (``"f16"``, ``"bf16"``), read as such."""
     t = _Tracer()
     args = []
     for i, shape in enumerate(shapes):
@@ -590,7 +586,7 @@ def trace(
     if any(r.kind == Kind.WEIGHT for r in results):
         raise TraceError("returning a weight unchanged is not supported")
     fname = _symbol(fn, name)
-    module = _build(t, args, results, fname, _def_location(fn), no_grad)
+    module = _build(t, args, results, fname, _def_location(fn), no_grad, storage)
     return Traced(
         fname,
         module,
@@ -598,6 +594,7 @@ def trace(
         tuple(r.kind or Kind.NODE for r in results),
         tuple(r.width for r in results),
         _weight_slices(t),
+        dict(storage or {}),
     )
 
 
@@ -708,6 +705,7 @@ class CompiledFunction:
         return (
             g.schema(),
             tuple(tuple(t.shape[1:]) if t.dim() == 2 else tuple(t.shape) for t in tensors),
+            tuple(t.dtype for t in tensors),
         )
 
     def compile_for(
@@ -760,7 +758,12 @@ class CompiledFunction:
         entry = self._cache.get(key)
         if entry is None:
             start = time.perf_counter()
-            traced = trace(self.fn, [tuple(t.shape) for t in tensors], no_grad=frozen)
+            storage = {
+                i: STORAGE_TYPES[t.dtype] for i, t in enumerate(tensors) if t.dtype in STORAGE_TYPES
+            }
+            traced = trace(
+                self.fn, [tuple(t.shape) for t in tensors], no_grad=frozen, storage=storage
+            )
             back_end = _target("cuda" if cuda else self.target)
             entry = back_end.compile(traced, autodiff=train, options=options)
             self.compile_seconds = time.perf_counter() - start
@@ -805,13 +808,15 @@ class CompiledFunction:
         requires grad, the result is differentiable through ``loss.backward()``.
 
         Half-precision arguments (float16 or bfloat16, or any under ``torch.autocast``) are
-        computed in float32 and the results returned in that half type (:func:`result_type`);
-        gradients reach each argument in its own type through the casts."""
+        computed in float32 and the results returned in that half type (:func:`result_type`).
+        A half argument that takes no gradient is passed as it is (the templates convert it on
+        load); one that does is cast, so its gradient reaches it in its own type."""
         self.check_arguments(g, tensors)  # before anything reads tensor attributes
         half = result_type(tensors)
         if half is None:
             return self._run(g, tensors)
-        outs = self._run(g, tuple(t.float() for t in tensors))
+        grad = torch.is_grad_enabled()
+        outs = self._run(g, tuple(t.float() if grad and t.requires_grad else t for t in tensors))
         if isinstance(outs, torch.Tensor):
             return outs.to(half)
         return tuple(o.to(half) for o in outs)

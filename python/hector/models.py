@@ -624,8 +624,10 @@ class HGTLayer(_Optimizable):
                     f"x_dict[{nt!r}] must have shape [{rows}, {self.in_dim}] (the graph has "
                     f"{rows} nodes of type {nt!r}), got {list(x.shape)}"
                 )
-            if x.dtype != torch.float32:
-                raise ValueError(f"x_dict[{nt!r}] must be float32, got {x.dtype}")
+            if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+                raise ValueError(
+                    f"x_dict[{nt!r}] must be float32, float16 or bfloat16, got {x.dtype}"
+                )
         return counts
 
     def forward(self, g: HeteroGraph, x_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

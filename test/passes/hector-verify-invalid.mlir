@@ -511,10 +511,11 @@ func.func @gemm_tile(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x
 
 // -----
 
-// COUNT: error: a must have f32 elements, got memref<?x16xf16>
-func.func @gemm_f16(%a: memref<?x16xf16>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
-  // expected-error @+1 {{a must have f32 elements, got memref<?x16xf16>}}
-  "hector_intra.gemm_template"(%a, %w, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x16xf16>, memref<16x8xf32>, memref<?x8xf32>) -> ()
+// Inputs may be stored in f16 or bf16 (extended on load); a template writes f32 only.
+// COUNT: error: out must have f32 elements, got memref<?x8xf16>
+func.func @gemm_f16_out(%a: memref<?x16xf16>, %w: memref<16x8xbf16>, %out: memref<?x8xf16>) {
+  // expected-error @+1 {{out must have f32 elements, got memref<?x8xf16>}}
+  "hector_intra.gemm_template"(%a, %w, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x16xf16>, memref<16x8xbf16>, memref<?x8xf16>) -> ()
   return
 }
 
@@ -649,9 +650,9 @@ func.func @traversal_index_rank(%dst: memref<?x1xi32>, %m: memref<?x8xf32>, %out
 
 // -----
 
-// COUNT: error: x must have f32 elements, got memref<?x8xf64>
+// COUNT: error: x must have f32, f16 or bf16 elements, got memref<?x8xf64>
 func.func @traversal_f64(%m: memref<?x8xf64>, %out: memref<?x8xf32>) {
-  // expected-error @+1 {{x must have f32 elements, got memref<?x8xf64>}}
+  // expected-error @+1 {{x must have f32, f16 or bf16 elements, got memref<?x8xf64>}}
   "hector_intra.traversal_template"(%m, %out) {parallel = "node", fn = "copy", reduce = "none", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x8xf64>, memref<?x8xf32>) -> ()
   return
 }

@@ -88,7 +88,15 @@ class Executable:
     def check(self, g: HeteroGraph, tensors: Sequence[torch.Tensor], names: list[str]) -> None:
         """Check the tensors' rows and type slices against the graph before any compiled code
         runs."""
-        for name, kind, t in zip(names, self.traced.arg_kinds, tensors, strict=True):
+        halves = {"f16": "torch.float16", "bf16": "torch.bfloat16"}
+        for i, (name, kind, t) in enumerate(
+            zip(names, self.traced.arg_kinds, tensors, strict=True)
+        ):
+            dtype = halves.get(self.traced.storage.get(i, ""), "torch.float32")
+            if str(t.dtype) != dtype:  # a kernel for stored halves must not read f32 bytes
+                raise ValueError(
+                    f"argument '{name}' must be {dtype} for this kernel, got {t.dtype}"
+                )
             if kind == Kind.NODE and t.shape[0] != g.num_nodes:
                 raise ValueError(
                     f"argument '{name}' is node-wise: expected {g.num_nodes} rows (the graph's "

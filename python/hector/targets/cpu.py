@@ -129,7 +129,14 @@ class CpuEntry(Executable):
         with idle:  # (results too: a reused block would be resident before the call writes it)
             outs = [torch.from_numpy(host_memory.empty(d)) for d in self.output_shapes(fname, g)]
             arrays = [np.ascontiguousarray(a.numpy()) for a in g.arrays()]
-            arrays += [t.detach().contiguous().numpy() for t in tensors]
+            # bfloat16 has no NumPy type: its bits pass as int16 (the kernel reads bf16)
+            arrays += [
+                (t.view(torch.int16) if t.dtype == torch.bfloat16 else t)
+                .detach()
+                .contiguous()
+                .numpy()
+                for t in tensors
+            ]
             arrays += [o.numpy() for o in outs]
             self.kernel(fname, *arrays)
         return outs

@@ -584,7 +584,7 @@ class GpuExecEntry(Executable):
             torch.empty(dims, dtype=torch.float32, device=dev)
             for dims in self.output_shapes(fname, g)
         ]
-        ins = [t.detach().to(dev, torch.float32).contiguous() for t in tensors]
+        ins = [t.detach().to(dev).contiguous() for t in tensors]  # f32, or half where stored
         arrays = [*device_graph_arrays(g, dev), *ins, *outs]
         # The host code runs on PyTorch's current stream (StreamAllocatorHooks): ordered after
         # the ops that made the inputs, before those that read the outputs; no synchronization.

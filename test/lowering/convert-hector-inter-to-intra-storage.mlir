@@ -1,0 +1,55 @@
+// RUN: hector-opt %s --split-input-file -p 'hector-fuse, convert-hector-inter-to-intra' | FileCheck %s
+// RUN: hector-opt %s --split-input-file -p 'hector-autodiff' | FileCheck %s --check-prefix=AUTODIFF
+// RUN: hector-opt %s --split-input-file -p 'hector-fuse, convert-hector-inter-to-intra, hector-schedule{threads=2}, hector-outline-templates, convert-hector-intra-to-scf' | FileCheck %s --check-prefix=LOOPS
+
+// Arguments a caller stores in f16 or bf16 (`hector.storage`): the function computes on their
+// f32 values; the converted function takes them in their storage type and the templates that
+// read them extend each element on load. Everything the templates write stays f32.
+
+// CHECK-LABEL: func.func @rgcn
+// CHECK-SAME: %[[X:[^:]*]]: memref<?x16xbf16>, %[[W:[^:]*]]: memref<3x16x8xbf16>, %[[W0:[^:]*]]: memref<16x8xf16>, %[[B:[^:]*]]: memref<8xf32>, %[[OUT:[^:]*]]: memref<?x8xf32>)
+// CHECK: "hector_intra.gemm_template"(%[[X]], %[[W]], {{.*}} : (memref<?x16xbf16>, memref<3x16x8xbf16>, {{.*}}, memref<?x8xf32>) -> ()
+// CHECK: "hector_intra.gemm_template"(%[[X]], %[[W0]], %{{.*}}) {{.*}} : (memref<?x16xbf16>, memref<16x8xf16>, memref<?x8xf32>) -> ()
+// CHECK-NOT: memref.alloc{{.*}}bf16
+// CHECK: return
+
+// The training pair keeps the storage of the arguments it shares with the forward function.
+// AUTODIFF-LABEL: func.func @rgcn_train
+// AUTODIFF-SAME: %{{[^:]*}}: tensor<?x16xf32> {hector.kind = "node", hector.storage = bf16}, %{{[^:]*}}: tensor<3x16x8xf32> {hector.kind = "weight", hector.storage = bf16}, %{{[^:]*}}: tensor<16x8xf32> {hector.kind = "weight", hector.storage = f16}, %{{[^:]*}}: tensor<8xf32> {hector.kind = "weight"})
+// AUTODIFF-LABEL: func.func @rgcn_backward
+// AUTODIFF-SAME: %{{[^:]*}}: tensor<?x16xf32> {hector.kind = "node", hector.storage = bf16}, %{{[^:]*}}: tensor<3x16x8xf32> {hector.kind = "weight", hector.storage = bf16}, %{{[^:]*}}: tensor<16x8xf32> {hector.kind = "weight", hector.storage = f16}, %{{[^:]*}}: tensor<8xf32> {hector.kind = "weight"}
+
+// Loops: a packed row of the bf16 input is read as bf16 lanes and extended to f32 before the
+// f32 micro-kernel; the scalar rows extend each element they load; f16 weights likewise.
+// LOOPS-LABEL: func.func private @rgcn_template0
+// LOOPS: vector.transfer_read {{.*}} : memref<?x16xbf16>, vector<16xbf16>
+// LOOPS-NEXT: arith.extf %{{.*}} : vector<16xbf16> to vector<16xf32>
+// LOOPS: memref.load {{.*}} : memref<?x16xbf16>
+// LOOPS-NEXT: arith.extf %{{.*}} : bf16 to f32
+// LOOPS-LABEL: func.func private @rgcn_template1
+// LOOPS: arith.extf %{{.*}} : vector<{{[0-9x]*}}xf16> to vector<{{[0-9x]*}}xf32>
+func.func @rgcn(%g: !hector_inter.graph, %x: tensor<?x16xf32> {hector.storage = bf16, hector.kind = "node"}, %w: tensor<3x16x8xf32> {hector.storage = bf16}, %w0: tensor<16x8xf32> {hector.storage = f16}, %b: tensor<8xf32>) -> tensor<?x8xf32> {
+  %xs = "hector_inter.gather_src"(%g, %x) : (!hector_inter.graph, tensor<?x16xf32>) -> tensor<?x16xf32>
+  %m = "hector_inter.typed_linear"(%g, %xs, %w) {slice = "etype"} : (!hector_inter.graph, tensor<?x16xf32>, tensor<3x16x8xf32>) -> tensor<?x8xf32>
+  %n = "hector_inter.degree_norm"(%g) {by = "dst_etype"} : (!hector_inter.graph) -> tensor<?x1xf32>
+  %mn = "hector_inter.scale"(%m, %n) : (tensor<?x8xf32>, tensor<?x1xf32>) -> tensor<?x8xf32>
+  %agg = "hector_inter.sum_to_dst"(%g, %mn) : (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %self = "hector_inter.typed_linear"(%g, %x, %w0) {slice = "none"} : (!hector_inter.graph, tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
+  %h = "hector_inter.add"(%agg, %self) : (tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %hb = "hector_inter.add"(%h, %b) : (tensor<?x8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
+  %r = "hector_inter.unary"(%hb) {fn = "relu", slope = 0.0 : f32} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %r : tensor<?x8xf32>
+}
+
+// -----
+
+// A stored input returned as it is becomes an f32 output through a copying traversal (which
+// extends it), not a byte copy.
+// CHECK-LABEL: func.func @returned
+// CHECK-SAME: %[[X:[^:]*]]: memref<?x16xbf16>
+// CHECK-NOT: memref.copy
+// CHECK: "hector_intra.traversal_template"(%[[X]], %{{.*}}) {{.*}}fn = "copy"{{.*}} : (memref<?x16xbf16>, memref<?x16xf32>) -> ()
+func.func @returned(%g: !hector_inter.graph, %x: tensor<?x16xf32> {hector.storage = bf16, hector.kind = "node"}, %w: tensor<16x8xf32>) -> (tensor<?x8xf32>, tensor<?x16xf32>) {
+  %m = "hector_inter.typed_linear"(%g, %x, %w) {slice = "none"} : (!hector_inter.graph, tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
+  return %m, %x : tensor<?x8xf32>, tensor<?x16xf32>
+}

@@ -1,0 +1,121 @@
+"""Half-precision storage: float16 and bfloat16 arguments that take no gradient reach the
+templates as they are (``hector.storage``), which extend each element to float32 on load."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from _typed_graph import META, hetero
+
+import hector
+from hector.models import HGTLayer, RGATLayer, RGCNLayer, rgcn_layer
+
+HALVES = (torch.bfloat16, torch.float16)
+STORED = {torch.bfloat16: "bf16", torch.float16: "f16"}
+N, E, R = 60, 400, 4
+
+
+@pytest.fixture(scope="module")
+def g() -> hector.HeteroGraph:
+    return hector.random_graph(N, E, R, empty_etypes=(1,), seed=4)
+
+
+def _rgcn_args(half: torch.dtype) -> tuple[torch.Tensor, ...]:
+    torch.manual_seed(0)
+    shapes = ((N, 16), (R, 16, 8), (16, 8), (8,))
+    return tuple(torch.randn(*s).to(half) for s in shapes)
+
+
+@pytest.mark.parametrize("half", HALVES)
+def test_stored_arguments_compute_what_their_float32_copies_do(g, half) -> None:
+    """The kernel reads the half tensors themselves: its float32 results are those of the
+    float32 copies (the extension is exact) to float32 rounding, and its program takes them
+    in their storage type."""
+    args = _rgcn_args(half)
+    with torch.no_grad():
+        have = rgcn_layer._run(g, args)
+        want = rgcn_layer._run(g, tuple(a.float() for a in args))
+    assert have.dtype == torch.float32
+    assert (have - want).abs().max().item() <= 1e-6 * want.abs().max().item()
+    entry = rgcn_layer.compile_for(g, *args)
+    name = STORED[half]
+    assert entry.traced.storage == dict.fromkeys(range(4), name)
+    assert f"memref<?x16x{name}>" in entry.staged.ir("intra")
+
+
+def test_a_kernel_for_stored_halves_refuses_float32_arguments(g) -> None:
+    """The dtype is part of the kernel: one compiled for bfloat16 storage refuses float32
+    tensors rather than reading their bytes as bfloat16."""
+    args = _rgcn_args(torch.bfloat16)
+    entry = rgcn_layer.compile_for(g, *args)
+    names = ["x", "weight", "root", "bias"]
+    with pytest.raises(ValueError, match="argument 'x' must be torch.bfloat16 for this kernel"):
+        entry.check(g, (args[0].float(), *args[1:]), names)
+
+
+def _case(name: str, g: hector.HeteroGraph) -> tuple[torch.nn.Module, Any, Any]:
+    torch.manual_seed(5)
+    if name == "rgcn":
+        return RGCNLayer(6, 4, R), g, torch.randn(N, 6)
+    if name == "rgat":
+        return RGATLayer(6, 4, R, heads=2), g, torch.randn(N, 6)
+    graph, _, x = hetero("cpu")
+    return HGTLayer(8, 8, *META, heads=2), graph, x
+
+
+def _to(x: Any, dtype: torch.dtype) -> Any:
+    return {k: v.to(dtype) for k, v in x.items()} if isinstance(x, dict) else x.to(dtype)
+
+
+def _flat(out: Any) -> torch.Tensor:
+    return torch.cat([out[k] for k in sorted(out)]) if isinstance(out, dict) else out
+
+
+def _stored(layer: torch.nn.Module) -> list[dict[int, str]]:
+    """The storage of every kernel the layer's compiled function holds."""
+    return [e.traced.storage for e in layer._fn._cache.values()]
+
+
+@pytest.mark.parametrize("half", HALVES)
+@pytest.mark.parametrize("name", ["rgcn", "rgat", "hgt"])
+def test_half_layers_infer_from_their_storage(g, name, half) -> None:
+    """A layer in a half type (``layer.to(half)``) under no_grad passes its weights and
+    features as they are stored; outputs match the float32 layer on the same values within
+    the half type's rounding."""
+    layer, graph, x = _case(name, g)
+    ref, _, _ = _case(name, g)
+    layer = layer.to(half)
+    ref.load_state_dict({k: v.float() for k, v in layer.state_dict().items()})
+    xh = _to(x, half)
+    with torch.no_grad():
+        have = _flat(layer(graph, xh))
+        want = _flat(ref(graph, _to(xh, torch.float32)))
+    assert have.dtype == half
+    eps = torch.finfo(half).eps
+    assert (have.float() - want).abs().max().item() <= eps * want.abs().max().item()
+    assert {STORED[half]} in [set(s.values()) for s in _stored(layer)]
+
+
+@pytest.mark.parametrize("half", HALVES)
+@pytest.mark.parametrize("name", ["rgcn", "rgat", "hgt"])
+def test_half_features_train_float32_weights_without_a_float32_copy(g, name, half) -> None:
+    """MLPerf's case: features stored in a half type (no gradient), weights in float32. The
+    features reach the kernels as they are; the weights' gradients match those of training on
+    the features' float32 copy (outputs are returned in the half type, as before)."""
+    layer, graph, x = _case(name, g)
+    ref, _, _ = _case(name, g)
+    xh = _to(x, half)
+    have = _flat(layer(graph, xh))
+    assert have.dtype == half
+    have.float().square().sum().backward()
+    want = _flat(ref(graph, _to(xh, torch.float32))).to(half)
+    want.float().square().sum().backward()
+    assert torch.equal(have, want)
+    for (n, p), (_, q) in zip(layer.named_parameters(), ref.named_parameters(), strict=True):
+        if q.grad is None:
+            continue
+        scale = max(q.grad.abs().max().item(), 1e-6)
+        assert (p.grad - q.grad).abs().max().item() <= 1e-5 * scale, n
+    assert {0: STORED[half]} in _stored(layer)  # the features, and nothing else
