@@ -18,24 +18,22 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
-import regex  # type: ignore[import-untyped]  # search with a timeout (expected-*-re)
+from hector.passes.expected_diagnostics import (
+    SPLIT_MARKER,
+    Chunk,
+    check_expectations,
+    parse_expectations,
+    split_input,
+)
 
 if TYPE_CHECKING:
     from hector.passes._pipeline import Diagnostic, Stage
-
-SPLIT_MARKER = "// -----"
-_SPLIT_LINE = re.compile(r"^\s*// -----\s*$")
-_EXPECTED = re.compile(
-    r"expected-(?P<kind>error|note|remark|warning)(?P<re>-re)? *"
-    r"(?:@(?P<where>[+-][0-9]+|above|below|unknown))? *\{\{(?P<text>.*)\}\}\s*$"
-)
 
 
 class _UsageError(Exception):
@@ -166,33 +164,6 @@ def _read_input(path: str) -> tuple[str, str]:
         raise _UsageError(f"could not read input file '{path}': {err}") from None
 
 
-@dataclass
-class _Chunk:
-    """One piece of the input, padded with blank lines so its line numbers are the file's."""
-
-    text: str
-    first_line: int  # 1-based line of the original file where the chunk starts
-
-    @property
-    def padded(self) -> str:
-        return "\n" * (self.first_line - 1) + self.text
-
-
-def split_input(text: str, split: bool) -> list[_Chunk]:
-    """The whole input, or its ``// -----``-separated chunks when ``split``."""
-    if not split:
-        return [_Chunk(text, 1)]
-    chunks: list[_Chunk] = []
-    lines = text.splitlines(keepends=True)
-    start = 0
-    for i, line in enumerate(lines):
-        if _SPLIT_LINE.match(line):
-            chunks.append(_Chunk("".join(lines[start:i]), start + 1))
-            start = i + 1
-    chunks.append(_Chunk("".join(lines[start:]), start + 1))
-    return chunks
-
-
 # ---- diagnostics --------------------------------------------------------------------------
 
 
@@ -215,120 +186,6 @@ def _render(diag: Diagnostic, name_of: Callable[[str], str], source: list[str]) 
     return "\n".join(out)
 
 
-#: Seconds one ``expected-*-re`` regex may take to match one message. The regexes come from
-#: the input, and a backtracking one (``(a|aa)+$``) could otherwise run for hours; a sound
-#: regex matches a diagnostic in microseconds.
-REGEX_TIMEOUT_S = 1.0
-
-
-@dataclass
-class _Expected:
-    """One ``// expected-<kind> [@where] {{text}}`` comment.
-
-    An ``-re`` expectation's regex is compiled when it is read; ``error`` says why it cannot be
-    used (it does not compile, or a match ran past :data:`REGEX_TIMEOUT_S`).
-    """
-
-    kind: str
-    text: str
-    regex: bool
-    line: int | None  # None: an unknown location (@unknown)
-    comment_line: int
-    matched: bool = False
-    error: str | None = None
-    pattern: Any = None  # the compiled ``regex.Pattern`` of an -re expectation
-
-    def __post_init__(self) -> None:
-        if not self.regex:
-            return
-        # "-re": literal text with {{regex}} parts, as in MLIR and FileCheck.
-        parts = re.split(r"\{\{(.*?)\}\}", self.text)
-        source = "".join(p if i % 2 else re.escape(p) for i, p in enumerate(parts))
-        try:
-            self.pattern = regex.compile(source)
-        except (regex.error, ValueError, OverflowError, RecursionError) as err:
-            self.error = f"invalid regex in expected-{self.kind}-re: {err}"
-
-    def matches(self, message: str) -> bool:
-        """Whether ``message`` is the one expected (never when the regex is unusable)."""
-        if not self.regex:
-            return self.text in message
-        if self.pattern is None:
-            return False
-        try:
-            return self.pattern.search(message, timeout=REGEX_TIMEOUT_S) is not None
-        except TimeoutError:
-            self.error = (
-                f"regex in expected-{self.kind}-re took longer than {REGEX_TIMEOUT_S:g} s to "
-                "match (catastrophic backtracking?)"
-            )
-            self.pattern = None
-            return False
-
-
-def parse_expectations(chunk: _Chunk) -> list[_Expected]:
-    """The expected diagnostics a chunk declares, with the line each refers to."""
-    expected: list[_Expected] = []
-    below: list[_Expected] = []
-    last_plain: int | None = None
-    for offset, line in enumerate(chunk.text.splitlines()):
-        number = chunk.first_line + offset
-        match = _EXPECTED.search(line)
-        if match is None:
-            last_plain = number
-            for e in below:
-                e.line = number
-            below.clear()
-            continue
-        where = match.group("where")
-        e = _Expected(
-            match.group("kind"), match.group("text"), match.group("re") is not None, number, number
-        )
-        if where is None:
-            pass
-        elif where[0] in "+-":
-            e.line = number + int(where)
-        elif where == "unknown":
-            e.line = None
-        elif where == "above":
-            e.line = last_plain if last_plain is not None else number - 1
-        else:  # below: the next line without an expectation
-            below.append(e)
-        expected.append(e)
-    return expected
-
-
-def check_expectations(
-    expected: list[_Expected], produced: list[Diagnostic], name_of: Callable[[str], str]
-) -> list[str]:
-    """Match produced diagnostics (and their notes) against expectations; return the misses."""
-    problems: list[str] = []
-    for diag in produced:
-        for d in (diag, *diag.notes):
-            line = d.line if d.file == "-" else None
-            candidates = [
-                e
-                for e in expected
-                if e.kind == d.severity and e.line == line and e.matches(d.message)
-            ]
-            fresh = [e for e in candidates if not e.matched]
-            if fresh or candidates:
-                (fresh or candidates)[0].matched = True
-            elif d.severity in ("error", "warning"):
-                problems.append(f"{d.where(name_of)}: error: unexpected {d.severity}: {d.message}")
-    name = name_of("-")
-    for e in expected:
-        if e.error is not None:
-            problems.append(f"{name}:{e.comment_line}: error: {e.error}")
-        elif not e.matched:
-            where = f"{name}:{e.comment_line}"
-            at = "an unknown location" if e.line is None else f"line {e.line}"
-            problems.append(
-                f'{where}: error: expected {e.kind} "{e.text}" was not produced (at {at})'
-            )
-    return problems
-
-
 # ---- processing ---------------------------------------------------------------------------
 
 
@@ -340,7 +197,7 @@ class _Result:
 
 
 def _process(
-    chunk: _Chunk, context: object, args: argparse.Namespace, extra: list[Diagnostic]
+    chunk: Chunk, context: object, args: argparse.Namespace, extra: list[Diagnostic]
 ) -> _Result:
     """Parse, run the pipeline on and print one chunk."""
     from mlir import ir
