@@ -20,6 +20,9 @@ def render() -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     """Write the pages; print what was written."""
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0].startswith("-"):  # --help, or a mistyped option: not a folder
+        print(__doc__.splitlines()[0])
+        return 0 if argv[0] in ("-h", "--help") else 2
     out_dir = argv[0] if argv else os.path.join("docs", "dialects")
     os.makedirs(out_dir, exist_ok=True)
     for name, text in render().items():

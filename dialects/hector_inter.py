@@ -6,6 +6,13 @@ Values are ranked tensors whose leading dimension is what they are indexed by: n
 were edge-wise. The graph is an SSA value of type ``!hector_inter.graph``; its edges are sorted
 by edge type, and its per-type offsets and degree normalisers are built once per graph by the
 runtime (``hector.graph.HeteroGraph``).
+
+Values are f32. A function's tensor argument may carry ``{hector.storage = bf16}`` (or ``f16``):
+its caller passes it in that type, and the function computes on its values extended to f32.
+``convert-hector-inter-to-intra`` gives the argument that element type; the templates that
+read it convert on load, and everything they write stays f32. ``hector-autodiff`` keeps the
+attribute on ``@f_train`` and ``@f_backward``. An argument stored in a half type may only be
+read by templates (an f32 byte copy of it is an error at the op that would make it).
 """
 
 from __future__ import annotations

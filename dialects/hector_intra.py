@@ -255,8 +255,13 @@ the CPU), row tiles spread over `threads` workers when `parallel = "rows"`. With
 lowerings use the plain one-row-at-a-time form above.
 """,
     operands=(
-        Operand("a", "memref", "left rows `[*, K]`"),
-        Operand("weight", "memref", "`[R, K, N]` (sliced) or `[K, N]` (shared)"),
+        Operand("a", "memref", "left rows `[*, K]`: f32, or f16 / bf16 extended to f32 on load"),
+        Operand(
+            "weight",
+            "memref",
+            "`[R, K, N]` (sliced) or `[K, N]` (shared): f32, f16 or bf16 (the CPU copies a half "
+            "weight to f32 once per call; the GPU extends each element on load)",
+        ),
         Operand("gather_index", "memref", f"`{_IDX}`: row of `a` for each `i`", "optional"),
         Operand("weight_index", "memref", f"`{_IDX}`: weight slice for each `i`", "optional"),
         Operand(
@@ -266,7 +271,7 @@ lowerings use the plain one-row-at-a-time form above.
             "optional",
         ),
         Operand("row_scale", "memref", "`memref<?x1xf32>`: a factor for each `i`", "optional"),
-        Operand("out", "memref", "output rows `[*, N]`"),
+        Operand("out", "memref", "output rows `[*, N]`, f32"),
     ),
     results=(),
     attributes=(
@@ -339,9 +344,9 @@ loop.
         Operand("gather_index", "memref", f"`{_IDX}`: row of `x` read for each `i`", "optional"),
         Operand("scatter_index", "memref", f"`{_IDX}`: destination row of each `i`", "optional"),
         Operand("y_index", "memref", f"`{_IDX}`: row of `y` read for each `i`", "optional"),
-        Operand("x", "memref", "rows `[M, D]`"),
-        Operand("y", "memref", "second input of `fn`", "optional"),
-        Operand("out", "memref", "output rows"),
+        Operand("x", "memref", "rows `[M, D]`: f32, or f16 / bf16 extended to f32 on load"),
+        Operand("y", "memref", "second input of `fn` (f32, f16 or bf16)", "optional"),
+        Operand("out", "memref", "output rows, f32"),
     ),
     results=(),
     attributes=(

@@ -91,6 +91,38 @@ LOWER_SCHEDULED: dict[str, Callable[[OpAccess, intra.Schedule], None]] = {
 }
 
 
+#: Operand position of a GEMM template's weight (its spec's second operand).
+_WEIGHT = T.GEMM_OPERANDS.index("weight")
+
+
+def _widen_weight(op: ir.Operation) -> ir.Value | None:
+    """A GEMM's f16 or bf16 weight copied to f32 once, before the template, which then reads
+    the copy (returned, for the caller to free after it). Tiles re-read their weight slice for
+    every block of rows: extending it there each time made a bf16 GEMM 12x slower than f32,
+    and a weight is small beside the rows. An ``xty``'s weight operand is row gradients,
+    read once: left as it is."""
+    if op.name != "hector_intra.gemm_template" or intra.view(op).attr("variant") == "xty":
+        return None
+    weight = op.operands[_WEIGHT]
+    t = ir.MemRefType(weight.type)
+    if isinstance(t.element_type, ir.F32Type):
+        return None
+    wide = memref.alloc(ir.MemRefType.get(t.shape, T.f32_type()), [], [])
+    b = T.Body(T.Operands({}))
+    c0, c1 = b.index(0), b.index(1)
+
+    def copy(idx: list[ir.Value], dims: list[int]) -> None:
+        if not dims:
+            memref.store(T.to_f32(memref.load(weight, idx)), wide, idx)
+            return
+        with b.loop(c0, b.index(dims[0]), c1) as i:
+            copy([*idx, i], dims[1:])
+
+    copy([], list(t.shape))
+    op.operands[_WEIGHT] = wide
+    return wide
+
+
 def _schedule(op: ir.Operation) -> intra.Schedule | None:
     """The op's schedule; a malformed one is an error at the op's location."""
     try:
@@ -112,6 +144,7 @@ def convert_function(func: ir.Operation, ops: list[ir.Operation]) -> None:
             except ValueError as err:
                 raise PassFailure(f"invalid schedule: {err}", op.location) from None
         with op.location, ir.InsertionPoint(op):
+            wide = _widen_weight(op)
             try:
                 if schedule is None:
                     LOWER[op.name](intra.view(op))
@@ -119,6 +152,8 @@ def convert_function(func: ir.Operation, ops: list[ir.Operation]) -> None:
                     LOWER_SCHEDULED[op.name](intra.view(op), schedule)
             except ValueError as err:  # a shape the templates are not built for
                 raise PassFailure(f"cannot lower {op.name}: {err}", op.location) from None
+            if wide is not None:
+                memref.dealloc(wide)
         op.erase()
     if "sym_visibility" not in func.attributes:  # an entry point, not an outlined template
         func.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get(func.context)

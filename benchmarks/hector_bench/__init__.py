@@ -26,6 +26,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "compiled training under --memory-budget (offload/recompute saved values) vs keep-all",
     ),
     "pyg-tests": ("pyg_tests", "PyG's own conv unit tests, each conv call also compiled"),
+    "precision": ("precision", "Hector's layers on float32, bfloat16 and float16 storage"),
     "feature-gather": (
         "feature_gather",
         "feature rows of sampled batches from a file: pread vs mmap",

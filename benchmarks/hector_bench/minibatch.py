@@ -326,14 +326,14 @@ def build_models(
         def forward(self, batch: Any) -> Any:
             g = batch.graph
             if kind == "hgt":
-                x = batch.x_dict(node_types, batch.x.float())
+                x = batch.x_dict(node_types, batch.x)  # float16 rows: read as stored
                 for i, layer in enumerate(self.layers):
                     out = layer(g, x)
                     x = {t: out.get(t, x[t]) for t in node_types}
                     if i + 1 < len(self.layers):
                         x = {t: v.relu() for t, v in x.items()}
                 return self.head(x[target][: len(batch.seed_local)])
-            x = batch.x.float()
+            x = batch.x  # a float16 table's rows reach the kernels as they are
             for i, layer in enumerate(self.layers):
                 x = layer(g, x)
                 if i + 1 < len(self.layers):

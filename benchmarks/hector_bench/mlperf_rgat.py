@@ -96,7 +96,7 @@ def build_models(
             self.lin.load_state_dict(ref.lin.state_dict())
 
         def forward(self, batch: Any) -> Any:
-            x = batch.x.float()
+            x = batch.x  # float16 rows as gathered: the first layer's kernels read them
             # Each layer on the edges that reach the seeds (the seeds' logits are all that is
             # used): the same logits and gradients, fewer edges in the later layers.
             layers = len(self.layers)

@@ -398,19 +398,21 @@ STORAGE_TYPES = {torch.float16: "f16", torch.bfloat16: "bf16"}
 
 def result_type(tensors: tuple[torch.Tensor, ...]) -> torch.dtype | None:
     """The half type a compiled function's results take for these arguments, or None for
-    float32: the arguments' half type (float16 or bfloat16), else the autocast type where
-    ``torch.autocast`` is on for their device (the templates are GEMMs, which autocast runs in
-    its lower precision). Raises ValueError for arguments of both half types."""
+    float32, as PyTorch promotes: a half type (float16 or bfloat16) when every argument is in
+    it, float32 when any is float32 (float16 features with float32 weights give float32),
+    else the autocast type where ``torch.autocast`` is on for their device (the templates are
+    GEMMs, which autocast runs in its lower precision). Raises ValueError for arguments of
+    both half types."""
     halves = {t.dtype for t in tensors if t.dtype != torch.float32}
     if len(halves) > 1:
         raise ValueError(
             f"arguments mix {sorted(str(h) for h in halves)}; give one half type (or float32)"
         )
-    if halves:
-        return halves.pop()
     device = tensors[0].device.type if tensors else "cpu"
     if torch.is_autocast_enabled(device):
         return torch.get_autocast_dtype(device)
+    if halves and all(t.dtype != torch.float32 for t in tensors):
+        return halves.pop()
     return None
 
 
@@ -807,22 +809,22 @@ class CompiledFunction:
         """Run the compiled function (compiling it first for new shapes); with a tensor that
         requires grad, the result is differentiable through ``loss.backward()``.
 
-        Half-precision arguments (float16 or bfloat16, or any under ``torch.autocast``) are
-        computed in float32 and the results returned in that half type (:func:`result_type`).
+        Half-precision arguments (float16 or bfloat16) are computed in float32; the results
+        come back in the type PyTorch would promote them to, or autocast's (:func:`result_type`).
         A half argument that takes no gradient is passed as it is (the templates convert it on
         load); one that does is cast, so its gradient reaches it in its own type."""
         self.check_arguments(g, tensors)  # before anything reads tensor attributes
         half = result_type(tensors)
-        if half is None:
-            return self._run(g, tensors)
         grad = torch.is_grad_enabled()
         outs = self._run(g, tuple(t.float() if grad and t.requires_grad else t for t in tensors))
+        if half is None:
+            return outs
         if isinstance(outs, torch.Tensor):
             return outs.to(half)
         return tuple(o.to(half) for o in outs)
 
     def _run(self, g: HeteroGraph, tensors: tuple[torch.Tensor, ...]) -> Any:
-        """:meth:`__call__` on checked float32 arguments."""
+        """:meth:`__call__` on checked arguments: float32, or half types taking no gradient."""
         train = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
         frozen = tuple(i for i, t in enumerate(tensors) if train and not t.requires_grad)
         entry = self._compiled(g, tensors, train, frozen)

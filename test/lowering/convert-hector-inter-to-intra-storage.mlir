@@ -19,15 +19,28 @@
 // AUTODIFF-LABEL: func.func @rgcn_backward
 // AUTODIFF-SAME: %{{[^:]*}}: tensor<?x16xf32> {hector.kind = "node", hector.storage = bf16}, %{{[^:]*}}: tensor<3x16x8xf32> {hector.kind = "weight", hector.storage = bf16}, %{{[^:]*}}: tensor<16x8xf32> {hector.kind = "weight", hector.storage = f16}, %{{[^:]*}}: tensor<8xf32> {hector.kind = "weight"}
 
-// Loops: a packed row of the bf16 input is read as bf16 lanes and extended to f32 before the
-// f32 micro-kernel; the scalar rows extend each element they load; f16 weights likewise.
+// Loops: a packed row of the bf16 input is read as bf16 lanes and widened to f32 (a bf16 is
+// the top half of an f32: a shift left by 16 as integers) before the f32 micro-kernel; rows
+// that go one at a time read 16 lanes at a time too. A half weight is copied to f32 once per call
+// (the tiles re-read it), the f16 one through arith.extf.
 // LOOPS-LABEL: func.func private @rgcn_template0
+// LOOPS: %[[WIDE:.*]] = memref.alloc() : memref<3x16x8xf32>
+// LOOPS: memref.load %{{.*}} : memref<3x16x8xbf16>
+// LOOPS: arith.shli
+// LOOPS: memref.store %{{.*}}, %[[WIDE]]
 // LOOPS: vector.transfer_read {{.*}} : memref<?x16xbf16>, vector<16xbf16>
-// LOOPS-NEXT: arith.extf %{{.*}} : vector<16xbf16> to vector<16xf32>
-// LOOPS: memref.load {{.*}} : memref<?x16xbf16>
-// LOOPS-NEXT: arith.extf %{{.*}} : bf16 to f32
+// LOOPS-NEXT: arith.bitcast %{{.*}} : vector<16xbf16> to vector<16xi16>
+// LOOPS-NEXT: arith.extui %{{.*}} : vector<16xi16> to vector<16xi32>
+// LOOPS-NEXT: arith.shli
+// LOOPS-NEXT: arith.bitcast %{{.*}} : vector<16xi32> to vector<16xf32>
+// LOOPS: vector.transfer_read {{.*}} : memref<?x16xbf16>, vector<16xbf16>
+// LOOPS-NOT: memref.load {{.*}} : memref<?x16xbf16>
+// LOOPS: memref.dealloc %[[WIDE]]
 // LOOPS-LABEL: func.func private @rgcn_template1
-// LOOPS: arith.extf %{{.*}} : vector<{{[0-9x]*}}xf16> to vector<{{[0-9x]*}}xf32>
+// LOOPS: %[[WIDE1:.*]] = memref.alloc() : memref<16x8xf32>
+// LOOPS: arith.extf %{{.*}} : f16 to f32
+// LOOPS-NOT: xf16>
+// LOOPS: memref.dealloc %[[WIDE1]]
 func.func @rgcn(%g: !hector_inter.graph, %x: tensor<?x16xf32> {hector.storage = bf16, hector.kind = "node"}, %w: tensor<3x16x8xf32> {hector.storage = bf16}, %w0: tensor<16x8xf32> {hector.storage = f16}, %b: tensor<8xf32>) -> tensor<?x8xf32> {
   %xs = "hector_inter.gather_src"(%g, %x) : (!hector_inter.graph, tensor<?x16xf32>) -> tensor<?x16xf32>
   %m = "hector_inter.typed_linear"(%g, %xs, %w) {slice = "etype"} : (!hector_inter.graph, tensor<?x16xf32>, tensor<3x16x8xf32>) -> tensor<?x8xf32>

@@ -1,15 +1,16 @@
 // RUN: hector compile %s --emit ptx | FileCheck %s
 
 // Inputs stored in bf16 or f16 on the GPU: each kernel loads 16-bit elements from global memory
-// (`ld.global.b16`, half the bytes of f32) and extends them to f32 in registers (`cvt.f32.bf16`,
-// `cvt.f32.f16`) — in the tiled GEMM before they are stored to its shared tiles, which hold
-// f32 (`st.shared.b32`) — and computes and writes f32 as before.
+// (`ld.global.b16`, half the bytes of f32) and extends them to f32 in registers — a bf16 is the
+// top half of an f32 (`shl.b32` by 16), an f16 converts (`cvt.f32.f16`) — in the tiled GEMM
+// before they are stored to its shared tiles, which hold f32 (`st.shared.b32`), and computes
+// and writes f32 as before.
 
 // CHECK: .target sm_90
 // CHECK-LABEL: .visible .entry tiled_0_gemm(
 // CHECK-DAG: .shared .align 4 .b8 __wg_tiled_0_gemm_0[
 // CHECK-DAG: ld.global.b16
-// CHECK-DAG: cvt.f32.bf16
+// CHECK-DAG: shl.b32 {{.*}}, 16;
 // CHECK-DAG: st.shared.b32
 // CHECK-DAG: bar.sync 0;
 // CHECK-DAG: fma.rn.f32
@@ -20,7 +21,7 @@
 // CHECK-DAG: atom.global.add.f32
 // CHECK-LABEL: .visible .entry grads_0_gemm(
 // CHECK-DAG: ld.global.b16
-// CHECK-DAG: cvt.f32.bf16
+// CHECK-DAG: shl.b32 {{.*}}, 16;
 // CHECK-DAG: fma.rn.f32
 // CHECK-LABEL: .visible .entry rows_0_traversal(
 // CHECK-DAG: ld.global.b16

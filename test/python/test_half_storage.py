@@ -102,16 +102,16 @@ def test_half_layers_infer_from_their_storage(g, name, half) -> None:
 @pytest.mark.parametrize("name", ["rgcn", "rgat", "hgt"])
 def test_half_features_train_float32_weights_without_a_float32_copy(g, name, half) -> None:
     """MLPerf's case: features stored in a half type (no gradient), weights in float32. The
-    features reach the kernels as they are; the weights' gradients match those of training on
-    the features' float32 copy (outputs are returned in the half type, as before)."""
+    features reach the kernels as they are; outputs (float32, as PyTorch promotes) and the
+    weights' gradients are those of training on the features' float32 copy."""
     layer, graph, x = _case(name, g)
     ref, _, _ = _case(name, g)
     xh = _to(x, half)
     have = _flat(layer(graph, xh))
-    assert have.dtype == half
-    have.float().square().sum().backward()
-    want = _flat(ref(graph, _to(xh, torch.float32))).to(half)
-    want.float().square().sum().backward()
+    assert have.dtype == torch.float32
+    have.square().sum().backward()
+    want = _flat(ref(graph, _to(xh, torch.float32)))
+    want.square().sum().backward()
     assert torch.equal(have, want)
     for (n, p), (_, q) in zip(layer.named_parameters(), ref.named_parameters(), strict=True):
         if q.grad is None:
@@ -119,3 +119,33 @@ def test_half_features_train_float32_weights_without_a_float32_copy(g, name, hal
         scale = max(q.grad.abs().max().item(), 1e-6)
         assert (p.grad - q.grad).abs().max().item() <= 1e-5 * scale, n
     assert {0: STORED[half]} in _stored(layer)  # the features, and nothing else
+
+
+@hector.compile
+def _plus(g, x, y):
+    return x + y
+
+
+@hector.compile
+def _times(g, x, w):
+    return g.typed_linear(x, w, slice="none")
+
+
+@pytest.mark.parametrize("half", HALVES)
+def test_every_half_value_widens_exactly(half) -> None:
+    """All 65,536 bit patterns, read by a traversal (element loads) and by a GEMM (packed
+    vector rows), widen to PyTorch's float32 values: NaNs stay NaN, infinities, subnormals
+    and signed zeros keep their values."""
+    bits = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16)
+    x = bits.view(half).reshape(4096, 16)
+    g = hector.random_graph(4096, 8, 1, seed=0)
+    zero = torch.zeros(4096, 16)
+    have, want = _plus(g, x, zero), x.float() + zero
+    nan = want.isnan()
+    assert torch.equal(have.isnan(), nan)
+    assert torch.equal(have[~nan], want[~nan])
+    finite = x.float().isfinite().all(dim=1)
+    rows = x[finite]  # a GEMM by the identity: x's finite rows come back as they are
+    sub = hector.random_graph(rows.shape[0], 8, 1, seed=0)
+    product = _times(sub, rows, torch.eye(16))
+    assert torch.equal(product, rows.float() + 0.0)

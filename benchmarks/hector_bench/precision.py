@@ -1,0 +1,189 @@
+"""``hector bench precision``: Hector's layers on float32, bfloat16 and float16 storage.
+
+``hector bench precision --dataset random:20000x200000x8 --in-dim 1024 --json out.json``
+
+For each model and type, on one graph, in this process (the types are compared with one
+another, in one run):
+
+* **inference**: the layer's weights and the features in the type, under ``no_grad`` — the
+  kernels read both as stored (``hector.storage``) — against ``cast``: the same values copied
+  to float32 first, as a user would without half-precision kernels;
+* **training**: MLPerf's setting — features stored in the type (they take no gradient), weights
+  in float32 — one forward and backward step;
+* **error** against float32 features and weights: the largest absolute difference of the
+  outputs and of each weight's gradient, relative to the largest float32 value;
+* **bytes**: of the features and weights the kernels read, against float32's.
+
+Medians of ``--runs`` timed calls after ``--warmup`` (compilation); the record also holds the
+load average, to show what else was running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from hector import cli_args as _args
+
+from . import _common, random_graph
+
+DTYPES = ("float32", "bfloat16", "float16")
+MODELS = ("rgcn", "rgat", "hgt")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of the precision benchmark."""
+    p.add_argument("--models", default=",".join(MODELS), help="comma-separated: rgcn,rgat,hgt")
+    p.add_argument("--dataset", default="random:20000x200000x8")
+    p.add_argument("--dtypes", default=",".join(DTYPES), help="comma-separated; float32 first")
+    p.add_argument("--in-dim", type=_args.WIDTH, default=1024, help="feature width")
+    p.add_argument("--hidden", type=_args.WIDTH, default=64)
+    p.add_argument("--heads", type=_args.HEADS, default=2, help="attention heads (RGAT, HGT)")
+    p.add_argument("--runs", type=_args.RUNS, default=5)
+    p.add_argument("--warmup", type=_args.WARMUP, default=1)
+    p.add_argument("--seed", type=_args.SEED, default=0)
+    p.add_argument("--json", default=None)
+
+
+def _layer(model: str, ds: Any, g: Any, a: argparse.Namespace) -> tuple[Any, Any]:
+    """A float32 layer and its float32 input (a dict per node type for HGT)."""
+    import torch
+
+    from hector import models
+
+    torch.manual_seed(a.seed)
+    if model == "rgcn":
+        return models.RGCNLayer(a.in_dim, a.hidden, g.num_etypes), torch.randn(
+            g.num_nodes, a.in_dim
+        )
+    if model == "rgat":
+        rgat = models.RGATLayer(a.in_dim, a.hidden, g.num_etypes, heads=a.heads)
+        return rgat, torch.randn(g.num_nodes, a.in_dim)
+    layer = models.HGTLayer(a.in_dim, a.hidden, ds.node_types, ds.edge_types, heads=a.heads)
+    counts = torch.bincount(ds.node_type, minlength=len(ds.node_types)).tolist()
+    return layer, {t: torch.randn(n, a.in_dim) for t, n in zip(ds.node_types, counts, strict=True)}
+
+
+def _to(x: Any, dtype: Any) -> Any:
+    return {k: v.to(dtype) for k, v in x.items()} if isinstance(x, dict) else x.to(dtype)
+
+
+def _flat(out: Any) -> Any:
+    import torch
+
+    return torch.cat([out[k] for k in sorted(out)]) if isinstance(out, dict) else out
+
+
+def _nbytes(x: Any) -> int:
+    return sum(v.nbytes for v in x.values()) if isinstance(x, dict) else int(x.nbytes)
+
+
+def _rel(have: Any, want: Any) -> float:
+    scale = max(float(want.abs().max()), 1e-30)
+    return float((have.float() - want).abs().max()) / scale
+
+
+def _train_step(layer: Any, g: Any, x: Any) -> dict[str, Any]:
+    """One forward and backward step; the weights' gradients by name."""
+    layer.zero_grad(set_to_none=True)
+    _flat(layer(g, x)).float().square().sum().backward()
+    return {n: p.grad.clone() for n, p in layer.named_parameters() if p.grad is not None}
+
+
+def measure(model: str, dtypes: list[str], ds: Any, a: argparse.Namespace) -> list[dict]:
+    """One record per type for ``model``."""
+    import torch
+
+    g = ds.hetero_graph()
+    ref, x32 = _layer(model, ds, g, a)
+    with torch.no_grad():
+        out32 = _flat(ref(g, x32))
+    grads32 = _train_step(ref, g, x32)
+    weight_bytes32 = sum(p.nbytes for p in ref.parameters())
+    rows = []
+    for name in dtypes:
+        dtype = getattr(torch, name)
+        stored, fed = _layer(model, ds, g, a)[0].to(dtype), _to(x32, dtype)
+        wide = _layer(model, ds, g, a)[0]  # the stored weights' values, in float32
+        wide.load_state_dict({k: v.float() for k, v in stored.state_dict().items()})
+
+        def infer(layer: Any = stored, x: Any = fed) -> Any:
+            with torch.no_grad():
+                return _flat(layer(g, x))
+
+        def infer_cast(layer: Any = wide, x: Any = fed) -> Any:
+            with torch.no_grad():
+                return _flat(layer(g, _to(x, torch.float32)))
+
+        trainer = _layer(model, ds, g, a)[0]
+
+        def train(layer: Any = trainer, x: Any = fed) -> Any:
+            return _train_step(layer, g, x)
+
+        native = _common.time_calls(infer, a.runs, warmup=a.warmup).median_ms
+        cast = _common.time_calls(infer_cast, a.runs, warmup=a.warmup).median_ms
+        step = _common.time_calls(train, a.runs, warmup=a.warmup)
+        grads = _train_step(trainer, g, fed)
+        rows.append(
+            {
+                "model": model,
+                "dtype": name,
+                "infer_ms": round(native, 3),
+                "infer_cast_ms": round(cast, 3),
+                "train_step_ms": round(step.median_ms, 3),
+                "output_rel_error": _rel(infer(), out32),
+                "grad_rel_error": max(_rel(grads[n], grads32[n]) for n in grads32),
+                "feature_bytes": _nbytes(fed),
+                "weight_bytes": sum(p.nbytes for p in stored.parameters()),
+                "feature_bytes_f32": _nbytes(x32),
+                "weight_bytes_f32": weight_bytes32,
+            }
+        )
+        print(_common.format_table(rows[-1:], _COLUMNS).splitlines()[-1])
+        sys.stdout.flush()
+    base = rows[0]
+    for r in rows:
+        r["infer_speedup_vs_f32"] = round(base["infer_ms"] / r["infer_ms"], 3)
+        r["train_speedup_vs_f32"] = round(base["train_step_ms"] / r["train_step_ms"], 3)
+    return rows
+
+
+_COLUMNS = (
+    ("model", "model"),
+    ("dtype", "type"),
+    ("infer_ms", "infer ms"),
+    ("infer_cast_ms", "cast ms"),
+    ("train_step_ms", "train ms"),
+    ("output_rel_error", "out err"),
+    ("grad_rel_error", "grad err"),
+    ("feature_bytes", "feature B"),
+)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure every model and type; print the table and write the record."""
+    from hector import datasets
+
+    dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    bad = [d for d in dtypes if d not in DTYPES] + [m for m in models if m not in MODELS]
+    if bad or not dtypes or dtypes[0] != "float32":
+        print(f"error: unknown {bad} or float32 not first in --dtypes", file=sys.stderr)
+        return 2
+    if args.dataset.startswith(random_graph.PREFIX):
+        ds = random_graph.random_graph(args.dataset, seed=args.seed)
+    else:
+        ds = datasets.load(args.dataset, seed=args.seed)
+    rows = [r for m in models for r in measure(m, dtypes, ds, args)]
+    record = {
+        "benchmark": "precision",
+        "config": {k: v for k, v in vars(args).items() if k != "json"},
+        "host": _common.host_info("cpu"),
+        "load_average": os.getloadavg(),
+        "results": rows,
+    }
+    cols = (*_COLUMNS, ("infer_speedup_vs_f32", "infer x"), ("train_speedup_vs_f32", "train x"))
+    _common.emit_record(record, _common.format_table(rows, cols), args.json, None, None)
+    return 0
