@@ -14,8 +14,9 @@ another, in one run):
   outputs and of each weight's gradient, relative to the largest float32 value;
 * **bytes**: of the features and weights the kernels read, against float32's.
 
-Medians of ``--runs`` timed calls after ``--warmup`` (compilation); the record also holds the
-load average, to show what else was running.
+Medians of ``--runs`` rounds after ``--warmup`` (compilation); each round times every type's
+calls in turn, so the load of the shared machine falls on all of them alike. The record also
+holds the load average.
 """
 
 from __future__ import annotations
@@ -92,8 +93,54 @@ def _train_step(layer: Any, g: Any, x: Any) -> dict[str, Any]:
     return {n: p.grad.clone() for n, p in layer.named_parameters() if p.grad is not None}
 
 
+def _interleaved(calls: dict[Any, Any], runs: int, warmup: int) -> dict[Any, float]:
+    """Median milliseconds of each call, timed in turns (one of each per round), so that
+    whatever else the machine runs meanwhile falls on every call alike."""
+    import statistics
+    import time
+
+    for fn in calls.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[Any, list[float]] = {k: [] for k in calls}
+    for _ in range(runs):
+        for k, fn in calls.items():
+            t0 = time.perf_counter()
+            fn()
+            times[k].append((time.perf_counter() - t0) * 1e3)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def _variant(model: str, name: str, ds: Any, g: Any, x32: Any, a: argparse.Namespace) -> dict:
+    """The calls of one type: inference on the stored layer and input, the same through
+    float32 copies, and a training step of float32 weights on the stored input."""
+    import torch
+
+    dtype = getattr(torch, name)
+    stored, fed = _layer(model, ds, g, a)[0].to(dtype), _to(x32, dtype)
+    wide = _layer(model, ds, g, a)[0]  # the stored weights' values, in float32
+    wide.load_state_dict({k: v.float() for k, v in stored.state_dict().items()})
+    trainer = _layer(model, ds, g, a)[0]
+
+    def infer() -> Any:
+        with torch.no_grad():
+            return _flat(stored(g, fed))
+
+    def infer_cast() -> Any:
+        with torch.no_grad():
+            return _flat(wide(g, _to(fed, torch.float32)))
+
+    return {
+        "infer": infer,
+        "cast": infer_cast,
+        "train": lambda: _train_step(trainer, g, fed),
+        "stored": stored,
+        "fed": fed,
+    }
+
+
 def measure(model: str, dtypes: list[str], ds: Any, a: argparse.Namespace) -> list[dict]:
-    """One record per type for ``model``."""
+    """One record per type for ``model``, every type's calls timed in turns."""
     import torch
 
     g = ds.hetero_graph()
@@ -101,52 +148,33 @@ def measure(model: str, dtypes: list[str], ds: Any, a: argparse.Namespace) -> li
     with torch.no_grad():
         out32 = _flat(ref(g, x32))
     grads32 = _train_step(ref, g, x32)
-    weight_bytes32 = sum(p.nbytes for p in ref.parameters())
+    variants = {name: _variant(model, name, ds, g, x32, a) for name in dtypes}
+    calls = {(n, k): v[k] for n, v in variants.items() for k in ("infer", "cast", "train")}
+    ms = _interleaved(calls, a.runs, a.warmup)
     rows = []
-    for name in dtypes:
-        dtype = getattr(torch, name)
-        stored, fed = _layer(model, ds, g, a)[0].to(dtype), _to(x32, dtype)
-        wide = _layer(model, ds, g, a)[0]  # the stored weights' values, in float32
-        wide.load_state_dict({k: v.float() for k, v in stored.state_dict().items()})
-
-        def infer(layer: Any = stored, x: Any = fed) -> Any:
-            with torch.no_grad():
-                return _flat(layer(g, x))
-
-        def infer_cast(layer: Any = wide, x: Any = fed) -> Any:
-            with torch.no_grad():
-                return _flat(layer(g, _to(x, torch.float32)))
-
-        trainer = _layer(model, ds, g, a)[0]
-
-        def train(layer: Any = trainer, x: Any = fed) -> Any:
-            return _train_step(layer, g, x)
-
-        native = _common.time_calls(infer, a.runs, warmup=a.warmup).median_ms
-        cast = _common.time_calls(infer_cast, a.runs, warmup=a.warmup).median_ms
-        step = _common.time_calls(train, a.runs, warmup=a.warmup)
-        grads = _train_step(trainer, g, fed)
+    for name, v in variants.items():
+        grads = v["train"]()
         rows.append(
             {
                 "model": model,
                 "dtype": name,
-                "infer_ms": round(native, 3),
-                "infer_cast_ms": round(cast, 3),
-                "train_step_ms": round(step.median_ms, 3),
-                "output_rel_error": _rel(infer(), out32),
+                "infer_ms": round(ms[name, "infer"], 3),
+                "infer_cast_ms": round(ms[name, "cast"], 3),
+                "train_step_ms": round(ms[name, "train"], 3),
+                "output_rel_error": _rel(v["infer"](), out32),
                 "grad_rel_error": max(_rel(grads[n], grads32[n]) for n in grads32),
-                "feature_bytes": _nbytes(fed),
-                "weight_bytes": sum(p.nbytes for p in stored.parameters()),
+                "feature_bytes": _nbytes(v["fed"]),
+                "weight_bytes": sum(p.nbytes for p in v["stored"].parameters()),
                 "feature_bytes_f32": _nbytes(x32),
-                "weight_bytes_f32": weight_bytes32,
+                "weight_bytes_f32": sum(p.nbytes for p in ref.parameters()),
             }
         )
-        print(_common.format_table(rows[-1:], _COLUMNS).splitlines()[-1])
-        sys.stdout.flush()
     base = rows[0]
     for r in rows:
         r["infer_speedup_vs_f32"] = round(base["infer_ms"] / r["infer_ms"], 3)
         r["train_speedup_vs_f32"] = round(base["train_step_ms"] / r["train_step_ms"], 3)
+    print(_common.format_table(rows, _COLUMNS))
+    sys.stdout.flush()
     return rows
 
 
