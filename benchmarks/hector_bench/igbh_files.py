@@ -26,15 +26,14 @@ def is_igbh(ds: Any) -> bool:
     return ds.info.get("layout") == "igbh"
 
 
-def _converted(source: Path, dtype: str, cache_dir: str) -> Path:
-    """``source``'s table as ``dtype``, in the private cache (written on first use)."""
+def _converted(source: Path, table: Any, dtype: str, cache_dir: str) -> Path:
+    """``source``'s ``table`` as ``dtype``, in the private cache (written on first use)."""
     stat = source.stat()
     key = f"{source.resolve()}:{stat.st_size}:{stat.st_mtime_ns}:{dtype}"
     digest = hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
     folder = _cache.subdir(_cache.cache_root(cache_dir), f"igbh_{digest}")
     name = f"{source.parent.name}_node_feat_{dtype}.npy"
     if _cache.load_group(folder, name[:-4], [name]) is None:
-        table = np.load(source, mmap_mode="r")
         chunks = (
             np.asarray(table[i : i + _CHUNK_ROWS]).astype(dtype)
             for i in range(0, len(table), _CHUNK_ROWS)
@@ -57,7 +56,7 @@ def igbh_store(ds: Any, cache_dir: str, dim: int, classes: int, dtype: str) -> A
         return store
     store.close()  # the same labels, features converted once into the cache
     converted = {
-        t: FeatureStore(_converted(s.path, dtype, cache_dir), s.labels_path)
+        t: FeatureStore(_converted(s.path, s.table, dtype, cache_dir), s.labels_path)
         for t, s in zip(store.node_types, store.stores, strict=True)
     }
     return TypedFeatureStore(ds, converted)

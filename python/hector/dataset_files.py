@@ -173,6 +173,27 @@ def open_npy(f: Path) -> np.ndarray:
     return a
 
 
+#: Width of IGBH's feature rows: a headerless feature file is read as float32 rows this wide.
+IGBH_FEATURE_WIDTH = 1024
+
+
+def open_feature_table(f: Path, width: int = IGBH_FEATURE_WIDTH) -> np.ndarray:
+    """Memory-map a feature table: an ``.npy`` file (:func:`open_npy`), or a file without the
+    ``.npy`` magic as the raw row-major float32 ``[size / (4 * width), width]`` table that
+    IGBH's ``large`` and ``full`` sizes ship as ``node_feat.npy``. DatasetError naming the
+    file when it is neither."""
+    with open(f, "rb") as fh:
+        if fh.read(6) == b"\x93NUMPY":
+            return open_npy(f)
+    size, row = f.stat().st_size, 4 * width
+    if width <= 0 or size == 0 or size % row:
+        raise DatasetError(
+            f"{f}: not a .npy file, nor a headerless float32 table {width} wide (its {size} "
+            f"bytes are not a positive multiple of {row})"
+        )
+    return np.memmap(f, dtype=np.float32, mode="r", shape=(size // row, width))
+
+
 def _open_coo(f: Path) -> np.ndarray:
     """Memory-map one COO file, which must hold an integer array of shape (2, E)."""
     a = open_npy(f)

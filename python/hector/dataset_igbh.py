@@ -14,6 +14,8 @@ R-GAT) ship one folder per size (``tiny``, ``small``, ``medium``, ...) laid out 
 
 Every ``<src>__<rel>__<dst>`` folder is a relation. A node type's count is its feature file's
 row count (read from the header, nothing else), or its largest id + 1 where it has no features.
+The ``large`` and ``full`` sizes ship ``node_feat.npy`` without a header: raw row-major float32
+rows, 1024 wide, counted from the file's size.
 The edge files are memory-mapped and read once to join them; the feature files are left to
 :func:`hector.typed_features.igbh_features`, which gathers their rows per batch.
 """
@@ -32,7 +34,7 @@ from .dataset import (
     EdgeType,
     check_dataset_size,
 )
-from .dataset_files import coo_dataset, coo_node_counts, open_npy
+from .dataset_files import coo_dataset, coo_node_counts, open_feature_table, open_npy
 
 __all__ = ["EDGE_FILE", "FEATURE_FILE", "LABEL_FILES", "igbh_root", "load_igbh"]
 
@@ -89,7 +91,7 @@ def _feature_rows(root: Path, node_types: Sequence[str]) -> dict[str, int]:
     for t in node_types:
         f = root / t / FEATURE_FILE
         if f.is_file():
-            table = open_npy(f)
+            table = open_feature_table(f)
             if table.ndim != 2:
                 raise DatasetError(f"{f}: expected a 2-D feature table, got shape {table.shape}")
             rows[t] = int(table.shape[0])

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .dataset_files import open_npy
+from .dataset_files import open_feature_table, open_npy
 from .datasets import Dataset
 from .graph import HeteroGraph
 from .runtime import sampler as native_sampler
@@ -160,7 +160,8 @@ class FeatureStore(FeatureTable):
     natively gathered rows are copied as bytes, so a float16 table needs an even width).
 
     Args:
-        features: path of a 2-D float32 or float16 ``.npy`` file.
+        features: path of a 2-D float32 or float16 ``.npy`` file (or of a headerless file of
+            1024-wide float32 rows, as IGBH's ``large`` and ``full`` sizes ship theirs).
         labels: path of a 1-D integer ``.npy`` file with as many rows, or None.
         read: how rows are read. ``"pread"`` (default): the native
             :func:`~hector.runtime.sampler.gather_file_rows` reads them with ``pread`` into the
@@ -202,7 +203,9 @@ class FeatureStore(FeatureTable):
         if read not in ("pread", "mmap"):
             raise ValueError(f"read must be 'pread' or 'mmap', got {read!r}")
         self.path = Path(features)
-        self.table = self._open(self.path)
+        if not self.path.is_file():
+            raise ValueError(f"{self.path}: no such file")
+        self.table = open_feature_table(self.path)  # .npy, or IGBH's headerless float32 rows
         if self.table.dtype not in FEATURE_DTYPES or self.table.ndim != 2:
             raise ValueError(
                 f"{self.path}: features must be a 2-D float32 or float16 array, got "

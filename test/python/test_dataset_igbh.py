@@ -109,6 +109,28 @@ def test_float16_copies_are_read_as_float16(tmp_path: Path) -> None:
     assert torch.equal(rows, torch.from_numpy(table))
 
 
+def test_headerless_feature_files_of_the_large_sizes_are_read_as_1024_wide_float32(
+    tmp_path: Path,
+) -> None:
+    """IGBH's large and full sizes ship node_feat.npy as raw float32 rows without a header:
+    the count comes from the file's size, the rows are gathered as written; a size that is
+    not whole rows is refused naming the file."""
+    root = tmp_path / "large"
+    written = write_igbh(root, dim=1024)
+    for t, x in written["features"].items():
+        x.tofile(root / "processed" / t / "node_feat.npy")  # no .npy header
+    ds = datasets.load_igbh(root)
+    assert ds.num_nodes_dict() == {t: COUNTS[t] for t in ds.node_types}
+    store = igbh_features(ds)
+    rows = store.gather(np.arange(ds.num_nodes))
+    table = np.concatenate([written["features"][t] for t in ds.node_types])
+    assert torch.equal(rows, torch.from_numpy(table))
+    bad = root / "processed" / "author" / "node_feat.npy"
+    bad.write_bytes(bad.read_bytes()[:-4])
+    with pytest.raises(DatasetError, match=r"author/node_feat\.npy: not a \.npy file, nor a "):
+        datasets.load_igbh(root)
+
+
 def test_layout_errors_name_the_file(igbh) -> None:
     root, _ = igbh
     processed = root / "processed"
