@@ -203,8 +203,22 @@ def test_igbh_edge_file_loads_exactly_or_is_a_dataset_error(file: tuple[bytes, A
     assert "edge_index.npy" in str(result) or d in str(result), result
 
 
+@st.composite
+def headerless_feature_files(draw: st.DrawFn) -> tuple[bytes, np.ndarray | None]:
+    """Raw float32 rows 1024 wide without an ``.npy`` header, as IGBH's large sizes ship
+    them (5 rows: the graph's nodes), or the same cut short; and the table if intact."""
+    table = np.arange(5 * 1024, dtype=np.float32).reshape(5, 1024)
+    cut = draw(st.sampled_from([0, 0, 1, 4, 4095, 4096, 5 * 4096 - 2]))
+    return table.tobytes()[: 5 * 4096 - cut], None if cut else table
+
+
 @FUZZ
-@given(coo_files(st.sampled_from([np.zeros((5, 4), np.float32), np.ones((5, 2), np.float16)])))
+@given(
+    st.one_of(
+        coo_files(st.sampled_from([np.zeros((5, 4), np.float32), np.ones((5, 2), np.float16)])),
+        headerless_feature_files(),
+    )
+)
 def test_igbh_feature_file_reads_exactly_or_is_a_clean_error(file: tuple[bytes, Any]) -> None:
     from hector.typed_features import igbh_features
 
