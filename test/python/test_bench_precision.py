@@ -1,0 +1,35 @@
+"""``hector bench precision``: every layer in each type, its errors and bytes, in a record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+
+def test_bench_precision_records_each_layer_in_each_type(tmp_path: Path) -> None:
+    from hector.cli import main
+
+    record = tmp_path / "precision.json"
+    argv = ["bench", "precision", "--dataset", "random:40x200x3", "--in-dim", "16"]
+    argv += ["--hidden", "8", "--runs", "1", "--warmup", "1", "--json", str(record)]
+    assert main(argv) == 0
+    rows = json.loads(record.read_text())["results"]
+    assert [(r["model"], r["dtype"]) for r in rows] == [
+        (m, d) for m in ("rgcn", "rgat", "hgt") for d in ("float32", "bfloat16", "float16")
+    ]
+    for r in rows:
+        half = r["dtype"] != "float32"
+        assert r["feature_bytes"] * (2 if half else 1) == r["feature_bytes_f32"]
+        assert r["weight_bytes"] * (2 if half else 1) == r["weight_bytes_f32"]
+        # float32 against itself is exact; halves within their rounding (1e-2, 2e-2)
+        assert r["output_rel_error"] <= (1e-2 if half else 0.0)
+        assert r["grad_rel_error"] <= (2e-2 if half else 0.0)
+
+
+def test_bench_precision_refuses_an_unknown_type(capsys: pytest.CaptureFixture[str]) -> None:
+    from hector.cli import main
+
+    assert main(["bench", "precision", "--dtypes", "float32,int8"]) == 2
+    assert "unknown ['int8']" in capsys.readouterr().err
