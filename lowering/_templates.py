@@ -74,10 +74,6 @@ def f32_type() -> ir.Type:
     return ir.F32Type.get()
 
 
-#: Element types a template input may be stored in; each is extended to f32 on load.
-INPUT_ELEMENT_TYPES = ("f32", "f16", "bf16")
-
-
 def _like(t: ir.Type, element: ir.Type) -> ir.Type:
     """``element``, or a vector of it shaped like ``t`` when ``t`` is a vector."""
     return (

@@ -64,10 +64,7 @@ def _memref(t: ir.Type, element: ir.Type | None = None) -> ir.Type:
     return t
 
 
-_STORAGE_TYPES = (ir.F16Type, ir.BF16Type, ir.F32Type)
-
-
-def storage_type(fn: ir.Operation, i: int) -> ir.Type | None:
+def _storage_type(fn: ir.Operation, i: int) -> ir.Type | None:
     """The element type argument ``i`` of ``fn`` is stored in (its ``hector.storage``: f16,
     bf16 or f32; None without one). The function computes on the argument's f32 values: its
     templates extend each element on load."""
@@ -77,7 +74,7 @@ def storage_type(fn: ir.Operation, i: int) -> ir.Type | None:
     if inter.STORAGE not in attrs:
         return None
     attr = attrs[inter.STORAGE]
-    if not isinstance(attr, ir.TypeAttr) or not isinstance(attr.value, _STORAGE_TYPES):
+    if not isinstance(attr, ir.TypeAttr) or not isinstance(attr.value, verify.INPUT_TYPES):
         raise PassFailure(
             f"argument #{i}: {inter.STORAGE} must be one of the types f16, bf16, f32, got {attr}",
             fn.location,
@@ -358,7 +355,7 @@ class _FuncLowering:
                 inputs += [a.memref_type() for a in GRAPH_LAYOUT]
                 locs += [arg.location] * len(GRAPH_LAYOUT)
             elif isinstance(arg.type, ir.RankedTensorType):
-                inputs.append(_memref(arg.type, storage_type(old, arg.arg_number)))
+                inputs.append(_memref(arg.type, _storage_type(old, arg.arg_number)))
                 locs.append(arg.location)
             else:
                 raise PassFailure(

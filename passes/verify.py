@@ -61,14 +61,14 @@ def _f32(value: ir.Value, what: str, op: ir.Operation) -> Shape:
 
 
 #: Element types a template reads an input in (extended to f32 on load); it writes f32.
-_INPUT_TYPES = (ir.F32Type, ir.F16Type, ir.BF16Type)
+INPUT_TYPES = (ir.F32Type, ir.F16Type, ir.BF16Type)
 
 
 def _input(value: ir.Value, what: str, op: ir.Operation) -> Shape:
     """The shape of a template input: f32, or f16 / bf16 storage the template converts on
     load."""
     shape = _shape(value, what, op)
-    if not isinstance(value.type.element_type, _INPUT_TYPES):
+    if not isinstance(value.type.element_type, INPUT_TYPES):
         raise PassFailure(
             f"{what} must have f32, f16 or bf16 elements, got {value.type}", op.location
         )

@@ -12,12 +12,17 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+import torch
+
 from .dialects import Kind, make_context
 
 if TYPE_CHECKING:
     from mlir import ir
 
-__all__ = ["Kind", "Traced", "instantiate", "parse_file"]
+__all__ = ["STORAGE_TYPES", "Kind", "Traced", "instantiate", "parse_file"]
+
+#: The element type (``hector.storage``, as MLIR spells it) each half dtype is passed in.
+STORAGE_TYPES = {torch.float16: "f16", torch.bfloat16: "bf16"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -43,6 +48,11 @@ class Traced:
     weight_slices: dict[int, str] = field(default_factory=dict)  # arg position → etype|ntype
     # Arg position → the half type ("f16" or "bf16") it is passed in (``hector.storage``).
     storage: dict[int, str] = field(default_factory=dict)
+
+    def dtype_of(self, i: int) -> torch.dtype:
+        """The dtype tensor argument ``i`` must have: its storage's, else float32."""
+        stored = self.storage.get(i)
+        return next((d for d, n in STORAGE_TYPES.items() if n == stored), torch.float32)
 
     @cached_property
     def text(self) -> str:

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from ._program import Traced
+from ._program import STORAGE_TYPES, Traced
 from .dialects import Kind, make_context
 from .dialects import hector_inter as inter
 from .graph import HeteroGraph
@@ -392,8 +392,6 @@ class GraphProxy:
 
 
 _FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16)
-#: The element type each half type is stored in (``hector.storage``), as MLIR spells it.
-STORAGE_TYPES = {torch.float16: "f16", torch.bfloat16: "bf16"}
 
 
 def result_type(tensors: tuple[torch.Tensor, ...]) -> torch.dtype | None:

@@ -88,12 +88,10 @@ class Executable:
     def check(self, g: HeteroGraph, tensors: Sequence[torch.Tensor], names: list[str]) -> None:
         """Check the tensors' rows and type slices against the graph before any compiled code
         runs."""
-        halves = {"f16": "torch.float16", "bf16": "torch.bfloat16"}
         for i, (name, kind, t) in enumerate(
             zip(names, self.traced.arg_kinds, tensors, strict=True)
         ):
-            dtype = halves.get(self.traced.storage.get(i, ""), "torch.float32")
-            if str(t.dtype) != dtype:  # a kernel for stored halves must not read f32 bytes
+            if t.dtype != (dtype := self.traced.dtype_of(i)):  # never read f32 bytes as half
                 raise ValueError(
                     f"argument '{name}' must be {dtype} for this kernel, got {t.dtype}"
                 )
