@@ -23,11 +23,13 @@ PyTorch code in the captured graph; the layer's computation is Hector's.
 zeros. ``RGATConv`` runs the program of its configuration (:mod:`hector.pyg_rgat`), with a
 second one for ``return_attention_weights``; edge-wise inputs and outputs are put in the
 graph's edge order (sorted by type) inside the op. Featureless and index inputs run as
-one-hot rows, bipartite inputs as one node set (destinations after sources). A layer whose
-configuration the programs do not cover (``aggr="max"``, ``SparseTensor`` adjacency;
-``HGTConv`` with a skip type next to a wider one or relations missing from the dict) runs
-PyG's own ``forward``,
-and the reason is recorded in :data:`FALLBACKS` (shown by :func:`hector.explain`).
+one-hot rows, bipartite inputs as one node set (destinations after sources). A sparse
+adjacency (``SparseTensor``, ``torch.sparse``) is read as PyG reads it (:func:`edge_list`);
+Dynamo skips a frame given a ``torch.sparse`` tensor, and the routed ``forward``, run eagerly
+under a routing Hector backend's callback, calls the same program outside Dynamo. A layer whose
+configuration the programs do not cover (``aggr="max"``; ``HGTConv`` with a skip type next to a
+wider one or relations missing from the dict) runs PyG's own ``forward``, and the reason is
+recorded in :data:`FALLBACKS` (shown by :func:`hector.explain`).
 """
 
 from __future__ import annotations
@@ -284,10 +286,12 @@ def _train(tensors: list[torch.Tensor]) -> list[int]:
 def _rgcn_unsupported(conv: Any, edge_index: Any, edge_type: Any) -> str | None:
     if conv.aggr not in ("mean", "add", "sum"):
         return f"aggr={conv.aggr!r} (Hector's RGCN programs sum or average per relation)"
+    if is_sparse_adjacency(edge_index):  # PyG's RGCN layers index it by mask, and fail
+        return "a torch.sparse adjacency (PyG's RGCN layers read SparseTensor adjacency only)"
     if not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2:
-        return "edge_index is not a [2, E] tensor (SparseTensor adjacency)"
-    if not isinstance(edge_type, torch.Tensor):
-        return "no edge_type tensor"
+        return f"edge_index is a {type(edge_index).__name__}, not a [2, E] tensor"
+    if not isinstance(edge_type, torch.Tensor) or edge_type.is_floating_point():
+        return "no integer edge_type tensor (nor integer adjacency values)"
     return None
 
 
@@ -360,13 +364,18 @@ def _rgcn_weights(conv: Any, x: torch.Tensor) -> list[torch.Tensor]:
 
 def _rgcn_forward(self: Any, x: Any, edge_index: Any, edge_type: Any = None) -> Any:
     """``RGCNConv.forward`` (and ``FastRGCNConv``'s) under the Hector backend: one
-    ``hector::pyg_layer`` call."""
+    ``hector::pyg_layer`` call. A ``SparseTensor`` adjacency holds the relation of each edge as
+    its value, unless ``edge_type`` is given (PyG's RGCN layers take no ``torch.sparse`` one)."""
+    adj = edge_index
+    if is_sparse_adjacency(adj) and not isinstance(adj, torch.Tensor):
+        edge_index, values = edge_list(adj)
+        edge_type = values if edge_type is None else edge_type
     reason = _rgcn_unsupported(self, edge_index, edge_type)
     rows = _rgcn_rows(self, x, edge_index) if reason is None else reason
     name = next(c.__name__ for c in type(self).__mro__ if c.__name__ in _ORIGINAL)
     if isinstance(rows, str):
         FALLBACKS[name] = rows
-        return _ORIGINAL[name](self, x, edge_index, edge_type)
+        return _ORIGINAL[name](self, x, adj, edge_type if adj is edge_index else None)
     nodes, edge_index, first = rows
     tensors = _rgcn_weights(self, nodes)
     out = torch.ops.hector.pyg_layer(
@@ -390,15 +399,22 @@ def _rgat_forward(
     return_attention_weights: Any = None,
 ) -> Any:
     """``RGATConv.forward`` under the Hector backend: one ``hector::pyg_layer`` call (two with
-    ``return_attention_weights``: the weights are a program of their own)."""
+    ``return_attention_weights``: the weights are a program of their own). A sparse
+    adjacency's values stand for ``edge_attr`` (two-dimensional) and ``edge_type`` where these
+    are not given, as in PyG's message passing."""
+    adj, given = edge_index, (edge_type, edge_attr)
+    if is_sparse_adjacency(adj):
+        edge_index, values = edge_list(adj)
+        edge_attr = values if edge_attr is None and values.dim() == 2 else edge_attr
+        edge_type = values if edge_type is None else edge_type
     reason = pyg_rgat.unsupported(self, x, edge_index, edge_type, edge_attr)
     if reason is None and not (isinstance(edge_index, torch.Tensor) and edge_index.dim() == 2):
-        reason = "edge_index is not a [2, E] tensor (SparseTensor adjacency)"
+        reason = f"edge_index is a {type(edge_index).__name__}, not a [2, E] tensor"
     if reason is None and size is not None and tuple(size) != (x.shape[0], x.shape[0]):
         reason = f"size={tuple(size)} (a bipartite graph)"
     if reason is not None:
         FALLBACKS["RGATConv"] = reason
-        args = (x, edge_index, edge_type, edge_attr, size, return_attention_weights)
+        args = (x, adj, *given, size, return_attention_weights)
         return _ORIGINAL["RGATConv"](self, *args)
     sizes = [x.shape[0], self.num_relations]
 
@@ -410,9 +426,16 @@ def _rgat_forward(
         return pyg_rgat.finish(self, config, out)
 
     out = call(False)
-    if isinstance(return_attention_weights, bool):
-        return out, (edge_index, call(True))
-    return out
+    if not isinstance(return_attention_weights, bool):
+        return out
+    alpha = call(True)
+    if adj is edge_index:
+        return out, (edge_index, alpha)
+    if isinstance(adj, torch.Tensor):  # PyG: the adjacency with the weights as its values
+        from torch_geometric.utils.sparse import set_sparse_value
+
+        return out, (set_sparse_value(adj, alpha), alpha)
+    return out, adj.set_value(alpha, layout="coo")
 
 
 @torch._dynamo.disable
@@ -443,7 +466,7 @@ def _hgt_unsupported(conv: Any, x_dict: Any, edge_index_dict: Any) -> str | None
         if e not in conv.edge_types:
             return "edge_index_dict holds relations the layer does not know"
         if not isinstance(ei, torch.Tensor) or ei.dim() != 2:
-            return f"edge_index_dict[{e}] is a SparseTensor"
+            return f"edge_index_dict[{e}] is a {type(ei).__name__}, not a [2, E] tensor"
         if e[0] not in x_dict or e[2] not in x_dict:
             return f"edge_index_dict holds {e} but x_dict lacks its node types"
     return None
@@ -453,10 +476,15 @@ def _hgt_forward(self: Any, x_dict: Any, edge_index_dict: Any) -> Any:
     """``HGTConv.forward`` under the Hector backend: weight glue, one ``hector::pyg_layer``."""
     if hasattr(self.kqv_lin, "_hook"):  # HGTConv(-1, ...): the first call sizes the weights
         _materialize(self.kqv_lin, x_dict)
+    adj_dict = edge_index_dict
+    if any(is_sparse_adjacency(a) for a in adj_dict.values()):  # values unused, as in PyG
+        edge_index_dict = {
+            e: edge_list(a)[0] if is_sparse_adjacency(a) else a for e, a in adj_dict.items()
+        }
     reason = _hgt_unsupported(self, x_dict, edge_index_dict)
     if reason is not None:
         FALLBACKS["HGTConv"] = reason
-        return _ORIGINAL["HGTConv"](self, x_dict, edge_index_dict)
+        return _ORIGINAL["HGTConv"](self, x_dict, adj_dict)
     from .models import HgtWeights, hgt_core_args
 
     types, relations = list(self.node_types), list(self.edge_types)
@@ -505,18 +533,10 @@ _ROUTED: dict[str, Callable[..., Any]] = {
 }
 
 
-@torch._dynamo.assume_constant_result
-def _hector_is_compiling() -> bool:
-    """Whether the frame Dynamo is tracing is compiled by a Hector backend that routes the
-    recognised layers (its ``modules`` option). Dynamo calls this at trace time (it is marked
-    constant) and bakes the answer into the graph; its cache is per backend."""
-    from torch._dynamo.symbolic_convert import InstructionTranslator
-
-    try:
-        tx: Any = InstructionTranslator.current_tx()
-    except AttributeError:  # not tracing
-        return False
-    fn: Any = getattr(getattr(tx, "output", None), "compiler_fn", None)
+def _routes_layers(fn: Any) -> bool:
+    """Whether ``fn`` (a Dynamo callback or compiler function) leads, through Dynamo's wrappers,
+    to a Hector backend that routes the recognised layers (its ``modules`` option, unless
+    ``torch.compile(..., options=...)`` overrides it)."""
     override = None
     for _ in range(8):  # Dynamo's wrappers around the backend, outermost first
         if hasattr(fn, "options") and hasattr(fn, "backend_name"):  # a HectorBackend
@@ -533,13 +553,73 @@ def _hector_is_compiling() -> bool:
     return False
 
 
+@torch._dynamo.assume_constant_result
+def _hector_is_compiling() -> bool:
+    """Whether the frame Dynamo is tracing is compiled by a Hector backend that routes the
+    recognised layers. Dynamo calls this at trace time (it is marked constant) and bakes the
+    answer into the graph; its cache is per backend."""
+    from torch._dynamo.symbolic_convert import InstructionTranslator
+
+    try:
+        tx: Any = InstructionTranslator.current_tx()
+    except AttributeError:  # not tracing
+        return False
+    return _routes_layers(getattr(getattr(tx, "output", None), "compiler_fn", None))
+
+
+#: The callback Dynamo runs on each new frame (None outside ``torch.compile``): a builtin,
+#: so calling it opens no frame of its own for Dynamo to compile.
+_frame_callback: Callable[[], Any] = getattr(
+    torch._C._dynamo.eval_frame, "get_eval_frame_callback", lambda: None
+)
+
+
+def is_sparse_adjacency(adj: Any) -> bool:
+    """Whether ``adj`` is an adjacency PyG accepts in place of ``edge_index``: a
+    ``torch.sparse`` tensor (COO, CSR, CSC) or a ``torch_sparse.SparseTensor``."""
+    if isinstance(adj, torch.Tensor):
+        return adj.layout != torch.strided
+    typing = sys.modules.get("torch_geometric.typing")  # PyG's class, or its placeholder
+    return typing is not None and isinstance(adj, typing.SparseTensor)
+
+
+def edge_list(adj: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """PyG's transposed adjacency ``adj_t`` (``[N_dst, N_src]``) as a ``[2, E]`` ``edge_index``
+    (sources first) and its per-edge values, in the order PyG's message passing reads them
+    (``torch_geometric.utils.to_edge_index``, whose values default to ones)."""
+    from torch_geometric.utils import to_edge_index
+
+    indices, values = to_edge_index(adj)
+    return indices.flip(0), values
+
+
+@torch._dynamo.disable
+def _skipped_with_sparse(callback: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether an eager layer call with these arguments runs in a frame that ``torch.compile``
+    with a routing Hector backend (``callback``, Dynamo's, taken in that frame) was asked to
+    compile and Dynamo left to run eagerly: Dynamo takes no sparse tensor into a graph, and
+    skips such a frame with the backend's callback still set for the frames it calls."""
+    values = [*args, *kwargs.values()]
+    values += [v for d in values if isinstance(d, dict) for v in d.values()]
+    return any(is_sparse_adjacency(v) for v in values) and _routes_layers(callback)
+
+
+@torch._dynamo.disable
+def _run_outside_dynamo(forward: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run a Hector layer forward eagerly, its helper frames not compiled one by one."""
+    return forward(*args, **kwargs)
+
+
 def _routed(name: str) -> Any:
     hector_forward = _ROUTED[name]
 
     def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
         # Eager calls, and other backends' compilations, run PyG's own forward.
-        if torch.compiler.is_compiling() and _hector_is_compiling():
-            return hector_forward(self, *args, **kwargs)
+        if torch.compiler.is_compiling():
+            if _hector_is_compiling():
+                return hector_forward(self, *args, **kwargs)
+        elif _skipped_with_sparse(_frame_callback(), args, kwargs):
+            return _run_outside_dynamo(hector_forward, self, *args, **kwargs)
         return _ORIGINAL[name](self, *args, **kwargs)
 
     forward.__doc__ = _ORIGINAL[name].__doc__
