@@ -10,9 +10,12 @@ runtime (``hector.graph.HeteroGraph``).
 Values are f32. A function's tensor argument may carry ``{hector.storage = bf16}`` (or ``f16``):
 its caller passes it in that type, and the function computes on its values extended to f32.
 ``convert-hector-inter-to-intra`` gives the argument that element type; the templates that
-read it convert on load, and everything they write stays f32. ``hector-autodiff`` keeps the
-attribute on ``@f_train`` and ``@f_backward``. An argument stored in a half type may only be
-read by templates (an f32 byte copy of it is an error at the op that would make it).
+read it convert on load. ``hector-autodiff`` keeps the attribute on ``@f_train`` and
+``@f_backward``. An argument stored in a half type may only be read by templates (an f32 byte
+copy of it is an error at the op that would make it). A ``[rows, width]`` result may carry the
+attribute too (``res_attrs``): the caller takes it in that type. Its value is computed in f32
+as ever, then rounded to the nearest even by one traversal writing the output, so no
+reduction accumulates in a half type.
 """
 
 from __future__ import annotations
@@ -25,11 +28,11 @@ from ._spec import Attr, DialectDef, Kind, OpDef, Operand, RowMap, TypeDef, Unar
 
 _G = Operand("graph", "hector_inter.graph", "the typed graph")
 
-#: Argument attribute of a function's tensor argument: the element type (``f16``, ``bf16``;
-#: ``f32`` is the default) its caller stores it in. The function computes on its f32 values;
-#: ``convert-hector-inter-to-intra`` gives the argument that element type and the templates
-#: that read it extend each element to f32 on load (``hector-autodiff`` keeps it on
-#: ``@f_train`` and ``@f_backward``).
+#: Argument (or result) attribute of a function's tensor argument (result): the element type
+#: (``f16``, ``bf16``; ``f32`` is the default) its caller stores it in. The function computes
+#: on f32 values; ``convert-hector-inter-to-intra`` gives the argument that element type and
+#: the templates that read it extend each element to f32 on load (``hector-autodiff`` keeps it
+#: on ``@f_train`` and ``@f_backward``); a result is rounded once, as it is written.
 STORAGE = "hector.storage"
 
 #: The elementwise functions of ``unary`` / ``unary_grad``, declared once (see ``UnaryFn``).

@@ -346,7 +346,12 @@ loop.
         Operand("y_index", "memref", f"`{_IDX}`: row of `y` read for each `i`", "optional"),
         Operand("x", "memref", "rows `[M, D]`: f32, or f16 / bf16 extended to f32 on load"),
         Operand("y", "memref", "second input of `fn` (f32, f16 or bf16)", "optional"),
-        Operand("out", "memref", "output rows, f32"),
+        Operand(
+            "out",
+            "memref",
+            'output rows, f32; with `reduce = "none"` also f16 / bf16, each f32 element '
+            "rounded to the nearest even as it is written",
+        ),
     ),
     results=(),
     attributes=(

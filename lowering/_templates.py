@@ -103,6 +103,33 @@ def to_f32(value: Value) -> Value:
     return arith.bitcast(_like(t, f32), arith.shli(bits, shift))
 
 
+def from_f32(value: Value, element: ir.Type) -> Value:
+    """The f32 ``value`` (scalar or vector) rounded to ``element`` (f16 or bf16; other types
+    take it as it is), to the nearest even as PyTorch's ``.to()`` rounds: a template writes
+    half-precision storage from the f32 it computed.
+
+    f16 goes through ``arith.truncf`` (``vcvtps2ph``, the GPU's ``cvt.rn.f16.f32``). bf16 rounds
+    as integers (LLVM may lower an f32-to-bf16 ``fptrunc`` to a library call): the top half of
+    the f32 plus the rounding bias ``0x7FFF`` and the kept lowest bit, NaN as ``0x7FC0``."""
+    t = value.type
+    scalar = ir.VectorType(t).element_type if isinstance(t, ir.VectorType) else t
+    if not isinstance(scalar, ir.F32Type) or not isinstance(element, ir.F16Type | ir.BF16Type):
+        return value
+    if isinstance(element, ir.F16Type):
+        return arith.truncf(_like(t, element), value)
+    i16, i32 = ir.IntegerType.get_signless(16), ir.IntegerType.get_signless(32)
+
+    def const(bits: int, element: ir.Type = i32) -> Value:
+        return arith.constant(_like(t, element), _splat(t, element, bits))
+
+    bits = arith.bitcast(_like(t, i32), value)
+    lowest = arith.andi(arith.shrui(bits, const(16)), const(1))
+    rounded = arith.shrui(arith.addi(bits, arith.addi(lowest, const(0x7FFF))), const(16))
+    nan = arith.cmpf(arith.CmpFPredicate.UNO, value, value)
+    half = arith.select(nan, const(0x7FC0, i16), arith.trunci(_like(t, i16), rounded))
+    return arith.bitcast(_like(t, element), half)
+
+
 def _splat(t: ir.Type, element: ir.Type, value: int) -> ir.Attribute:
     """The integer ``value`` as an attribute of ``element`` (splat over ``t``'s shape)."""
     scalar = ir.IntegerAttr.get(element, value)
@@ -156,8 +183,11 @@ class Body:
         return to_f32(memref.load(self.ops[role], list(idx)))
 
     def store(self, role: str, v: Value, *idx: Value) -> None:
-        """Store one element of operand ``role``."""
-        memref.store(v, self.ops[role], list(idx))
+        """Store one element of operand ``role``, rounded to its element type (an f16 or bf16
+        output is written from the f32 the template computed)."""
+        target = self.ops[role]
+        element = ir.MemRefType(target.type).element_type
+        memref.store(from_f32(v, element), target, list(idx))
 
     def accumulate(self, role: str, v: Value, atomic: bool, *idx: Value) -> None:
         """``role[idx] += v``, atomically when several threads may hit one element."""

@@ -64,22 +64,29 @@ def _memref(t: ir.Type, element: ir.Type | None = None) -> ir.Type:
     return t
 
 
-def _storage_type(fn: ir.Operation, i: int) -> ir.Type | None:
-    """The element type argument ``i`` of ``fn`` is stored in (its ``hector.storage``: f16,
-    bf16 or f32; None without one). The function computes on the argument's f32 values: its
-    templates extend each element on load."""
-    if "arg_attrs" not in fn.attributes:
+def _storage_type(fn: ir.Operation, i: int, of: str = "arg") -> ir.Type | None:
+    """The element type argument ``i`` of ``fn`` (``of="res"``: result ``i``) is stored in (its
+    ``hector.storage``: f16, bf16 or f32; None without one). The function computes on f32
+    values: its templates extend a stored argument on load, and round a stored result once,
+    when they write it."""
+    if f"{of}_attrs" not in fn.attributes:
         return None
-    attrs = ir.DictAttr(ir.ArrayAttr(fn.attributes["arg_attrs"])[i])
+    attrs = ir.DictAttr(ir.ArrayAttr(fn.attributes[f"{of}_attrs"])[i])
     if inter.STORAGE not in attrs:
         return None
     attr = attrs[inter.STORAGE]
+    what = "argument" if of == "arg" else "result"
     if not isinstance(attr, ir.TypeAttr) or not isinstance(attr.value, verify.INPUT_TYPES):
         raise PassFailure(
-            f"argument #{i}: {inter.STORAGE} must be one of the types f16, bf16, f32, got {attr}",
+            f"{what} #{i}: {inter.STORAGE} must be one of the types f16, bf16, f32, got {attr}",
             fn.location,
         )
     return attr.value
+
+
+def _element(value: ir.Value) -> ir.Type:
+    """The element type of a tensor or memref value."""
+    return ir.ShapedType(value.type).element_type
 
 
 def _dynamic_rows(t: ir.Type) -> bool:
@@ -363,7 +370,7 @@ class _FuncLowering:
                     "tensor or !hector_inter.graph",
                     old.location,
                 )
-        inputs += [_memref(v.type) for v in results]
+        inputs += [_memref(v.type, _storage_type(old, i, "res")) for i, v in enumerate(results)]
         locs += [v.location for v in results]
         sym = ir.StringAttr(old.attributes["sym_name"]).value
         new = func.FuncOp(
@@ -395,8 +402,10 @@ class _FuncLowering:
                 value in self.out_param
                 or producer is None
                 or producer.name == "hector_inter.degree_norm"
+                or _element(arg) != _element(value)
             ):
-                copies.append((arg, value))  # returned twice, or not computed here: copy
+                # Returned twice, not computed here, or stored as a half: copied at the end.
+                copies.append((arg, value))
             else:
                 self.out_param[value] = arg
         with self.func.location:
@@ -408,15 +417,25 @@ class _FuncLowering:
                     _lower(self, op)
         with ret.location:
             for arg, value in copies:
-                src = self.src(value)
-                t = ir.MemRefType(src.type)
-                if isinstance(t.element_type, ir.F32Type) or t.rank != 2:
-                    memref.copy(src, arg)
-                else:  # a stored half input returned as it is: extended row by row
-                    self.trav("copy", arg, src, parallel="node")
+                self._copy_out(arg, self.src(value), ret)
         for buffer, loc in reversed(self.alloc):
             memref.dealloc(buffer, loc=loc)
         func.ReturnOp([], loc=ret.location)
+
+    def _copy_out(self, arg: ir.Value, src: ir.Value, ret: ir.Operation) -> None:
+        """Copy a result into its output argument: bytes where the element types agree, else
+        row by row through a traversal that converts each element (a stored half input
+        returned as it is, extended; an f32 value returned in half storage, rounded)."""
+        if _element(arg) == _element(src):
+            memref.copy(src, arg)
+            return
+        if _rank(src) != 2:
+            raise PassFailure(
+                f"a result of type {src.type} converted to {arg.type}: only [rows, width] "
+                "results change element type",
+                ret.location,
+            )
+        self.trav("copy", arg, src, parallel="node")
 
     def _plan_fusion(self, ops: list[ir.Operation]) -> None:
         """Fuse what ``hector-fuse`` marked (``hector.fuse``), after checking the marks still
@@ -819,6 +838,8 @@ def _check_stored_inputs(fn: func.FuncOp) -> None:
         ):
             continue
         for op in users(arg, fn.operation):  # through its views (reshapes, slices)
+            if op.name == "memref.copy" and len({_element(v) for v in op.operands}) == 1:
+                continue  # returned as it is, in the same storage
             if not op.name.startswith("hector_intra.") and op.name not in _SHAPE_OPS:
                 raise PassFailure(
                     f"an argument stored as {t} is read by '{op.name}', which reads f32 only; "

@@ -60,7 +60,8 @@ def _f32(value: ir.Value, what: str, op: ir.Operation) -> Shape:
     return shape
 
 
-#: Element types a template reads an input in (extended to f32 on load); it writes f32.
+#: Element types a template reads an input in (extended to f32 on load). Templates write f32,
+#: but for a traversal without reduction, which may round each element to half storage.
 INPUT_TYPES = (ir.F32Type, ir.F16Type, ir.BF16Type)
 
 
@@ -622,7 +623,8 @@ def _traversal_template(v: OpAccess, kinds: _Kinds) -> None:
             _index(v.operand(role), role, op)
     x = _input(v.operand("x"), "x", op)
     y = _input(v.operand("y"), "y", op) if v.has("y") else None
-    out = _f32(v.operand("out"), "out", op)
+    # An elementwise write may round to half storage; a reduction re-reads out, in f32.
+    out = (_input if reduce == "none" else _f32)(v.operand("out"), "out", op)
     _rank(x, 2, "x", op)
     if reduce in ("sum", "atomic_sum") and not v.has("scatter_index"):
         _rank(out, 1, "out of a sum over all rows", op)

@@ -16,6 +16,7 @@ from typing import Any
 from mlir import ir
 
 from ._program import Kind, Traced, instantiate
+from .dialects.hector_inter import STORAGE
 from .lowering.cpu_codegen import module_bytecode
 from .passes._pipeline import run_pipeline
 from .passes.verify import verify_function
@@ -62,8 +63,20 @@ def function_abis(module: Any) -> dict[str, FunctionAbi]:
         saved = 0
         if "hector.num_saved" in op.attributes:
             saved = ir.IntegerAttr(op.attributes["hector.num_saved"]).value
-        out[name] = FunctionAbi(name, kinds, shapes, grad_of, saved)
+        out[name] = FunctionAbi(name, kinds, shapes, grad_of, saved, _result_storage(op))
     return out
+
+
+def _result_storage(fn: Any) -> tuple[str, ...]:
+    """The ``hector.storage`` of each result of ``fn`` (``"f32"`` where none is given); empty
+    when no result carries one."""
+    if "res_attrs" not in fn.attributes:
+        return ()
+    names = []
+    for attrs in ir.ArrayAttr(fn.attributes["res_attrs"]):
+        d = ir.DictAttr(attrs)
+        names.append(str(ir.TypeAttr(d[STORAGE]).value) if STORAGE in d else "f32")
+    return tuple(names) if any(n != "f32" for n in names) else ()
 
 
 def run_stages(

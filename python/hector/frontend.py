@@ -478,13 +478,15 @@ def _build(
     where: SourceLoc,
     no_grad: Collection[int] = (),
     storage: dict[int, str] | None = None,
+    written: str | None = None,
 ) -> ir.Module:
     """The traced function as a hector_inter module, built through the bindings in a context
     of its own: ``func.func @name(%g: !hector_inter.graph, %a0, ...)``, each argument's kind in
     a ``hector.kind`` argument attribute (so every pass agrees with the tracer), the arguments
     at ``no_grad`` positions marked ``hector.no_grad`` (``hector-autodiff`` gives them no
-    gradient), those in ``storage`` marked ``hector.storage`` (passed in that half type), each
-    op at the user's source line and the function at its ``def``."""
+    gradient), those in ``storage`` marked ``hector.storage`` (passed in that half type), the
+    ``[rows, width]`` results too when ``written`` names a half type, each op at the user's
+    source line and the function at its ``def``."""
     # The compiler loads on first use, so that bundles run where MLIR is not installed.
     try:
         from mlir import ir
@@ -521,6 +523,11 @@ def _build(
                 for i, a in enumerate(args)
             ]
         )
+        if written is not None:
+            stored = {"hector.storage": ir.TypeAttr.get(ir.Type.parse(written))}
+            f.result_attrs = ir.ArrayAttr.get(
+                [ir.DictAttr.get(stored if t.rank == 2 else {}) for t in outputs]
+            )
         block = f.add_entry_block([fn_loc] * len(inputs))
         env: dict[int, ir.Value] = {a.index: block.arguments[i + 1] for i, a in enumerate(args)}
         with ir.InsertionPoint(block):
@@ -558,11 +565,13 @@ def trace(
     name: str | None = None,
     no_grad: Collection[int] = (),
     storage: dict[int, str] | None = None,
+    written: str | None = None,
 ) -> Traced:
     """Trace ``fn(g, *tensors)`` for tensors of the given shapes into a hector_inter module
     whose ops carry the ``file:line:col`` of the user's source line that made them; the tensor
-    arguments at ``no_grad`` positions take no gradient when it is differentiated, and those
-    in ``storage`` are passed in that half type (``"f16"``, ``"bf16"``), read as such."""
+    arguments at ``no_grad`` positions take no gradient when it is differentiated, those in
+    ``storage`` are passed in that half type (``"f16"``, ``"bf16"``), read as such, and the
+    ``[rows, width]`` results are written in the half type ``written`` where given."""
     t = _Tracer()
     args = []
     for i, shape in enumerate(shapes):
@@ -586,7 +595,7 @@ def trace(
     if any(r.kind == Kind.WEIGHT for r in results):
         raise TraceError("returning a weight unchanged is not supported")
     fname = _symbol(fn, name)
-    module = _build(t, args, results, fname, _def_location(fn), no_grad, storage)
+    module = _build(t, args, results, fname, _def_location(fn), no_grad, storage, written)
     return Traced(
         fname,
         module,
@@ -727,10 +736,13 @@ class CompiledFunction:
         tensors: tuple[torch.Tensor, ...],
         train: bool,
         frozen: tuple[int, ...] = (),
+        result: torch.dtype | None = None,
     ) -> Executable:
         """:meth:`compile_for` on arguments already checked; with ``train``, the tensors at the
         ``frozen`` positions (input features) get no gradient, and their backward kernels are
-        not built."""
+        not built. Without ``train``, a half ``result`` type is what the kernel writes its
+        ``[rows, width]`` results in (rounded from f32 as they are written)."""
+        written = None if train else STORAGE_TYPES.get(result) if result is not None else None
         options = self.options_for(g)
         if train and self.memory_budget >= 0:  # CPU target: the CUDA host code has no plan
             # placement-plan-saved weighs the saved values at this graph's sizes.
@@ -751,7 +763,7 @@ class CompiledFunction:
             )
         # The switches and the graph statistics the code depends on (the compaction decision,
         # HGT's folding, the sizes a memory plan holds for; schedules are per worker count).
-        base = (self._key(g, tensors), train, frozen, cuda, options.cache_key())
+        base = (self._key(g, tensors), train, frozen, written, cuda, options.cache_key())
         # The aggregation order: key on the choices this graph's D/E makes for the messages
         # the kernel holds (their widths, learnt at the first compilation of these shapes).
         key = base + (self._orders(base, options, train),)
@@ -761,9 +773,8 @@ class CompiledFunction:
             storage = {
                 i: STORAGE_TYPES[t.dtype] for i, t in enumerate(tensors) if t.dtype in STORAGE_TYPES
             }
-            traced = trace(
-                self.fn, [tuple(t.shape) for t in tensors], no_grad=frozen, storage=storage
-            )
+            shapes = [tuple(t.shape) for t in tensors]
+            traced = trace(self.fn, shapes, no_grad=frozen, storage=storage, written=written)
             back_end = _target("cuda" if cuda else self.target)
             entry = back_end.compile(traced, autodiff=train, options=options)
             self.compile_seconds = time.perf_counter() - start
@@ -814,18 +825,22 @@ class CompiledFunction:
         self.check_arguments(g, tensors)  # before anything reads tensor attributes
         half = result_type(tensors)
         grad = torch.is_grad_enabled()
-        outs = self._run(g, tuple(t.float() if grad and t.requires_grad else t for t in tensors))
+        args = tuple(t.float() if grad and t.requires_grad else t for t in tensors)
+        outs = self._run(g, args, half)
         if half is None:
             return outs
         if isinstance(outs, torch.Tensor):
             return outs.to(half)
         return tuple(o.to(half) for o in outs)
 
-    def _run(self, g: HeteroGraph, tensors: tuple[torch.Tensor, ...]) -> Any:
-        """:meth:`__call__` on checked arguments: float32, or half types taking no gradient."""
+    def _run(
+        self, g: HeteroGraph, tensors: tuple[torch.Tensor, ...], half: torch.dtype | None = None
+    ) -> Any:
+        """:meth:`__call__` on checked arguments: float32, or half types taking no gradient;
+        an inference kernel writes ``[rows, width]`` results in ``half`` where given."""
         train = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
         frozen = tuple(i for i, t in enumerate(tensors) if train and not t.requires_grad)
-        entry = self._compiled(g, tensors, train, frozen)
+        entry = self._compiled(g, tensors, train, frozen, half)
         entry.check(g, tensors, self._params)  # against the graph, before the kernel runs
         if not train:
             outs = entry.call(entry.traced.name, g, list(tensors))

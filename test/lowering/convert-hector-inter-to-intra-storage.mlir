@@ -66,3 +66,42 @@ func.func @returned(%g: !hector_inter.graph, %x: tensor<?x16xf32> {hector.storag
   %m = "hector_inter.typed_linear"(%g, %x, %w) {slice = "none"} : (!hector_inter.graph, tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
   return %m, %x : tensor<?x8xf32>, tensor<?x16xf32>
 }
+
+// -----
+
+// Results the caller takes in f16 or bf16 (`hector.storage` in `res_attrs`): computed in f32
+// as ever (the fused GEMM sums into destinations in an f32 buffer), then one traversal rounds
+// each element as it writes the half output. A stored input returned in its own storage is a
+// byte copy.
+// CHECK-LABEL: func.func @stored_results
+// CHECK-SAME: %[[X:[^:]*]]: memref<?x16xbf16>, %{{[^:]*}}: memref<16x8xf32>, %[[OUT:[^:]*]]: memref<?x8xbf16>, %[[OUT1:[^:]*]]: memref<?x8xf16>, %[[OUT2:[^:]*]]: memref<?x16xbf16>)
+// CHECK: %[[SUM:.*]] = memref.alloc(%{{.*}}) : memref<?x8xf32>
+// CHECK: "hector_intra.gemm_template"(%[[X]], {{.*}}, %[[SUM]])
+// CHECK: %[[RELU:.*]] = memref.alloc(%{{.*}}) : memref<?x8xf32>
+// CHECK: "hector_intra.traversal_template"(%[[SUM]], %[[RELU]]) {{.*}}fn = "relu"
+// CHECK: "hector_intra.traversal_template"(%[[RELU]], %[[OUT]]) {{.*}}fn = "copy"{{.*}} : (memref<?x8xf32>, memref<?x8xbf16>) -> ()
+// CHECK: "hector_intra.traversal_template"(%[[SUM]], %[[OUT1]]) {{.*}}fn = "copy"{{.*}} : (memref<?x8xf32>, memref<?x8xf16>) -> ()
+// CHECK: memref.copy %[[X]], %[[OUT2]] : memref<?x16xbf16> to memref<?x16xbf16>
+
+// Loops: the bf16 output is rounded to the nearest even as integers, NaN as 0x7FC0 (32704);
+// the f16 one through arith.truncf.
+// LOOPS-LABEL: func.func private @stored_results_template2
+// LOOPS-DAG: %[[NAN:.*]] = arith.constant 32704 : i16
+// LOOPS-DAG: %[[BIAS:.*]] = arith.constant 32767 : i32
+// LOOPS: %[[BITS:.*]] = arith.bitcast %[[V:.*]] : f32 to i32
+// LOOPS: arith.addi %{{.*}}, %[[BIAS]] : i32
+// LOOPS: %[[ISNAN:.*]] = arith.cmpf uno, %[[V]], %[[V]] : f32
+// LOOPS: %[[TOP:.*]] = arith.trunci %{{.*}} : i32 to i16
+// LOOPS: %[[H:.*]] = arith.select %[[ISNAN]], %[[NAN]], %[[TOP]] : i16
+// LOOPS: %[[B:.*]] = arith.bitcast %[[H]] : i16 to bf16
+// LOOPS: memref.store %[[B]], %{{.*}} : memref<?x8xbf16>
+// LOOPS-LABEL: func.func private @stored_results_template3
+// LOOPS: %[[F:.*]] = arith.truncf %{{.*}} : f32 to f16
+// LOOPS: memref.store %[[F]], %{{.*}} : memref<?x8xf16>
+func.func @stored_results(%g: !hector_inter.graph, %x: tensor<?x16xf32> {hector.storage = bf16, hector.kind = "node"}, %w: tensor<16x8xf32>) -> (tensor<?x8xf32> {hector.storage = bf16}, tensor<?x8xf32> {hector.storage = f16}, tensor<?x16xf32> {hector.storage = bf16}) {
+  %xs = "hector_inter.gather_src"(%g, %x) : (!hector_inter.graph, tensor<?x16xf32>) -> tensor<?x16xf32>
+  %m = "hector_inter.typed_linear"(%g, %xs, %w) {slice = "none"} : (!hector_inter.graph, tensor<?x16xf32>, tensor<16x8xf32>) -> tensor<?x8xf32>
+  %agg = "hector_inter.sum_to_dst"(%g, %m) : (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %r = "hector_inter.unary"(%agg) {fn = "relu", slope = 0.0 : f32} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %r, %agg, %x : tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x16xf32>
+}

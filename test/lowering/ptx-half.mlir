@@ -4,7 +4,9 @@
 // (`ld.global.b16`, half the bytes of f32) and extends them to f32 in registers — a bf16 is the
 // top half of an f32 (`shl.b32` by 16), an f16 converts (`cvt.f32.f16`) — in the tiled GEMM
 // before they are stored to its shared tiles, which hold f32 (`st.shared.b32`), and computes
-// and writes f32 as before.
+// and writes f32 as before. An elementwise traversal may write a half output: it rounds each
+// f32 in registers (bf16: integer add of the rounding bias 0x7FFF, NaN selected as 0x7FC0;
+// f16: `cvt.rn.f16.f32`) and stores 16 bits (`st.global.b16`).
 
 // CHECK: .target sm_90
 // CHECK-LABEL: .visible .entry tiled_0_gemm(
@@ -28,6 +30,16 @@
 // CHECK-DAG: cvt.f32.f16
 // CHECK-DAG: st.global.b32
 // CHECK-NOT: st.global.b16
+// CHECK-LABEL: .visible .entry written_bf16_0_traversal(
+// CHECK-DAG: ld.global.b32
+// CHECK-DAG: add.s32 {{.*}}, 32767;
+// CHECK-DAG: selp.b16 {{.*}}, 0x7FC0,
+// CHECK-DAG: st.global.b16
+// CHECK-NOT: st.global.b32
+// CHECK-LABEL: .visible .entry written_f16_0_traversal(
+// CHECK-DAG: cvt.rn.f16.f32
+// CHECK-DAG: st.global.b16
+// CHECK-NOT: st.global.b32
 
 func.func @tiled(%x: memref<?x64xbf16>, %w: memref<4x64x32xbf16>, %src: memref<?xi32>, %et: memref<?xi32>, %dst: memref<?xi32>, %norm: memref<?x1xf32>, %out: memref<?x32xf32>) {
   "hector_intra.gemm_template"(%x, %w, %src, %et, %dst, %norm, %out) {variant = "xw", epilogue = "add", tile_n = 8 : i64, block_size = 128 : i64, schedule = {tile_m = 32 : i64, tile_n = 32 : i64, tile_k = 16 : i64, vector = 4 : i64, unroll = 4 : i64, pack = true, parallel = "none", threads = 1 : i64}, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1>} : (memref<?x64xbf16>, memref<4x64x32xbf16>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?x1xf32>, memref<?x32xf32>) -> ()
@@ -43,5 +55,13 @@ func.func @grads(%x: memref<?x64xbf16>, %dy: memref<?x32xf32>, %src: memref<?xi3
 }
 func.func @rows(%x: memref<?x8xf16>, %out: memref<?x8xf32>) {
   "hector_intra.traversal_template"(%x, %out) {parallel = "node", fn = "relu", reduce = "none", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x8xf16>, memref<?x8xf32>) -> ()
+  return
+}
+func.func @written_bf16(%x: memref<?x8xf32>, %out: memref<?x8xbf16>) {
+  "hector_intra.traversal_template"(%x, %out) {parallel = "node", fn = "relu", reduce = "none", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x8xf32>, memref<?x8xbf16>) -> ()
+  return
+}
+func.func @written_f16(%x: memref<?x8xf32>, %out: memref<?x8xf16>) {
+  "hector_intra.traversal_template"(%x, %out) {parallel = "node", fn = "copy", reduce = "none", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x8xf32>, memref<?x8xf16>) -> ()
   return
 }

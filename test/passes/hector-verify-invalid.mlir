@@ -511,11 +511,22 @@ func.func @gemm_tile(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x
 
 // -----
 
-// Inputs may be stored in f16 or bf16 (extended on load); a template writes f32 only.
+// Inputs may be stored in f16 or bf16 (extended on load); a GEMM writes f32 only.
 // COUNT: error: out must have f32 elements, got memref<?x8xf16>
 func.func @gemm_f16_out(%a: memref<?x16xf16>, %w: memref<16x8xbf16>, %out: memref<?x8xf16>) {
   // expected-error @+1 {{out must have f32 elements, got memref<?x8xf16>}}
   "hector_intra.gemm_template"(%a, %w, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x16xf16>, memref<16x8xbf16>, memref<?x8xf16>) -> ()
+  return
+}
+
+// -----
+
+// A traversal that reduces re-reads its out, which must then be f32 (only an elementwise
+// traversal rounds each element into half storage).
+// COUNT: error: out must have f32 elements, got memref<?x8xbf16>
+func.func @traversal_sum_into_bf16(%dst: memref<?xi32>, %m: memref<?x8xf32>, %out: memref<?x8xbf16>) {
+  // expected-error @+1 {{out must have f32 elements, got memref<?x8xbf16>}}
+  "hector_intra.traversal_template"(%dst, %m, %out) {fn = "copy", reduce = "sum", parallel = "edge", block_size = 128 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 1, 0, 1, 0, 1>} : (memref<?xi32>, memref<?x8xf32>, memref<?x8xbf16>) -> ()
   return
 }
 

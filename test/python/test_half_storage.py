@@ -96,6 +96,12 @@ def test_half_layers_infer_from_their_storage(g, name, half) -> None:
     eps = torch.finfo(half).eps
     assert (have.float() - want).abs().max().item() <= eps * want.abs().max().item()
     assert {STORED[half]} in [set(s.values()) for s in _stored(layer)]
+    assert (STORED[half],) in _written(layer)  # the kernel writes the half type itself
+
+
+def _written(layer: torch.nn.Module) -> list[tuple[str, ...]]:
+    """The result storage of every forward function the layer's compiled function holds."""
+    return [e.staged.abi[e.traced.name].result_storage for e in layer._fn._cache.values()]
 
 
 @pytest.mark.parametrize("half", HALVES)
@@ -151,6 +157,35 @@ def test_every_half_value_widens_exactly(half) -> None:
     assert torch.equal(product, rows.float() + 0.0)
 
 
+def _float32_patterns() -> torch.Tensor:
+    """Every float32 high half with low halves at and around bf16's rounding ties (0x8000),
+    and at f16's (the top 13 mantissa bits kept)."""
+    high = torch.arange(0, 1 << 16, dtype=torch.int64) << 16
+    low = torch.tensor([0, 1, 0x0FFF, 0x1000, 0x1001, 0x7FFF, 0x8000, 0x8001, 0xFFFF])
+    bits = (high[:, None] | low[None, :]).flatten()
+    return (bits - ((bits >> 31) << 32)).to(torch.int32).view(torch.float32).reshape(-1, 16)
+
+
+@pytest.mark.parametrize("half", HALVES)
+def test_every_float32_value_rounds_as_pytorch_rounds(half) -> None:
+    """Under autocast the result type is the half one, and the kernel writes it: one
+    traversal rounds each float32 to the nearest even, as ``Tensor.to`` does, over every
+    sign, exponent and rounding tie (NaN stays NaN; overflow gives infinity)."""
+    x = _float32_patterns()
+    g = hector.random_graph(x.shape[0], 8, 1, seed=0)
+    zero = torch.zeros(x.shape)
+    with torch.no_grad(), torch.autocast("cpu", dtype=half):
+        have = _plus(g, x, zero)
+    want = (x + zero).to(half)
+    assert have.dtype == half
+    nan = want.isnan()
+    assert torch.equal(have.isnan(), nan)
+    assert torch.equal(have[~nan].view(torch.int16), want[~nan].view(torch.int16))
+    written = {e.staged.abi["_plus"].result_storage: e for e in _plus._cache.values()}
+    assert (STORED[half],) in written
+    assert f"memref<?x16x{STORED[half]}>" in written[STORED[half],].staged.ir("intra")
+
+
 def test_the_cuda_target_passes_stored_halves_to_its_kernels(g) -> None:
     """Target ``cuda`` (host path emulated): a bfloat16 input that takes no gradient reaches
     the kernels as stored; their PTX loads 16-bit elements."""
@@ -170,6 +205,24 @@ def test_the_cuda_target_passes_stored_halves_to_its_kernels(g) -> None:
     assert "ld.global.b16" in entry.ptx
     assert w.grad is not None
     assert w.grad.dtype == torch.float32
+
+
+def test_the_cuda_target_writes_half_results_in_its_kernels(g) -> None:
+    """Target ``cuda`` (host path emulated: the kernels do not run), inference on bfloat16
+    arguments: the results are allocated in bfloat16 and the kernel stores 16-bit values."""
+    from hector.targets import cuda as cuda_target
+
+    fn = hector.compile(_rgcn_layer)
+    fn.target = "cuda"
+    args = _rgcn_args(torch.bfloat16)
+    with cuda_target.emulate() as rt, torch.no_grad():
+        have = fn(g, *args)
+    entry = next(iter(fn._cache.values()))
+    assert entry.staged.abi[entry.traced.name].result_storage == ("bf16",)
+    assert "st.global.b16" in entry.ptx
+    assert rt.launches
+    assert have.dtype == torch.bfloat16
+    assert have.shape == (N, 8)
 
 
 @pytest.mark.gpu

@@ -37,6 +37,13 @@ class FunctionAbi:
     result_shapes: tuple[tuple[int | None, ...], ...]  # None: the row count
     grad_of: tuple[int, ...] = ()
     num_saved: int = 0
+    #: The element type each result is written in (``hector.storage``: ``"f16"``, ``"bf16"``);
+    #: a result not named here (all of them when empty) is ``"f32"``.
+    result_storage: tuple[str, ...] = ()
+
+    def storage_of(self, i: int) -> str:
+        """The element type result ``i`` is written in: ``"f32"``, ``"f16"`` or ``"bf16"``."""
+        return self.result_storage[i] if i < len(self.result_storage) else "f32"
 
 
 @dataclass
@@ -121,6 +128,16 @@ class Executable:
             [rows_of(kind, g) if d is None else d for d in shape]
             for kind, shape in zip(abi.result_kinds, abi.result_shapes, strict=True)
         ]
+
+    def output_dtypes(self, fname: str) -> list[torch.dtype]:
+        """The types ``fname`` writes its results in (float32 unless stored as a half)."""
+        import torch
+
+        from .._program import STORAGE_TYPES
+
+        dtypes = {name: dtype for dtype, name in STORAGE_TYPES.items()}
+        abi = self.staged.abi[fname]
+        return [dtypes.get(abi.storage_of(i), torch.float32) for i in range(len(abi.result_kinds))]
 
     def call(self, fname: str, g: HeteroGraph, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
         """Run compiled function ``fname`` on the graph and tensors; return its results."""

@@ -49,6 +49,7 @@ def drop_saved(abi: dict[str, FunctionAbi], dropped: dict[str, tuple[int, ...]])
             tuple(a.result_shapes[i] for i in keep),
             a.grad_of,
             a.num_saved - len(slots),
+            tuple(a.storage_of(i) for i in keep) if a.result_storage else (),
         )
 
 
@@ -127,19 +128,26 @@ class CpuEntry(Executable):
         blocks of the host memory cache, like the generated code's own buffers)."""
         idle = host_memory.keeping_no_idle() if self.trims_idle else contextlib.nullcontext()
         with idle:  # (results too: a reused block would be resident before the call writes it)
-            outs = [torch.from_numpy(host_memory.empty(d)) for d in self.output_shapes(fname, g)]
+            shapes, dtypes = self.output_shapes(fname, g), self.output_dtypes(fname)
+            outs = [_host_empty(d, t) for d, t in zip(shapes, dtypes, strict=True)]
             arrays = [np.ascontiguousarray(a.numpy()) for a in g.arrays()]
-            # bfloat16 has no NumPy type: its bits pass as int16 (the kernel reads bf16)
-            arrays += [
-                (t.view(torch.int16) if t.dtype == torch.bfloat16 else t)
-                .detach()
-                .contiguous()
-                .numpy()
-                for t in tensors
-            ]
-            arrays += [o.numpy() for o in outs]
+            arrays += [_bits(t.detach().contiguous()).numpy() for t in tensors]
+            arrays += [_bits(o).numpy() for o in outs]
             self.kernel(fname, *arrays)
         return outs
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as NumPy can hold it: bfloat16 has no NumPy type, so its bits pass as int16 (the
+    kernel reads and writes bf16)."""
+    return t.view(torch.int16) if t.dtype == torch.bfloat16 else t
+
+
+def _host_empty(shape: list[int], dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialised result over a block of the host memory cache."""
+    stored = torch.int16 if dtype == torch.bfloat16 else dtype
+    array = host_memory.empty(shape, torch.empty(0, dtype=stored).numpy().dtype)
+    return torch.from_numpy(array).view(dtype)
 
 
 def compile_traced(

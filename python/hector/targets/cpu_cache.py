@@ -63,7 +63,12 @@ def _abi_of(d: dict[str, Any]) -> FunctionAbi:
     shapes = tuple(tuple(None if x is None else int(x) for x in s) for s in d["result_shapes"])
     kinds = tuple(Kind(k) for k in d["result_kinds"])
     return FunctionAbi(
-        str(d["name"]), kinds, shapes, tuple(map(int, d["grad_of"])), int(d["num_saved"])
+        str(d["name"]),
+        kinds,
+        shapes,
+        tuple(map(int, d["grad_of"])),
+        int(d["num_saved"]),
+        tuple(map(str, d.get("result_storage", ()))),
     )
 
 
