@@ -14,13 +14,14 @@ the compiled layer with PyG's eager layer: outputs and gradients within 1e-5.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 import torch
 import torch._dynamo
 import torch_geometric.typing
+from test_pyg_route_configs import _fresh_dynamo  # noqa: F401  (autouse: Dynamo reset per test)
 from torch_geometric.nn import FastRGCNConv, HGTConv, RGATConv, RGCNConv
 from torch_geometric.utils import to_torch_coo_tensor, to_torch_csc_tensor, to_torch_csr_tensor
 
@@ -52,15 +53,6 @@ class _SparseTensor(torch_geometric.typing.SparseTensor):  # type: ignore[misc]
     def set_value(self, value: torch.Tensor, layout: str | None = None) -> _SparseTensor:
         """The same edges with other values."""
         return _SparseTensor(self._coo[0], self._coo[1], value)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_dynamo() -> Iterator[None]:
-    torch._dynamo.reset()
-    pyg_route.FALLBACKS.clear()
-    pyg_route.reset_stats()
-    yield
-    torch._dynamo.reset()
 
 
 def _edges(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
