@@ -3,9 +3,10 @@
 A dataset loaded from IGBH's files (``--dataset <size folder>``, see
 :func:`hector.datasets.load_igbh`) brings its features: one ``node_feat.npy`` per node type, read
 through a :class:`hector.typed_features.TypedFeatureStore`. Where they are stored in another
-type than ``--feat-dtype`` asks (IGBH ships float32; MLPerf trains from float16), each type's
-table is converted once, chunk by chunk, into the bench's private cache, keyed by the source
-file's path, size and modification time; the dataset's own folder is only read.
+type than ``--feat-dtype`` asks (IGBH ships float32; MLPerf trains from float16), a type with
+MLPerf's own float16 copy (``node_feat_fp16.pt``) is read from it in place, and every other
+type's table is converted once, chunk by chunk, into the bench's private cache, keyed by the
+source file's path, size and modification time; the dataset's own folder is only read.
 """
 
 from __future__ import annotations
@@ -54,9 +55,20 @@ def igbh_store(ds: Any, cache_dir: str, dim: int, classes: int, dtype: str) -> A
         raise ValueError(f"{ds.name}: the features are {store.dim} wide; pass --feat {store.dim}")
     if store.dtype == np.dtype(dtype):
         return store
-    store.close()  # the same labels, features converted once into the cache
+    store.close()  # the same labels, features in ``dtype``
     converted = {
-        t: FeatureStore(_converted(s.path, s.table, dtype, cache_dir), s.labels_path)
+        t: FeatureStore(_in_type(s, dtype, cache_dir), s.labels_path)
         for t, s in zip(store.node_types, store.stores, strict=True)
     }
     return TypedFeatureStore(ds, converted)
+
+
+def _in_type(store: Any, dtype: str, cache_dir: str) -> Path:
+    """A file of one node type's features in ``dtype``: MLPerf's float16 copy next to them
+    where there is one, else the table converted once into the private cache."""
+    from hector.dataset_igbh import MLPERF_FEATURE_FILE
+
+    saved = store.path.parent / MLPERF_FEATURE_FILE
+    if dtype == "float16" and saved.is_file():
+        return saved
+    return _converted(store.path, store.table, dtype, cache_dir)

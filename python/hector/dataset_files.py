@@ -9,7 +9,9 @@ checked (:class:`~hector.dataset.DatasetLimitError`) before anything of that siz
 from __future__ import annotations
 
 import os
+import struct
 import tokenize
+import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -178,13 +180,17 @@ IGBH_FEATURE_WIDTH = 1024
 
 
 def open_feature_table(f: Path, width: int = IGBH_FEATURE_WIDTH) -> np.ndarray:
-    """Memory-map a feature table: an ``.npy`` file (:func:`open_npy`), or a file without the
-    ``.npy`` magic as the raw row-major float32 ``[size / (4 * width), width]`` table that
-    IGBH's ``large`` and ``full`` sizes ship as ``node_feat.npy``. DatasetError naming the
-    file when it is neither."""
+    """Memory-map a feature table: an ``.npy`` file (:func:`open_npy`), a tensor file
+    ``torch.save`` wrote (a zip archive: :func:`open_saved_table`), or a file without either
+    magic as the raw row-major float32 ``[size / (4 * width), width]`` table that IGBH's
+    ``large`` and ``full`` sizes ship as ``node_feat.npy``. DatasetError naming the file when
+    it is none of these."""
     with open(f, "rb") as fh:
-        if fh.read(6) == b"\x93NUMPY":
-            return open_npy(f)
+        magic = fh.read(6)
+    if magic == b"\x93NUMPY":
+        return open_npy(f)
+    if magic.startswith(b"PK\x03\x04") or f.suffix == ".pt":
+        return open_saved_table(f)
     size, row = f.stat().st_size, 4 * width
     if width <= 0 or size == 0 or size % row:
         raise DatasetError(
@@ -192,6 +198,46 @@ def open_feature_table(f: Path, width: int = IGBH_FEATURE_WIDTH) -> np.ndarray:
             f"bytes are not a positive multiple of {row})"
         )
     return np.memmap(f, dtype=np.float32, mode="r", shape=(size // row, width))
+
+
+#: The tensor types a saved feature table may hold, as NumPy types.
+_SAVED_DTYPES = {torch.float32: np.float32, torch.float16: np.float16}
+#: A zip local file header: signature, 22 bytes, name length, extra field length.
+_LOCAL_HEADER = struct.Struct("<4s22xHH")
+
+
+def open_saved_table(f: Path) -> np.ndarray:
+    """Memory-map the one 2-D float32 or float16 row-major tensor ``torch.save`` wrote to ``f``
+    (MLPerf's ``node_feat_fp16.pt``). The zip archive stores the tensor's bytes as one
+    uncompressed record: the table is that record, from the tensor's storage offset. Its type
+    and shape come from ``torch.load(..., weights_only=True, mmap=True)``, which runs no code
+    from the file and reads no rows. DatasetError naming the file for anything else."""
+    try:
+        t = torch.load(f, map_location="cpu", mmap=True, weights_only=True)
+    except Exception as err:  # torch raises RuntimeError, pickle's and zip's errors alike
+        raise DatasetError(f"{f}: not a tensor file torch.save wrote ({err})") from None
+    if not (isinstance(t, torch.Tensor) and t.dim() == 2 and t.dtype in _SAVED_DTYPES) or (
+        not t.is_contiguous()
+    ):
+        what = f"{t.dtype} {list(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__
+        raise DatasetError(f"{f}: expected one row-major 2-D float32 or float16 tensor, got {what}")
+    try:
+        with zipfile.ZipFile(f) as z:
+            (info,) = [i for i in z.infolist() if i.filename.split("/")[-2:-1] == ["data"]]
+        with open(f, "rb") as fh:
+            fh.seek(info.header_offset)
+            magic, name, extra = _LOCAL_HEADER.unpack(fh.read(_LOCAL_HEADER.size))
+    except (zipfile.BadZipFile, ValueError, OSError, struct.error) as err:
+        raise DatasetError(f"{f}: no single tensor record in the archive ({err})") from None
+    size = t.element_size()
+    end = (t.storage_offset() + t.numel()) * size
+    if magic != b"PK\x03\x04" or info.compress_type != zipfile.ZIP_STORED or end > info.file_size:
+        raise DatasetError(f"{f}: the tensor's record is not its {end} bytes, stored uncompressed")
+    start = info.header_offset + _LOCAL_HEADER.size + name + extra + t.storage_offset() * size
+    if start + t.numel() * size > f.stat().st_size:
+        raise DatasetError(f"{f}: the tensor runs past the end of the file")
+    rows = tuple(t.shape)
+    return np.memmap(f, dtype=_SAVED_DTYPES[t.dtype], mode="r", offset=start, shape=rows)
 
 
 def _open_coo(f: Path) -> np.ndarray:

@@ -15,7 +15,9 @@ R-GAT) ship one folder per size (``tiny``, ``small``, ``medium``, ...) laid out 
 Every ``<src>__<rel>__<dst>`` folder is a relation. A node type's count is its feature file's
 row count (read from the header, nothing else), or its largest id + 1 where it has no features.
 The ``large`` and ``full`` sizes ship ``node_feat.npy`` without a header: raw row-major float32
-rows, 1024 wide, counted from the file's size.
+rows, 1024 wide, counted from the file's size. MLPerf's R-GAT reference adds a float16 copy of
+the largest types' features, ``node_feat_fp16.pt`` (:data:`MLPERF_FEATURE_FILE`, written by
+``torch.save``), which the feature stores memory-map in place as well.
 The edge files are memory-mapped and read once to join them; the feature files are left to
 :func:`hector.typed_features.igbh_features`, which gathers their rows per batch.
 """
@@ -36,12 +38,21 @@ from .dataset import (
 )
 from .dataset_files import coo_dataset, coo_node_counts, open_feature_table, open_npy
 
-__all__ = ["EDGE_FILE", "FEATURE_FILE", "LABEL_FILES", "igbh_root", "load_igbh"]
+__all__ = [
+    "EDGE_FILE",
+    "FEATURE_FILE",
+    "LABEL_FILES",
+    "MLPERF_FEATURE_FILE",
+    "igbh_root",
+    "load_igbh",
+]
 
 #: The edge list of each relation folder.
 EDGE_FILE = "edge_index.npy"
 #: The feature table of each node type folder.
 FEATURE_FILE = "node_feat.npy"
+#: The float16 copy MLPerf's R-GAT reference saves next to it (``torch.save``).
+MLPERF_FEATURE_FILE = "node_feat_fp16.pt"
 #: The label file of each number of classes IGBH publishes.
 LABEL_FILES = {19: "node_label_19.npy", 2983: "node_label_2K.npy"}
 
@@ -90,6 +101,7 @@ def _feature_rows(root: Path, node_types: Sequence[str]) -> dict[str, int]:
     rows = {}
     for t in node_types:
         f = root / t / FEATURE_FILE
+        f = f if f.is_file() else root / t / MLPERF_FEATURE_FILE
         if f.is_file():
             table = open_feature_table(f)
             if table.ndim != 2:

@@ -17,7 +17,7 @@ reused buffer, and labels come from the types that have them. It is what
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -173,7 +173,7 @@ def igbh_features(
     *,
     classes: int | None = 19,
     root: str | os.PathLike[str] | None = None,
-    feature_file: str = FEATURE_FILE,
+    feature_file: str | Sequence[str] = FEATURE_FILE,
     **options: Any,
 ) -> TypedFeatureStore:
     """The features (and labels) of an IGBH dataset from :func:`hector.datasets.load_igbh`.
@@ -183,8 +183,9 @@ def igbh_features(
         classes: 19 or 2983: read ``node_label_19.npy`` or ``node_label_2K.npy`` where a node
             type has it (IGBH: paper); None reads no labels.
         root: the folder holding the node type folders (default: where ``dataset`` came from).
-        feature_file: each node type's feature file name (``node_feat.npy``; a float16 copy
-            may be named otherwise).
+        feature_file: each node type's feature file name (``node_feat.npy``), or names tried
+            in turn, the first present read: ``("node_feat_fp16.pt", "node_feat.npy")`` reads
+            MLPerf's float16 copies (``torch.save`` files, mapped in place) where they exist.
         options: passed to every :class:`~hector.loader.FeatureStore` (``read``, ``threads``,
             ...).
 
@@ -196,10 +197,14 @@ def igbh_features(
         raise ValueError(f"IGBH publishes labels of {sorted(LABEL_FILES)} classes, not {classes}")
     folder = Path(root if root is not None else dataset.info.get("source", ""))
     stores: dict[str, FeatureStore] = {}
+    names = [feature_file] if isinstance(feature_file, str) else list(feature_file)
     for t in dataset.node_types:
-        features = folder / t / feature_file
-        if not features.is_file():
-            raise ValueError(f"{features}: missing (node type {t!r} needs its features)")
+        present = [folder / t / n for n in names if (folder / t / n).is_file()]
+        if not present:
+            raise ValueError(
+                f"{folder / t / names[0]}: missing (node type {t!r} needs its features)"
+            )
+        features = present[0]
         labels = folder / t / LABEL_FILES[classes] if classes is not None else None
         stores[t] = FeatureStore(
             features, labels if labels is not None and labels.is_file() else None, **options

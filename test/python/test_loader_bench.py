@@ -96,6 +96,7 @@ def test_an_igbh_folder_trains_from_its_own_files_converted_once_to_float16(tmp_
     """--datasets <IGBH folder>: the graph and features come from its files; float16 asks
     for a converted copy in the private cache, written once and then reused."""
     import numpy as np
+    import torch
     from test_dataset_igbh import write_igbh
 
     from hector import datasets
@@ -120,5 +121,11 @@ def test_an_igbh_folder_trains_from_its_own_files_converted_once_to_float16(tmp_
     assert np.array_equal(store.gather(np.arange(ds.num_nodes)).numpy(), table)
     with pytest.raises(ValueError, match="the features are 8 wide; pass --feat 8"):
         igbh_files.igbh_store(ds, str(tmp_path / "c"), 1024, 19, "float16")
+    # MLPerf's float16 copy of a type (torch.save) is read in place, not converted.
+    paper = tmp_path / "small" / "processed" / "paper"
+    torch.save(torch.from_numpy(written["features"]["paper"]).half(), paper / "node_feat_fp16.pt")
+    store = igbh_files.igbh_store(ds, str(tmp_path / "c"), 8, 19, "float16")
+    assert store.stores[ds.node_types.index("paper")].path == paper / "node_feat_fp16.pt"
+    assert np.array_equal(store.gather(np.arange(ds.num_nodes)).numpy(), table)
     with pytest.raises(ValueError, match="IGBH publishes labels of"):
         igbh_files.igbh_store(ds, str(tmp_path / "c"), 8, 349, "float16")
