@@ -15,7 +15,8 @@ features, dropout, concatenated or averaged heads, dense, basis or block weights
   them by the in-degree; dropout multiplies them by a mask drawn in the captured graph from
   PyTorch's generator (a seed reproduces it);
 * ``sum_to_dst``, then the bias; averaged heads (``concat=False``) are the mean of the
-  program's ``[N, H, F]`` rows plus the bias, after the program (:func:`finish`), as PyG does.
+  program's ``[N, H, F]`` rows plus the bias, after the program (:func:`finish`), as PyG does;
+  so is ``aggr="mean"``: the sums over the in-degree, then the bias.
 
 The attention weights (``return_attention_weights``) are a second program, the first steps up to
 the softmax, so their gradient is Hector's too. Weight-sized glue (a basis combined, blocks laid
@@ -87,12 +88,16 @@ class RgatConfig:
         )
 
 
+#: The ``aggr`` values the programs compute: sums (``"mean"`` divides after the program).
+_AGGRS = ("add", "sum", "mean")
+
+
 def unsupported(conv: Any, x: Any, edge_index: Any, edge_type: Any, edge_attr: Any) -> str | None:
     """Why ``conv`` cannot run Hector's program on these inputs (None: it can)."""
     if conv.dim != 1:
         return f"dim={conv.dim} (Hector's RGAT programs take one attention channel per head)"
-    if conv.aggr != "add":
-        return f"aggr={conv.aggr!r} (RGATConv sums its messages by default)"
+    if conv.aggr not in _AGGRS:
+        return f"aggr={conv.aggr!r} (Hector's RGAT programs sum messages, or average them)"
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() != 2:
         return "x is not a [N, F] float tensor (bipartite tuple or node index input)"
     if x.dtype != torch.float32:
@@ -152,18 +157,27 @@ def arguments(
         keep = 1.0 - conv.dropout
         # drawn as F.dropout draws its mask: a seed gives PyG's own mask
         args.append(x.new_empty(edge_index.shape[1], h).bernoulli_(keep).div_(keep))
-    if c.concat:  # averaged heads: the mean and the bias follow the program (finish)
-        args.append(conv.bias if conv.bias is not None else x.new_zeros(h * f))
+    if c.concat:  # averaged heads or messages: their mean and the bias follow (finish)
+        in_program = conv.bias is not None and conv.aggr != "mean"
+        args.append(conv.bias if in_program else x.new_zeros(h * f))
     return args
 
 
-def finish(conv: Any, c: RgatConfig, out: torch.Tensor) -> torch.Tensor:
-    """The program's output as the layer's: averaged heads (``concat=False``) are the mean of
-    the ``[N, H, F]`` rows plus the bias, as PyG computes them (an averaging matrix would
-    multiply an overflowed head by zero and spread NaN to the others)."""
-    if c.concat or c.alpha:
+def finish(conv: Any, c: RgatConfig, out: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+    """The program's output as the layer's. ``aggr="mean"``: the sums divided by each node's
+    incoming edges (at least one, as PyG's scatter mean), before the bias. Averaged heads
+    (``concat=False``) are the mean of the ``[N, H, F]`` rows plus the bias, as PyG computes
+    them (an averaging matrix would multiply an overflowed head by zero and spread NaN to the
+    others)."""
+    if c.alpha:
         return out
-    out = out.view(out.shape[0], conv.heads, conv.out_channels).mean(dim=1)
+    mean = conv.aggr == "mean"
+    if mean:
+        out = out / in_degree(edge_index, out.shape[0], out).clamp(min=1)
+    if c.concat and not mean:
+        return out
+    if not c.concat:
+        out = out.view(out.shape[0], conv.heads, conv.out_channels).mean(dim=1)
     return out + conv.bias if conv.bias is not None else out
 
 

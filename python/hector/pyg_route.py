@@ -423,7 +423,7 @@ def _rgat_forward(
         tensors = pyg_rgat.arguments(self, config, x, edge_index, edge_attr)
         graph = [edge_index, edge_type]
         out = torch.ops.hector.pyg_layer(config.name, _train(tensors), graph, sizes, [], tensors)
-        return pyg_rgat.finish(self, config, out)
+        return pyg_rgat.finish(self, config, out, edge_index)
 
     out = call(False)
     if not isinstance(return_attention_weights, bool):

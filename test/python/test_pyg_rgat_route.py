@@ -42,9 +42,11 @@ def _fresh_dynamo() -> Iterator[None]:
     torch._dynamo.reset()
 
 
-def _layer(mode: str, mechanism: str, mod: Any, concat: bool, edge_dim: Any, dec: Any) -> Any:
+def _layer(
+    mode: str, mechanism: str, mod: Any, concat: bool, edge_dim: Any, dec: Any, **kw: Any
+) -> Any:
     torch.manual_seed(0)
-    kw = {"num_bases": 3} if dec == "bases" else {"num_blocks": 2} if dec == "blocks" else {}
+    kw |= {"num_bases": 3} if dec == "bases" else {"num_blocks": 2} if dec == "blocks" else {}
     conv = RGATConv(
         F,
         6,
@@ -124,11 +126,24 @@ def test_dropout_in_training_draws_pytorchs_mask() -> None:
     torch.testing.assert_close(compiled(x, ei, et), conv(x, ei, et), atol=TOL, rtol=0)
 
 
+@pytest.mark.parametrize("concat", [True, False])
+@pytest.mark.parametrize("aggr", ["mean", "sum"])
+def test_averaged_and_summed_messages_run_hectors_program(aggr: str, concat: bool) -> None:
+    """``aggr="mean"``: the program's sums over each node's in-degree (isolated nodes keep
+    zero), then the bias; ``"sum"`` is PyG's other name for the default ``"add"``."""
+    conv = _layer("additive", "across", None, concat, EDGE_DIM, None, aggr=aggr)
+    be = HectorBackend()
+    x, ei, et, attr = _inputs(EDGE_DIM, edges=20)  # 20 edges on 12 nodes: some have none
+    _assert_matches(conv, torch.compile(conv, backend=be), x, ei, et, attr)
+    assert len([name for g in be.graphs for name in g.layers]) == 2
+    assert pyg_route.FALLBACKS == {}
+
+
 @pytest.mark.parametrize(
     ("kwargs", "reason"),
     [
         ({"attention_mode": "multiplicative-self-attention", "dim": 2}, "dim=2"),
-        ({"aggr": "mean"}, "aggr='mean'"),
+        ({"aggr": "max"}, "aggr='max'"),
     ],
 )
 def test_configurations_without_a_program_fall_back_and_say_why(kwargs, reason) -> None:
