@@ -27,9 +27,9 @@ one-hot rows, bipartite inputs as one node set (destinations after sources). A s
 adjacency (``SparseTensor``, ``torch.sparse``) is read as PyG reads it (:func:`edge_list`);
 Dynamo skips a frame given a ``torch.sparse`` tensor, and the routed ``forward``, run eagerly
 under a routing Hector backend's callback, calls the same program outside Dynamo. A layer whose
-configuration the programs do not cover (``aggr="max"``; ``HGTConv`` with a skip type next to a
-wider one or relations missing from the dict) runs PyG's own ``forward``, and the reason is
-recorded in :data:`FALLBACKS` (shown by :func:`hector.explain`).
+configuration the programs do not cover (``aggr="max"``; ``HGTConv`` given relations it does
+not know) runs PyG's own ``forward``, and the reason is recorded in :data:`FALLBACKS` (shown by
+:func:`hector.explain`).
 """
 
 from __future__ import annotations
@@ -455,13 +455,6 @@ def _hgt_unsupported(conv: Any, x_dict: Any, edge_index_dict: Any) -> str | None
             return f"x_dict[{t!r}] is not a [N, F] float32 tensor"
     if not present:
         return "x_dict holds none of the layer's node types"
-    # The widths of the inputs, not ``conv.in_channels`` (``-1`` for every type when lazy).
-    widths = {x_dict[t].shape[1] for t in present}
-    if conv.out_channels in widths and len(widths) > 1 and max(widths) > conv.out_channels:
-        return (
-            f"node types of width {conv.out_channels} (PyG's gated skip) next to wider ones "
-            "(Hector's HGT program pads inputs to one width, which must then be the output's)"
-        )
     for e, ei in edge_index_dict.items():
         if e not in conv.edge_types:
             return "edge_index_dict holds relations the layer does not know"
@@ -490,8 +483,9 @@ def _hgt_forward(self: Any, x_dict: Any, edge_index_dict: Any) -> Any:
     types, relations = list(self.node_types), list(self.edge_types)
     heads, f = self.heads, self.out_channels
     # Per-type input widths: rows and weights zero-padded to the widest (the same products);
-    # PyG's gated skip applies to the types whose own width is the output's. A type x_dict
-    # lacks has no rows; a relation edge_index_dict lacks has no edges (as in PyG).
+    # PyG's gated skip applies to the types whose own width is the output's: in the program
+    # when that is the padded width, after it otherwise (_gated_skip). A type x_dict lacks has
+    # no rows; a relation edge_index_dict lacks has no edges (as in PyG).
     widths = [x_dict[t].shape[1] if t in x_dict else -1 for t in types]
     width = max(widths)
     none = x_dict[next(t for t in types if t in x_dict)].new_zeros(0, width)
@@ -518,8 +512,17 @@ def _hgt_forward(self: Any, x_dict: Any, edge_index_dict: Any) -> Any:
     for t, x in zip(types, xs, strict=True):
         if t in dst:
             result[t] = out[start : start + x.shape[0]]
+            if not skip and widths[types.index(t)] == f:
+                result[t] = _gated_skip(self, t, result[t], x_dict[t])
         start = start + x.shape[0]
     return {t: result[t] for t in x_dict if t in result}
+
+
+def _gated_skip(conv: Any, node_type: str, out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """PyG's gated residual ``σ(skip) · out + (1 − σ(skip)) · x`` of a node type whose input is
+    as wide as the output, next to wider types (the program's rows are padded past it)."""
+    alpha = conv.skip[node_type].sigmoid()
+    return alpha * out + (1 - alpha) * x
 
 
 # -- routing -------------------------------------------------------------------------------
