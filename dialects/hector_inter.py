@@ -362,10 +362,12 @@ the forward already has); functions whose derivative needs neither ignore `ref`.
     ),
 )
 
-_SOFTMAX_BY = Attr(
+#: The incoming edges one group spans (a softmax's, a maximum's): per destination, or per
+#: (destination, edge type).
+_GROUPED_BY = Attr(
     "by",
     "enum",
-    "the edges one softmax spans: per destination, or per (destination, edge type)",
+    "the edges one group spans: per destination, or per (destination, edge type)",
     ("dst", "dst_etype"),
 )
 
@@ -383,7 +385,7 @@ attention), the sums and maxima running over `{e' : dst(e') = dst(e), etype(e') 
 """,
     operands=(_G, Operand("x", "tensor", "edge-wise scores `[E, H]`")),
     results=(Operand("out", "tensor", "edge-wise weights `[E, H]`"),),
-    attributes=(_SOFTMAX_BY,),
+    attributes=(_GROUPED_BY,),
     example=_ex(
         "%g: !hector_inter.graph, %x: tensor<?x2xf32>",
         '  %0 = "hector_inter.edge_softmax"(%g, %x) {by = "dst"} '
@@ -406,12 +408,62 @@ edges of the forward's `by` (same `etype(e')` too with `"dst_etype"`).
         Operand("dy", "tensor", "output gradient `[E, H]`"),
     ),
     results=(Operand("out", "tensor", "input gradient `[E, H]`"),),
-    attributes=(_SOFTMAX_BY,),
+    attributes=(_GROUPED_BY,),
     example=_ex(
         "%g: !hector_inter.graph, %y: tensor<?x2xf32>, %dy: tensor<?x2xf32>",
         '  %0 = "hector_inter.edge_softmax_grad"(%g, %y, %dy) {by = "dst"} '
         ": (!hector_inter.graph, tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>",
         "%0 : tensor<?x2xf32>",
+    ),
+)
+
+EDGE_MAX = OpDef(
+    name="edge_max",
+    summary="The elementwise maximum of each group of incoming edges' rows, on every edge of it.",
+    description="""
+`out[e, :] = max_{e' : dst(e') = dst(e)} x[e', :]`, elementwise: each edge carries its group's
+maximum. Max aggregation (PyG `aggr="max"`) is
+`sum_to_dst(scale(edge_max(x), degree_norm {by = "dst"}))`: a node's `c` incoming edges each
+carry its maximum times `1/c`, and a node without edges gets 0, as PyG's scatter max gives.
+
+`by` names the edges one maximum spans: `"dst"`, all incoming edges of `dst(e)`;
+`"dst_etype"`, those of the same edge type too (`RGCNConv(aggr="max")`: one maximum per node
+and relation, each then multiplied by its relation's weight).
+""",
+    operands=(_G, Operand("x", "tensor", "edge-wise rows `[E, D]`")),
+    results=(Operand("out", "tensor", "edge-wise rows `[E, D]`: each group's maximum"),),
+    attributes=(_GROUPED_BY,),
+    example=_ex(
+        "%g: !hector_inter.graph, %x: tensor<?x8xf32>",
+        '  %0 = "hector_inter.edge_max"(%g, %x) {by = "dst_etype"} '
+        ": (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>",
+        "%0 : tensor<?x8xf32>",
+    ),
+)
+
+EDGE_MAX_GRAD = OpDef(
+    name="edge_max_grad",
+    summary="Input gradient of edge_max: each group's summed gradient, shared by its maxima.",
+    description="""
+`out[e, j] = [x[e, j] = y[e, j]] · (Σ_{e' in e's group} dy[e', j]) / #{e' in e's group :
+x[e', j] = y[e', j]}`, with `y` the forward output: the gradient of a group's maximum goes to
+the edges that hold it, split evenly among ties (as PyTorch's `scatter_reduce(..., "amax")`
+splits it). Groups as the forward's `by`.
+""",
+    operands=(
+        _G,
+        Operand("x", "tensor", "forward input `[E, D]`"),
+        Operand("y", "tensor", "forward output `[E, D]`"),
+        Operand("dy", "tensor", "output gradient `[E, D]`"),
+    ),
+    results=(Operand("out", "tensor", "input gradient `[E, D]`"),),
+    attributes=(_GROUPED_BY,),
+    example=_ex(
+        "%g: !hector_inter.graph, %x: tensor<?x8xf32>, %y: tensor<?x8xf32>, %dy: tensor<?x8xf32>",
+        '  %0 = "hector_inter.edge_max_grad"(%g, %x, %y, %dy) {by = "dst_etype"} '
+        ": (!hector_inter.graph, tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>) "
+        "-> tensor<?x8xf32>",
+        "%0 : tensor<?x8xf32>",
     ),
 )
 
@@ -648,6 +700,8 @@ DIALECT = DialectDef(
         UNARY_GRAD,
         EDGE_SOFTMAX,
         EDGE_SOFTMAX_GRAD,
+        EDGE_MAX,
+        EDGE_MAX_GRAD,
         SUM_ROWS,
         COMPACT_GATHER_SRC,
         EXPAND_COMPACT,

@@ -199,7 +199,7 @@ GRAPH_ARRAYS: tuple[str, ...] = tuple(a.name for a in GRAPH_LAYOUT)
 # lowering/_templates.py (shared by the CPU and GPU back ends). The unary ones and their
 # gradients come from hector_inter's declarations.
 UNARY_FNS = tuple(f.name for f in UNARY_FUNCTIONS if f.name != "copy")
-BINARY_FNS = ("scale", "add", "add_bias", "mul", "sub", "div", "exp_sub", "dot")
+BINARY_FNS = ("scale", "add", "add_bias", "mul", "sub", "div", "exp_sub", "eq", "dot")
 GRAD_FNS = tuple(f"{f.name}_grad" for f in UNARY_FUNCTIONS if f.grad_ref != "none")
 
 
@@ -317,6 +317,7 @@ Row functions (`Dx`, `Dy`, `Do` are the widths of x, y, out):
 | `add`, `add_bias` | `x[j] + y[j]` (`add_bias`: `y` is a vector, read without a row) |
 | `mul`, `sub`, `div` | `x[j] * y[j]`, `x[j] - y[j]`, `x[j] / y[j]` |
 | `exp_sub` | `exp(x[j] - y[j])` (softmax numerator) |
+| `eq` | `1` where `x[j] == y[j]`, else `0` (which edges hold their group's maximum) |
 | `dot` | `Σ_{{d < Dx/Do}} x[j*Dh + d] * y[j*Dh + d]` (per-head inner product) |
 | {_names(UNARY_FNS)} | unary functions of `x` (`hector_inter.unary`) |
 | {_names(_grads("input"))} | `x[j] * f'(y[j])` (`x` = dy, `y` = forward input) |

@@ -627,6 +627,7 @@ _BINARY: dict[str, Callable[[Value, Value], Value]] = {
     "sub": arith.subf,
     "div": arith.divf,
     "exp_sub": lambda x, y: math.exp(arith.subf(x, y)),
+    "eq": lambda x, y: arith.uitofp(x.type, arith.cmpf(arith.CmpFPredicate.OEQ, x, y)),
 }
 
 

@@ -898,6 +898,38 @@ def _edge_softmax_grad(lw: _FuncLowering, op: ir.Operation) -> None:
     lw.trav("mul", out, diff, y=y)
 
 
+@_lowers("edge_max")
+def _edge_max(lw: _FuncLowering, op: ir.Operation) -> None:
+    """Each group's maximum (a reducing traversal into ``-inf``), read back onto its edges."""
+    res = op.results[0]
+    v = inter.view(op)
+    x = lw.src(v.operand("x"))
+    group, groups = _softmax_groups(lw, op, v.attr("by"))
+    top = lw.temp(_group_memref(_width(res)), groups)
+    lw.fill(top, float("-inf"))
+    lw.trav("copy", top, x, scatter=group, reduce="max")
+    lw.trav("copy", lw.out(res, group), top, gather=group)
+
+
+@_lowers("edge_max_grad")
+def _edge_max_grad(lw: _FuncLowering, op: ir.Operation) -> None:
+    """``[x = y] · Σ_group dy / Σ_group [x = y]``: which edges hold the maximum, per group the
+    summed gradient and the count of holders, their quotient read back onto the holders."""
+    res = op.results[0]
+    v = inter.view(op)
+    x, y, dy = (lw.src(v.operand(n)) for n in ("x", "y", "dy"))
+    group, groups = _softmax_groups(lw, op, v.attr("by"))
+    width = _width(res)
+    holds = lw.temp(_memref(res.type), lw.count("src", op))
+    lw.trav("eq", holds, x, y=y)
+    total, ties, share = (lw.temp(_group_memref(width), groups) for _ in range(3))
+    for sums, rows in ((total, dy), (ties, holds)):
+        lw.fill(sums, 0.0)
+        lw.trav("copy", sums, rows, scatter=group, reduce="sum")
+    lw.trav("div", share, total, y=ties)
+    lw.trav("mul", lw.out(res, group), holds, y=share, y_index=group)
+
+
 @register_pass(
     "convert-hector-inter-to-intra",
     "Lower hector_inter relational ops to hector_intra GEMM/traversal templates on memrefs",

@@ -46,6 +46,7 @@ Each op's adjoint is one rule in :data:`ADJOINTS`, registered by op name with
 | `add(a, b)` | `da += dy`, `db += dy` / `sum_rows(dy)` for (typed) biases |
 | `unary(x)` | `dx += unary_grad(x or out, dy)` |
 | `edge_softmax(x)` | `dx += edge_softmax_grad(out, dy)` |
+| `edge_max(x)` | `dx += edge_max_grad(x, out, dy)` |
 """
 
 from __future__ import annotations
@@ -456,6 +457,18 @@ def _edge_softmax(bw: Backward, op: ir.Operation, dy: ir.Value) -> None:
         x,
         lambda: inter.OPS.edge_softmax_grad(
             graph=bw.graph, y=bw.fwd(y), dy=dy, by=by, result=x.type
+        ),
+    )
+
+
+@adjoint("edge_max")
+def _edge_max(bw: Backward, op: ir.Operation, dy: ir.Value) -> None:
+    v = inter.view(op)
+    x, by = v.operand("x"), v.attr("by")
+    bw.acc(
+        x,
+        lambda: inter.OPS.edge_max_grad(
+            graph=bw.graph, x=bw.fwd(x), y=bw.fwd(op.results[0]), dy=dy, by=by, result=x.type
         ),
     )
 

@@ -378,19 +378,24 @@ def _unary_grad(v: OpAccess, kinds: _Kinds) -> None:
     kinds.set(op.result, _same_rows(kinds, v.operand("ref"), v.operand("dy"), "ref", "dy", op))
 
 
-@_handles(_inter("edge_softmax"), _inter("edge_softmax_grad"))
+@_handles(
+    _inter("edge_softmax"),
+    _inter("edge_softmax_grad"),
+    _inter("edge_max"),
+    _inter("edge_max_grad"),
+)
 def _edge_softmax(v: OpAccess, kinds: _Kinds) -> None:
-    """Every operand but the graph, and the result, are edge scores of one shape."""
+    """Every operand but the graph, and the result, are edge rows of one shape."""
     op = v.op
     scores = list(op.operands)[1:]
     shapes = [_f32(s, f"operand #{i + 1}", op) for i, s in enumerate(scores)]
     out = _f32(op.result, "result", op)
     for shape in [*shapes, out]:
-        _rank(shape, 2, "edge scores", op)
+        _rank(shape, 2, "edge rows", op)
     for shape in shapes:
         _same_shape(shape, out, "operand and result shapes differ", op)
     for s in scores:
-        kinds.use(s, EDGE, "edge scores", op)
+        kinds.use(s, EDGE, "edge rows", op)
     kinds.set(op.result, EDGE)
 
 

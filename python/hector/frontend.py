@@ -367,6 +367,16 @@ class GraphProxy:
         self._t.claim(x, Kind.EDGE, "edge_softmax input")
         return self._t.emit("edge_softmax", {"x": x}, x.width, Kind.EDGE, graph=True, by=by)
 
+    def edge_max(self, x: Value, by: str = "dst") -> Value:
+        """Each edge's row replaced by the elementwise maximum over its destination's incoming
+        edges (``by="dst_etype"``: those of its edge type); max aggregation is
+        ``g.sum_to_dst(g.edge_max(m) * g.degree_norm("dst"))``."""
+        if by not in ("dst", "dst_etype"):
+            raise TraceError(f"by must be 'dst' or 'dst_etype', got {by!r}")
+        x = self._t.check(x, "edge_max input")
+        self._t.claim(x, Kind.EDGE, "edge_max input")
+        return self._t.emit("edge_max", {"x": x}, x.width, Kind.EDGE, graph=True, by=by)
+
     def dot(self, x: Value, y: Value, heads: int = 1) -> Value:
         """Per-head inner product of two row tensors of width ``D``: ``[M, heads]``."""
         x, y = self._t.check(x, "dot operand"), self._t.check(y, "dot operand")

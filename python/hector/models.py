@@ -91,6 +91,31 @@ rgcn_sum_layer = frontend.compile(_rgcn_sum_layer)
 rgcn_sum_layer.__name__ = "rgcn_sum_layer"
 
 
+def _rgcn_max_layer(g: GraphProxy, x: Value, weight: Value, root: Value, bias: Value) -> Value:
+    """``h'_i = Σ_r W_r max_{j∈N_r(i)} h_j + W_0 h_i + b`` (``RGCNConv(aggr="max")``: the
+    maximum per node and relation, elementwise, then its relation's weight; one GEMM per
+    (node, relation) pair after ``hector-aggregation-order``)."""
+    top = g.edge_max(g.gather_src(x), by="dst_etype")
+    agg = g.sum_to_dst(g.typed_linear(top, weight) * g.degree_norm("dst_etype"))
+    return agg + g.linear(x, root) + bias
+
+
+rgcn_max_layer = frontend.compile(_rgcn_max_layer)
+rgcn_max_layer.__name__ = "rgcn_max_layer"
+
+
+def _rgcn_max_rows_layer(g: GraphProxy, x: Value, weight: Value, root: Value, bias: Value) -> Value:
+    """``h'_i = Σ_r max_{j∈N_r(i)} W_r h_j + W_0 h_i + b``: the maximum of the transformed rows
+    (``RGCNConv(aggr="max")`` on node indices: PyG aggregates the rows ``W_r[j]`` they pick)."""
+    msg = g.typed_linear(g.gather_src(x), weight)
+    agg = g.sum_to_dst(g.edge_max(msg, by="dst_etype") * g.degree_norm("dst_etype"))
+    return agg + g.linear(x, root) + bias
+
+
+rgcn_max_rows_layer = frontend.compile(_rgcn_max_rows_layer)
+rgcn_max_rows_layer.__name__ = "rgcn_max_rows_layer"
+
+
 def _make_rgat(slope: float) -> frontend.CompiledFunction:
     def rgat_layer(
         g: GraphProxy, x: Value, weight: Value, q: Value, k: Value, bias: Value

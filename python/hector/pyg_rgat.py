@@ -16,7 +16,8 @@ features, dropout, concatenated or averaged heads, dense, basis or block weights
   PyTorch's generator (a seed reproduces it);
 * ``sum_to_dst``, then the bias; averaged heads (``concat=False``) are the mean of the
   program's ``[N, H, F]`` rows plus the bias, after the program (:func:`finish`), as PyG does;
-  so is ``aggr="mean"``: the sums over the in-degree, then the bias.
+  so is ``aggr="mean"``: the sums over the in-degree, then the bias. ``aggr="max"`` takes each
+  node's elementwise maximum message in the program (``edge_max``).
 
 The attention weights (``return_attention_weights``) are a second program, the first steps up to
 the softmax, so their gradient is Hector's too. Weight-sized glue (a basis combined, blocks laid
@@ -54,22 +55,26 @@ class RgatConfig:
     concat: bool
     slope: float
     alpha: bool = False
+    maximum: bool = False  # aggr="max": each node's elementwise maximum message, not the sum
 
     @property
     def name(self) -> str:
         """The program's name for ``hector::pyg_layer`` (parsed back by :meth:`parse`)."""
         flags = (self.multiplicative, self.within, self.edge, self.dropout, self.concat)
-        bits = "".join(str(int(f)) for f in flags)
+        bits = "".join(str(int(f)) for f in (*flags, self.maximum))
         return f"rgat:{self.heads}:{bits}:{self.mod}:{self.slope!r}:{int(self.alpha)}"
 
     @classmethod
     def parse(cls, name: str) -> RgatConfig:
         """The configuration :attr:`name` names."""
         _, heads, bits, mod, slope, alpha = name.split(":")
-        if len(bits) != 5 or mod not in _MODS:
+        if len(bits) != 6 or mod not in _MODS:
             raise ValueError(f"not an RGAT program name: {name!r}")
-        mul, within, edge, dropout, concat = (b == "1" for b in bits)
-        return cls(int(heads), mul, within, mod, edge, dropout, concat, float(slope), alpha == "1")
+        mul, within, edge, dropout, concat, top = (b == "1" for b in bits)
+        alpha_only = alpha == "1"
+        return cls(
+            int(heads), mul, within, mod, edge, dropout, concat, float(slope), alpha_only, top
+        )
 
     @classmethod
     def of(cls, conv: Any, edge: bool, alpha: bool = False) -> RgatConfig:
@@ -85,11 +90,13 @@ class RgatConfig:
             concat=bool(conv.concat),
             slope=float(conv.negative_slope),
             alpha=alpha,
+            maximum=conv.aggr == "max" and not alpha,
         )
 
 
-#: The ``aggr`` values the programs compute: sums (``"mean"`` divides after the program).
-_AGGRS = ("add", "sum", "mean")
+#: The ``aggr`` values the programs compute: sums (``"mean"`` divides after the program) and
+#: maxima.
+_AGGRS = ("add", "sum", "mean", "max")
 
 
 def unsupported(conv: Any, x: Any, edge_index: Any, edge_type: Any, edge_attr: Any) -> str | None:
@@ -235,7 +242,10 @@ def _build(c: RgatConfig) -> frontend.CompiledFunction:
         alpha, outj = _attention(c, g, x, rest)
         if c.alpha:
             return alpha
-        out = g.sum_to_dst(_message(c, g, x, alpha, outj, rest))
+        msg = _message(c, g, x, alpha, outj, rest)
+        if c.maximum:  # each node's maximum: its c edges each carry it, times 1/c
+            msg = g.edge_max(msg, by="dst") * g.degree_norm("dst")
+        out = g.sum_to_dst(msg)
         return out + rest.pop(0) if c.concat else out  # averaged heads: finish()
 
     params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in parameters(c)]

@@ -19,7 +19,8 @@ otherwise. Only weight-sized glue (stacking per-type weights, folding HGT's prio
 PyTorch code in the captured graph; the layer's computation is Hector's.
 
 ``RGCNConv`` and ``FastRGCNConv`` run ``rgcn_layer`` (``aggr="mean"``) or ``rgcn_sum_layer``
-(``"add"``/``"sum"``); bases and blocks become dense per-relation weights, an absent root or bias
+(``"add"``/``"sum"``), ``RGCNConv`` ``rgcn_max_layer`` (``"max"``; ``rgcn_max_rows_layer`` on
+index inputs); bases and blocks become dense per-relation weights, an absent root or bias
 zeros. ``RGATConv`` runs the program of its configuration (:mod:`hector.pyg_rgat`), with a
 second one for ``return_attention_weights``; edge-wise inputs and outputs are put in the
 graph's edge order (sorted by type) inside the op. Featureless and index inputs run as
@@ -27,7 +28,7 @@ one-hot rows, bipartite inputs as one node set (destinations after sources). A s
 adjacency (``SparseTensor``, ``torch.sparse``) is read as PyG reads it (:func:`edge_list`);
 Dynamo skips a frame given a ``torch.sparse`` tensor, and the routed ``forward``, run eagerly
 under a routing Hector backend's callback, calls the same program outside Dynamo. A layer whose
-configuration the programs do not cover (``aggr="max"``; ``HGTConv`` given relations it does
+configuration the programs do not cover (``aggr="min"``; ``HGTConv`` given relations it does
 not know) runs PyG's own ``forward``, and the reason is recorded in :data:`FALLBACKS` (shown by
 :func:`hector.explain`).
 """
@@ -95,8 +96,14 @@ def _compiled(program: str) -> Any:
     """The Hector program (a ``frontend.CompiledFunction``) named ``program``."""
     from . import models
 
-    if program in ("rgcn", "rgcn-sum"):
-        return models.rgcn_layer if program == "rgcn" else models.rgcn_sum_layer
+    rgcn = {
+        "rgcn": models.rgcn_layer,
+        "rgcn-sum": models.rgcn_sum_layer,
+        "rgcn-max": models.rgcn_max_layer,
+        "rgcn-max-rows": models.rgcn_max_rows_layer,
+    }
+    if program in rgcn:
+        return rgcn[program]
     if program.startswith("rgat:"):
         return pyg_rgat.program(program)
     kind, heads, skip = program.split(":")
@@ -283,9 +290,15 @@ def _train(tensors: list[torch.Tensor]) -> list[int]:
     return [1, *(i for i, t in enumerate(tensors) if not t.requires_grad)]
 
 
+#: The RGCN program of each ``aggr`` (``"max"`` on index inputs: ``"rgcn-max-rows"``).
+_RGCN_PROGRAMS = {"mean": "rgcn", "add": "rgcn-sum", "sum": "rgcn-sum", "max": "rgcn-max"}
+
+
 def _rgcn_unsupported(conv: Any, edge_index: Any, edge_type: Any) -> str | None:
-    if conv.aggr not in ("mean", "add", "sum"):
-        return f"aggr={conv.aggr!r} (Hector's RGCN programs sum or average per relation)"
+    if conv.aggr not in _RGCN_PROGRAMS:
+        return f"aggr={conv.aggr!r} (Hector's RGCN programs sum, average or take the maximum)"
+    if conv.aggr == "max" and any(c.__name__ == "FastRGCNConv" for c in type(conv).__mro__):
+        return "aggr='max' (PyG's FastRGCNConv takes 'add', 'sum' or 'mean'; its forward fails)"
     if is_sparse_adjacency(edge_index):  # PyG's RGCN layers index it by mask, and fail
         return "a torch.sparse adjacency (PyG's RGCN layers read SparseTensor adjacency only)"
     if not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2:
@@ -378,8 +391,12 @@ def _rgcn_forward(self: Any, x: Any, edge_index: Any, edge_type: Any = None) -> 
         return _ORIGINAL[name](self, x, adj, edge_type if adj is edge_index else None)
     nodes, edge_index, first = rows
     tensors = _rgcn_weights(self, nodes)
+    program = _RGCN_PROGRAMS[self.aggr]
+    xr = x[1] if isinstance(x, tuple | list) else x
+    if program == "rgcn-max" and (xr is None or not xr.is_floating_point()):
+        program = "rgcn-max-rows"  # PyG's index path: the maximum of the rows W_r[j]
     out = torch.ops.hector.pyg_layer(
-        "rgcn" if self.aggr == "mean" else "rgcn-sum",
+        program,
         _train(tensors),
         [edge_index, edge_type],
         [nodes.shape[0], self.num_relations],  # relations: the layer's, not the batch's max + 1

@@ -21,7 +21,7 @@ func.func @dot_widths_differ(%x: tensor<?x8xf32>, %y: tensor<?x4xf32>) -> tensor
 
 func.func @softmax_of_node_rows(%g: !hector_inter.graph, %x: tensor<?x2xf32>) -> tensor<?x2xf32> {
   %n = "hector_inter.sum_to_dst"(%g, %x) : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
-  // expected-error @+1 {{edge scores must be edge-wise, but it is node-wise}}
+  // expected-error @+1 {{edge rows must be edge-wise, but it is node-wise}}
   %0 = "hector_inter.edge_softmax"(%g, %n) {by = "dst"} : (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>
   return %0 : tensor<?x2xf32>
 }
@@ -32,6 +32,23 @@ func.func @softmax_grad_shapes(%g: !hector_inter.graph, %y: tensor<?x2xf32>, %dy
   // expected-error @+1 {{operand and result shapes differ: 4 vs 2}}
   %0 = "hector_inter.edge_softmax_grad"(%g, %y, %dy) {by = "dst"} : (!hector_inter.graph, tensor<?x2xf32>, tensor<?x4xf32>) -> tensor<?x2xf32>
   return %0 : tensor<?x2xf32>
+}
+
+// -----
+
+func.func @maximum_of_node_rows(%g: !hector_inter.graph, %x: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  %n = "hector_inter.sum_to_dst"(%g, %x) : (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>
+  // expected-error @+1 {{edge rows must be edge-wise, but it is node-wise}}
+  %0 = "hector_inter.edge_max"(%g, %n) {by = "dst"} : (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// -----
+
+func.func @maximum_grad_shapes(%g: !hector_inter.graph, %x: tensor<?x8xf32>, %dy: tensor<?x4xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{operand and result shapes differ: 4 vs 8}}
+  %0 = "hector_inter.edge_max_grad"(%g, %x, %x, %dy) {by = "dst"} : (!hector_inter.graph, tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x4xf32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
 }
 
 // -----

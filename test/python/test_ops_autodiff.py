@@ -178,6 +178,33 @@ def test_within_relation_softmax(g: hector.HeteroGraph) -> None:
     _check(g, f, eager, [(N, 2), (N, 6)], seed=11)
 
 
+@pytest.mark.parametrize("by", ["dst", "dst_etype"])
+def test_max_aggregation(g: hector.HeteroGraph, by: str) -> None:
+    """``sum_to_dst(edge_max(m) * degree_norm)``: each node's elementwise maximum over its
+    incoming edges (of each type with ``"dst_etype"``, summed over types), zero without edges,
+    as PyTorch's ``scatter_reduce(..., "amax", include_self=False)``. Rows gathered twice by
+    one node are ties, whose gradient is split evenly, as PyTorch splits it."""
+
+    @hector.compile
+    def f(g, x):
+        return g.sum_to_dst(g.edge_max(g.gather_src(x), by=by) * g.degree_norm(by))
+
+    def eager(g, x):
+        src, dst, et, _ = _idx(g)
+        group = dst if by == "dst" else dst * R + et
+        rows = x[src]
+        index = group.view(-1, 1).expand_as(rows)
+        top = rows.new_zeros(N * R, rows.shape[1]).scatter_reduce(
+            0, index, rows, "amax", include_self=False
+        )
+        return top.view(N, -1, rows.shape[1]).sum(1) if by == "dst_etype" else top[:N]
+
+    src, dst = g.src.long(), g.dst.long()
+    pairs = dst * N + src
+    assert pairs.unique().numel() < pairs.numel()  # repeated (source, destination): ties
+    _check(g, f, eager, [(N, 6)], seed=13)
+
+
 def test_edge_softmax_rejects_an_unknown_grouping(g: hector.HeteroGraph) -> None:
     @hector.compile
     def f(g, x):

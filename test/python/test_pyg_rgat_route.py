@@ -127,10 +127,11 @@ def test_dropout_in_training_draws_pytorchs_mask() -> None:
 
 
 @pytest.mark.parametrize("concat", [True, False])
-@pytest.mark.parametrize("aggr", ["mean", "sum"])
-def test_averaged_and_summed_messages_run_hectors_program(aggr: str, concat: bool) -> None:
+@pytest.mark.parametrize("aggr", ["mean", "sum", "max"])
+def test_averaged_summed_and_largest_messages_run_hectors_program(aggr: str, concat: bool) -> None:
     """``aggr="mean"``: the program's sums over each node's in-degree (isolated nodes keep
-    zero), then the bias; ``"sum"`` is PyG's other name for the default ``"add"``."""
+    zero), then the bias; ``"sum"`` is PyG's other name for the default ``"add"``; ``"max"``:
+    each node's elementwise maximum message (``edge_max``), zero without edges."""
     conv = _layer("additive", "across", None, concat, EDGE_DIM, None, aggr=aggr)
     be = HectorBackend()
     x, ei, et, attr = _inputs(EDGE_DIM, edges=20)  # 20 edges on 12 nodes: some have none
@@ -143,7 +144,7 @@ def test_averaged_and_summed_messages_run_hectors_program(aggr: str, concat: boo
     ("kwargs", "reason"),
     [
         ({"attention_mode": "multiplicative-self-attention", "dim": 2}, "dim=2"),
-        ({"aggr": "max"}, "aggr='max'"),
+        ({"aggr": "min"}, "aggr='min'"),
     ],
 )
 def test_configurations_without_a_program_fall_back_and_say_why(kwargs, reason) -> None:

@@ -133,26 +133,37 @@ def test_rgcn_configurations_run_hectors_program(cls, aggr, decomposition, root,
     assert pyg_route.FALLBACKS == {}
 
 
-def _featureless(kind: str) -> tuple[Any, Any]:
+def _featureless(kind: str, aggr: str = "mean") -> tuple[Any, Any]:
     """(layer, x) for featureless (``None``), index and bipartite inputs, as PyG's tests and
     its RGCN example write them."""
     gen = torch.Generator().manual_seed(9)
     if kind == "none":
-        return RGCNConv(N, 6, R, num_bases=2), None
+        return RGCNConv(N, 6, R, num_bases=2, aggr=aggr), None
     if kind == "index":
-        return RGCNConv(N, 6, R), torch.randint(0, N, (N,), generator=gen)
+        return RGCNConv(N, 6, R, aggr=aggr), torch.randint(0, N, (N,), generator=gen)
     if kind == "bipartite":  # sources of width F, N // 2 destinations of width 5
         x = (torch.randn(N, F, generator=gen), torch.randn(N // 2, 5, generator=gen))
-        return RGCNConv((F, 5), 6, R), x
-    return RGCNConv((N, N // 2), 6, R), (None, torch.arange(N // 2))  # PyG's (None, idx2)
+        return RGCNConv((F, 5), 6, R, aggr=aggr), x
+    return RGCNConv((N, N // 2), 6, R, aggr=aggr), (None, torch.arange(N // 2))  # (None, idx2)
 
 
-@pytest.mark.parametrize("kind", ["none", "index", "bipartite", "featureless_bipartite"])
-def test_rgcn_featureless_and_bipartite_inputs_run_hectors_program(kind: str) -> None:
+_INPUT_KINDS = ["none", "index", "bipartite", "featureless_bipartite"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "aggr", "program"),
+    [(k, "mean", "rgcn") for k in _INPUT_KINDS]
+    + [(k, "max", "rgcn-max" if "bipartite" == k else "rgcn-max-rows") for k in _INPUT_KINDS],
+)
+def test_rgcn_featureless_and_bipartite_inputs_run_hectors_program(
+    kind: str, aggr: str, program: str
+) -> None:
     """Index inputs run as one-hot rows; bipartite sides as one node set (destinations after
-    the sources, both padded to the wider), the output the destinations' rows."""
+    the sources, both padded to the wider), the output the destinations' rows. With
+    ``aggr="max"`` on index inputs PyG takes the maximum of the weight rows they pick: the
+    program that transforms first."""
     torch.manual_seed(3)
-    model, x = _featureless(kind)
+    model, x = _featureless(kind, aggr)
     _, ei, et = _batch(_BATCHES["without_the_highest_relation"])
     if kind in ("bipartite", "featureless_bipartite"):
         ei = torch.stack([ei[0], ei[1] % (N // 2)])
@@ -168,7 +179,7 @@ def test_rgcn_featureless_and_bipartite_inputs_run_hectors_program(kind: str) ->
     assert (got - want).abs().max().item() <= TOL
     for a, p in zip(got_g, model.parameters(), strict=True):
         assert (a - p.grad).abs().max().item() <= TOL
-    assert [g.layers for g in be.graphs] == [["rgcn"]]
+    assert [g.layers for g in be.graphs] == [[program]]
     assert pyg_route.FALLBACKS == {}
 
 
@@ -182,15 +193,47 @@ def test_featureless_input_over_the_one_hot_limit_falls_back_and_says_why(monkey
     assert "one-hot columns, over" in pyg_route.FALLBACKS["RGCNConv"]
 
 
+_MAX_BATCHES = {**_BATCHES, "repeated_edges": [0, 1, 2, 0, 1, 2, 3] * 4}
+
+
+@pytest.mark.parametrize("decomposition", [None, "bases", "blocks"])
+@pytest.mark.parametrize("batch", sorted(_MAX_BATCHES))
+def test_rgcn_max_runs_hectors_program(batch: str, decomposition: Any) -> None:
+    """``aggr="max"``: the elementwise maximum per node and relation, then the relation's
+    weight (``rgcn_max_layer``); a node without edges of a relation gets nothing from it.
+    Repeated edges make ties, whose gradient is split evenly, as PyTorch's scatter max
+    splits it."""
+    torch.manual_seed(5)
+    kw = {"num_bases": 3} if decomposition == "bases" else {}
+    kw |= {"num_blocks": 2} if decomposition == "blocks" else {}
+    model = RGCNConv(F, 6, R, aggr="max", **kw)
+    be = HectorBackend()
+    x, ei, et = _batch(_MAX_BATCHES[batch])
+    if batch == "repeated_edges":
+        ei = torch.cat([ei[:, :14], ei[:, :14]], dim=1)
+    _assert_matches(model, torch.compile(model, backend=be), x, ei, et)
+    assert [g.layers for g in be.graphs] == [["rgcn-max"]]
+    assert pyg_route.FALLBACKS == {}
+
+
 @pytest.mark.parametrize("batch", sorted(_BATCHES))
-def test_rgcn_max_falls_back_and_says_why_without_crashing(batch: str) -> None:
-    # PyG's per-relation loop, captured: empty relations made torch-mlir divide by zero
-    # (SIGFPE) and boolean masks made MLIR's LLVM lowering abort; both are refused first.
+def test_captured_rgcn_max_is_imported_piecewise_without_crashing(batch: str) -> None:
+    # The route off: PyG's per-relation loop, captured. Empty relations made torch-mlir divide
+    # by zero (SIGFPE) and boolean masks made MLIR's LLVM lowering abort; both are refused first.
     torch.manual_seed(5)
     model = RGCNConv(F, 6, R, aggr="max")
-    be = HectorBackend()
+    be = HectorBackend(modules=False)
     _assert_matches(model, torch.compile(model, backend=be), *_batch(_BATCHES[batch]))
-    assert "aggr='max'" in pyg_route.FALLBACKS["RGCNConv"]
+
+
+def test_fast_rgcn_max_fails_as_pyg_fails_and_says_why() -> None:
+    model = FastRGCNConv(F, 6, R, aggr="max")
+    x, ei, et = _batch(_BATCHES["without_the_highest_relation"])
+    with pytest.raises(AssertionError):
+        model(x, ei, et)
+    with pytest.raises(AssertionError):
+        torch.compile(model, backend=HectorBackend())(x, ei, et)
+    assert "takes 'add', 'sum' or 'mean'" in pyg_route.FALLBACKS["FastRGCNConv"]
 
 
 @pytest.mark.parametrize("layer", ["fast_rgcn", "rgat"])

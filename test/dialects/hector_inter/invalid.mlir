@@ -91,6 +91,22 @@ func.func @edge_softmax_grad_without_by(%g: !hector_inter.graph, %y: tensor<?x2x
 
 // -----
 
+func.func @edge_max_bad_by(%g: !hector_inter.graph, %x: tensor<?x8xf32>) {
+  // expected-error @+1 {{'"etype"' does not satisfy the constraint}}
+  %0 = "hector_inter.edge_max"(%g, %x) {by = "etype"} : (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @edge_max_grad_without_dy(%g: !hector_inter.graph, %x: tensor<?x8xf32>) {
+  // expected-error @+1 {{op expects exactly 4 operands, but got 3}}
+  %0 = "hector_inter.edge_max_grad"(%g, %x, %x) {by = "dst"} : (!hector_inter.graph, tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
 func.func @degree_norm_bad_by(%g: !hector_inter.graph) {
   // expected-error @+1 {{'"src"' does not satisfy the constraint}}
   %0 = "hector_inter.degree_norm"(%g) {by = "src"} : (!hector_inter.graph) -> tensor<?x1xf32>

@@ -85,3 +85,12 @@ func.func @per_slice(%g: !hector_inter.graph, %w: tensor<2x16x8xf32>, %b: tensor
   %dw = "hector_inter.etype_src_weight_grad"(%g, %da) : (!hector_inter.graph, tensor<5x16x8xf32>) -> tensor<2x16x8xf32>
   return %fw, %fb, %da, %db, %dw : tensor<5x16x4xf32>, tensor<5x4xf32>, tensor<5x16x8xf32>, tensor<5x8x4xf32>, tensor<2x16x8xf32>
 }
+
+// CHECK-LABEL: func.func @maxima
+func.func @maxima(%g: !hector_inter.graph, %x: tensor<?x8xf32>, %dy: tensor<?x8xf32>) -> (tensor<?x8xf32>, tensor<?x8xf32>) {
+  // CHECK: "hector_inter.edge_max"(%{{.*}}, %{{.*}}) {by = "dst_etype"} : (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>
+  %y = "hector_inter.edge_max"(%g, %x) {by = "dst_etype"} : (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>
+  // CHECK: "hector_inter.edge_max_grad"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) {by = "dst_etype"}
+  %dx = "hector_inter.edge_max_grad"(%g, %x, %y, %dy) {by = "dst_etype"} : (!hector_inter.graph, tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %y, %dx : tensor<?x8xf32>, tensor<?x8xf32>
+}
