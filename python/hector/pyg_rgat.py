@@ -2,9 +2,9 @@
 
 ``RGATConv`` has a configuration space rather than one formula: additive or multiplicative
 self-attention, across- or within-relation softmax, five attention modifiers (``mod``), edge
-features, dropout, concatenated or averaged heads, dense, basis or block weights. A
-:class:`RgatConfig` names one point of it; :func:`program` traces that point's Hector program
-(``dim=1``, PyG's default and the only width additive attention allows):
+features, dropout, concatenated or averaged heads, dense, basis or block weights, attention
+channels per head (``dim``, multiplicative attention only). A :class:`RgatConfig` names one
+point of it; :func:`program` traces that point's Hector program:
 
 * ``outj = W_r x_j``, ``outi = W_r x_i`` (``typed_linear`` by edge type on gathered rows);
 * logits ``q·outi + k·outj (+ e·lin_edge(edge_attr))`` through leaky ReLU, or the product
@@ -17,7 +17,10 @@ features, dropout, concatenated or averaged heads, dense, basis or block weights
 * ``sum_to_dst``, then the bias; averaged heads (``concat=False``) are the mean of the
   program's ``[N, H, F]`` rows plus the bias, after the program (:func:`finish`), as PyG does;
   so is ``aggr="mean"``: the sums over the in-degree, then the bias. ``aggr="max"`` takes each
-  node's elementwise maximum message in the program (``edge_max``).
+  node's elementwise maximum message in the program (``edge_max``);
+* with ``dim`` channels per head, the logits are ``[E, H*dim]`` and each channel scales its
+  head's ``W_r x_j`` (the weight's columns repeated per channel, ``H*dim*F`` columns; PyG's
+  ``[E, H, dim, F]`` messages).
 
 The attention weights (``return_attention_weights``) are a second program, the first steps up to
 the softmax, so their gradient is Hector's too. Weight-sized glue (a basis combined, blocks laid
@@ -56,13 +59,15 @@ class RgatConfig:
     slope: float
     alpha: bool = False
     maximum: bool = False  # aggr="max": each node's elementwise maximum message, not the sum
+    dim: int = 1  # attention channels per head (multiplicative attention's ``dim``)
 
     @property
     def name(self) -> str:
         """The program's name for ``hector::pyg_layer`` (parsed back by :meth:`parse`)."""
         flags = (self.multiplicative, self.within, self.edge, self.dropout, self.concat)
         bits = "".join(str(int(f)) for f in (*flags, self.maximum))
-        return f"rgat:{self.heads}:{bits}:{self.mod}:{self.slope!r}:{int(self.alpha)}"
+        heads = f"{self.heads}x{self.dim}" if self.dim > 1 else str(self.heads)
+        return f"rgat:{heads}:{bits}:{self.mod}:{self.slope!r}:{int(self.alpha)}"
 
     @classmethod
     def parse(cls, name: str) -> RgatConfig:
@@ -71,10 +76,9 @@ class RgatConfig:
         if len(bits) != 6 or mod not in _MODS:
             raise ValueError(f"not an RGAT program name: {name!r}")
         mul, within, edge, dropout, concat, top = (b == "1" for b in bits)
-        alpha_only = alpha == "1"
-        return cls(
-            int(heads), mul, within, mod, edge, dropout, concat, float(slope), alpha_only, top
-        )
+        h, _, dim = heads.partition("x")
+        flags = (mul, within, mod, edge, dropout, concat, float(slope), alpha == "1", top)
+        return cls(int(h), *flags, int(dim or 1))
 
     @classmethod
     def of(cls, conv: Any, edge: bool, alpha: bool = False) -> RgatConfig:
@@ -91,6 +95,7 @@ class RgatConfig:
             slope=float(conv.negative_slope),
             alpha=alpha,
             maximum=conv.aggr == "max" and not alpha,
+            dim=int(conv.dim),
         )
 
 
@@ -101,8 +106,6 @@ _AGGRS = ("add", "sum", "mean", "max")
 
 def unsupported(conv: Any, x: Any, edge_index: Any, edge_type: Any, edge_attr: Any) -> str | None:
     """Why ``conv`` cannot run Hector's program on these inputs (None: it can)."""
-    if conv.dim != 1:
-        return f"dim={conv.dim} (Hector's RGAT programs take one attention channel per head)"
     if conv.aggr not in _AGGRS:
         return f"aggr={conv.aggr!r} (Hector's RGAT programs sum messages, or average them)"
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() != 2:
@@ -154,19 +157,25 @@ def arguments(
         args.append(rows @ (conv.lin_edge.weight.t() @ conv.e))
     if c.alpha:
         return args
+    channels = h * c.dim  # each head's message, once per attention channel
+    if c.dim > 1:  # W_r with each head's columns repeated per channel: [R, in, H*dim*F]
+        weight = weight.view(*weight.shape[:-1], h, 1, f).expand(-1, -1, -1, c.dim, -1)
+        weight = weight.reshape(*shape[:-1], channels * f)
+        args.append(weight)
     if c.mod == "additive":  # w ⊙ (W_r x_j) = x_j (W_r ⊙ w): w folded into W's columns
-        args.append(weight * conv.w.repeat(h))
+        args.append(weight * conv.w.repeat(channels))
     if c.mod in ("scaled", "f-scaled"):
         args.append(in_degree(edge_index, x.shape[0], x))
     if c.mod == "scaled":
-        args += [conv.l1, conv.b1.view(f), conv.l2.repeat(1, h), conv.b2.view(f).repeat(h)]
+        tiled = (conv.l2.repeat(1, channels), conv.b2.view(f).repeat(channels))
+        args += [conv.l1, conv.b1.view(f), *tiled]
     if c.dropout:
         keep = 1.0 - conv.dropout
         # drawn as F.dropout draws its mask: a seed gives PyG's own mask
-        args.append(x.new_empty(edge_index.shape[1], h).bernoulli_(keep).div_(keep))
+        args.append(x.new_empty(edge_index.shape[1], channels).bernoulli_(keep).div_(keep))
     if c.concat:  # averaged heads or messages: their mean and the bias follow (finish)
         in_program = conv.bias is not None and conv.aggr != "mean"
-        args.append(conv.bias if in_program else x.new_zeros(h * f))
+        args.append(conv.bias if in_program else x.new_zeros(channels * f))
     return args
 
 
@@ -183,8 +192,8 @@ def finish(conv: Any, c: RgatConfig, out: torch.Tensor, edge_index: torch.Tensor
         out = out / in_degree(edge_index, out.shape[0], out).clamp(min=1)
     if c.concat and not mean:
         return out
-    if not c.concat:
-        out = out.view(out.shape[0], conv.heads, conv.out_channels).mean(dim=1)
+    if not c.concat:  # PyG: the [N, H, dim, F] rows averaged over heads
+        out = out.view(out.shape[0], conv.heads, c.dim * conv.out_channels).mean(dim=1)
     return out + conv.bias if conv.bias is not None else out
 
 
@@ -228,6 +237,7 @@ def parameters(c: RgatConfig) -> list[str]:
     names = ["x", "weight", "q", "k"] + (["edge_logits"] if c.edge else [])
     if c.alpha:
         return names
+    names += ["weight_per_channel"] if c.dim > 1 else []
     names += {"additive": ["weight_times_w"], "f-scaled": ["in_degree"]}.get(c.mod, [])
     if c.mod == "scaled":
         names += ["in_degree", "l1", "b1", "l2_tiled", "b2_tiled"]
@@ -242,6 +252,8 @@ def _build(c: RgatConfig) -> frontend.CompiledFunction:
         alpha, outj = _attention(c, g, x, rest)
         if c.alpha:
             return alpha
+        if c.dim > 1:  # each head's W_r x_j once per attention channel: [E, H*dim*F]
+            outj = g.typed_linear(g.gather_src(x), rest.pop(0))
         msg = _message(c, g, x, alpha, outj, rest)
         if c.maximum:  # each node's maximum: its c edges each carry it, times 1/c
             msg = g.edge_max(msg, by="dst") * g.degree_norm("dst")
@@ -268,4 +280,4 @@ def program(name: str) -> frontend.CompiledFunction:
 def output_columns(name: str, tensors: list[torch.Tensor]) -> int:
     """The output's width: heads for the attention weights, else ``W``'s ``H*F`` columns."""
     c = RgatConfig.parse(name)
-    return c.heads if c.alpha else int(tensors[1].shape[-1])
+    return c.heads * c.dim if c.alpha else int(tensors[1].shape[-1]) * c.dim

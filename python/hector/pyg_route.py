@@ -428,7 +428,7 @@ def _rgat_forward(
     if reason is None and not (isinstance(edge_index, torch.Tensor) and edge_index.dim() == 2):
         reason = f"edge_index is a {type(edge_index).__name__}, not a [2, E] tensor"
     if reason is None and size is not None and tuple(size) != (x.shape[0], x.shape[0]):
-        reason = f"size={tuple(size)} (a bipartite graph)"
+        reason = f"size={tuple(size)}: RGATConv reads one node set, and PyG's forward fails"
     if reason is not None:
         FALLBACKS["RGATConv"] = reason
         args = (x, adj, *given, size, return_attention_weights)

@@ -140,10 +140,39 @@ def test_averaged_summed_and_largest_messages_run_hectors_program(aggr: str, con
     assert pyg_route.FALLBACKS == {}
 
 
+@pytest.mark.parametrize("concat", [True, False])
+@pytest.mark.parametrize("mod", [None, "additive", "scaled", "f-scaled"])
+def test_several_attention_channels_per_head_run_hectors_program(mod: Any, concat: bool) -> None:
+    """Multiplicative attention with ``dim=2``: ``[E, H*dim]`` weights, each scaling its
+    head's message (the weight's columns repeated per channel), ``H*dim*F`` columns out (or
+    ``dim*F`` averaged over heads)."""
+    conv = _layer("multiplicative", "across", mod, concat, EDGE_DIM, None, dim=2)
+    be = HectorBackend()
+    x, ei, et, attr = _inputs(EDGE_DIM)
+    _assert_matches(conv, torch.compile(conv, backend=be), x, ei, et, attr)
+    configs = [RgatConfig.parse(name) for g in be.graphs for name in g.layers]
+    assert [(c.dim, c.alpha) for c in configs] == [(2, False), (2, True)]
+    assert pyg_route.FALLBACKS == {}
+
+
+def test_dropout_over_several_channels_draws_pytorchs_mask() -> None:
+    torch.manual_seed(0)
+    conv = RGATConv(
+        F, 6, R, heads=H, dim=2, dropout=0.5, attention_mode="multiplicative-self-attention"
+    ).train()
+    compiled = torch.compile(conv, backend=HectorBackend())
+    x, ei, et, _ = _inputs(None)
+    torch.manual_seed(7)
+    got = compiled(x, ei, et)
+    torch.manual_seed(7)
+    want = conv(x, ei, et)
+    assert (got - want).abs().max().item() <= TOL
+    assert pyg_route.FALLBACKS == {}
+
+
 @pytest.mark.parametrize(
     ("kwargs", "reason"),
     [
-        ({"attention_mode": "multiplicative-self-attention", "dim": 2}, "dim=2"),
         ({"aggr": "min"}, "aggr='min'"),
     ],
 )
