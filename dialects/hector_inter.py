@@ -371,10 +371,35 @@ _GROUPED_BY = Attr(
     ("dst", "dst_etype"),
 )
 
-EDGE_SOFTMAX = OpDef(
-    name="edge_softmax",
-    summary="Softmax of edge scores over the incoming edges of each node, per head.",
-    description="""
+
+def _grouped_op(
+    name: str, summary: str, description: str, inputs: tuple[Operand, ...], out: str, width: int
+) -> OpDef:
+    """An op over the groups of incoming edges ``by`` names: edge rows ``[E, width]`` in (the
+    graph, then ``inputs``) and out; its example applies it to one argument per input."""
+    types = ", ".join(["!hector_inter.graph"] + [f"tensor<?x{width}xf32>"] * len(inputs))
+    args = ", ".join(f"%{o.name}: tensor<?x{width}xf32>" for o in inputs)
+    names = ", ".join(f"%{o.name}" for o in inputs)
+    call = f'  %0 = "hector_inter.{name}"(%g, {names}) {{by = "dst"}} : ({types}) -> '
+    return OpDef(
+        name=name,
+        summary=summary,
+        description=description,
+        operands=(_G, *inputs),
+        results=(Operand("out", "tensor", out),),
+        attributes=(_GROUPED_BY,),
+        example=_ex(
+            f"%g: !hector_inter.graph, {args}",
+            call + f"tensor<?x{width}xf32>",
+            f"%0 : tensor<?x{width}xf32>",
+        ),
+    )
+
+
+EDGE_SOFTMAX = _grouped_op(
+    "edge_softmax",
+    "Softmax of edge scores over the incoming edges of each node, per head.",
+    """
 `out[e, h] = exp(x[e, h] - m[dst(e), h]) / Σ_{e' : dst(e') = dst(e)} exp(x[e', h] - m[…])` with
 `m[v, h] = max_{e' : dst(e') = v} x[e', h]` (max-subtracted, so large logits do not overflow).
 RGAT's and HGT's attention normalisation (PyG's `softmax(alpha, index)`).
@@ -383,44 +408,31 @@ RGAT's and HGT's attention normalisation (PyG's `softmax(alpha, index)`).
 `"dst_etype"`, the incoming edges of `dst(e)` of the same edge type (RGAT's within-relation
 attention), the sums and maxima running over `{e' : dst(e') = dst(e), etype(e') = etype(e)}`.
 """,
-    operands=(_G, Operand("x", "tensor", "edge-wise scores `[E, H]`")),
-    results=(Operand("out", "tensor", "edge-wise weights `[E, H]`"),),
-    attributes=(_GROUPED_BY,),
-    example=_ex(
-        "%g: !hector_inter.graph, %x: tensor<?x2xf32>",
-        '  %0 = "hector_inter.edge_softmax"(%g, %x) {by = "dst"} '
-        ": (!hector_inter.graph, tensor<?x2xf32>) -> tensor<?x2xf32>",
-        "%0 : tensor<?x2xf32>",
-    ),
+    (Operand("x", "tensor", "edge-wise scores `[E, H]`"),),
+    "edge-wise weights `[E, H]`",
+    2,
 )
 
-EDGE_SOFTMAX_GRAD = OpDef(
-    name="edge_softmax_grad",
-    summary="Input gradient of edge_softmax, from its output.",
-    description="""
+EDGE_SOFTMAX_GRAD = _grouped_op(
+    "edge_softmax_grad",
+    "Input gradient of edge_softmax, from its output.",
+    """
 `out[e, h] = y[e, h] * (dy[e, h] - Σ_{e' : dst(e') = dst(e)} dy[e', h] * y[e', h])` where `y` is
 the forward output: the softmax Jacobian applied without materialising it; the sum spans the
 edges of the forward's `by` (same `etype(e')` too with `"dst_etype"`).
 """,
-    operands=(
-        _G,
+    (
         Operand("y", "tensor", "forward output `[E, H]`"),
         Operand("dy", "tensor", "output gradient `[E, H]`"),
     ),
-    results=(Operand("out", "tensor", "input gradient `[E, H]`"),),
-    attributes=(_GROUPED_BY,),
-    example=_ex(
-        "%g: !hector_inter.graph, %y: tensor<?x2xf32>, %dy: tensor<?x2xf32>",
-        '  %0 = "hector_inter.edge_softmax_grad"(%g, %y, %dy) {by = "dst"} '
-        ": (!hector_inter.graph, tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>",
-        "%0 : tensor<?x2xf32>",
-    ),
+    "input gradient `[E, H]`",
+    2,
 )
 
-EDGE_MAX = OpDef(
-    name="edge_max",
-    summary="The elementwise maximum of each group of incoming edges' rows, on every edge of it.",
-    description="""
+EDGE_MAX = _grouped_op(
+    "edge_max",
+    "The elementwise maximum of each group of incoming edges' rows, on every edge of it.",
+    """
 `out[e, :] = max_{e' : dst(e') = dst(e)} x[e', :]`, elementwise: each edge carries its group's
 maximum. Max aggregation (PyG `aggr="max"`) is
 `sum_to_dst(scale(edge_max(x), degree_norm {by = "dst"}))`: a node's `c` incoming edges each
@@ -430,41 +442,27 @@ carry its maximum times `1/c`, and a node without edges gets 0, as PyG's scatter
 `"dst_etype"`, those of the same edge type too (`RGCNConv(aggr="max")`: one maximum per node
 and relation, each then multiplied by its relation's weight).
 """,
-    operands=(_G, Operand("x", "tensor", "edge-wise rows `[E, D]`")),
-    results=(Operand("out", "tensor", "edge-wise rows `[E, D]`: each group's maximum"),),
-    attributes=(_GROUPED_BY,),
-    example=_ex(
-        "%g: !hector_inter.graph, %x: tensor<?x8xf32>",
-        '  %0 = "hector_inter.edge_max"(%g, %x) {by = "dst_etype"} '
-        ": (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>",
-        "%0 : tensor<?x8xf32>",
-    ),
+    (Operand("x", "tensor", "edge-wise rows `[E, D]`"),),
+    "edge-wise rows `[E, D]`: each group's maximum",
+    8,
 )
 
-EDGE_MAX_GRAD = OpDef(
-    name="edge_max_grad",
-    summary="Input gradient of edge_max: each group's summed gradient, shared by its maxima.",
-    description="""
+EDGE_MAX_GRAD = _grouped_op(
+    "edge_max_grad",
+    "Input gradient of edge_max: each group's summed gradient, shared by its maxima.",
+    """
 `out[e, j] = [x[e, j] = y[e, j]] · (Σ_{e' in e's group} dy[e', j]) / #{e' in e's group :
 x[e', j] = y[e', j]}`, with `y` the forward output: the gradient of a group's maximum goes to
 the edges that hold it, split evenly among ties (as PyTorch's `scatter_reduce(..., "amax")`
 splits it). Groups as the forward's `by`.
 """,
-    operands=(
-        _G,
+    (
         Operand("x", "tensor", "forward input `[E, D]`"),
         Operand("y", "tensor", "forward output `[E, D]`"),
         Operand("dy", "tensor", "output gradient `[E, D]`"),
     ),
-    results=(Operand("out", "tensor", "input gradient `[E, D]`"),),
-    attributes=(_GROUPED_BY,),
-    example=_ex(
-        "%g: !hector_inter.graph, %x: tensor<?x8xf32>, %y: tensor<?x8xf32>, %dy: tensor<?x8xf32>",
-        '  %0 = "hector_inter.edge_max_grad"(%g, %x, %y, %dy) {by = "dst_etype"} '
-        ": (!hector_inter.graph, tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>) "
-        "-> tensor<?x8xf32>",
-        "%0 : tensor<?x8xf32>",
-    ),
+    "input gradient `[E, D]`",
+    8,
 )
 
 SUM_ROWS = OpDef(
