@@ -92,7 +92,7 @@ def _gather(store: Any, way: str, ids: np.ndarray) -> Any:
     return store.gather(ids)
 
 
-def _evict(path: Any) -> None:
+def evict(path: Any) -> None:
     """Drop this file's pages from the OS page cache (nothing else's)."""
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -128,7 +128,7 @@ def measure_way(path: Any, way: str, batches: list[np.ndarray], threads: int, co
         "checksum": float(np.asarray(reference, dtype=np.float64).sum()),
     }
     if cold:
-        _evict(path)
+        evict(path)
         t0 = time.perf_counter()
         _gather(store, way, batches[0])
         rec["cold_s"] = round(time.perf_counter() - t0, 5)

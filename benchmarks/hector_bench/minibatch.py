@@ -28,6 +28,11 @@ the previous step. Each run trains ``--warmup`` + ``--steps`` batches and report
 * with ``--procs 1,2``: the same training under ``torch.distributed`` (gloo, spawned ranks, each
   sampling its shard of the seeds, DDP), and its scaling over one process.
 
+``--cold-features`` drops the feature files' pages from the page cache
+(``posix_fadvise(DONTNEED)``) before every batch's gather: the rows come from storage each
+time, as from a table larger than memory (IGBH's ``large`` and ``full`` sizes), which is where a
+float16 table's half bytes shorten the step.
+
 Generated datasets (``synthetic:*``) are written once to ``--cache-dir`` as ``.npy`` files and
 memory-mapped afterwards, so the ranks of a multi-process run share them through the page cache.
 """
@@ -111,6 +116,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--prefetch", type=_args.THREADS_OR_AUTO, default=1, help="batches prepared ahead"
     )
     p.add_argument("--seed", type=_args.SEED, default=0)
+    p.add_argument(
+        "--cold-features",
+        action="store_true",
+        help="evict the feature files from the page cache before each batch's gather",
+    )
     p.add_argument(
         "--cache-dir",
         default=None,
@@ -543,6 +553,22 @@ def loader_alone(loader: Any, indices: Any) -> tuple[dict[str, float], list[Any]
 # ---------------------------------------------------------------------------------------------
 
 
+def read_cold(store: Any) -> None:
+    """Make every gather of ``store`` (a feature store, or one per node type) read its rows from
+    storage: the feature files are evicted from the page cache first."""
+    from .feature_gather import evict
+
+    paths = [s.path for s in getattr(store, "stores", [store])]
+    gather = store._gather
+
+    def cold_gather(node_ids: Any, out: Any) -> Any:
+        for path in paths:
+            evict(path)
+        return gather(node_ids, out)
+
+    store._gather = cold_gather
+
+
 def _loader(cfg: dict[str, Any], ds: Any, store: Any, rank: int, world: int) -> Any:
     from hector.loader import NeighborLoader
 
@@ -572,6 +598,8 @@ def run_one(cfg: dict[str, Any], rank: int = 0, world: int = 1) -> dict[str, Any
     store = feature_store(
         ds, cfg["cache_dir"], cfg["feat"], cfg["classes"], cfg["seed"], cfg["feat_dtype"]
     )
+    if cfg.get("cold_features"):
+        read_cold(store)
     loader = _loader(cfg, ds, store, rank, world)
     hector_model, pyg_model = build_models(
         cfg["model"], ds, cfg["feat"], cfg["hidden"], cfg["classes"], cfg["heads"], cfg["seed"]
@@ -727,6 +755,7 @@ def _config(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], list[s
         "prefetch": args.prefetch,
         "sample_threads": 0,
         "seed": args.seed,
+        "cold_features": args.cold_features,
         "cache_dir": args.cache_dir,
         "procs": procs,
         "pyg_procs": [int(p) for p in _parse_list(args.pyg_procs, None, "pyg-procs")]

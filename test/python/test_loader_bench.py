@@ -45,6 +45,24 @@ def test_minibatch_record_counts_compilations_and_times_the_loader_alone(tmp_pat
     assert cell["hector_speedup_vs_pyg"] > 0
 
 
+def test_cold_features_evict_the_feature_file_before_every_gather(tmp_path, monkeypatch):
+    """--cold-features: each batch's gather first drops the feature file's pages, so its rows
+    come from storage (a table larger than memory); the batches and the training are the
+    same."""
+    evicted: list[str] = []
+    monkeypatch.setattr(feature_gather, "evict", lambda path: evicted.append(str(path)))
+    out = tmp_path / "mb.json"
+    argv = "--datasets synthetic:mag --scale 0.002 --models rgcn --procs 1 --batch-size 16"
+    argv += " --fanouts 3,2 --feat 8 --hidden 8 --classes 4 --steps 2 --warmup 1 --systems hector"
+    argv += f" --eval-batches 0 --cache-dir {tmp_path / 'cache'} --json {out} --cold-features"
+    assert minibatch.run(_args(minibatch, argv.split())) == 0
+    cell = json.loads(out.read_text())["cells"][0]
+    assert cell["results"][0]["status"] == "ok"
+    # warm-up + steps in training, the steps again alone (loader_alone), and the probe batch
+    assert len(evicted) >= 3 + 2
+    assert {p.rsplit("/", 1)[-1] for p in evicted} == {"features_f8_seed0.npy"}
+
+
 def test_feature_gather_ways_deliver_the_same_rows(tmp_path):
     out = tmp_path / "fg.json"
     argv = "--dataset synthetic:mag --scale 0.002 --batch-size 16 --fanouts 3,2 --feat 8"
