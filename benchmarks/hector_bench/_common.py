@@ -153,6 +153,16 @@ def _status_kib(field_name: str) -> int | None:
     return None
 
 
+def evict_page_cache(path: Any) -> None:
+    """Drop this file's pages from the OS page cache (nothing else's): its next reads come from
+    storage."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
 def reset_high_water_mark() -> bool:
     """Reset the kernel's resident high-water mark of this process (``VmHWM``) by writing ``5``
     to ``/proc/self/clear_refs``; False where that is not allowed."""

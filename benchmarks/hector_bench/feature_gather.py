@@ -92,15 +92,6 @@ def _gather(store: Any, way: str, ids: np.ndarray) -> Any:
     return store.gather(ids)
 
 
-def evict(path: Any) -> None:
-    """Drop this file's pages from the OS page cache (nothing else's)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
 def measure_way(path: Any, way: str, batches: list[np.ndarray], threads: int, cold: bool) -> dict:
     """Gather every batch once in ``way`` (after one untimed warm-up gather); the record."""
     store = _store(path, way, threads)
@@ -128,7 +119,7 @@ def measure_way(path: Any, way: str, batches: list[np.ndarray], threads: int, co
         "checksum": float(np.asarray(reference, dtype=np.float64).sum()),
     }
     if cold:
-        evict(path)
+        _common.evict_page_cache(path)
         t0 = time.perf_counter()
         _gather(store, way, batches[0])
         rec["cold_s"] = round(time.perf_counter() - t0, 5)

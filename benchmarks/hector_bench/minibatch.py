@@ -556,14 +556,12 @@ def loader_alone(loader: Any, indices: Any) -> tuple[dict[str, float], list[Any]
 def read_cold(store: Any) -> None:
     """Make every gather of ``store`` (a feature store, or one per node type) read its rows from
     storage: the feature files are evicted from the page cache first."""
-    from .feature_gather import evict
-
     paths = [s.path for s in getattr(store, "stores", [store])]
     gather = store._gather
 
     def cold_gather(node_ids: Any, out: Any) -> Any:
         for path in paths:
-            evict(path)
+            _common.evict_page_cache(path)
         return gather(node_ids, out)
 
     store._gather = cold_gather

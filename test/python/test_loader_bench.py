@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from hector_bench import feature_gather, minibatch
+from hector_bench import _common, feature_gather, minibatch
 
 
 def _args(module, argv: list[str]) -> argparse.Namespace:
@@ -50,7 +50,7 @@ def test_cold_features_evict_the_feature_file_before_every_gather(tmp_path, monk
     come from storage (a table larger than memory); the batches and the training are the
     same."""
     evicted: list[str] = []
-    monkeypatch.setattr(feature_gather, "evict", lambda path: evicted.append(str(path)))
+    monkeypatch.setattr(_common, "evict_page_cache", lambda path: evicted.append(str(path)))
     out = tmp_path / "mb.json"
     argv = "--datasets synthetic:mag --scale 0.002 --models rgcn --procs 1 --batch-size 16"
     argv += " --fanouts 3,2 --feat 8 --hidden 8 --classes 4 --steps 2 --warmup 1 --systems hector"
