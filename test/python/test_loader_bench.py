@@ -17,13 +17,18 @@ def _args(module, argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def test_minibatch_record_counts_compilations_and_times_the_loader_alone(tmp_path):
+def _small_run(tmp_path, options: str) -> dict:
+    """The record's one cell of a small RGCN run on a tiny ``synthetic:mag`` with ``options``."""
     out = tmp_path / "mb.json"
     argv = "--datasets synthetic:mag --scale 0.002 --models rgcn --procs 1 --batch-size 16"
     argv += " --fanouts 3,2 --feat 8 --hidden 8 --classes 4 --steps 2 --warmup 1"
-    argv += f" --eval-batches 1 --cache-dir {tmp_path / 'cache'} --json {out}"
+    argv += f" --cache-dir {tmp_path / 'cache'} --json {out} {options}"
     assert minibatch.run(_args(minibatch, argv.split())) == 0
-    cell = json.loads(out.read_text())["cells"][0]
+    return json.loads(out.read_text())["cells"][0]
+
+
+def test_minibatch_record_counts_compilations_and_times_the_loader_alone(tmp_path):
+    cell = _small_run(tmp_path, "--eval-batches 1")
     hector, pyg = cell["results"]
     assert (hector["system"], pyg["system"]) == ("hector", "pyg")
     assert hector["status"] == pyg["status"] == "ok"
@@ -51,12 +56,7 @@ def test_cold_features_evict_the_feature_file_before_every_gather(tmp_path, monk
     same."""
     evicted: list[str] = []
     monkeypatch.setattr(_common, "evict_page_cache", lambda path: evicted.append(str(path)))
-    out = tmp_path / "mb.json"
-    argv = "--datasets synthetic:mag --scale 0.002 --models rgcn --procs 1 --batch-size 16"
-    argv += " --fanouts 3,2 --feat 8 --hidden 8 --classes 4 --steps 2 --warmup 1 --systems hector"
-    argv += f" --eval-batches 0 --cache-dir {tmp_path / 'cache'} --json {out} --cold-features"
-    assert minibatch.run(_args(minibatch, argv.split())) == 0
-    cell = json.loads(out.read_text())["cells"][0]
+    cell = _small_run(tmp_path, "--systems hector --eval-batches 0 --cold-features")
     assert cell["results"][0]["status"] == "ok"
     # warm-up + steps in training, the steps again alone (loader_alone), and the probe batch
     assert len(evicted) >= 3 + 2
