@@ -852,9 +852,10 @@ def _group_memref(width: int) -> ir.MemRefType:
     return ir.MemRefType.get([_DYN, width], ir.F32Type.get())
 
 
-def _softmax_groups(lw: _FuncLowering, op: ir.Operation, by: str) -> tuple[ir.Value, ir.Value]:
-    """Each edge's softmax group and the group count: its destination (``by = "dst"``), or
-    its unique (destination, edge type) pair (``"dst_etype"``, the graph's ``dst_compact``)."""
+def _edge_groups(lw: _FuncLowering, op: ir.Operation, by: str) -> tuple[ir.Value, ir.Value]:
+    """Each edge's group (a softmax's, a maximum's) and the group count: its destination
+    (``by = "dst"``), or its unique (destination, edge type) pair (``"dst_etype"``, the graph's
+    ``dst_compact``)."""
     if by == "dst_etype":
         return lw.graph_array("edge_dst_compact", op), lw.count("dst_compact_dst", op)
     return lw.graph_array("dst", op), lw.count("ntype", op)
@@ -868,7 +869,7 @@ def _edge_softmax(lw: _FuncLowering, op: ir.Operation) -> None:
     v = inter.view(op)
     x = lw.src(v.operand("x"))
     heads = _width(res)
-    dst, groups = _softmax_groups(lw, op, v.attr("by"))
+    dst, groups = _edge_groups(lw, op, v.attr("by"))
     nmax = lw.temp(_group_memref(heads), groups)
     lw.fill(nmax, float("-inf"))
     lw.trav("copy", nmax, x, scatter=dst, reduce="max")
@@ -888,7 +889,7 @@ def _edge_softmax_grad(lw: _FuncLowering, op: ir.Operation) -> None:
     v = inter.view(op)
     y, dy = lw.src(v.operand("y")), lw.src(v.operand("dy"))
     heads = _width(res)
-    dst, groups = _softmax_groups(lw, op, v.attr("by"))
+    dst, groups = _edge_groups(lw, op, v.attr("by"))
     nsum = lw.temp(_group_memref(heads), groups)
     lw.fill(nsum, 0.0)
     lw.trav("mul", nsum, dy, y=y, scatter=dst, reduce="sum")
@@ -904,7 +905,7 @@ def _edge_max(lw: _FuncLowering, op: ir.Operation) -> None:
     res = op.results[0]
     v = inter.view(op)
     x = lw.src(v.operand("x"))
-    group, groups = _softmax_groups(lw, op, v.attr("by"))
+    group, groups = _edge_groups(lw, op, v.attr("by"))
     top = lw.temp(_group_memref(_width(res)), groups)
     lw.fill(top, float("-inf"))
     lw.trav("copy", top, x, scatter=group, reduce="max")
@@ -918,7 +919,7 @@ def _edge_max_grad(lw: _FuncLowering, op: ir.Operation) -> None:
     res = op.results[0]
     v = inter.view(op)
     x, y, dy = (lw.src(v.operand(n)) for n in ("x", "y", "dy"))
-    group, groups = _softmax_groups(lw, op, v.attr("by"))
+    group, groups = _edge_groups(lw, op, v.attr("by"))
     width = _width(res)
     holds = lw.temp(_memref(res.type), lw.count("src", op))
     lw.trav("eq", holds, x, y=y)

@@ -384,7 +384,7 @@ def _unary_grad(v: OpAccess, kinds: _Kinds) -> None:
     _inter("edge_max"),
     _inter("edge_max_grad"),
 )
-def _edge_softmax(v: OpAccess, kinds: _Kinds) -> None:
+def _edge_groups(v: OpAccess, kinds: _Kinds) -> None:
     """Every operand but the graph, and the result, are edge rows of one shape."""
     op = v.op
     scores = list(op.operands)[1:]

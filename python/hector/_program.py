@@ -19,10 +19,15 @@ from .dialects import Kind, make_context
 if TYPE_CHECKING:
     from mlir import ir
 
-__all__ = ["STORAGE_TYPES", "Kind", "Traced", "instantiate", "parse_file"]
+__all__ = ["STORAGE_TYPES", "Kind", "Traced", "instantiate", "parse_file", "storage_dtype"]
 
 #: The element type (``hector.storage``, as MLIR spells it) each half dtype is passed in.
 STORAGE_TYPES = {torch.float16: "f16", torch.bfloat16: "bf16"}
+
+
+def storage_dtype(stored: str | None) -> torch.dtype:
+    """The dtype of a tensor stored as ``stored`` (``"f16"``, ``"bf16"``); float32 otherwise."""
+    return next((d for d, n in STORAGE_TYPES.items() if n == stored), torch.float32)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -51,8 +56,7 @@ class Traced:
 
     def dtype_of(self, i: int) -> torch.dtype:
         """The dtype tensor argument ``i`` must have: its storage's, else float32."""
-        stored = self.storage.get(i)
-        return next((d for d, n in STORAGE_TYPES.items() if n == stored), torch.float32)
+        return storage_dtype(self.storage.get(i))
 
     @cached_property
     def text(self) -> str:

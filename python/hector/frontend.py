@@ -508,6 +508,7 @@ def _build(
             name=err.name,
         ) from err
 
+    half = {"f16": ir.F16Type.get, "bf16": ir.BF16Type.get}  # hector.storage's element types
     ctx = make_context()
     with ctx:
         fn_loc = _location(where)
@@ -525,7 +526,7 @@ def _build(
                     {"hector.kind": ir.StringAttr.get(a.kind or Kind.WEIGHT)}
                     | ({"hector.no_grad": ir.UnitAttr.get()} if i in no_grad else {})
                     | (
-                        {"hector.storage": ir.TypeAttr.get(ir.Type.parse(storage[i]))}
+                        {inter.STORAGE: ir.TypeAttr.get(half[storage[i]]())}
                         if storage and i in storage
                         else {}
                     )
@@ -534,7 +535,7 @@ def _build(
             ]
         )
         if written is not None:
-            stored = {"hector.storage": ir.TypeAttr.get(ir.Type.parse(written))}
+            stored = {inter.STORAGE: ir.TypeAttr.get(half[written]())}
             f.result_attrs = ir.ArrayAttr.get(
                 [ir.DictAttr.get(stored if t.rank == 2 else {}) for t in outputs]
             )

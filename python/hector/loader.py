@@ -160,8 +160,9 @@ class FeatureStore(FeatureTable):
     natively gathered rows are copied as bytes, so a float16 table needs an even width).
 
     Args:
-        features: path of a 2-D float32 or float16 ``.npy`` file (or of a headerless file of
-            1024-wide float32 rows, as IGBH's ``large`` and ``full`` sizes ship theirs).
+        features: path of a 2-D float32 or float16 ``.npy`` file, of such a tensor saved by
+            ``torch.save`` (MLPerf's ``node_feat_fp16.pt``), or of a headerless file of
+            1024-wide float32 rows (as IGBH's ``large`` and ``full`` sizes ship theirs).
         labels: path of a 1-D integer ``.npy`` file with as many rows, or None.
         read: how rows are read. ``"pread"`` (default): the native
             :func:`~hector.runtime.sampler.gather_file_rows` reads them with ``pread`` into the
@@ -205,7 +206,7 @@ class FeatureStore(FeatureTable):
         self.path = Path(features)
         if not self.path.is_file():
             raise ValueError(f"{self.path}: no such file")
-        self.table = open_feature_table(self.path)  # .npy, or IGBH's headerless float32 rows
+        self.table = open_feature_table(self.path)  # .npy, a saved tensor, or raw f32 rows
         if self.table.dtype not in FEATURE_DTYPES or self.table.ndim != 2:
             raise ValueError(
                 f"{self.path}: features must be a 2-D float32 or float16 array, got "

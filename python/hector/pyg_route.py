@@ -638,7 +638,9 @@ def _routed(name: str) -> Any:
         if torch.compiler.is_compiling():
             if _hector_is_compiling():
                 return hector_forward(self, *args, **kwargs)
-        elif _skipped_with_sparse(_frame_callback(), args, kwargs):
+        elif (callback := _frame_callback()) is not None and _skipped_with_sparse(
+            callback, args, kwargs
+        ):
             return _run_outside_dynamo(hector_forward, self, *args, **kwargs)
         return _ORIGINAL[name](self, *args, **kwargs)
 

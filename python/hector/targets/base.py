@@ -131,13 +131,10 @@ class Executable:
 
     def output_dtypes(self, fname: str) -> list[torch.dtype]:
         """The types ``fname`` writes its results in (float32 unless stored as a half)."""
-        import torch
+        from .._program import storage_dtype
 
-        from .._program import STORAGE_TYPES
-
-        dtypes = {name: dtype for dtype, name in STORAGE_TYPES.items()}
         abi = self.staged.abi[fname]
-        return [dtypes.get(abi.storage_of(i), torch.float32) for i in range(len(abi.result_kinds))]
+        return [storage_dtype(abi.storage_of(i)) for i in range(len(abi.result_kinds))]
 
     def call(self, fname: str, g: HeteroGraph, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
         """Run compiled function ``fname`` on the graph and tensors; return its results."""

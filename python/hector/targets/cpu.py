@@ -145,8 +145,7 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 
 def _host_empty(shape: list[int], dtype: torch.dtype) -> torch.Tensor:
     """An uninitialised result over a block of the host memory cache."""
-    stored = torch.int16 if dtype == torch.bfloat16 else dtype
-    array = host_memory.empty(shape, torch.empty(0, dtype=stored).numpy().dtype)
+    array = host_memory.empty(shape, _bits(torch.empty(0, dtype=dtype)).numpy().dtype)
     return torch.from_numpy(array).view(dtype)
 
 

@@ -64,6 +64,16 @@ func.func @traversal_edge_copy_atomic(%dst: memref<?xi32>, %m: memref<?x8xf32>, 
   return
 }
 
+// Which edges hold their group's maximum: 1 where x equals y, else 0 (edge_max's gradient).
+// CHECK-LABEL: func.func @traversal_edge_eq
+func.func @traversal_edge_eq(%x: memref<?x8xf32>, %y: memref<?x8xf32>, %out: memref<?x8xf32>) {
+  // CHECK: "hector_intra.traversal_template"(%{{[0-9a-z_]+}}, %{{[0-9a-z_]+}}, %{{[0-9a-z_]+}})
+  // CHECK-SAME: fn = "eq"
+  // CHECK-SAME: reduce = "none"
+  "hector_intra.traversal_template"(%x, %y, %out) {parallel = "edge", fn = "eq", reduce = "none", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 1, 1, 1>} : (memref<?x8xf32>, memref<?x8xf32>, memref<?x8xf32>) -> ()
+  return
+}
+
 // Edge-parallel gather of source rows onto edges.
 // CHECK-LABEL: func.func @traversal_edge_gather
 func.func @traversal_edge_gather(%src: memref<?xi32>, %x: memref<?x8xf32>, %out: memref<?x8xf32>) {
