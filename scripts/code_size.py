@@ -3,8 +3,10 @@
 
 - no source file over 1,000 lines (Python, C++, TableGen-free MLIR tests and scripts alike);
 - no Python function over 100 lines, from its ``def`` (decorators excluded) to its last line;
-- no Python class over 25 methods (every ``def`` in the class body: dunders and properties too);
-- the product package ``python/hector`` at most 14,700 lines of Python in all.
+- no Python class over 25 methods (every ``def`` in the class body: dunders and properties too).
+
+The rules are about the size of each piece a reader has to hold at once; the package as a
+whole has no line budget.
 
 Nothing is imported: files are read and parsed with :mod:`ast`. Usage:
 ``python3 scripts/code_size.py`` from anywhere in the checkout.
@@ -36,8 +38,6 @@ SOURCE_SUFFIXES = (".py", ".cpp", ".h", ".mlir", ".sh", ".test")
 MAX_FILE_LINES = 1000
 MAX_FUNCTION_LINES = 100
 MAX_CLASS_METHODS = 25
-PACKAGE = "python/hector"
-MAX_PACKAGE_LINES = 14_700
 
 
 def source_files() -> Iterator[Path]:
@@ -72,7 +72,6 @@ def python_breaches(path: Path) -> Iterator[str]:
 def breaches() -> list[str]:
     """Every breach of the rules, one line each, ``path:line: what``."""
     out = []
-    package_lines = 0
     for path in source_files():
         lines = line_count(path)
         rel = path.relative_to(ROOT)
@@ -80,10 +79,6 @@ def breaches() -> list[str]:
             out.append(f"{rel}:1: file has {lines} lines")
         if path.suffix == ".py":
             out.extend(python_breaches(path))
-            if rel.is_relative_to(PACKAGE):
-                package_lines += lines
-    if package_lines > MAX_PACKAGE_LINES:
-        out.append(f"{PACKAGE}: {package_lines} lines of Python (at most {MAX_PACKAGE_LINES})")
     return out
 
 
