@@ -35,13 +35,57 @@ LLVM_CPU = (
     "convert-ub-to-llvm), convert-cf-to-llvm, convert-func-to-llvm, reconcile-unrealized-casts"
 )
 
-# NVVM target: sm_90 (H100/H200 class) with PTX ISA 8.0.
+#: The GPU architectures Hector compiles for, each with the oldest PTX ISA version (times ten)
+#: that LLVM's NVPTX back end accepts for it: NVPTX's processors from sm_50 on, the oldest a
+#: CUDA 12 driver loads. ``test_gpu_chips.py`` checks the table against ``llc``'s own list.
+GPU_CHIP_MIN_PTX: dict[str, int] = {
+    **dict.fromkeys(("sm_50", "sm_52", "sm_53"), 40),
+    **dict.fromkeys(("sm_60", "sm_61", "sm_62"), 50),
+    "sm_70": 60,
+    "sm_72": 61,
+    "sm_75": 63,
+    "sm_80": 70,
+    "sm_86": 71,
+    "sm_87": 74,
+    "sm_88": 90,
+    "sm_89": 78,
+    "sm_90": 78,
+    "sm_90a": 80,
+    **dict.fromkeys(("sm_100", "sm_100a", "sm_101", "sm_101a"), 86),
+    **dict.fromkeys(("sm_120", "sm_120a"), 87),
+    **dict.fromkeys(("sm_100f", "sm_101f", "sm_103", "sm_103a", "sm_103f"), 88),
+    **dict.fromkeys(("sm_120f", "sm_121", "sm_121a", "sm_121f"), 88),
+    **dict.fromkeys(("sm_110", "sm_110a", "sm_110f"), 90),
+}
+#: The PTX ISA version (times ten) kernels are written in, unless their chip needs a newer one.
+GPU_PTX_VERSION = 80
+#: The default NVVM target: sm_90 (H100/H200 class).
 GPU_CHIP = "sm_90"
-GPU_FEATURES = "+ptx80"
 
 
-def ptx_pipeline(chip: str = GPU_CHIP, features: str = GPU_FEATURES) -> str:
-    """Upstream steps from gpu.module kernels to PTX text in a gpu.binary."""
+def check_gpu_chip(chip: str) -> str:
+    """``chip`` when Hector compiles for it (a key of :data:`GPU_CHIP_MIN_PTX`); raises
+    ``ValueError`` naming the architectures it knows otherwise."""
+    if chip not in GPU_CHIP_MIN_PTX:
+        known = ", ".join(sorted(GPU_CHIP_MIN_PTX, key=lambda c: (int(c[3:].rstrip("af")), c)))
+        raise ValueError(f"unknown GPU architecture {chip!r}; Hector compiles for {known}")
+    return chip
+
+
+def gpu_features(chip: str) -> str:
+    """The NVVM target features for ``chip``: PTX ISA :data:`GPU_PTX_VERSION`, or the oldest
+    version the chip needs where that is newer (sm_100 needs 8.6)."""
+    version = max(GPU_PTX_VERSION, GPU_CHIP_MIN_PTX[check_gpu_chip(chip)])
+    return f"+ptx{version}"
+
+
+GPU_FEATURES = gpu_features(GPU_CHIP)
+
+
+def ptx_pipeline(chip: str = GPU_CHIP, features: str | None = None) -> str:
+    """Upstream steps from gpu.module kernels to PTX text in a gpu.binary (``features``:
+    :func:`gpu_features` of the chip unless given)."""
+    features = features or gpu_features(chip)
     return (
         f"canonicalize, nvvm-attach-target{{chip={chip} features={features}}}, "
         "gpu.module(convert-scf-to-cf, convert-gpu-to-nvvm, canonicalize, "
@@ -111,7 +155,7 @@ LLVM_GPU_HOST = (
 )
 
 
-def cuda_stages(chip: str = GPU_CHIP, features: str = GPU_FEATURES) -> tuple[Stage, ...]:
+def cuda_stages(chip: str = GPU_CHIP, features: str | None = None) -> tuple[Stage, ...]:
     """The stages of target ``cuda`` for one GPU architecture: the GPU stages, then the host
     lowered to LLVM for the JIT (the PTX of ``chip`` embedded, loaded by the driver)."""
     return (

@@ -194,13 +194,15 @@ def build(
     decided from the graph's statistics (compaction, HGT's folding) are those
     ``hector.compile`` makes for ``graph``. Returns the bundle's path."""
     from .frontend import CompiledFunction, trace
+    from .lowering.pipelines import check_gpu_chip
     from .targets.bundle import BUNDLE
-    from .targets.cuda import CHIP_PATTERN
 
     if target != "cuda":
         raise BundleError(f"bundles are built for target 'cuda', got {target!r}")
-    if not CHIP_PATTERN.match(chip):
-        raise BundleError(f"chip must look like 'sm_90', got {chip!r}")
+    try:
+        check_gpu_chip(chip)
+    except ValueError as err:
+        raise BundleError(str(err)) from None
     import torch
 
     # Shapes stand for example tensors (zeros: only shapes reach the bundle).

@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from .cli_args import read_stdin
+
 if TYPE_CHECKING:
     from mlir import ir
 
@@ -94,7 +96,13 @@ def _parser() -> argparse.ArgumentParser:
         help="write an ahead-of-time bundle (kernels.ptx + plan.json) to DIR instead of printing "
         "IR: it runs on a GPU without the compiler (hector.bundle.load, docs/bundles.md)",
     )
-    c.add_argument("--chip", default="sm_90", help="GPU architecture of a bundle (default sm_90)")
+    c.add_argument(
+        "--chip",
+        default="sm_90",
+        type=_args.gpu_chip,
+        help="GPU architecture of a bundle: sm_50 to sm_121f, as LLVM's NVPTX names them "
+        "(default sm_90)",
+    )
     c.add_argument(
         "--no-training",
         action="store_true",
@@ -263,7 +271,10 @@ def compile_cmd(args: argparse.Namespace) -> int:
     elif args.input is None:
         raise CliError("no input: give a hector_inter .mlir file, '-' for stdin, or --model")
     elif args.input == "-":
-        program, name = sys.stdin.read(), "<stdin>"
+        try:
+            program, name = read_stdin(), "<stdin>"
+        except ValueError as err:
+            raise CliError(str(err)) from None
     else:
         if not os.path.isfile(args.input):
             raise CliError(f"cannot open input file '{args.input}': no such file")
@@ -331,6 +342,18 @@ def _write_bundle(
     return 0
 
 
+def _resource_limit(err: Exception) -> str | None:
+    """The message of an error that says the machine is too small for what was asked (sizes
+    over Hector's memory estimate, an allocation the system refused), else None."""
+    from .graph import ResourceLimitError
+
+    if isinstance(err, ResourceLimitError):
+        return str(err)
+    if isinstance(err, MemoryError):
+        return f"out of memory: {err or 'an allocation was refused'}; ask for smaller sizes"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``hector`` console script."""
     args = _parser().parse_args(argv)
@@ -361,6 +384,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:  # noqa: BLE001 — a CLI never shows a traceback
         if os.environ.get("HECTOR_DEBUG"):
             raise
+        limit = _resource_limit(err)
+        if limit is not None:
+            print(f"error: {limit}", file=sys.stderr)
+            return 1
         first = next((ln.strip() for ln in str(err).splitlines() if ln.strip()), "")
         if len(first) > 300:
             first = first[:297] + "..."

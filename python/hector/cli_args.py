@@ -19,6 +19,8 @@ __all__ = [
     "MAX_RUNS",
     "FloatRange",
     "IntList",
+    "gpu_chip",
+    "read_stdin",
     "IntRange",
     "add_bounds_to_help",
 ]
@@ -156,6 +158,32 @@ PROBES = IntRange(1, 1_000)
 WIDTHS = IntList(1, MAX_WIDTH, max_items=32)
 FANOUTS = IntList(-1, 1_000_000, max_items=8)  # -1: every neighbour
 PROCS = IntList(1, 256, max_items=16)
+
+
+def read_stdin() -> str:
+    """Standard input as UTF-8 text, whatever the locale; ``ValueError`` saying where the
+    first byte that is not UTF-8 stands (the locale's error handler would hand MLIR's parser
+    lone surrogates instead)."""
+    import sys
+
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise ValueError(
+            f"standard input is not UTF-8 text (line {line}, byte {err.start}: {err.reason})"
+        ) from None
+
+
+def gpu_chip(text: str) -> str:
+    """``--chip``: a GPU architecture Hector compiles for (``sm_90``, ``sm_100a``, ...)."""
+    from .lowering.pipelines import check_gpu_chip
+
+    try:
+        return check_gpu_chip(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def add_bounds_to_help(parser: argparse.ArgumentParser) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
+from hector.cli_args import read_stdin
 from hector.passes.expected_diagnostics import (
     SPLIT_MARKER,
     Chunk,
@@ -152,7 +153,10 @@ def list_passes(out: TextIO) -> None:
 def _read_input(path: str) -> tuple[str, str]:
     """(text, display name) of the input; raises :class:`_UsageError` when unreadable."""
     if path == "-":
-        return sys.stdin.read(), "<stdin>"
+        try:
+            return read_stdin(), "<stdin>"
+        except ValueError as err:
+            raise _UsageError(str(err)) from None
     try:
         with open(path, encoding="utf-8") as f:
             return f.read(), path
@@ -315,8 +319,13 @@ def _run(args: argparse.Namespace) -> int:
 
     joined = f"{SPLIT_MARKER}\n".join(outputs)
     if args.output == "-":
-        sys.stdout.write(joined)
-        sys.stdout.flush()
+        try:
+            sys.stdout.write(joined)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            raise _UsageError(f"could not write the output: {err.strerror or err}") from None
     elif not failed:
         try:
             with open(args.output, "w", encoding="utf-8") as f:

@@ -93,7 +93,10 @@ def test_gpu_chip_from_env_and_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HECTOR_GPU_CHIP", "sm_80")
     assert cuda_target.gpu_chip() == "sm_80"
     monkeypatch.setenv("HECTOR_GPU_CHIP", "ampere")
-    with pytest.raises(ValueError, match="HECTOR_GPU_CHIP must look like 'sm_90', got 'ampere'"):
+    with pytest.raises(ValueError, match="HECTOR_GPU_CHIP: unknown GPU architecture 'ampere'"):
+        cuda_target.gpu_chip()
+    monkeypatch.setenv("HECTOR_GPU_CHIP", "sm_90z")  # the right shape, but no such chip
+    with pytest.raises(ValueError, match="unknown GPU architecture 'sm_90z'; Hector compiles for"):
         cuda_target.gpu_chip()
     monkeypatch.delenv("HECTOR_GPU_CHIP")
     if not HAS_CUDA:
@@ -111,7 +114,7 @@ def test_kernels_are_compiled_and_cached_per_architecture(traced: frontend.Trace
     assert 'chip = "sm_80"' in a.ir("host")
     assert ptx_entries(a.ptx) == ptx_entries(b.ptx)
     assert len(ptx_entries(a.ptx)) == a.ir("gpu").count("gpu.launch_func") > 0
-    with pytest.raises(ValueError, match="chip must look like 'sm_90', got 'sm90'"):
+    with pytest.raises(ValueError, match="unknown GPU architecture 'sm90'"):
         cuda_target.compile_cuda(traced, chip="sm90")
 
 

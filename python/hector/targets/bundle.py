@@ -26,7 +26,6 @@ from ..lowering.ptx import extract_ptx
 from ..passes._pipeline import run_pipeline
 from ..runtime.bundle_plan import BINARY_OPS, PLAN_VERSION, BundleError, Expr
 from .base import Backend, StagedModule
-from .cuda import CHIP_PATTERN
 from .options import Options
 
 __all__ = [
@@ -348,8 +347,10 @@ class BundleBackend(Backend):
     ) -> BundleCode:
         """The plan and PTX of a traced program, hector_inter text or a module, for ``chip``
         (with ``<f>_train``/``<f>_backward`` when ``autodiff``)."""
-        if not CHIP_PATTERN.match(chip):
-            raise BundleError(f"chip must look like 'sm_90', got {chip!r}")
+        try:
+            pipelines.check_gpu_chip(chip)
+        except ValueError as err:
+            raise BundleError(str(err)) from None
         staged = compile_staged(traced, chip, autodiff, options)
         plan, ptx = plan_from_staged(
             staged, traced if isinstance(traced, Traced) else None, chip, autodiff

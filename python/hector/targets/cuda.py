@@ -44,7 +44,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import re
 import tempfile
 import threading
 import weakref
@@ -66,7 +65,6 @@ from .base import Backend, Executable, StagedModule
 from .options import Options
 
 __all__ = [
-    "CHIP_PATTERN",
     "CUDA",
     "CUDA_RUNTIME_LIBRARY",
     "PTX",
@@ -93,8 +91,6 @@ __all__ = [
 #: MLIR's CUDA runtime wrappers, under ``site-packages/mlir/lib``.
 CUDA_RUNTIME_LIBRARY = "libmlir_cuda_runtime.so"
 _SUPPORT_LIBRARIES = ("libmlir_c_runner_utils.so", "libmlir_runner_utils.so")
-#: What a GPU architecture name looks like (``sm_90``, ``sm_90a``).
-CHIP_PATTERN = re.compile(r"^sm_[0-9]{2,3}[a-z]?$")
 
 
 class GpuUnavailableError(RuntimeError):
@@ -128,9 +124,10 @@ def gpu_chip() -> str:
     the current device's compute capability, else ``sm_90`` (H100/H200)."""
     env = os.environ.get("HECTOR_GPU_CHIP", "").strip()
     if env:
-        if not CHIP_PATTERN.match(env):
-            raise ValueError(f"HECTOR_GPU_CHIP must look like 'sm_90', got {env!r}")
-        return env
+        try:
+            return pipelines.check_gpu_chip(env)
+        except ValueError as err:
+            raise ValueError(f"HECTOR_GPU_CHIP: {err}") from None
     try:
         if torch.cuda.is_available():
             major, minor = torch.cuda.get_device_capability()
@@ -368,9 +365,7 @@ def compile_cuda(
     (program, autodiff, options, chip); a ``runtime`` stand-in bypasses the cache."""
     if runtime is None and _EMULATION:
         runtime = _EMULATION[-1]
-    chip = chip or gpu_chip()
-    if not CHIP_PATTERN.match(chip):
-        raise ValueError(f"chip must look like 'sm_90', got {chip!r}")
+    chip = pipelines.check_gpu_chip(chip or gpu_chip())
     key = (traced.key, autodiff, options, chip)
     if runtime is None:
         with _ENTRY_LOCK:
