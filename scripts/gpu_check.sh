@@ -46,7 +46,8 @@
 # report) and gpu_check.tar.gz (every log, JUnit XML and JSON record). A section is PASSED,
 # FAILED, TIMEOUT, SKIPPED (budget spent), ALL-SKIPPED (a test group that passed nothing),
 # NEEDS-MLIR (failed only by importing the absent compiler) or NOT-AVAILABLE. Exit status: 0
-# when none is FAILED, TIMEOUT or ALL-SKIPPED.
+# when none is FAILED, TIMEOUT or ALL-SKIPPED. A run's statuses and figures go into docs/gpu.md
+# (every GPU run on record) in the same change.
 #
 # scripts/gpu_check.sh --dry-run (here, no GPU needed) reports the size of what a device call
 # would carry (tracked + untracked-not-ignored files, shared/, the carry; at most 64 MiB), the
