@@ -70,7 +70,8 @@ def _slug(heading: str) -> str:
 
 
 def _anchors(page: Path) -> set[str]:
-    anchors, fenced = set(), False
+    anchors: set[str] = set()
+    fenced = False
     for _, line in _lines(page):
         if line.startswith("```"):
             fenced = not fenced
@@ -85,7 +86,7 @@ def _where(page: Path, number: int) -> str:
 
 def missing_paths(pages: list[Path]) -> list[str]:
     """Backticked paths into the repository's folders that name nothing in the tree."""
-    missing = []
+    missing: list[str] = []
     for page in pages:
         for number, path in _named_paths(page):
             if path.split("/", 1)[0] not in SOURCE_FOLDERS or path in FOREIGN_PATHS:
@@ -100,7 +101,7 @@ def installed_paths(pages: list[Path]) -> list[str]:
     """Backticked paths written as installed (``hector/runtime/x.py``), with their source path."""
     # Longest prefix first: hector/runtime/ before hector/.
     prefixes = sorted(_installed_prefixes().items(), key=lambda item: -len(item[0]))
-    installed = []
+    installed: list[str] = []
     for page in pages:
         for number, path in _named_paths(page):
             for package, source in prefixes:
@@ -113,7 +114,7 @@ def installed_paths(pages: list[Path]) -> list[str]:
 
 def broken_links(pages: list[Path]) -> list[str]:
     """Relative Markdown links to a missing file, or to a heading their page does not have."""
-    broken = []
+    broken: list[str] = []
     for page in pages:
         for number, line in _lines(page):
             for match in _LINK.finditer(line):
