@@ -347,16 +347,6 @@ def is_integer_array(a: np.ndarray) -> bool:
     return a.dtype.kind in "iu"
 
 
-def _open_coo(f: Path) -> np.ndarray:
-    """Memory-map one COO file, which must hold an integer array of shape (2, E)."""
-    a = open_npy(f)
-    if a.ndim != 2 or a.shape[0] != 2 or not np.issubdtype(a.dtype, np.integer):
-        raise DatasetError(
-            f"{f.name}: expected an integer array of shape (2, E), got {a.dtype} {a.shape}"
-        )
-    return a
-
-
 def _max_coo_id(f: Path, a: np.ndarray, row: int) -> int:
     """The largest id in row ``row`` of a COO array (-1 if empty), checked to be a node id
     Hector's int32 kernels can index; DatasetError on a negative id."""
