@@ -15,6 +15,7 @@ import tokenize
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
@@ -127,7 +128,8 @@ def load_triples(
         name: dataset name (default: the path).
         encoding: the file's text encoding; None (default): the encoding a byte-order mark
             at the file's start names (UTF-8, UTF-16 or UTF-32), else UTF-8. A mark is never
-            part of the first name.
+            part of the first name; a file read as ``utf-16`` or ``utf-32`` (no byte order
+            named) must start with one.
 
     Raises:
         DatasetError: if the file is missing or unreadable, empty, not text in ``encoding``
@@ -255,10 +257,10 @@ _SAVED_DTYPES = {torch.float32: np.float32, torch.float16: np.float16}
 #: A zip local file header: signature, 22 bytes, name length, extra field length.
 _LOCAL_HEADER = struct.Struct("<4s22xHH")
 #: The byte order a ``torch.save`` archive's ``byteorder`` record names, as NumPy's mark.
-_SAVED_BYTE_ORDERS = {b"little": "<", b"big": ">"}
+_SAVED_BYTE_ORDERS: dict[bytes, Literal["<", ">"]] = {b"little": "<", b"big": ">"}
 
 
-def saved_records(f: Path) -> tuple[zipfile.ZipInfo, str]:
+def saved_records(f: Path) -> tuple[zipfile.ZipInfo, Literal["<", ">"]]:
     """The one tensor record of the archive ``torch.save`` wrote to ``f`` and the byte order
     of its values (NumPy's ``<`` or ``>``).
 

@@ -234,11 +234,7 @@ class FeatureStore(FeatureTable):
             raise ValueError(f"{self.path}: features must be stored row-major (C order)")
         self.labels: np.ndarray | None = None
         self.labels_path = Path(labels) if labels is not None else None
-        if classes is not None and (
-            isinstance(classes, bool) or int(classes) != classes or classes < 1
-        ):
-            raise ValueError(f"classes must be a positive integer or None, got {classes!r}")
-        self.classes = int(classes) if classes is not None else None
+        self.classes = _check_classes(classes)
         if labels is not None:
             self.labels = self._open(Path(labels))
             if self.labels.dtype.kind not in "iuf" or self.labels.ndim != 1:
@@ -419,6 +415,15 @@ class FeatureStore(FeatureTable):
         return torch.from_numpy(values.astype(np.int64))
 
 
+def _check_classes(classes: int | None) -> int | None:
+    """``classes`` as an int (None stays None); ValueError unless a positive integer."""
+    if classes is None:
+        return None
+    if isinstance(classes, bool) or not isinstance(classes, int | np.integer) or classes < 1:
+        raise ValueError(f"classes must be a positive integer or None, got {classes!r}")
+    return int(classes)
+
+
 def _not_class_ids(values: np.ndarray, classes: int | None) -> np.ndarray:
     """Where ``values`` (integers or floats, either byte order) are not class ids below
     ``classes`` (None: below 2**63)."""
@@ -442,13 +447,18 @@ class UnifiedFeatureStore(FeatureTable):
         features: a 2-D float32 tensor, or the path of a 2-D float32 ``.npy`` file (copied
             into pinned memory ``chunk_rows`` rows at a time through a read-only mapping).
         labels: a 1-D integer tensor or ``.npy`` path with as many rows, or None.
+        classes: the number of classes: every label gathered must be a class id in
+            ``[0, classes)`` (checked per gather, as :meth:`FeatureStore.gather_labels` does);
+            None: any non-negative id.
         allow_host_fallback: without CUDA, keep the table in ordinary host memory (flagged as
             unified, ``mapped = False``) and gather with ``index_select`` on the host, so code
             written for the GPU runs unchanged; otherwise no CUDA is an error.
         chunk_rows: rows copied at a time from a file.
 
     Raises:
-        ValueError: features or labels of the wrong dtype, rank or length.
+        ValueError: features or labels of the wrong dtype, rank or length (a
+            :class:`~hector.dataset.DatasetError` for unsigned labels above int64's range,
+            which no class id is).
         hector.unified.UnifiedError: no CUDA and ``allow_host_fallback`` is false.
     """
 
@@ -457,6 +467,7 @@ class UnifiedFeatureStore(FeatureTable):
         features: torch.Tensor | str | os.PathLike[str],
         labels: torch.Tensor | str | os.PathLike[str] | None = None,
         *,
+        classes: int | None = None,
         allow_host_fallback: bool = False,
         chunk_rows: int = 1 << 16,
     ) -> None:
@@ -487,7 +498,10 @@ class UnifiedFeatureStore(FeatureTable):
                 raise ValueError(
                     f"labels have {y.shape[0]} rows but the features have {self.num_rows}"
                 )
+            if _dtype_name(y) == "uint64" and len(y) and int(y.max()) > np.iinfo(np.int64).max:
+                raise DatasetError(f"{labels!s:.200}: a label above 2**63 - 1 is not a class id")
             self.labels = _chunk(y, 0, len(y)).to(self.device, torch.int64)
+        self.classes = _check_classes(classes)
         #: The loader's bookkeeping of :class:`FeatureStore` (no file is mapped here).
         self.track_resident = False
         self.peak_resident_bytes = 0
@@ -518,12 +532,24 @@ class UnifiedFeatureStore(FeatureTable):
         """Labels of ``node_ids`` (int64, on the gathers' device).
 
         Raises:
-            ValueError: the store has no labels.
+            ValueError: the store has no labels, or a node id is out of range.
+            DatasetError: a label gathered is not a class id.
         """
         if self.labels is None:
             raise ValueError("this UnifiedFeatureStore has no labels")
-        index = torch.from_numpy(np.asarray(node_ids, dtype=np.int64)).to(self.device)
-        return self.labels.index_select(0, index)
+        ids = native_sampler._ids("node_ids", node_ids)
+        if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= len(self.labels)):
+            raise ValueError(f"node ids out of range for {len(self.labels)} labels")
+        values = self.labels.index_select(0, torch.from_numpy(ids).to(self.device))
+        top = self.classes if self.classes is not None else None
+        bad = (values < 0) | (values >= top) if top is not None else values < 0
+        if len(values) and bool(bad.any()):  # one device sync per batch
+            at = int(torch.argmax(bad.to(torch.int8)))
+            raise DatasetError(
+                f"label of row {int(ids[at])} is {int(values[at])}, not a class id in "
+                f"[0, {top if top is not None else '2**63'})"
+            )
+        return values
 
     def close(self) -> None:
         """Nothing to close (the pinned table is freed with the store)."""

@@ -145,6 +145,7 @@ def test_a_mark_the_given_encoding_keeps_is_dropped(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("encoded", "encoding"),
     [(_TRIPLES.encode("utf-16"), "utf-8"), (codecs.BOM_UTF8 + b"a\tr\tb\n", "latin-1")],
+    ids=["utf-16-as-utf-8", "utf-8-as-latin-1"],
 )
 def test_a_mark_of_another_encoding_is_a_clean_error(
     tmp_path: Path, encoded: bytes, encoding: str
