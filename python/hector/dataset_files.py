@@ -198,10 +198,30 @@ MAG_SAMPLE_RELATIONS: dict[str, tuple[str, str]] = {
 _MAG_SAMPLE_NODE_TYPES = ["paper", "author", "field_of_study"]
 
 
+def dataset_file(root: Path, *parts: str) -> Path | None:
+    """``root/parts...`` when it is a regular file inside ``root`` (links followed only where
+    they stay inside ``root``), None when nothing is there; DatasetError naming it when it is
+    something else (a folder, a FIFO) or leads out of ``root``."""
+    f = root.joinpath(*parts)
+    if not os.path.lexists(f):
+        return None
+    try:
+        inside = f.resolve(strict=True).is_relative_to(root.resolve(strict=True))
+    except (OSError, RuntimeError) as err:  # a dangling or looping link
+        raise DatasetError(f"{f}: cannot be resolved ({err})") from None
+    if not inside:
+        raise DatasetError(f"{f}: a link leading out of the dataset folder {root}")
+    if not f.is_file():
+        raise DatasetError(f"{f}: not a regular file")
+    return f
+
+
 def _coo_files(directory: Path) -> dict[str, Path]:
-    """``{relation: file}`` for the ``<rel>_coo*.npy`` files of a directory (sorted by name)."""
+    """``{relation: file}`` for the ``<rel>_coo*.npy`` files of a directory (sorted by name);
+    DatasetError for one that is not a regular file or a link leading out of the directory."""
     files: dict[str, Path] = {}
     for f in sorted(directory.glob("*_coo*.npy")):
+        dataset_file(directory, f.name)  # a regular file, no link leading out
         rel = f.name[: f.name.index("_coo")]
         if rel in files:
             raise DatasetError(f"relation {rel!r} has two files: {files[rel].name}, {f.name}")

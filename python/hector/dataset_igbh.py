@@ -42,6 +42,7 @@ from .dataset import (
 from .dataset_files import (
     coo_dataset,
     coo_node_counts,
+    dataset_file,
     is_integer_array,
     open_feature_table,
     open_npy,
@@ -86,24 +87,6 @@ def check_name(name: str, what: str, where: object) -> str:
             "NUL, no leading '.', at most 255 bytes)"
         )
     return name
-
-
-def dataset_file(root: Path, *parts: str) -> Path | None:
-    """``root/parts...`` when it is a regular file inside ``root`` (links followed only where
-    they stay inside ``root``), None when nothing is there; DatasetError naming it when it is
-    something else (a folder, a FIFO) or leads out of ``root``."""
-    f = root.joinpath(*parts)
-    if not os.path.lexists(f):
-        return None
-    try:
-        inside = f.resolve(strict=True).is_relative_to(root.resolve(strict=True))
-    except (OSError, RuntimeError) as err:  # a dangling or looping link
-        raise DatasetError(f"{f}: cannot be resolved ({err})") from None
-    if not inside:
-        raise DatasetError(f"{f}: a link leading out of the dataset folder {root}")
-    if not f.is_file():
-        raise DatasetError(f"{f}: not a regular file")
-    return f
 
 
 def relation_folders(root: Path) -> dict[str, Path]:

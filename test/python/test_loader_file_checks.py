@@ -9,6 +9,7 @@ checks; every value read is compared with NumPy's or PyTorch's reading of the sa
 from __future__ import annotations
 
 import codecs
+import os
 import zipfile
 from pathlib import Path
 
@@ -296,3 +297,25 @@ def test_links_inside_the_dataset_folder_are_followed(tmp_path: Path) -> None:
     ids = np.flatnonzero(ds.node_type.numpy() == author)
     assert np.array_equal(store.gather(ids).numpy(), written["features"]["author"])
     store.close()
+
+
+def test_a_coo_file_linked_from_outside_or_a_fifo_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "coo").mkdir()
+    np.save(tmp_path / "outside.npy", np.zeros((2, 3), np.int64))
+    (tmp_path / "coo" / "cites_coo.npy").symlink_to(tmp_path / "outside.npy")
+    with pytest.raises(DatasetError, match="a link leading out of the dataset folder"):
+        datasets.load_coo_dir(tmp_path / "coo")
+    (tmp_path / "coo" / "cites_coo.npy").unlink()
+    os.mkfifo(tmp_path / "coo" / "cites_coo.npy")  # opening it would block forever
+    with pytest.raises(DatasetError, match="not a regular file"):
+        datasets.load_coo_dir(tmp_path / "coo")
+
+
+def test_a_fifo_feature_file_is_refused_not_opened(tmp_path: Path) -> None:
+    root = tmp_path / "igbh"
+    write_igbh(root)
+    feat = root / "processed" / "fos" / "node_feat.npy"
+    feat.unlink()
+    os.mkfifo(feat)
+    with pytest.raises(DatasetError, match="not a regular file"):
+        datasets.load_igbh(root)
