@@ -10,6 +10,8 @@
 # diagnostics), seed 0, findings and summary.json under build/fuzz/<date>-seed<S>/
 # (git-ignored): each crashing, hanging or internally failing input with the hector-opt command
 # that replays it. --inputs/--pipelines add mutation cases (parse-and-verify, pipeline runs).
+# --strategies loaders fuzzes the dataset and feature loaders' files instead (npy headers,
+# torch.save archives, TSV encodings, IGBH folders, labels; see docs/contributing.md#fuzzing).
 # Exit status: 0 when no case crashed, timed out or failed internally, 1 otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +31,7 @@ while (($#)); do
     --out) out=$2; shift 2 ;;
     --workers) workers=$2; shift 2 ;;
     --timeout) timeout=$2; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "fuzz.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done

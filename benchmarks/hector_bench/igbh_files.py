@@ -57,7 +57,7 @@ def igbh_store(ds: Any, cache_dir: str, dim: int, classes: int, dtype: str) -> A
         return store
     store.close()  # the same labels, features in ``dtype``
     converted = {
-        t: FeatureStore(_in_type(s, dtype, cache_dir), s.labels_path)
+        t: FeatureStore(_in_type(s, dtype, cache_dir), s.labels_path, classes=s.classes)
         for t, s in zip(store.node_types, store.stores, strict=True)
     }
     return TypedFeatureStore(ds, converted)

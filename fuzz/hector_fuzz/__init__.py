@@ -5,9 +5,11 @@ Cases come from strategies (:mod:`hector_fuzz.strategies`, a table of generator 
 generated from the dialects' op specs and a builtin attribute/type grammar,
 :mod:`hector_fuzz.grammar`), ``extremes`` (depth and size extremes, :mod:`hector_fuzz.extremes`),
 ``pass-options`` (mixed Hector/upstream pipelines with random options,
-:mod:`hector_fuzz.pass_options`) and ``diagnostics`` (``--verify-diagnostics`` with random
-expected-diagnostic regexes, :mod:`hector_fuzz.diagnostics`). ``--cases`` is split across them
-by weight; ``--inputs N --pipelines M`` alone run the mutation strategy only, as before.
+:mod:`hector_fuzz.pass_options`), ``diagnostics`` (``--verify-diagnostics`` with random
+expected-diagnostic regexes, :mod:`hector_fuzz.diagnostics`) and ``loaders`` (file sets for
+the dataset and feature loaders, run and judged in the worker, :mod:`hector_fuzz.loaders`).
+``--cases`` is split across them by weight; ``--inputs N --pipelines M`` alone run the mutation
+strategy only, as before.
 
 Mutation seeds are the lit tests' inputs (``test/**/*.mlir``, split on ``// -----``, comment
 lines dropped; :mod:`hector_fuzz.cases`). Cases run in worker processes that call

@@ -45,6 +45,20 @@ class Strategy(abc.ABC):
     name: ClassVar[str]
     #: Its share of ``--cases`` relative to the other selected strategies.
     weight: ClassVar[int] = 1
+    #: The suffix of a finding's input file (a case's ``text``).
+    input_suffix: ClassVar[str] = ".mlir"
+
+    def run(self, case: Case, workdir: str) -> tuple[int, str] | None:
+        """(exit status, stderr) of ``case`` run in this process by the strategy itself, for a
+        strategy whose cases are not ``hector-opt`` runs (0: accepted, 1: a clean error, 2 or an
+        "internal error" line: a finding); None (the default): a ``hector-opt`` run.
+        ``workdir`` is a scratch folder the case may use."""
+        return None
+
+    def replay_argv(self, case: Case, path: str) -> list[str] | None:
+        """The command that replays ``case`` alone from its input file ``path`` (its ``text``
+        written there), for a strategy that runs its own cases; None: ``hector-opt``."""
+        return None
 
     @abc.abstractmethod
     def cases(self, rng: random.Random, count: int, env: Environment) -> Iterator[Case]:

@@ -18,7 +18,7 @@ from typing import Any
 from hector_fuzz.base import Environment
 from hector_fuzz.cases import DEFAULT_CORPUS, Case, Result, Seed, Summary, load_seeds
 from hector_fuzz.mutation import MutationStrategy
-from hector_fuzz.runner import WorkerPool
+from hector_fuzz.runner import WorkerPool, input_suffix
 from hector_fuzz.strategies import STRATEGIES, interleave, plan, strategy_rng
 
 __all__ = ["campaign_cases", "run_campaign"]
@@ -156,7 +156,7 @@ def _record(result: Result, out: Path | None) -> dict[str, Any]:
     }
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        path = out / f"{result.outcome.value}-{case.id}.mlir"
+        path = out / f"{result.outcome.value}-{case.id}{input_suffix(case)}"
         path.write_text(case.text, encoding="utf-8")
         entry["input"] = path.name
         entry["command"] = _replay_line(case, path)
@@ -169,6 +169,10 @@ def _record(result: Result, out: Path | None) -> dict[str, Any]:
 def _replay_line(case: Case, path: Path) -> str:
     """The shell command that replays ``case`` on ``path``; a long pipeline is written next
     to it (``<input>.pipeline``) and read back with ``$(cat ...)``."""
+    strategy = STRATEGIES.get(case.strategy)
+    own = strategy.replay_argv(case, str(path)) if strategy is not None else None
+    if own is not None:  # a strategy that runs its own cases
+        return shlex.join(own)
     if len(case.pipeline) <= 300:
         return shlex.join(["hector-opt", *case.argv(str(path))])
     pipe_file = path.with_suffix(".pipeline")

@@ -24,6 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from hector_fuzz.cases import Case, Outcome, Result
+from hector_fuzz.strategies import STRATEGIES
 
 __all__ = [
     "HECTOR_OPT",
@@ -167,14 +168,29 @@ class WorkerPool:
 HECTOR_OPT = (sys.executable, "-m", "hector.opt")
 
 
+def replay_argv(case: Case, path: str, command: Sequence[str] = HECTOR_OPT) -> list[str]:
+    """The command that runs ``case`` alone on its input file ``path``: its strategy's own
+    (:meth:`~hector_fuzz.base.Strategy.replay_argv`), else ``command`` (``hector-opt``)."""
+    strategy = STRATEGIES.get(case.strategy)
+    own = strategy.replay_argv(case, path) if strategy is not None else None
+    return own if own is not None else [*command, *case.argv(path)]
+
+
+def input_suffix(case: Case) -> str:
+    """The suffix of ``case``'s input file (``.mlir`` unless its strategy says otherwise)."""
+    strategy = STRATEGIES.get(case.strategy)
+    return strategy.input_suffix if strategy is not None else ".mlir"
+
+
 def replay(case: Case, timeout: float, command: Sequence[str] = HECTOR_OPT) -> Result:
-    """Run ``case`` alone through ``command`` (``hector-opt``) in its own process."""
+    """Run ``case`` alone through ``command`` (``hector-opt``, or the command of a strategy
+    that runs its own cases) in its own process."""
     with tempfile.TemporaryDirectory(prefix="hector-fuzz-") as tmp:
-        path = os.path.join(tmp, "input.mlir")
+        path = os.path.join(tmp, "input" + input_suffix(case))
         Path(path).write_text(case.text, encoding="utf-8")
         try:
             proc = subprocess.run(
-                [*command, *case.argv(path)], capture_output=True, text=True, timeout=timeout
+                replay_argv(case, path, command), capture_output=True, text=True, timeout=timeout
             )
         except subprocess.TimeoutExpired:
             return Result(case, Outcome.TIMEOUT, None, "")
@@ -185,7 +201,8 @@ def replay(case: Case, timeout: float, command: Sequence[str] = HECTOR_OPT) -> R
 
 def worker_main() -> int:
     """The worker loop: read cases (JSON lines) from stdin, run each through
-    ``hector.opt.main`` in this process, answer ``{"rc", "stderr"}`` per case.
+    ``hector.opt.main`` in this process (or its strategy's own :meth:`run`), answer
+    ``{"rc", "stderr"}`` per case.
 
     An accepted case's output is read back through ``hector-opt`` (parse + hector-verify): IR
     that Hector prints but then rejects is an internal error too (silently invalid output)."""
@@ -198,7 +215,10 @@ def worker_main() -> int:
     with tempfile.TemporaryDirectory(prefix="hector-fuzz-") as tmp:
         path, output = os.path.join(tmp, "input.mlir"), os.path.join(tmp, "output.mlir")
         for line in sys.stdin:
-            rc, err = run_case(opt.main, Case.from_json(json.loads(line)), path, output)
+            case = Case.from_json(json.loads(line))
+            strategy = STRATEGIES.get(case.strategy)
+            own = strategy.run(case, tmp) if strategy is not None else None
+            rc, err = own if own is not None else run_case(opt.main, case, path, output)
             answers.write(json.dumps({"rc": rc, "stderr": err[-4000:]}) + "\n")
             answers.flush()
     return 0

@@ -20,6 +20,11 @@ its own count, never on which other strategies run:
 ``diagnostics``
     ``--verify-diagnostics`` runs with random ``expected-error(-re)`` comments, invalid and
     catastrophically backtracking regexes among them (:mod:`hector_fuzz.diagnostics`).
+``loaders``
+    File sets for the dataset and feature loaders (``.npy`` headers, ``torch.save`` archives,
+    triple-file encodings, IGBH folder names and links, labels and ids out of range), run and
+    judged in the worker against NumPy's and PyTorch's reading of the same files
+    (:mod:`hector_fuzz.loaders`).
 
 A new strategy subclasses :class:`~hector_fuzz.base.Strategy` in a module of its own (importing
 only :mod:`hector_fuzz.base`, :mod:`hector_fuzz.cases` and generators such as
@@ -37,6 +42,7 @@ from hector_fuzz.cases import Case
 from hector_fuzz.diagnostics import DiagnosticsStrategy
 from hector_fuzz.extremes import ExtremesStrategy
 from hector_fuzz.grammar import GrammarStrategy
+from hector_fuzz.loaders import LoaderStrategy
 from hector_fuzz.mutation import MutationStrategy
 from hector_fuzz.pass_options import PassOptionsStrategy
 
@@ -51,6 +57,7 @@ STRATEGIES: dict[str, Strategy] = {
         ExtremesStrategy(),
         PassOptionsStrategy(),
         DiagnosticsStrategy(),
+        LoaderStrategy(),
     )
 }
 

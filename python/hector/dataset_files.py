@@ -8,12 +8,14 @@ checked (:class:`~hector.dataset.DatasetLimitError`) before anything of that siz
 
 from __future__ import annotations
 
+import codecs
 import os
 import struct
 import tokenize
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
@@ -31,15 +33,61 @@ from .graph import MAX_COUNT
 __all__ = ["MAG_SAMPLE_RELATIONS", "load_coo_dir", "load_triples"]
 
 
+#: Byte-order marks and the encoding family each names (UTF-32's little-endian mark starts
+#: with UTF-16's, so it is tried first).
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+#: The codec that reads a file starting with each family's mark (and drops the mark).
+_BOM_CODECS = {"utf-8": "utf-8-sig", "utf-16": "utf-16", "utf-32": "utf-32"}
+
+
+def _encoding_family(encoding: str) -> str:
+    """``utf-8``, ``utf-16`` or ``utf-32`` for any spelling or byte order of those, else the
+    codec's own name; LookupError for an unknown encoding."""
+    name = codecs.lookup(encoding).name
+    return "utf-8" if name == "utf-8-sig" else name[:6] if name.startswith("utf-") else name
+
+
+def text_encoding(path: Path, encoding: str | None) -> str:
+    """The codec to read a text file with: with ``encoding`` None, the one its byte-order mark
+    names (UTF-8, UTF-16 or UTF-32, the mark dropped), else UTF-8; a given ``encoding`` must
+    agree with a mark the file starts with. DatasetError naming the file otherwise."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(4)
+        family = _encoding_family(encoding) if encoding is not None else None
+    except LookupError:
+        raise DatasetError(f"unknown text encoding {encoding!r} for '{path}'") from None
+    except OSError as err:
+        raise DatasetError(f"cannot read triple file '{path}': {err.strerror or err}") from None
+    marked = next((fam for bom, fam in _BOMS if head.startswith(bom)), None)
+    if encoding is None:
+        return _BOM_CODECS[marked] if marked is not None else "utf-8"
+    if marked is not None and marked != family:
+        raise DatasetError(
+            f"'{path}' starts with a {marked.upper()} byte-order mark, but encoding="
+            f"{encoding!r}; pass encoding=None to read the encoding the mark names"
+        )
+    return encoding
+
+
 def _text_lines(path: Path, encoding: str) -> Iterator[tuple[int, str]]:
-    """``(line number, line)`` of a text file; DatasetError naming the file and line on an
-    unreadable file or bytes that are not text in ``encoding``."""
+    """``(line number, line)`` of a text file, a byte-order mark at its start dropped;
+    DatasetError naming the file and line on an unreadable file or bytes that are not text in
+    ``encoding``."""
     hint = "pass encoding= to read another encoding"
     lineno = 0
     try:
         # surrogateescape keeps undecodable bytes so the exact line and byte can be reported
         with path.open(encoding=encoding, errors="surrogateescape") as f:
             for lineno, line in enumerate(f, 1):
+                if lineno == 1:  # a mark the codec keeps (utf-8, utf-16-le, ...)
+                    line = line.removeprefix("\ufeff")
                 if not line.isascii():
                     try:
                         line.encode(encoding)
@@ -66,7 +114,7 @@ def load_triples(
     sep: str | None = "\t",
     add_inverse: bool = False,
     name: str | None = None,
-    encoding: str = "utf-8",
+    encoding: str | None = None,
 ) -> Dataset:
     """Load a triple file: one ``head<sep>relation<sep>tail`` per line (TSV by default).
 
@@ -78,11 +126,15 @@ def load_triples(
         sep: field separator; ``None`` splits on any whitespace.
         add_inverse: add relation ``rev-<rel>`` with every edge reversed.
         name: dataset name (default: the path).
-        encoding: the file's text encoding.
+        encoding: the file's text encoding; None (default): the encoding a byte-order mark
+            at the file's start names (UTF-8, UTF-16 or UTF-32), else UTF-8. A mark is never
+            part of the first name; a file read as ``utf-16`` or ``utf-32`` (no byte order
+            named) must start with one.
 
     Raises:
         DatasetError: if the file is missing or unreadable, empty, not text in ``encoding``
-            (the message gives the line and byte), or a line does not have three fields.
+            (the message gives the line and byte), starts with a byte-order mark of another
+            encoding than ``encoding``, or a line does not have three fields.
     """
     p = Path(path)
     if not p.is_file():
@@ -94,7 +146,7 @@ def load_triples(
     heads: list[int] = []
     rels: list[int] = []
     tails: list[int] = []
-    for lineno, line in _text_lines(p, encoding):
+    for lineno, line in _text_lines(p, text_encoding(p, encoding)):
         line = line.rstrip("\r\n")
         if not line.strip() or line.lstrip().startswith("#"):
             continue
@@ -146,10 +198,30 @@ MAG_SAMPLE_RELATIONS: dict[str, tuple[str, str]] = {
 _MAG_SAMPLE_NODE_TYPES = ["paper", "author", "field_of_study"]
 
 
+def dataset_file(root: Path, *parts: str) -> Path | None:
+    """``root/parts...`` when it is a regular file inside ``root`` (links followed only where
+    they stay inside ``root``), None when nothing is there; DatasetError naming it when it is
+    something else (a folder, a FIFO) or leads out of ``root``."""
+    f = root.joinpath(*parts)
+    if not os.path.lexists(f):
+        return None
+    try:
+        inside = f.resolve(strict=True).is_relative_to(root.resolve(strict=True))
+    except (OSError, RuntimeError) as err:  # a dangling or looping link
+        raise DatasetError(f"{f}: cannot be resolved ({err})") from None
+    if not inside:
+        raise DatasetError(f"{f}: a link leading out of the dataset folder {root}")
+    if not f.is_file():
+        raise DatasetError(f"{f}: not a regular file")
+    return f
+
+
 def _coo_files(directory: Path) -> dict[str, Path]:
-    """``{relation: file}`` for the ``<rel>_coo*.npy`` files of a directory (sorted by name)."""
+    """``{relation: file}`` for the ``<rel>_coo*.npy`` files of a directory (sorted by name);
+    DatasetError for one that is not a regular file or a link leading out of the directory."""
     files: dict[str, Path] = {}
     for f in sorted(directory.glob("*_coo*.npy")):
+        dataset_file(directory, f.name)  # a regular file, no link leading out
         rel = f.name[: f.name.index("_coo")]
         if rel in files:
             raise DatasetError(f"relation {rel!r} has two files: {files[rel].name}, {f.name}")
@@ -197,37 +269,78 @@ def open_feature_table(f: Path, width: int = IGBH_FEATURE_WIDTH) -> np.ndarray:
             f"{f}: not a .npy file, nor a headerless float32 table {width} wide (its {size} "
             f"bytes are not a positive multiple of {row})"
         )
-    return np.memmap(f, dtype=np.float32, mode="r", shape=(size // row, width))
+    return np.memmap(f, dtype="<f4", mode="r", shape=(size // row, width))  # IGBH's order
 
 
 #: The tensor types a saved feature table may hold, as NumPy types.
 _SAVED_DTYPES = {torch.float32: np.float32, torch.float16: np.float16}
 #: A zip local file header: signature, 22 bytes, name length, extra field length.
 _LOCAL_HEADER = struct.Struct("<4s22xHH")
+#: The byte order a ``torch.save`` archive's ``byteorder`` record names, as NumPy's mark.
+_SAVED_BYTE_ORDERS: dict[bytes, Literal["<", ">"]] = {b"little": "<", b"big": ">"}
+
+
+def saved_records(f: Path) -> tuple[zipfile.ZipInfo, Literal["<", ">"]]:
+    """The one tensor record of the archive ``torch.save`` wrote to ``f`` and the byte order
+    of its values (NumPy's ``<`` or ``>``).
+
+    Every entry of such an archive lies under one top folder, the prefix (the file's stem when
+    it was written: ``data.pt`` has ``data/``); a tensor's bytes are the record
+    ``<prefix>/data/<key>``, and ``<prefix>/byteorder`` names their byte order (``little`` when
+    absent, as ``torch.load`` reads it). DatasetError naming the file for anything else."""
+    try:
+        with zipfile.ZipFile(f) as z:
+            infos = z.infolist()
+            prefix = infos[0].filename.split("/", 1)[0] if infos else ""
+            records: dict[str, list[zipfile.ZipInfo]] = {}
+            for info in infos:
+                top, _, name = info.filename.partition("/")
+                if top == prefix and name:
+                    records.setdefault(name, []).append(info)
+            order = records.get("byteorder", [])
+            marks = [z.read(info) if info.file_size <= 8 else b"" for info in order]
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, NotImplementedError) as err:
+        raise DatasetError(f"{f}: not a readable tensor archive ({err})") from None
+    storages = [
+        info
+        for name, found in records.items()
+        if name.startswith("data/") and "/" not in name[5:] and name[5:]
+        for info in found
+    ]
+    if len(storages) != 1:
+        raise DatasetError(
+            f"{f}: expected one tensor record {prefix}/data/<key> in the archive, found "
+            f"{len(storages)}"
+        )
+    if len(marks) > 1 or (marks and marks[0] not in _SAVED_BYTE_ORDERS):
+        raise DatasetError(f"{f}: the archive's byte-order record is not 'little' or 'big'")
+    return storages[0], _SAVED_BYTE_ORDERS[marks[0] if marks else b"little"]
 
 
 def open_saved_table(f: Path) -> np.ndarray:
     """Memory-map the one 2-D float32 or float16 row-major tensor ``torch.save`` wrote to ``f``
     (MLPerf's ``node_feat_fp16.pt``). The zip archive stores the tensor's bytes as one
-    uncompressed record: the table is that record, from the tensor's storage offset. Its type
-    and shape come from ``torch.load(..., weights_only=True, mmap=True)``, which runs no code
-    from the file and reads no rows. DatasetError naming the file for anything else."""
+    uncompressed record (:func:`saved_records`): the table is that record, from the tensor's
+    storage offset, typed in the byte order the archive names (a big-endian file's table has a
+    ``>`` dtype: NumPy reads its values right, and the feature stores swap the rows they
+    gather). Its type and shape come from ``torch.load(..., weights_only=True, mmap=True)``,
+    which runs no code from the file. DatasetError naming the file for anything else."""
     try:
+        # A big-endian file's storage is swapped in the (private) mapping: torch reads it all.
         t = torch.load(f, map_location="cpu", mmap=True, weights_only=True)
     except Exception as err:  # torch raises RuntimeError, pickle's and zip's errors alike
         raise DatasetError(f"{f}: not a tensor file torch.save wrote ({err})") from None
+    info, order = saved_records(f)
     if not (isinstance(t, torch.Tensor) and t.dim() == 2 and t.dtype in _SAVED_DTYPES) or (
         not t.is_contiguous()
     ):
         what = f"{t.dtype} {list(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__
         raise DatasetError(f"{f}: expected one row-major 2-D float32 or float16 tensor, got {what}")
     try:
-        with zipfile.ZipFile(f) as z:
-            (info,) = [i for i in z.infolist() if i.filename.split("/")[-2:-1] == ["data"]]
         with open(f, "rb") as fh:
             fh.seek(info.header_offset)
             magic, name, extra = _LOCAL_HEADER.unpack(fh.read(_LOCAL_HEADER.size))
-    except (zipfile.BadZipFile, ValueError, OSError, struct.error) as err:
+    except (ValueError, OSError, struct.error) as err:
         raise DatasetError(f"{f}: no single tensor record in the archive ({err})") from None
     size = t.element_size()
     end = (t.storage_offset() + t.numel()) * size
@@ -236,18 +349,24 @@ def open_saved_table(f: Path) -> np.ndarray:
     start = info.header_offset + _LOCAL_HEADER.size + name + extra + t.storage_offset() * size
     if start + t.numel() * size > f.stat().st_size:
         raise DatasetError(f"{f}: the tensor runs past the end of the file")
-    rows = tuple(t.shape)
-    return np.memmap(f, dtype=_SAVED_DTYPES[t.dtype], mode="r", offset=start, shape=rows)
+    dtype = np.dtype(_SAVED_DTYPES[t.dtype]).newbyteorder(order)
+    return np.memmap(f, dtype=dtype, mode="r", offset=start, shape=tuple(t.shape))
 
 
 def _open_coo(f: Path) -> np.ndarray:
     """Memory-map one COO file, which must hold an integer array of shape (2, E)."""
     a = open_npy(f)
-    if a.ndim != 2 or a.shape[0] != 2 or not np.issubdtype(a.dtype, np.integer):
+    if a.ndim != 2 or a.shape[0] != 2 or not is_integer_array(a):
         raise DatasetError(
             f"{f.name}: expected an integer array of shape (2, E), got {a.dtype} {a.shape}"
         )
     return a
+
+
+def is_integer_array(a: np.ndarray) -> bool:
+    """Whether ``a`` holds plain signed or unsigned integers, in either byte order (NumPy counts
+    ``timedelta64`` as a signed integer type; it, booleans, dates and the rest are refused)."""
+    return a.dtype.kind in "iu"
 
 
 def _max_coo_id(f: Path, a: np.ndarray, row: int) -> int:

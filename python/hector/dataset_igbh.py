@@ -12,12 +12,15 @@ R-GAT) ship one folder per size (``tiny``, ``small``, ``medium``, ...) laid out 
         paper__written_by__author/edge_index.npy  column 1 destination ids, both local to
         ...                                       their node type
 
-Every ``<src>__<rel>__<dst>`` folder is a relation. A node type's count is its feature file's
-row count (read from the header, nothing else), or its largest id + 1 where it has no features.
-The ``large`` and ``full`` sizes ship ``node_feat.npy`` without a header: raw row-major float32
-rows, 1024 wide, counted from the file's size. MLPerf's R-GAT reference adds a float16 copy of
-the largest types' features, ``node_feat_fp16.pt`` (:data:`MLPERF_FEATURE_FILE`, written by
-``torch.save``), which the feature stores memory-map in place as well.
+Every ``<src>__<rel>__<dst>`` folder is a relation. Its names must be plain file names
+(:func:`check_name`: no slash, backslash or NUL, no leading ``.`` — so no ``..`` —, printable, at
+most 255 bytes), since node type names become folder names; a file the loaders read may be a link
+only where it stays inside the dataset folder (:func:`dataset_file`). A node type's count is its
+feature file's row count (read from the header, nothing else), or its largest id + 1 where it has
+no features. The ``large`` and ``full`` sizes ship ``node_feat.npy`` without a header: raw
+row-major float32 rows, 1024 wide, counted from the file's size. MLPerf's R-GAT reference adds a
+float16 copy of the largest types' features, ``node_feat_fp16.pt`` (:data:`MLPERF_FEATURE_FILE`,
+written by ``torch.save``), which the feature stores memory-map in place as well.
 The edge files are memory-mapped and read once to join them; the feature files are left to
 :func:`hector.typed_features.igbh_features`, which gathers their rows per batch.
 """
@@ -36,13 +39,22 @@ from .dataset import (
     EdgeType,
     check_dataset_size,
 )
-from .dataset_files import coo_dataset, coo_node_counts, open_feature_table, open_npy
+from .dataset_files import (
+    coo_dataset,
+    coo_node_counts,
+    dataset_file,
+    is_integer_array,
+    open_feature_table,
+    open_npy,
+)
 
 __all__ = [
     "EDGE_FILE",
     "FEATURE_FILE",
     "LABEL_FILES",
     "MLPERF_FEATURE_FILE",
+    "check_name",
+    "dataset_file",
     "igbh_root",
     "load_igbh",
 ]
@@ -57,13 +69,37 @@ MLPERF_FEATURE_FILE = "node_feat_fp16.pt"
 LABEL_FILES = {19: "node_label_19.npy", 2983: "node_label_2K.npy"}
 
 
+def check_name(name: str, what: str, where: object) -> str:
+    """``name`` when it is a plain file name: not empty, printable, at most 255 bytes, without
+    slash, backslash or NUL and not starting with ``.`` (so neither ``.`` nor ``..``); else
+    DatasetError naming ``where``. Node type names become folder names: ``paper`` is read
+    from ``<root>/paper/``."""
+    ok = (
+        isinstance(name, str)
+        and name.isprintable()
+        and not name.startswith(".")
+        and not any(c in name for c in "/\\\0")
+        and 0 < len(name.encode("utf-8", "surrogateescape")) <= 255
+    )
+    if not ok:
+        raise DatasetError(
+            f"{where}: {what} {name!r} is not a plain file name (printable, no '/', '\\' or "
+            "NUL, no leading '.', at most 255 bytes)"
+        )
+    return name
+
+
 def relation_folders(root: Path) -> dict[str, Path]:
-    """``{folder name: edge file}`` for the ``<src>__<rel>__<dst>`` folders of ``root``."""
-    return {
-        entry.name: entry / EDGE_FILE
-        for entry in sorted(root.iterdir())
-        if _edge_type(entry.name) is not None and entry.is_dir()
-    }
+    """``{folder name: edge file}`` for the ``<src>__<rel>__<dst>`` folders of ``root``;
+    DatasetError for one whose names are not plain names (:func:`check_name`)."""
+    folders = {}
+    for entry in sorted(root.iterdir()):
+        edge_type = _edge_type(entry.name)
+        if edge_type is not None and entry.is_dir():
+            for what, name in zip(("node type", "relation", "node type"), edge_type, strict=True):
+                check_name(name, what, f"{root}: relation folder {entry.name!r}")
+            folders[entry.name] = entry / EDGE_FILE
+    return folders
 
 
 def _edge_type(folder: str) -> EdgeType | None:
@@ -82,12 +118,12 @@ def igbh_root(path: str | os.PathLike[str]) -> Path | None:
     return None
 
 
-def _open_edges(f: Path) -> np.ndarray:
+def _open_edges(root: Path, f: Path) -> np.ndarray:
     """One relation's edges as a ``[2, E]`` view of its ``[E, 2]`` integer file."""
-    if not f.is_file():
+    if dataset_file(root, f.parent.name, f.name) is None:
         raise DatasetError(f"{f}: missing (every <src>__<rel>__<dst> folder needs {EDGE_FILE})")
     a = open_npy(f)
-    if a.ndim != 2 or a.shape[1] != 2 or not np.issubdtype(a.dtype, np.integer):
+    if a.ndim != 2 or a.shape[1] != 2 or not is_integer_array(a):
         hint = " (IGBH stores [E, 2]; this looks like [2, E])" if a.shape[:1] == (2,) else ""
         raise DatasetError(
             f"{f}: expected an integer array of shape (E, 2), got {a.dtype} {a.shape}{hint}"
@@ -100,9 +136,8 @@ def _feature_rows(root: Path, node_types: Sequence[str]) -> dict[str, int]:
     left out)."""
     rows = {}
     for t in node_types:
-        f = root / t / FEATURE_FILE
-        f = f if f.is_file() else root / t / MLPERF_FEATURE_FILE
-        if f.is_file():
+        f = dataset_file(root, t, FEATURE_FILE) or dataset_file(root, t, MLPERF_FEATURE_FILE)
+        if f is not None:
             table = open_feature_table(f)
             if table.ndim != 2:
                 raise DatasetError(f"{f}: expected a 2-D feature table, got shape {table.shape}")
@@ -128,8 +163,10 @@ def load_igbh(
         name: dataset name (default: ``igbh:<folder>``).
 
     Raises:
-        DatasetError: no relation folder, a missing or malformed edge file, a negative id, an
-            id beyond its type's feature rows, or a feature file that is not a 2-D table.
+        DatasetError: no relation folder, a missing or malformed edge file (not plain
+            integers, in either byte order), a negative id, an id beyond its type's feature
+            rows, a feature file that is not a 2-D table, a name that is not a plain file name,
+            or a file that is a link leading out of the folder.
         DatasetLimitError: ids or sizes over Hector's limits, before the edges are joined.
     """
     root = igbh_root(path)
@@ -142,11 +179,13 @@ def load_igbh(
     edge_types = [_edge_type(rel) or ("", rel, "") for rel in folders]
     relations = {rel: (s, d) for rel, (s, _, d) in zip(folders, edge_types, strict=True)}
     types = list(node_types or dict.fromkeys(t for s, d in relations.values() for t in (s, d)))
+    for t in types:
+        check_name(t, "node type", root)
     for rel, ends in relations.items():
         for t in ends:
             if t not in types:
                 raise DatasetError(f"relation folder {rel} uses node type {t!r}, not in node_types")
-    arrays = {rel: _open_edges(f) for rel, f in folders.items()}
+    arrays = {rel: _open_edges(root, f) for rel, f in folders.items()}
     edges = sum(int(a.shape[1]) for a in arrays.values()) * (2 if add_inverse else 1)
     check_dataset_size(str(root), edges=edges, names=2 * len(arrays) + len(types))
     try:

@@ -28,7 +28,6 @@ import mmap
 import os
 import threading
 import time
-import warnings
 import weakref
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -40,6 +39,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .dataset import DatasetError
 from .dataset_files import open_feature_table, open_npy
 from .datasets import Dataset
 from .graph import HeteroGraph
@@ -157,13 +157,20 @@ class FeatureStore(FeatureTable):
 
     Rows come back in the file's type: a float16 table (as MLPerf's R-GAT stores IGBH) moves
     half the bytes from disk and through the gather, and the model converts the batch (the
-    natively gathered rows are copied as bytes, so a float16 table needs an even width).
+    natively gathered rows are copied as bytes, so a float16 table needs an even width). A
+    table stored in the other byte order (an ``.npy`` of ``>f4``, a ``torch.save`` file written
+    on a big-endian machine) is read in place as well: the rows gathered are swapped in the
+    batch's buffer (:attr:`dtype` is always the machine's order).
 
     Args:
         features: path of a 2-D float32 or float16 ``.npy`` file, of such a tensor saved by
             ``torch.save`` (MLPerf's ``node_feat_fp16.pt``), or of a headerless file of
             1024-wide float32 rows (as IGBH's ``large`` and ``full`` sizes ship theirs).
-        labels: path of a 1-D integer ``.npy`` file with as many rows, or None.
+        labels: path of a 1-D integer ``.npy`` file with as many rows, or None. Integer-valued
+            floats (as IGBH stores its labels) are read as class ids. Every label gathered is
+            checked (:meth:`gather_labels`); the file is never read whole.
+        classes: the number of classes: every label gathered must be a class id in
+            ``[0, classes)``; None: any id an int64 holds.
         read: how rows are read. ``"pread"`` (default): the native
             :func:`~hector.runtime.sampler.gather_file_rows` reads them with ``pread`` into the
             batch's buffer, in file order (ids bucketed by stretch of the file and sorted),
@@ -185,7 +192,8 @@ class FeatureStore(FeatureTable):
 
     Raises:
         ValueError: a file is missing, not an ``.npy`` array of the right dtype and rank, the
-            two disagree in length, or ``read`` is unknown.
+            two disagree in length, or ``read`` is unknown (a
+            :class:`~hector.dataset.DatasetError` naming the file for a file's contents).
     """
 
     def __init__(
@@ -193,6 +201,7 @@ class FeatureStore(FeatureTable):
         features: str | os.PathLike[str],
         labels: str | os.PathLike[str] | None = None,
         *,
+        classes: int | None = None,
         read: str = "pread",
         release: bool = True,
         threads: int = 0,
@@ -207,7 +216,11 @@ class FeatureStore(FeatureTable):
         if not self.path.is_file():
             raise ValueError(f"{self.path}: no such file")
         self.table = open_feature_table(self.path)  # .npy, a saved tensor, or raw f32 rows
-        if self.table.dtype not in FEATURE_DTYPES or self.table.ndim != 2:
+        #: The rows' type, in this machine's byte order (the file's may be the other one).
+        self.dtype = self.table.dtype.newbyteorder("=")
+        #: Whether gathered rows are byte-swapped (a table stored in the other byte order).
+        self._swap = not self.table.dtype.isnative
+        if self.dtype not in FEATURE_DTYPES or self.table.ndim != 2:
             raise ValueError(
                 f"{self.path}: features must be a 2-D float32 or float16 array, got "
                 f"{self.table.dtype} of shape {self.table.shape}"
@@ -221,10 +234,14 @@ class FeatureStore(FeatureTable):
             raise ValueError(f"{self.path}: features must be stored row-major (C order)")
         self.labels: np.ndarray | None = None
         self.labels_path = Path(labels) if labels is not None else None
+        self.classes = _check_classes(classes)
         if labels is not None:
             self.labels = self._open(Path(labels))
             if self.labels.dtype.kind not in "iuf" or self.labels.ndim != 1:
-                raise ValueError(f"{labels}: labels must be a 1-D integer (or float) array")
+                raise DatasetError(
+                    f"{labels}: labels must be a 1-D integer (or float) array, got "
+                    f"{self.labels.dtype} of shape {self.labels.shape}"
+                )
             if len(self.labels) != len(self.table):
                 raise ValueError(
                     f"{labels} has {len(self.labels)} rows but {self.path} has {len(self.table)}"
@@ -237,7 +254,7 @@ class FeatureStore(FeatureTable):
         self._offset = int(self.table.offset) if isinstance(self.table, np.memmap) else 0
         self._fd: int | None = os.open(self.path, os.O_RDONLY) if read == "pread" else None
         self._lock = threading.Lock()
-        self._buffers = BufferPool(self.dim, self.table.dtype, reuse=reuse_buffers)
+        self._buffers = BufferPool(self.dim, self.dtype, reuse=reuse_buffers)
         #: Set to record :attr:`peak_resident_bytes` during gathers (reads /proc/self/smaps after
         #: every 16th chunk).
         self.track_resident = False
@@ -292,8 +309,8 @@ class FeatureStore(FeatureTable):
         index = native_sampler._ids("node_ids", node_ids)
         if out is None:
             out = self._buffer(len(index))
-        if out.dtype != self.table.dtype:
-            raise ValueError(f"out must be {self.table.dtype}, got {out.dtype}")
+        if out.dtype != self.dtype:
+            raise ValueError(f"out must be {self.dtype}, got {out.dtype}")
         words = out.view(np.float32)  # the native gathers copy rows as 4-byte words
         table = self.table.view(np.float32)
         tracking = 0.0
@@ -311,13 +328,13 @@ class FeatureStore(FeatureTable):
             )
             if self.track_resident:
                 tracking = self._track()
-            return torch.from_numpy(out), tracking
+            return self._rows(out), tracking
         mapping = getattr(self.table, "_mmap", None) if self.release else None
         if mapping is None:
             native_sampler.gather_rows(table, index, out=words, threads=self.threads)
             if self.track_resident:
                 tracking = self._track()
-            return torch.from_numpy(out), tracking
+            return self._rows(out), tracking
         # A batch's rows are scattered over the whole file, and each page fault also maps the
         # cached pages around it (fault-around): gathered at once, a large batch maps in most
         # of the file. Gathered in file order, in chunks of chunk_rows rows, each chunk spans a
@@ -337,7 +354,14 @@ class FeatureStore(FeatureTable):
             stop = min(-(-end // window) * window, len(mapping))
             with self._lock:
                 mapping.madvise(mmap.MADV_DONTNEED, first, stop - first)
-        return torch.from_numpy(out), tracking
+        return self._rows(out), tracking
+
+    def _rows(self, out: np.ndarray) -> torch.Tensor:
+        """The gathered rows as a tensor, swapped into this machine's byte order where the
+        file holds the other one (the native gathers copy bytes)."""
+        if self._swap:
+            out.byteswap(inplace=True)
+        return torch.from_numpy(out)
 
     def _track(self) -> float:
         """Update :attr:`peak_resident_bytes`; return the seconds it took."""
@@ -363,23 +387,54 @@ class FeatureStore(FeatureTable):
         return total
 
     def gather_labels(self, node_ids: np.ndarray) -> torch.Tensor:
-        """Labels of ``node_ids`` as an int64 tensor.
+        """Labels of ``node_ids`` as an int64 tensor, each checked to be a class id: an
+        integer (or integer-valued float) in ``[0, classes)`` (``classes`` None: one an int64
+        holds). Negative labels (some datasets mark unlabeled nodes with -1) are refused too:
+        seed only labeled nodes.
 
         Raises:
-            ValueError: the store has no labels.
+            ValueError: the store has no labels, or a node id is out of range.
+            DatasetError: a label gathered is not a class id (naming the file, row and value).
         """
         if self.labels is None:
             raise ValueError("this FeatureStore has no labels file")
-        values = np.asarray(self.labels[node_ids])
-        if values.dtype.kind == "f":  # IGBH stores class ids as floats
-            bad = ~np.isfinite(values) | (values != np.floor(values)) | (values < 0)
-            if bad.any():
-                at = int(np.asarray(node_ids).reshape(-1)[int(np.argmax(bad))])
-                value = float(values[bad][0])
-                raise ValueError(
-                    f"{self.labels_path}: label of row {at} is {value}, not a class id"
-                )
+        index = native_sampler._ids("node_ids", node_ids)
+        if len(index) and (int(index.min()) < 0 or int(index.max()) >= len(self.labels)):
+            raise ValueError(f"node ids out of range for {len(self.labels)} labels")
+        values = np.asarray(self.labels[index])
+        bad = _not_class_ids(values, self.classes)
+        if bad.any():
+            at = int(np.argmax(bad))
+            value = values[at].item()
+            scope = f"[0, {self.classes})" if self.classes is not None else "[0, 2**63)"
+            note = " (a negative label marks an unlabeled node: seed only labeled ones)"
+            raise DatasetError(
+                f"{self.labels_path}: label of row {int(index[at])} is {value!r}, not a class "
+                f"id in {scope}{note if value < 0 else ''}"
+            )
         return torch.from_numpy(values.astype(np.int64))
+
+
+def _check_classes(classes: int | None) -> int | None:
+    """``classes`` as an int (None stays None); ValueError unless a positive integer."""
+    if classes is None:
+        return None
+    if isinstance(classes, bool) or not isinstance(classes, int | np.integer) or classes < 1:
+        raise ValueError(f"classes must be a positive integer or None, got {classes!r}")
+    return int(classes)
+
+
+def _not_class_ids(values: np.ndarray, classes: int | None) -> np.ndarray:
+    """Where ``values`` (integers or floats, either byte order) are not class ids below
+    ``classes`` (None: below 2**63)."""
+    if values.dtype.kind == "f":  # IGBH stores class ids as floats
+        top = float(classes) if classes is not None else 2.0**63
+        with np.errstate(invalid="ignore"):
+            return (
+                ~np.isfinite(values) | (values != np.floor(values)) | (values < 0) | (values >= top)
+            )
+    top_id = classes - 1 if classes is not None else int(np.iinfo(np.int64).max)
+    return (values < 0) | (values > top_id)
 
 
 class UnifiedFeatureStore(FeatureTable):
@@ -392,13 +447,18 @@ class UnifiedFeatureStore(FeatureTable):
         features: a 2-D float32 tensor, or the path of a 2-D float32 ``.npy`` file (copied
             into pinned memory ``chunk_rows`` rows at a time through a read-only mapping).
         labels: a 1-D integer tensor or ``.npy`` path with as many rows, or None.
+        classes: the number of classes: every label gathered must be a class id in
+            ``[0, classes)`` (checked per gather, as :meth:`FeatureStore.gather_labels` does);
+            None: any non-negative id.
         allow_host_fallback: without CUDA, keep the table in ordinary host memory (flagged as
             unified, ``mapped = False``) and gather with ``index_select`` on the host, so code
             written for the GPU runs unchanged; otherwise no CUDA is an error.
         chunk_rows: rows copied at a time from a file.
 
     Raises:
-        ValueError: features or labels of the wrong dtype, rank or length.
+        ValueError: features or labels of the wrong dtype, rank or length (a
+            :class:`~hector.dataset.DatasetError` for unsigned labels above int64's range,
+            which no class id is).
         hector.unified.UnifiedError: no CUDA and ``allow_host_fallback`` is false.
     """
 
@@ -407,6 +467,7 @@ class UnifiedFeatureStore(FeatureTable):
         features: torch.Tensor | str | os.PathLike[str],
         labels: torch.Tensor | str | os.PathLike[str] | None = None,
         *,
+        classes: int | None = None,
         allow_host_fallback: bool = False,
         chunk_rows: int = 1 << 16,
     ) -> None:
@@ -414,7 +475,7 @@ class UnifiedFeatureStore(FeatureTable):
         from . import unified
 
         source = _table(features)
-        if source.dtype != torch.float32 or source.dim() != 2:
+        if _dtype_name(source) != "float32" or source.ndim != 2:
             raise ValueError(
                 f"features must be a 2-D float32 table, got {source.dtype} of shape "
                 f"{tuple(source.shape)}"
@@ -427,17 +488,20 @@ class UnifiedFeatureStore(FeatureTable):
         self.mapped = unified.unified_info(self.table).mapped  # type: ignore[union-attr]
         self.device = torch.device("cuda" if self.mapped else "cpu")
         for lo in range(0, source.shape[0], max(int(chunk_rows), 1)):
-            self.table[lo : lo + chunk_rows].copy_(source[lo : lo + chunk_rows])
+            self.table[lo : lo + chunk_rows].copy_(_chunk(source, lo, lo + chunk_rows))
         self.labels: torch.Tensor | None = None
         if labels is not None:
             y = _table(labels)
-            if y.dtype.is_floating_point or y.dtype == torch.bool or y.dim() != 1:
-                raise ValueError(f"labels must be a 1-D integer array, got {y.dtype} {y.dim()}-D")
+            if not _dtype_name(y).startswith(("int", "uint")) or y.ndim != 1:
+                raise ValueError(f"labels must be a 1-D integer array, got {y.dtype} {y.ndim}-D")
             if y.shape[0] != self.num_rows:
                 raise ValueError(
                     f"labels have {y.shape[0]} rows but the features have {self.num_rows}"
                 )
-            self.labels = y.to(self.device, torch.int64)
+            if _dtype_name(y) == "uint64" and len(y) and int(y.max()) > np.iinfo(np.int64).max:
+                raise DatasetError(f"{labels!s:.200}: a label above 2**63 - 1 is not a class id")
+            self.labels = _chunk(y, 0, len(y)).to(self.device, torch.int64)
+        self.classes = _check_classes(classes)
         #: The loader's bookkeeping of :class:`FeatureStore` (no file is mapped here).
         self.track_resident = False
         self.peak_resident_bytes = 0
@@ -468,25 +532,50 @@ class UnifiedFeatureStore(FeatureTable):
         """Labels of ``node_ids`` (int64, on the gathers' device).
 
         Raises:
-            ValueError: the store has no labels.
+            ValueError: the store has no labels, or a node id is out of range.
+            DatasetError: a label gathered is not a class id.
         """
         if self.labels is None:
             raise ValueError("this UnifiedFeatureStore has no labels")
-        index = torch.from_numpy(np.asarray(node_ids, dtype=np.int64)).to(self.device)
-        return self.labels.index_select(0, index)
+        ids = native_sampler._ids("node_ids", node_ids)
+        if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= len(self.labels)):
+            raise ValueError(f"node ids out of range for {len(self.labels)} labels")
+        values = self.labels.index_select(0, torch.from_numpy(ids).to(self.device))
+        top = self.classes if self.classes is not None else None
+        bad = (values < 0) | (values >= top) if top is not None else values < 0
+        if len(values) and bool(bad.any()):  # one device sync per batch
+            at = int(torch.argmax(bad.to(torch.int8)))
+            raise DatasetError(
+                f"label of row {int(ids[at])} is {int(values[at])}, not a class id in "
+                f"[0, {top if top is not None else '2**63'})"
+            )
+        return values
 
     def close(self) -> None:
         """Nothing to close (the pinned table is freed with the store)."""
 
 
-def _table(source: torch.Tensor | str | os.PathLike[str]) -> torch.Tensor:
-    """A tensor view of ``source``: the tensor itself, or a read-only mapping of an ``.npy``."""
+def _table(source: torch.Tensor | str | os.PathLike[str]) -> torch.Tensor | np.ndarray:
+    """``source`` itself, or a read-only mapping of an ``.npy`` file (in either byte order)."""
     if isinstance(source, torch.Tensor):
         return source
-    array = FeatureStore._open(Path(source))
-    with warnings.catch_warnings():  # read-only mapping: only read from
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.from_numpy(array)
+    return FeatureStore._open(Path(source))
+
+
+def _dtype_name(table: torch.Tensor | np.ndarray) -> str:
+    """``float32``, ``int64``, ... of a tensor or array (either byte order)."""
+    return (
+        str(table.dtype).removeprefix("torch.")
+        if isinstance(table, torch.Tensor)
+        else (table.dtype.newbyteorder("=").name)
+    )
+
+
+def _chunk(table: torch.Tensor | np.ndarray, lo: int, hi: int) -> torch.Tensor:
+    """Rows ``lo:hi`` of a tensor, or of an array copied into this machine's byte order."""
+    if isinstance(table, torch.Tensor):
+        return table[lo:hi]
+    return torch.from_numpy(np.array(table[lo:hi], dtype=table.dtype.newbyteorder("=")))
 
 
 def write_random_features(

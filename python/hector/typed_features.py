@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from .dataset import Dataset
-from .dataset_igbh import FEATURE_FILE, LABEL_FILES
+from .dataset_igbh import FEATURE_FILE, LABEL_FILES, check_name, dataset_file
 from .loader import BufferPool, FeatureStore, FeatureTable
 from .runtime import sampler as native_sampler
 
@@ -71,14 +71,14 @@ class TypedFeatureStore(FeatureTable):
                     f"{counts[t]} nodes"
                 )
             first = self.stores[0]
-            if (store.dim, store.table.dtype) != (first.dim, first.table.dtype):
+            if (store.dim, store.dtype) != (first.dim, first.dtype):
                 raise ValueError(
-                    f"{store.path}: {store.table.dtype} rows of width {store.dim}, but "
-                    f"{first.path} has {first.table.dtype} rows of width {first.dim}"
+                    f"{store.path}: {store.dtype} rows of width {store.dim}, but "
+                    f"{first.path} has {first.dtype} rows of width {first.dim}"
                 )
         #: Global id one past each node type's last node.
         self.bounds = np.cumsum([counts[t] for t in self.node_types])
-        self.dtype = self.stores[0].table.dtype
+        self.dtype = self.stores[0].dtype
         self.labels = next((s.labels for s in self.stores if s.labels is not None), None)
         self._buffers = BufferPool(self.dim, self.dtype, reuse=reuse_buffers)
 
@@ -181,7 +181,8 @@ def igbh_features(
     Args:
         dataset: the loaded graph (its ``info["source"]`` is the folder read, unless ``root``).
         classes: 19 or 2983: read ``node_label_19.npy`` or ``node_label_2K.npy`` where a node
-            type has it (IGBH: paper); None reads no labels.
+            type has it (IGBH: paper), every label gathered checked to be a class id in
+            ``[0, classes)``; None reads no labels.
         root: the folder holding the node type folders (default: where ``dataset`` came from).
         feature_file: each node type's feature file name (``node_feat.npy``), or names tried
             in turn, the first present read: ``("node_feat_fp16.pt", "node_feat.npy")`` reads
@@ -191,24 +192,26 @@ def igbh_features(
 
     Raises:
         ValueError: an unknown number of classes, a node type without its feature file, no
-            type with the labels file, or files the stores refuse.
+            type with the labels file, or files the stores refuse (a
+            :class:`~hector.dataset.DatasetError` for a node type or file name that is not a
+            plain file name, or a file that is a link leading out of the folder).
     """
     if classes is not None and classes not in LABEL_FILES:
         raise ValueError(f"IGBH publishes labels of {sorted(LABEL_FILES)} classes, not {classes}")
     folder = Path(root if root is not None else dataset.info.get("source", ""))
     stores: dict[str, FeatureStore] = {}
     names = [feature_file] if isinstance(feature_file, str) else list(feature_file)
+    for n in names:
+        check_name(n, "feature file name", folder)
     for t in dataset.node_types:
-        present = [folder / t / n for n in names if (folder / t / n).is_file()]
+        check_name(t, "node type", folder)
+        present = [f for n in names if (f := dataset_file(folder, t, n)) is not None]
         if not present:
             raise ValueError(
                 f"{folder / t / names[0]}: missing (node type {t!r} needs its features)"
             )
-        features = present[0]
-        labels = folder / t / LABEL_FILES[classes] if classes is not None else None
-        stores[t] = FeatureStore(
-            features, labels if labels is not None and labels.is_file() else None, **options
-        )
+        labels = dataset_file(folder, t, LABEL_FILES[classes]) if classes is not None else None
+        stores[t] = FeatureStore(present[0], labels, classes=classes, **options)
     store = TypedFeatureStore(dataset, stores)
     if classes is not None and store.labels is None:
         raise ValueError(f"{folder}: no node type has {LABEL_FILES[classes]}")
