@@ -1,0 +1,378 @@
+"""PyG's ``HeteroConv`` under ``torch.compile(backend="hector")``: one Hector program per layer.
+
+A ``HeteroConv`` holds one conv per edge type and sums (or averages) their outputs per
+destination node type. When every per-relation conv is one of a class Hector expresses, with
+the same options, the whole layer is one ``hector::pyg_layer`` call over one typed graph
+(:mod:`hector.pyg_route`'s typed family, as ``HGTConv``'s): the node types of the relations the
+call has are stacked in one id space (in ``x_dict`` order), each relation of the call is one
+edge type, the per-relation weights are typed weights, and the sum over relations is the
+program's ``sum_to_dst`` over all of a node's incoming edges:
+
+* ``GATConv`` (:class:`GatRelations`): MLPerf's R-GAT layer, ``GATConv(in, h // heads,
+  heads=heads, add_self_loops=False)`` per relation, shared or separate source and destination
+  projections (``in_channels`` an int or a pair), heads concatenated or averaged, with or
+  without bias. The program is :func:`hector.models._make_hetero_gat`'s (attention within each
+  relation, ``edge_softmax {by = "dst_etype"}``);
+* ``SAGEConv`` (:class:`SageRelations`): mean, sum or max neighbourhood aggregation, root weight
+  on or off (MLPerf's ``rsage``: ``SAGEConv(in, h, root_weight=False)``; PyG's DBLP example:
+  ``SAGEConv((-1, -1), h)``): ``lin_l`` of the aggregate per relation, the root weights of the
+  relations into a node type summed into one node-typed weight, the biases likewise.
+
+Weight-sized glue (stacking, padding to the widest input, the attention vectors as
+block-diagonal matrices, the biases summed per destination type) runs as PyTorch ops in the
+captured graph, so gradients reach each conv's parameters through autograd; a conv the call
+does not reach keeps a ``None`` gradient, as in PyG. ``aggr="mean"`` divides each destination
+type's rows by the number of the call's relations into it (after the program); averaged heads
+are the mean of the program's ``[N, H, F]`` rows plus the summed biases. What the programs do
+not compute runs PyG's own ``forward`` (the convs then trace as Dynamo captures them) and the
+reason is kept in :data:`hector.pyg_route.FALLBACKS` under ``"HeteroConv"``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from . import frontend, pyg_route
+from .frontend import GraphProxy, Value
+from .models import _make_hetero_gat, block_diagonal
+
+EdgeType = tuple[str, str, str]
+
+#: ``HeteroConv`` ``aggr`` values computed: the sum in the program, the mean after it.
+_AGGRS = ("sum", "add", "mean")
+
+
+@dataclass
+class Layout:
+    """The typed graph of one call: the relations it has (``HeteroConv.convs`` order), the node
+    types they touch (``x_dict`` order) with their rows, stacked, and the widest input."""
+
+    relations: list[EdgeType]
+    types: list[str]
+    xs: list[torch.Tensor]
+    width: int
+
+    @classmethod
+    def of(
+        cls, convs: Any, x_dict: dict[str, Any], edge_index_dict: dict[Any, Any], dst: bool
+    ) -> Layout:
+        """The layout of ``HeteroConv``'s call (its convs, the call's dicts); ``dst``: whether
+        the convs read the destinations' features (else a type that is only a destination has
+        zero rows, and its features no gradient, as in PyG)."""
+        relations = [e for e in convs.keys() if e in edge_index_dict]
+        touched = {t for e in relations for t in (e[0], e[2])}
+        read = {e[0] for e in relations} | ({e[2] for e in relations} if dst else set())
+        types = [t for t in x_dict if t in touched]
+        width = max(x_dict[t].shape[1] for t in types)
+        pad = torch.nn.functional.pad
+        xs = [
+            pad(x_dict[t], (0, width - x_dict[t].shape[1]))
+            if t in read
+            else x_dict[t].new_zeros(x_dict[t].shape[0], width)
+            for t in types
+        ]
+        return cls(relations, types, xs, int(width))
+
+    def ends(self) -> list[int]:
+        """Each relation's source and destination type index, in pairs (the op's ``ends``)."""
+        return [self.types.index(t) for s, _, d in self.relations for t in (s, d)]
+
+    def destinations(self) -> list[str]:
+        """The destination types, in the order PyG's ``HeteroConv`` fills its output dict."""
+        return list(dict.fromkeys(d for _, _, d in self.relations))
+
+    def padded(self, weight: torch.Tensor) -> torch.Tensor:
+        """A ``[in, out]`` weight with zero rows up to the widest input (same products)."""
+        return torch.nn.functional.pad(weight, (0, 0, 0, self.width - weight.shape[0]))
+
+    def per_type(self, values: Sequence[torch.Tensor], like: torch.Tensor) -> torch.Tensor:
+        """``[T, ...]``: each node type's sum of the relations' ``values`` that end in it."""
+        rows = []
+        for t in self.types:
+            own = [v for (_, _, d), v in zip(self.relations, values, strict=True) if d == t]
+            rows.append(torch.stack(own).sum(0) if own else torch.zeros_like(like))
+        return torch.stack(rows)
+
+
+class Relations:
+    """One class of per-relation conv as a Hector program: the checks, the program's name and
+    tensors, and the layer's rows from its output."""
+
+    cls_name = ""
+
+    def reads_destinations(self, convs: list[Any]) -> bool:
+        """Whether the convs read their destinations' features (attention, root weights)."""
+        return True
+
+    def unsupported(self, convs: list[Any], training: bool) -> str | None:
+        """Why these convs (all of :attr:`cls_name`) cannot run as one program (None: they can)."""
+        raise NotImplementedError
+
+    def program(self, convs: list[Any]) -> str:
+        """The program's name (``hetero-...:...``)."""
+        raise NotImplementedError
+
+    def tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
+        """The program's tensors (rows first)."""
+        raise NotImplementedError
+
+    def finish(self, convs: list[Any], layout: Layout, t: str, rows: torch.Tensor) -> torch.Tensor:
+        """Node type ``t``'s output from its rows of the program's output (the relations' sum)."""
+        return rows
+
+
+def _same(convs: list[Any], names: Sequence[str]) -> str | None:
+    """Why these convs differ in an option that one program shares (None: they agree)."""
+    first = convs[0]
+    for name in names:
+        if any(getattr(c, name) != getattr(first, name) for c in convs):
+            return f"the relations' convs differ in {name} (one program shares it)"
+    return None
+
+
+def _lazy(*lins: Any) -> bool:
+    return any(isinstance(lin.weight, torch.nn.parameter.UninitializedParameter) for lin in lins)
+
+
+class GatRelations(Relations):
+    """``GATConv`` per relation (module docstring): program ``hetero-gat:<slope>``."""
+
+    cls_name = "GATConv"
+
+    def unsupported(self, convs: list[Any], training: bool) -> str | None:
+        """Options outside the program: self-loops, edge features, attention dropout in
+        training, a residual, ``return_attention_weights`` (not passed by ``HeteroConv``)."""
+        for c in convs:
+            if c.add_self_loops:
+                return "GATConv(add_self_loops=True) (Hector's program adds no self-loops)"
+            if c.lin_edge is not None:
+                return "GATConv with edge_dim (edge features)"
+            if training and c.dropout > 0:
+                return "GATConv attention dropout in training"
+            if getattr(c, "res", None) is not None:
+                return "GATConv(residual=True)"
+            if c.aggr != "add":
+                return f"GATConv(aggr={c.aggr!r})"
+            lins = [c.lin] if c.lin is not None else [c.lin_src, c.lin_dst]
+            if _lazy(*lins):
+                return "GATConv with a lazy input width before its first call"
+        return _same(convs, ("heads", "out_channels", "concat", "negative_slope"))
+
+    def program(self, convs: list[Any]) -> str:
+        """``hetero-gat:<slope>``."""
+        return f"hetero-gat:{float(convs[0].negative_slope)!r}"
+
+    def tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
+        """``x, W_src [R, W, H*F], att_src [R, H*F, H], W_dst a_dst [R, W, H], bias [T, H*F]``
+        (the bias zero with averaged heads: :meth:`finish` adds it after the mean)."""
+        x = torch.cat(layout.xs)
+        src = [(c.lin if c.lin is not None else c.lin_src).weight.t() for c in convs]
+        dst = [(c.lin if c.lin is not None else c.lin_dst).weight.t() for c in convs]
+        weight = torch.stack([layout.padded(w) for w in src])
+        att_src = block_diagonal(torch.cat([c.att_src for c in convs]).unsqueeze(-1))
+        att_dst = block_diagonal(torch.cat([c.att_dst for c in convs]).unsqueeze(-1))
+        weight_att_dst = torch.stack([layout.padded(w) for w in dst]) @ att_dst
+        return [x, weight, att_src, weight_att_dst, self._bias(convs, layout, weight)]
+
+    def _bias(self, convs: list[Any], layout: Layout, weight: torch.Tensor) -> torch.Tensor:
+        zeros = weight.new_zeros(len(layout.types), weight.shape[-1])
+        if not convs[0].concat or convs[0].bias is None:
+            return zeros
+        return layout.per_type([c.bias for c in convs], zeros[0])
+
+    def finish(self, convs: list[Any], layout: Layout, t: str, rows: torch.Tensor) -> torch.Tensor:
+        """Averaged heads: the mean of the ``[N, H, F]`` rows plus the relations' biases."""
+        first = convs[0]
+        if first.concat:
+            return rows
+        rows = rows.view(rows.shape[0], first.heads, first.out_channels).mean(dim=1)
+        biases = [c.bias for (_, _, d), c in zip(layout.relations, convs, strict=True) if d == t]
+        return rows + torch.stack(biases).sum(0) if first.bias is not None else rows
+
+
+#: SAGEConv neighbourhood aggregations the program computes.
+_SAGE_AGGRS = {"mean": "mean", "add": "sum", "sum": "sum", "max": "max"}
+
+
+class SageRelations(Relations):
+    """``SAGEConv`` per relation (module docstring): ``hetero-sage:<aggr>:<root>``."""
+
+    cls_name = "SAGEConv"
+
+    def unsupported(self, convs: list[Any], training: bool) -> str | None:
+        """Options outside the program: other aggregations, ``normalize``, ``project``."""
+        for c in convs:
+            if not isinstance(c.aggr, str) or c.aggr not in _SAGE_AGGRS:
+                return f"SAGEConv(aggr={c.aggr!r}) (Hector's program: mean, sum or max)"
+            if c.normalize:
+                return "SAGEConv(normalize=True) (per relation, before the sum)"
+            if c.project:
+                return "SAGEConv(project=True)"
+            lins = [c.lin_l, c.lin_r] if c.root_weight else [c.lin_l]
+            if _lazy(*lins):
+                return "SAGEConv with a lazy input width before its first call"
+        return _same(convs, ("out_channels", "aggr", "root_weight"))
+
+    def reads_destinations(self, convs: list[Any]) -> bool:
+        """Only with root weights."""
+        return bool(convs[0].root_weight)
+
+    def program(self, convs: list[Any]) -> str:
+        """``hetero-sage:<mean|sum|max>:<0|1>``."""
+        return f"hetero-sage:{_SAGE_AGGRS[convs[0].aggr]}:{int(convs[0].root_weight)}"
+
+    def tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
+        """``x, W_l [R, W, out], bias [T, out]`` and, with root weights, ``W_r`` summed per
+        destination type ``[T, W, out]``."""
+        weight = torch.stack([layout.padded(c.lin_l.weight.t()) for c in convs])
+        zeros = weight.new_zeros(weight.shape[-1])
+        biases = [c.lin_l.bias if c.lin_l.bias is not None else zeros for c in convs]
+        args = [torch.cat(layout.xs), weight, layout.per_type(biases, zeros)]
+        if convs[0].root_weight:
+            roots = [layout.padded(c.lin_r.weight.t()) for c in convs]
+            args.append(layout.per_type(roots, roots[0]))
+        return args
+
+
+def _hetero_sage(aggr: str, root: bool) -> frontend.CompiledFunction:
+    def hetero_sage(g: GraphProxy, x: Value, weight: Value, bias: Value, *rest: Value) -> Value:
+        """``Σ_r lin_l_r(aggr_{j∈N_r(i)} x_j) (+ Σ_r lin_r_r(x_i))``, biases per node type."""
+        src = g.gather_src(x)
+        if aggr == "max":  # the maximum per (node, relation), then its weight
+            msg = g.typed_linear(g.edge_max(src, by="dst_etype"), weight)
+            msg = msg * g.degree_norm("dst_etype")
+        else:
+            msg = g.typed_linear(src, weight)
+            msg = msg * g.degree_norm("dst_etype") if aggr == "mean" else msg
+        out = g.typed_bias(g.sum_to_dst(msg), bias)
+        return out + g.typed_linear(x, rest[0], slice="ntype") if root else out
+
+    names = ["x", "weight", "bias"] + (["root"] if root else [])
+    params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in ["g", *names]]
+    hetero_sage.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    return frontend.compile(hetero_sage)
+
+
+_PROGRAMS: dict[str, frontend.CompiledFunction] = {}
+
+
+def _compiled(name: str) -> frontend.CompiledFunction:
+    """The program named ``name`` (``hetero-gat:<slope>``, ``hetero-sage:<aggr>:<root>``)."""
+    if name not in _PROGRAMS:
+        kind, *rest = name.split(":")
+        if kind == "hetero-gat":
+            _PROGRAMS[name] = _make_hetero_gat(float(rest[0]))
+        elif kind == "hetero-sage":
+            _PROGRAMS[name] = _hetero_sage(rest[0], rest[1] == "1")
+        else:
+            raise ValueError(f"unknown HeteroConv program {name!r}")
+    return _PROGRAMS[name]
+
+
+def _columns(name: str, tensors: list[torch.Tensor]) -> Any:
+    return tensors[1].shape[-1]
+
+
+#: The per-relation conv classes routed, by class name.
+RELATIONS: dict[str, Relations] = {r.cls_name: r for r in (GatRelations(), SageRelations())}
+
+
+def _class_of(conv: Any) -> str | None:
+    """The name of the routed class ``conv`` is (exactly: a subclass may compute otherwise)."""
+    name = type(conv).__name__
+    return (
+        name if name in RELATIONS and type(conv).__module__.startswith("torch_geometric") else None
+    )
+
+
+def _inputs_unsupported(layer: Any, x_dict: Any, edge_index_dict: Any) -> str | None:
+    if not isinstance(x_dict, dict) or not isinstance(edge_index_dict, dict):
+        return "HeteroConv called with other than (x_dict, edge_index_dict)"
+    relations = [e for e in layer.convs.keys() if e in edge_index_dict]
+    if not relations:
+        return "no relation of the layer in edge_index_dict"
+    for e in relations:
+        ei = edge_index_dict[e]
+        if not isinstance(ei, torch.Tensor) or ei.dim() != 2 or ei.is_floating_point():
+            return f"edge_index_dict[{e}] is not an integer [2, E] tensor"
+        if ei.layout != torch.strided:
+            return f"edge_index_dict[{e}] is a sparse adjacency"
+        for t in (e[0], e[2]):
+            x = x_dict.get(t)
+            if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
+                return f"x_dict[{t!r}] is not a [N, F] float32 tensor"
+    return None
+
+
+def unsupported(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    """Why ``HeteroConv`` ``layer`` called with ``args``/``kwargs`` cannot run one Hector
+    program (None: it can)."""
+    if kwargs or len(args) != 2:
+        return "HeteroConv called with arguments beyond x_dict and edge_index_dict"
+    if layer.aggr not in _AGGRS:
+        return f"HeteroConv(aggr={layer.aggr!r}) (Hector sums or averages the relations)"
+    reason = _inputs_unsupported(layer, *args)
+    if reason is not None:
+        return reason
+    convs = [c for e, c in layer.convs.items() if e in args[1]]
+    classes = {_class_of(c) for c in convs}
+    if None in classes:
+        names = sorted({type(c).__name__ for c in convs if _class_of(c) is None})
+        return f"per-relation convs Hector does not route in HeteroConv: {names}"
+    if len(classes) > 1:
+        return f"mixed per-relation conv classes {sorted(str(c) for c in classes)}"
+    return RELATIONS[str(classes.pop())].unsupported(convs, layer.training)
+
+
+def hetero_conv_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+    """``HeteroConv.forward`` under the Hector backend: weight glue, one ``hector::pyg_layer``
+    call, the destination types' rows (PyG's own ``forward`` where :func:`unsupported`)."""
+    reason = unsupported(self, args, kwargs)
+    if reason is not None:
+        pyg_route.FALLBACKS["HeteroConv"] = reason
+        return pyg_route._ORIGINAL["HeteroConv"](self, *args, **kwargs)
+    x_dict, edge_index_dict = args
+    convs = [c for e, c in self.convs.items() if e in edge_index_dict]
+    relations = RELATIONS[str(_class_of(convs[0]))]
+    layout = Layout.of(self.convs, x_dict, edge_index_dict, relations.reads_destinations(convs))
+    tensors = relations.tensors(convs, layout)
+    out = torch.ops.hector.pyg_layer(
+        relations.program(convs),
+        pyg_route._train(tensors),
+        [edge_index_dict[e] for e in layout.relations],
+        [x.shape[0] for x in layout.xs],
+        layout.ends(),
+        tensors,
+    )
+    return _split(self, relations, convs, layout, out)
+
+
+def _split(
+    layer: Any, relations: Relations, convs: list[Any], layout: Layout, out: torch.Tensor
+) -> dict[str, torch.Tensor]:
+    """The destination types' rows of the program's output, as PyG's ``HeteroConv`` returns
+    them (``aggr="mean"``: over the call's relations into each type)."""
+    starts, start = {}, 0
+    for t, x in zip(layout.types, layout.xs, strict=True):
+        starts[t] = (start, start + x.shape[0])
+        start = start + x.shape[0]
+    result = {}
+    for t in layout.destinations():
+        rows = relations.finish(convs, layout, t, out[starts[t][0] : starts[t][1]])
+        if layer.aggr == "mean":
+            rows = rows / sum(1 for _, _, d in layout.relations if d == t)
+        result[t] = rows
+    return result
+
+
+ROUTED: dict[str, Callable[..., Any]] = {"HeteroConv": hetero_conv_forward}
+
+pyg_route.register_family("hetero-gat", pyg_route.ProgramFamily(_compiled, _columns))
+pyg_route.register_family("hetero-sage", pyg_route.ProgramFamily(_compiled, _columns))
+for _name, _forward in ROUTED.items():
+    pyg_route.register_layer(_name, _forward)
