@@ -16,7 +16,8 @@ program's ``sum_to_dst`` over all of a node's incoming edges:
 * ``SAGEConv`` (:class:`SageRelations`): mean, sum or max neighbourhood aggregation, root weight
   on or off (MLPerf's ``rsage``: ``SAGEConv(in, h, root_weight=False)``; PyG's DBLP example:
   ``SAGEConv((-1, -1), h)``): ``lin_l`` of the aggregate per relation, the root weights of the
-  relations into a node type summed into one node-typed weight, the biases likewise.
+  relations into a node type summed into one node-typed weight, the biases likewise;
+* ``GraphConv`` (:class:`GraphConvRelations`): the same program, ``lin_rel`` and ``lin_root``.
 
 Weight-sized glue (stacking, padding to the widest input, the attention vectors as
 block-diagonal matrices, the biases summed per destination type) runs as PyTorch ops in the
@@ -204,39 +205,65 @@ class SageRelations(Relations):
 
     cls_name = "SAGEConv"
 
+    def lins(self, conv: Any) -> tuple[Any, Any]:
+        """The neighbourhood's linear and the root's (None without root weight)."""
+        return conv.lin_l, conv.lin_r if conv.root_weight else None
+
+    def options(self, conv: Any) -> str | None:
+        """Why this conv's own options are outside the program (None: they are not)."""
+        if conv.normalize:
+            return "SAGEConv(normalize=True) (per relation, before the sum)"
+        if conv.project:
+            return "SAGEConv(project=True)"
+        return None
+
     def unsupported(self, convs: list[Any], training: bool) -> str | None:
         """Options outside the program: other aggregations, ``normalize``, ``project``."""
         for c in convs:
             if not isinstance(c.aggr, str) or c.aggr not in _SAGE_AGGRS:
-                return f"SAGEConv(aggr={c.aggr!r}) (Hector's program: mean, sum or max)"
-            if c.normalize:
-                return "SAGEConv(normalize=True) (per relation, before the sum)"
-            if c.project:
-                return "SAGEConv(project=True)"
-            lins = [c.lin_l, c.lin_r] if c.root_weight else [c.lin_l]
-            if _lazy(*lins):
-                return "SAGEConv with a lazy input width before its first call"
-        return _same(convs, ("out_channels", "aggr", "root_weight"))
+                return f"{self.cls_name}(aggr={c.aggr!r}) (Hector's program: mean, sum or max)"
+            reason = self.options(c)
+            if reason is not None:
+                return reason
+            if _lazy(*(lin for lin in self.lins(c) if lin is not None)):
+                return f"{self.cls_name} with a lazy input width before its first call"
+        return _same(convs, ("out_channels", "aggr"))
 
     def reads_destinations(self, convs: list[Any]) -> bool:
         """Only with root weights."""
-        return bool(convs[0].root_weight)
+        return self.lins(convs[0])[1] is not None
 
     def program(self, convs: list[Any]) -> str:
         """``hetero-sage:<mean|sum|max>:<0|1>``."""
-        return f"hetero-sage:{_SAGE_AGGRS[convs[0].aggr]}:{int(convs[0].root_weight)}"
+        return f"hetero-sage:{_SAGE_AGGRS[convs[0].aggr]}:{int(self.reads_destinations(convs))}"
 
     def tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
         """``x, W_l [R, W, out], bias [T, out]`` and, with root weights, ``W_r`` summed per
         destination type ``[T, W, out]``."""
-        weight = torch.stack([layout.padded(c.lin_l.weight.t()) for c in convs])
+        lins = [self.lins(c) for c in convs]
+        weight = torch.stack([layout.padded(lin.weight.t()) for lin, _ in lins])
         zeros = weight.new_zeros(weight.shape[-1])
-        biases = [c.lin_l.bias if c.lin_l.bias is not None else zeros for c in convs]
+        biases = [lin.bias if lin.bias is not None else zeros for lin, _ in lins]
         args = [torch.cat(layout.xs), weight, layout.per_type(biases, zeros)]
-        if convs[0].root_weight:
-            roots = [layout.padded(c.lin_r.weight.t()) for c in convs]
+        if self.reads_destinations(convs):
+            roots = [layout.padded(root.weight.t()) for _, root in lins]
             args.append(layout.per_type(roots, roots[0]))
         return args
+
+
+class GraphConvRelations(SageRelations):
+    """``GraphConv`` per relation: ``lin_rel`` of the aggregate plus ``lin_root`` of the
+    destination (always: ``HeteroConv`` passes its features), the ``hetero-sage`` program."""
+
+    cls_name = "GraphConv"
+
+    def lins(self, conv: Any) -> tuple[Any, Any]:
+        """``lin_rel`` and ``lin_root``."""
+        return conv.lin_rel, conv.lin_root
+
+    def options(self, conv: Any) -> str | None:
+        """None: GraphConv's options are its aggregation and bias."""
+        return None
 
 
 def _hetero_sage(aggr: str, root: bool) -> frontend.CompiledFunction:
@@ -279,7 +306,9 @@ def _columns(name: str, tensors: list[torch.Tensor]) -> Any:
 
 
 #: The per-relation conv classes routed, by class name.
-RELATIONS: dict[str, Relations] = {r.cls_name: r for r in (GatRelations(), SageRelations())}
+RELATIONS: dict[str, Relations] = {
+    r.cls_name: r for r in (GatRelations(), SageRelations(), GraphConvRelations())
+}
 
 
 def _class_of(conv: Any) -> str | None:

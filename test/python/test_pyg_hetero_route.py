@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import torch
 import torch._dynamo
-from torch_geometric.nn import GATConv, GraphConv, HeteroConv, SAGEConv
+from torch_geometric.nn import GATConv, GCNConv, GraphConv, HeteroConv, SAGEConv
 
 from hector import pyg_route
 from hector.dynamo import HectorBackend
@@ -187,22 +187,43 @@ def test_sage_bipartite_widths_and_mean_over_relations() -> None:
     _assert_routed("hetero-sage")
 
 
+@pytest.mark.parametrize("graph_aggr", ["add", "mean", "max"])
+def test_graphconv(graph_aggr: str) -> None:
+    """``GraphConv``: ``lin_rel`` of the aggregate plus ``lin_root`` of the destination."""
+    _check(lambda e: GraphConv(6, 5, aggr=graph_aggr), "hetero-sage")
+
+
 # -- fallbacks ------------------------------------------------------------------------------
 
 
+_SAME_TYPE = [("paper", "cites", "paper"), ("author", "knows", "author")]
+
+
 @pytest.mark.parametrize(
-    ("make", "aggr", "reason"),
+    ("make", "aggr", "reason", "relations"),
     [
-        (lambda e: GATConv(6, 4, add_self_loops=e[0] == e[2]), "sum", "add_self_loops"),
-        (lambda e: SAGEConv(6, 4, normalize=True), "sum", "normalize"),
-        (lambda e: GATConv(6, 4, add_self_loops=False), "max", "aggr='max'"),
-        (lambda e: GraphConv(6, 4), "sum", "GraphConv"),
+        (
+            lambda e: GATConv(6, 4, add_self_loops=e[0] == e[2]),
+            "sum",
+            "add_self_loops",
+            RELATIONS[:3],
+        ),
+        (lambda e: SAGEConv(6, 4, normalize=True), "sum", "normalize", RELATIONS[:3]),
+        (lambda e: GATConv(6, 4, add_self_loops=False), "max", "aggr='max'", RELATIONS[:3]),
+        (
+            lambda e: GATConv(6, 4, add_self_loops=False) if e[0] == e[2] else SAGEConv(6, 4),
+            "sum",
+            "mixed",
+            RELATIONS[:3],
+        ),
+        (lambda e: GCNConv(6, 4), "sum", "GCNConv", _SAME_TYPE),
     ],
 )
-def test_unsupported_runs_pygs_forward_with_reason(make: Any, aggr: str, reason: str) -> None:
+def test_unsupported_runs_pygs_forward_with_reason(
+    make: Any, aggr: str, reason: str, relations: list[Any]
+) -> None:
     """What the programs do not compute runs PyG's forward, matching, the reason kept."""
     torch.manual_seed(0)
-    relations = RELATIONS[:3]
     model = HeteroConv({e: make(e) for e in relations}, aggr=aggr)
     compiled = torch.compile(model, backend=HectorBackend())
     sizes = {"paper": 11, "author": 11}
