@@ -11,8 +11,10 @@ program's ``sum_to_dst`` over all of a node's incoming edges:
 * ``GATConv`` (:class:`GatRelations`): MLPerf's R-GAT layer, ``GATConv(in, h // heads,
   heads=heads, add_self_loops=False)`` per relation, shared or separate source and destination
   projections (``in_channels`` an int or a pair), heads concatenated or averaged, with or
-  without bias. The program is :func:`hector.models._make_hetero_gat`'s (attention within each
-  relation, ``edge_softmax {by = "dst_etype"}``);
+  without bias, edge features (``edge_dim``, the call's ``edge_attr_dict``: each edge's
+  ``a_edge · lin_edge(e_ij)`` computed in the captured graph, an ``[E, H]`` input). The
+  program is :func:`hector.models._make_hetero_gat`'s (attention within each relation,
+  ``edge_softmax {by = "dst_etype"}``), plus those logits with edge features;
 * ``SAGEConv`` (:class:`SageRelations`): mean, sum or max neighbourhood aggregation, root weight
   on or off (MLPerf's ``rsage``: ``SAGEConv(in, h, root_weight=False)``; PyG's DBLP example:
   ``SAGEConv((-1, -1), h)``): ``lin_l`` of the aggregate per relation, the root weights of the
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -57,6 +59,8 @@ class Layout:
     types: list[str]
     xs: list[torch.Tensor]
     width: int
+    edge_index: list[torch.Tensor] = field(default_factory=list)  # per relation
+    edge_attr: dict[Any, torch.Tensor] = field(default_factory=dict)  # the call's edge_attr_dict
 
     @classmethod
     def of(
@@ -77,7 +81,7 @@ class Layout:
             else x_dict[t].new_zeros(x_dict[t].shape[0], width)
             for t in types
         ]
-        return cls(relations, types, xs, int(width))
+        return cls(relations, types, xs, int(width), [edge_index_dict[e] for e in relations])
 
     def ends(self) -> list[int]:
         """Each relation's source and destination type index, in pairs (the op's ``ends``)."""
@@ -114,7 +118,7 @@ class Relations:
         """Why these convs (all of :attr:`cls_name`) cannot run as one program (None: they can)."""
         raise NotImplementedError
 
-    def program(self, convs: list[Any]) -> str:
+    def program(self, convs: list[Any], layout: Layout) -> str:
         """The program's name (``hetero-...:...``)."""
         raise NotImplementedError
 
@@ -151,8 +155,6 @@ class GatRelations(Relations):
         for c in convs:
             if c.add_self_loops:
                 return "GATConv(add_self_loops=True) (Hector's program adds no self-loops)"
-            if c.lin_edge is not None:
-                return "GATConv with edge_dim (edge features)"
             if training and c.dropout > 0:
                 return "GATConv attention dropout in training"
             if getattr(c, "res", None) is not None:
@@ -164,9 +166,32 @@ class GatRelations(Relations):
                 return "GATConv with a lazy input width before its first call"
         return _same(convs, ("heads", "out_channels", "concat", "negative_slope"))
 
-    def program(self, convs: list[Any]) -> str:
-        """``hetero-gat:<slope>``."""
-        return f"hetero-gat:{float(convs[0].negative_slope)!r}"
+    def program(self, convs: list[Any], layout: Layout) -> str:
+        """``hetero-gat:<slope>``, ``hetero-gat:<slope>:edge`` with edge features."""
+        edge = ":edge" if self._edge_terms(convs, layout) else ""
+        return f"hetero-gat:{float(convs[0].negative_slope)!r}{edge}"
+
+    @staticmethod
+    def _edge_terms(convs: list[Any], layout: Layout) -> bool:
+        return any(
+            c.lin_edge is not None and e in layout.edge_attr
+            for e, c in zip(layout.relations, convs, strict=True)
+        )
+
+    def _edge_logits(self, convs: list[Any], layout: Layout, like: torch.Tensor) -> torch.Tensor:
+        """``[E, H]``: each edge's ``a_edge · lin_edge(edge_attr)``, relations concatenated in
+        their order (zeros for a relation without edge features or ``edge_dim``, whose
+        ``GATConv`` adds no edge term)."""
+        parts = []
+        for e, c, ei in zip(layout.relations, convs, layout.edge_index, strict=True):
+            attr = layout.edge_attr.get(e)
+            if c.lin_edge is None or attr is None:
+                parts.append(like.new_zeros(ei.shape[1], c.heads))
+                continue
+            rows = attr.view(-1, 1) if attr.dim() == 1 else attr
+            att = block_diagonal(c.att_edge.unsqueeze(-1))[0]  # [H*F, H]
+            parts.append(rows @ (c.lin_edge.weight.t() @ att))
+        return torch.cat(parts)
 
     def tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
         """``x, W_src [R, W, H*F], att_src [R, H*F, H], W_dst a_dst [R, W, H], bias [T, H*F]``
@@ -178,7 +203,10 @@ class GatRelations(Relations):
         att_src = block_diagonal(torch.cat([c.att_src for c in convs]).unsqueeze(-1))
         att_dst = block_diagonal(torch.cat([c.att_dst for c in convs]).unsqueeze(-1))
         weight_att_dst = torch.stack([layout.padded(w) for w in dst]) @ att_dst
-        return [x, weight, att_src, weight_att_dst, self._bias(convs, layout, weight)]
+        args = [x, weight, att_src, weight_att_dst]
+        if self._edge_terms(convs, layout):
+            args.append(self._edge_logits(convs, layout, x))
+        return [*args, self._bias(convs, layout, weight)]
 
     def _bias(self, convs: list[Any], layout: Layout, weight: torch.Tensor) -> torch.Tensor:
         zeros = weight.new_zeros(len(layout.types), weight.shape[-1])
@@ -233,7 +261,7 @@ class SageRelations(Relations):
         """Only with root weights."""
         return self.lins(convs[0])[1] is not None
 
-    def program(self, convs: list[Any]) -> str:
+    def program(self, convs: list[Any], layout: Layout) -> str:
         """``hetero-sage:<mean|sum|max>:<0|1>``."""
         return f"hetero-sage:{_SAGE_AGGRS[convs[0].aggr]}:{int(self.reads_destinations(convs))}"
 
@@ -285,6 +313,27 @@ def _hetero_sage(aggr: str, root: bool) -> frontend.CompiledFunction:
     return frontend.compile(hetero_sage)
 
 
+def _hetero_gat_edge(slope: float) -> frontend.CompiledFunction:
+    def hetero_gat_edge(
+        g: GraphProxy,
+        x: Value,
+        weight: Value,
+        att_src: Value,
+        weight_att_dst: Value,
+        edge_logits: Value,
+        bias: Value,
+    ) -> Value:
+        """``hector.models``' ``hetero_gat_layer`` with each edge's ``a_edge · W_e e_ij`` added
+        to its logits (``GATConv(edge_dim=...)``)."""
+        hs = g.typed_linear(g.gather_src(x), weight)  # W_r h_j  [E, H*F]
+        dst_term = g.typed_linear(g.gather_dst(x), weight_att_dst)  # [E, H]
+        logits = g.typed_linear(hs, att_src) + dst_term + edge_logits
+        alpha = g.edge_softmax(logits.leaky_relu(slope), by="dst_etype")
+        return g.typed_bias(g.sum_to_dst(hs * alpha), bias)
+
+    return frontend.compile(hetero_gat_edge)
+
+
 _PROGRAMS: dict[str, frontend.CompiledFunction] = {}
 
 
@@ -292,8 +341,10 @@ def _compiled(name: str) -> frontend.CompiledFunction:
     """The program named ``name`` (``hetero-gat:<slope>``, ``hetero-sage:<aggr>:<root>``)."""
     if name not in _PROGRAMS:
         kind, *rest = name.split(":")
-        if kind == "hetero-gat":
+        if kind == "hetero-gat" and len(rest) == 1:
             _PROGRAMS[name] = _make_hetero_gat(float(rest[0]))
+        elif kind == "hetero-gat":
+            _PROGRAMS[name] = _hetero_gat_edge(float(rest[0]))
         elif kind == "hetero-sage":
             _PROGRAMS[name] = _hetero_sage(rest[0], rest[1] == "1")
         else:
@@ -341,8 +392,8 @@ def _inputs_unsupported(layer: Any, x_dict: Any, edge_index_dict: Any) -> str | 
 def unsupported(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
     """Why ``HeteroConv`` ``layer`` called with ``args``/``kwargs`` cannot run one Hector
     program (None: it can)."""
-    if kwargs or len(args) != 2:
-        return "HeteroConv called with arguments beyond x_dict and edge_index_dict"
+    if set(kwargs) - {"edge_attr_dict"} or len(args) != 2:
+        return "HeteroConv called with arguments beyond x_dict, edge_index_dict, edge_attr_dict"
     if layer.aggr not in _AGGRS:
         return f"HeteroConv(aggr={layer.aggr!r}) (Hector sums or averages the relations)"
     reason = _inputs_unsupported(layer, *args)
@@ -355,7 +406,30 @@ def unsupported(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> st
         return f"per-relation convs Hector does not route in HeteroConv: {names}"
     if len(classes) > 1:
         return f"mixed per-relation conv classes {sorted(str(c) for c in classes)}"
-    return RELATIONS[str(classes.pop())].unsupported(convs, layer.training)
+    cls = str(classes.pop())
+    reason = _edge_attr_unsupported(layer, cls, args[1], kwargs.get("edge_attr_dict"))
+    return reason or RELATIONS[cls].unsupported(convs, layer.training)
+
+
+def _edge_attr_unsupported(layer: Any, cls: str, edge_index_dict: Any, attrs: Any) -> str | None:
+    """Why the call's ``edge_attr_dict`` is outside the programs (None: it is not)."""
+    if attrs is None:
+        return None
+    if not isinstance(attrs, dict):
+        return "edge_attr_dict is not a dict"
+    if cls != "GATConv":
+        return f"edge_attr_dict given to {cls} (PyG's forward takes no edge_attr)"
+    for e, attr in attrs.items():
+        if e not in layer.convs:
+            continue
+        if e not in edge_index_dict:
+            return f"edge_attr_dict holds {e}, edge_index_dict does not"
+        rows = edge_index_dict[e].shape[1]
+        if not isinstance(attr, torch.Tensor) or attr.dtype != torch.float32:
+            return f"edge_attr_dict[{e}] is not a float32 tensor"
+        if attr.dim() not in (1, 2) or attr.shape[0] != rows:
+            return f"edge_attr_dict[{e}] is not one row per edge"
+    return None
 
 
 def hetero_conv_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -369,11 +443,12 @@ def hetero_conv_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
     convs = [c for e, c in self.convs.items() if e in edge_index_dict]
     relations = RELATIONS[str(_class_of(convs[0]))]
     layout = Layout.of(self.convs, x_dict, edge_index_dict, relations.reads_destinations(convs))
+    layout.edge_attr = kwargs.get("edge_attr_dict") or {}
     tensors = relations.tensors(convs, layout)
     out = torch.ops.hector.pyg_layer(
-        relations.program(convs),
+        relations.program(convs, layout),
         pyg_route._train(tensors),
-        [edge_index_dict[e] for e in layout.relations],
+        layout.edge_index,
         [x.shape[0] for x in layout.xs],
         layout.ends(),
         tensors,

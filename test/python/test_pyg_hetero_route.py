@@ -58,20 +58,22 @@ def _edges(
     return out
 
 
-def _run(model: torch.nn.Module, fn: Any, x: dict[str, Any], ei: Any) -> tuple[list[Any], ...]:
+def _run(
+    model: torch.nn.Module, fn: Any, x: dict[str, Any], ei: Any, **kwargs: Any
+) -> tuple[list[Any], ...]:
     """Outputs (by type, sorted), then the gradients of the parameters and the features."""
     model.zero_grad()
     xr = {k: v.clone().requires_grad_() for k, v in x.items()}
-    out = fn(xr, ei)
+    out = fn(xr, ei, **kwargs)
     keys = sorted(out)
     torch.stack([out[k].square().mean() for k in keys]).sum().backward()
     grads = [p.grad for p in model.parameters()] + [xr[k].grad for k in sorted(xr)]
     return keys, [out[k].detach() for k in keys], grads
 
 
-def _assert_matches(model: torch.nn.Module, compiled: Any, x: Any, ei: Any) -> None:
-    got_k, got, got_g = _run(model, compiled, x, ei)
-    want_k, want, want_g = _run(model, model, x, ei)
+def _assert_matches(model: torch.nn.Module, compiled: Any, x: Any, ei: Any, **kw: Any) -> None:
+    got_k, got, got_g = _run(model, compiled, x, ei, **kw)
+    want_k, want, want_g = _run(model, model, x, ei, **kw)
     assert got_k == want_k
     for a, b in zip(got, want, strict=True):
         assert a.shape == b.shape
@@ -139,6 +141,25 @@ def test_gat_bipartite_widths_and_projections() -> None:
     compiled = torch.compile(model, backend=HectorBackend())
     _assert_matches(model, compiled, _features(SIZES, widths), _edges(RELATIONS, SIZES))
     _assert_routed("hetero-gat")
+
+
+@pytest.mark.parametrize("edge_dim", [1, 3])
+def test_gat_edge_features(edge_dim: int) -> None:
+    """``GATConv(edge_dim=...)`` with the call's ``edge_attr_dict`` (one relation without edge
+    features: no edge term there, as in PyG)."""
+    torch.manual_seed(0)
+    model = HeteroConv(
+        {e: GATConv(6, 4, heads=2, edge_dim=edge_dim, add_self_loops=False) for e in RELATIONS}
+    )
+    ei = _edges(RELATIONS, SIZES)
+    gen = torch.Generator().manual_seed(3)
+    shape = (15,) if edge_dim == 1 else (15, edge_dim)
+    attrs = {e: torch.randn(*shape, generator=gen) for e in RELATIONS[:3]}
+    compiled = torch.compile(model, backend=HectorBackend())
+    x = _features(SIZES, WIDTHS)
+    _assert_matches(model, compiled, x, ei, edge_attr_dict=attrs)
+    _assert_routed("hetero-gat")
+    assert any(n.endswith(":edge") for n in pyg_route.STATS)
 
 
 def test_relation_without_edges_gives_bias() -> None:
