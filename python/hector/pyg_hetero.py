@@ -19,6 +19,8 @@ program's ``sum_to_dst`` over all of a node's incoming edges:
   on or off (MLPerf's ``rsage``: ``SAGEConv(in, h, root_weight=False)``; PyG's DBLP example:
   ``SAGEConv((-1, -1), h)``): ``lin_l`` of the aggregate per relation, the root weights of the
   relations into a node type summed into one node-typed weight, the biases likewise;
+* ``GATv2Conv`` (:class:`GatV2Relations`): ``hetero-gatv2:<slope>``, the same options but edge
+  features;
 * ``GraphConv`` (:class:`GraphConvRelations`): the same program, ``lin_rel`` and ``lin_root``.
 
 Weight-sized glue (stacking, padding to the widest input, the attention vectors as
@@ -159,7 +161,7 @@ class GatRelations(Relations):
                 return "GATConv attention dropout in training"
             if getattr(c, "res", None) is not None:
                 return "GATConv(residual=True)"
-            if c.aggr != "add":
+            if c.aggr not in ("add", "sum"):
                 return f"GATConv(aggr={c.aggr!r})"
             lins = [c.lin] if c.lin is not None else [c.lin_src, c.lin_dst]
             if _lazy(*lins):
@@ -222,6 +224,44 @@ class GatRelations(Relations):
         rows = rows.view(rows.shape[0], first.heads, first.out_channels).mean(dim=1)
         biases = [c.bias for (_, _, d), c in zip(layout.relations, convs, strict=True) if d == t]
         return rows + torch.stack(biases).sum(0) if first.bias is not None else rows
+
+
+class GatV2Relations(GatRelations):
+    """``GATv2Conv`` per relation: ``hetero-gatv2:<slope>``, attention
+    ``a · leaky_relu(W_l x_j + b_l + W_r x_i + b_r)`` within each relation."""
+
+    cls_name = "GATv2Conv"
+
+    def unsupported(self, convs: list[Any], training: bool) -> str | None:
+        """As ``GATConv``'s (edge features: PyG's ``edge_attr_dict`` check refuses them)."""
+        for c in convs:
+            if c.add_self_loops:
+                return "GATv2Conv(add_self_loops=True) (Hector's program adds no self-loops)"
+            if training and c.dropout > 0:
+                return "GATv2Conv attention dropout in training"
+            if getattr(c, "res", None) is not None:
+                return "GATv2Conv(residual=True)"
+            if c.aggr not in ("add", "sum"):
+                return f"GATv2Conv(aggr={c.aggr!r})"
+            if _lazy(c.lin_l, c.lin_r):
+                return "GATv2Conv with a lazy input width before its first call"
+        return _same(convs, ("heads", "out_channels", "concat", "negative_slope"))
+
+    def program(self, convs: list[Any], layout: Layout) -> str:
+        """``hetero-gatv2:<slope>``."""
+        return f"hetero-gatv2:{float(convs[0].negative_slope)!r}"
+
+    def tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
+        """``x, W_l [R, W, H*F], b_l [R, H*F], W_r, b_r, att [R, H*F, H], bias [T, H*F]``."""
+        x = torch.cat(layout.xs)
+        args = [x]
+        for lins in ([c.lin_l for c in convs], [c.lin_r for c in convs]):
+            weight = torch.stack([layout.padded(lin.weight.t()) for lin in lins])
+            zeros = weight.new_zeros(weight.shape[-1])
+            biases = [lin.bias if lin.bias is not None else zeros for lin in lins]
+            args += [weight, torch.stack(biases)]
+        att = block_diagonal(torch.cat([c.att for c in convs]).unsqueeze(-1))
+        return [*args, att, self._bias(convs, layout, args[1])]
 
 
 #: SAGEConv neighbourhood aggregations the program computes.
@@ -334,6 +374,29 @@ def _hetero_gat_edge(slope: float) -> frontend.CompiledFunction:
     return frontend.compile(hetero_gat_edge)
 
 
+def _hetero_gatv2(slope: float) -> frontend.CompiledFunction:
+    def hetero_gatv2(
+        g: GraphProxy,
+        x: Value,
+        weight_l: Value,
+        bias_l: Value,
+        weight_r: Value,
+        bias_r: Value,
+        att: Value,
+        bias: Value,
+    ) -> Value:
+        """One ``GATv2Conv`` per relation, summed: ``x_j' = W_l x_j + b_l``,
+        ``α = softmax over the relation's edges into i of a · leaky_relu(x_j' + W_r x_i + b_r)``,
+        ``h'_i = Σ_r Σ_j α_ij ⊙_head x_j' + b_type(i)``."""
+        xs = g.typed_bias(g.typed_linear(g.gather_src(x), weight_l), bias_l)  # [E, H*F]
+        xd = g.typed_bias(g.typed_linear(g.gather_dst(x), weight_r), bias_r)
+        logits = g.typed_linear((xs + xd).leaky_relu(slope), att)  # [E, H]
+        alpha = g.edge_softmax(logits, by="dst_etype")
+        return g.typed_bias(g.sum_to_dst(xs * alpha), bias)
+
+    return frontend.compile(hetero_gatv2)
+
+
 _PROGRAMS: dict[str, frontend.CompiledFunction] = {}
 
 
@@ -345,6 +408,8 @@ def _compiled(name: str) -> frontend.CompiledFunction:
             _PROGRAMS[name] = _make_hetero_gat(float(rest[0]))
         elif kind == "hetero-gat":
             _PROGRAMS[name] = _hetero_gat_edge(float(rest[0]))
+        elif kind == "hetero-gatv2":
+            _PROGRAMS[name] = _hetero_gatv2(float(rest[0]))
         elif kind == "hetero-sage":
             _PROGRAMS[name] = _hetero_sage(rest[0], rest[1] == "1")
         else:
@@ -358,7 +423,7 @@ def _columns(name: str, tensors: list[torch.Tensor]) -> Any:
 
 #: The per-relation conv classes routed, by class name.
 RELATIONS: dict[str, Relations] = {
-    r.cls_name: r for r in (GatRelations(), SageRelations(), GraphConvRelations())
+    r.cls_name: r for r in (GatRelations(), GatV2Relations(), SageRelations(), GraphConvRelations())
 }
 
 
@@ -477,6 +542,7 @@ def _split(
 ROUTED: dict[str, Callable[..., Any]] = {"HeteroConv": hetero_conv_forward}
 
 pyg_route.register_family("hetero-gat", pyg_route.ProgramFamily(_compiled, _columns))
+pyg_route.register_family("hetero-gatv2", pyg_route.ProgramFamily(_compiled, _columns))
 pyg_route.register_family("hetero-sage", pyg_route.ProgramFamily(_compiled, _columns))
 for _name, _forward in ROUTED.items():
     pyg_route.register_layer(_name, _forward)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import torch
 import torch._dynamo
-from torch_geometric.nn import GATConv, GCNConv, GraphConv, HeteroConv, SAGEConv
+from torch_geometric.nn import GATConv, GATv2Conv, GCNConv, GraphConv, HeteroConv, SAGEConv
 
 from hector import pyg_route
 from hector.dynamo import HectorBackend
@@ -160,6 +160,18 @@ def test_gat_edge_features(edge_dim: int) -> None:
     _assert_matches(model, compiled, x, ei, edge_attr_dict=attrs)
     _assert_routed("hetero-gat")
     assert any(n.endswith(":edge") for n in pyg_route.STATS)
+
+
+@pytest.mark.parametrize("concat", [True, False])
+@pytest.mark.parametrize("share", [True, False])
+def test_gatv2(concat: bool, share: bool) -> None:
+    """``GATv2Conv``: biased projections, attention on ``leaky_relu(x_j' + x_i')``."""
+    _check(
+        lambda e: GATv2Conv(
+            6, 3, heads=2, concat=concat, share_weights=share, add_self_loops=False
+        ),
+        "hetero-gatv2",
+    )
 
 
 def test_relation_without_edges_gives_bias() -> None:
