@@ -173,6 +173,17 @@ def run_model(name: str, args: argparse.Namespace, systems: list[str]) -> dict[s
     }
 
 
+def _print_cell(cell: dict[str, Any]) -> None:
+    for r in cell["results"]:
+        print(
+            f"{cell['model']:6s} {r['system']:9s} median {r['median_ms']:9.2f} ms  "
+            f"x{r.get('speedup_vs_eager', 1.0):.2f} vs eager  "
+            f"err {r.get('max_abs_err_vs_eager', 0.0):.2e}  first step {r['first_step_s']} s",
+            flush=True,
+        )
+    print(f"{cell['model']:6s} hector programs: {cell['hector_programs']}", flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the cells, print a line per system, write the record."""
     models = [m for m in args.model.split(",") if m]
@@ -181,19 +192,14 @@ def run(args: argparse.Namespace) -> int:
     if bad or not models or "eager" not in systems:
         print(f"error: unknown names {bad} (models {MODELS}, systems {SYSTEMS}, eager needed)")
         return 2
-    try:
-        cells = [run_model(m, args, systems) for m in models]
-    except BenchError as err:
-        print(f"error: {err}")
-        return 2
-    for cell in cells:
-        for r in cell["results"]:
-            print(
-                f"{cell['model']:6s} {r['system']:9s} median {r['median_ms']:9.2f} ms  "
-                f"x{r.get('speedup_vs_eager', 1.0):.2f} vs eager  "
-                f"err {r.get('max_abs_err_vs_eager', 0.0):.2e}"
-            )
-        print(f"{cell['model']:6s} hector programs: {cell['hector_programs']}")
+    cells = []
+    for m in models:  # each cell printed as it ends (a run on a loaded machine is long)
+        try:
+            cells.append(run_model(m, args, systems))
+        except BenchError as err:
+            print(f"error: {err}")
+            return 2
+        _print_cell(cells[-1])
     record = {
         "benchmark": "hetero-conv",
         "host": _common.host_info(),
