@@ -123,7 +123,10 @@ def run_model(name: str, args: argparse.Namespace, systems: list[str]) -> dict[s
     import torch
 
     import hector.dynamo
+    from hector import pyg_route
 
+    pyg_route.FALLBACKS.clear()  # the record's fallbacks and programs: this cell's own
+    pyg_route.reset_stats()
     nodes = [int(n) for n in args.nodes.split(",")]
     if len(nodes) != len(TYPES) or min(nodes) < 1:
         raise BenchError(f"--nodes needs {len(TYPES)} positive counts, got {args.nodes!r}")
