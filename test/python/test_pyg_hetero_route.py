@@ -110,8 +110,19 @@ def _check(layer: Callable[[tuple[str, str, str]], Any], prefix: str, aggr: str 
 
 
 def test_mlperf_rgat_layer_runs_one_program() -> None:
-    """MLPerf's R-GAT layer: ``GATConv(in, h // heads, heads, add_self_loops=False)``, summed."""
+    """MLPerf's R-GAT layer: ``GATConv(in, h // heads, heads, add_self_loops=False)``, summed;
+    in inference too (``no_grad``: the program's plain forward)."""
     _check(lambda e: GATConv(6, 4, heads=2, add_self_loops=False), "hetero-gat")
+    torch.manual_seed(0)
+    model = HeteroConv({e: GATConv(6, 4, heads=2, add_self_loops=False) for e in RELATIONS})
+    x, ei = _features(SIZES, WIDTHS), _edges(RELATIONS, SIZES)
+    with torch.no_grad():
+        got = torch.compile(model, backend=HectorBackend())(x, ei)
+        want = model(x, ei)
+    assert list(got) == list(want)
+    for t in want:
+        assert (got[t] - want[t]).abs().max().item() <= TOL
+    assert pyg_route.STATS["hetero-gat:0.2"].calls == 3  # two training calls, one inference
 
 
 @pytest.mark.parametrize("aggr", ["sum", "mean"])
