@@ -273,3 +273,67 @@ def test_unsupported_runs_pygs_forward_with_reason(
     sizes = {"paper": 11, "author": 11}
     _assert_matches(model, compiled, _features(sizes, WIDTHS), _edges(relations, sizes))
     assert reason in pyg_route.FALLBACKS["HeteroConv"]
+
+
+# -- MLPerf's model with trim_to_layer -------------------------------------------------------
+
+_HOP_NODES = {"paper": [4, 6, 10], "author": [2, 5, 8]}
+_HOP_RELATIONS = RELATIONS[:3]
+_HOP_EDGES = dict(zip(_HOP_RELATIONS, ([6, 12], [5, 9], [4, 7]), strict=True))
+
+
+def _hop_batch() -> tuple[dict[str, torch.Tensor], dict[Any, torch.Tensor]]:
+    """A sampled batch in hop order: the edges of hop ``h`` end in nodes of hops ``≤ h`` and
+    start in nodes of hops ``≤ h + 1`` (as PyG's ``NeighborLoader`` numbers them)."""
+    gen = torch.Generator().manual_seed(5)
+    x = {t: torch.randn(sum(n), 6, generator=gen) for t, n in _HOP_NODES.items()}
+    ei = {}
+    for (s, r, d), counts in _HOP_EDGES.items():
+        parts = []
+        for hop, c in enumerate(counts):
+            src = torch.randint(sum(_HOP_NODES[s][: hop + 2]), (c,), generator=gen)
+            dst = torch.randint(sum(_HOP_NODES[d][: hop + 1]), (c,), generator=gen)
+            parts.append(torch.stack([src, dst]))
+        ei[(s, r, d)] = torch.cat(parts, dim=1)
+    return x, ei
+
+
+def test_mlperf_model_with_trim_to_layer() -> None:
+    """MLPerf's ``rgnn.py`` with ``trim_to_layer`` between layers: each layer one program on
+    the trimmed batch. The last layer's relations into ``author`` feed no loss: PyG leaves
+    their parameters without gradient, the one program gives them zeros."""
+    from torch_geometric.utils import trim_to_layer
+
+    class Rgnn(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.convs = torch.nn.ModuleList(
+                HeteroConv({e: GATConv(6, 3, heads=2, add_self_loops=False) for e in RELATIONS})
+                for _ in range(2)
+            )
+
+        def forward(self, x: Any, ei: Any) -> Any:
+            for i, conv in enumerate(self.convs):
+                x, ei, _ = trim_to_layer(i, _HOP_NODES, _HOP_EDGES, x, ei)
+                x = {t: v.relu() for t, v in conv(x, ei).items()}
+            return {"paper": x["paper"]}
+
+    torch.manual_seed(0)
+    model = Rgnn()
+    x, ei = _hop_batch()
+    compiled = torch.compile(model, backend=HectorBackend())
+    _, got, got_g = _run(model, compiled, x, ei)
+    _, want, want_g = _run(model, model, x, ei)
+    assert (got[0] - want[0]).abs().max().item() <= TOL
+    unused = 0
+    for a, b in zip(got_g, want_g, strict=True):
+        if b is None:
+            unused += 1
+            assert a is None or not a.any()
+        else:
+            assert (a - b).abs().max().item() <= TOL
+    # both layers' ("author", "affiliated", "institute") convs (no edges in the batch: never
+    # called), the last layer's ("paper", "rev_writes", "author") conv: 4 parameters each
+    assert unused == 12
+    _assert_routed("hetero-gat")
+    assert pyg_route.STATS["hetero-gat:0.2"].calls == 2
