@@ -78,9 +78,11 @@ class Layout:
         width = max(x_dict[t].shape[1] for t in types)
         pad = torch.nn.functional.pad
         xs = [
-            pad(x_dict[t], (0, width - x_dict[t].shape[1]))
-            if t in read
-            else x_dict[t].new_zeros(x_dict[t].shape[0], width)
+            x_dict[t].new_zeros(x_dict[t].shape[0], width)
+            if t not in read
+            else x_dict[t]
+            if x_dict[t].shape[1] == width  # no copy: the program's cat is the one
+            else pad(x_dict[t], (0, width - x_dict[t].shape[1]))
             for t in types
         ]
         return cls(relations, types, xs, int(width), [edge_index_dict[e] for e in relations])
@@ -95,6 +97,8 @@ class Layout:
 
     def padded(self, weight: torch.Tensor) -> torch.Tensor:
         """A ``[in, out]`` weight with zero rows up to the widest input (same products)."""
+        if weight.shape[0] == self.width:
+            return weight
         return torch.nn.functional.pad(weight, (0, 0, 0, self.width - weight.shape[0]))
 
     def per_type(self, values: Sequence[torch.Tensor], like: torch.Tensor) -> torch.Tensor:
