@@ -25,6 +25,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "placement",
         "compiled training under --memory-budget (offload/recompute saved values) vs keep-all",
     ),
+    "hetero-conv": (
+        "hetero_conv",
+        "MLPerf's rgnn (HeteroConv of GATConv/SAGEConv): eager vs inductor vs backend='hector'",
+    ),
     "pyg-tests": ("pyg_tests", "PyG's own conv unit tests, each conv call also compiled"),
     "precision": ("precision", "Hector's layers on float32, bfloat16 and float16 storage"),
     "feature-gather": (

@@ -51,7 +51,10 @@ from typing import Any
 
 import torch
 
-from . import pyg_route
+from . import (
+    pyg_hetero,  # noqa: F401  (registers HeteroConv's route with pyg_route)
+    pyg_route,
+)
 from ._graph_cache import graph_builds, graph_for
 from .graph import HeteroGraph
 from .importer import ImportedModel, ImportError_, import_function

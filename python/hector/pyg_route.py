@@ -80,6 +80,30 @@ _SAVED: OrderedDict[int, tuple[Any, HeteroGraph, list[torch.Tensor]]] = OrderedD
 _SAVED_MAX = 4
 
 
+@dataclass(frozen=True)
+class ProgramFamily:
+    """Layer programs another module defines over a typed graph, as HGT's: node types stacked
+    in one id space (``sizes``: each type's node count), one local ``edge_index`` per relation
+    (``ends``: its source and destination types). Registered by :func:`register_family`."""
+
+    compiled: Callable[[str], Any]  # the program of a name
+    columns: Callable[[str, list[torch.Tensor]], Any]  # its output width, from its tensors
+
+
+#: Program families of other modules, by the name's prefix (before the first ``:``).
+FAMILIES: dict[str, ProgramFamily] = {}
+
+
+def register_family(prefix: str, family: ProgramFamily) -> None:
+    """Run programs named ``<prefix>:...`` with ``family`` (typed graph, as HGT's)."""
+    FAMILIES[prefix] = family
+
+
+def _typed_graph(program: str) -> bool:
+    """Whether ``program`` runs on a typed graph of per-relation ``edge_index`` tensors."""
+    return program.startswith("hgt") or program.split(":")[0] in FAMILIES
+
+
 def _stats(program: str) -> ProgramStats:
     return STATS.setdefault(program, ProgramStats())
 
@@ -106,6 +130,8 @@ def _compiled(program: str) -> Any:
         return rgcn[program]
     if program.startswith("rgat:"):
         return pyg_rgat.program(program)
+    if program.split(":")[0] in FAMILIES:
+        return FAMILIES[program.split(":")[0]].compiled(program)
     kind, heads, skip = program.split(":")
     if kind != "hgt":
         raise ValueError(f"unknown Hector layer program {program!r}")
@@ -129,12 +155,14 @@ def _out_columns(program: str, tensors: list[torch.Tensor]) -> Any:
     bias (or heads, for its attention weights)."""
     if program.startswith("rgat:"):
         return pyg_rgat.output_columns(program, tensors)
+    if program.split(":")[0] in FAMILIES:
+        return FAMILIES[program.split(":")[0]].columns(program, tensors)
     return tensors[1].shape[-1] if program.startswith("rgcn") else tensors[9].shape[-1]
 
 
 def _graph(program: str, graph: list[torch.Tensor], sizes: list[int], ends: list[int]) -> Any:
     """The HeteroGraph of a call, cached by the index tensors' content (``IndexCache``)."""
-    if not program.startswith("hgt"):  # sizes: [nodes, the layer's relation count]
+    if not _typed_graph(program):  # sizes: [nodes, the layer's relation count]
         return graph_for(graph[0], graph[1], int(sizes[0]), int(sizes[1]))[0]
     counts = tuple(int(s) for s in sizes)
 
@@ -229,7 +257,7 @@ def _pyg_layer_fake(
     tensors: list[torch.Tensor],
 ) -> torch.Tensor:
     rows = sizes[0]
-    if program.startswith("hgt"):  # RGCN, RGAT: [nodes, relations]; HGT: each type's nodes
+    if _typed_graph(program):  # RGCN, RGAT: [nodes, relations]; HGT: each type's nodes
         for n in sizes[1:]:
             rows = rows + n
     elif program.startswith("rgat:") and pyg_rgat.RgatConfig.parse(program).alpha:
@@ -551,6 +579,14 @@ _ROUTED: dict[str, Callable[..., Any]] = {
     "RGATConv": _rgat_forward,
     "HGTConv": _hgt_forward,
 }
+
+
+def register_layer(name: str, forward: Callable[..., Any]) -> None:
+    """Route PyG class ``name`` (of ``torch_geometric.nn``) to ``forward`` under a Hector
+    backend, as the layers above (another module's route); routed at once if PyG is."""
+    _ROUTED[name] = forward
+    if _ORIGINAL:
+        install()
 
 
 def _routes_layers(fn: Any) -> bool:

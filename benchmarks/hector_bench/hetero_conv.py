@@ -1,0 +1,214 @@
+"""``hector bench hetero-conv``: PyG ``HeteroConv`` models as users write them, trained eagerly,
+under ``torch.compile`` (Inductor) and under ``torch.compile(backend="hector")``.
+
+The models are MLPerf Training's GNN reference (``graph_neural_network/rgnn.py``) as written:
+``layers`` ``HeteroConv`` layers of one conv per relation, summed, leaky ReLU between layers, a
+linear classifier on the ``paper`` rows. ``rgat``: ``GATConv(in, hidden // heads, heads=heads,
+add_self_loops=False)``; ``rsage``: ``SAGEConv(in, hidden, root_weight=False)``. Dropout is left
+out (the systems would draw other masks, and the outputs are compared). The graph is random and
+IGBH-shaped: the four node types of IGBH (``paper``, ``author``, ``institute``, ``fos``), its four
+relations and their reverses (8), endpoints uniform in their types.
+
+A step is forward, ``mean(out**2)``, backward; the systems take turns each round (one step
+each, so machine load drifts over all alike), and the record has each system's median over
+``--runs`` rounds after ``--warmup``, the ratios to eager, and each system's largest output
+difference from eager.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from hector import cli_args as _args
+
+from . import _common
+
+MODELS = ("rgat", "rsage")
+SYSTEMS = ("eager", "inductor", "hector")
+TYPES = ("paper", "author", "institute", "fos")
+#: IGBH's relations (source type, name, destination type); each also reversed.
+RELATIONS = (
+    ("paper", "cites", "paper"),
+    ("paper", "written_by", "author"),
+    ("paper", "topic", "fos"),
+    ("author", "affiliated_to", "institute"),
+)
+
+
+class BenchError(Exception):
+    """Bad arguments: printed as ``error: ...``."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``hector bench hetero-conv``."""
+    p.add_argument("--model", default="rgat", help=f"comma-separated subset of {MODELS}")
+    p.add_argument(
+        "--nodes", default="3000,2000,300,800", help="node counts of paper,author,institute,fos"
+    )
+    p.add_argument("--edges", type=_args.WIDTH, default=59_000, help="edges over 8 relations")
+    p.add_argument("--width", type=_args.WIDTH, default=128, help="input and hidden width")
+    p.add_argument("--heads", type=_args.HEADS, default=4)
+    p.add_argument("--layers", type=_args.WIDTH, default=3)
+    p.add_argument("--classes", type=_args.WIDTH, default=19)
+    p.add_argument("--systems", default=",".join(SYSTEMS), help="subset of eager,inductor,hector")
+    p.add_argument("--runs", type=_args.RUNS, default=5)
+    p.add_argument("--warmup", type=_args.WARMUP, default=1)
+    p.add_argument("--seed", type=_args.SEED, default=0)
+    p.add_argument("--json", default=None, help="write the record here")
+
+
+def graph(nodes: list[int], edges: int, width: int, seed: int) -> tuple[Any, Any]:
+    """``(x_dict, edge_index_dict)`` of the random IGBH-shaped graph."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    sizes = dict(zip(TYPES, nodes, strict=True))
+    x = {t: torch.randn(n, width, generator=gen) for t, n in sizes.items()}
+    relations = [*RELATIONS, *((d, f"rev_{r}", s) for s, r, d in RELATIONS)]
+    per = edges // len(relations)
+    ei = {}
+    for s, r, d in relations:
+        src = torch.randint(sizes[s], (per,), generator=gen)
+        ei[(s, r, d)] = torch.stack([src, torch.randint(sizes[d], (per,), generator=gen)])
+    return x, ei
+
+
+def model(name: str, relations: list[Any], args: argparse.Namespace) -> Any:
+    """MLPerf's ``RGNN`` (``rgat`` or ``rsage``) over ``relations``, dropout left out."""
+    import torch
+    from torch import nn
+    from torch_geometric.nn import GATConv, HeteroConv, SAGEConv
+
+    w, heads = args.width, args.heads
+
+    def conv() -> Any:
+        if name == "rgat":
+            return GATConv(w, w // heads, heads=heads, add_self_loops=False)
+        return SAGEConv(w, w, root_weight=False)
+
+    class Rgnn(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.convs = nn.ModuleList(
+                HeteroConv({e: conv() for e in relations}) for _ in range(args.layers)
+            )
+            self.linear = nn.Linear(w, args.classes)
+
+        def forward(self, x_dict: Any, edge_index_dict: Any) -> Any:
+            for i, c in enumerate(self.convs):
+                x_dict = c(x_dict, edge_index_dict)
+                if i != len(self.convs) - 1:
+                    x_dict = {k: nn.functional.leaky_relu(v) for k, v in x_dict.items()}
+            return self.linear(x_dict["paper"])
+
+    torch.manual_seed(args.seed)
+    return Rgnn()
+
+
+def _step(net: Any, fn: Any, x: Any, ei: Any) -> Any:
+    def run() -> Any:
+        for p in net.parameters():
+            p.grad = None
+        out = fn(x, ei)
+        out.square().mean().backward()
+        return out.detach()
+
+    return run
+
+
+def run_model(name: str, args: argparse.Namespace, systems: list[str]) -> dict[str, Any]:
+    """One model's cell: each system's step times (rounds interleaved) and output error."""
+    import torch
+
+    import hector.dynamo
+    from hector import pyg_route
+
+    pyg_route.FALLBACKS.clear()  # the record's fallbacks and programs: this cell's own
+    pyg_route.reset_stats()
+    nodes = [int(n) for n in args.nodes.split(",")]
+    if len(nodes) != len(TYPES) or min(nodes) < 1:
+        raise BenchError(f"--nodes needs {len(TYPES)} positive counts, got {args.nodes!r}")
+    x, ei = graph(nodes, args.edges, args.width, args.seed)
+    net = model(name, list(ei), args)
+    fns: dict[str, Any] = {"eager": net}
+    backend = hector.dynamo.HectorBackend()
+    if "inductor" in systems:
+        fns["inductor"] = torch.compile(net, backend="inductor")
+    if "hector" in systems:
+        fns["hector"] = torch.compile(net, backend=backend)
+    steps = {s: _step(net, fns[s], x, ei) for s in systems}
+    first: dict[str, Any] = {}
+    compile_s: dict[str, float] = {}
+    for s in systems:
+        start = time.perf_counter()
+        first[s] = steps[s]()
+        compile_s[s] = time.perf_counter() - start
+        for _ in range(args.warmup):
+            steps[s]()
+    times: dict[str, list[float]] = {s: [] for s in systems}
+    for _ in range(args.runs):
+        for s in systems:
+            start = time.perf_counter()
+            steps[s]()
+            times[s].append((time.perf_counter() - start) * 1e3)
+    timing = {s: _common.Timing(tuple(t)) for s, t in times.items()}
+    ref = first.get("eager")
+    results = []
+    for s in systems:
+        entry = {"system": s, **timing[s].as_record(), "first_step_s": round(compile_s[s], 3)}
+        if ref is not None:
+            entry["max_abs_err_vs_eager"] = (first[s] - ref).abs().max().item()
+            entry["speedup_vs_eager"] = round(timing["eager"].median_ms / timing[s].median_ms, 3)
+        results.append(entry)
+    stats = backend.stats() if "hector" in systems else {}
+    return {
+        "model": name,
+        "graph": {
+            "nodes": dict(zip(TYPES, nodes, strict=True)),
+            "edges": sum(int(v.shape[1]) for v in ei.values()),
+            "relations": len(ei),
+        },
+        "results": results,
+        "hector_programs": sorted(stats.get("layer_programs", {})),
+        "hector_layer_fallbacks": stats.get("layer_fallbacks", {}),
+    }
+
+
+def _print_cell(cell: dict[str, Any]) -> None:
+    for r in cell["results"]:
+        print(
+            f"{cell['model']:6s} {r['system']:9s} median {r['median_ms']:9.2f} ms  "
+            f"x{r.get('speedup_vs_eager', 1.0):.2f} vs eager  "
+            f"err {r.get('max_abs_err_vs_eager', 0.0):.2e}  first step {r['first_step_s']} s",
+            flush=True,
+        )
+    print(f"{cell['model']:6s} hector programs: {cell['hector_programs']}", flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the cells, print a line per system, write the record."""
+    models = [m for m in args.model.split(",") if m]
+    systems = [s for s in args.systems.split(",") if s]
+    bad = [m for m in models if m not in MODELS] + [s for s in systems if s not in SYSTEMS]
+    if bad or not models or "eager" not in systems:
+        print(f"error: unknown names {bad} (models {MODELS}, systems {SYSTEMS}, eager needed)")
+        return 2
+    cells = []
+    for m in models:  # each cell printed as it ends (a run on a loaded machine is long)
+        try:
+            cells.append(run_model(m, args, systems))
+        except BenchError as err:
+            print(f"error: {err}")
+            return 2
+        _print_cell(cells[-1])
+    record = {
+        "benchmark": "hetero-conv",
+        "host": _common.host_info(),
+        "args": vars(args),
+        "cells": cells,
+    }
+    if args.json:
+        _common.write_json(args.json, record)
+    return 0
