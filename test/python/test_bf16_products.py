@@ -153,3 +153,31 @@ def test_bf16_inputs_match_float32_on_both_paths(g, name, monkeypatch) -> None:
     for what, (err, base) in errors.items():
         assert err <= TOLERANCE, (what, err)
         assert err <= 2 * base, (what, err, base)
+
+
+@hector.compile
+def _times(g, x, w):
+    return g.typed_linear(x, w, slice="none")
+
+
+def test_bf16_products_keep_normal_values_and_flush_subnormals() -> None:
+    """Every finite bf16 bit pattern multiplied by the identity: with bf16 products
+    (``vdpbf16ps``) a normal value comes back exactly and a subnormal one as zero (the
+    instruction treats subnormal inputs as zero); with the f32 products every value comes
+    back exactly."""
+    bits = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16)
+    x = bits.view(torch.bfloat16).reshape(4096, 16)
+    rows = x[x.float().isfinite().all(dim=1)]
+    g = hector.random_graph(rows.shape[0], 8, 1, seed=0)
+    eye = torch.eye(16, dtype=torch.bfloat16)
+    product = _times(g, rows, eye)
+    entry = next(iter(_times._cache.values()))
+    exact = rows.float() + 0.0
+    if cpu_features.has_avx512_bf16():
+        assert 'products = "bf16"' in entry.staged.ir("schedule")
+        tiny = exact.abs() < torch.finfo(torch.bfloat16).tiny
+        assert torch.equal(product[~tiny], exact[~tiny])
+        assert torch.equal(product[tiny], torch.zeros_like(product[tiny]))
+        assert bool(tiny.any())
+    else:
+        assert torch.equal(product, exact)
