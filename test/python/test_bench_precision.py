@@ -33,3 +33,25 @@ def test_bench_precision_refuses_an_unknown_type(capsys: pytest.CaptureFixture[s
 
     assert main(["bench", "precision", "--dtypes", "float32,int8"]) == 2
     assert "unknown ['int8']" in capsys.readouterr().err
+
+
+def test_bench_precision_times_cpu_time_when_asked(tmp_path: Path) -> None:
+    """``--clock cpu`` is kept in the record's configuration, and the calls are timed."""
+    from hector.cli import main
+
+    record = tmp_path / "precision.json"
+    argv = ["bench", "precision", "--dataset", "random:40x200x3", "--in-dim", "16"]
+    argv += ["--hidden", "8", "--models", "rgcn", "--dtypes", "float32,bfloat16"]
+    argv += ["--runs", "1", "--warmup", "1", "--clock", "cpu", "--json", str(record)]
+    assert main(argv) == 0
+    data = json.loads(record.read_text())
+    assert data["config"]["clock"] == "cpu"
+    assert all(r["infer_ms"] > 0 and r["train_step_ms"] > 0 for r in data["results"])
+
+
+def test_bench_precision_refuses_an_unknown_clock(capsys: pytest.CaptureFixture[str]) -> None:
+    from hector.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["bench", "precision", "--clock", "sundial"])
+    assert "invalid choice: 'sundial'" in capsys.readouterr().err
