@@ -168,10 +168,13 @@ def dot(acc: Value, a: Value, b: Value) -> Value:
     return op.results[0]
 
 
-def matmul(b: T.Body, lhs: Value, rhs: Value, acc: Value, block: tuple[int, int]) -> None:
+def matmul(
+    b: T.Body, lhs: Value, rhs: Value, acc: Value, block: tuple[int, int], fresh: bool = False
+) -> None:
     """``acc += lhs @ rhs`` for ``lhs`` ``[M, K / 2]`` and ``rhs`` ``[K / 2, N]`` in pairs
     and an f32 ``acc`` ``[M, N]``, in register blocks of ``block = (rows, columns)`` (columns
-    a multiple of 16, both dividing the product)."""
+    a multiple of 16, both dividing the product); with ``fresh``, ``acc = lhs @ rhs`` (the
+    accumulators start at zero instead of ``acc``'s values)."""
     rows, cols = T.static_dim(lhs, 0), T.width(acc)
     depth = T.static_dim(lhs, 1)
     unroll, tile_n = block
@@ -187,7 +190,11 @@ def matmul(b: T.Body, lhs: Value, rhs: Value, acc: Value, block: tuple[int, int]
                 for r in range(unroll)
                 for c in range(tile_n // LANES)
             ]
-            init = [vector.transfer_read(f32v, acc, [r, c], last, pad, [True]) for r, c in at]
+            if fresh:
+                zero = ir.DenseElementsAttr.get_splat(f32v, ir.FloatAttr.get(T.f32_type(), 0.0))
+                init = [arith.constant(f32v, zero)] * len(at)
+            else:
+                init = [vector.transfer_read(f32v, acc, [r, c], last, pad, [True]) for r, c in at]
             loop = scf.ForOp(c0, b.index(depth), c1, init)
             with ir.InsertionPoint(loop.body):
                 k = loop.induction_variable

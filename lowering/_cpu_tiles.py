@@ -774,13 +774,16 @@ def _tiles(
                     _product(wb, lhs_pairs, rhs, dest_of(wb, t), block)
                     return
                 _pack_row_vectors(wb, lhs, i0, mt, tm, wb.ops["a"], a_row)
-                linalg.fill(wb.f32(0.0), outs=[acc])
                 if transposed is not None:
                     rhs_slice = transposed.of(t)
                 else:
                     held = weight_pairs if weight_pairs is not None else weight
                     rhs_slice = held if t is None else _slice(held, t)
-                _product(wb, lhs, rhs_slice, acc, block)
+                if pairs:  # the pair micro-kernel starts its accumulators at zero
+                    bf16.matmul(wb, lhs, rhs_slice, acc, block, fresh=True)
+                else:
+                    linalg.fill(wb.f32(0.0), outs=[acc])
+                    _matmul(lhs, rhs_slice, acc, block)
                 _gemm_epilogue(wb, acc, i0, mt, n_extent, epilogue)
 
             def rows(i0: Value, mt: Value, wb: T.Body = wb) -> None:
