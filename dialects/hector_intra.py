@@ -106,7 +106,8 @@ class Schedule:
     * ``products`` — how a CPU GEMM's packed tiles multiply: ``"f32"`` (operands widened to
       f32, FMAs) or ``"bf16"`` (operands rounded to bf16 and packed in pairs, AVX512-BF16's
       pair dot product into f32 accumulators; ``hector-schedule{bf16_dot=true}`` chooses it
-      where an operand is stored in bf16). The GPU reads it not.
+      where an operand, or an argument of the function, is stored in bf16). The GPU ignores
+      it.
     """
 
     tile_m: int = 1

@@ -14,6 +14,11 @@ the row-at-a-time form, spread over the workers all the same.
 workers: with more than one, every template runs its rows in ``threads`` chunks
 (``parallel = "rows"``). A template that already has a schedule keeps it, so a hand-written
 schedule in a ``.mlir`` file is lowered as written.
+
+``bf16_dot`` (``hector.compile`` passes whether the CPU has AVX512-BF16) gives a packed GEMM
+with a bf16 operand, or in a function taking a bf16 argument, ``products = "bf16"``: bf16
+pairs multiplied into f32 (``lowering/_cpu_bf16.py``) in register blocks of 16 accumulator
+vectors (:data:`BF16_BLOCKS`).
 """
 
 from __future__ import annotations
@@ -72,14 +77,16 @@ def cpu_gemm_schedule(v: OpAccess, threads: int) -> intra.Schedule:
 BF16_BLOCKS = ((64, 4), (32, 8), (16, 8))
 
 
-def bf16_products(v: OpAccess, s: intra.Schedule) -> intra.Schedule:
+def bf16_products(v: OpAccess, s: intra.Schedule, bf16_inputs: bool = False) -> intra.Schedule:
     """``s`` multiplying bf16 pairs (``products = "bf16"``, ``lowering/_cpu_bf16.py``) where
-    that applies: a packed CPU GEMM with an operand stored in bf16, an even reduction and
-    output columns in whole vectors of 16; else ``s`` as it is."""
+    that applies: a packed CPU GEMM with an operand stored in bf16 — or any packed GEMM of a
+    function with ``bf16_inputs`` (an argument stored in bf16: its GEMMs compute in bf16 as
+    under autocast) — with an even reduction and output columns in whole vectors of 16; else
+    ``s`` as it is."""
     ops = T.operands(v)
     variant = v.attr("variant")
     stored = [ir.MemRefType(ops[r].type).element_type for r in ("a", "weight")]
-    if not s.pack or not any(isinstance(t, ir.BF16Type) for t in stored):
+    if not s.pack or not (bf16_inputs or any(isinstance(t, ir.BF16Type) for t in stored)):
         return s
     k_extent = T.static_dim(ops["a"], 1)
     n_extent = T.width(ops["weight"] if variant == "xty" else ops["out"])
@@ -126,6 +133,21 @@ CHOOSERS: dict[str, dict[str, Callable[[OpAccess, int], intra.Schedule]]] = {
 }
 
 
+def _bf16_inputs(op: ir.Operation) -> bool:
+    """Whether the function holding ``op`` takes an argument stored in bf16."""
+    parent = op.parent
+    while parent is not None and parent.name != "func.func":
+        parent = parent.parent
+    if parent is None:
+        return False
+    for arg in parent.regions[0].blocks[0].arguments:
+        if isinstance(arg.type, ir.MemRefType) and isinstance(
+            ir.MemRefType(arg.type).element_type, ir.BF16Type
+        ):
+            return True
+    return False
+
+
 @register_pass(
     "hector-schedule",
     "Attach a schedule (tiles, packing, vector width, unroll, parallel rows, threads) to every "
@@ -135,8 +157,8 @@ CHOOSERS: dict[str, dict[str, Callable[[OpAccess, int], intra.Schedule]]] = {
     bf16_dot=Option(
         bool,
         False,
-        "CPU GEMMs with a bf16 operand multiply bf16 pairs (AVX512-BF16; hector.compile "
-        "passes whether the CPU has it)",
+        "CPU GEMMs with a bf16 operand, or in a function with a bf16 argument, multiply bf16 "
+        "pairs (AVX512-BF16; hector.compile passes whether the CPU has it)",
     ),
 )
 def run(
@@ -158,7 +180,7 @@ def run(
                 try:
                     schedule = choose(intra.view(op), threads)
                     if bf16_dot and target == "cpu" and op.name == "hector_intra.gemm_template":
-                        schedule = bf16_products(intra.view(op), schedule)
+                        schedule = bf16_products(intra.view(op), schedule, _bf16_inputs(op))
                 except ValueError as err:
                     raise PassFailure(f"cannot schedule {op.name}: {err}", op.location) from None
                 op.attributes["schedule"] = schedule.to_attr()

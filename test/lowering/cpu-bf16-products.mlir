@@ -5,7 +5,8 @@
 // RUN: hector-opt %s -p "hector-schedule{threads=2}, hector-outline-templates, convert-hector-intra-to-scf, hector-lower-llvm-cpu" | FileCheck %s --check-prefix=LLVM-F32
 
 // bf16 products (lowering/_cpu_bf16.py): where the CPU has AVX512-BF16 (hector.compile passes
-// bf16_dot=true), a packed GEMM with an operand stored in bf16 multiplies bf16 pairs into f32
+// bf16_dot=true), a packed GEMM with an operand stored in bf16, or in a function taking a bf16
+// argument, multiplies bf16 pairs into f32
 // accumulators (x86vector.avx512.dot, vdpbf16ps) in 4 x 64 register blocks (16 vectors of
 // accumulators); without the option, or with no bf16 operand, it stays on the f32 FMAs.
 
@@ -77,7 +78,25 @@ func.func @input_gradient(%dy: memref<?x32xf32>, %w: memref<3x16x32xbf16>, %etyp
   return
 }
 
-// No operand in bf16: f32 products even with the option.
+// A function taking a bf16 argument computes every GEMM it can in bf16, as under autocast:
+// here a product of two f32 buffers (an activation by a float32 weight) rounds both.
+// CHECK-LABEL: func.func @second_layer
+// CHECK: products = "bf16"
+// F32-LABEL: func.func @second_layer
+// F32-NOT: products
+// LOOPS-LABEL: func.func private @second_layer_template0
+// LOOPS: memref.alloc() : memref<16x64xi32>
+// LOOPS: x86vector.avx512.dot
+func.func @second_layer(%x: memref<?x32xbf16>, %h: memref<?x32xf32>, %w: memref<32x64xf32>,
+                        %out: memref<?x64xf32>) {
+  "hector_intra.gemm_template"(%h, %w, %out)
+      {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>}
+      : (memref<?x32xf32>, memref<32x64xf32>, memref<?x64xf32>) -> ()
+  return
+}
+
+// No argument or operand in bf16: f32 products even with the option.
 // CHECK-LABEL: func.func @all_f32
 // CHECK-NOT: products
 // CHECK: return
