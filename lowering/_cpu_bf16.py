@@ -3,8 +3,9 @@
 A GEMM template whose schedule has ``products = "bf16"`` (``hector-schedule{bf16_dot=true}``
 chooses it where the CPU has AVX512-BF16 and an operand, or an argument of the function, is
 stored in bf16) multiplies its packed tiles with ``x86vector.avx512.dot``, which
-``convert-vector-to-llvm{enable-x86vector}`` lowers to ``llvm.x86.avx512bf16.dpbf16ps.512``: each of the 16 f32 lanes adds the products of
-one pair of bf16 values from each operand, ``acc[i] += a[2i] * b[2i] + a[2i+1] * b[2i+1]``.
+``convert-vector-to-llvm{enable-x86vector}`` lowers to ``llvm.x86.avx512bf16.dpbf16ps.512``:
+each of the 16 f32 lanes adds the products of one pair of bf16 values from each operand,
+``acc[i] += a[2i] * b[2i] + a[2i+1] * b[2i+1]``.
 The pairs run along the reduction, so both operands are packed as **pairs**: an ``i32`` holds
 two consecutive reduction steps of one row or column, the earlier in its low half.
 

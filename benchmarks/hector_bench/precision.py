@@ -30,7 +30,7 @@ from typing import Any
 
 from hector import cli_args as _args
 
-from . import _common, random_graph
+from . import _common, precision_gemm, random_graph
 
 DTYPES = ("float32", "bfloat16", "float16")
 #: What ``--clock`` times calls with.
@@ -49,6 +49,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", type=_args.RUNS, default=5)
     p.add_argument("--warmup", type=_args.WARMUP, default=1)
     p.add_argument("--seed", type=_args.SEED, default=0)
+    p.add_argument(
+        "--gemm",
+        default="",
+        help="also time a typed linear against torch.mm per type on these KxN shapes "
+        "(comma-separated, e.g. 256x256,256x1024)",
+    )
+    p.add_argument("--gemm-rows", type=_args.WIDTH, default=20000, help="rows of --gemm's input")
     p.add_argument(
         "--clock",
         choices=CLOCKS,
@@ -216,6 +223,11 @@ def run(args: argparse.Namespace) -> int:
     if bad or not dtypes or dtypes[0] != "float32":
         print(f"error: unknown {bad} or float32 not first in --dtypes", file=sys.stderr)
         return 2
+    try:
+        gemm_shapes = precision_gemm.shapes(args.gemm)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if args.dataset.startswith(random_graph.PREFIX):
         ds = random_graph.random_graph(args.dataset, seed=args.seed)
     else:
@@ -229,5 +241,12 @@ def run(args: argparse.Namespace) -> int:
         "results": rows,
     }
     cols = (*_COLUMNS, ("infer_speedup_vs_f32", "infer x"), ("train_speedup_vs_f32", "train x"))
-    _common.emit_record(record, _common.format_table(rows, cols), args.json, None, None)
+    text = _common.format_table(rows, cols)
+    if gemm_shapes:
+        import time
+
+        gemm = precision_gemm.measure(dtypes, args, getattr(time, CLOCKS[args.clock]))
+        record["gemm"] = gemm
+        text += "\n\n" + _common.format_table(gemm, precision_gemm.COLUMNS)
+    _common.emit_record(record, text, args.json, None, None)
     return 0
