@@ -103,6 +103,11 @@ class Schedule:
       own partial output, summed in a fixed order (``reduction_split``), so results are
       identical run to run; ``"none"``: one thread.
     * ``threads`` — CPU workers (``torch.get_num_threads()`` when compiled).
+    * ``products`` — how a CPU GEMM's packed tiles multiply: ``"f32"`` (operands widened to
+      f32, FMAs) or ``"bf16"`` (operands rounded to bf16 and packed in pairs, AVX512-BF16's
+      pair dot product into f32 accumulators; ``hector-schedule{bf16_dot=true}`` chooses it
+      where an operand, or an argument of the function, is stored in bf16). The GPU ignores
+      it.
     """
 
     tile_m: int = 1
@@ -113,11 +118,24 @@ class Schedule:
     pack: bool = False
     parallel: str = "none"
     threads: int = 1
+    products: str = "f32"
 
-    FIELDS = ("tile_m", "tile_n", "tile_k", "vector", "unroll", "pack", "parallel", "threads")
+    FIELDS = (
+        "tile_m",
+        "tile_n",
+        "tile_k",
+        "vector",
+        "unroll",
+        "pack",
+        "parallel",
+        "threads",
+        "products",
+    )
+    #: Fields holding a string, with the values each takes.
+    CHOICES = {"parallel": PARALLEL_LOOPS, "products": ("f32", "bf16")}
 
     def __post_init__(self) -> None:
-        ints = {f: getattr(self, f) for f in self.FIELDS if f not in ("pack", "parallel")}
+        ints = {f: getattr(self, f) for f in self.FIELDS if f != "pack" and f not in self.CHOICES}
         for name, v in ints.items():
             if not isinstance(v, int) or isinstance(v, bool) or v < (0 if "tile_" in name else 1):
                 raise ValueError(f"schedule field {name} must be a positive integer, got {v!r}")
@@ -128,11 +146,12 @@ class Schedule:
                 )
         if self.tile_m < 1:
             raise ValueError(f"schedule field tile_m must be at least 1, got {self.tile_m}")
-        if self.parallel not in PARALLEL_LOOPS:
-            raise ValueError(
-                f"schedule field parallel must be one of {', '.join(PARALLEL_LOOPS)}, "
-                f"got {self.parallel!r}"
-            )
+        for name, known in self.CHOICES.items():
+            if getattr(self, name) not in known:
+                raise ValueError(
+                    f"schedule field {name} must be one of {', '.join(known)}, "
+                    f"got {getattr(self, name)!r}"
+                )
 
     def to_attr(self) -> Any:
         """The schedule as a ``DictionaryAttr`` in the current MLIR context."""
@@ -142,6 +161,8 @@ class Schedule:
         values: dict[str, Any] = {}
         for f in self.FIELDS:
             v = getattr(self, f)
+            if f == "products" and v == "f32":
+                continue  # the default, left out so f32 schedules print as they always did
             if isinstance(v, bool):
                 values[f] = ir.BoolAttr.get(v)
             elif isinstance(v, int):
@@ -169,9 +190,9 @@ class Schedule:
                 if not isinstance(value, ir.BoolAttr):
                     raise ValueError(f"schedule field pack must be a bool, got {value}")
                 fields[name] = ir.BoolAttr(value).value
-            elif name == "parallel":
+            elif name in cls.CHOICES:
                 if not isinstance(value, ir.StringAttr):
-                    raise ValueError(f"schedule field parallel must be a string, got {value}")
+                    raise ValueError(f"schedule field {name} must be a string, got {value}")
                 fields[name] = ir.StringAttr(value).value
             else:
                 if not isinstance(value, ir.IntegerAttr) or isinstance(value, ir.BoolAttr):

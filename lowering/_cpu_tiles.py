@@ -42,6 +42,7 @@ from ..dialects import hector_intra as intra
 from ..dialects._build import OpAccess
 from ..passes._registry import PassFailure
 from ..passes._walk import walk_ops
+from . import _cpu_bf16 as bf16
 from . import _templates as T
 
 Value = T.Value
@@ -300,6 +301,39 @@ def _slice_runs(
         scf.yield_([stop])
 
 
+def _packed_row(
+    b: T.Body,
+    r: Value,
+    i0: Value,
+    mt: Value,
+    source: Value,
+    row_of: Callable[[Value], Value],
+    scale_of: Callable[[Value], Value] | None = None,
+    stored: bool = False,
+) -> Value:
+    """Row ``r`` of a tile of ``source``'s rows ``row_of(i0 + r)`` (times ``scale_of``),
+    zeros for ``r >= mt``, as one f32 vector as wide as ``source``; with ``stored`` and no
+    scale, in ``source``'s own element type (a bf16 row packed in pairs as it is)."""
+    width = T.width(source)
+    element = ir.MemRefType(source.type).element_type
+    keep = stored and scale_of is None
+    vtype = ir.VectorType.get([width], element if keep else T.f32_type())
+    zero = ir.FloatAttr.get(vtype.element_type, 0.0)
+    zeros = arith.constant(vtype, ir.DenseElementsAttr.get_splat(vtype, zero))
+    last = ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(2, 1))
+    c0 = b.index(0)
+    inside = arith.cmpi(arith.CmpIPredicate.ult, r, mt)
+    i = arith.select(inside, arith.addi(i0, r), i0)  # a safe row past the end
+    if keep:
+        pad = arith.constant(element, 0.0)
+        row = vector.transfer_read(vtype, source, [row_of(i), c0], last, pad, [True])
+    else:
+        row = T.read_vector(vtype, source, [row_of(i), c0], last, [True])
+    if scale_of is not None:
+        row = arith.mulf(row, vector.broadcast(vtype, scale_of(i)))
+    return arith.select(inside, row, zeros)
+
+
 def _pack_row_vectors(
     b: T.Body,
     tile: Value,
@@ -312,20 +346,16 @@ def _pack_row_vectors(
 ) -> None:
     """``tile[r, :] = source[row_of(i0 + r), :]`` (times ``scale_of(i0 + r)``) for ``r < mt``
     and zeros after, a whole row as one vector: the rows of ``source`` and ``tile`` are
-    contiguous and as wide as the tile, so packing costs a vector load and store per row."""
-    width = ir.MemRefType(tile.type).get_dim_size(1)
-    f32 = T.f32_type()
-    vtype = ir.VectorType.get([width], f32)
-    zeros = arith.constant(vtype, ir.DenseElementsAttr.get_splat(vtype, ir.FloatAttr.get(f32, 0.0)))
+    contiguous and as wide as the tile, so packing costs a vector load and store per row. A
+    tile of bf16 pairs (``i32``, half as wide) takes each row rounded to bf16
+    (``_cpu_bf16.row_pairs``)."""
+    pairs = isinstance(ir.MemRefType(tile.type).element_type, ir.IntegerType)
     last = ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(2, 1))
     c0, c1 = b.index(0), b.index(1)
     with b.loop(c0, b.index(tm), c1) as r:
-        inside = arith.cmpi(arith.CmpIPredicate.ult, r, mt)
-        i = arith.select(inside, arith.addi(i0, r), i0)  # a safe row past the end
-        row = T.read_vector(vtype, source, [row_of(i), c0], last, [True])
-        if scale_of is not None:
-            row = arith.mulf(row, vector.broadcast(vtype, scale_of(i)))
-        row = arith.select(inside, row, zeros)
+        row = _packed_row(b, r, i0, mt, source, row_of, scale_of, stored=pairs)
+        if pairs:
+            row = bf16.row_pairs(row)
         vector.transfer_write(None, row, tile, [r, c0], last, [True])
 
 
@@ -428,13 +458,17 @@ class TransposedSlice:
     sorted by type change slice a few times per worker), so no copy of the whole weight is
     written and read back."""
 
-    def __init__(self, b: T.Body, weight: Value, sliced: bool) -> None:
+    def __init__(self, b: T.Body, weight: Value, sliced: bool, pairs: bool = False) -> None:
         self.b, self.weight, self.sliced = b, weight, sliced
         shape = ir.MemRefType(weight.type)
         k_extent, n_extent = T.width(weight), T.static_dim(weight, shape.rank - 2)
         self.buf = memref.alloca(ir.MemRefType.get([k_extent, n_extent], T.f32_type()), [], [])
+        # bf16 products multiply by the transposed slice in pairs (_cpu_bf16)
+        self.pairs = (
+            memref.alloca(bf16.pairs_type([k_extent // 2, n_extent]), [], []) if pairs else None
+        )
         if not sliced:
-            _transpose_into(b, weight, self.buf)
+            self._make(weight)
             return
         self.current = memref.alloca(ir.MemRefType.get([1], ir.IndexType.get()), [], [])
         # no slice yet: the number of slices is never a slice
@@ -445,18 +479,24 @@ class TransposedSlice:
         held = memref.load(self.current, [self.b.index(0)])
         return arith.cmpi(arith.CmpIPredicate.eq, held, t)
 
+    def _make(self, weight: Value) -> None:
+        _transpose_into(self.b, weight, self.buf)
+        if self.pairs is not None:
+            bf16.pair_rows_of(self.b, self.buf, self.pairs)
+
     def of(self, t: Value | None) -> Value:
         """The transposed slice ``t`` (the shared weight's when ``t`` is None), made if the
-        buffer holds another."""
+        buffer holds another; in bf16 pairs when the tiles multiply pairs."""
+        held = self.buf if self.pairs is None else self.pairs
         if t is None:
-            return self.buf
+            return held
         other = arith.cmpi(arith.CmpIPredicate.ne, memref.load(self.current, [self.b.index(0)]), t)
         branch = scf.IfOp(other)
         with ir.InsertionPoint(branch.then_block):
-            _transpose_into(self.b, _slice(self.weight, t), self.buf)
+            self._make(_slice(self.weight, t))
             memref.store(t, self.current, [self.b.index(0)])
             scf.yield_([])
-        return self.buf
+        return held
 
 
 #: Widest register block row the micro-kernel takes (wider ones spill, or crash LLVM's
@@ -468,19 +508,44 @@ def check_gemm_schedule(v: OpAccess, s: intra.Schedule) -> None:
     """Refuse a packed GEMM schedule the micro-kernel cannot take (``ValueError``): its
     register block must divide the tile's product, so every block has static shapes."""
     if not s.pack:
+        if s.products == bf16.BF16:
+            raise ValueError("bf16 products multiply packed tiles: the schedule must pack")
         return
     variant = v.attr("variant")
     k_extent = T.static_dim(v.operand("a"), 1)
     n_extent = T.width(v.operand("weight") if variant == "xty" else v.operand("out"))
     rows = k_extent if variant == "xty" else s.tile_m
     tile_n = s.tile_n or n_extent
-    if tile_n > MAX_TILE_N:
+    if s.products == bf16.BF16:
+        _check_bf16_block(k_extent if variant != "xty" else s.tile_m, tile_n, s.unroll)
+    elif tile_n > MAX_TILE_N:
         raise ValueError(f"tile_n {tile_n} is wider than the micro-kernel's {MAX_TILE_N}")
     if rows % s.unroll or n_extent % tile_n:
         raise ValueError(
             f"the register block (unroll {s.unroll} x tile_n {tile_n}) must divide the "
             f"product ({rows} x {n_extent})"
         )
+
+
+def _check_bf16_block(depth: int, tile_n: int, unroll: int) -> None:
+    """Refuse a bf16 register block the pair micro-kernel cannot take (``ValueError``)."""
+    if depth % 2:
+        raise ValueError(f"bf16 products pair the reduction's steps: its extent {depth} is odd")
+    if tile_n % bf16.LANES or tile_n > MAX_BF16_TILE_N:
+        raise ValueError(
+            f"bf16 products need tile_n a multiple of {bf16.LANES} up to {MAX_BF16_TILE_N}, "
+            f"got {tile_n}"
+        )
+    if unroll * tile_n // bf16.LANES > MAX_BF16_ACCUMULATORS:
+        raise ValueError(
+            f"the bf16 register block (unroll {unroll} x tile_n {tile_n}) holds more than "
+            f"{MAX_BF16_ACCUMULATORS} accumulator vectors"
+        )
+
+
+#: Widest register block row of the bf16 micro-kernel, and its most accumulator vectors (of
+#: AVX-512's 32 registers; the rest hold the operands).
+MAX_BF16_TILE_N, MAX_BF16_ACCUMULATORS = 64, 16
 
 
 #: Where an ``xty`` tile of weight slice ``t`` (None: a shared weight) accumulates.
@@ -504,9 +569,14 @@ def lower_gemm(v: OpAccess, s: intra.Schedule) -> None:
         return
     ntiles = arith.ceildivui(m, b.index(s.tile_m))
     if intra.reduction_split(v, s) != "slices":
+        pairs = None
+        if s.products == bf16.BF16 and v.attr("variant") == "xw":
+            pairs = bf16.weight_pairs(b, b.ops["weight"])  # once per call, read by every tile
         workers = _workers_for_gemm(b, v, s)
-        workers.each(ntiles, _tiles(v, s, m, _out_slice, owned=False))
+        workers.each(ntiles, _tiles(v, s, m, _out_slice, owned=False, weight_pairs=pairs))
         workers.finish()
+        if pairs is not None:
+            memref.dealloc(pairs)
         return
     # A weight gradient per slice: with rows sorted by slice, each slice but a worker's first
     # is accumulated by that worker alone, straight into out (_sorted_weight_gradient); rows
@@ -601,12 +671,56 @@ def _add_into(b: T.Body, dest: Value, src: Value) -> None:
         vector.transfer_write(None, arith.addf(old, add), dest, [k, c0], last, [True])
 
 
+def _buffer(shape: list[int], paired: bool = False) -> Value:
+    """A worker's f32 buffer, or (``paired``) one of bf16 pairs half as wide."""
+    if paired:
+        return memref.alloca(bf16.pairs_type([*shape[:-1], shape[-1] // 2]), [], [])
+    return memref.alloca(ir.MemRefType.get(shape, T.f32_type()), [], [])
+
+
+def _product(b: T.Body, lhs: Value, rhs: Value, acc: Value, block: tuple[int, int]) -> None:
+    """``acc += lhs @ rhs``: f32 operands through the micro-kernel script, bf16 pairs
+    (``i32`` buffers) through the pair dot-product micro-kernel."""
+    if isinstance(ir.MemRefType(lhs.type).element_type, ir.IntegerType):
+        bf16.matmul(b, lhs, rhs, acc, block)
+    else:
+        _matmul(lhs, rhs, acc, block)
+
+
+def _pack_gradients(
+    b: T.Body,
+    rhs: Value,
+    i0: Value,
+    mt: Value,
+    tm: int,
+    row_of: Callable[[Value], Value],
+    scale_of: Callable[[Value], Value] | None,
+) -> None:
+    """An ``xty``'s right operand: the tile's row gradients ``[tm, N]`` in f32, or in bf16
+    pairs ``[tm / 2, N]`` when ``rhs`` holds pairs."""
+    weight = b.ops["weight"]
+    if not isinstance(ir.MemRefType(rhs.type).element_type, ir.IntegerType):
+        _pack_row_vectors(b, rhs, i0, mt, tm, weight, row_of, scale_of)
+        return
+
+    def row(r: Value, _: Value) -> Value:
+        return _packed_row(b, r, i0, mt, weight, row_of, scale_of)
+
+    bf16.pack_rows_in_pairs(b, rhs, tm, row)
+
+
 def _tiles(
-    v: OpAccess, s: intra.Schedule, m: Value, dest_of: Destination, owned: bool
+    v: OpAccess,
+    s: intra.Schedule,
+    m: Value,
+    dest_of: Destination,
+    owned: bool,
+    weight_pairs: Value | None = None,
 ) -> Callable[[Value, Value, T.Body], None]:
     """A worker's body: its tiles ``[lo, hi)``, each packed and multiplied run by run of rows
     sharing a weight slice. ``dest_of`` gives where an ``xty`` run of slice ``t`` accumulates;
-    with ``owned`` its short runs go row at a time into the same place."""
+    with ``owned`` its short runs go row at a time into the same place. With bf16 products an
+    ``xw`` multiplies by ``weight_pairs``, its weight in pairs."""
     variant, epilogue = v.attr("variant"), v.attr("epilogue")
     per_slice = T.slice_rows(v)
     tm = s.tile_m
@@ -616,20 +730,24 @@ def _tiles(
     n_extent = T.width(ops["weight"] if variant == "xty" else ops["out"])
     block = (s.unroll, s.tile_n or n_extent)
 
+    pairs = s.products == bf16.BF16
+    buffer = _buffer
+
     def tiles(lo: Value, hi: Value, wb: T.Body) -> None:
-        f32 = T.f32_type()
         weight = wb.ops["weight"]
         scratch = None
         if variant != "xty" and epilogue != "store":  # rows fall back to the xw row form
-            scratch = memref.alloca(ir.MemRefType.get([n_extent], f32), [], [])
+            scratch = buffer([n_extent])
         if variant == "xty":
-            packed = memref.alloca(ir.MemRefType.get([tm, k_extent], f32), [], [])
-            lhs = memref.alloca(ir.MemRefType.get([k_extent, tm], f32), [], [])
-            rhs = memref.alloca(ir.MemRefType.get([tm, n_extent], f32), [], [])
+            packed = buffer([tm, k_extent])
+            lhs = buffer([k_extent, tm])
+            lhs_pairs = buffer([k_extent, tm], paired=True) if pairs else lhs
+            # the row gradients in the right operand's pair layout: [tm / 2, N] pairs
+            rhs = buffer([tm // 2, 2 * n_extent], paired=True) if pairs else buffer([tm, n_extent])
         else:
-            lhs = memref.alloca(ir.MemRefType.get([tm, k_extent], f32), [], [])
-            acc = memref.alloca(ir.MemRefType.get([tm, n_extent], f32), [], [])
-        transposed = TransposedSlice(wb, weight, sliced) if variant == "xwt" else None
+            lhs = buffer([tm, k_extent], paired=pairs)
+            acc = buffer([tm, n_extent])
+        transposed = TransposedSlice(wb, weight, sliced, pairs) if variant == "xwt" else None
         with wb.loop(lo, hi, wb.index(1)) as tile:
             i0 = arith.muli(tile, wb.index(tm))
             mt = arith.minui(wb.index(tm), arith.subi(m, i0))
@@ -650,16 +768,22 @@ def _tiles(
                     _pack_row_vectors(wb, packed, i0, mt, tm, wb.ops["a"], a_row)
                     _transpose_into(wb, packed, lhs)
                     scale = gradient_scale if wb.ops.has("row_scale") else None
-                    _pack_row_vectors(wb, rhs, i0, mt, tm, weight, gradient_row, scale)
-                    _matmul(lhs, rhs, dest_of(wb, t), block)
+                    if pairs:
+                        bf16.pair_columns_of(wb, lhs, lhs_pairs)
+                    _pack_gradients(wb, rhs, i0, mt, tm, gradient_row, scale)
+                    _product(wb, lhs_pairs, rhs, dest_of(wb, t), block)
                     return
                 _pack_row_vectors(wb, lhs, i0, mt, tm, wb.ops["a"], a_row)
-                linalg.fill(wb.f32(0.0), outs=[acc])
                 if transposed is not None:
                     rhs_slice = transposed.of(t)
                 else:
-                    rhs_slice = weight if t is None else _slice(weight, t)
-                _matmul(lhs, rhs_slice, acc, block)
+                    held = weight_pairs if weight_pairs is not None else weight
+                    rhs_slice = held if t is None else _slice(held, t)
+                if pairs:  # the pair micro-kernel starts its accumulators at zero
+                    bf16.matmul(wb, lhs, rhs_slice, acc, block, fresh=True)
+                else:
+                    linalg.fill(wb.f32(0.0), outs=[acc])
+                    _matmul(lhs, rhs_slice, acc, block)
                 _gemm_epilogue(wb, acc, i0, mt, n_extent, epilogue)
 
             def rows(i0: Value, mt: Value, wb: T.Body = wb) -> None:

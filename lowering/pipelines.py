@@ -29,7 +29,7 @@ LLVM_CPU = (
     "convert-vector-to-scf{full-unroll=true}, convert-linalg-to-loops, lower-affine, "
     "convert-scf-to-cf, "
     "expand-strided-metadata, lower-affine, convert-async-to-llvm, "
-    "func.func(convert-vector-to-llvm), "
+    "func.func(convert-vector-to-llvm{enable-x86vector=true}), "
     "finalize-memref-to-llvm{use-generic-functions=true}, "
     "func.func(convert-math-to-llvm, convert-arith-to-llvm, convert-index-to-llvm, "
     "convert-ub-to-llvm), convert-cf-to-llvm, convert-func-to-llvm, reconcile-unrealized-casts"
@@ -102,13 +102,17 @@ class Stage:
     description: str
     threaded: bool = False  # the pipeline takes the CPU worker count (hector-schedule)
 
-    def pipeline_for(self, threads: int = 1) -> str:
-        """The stage's pipeline for ``threads`` CPU workers."""
-        return schedule_pipeline(threads) if self.threaded else self.pipeline
+    def pipeline_for(self, threads: int = 1, bf16_dot: bool = False) -> str:
+        """The stage's pipeline for ``threads`` CPU workers (and bf16 pair products where the
+        CPU has them)."""
+        return schedule_pipeline(threads, bf16_dot) if self.threaded else self.pipeline
 
 
-def schedule_pipeline(threads: int = 1) -> str:
-    """``hector-schedule`` for ``threads`` CPU workers."""
+def schedule_pipeline(threads: int = 1, bf16_dot: bool = False) -> str:
+    """``hector-schedule`` for ``threads`` CPU workers; ``bf16_dot``: GEMMs with a bf16
+    operand multiply bf16 pairs (AVX512-BF16, ``lowering/_cpu_bf16.py``)."""
+    if bf16_dot:
+        return f"hector-schedule{{threads={threads} bf16_dot=true}}"
     return f"hector-schedule{{threads={threads}}}"
 
 

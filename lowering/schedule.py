@@ -14,10 +14,16 @@ the row-at-a-time form, spread over the workers all the same.
 workers: with more than one, every template runs its rows in ``threads`` chunks
 (``parallel = "rows"``). A template that already has a schedule keeps it, so a hand-written
 schedule in a ``.mlir`` file is lowered as written.
+
+``bf16_dot`` (``hector.compile`` passes whether the CPU has AVX512-BF16) gives a packed GEMM
+with a bf16 operand, or in a function taking a bf16 argument, ``products = "bf16"``: bf16
+pairs multiplied into f32 (``lowering/_cpu_bf16.py``) in register blocks of 16 accumulator
+vectors (:data:`BF16_BLOCKS`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from mlir import ir
@@ -65,6 +71,33 @@ def cpu_gemm_schedule(v: OpAccess, threads: int) -> intra.Schedule:
     )
 
 
+#: Register blocks of the bf16 micro-kernel, widest first: ``(tile_n, unroll)``, 16
+#: accumulator vectors each (AVX-512 has 32 registers: the rest hold the right-hand pairs and
+#: the broadcast left-hand pair).
+BF16_BLOCKS = ((64, 4), (32, 8), (16, 8))
+
+
+def bf16_products(v: OpAccess, s: intra.Schedule, bf16_inputs: bool = False) -> intra.Schedule:
+    """``s`` multiplying bf16 pairs (``products = "bf16"``, ``lowering/_cpu_bf16.py``) where
+    that applies: a packed CPU GEMM with an operand stored in bf16 — or any packed GEMM of a
+    function with ``bf16_inputs`` (an argument stored in bf16: its GEMMs compute in bf16 as
+    under autocast) — with an even reduction and output columns in whole vectors of 16; else
+    ``s`` as it is."""
+    ops = T.operands(v)
+    variant = v.attr("variant")
+    stored = [ir.MemRefType(ops[r].type).element_type for r in ("a", "weight")]
+    if not s.pack or not (bf16_inputs or any(isinstance(t, ir.BF16Type) for t in stored)):
+        return s
+    k_extent = T.static_dim(ops["a"], 1)
+    n_extent = T.width(ops["weight"] if variant == "xty" else ops["out"])
+    depth, rows = (s.tile_m, k_extent) if variant == "xty" else (k_extent, s.tile_m)
+    block = next(((n, u) for n, u in BF16_BLOCKS if n_extent % n == 0 and rows % u == 0), None)
+    if depth % 2 or block is None:
+        return s
+    tile_n, unroll = block
+    return dataclasses.replace(s, tile_n=tile_n, unroll=unroll, vector=16, products="bf16")
+
+
 def cpu_traversal_schedule(v: OpAccess, threads: int) -> intra.Schedule:
     """The CPU schedule of one traversal template: its rows over the workers."""
     return intra.Schedule(parallel="rows" if threads > 1 else "none", threads=threads)
@@ -100,14 +133,37 @@ CHOOSERS: dict[str, dict[str, Callable[[OpAccess, int], intra.Schedule]]] = {
 }
 
 
+def _bf16_inputs(op: ir.Operation) -> bool:
+    """Whether the function holding ``op`` takes an argument stored in bf16."""
+    parent = op.parent
+    while parent is not None and parent.name != "func.func":
+        parent = parent.parent
+    if parent is None:
+        return False
+    for arg in parent.regions[0].blocks[0].arguments:
+        if isinstance(arg.type, ir.MemRefType) and isinstance(
+            ir.MemRefType(arg.type).element_type, ir.BF16Type
+        ):
+            return True
+    return False
+
+
 @register_pass(
     "hector-schedule",
     "Attach a schedule (tiles, packing, vector width, unroll, parallel rows, threads) to every "
     "hector_intra template that has none, chosen from its shapes by an analytic model",
     threads=Option(int, 1, "CPU workers (hector.compile passes torch.get_num_threads())"),
     target=Option(str, "cpu", "back end the schedule is for: cpu or gpu"),
+    bf16_dot=Option(
+        bool,
+        False,
+        "CPU GEMMs with a bf16 operand, or in a function with a bf16 argument, multiply bf16 "
+        "pairs (AVX512-BF16; hector.compile passes whether the CPU has it)",
+    ),
 )
-def run(module_op: ir.Operation, threads: int = 1, target: str = "cpu") -> None:
+def run(
+    module_op: ir.Operation, threads: int = 1, target: str = "cpu", bf16_dot: bool = False
+) -> None:
     """Pass entry point."""
     if threads < 1:
         raise PassFailure(f"hector-schedule: threads must be at least 1, got {threads}")
@@ -123,6 +179,8 @@ def run(module_op: ir.Operation, threads: int = 1, target: str = "cpu") -> None:
             with op.context, op.location:
                 try:
                     schedule = choose(intra.view(op), threads)
+                    if bf16_dot and target == "cpu" and op.name == "hector_intra.gemm_template":
+                        schedule = bf16_products(intra.view(op), schedule, _bf16_inputs(op))
                 except ValueError as err:
                     raise PassFailure(f"cannot schedule {op.name}: {err}", op.location) from None
                 op.attributes["schedule"] = schedule.to_attr()

@@ -16,7 +16,9 @@ another, in one run):
 
 Medians of ``--runs`` rounds after ``--warmup`` (compilation); each round times every type's
 calls in turn, so the load of the shared machine falls on all of them alike. The record also
-holds the load average.
+holds the load average. ``--clock cpu`` times the process's CPU time (all its threads) instead
+of elapsed time: on a machine other work shares, it counts the work of the calls rather than
+how long they waited for a core.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ from typing import Any
 
 from hector import cli_args as _args
 
-from . import _common, random_graph
+from . import _common, precision_gemm, random_graph
 
 DTYPES = ("float32", "bfloat16", "float16")
+#: What ``--clock`` times calls with.
+CLOCKS = {"wall": "perf_counter", "cpu": "process_time"}
 MODELS = ("rgcn", "rgat", "hgt")
 
 
@@ -45,6 +49,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", type=_args.RUNS, default=5)
     p.add_argument("--warmup", type=_args.WARMUP, default=1)
     p.add_argument("--seed", type=_args.SEED, default=0)
+    p.add_argument(
+        "--gemm",
+        default="",
+        help="also time a typed linear against torch.mm per type on these KxN shapes "
+        "(comma-separated, e.g. 256x256,256x1024)",
+    )
+    p.add_argument("--gemm-rows", type=_args.WIDTH, default=20000, help="rows of --gemm's input")
+    p.add_argument(
+        "--clock",
+        choices=CLOCKS,
+        default="wall",
+        help="wall: elapsed time; cpu: the process's CPU time (all its threads), which other "
+        "work on a shared machine disturbs less",
+    )
     p.add_argument("--json", default=None)
 
 
@@ -93,11 +111,16 @@ def _train_step(layer: Any, g: Any, x: Any) -> dict[str, Any]:
     return {n: p.grad.clone() for n, p in layer.named_parameters() if p.grad is not None}
 
 
-def _interleaved(calls: dict[Any, Any], runs: int, warmup: int) -> dict[Any, float]:
+def _interleaved(
+    calls: dict[Any, Any], runs: int, warmup: int, clock: str = "wall"
+) -> dict[Any, float]:
     """Median milliseconds of each call, timed in turns (one of each per round), so that
-    whatever else the machine runs meanwhile falls on every call alike."""
+    whatever else the machine runs meanwhile falls on every call alike; ``clock`` names the
+    clock (:data:`CLOCKS`)."""
     import statistics
     import time
+
+    now = getattr(time, CLOCKS[clock])
 
     for fn in calls.values():
         for _ in range(warmup):
@@ -105,9 +128,9 @@ def _interleaved(calls: dict[Any, Any], runs: int, warmup: int) -> dict[Any, flo
     times: dict[Any, list[float]] = {k: [] for k in calls}
     for _ in range(runs):
         for k, fn in calls.items():
-            t0 = time.perf_counter()
+            t0 = now()
             fn()
-            times[k].append((time.perf_counter() - t0) * 1e3)
+            times[k].append((now() - t0) * 1e3)
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -150,7 +173,7 @@ def measure(model: str, dtypes: list[str], ds: Any, a: argparse.Namespace) -> li
     grads32 = _train_step(ref, g, x32)
     variants = {name: _variant(model, name, ds, g, x32, a) for name in dtypes}
     calls = {(n, k): v[k] for n, v in variants.items() for k in ("infer", "cast", "train")}
-    ms = _interleaved(calls, a.runs, a.warmup)
+    ms = _interleaved(calls, a.runs, a.warmup, a.clock)
     rows = []
     for name, v in variants.items():
         grads = v["train"]()
@@ -200,6 +223,11 @@ def run(args: argparse.Namespace) -> int:
     if bad or not dtypes or dtypes[0] != "float32":
         print(f"error: unknown {bad} or float32 not first in --dtypes", file=sys.stderr)
         return 2
+    try:
+        gemm_shapes = precision_gemm.shapes(args.gemm)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if args.dataset.startswith(random_graph.PREFIX):
         ds = random_graph.random_graph(args.dataset, seed=args.seed)
     else:
@@ -213,5 +241,12 @@ def run(args: argparse.Namespace) -> int:
         "results": rows,
     }
     cols = (*_COLUMNS, ("infer_speedup_vs_f32", "infer x"), ("train_speedup_vs_f32", "train x"))
-    _common.emit_record(record, _common.format_table(rows, cols), args.json, None, None)
+    text = _common.format_table(rows, cols)
+    if gemm_shapes:
+        import time
+
+        gemm = precision_gemm.measure(dtypes, args, getattr(time, CLOCKS[args.clock]))
+        record["gemm"] = gemm
+        text += "\n\n" + _common.format_table(gemm, precision_gemm.COLUMNS)
+    _common.emit_record(record, text, args.json, None, None)
     return 0

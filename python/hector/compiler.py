@@ -125,7 +125,7 @@ def run_stages(
             staged.stages[name] = show()
         staged.abi = function_abis(module)
         for stage in backend.stages:
-            run_pipeline(module, stage.pipeline_for(opts.threads), verify=False)
+            run_pipeline(module, stage.pipeline_for(opts.threads, opts.bf16_dot), verify=False)
             last = stage is backend.stages[-1] and backend.last_stage_as_bytecode
             staged.stages[stage.name] = (
                 module_bytecode(module) if last and not debug_info else show()

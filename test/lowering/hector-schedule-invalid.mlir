@@ -6,7 +6,7 @@
 // TARGET: error: hector-schedule: unknown target 'fpga' (known: cpu
 
 func.func @unknown_field(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
-  // expected-error@+1 {{invalid schedule: unknown schedule field 'tiles' (known: tile_m, tile_n, tile_k, vector, unroll, pack, parallel, threads)}}
+  // expected-error@+1 {{invalid schedule: unknown schedule field 'tiles' (known: tile_m, tile_n, tile_k, vector, unroll, pack, parallel, threads, products)}}
   "hector_intra.gemm_template"(%x, %w, %out)
       {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
        operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>, schedule = {tiles = 4 : i64}}
@@ -60,5 +60,65 @@ func.func @huge_threads(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref
        operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>,
        schedule = {threads = 4611686018427387904 : i64, parallel = "rows"}}
       : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
+  return
+}
+
+// -----
+
+// bf16 products (`products = "bf16"`, AVX512-BF16's pair dot product): pairs of reduction
+// steps in 16-lane vectors of f32 accumulators, on packed tiles only.
+func.func @unknown_products(%x: memref<?x16xbf16>, %w: memref<16x16xf32>, %out: memref<?x16xf32>) {
+  // expected-error@+1 {{invalid schedule: schedule field products must be one of f32, bf16, got 'fp8'}}
+  "hector_intra.gemm_template"(%x, %w, %out)
+      {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>, schedule = {products = "fp8"}}
+      : (memref<?x16xbf16>, memref<16x16xf32>, memref<?x16xf32>) -> ()
+  return
+}
+
+// -----
+
+func.func @bf16_unpacked(%x: memref<?x16xbf16>, %w: memref<16x16xf32>, %out: memref<?x16xf32>) {
+  // expected-error@+1 {{invalid schedule: bf16 products multiply packed tiles: the schedule must pack}}
+  "hector_intra.gemm_template"(%x, %w, %out)
+      {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>, schedule = {products = "bf16"}}
+      : (memref<?x16xbf16>, memref<16x16xf32>, memref<?x16xf32>) -> ()
+  return
+}
+
+// -----
+
+func.func @bf16_odd_depth(%x: memref<?x15xbf16>, %w: memref<15x16xf32>, %out: memref<?x16xf32>) {
+  // expected-error@+1 {{invalid schedule: bf16 products pair the reduction's steps: its extent 15 is odd}}
+  "hector_intra.gemm_template"(%x, %w, %out)
+      {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>,
+       schedule = {pack = true, tile_m = 32 : i64, tile_n = 16 : i64, unroll = 4 : i64, products = "bf16"}}
+      : (memref<?x15xbf16>, memref<15x16xf32>, memref<?x16xf32>) -> ()
+  return
+}
+
+// -----
+
+func.func @bf16_narrow_block(%x: memref<?x16xbf16>, %w: memref<16x16xf32>, %out: memref<?x16xf32>) {
+  // expected-error@+1 {{invalid schedule: bf16 products need tile_n a multiple of 16 up to 64, got 8}}
+  "hector_intra.gemm_template"(%x, %w, %out)
+      {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>,
+       schedule = {pack = true, tile_m = 32 : i64, tile_n = 8 : i64, unroll = 4 : i64, products = "bf16"}}
+      : (memref<?x16xbf16>, memref<16x16xf32>, memref<?x16xf32>) -> ()
+  return
+}
+
+// -----
+
+func.func @bf16_spilling_block(%x: memref<?x16xbf16>, %w: memref<16x64xf32>, %out: memref<?x64xf32>) {
+  // expected-error@+1 {{invalid schedule: the bf16 register block (unroll 8 x tile_n 64) holds more than 16 accumulator vectors}}
+  "hector_intra.gemm_template"(%x, %w, %out)
+      {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>,
+       schedule = {pack = true, tile_m = 32 : i64, tile_n = 64 : i64, unroll = 8 : i64, products = "bf16"}}
+      : (memref<?x16xbf16>, memref<16x64xf32>, memref<?x64xf32>) -> ()
   return
 }

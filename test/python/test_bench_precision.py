@@ -33,3 +33,48 @@ def test_bench_precision_refuses_an_unknown_type(capsys: pytest.CaptureFixture[s
 
     assert main(["bench", "precision", "--dtypes", "float32,int8"]) == 2
     assert "unknown ['int8']" in capsys.readouterr().err
+
+
+def test_bench_precision_times_cpu_time_when_asked(tmp_path: Path) -> None:
+    """``--clock cpu`` is kept in the record's configuration, and the calls are timed."""
+    from hector.cli import main
+
+    record = tmp_path / "precision.json"
+    argv = ["bench", "precision", "--dataset", "random:40x200x3", "--in-dim", "16"]
+    argv += ["--hidden", "8", "--models", "rgcn", "--dtypes", "float32,bfloat16"]
+    argv += ["--runs", "1", "--warmup", "1", "--clock", "cpu", "--json", str(record)]
+    assert main(argv) == 0
+    data = json.loads(record.read_text())
+    assert data["config"]["clock"] == "cpu"
+    assert all(r["infer_ms"] > 0 and r["train_step_ms"] > 0 for r in data["results"])
+
+
+def test_bench_precision_refuses_an_unknown_clock(capsys: pytest.CaptureFixture[str]) -> None:
+    from hector.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["bench", "precision", "--clock", "sundial"])
+    assert "invalid choice: 'sundial'" in capsys.readouterr().err
+
+
+def test_bench_precision_times_gemms_against_torch_mm(tmp_path: Path) -> None:
+    """``--gemm`` adds a typed linear against ``torch.mm`` per shape and type to the record."""
+    from hector.cli import main
+
+    record = tmp_path / "precision.json"
+    argv = ["bench", "precision", "--models", "", "--dtypes", "float32,bfloat16"]
+    argv += ["--gemm", "32x32", "--gemm-rows", "64", "--runs", "1", "--json", str(record)]
+    assert main(argv) == 0
+    gemm = json.loads(record.read_text())["gemm"]
+    assert [(r["shape"], r["dtype"]) for r in gemm] == [
+        ("[64, 32] x [32, 32]", "float32"),
+        ("[64, 32] x [32, 32]", "bfloat16"),
+    ]
+    assert all(r["hector_gflops"] > 0 and r["torch_mm_gflops"] > 0 for r in gemm)
+
+
+def test_bench_precision_refuses_a_bad_gemm_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    from hector.cli import main
+
+    assert main(["bench", "precision", "--gemm", "256by256"]) == 2
+    assert "--gemm wants KxN shapes such as 256x256, got '256by256'" in capsys.readouterr().err

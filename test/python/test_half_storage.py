@@ -138,10 +138,12 @@ def _times(g, x, w):
 
 
 @pytest.mark.parametrize("half", HALVES)
-def test_every_half_value_widens_exactly(half) -> None:
+def test_every_half_value_widens_exactly(half, monkeypatch) -> None:
     """All 65,536 bit patterns, read by a traversal (element loads) and by a GEMM (packed
     vector rows), widen to PyTorch's float32 values: NaNs stay NaN, infinities, subnormals
-    and signed zeros keep their values."""
+    and signed zeros keep their values. The GEMM runs on its f32 products: bf16 pair products
+    flush subnormal inputs (test_bf16_products.py)."""
+    monkeypatch.setenv("HECTOR_BF16_DOT", "off")
     bits = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16)
     x = bits.view(half).reshape(4096, 16)
     g = hector.random_graph(4096, 8, 1, seed=0)

@@ -59,6 +59,9 @@ class Options:
     # Saved values kept resident in training (placement-plan-saved): a fraction of keep-all
     # (<= 1) or bytes; -1 keeps everything. The graph's row counts size the saved values.
     memory_budget: float = -1.0
+    # GEMMs with a bf16 operand multiply bf16 pairs (AVX512-BF16); None when constructed:
+    # where the CPU has it and $HECTOR_BF16_DOT is not "off" (lowering/cpu_features.py).
+    bf16_dot: bool = False
     graph: GraphStats = field(default_factory=GraphStats)
 
     def __init__(
@@ -71,6 +74,7 @@ class Options:
         order: str = "auto",
         profile: bool = False,
         memory_budget: float = -1.0,
+        bf16_dot: bool | None = None,
         graph: GraphStats | None = None,
         rows: int = -1,
         ratio: float = -1.0,
@@ -85,6 +89,11 @@ class Options:
         names = ("compact", "reorder", "fuse", "threads", "order", "profile", "memory_budget")
         for name, value in zip(names, switches, strict=True):
             object.__setattr__(self, name, value)
+        if bf16_dot is None:
+            from ..lowering import cpu_features
+
+            bf16_dot = cpu_features.bf16_dot()
+        object.__setattr__(self, "bf16_dot", bf16_dot)
         if graph is None:
             graph = GraphStats(
                 rows, ratio, src_typed, dst_ratio, nodes, edges, compact_rows, dst_compact_rows
@@ -95,7 +104,7 @@ class Options:
         """The switches and :meth:`GraphStats.cache_key`: compilations with equal keys (and
         equal aggregation orders) make the same code."""
         switches = (self.compact, self.reorder, self.fuse, self.threads, self.memory_budget)
-        return (*switches, *self.graph.cache_key())
+        return (*switches, self.bf16_dot, *self.graph.cache_key())
 
     def placement_pipeline(self) -> str:
         """The placement-plan-saved run for ``memory_budget`` at the graph's sizes."""

@@ -1,0 +1,215 @@
+"""bf16 products on the CPU (``lowering/_cpu_bf16.py``): GEMMs with a bf16 operand multiply
+bf16 pairs into f32 accumulators (AVX512-BF16's ``vdpbf16ps``) where the CPU has it, and the
+f32 products where it has not or ``HECTOR_BF16_DOT=off``; the choice is part of the options,
+so of the compilation cache's key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from _typed_graph import META
+
+import hector
+from hector.lowering import cpu_features
+from hector.models import HGTLayer, RGATLayer, RGCNLayer
+from hector.targets.options import Options
+
+N, E, R, WIDTH = 200, 3000, 4, 32
+#: Largest error allowed against float32, relative to the largest float32 value.
+TOLERANCE = 2e-2
+
+
+def test_the_feature_is_read_from_the_cpus_flags() -> None:
+    """``avx512_bf16`` among the first processor's flags turns bf16 products on, unless
+    ``HECTOR_BF16_DOT=off``; an unknown value is an error naming the variable."""
+    info = "processor\t: 0\nflags\t\t: fpu avx512f avx512_bf16 avx512bw\n\nprocessor\t: 1\n"
+    flags = cpu_features.flags_of(info)
+    assert "avx512_bf16" in flags
+    assert cpu_features.bf16_dot(flags, {})
+    assert cpu_features.bf16_dot(flags, {cpu_features.ENV: "auto"})
+    assert not cpu_features.bf16_dot(flags, {cpu_features.ENV: "off"})
+    assert not cpu_features.bf16_dot(cpu_features.flags_of("flags : fpu avx512f"), {})
+    assert not cpu_features.bf16_dot(cpu_features.flags_of("no flags here"), {})
+    with pytest.raises(ValueError, match="HECTOR_BF16_DOT must be one of auto, off, got 'on'"):
+        cpu_features.bf16_dot(flags, {cpu_features.ENV: "on"})
+
+
+def test_the_choice_is_part_of_the_options_and_their_keys(monkeypatch) -> None:
+    """Options resolve the choice when made (the environment, then the CPU); it is in their
+    cache key and in the text the compilation cache hashes."""
+    monkeypatch.setenv(cpu_features.ENV, "off")
+    assert Options().bf16_dot is False
+    monkeypatch.setenv(cpu_features.ENV, "auto")
+    assert Options().bf16_dot is cpu_features.has_avx512_bf16()
+    on, off = Options(bf16_dot=True), Options(bf16_dot=False)
+    assert on.cache_key() != off.cache_key()
+    assert repr(on) != repr(off)  # cpu_cache.key hashes repr(options)
+
+
+@pytest.fixture(scope="module")
+def g() -> hector.HeteroGraph:
+    return hector.random_graph(N, E, R, seed=7)
+
+
+def _case(name: str, g: hector.HeteroGraph) -> tuple[torch.nn.Module, Any, Any]:
+    torch.manual_seed(3)
+    if name == "rgcn":
+        return RGCNLayer(WIDTH, WIDTH, R), g, torch.randn(N, WIDTH)
+    if name == "rgat":
+        return RGATLayer(WIDTH, WIDTH, R, heads=2), g, torch.randn(N, WIDTH)
+    graph = _hetero_graph()
+    x = {"paper": torch.randn(120, WIDTH), "author": torch.randn(80, WIDTH)}
+    return HGTLayer(WIDTH, WIDTH, *META, heads=2), graph, x
+
+
+def _hetero_graph() -> hector.HeteroGraph:
+    gen = torch.Generator().manual_seed(5)
+    counts = {"paper": 120, "author": 80}
+    offset = {"paper": 0, "author": 120}
+    src, dst, typ = [], [], []
+    for r, (s, _, d) in enumerate(META[1]):
+        src.append(torch.randint(counts[s], (800,), generator=gen) + offset[s])
+        dst.append(torch.randint(counts[d], (800,), generator=gen) + offset[d])
+        typ.append(torch.full((800,), r))
+    ntype = torch.tensor([0] * 120 + [1] * 80)
+    return hector.HeteroGraph.from_edge_index(
+        torch.stack([torch.cat(src), torch.cat(dst)]),
+        torch.cat(typ),
+        node_type=ntype,
+        num_etypes=len(META[1]),
+    )
+
+
+def _to(x: Any, dtype: torch.dtype) -> Any:
+    return {k: v.to(dtype) for k, v in x.items()} if isinstance(x, dict) else x.to(dtype)
+
+
+def _flat(out: Any) -> torch.Tensor:
+    return torch.cat([out[k] for k in sorted(out)]) if isinstance(out, dict) else out
+
+
+def _rel(have: torch.Tensor, want: torch.Tensor) -> float:
+    return (have.float() - want).abs().max().item() / max(want.abs().max().item(), 1e-30)
+
+
+def _infer(name: str, g: hector.HeteroGraph, dtype: torch.dtype) -> tuple[torch.Tensor, Any]:
+    """The layer (weights and features in ``dtype``) under no_grad, and the layer."""
+    layer, graph, x = _case(name, g)
+    layer = layer.to(dtype)
+    with torch.no_grad():
+        return _flat(layer(graph, _to(x, dtype))).float(), layer
+
+
+def _train(name: str, g: hector.HeteroGraph, dtype: torch.dtype) -> tuple[list[torch.Tensor], Any]:
+    """Output and weight gradients of one step: features in ``dtype``, weights in float32."""
+    layer, graph, x = _case(name, g)
+    out = _flat(layer(graph, _to(x, dtype)))
+    out.float().square().sum().backward()
+    grads = [p.grad for _, p in sorted(layer.named_parameters()) if p.grad is not None]
+    return [out.detach().float(), *grads], layer
+
+
+def _products(layer: torch.nn.Module) -> set[str]:
+    """The products every compiled kernel of the layer's schedules name."""
+    found = set()
+    for entry in layer._fn._cache.values():
+        text = entry.staged.ir("schedule")
+        found.add("bf16" if 'products = "bf16"' in text else "f32")
+    return found
+
+
+@pytest.mark.parametrize("name", ["rgcn", "rgat", "hgt"])
+def test_bf16_inputs_match_float32_on_both_paths(g, name, monkeypatch) -> None:
+    """Inference on bf16 weights and features, and a training step on bf16 features: against
+    float32 values and arithmetic, the bf16 products are within 2e-2 (of the largest float32
+    value) and at most twice the error of the f32 products on the same bf16 values. The f32
+    path (``HECTOR_BF16_DOT=off``) compiles without bf16 products; the default path uses them
+    exactly where the CPU has AVX512-BF16."""
+    monkeypatch.setenv(cpu_features.ENV, "off")
+    want_infer, _ = _infer(name, g, torch.float32)
+    want_train, _ = _train(name, g, torch.float32)
+    f32_infer, f32_layer = _infer(name, g, torch.bfloat16)
+    f32_train, f32_trainer = _train(name, g, torch.bfloat16)
+    assert _products(f32_layer) == _products(f32_trainer) == {"f32"}
+    monkeypatch.setenv(cpu_features.ENV, "auto")
+    dot_infer, dot_layer = _infer(name, g, torch.bfloat16)
+    dot_train, dot_trainer = _train(name, g, torch.bfloat16)
+    expected = "bf16" if cpu_features.has_avx512_bf16() else "f32"
+    assert expected in _products(dot_layer)
+    assert expected in _products(dot_trainer)
+
+    # The precision benchmark's measures: the output's error, and the largest of the weights'
+    # gradients' errors (each relative to that gradient's largest float32 value).
+    errors = {
+        "inference": (_rel(dot_infer, want_infer), _rel(f32_infer, want_infer)),
+        "training output": (_rel(dot_train[0], want_train[0]), _rel(f32_train[0], want_train[0])),
+        "gradients": (
+            max(_rel(d, w) for d, w in zip(dot_train[1:], want_train[1:], strict=True)),
+            max(_rel(f, w) for f, w in zip(f32_train[1:], want_train[1:], strict=True)),
+        ),
+    }
+    for what, (err, base) in errors.items():
+        assert err <= TOLERANCE, (what, err)
+        assert err <= 2 * base, (what, err, base)
+
+
+@hector.compile
+def _times(g, x, w):
+    return g.typed_linear(x, w, slice="none")
+
+
+def test_bf16_products_keep_normal_values_and_flush_subnormals() -> None:
+    """Every finite bf16 bit pattern multiplied by the identity: with bf16 products
+    (``vdpbf16ps``) a normal value comes back exactly and a subnormal one as zero (the
+    instruction treats subnormal inputs as zero); with the f32 products every value comes
+    back exactly."""
+    bits = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16)
+    x = bits.view(torch.bfloat16).reshape(4096, 16)
+    rows = x[x.float().isfinite().all(dim=1)]
+    g = hector.random_graph(rows.shape[0], 8, 1, seed=0)
+    eye = torch.eye(16, dtype=torch.bfloat16)
+    product = _times(g, rows, eye)
+    entry = next(iter(_times._cache.values()))
+    exact = rows.float() + 0.0
+    if cpu_features.has_avx512_bf16():
+        assert 'products = "bf16"' in entry.staged.ir("schedule")
+        tiny = exact.abs() < torch.finfo(torch.bfloat16).tiny
+        assert torch.equal(product[~tiny], exact[~tiny])
+        assert torch.equal(product[tiny], torch.zeros_like(product[tiny]))
+        assert bool(tiny.any())
+    else:
+        assert torch.equal(product, exact)
+
+
+@hector.compile
+def _messages(g, x, w):
+    return g.sum_to_dst(g.typed_linear(g.gather_src(x), w))
+
+
+def test_input_gradients_through_frozen_bf16_weights(g, monkeypatch) -> None:
+    """Float32 features that take a gradient through frozen bf16 weights: the input gradient
+    (``xwt``, the weight slice transposed and paired) is within 2e-2 of float32 weights and
+    at most twice the error of the f32 products on the bf16 weights."""
+    torch.manual_seed(2)
+    x, w32 = torch.randn(N, WIDTH), torch.randn(R, WIDTH, WIDTH)
+    w = w32.to(torch.bfloat16)
+
+    def input_gradient(weight: torch.Tensor) -> torch.Tensor:
+        leaf = x.clone().requires_grad_()
+        _messages(g, leaf, weight).square().sum().backward()
+        assert leaf.grad is not None
+        return leaf.grad
+
+    want = input_gradient(w32)
+    monkeypatch.setenv(cpu_features.ENV, "off")
+    f32 = input_gradient(w)
+    monkeypatch.setenv(cpu_features.ENV, "auto")
+    dot = input_gradient(w)
+    texts = [e.staged.ir("schedule") for e in _messages._cache.values()]
+    if cpu_features.has_avx512_bf16():
+        assert any('products = "bf16"' in t and 'variant = "xwt"' in t for t in texts)
+    err, base = _rel(dot, want), _rel(f32, want)
+    assert err <= TOLERANCE
+    assert err <= 2 * base
