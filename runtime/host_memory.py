@@ -4,10 +4,11 @@ Generated CPU code allocates its intermediate buffers through the cache (its ``m
 and ``memref.dealloc`` become calls of the cache's entry points, :func:`engine_symbols`), and
 compiled functions' results are arrays over cache blocks (:func:`empty`). A block freed at the
 end of one training step is then handed to the next step's request of about its size instead
-of going back to the kernel and faulting every page in again.
+of going back to the kernel and faulting every page in again; a request no idle block is about
+the size of resizes one (``mremap``: the pages it holds stay resident, only growth is new).
 
 The cache never holds the process above the peak plain ``malloc``/``free`` would reach: it
-releases idle blocks worth a new block before it maps one. It does keep idle blocks between
+releases idle blocks worth a block's growth before it grows one. It does keep idle blocks between
 steps, up to a limit (``HECTOR_HOST_CACHE_LIMIT`` bytes, default 8 GiB; :func:`set_cache_limit`);
 :func:`empty_cache` gives them all back.
 
@@ -37,7 +38,16 @@ __all__ = [
 ]
 
 #: Counter names of ``hector_host_stats``, in its output order.
-STAT_NAMES = ("live_bytes", "idle_bytes", "hits", "misses", "released_bytes", "limit_bytes")
+STAT_NAMES = (
+    "live_bytes",
+    "idle_bytes",
+    "hits",
+    "misses",
+    "released_bytes",
+    "limit_bytes",
+    "resized",
+    "mapped_bytes",
+)
 
 # MLIR's generic allocation entry points (finalize-memref-to-llvm{use-generic-functions=true})
 # and the cache functions that serve them.
@@ -132,8 +142,10 @@ def set_cache_limit(limit_bytes: int | None) -> int:
 
 
 def stats() -> dict[str, int]:
-    """The cache's counters: ``live_bytes``, ``idle_bytes``, ``hits``, ``misses``,
-    ``released_bytes`` and ``limit_bytes``."""
+    """The cache's counters: ``live_bytes``, ``idle_bytes``, ``hits`` (requests served by an
+    idle block of about their size), ``misses`` (requests that mapped a new block), ``resized``
+    (requests served by resizing an idle block of another size), ``released_bytes``,
+    ``limit_bytes`` and ``mapped_bytes`` (bytes newly mapped: new blocks and growth)."""
     out = (ctypes.c_int64 * len(STAT_NAMES))()
     count = _lib().hector_host_stats(out, len(STAT_NAMES))
     return {name: int(out[i]) for i, name in enumerate(STAT_NAMES[:count])}

@@ -90,6 +90,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="torch.compile(..., dynamic=True) for both compiled systems",
     )
+    p.add_argument(
+        "--input-grad",
+        action="store_true",
+        help="training: the features require grad, as a hidden layer's do (their gradient is "
+        "computed and compared too)",
+    )
     p.add_argument("--json", default=None, help="write the record here")
     p.add_argument("--note", default=None, help="free text stored in the record")
     p.add_argument(
@@ -119,13 +125,17 @@ def _build(
     gen = torch.Generator().manual_seed(args.seed)
     torch.manual_seed(args.seed)
     size = {"nodes": ds.num_nodes, "edges": ds.num_edges, "relations": ds.num_relations}
+    grad = bool(getattr(args, "input_grad", False)) and args.mode == "training"
     if model == "hgt":
         counts, eid = ds.pyg_hetero()
-        xd = {t: torch.randn(n, args.in_dim, generator=gen) for t, n in counts.items()}
+        xd = {
+            t: torch.randn(n, args.in_dim, generator=gen).requires_grad_(grad)
+            for t, n in counts.items()
+        }
         layer = pyg_nn.HGTConv(args.in_dim, args.hidden, ds.metadata(), heads=args.heads)
         return ds, layer, (xd, eid), size
     ei, et = ds.pyg_homogeneous()
-    x = torch.randn(ds.num_nodes, args.in_dim, generator=gen)
+    x = torch.randn(ds.num_nodes, args.in_dim, generator=gen).requires_grad_(grad)
     if model == "rgcn":
         cls = pyg_nn.FastRGCNConv if args.layer == "fastrgcn" else pyg_nn.RGCNConv
         layer = cls(args.in_dim, args.hidden, ds.num_relations, aggr="mean")
@@ -154,7 +164,7 @@ def _step(layer: Any, fn: Callable[..., Any], inputs: tuple[Any, ...], training:
         if not training:
             with torch.no_grad():
                 return _leaves(fn(x, *rest))
-        for p in layer.parameters():
+        for p in [*layer.parameters(), *_leaves(x)]:
             p.grad = None
         outs = _leaves(fn(x, *rest))
         loss = sum(o.square().mean() for o in outs)
@@ -210,6 +220,7 @@ def _run_cells(args: argparse.Namespace) -> dict[str, Any]:
             "warmup": args.warmup,
             "seed": args.seed,
             "dynamic": bool(args.dynamic),
+            "input_grad": bool(args.input_grad),
             "systems": systems,
         },
         "host": _common.host_info(),
@@ -358,6 +369,8 @@ def run_cell(
             outs = step()
             entry["compile_s"] = round(time.perf_counter() - start, 3)
             grads = [p.grad for p in layer.parameters() if p.grad is not None]
+            grads += [t.grad for t in _leaves(inputs[0]) if t.grad is not None]
+            entry["grads_compared"] = len(grads) if training else 0
             if name == "eager":
                 reference = {"outs": outs, "grads": grads}
             else:

@@ -160,6 +160,9 @@ class CapturedGraph:
             lines.append(f"  graph inputs: {bound}")
         if self.reason is not None:
             lines.append(f"  fell back ({self.fallback_kind}): {self.reason}")
+            declined = describe_layers(pyg_layers(self.gm))
+            if declined:
+                lines.append(f"  declined layer(s), run as captured: {declined}")
         if self.layers:
             lines.append(
                 f"  recognised PyG layer(s), run by Hector's compiled program(s) "
@@ -220,6 +223,11 @@ class CapturedGraph:
         spec = self.specializations.get(key)
         if spec is None:
             spec = self._specialize(key, args, graph, order)
+            if spec.imported is None and self.status == "fallback":
+                # The first import failed (a graph Dynamo gave with symbolic sizes, imported at
+                # its first call): the graph is declined, as one refused at compile time is,
+                # so later sizes run as captured instead of importing and failing again.
+                self.reason = spec.reason
         if spec.imported is None:
             return self._fallback(args)
         self.hector_calls += 1
@@ -276,6 +284,11 @@ class CapturedGraph:
         spec.seconds = time.perf_counter() - start
         if spec.imported is not None and not spec.imported.segments:
             spec.reason, spec.imported = "nothing was raised (no relational pattern)", None
+        if spec.imported is not None and not relational(spec.imported.report.raised):
+            # Only dense ops (linear layers, elementwise) were raised: PyTorch runs those as
+            # fast, and the captured graph needs no import per size.
+            ops = ", ".join(sorted(spec.imported.report.raised))
+            spec.reason, spec.imported = f"no relational op raised (only {ops})", None
         if spec.imported is not None and self.options["verify"]:
             spec.reason = self._verify(spec.imported, args)
             if spec.reason is not None:
@@ -377,6 +390,48 @@ class _Timed:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._entry, name)
+
+
+#: Name parts of the hector_inter ops that read the graph (gathers, sums over edges, softmax
+#: and maximum over incoming edges, degree norms, compact rows).
+_RELATIONAL_OPS = ("gather", "sum_to", "sum_dst", "sum_compact", "degree_norm", "edge_", "compact")
+
+
+def relational(raised: dict[str, int]) -> bool:
+    """Whether raised ops (``{op name: count}``) include one that reads the graph."""
+    return any(part in name for name in raised for part in _RELATIONAL_OPS)
+
+
+def pyg_layers(gm: torch.fx.GraphModule) -> dict[str, list[str]]:
+    """The PyG layers a captured graph traced through (``HeteroConv``, ``MessagePassing``
+    convs, the user's own included): ``{class name: [module paths]}``, from the FX nodes'
+    ``nn_module_stack``, in the order the graph first uses them."""
+    import sys
+
+    conv = sys.modules.get("torch_geometric.nn.conv")
+    bases = tuple(
+        c for c in (getattr(conv, "MessagePassing", None), getattr(conv, "HeteroConv", None)) if c
+    )
+    found: dict[str, list[str]] = {}
+    for node in gm.graph.nodes:
+        for path, cls in (node.meta.get("nn_module_stack") or {}).values():
+            if not (bases and isinstance(cls, type) and issubclass(cls, bases)):
+                continue
+            paths = found.setdefault(cls.__name__, [])
+            path = re.sub(r"^L\['self'\]\.?", "", str(path)) or "(the model)"
+            if path not in paths:
+                paths.append(path)
+    return found
+
+
+def describe_layers(layers: dict[str, list[str]], shown: int = 3) -> str:
+    """``pyg_layers``' result for people: each class with its count and first paths."""
+    parts = []
+    for name, paths in layers.items():
+        more = f", ... {len(paths) - shown} more" if len(paths) > shown else ""
+        count = f" x{len(paths)}" if len(paths) > 1 else ""
+        parts.append(f"{name}{count} ({', '.join(paths[:shown])}{more})")
+    return "; ".join(parts)
 
 
 def _concrete(v: Any) -> Any:
@@ -601,6 +656,11 @@ class HectorBackend:
                 for name, p in layers.items()
             },
             "layer_fallbacks": dict(pyg_route.FALLBACKS),
+            "declined": [
+                {"graph": g.index, "layers": pyg_layers(g.gm), "reason": g.reason}
+                for g in self.graphs
+                if g.status == "fallback"
+            ],
         }
 
     def reset_clock(self) -> None:

@@ -35,7 +35,7 @@ struct Cache {
   std::mutex mu;
   std::multimap<uint64_t, void*> idle;      // capacity -> block
   std::unordered_map<void*, uint64_t> live;  // block -> capacity
-  int64_t counters[HECTOR_HOST_STAT_COUNT] = {0, 0, 0, 0, 0, kDefaultLimit};
+  int64_t counters[HECTOR_HOST_STAT_COUNT] = {0, 0, 0, 0, 0, kDefaultLimit, 0, 0};
   bool limit_read = false;
 
   int64_t& stat(int i) { return counters[i]; }
@@ -80,17 +80,71 @@ struct Cache {
       // block is no more resident than a fresh one of this size would become.
       if (capacity > needed) madvise(static_cast<char*>(block) + needed, capacity - needed,
                                      MADV_DONTNEED);
+    } else if (!idle.empty()) {
+      block = resize(fit != idle.end() ? fit : std::prev(idle.end()), needed);
+      if (block == nullptr) return nullptr;
     } else {
-      // Give back as much idle memory as is about to be mapped: resident memory never exceeds
-      // what malloc and free would have held.
-      release(capacity);
       block = map_block(capacity);
       if (block == nullptr) return nullptr;
       stat(HECTOR_HOST_STAT_MISSES) += 1;
+      stat(HECTOR_HOST_STAT_MAPPED_BYTES) += static_cast<int64_t>(capacity);
     }
     live.emplace(block, capacity);
     stat(HECTOR_HOST_STAT_LIVE_BYTES) += static_cast<int64_t>(capacity);
     return block;
+  }
+
+  // Serves a request of `needed` bytes that no idle block is about the size of from idle
+  // blocks remapped (mremap moves page tables, not data), instead of unmapping idle blocks and
+  // mapping a fresh one: pages resident in idle blocks stay resident, so a step whose phases
+  // ask for blocks of sizes that alternate (a forward's [N, out] buffers, a backward's
+  // [N, in]) faults in nothing again once idle memory covers the request. The smallest larger
+  // block shrinks to the request (its tail unmapped); else the largest grows, and pages of the
+  // other idle blocks are moved into its growth; only what idle memory cannot cover is new.
+  // Idle bytes shrink by what the block gains, as on a miss, so resident memory stays under
+  // what malloc and free would have held.
+  void* resize(std::multimap<uint64_t, void*>::iterator victim, uint64_t needed) {
+    uint64_t old = victim->first;
+    void* block = victim->second;
+    idle.erase(victim);
+    stat(HECTOR_HOST_STAT_IDLE_BYTES) -= static_cast<int64_t>(old);
+    void* moved = mremap(block, old, needed, MREMAP_MAYMOVE);
+    if (moved == MAP_FAILED) {  // (out of address space): unmap it and map a fresh block
+      munmap(block, old);
+      stat(HECTOR_HOST_STAT_RELEASED_BYTES) += static_cast<int64_t>(old);
+      release(needed > old ? needed - old : 0);
+      moved = map_block(needed);
+      if (moved == nullptr) return nullptr;
+      stat(HECTOR_HOST_STAT_MISSES) += 1;
+      stat(HECTOR_HOST_STAT_MAPPED_BYTES) += static_cast<int64_t>(needed);
+      return moved;
+    }
+    stat(HECTOR_HOST_STAT_RESIZED) += 1;
+    if (old > needed) {
+      stat(HECTOR_HOST_STAT_RELEASED_BYTES) += static_cast<int64_t>(old - needed);
+      return moved;
+    }
+    uint64_t filled = fill(static_cast<char*>(moved), old, needed);
+    stat(HECTOR_HOST_STAT_MAPPED_BYTES) += static_cast<int64_t>(needed - filled);
+    return moved;
+  }
+
+  // Moves pages of idle blocks into [block + filled, block + needed) (largest block first; a
+  // block only partly needed keeps its rest idle); returns how far the range is now filled.
+  uint64_t fill(char* block, uint64_t filled, uint64_t needed) {
+    while (filled < needed && !idle.empty()) {
+      auto donor = std::prev(idle.end());
+      uint64_t size = donor->first;
+      char* pages = static_cast<char*>(donor->second);
+      uint64_t take = size < needed - filled ? size : needed - filled;
+      void* at = mremap(pages, take, take, MREMAP_MAYMOVE | MREMAP_FIXED, block + filled);
+      if (at == MAP_FAILED) break;  // the rest of the range faults in fresh
+      idle.erase(donor);
+      if (size > take) idle.emplace(size - take, pages + take);
+      stat(HECTOR_HOST_STAT_IDLE_BYTES) -= static_cast<int64_t>(take);
+      filled += take;
+    }
+    return filled;
   }
 
   // True when `ptr` was one of the cache's blocks (now idle, or released past the limit).

@@ -65,3 +65,20 @@ def test_bench_compile_runs_hectors_program_on_a_small_random_graph(tmp_path: Pa
     assert rows["hector"]["status"] == "ok"
     assert rows["hector"]["max_abs_err_grad"] <= 1e-5
     assert any(g["layer_programs"] for g in rows["hector"]["graphs"])
+
+
+def test_bench_compile_input_grad_compares_the_features_gradient(tmp_path: Path) -> None:
+    """``--input-grad``: the features require grad (a hidden layer's input), as in the route's
+    regression cell ``random:20000x200000x6`` (docs/benchmarks.md); their gradient is compared
+    with the parameters' (RGCNConv: weight, root, bias and x)."""
+    from hector.cli import main
+
+    record = tmp_path / "input_grad.json"
+    argv = ["bench", "compile", "--model", "rgcn", "--dataset", "random:20x60x3", "--no-warm"]
+    argv += ["--systems", "eager,hector", "--runs", "1", "--warmup", "0", "--json", str(record)]
+    assert main([*argv, "--in-dim", "4", "--hidden", "6", "--input-grad"]) == 0
+    data = json.loads(record.read_text())
+    assert data["config"]["input_grad"] is True
+    rows = {r["system"]: r for r in data["cells"][0]["results"]}
+    assert rows["eager"]["grads_compared"] == rows["hector"]["grads_compared"] == 4
+    assert rows["hector"]["max_abs_err_grad"] <= 1e-5

@@ -61,17 +61,74 @@ def test_a_freed_block_serves_the_next_request_of_about_its_size() -> None:
     assert _resident_pages(address + needed, 4 * MIB - needed) == 0
 
 
-def test_a_much_larger_block_is_not_handed_to_a_small_request() -> None:
+def test_a_much_larger_block_shrinks_to_a_small_request() -> None:
     big = host_memory.empty((16 * MIB // 4,))  # 16 MiB
+    big[:] = 1.0  # every page resident
+    address = big.ctypes.data
     del big
+    before = host_memory.stats()
     small = host_memory.empty((2 * MIB // 4,))  # 2 MiB: 16 MiB is over a quarter larger
     stats = host_memory.stats()
-    # the miss released the idle 16 MiB before mapping 2 MiB: never more resident than
-    # plain malloc/free would hold
+    # the idle block shrank to the request: its first 2 MiB stay resident (no fault), the
+    # rest went back to the system, so never more resident than plain malloc/free would hold
+    assert small.ctypes.data == address
+    assert _resident_pages(address, 2 * MIB) == 2 * MIB // PAGE
     assert stats["idle_bytes"] == 0
-    assert stats["released_bytes"] >= 16 * MIB
+    assert stats["released_bytes"] - before["released_bytes"] == 14 * MIB
+    assert stats["resized"] == before["resized"] + 1
+    assert stats["misses"] == before["misses"]
+    assert stats["mapped_bytes"] == before["mapped_bytes"]
     assert stats["live_bytes"] == 2 * MIB
     del small
+
+
+def test_blocks_of_sizes_that_alternate_are_resized_not_mapped_again() -> None:
+    """A training step's forward asks for [N, out] buffers and its backward for [N, in] ones:
+    each phase's requests resize the other's idle blocks (only growth is newly mapped) instead
+    of unmapping them and faulting fresh blocks in every step."""
+    wide, narrow = 1_920_000, 1_280_000  # bytes: [20000, 24] and [20000, 16] float32
+
+    def phase(nbytes: int) -> None:
+        blocks = [host_memory.empty((nbytes // 4,)) for _ in range(3)]
+        for b in blocks:
+            b[:] = 1.0
+        del blocks
+
+    phase(wide)
+    phase(narrow)
+    before = host_memory.stats()
+    for _ in range(3):
+        phase(wide)
+        phase(narrow)
+    after = host_memory.stats()
+    assert after["misses"] == before["misses"]
+    # each wide phase grows the narrow blocks back: only the bytes idle memory did not hold
+    # are new, 3 x (wide - narrow) per wide phase (the narrow phases only shrink)
+    grown = 3 * 3 * (wide - narrow)
+    assert after["mapped_bytes"] - before["mapped_bytes"] <= grown + 3 * 3 * PAGE
+    assert after["live_bytes"] == 0
+    assert after["idle_bytes"] <= 3 * (wide + PAGE)
+
+
+def test_a_growing_block_takes_the_pages_of_other_idle_blocks_before_new_ones() -> None:
+    small = [host_memory.empty((MIB // 4,)) for _ in range(3)]  # 3 x 1 MiB, every page written
+    for i, b in enumerate(small):
+        b[:] = float(i)
+    del small, b
+    gc.collect()
+    before = host_memory.stats()
+    big = host_memory.empty((4 * MIB // 4,))  # 4 MiB: the three idle MiB and one new
+    after = host_memory.stats()
+    assert after["resized"] == before["resized"] + 1
+    assert after["misses"] == before["misses"]
+    assert after["mapped_bytes"] - before["mapped_bytes"] == MIB
+    assert after["idle_bytes"] == 0
+    assert after["live_bytes"] == 4 * MIB
+    address = big.ctypes.data
+    assert _resident_pages(address, 3 * MIB) == 3 * MIB // PAGE  # moved, not faulted again
+    assert _resident_pages(address + 3 * MIB, MIB) == 0
+    big[:] = 2.0
+    assert float(big.sum()) == 2.0 * MIB
 
 
 def test_idle_bytes_stay_under_the_limit_and_empty_cache_releases_them() -> None:

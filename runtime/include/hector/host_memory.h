@@ -7,10 +7,17 @@
  * at least HECTOR_HOST_CACHE_MIN_BYTES and hands them back for requests of about their size
  * (best fit, at most a quarter larger than asked), like a GPU caching allocator does.
  *
- * It never raises the process's peak: before it maps a new block it first releases idle
- * blocks worth at least that many bytes, and a block handed to a smaller request than it held
- * gives the pages past that request back (madvise), so resident memory is never above what
- * plain malloc and free would have held, only kept between steps. Blocks are whole pages,
+ * A request no idle block is about the size of is served by remapping idle blocks (mremap
+ * moves page tables, not data): the smallest larger block shrinks to it, else the largest
+ * grows and pages of the other idle blocks are moved into its growth, so pages resident in
+ * idle blocks stay resident and only what idle memory cannot cover is faulted in (a training
+ * step's forward and backward ask for blocks of different sizes in turn). A new block is
+ * mapped only when nothing is idle.
+ *
+ * It never raises the process's peak: a block gains only pages taken from idle blocks, or new
+ * ones when no idle block is left, and a block handed to a smaller request than it held gives
+ * the pages past that request back (madvise, or unmapped when it shrinks), so resident memory
+ * is never above what plain malloc and free would have held, only kept between steps. Blocks are whole pages,
  * without transparent huge pages (which would make a partly written block fully resident).
  * Idle blocks beyond the cache limit are released at free. Thread-safe; every call is
  * O(log blocks).
@@ -35,7 +42,9 @@ enum {
   HECTOR_HOST_STAT_MISSES = 3,       /* requests that mapped a new block */
   HECTOR_HOST_STAT_RELEASED_BYTES = 4, /* idle bytes given back to the system */
   HECTOR_HOST_STAT_LIMIT_BYTES = 5,  /* the idle-byte limit in force */
-  HECTOR_HOST_STAT_COUNT = 6
+  HECTOR_HOST_STAT_RESIZED = 6,      /* requests served by resizing an idle block (mremap) */
+  HECTOR_HOST_STAT_MAPPED_BYTES = 7, /* bytes newly mapped: new blocks, growth idle pages did not cover */
+  HECTOR_HOST_STAT_COUNT = 8
 };
 
 /* nbytes of memory aligned to 64 bytes (a page for cached blocks); NULL when out of memory.
