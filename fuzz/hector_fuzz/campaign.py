@@ -15,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from hector_fuzz.api import ApiStrategy
 from hector_fuzz.base import Environment
 from hector_fuzz.cases import DEFAULT_CORPUS, Case, Result, Seed, Summary, load_seeds
 from hector_fuzz.mutation import MutationStrategy
@@ -156,10 +157,15 @@ def _record(result: Result, out: Path | None) -> dict[str, Any]:
     }
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        path = out / f"{result.outcome.value}-{case.id}.mlir"
-        path.write_text(case.text, encoding="utf-8")
+        api = isinstance(STRATEGIES.get(case.strategy), ApiStrategy)
+        path = out / f"{result.outcome.value}-{case.id}.{'json' if api else 'mlir'}"
+        path.write_text(json.dumps(asdict(case)) if api else case.text, encoding="utf-8")
         entry["input"] = path.name
-        entry["command"] = _replay_line(case, path)
+        entry["command"] = (
+            shlex.join(["python3", "-m", "hector_fuzz.replay_api", str(path)])
+            if api
+            else _replay_line(case, path)
+        )
         (out / f"{result.outcome.value}-{case.id}.txt").write_text(
             entry["command"] + "\n\n" + result.detail, encoding="utf-8"
         )

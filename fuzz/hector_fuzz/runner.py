@@ -23,9 +23,12 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, as_c
 from dataclasses import asdict
 from pathlib import Path
 
+from hector_fuzz.api import ApiStrategy
 from hector_fuzz.cases import Case, Outcome, Result
+from hector_fuzz.strategies import STRATEGIES
 
 __all__ = [
+    "API_REPLAY",
     "HECTOR_OPT",
     "READ_BACK_FAILED",
     "WorkerPool",
@@ -167,15 +170,29 @@ class WorkerPool:
 HECTOR_OPT = (sys.executable, "-m", "hector.opt")
 
 
+def _api_strategy(case: Case) -> ApiStrategy | None:
+    """The strategy that runs ``case`` through Hector's Python API (None: a hector-opt case)."""
+    strategy = STRATEGIES.get(case.strategy)
+    return strategy if isinstance(strategy, ApiStrategy) else None
+
+
+#: The command an API case is replayed with alone (its JSON file appended).
+API_REPLAY = (sys.executable, "-m", "hector_fuzz.replay_api")
+
+
 def replay(case: Case, timeout: float, command: Sequence[str] = HECTOR_OPT) -> Result:
-    """Run ``case`` alone through ``command`` (``hector-opt``) in its own process."""
+    """Run ``case`` alone through ``command`` (``hector-opt``; for an API case,
+    :data:`API_REPLAY`) in its own process."""
     with tempfile.TemporaryDirectory(prefix="hector-fuzz-") as tmp:
         path = os.path.join(tmp, "input.mlir")
         Path(path).write_text(case.text, encoding="utf-8")
+        argv = [*command, *case.argv(path)]
+        if _api_strategy(case) is not None:
+            path = os.path.join(tmp, "case.json")
+            Path(path).write_text(json.dumps(asdict(case)), encoding="utf-8")
+            argv = [*API_REPLAY, path]
         try:
-            proc = subprocess.run(
-                [*command, *case.argv(path)], capture_output=True, text=True, timeout=timeout
-            )
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             return Result(case, Outcome.TIMEOUT, None, "")
     return Result(
@@ -198,7 +215,12 @@ def worker_main() -> int:
     with tempfile.TemporaryDirectory(prefix="hector-fuzz-") as tmp:
         path, output = os.path.join(tmp, "input.mlir"), os.path.join(tmp, "output.mlir")
         for line in sys.stdin:
-            rc, err = run_case(opt.main, Case.from_json(json.loads(line)), path, output)
+            case = Case.from_json(json.loads(line))
+            api = _api_strategy(case)
+            if api is not None:  # a case of Hector's Python API, run in this process
+                rc, err = api.execute(case)
+            else:
+                rc, err = run_case(opt.main, case, path, output)
             answers.write(json.dumps({"rc": rc, "stderr": err[-4000:]}) + "\n")
             answers.flush()
     return 0

@@ -21,6 +21,22 @@ its own count, never on which other strategies run:
     ``--verify-diagnostics`` runs with random ``expected-error(-re)`` comments, invalid and
     catastrophically backtracking regexes among them (:mod:`hector_fuzz.diagnostics`).
 
+``differential``
+    Random graph-API programs under ``@hector.compile`` against a float64 eager reference,
+    forward and gradients, two settings of the optimization switches per case
+    (:mod:`hector_fuzz.differential`, programs from :mod:`hector_fuzz.programs`).
+``shapes``
+    One argument's shape, rank, dtype or layout, or the graph, changed between two calls of
+    one compiled function (:mod:`hector_fuzz.shapes`).
+``tamper``
+    The compilation cache's entries tampered with (FIFOs, links, deep JSON, garbage), its
+    file system failing (read-only, full), killed stores' leftovers and the off switch's
+    spellings (:mod:`hector_fuzz.tamper`).
+
+The last three run Hector's Python API in the workers (:class:`~hector_fuzz.api.ApiStrategy`)
+and are not in the default selection of ``scripts/fuzz.sh``: they compile programs, so a case
+costs milliseconds (``tamper``) to seconds (``differential``) where an IR case costs less.
+
 A new strategy subclasses :class:`~hector_fuzz.base.Strategy` in a module of its own (importing
 only :mod:`hector_fuzz.base`, :mod:`hector_fuzz.cases` and generators such as
 :mod:`hector_fuzz.grammar`) and is added to :data:`STRATEGIES` here.
@@ -35,10 +51,13 @@ from collections.abc import Iterator, Sequence
 from hector_fuzz.base import Environment, Strategy
 from hector_fuzz.cases import Case
 from hector_fuzz.diagnostics import DiagnosticsStrategy
+from hector_fuzz.differential import DifferentialStrategy
 from hector_fuzz.extremes import ExtremesStrategy
 from hector_fuzz.grammar import GrammarStrategy
 from hector_fuzz.mutation import MutationStrategy
 from hector_fuzz.pass_options import PassOptionsStrategy
+from hector_fuzz.shapes import ShapesStrategy
+from hector_fuzz.tamper import TamperStrategy
 
 __all__ = ["STRATEGIES", "Environment", "Strategy", "interleave", "plan", "strategy_rng"]
 
@@ -51,6 +70,9 @@ STRATEGIES: dict[str, Strategy] = {
         ExtremesStrategy(),
         PassOptionsStrategy(),
         DiagnosticsStrategy(),
+        DifferentialStrategy(),
+        ShapesStrategy(),
+        TamperStrategy(),
     )
 }
 

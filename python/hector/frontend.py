@@ -222,10 +222,11 @@ class _Tracer:
                 v.arg is not None
                 and v.shape is not None
                 and kind != Kind.WEIGHT
-                and len(v.shape) < 2
+                and len(v.shape) != 2  # every op's rows are [rows, width] (hector-verify)
             ):
                 raise TraceError(
-                    f"{what}: argument #{v.arg} of shape {v.shape} is not a row tensor"
+                    f"{what}: argument #{v.arg} of shape {v.shape} is not a row tensor "
+                    "[rows, width]"
                 )
             v.kind = kind
         elif v.kind != kind:

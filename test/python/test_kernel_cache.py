@@ -147,3 +147,16 @@ def test_a_used_argument_requiring_grad_still_trains() -> None:
     assert x.grad is not None
     torch.testing.assert_close(x.grad, torch.ones(N, 4).index_add(0, _SRC, torch.ones(E, 4)) - 1)
     assert w.grad is None or not w.grad.any()
+
+
+def test_row_arguments_of_another_rank_are_a_trace_error() -> None:
+    """Found by the ``shapes`` fuzz strategy: node features of rank 3 after rank 2 reached
+    hector-verify (a PipelineError with a reproducer) instead of a clear error."""
+
+    @hector.compile
+    def f(g, x):
+        return g.sum_to_dst(g.gather_dst(x)).tanh()
+
+    f(G, torch.randn(N, 3))
+    with pytest.raises(hector.TraceError, match=r"not a row tensor \[rows, width\]"):
+        f(G, torch.randn(N, 3, 2))
