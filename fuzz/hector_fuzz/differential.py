@@ -27,7 +27,7 @@ __all__ = ["SWITCHES", "DifferentialStrategy"]
 #: Every setting of (compact, reorder, fuse).
 SWITCHES = tuple((c, r, f) for c in (True, False) for r in (True, False) for f in (True, False))
 #: Programs and graphs a campaign draws from.
-PROGRAMS, GRAPHS = 24, 3
+PROGRAMS, GRAPHS = 8, 2
 
 
 def _outputs(out: Any) -> list[torch.Tensor]:

@@ -39,7 +39,7 @@ from hector_fuzz.programs import Eager, make_graph, make_program, within
 __all__ = ["COMPILE_EVERY", "FAULTS", "TAMPERS", "TamperStrategy"]
 
 #: Every this many cases, one is end to end (a real compilation through a tampered cache).
-COMPILE_EVERY = 25
+COMPILE_EVERY = 100
 _ERRNOS = (errno.EACCES, errno.EROFS, errno.ENOSPC)
 
 
