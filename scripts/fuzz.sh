@@ -11,6 +11,8 @@
 # (git-ignored): each crashing, hanging or internally failing input with the hector-opt command
 # that replays it. --inputs/--pipelines add mutation cases (parse-and-verify, pipeline runs).
 # Exit status: 0 when no case crashed, timed out or failed internally, 1 otherwise.
+# The Python-API strategies run by name only: --strategies differential,shapes,tamper
+# (random programs vs a float64 reference, argument changes between calls, cache tampering).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cases=20000
@@ -29,7 +31,7 @@ while (($#)); do
     --out) out=$2; shift 2 ;;
     --workers) workers=$2; shift 2 ;;
     --timeout) timeout=$2; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "fuzz.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
