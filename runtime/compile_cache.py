@@ -96,14 +96,14 @@ def _meta(entry: Path) -> dict[str, Any]:
     return meta
 
 
-def warn_once(what: str, err: BaseException) -> None:
+def warn_once(what: str, err: BaseException, then: str = "compiling without it") -> None:
     """Warn that the cache failed at ``what`` (a RuntimeWarning, once per ``what`` and
-    process); the compilation goes on without the cache."""
+    process) and what happens ``then``; the compilation goes on."""
     if what in _WARNED:
         return
     _WARNED.add(what)
     warnings.warn(
-        f"Hector's compilation cache: {what} failed ({err}); compiling without it",
+        f"Hector's compilation cache: {what} failed ({err}); {then}",
         RuntimeWarning,
         stacklevel=3,
     )
@@ -201,7 +201,10 @@ class CompileCache:
             for name, digest in meta["files"].items():
                 if _sha256(read(entry, name)) != digest:
                     raise CorruptEntryError(f"{name} does not match its checksum")
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        except FileNotFoundError:  # removed meanwhile (by another process's eviction)
+            return None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
+            warn_once("reading an entry", err, "removed it, compiling again")
             self._remove(entry)
             return None
         try:

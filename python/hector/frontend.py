@@ -228,6 +228,8 @@ class _Tracer:
                     f"{what}: argument #{v.arg} of shape {v.shape} is not a row tensor "
                     "[rows, width]"
                 )
+            if kind == Kind.WEIGHT and v.shape is not None and 0 in v.shape:
+                raise TraceError(f"{what}: weight #{v.arg} of shape {list(v.shape)} is empty")
             v.kind = kind
         elif v.kind != kind:
             raise TraceError(f"{what} must be {kind}-wise but is {v.kind}")
@@ -589,6 +591,11 @@ def trace(
     for i, shape in enumerate(shapes):
         if len(shape) == 0:
             raise TraceError(f"tensor argument #{i} is a scalar; Hector takes rows or weights")
+        if 0 in shape[1:] or shape[0] == 0 and len(shape) == 1:  # no template has width 0
+            raise TraceError(
+                f"tensor argument #{i} has shape {list(shape)}: every dim but the rows must "
+                "be at least 1"
+            )
         args.append(
             t.new(
                 tuple(shape[1:]) if len(shape) > 1 else tuple(shape),

@@ -160,3 +160,27 @@ def test_row_arguments_of_another_rank_are_a_trace_error() -> None:
     f(G, torch.randn(N, 3))
     with pytest.raises(hector.TraceError, match=r"not a row tensor \[rows, width\]"):
         f(G, torch.randn(N, 3, 2))
+
+
+@pytest.mark.parametrize(
+    ("shapes", "match"),
+    [
+        ([(N, 0), (0, 3)], "every dim but the rows must be at least 1"),  # width 0
+        ([(N, 4), (4, 0)], "every dim but the rows must be at least 1"),
+        ([(N, 4), (0, 3)], r"weight #1 of shape \[0, 3\] is empty"),
+    ],
+)
+def test_empty_feature_widths_are_a_trace_error(shapes: list, match: str) -> None:
+    """Found by the ``shapes`` fuzz strategy: a width of 0 reached the lowering (a vector of
+    size 0, a PipelineError) or the tracer's modulo (ZeroDivisionError)."""
+    with pytest.raises(hector.TraceError, match=match):
+        _linear(G, *(torch.randn(s) for s in shapes))
+
+
+def test_a_scale_of_width_zero_is_a_trace_error() -> None:
+    @hector.compile
+    def f(g, x, s):
+        return g.sum_to_dst(g.gather_src(x) * g.gather_src(s))
+
+    with pytest.raises(hector.TraceError, match="at least 1"):
+        f(G, torch.randn(N, 4), torch.randn(N, 0))
