@@ -35,7 +35,16 @@ from typing import Any
 from . import native
 from .private_dir import UnsafeDirectoryError, check_private_dir, open_private_file, user_cache_dir
 
-__all__ = ["CompileCache", "default_cache", "fingerprint", "key_of", "read", "toolchain"]
+__all__ = [
+    "CompileCache",
+    "CorruptEntryError",
+    "default_cache",
+    "fingerprint",
+    "key_of",
+    "read",
+    "toolchain",
+    "warn_once",
+]
 
 #: Bumped when the layout of an entry changes.
 FORMAT = 1
@@ -43,11 +52,64 @@ META = "meta.json"
 _DEFAULT_MB = 1024
 
 
-def read(directory: Path, name: str) -> bytes:
-    """A file of a private directory (an entry), opened without following a link."""
-    fd = open_private_file(directory, name, os.O_RDONLY)
+#: The largest ``meta.json`` an entry may have, and the largest of its other files.
+MAX_META_BYTES = 1 << 20
+MAX_FILE_BYTES = 1 << 30
+#: Seconds after which a ``.tmp-*``/``.trash-*`` folder left by a process is stale (removed by
+#: :meth:`CompileCache.evict` when no live process owns it, or always past ten times this age).
+STALE_SECONDS = 600
+#: The values of ``HECTOR_COMPILE_CACHE`` that turn the cache off (any letter case).
+OFF_VALUES = ("0", "false", "off", "no")
+
+
+class CorruptEntryError(ValueError):
+    """A file of an entry is not what the cache wrote: not a regular file, too large, or not
+    parseable."""
+
+
+def read(directory: Path, name: str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """A regular file of a private directory (an entry) of at most ``limit`` bytes, opened
+    without following a link and without blocking (a FIFO or device in its place is refused
+    with :class:`CorruptEntryError`, never waited on)."""
+    fd = open_private_file(directory, name, os.O_RDONLY | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as f:
-        return f.read()
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise CorruptEntryError(f"{name} is not a regular file")
+        if st.st_size > limit:
+            raise CorruptEntryError(f"{name} holds {st.st_size} bytes, more than {limit}")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise CorruptEntryError(f"{name} grew past {limit} bytes while read")
+    return data
+
+
+def _meta(entry: Path) -> dict[str, Any]:
+    """An entry's ``meta.json``: a JSON object of bounded size and depth, else
+    :class:`CorruptEntryError`."""
+    try:
+        meta = json.loads(read(entry, META, MAX_META_BYTES))
+    except (RecursionError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CorruptEntryError(f"{META} is not valid JSON: {type(err).__name__}") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("files"), dict):
+        raise CorruptEntryError(f"{META} is not an object with a files table")
+    return meta
+
+
+def warn_once(what: str, err: BaseException, then: str = "compiling without it") -> None:
+    """Warn that the cache failed at ``what`` (a RuntimeWarning, once per ``what`` and
+    process) and what happens ``then``; the compilation goes on."""
+    if what in _WARNED:
+        return
+    _WARNED.add(what)
+    warnings.warn(
+        f"Hector's compilation cache: {what} failed ({err}); {then}",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+_WARNED: set[str] = set()
 
 
 def _sha256(data: bytes) -> str:
@@ -135,38 +197,58 @@ class CompileCache:
         except (FileNotFoundError, UnsafeDirectoryError):
             return None
         try:
-            meta = json.loads(read(entry, META))
-            files = meta["files"]
-            for name, digest in files.items():
-                st = os.lstat(entry / name)
-                if not stat.S_ISREG(st.st_mode) or _sha256(read(entry, name)) != digest:
-                    raise ValueError(f"{name} does not match its checksum")
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            meta = _meta(entry)
+            for name, digest in meta["files"].items():
+                if _sha256(read(entry, name)) != digest:
+                    raise CorruptEntryError(f"{name} does not match its checksum")
+        except FileNotFoundError:  # removed meanwhile (by another process's eviction)
+            return None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
+            warn_once("reading an entry", err, "removed it, compiling again")
             self._remove(entry)
             return None
-        os.utime(entry, follow_symlinks=False)  # recently used: evicted last
+        try:
+            os.utime(entry, follow_symlinks=False)  # recently used: evicted last
+        except OSError:  # a read-only cache: still a hit, its order is only less exact
+            pass
         return entry, meta
 
-    def store(self, key: str, files: Mapping[str, str | os.PathLike[str]], meta: dict) -> None:
+    def store(self, key: str, files: Mapping[str, str | os.PathLike[str]], meta: dict) -> bool:
         """Keep the files (name → path of a file to copy) and ``meta`` as the entry for ``key``;
-        a concurrent store of the same key that finished first is kept instead."""
+        a concurrent store of the same key that finished first is kept instead. Returns whether
+        this call wrote the entry; a file system that refuses the write (read-only, full) is
+        no error: one warning, and the cache goes on without the entry."""
         entry = self._entry(key)
-        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root))
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{os.getpid()}-", dir=self.root))
+        except OSError as err:  # a read-only or full file system: no entry, no failure
+            warn_once("storing a compiled program", err)
+            return False
         try:
             digests = {}
             for name, src in files.items():
                 shutil.copyfile(src, tmp / name, follow_symlinks=False)
                 digests[name] = _sha256(read(tmp, name))
             (tmp / META).write_text(json.dumps({**meta, "files": digests}))
+        except (OSError, ValueError) as err:  # full, or the copy is not what was written
+            self._remove(tmp)
+            warn_once("storing a compiled program", err)
+            return False
+        try:
             os.rename(tmp, entry)
         except OSError:
-            self._remove(tmp)  # another process stored it first, or the disk is full
-            return
-        self.evict()
+            self._remove(tmp)  # another process stored it first
+            return False
+        try:
+            self.evict()
+        except OSError as err:
+            warn_once("evicting old entries", err)
+        return True
 
     def size(self) -> int:
-        """Bytes held by all entries."""
-        return sum(self._bytes(e) for e in self.root.iterdir() if not e.name.startswith("."))
+        """Bytes held by the cache: its entries and the temporary folders of stores and
+        removals under way (or left by a process that died in one)."""
+        return sum(self._bytes(e) for e in self.root.iterdir())
 
     @staticmethod
     def _bytes(entry: Path) -> int:
@@ -176,15 +258,20 @@ class CompileCache:
             return 0
 
     def evict(self) -> None:
-        """Remove the least recently used entries until the cache holds at most ``max_bytes``."""
-        entries = [e for e in self.root.iterdir() if not e.name.startswith(".")]
-        sized = []
-        for e in entries:
+        """Remove stale temporary folders (:func:`_stale`), then the least recently used
+        entries until the cache, temporary folders included, holds at most ``max_bytes``."""
+        sized, total = [], 0
+        for e in self.root.iterdir():
             try:
-                sized.append((e.lstat().st_mtime, self._bytes(e), e))
+                st, nbytes = e.lstat(), self._bytes(e)
             except OSError:
                 continue
-        total = sum(b for _, b, _ in sized)
+            if not e.name.startswith("."):
+                sized.append((st.st_mtime, nbytes, e))
+            elif _stale(e.name, st.st_mtime):
+                self._delete(e)
+                continue
+            total += nbytes
         for _, nbytes, e in sorted(sized, key=lambda t: t[0]):
             if total <= self.max_bytes:
                 break
@@ -193,28 +280,68 @@ class CompileCache:
 
     def _remove(self, entry: Path) -> None:
         """Take ``entry`` out of the cache: renamed away first (atomic), then deleted."""
-        trash = self.root / f".trash-{os.getpid()}-{entry.name}"
+        trash = self.root / f".trash-{os.getpid()}-{entry.name.lstrip('.')}"
         try:
             os.rename(entry, trash)
         except OSError:
             return
-        shutil.rmtree(trash, ignore_errors=True)
+        self._delete(trash)
+
+    @staticmethod
+    def _delete(folder: Path) -> None:
+        """Delete a folder of the cache (no link in it is followed); a plain file or link in
+        a folder's place is unlinked."""
+        if folder.is_symlink() or not folder.is_dir():
+            folder.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _stale(name: str, mtime: float) -> bool:
+    """Whether ``name`` is a temporary folder a store or removal left behind: a
+    ``.tmp-<pid>-*``/``.trash-<pid>-*`` older than :data:`STALE_SECONDS` whose process is gone
+    (or older than ten times that: the pid may have been reused), or such a folder without a
+    pid (written by an older version) older than :data:`STALE_SECONDS`."""
+    import time
+
+    age = time.time() - mtime
+    kind, _, rest = name.partition("-")
+    if kind not in (".tmp", ".trash") or age < STALE_SECONDS:
+        return False
+    pid = rest.partition("-")[0]
+    if not pid.isdigit():
+        return True
+    return age > 10 * STALE_SECONDS or not _alive(int(pid))
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (of any user)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
 
 
 def default_cache() -> CompileCache | None:
-    """The user's compilation cache, or None when ``HECTOR_COMPILE_CACHE=0`` (or its directory
-    cannot be made private)."""
-    if os.environ.get("HECTOR_COMPILE_CACHE", "1").strip() in ("0", "false", "off", "no"):
+    """The user's compilation cache, or None when ``HECTOR_COMPILE_CACHE`` is one of
+    :data:`OFF_VALUES` (any case), or, with one warning, when its directory cannot be made or
+    is not private, or ``HECTOR_COMPILE_CACHE_MB`` is not a number."""
+    if os.environ.get("HECTOR_COMPILE_CACHE", "1").strip().lower() in OFF_VALUES:
         return None
     try:
         mb = int(os.environ.get("HECTOR_COMPILE_CACHE_MB", _DEFAULT_MB))
     except ValueError:
-        raise ValueError(
-            f"HECTOR_COMPILE_CACHE_MB must be a whole number of MiB, got "
+        bad = ValueError(
+            "HECTOR_COMPILE_CACHE_MB must be a whole number of MiB, got "
             f"{os.environ['HECTOR_COMPILE_CACHE_MB']!r}"
-        ) from None
+        )
+        warn_once("reading its size bound", bad)
+        return None
     try:
         return CompileCache(user_cache_dir("compiled"), max(mb, 0) << 20)
     except OSError as err:
-        warnings.warn(f"Hector's compilation cache is off: {err}", RuntimeWarning, stacklevel=2)
+        warn_once("opening the cache directory", err)
         return None

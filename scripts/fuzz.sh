@@ -13,6 +13,8 @@
 # --strategies loaders fuzzes the dataset and feature loaders' files instead (npy headers,
 # torch.save archives, TSV encodings, IGBH folders, labels; see docs/contributing.md#fuzzing).
 # Exit status: 0 when no case crashed, timed out or failed internally, 1 otherwise.
+# The Python-API strategies run by name only: --strategies differential,shapes,tamper
+# (random programs vs a float64 reference, argument changes between calls, cache tampering).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cases=20000

@@ -23,10 +23,18 @@ process died: a signal or exit status >= 128) or ``timeout``. The last three are
 is written to the output folder as the input file plus the command that replays it, and
 ``summary.json`` holds the counts (:mod:`hector_fuzz.campaign`).
 
+Three strategies run Hector's Python API in the workers instead of ``hector-opt``
+(:class:`~hector_fuzz.api.ApiStrategy`): ``differential`` (random graph-API programs against
+a float64 eager reference, forward and gradients, optimization switches as metamorphic
+relations), ``shapes`` (argument changes between calls of one compiled function) and
+``tamper`` (the compilation cache's entries tampered with, its file system failing); they
+are selected by name only (``--strategies differential,shapes,tamper``).
+
 Modules, each depending only on those listed before it: ``cases`` (data), ``base`` (the
-:class:`~hector_fuzz.base.Strategy` base), the strategy modules (``mutation``, ``grammar``,
-``extremes``, ``pass_options``, ``diagnostics``), ``strategies`` (the table), ``runner``,
-``campaign``, ``cli``.
+:class:`~hector_fuzz.base.Strategy` base), ``api`` (the API strategies' base), ``programs``
+(random programs and their eager reference), the strategy modules (``mutation``, ``grammar``,
+``extremes``, ``pass_options``, ``diagnostics``, ``differential``, ``shapes``, ``tamper``),
+``strategies`` (the table), ``replay_api``, ``runner``, ``campaign``, ``cli``.
 """
 
 from __future__ import annotations

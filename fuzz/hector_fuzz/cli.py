@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from hector_fuzz.api import ApiStrategy
 from hector_fuzz.campaign import run_campaign
 from hector_fuzz.cases import DEFAULT_CORPUS
 from hector_fuzz.runner import worker_main
@@ -28,7 +29,8 @@ def _parser() -> argparse.ArgumentParser:
         "--strategies",
         default=None,
         help="comma-separated strategies: mutation,grammar,extremes,pass-options,diagnostics "
-        "(default: all; only mutation when --inputs/--pipelines are given without --cases)",
+        "(the IR tools), differential,shapes,tamper (the Python API) (default: the IR "
+        "strategies; only mutation when --inputs/--pipelines are given without --cases)",
     )
     p.add_argument(
         "--cases", type=int, default=None, help="cases split across the strategies (default 1000)"
@@ -51,7 +53,8 @@ def _plan_arguments(args: argparse.Namespace) -> tuple[int, int, int, list[str]]
     if args.strategies is not None:
         names = [n.strip() for n in args.strategies.split(",") if n.strip()]
     else:
-        names = ["mutation"] if legacy and args.cases is None else list(STRATEGIES)
+        ir_only = [n for n, s in STRATEGIES.items() if not isinstance(s, ApiStrategy)]
+        names = ["mutation"] if legacy and args.cases is None else ir_only
     cases = args.cases if args.cases is not None else (0 if legacy else 1000)
     return args.inputs or 0, args.pipelines or 0, cases, names
 

@@ -25,6 +25,21 @@ its own count, never on which other strategies run:
     triple-file encodings, IGBH folder names and links, labels and ids out of range), run and
     judged in the worker against NumPy's and PyTorch's reading of the same files
     (:mod:`hector_fuzz.loaders`).
+``differential``
+    Random graph-API programs under ``@hector.compile`` against a float64 eager reference,
+    forward and gradients, two settings of the optimization switches per case
+    (:mod:`hector_fuzz.differential`, programs from :mod:`hector_fuzz.programs`).
+``shapes``
+    One argument's shape, rank, dtype or layout, or the graph, changed between two calls of
+    one compiled function (:mod:`hector_fuzz.shapes`).
+``tamper``
+    The compilation cache's entries tampered with (FIFOs, links, deep JSON, garbage), its
+    file system failing (read-only, full), killed stores' leftovers and the off switch's
+    spellings (:mod:`hector_fuzz.tamper`).
+
+The last four run their cases in the worker process through the base class's ``run`` hook
+(``differential``, ``shapes`` and ``tamper`` through :class:`~hector_fuzz.api.ApiStrategy`) and
+are named with ``--strategies``: ``scripts/fuzz.sh``'s default is the five IR strategies.
 
 A new strategy subclasses :class:`~hector_fuzz.base.Strategy` in a module of its own (importing
 only :mod:`hector_fuzz.base`, :mod:`hector_fuzz.cases` and generators such as
@@ -40,11 +55,14 @@ from collections.abc import Iterator, Sequence
 from hector_fuzz.base import Environment, Strategy
 from hector_fuzz.cases import Case
 from hector_fuzz.diagnostics import DiagnosticsStrategy
+from hector_fuzz.differential import DifferentialStrategy
 from hector_fuzz.extremes import ExtremesStrategy
 from hector_fuzz.grammar import GrammarStrategy
 from hector_fuzz.loaders import LoaderStrategy
 from hector_fuzz.mutation import MutationStrategy
 from hector_fuzz.pass_options import PassOptionsStrategy
+from hector_fuzz.shapes import ShapesStrategy
+from hector_fuzz.tamper import TamperStrategy
 
 __all__ = ["STRATEGIES", "Environment", "Strategy", "interleave", "plan", "strategy_rng"]
 
@@ -58,6 +76,9 @@ STRATEGIES: dict[str, Strategy] = {
         PassOptionsStrategy(),
         DiagnosticsStrategy(),
         LoaderStrategy(),
+        DifferentialStrategy(),
+        ShapesStrategy(),
+        TamperStrategy(),
     )
 }
 

@@ -53,6 +53,25 @@ class Traced:
     weight_slices: dict[int, str] = field(default_factory=dict)  # arg position → etype|ntype
     # Arg position → the half type ("f16" or "bf16") it is passed in (``hector.storage``).
     storage: dict[int, str] = field(default_factory=dict)
+    #: Each tensor argument's shape as the kernel is built for it: ``None`` for the row count
+    #: of a node- or edge-wise argument (read at run time), every other dim static; empty
+    #: when the producer does not record them (then only rows and slices are checked).
+    arg_shapes: tuple[tuple[int | None, ...], ...] = ()
+    #: Positions of the tensor arguments the results depend on (None: not recorded, assume all).
+    used_args: frozenset[int] | None = None
+
+    def shape_mismatch(self, i: int, shape: tuple[int, ...]) -> str | None:
+        """Why tensor argument ``i`` of ``shape`` cannot be passed to a kernel of this program
+        (its rank or a static dim differs from :attr:`arg_shapes`), or None when it can."""
+        if i >= len(self.arg_shapes):
+            return None
+        want = self.arg_shapes[i]
+        if len(want) == len(shape) and all(
+            w is None or w == d for w, d in zip(want, shape, strict=True)
+        ):
+            return None
+        built = "[" + ", ".join("rows" if w is None else str(w) for w in want) + "]"
+        return f"has shape {list(shape)}, but this kernel was built for {built}"
 
     def dtype_of(self, i: int) -> torch.dtype:
         """The dtype tensor argument ``i`` must have: its storage's, else float32."""

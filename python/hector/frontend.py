@@ -222,11 +222,14 @@ class _Tracer:
                 v.arg is not None
                 and v.shape is not None
                 and kind != Kind.WEIGHT
-                and len(v.shape) < 2
+                and len(v.shape) != 2  # every op's rows are [rows, width] (hector-verify)
             ):
                 raise TraceError(
-                    f"{what}: argument #{v.arg} of shape {v.shape} is not a row tensor"
+                    f"{what}: argument #{v.arg} of shape {v.shape} is not a row tensor "
+                    "[rows, width]"
                 )
+            if kind == Kind.WEIGHT and v.shape is not None and 0 in v.shape:
+                raise TraceError(f"{what}: weight #{v.arg} of shape {list(v.shape)} is empty")
             v.kind = kind
         elif v.kind != kind:
             raise TraceError(f"{what} must be {kind}-wise but is {v.kind}")
@@ -588,6 +591,11 @@ def trace(
     for i, shape in enumerate(shapes):
         if len(shape) == 0:
             raise TraceError(f"tensor argument #{i} is a scalar; Hector takes rows or weights")
+        if 0 in shape[1:] or shape[0] == 0 and len(shape) == 1:  # no template has width 0
+            raise TraceError(
+                f"tensor argument #{i} has shape {list(shape)}: every dim but the rows must "
+                "be at least 1"
+            )
         args.append(
             t.new(
                 tuple(shape[1:]) if len(shape) > 1 else tuple(shape),
@@ -615,7 +623,31 @@ def trace(
         tuple(r.width for r in results),
         _weight_slices(t),
         dict(storage or {}),
+        tuple(_built_shape(a) for a in args),
+        _used_args(t, results),
     )
+
+
+def _built_shape(a: Value) -> tuple[int | None, ...]:
+    """Argument ``a``'s shape as its kernel is built (:func:`_tensor_type`): rows dynamic
+    (None) for node and edge rows, every dim of a weight static."""
+    shape = a.shape or a.width
+    return (None, *shape[1:]) if a.kind in (Kind.NODE, Kind.EDGE) else tuple(shape)
+
+
+def _used_args(t: _Tracer, results: list[Value]) -> frozenset[int]:
+    """Positions of the arguments ``results`` depend on (through any chain of ops)."""
+    made = {op.result.index: op for op in t.ops}
+    seen: set[int] = set()
+    todo = [r.index for r in results]
+    while todo:
+        index = todo.pop()
+        if index in seen:
+            continue
+        seen.add(index)
+        if index in made:
+            todo.extend(v.index for v in made[index].operands.values())
+    return frozenset(v.arg for v in t.values if v.arg is not None and v.index in seen)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -663,6 +695,15 @@ def _check_budget(budget: float) -> float:
     return float(budget)
 
 
+@dataclass(frozen=True)
+class _Signature:
+    """What tracing tells of a call's arguments before any compilation: each one's kind and
+    the positions of those the results depend on."""
+
+    kinds: tuple[Kind | str, ...]
+    used: frozenset[int]
+
+
 class CompiledFunction:
     """A forward function compiled by Hector; call it like the original on a HeteroGraph."""
 
@@ -688,6 +729,7 @@ class CompiledFunction:
         self.order = _check_order(order)
         self._message_widths: dict[tuple, list[tuple[int, int]]] = {}
         self._cache: dict[tuple, Any] = {}
+        self._signatures: dict[tuple, _Signature] = {}
         self.compile_seconds = 0.0  # of the last compilation
         self.compilations = 0  # kernels built (cache misses): one per mode once warmed up
         functools.update_wrapper(self, fn)
@@ -721,11 +763,36 @@ class CompiledFunction:
                     f"{tensors[0].device}; put all tensors on one device"
                 )
 
+    def _signature(self, g: HeteroGraph, tensors: tuple[torch.Tensor, ...]) -> _Signature:
+        """Each argument's kind and the arguments the results depend on, traced once per
+        layout: the graph's schema and each argument's rank, trailing dims, dtype and device
+        (what tracing reads; no row count and no weight's first dim)."""
+        layout = (
+            g.schema(),
+            tuple((t.dim(), *t.shape[1:]) for t in tensors),
+            tuple((t.dtype, t.device) for t in tensors),
+        )
+        sig = self._signatures.get(layout)
+        if sig is None:
+            traced = trace(self.fn, [tuple(t.shape) for t in tensors])
+            used = traced.used_args if traced.used_args is not None else range(len(tensors))
+            sig = self._signatures[layout] = _Signature(traced.arg_kinds, frozenset(used))
+        return sig
+
     def _key(self, g: HeteroGraph, tensors: tuple[torch.Tensor, ...]) -> tuple:
+        """The kernel cache's key of these arguments: the graph's schema and each argument's
+        dtype, device and every dim its kernel is built with: all of them but the row count
+        of a node- or edge-wise argument, which the kernel reads at run time (and
+        :meth:`Executable.check` compares with the graph's)."""
+        kinds = self._signature(g, tensors).kinds
+        rows = (Kind.NODE, Kind.EDGE)
         return (
             g.schema(),
-            tuple(tuple(t.shape[1:]) if t.dim() == 2 else tuple(t.shape) for t in tensors),
-            tuple(t.dtype for t in tensors),
+            tuple(
+                (None, *t.shape[1:]) if k in rows else tuple(t.shape)
+                for t, k in zip(tensors, kinds, strict=True)
+            ),
+            tuple((t.dtype, t.device) for t in tensors),
         )
 
     def compile_for(
@@ -849,7 +916,10 @@ class CompiledFunction:
     ) -> Any:
         """:meth:`__call__` on checked arguments: float32, or half types taking no gradient;
         an inference kernel writes ``[rows, width]`` results in ``half`` where given."""
-        train = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+        # As in PyTorch, a result that depends on no tensor requiring grad takes no gradient.
+        used = self._signature(g, tensors).used
+        grads = any(t.requires_grad for i, t in enumerate(tensors) if i in used)
+        train = torch.is_grad_enabled() and grads
         frozen = tuple(i for i, t in enumerate(tensors) if train and not t.requires_grad)
         entry = self._compiled(g, tensors, train, frozen, half)
         entry.check(g, tensors, self._params)  # against the graph, before the kernel runs

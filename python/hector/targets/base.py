@@ -93,8 +93,9 @@ class Executable:
         return TrainingAbi(name, forward.result_kinds, forward.result_shapes, backward.grad_of)
 
     def check(self, g: HeteroGraph, tensors: Sequence[torch.Tensor], names: list[str]) -> None:
-        """Check the tensors' rows and type slices against the graph before any compiled code
-        runs."""
+        """Check the tensors against the kernel and the graph before any compiled code runs:
+        each one's dtype, rank and static dims (those the kernel was built for), the rows of
+        node- and edge-wise ones and the slices of typed weights."""
         for i, (name, kind, t) in enumerate(
             zip(names, self.traced.arg_kinds, tensors, strict=True)
         ):
@@ -102,6 +103,9 @@ class Executable:
                 raise ValueError(
                     f"argument '{name}' must be {dtype} for this kernel, got {t.dtype}"
                 )
+            # Static dims are compiled into the kernel: another size would be read out of bounds.
+            if (why := self.traced.shape_mismatch(i, tuple(t.shape))) is not None:
+                raise ValueError(f"argument '{name}' {why}")
             if kind == Kind.NODE and t.shape[0] != g.num_nodes:
                 raise ValueError(
                     f"argument '{name}' is node-wise: expected {g.num_nodes} rows (the graph's "

@@ -86,7 +86,15 @@ def load(cache: compile_cache.CompileCache, k: str) -> Program | None:
         staged = StagedModule(None, None, stages, float(meta["seconds"]), abi)
         flags = bool(meta["offloads"]), bool(meta["trims_idle"])
         program = Program(staged, LibraryKernel(str(entry_dir / LIBRARY)), *flags)
-    except (LookupError, KeyError, TypeError, ValueError, AttributeError, OSError, EOFError):
+    except (
+        LookupError,
+        TypeError,
+        ValueError,
+        AttributeError,
+        OSError,
+        EOFError,
+        RecursionError,
+    ):
         STATS["misses"] += 1
         return None
     STATS["hits"] += 1
@@ -102,6 +110,13 @@ def _bytecode(entry_dir: Path, meta: dict[str, Any], stage: str) -> bytes:
 
 def store(cache: compile_cache.CompileCache, k: str, program: Program, library: str) -> None:
     """Write ``program``, whose compiled code is the shared library ``library``, under ``k``."""
+    try:
+        _store(cache, k, program, library)
+    except OSError as err:  # the temporary folder: a full or read-only file system
+        compile_cache.warn_once("storing a compiled program", err)
+
+
+def _store(cache: compile_cache.CompileCache, k: str, program: Program, library: str) -> None:
     staged = program.staged
     abi = {name: dataclasses.asdict(a) for name, a in staged.abi.items()}
     meta = {"abi": abi, "seconds": staged.seconds, "offloads": program.offloads}
@@ -114,5 +129,5 @@ def store(cache: compile_cache.CompileCache, k: str, program: Program, library: 
                 Path(files[name + BYTECODE]).write_bytes(ir)
         texts = {n: t if isinstance(t, str) else None for n, t in staged.stages.items()}
         Path(files[STAGES]).write_bytes(gzip.compress(json.dumps(texts).encode(), compresslevel=1))
-        cache.store(k, files, meta)
-    STATS["stores"] += 1
+        if cache.store(k, files, meta):
+            STATS["stores"] += 1
