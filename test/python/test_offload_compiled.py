@@ -1,0 +1,166 @@
+"""Offloading composed with ``torch.compile`` (either order, ``fullgraph=True``): Hector's
+hooks never enter a Dynamo graph (no graph break, no recompile), the scopes are the compiled
+regions, offloading happens and the gradients are those of the compiled keep-all model.
+
+The backend is ``aot_eager``: AOTAutograd's joint graph and its ``save_for_backward`` (where the
+saved-tensor hooks apply) without Inductor's code generation, which would only make the tests
+slower.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+import torch
+import torch._dynamo
+from torch import nn
+from torch._dynamo.utils import counters
+
+import hector
+
+VOCAB, WIDTH, SEQ = 64, 32, 16
+BACKEND = "aot_eager"
+
+
+class _LM(nn.Module):
+    """A pre-norm ``nn.TransformerEncoder`` language model (the issue's model, small)."""
+
+    def __init__(self, layers: int = 2) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(VOCAB, WIDTH)
+        layer = nn.TransformerEncoderLayer(
+            WIDTH, 4, 2 * WIDTH, dropout=0.0, batch_first=True, norm_first=True
+        )
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(WIDTH)
+        self.head = nn.Linear(WIDTH, VOCAB)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.norm(self.encoder(self.emb(x))))
+
+
+def _model() -> _LM:
+    torch.manual_seed(0)
+    return _LM()
+
+
+def _batch() -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    return torch.randint(0, VOCAB, (2, SEQ), generator=g), torch.randint(
+        0, VOCAB, (2, SEQ), generator=g
+    )
+
+
+def _grads(model: nn.Module, run: Callable[[torch.Tensor], torch.Tensor], steps: int) -> list:
+    """Train ``steps`` steps (no optimizer) and return the last step's gradients."""
+    x, y = _batch()
+    for _ in range(steps):
+        model.zero_grad(set_to_none=True)
+        loss = nn.functional.cross_entropy(run(x).reshape(-1, VOCAB), y.reshape(-1))
+        loss.backward()
+    return [p.grad.clone() for p in model.parameters()]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo() -> Iterator[None]:
+    """Each test compiles from scratch, and any recompile is an error."""
+    torch._dynamo.reset()
+    counters.clear()
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        yield
+    torch._dynamo.reset()
+
+
+def _breaks() -> int:
+    return sum(counters["graph_break"].values())
+
+
+def _keep_all_grads(steps: int = 3) -> list:
+    model = _model()
+    compiled = torch.compile(model, backend=BACKEND, fullgraph=True)
+    grads = _grads(model, compiled, steps)
+    torch._dynamo.reset()
+    counters.clear()
+    return grads
+
+
+@pytest.mark.parametrize("order", ["compile_outside", "compile_inside"])
+def test_compiled_offloading_has_no_break_nor_recompile(order: str, tmp_path) -> None:
+    expected = _keep_all_grads()
+    model = _model()
+    if order == "compile_outside":  # torch.compile(hector.offload(model))
+        offloaded = hector.offload(model, policy="all", threshold=0, root=str(tmp_path))
+        run = torch.compile(offloaded, backend=BACKEND, fullgraph=True)
+    else:  # hector.offload(torch.compile(model))
+        compiled = torch.compile(model, backend=BACKEND, fullgraph=True)
+        offloaded = run = hector.offload(compiled, policy="all", threshold=0, root=str(tmp_path))
+    grads = _grads(model, run, steps=3)  # error_on_recompile: a recompile raises here
+    assert _breaks() == 0, dict(counters["graph_break"])
+    # One graph per region class: the embedding, the encoder layers (one graph for both),
+    # the final norm, the head.
+    assert counters["stats"]["unique_graphs"] == 4
+    stats = offloaded.cache.stats()
+    assert stats["offloaded"] > 0
+    assert stats["bytes_offloaded"] > 0
+    for got, want in zip(grads, expected, strict=True):
+        assert torch.equal(got, want)
+    offloaded.close()
+
+
+def test_regions_are_the_blocks_and_close_restores_forwards(tmp_path) -> None:
+    model = _model()
+    offloaded = hector.offload(model, policy="all", threshold=0, root=str(tmp_path))
+    assert any(".self_attn" in n for n, _ in offloaded.cache._scopes)  # eager: layer scopes
+    run = torch.compile(offloaded, backend=BACKEND, fullgraph=True)
+    _grads(model, run, steps=1)
+    names = [n for n, _ in offloaded.cache._scopes]
+    assert names == ["emb", "encoder.layers.0", "encoder.layers.1", "norm", "head"]
+    assert offloaded.cache.scope_names == names  # tracked in forward order
+    offloaded.close()
+    for module in model.modules():
+        assert "forward" not in vars(module)
+
+
+def test_attach_then_compile(tmp_path) -> None:
+    expected = _keep_all_grads()
+    model = _model()
+    cache = hector.offload.attach(model, policy="all", threshold=0, root=str(tmp_path))
+    grads = _grads(model, torch.compile(model, backend=BACKEND, fullgraph=True), steps=3)
+    assert _breaks() == 0, dict(counters["graph_break"])
+    assert counters["stats"]["unique_graphs"] == 4
+    assert cache.stats()["offloaded"] > 0
+    for got, want in zip(grads, expected, strict=True):
+        assert torch.equal(got, want)
+    cache.close()
+
+
+def test_attach_to_a_compiled_model_is_an_error() -> None:
+    compiled = torch.compile(_model(), backend=BACKEND)
+    with pytest.raises(TypeError, match="attach to it, then torch.compile it"):
+        hector.offload.attach(compiled)
+
+
+def test_adaptive_policy_plans_under_compile(tmp_path) -> None:
+    """The adaptive policy profiles the compiled regions and follows its plan, with no
+    recompile after the plan is made."""
+    expected = _keep_all_grads(steps=5)
+    model = _model()
+    offloaded = hector.offload(model, warmup_steps=1, threshold=0, root=str(tmp_path))
+    run = torch.compile(offloaded, backend=BACKEND, fullgraph=True)
+    grads = _grads(model, run, steps=5)
+    assert offloaded.cache.plan is not None
+    assert _breaks() == 0
+    for got, want in zip(grads, expected, strict=True):
+        torch.testing.assert_close(got, want)
+    offloaded.close()
+
+
+def test_uncompiled_offloading_is_unchanged(tmp_path) -> None:
+    """Without torch.compile no scope forward is replaced and nothing is compiled."""
+    model = _model()
+    offloaded = hector.offload(model, policy="all", threshold=0, root=str(tmp_path))
+    _grads(model, offloaded, steps=1)
+    assert counters["stats"]["unique_graphs"] == 0
+    assert not any("forward" in vars(m) for m in model.modules())
+    offloaded.close()
