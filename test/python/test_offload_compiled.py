@@ -164,3 +164,21 @@ def test_uncompiled_offloading_is_unchanged(tmp_path) -> None:
     assert counters["stats"]["unique_graphs"] == 0
     assert not any("forward" in vars(m) for m in model.modules())
     offloaded.close()
+
+
+def test_the_same_offloaded_model_runs_compiled_and_eagerly(tmp_path) -> None:
+    """``torch.compile(offloaded)`` compiles; calling ``offloaded`` itself afterwards runs
+    eagerly (nothing more compiled), both offloading, both with keep-all's gradients."""
+    expected = _keep_all_grads(steps=1)
+    model = _model()
+    offloaded = hector.offload(model, policy="all", threshold=0, root=str(tmp_path))
+    compiled = torch.compile(offloaded, backend=BACKEND, fullgraph=True)
+    for got, want in zip(_grads(model, compiled, steps=1), expected, strict=True):
+        assert torch.equal(got, want)
+    graphs = counters["stats"]["unique_graphs"]
+    offloaded_before = offloaded.cache.stats()["offloaded"]
+    for got, want in zip(_grads(model, offloaded, steps=1), expected, strict=True):
+        torch.testing.assert_close(got, want)
+    assert counters["stats"]["unique_graphs"] == graphs
+    assert offloaded.cache.stats()["offloaded"] > offloaded_before
+    offloaded.close()

@@ -79,8 +79,11 @@ class CompiledRegions:
     Dynamo callback, while the model's own forward runs eagerly.
 
     ``callback`` is the Dynamo callback of the ``torch.compile`` that wrapped the model
-    (:func:`unwrap_compiled`), or None until a forward starts under one (:meth:`enter`).
-    Outside such a forward the scopes run their plain forwards.
+    (:func:`unwrap_compiled`), or None. A forward started under ``torch.compile``
+    (:meth:`enter`) compiles its regions with that ``torch.compile``'s callback; one started
+    outside, with ``callback`` (None: the model runs eagerly, as without compilation). The
+    scopes' forwards are replaced by their regions' runners the first time a forward
+    compiles; outside a forward they run their plain forwards.
     """
 
     def __init__(
@@ -89,7 +92,8 @@ class CompiledRegions:
         scopes: Callable[[], list[tuple[str, nn.Module]]],
         callback: Any | None = None,
     ) -> None:
-        self.callback = callback
+        self._own_callback = callback  # hector.offload(torch.compile(model))'s
+        self.callback = callback  # this forward's: its own, else the active torch.compile's
         self._scopes = scopes  # called once a callback is known: the scopes to compile
         self._wrapped = wrapped  # the cache's: close() restores the forwards, last first
         self._entries: dict[type, Callable[..., Any]] = {}
@@ -132,8 +136,7 @@ class CompiledRegions:
         runs the caller) as the regions' own and run the model's own forward eagerly.
         Returns what :meth:`leave` restores."""
         prior = _eval_frame.set_eval_frame(None)
-        if callable(prior) and self.callback is None:
-            self.callback = prior
+        self.callback = prior if callable(prior) else self._own_callback
         if self.callback is not None and not self._installed:
             self._install()
         self._depth += 1
