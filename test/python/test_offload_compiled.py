@@ -182,3 +182,29 @@ def test_the_same_offloaded_model_runs_compiled_and_eagerly(tmp_path) -> None:
     assert counters["stats"]["unique_graphs"] == graphs
     assert offloaded.cache.stats()["offloaded"] > offloaded_before
     offloaded.close()
+
+
+@pytest.mark.filterwarnings("error::hector.offload.MemoryBudgetWarning")
+def test_a_memory_budget_holds_in_every_compiled_step(tmp_path) -> None:
+    """``hector.offload(model, memory_budget=0.8, compile=...)``: the saved activations held
+    stay within the budget in every step from the first, with the compiled keep-all's
+    gradients (0.8: above what offloading every region of this small model holds)."""
+    expected = _keep_all_grads(steps=6)
+    model = _model()
+    offloaded = hector.offload(
+        model,
+        memory_budget=0.8,
+        warmup_steps=1,
+        threshold=0,
+        root=str(tmp_path),
+        compile={"backend": BACKEND, "fullgraph": True},
+    )
+    grads = _grads(model, offloaded, steps=6)
+    assert _breaks() == 0
+    cache = offloaded.cache
+    assert cache.plan is not None
+    assert max(cache.step_peaks) <= cache.budget_bytes * 1.05
+    assert cache.stats()["offloaded"] > 0
+    for got, want in zip(grads, expected, strict=True):
+        assert torch.equal(got, want)
+    offloaded.close()

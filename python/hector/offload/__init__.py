@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import Any
+from typing import Any, cast
 
+import torch
 from torch import nn
 from torch._dynamo.eval_frame import skip_code
 
@@ -91,7 +92,13 @@ def enable_caching_allocator(
     cpu_allocator.install(cache_limit, min_block)
 
 
-def wrap(model: nn.Module, policy: str | Plan = "adaptive", **options: Any) -> OffloadedModule:
+def wrap(
+    model: nn.Module,
+    policy: str | Plan = "adaptive",
+    *,
+    compile: bool | dict[str, Any] = False,  # noqa: A002  (the option's natural name)
+    **options: Any,
+) -> OffloadedModule:
     """Wrap ``model`` so its saved activations are offloaded according to ``policy``.
 
     Args:
@@ -101,6 +108,9 @@ def wrap(model: nn.Module, policy: str | Plan = "adaptive", **options: Any) -> O
             step, all offloading everything; then plan from the profile and the bandwidth the
             store gave them, follow the plan from the next step), ``"all"``, ``"none"``, a
             :class:`Plan`, or the path of a plan file.
+        compile: True, or a dict of ``torch.compile`` keyword arguments: the same as
+            ``hector.offload(torch.compile(model, **compile), ...)`` — the model runs by
+            compiled regions, one per scope (docs/offload-your-model.md, "Compiled models").
         **options: forwarded to :class:`TensorCache` (``memory_budget``, ``threshold``,
             ``ahead``, ``root``, ``threads``, ``direct``, ``on_write_error``, ``scopes``,
             ``write_bandwidth``, ...).
@@ -110,6 +120,8 @@ def wrap(model: nn.Module, policy: str | Plan = "adaptive", **options: Any) -> O
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"hector.offload expects a torch.nn.Module, got {type(model).__name__}")
+    if compile is not False:
+        model = cast(nn.Module, torch.compile(model, **({} if compile is True else compile)))
     model, callback = unwrap_compiled(model)
     return OffloadedModule(model, TensorCache(policy, model, compile_callback=callback, **options))
 
