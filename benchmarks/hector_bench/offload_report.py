@@ -32,7 +32,7 @@ def compare_with_keep_all(results: list[dict[str, Any]], raw: dict[str, Any]) ->
         if r.get("memory_budget_bytes") and r.get("step_saved_peak_bytes"):
             worst = max(r["step_saved_peak_bytes"]) / r["memory_budget_bytes"]
             r["worst_step_vs_budget"] = round(worst, 4)
-        if base.get("saved_peak_bytes"):
+        if base.get("saved_peak_bytes") and r.get("saved_peak_bytes"):
             r["saved_peak_reduction"] = round(
                 1 - r["saved_peak_bytes"] / base["saved_peak_bytes"], 4
             )
