@@ -208,3 +208,50 @@ def test_a_memory_budget_holds_in_every_compiled_step(tmp_path) -> None:
     for got, want in zip(grads, expected, strict=True):
         assert torch.equal(got, want)
     offloaded.close()
+
+
+def _hf_model(name: str) -> nn.Module:
+    transformers = pytest.importorskip("transformers")  # the [test] extra installs it
+    torch.manual_seed(0)
+    if name == "gpt2":
+        cfg = transformers.GPT2Config(
+            vocab_size=VOCAB, n_positions=SEQ, n_embd=WIDTH, n_layer=2, n_head=2
+        )
+        return transformers.GPT2LMHeadModel(cfg)
+    cfg = transformers.LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=WIDTH,
+        intermediate_size=2 * WIDTH,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+    )
+    return transformers.LlamaForCausalLM(cfg)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_hugging_face_models_compile_by_regions(name: str, tmp_path) -> None:
+    """GPT-2 (whose own forward breaks a whole-model graph: it logs) and Llama, compiled with
+    ``fullgraph=True`` around Hector: no break, no recompile (GPT-2's two embeddings, of one
+    class and two input shapes, have regions of their own), keep-all's gradients."""
+    x = _batch()[0]
+
+    def grads(model: nn.Module, run: Callable[..., object]) -> list:
+        for _ in range(2):
+            model.zero_grad(set_to_none=True)
+            run(input_ids=x, labels=x, use_cache=False).loss.backward()  # type: ignore[attr-defined]
+        return [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    reference = _hf_model(name)
+    with torch._dynamo.config.patch(error_on_recompile=False):
+        expected = grads(reference, torch.compile(reference, backend=BACKEND))
+    torch._dynamo.reset()
+    counters.clear()
+    model = _hf_model(name)
+    offloaded = hector.offload(model, policy="all", threshold=0, root=str(tmp_path))
+    got = grads(model, torch.compile(offloaded, backend=BACKEND, fullgraph=True))
+    assert _breaks() == 0, dict(counters["graph_break"])
+    assert offloaded.cache.stats()["offloaded"] > 0
+    for g, want in zip(got, expected, strict=True):
+        assert torch.equal(g, want)
+    offloaded.close()

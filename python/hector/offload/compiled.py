@@ -19,10 +19,10 @@ The regions are compiled by the same Dynamo callback (backend, mode, ``fullgraph
 shapes) as the ``torch.compile`` the user called, whichever way round it was applied:
 ``hector.offload(torch.compile(model))`` takes the compiled module's callback;
 ``torch.compile(hector.offload(model))`` (and ``torch.compile`` of a model with
-:func:`hector.offload.attach`) finds it active when the forward starts. Each scope class gets
-its own code object for its region, so a model's repeated blocks share one graph (one
-compile, no recompile: Dynamo guards on the block's class and parameters' properties, not on
-the instance) and the other scopes each compile once.
+:func:`hector.offload.attach`) finds it active when the forward starts. The repeated blocks
+(the elements of one container, of one class) share one code object for their region, so
+one graph (one compile, no recompile: Dynamo guards on the block's class and its parameters'
+properties, not on the instance); every other scope has its own and compiles once.
 
 Hector's hooks are :func:`torch.compiler.disable`-d, so Dynamo never traces them even where a
 compiled region calls them; the frames that switch Dynamo's callback (the offloaded forward,
@@ -31,6 +31,7 @@ the region runner) are skipped by Dynamo (their nested frames are not).
 
 from __future__ import annotations
 
+import re
 import types
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -61,15 +62,22 @@ def unwrap_compiled(model: nn.Module) -> tuple[nn.Module, Any | None]:
     return model, None
 
 
-def _region_entry(cls: type) -> Callable[..., Any]:
-    """A frame of its own for the regions of ``cls``'s instances: Dynamo compiles it,
-    inlining the scope's forward (a ``torch.nn`` module's forward, skipped by Dynamo as a
-    top frame, is inlined this way too)."""
+def _region_key(name: str, module: nn.Module) -> str:
+    """Which scopes share a region's code (so one graph): the elements of one container of
+    one class (``encoder.layers.0``, ``encoder.layers.1``: the repeated blocks); every other
+    scope has its own (GPT-2's two embeddings take inputs of different shapes)."""
+    return f"{type(module).__qualname__}:{re.sub(r'[.][0-9]+$', '.*', name)}"
+
+
+def _region_entry(key: str) -> Callable[..., Any]:
+    """A frame of its own for the regions of ``key``: Dynamo compiles it, inlining the
+    scope's forward (a ``torch.nn`` module's forward, skipped by Dynamo as a top frame, is
+    inlined this way too)."""
 
     def region(forward: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return forward(*args, **kwargs)
 
-    name = "hector_region_" + "".join(c if c.isalnum() else "_" for c in cls.__qualname__)
+    name = "hector_region_" + "".join(c if c.isalnum() else "_" for c in key)
     code = region.__code__.replace(co_name=name, co_qualname=name)
     return types.FunctionType(code, region.__globals__, name)
 
@@ -96,7 +104,7 @@ class CompiledRegions:
         self.callback = callback  # this forward's: its own, else the active torch.compile's
         self._scopes = scopes  # called once a callback is known: the scopes to compile
         self._wrapped = wrapped  # the cache's: close() restores the forwards, last first
-        self._entries: dict[type, Callable[..., Any]] = {}
+        self._entries: dict[str, Callable[..., Any]] = {}
         self._depth = 0
         self._installed = False
 
@@ -109,9 +117,10 @@ class CompiledRegions:
         """Route each scope's forward through its region (once), recording the original
         forwards with the cache's wrapped modules."""
         self._installed = True
-        for _, module in self._scopes():
+        for name, module in self._scopes():
+            key = _region_key(name, module)
             original = module.forward
-            entry = self._entries.setdefault(type(module), _region_entry(type(module)))
+            entry = self._entries.get(key) or self._entries.setdefault(key, _region_entry(key))
             module.forward = self._runner(entry, original)
             self._wrapped.append((module, original))
 
