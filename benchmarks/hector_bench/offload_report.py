@@ -32,10 +32,11 @@ def compare_with_keep_all(results: list[dict[str, Any]], raw: dict[str, Any]) ->
         if r.get("memory_budget_bytes") and r.get("step_saved_peak_bytes"):
             worst = max(r["step_saved_peak_bytes"]) / r["memory_budget_bytes"]
             r["worst_step_vs_budget"] = round(worst, 4)
-        if base.get("saved_peak_bytes"):
+        if base.get("saved_peak_bytes") and r.get("saved_peak_bytes"):
             r["saved_peak_reduction"] = round(
                 1 - r["saved_peak_bytes"] / base["saved_peak_bytes"], 4
             )
+        _against_compiled_keep_all(r, results)
         for what in ("write", "read"):
             bw = r.get(f"{what}_bandwidth")
             if bw:
@@ -43,6 +44,29 @@ def compare_with_keep_all(results: list[dict[str, Any]], raw: dict[str, Any]) ->
                 near = r.get("raw_disk_around", raw)
                 r[f"{what}_bandwidth_vs_raw"] = round(bw / near[f"{what}_bandwidth"], 4)
                 r[f"{what}_bandwidth_vs_start_raw"] = round(bw / raw[f"{what}_bandwidth"], 4)
+
+
+def _against_compiled_keep_all(r: dict[str, Any], results: list[dict[str, Any]]) -> None:
+    """For a compiled system (``*-compiled*``): its step and whole-run peak RSS against the
+    ``keep-all-compiled`` of its round (the issue-55 targets: step <= 1.10x, peak <= 0.6x)."""
+    if "-compiled" not in r["system"] or r["system"] == "keep-all-compiled":
+        return
+    base = next(
+        (
+            b
+            for b in results
+            if b["system"] == "keep-all-compiled"
+            and b["status"] == "ok"
+            and b.get("round") == r.get("round")
+        ),
+        None,
+    )
+    if base is None:
+        return
+    r["step_vs_compiled_keep_all"] = round(r["median_ms"] / base["median_ms"], 4)
+    if base.get("all_steps_peak_rss_bytes") and r.get("all_steps_peak_rss_bytes"):
+        ratio = r["all_steps_peak_rss_bytes"] / base["all_steps_peak_rss_bytes"]
+        r["all_steps_rss_vs_compiled_keep_all"] = round(ratio, 4)
 
 
 def table_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -61,6 +85,8 @@ def table_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "all-steps MiB": mib(r.get("all_steps_peak_rss_bytes")),
                 "all/keep": r.get("all_steps_rss_vs_keep_all"),
                 "worst/budget": r.get("worst_step_vs_budget"),
+                "step/comp.": r.get("step_vs_compiled_keep_all"),
+                "all/comp.": r.get("all_steps_rss_vs_compiled_keep_all"),
                 "W MB/s": (r["write_bandwidth"] / 1e6) if r.get("write_bandwidth") else None,
                 "W/raw": r.get("write_bandwidth_vs_raw"),
                 "R MB/s": (r["read_bandwidth"] / 1e6) if r.get("read_bandwidth") else None,

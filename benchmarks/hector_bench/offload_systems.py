@@ -58,6 +58,12 @@ class System:
         """Whether it moves activations through the offload store (hector's cache)."""
         return False
 
+    @property
+    def compiled(self) -> bool:
+        """Whether its model runs under ``torch.compile`` (no scope-hooked counting or
+        tracing step after the timed ones: their hooks would recompile the model)."""
+        return False
+
     def accepts(self, variant: Variant) -> bool:
         """Whether it can run under ``variant``."""
         return not variant.cache_options
@@ -172,6 +178,47 @@ class HectorOffload(System):
 
 
 @dataclass(frozen=True)
+class Compiled(System):
+    """Keep everything, the model under ``torch.compile`` (Inductor, whole model)."""
+
+    note: str | None = "compiled: no saved-bytes count nor memory trace (hooks would recompile)"
+
+    @property
+    def compiled(self) -> bool:
+        """Its model runs under ``torch.compile``."""
+        return True
+
+    def setup(self, model: Any, payload: dict[str, Any]) -> tuple[Any, Any]:
+        """``torch.compile(model)``."""
+        import torch
+
+        return torch.compile(model), None
+
+
+@dataclass(frozen=True)
+class HectorOffloadCompiled(HectorOffload):
+    """Hector's cache and ``torch.compile`` together: ``torch.compile(hector.offload(model))``
+    (``inside=False``) or ``hector.offload(torch.compile(model))``; the model then runs by
+    compiled regions (docs/offload-your-model.md, "Compiled models")."""
+
+    inside: bool = False
+
+    @property
+    def compiled(self) -> bool:
+        """Its model runs under ``torch.compile``."""
+        return True
+
+    def setup(self, model: Any, payload: dict[str, Any]) -> tuple[Any, Any]:
+        """Compile and offload the model, in this system's order."""
+        import torch
+
+        if self.inside:
+            return super().setup(torch.compile(model), payload)
+        wrapped, cache = super().setup(model, payload)
+        return torch.compile(wrapped), cache
+
+
+@dataclass(frozen=True)
 class DeepSpeedCheckpoint(System):
     """DeepSpeed's activation checkpointing of every block, its checkpoints kept on the host
     when ``cpu``; unsupported where ``deepspeed`` does not import or refuses the device."""
@@ -244,6 +291,10 @@ SYSTEMS: dict[str, System] = {
         HectorOffload("hector-all", policy="all"),
         HectorOffload("hector-adaptive", policy="adaptive"),
         HectorOffload("hector-budget", policy="adaptive", memory_budget=0.5),
+        Compiled("keep-all-compiled"),
+        HectorOffloadCompiled("hector-all-compiled", policy="all"),
+        HectorOffloadCompiled("hector-all-compiled-inside", policy="all", inside=True),
+        HectorOffloadCompiled("hector-adaptive-compiled", policy="adaptive"),
         DeepSpeedCheckpoint("deepspeed-checkpoint", cpu=False),
         DeepSpeedCheckpoint("deepspeed-cpu-checkpoint", cpu=True),
     )

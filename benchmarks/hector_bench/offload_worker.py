@@ -68,7 +68,7 @@ def measure_system(payload: dict[str, Any]) -> dict[str, Any]:
     out.update(_whole_run_figures(peaks, first_timed, cache))
     if cache is not None:
         out.update(_cache_figures(cache, before, _io_snapshot(cache), payload["steps"]))
-        out.update(_offloaded_step(model, step, cache, gpu.active))
+        out.update(_offloaded_step(model, step, cache, trace=not (gpu.active or system.compiled)))
         return out
     out.update(_counted_step(system, model, step, gpu.active))
     return out
@@ -140,15 +140,15 @@ def _timed_steps(
     return out
 
 
-def _offloaded_step(model: Any, step: Any, cache: Any, on_gpu: bool) -> dict[str, Any]:
-    """One more step of a hector system with its cache's timeline recorded alone, then the
-    traced step (not on a GPU); closes the cache."""
+def _offloaded_step(model: Any, step: Any, cache: Any, trace: bool) -> dict[str, Any]:
+    """One more step of a hector system with its cache's timeline recorded alone, then (with
+    ``trace``: not on a GPU, not compiled) the traced step; closes the cache."""
     cache.timeline.clear()
     cache._t0 = time.perf_counter()
     step(0)
     out = {
         "timeline": cache.timeline[:: max(len(cache.timeline) // 400, 1)],
-        "memory_trace": None if on_gpu else _trace(model, step),
+        "memory_trace": _trace(model, step) if trace else None,
     }
     cache.close()  # what closing the wrapped module does
     return out
@@ -161,6 +161,8 @@ def _counted_step(system: System, model: Any, step: Any, on_gpu: bool) -> dict[s
     from hector.offload import TensorCache
 
     out: dict[str, Any] = {}
+    if system.compiled:  # a scope-hooked counting or traced step would recompile the model
+        return {"note": system.note, "memory_trace": None}
     counter = TensorCache("none", model, threshold=0, record_timeline=True)
     with counter.hooks():
         step(0, counting=True)  # save_on_cpu: its host copies have these same sizes

@@ -547,3 +547,29 @@ def test_each_offloading_run_is_compared_with_the_disk_as_it_was_around_it(
     printed = capsys.readouterr().out
     assert "W/raw" in printed
     assert "advice to hector-all: use them" in printed  # the cache's huge-page advice
+
+
+def test_compiled_systems_are_compared_with_the_compiled_keep_all_of_their_round():
+    for name in ("keep-all-compiled", "hector-all-compiled", "hector-all-compiled-inside"):
+        assert systems.SystemRun.parse(name).system.compiled
+    assert not systems.SYSTEMS["hector-all"].compiled
+    results = [
+        {"system": s, "status": "ok", "round": rnd, "median_ms": ms, "all_steps_peak_rss_bytes": b}
+        for s, rnd, ms, b in (
+            ("keep-all", 0, 200.0, 1000),
+            ("keep-all-compiled", 0, 100.0, 800),
+            ("hector-all-compiled", 0, 105.0, 400),
+            ("keep-all-compiled", 1, 120.0, 800),
+            ("hector-all-compiled", 1, 132.0, 480),
+        )
+    ]
+    results[0]["saved_peak_bytes"] = 500  # counted for keep-all, not for compiled systems
+    report.compare_with_keep_all(results, raw={})
+    by = {(r["system"], r["round"]): r for r in results}
+    assert by[("hector-all-compiled", 0)]["step_vs_compiled_keep_all"] == 1.05
+    assert by[("hector-all-compiled", 0)]["all_steps_rss_vs_compiled_keep_all"] == 0.5
+    assert by[("hector-all-compiled", 1)]["step_vs_compiled_keep_all"] == 1.1
+    assert by[("hector-all-compiled", 1)]["all_steps_rss_vs_compiled_keep_all"] == 0.6
+    assert "step_vs_compiled_keep_all" not in by[("keep-all-compiled", 0)]
+    row = report.table_rows([by[("hector-all-compiled", 0)]])[0]
+    assert (row["step/comp."], row["all/comp."]) == (1.05, 0.5)

@@ -31,15 +31,18 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import Any
+from typing import Any, cast
 
+import torch
 from torch import nn
+from torch._dynamo.eval_frame import skip_code
 
 from hector.runtime import cpu_allocator
 from hector.runtime.hugepages import enable_huge_pages, huge_pages_advice, huge_pages_in_effect
 from hector.runtime.offload import ChecksumError, OffloadIOError, ShortIOError, TensorStore
 
 from .cache import HugePagesAdvice, OffloadedModule, OffloadError, TensorCache, default_scopes
+from .compiled import unwrap_compiled
 from .errors import MemoryBudgetWarning
 from .plan import Plan, PlanError, PlanWithoutIRWarning, measure_write_bandwidth
 
@@ -89,7 +92,13 @@ def enable_caching_allocator(
     cpu_allocator.install(cache_limit, min_block)
 
 
-def wrap(model: nn.Module, policy: str | Plan = "adaptive", **options: Any) -> OffloadedModule:
+def wrap(
+    model: nn.Module,
+    policy: str | Plan = "adaptive",
+    *,
+    compile: bool | dict[str, Any] = False,  # noqa: A002  (the option's natural name)
+    **options: Any,
+) -> OffloadedModule:
     """Wrap ``model`` so its saved activations are offloaded according to ``policy``.
 
     Args:
@@ -99,6 +108,9 @@ def wrap(model: nn.Module, policy: str | Plan = "adaptive", **options: Any) -> O
             step, all offloading everything; then plan from the profile and the bandwidth the
             store gave them, follow the plan from the next step), ``"all"``, ``"none"``, a
             :class:`Plan`, or the path of a plan file.
+        compile: True, or a dict of ``torch.compile`` keyword arguments: the same as
+            ``hector.offload(torch.compile(model, **compile), ...)`` — the model runs by
+            compiled regions, one per scope (docs/offload-your-model.md, "Compiled models").
         **options: forwarded to :class:`TensorCache` (``memory_budget``, ``threshold``,
             ``ahead``, ``root``, ``threads``, ``direct``, ``on_write_error``, ``scopes``,
             ``write_bandwidth``, ...).
@@ -108,7 +120,10 @@ def wrap(model: nn.Module, policy: str | Plan = "adaptive", **options: Any) -> O
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"hector.offload expects a torch.nn.Module, got {type(model).__name__}")
-    return OffloadedModule(model, TensorCache(policy, model, **options))
+    if compile is not False:
+        model = cast(nn.Module, torch.compile(model, **({} if compile is True else compile)))
+    model, callback = unwrap_compiled(model)
+    return OffloadedModule(model, TensorCache(policy, model, compile_callback=callback, **options))
 
 
 def attach(model: nn.Module, policy: str | Plan = "adaptive", **options: Any) -> TensorCache:
@@ -121,17 +136,29 @@ def attach(model: nn.Module, policy: str | Plan = "adaptive", **options: Any) ->
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"hector.offload expects a torch.nn.Module, got {type(model).__name__}")
+    if unwrap_compiled(model)[1] is not None:
+        raise TypeError(
+            "hector.offload.attach takes the model itself: attach to it, then torch.compile it "
+            "(or use hector.offload(torch.compile(model)))"
+        )
     cache = TensorCache(policy, model, **options)
-    entered: list[Any] = []
+    entered: list[tuple[Any, Any]] = []
 
     def enter(module: nn.Module, args: Any) -> None:
-        entered.append(cache.hooks())
-        entered[-1].__enter__()
+        prior = cache.regions.enter()  # under torch.compile: the model by compiled regions
+        entered.append((prior, cache.hooks()))
+        entered[-1][1].__enter__()
 
     def leave(module: nn.Module, args: Any, output: Any) -> None:
-        entered.pop().__exit__(None, None, None)
+        prior, hooks = entered.pop()
+        hooks.__exit__(None, None, None)
+        cache.regions.leave(prior)
         if sys.exc_info()[0] is not None:  # called by PyTorch while the forward raises
             cache.scheduler.step_failed(cache._pass)
+
+    # Dynamo skips these frames (they switch its callback), not the frames they call.
+    skip_code(enter.__code__)
+    skip_code(leave.__code__)
 
     cache._hooks.append(model.register_forward_pre_hook(enter, prepend=True))
     cache._hooks.append(model.register_forward_hook(leave, always_call=True))

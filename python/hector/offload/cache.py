@@ -34,12 +34,14 @@ from typing import Any, Generic, TypeVar, cast, overload
 
 import torch
 from torch import nn
+from torch._dynamo.eval_frame import skip_code
 
 from hector.runtime import libc_heap
 from hector.runtime.fault_cost import FaultCostMeter
 from hector.runtime.offload import OffloadIOError, TensorStore
 from hector.runtime.offload_entries import Entry
 
+from .compiled import CompiledRegions, eager
 from .errors import HugePagesAdvice, OffloadError
 from .heap_trim import TRIM_POINTS as TRIM_POINTS
 from .heap_trim import TRIM_RULES as TRIM_RULES
@@ -335,6 +337,7 @@ class TensorCache:
         trim_point: str | TrimPoint = "backward start",
         trim_rule: str | TrimRule = "model",
         memory_budget: int | float | None = None,
+        compile_callback: Any | None = None,
     ) -> None:
         if isinstance(policy, str) and policy not in POLICIES:
             plan = Plan.load(policy)  # a plan file; raises a clear error if it is not one
@@ -393,15 +396,20 @@ class TensorCache:
             probe=self.profiler.release_cost,
             fault_cost=FaultCostMeter(),
         )
-        self._pass = 0
-        self._group = 0
+        self._pass = self._group = 0
         self._scope_stack: list[str] = []
         self._param_ptrs: set[int] = set()
         self._hooks: list[Any] = []
         self._wrapped: list[tuple[nn.Module, Any]] = []
+        self.regions = CompiledRegions(  # the scopes as regions under torch.compile
+            self._wrapped, functools.partial(_region_scopes, self), compile_callback
+        )
+        self._eager_hooks = (eager(self._pack), eager(self._unpack))
         self._ctx: contextlib.AbstractContextManager[Any] | None = None
         self.scope_names: list[str] = []  # in first-forward order
         self._scopes: list[tuple[str, nn.Module]] = []
+        self._scope_hooks: list[Any] = []  # (the scopes' forward hooks)
+        self._scopes_given = scopes is not None
         if module is not None:
             self._attach(
                 module, scopes if scopes is not None else default_scopes(module, granularity)
@@ -423,12 +431,9 @@ class TensorCache:
         return self.scheduler.store
 
     def _attach(self, module: nn.Module, scopes: list[tuple[str, nn.Module]]) -> None:
-        self._scopes = scopes
-        self._hooks.append(module.register_forward_pre_hook(self._root_pre))
-        self._hooks.append(module.register_forward_hook(self._root_post))
-        for name, m in scopes:
-            self._hooks.append(m.register_forward_pre_hook(self._scope_pre(name)))
-            self._hooks.append(m.register_forward_hook(self._scope_post(name)))
+        self._hooks.append(module.register_forward_pre_hook(eager(self._root_pre)))
+        self._hooks.append(module.register_forward_hook(eager(self._root_post)))
+        _track_scopes(self, scopes)
         if self.plan is not None:
             self._wrapped += follow_plan(self.plan, self._scopes)
 
@@ -525,7 +530,7 @@ class TensorCache:
     # ---- context manager ----------------------------------------------------------------------
     def hooks(self) -> torch.autograd.graph.saved_tensors_hooks:
         """The ``saved_tensors_hooks`` context that routes saved tensors through this cache."""
-        return torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+        return torch.autograd.graph.saved_tensors_hooks(*self._eager_hooks)
 
     def __enter__(self) -> TensorCache:
         self.scheduler.check_open()
@@ -591,11 +596,15 @@ class TensorCache:
             return
         if not force:
             self.scheduler.check_no_step_in_flight()
-        for h in self._hooks:
+        for h in self._hooks + self._scope_hooks:
             h.remove()
         self._hooks.clear()
-        for m, original in self._wrapped:
-            m.forward = original
+        self._scope_hooks.clear()
+        for m, original in reversed(self._wrapped):  # a module wrapped twice: the first last
+            if getattr(original, "__self__", None) is m and "forward" in vars(m):
+                delattr(m, "forward")  # its class's forward again
+            else:
+                m.forward = original
         self._wrapped.clear()
         self.scheduler.close()
 
@@ -721,6 +730,33 @@ class TensorCache:
             yield self
 
 
+def _track_scopes(cache: TensorCache, scopes: list[tuple[str, nn.Module]]) -> None:
+    """Track ``scopes`` in ``cache`` (forward hooks, run eagerly wherever they are called
+    from), replacing the scopes it tracked so far."""
+    for h in cache._scope_hooks:
+        h.remove()
+    cache._scope_hooks = [
+        hook
+        for name, m in scopes
+        for hook in (
+            m.register_forward_pre_hook(eager(cache._scope_pre(name))),
+            m.register_forward_hook(eager(cache._scope_post(name))),
+        )
+    ]
+    cache._scopes = scopes
+
+
+def _region_scopes(cache: TensorCache) -> list[tuple[str, nn.Module]]:
+    """The scopes ``cache`` compiles as regions, once its model turns out to be compiled:
+    the ``scopes`` given, else the model's blocks (``granularity="block"``: a region holds no
+    scope of its own, whose hooks would break its graph)."""
+    if cache.module is not None and not cache._scopes_given:
+        blocks = default_scopes(cache.module, "block")
+        if [n for n, _ in blocks] != [n for n, _ in cache._scopes]:
+            _track_scopes(cache, blocks)
+    return cache._scopes
+
+
 class OffloadedModule(nn.Module):
     """A module whose forward runs under a :class:`TensorCache` (``hector.offload(model)``).
 
@@ -743,17 +779,22 @@ class OffloadedModule(nn.Module):
         Raises:
             OffloadError: the model was closed.
         """
-        if self.cache.closed:
-            raise OffloadError(
-                "this offloaded model was closed; call the original model (`.module`) or wrap "
-                "it again with hector.offload(model, ...)"
-            )
-        with self.cache.hooks():
-            try:
-                return self.module(*args, **kwargs)
-            except BaseException:
-                self.cache.scheduler.step_failed(self.cache._pass)
-                raise
+        cache = self.cache
+        prior = cache.regions.enter()  # under torch.compile: the model by compiled regions
+        try:
+            if cache.closed:
+                raise OffloadError(
+                    "this offloaded model was closed; call the original model (`.module`) or "
+                    "wrap it again with hector.offload(model, ...)"
+                )
+            with cache.hooks():
+                try:
+                    return self.module(*args, **kwargs)
+                except BaseException:
+                    cache.scheduler.step_failed(cache._pass)
+                    raise
+        finally:
+            cache.regions.leave(prior)
 
     @property
     def closed(self) -> bool:
@@ -778,3 +819,8 @@ class OffloadedModule(nn.Module):
     ) -> None:
         # Leaving on an exception must not hide it behind a "step in flight" error.
         self.close(force=exc_type is not None)
+
+
+# Dynamo skips the offloaded forward's own frame (it switches Dynamo's callback), not the
+# frames it calls (docs/offload-your-model.md, "Compiled models").
+skip_code(OffloadedModule.forward.__code__)
