@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 lit -sv test
-python3 -m pytest
+python3 -m pytest --durations=30
