@@ -99,9 +99,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--chip",
         default="sm_90",
-        type=_args.gpu_chip,
-        help="GPU architecture of a bundle: sm_50 to sm_121f, as LLVM's NVPTX names them "
-        "(default sm_90)",
+        type=_args.GpuChip(),
+        help="GPU architecture of a bundle, as LLVM's NVPTX names it (default sm_90)",
     )
     c.add_argument(
         "--no-training",

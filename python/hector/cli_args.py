@@ -19,7 +19,7 @@ __all__ = [
     "MAX_RUNS",
     "FloatRange",
     "IntList",
-    "gpu_chip",
+    "GpuChip",
     "read_stdin",
     "IntRange",
     "add_bounds_to_help",
@@ -176,14 +176,24 @@ def read_stdin() -> str:
         ) from None
 
 
-def gpu_chip(text: str) -> str:
-    """``--chip``: a GPU architecture Hector compiles for (``sm_90``, ``sm_100a``, ...)."""
-    from .lowering.pipelines import check_gpu_chip
+class GpuChip:
+    """``--chip``: a GPU architecture Hector compiles for (``sm_90``, ``sm_100a``, ...: the
+    keys of ``hector.lowering.pipelines.GPU_CHIP_MIN_PTX``)."""
 
-    try:
-        return check_gpu_chip(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
+    __name__ = "GPU architecture"
+
+    def describe(self) -> str:
+        """The accepted names, for ``--help``."""
+        return "an NVPTX architecture from sm_50 on"
+
+    def __call__(self, text: str) -> str:
+        """``text`` when Hector compiles for it; ``ArgumentTypeError`` naming those it does."""
+        from .lowering.pipelines import check_gpu_chip
+
+        try:
+            return check_gpu_chip(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def add_bounds_to_help(parser: argparse.ArgumentParser) -> None:

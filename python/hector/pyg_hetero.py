@@ -506,7 +506,7 @@ def hetero_conv_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
     call, the destination types' rows (PyG's own ``forward`` where :func:`unsupported`)."""
     reason = unsupported(self, args, kwargs)
     if reason is not None:
-        pyg_route.FALLBACKS["HeteroConv"] = reason
+        pyg_route.record_fallback("HeteroConv", reason)
         return pyg_route._ORIGINAL["HeteroConv"](self, *args, **kwargs)
     x_dict, edge_index_dict = args
     convs = [c for e, c in self.convs.items() if e in edge_index_dict]

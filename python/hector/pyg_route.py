@@ -46,6 +46,7 @@ from types import ModuleType
 from typing import Any
 
 import torch
+from torch._dynamo.comptime import comptime
 
 from . import pyg_rgat
 from ._graph_cache import IndexCache, graph_for
@@ -54,6 +55,22 @@ from .graph import HeteroGraph
 
 #: Why a recognised layer ran PyG's own forward instead: {class name: reason}.
 FALLBACKS: dict[str, str] = {}
+
+
+def record_fallback(layer: str, reason: str) -> None:
+    """Keep why ``layer`` runs PyG's own forward in :data:`FALLBACKS`. Under Dynamo the entry
+    is written while the frame is traced (``comptime``), not as a traced side effect on a
+    global dict: that would guard the compiled frame on the dict's contents and make the next
+    call recompile once the reason is in it."""
+    comptime(
+        lambda ctx: FALLBACKS.__setitem__(
+            ctx.get_local("layer").as_python_constant(),
+            ctx.get_local("reason").as_python_constant(),
+        ),
+        lambda: FALLBACKS.__setitem__(layer, reason),
+    )
+
+
 #: HGT graphs (relations' local ``edge_index`` tensors at their node types' offsets).
 _HGT_GRAPHS: IndexCache[HeteroGraph] = IndexCache(8)
 
@@ -415,7 +432,7 @@ def _rgcn_forward(self: Any, x: Any, edge_index: Any, edge_type: Any = None) -> 
     rows = _rgcn_rows(self, x, edge_index) if reason is None else reason
     name = next(c.__name__ for c in type(self).__mro__ if c.__name__ in _ORIGINAL)
     if isinstance(rows, str):
-        FALLBACKS[name] = rows
+        record_fallback(name, rows)
         return _ORIGINAL[name](self, x, adj, edge_type if adj is edge_index else None)
     nodes, edge_index, first = rows
     tensors = _rgcn_weights(self, nodes)
@@ -458,7 +475,7 @@ def _rgat_forward(
     if reason is None and size is not None and tuple(size) != (x.shape[0], x.shape[0]):
         reason = f"size={tuple(size)}: RGATConv reads one node set, and PyG's forward fails"
     if reason is not None:
-        FALLBACKS["RGATConv"] = reason
+        record_fallback("RGATConv", reason)
         args = (x, adj, *given, size, return_attention_weights)
         return _ORIGINAL["RGATConv"](self, *args)
     sizes = [x.shape[0], self.num_relations]
@@ -521,7 +538,7 @@ def _hgt_forward(self: Any, x_dict: Any, edge_index_dict: Any) -> Any:
         }
     reason = _hgt_unsupported(self, x_dict, edge_index_dict)
     if reason is not None:
-        FALLBACKS["HGTConv"] = reason
+        record_fallback("HGTConv", reason)
         return _ORIGINAL["HGTConv"](self, x_dict, adj_dict)
     from .models import HgtWeights, hgt_core_args
 

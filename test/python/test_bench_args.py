@@ -68,6 +68,8 @@ def _bad_values(action) -> list[str]:
         return [f"1,{t.item.hi + 1}", "", "x,1"]
     if isinstance(t, PlotPath):
         return ["plot.xyz", "plot", "/no/such/folder/plot.png"]
+    if isinstance(t, _args.GpuChip):
+        return ["sm_90z", "sm_999", "sm_10", "ampere", ""]
     raise AssertionError(f"untested type {t!r}")
 
 
