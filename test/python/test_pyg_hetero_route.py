@@ -10,12 +10,13 @@ the layer did not fall back.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 import torch
 import torch._dynamo
+from test_pyg_route_configs import _fresh_dynamo  # noqa: F401  (autouse: Dynamo reset per test)
 from torch_geometric.nn import GATConv, GATv2Conv, GCNConv, GraphConv, HeteroConv, SAGEConv
 
 from hector import pyg_route
@@ -30,15 +31,6 @@ RELATIONS = [
     ("paper", "rev_writes", "author"),
     ("author", "affiliated", "institute"),
 ]
-
-
-@pytest.fixture(autouse=True)
-def _fresh_dynamo() -> Iterator[None]:
-    torch._dynamo.reset()
-    pyg_route.FALLBACKS.clear()
-    pyg_route.reset_stats()
-    yield
-    torch._dynamo.reset()
 
 
 def _features(sizes: dict[str, int], widths: dict[str, int], seed: int = 0) -> dict[str, Any]:
