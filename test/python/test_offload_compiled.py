@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import torch
 import torch._dynamo
+from test_offload_scopes import _gpt2, _llama
 from torch import nn
 from torch._dynamo.utils import counters
 
@@ -211,22 +212,9 @@ def test_a_memory_budget_holds_in_every_compiled_step(tmp_path) -> None:
 
 
 def _hf_model(name: str) -> nn.Module:
-    transformers = pytest.importorskip("transformers")  # the [test] extra installs it
+    """The Hugging Face model the scope tests use, seeded."""
     torch.manual_seed(0)
-    if name == "gpt2":
-        cfg = transformers.GPT2Config(
-            vocab_size=VOCAB, n_positions=SEQ, n_embd=WIDTH, n_layer=2, n_head=2
-        )
-        return transformers.GPT2LMHeadModel(cfg)
-    cfg = transformers.LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=WIDTH,
-        intermediate_size=2 * WIDTH,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-    )
-    return transformers.LlamaForCausalLM(cfg)
+    return _gpt2() if name == "gpt2" else _llama()
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
