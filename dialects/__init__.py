@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from . import hector_inter, hector_intra, placement
-from ._spec import DialectDef, Kind, OpDef, RowMap
+from .spec import DialectDef, Kind, OpDef, RowMap
 
 __all__ = ["DIALECTS", "SPECS", "Kind", "RowMap", "load", "make_context", "spec"]
 

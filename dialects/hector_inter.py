@@ -5,7 +5,7 @@ Values are ranked tensors whose leading dimension is what they are indexed by: n
 ``hector-verify`` from the ops that produce it, so a node-wise tensor cannot be reduced as if it
 were edge-wise. The graph is an SSA value of type ``!hector_inter.graph``; its edges are sorted
 by edge type, and its per-type offsets and degree normalisers are built once per graph by the
-runtime (``hector.graph.HeteroGraph``).
+runtime (``hector.data.graph.HeteroGraph``).
 
 Values are f32. A function's tensor argument may carry ``{hector.storage = bf16}`` (or ``f16``):
 its caller passes it in that type, and the function computes on its values extended to f32.
@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._build import OpAccess, builders
-from ._build import view as _view
-from ._spec import Attr, DialectDef, Kind, OpDef, Operand, RowMap, TypeDef, UnaryFn
+from .builders import OpAccess, builders
+from .builders import view as _view
+from .spec import Attr, DialectDef, Kind, OpDef, Operand, RowMap, TypeDef, UnaryFn
 
 _G = Operand("graph", "hector_inter.graph", "the typed graph")
 
@@ -730,7 +730,7 @@ def graph_type(context: Any = None) -> Any:
     IRDL types have no Python builder, so this is the one place that names the type; passes
     compare types with ``==`` against it (``is_graph``), never as text.
     """
-    from ._build import ir_of
+    from .builders import ir_of
 
     ir = ir_of(context)
     return ir.Type.parse(f"!{DIALECT.name}.graph", context)

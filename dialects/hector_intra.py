@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ._build import OpAccess, builders
-from ._build import view as _view
-from ._spec import Attr, DialectDef, OpDef, Operand
+from .builders import OpAccess, builders
+from .builders import view as _view
 from .hector_inter import UNARY_FUNCTIONS
+from .spec import Attr, DialectDef, OpDef, Operand
 
 _IDX = "memref<?xi32>"
 
@@ -217,7 +217,7 @@ ALIGN_MODES: tuple[str, ...] = ("none", "warp128")
 GRAPH_ARRAYS: tuple[str, ...] = tuple(a.name for a in GRAPH_LAYOUT)
 
 # Row functions of the traversal template; their element semantics live in
-# lowering/_templates.py (shared by the CPU and GPU back ends). The unary ones and their
+# lowering/templates.py (shared by the CPU and GPU back ends). The unary ones and their
 # gradients come from hector_inter's declarations.
 UNARY_FNS = tuple(f.name for f in UNARY_FUNCTIONS if f.name != "copy")
 BINARY_FNS = ("scale", "add", "add_bias", "mul", "sub", "div", "exp_sub", "eq", "dot")

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._build import OpAccess, builders
-from ._build import view as _view
-from ._spec import Attr, DialectDef, OpDef, Operand
+from .builders import OpAccess, builders
+from .builders import view as _view
+from .spec import Attr, DialectDef, OpDef, Operand
 
 SPACES = ("device", "pinned_host", "unified", "ssd")
 AFFINITIES = ("gpu", "host", "none")

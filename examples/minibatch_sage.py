@@ -1,8 +1,8 @@
 """GraphSAGE-style neighbour-sampled training with node features in a unified tensor.
 
-The feature table lives in a unified tensor (``hector.unified``): on a GPU machine, pinned host
+The feature table lives in a unified tensor (``hector.data.unified``): on a GPU machine, pinned host
 memory the GPU reads zero-copy, and each mini-batch's input features are gathered straight into
-GPU memory by Hector's aligned gather kernel (``hector.unified.gather``). Without CUDA the
+GPU memory by Hector's aligned gather kernel (``hector.data.unified.gather``). Without CUDA the
 table is a host fallback (``allow_host_fallback=True``) and the gather is ``index_select``:
 the script runs unchanged. The two changed lines against a plain PyTorch loop are marked
 ``# unified``.
@@ -126,7 +126,7 @@ def train_epoch(args, epoch, g, feats, labels, model, opt, fanouts, gen, device)
         sync()
         t1 = time.perf_counter()
         # unified: input features gathered zero-copy into GPU memory
-        h = hector.unified.gather(feats, inputs, align=args.align).to(device)
+        h = hector.data.unified.gather(feats, inputs, align=args.align).to(device)
         sync()
         t2 = time.perf_counter()
         blocks = [(d.to(device), s.to(device)) for d, s in blocks]
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     labels = g.labels.to(device)
     model = SAGE(args.feat, args.hidden, args.classes, len(fanouts)).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    mapped = hector.unified.unified_info(feats).mapped
+    mapped = hector.data.unified.unified_info(feats).mapped
     print(
         f"{args.nodes} nodes, features {args.feat} wide in a unified tensor "
         f"({'GPU zero-copy, align=' + args.align if mapped else 'host fallback: index_select'}), "

@@ -9,7 +9,7 @@ shard of the seeds and DDP averaging the gradients::
 
     torchrun --nproc_per_node 2 examples/train_minibatch.py --dataset synthetic:mag --steps 20
 
-The loop is a plain PyTorch loop: ``hector.loader.NeighborLoader`` samples each batch natively
+The loop is a plain PyTorch loop: ``hector.data.loader.NeighborLoader`` samples each batch natively
 (per-relation fan-outs, several hops) and reads its input feature rows from an ``.npy`` file
 (native ``pread`` in file order, never mapping or loading the table) in a worker thread while
 the previous step computes; the model's layers are compiled once per
@@ -29,7 +29,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from hector.loader import NeighborLoader
+from hector.data.loader import NeighborLoader
 from hector_bench.minibatch import (
     build_models,
     cached_dataset,

@@ -40,12 +40,12 @@ from mlir.dialects import arith, func, linalg, memref
 from ..dialects import Kind, RowMap, spec
 from ..dialects import hector_inter as inter
 from ..dialects import hector_intra as intra
-from ..dialects._build import OpHandlers
+from ..dialects.builders import OpHandlers
 from ..dialects.hector_intra import GRAPH_LAYOUT
 from ..passes import verify
-from ..passes._registry import Option, PassFailure, register_pass
-from ..passes._saved_buffers import VIEWS, users
 from ..passes.fuse import MARK, ROW_SCALED, SCATTER_LINEARS, SUMS, reads_gathered, scatter_gemm
+from ..passes.registry import Option, PassFailure, register_pass
+from ..passes.saved_buffers import VIEWS, users
 
 # Function attributes the rebuilt function gets from ``func.FuncOp`` itself (or drops: the
 # argument and result attributes describe the old signature).

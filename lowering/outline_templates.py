@@ -7,7 +7,7 @@ operands (memrefs, of their own types: static sizes, layouts) and called from wh
 its lowering then fills that function. Identical templates give identical functions, which
 ``hector-merge-identical-functions`` keeps once, and LLVM optimises and generates many small
 functions instead of a few huge ones (whose compile time grows faster than their size, and
-which cannot be spread over cores: ``lowering/cpu_codegen.py`` splits a module by function).
+which cannot be spread over cores: ``lowering/cpu/codegen.py`` splits a module by function).
 
 Each outlined function is named ``<function>_template<i>`` (``i`` counting the templates of
 that function in order) and carries the template's location, as does its call; the template op
@@ -20,8 +20,8 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import func
 
-from ..passes._registry import register_pass
-from .intra_to_scf import LOWER
+from ..passes.registry import register_pass
+from .cpu.intra_to_scf import LOWER
 
 __all__ = ["TEMPLATE_OPS", "outline_templates"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..passes._pipeline import OPTIMIZATION_ORDER
-from ..passes._registry import TORCH_CONTEXT, Option, PassFailure, register_pass, register_pipeline
+from ..passes.pipeline import OPTIMIZATION_ORDER
+from ..passes.registry import TORCH_CONTEXT, Option, PassFailure, register_pass, register_pipeline
 
 # Upstream lowering of scf/memref/arith/func to the LLVM dialect, for the CPU JIT. Workers'
 # scf.forall loops become scf.parallel, then tasks of MLIR's async runtime (one block per
@@ -21,7 +21,7 @@ from ..passes._registry import TORCH_CONTEXT, Option, PassFailure, register_pass
 # micro-kernels' vector ops lower through scf to LLVM vectors (vectorisation leaves ub.poison,
 # hence convert-ub-to-llvm).
 # Buffers are allocated through MLIR's generic allocation functions, which the CPU JIT binds to
-# Hector's host memory cache (lowering/cpu_jit.py).
+# Hector's host memory cache (lowering/cpu/jit.py).
 LLVM_CPU = (
     "canonicalize, scf-forall-to-parallel, "
     "async-parallel-for{async-dispatch=false min-task-size=1}, async-to-async-runtime, "
@@ -110,7 +110,7 @@ class Stage:
 
 def schedule_pipeline(threads: int = 1, bf16_dot: bool = False) -> str:
     """``hector-schedule`` for ``threads`` CPU workers; ``bf16_dot``: GEMMs with a bf16
-    operand multiply bf16 pairs (AVX512-BF16, ``lowering/_cpu_bf16.py``)."""
+    operand multiply bf16 pairs (AVX512-BF16, ``lowering/cpu/bf16.py``)."""
     if bf16_dot:
         return f"hector-schedule{{threads={threads} bf16_dot=true}}"
     return f"hector-schedule{{threads={threads}}}"
@@ -224,9 +224,9 @@ register_pipeline(
     strict=Option(bool, False, "report every torch op left unraised as an error (file:line)"),
 )
 def _raise_torch_to_hector(module: Any, strict: bool = False) -> None:
-    """Run lowering/raise_torch_to_hector on a ``torch_mlir.ir.Module`` (imported on first use:
+    """Run ``raise-torch-to-hector`` on a ``torch_mlir.ir.Module`` (imported on first use:
     it loads torch-mlir); unraised ops under ``strict`` become one error each."""
-    from .raise_torch_to_hector import RaiseError, raise_module
+    from .from_torch.raise_to_hector import RaiseError, raise_module
 
     try:
         raise_module(module, strict=strict)

@@ -42,7 +42,6 @@ from mlir.dialects import arith, func, memref
 
 from ..dialects import placement
 from ..passes import saved_liveness
-from ..passes._registry import Option, PassFailure, register_pass
 from ..passes.plan_saved import (
     DROPPED,
     ROWS,
@@ -53,6 +52,7 @@ from ..passes.plan_saved import (
     training_pairs,
     users,
 )
+from ..passes.registry import Option, PassFailure, register_pass
 
 __all__ = ["RUNTIME_FUNCTIONS", "dropped_slots", "has_placement_calls"]
 

@@ -32,9 +32,9 @@ from mlir import ir
 from mlir.dialects import arith, func, memref, scf
 
 from ..dialects import hector_intra as intra
-from ..dialects._build import OpAccess
-from ..passes._registry import PassFailure, register_pass
-from ..passes._walk import walk_ops
+from ..dialects.builders import OpAccess
+from ..passes.registry import PassFailure, register_pass
+from ..passes.walk import walk_ops
 
 #: The module-level counter buffer, its reader and the clock the timers call.
 BUFFER = "__hector_kernel_profile"
@@ -463,7 +463,7 @@ class KernelTiming:
 
 def take(kernel: object, infos: list[KernelInfo]) -> list[KernelTiming]:
     """Read and zero the counters of a JIT-compiled profiled module (``kernel``: a
-    :class:`hector.lowering.cpu_jit.CpuKernel`; ``infos``: :func:`read_kernels` of its module)."""
+    :class:`hector.lowering.cpu.jit.CpuKernel`; ``infos``: :func:`read_kernels` of its module)."""
     import numpy as np
 
     if not infos:

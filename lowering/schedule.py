@@ -17,7 +17,7 @@ schedule in a ``.mlir`` file is lowered as written.
 
 ``bf16_dot`` (``hector.compile`` passes whether the CPU has AVX512-BF16) gives a packed GEMM
 with a bf16 operand, or in a function taking a bf16 argument, ``products = "bf16"``: bf16
-pairs multiplied into f32 (``lowering/_cpu_bf16.py``) in register blocks of 16 accumulator
+pairs multiplied into f32 (``lowering/cpu/bf16.py``) in register blocks of 16 accumulator
 vectors (:data:`BF16_BLOCKS`).
 """
 
@@ -29,11 +29,11 @@ from collections.abc import Callable
 from mlir import ir
 
 from ..dialects import hector_intra as intra
-from ..dialects._build import OpAccess
-from ..passes._registry import Option, PassFailure, register_pass
-from ..passes._walk import walk_ops
-from . import _templates as T
-from . import gpu_schedule_choice
+from ..dialects.builders import OpAccess
+from ..passes.registry import Option, PassFailure, register_pass
+from ..passes.walk import walk_ops
+from . import templates as T
+from .gpu import schedule_choice as gpu_schedule_choice
 
 #: Rows per packed tile.
 TILE_M = 32
@@ -78,7 +78,7 @@ BF16_BLOCKS = ((64, 4), (32, 8), (16, 8))
 
 
 def bf16_products(v: OpAccess, s: intra.Schedule, bf16_inputs: bool = False) -> intra.Schedule:
-    """``s`` multiplying bf16 pairs (``products = "bf16"``, ``lowering/_cpu_bf16.py``) where
+    """``s`` multiplying bf16 pairs (``products = "bf16"``, ``lowering/cpu/bf16.py``) where
     that applies: a packed CPU GEMM with an operand stored in bf16 — or any packed GEMM of a
     function with ``bf16_inputs`` (an argument stored in bf16: its GEMMs compute in bf16 as
     under autocast) — with an even reduction and output columns in whole vectors of 16; else

@@ -1,10 +1,10 @@
 """Hector's passes on its own dialects, and the registry they and the conversions share.
 
 Importing this package registers nothing by itself: each pass registers where it is defined,
-and :func:`load_all` (``passes/_registry.py``) imports every module that defines one.
+and :func:`load_all` (``passes/registry.py``) imports every module that defines one.
 """
 
-from ._registry import (
+from .registry import (
     PASSES,
     PIPELINES,
     Option,

@@ -63,9 +63,9 @@ from mlir import ir
 
 from ..dialects import Kind
 from ..dialects import hector_inter as inter
-from ..dialects._build import OpAccess
-from ._registry import Option, PassFailure, register_pass
+from ..dialects.builders import OpAccess
 from .fuse import dce, graph_argument
+from .registry import Option, PassFailure, register_pass
 from .verify import verify_function
 
 _PREFIX = f"{inter.DIALECT.name}."

@@ -59,8 +59,8 @@ from mlir.dialects import func
 
 from ..dialects import SPECS, Kind, OpDef
 from ..dialects import hector_inter as inter
-from ..dialects._build import OpHandlers
-from ._registry import PassFailure, register_pass
+from ..dialects.builders import OpHandlers
+from .registry import PassFailure, register_pass
 from .verify import verify_function
 
 _PREFIX = "hector_inter."

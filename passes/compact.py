@@ -38,10 +38,10 @@ from collections.abc import Callable
 from mlir import ir
 
 from ..dialects import hector_inter as inter
-from ..dialects._build import OpAccess
-from ..dialects._spec import OpDef
-from ._registry import Option, register_pass
+from ..dialects.builders import OpAccess
+from ..dialects.spec import OpDef
 from .fuse import dce, graph_argument, operand_number, scatter_gemm
+from .registry import Option, register_pass
 
 _PREFIX = f"{inter.DIALECT.name}."
 

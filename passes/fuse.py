@@ -37,8 +37,8 @@ from collections.abc import Callable
 from mlir import ir
 
 from ..dialects import Kind, hector_inter, spec
-from ..dialects._build import OpAccess
-from ._registry import register_pass
+from ..dialects.builders import OpAccess
+from .registry import register_pass
 
 
 def _index_ops(reduce: bool) -> tuple[str, ...]:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from mlir import ir
 
 from ..dialects import placement
-from ._registry import PassFailure, register_pass
+from .registry import PassFailure, register_pass
 
 RUN_ON = "placement.run_on"
 RESULT_SPACE = "placement.result_space"

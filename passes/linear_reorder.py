@@ -39,10 +39,10 @@ from collections.abc import Iterator
 from mlir import ir
 
 from ..dialects import hector_inter as inter
-from ..dialects._build import OpAccess
-from ..dialects._spec import OpDef
-from ._registry import Option, register_pass
+from ..dialects.builders import OpAccess
+from ..dialects.spec import OpDef
 from .fuse import dce, graph_argument
+from .registry import Option, register_pass
 
 _PREFIX = f"{inter.DIALECT.name}."
 _TYPED_LINEAR = _PREFIX + inter.TYPED_LINEAR.name

@@ -21,7 +21,7 @@ import re
 
 from mlir import ir
 
-from ._registry import register_pass
+from .registry import register_pass
 
 __all__ = ["merge_identical_functions"]
 

@@ -43,7 +43,7 @@ from mlir import ir
 from mlir.dialects import func as func_dialect
 
 from ..dialects import placement
-from ._registry import Option, PassFailure, register_pass
+from .registry import Option, PassFailure, register_pass
 
 __all__ = ["ScopeProfile", "decide", "profile_ir", "profile_module", "required_bandwidths"]
 

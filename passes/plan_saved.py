@@ -44,8 +44,8 @@ from mlir.dialects import arith, memref
 from ..dialects import placement
 from ..dialects.hector_intra import GRAPH_LAYOUT
 from . import saved_liveness
-from ._registry import Option, PassFailure, register_pass
-from ._saved_buffers import ROWS, users
+from .registry import Option, PassFailure, register_pass
+from .saved_buffers import ROWS, users
 from .training_pair import SavedValue, TrainingPair, writes
 
 __all__ = [

@@ -33,7 +33,7 @@ from mlir import ir
 
 from ..dialects import hector_intra as intra
 from ..dialects.hector_intra import GRAPH_LAYOUT
-from . import _saved_buffers
+from . import saved_buffers as _saved_buffers
 from .training_pair import TrainingPair
 
 __all__ = ["LiveSet", "Timeline", "grows", "kernel_ops", "timeline", "write_done"]

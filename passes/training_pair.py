@@ -10,8 +10,8 @@ from mlir import ir
 
 from ..dialects import hector_intra as intra
 from ..dialects.hector_intra import GRAPH_LAYOUT
-from ._registry import PassFailure
-from ._saved_buffers import ROWS, VIEWS, users
+from .registry import PassFailure
+from .saved_buffers import ROWS, VIEWS, users
 
 __all__ = ["SavedValue", "TrainingPair", "writes"]
 

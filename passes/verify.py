@@ -10,7 +10,7 @@ error at that use.
 
 Sizes: only rows (dimension 0 of a tensor of rank 2 or more) may be dynamic; feature widths,
 vectors and every dimension of a weight are static, since the templates are built for them.
-Every static type must fit 64-bit sizes and strides (``_sizes.size_problems``; every Hector
+Every static type must fit 64-bit sizes and strides (``sizes.size_problems``; every Hector
 pass checks that of its input too, so ``--no-hector-verify`` cannot skip it). A template's
 ``schedule`` must be well formed, with bounded fields (``hector_intra.SCHEDULE_MAX``).
 
@@ -29,10 +29,10 @@ from collections.abc import Callable
 from mlir import ir
 
 from ..dialects import SPECS, Kind, hector_inter, hector_intra
-from ..dialects._build import OpAccess, OpHandlers
-from ._registry import PassFailure, register_pass
-from ._sizes import size_problems
-from ._walk import walk_ops
+from ..dialects.builders import OpAccess, OpHandlers
+from .registry import PassFailure, register_pass
+from .sizes import size_problems
+from .walk import walk_ops
 
 # Aliases of the one vocabulary (``hector.dialects.Kind``), for the modules that import them.
 NODE, EDGE, WEIGHT, COMPACT = Kind.NODE, Kind.EDGE, Kind.WEIGHT, Kind.COMPACT

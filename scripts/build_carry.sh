@@ -7,7 +7,7 @@
 # It writes, under $HECTOR_CARRY (default .carry/, ignored by git, named in the run's `carry`):
 #   lib/libhector_runtime.so   the native runtime, libstdc++/libgcc linked in statically, so it
 #                              needs only glibc; checked to need no glibc newer than 2.36;
-#   kernels/*.ptx              the zero-copy gather kernels (hector.unified) for the widths the
+#   kernels/*.ptx              the zero-copy gather kernels (hector.data.unified) for the widths the
 #                              GPU tests and `hector bench gather` use, read through
 #                              $HECTOR_PREBUILT_KERNELS;
 #   bundles/                   the ahead-of-time bundles the bundle check runs, when
@@ -83,7 +83,7 @@ print("built under", sys.argv[1])
 EOF
 
 echo "== tiled GEMM kernels ($chip)"
-python3 -c "from hector.lowering.gpu_bench_kernels import write_bench_kernels as w; w('$CARRY/tiled_gemm', '$chip')"
+python3 -c "from hector.lowering.gpu.bench_kernels import write_bench_kernels as w; w('$CARRY/tiled_gemm', '$chip')"
 
 {
   echo "built $(date -u +%FT%TZ) from $(git rev-parse --short HEAD)$(git diff --quiet || echo +dirty)"

@@ -28,7 +28,7 @@
 #                 checked against torch, timed (CUDA events), GFLOP/s and speed-up in
 #                 tiled_gemm.json. Its PTX comes from $CARRY/tiled_gemm/, written here after
 #                 build_carry.sh by
-#                 python3 -c "from hector.lowering.gpu_bench_kernels import write_bench_kernels as w;
+#                 python3 -c "from hector.lowering.gpu.bench_kernels import write_bench_kernels as w;
 #                 w('.carry/tiled_gemm')" (NOT-AVAILABLE without it);
 #   gpu-tests     pytest -m gpu on the other test files (those needing MLIR reported as such),
 #                 among them the offload cache on CUDA: bit-identical training through pinned
@@ -172,7 +172,7 @@ print(_no_mlir.sitecustomize_source())" >"$TMPD/block/sitecustomize.py"
     if (use_layout && cd "$TMPD" &&
       PYTHONPATH="$TMPD/block:$PYTHONPATH:$site_packages" python3 -S -c "
 import sitecustomize
-import hector, hector.graph, hector.runtime.launch, hector.unified
+import hector, hector.data.graph, hector.runtime.launch, hector.data.unified
 from hector.runtime import native
 assert hector.__file__.startswith('$TMPD/site/'), hector.__file__
 assert native.library_path() == '$CARRY/lib/libhector_runtime.so', native.library_path()
@@ -334,7 +334,7 @@ EOF
 cat >"$TMPD/imports.py" <<'EOF'
 import sys
 
-import hector, hector.dialects, hector.graph, hector.runtime.launch, hector.unified
+import hector, hector.dialects, hector.data.graph, hector.runtime.launch, hector.data.unified
 from hector.runtime import native
 
 print("hector from", hector.__file__)
@@ -440,7 +440,7 @@ else
   grep -v "^== bundles" "$WORK/bundles.log" >"$WORK/bundles.report" 2>/dev/null
 fi
 
-DETAIL="" section gather-bench 45 python3 -m hector.cli bench gather --device cuda --runs 5 \
+DETAIL="" section gather-bench 45 python3 -m hector.tools.cli bench gather --device cuda --runs 5 \
   --json "$WORK/gather_bench.json"
 
 # tiled-gemm: the scheduled (shared-memory tiled) GEMM against the untiled kernel.
@@ -533,7 +533,7 @@ pytest_section gpu-tests 90 -m gpu --continue-on-collection-errors "${gpu_files[
 # process: step time, torch.cuda's peak of allocated bytes, the store's bandwidth against this
 # machine's disk; the adaptive plan made without MLIR (absent here), the same decisions.
 DETAIL="record in offload_cuda.json" section offload-bench 120 \
-  python3 -m hector.cli bench offload --device cuda --model gpt --layers 4 --hidden 1024 \
+  python3 -m hector.tools.cli bench offload --device cuda --model gpt --layers 4 --hidden 1024 \
   --heads 16 --seq 512 --batch 8 --steps 4 --warmup 2 --raw-probes 1 \
   --systems keep-all,checkpoint,save_on_cpu,hector-all,hector-adaptive \
   --json "$WORK/offload_cuda.json" --frontier "$WORK/offload_cuda_frontier.png"
@@ -544,7 +544,7 @@ DETAIL="record in offload_cuda.json" section offload-bench 120 \
 user_models=torch-encoder,vit
 if python3 -c "import transformers" 2>/dev/null; then user_models+=,hf-gpt2,hf-llama; fi
 DETAIL="models $user_models; records offload_cuda_<model>.json" section offload-models 300 \
-  bash -c 'for m in ${1//,/ }; do python3 -m hector.cli bench offload --device cuda \
+  bash -c 'for m in ${1//,/ }; do python3 -m hector.tools.cli bench offload --device cuda \
     --model "$m" --layers 4 --hidden 1024 --heads 16 --seq 512 --batch 2 --vocab 8192 \
     --steps 3 --warmup 1 --raw-probes 1 --systems keep-all,hector-adaptive,hector-budget \
     --json "$2/offload_cuda_$m.json" || exit 1; done' _ "$user_models" "$WORK"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from hector import cli_args as _args
+from hector.tools import cli_args as _args
 
 # name → (module, one-line help)
 BENCHMARKS: dict[str, tuple[str, str]] = {

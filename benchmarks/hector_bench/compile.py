@@ -22,7 +22,7 @@ cell of one record, measured in this one process (``cells``; each with its graph
 average before and after, ``speedup_vs_eager``, ``hector_vs_inductor`` and ``target_met``:
 Hector at least 2x eager and faster than Inductor). The record is rewritten after every cell.
 Under the Hector backend ``RGCNConv`` and ``HGTConv`` run as one ``hector::pyg_layer`` op
-(:mod:`hector.pyg_route`); their program's calls are in ``hector.layer_programs``.
+(:mod:`hector.dynamo.pyg_route`); their program's calls are in ``hector.layer_programs``.
 
     hector bench compile --model rgcn,rgat,hgt --dataset synthetic:aifb,synthetic:mutag \
         --runs 3 --json compile.json
@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from hector import cli_args as _args
+from hector.tools import cli_args as _args
 
 from . import _common, random_graph
 
@@ -264,8 +264,8 @@ def _compiled(name: str, layer: Any, args: argparse.Namespace, counted: list[int
     import torch
     from torch._inductor.compile_fx import compile_fx
 
-    import hector.dynamo as hd
-    from hector import pyg_route
+    import hector.dynamo.backend as hd
+    from hector.dynamo import pyg_route
 
     if name == "eager":
         return layer, None

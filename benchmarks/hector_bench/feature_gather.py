@@ -7,7 +7,7 @@ fan-outs, batch size and seed node type, so the same node sets), then gathers ea
 feature rows from the cached ``.npy`` file (``--cache-dir``, written by ``hector bench
 minibatch`` or here) in each way, timed alone in this process (no training competes):
 
-* ``pread``: :class:`hector.loader.FeatureStore` default, native ``pread`` in file order into a
+* ``pread``: :class:`hector.data.loader.FeatureStore` default, native ``pread`` in file order into a
   reused buffer;
 * ``pread-fresh``: the same into a new array per batch;
 * ``pread@G``: ``pread`` with ``max_gap_bytes=G`` (wanted rows at most G bytes apart share a
@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from hector import cli_args as _args
+from hector.tools import cli_args as _args
 
 from . import _cache, _common
 from .minibatch import FEATURE_DTYPES
@@ -77,7 +77,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _store(path: Any, way: str, threads: int) -> Any:
-    from hector.loader import FeatureStore
+    from hector.data.loader import FeatureStore
 
     if way.startswith("pread@"):
         return FeatureStore(path, threads=threads, max_gap_bytes=int(way.split("@", 1)[1]))
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     """Sample the batches, measure every way, print a table, write the record."""
     import torch
 
-    from hector.loader import NeighborLoader
+    from hector.data.loader import NeighborLoader
 
     from .minibatch import cache_dir_of, cached_dataset, feature_store, seed_type
 

@@ -27,7 +27,7 @@ import statistics
 import sys
 from typing import Any
 
-from hector import cli_args as _args
+from hector.tools import cli_args as _args
 
 from . import _common
 from .plot_args import PLOT
@@ -94,7 +94,7 @@ def _bench_width(
 ) -> tuple[list[dict[str, Any]], str | None]:
     import torch
 
-    from hector import unified as U
+    from hector.data import unified as U
 
     gen = torch.Generator().manual_seed(args.seed + width)
     table = torch.randn(args.rows, width, generator=gen)
@@ -316,7 +316,7 @@ def plot_record(record: dict[str, Any], path: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``hector bench gather``; bad arguments raise the CLI's error type."""
-    from hector.cli import CliError
+    from hector.tools.cli import CliError
 
     try:
         record = run_benchmark(args)

@@ -46,7 +46,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hector import cli_args as _args
+from hector.tools import cli_args as _args
 
 from . import _common, gnn_worker
 from .gnn_cell import (

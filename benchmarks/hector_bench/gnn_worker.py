@@ -42,7 +42,7 @@ def isolate(mem_limit_bytes: int | None) -> None:
 
     import hector.models  # noqa: F401
     from hector import compiler  # noqa: F401  (the MLIR bindings, loaded lazily otherwise)
-    from hector.lowering import cpu_jit
+    from hector.lowering.cpu import jit as cpu_jit
 
     cpu_jit.runtime_symbols()  # MLIR's async runtime and runner utilities
     _common.start_thread_pools()  # their stacks in the baseline, whatever the core count

@@ -21,7 +21,7 @@ import argparse
 import time
 from typing import Any
 
-from hector import cli_args as _args
+from hector.tools import cli_args as _args
 
 from . import _common
 
@@ -122,8 +122,8 @@ def run_model(name: str, args: argparse.Namespace, systems: list[str]) -> dict[s
     """One model's cell: each system's step times (rounds interleaved) and output error."""
     import torch
 
-    import hector.dynamo
-    from hector import pyg_route
+    import hector.dynamo.backend
+    from hector.dynamo import pyg_route
 
     pyg_route.FALLBACKS.clear()  # the record's fallbacks and programs: this cell's own
     pyg_route.reset_stats()
@@ -133,7 +133,7 @@ def run_model(name: str, args: argparse.Namespace, systems: list[str]) -> dict[s
     x, ei = graph(nodes, args.edges, args.width, args.seed)
     net = model(name, list(ei), args)
     fns: dict[str, Any] = {"eager": net}
-    backend = hector.dynamo.HectorBackend()
+    backend = hector.dynamo.backend.HectorBackend()
     if "inductor" in systems:
         fns["inductor"] = torch.compile(net, backend="inductor")
     if "hector" in systems:

@@ -2,7 +2,7 @@
 
 A dataset loaded from IGBH's files (``--dataset <size folder>``, see
 :func:`hector.datasets.load_igbh`) brings its features: one ``node_feat.npy`` per node type, read
-through a :class:`hector.typed_features.TypedFeatureStore`. Where they are stored in another
+through a :class:`hector.data.typed_features.TypedFeatureStore`. Where they are stored in another
 type than ``--feat-dtype`` asks (IGBH ships float32; MLPerf trains from float16), a type with
 MLPerf's own float16 copy (``node_feat_fp16.pt``) is read from it in place, and every other
 type's table is converted once, chunk by chunk, into the bench's private cache, keyed by the
@@ -45,10 +45,10 @@ def _converted(source: Path, table: Any, dtype: str, cache_dir: str) -> Path:
 
 
 def igbh_store(ds: Any, cache_dir: str, dim: int, classes: int, dtype: str) -> Any:
-    """A :class:`~hector.typed_features.TypedFeatureStore` of the IGBH folder's features (as
+    """A :class:`~hector.data.typed_features.TypedFeatureStore` of the IGBH folder's features (as
     ``dtype``) and ``classes``-class labels; ValueError when the files are not ``dim`` wide."""
-    from hector.loader import FeatureStore
-    from hector.typed_features import TypedFeatureStore, igbh_features
+    from hector.data.loader import FeatureStore
+    from hector.data.typed_features import TypedFeatureStore, igbh_features
 
     store = igbh_features(ds, classes=classes)
     if store.dim != dim:
@@ -66,7 +66,7 @@ def igbh_store(ds: Any, cache_dir: str, dim: int, classes: int, dtype: str) -> A
 def _in_type(store: Any, dtype: str, cache_dir: str) -> Path:
     """A file of one node type's features in ``dtype``: MLPerf's float16 copy next to them
     where there is one, else the table converted once into the private cache."""
-    from hector.dataset_igbh import MLPERF_FEATURE_FILE
+    from hector.data.igbh import MLPERF_FEATURE_FILE
 
     saved = store.path.parent / MLPERF_FEATURE_FILE
     if dtype == "float16" and saved.is_file():

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from hector import cli_args as _args
+from hector.tools import cli_args as _args
 
 from . import _common
 from .plot_args import PLOT
@@ -192,7 +192,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     from tqdm import tqdm
 
     import hector
-    from hector.importer import ImportError_
+    from hector.frontends.importer import ImportError_
 
     model, inputs, g = _build(args)
     start = time.perf_counter()

@@ -1,6 +1,6 @@
 """``hector bench minibatch``: sampled mini-batch training, Hector vs PyG layers, 1 vs N processes.
 
-For each model (RGCN, RGAT, HGT) and dataset, one :class:`hector.loader.NeighborLoader` config
+For each model (RGCN, RGAT, HGT) and dataset, one :class:`hector.data.loader.NeighborLoader` config
 (fan-outs, batch size, seed) gives the *same* sampled batches to every system: Hector's compiled
 layers and the PyG layers they load their weights from (``RGCNConv``, ``RGATConv``, ``HGTConv``;
 same initial weights). Features (float32, ``--feat`` wide) and labels live in ``.npy`` files in
@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from hector import cli_args as _args
+from hector.tools import cli_args as _args
 
 from . import _cache, _common, igbh_files, mlperf_rgat
 
@@ -207,7 +207,7 @@ def cached_dataset(name: str, scale: float, cache_dir: str) -> Any:
 def _feature_chunks(
     num_rows: int, dim: int, seed: int, dtype: str = "float32", chunk_rows: int = 1 << 16
 ) -> Any:
-    """Standard normal rows, chunk by chunk, as ``hector.loader.write_random_features`` draws
+    """Standard normal rows, chunk by chunk, as ``hector.data.loader.write_random_features`` draws
     them (same seed, same values; rounded to ``dtype``)."""
     rng = np.random.default_rng(seed)
     for start in range(0, num_rows, chunk_rows):
@@ -218,11 +218,11 @@ def _feature_chunks(
 def feature_store(
     ds: Any, cache_dir: str, dim: int, classes: int, seed: int, dtype: str = "float32"
 ) -> Any:
-    """A :class:`hector.loader.FeatureStore` of random ``dtype`` features and labels for
+    """A :class:`hector.data.loader.FeatureStore` of random ``dtype`` features and labels for
     ``ds``, kept in the private ``cache_dir`` (checked against their manifests before use;
     regenerated when they do not match); for a dataset read from IGBH's files, its own
     features and labels (:func:`hector_bench.igbh_files.igbh_store`)."""
-    from hector.loader import FeatureStore
+    from hector.data.loader import FeatureStore
 
     if igbh_files.is_igbh(ds):  # the dataset's own features, from its files
         return igbh_files.igbh_store(ds, cache_dir, dim, classes, dtype)
@@ -261,7 +261,7 @@ def build_models(
     kind: str, ds: Any, feat: int, hidden: int, classes: int, heads: int, seed: int
 ) -> tuple[Any, Any]:
     """``(hector_model, pyg_model)``: two layers of ``kind`` plus (HGT) a linear classifier,
-    Hector's loading the PyG layers' weights. Both map a :class:`~hector.loader.Batch` to the
+    Hector's loading the PyG layers' weights. Both map a :class:`~hector.data.loader.Batch` to the
     seeds' logits ``[B, classes]``."""
     import torch
     from torch import nn
@@ -568,7 +568,7 @@ def read_cold(store: Any) -> None:
 
 
 def _loader(cfg: dict[str, Any], ds: Any, store: Any, rank: int, world: int) -> Any:
-    from hector.loader import NeighborLoader
+    from hector.data.loader import NeighborLoader
 
     return NeighborLoader(
         ds,

@@ -11,8 +11,8 @@ hidden 512, 4 heads, fan-outs 15, 10, 5, batch size 1024, 1024-wide features sto
 Both models convert the batch's features to float32 at the first layer (a float16 feature file
 halves the bytes read and gathered; compute is in float32), and classify only the seeds (the
 reference classifies every paper node of the batch and takes the seeds' rows). Hector's twin
-runs each layer on :meth:`hector.loader.Batch.layer_graphs` (the edges that reach the seeds; the
-same logits and gradients), and the activation and dropout between layers only on the rows the
+runs each layer on :meth:`hector.data.loader.Batch.layer_graphs` (the edges that reach the seeds;
+the same logits and gradients), and the activation and dropout between layers only on the rows the
 next layer reads (dropout then draws other masks than PyG's, from the same distribution); the
 PyG model runs every layer on the whole batch, as the
 reference does (``with_trim=False``; PyG's ``trim_to_layer`` is the equivalent it leaves off).
@@ -43,7 +43,7 @@ def build_models(
     ds: Any, feat: int, hidden: int, classes: int, heads: int, seed: int
 ) -> tuple[Any, Any]:
     """``(hector_model, pyg_model)``: the reference R-GAT in PyG and Hector's twin holding the
-    same weights; both map a :class:`~hector.loader.Batch` to the seeds' logits."""
+    same weights; both map a :class:`~hector.data.loader.Batch` to the seeds' logits."""
     import torch
     from torch import nn
     from torch_geometric import nn as pyg_nn

@@ -29,7 +29,7 @@ import statistics
 import sys
 from typing import Any
 
-from hector import cli_args as _args
+from hector.tools import cli_args as _args
 
 from .offload_disk import engine_bandwidth, raw_around, raw_disk_bandwidth
 from .offload_plots import frontier_plot, memory_trace_plot, timeline_plot

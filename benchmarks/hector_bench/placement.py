@@ -27,7 +27,7 @@ import sys
 import time
 from typing import Any
 
-from hector import cli_args as _args
+from hector.tools import cli_args as _args
 
 from . import _common
 

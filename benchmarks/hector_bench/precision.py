@@ -28,7 +28,7 @@ import os
 import sys
 from typing import Any
 
-from hector import cli_args as _args
+from hector.tools import cli_args as _args
 
 from . import _common, precision_gemm, random_graph
 

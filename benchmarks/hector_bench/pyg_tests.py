@@ -9,7 +9,7 @@ its result goes back to the test, so the test passes or fails on PyG's own behav
 once more compiled, from the same random-number state (so dropout draws the same mask), with
 Dynamo's caches reset first (each call is a first compilation). For each compiled call the
 record holds whether Hector's program ran (its ``hector::pyg_layer`` calls counted in
-``hector.pyg_route.STATS``), the reason the layer ran PyG's own forward instead
+``hector.dynamo.pyg_route.STATS``), the reason the layer ran PyG's own forward instead
 (``pyg_route.FALLBACKS``), an error the compiled call raised where the eager one did not (and
 whether the traceback passes through Hector), and outputs that differ from eager's
 (``allclose``, ``atol=rtol=1e-4``, NaN equal to NaN: PyG leaves some parameters
@@ -66,7 +66,7 @@ class CompiledTwin:
         """Route and wrap the layers before any test module imports them."""
         import torch_geometric.nn as pyg_nn
 
-        from hector import dynamo  # noqa: F401  (installs the routes)
+        from hector.dynamo import backend as dynamo  # noqa: F401  (installs the routes)
 
         for name in LAYERS:
             cls = getattr(pyg_nn, name)
@@ -100,7 +100,8 @@ class CompiledTwin:
     def _compiled(self, name: str, conv: Any, eager: Any, args: Any, kwargs: Any) -> None:
         import torch
 
-        from hector import dynamo, pyg_route
+        from hector.dynamo import backend as dynamo
+        from hector.dynamo import pyg_route
 
         counts = self.layers[name]
         counts.calls += 1

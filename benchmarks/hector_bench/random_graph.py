@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from hector.dataset import Dataset, DatasetError, check_dataset_size
+from hector.data.dataset import Dataset, DatasetError, check_dataset_size
 
 __all__ = ["PREFIX", "random_graph"]
 

@@ -15,7 +15,7 @@ distinct segment its active lanes touch. Gathering a row of ``width`` floats the
 :func:`gather_requests` also models the flat mapping the ``align = "none"`` gather kernel uses
 (one thread per ``(row, column)`` element, consecutive threads along the row, so a warp may span
 rows), which is what ``hector bench gather`` compares against. The functions here are the
-reference the GPU lowering (``lowering/intra_to_gpu.py``, :func:`aligned_element`) follows.
+reference the GPU lowering (``lowering/gpu/intra_to_gpu.py``, :func:`aligned_element`) follows.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ strategy only, as before.
 
 Mutation seeds are the lit tests' inputs (``test/**/*.mlir``, split on ``// -----``, comment
 lines dropped; :mod:`hector_fuzz.cases`). Cases run in worker processes that call
-``hector.opt.main`` in-process (:mod:`hector_fuzz.runner`); a case that aborts a worker or hangs
-is replayed alone through the ``hector-opt`` command to record what it prints.
+``hector.tools.opt.main`` in-process (:mod:`hector_fuzz.runner`); a case that aborts a worker or
+hangs is replayed alone through the ``hector-opt`` command to record what it prints.
 
 Every case ends in one :class:`Outcome`: ``accepted`` (exit 0), ``clean_error`` (exit 1 with
 diagnostics), ``internal_error`` (a Python traceback, exit 2, an "internal error" diagnostic,

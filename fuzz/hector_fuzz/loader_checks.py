@@ -3,7 +3,7 @@ judge the result.
 
 A case ends as ``(0, ...)`` when the loader accepted the files and handed on exactly what NumPy
 or PyTorch read from the same files (or what the recipe wrote), ``(1, ...)`` when it refused them
-with its documented error (:class:`ValueError`, of which :class:`~hector.dataset.DatasetError`
+with its documented error (:class:`ValueError`, of which :class:`~hector.data.dataset.DatasetError`
 is one), and ``(2, "internal error: ...")`` — a finding — for any other exception, for values
 that differ from the reference, for a file refused where the reference reads a valid one, or
 for a file read from outside the dataset folder. Crashes and hangs are caught by the runner.
@@ -110,7 +110,7 @@ def _check_npy(r: Recipe, tmp: Path) -> str | None:
 
 
 def _check_features(path: Path, ref: np.ndarray | None, read: str) -> str | None:
-    from hector.loader import FeatureStore
+    from hector.data.loader import FeatureStore
 
     valid = (
         ref is not None
@@ -175,7 +175,7 @@ def _expected_labels(
 def _check_label_store(
     store: str, feats: Path, labels: Path, ref: np.ndarray | None, classes: Any, ids: list[int]
 ) -> str | None:
-    from hector.loader import FeatureStore, UnifiedFeatureStore
+    from hector.data.loader import FeatureStore, UnifiedFeatureStore
 
     expected = _expected_labels(ref, classes, ids, store)
     try:
@@ -206,7 +206,7 @@ def _check_labels(r: Recipe, tmp: Path) -> str | None:
 
 def _check_igbh_labels(r: Recipe, tmp: Path, values: np.ndarray) -> str | None:
     from hector import datasets
-    from hector.typed_features import igbh_features
+    from hector.data.typed_features import igbh_features
 
     classes = r["classes"] if r["classes"] in (19, 2983) else 19
     root = tmp / "igbh" / "processed"
@@ -233,7 +233,7 @@ def _check_igbh_labels(r: Recipe, tmp: Path, values: np.ndarray) -> str | None:
 
 
 def _check_torch(r: Recipe, tmp: Path) -> str | None:
-    from hector.loader import FeatureStore
+    from hector.data.loader import FeatureStore
 
     path = tmp / r["name"]
     table = torch_file(r, path)
@@ -370,7 +370,7 @@ def _check_relation(ds: Any, folder: str, edges: np.ndarray) -> None:
 
 
 def _check_igbh_features(r: Recipe, ds: Any, written: dict[str, Any]) -> str | None:
-    from hector.typed_features import igbh_features
+    from hector.data.typed_features import igbh_features
 
     names = ("node_feat_fp16.pt", "node_feat.npy")
     try:

@@ -184,8 +184,8 @@ def mutate(text: str, rng: random.Random, vocab: _Vocabulary, count: int) -> str
 def pipelines() -> tuple[list[str], list[str]]:
     """(pipelines for Hector-dialect input, pipelines for torch-dialect input): every named
     pipeline and every registered pass (option edge values: :func:`option_variants`)."""
-    from hector.opt import _load_passes
-    from hector.passes._registry import MLIR_CONTEXT, PASSES, PIPELINES
+    from hector.passes.registry import MLIR_CONTEXT, PASSES, PIPELINES
+    from hector.tools.opt import _load_passes
 
     _load_passes()
     hector = sorted(PIPELINES)
@@ -200,8 +200,8 @@ def pipelines() -> tuple[list[str], list[str]]:
 def option_variants() -> list[str]:
     """Every registered pass with each option set to edge values (bounds, out of range,
     malformed): each must run or be refused with a clean error."""
-    from hector.opt import _load_passes
-    from hector.passes._registry import PASSES
+    from hector.passes.registry import PASSES
+    from hector.tools.opt import _load_passes
 
     _load_passes()
     return [

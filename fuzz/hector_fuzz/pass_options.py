@@ -89,8 +89,8 @@ def option_value(kind: str, rng: random.Random) -> str:
 
 
 def _hector_pass(rng: random.Random) -> str:
-    from hector.opt import _load_passes
-    from hector.passes._registry import MLIR_CONTEXT, PASSES
+    from hector.passes.registry import MLIR_CONTEXT, PASSES
+    from hector.tools.opt import _load_passes
 
     _load_passes()
     names = sorted(n for n, p in PASSES.items() if p.context == MLIR_CONTEXT)

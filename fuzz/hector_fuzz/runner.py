@@ -2,8 +2,8 @@
 and classifying how each ended.
 
 Cases run in worker processes (``python3 -m hector_fuzz --worker``) that call
-``hector.opt.main`` in-process, many cases each, so a run is fast; the parent hands a worker one
-case at a time and waits with a timeout, so a case that aborts the process (a C++ assertion) or
+``hector.tools.opt.main`` in-process, many cases each, so a run is fast; the parent hands a worker
+one case at a time and waits with a timeout, so a case that aborts the process (a C++ assertion) or
 hangs is caught exactly: the worker is replaced and the case replayed alone through the
 ``hector-opt`` command to record what it prints.
 """
@@ -165,7 +165,7 @@ class WorkerPool:
 
 
 #: The command a case is replayed with alone: ``hector-opt`` of this interpreter.
-HECTOR_OPT = (sys.executable, "-m", "hector.opt")
+HECTOR_OPT = (sys.executable, "-m", "hector.tools.opt")
 
 
 def replay_argv(case: Case, path: str, command: Sequence[str] = HECTOR_OPT) -> list[str]:
@@ -201,12 +201,12 @@ def replay(case: Case, timeout: float, command: Sequence[str] = HECTOR_OPT) -> R
 
 def worker_main() -> int:
     """The worker loop: read cases (JSON lines) from stdin, run each through
-    ``hector.opt.main`` in this process (or its strategy's own :meth:`run`), answer
+    ``hector.tools.opt.main`` in this process (or its strategy's own :meth:`run`), answer
     ``{"rc", "stderr"}`` per case.
 
     An accepted case's output is read back through ``hector-opt`` (parse + hector-verify): IR
     that Hector prints but then rejects is an internal error too (silently invalid output)."""
-    from hector import opt
+    from hector.tools import opt
 
     answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -227,7 +227,7 @@ def worker_main() -> int:
 def run_case(
     entry: Callable[[list[str]], int], case: Case, path: str, output: str
 ) -> tuple[int, str]:
-    """(exit status, stderr) of ``case`` run through ``entry`` (``hector.opt.main``) in this
+    """(exit status, stderr) of ``case`` run through ``entry`` (``hector.tools.opt.main``) in this
     process, its input written to ``path``; an accepted case's output (written to ``output``)
     must read back through ``entry``, or :data:`READ_BACK_FAILED` is added to stderr."""
     Path(path).write_text(case.text, encoding="utf-8")

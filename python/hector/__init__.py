@@ -1,12 +1,12 @@
 """Hector: an MLIR-based compiler stack for data-efficient GNN training.
 
 ``hector.compile`` traces a forward function written against the graph API
-(:class:`hector.frontend.GraphProxy`) into the ``hector_inter`` dialect and compiles it;
+(:class:`hector.frontends.trace.GraphProxy`) into the ``hector_inter`` dialect and compiles it;
 ``hector.HeteroGraph`` holds a validated heterogeneous graph.
 
 The public names are imported lazily, so tools that only need the compiler (``hector-opt``)
-start without loading PyTorch, and the runtime layer (``hector.runtime``, ``hector.unified``,
-``hector.graph``, prebuilt bundles) imports where MLIR and torch-mlir are not installed: the
+start without loading PyTorch, and the runtime layer (``hector.runtime``, ``hector.data.unified``,
+``hector.data.graph``, prebuilt bundles) imports where MLIR and torch-mlir are not installed: the
 compiler is loaded on first use.
 """
 
@@ -54,20 +54,20 @@ _load_mlir_before_torch_mlir()
 from .dialects.hector_inter import UNARY_FUNCTIONS  # noqa: E402  (a spec table; no MLIR)
 
 _EXPORTS = {
-    "CompiledFunction": "frontend",
-    "TraceError": "frontend",
-    "compile": "frontend",
-    "relu": "frontend",
-    "HeteroGraph": "graph",
-    "random_graph": "graph",
-    "unified": "unified",
+    "CompiledFunction": "frontends.trace",
+    "TraceError": "frontends.trace",
+    "compile": "frontends.trace",
+    "relu": "frontends.trace",
+    "HeteroGraph": "data.graph",
+    "random_graph": "data.graph",
+    "unified": "data.unified",
     "offload": "offload",
-    "import_model": "importer",
+    "import_model": "frontends.importer",
     # torch.compile(model, backend="hector"): using either name registers the backend.
-    "backend": "dynamo",
-    "explain": "dynamo",
+    "backend": "dynamo.backend",
+    "explain": "dynamo.backend",
     # The graph API's elementwise functions, one per traced unary function of the dialect.
-    **{f.name: "frontend" for f in UNARY_FUNCTIONS if f.traced},
+    **{f.name: "frontends.trace" for f in UNARY_FUNCTIONS if f.traced},
 }
 
 __all__ = sorted(_EXPORTS)

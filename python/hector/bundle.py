@@ -40,8 +40,8 @@ from .runtime.launch import ptx_param_counts
 if TYPE_CHECKING:
     import torch
 
-    from ._program import Traced
-    from .graph import HeteroGraph
+    from .data.graph import HeteroGraph
+    from .program import Traced
     from .targets.options import Options
 
 __all__ = [
@@ -143,7 +143,7 @@ def _capture(model: Any, graph: HeteroGraph, inputs: Sequence[Any]) -> tuple[Any
     forward runs once with the core replaced by a recorder returning zeros)."""
     import torch
 
-    from .frontend import CompiledFunction, trace
+    from .frontends.trace import CompiledFunction, trace
 
     core: CompiledFunction = model.compiled
     seen: list[tuple] = []
@@ -193,7 +193,7 @@ def build(
     ``training`` the bundle also holds ``<f>_train`` and ``<f>_backward``. The optimizations
     decided from the graph's statistics (compaction, HGT's folding) are those
     ``hector.compile`` makes for ``graph``. Returns the bundle's path."""
-    from .frontend import CompiledFunction, trace
+    from .frontends.trace import CompiledFunction, trace
     from .lowering.pipelines import check_gpu_chip
     from .targets.bundle import BUNDLE
 

@@ -2,9 +2,9 @@
 (:mod:`hector.targets`) compiles with.
 
 :func:`run_stages` verifies the program, runs the optimizations the options enable (in the one
-:data:`~hector.passes._pipeline.OPTIMIZATION_ORDER`) and then the target's stages, keeping each
+:data:`~hector.passes.pipeline.OPTIMIZATION_ORDER`) and then the target's stages, keeping each
 stage's IR for inspection and reading each function's ABI. Any stage failure raises
-:class:`hector.passes._pipeline.PipelineError`, whose message names a reproducer file and the
+:class:`hector.passes.pipeline.PipelineError`, whose message names a reproducer file and the
 ``hector-opt`` command that replays it.
 """
 
@@ -15,11 +15,11 @@ from typing import Any
 
 from mlir import ir
 
-from ._program import Kind, Traced, instantiate
 from .dialects.hector_inter import STORAGE
-from .lowering.cpu_codegen import module_bytecode
-from .passes._pipeline import run_pipeline
+from .lowering.cpu.codegen import module_bytecode
+from .passes.pipeline import run_pipeline
 from .passes.verify import verify_function
+from .program import Kind, Traced, instantiate
 from .targets import TARGETS
 from .targets.base import FunctionAbi, StagedModule
 from .targets.options import Options

@@ -17,7 +17,7 @@ Sources (all through :func:`load` or the ``from_*``/``load_*`` functions):
   :func:`load_coo_dir`; the 10% ogbn-mag sample in ``../shared/data/ogbn_mag_0.1`` loads as
   ``load("ogbn_mag_0.1")`` straight from the shared folder (never copied);
 * IGBH's folders (``<size>/processed/<src>__<rel>__<dst>/edge_index.npy``, per-type
-  ``node_feat.npy``): :func:`load_igbh`, with :func:`hector.typed_features.igbh_features` for
+  ``node_feat.npy``): :func:`load_igbh`, with :func:`hector.data.typed_features.igbh_features` for
   their features and labels;
 * generated replicas of published graphs, ``load("synthetic:<name>", scale=, seed=)``, see
   :data:`SYNTHETIC_SPECS`. They match the published node / edge / relation counts (scaled) but
@@ -25,7 +25,7 @@ Sources (all through :func:`load` or the ``from_*``/``load_*`` functions):
 
 Bad input raises :class:`DatasetError` (a ``ValueError``) naming the file, line or entry; an
 input whose ids or sizes exceed the int32 indexing of Hector's kernels, or whose arrays would not
-fit in memory (:func:`hector.graph.memory_limit`), raises :class:`DatasetLimitError` before
+fit in memory (:func:`hector.data.graph.memory_limit`), raises :class:`DatasetLimitError` before
 anything of that size is allocated.
 """
 
@@ -34,13 +34,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .dataset import Dataset, DatasetError, DatasetLimitError
-from .dataset import EdgeType as EdgeType  # re-exported: loaders' (src, rel, dst) triples
-from .dataset_files import MAG_SAMPLE_RELATIONS, load_coo_dir, load_triples
-from .dataset_igbh import igbh_root, load_igbh
-from .dataset_tensors import from_edge_index, from_pyg
-from .published_graphs import SYNTHETIC_SPECS, SyntheticSpec
-from .synthetic_graphs import synthetic
+from .data.dataset import Dataset, DatasetError, DatasetLimitError
+from .data.dataset import EdgeType as EdgeType  # re-exported: loaders' (src, rel, dst) triples
+from .data.files import MAG_SAMPLE_RELATIONS, load_coo_dir, load_triples
+from .data.igbh import igbh_root, load_igbh
+from .data.published import SYNTHETIC_SPECS, SyntheticSpec
+from .data.synthetic import synthetic
+from .data.tensors import from_edge_index, from_pyg
 
 __all__ = [
     "MAG_SAMPLE_RELATIONS",

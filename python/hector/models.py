@@ -29,9 +29,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from . import frontend
-from .frontend import GraphProxy, Value
-from .graph import MAX_COUNT, HeteroGraph, ResourceLimitError, memory_limit
+from .data.graph import MAX_COUNT, HeteroGraph, ResourceLimitError, memory_limit
+from .frontends import trace as frontend
+from .frontends.trace import GraphProxy, Value
 
 #: Deepest stack the model classes build (each layer is a compiled function).
 MAX_LAYERS = 1024

@@ -20,7 +20,7 @@
 // LIST: raise-torch-to-hector — {{.*}}torch-mlir's context
 // LIST-NEXT: strict=false
 
-func.func @gather_sin(%x: !torch.vtensor<[10,4],f32>, %src: !torch.vtensor<[30],si64> {hector.graph = "src"}) -> !torch.vtensor<[30,4],f32> {
+func.func @gather_sin(%x: !torch.vtensor<[10,4],f32>, %src: !torch.vtensor<[30],si64> {hector.data.graph = "src"}) -> !torch.vtensor<[30,4],f32> {
   %int0 = torch.constant.int 0
   %0 = torch.aten.index_select %x, %int0, %src : !torch.vtensor<[10,4],f32>, !torch.int, !torch.vtensor<[30],si64> -> !torch.vtensor<[30,4],f32>
   %1 = torch.aten.sin %0 : !torch.vtensor<[30,4],f32> -> !torch.vtensor<[30,4],f32>

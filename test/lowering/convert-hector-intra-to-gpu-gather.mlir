@@ -1,6 +1,6 @@
 // RUN: hector-opt %s --split-input-file -p convert-hector-intra-to-gpu | FileCheck %s
 // RUN: hector-opt %s --split-input-file -p convert-hector-intra-to-gpu | FileCheck %s --check-prefix=KERNEL
-// RUN: %python -c "from hector.unified import gather_kernel_ptx as k; print(k(100, 'warp128')); print(k(100, 'none'))" | FileCheck %s --check-prefix=PTX
+// RUN: %python -c "from hector.data.unified import gather_kernel_ptx as k; print(k(100, 'warp128')); print(k(100, 'none'))" | FileCheck %s --check-prefix=PTX
 
 // The zero-copy gather: a traversal with fn = "copy", a gather_index and reduce = "none" reads
 // rows of a (unified) table by index into device memory. Without `align` (or with
@@ -66,7 +66,7 @@
 // KERNEL-NEXT: }
 // KERNEL-NEXT: gpu.return
 
-//   The standalone gather kernels (hector.unified.gather_kernel_ptx, one entry each, sm_90):
+//   The standalone gather kernels (hector.data.unified.gather_kernel_ptx, one entry each, sm_90):
 //   memref arguments expand to (allocated, aligned, offset, sizes..., strides...), so 5
 //   parameters for the index and 7 for each 2-D table. In the aligned kernel the warp index is
 //   gid >> 5, the shift is masked with 31 and the step loop advances 128 bytes at a time.

@@ -1,7 +1,7 @@
 // RUN: hector-opt %s --split-input-file --verify-diagnostics -p convert-hector-intra-to-gpu
 
 // A schedule the GPU cannot run is refused at the template, naming the limit it breaks
-// (lowering/gpu_gemm.py: gemm_tiling), instead of failing later in the NVVM back end or the
+// (lowering/gpu/gemm.py: gemm_tiling), instead of failing later in the NVVM back end or the
 // driver; a malformed schedule dictionary is refused by name.
 
 func.func @too_much_shared_memory(%x: memref<?x256xf32>, %w: memref<256x64xf32>, %out: memref<?x64xf32>) {

@@ -3,7 +3,7 @@
 // RUN: hector-opt %s --split-input-file -p 'convert-hector-intra-to-gpu{tile=true}' | FileCheck %s --check-prefix=AUTO
 
 // A gemm_template with a `schedule` lowers to the shared-memory tiled kernel
-// (lowering/gpu_gemm.py): one block per tile_m × tile_n output tile, (tile_m / unroll) ×
+// (lowering/gpu/gemm.py): one block per tile_m × tile_n output tile, (tile_m / unroll) ×
 // (tile_n / vector) threads each holding an unroll × vector register block (private memory),
 // gathered rows of `a` staged in shared memory (workgroup attributions) tile_k columns at a
 // time between gpu.barrier's. Without a schedule the template keeps the one-thread-per-row

@@ -4,7 +4,7 @@
 // RUN: hector-opt %s -p "hector-schedule{threads=2 bf16_dot=true}, hector-outline-templates, convert-hector-intra-to-scf, hector-lower-llvm-cpu" | FileCheck %s --check-prefix=LLVM
 // RUN: hector-opt %s -p "hector-schedule{threads=2}, hector-outline-templates, convert-hector-intra-to-scf, hector-lower-llvm-cpu" | FileCheck %s --check-prefix=LLVM-F32
 
-// bf16 products (lowering/_cpu_bf16.py): where the CPU has AVX512-BF16 (hector.compile passes
+// bf16 products (lowering/cpu/bf16.py): where the CPU has AVX512-BF16 (hector.compile passes
 // bf16_dot=true), a packed GEMM with an operand stored in bf16, or in a function taking a bf16
 // argument, multiplies bf16 pairs into f32
 // accumulators (x86vector.avx512.dot, vdpbf16ps) in 4 x 64 register blocks (16 vectors of

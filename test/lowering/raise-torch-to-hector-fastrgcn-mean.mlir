@@ -18,7 +18,7 @@
 // CHECK: "hector_inter.sum_to_dst"(%{{.*}}, %[[S]])
 // CHECK-NOT: torch.aten.{{(scatter|gather|clamp|reciprocal)}}
 // CHECK: return
-func.func @fast_rgcn_conv_mean(%arg0: !torch.vtensor<[3,4,6],f32>, %arg1: !torch.vtensor<[4,6],f32>, %arg2: !torch.vtensor<[6],f32>, %arg3: !torch.vtensor<[10,4],f32>, %arg4: !torch.vtensor<[2,32],si64> {hector.graph = "edge_index"}, %arg5: !torch.vtensor<[32],si64> {hector.graph = "etype"}) -> !torch.vtensor<[10,6],f32> {
+func.func @fast_rgcn_conv_mean(%arg0: !torch.vtensor<[3,4,6],f32>, %arg1: !torch.vtensor<[4,6],f32>, %arg2: !torch.vtensor<[6],f32>, %arg3: !torch.vtensor<[10,4],f32>, %arg4: !torch.vtensor<[2,32],si64> {hector.data.graph = "edge_index"}, %arg5: !torch.vtensor<[32],si64> {hector.data.graph = "etype"}) -> !torch.vtensor<[10,6],f32> {
   %0 = torch.vtensor.literal(dense<0.000000e+00> : tensor<10x6xf32>) : !torch.vtensor<[10,6],f32>
   %1 = torch.vtensor.literal(dense<0.000000e+00> : tensor<10x3xf32>) : !torch.vtensor<[10,3],f32>
   %2 = torch.vtensor.literal(dense<1.000000e+00> : tensor<32x1xf32>) : !torch.vtensor<[32,1],f32>

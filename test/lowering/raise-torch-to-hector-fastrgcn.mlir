@@ -14,7 +14,7 @@
 // CHECK: hector_inter.sum_to_dst
 // CHECK-NOT: torch.aten
 // CHECK: return
-func.func @fast_rgcn_unsqueeze_m2(%arg0: !torch.vtensor<[3,4,6],f32>, %arg1: !torch.vtensor<[10,4],f32>, %arg2: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg3: !torch.vtensor<[32],si64> {hector.graph = "dst"}, %arg4: !torch.vtensor<[32],si64> {hector.graph = "etype"}) -> !torch.vtensor<[10,6],f32> {
+func.func @fast_rgcn_unsqueeze_m2(%arg0: !torch.vtensor<[3,4,6],f32>, %arg1: !torch.vtensor<[10,4],f32>, %arg2: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg3: !torch.vtensor<[32],si64> {hector.data.graph = "dst"}, %arg4: !torch.vtensor<[32],si64> {hector.data.graph = "etype"}) -> !torch.vtensor<[10,6],f32> {
   %0 = torch.vtensor.literal(dense<0.000000e+00> : tensor<10x6xf32>) : !torch.vtensor<[10,6],f32>
   %none = torch.constant.none
   %int1 = torch.constant.int 1

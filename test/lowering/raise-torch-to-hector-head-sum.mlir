@@ -30,7 +30,7 @@
 // CHECK: torch.aten.scatter_add
 // CHECK: return
 
-func.func @head_sum_view(%arg0: !torch.vtensor<[6,2],f32>, %arg1: !torch.vtensor<[10,6],f32>, %arg2: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg3: !torch.vtensor<[32],si64> {hector.graph = "dst"}) -> !torch.vtensor<[10,6],f32> {
+func.func @head_sum_view(%arg0: !torch.vtensor<[6,2],f32>, %arg1: !torch.vtensor<[10,6],f32>, %arg2: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg3: !torch.vtensor<[32],si64> {hector.data.graph = "dst"}) -> !torch.vtensor<[10,6],f32> {
     %0 = torch.vtensor.literal(dense<0.000000e+00> : tensor<10x2x3xf32>) : !torch.vtensor<[10,2,3],f32>
     %none = torch.constant.none
     %int32 = torch.constant.int 32
@@ -63,7 +63,7 @@ func.func @head_sum_view(%arg0: !torch.vtensor<[6,2],f32>, %arg1: !torch.vtensor
     return %17 : !torch.vtensor<[10,6],f32>
   }
 
-func.func @head_sum_unsqueeze(%arg0: !torch.vtensor<[6,2],f32>, %arg1: !torch.vtensor<[10,6],f32>, %arg2: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg3: !torch.vtensor<[32],si64> {hector.graph = "dst"}) -> !torch.vtensor<[10,6],f32> {
+func.func @head_sum_unsqueeze(%arg0: !torch.vtensor<[6,2],f32>, %arg1: !torch.vtensor<[10,6],f32>, %arg2: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg3: !torch.vtensor<[32],si64> {hector.data.graph = "dst"}) -> !torch.vtensor<[10,6],f32> {
     %0 = torch.vtensor.literal(dense<0.000000e+00> : tensor<10x2x3xf32>) : !torch.vtensor<[10,2,3],f32>
     %none = torch.constant.none
     %int32 = torch.constant.int 32
@@ -95,7 +95,7 @@ func.func @head_sum_unsqueeze(%arg0: !torch.vtensor<[6,2],f32>, %arg1: !torch.vt
     return %16 : !torch.vtensor<[10,6],f32>
   }
 
-func.func @head_sum_not_by_dst(%arg0: !torch.vtensor<[6,2],f32>, %arg1: !torch.vtensor<[10,6],f32>, %arg2: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg3: !torch.vtensor<[32],si64> {hector.graph = "dst"}) -> !torch.vtensor<[10,6],f32> {
+func.func @head_sum_not_by_dst(%arg0: !torch.vtensor<[6,2],f32>, %arg1: !torch.vtensor<[10,6],f32>, %arg2: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg3: !torch.vtensor<[32],si64> {hector.data.graph = "dst"}) -> !torch.vtensor<[10,6],f32> {
     %0 = torch.vtensor.literal(dense<0.000000e+00> : tensor<10x2x3xf32>) : !torch.vtensor<[10,2,3],f32>
     %none = torch.constant.none
     %int32 = torch.constant.int 32

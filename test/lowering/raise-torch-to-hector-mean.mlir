@@ -25,7 +25,7 @@
 // CHECK: torch.aten.div.Tensor
 // CHECK: return
 
-func.func @mean_of_sum(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.graph = "dst"}) -> !torch.vtensor<[10,4],f32> {
+func.func @mean_of_sum(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.data.graph = "dst"}) -> !torch.vtensor<[10,4],f32> {
     %0 = torch.vtensor.literal(dense<1.000000e+00> : tensor<32xf32>) : !torch.vtensor<[32],f32>
     %1 = torch.vtensor.literal(dense<0.000000e+00> : tensor<10xf32>) : !torch.vtensor<[10],f32>
     %2 = torch.vtensor.literal(dense<0.000000e+00> : tensor<10x4xf32>) : !torch.vtensor<[10,4],f32>
@@ -63,7 +63,7 @@ func.func @mean_of_sum(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<
     return %21 : !torch.vtensor<[10,4],f32>
   }
 
-func.func @mean_of_sum_unclamped(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.graph = "dst"}) -> !torch.vtensor<[10,4],f32> {
+func.func @mean_of_sum_unclamped(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.data.graph = "dst"}) -> !torch.vtensor<[10,4],f32> {
     %0 = torch.vtensor.literal(dense<1.000000e+00> : tensor<32xf32>) : !torch.vtensor<[32],f32>
     %1 = torch.vtensor.literal(dense<0.000000e+00> : tensor<10xf32>) : !torch.vtensor<[10],f32>
     %2 = torch.vtensor.literal(dense<0.000000e+00> : tensor<10x4xf32>) : !torch.vtensor<[10,4],f32>

@@ -10,7 +10,7 @@
 // CHECK: hector_inter.sum_to_src
 // CHECK: torch.aten.div.Tensor
 // CHECK: return
-func.func @nm_softmax_sum_src(%arg0: !torch.vtensor<[32,2],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.graph = "dst"}) -> !torch.vtensor<[32,2],f32> {
+func.func @nm_softmax_sum_src(%arg0: !torch.vtensor<[32,2],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.data.graph = "dst"}) -> !torch.vtensor<[32,2],f32> {
   %0 = torch.vtensor.literal(dense<0.000000e+00> : tensor<10x2xf32>) : !torch.vtensor<[10,2],f32>
   %none = torch.constant.none
   %str = torch.constant.str "amax"
@@ -53,7 +53,7 @@ func.func @nm_softmax_sum_src(%arg0: !torch.vtensor<[32,2],f32>, %arg1: !torch.v
 // CHECK: hector_inter.add
 // CHECK: hector_inter.edge_softmax
 // CHECK: return
-func.func @nm_softmax_max_src(%arg0: !torch.vtensor<[32,2],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.graph = "dst"}) -> !torch.vtensor<[32,2],f32> {
+func.func @nm_softmax_max_src(%arg0: !torch.vtensor<[32,2],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.data.graph = "dst"}) -> !torch.vtensor<[32,2],f32> {
   %0 = torch.vtensor.literal(dense<0.000000e+00> : tensor<10x2xf32>) : !torch.vtensor<[10,2],f32>
   %none = torch.constant.none
   %str = torch.constant.str "amax"
@@ -95,7 +95,7 @@ func.func @nm_softmax_max_src(%arg0: !torch.vtensor<[32,2],f32>, %arg1: !torch.v
 // CHECK: torch.aten.add.Scalar
 // CHECK: torch.aten.div.Tensor
 // CHECK: return
-func.func @nm_softmax_big_eps(%arg0: !torch.vtensor<[32,2],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "dst"}) -> !torch.vtensor<[32,2],f32> {
+func.func @nm_softmax_big_eps(%arg0: !torch.vtensor<[32,2],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "dst"}) -> !torch.vtensor<[32,2],f32> {
   %0 = torch.vtensor.literal(dense<0.000000e+00> : tensor<10x2xf32>) : !torch.vtensor<[10,2],f32>
   %none = torch.constant.none
   %float1.000000e00 = torch.constant.float 1.000000e+00
@@ -138,7 +138,7 @@ func.func @nm_softmax_big_eps(%arg0: !torch.vtensor<[32,2],f32>, %arg1: !torch.v
 // CHECK-NOT: hector_inter.typed_linear
 // CHECK: torch.aten.bmm
 // CHECK: return
-func.func @nm_bmm_other_index(%arg0: !torch.vtensor<[3,4,6],f32>, %arg1: !torch.vtensor<[10,4],f32>, %arg2: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg3: !torch.vtensor<[32],si64> {hector.graph = "etype"}, %arg4: !torch.vtensor<[32],si64>) -> !torch.vtensor<[32,6],f32> {
+func.func @nm_bmm_other_index(%arg0: !torch.vtensor<[3,4,6],f32>, %arg1: !torch.vtensor<[10,4],f32>, %arg2: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg3: !torch.vtensor<[32],si64> {hector.data.graph = "etype"}, %arg4: !torch.vtensor<[32],si64>) -> !torch.vtensor<[32,6],f32> {
   %int1 = torch.constant.int 1
   %0 = torch.prim.ListConstruct %arg2 : (!torch.vtensor<[32],si64>) -> !torch.list<vtensor>
   %1 = torch.aten.index.Tensor_hacked_twin %arg1, %0 : !torch.vtensor<[10,4],f32>, !torch.list<vtensor> -> !torch.vtensor<[32,4],f32>
@@ -155,7 +155,7 @@ func.func @nm_bmm_other_index(%arg0: !torch.vtensor<[3,4,6],f32>, %arg1: !torch.
 // CHECK-NOT: hector_inter
 // CHECK: torch.aten.scatter_reduce.two
 // CHECK: return
-func.func @nm_amax_alone(%arg0: !torch.vtensor<[32,6],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "dst"}) -> !torch.vtensor<[10,6],f32> {
+func.func @nm_amax_alone(%arg0: !torch.vtensor<[32,6],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "dst"}) -> !torch.vtensor<[10,6],f32> {
   %0 = torch.vtensor.literal(dense<0.000000e+00> : tensor<10x6xf32>) : !torch.vtensor<[10,6],f32>
   %none = torch.constant.none
   %str = torch.constant.str "amax"
@@ -181,7 +181,7 @@ func.func @nm_amax_alone(%arg0: !torch.vtensor<[32,6],f32>, %arg1: !torch.vtenso
 // CHECK: torch.aten.mm
 // CHECK: torch.aten.mm
 // CHECK: return
-func.func @nm_weight_from_data(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "src"}) -> !torch.vtensor<[32,4],f32> {
+func.func @nm_weight_from_data(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "src"}) -> !torch.vtensor<[32,4],f32> {
   %int1 = torch.constant.int 1
   %int0 = torch.constant.int 0
   %0 = torch.prim.ListConstruct %int1, %int0 : (!torch.int, !torch.int) -> !torch.list<int>
@@ -199,7 +199,7 @@ func.func @nm_weight_from_data(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.
 // CHECK: torch.aten.reciprocal
 // CHECK: hector_inter.scale
 // CHECK: return
-func.func @nm_degree_norm_src(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.graph = "dst"}) -> !torch.vtensor<[32,4],f32> {
+func.func @nm_degree_norm_src(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.data.graph = "dst"}) -> !torch.vtensor<[32,4],f32> {
   %0 = torch.vtensor.literal(dense<1.000000e+00> : tensor<32xf32>) : !torch.vtensor<[32],f32>
   %1 = torch.vtensor.literal(dense<0.000000e+00> : tensor<10xf32>) : !torch.vtensor<[10],f32>
   %int-1 = torch.constant.int -1
@@ -237,7 +237,7 @@ func.func @nm_degree_norm_src(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.v
 // CHECK-NOT: hector_inter.degree_norm
 // CHECK: torch.aten.reciprocal
 // CHECK: return
-func.func @nm_degree_not_ones(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.graph = "dst"}, %arg3: !torch.vtensor<[32],f32>) -> !torch.vtensor<[32,4],f32> {
+func.func @nm_degree_not_ones(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.data.graph = "dst"}, %arg3: !torch.vtensor<[32],f32>) -> !torch.vtensor<[32,4],f32> {
   %0 = torch.vtensor.literal(dense<0.000000e+00> : tensor<10xf32>) : !torch.vtensor<[10],f32>
   %int-1 = torch.constant.int -1
   %float1.000000e00 = torch.constant.float 1.000000e+00
@@ -270,7 +270,7 @@ func.func @nm_degree_not_ones(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.v
 // CHECK-NOT: hector_inter.degree_norm
 // CHECK: torch.aten.reciprocal
 // CHECK: return
-func.func @nm_degree_norm_src_etype(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.graph = "dst"}, %arg3: !torch.vtensor<[32],si64> {hector.graph = "etype"}) -> !torch.vtensor<[32,4],f32> {
+func.func @nm_degree_norm_src_etype(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.data.graph = "dst"}, %arg3: !torch.vtensor<[32],si64> {hector.data.graph = "etype"}) -> !torch.vtensor<[32,4],f32> {
   %0 = torch.vtensor.literal(dense<1.000000e+00> : tensor<32xf32>) : !torch.vtensor<[32],f32>
   %1 = torch.vtensor.literal(dense<0.000000e+00> : tensor<30xf32>) : !torch.vtensor<[30],f32>
   %int-1 = torch.constant.int -1
@@ -311,7 +311,7 @@ func.func @nm_degree_norm_src_etype(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !t
 // CHECK-NOT: hector_inter
 // CHECK: torch.aten.index_select
 // CHECK: return
-func.func @nm_gather_dim1(%arg0: !torch.vtensor<[10,32],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "src"}) -> !torch.vtensor<[10,32],f32> {
+func.func @nm_gather_dim1(%arg0: !torch.vtensor<[10,32],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "src"}) -> !torch.vtensor<[10,32],f32> {
   %int1 = torch.constant.int 1
   %0 = torch.aten.index_select %arg0, %int1, %arg1 : !torch.vtensor<[10,32],f32>, !torch.int, !torch.vtensor<[32],si64> -> !torch.vtensor<[10,32],f32>
   return %0 : !torch.vtensor<[10,32],f32>
@@ -323,7 +323,7 @@ func.func @nm_gather_dim1(%arg0: !torch.vtensor<[10,32],f32>, %arg1: !torch.vten
 // CHECK: torch.aten.index_put
 // CHECK: torch.aten.scatter_add
 // CHECK: return
-func.func @nm_scatter_nonzero_base(%arg0: !torch.vtensor<[32,6],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "dst"}, %arg2: !torch.vtensor<[10,6],f32>) -> (!torch.vtensor<[10,6],f32>, !torch.vtensor<[10,6],f32>) {
+func.func @nm_scatter_nonzero_base(%arg0: !torch.vtensor<[32,6],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "dst"}, %arg2: !torch.vtensor<[10,6],f32>) -> (!torch.vtensor<[10,6],f32>, !torch.vtensor<[10,6],f32>) {
   %0 = torch.vtensor.literal(dense<1.000000e+00> : tensor<10x6xf32>) : !torch.vtensor<[10,6],f32>
   %none = torch.constant.none
   %int32 = torch.constant.int 32
@@ -351,7 +351,7 @@ func.func @nm_scatter_nonzero_base(%arg0: !torch.vtensor<[32,6],f32>, %arg1: !to
 // CHECK-NOT: tensor<3x4xf32>, !hector_inter.graph
 // CHECK: hector_inter.add
 // CHECK: return
-func.func @nm_typed_bias_other(%arg0: !torch.vtensor<[3,4],f32>, %arg1: !torch.vtensor<[10,4],f32>, %arg2: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg3: !torch.vtensor<[32],si64>) -> !torch.vtensor<[32,4],f32> {
+func.func @nm_typed_bias_other(%arg0: !torch.vtensor<[3,4],f32>, %arg1: !torch.vtensor<[10,4],f32>, %arg2: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg3: !torch.vtensor<[32],si64>) -> !torch.vtensor<[32,4],f32> {
   %int1 = torch.constant.int 1
   %0 = torch.prim.ListConstruct %arg2 : (!torch.vtensor<[32],si64>) -> !torch.list<vtensor>
   %1 = torch.aten.index.Tensor_hacked_twin %arg1, %0 : !torch.vtensor<[10,4],f32>, !torch.list<vtensor> -> !torch.vtensor<[32,4],f32>
@@ -386,7 +386,7 @@ func.func @nm_unary_on_plain(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vt
 // CHECK-NOT: fn = "gelu"
 // CHECK: torch.aten.gelu
 // CHECK: return
-func.func @nm_gelu_tanh(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "src"}) -> !torch.vtensor<[32,4],f32> {
+func.func @nm_gelu_tanh(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "src"}) -> !torch.vtensor<[32,4],f32> {
   %str = torch.constant.str "tanh"
   %0 = torch.prim.ListConstruct %arg1 : (!torch.vtensor<[32],si64>) -> !torch.list<vtensor>
   %1 = torch.aten.index.Tensor_hacked_twin %arg0, %0 : !torch.vtensor<[10,4],f32>, !torch.list<vtensor> -> !torch.vtensor<[32,4],f32>
@@ -400,7 +400,7 @@ func.func @nm_gelu_tanh(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor
 // CHECK: torch.aten.mul.Tensor
 // CHECK: torch.aten.sum.dim_IntList
 // CHECK: return
-func.func @nm_dot_plain_inputs(%arg0: !torch.vtensor<[32,6],f32>, %arg1: !torch.vtensor<[32,6],f32> {hector.graph = "src"}, %arg2: !torch.vtensor<[32],si64>) -> !torch.vtensor<[32,1],f32> {
+func.func @nm_dot_plain_inputs(%arg0: !torch.vtensor<[32,6],f32>, %arg1: !torch.vtensor<[32,6],f32> {hector.data.graph = "src"}, %arg2: !torch.vtensor<[32],si64>) -> !torch.vtensor<[32,1],f32> {
   %none = torch.constant.none
   %true = torch.constant.bool true
   %int-1 = torch.constant.int -1
@@ -417,7 +417,7 @@ func.func @nm_dot_plain_inputs(%arg0: !torch.vtensor<[32,6],f32>, %arg1: !torch.
 // CHECK-NOT: hector_inter.degree_norm
 // CHECK: torch.aten.reciprocal
 // CHECK: return
-func.func @nm_key_stride_too_small(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.graph = "dst"}, %arg3: !torch.vtensor<[32],si64> {hector.graph = "etype"}) -> !torch.vtensor<[32,4],f32> attributes {hector.num_etypes = 4 : i64} {
+func.func @nm_key_stride_too_small(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.data.graph = "dst"}, %arg3: !torch.vtensor<[32],si64> {hector.data.graph = "etype"}) -> !torch.vtensor<[32,4],f32> attributes {hector.num_etypes = 4 : i64} {
   %0 = torch.vtensor.literal(dense<1.000000e+00> : tensor<32xf32>) : !torch.vtensor<[32],f32>
   %1 = torch.vtensor.literal(dense<0.000000e+00> : tensor<30xf32>) : !torch.vtensor<[30],f32>
   %int-1 = torch.constant.int -1

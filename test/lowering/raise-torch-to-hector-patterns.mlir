@@ -12,7 +12,7 @@
 // CHECK: hector_inter.add
 // CHECK-NOT: torch.aten
 // CHECK: return
-func.func @gather_src_dst(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.graph = "dst"}) -> !torch.vtensor<[32,4],f32> {
+func.func @gather_src_dst(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.data.graph = "dst"}) -> !torch.vtensor<[32,4],f32> {
   %int1 = torch.constant.int 1
   %int0 = torch.constant.int 0
   %0 = torch.aten.index_select %arg0, %int0, %arg1 : !torch.vtensor<[10,4],f32>, !torch.int, !torch.vtensor<[32],si64> -> !torch.vtensor<[32,4],f32>
@@ -29,7 +29,7 @@ func.func @gather_src_dst(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtens
 // CHECK: hector_inter.gather_dst
 // CHECK-NOT: torch.aten
 // CHECK: return
-func.func @gather_edge_index(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[2,32],si64> {hector.graph = "edge_index"}) -> (!torch.vtensor<[32,4],f32>, !torch.vtensor<[32,4],f32>) {
+func.func @gather_edge_index(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[2,32],si64> {hector.data.graph = "edge_index"}) -> (!torch.vtensor<[32,4],f32>, !torch.vtensor<[32,4],f32>) {
   %int2 = torch.constant.int 2
   %int1 = torch.constant.int 1
   %int0 = torch.constant.int 0
@@ -50,7 +50,7 @@ func.func @gather_edge_index(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vt
 // CHECK: hector_inter.typed_linear"({{.*}}) {slice = "etype"}
 // CHECK-NOT: torch.aten
 // CHECK: return
-func.func @typed_linear_etype_index_select(%arg0: !torch.vtensor<[3,4,6],f32>, %arg1: !torch.vtensor<[10,4],f32>, %arg2: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg3: !torch.vtensor<[32],si64> {hector.graph = "etype"}) -> !torch.vtensor<[32,6],f32> {
+func.func @typed_linear_etype_index_select(%arg0: !torch.vtensor<[3,4,6],f32>, %arg1: !torch.vtensor<[10,4],f32>, %arg2: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg3: !torch.vtensor<[32],si64> {hector.data.graph = "etype"}) -> !torch.vtensor<[32,6],f32> {
   %int0 = torch.constant.int 0
   %int1 = torch.constant.int 1
   %0 = torch.prim.ListConstruct %arg2 : (!torch.vtensor<[32],si64>) -> !torch.list<vtensor>
@@ -68,7 +68,7 @@ func.func @typed_linear_etype_index_select(%arg0: !torch.vtensor<[3,4,6],f32>, %
 // CHECK: hector_inter.typed_linear"({{.*}}) {slice = "etype"}
 // CHECK-NOT: torch.aten
 // CHECK: return
-func.func @typed_linear_etype_matmul(%arg0: !torch.vtensor<[3,4,6],f32>, %arg1: !torch.vtensor<[10,4],f32>, %arg2: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg3: !torch.vtensor<[32],si64> {hector.graph = "etype"}) -> !torch.vtensor<[32,6],f32> {
+func.func @typed_linear_etype_matmul(%arg0: !torch.vtensor<[3,4,6],f32>, %arg1: !torch.vtensor<[10,4],f32>, %arg2: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg3: !torch.vtensor<[32],si64> {hector.data.graph = "etype"}) -> !torch.vtensor<[32,6],f32> {
   %int6 = torch.constant.int 6
   %int4 = torch.constant.int 4
   %int32 = torch.constant.int 32
@@ -96,7 +96,7 @@ func.func @typed_linear_etype_matmul(%arg0: !torch.vtensor<[3,4,6],f32>, %arg1: 
 // CHECK: hector_inter.gather_src
 // CHECK-NOT: torch.aten
 // CHECK: return
-func.func @typed_linear_ntype(%arg0: !torch.vtensor<[2,4,6],f32>, %arg1: !torch.vtensor<[10,4],f32>, %arg2: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg3: !torch.vtensor<[10],si64> {hector.graph = "ntype"}) -> !torch.vtensor<[32,6],f32> {
+func.func @typed_linear_ntype(%arg0: !torch.vtensor<[2,4,6],f32>, %arg1: !torch.vtensor<[10,4],f32>, %arg2: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg3: !torch.vtensor<[10],si64> {hector.data.graph = "ntype"}) -> !torch.vtensor<[32,6],f32> {
   %int1 = torch.constant.int 1
   %0 = torch.aten.unsqueeze %arg1, %int1 : !torch.vtensor<[10,4],f32>, !torch.int -> !torch.vtensor<[10,1,4],f32>
   %1 = torch.prim.ListConstruct %arg3 : (!torch.vtensor<[10],si64>) -> !torch.list<vtensor>
@@ -119,7 +119,7 @@ func.func @typed_linear_ntype(%arg0: !torch.vtensor<[2,4,6],f32>, %arg1: !torch.
 // CHECK: hector_inter.typed_linear"({{.*}}) {slice = "none"}
 // CHECK-NOT: torch.aten
 // CHECK: return
-func.func @shared_linear(%arg0: !torch.vtensor<[4,6],f32>, %arg1: !torch.vtensor<[6,4],f32>, %arg2: !torch.vtensor<[6],f32>, %arg3: !torch.vtensor<[6,4],f32>, %arg4: !torch.vtensor<[10,4],f32>, %arg5: !torch.vtensor<[32],si64> {hector.graph = "src"}) -> !torch.vtensor<[32,6],f32> {
+func.func @shared_linear(%arg0: !torch.vtensor<[4,6],f32>, %arg1: !torch.vtensor<[6,4],f32>, %arg2: !torch.vtensor<[6],f32>, %arg3: !torch.vtensor<[6,4],f32>, %arg4: !torch.vtensor<[10,4],f32>, %arg5: !torch.vtensor<[32],si64> {hector.data.graph = "src"}) -> !torch.vtensor<[32,6],f32> {
   %none = torch.constant.none
   %int1 = torch.constant.int 1
   %0 = torch.aten.mm %arg4, %arg0 : !torch.vtensor<[10,4],f32>, !torch.vtensor<[4,6],f32> -> !torch.vtensor<[10,6],f32>
@@ -142,7 +142,7 @@ func.func @shared_linear(%arg0: !torch.vtensor<[4,6],f32>, %arg1: !torch.vtensor
 // CHECK: hector_inter.edge_softmax"(%arg{{.*}}
 // CHECK-NOT: torch.aten
 // CHECK: return
-func.func @softmax_max(%arg0: !torch.vtensor<[32,2],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "dst"}) -> !torch.vtensor<[32,2],f32> {
+func.func @softmax_max(%arg0: !torch.vtensor<[32,2],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "dst"}) -> !torch.vtensor<[32,2],f32> {
   %0 = torch.vtensor.literal(dense<0.000000e+00> : tensor<10x2xf32>) : !torch.vtensor<[10,2],f32>
   %none = torch.constant.none
   %str = torch.constant.str "amax"
@@ -184,7 +184,7 @@ func.func @softmax_max(%arg0: !torch.vtensor<[32,2],f32>, %arg1: !torch.vtensor<
 // CHECK: hector_inter.edge_softmax
 // CHECK-NOT: torch.aten
 // CHECK: return
-func.func @softmax_nomax(%arg0: !torch.vtensor<[32,2],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "dst"}) -> !torch.vtensor<[32,2],f32> {
+func.func @softmax_nomax(%arg0: !torch.vtensor<[32,2],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "dst"}) -> !torch.vtensor<[32,2],f32> {
   %0 = torch.vtensor.literal(dense<0.000000e+00> : tensor<10x2xf32>) : !torch.vtensor<[10,2],f32>
   %none = torch.constant.none
   %int32 = torch.constant.int 32
@@ -214,7 +214,7 @@ func.func @softmax_nomax(%arg0: !torch.vtensor<[32,2],f32>, %arg1: !torch.vtenso
 // CHECK: hector_inter.edge_softmax
 // CHECK-NOT: torch.aten
 // CHECK: return
-func.func @softmax_eps(%arg0: !torch.vtensor<[32,2],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "dst"}) -> !torch.vtensor<[32,2],f32> {
+func.func @softmax_eps(%arg0: !torch.vtensor<[32,2],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "dst"}) -> !torch.vtensor<[32,2],f32> {
   %0 = torch.vtensor.literal(dense<0.000000e+00> : tensor<10x2xf32>) : !torch.vtensor<[10,2],f32>
   %none = torch.constant.none
   %float9.999990e-17 = torch.constant.float 9.9999999999999997E-17
@@ -258,7 +258,7 @@ func.func @softmax_eps(%arg0: !torch.vtensor<[32,2],f32>, %arg1: !torch.vtensor<
 // CHECK: hector_inter.dot
 // CHECK-NOT: torch.aten
 // CHECK: return
-func.func @dot_keepdim(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.graph = "dst"}) -> !torch.vtensor<[32,1],f32> {
+func.func @dot_keepdim(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.data.graph = "dst"}) -> !torch.vtensor<[32,1],f32> {
   %none = torch.constant.none
   %true = torch.constant.bool true
   %int-1 = torch.constant.int -1
@@ -278,7 +278,7 @@ func.func @dot_keepdim(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<
 // CHECK: hector_inter.dot{{.*}} -> tensor<32x2xf32>
 // CHECK-NOT: torch.aten
 // CHECK: return
-func.func @dot_heads(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.graph = "dst"}) -> !torch.vtensor<[32,2],f32> {
+func.func @dot_heads(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.data.graph = "dst"}) -> !torch.vtensor<[32,2],f32> {
   %none = torch.constant.none
   %false = torch.constant.bool false
   %int2 = torch.constant.int 2
@@ -303,7 +303,7 @@ func.func @dot_heads(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[3
 // CHECK: hector_inter.scale{{.*}}tensor<32x1xf32>) -> tensor<32x4xf32>
 // CHECK-NOT: torch.aten
 // CHECK: return
-func.func @scale_row(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg2: !torch.vtensor<[32,1],f32>) -> !torch.vtensor<[32,4],f32> {
+func.func @scale_row(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg2: !torch.vtensor<[32,1],f32>) -> !torch.vtensor<[32,4],f32> {
   %0 = torch.prim.ListConstruct %arg1 : (!torch.vtensor<[32],si64>) -> !torch.list<vtensor>
   %1 = torch.aten.index.Tensor_hacked_twin %arg0, %0 : !torch.vtensor<[10,4],f32>, !torch.list<vtensor> -> !torch.vtensor<[32,4],f32>
   %2 = torch.aten.mul.Tensor %1, %arg2 : !torch.vtensor<[32,4],f32>, !torch.vtensor<[32,1],f32> -> !torch.vtensor<[32,4],f32>
@@ -316,7 +316,7 @@ func.func @scale_row(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[3
 // CHECK: hector_inter.scale{{.*}}tensor<32x2xf32>) -> tensor<32x4xf32>
 // CHECK-NOT: torch.aten
 // CHECK: return
-func.func @scale_heads(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg2: !torch.vtensor<[32,2],f32>) -> !torch.vtensor<[32,4],f32> {
+func.func @scale_heads(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg2: !torch.vtensor<[32,2],f32>) -> !torch.vtensor<[32,4],f32> {
   %int4 = torch.constant.int 4
   %int2 = torch.constant.int 2
   %int-1 = torch.constant.int -1
@@ -338,7 +338,7 @@ func.func @scale_heads(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<
 // CHECK: hector_inter.scale
 // CHECK-NOT: torch.aten
 // CHECK: return
-func.func @degree_norm_dst(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.graph = "dst"}) -> !torch.vtensor<[32,4],f32> {
+func.func @degree_norm_dst(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.data.graph = "dst"}) -> !torch.vtensor<[32,4],f32> {
   %0 = torch.vtensor.literal(dense<1.000000e+00> : tensor<32xf32>) : !torch.vtensor<[32],f32>
   %1 = torch.vtensor.literal(dense<0.000000e+00> : tensor<10xf32>) : !torch.vtensor<[10],f32>
   %int-1 = torch.constant.int -1
@@ -378,7 +378,7 @@ func.func @degree_norm_dst(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vten
 // CHECK: hector_inter.scale
 // CHECK-NOT: torch.aten
 // CHECK: return
-func.func @degree_norm_dst_etype(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.graph = "dst"}, %arg3: !torch.vtensor<[32],si64> {hector.graph = "etype"}) -> !torch.vtensor<[32,4],f32> {
+func.func @degree_norm_dst_etype(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.data.graph = "dst"}, %arg3: !torch.vtensor<[32],si64> {hector.data.graph = "etype"}) -> !torch.vtensor<[32,4],f32> {
   %0 = torch.vtensor.literal(dense<1.000000e+00> : tensor<32xf32>) : !torch.vtensor<[32],f32>
   %1 = torch.vtensor.literal(dense<0.000000e+00> : tensor<30xf32>) : !torch.vtensor<[30],f32>
   %int-1 = torch.constant.int -1
@@ -421,7 +421,7 @@ func.func @degree_norm_dst_etype(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torc
 // CHECK: hector_inter.scale
 // CHECK-NOT: torch.aten
 // CHECK: return
-func.func @degree_norm_etype_major(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.graph = "dst"}, %arg3: !torch.vtensor<[32],si64> {hector.graph = "etype"}) -> !torch.vtensor<[32,4],f32> {
+func.func @degree_norm_etype_major(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.data.graph = "dst"}, %arg3: !torch.vtensor<[32],si64> {hector.data.graph = "etype"}) -> !torch.vtensor<[32,4],f32> {
   %0 = torch.vtensor.literal(dense<1.000000e+00> : tensor<32xf32>) : !torch.vtensor<[32],f32>
   %1 = torch.vtensor.literal(dense<0.000000e+00> : tensor<30xf32>) : !torch.vtensor<[30],f32>
   %none = torch.constant.none
@@ -460,7 +460,7 @@ func.func @degree_norm_etype_major(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !to
 // CHECK: hector_inter.add
 // CHECK-NOT: torch.aten
 // CHECK: return
-func.func @bias(%arg0: !torch.vtensor<[4],f32>, %arg1: !torch.vtensor<[3,4],f32>, %arg2: !torch.vtensor<[10,4],f32>, %arg3: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg4: !torch.vtensor<[32],si64> {hector.graph = "etype"}) -> (!torch.vtensor<[32,4],f32>, !torch.vtensor<[32,4],f32>, !torch.vtensor<[32,4],f32>) {
+func.func @bias(%arg0: !torch.vtensor<[4],f32>, %arg1: !torch.vtensor<[3,4],f32>, %arg2: !torch.vtensor<[10,4],f32>, %arg3: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg4: !torch.vtensor<[32],si64> {hector.data.graph = "etype"}) -> (!torch.vtensor<[32,4],f32>, !torch.vtensor<[32,4],f32>, !torch.vtensor<[32,4],f32>) {
   %int1 = torch.constant.int 1
   %0 = torch.prim.ListConstruct %arg3 : (!torch.vtensor<[32],si64>) -> !torch.list<vtensor>
   %1 = torch.aten.index.Tensor_hacked_twin %arg2, %0 : !torch.vtensor<[10,4],f32>, !torch.list<vtensor> -> !torch.vtensor<[32,4],f32>
@@ -491,7 +491,7 @@ func.func @bias(%arg0: !torch.vtensor<[4],f32>, %arg1: !torch.vtensor<[3,4],f32>
 // CHECK: {fn = "neg"
 // CHECK-NOT: torch.aten
 // CHECK: return
-func.func @unary(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "src"}) -> (!torch.vtensor<[32,4],f32>, !torch.vtensor<[32,4],f32>, !torch.vtensor<[32,4],f32>, !torch.vtensor<[32,4],f32>, !torch.vtensor<[32,4],f32>, !torch.vtensor<[32,4],f32>, !torch.vtensor<[32,4],f32>) {
+func.func @unary(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "src"}) -> (!torch.vtensor<[32,4],f32>, !torch.vtensor<[32,4],f32>, !torch.vtensor<[32,4],f32>, !torch.vtensor<[32,4],f32>, !torch.vtensor<[32,4],f32>, !torch.vtensor<[32,4],f32>, !torch.vtensor<[32,4],f32>) {
   %str = torch.constant.str "none"
   %float1.000000e-01 = torch.constant.float 1.000000e-01
   %0 = torch.prim.ListConstruct %arg1 : (!torch.vtensor<[32],si64>) -> !torch.list<vtensor>
@@ -512,7 +512,7 @@ func.func @unary(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],s
 // CHECK: {fn = "silu"
 // CHECK-NOT: torch.aten
 // CHECK: return
-func.func @silu(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "src"}) -> !torch.vtensor<[32,4],f32> {
+func.func @silu(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "src"}) -> !torch.vtensor<[32,4],f32> {
   %0 = torch.prim.ListConstruct %arg1 : (!torch.vtensor<[32],si64>) -> !torch.list<vtensor>
   %1 = torch.aten.index.Tensor_hacked_twin %arg0, %0 : !torch.vtensor<[10,4],f32>, !torch.list<vtensor> -> !torch.vtensor<[32,4],f32>
   %2 = torch.aten.silu %1 : !torch.vtensor<[32,4],f32> -> !torch.vtensor<[32,4],f32>
@@ -528,7 +528,7 @@ func.func @silu(%arg0: !torch.vtensor<[10,4],f32>, %arg1: !torch.vtensor<[32],si
 // CHECK: hector_inter.sum_to_src
 // CHECK-NOT: torch.aten
 // CHECK: return
-func.func @scatter_sums(%arg0: !torch.vtensor<[32,6],f32>, %arg1: !torch.vtensor<[32],si64> {hector.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.graph = "dst"}) -> (!torch.vtensor<[10,6],f32>, !torch.vtensor<[10,6],f32>, !torch.vtensor<[10,6],f32>, !torch.vtensor<[10,6],f32>) {
+func.func @scatter_sums(%arg0: !torch.vtensor<[32,6],f32>, %arg1: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %arg2: !torch.vtensor<[32],si64> {hector.data.graph = "dst"}) -> (!torch.vtensor<[10,6],f32>, !torch.vtensor<[10,6],f32>, !torch.vtensor<[10,6],f32>, !torch.vtensor<[10,6],f32>) {
   %0 = torch.vtensor.literal(dense<0.000000e+00> : tensor<10x6xf32>) : !torch.vtensor<[10,6],f32>
   %none = torch.constant.none
   %str = torch.constant.str "sum"

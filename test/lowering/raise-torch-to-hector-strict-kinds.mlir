@@ -17,7 +17,7 @@
 // CHECK-NEXT: raise-torch-to-hector-strict-kinds.mlir:48: error: cannot raise 'torch.aten.mm' to hector_inter
 // CHECK-NEXT: raise-torch-to-hector-strict-kinds.mlir:50: error: cannot raise 'torch.aten.sin' to hector_inter
 // CHECK-NOT: error
-func.func @kinds(%x: !torch.vtensor<[10,32],f32>, %xs: !torch.vtensor<[10,4],f32>, %w: !torch.vtensor<[3,4,6],f32>, %other: !torch.vtensor<[32],si64>, %src: !torch.vtensor<[32],si64> {hector.graph = "src"}, %dst: !torch.vtensor<[32],si64> {hector.graph = "dst"}, %et: !torch.vtensor<[32],si64> {hector.graph = "etype"}) -> (!torch.vtensor<[10,32],f32>, !torch.vtensor<[10,4],f32>, !torch.vtensor<[32,6],f32>, !torch.vtensor<[32,4],f32>, !torch.vtensor<[10,4],f32>) {
+func.func @kinds(%x: !torch.vtensor<[10,32],f32>, %xs: !torch.vtensor<[10,4],f32>, %w: !torch.vtensor<[3,4,6],f32>, %other: !torch.vtensor<[32],si64>, %src: !torch.vtensor<[32],si64> {hector.data.graph = "src"}, %dst: !torch.vtensor<[32],si64> {hector.data.graph = "dst"}, %et: !torch.vtensor<[32],si64> {hector.data.graph = "etype"}) -> (!torch.vtensor<[10,32],f32>, !torch.vtensor<[10,4],f32>, !torch.vtensor<[32,6],f32>, !torch.vtensor<[32,4],f32>, !torch.vtensor<[10,4],f32>) {
   %int0 = torch.constant.int 0
   %int1 = torch.constant.int 1
   %int-1 = torch.constant.int -1

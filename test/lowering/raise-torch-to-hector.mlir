@@ -12,7 +12,7 @@
 // CHECK: hector_inter.unary"({{.*}}) {fn = "relu"
 // CHECK-NOT: torch.aten
 // CHECK: return
-func.func @rgcn(%x: !torch.vtensor<[10,4],f32>, %w: !torch.vtensor<[3,4,5],f32>, %root: !torch.vtensor<[4,5],f32>, %bias: !torch.vtensor<[5],f32>, %src: !torch.vtensor<[30],si64> {hector.graph = "src"}, %dst: !torch.vtensor<[30],si64> {hector.graph = "dst"}, %et: !torch.vtensor<[30],si64> {hector.graph = "etype"}, %norm: !torch.vtensor<[30,1],f32>) -> !torch.vtensor<[10,5],f32> {
+func.func @rgcn(%x: !torch.vtensor<[10,4],f32>, %w: !torch.vtensor<[3,4,5],f32>, %root: !torch.vtensor<[4,5],f32>, %bias: !torch.vtensor<[5],f32>, %src: !torch.vtensor<[30],si64> {hector.data.graph = "src"}, %dst: !torch.vtensor<[30],si64> {hector.data.graph = "dst"}, %et: !torch.vtensor<[30],si64> {hector.data.graph = "etype"}, %norm: !torch.vtensor<[30,1],f32>) -> !torch.vtensor<[10,5],f32> {
   %0 = torch.vtensor.literal(dense<0.000000e+00> : tensor<10x5xf32>) : !torch.vtensor<[10,5],f32>
   %true = torch.constant.bool true
   %int1 = torch.constant.int 1
@@ -43,7 +43,7 @@ func.func @rgcn(%x: !torch.vtensor<[10,4],f32>, %w: !torch.vtensor<[3,4,5],f32>,
 // CHECK-NOT: hector_inter.sum_to_dst
 // CHECK: torch.aten.index_put
 // CHECK: torch.aten.scatter_reduce.two
-func.func @near_misses(%x: !torch.vtensor<[10,4],f32>, %other: !torch.vtensor<[30],si64>, %dst: !torch.vtensor<[30],si64> {hector.graph = "dst"}, %e: !torch.vtensor<[30,4],f32>) -> (!torch.vtensor<[30,4],f32>, !torch.vtensor<[10,4],f32>, !torch.vtensor<[10,4],f32>) {
+func.func @near_misses(%x: !torch.vtensor<[10,4],f32>, %other: !torch.vtensor<[30],si64>, %dst: !torch.vtensor<[30],si64> {hector.data.graph = "dst"}, %e: !torch.vtensor<[30,4],f32>) -> (!torch.vtensor<[30,4],f32>, !torch.vtensor<[10,4],f32>, !torch.vtensor<[10,4],f32>) {
   %int0 = torch.constant.int 0
   %true = torch.constant.bool true
   %mean = torch.constant.str "mean"

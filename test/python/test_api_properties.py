@@ -27,9 +27,9 @@ from hypothesis import strategies as st
 
 import hector
 from hector import datasets, models
-from hector.graph import MAX_COUNT, HeteroGraph, ResourceLimitError, random_graph
+from hector.data.graph import MAX_COUNT, HeteroGraph, ResourceLimitError, random_graph
 from hector.models import HGTLayer, rgcn_layer
-from hector.passes import _pipeline
+from hector.passes import pipeline as _pipeline
 from hector.runtime import native
 
 #: Derandomized, no example database, no deadline (the first compiled call JIT-compiles).
@@ -46,9 +46,7 @@ MEMORY_LIMIT = "256M"
 LIMIT_BYTES = 256 * 2**20
 
 #: Source folders of Hector's modules: a clean error is raised by code in one of them.
-HECTOR_SOURCES = tuple(
-    str(Path(m.__file__).resolve().parent) for m in (hector.graph, native, _pipeline)
-)
+HECTOR_SOURCES = tuple(str(Path(m.__file__).resolve().parent) for m in (hector, native, _pipeline))
 #: A compile diagnostic located in user code (``file:line:col: error: ...``, line >= 1).
 LOCATED_DIAGNOSTIC = re.compile(r"^\S+:[1-9]\d*:\d+: error: ", re.MULTILINE)
 

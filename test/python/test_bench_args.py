@@ -8,8 +8,8 @@ import argparse
 
 import pytest
 
-from hector import cli
-from hector import cli_args as _args
+from hector.tools import cli
+from hector.tools import cli_args as _args
 from hector_bench import gnn
 from hector_bench.plot_args import PlotPath
 

@@ -129,7 +129,7 @@ def test_cli_refuses_a_cache_dir_that_is_not_private(tmp_path, how):
         os.symlink(target, given)
     for bench in ("minibatch", "feature-gather"):
         r = subprocess.run(
-            [sys.executable, "-m", "hector.cli", "bench", bench, "--cache-dir", str(given)]
+            [sys.executable, "-m", "hector.tools.cli", "bench", bench, "--cache-dir", str(given)]
             + ["--dataset" if bench == "feature-gather" else "--datasets", DS],
             capture_output=True,
             text=True,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hector import cli
+from hector.tools import cli
 from hector_bench import _common, gnn, gnn_ablation, gnn_setup
 
 # synthetic:mag at this scale: 194 nodes, 4222 edges, 8 relations, 4 node types
@@ -96,7 +96,7 @@ def _check_record(rec: dict, model: str, mode: str, peers: set[str]) -> dict:
 def test_rgcn_inference_cli_writes_record_plot_and_memory(tmp_path) -> None:
     out, plot = tmp_path / "rec.json", tmp_path / "rec.png"
     r = subprocess.run(
-        [sys.executable, "-m", "hector.cli", "bench", "gnn", "--model", "rgcn"]
+        [sys.executable, "-m", "hector.tools.cli", "bench", "gnn", "--model", "rgcn"]
         + ["--mode", "inference", *TINY, "--no-roofline", "--json", str(out), "--plot", str(plot)],
         capture_output=True,
         text=True,
@@ -276,7 +276,7 @@ def test_bad_numbers_are_refused_by_the_parser_with_exit_2(argv, message, capsys
 
 def test_bad_argument_from_the_command_line_has_no_traceback(tmp_path) -> None:
     r = subprocess.run(
-        [sys.executable, "-m", "hector.cli", "bench", "gnn", "--model", "rgcn", "--mode"]
+        [sys.executable, "-m", "hector.tools.cli", "bench", "gnn", "--model", "rgcn", "--mode"]
         + ["inference", "--dataset", str(tmp_path / "missing")],
         capture_output=True,
         text=True,
@@ -435,7 +435,7 @@ def test_peer_over_the_memory_cap_fails_with_out_of_memory(tmp_path) -> None:
     argv = ["bench", "gnn", "--model", "rgcn", "--mode", "training", "--dataset", DS]
     argv += ["--scale", str(SCALE), "--hidden", "128", "--runs", "1", "--no-memory"]
     argv += ["--max-system-mem-gb", "0.2", "--json", str(out)]
-    pinned = f"import os, sys; os.sched_setaffinity(0, {cpus}); from hector.cli import main; "
+    pinned = f"import os, sys; os.sched_setaffinity(0, {cpus}); from hector.tools.cli import main; "
     r = subprocess.run(
         [sys.executable, "-c", pinned + f"sys.exit(main({argv!r}))"],
         capture_output=True,

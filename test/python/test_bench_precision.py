@@ -9,7 +9,7 @@ import pytest
 
 
 def test_bench_precision_records_each_layer_in_each_type(tmp_path: Path) -> None:
-    from hector.cli import main
+    from hector.tools.cli import main
 
     record = tmp_path / "precision.json"
     argv = ["bench", "precision", "--dataset", "random:40x200x3", "--in-dim", "16"]
@@ -29,7 +29,7 @@ def test_bench_precision_records_each_layer_in_each_type(tmp_path: Path) -> None
 
 
 def test_bench_precision_refuses_an_unknown_type(capsys: pytest.CaptureFixture[str]) -> None:
-    from hector.cli import main
+    from hector.tools.cli import main
 
     assert main(["bench", "precision", "--dtypes", "float32,int8"]) == 2
     assert "unknown ['int8']" in capsys.readouterr().err
@@ -37,7 +37,7 @@ def test_bench_precision_refuses_an_unknown_type(capsys: pytest.CaptureFixture[s
 
 def test_bench_precision_times_cpu_time_when_asked(tmp_path: Path) -> None:
     """``--clock cpu`` is kept in the record's configuration, and the calls are timed."""
-    from hector.cli import main
+    from hector.tools.cli import main
 
     record = tmp_path / "precision.json"
     argv = ["bench", "precision", "--dataset", "random:40x200x3", "--in-dim", "16"]
@@ -50,7 +50,7 @@ def test_bench_precision_times_cpu_time_when_asked(tmp_path: Path) -> None:
 
 
 def test_bench_precision_refuses_an_unknown_clock(capsys: pytest.CaptureFixture[str]) -> None:
-    from hector.cli import main
+    from hector.tools.cli import main
 
     with pytest.raises(SystemExit):
         main(["bench", "precision", "--clock", "sundial"])
@@ -59,7 +59,7 @@ def test_bench_precision_refuses_an_unknown_clock(capsys: pytest.CaptureFixture[
 
 def test_bench_precision_times_gemms_against_torch_mm(tmp_path: Path) -> None:
     """``--gemm`` adds a typed linear against ``torch.mm`` per shape and type to the record."""
-    from hector.cli import main
+    from hector.tools.cli import main
 
     record = tmp_path / "precision.json"
     argv = ["bench", "precision", "--models", "", "--dtypes", "float32,bfloat16"]
@@ -74,7 +74,7 @@ def test_bench_precision_times_gemms_against_torch_mm(tmp_path: Path) -> None:
 
 
 def test_bench_precision_refuses_a_bad_gemm_shape(capsys: pytest.CaptureFixture[str]) -> None:
-    from hector.cli import main
+    from hector.tools.cli import main
 
     assert main(["bench", "precision", "--gemm", "256by256"]) == 2
     assert "--gemm wants KxN shapes such as 256x256, got '256by256'" in capsys.readouterr().err

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hector.dataset import DatasetError
+from hector.data.dataset import DatasetError
 from hector_bench.random_graph import random_graph
 
 
@@ -46,14 +46,14 @@ def test_bad_specs_are_refused(spec: str, message: str) -> None:
 
 
 def test_bench_compile_refuses_a_bad_random_graph(capsys: pytest.CaptureFixture[str]) -> None:
-    from hector.cli import main
+    from hector.tools.cli import main
 
     assert main(["bench", "compile", "--dataset", "random:1x1x1", "--systems", "eager"]) == 1
     assert "NODES >= 2" in capsys.readouterr().err
 
 
 def test_bench_compile_runs_hectors_program_on_a_small_random_graph(tmp_path: Path) -> None:
-    from hector.cli import main
+    from hector.tools.cli import main
 
     record = tmp_path / "small.json"
     argv = ["bench", "compile", "--model", "rgcn", "--dataset", "random:20x60x3", "--no-warm"]
@@ -71,7 +71,7 @@ def test_bench_compile_input_grad_compares_the_features_gradient(tmp_path: Path)
     """``--input-grad``: the features require grad (a hidden layer's input), as in the route's
     regression cell ``random:20000x200000x6`` (docs/benchmarks.md); their gradient is compared
     with the parameters' (RGCNConv: weight, root, bias and x)."""
-    from hector.cli import main
+    from hector.tools.cli import main
 
     record = tmp_path / "input_grad.json"
     argv = ["bench", "compile", "--model", "rgcn", "--dataset", "random:20x60x3", "--no-warm"]

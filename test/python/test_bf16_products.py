@@ -1,4 +1,4 @@
-"""bf16 products on the CPU (``lowering/_cpu_bf16.py``): GEMMs with a bf16 operand multiply
+"""bf16 products on the CPU (``lowering/cpu/bf16.py``): GEMMs with a bf16 operand multiply
 bf16 pairs into f32 accumulators (AVX512-BF16's ``vdpbf16ps``) where the CPU has it, and the
 f32 products where it has not or ``HECTOR_BF16_DOT=off``; the choice is part of the options,
 so of the compilation cache's key."""
@@ -12,7 +12,7 @@ import torch
 from _typed_graph import META
 
 import hector
-from hector.lowering import cpu_features
+from hector.lowering.cpu import features as cpu_features
 from hector.models import HGTLayer, RGATLayer, RGCNLayer
 from hector.targets.options import Options
 

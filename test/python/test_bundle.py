@@ -26,7 +26,8 @@ from _fake_driver import FakeDriver
 from _no_mlir import run_python
 
 import hector
-from hector import bundle, frontend
+from hector import bundle
+from hector.frontends import trace as frontend
 from hector.models import HGTLayer, RGATLayer, RGCNLayer
 from hector.runtime import bundle as rb
 from hector.runtime.launch import param_count, ptx_param_counts
@@ -307,7 +308,7 @@ def test_wrong_arguments_are_refused_before_any_launch(built: dict[str, dict[str
     params = [p.detach() for p in (layer.weight, layer.root, layer.bias)]
     with pytest.raises(rb.BundleError, match="argument #0 is node-wise: expected 30 rows"):
         fn(g, torch.randn(5, IN), *params)
-    x_arg = len(hector.graph.GRAPH_ARRAYS)  # the first tensor after the graph's arrays
+    x_arg = len(hector.data.graph.GRAPH_ARRAYS)  # the first tensor after the graph's arrays
     with pytest.raises(rb.BundleError, match=rf"argument #{x_arg} must be f32\[\?x8\].*rebuild it"):
         fn(g, torch.randn(N, 4), *params)
     with pytest.raises(rb.BundleError, match="sliced by etype: expected 3 slices"):
@@ -374,7 +375,16 @@ def test_writing_over_a_foreign_directory_is_refused(tmp_path: Path) -> None:
 
 def test_cli_writes_a_bundle(tmp_path: Path) -> None:
     out = tmp_path / "rgcn"
-    cmd = [sys.executable, "-m", "hector.cli", "compile", "--model", "rgcn", "--target", "cuda"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "hector.tools.cli",
+        "compile",
+        "--model",
+        "rgcn",
+        "--target",
+        "cuda",
+    ]
     proc = subprocess.run([*cmd, "--bundle", str(out)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "bundle written to" in proc.stderr
@@ -513,9 +523,9 @@ class HostKernelDriver(FakeDriver):
         from mlir.execution_engine import ExecutionEngine
 
         from hector.compiler import run_stages
-        from hector.lowering.cpu_jit import runtime_symbols
+        from hector.lowering.cpu.jit import runtime_symbols
         from hector.lowering.pipelines import LLVM_CPU
-        from hector.passes._pipeline import run_pipeline
+        from hector.passes.pipeline import run_pipeline
 
         staged = run_stages(traced, "gpu", until="gpu", autodiff=True, options=options)
         with staged.context, ir.Location.unknown():

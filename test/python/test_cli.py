@@ -10,7 +10,7 @@ RGCN_SMALL = ["--nodes", "60", "--edges", "300", "--etypes", "3", "--runs", "2"]
 
 def _hector(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "hector.cli", *args],
+        [sys.executable, "-m", "hector.tools.cli", *args],
         input=stdin,
         capture_output=True,
         text=True,
@@ -101,7 +101,7 @@ def test_bench_without_the_benchmarks_says_how_to_install_them() -> None:
     # hector_bench made unimportable, as where the benchmarks are not installed.
     code = (
         "import sys; sys.modules['hector_bench'] = None\n"
-        "from hector.cli import main\n"
+        "from hector.tools.cli import main\n"
         "sys.exit(main(['bench', 'gnn', '--model', 'rgcn']))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -113,7 +113,7 @@ def test_bench_without_the_benchmarks_says_how_to_install_them() -> None:
 def test_bench_plot_needs_matplotlib(tmp_path) -> None:
     code = (
         "import sys; sys.modules['matplotlib'] = None\n"
-        "from hector.cli import main\n"
+        "from hector.tools.cli import main\n"
         f"sys.exit(main(['bench', 'gather', '--plot', {str(tmp_path / 'p.png')!r}]))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -17,7 +17,7 @@ from hector.runtime.private_dir import UnsafeDirectoryError
 _PROGRAM = r"""
 import json, sys, torch
 import hector
-from hector.graph import random_graph
+from hector.data.graph import random_graph
 from hector.targets import cpu_cache
 
 @hector.compile
@@ -171,7 +171,7 @@ def test_keys_are_checked(tmp_path: Path) -> None:
 
 
 def test_bench_compile_times_a_warm_first_call_in_a_fresh_process(tmp_path: Path) -> None:
-    from hector.cli import main
+    from hector.tools.cli import main
 
     record = tmp_path / "compile.json"
     argv = ["bench", "compile", "--model", "rgcn", "--dataset", "synthetic:mutag"]

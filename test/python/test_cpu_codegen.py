@@ -1,4 +1,4 @@
-"""CPU code generation with LLVM's tools (``lowering/cpu_codegen.py``): the same results as
+"""CPU code generation with LLVM's tools (``lowering/cpu/codegen.py``): the same results as
 MLIR's ExecutionEngine, whether the module is split or not; a failing tool falls back to the
 engine with a warning; the cache's entries come from either."""
 
@@ -13,9 +13,9 @@ import torch
 from mlir import ir
 
 import hector
-from hector.graph import random_graph
-from hector.lowering import cpu_codegen
-from hector.lowering.cpu_jit import CpuKernel, LibraryKernel
+from hector.data.graph import random_graph
+from hector.lowering.cpu import codegen as cpu_codegen
+from hector.lowering.cpu.jit import CpuKernel, LibraryKernel
 
 
 def _layer() -> hector.CompiledFunction:

@@ -153,7 +153,8 @@ def test_dropped_kernels_outlive_their_workers(
     is never unloaded."""
     import gc
 
-    from hector.lowering import cpu_codegen, cpu_jit
+    from hector.lowering.cpu import codegen as cpu_codegen
+    from hector.lowering.cpu import jit as cpu_jit
 
     monkeypatch.setenv("HECTOR_COMPILE_CACHE", "0")
     monkeypatch.setattr(cpu_codegen, "available", lambda: False)

@@ -1,5 +1,5 @@
 """IGBH's folder layout: :func:`hector.datasets.load_igbh` and
-:func:`hector.typed_features.igbh_features`, on small folders written here in that layout
+:func:`hector.data.typed_features.igbh_features`, on small folders written here in that layout
 (per-type ``node_feat.npy`` and ``node_label_*.npy``, ``<src>__<rel>__<dst>/edge_index.npy`` as
 ``[E, 2]``), checked edge for edge and row for row against the arrays written."""
 
@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from hector import datasets
+from hector.data.loader import FeatureStore, NeighborLoader
+from hector.data.typed_features import TypedFeatureStore, igbh_features
 from hector.datasets import DatasetError
-from hector.loader import FeatureStore, NeighborLoader
-from hector.typed_features import TypedFeatureStore, igbh_features
 
 COUNTS = {"paper": 30, "author": 20, "institute": 4, "fos": 6}
 RELATIONS = {

@@ -34,7 +34,7 @@ def test_op_handlers_register_once_per_op() -> None:
     handler per op, under the table's prefix."""
     import pytest
 
-    from hector.dialects._build import OpHandlers
+    from hector.dialects.builders import OpHandlers
 
     table: OpHandlers = OpHandlers("lowering", prefix="hector_inter.")
 

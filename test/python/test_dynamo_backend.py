@@ -31,8 +31,8 @@ from torch_geometric.nn import (
 )
 
 import hector
-from hector import pyg_route
-from hector.dynamo import BackendError, HectorBackend
+from hector.dynamo import pyg_route
+from hector.dynamo.backend import BackendError, HectorBackend
 
 N, E, R, F = 40, 240, 4, 8
 TOL = 1e-4
@@ -450,7 +450,7 @@ def test_a_graph_writing_to_its_input_runs_as_captured() -> None:
 
 
 def test_bench_compile_refuses_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
-    from hector.cli import main
+    from hector.tools.cli import main
 
     assert main(["bench", "compile", "--systems", "eager,tvm"]) == 1
     assert "error: --systems takes a subset of eager,inductor,hector" in capsys.readouterr().err

@@ -18,7 +18,7 @@ from torch_geometric.data import HeteroData
 from torch_geometric.nn import HeteroConv, TransformerConv
 
 import hector
-from hector.dynamo import HectorBackend, describe_layers, pyg_layers
+from hector.dynamo.backend import HectorBackend, describe_layers, pyg_layers
 
 TOL = 1e-5
 RELATIONS = (("author", "writes", "paper"), ("paper", "cites", "paper"), ("paper", "by", "author"))

@@ -12,9 +12,10 @@ import pytest
 from mlir import ir
 
 import hector
-from hector import compiler, frontend, targets
-from hector.passes._pipeline import PipelineError, run_pipeline
-from hector.passes._registry import PASSES, PassFailure, PassInfo
+from hector import compiler, targets
+from hector.frontends import trace as frontend
+from hector.passes.pipeline import PipelineError, run_pipeline
+from hector.passes.registry import PASSES, PassFailure, PassInfo
 
 ROOT = Path(__file__).resolve().parents[2]
 

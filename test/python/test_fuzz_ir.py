@@ -55,7 +55,7 @@ def test_seeds_are_the_lit_inputs_split_on_markers() -> None:
 
 
 def test_every_pipeline_and_pass_is_fuzzed() -> None:
-    from hector.passes._registry import PASSES, PIPELINES
+    from hector.passes.registry import PASSES, PIPELINES
 
     hector, torch = fuzz.pipelines()
     assert set(hector) | set(torch) == set(PASSES) | set(PIPELINES)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hector.loader import FeatureStore
+from hector.data.loader import FeatureStore
 from hector_fuzz.loader_checks import judge
 from hector_fuzz.loaders import SUB_GRAMMARS, LoaderStrategy, recipe
 from hector_fuzz.loaders import main as replay_main

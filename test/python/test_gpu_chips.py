@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from hector.lowering import cpu_codegen, pipelines
+from hector.lowering import pipelines
+from hector.lowering.cpu import codegen as cpu_codegen
 
 KERNEL = 'target triple = "nvptx64-nvidia-cuda"\ndefine void @k() {\n  ret void\n}\n'
 

@@ -17,7 +17,7 @@ import torch
 from _typed_graph import META, hetero
 
 import hector
-from hector import frontend
+from hector.frontends import trace as frontend
 from hector.models import _rgcn_layer
 from hector.runtime.launch import ptx_entries, ptx_param_counts
 from hector.targets import cuda as cuda_target
@@ -217,7 +217,7 @@ def test_emulated_memset_zeroes_device_memory() -> None:
 
     from hector.dialects import make_context
     from hector.lowering.pipelines import LLVM_GPU_HOST
-    from hector.passes._pipeline import run_pipeline
+    from hector.passes.pipeline import run_pipeline
 
     with make_context(), ir.Location.unknown():
         module = ir.Module.parse(text)
@@ -333,9 +333,9 @@ def _gpu_kernels_on_cpu(traced: frontend.Traced, options: Any) -> Any:
     from mlir import ir
 
     from hector.compiler import run_stages
-    from hector.lowering.cpu_jit import CpuKernel
+    from hector.lowering.cpu.jit import CpuKernel
     from hector.lowering.pipelines import LLVM_CPU
-    from hector.passes._pipeline import run_pipeline
+    from hector.passes.pipeline import run_pipeline
     from hector.targets.cpu import CpuEntry
 
     staged = run_stages(traced, "gpu", until="gpu", autodiff=True, options=options)
@@ -412,7 +412,7 @@ def test_weight_gradient_over_many_chunks_and_an_empty_graph() -> None:
             torch.testing.assert_close(have, want, rtol=1e-4, atol=1e-4)
 
 
-# ---- scheduled GEMMs: the shared-memory tiled kernels (lowering/gpu_gemm.py, gpu_xty.py) --------
+# ---- scheduled GEMMs: the shared-memory tiled kernels (lowering/gpu/gemm.py, xty.py) --------
 
 
 def _gemm_function(
@@ -474,9 +474,9 @@ def _gemm_on_host(case: dict[str, Any], schedule: Any, arrays: dict[str, torch.T
     from mlir import ir
 
     from hector.dialects import make_context
-    from hector.lowering.cpu_jit import CpuKernel
+    from hector.lowering.cpu.jit import CpuKernel
     from hector.lowering.pipelines import LLVM_CPU
-    from hector.passes._pipeline import run_pipeline
+    from hector.passes.pipeline import run_pipeline
 
     with make_context(), ir.Location.unknown():
         module, order = _gemm_function(**case, schedule=schedule)
@@ -654,7 +654,7 @@ def test_tiled_launch_geometry_follows_the_schedule() -> None:
     from hector.dialects import make_context
     from hector.dialects.hector_intra import Schedule
     from hector.lowering.pipelines import LLVM_GPU_HOST, ptx_pipeline
-    from hector.passes._pipeline import run_pipeline
+    from hector.passes.pipeline import run_pipeline
 
     case, roles, _, _ = TILED_CASES["messages"]
     case = {**case, "roles": roles}
@@ -686,9 +686,9 @@ def test_gpu_check_kernels_launch_as_the_lowering_does(tmp_path, variant: str) -
     from mlir import ir
 
     from hector.dialects import make_context
-    from hector.lowering import gpu_bench_kernels as G
+    from hector.lowering.gpu import bench_kernels as G
     from hector.lowering.pipelines import LLVM_GPU_HOST, ptx_pipeline
-    from hector.passes._pipeline import run_pipeline
+    from hector.passes.pipeline import run_pipeline
 
     shape = G.BenchShape(rows=1000, nodes=100, k=64, n=96, slices=3, variant=variant)
     files = G.write_bench_kernels(str(tmp_path), "sm_90", (shape,))
@@ -732,7 +732,7 @@ def test_gpu_check_launches_through_the_launcher(tmp_path) -> None:
     record's grid and block."""
     from _fake_driver import FakeDriver
 
-    from hector.lowering import gpu_bench_kernels as G
+    from hector.lowering.gpu import bench_kernels as G
     from hector.runtime.launch import Launcher, MemRef
 
     shapes = (G.BenchShape(1000, 100, 16, 8, 3), G.BenchShape(1000, 100, 16, 8, 3, "xty"))
@@ -775,10 +775,10 @@ def test_gpu_chooser_schedules_fit_the_gpu() -> None:
     from mlir import ir
 
     from hector.dialects import make_context
-    from hector.lowering.gpu_gemm import gemm_tiling
-    from hector.lowering.gpu_schedule_choice import gpu_gemm_schedule
-    from hector.lowering.gpu_tile_support import MAX_THREADS, SHARED_BYTES_LIMIT
-    from hector.lowering.gpu_xty import xty_tiling
+    from hector.lowering.gpu.gemm import gemm_tiling
+    from hector.lowering.gpu.schedule_choice import gpu_gemm_schedule
+    from hector.lowering.gpu.tile_support import MAX_THREADS, SHARED_BYTES_LIMIT
+    from hector.lowering.gpu.xty import xty_tiling
 
     with make_context(), ir.Location.unknown():
         for n in (1, 2, 3, 4, 7, 8, 16, 33, 64, 100, 128, 256):
@@ -828,10 +828,10 @@ def test_tiled_gpu_kernels_train_like_the_cpu_path(
     from hector import bundle
     from hector.compiler import run_stages
     from hector.dialects.hector_intra import Schedule
-    from hector.lowering.cpu_jit import CpuKernel
+    from hector.lowering.cpu.jit import CpuKernel
     from hector.lowering.pipelines import LLVM_CPU
     from hector.models import HGTLayer
-    from hector.passes._pipeline import run_pipeline
+    from hector.passes.pipeline import run_pipeline
     from hector.targets.cpu import CpuEntry, compile_traced
 
     torch.manual_seed(0)
@@ -881,9 +881,9 @@ def test_tiled_ptx_assembles_without_spills(tmp_path) -> None:
 
     from hector.dialects import make_context
     from hector.dialects.hector_intra import Schedule
+    from hector.lowering.gpu.ptx import extract_ptx
     from hector.lowering.pipelines import ptx_pipeline
-    from hector.lowering.ptx import extract_ptx
-    from hector.passes._pipeline import run_pipeline
+    from hector.passes.pipeline import run_pipeline
 
     case, roles, _, _ = TILED_CASES["messages"]
     with make_context(), ir.Location.unknown():

@@ -194,7 +194,7 @@ def test_hgt_on_cuda_matches_pyg(out_dim: int) -> None:
 @needs_cuda
 def test_bench_gnn_runs_hector_on_cuda(tmp_path) -> None:
     out = tmp_path / "rgcn.json"
-    cmd = [sys.executable, "-m", "hector.cli", "bench", "gnn", "--device", "cuda"]
+    cmd = [sys.executable, "-m", "hector.tools.cli", "bench", "gnn", "--device", "cuda"]
     cmd += ["--model", "rgcn", "--dataset", "synthetic:aifb", "--mode", "training"]
     cmd += ["--runs", "2", "--no-memory", "--json", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)

@@ -1,4 +1,4 @@
-"""Tests of hector.graph: HeteroGraph construction, validation and random graphs."""
+"""Tests of hector.data.graph: HeteroGraph construction, validation and random graphs."""
 
 from __future__ import annotations
 
@@ -9,7 +9,13 @@ import pytest
 import torch
 from test_datasets import capped_memory
 
-from hector.graph import GRAPH_ARRAYS, HeteroGraph, ResourceLimitError, memory_limit, random_graph
+from hector.data.graph import (
+    GRAPH_ARRAYS,
+    HeteroGraph,
+    ResourceLimitError,
+    memory_limit,
+    random_graph,
+)
 
 
 def _small_graph() -> HeteroGraph:

@@ -5,7 +5,7 @@ Index tensors rewritten in place by routes that keep the data pointer and the ve
 result, as eager PyG does; equal content must still hit (no rebuild). Each in-place case runs
 ``torch.compile(RGCNConv, backend=...)`` (the recognised-layer route, ``hector::pyg_layer``)
 against eager PyG; the per-graph route (a raised ``RGATConv``) and ``HGTConv``'s cache are
-checked too, then :class:`hector._graph_cache.IndexCache` directly.
+checked too, then :class:`hector.frontends.graph_cache.IndexCache` directly.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ import torch._dynamo
 from torch_geometric.nn import HGTConv, RGATConv, RGCNConv
 
 import hector
-from hector import _graph_cache, pyg_route
-from hector._graph_cache import IndexCache, graph_builds, graph_for
-from hector.dynamo import HectorBackend
+from hector.dynamo import pyg_route
+from hector.dynamo.backend import HectorBackend
+from hector.frontends import graph_cache as _graph_cache
+from hector.frontends.graph_cache import IndexCache, graph_builds, graph_for
 
 N, E, R, F = 40, 240, 4, 8
 TOL = 1e-4

@@ -201,7 +201,7 @@ def test_compiled_results_and_buffers_come_from_the_cache() -> None:
     """A second call of a compiled function maps nothing new: its results and the generated
     code's intermediate buffers reuse the first call's blocks."""
     from hector import models
-    from hector.graph import random_graph
+    from hector.data.graph import random_graph
 
     g = random_graph(60_000, 240_000, 3, seed=0)
     layer = models.RGCNLayer(16, 16, 3)

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 import hector
-from hector.importer import ImportError_
+from hector.frontends.importer import ImportError_
 from hector_bench.importer import HGT, RGAT, RGCN
 
 N, E, R, H, D = 40, 240, 4, 2, 4

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from _no_mlir import ALREADY_IMPORTED, run_python
 
-from hector import unified as U
+from hector.data import unified as U
 
 TESTS = str(Path(__file__).resolve().parent)
 
@@ -26,7 +26,7 @@ import json, sys
 import numpy as np
 import torch
 
-import hector, hector.dialects, hector.graph, hector.unified
+import hector, hector.dialects, hector.data.graph, hector.data.unified
 import hector.runtime, hector.runtime.launch, hector.runtime.native, hector.runtime.offload
 from hector.runtime import native
 from hector.runtime.launch import Launcher, MemRef
@@ -52,7 +52,7 @@ print(json.dumps({
                driver.launches[0]["values"]],
     "specs": len(hector.dialects.SPECS),
     "unified_callable": callable(hector.unified),
-    "host_fallback": hector.unified.is_unified(  # CUDA_VISIBLE_DEVICES="" in run_child
+    "host_fallback": hector.data.unified.is_unified(  # CUDA_VISIBLE_DEVICES="" in run_child
         hector.unified(torch.ones(3, 2), allow_host_fallback=True)
     ),
 }))
@@ -160,7 +160,7 @@ def test_prebuilt_gather_kernel_runs_without_the_compiler(tmp_path: Path) -> Non
     (tmp_path / U.gather_kernel_file(width, align, 256, "sm_90")).write_text(ptx)
     code = """
 import json
-from hector import unified as U
+from hector.data import unified as U
 from hector.runtime.launch import Launcher, MemRef, ptx_param_counts
 from _fake_driver import FakeDriver
 
@@ -200,10 +200,10 @@ def test_prebuilt_gather_kernel_wins_over_compiling(
 # What a GPU node imports: the runtime layer and what the GPU check and bundle checks use.
 MLIR_FREE = (
     "hector",
-    "hector.cli",
+    "hector.tools.cli",
     "hector.datasets",
     "hector.dialects",
-    "hector.graph",
+    "hector.data.graph",
     "hector.models",
     "hector.offload",
     "hector_bench.request_model",
@@ -213,7 +213,7 @@ MLIR_FREE = (
     "hector.runtime.launch",
     "hector.runtime.native",
     "hector.runtime.offload",
-    "hector.unified",
+    "hector.data.unified",
 )
 
 

@@ -1,5 +1,5 @@
 """The non-raised part of imported models through torch-mlir's linalg path
-(``lowering/torch_linalg_cpu.py``): segments compiled for the CPU, their compiled backward,
+(``lowering/cpu/torch_linalg.py``): segments compiled for the CPU, their compiled backward,
 ``fallback="eager"``, and the errors for ops torch-mlir cannot lower."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from test_import import N, _check, _sorted
 from torch import nn
 
 import hector
-from hector.importer import ImportError_
-from hector.lowering.torch_linalg_cpu import LinalgLoweringError, compile_torch_function
+from hector.frontends.importer import ImportError_
+from hector.lowering.cpu.torch_linalg import LinalgLoweringError, compile_torch_function
 
 
 @pytest.fixture(scope="module")

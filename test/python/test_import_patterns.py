@@ -98,7 +98,7 @@ def test_too_small_key_stride_is_not_a_degree_norm(g: hector.HeteroGraph) -> Non
 
 
 def test_dict_inputs_are_a_clear_error(g: hector.HeteroGraph) -> None:
-    from hector.importer import ImportError_
+    from hector.frontends.importer import ImportError_
 
     with pytest.raises(ImportError_, match="example input 0 is a dict; import_model takes tensors"):
         hector.import_model(MeanRGCN("dst"), [{"n": torch.randn(N, 8)}, *_sorted(g)], graph=g)

@@ -21,7 +21,7 @@ from test_import import _check
 from torch_geometric.nn import FastRGCNConv, HGTConv, RGATConv, RGCNConv
 
 import hector
-from hector.importer import ImportError_
+from hector.frontends.importer import ImportError_
 
 N, E, R = 40, 240, 4
 

@@ -13,10 +13,10 @@ from mlir.dialects import func, scf
 
 from hector.dialects import make_context
 from hector.passes import PASSES
-from hector.passes._pipeline import PipelineError, run_pipeline
-from hector.passes._registry import MLIR_CONTEXT, load_all
-from hector.passes._walk import walk_ops
+from hector.passes.pipeline import PipelineError, run_pipeline
+from hector.passes.registry import MLIR_CONTEXT, load_all
 from hector.passes.verify import verify_module
+from hector.passes.walk import walk_ops
 
 load_all()  # every pass, not only those the imports above register
 
@@ -26,7 +26,7 @@ DEPTH = 1500
 
 def _hector(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "hector.cli", *args],
+        [sys.executable, "-m", "hector.tools.cli", *args],
         capture_output=True,
         text=True,
         timeout=300,

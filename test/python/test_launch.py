@@ -94,7 +94,7 @@ def test_launch_checks_arguments_against_the_ptx() -> None:
 
 
 def test_gather_kernel_signature_matches_the_packing() -> None:
-    from hector.unified import gather_kernel_name, gather_kernel_ptx
+    from hector.data.unified import gather_kernel_name, gather_kernel_ptx
 
     ptx = gather_kernel_ptx(100, "warp128")
     name = gather_kernel_name("warp128")

@@ -1,4 +1,5 @@
-"""hector.loader: batches, prefetch, shards, memory-mapped features, PyG conversions, errors."""
+"""hector.data.loader: batches, prefetch, shards, memory-mapped features, PyG conversions,
+errors."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 import torch
 
 from hector import datasets, models
-from hector.loader import FeatureStore, NeighborLoader, write_random_features
+from hector.data.loader import FeatureStore, NeighborLoader, write_random_features
 
 
 @pytest.fixture(scope="module")
@@ -252,7 +253,7 @@ HAS_CUDA = torch.cuda.is_available()
 
 
 def _unified_store(store, **kw):
-    from hector.loader import UnifiedFeatureStore
+    from hector.data.loader import UnifiedFeatureStore
 
     return UnifiedFeatureStore(store.path, store.path.with_name("y.npy"), **kw)
 
@@ -275,14 +276,14 @@ def test_unified_features_give_the_batches_the_file_store_gives(mag, store):
 
 @pytest.mark.skipif(HAS_CUDA, reason="checks the no-CUDA error")
 def test_unified_features_without_cuda_need_the_fallback(store):
-    from hector.unified import UnifiedError
+    from hector.data.unified import UnifiedError
 
     with pytest.raises(UnifiedError, match="allow_host_fallback"):
         _unified_store(store)
 
 
 def test_unified_features_refuse_bad_tables(store):
-    from hector.loader import UnifiedFeatureStore
+    from hector.data.loader import UnifiedFeatureStore
 
     fallback = {"allow_host_fallback": True}
     with pytest.raises(ValueError, match="2-D float32"):

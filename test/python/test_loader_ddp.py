@@ -1,4 +1,4 @@
-"""hector.loader under torch.distributed: two gloo ranks, each training on its shard of the
+"""hector.data.loader under torch.distributed: two gloo ranks, each training on its shard of the
 seeds with DDP over Hector's compiled layers, give the gradients of one process that trains on
 the same batches (the mean of the two ranks' batch gradients)."""
 
@@ -27,7 +27,7 @@ def _free_port() -> int:
 def _setup(folder: str, rank: int, world: int):
     """The dataset, feature store, this rank's loader and a model with fixed initial weights."""
     from hector import datasets, models
-    from hector.loader import FeatureStore, NeighborLoader
+    from hector.data.loader import FeatureStore, NeighborLoader
 
     ds = datasets.load("synthetic:mag", scale=0.002, seed=1)
     store = FeatureStore(os.path.join(folder, "x.npy"), os.path.join(folder, "y.npy"))
@@ -75,7 +75,7 @@ def _rank_main(rank: int, world: int, port: int, folder: str) -> None:
 
 def test_two_gloo_ranks_match_one_process(tmp_path):
     from hector import datasets
-    from hector.loader import write_random_features
+    from hector.data.loader import write_random_features
 
     folder = str(tmp_path)
     n = datasets.load("synthetic:mag", scale=0.002, seed=1).num_nodes

@@ -19,10 +19,10 @@ import torch
 from test_dataset_igbh import write_igbh
 
 from hector import datasets
-from hector.dataset_files import open_feature_table
+from hector.data.files import open_feature_table
+from hector.data.loader import FeatureStore, UnifiedFeatureStore
+from hector.data.typed_features import igbh_features
 from hector.datasets import DatasetError
-from hector.loader import FeatureStore, UnifiedFeatureStore
-from hector.typed_features import igbh_features
 
 
 def big_endian_copy(src: Path, dst: Path) -> None:

@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 from test_api_properties import FUZZ, LIMIT_BYTES, MEMORY_LIMIT, classify
 
 from hector import datasets
+from hector.data.graph import MAX_COUNT
 from hector.datasets import DatasetError, DatasetLimitError
-from hector.graph import MAX_COUNT
 
 #: Per node, the loaders' estimate (see ``datasets._BYTES_PER_NODE``): more nodes than this
 #: under ``MEMORY_LIMIT`` must be rejected.
@@ -220,7 +220,7 @@ def headerless_feature_files(draw: st.DrawFn) -> tuple[bytes, np.ndarray | None]
     )
 )
 def test_igbh_feature_file_reads_exactly_or_is_a_clean_error(file: tuple[bytes, Any]) -> None:
-    from hector.typed_features import igbh_features
+    from hector.data.typed_features import igbh_features
 
     data, array = file
     with tempfile.TemporaryDirectory() as d:

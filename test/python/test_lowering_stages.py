@@ -1,6 +1,6 @@
 """Run small programs through the CPU stages and compare them with torch eager references.
 
-Each program exercises one template kind of ``lowering/_templates.py`` (gathers, ntype slicing,
+Each program exercises one template kind of ``lowering/templates.py`` (gathers, ntype slicing,
 sum_to_dst with ``fn = copy``, scale alone, add, bias + relu, degree_norm by dst), JIT-compiled
 through ``inter → intra → loops → llvm``. References are computed from the graph's edge lists
 with plain torch ops, independently of the runtime's cached arrays (degree normalisers are
@@ -19,9 +19,9 @@ from mlir import ir
 
 import hector
 from hector import compiler
-from hector.graph import HeteroGraph
-from hector.lowering.cpu_jit import CpuKernel
-from hector.passes._pipeline import PipelineError
+from hector.data.graph import HeteroGraph
+from hector.lowering.cpu.jit import CpuKernel
+from hector.passes.pipeline import PipelineError
 from hector.targets.cuda import compile_gpu
 
 ATOL = 1e-4

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from hector.cli import main
+from hector.tools.cli import main
 from hector_bench import offload as bench
 from hector_bench import offload_plots as plots
 from hector_bench import offload_pooling as pooling
@@ -88,7 +88,7 @@ def test_adaptive_runs_where_mlir_does_not_import(tmp_path):
     sizes = [f"--{k}={v}" for k, v in TINY.items()]
     args = ["--steps", "2", "--warmup", "1", "--raw-mib", "8", "--raw-probes", "1"]
     proc = run_python(
-        *["-m", "hector.cli", "bench", "offload", *sizes, *args],
+        *["-m", "hector.tools.cli", "bench", "offload", *sizes, *args],
         *["--systems", "keep-all,hector-adaptive", "--root", str(tmp_path)],
         *["--json", str(tmp_path / "r.json"), "--frontier", str(tmp_path / "f.png")],
         timeout=300,

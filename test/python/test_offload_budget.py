@@ -9,7 +9,7 @@ from _offload_training import _model, _same, _train, keep_all_reference
 import hector
 from hector.offload import MemoryBudgetWarning, OffloadError, Plan, TensorCache
 from hector.offload.plan import plan_within_budget, simulate_step
-from hector.passes._offload_model import modelled_peak
+from hector.passes.offload_model import modelled_peak
 from hector.passes.plan_offload import ScopeProfile
 
 MIB = 1 << 20

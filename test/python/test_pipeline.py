@@ -12,8 +12,8 @@ import pytest
 from mlir import ir
 
 from hector.dialects import make_context
-from hector.passes import _pipeline
-from hector.passes._pipeline import (
+from hector.passes import pipeline as _pipeline
+from hector.passes.pipeline import (
     InvalidPipelineError,
     PipelineError,
     parse_options,
@@ -21,7 +21,7 @@ from hector.passes._pipeline import (
     run_pipeline,
     split_elements,
 )
-from hector.passes._registry import (
+from hector.passes.registry import (
     PASSES,
     PIPELINES,
     TORCH_CONTEXT,
@@ -256,7 +256,7 @@ def test_failure_writes_reproducer(registry: list[str]) -> None:
         assert "test: unary is not allowed here" in str(err)
         # The command replays the failure (the pass is registered in-process only, so drive
         # hector-opt's main with the same argv).
-        from hector import opt
+        from hector.tools import opt
 
         argv = shlex.split(err.command)[1:]
         assert opt.main(argv) == 1
@@ -391,7 +391,7 @@ def test_failure_reports_every_error(registry: list[str]) -> None:
 
 def test_torch_context_pass_cannot_join_a_hector_pipeline(registry: list[str]) -> None:
     """raise-torch-to-hector is named like any pass, but runs alone, in torch-mlir's context."""
-    from hector.passes._registry import load_all
+    from hector.passes.registry import load_all
 
     load_all()  # registers it
 
@@ -413,8 +413,8 @@ def test_print_ir_after_all_goes_to_stderr(registry: list[str]) -> None:
     # MLIR writes the dumps straight to file descriptor 2: check in a subprocess.
     code = (
         "from hector.dialects import make_context\n"
-        "from hector.passes._pipeline import run_pipeline\n"
-        "from hector.passes._registry import PASSES, PassInfo\n"
+        "from hector.passes.pipeline import run_pipeline\n"
+        "from hector.passes.registry import PASSES, PassInfo\n"
         "from mlir import ir\n"
         "PASSES['test-noop'] = PassInfo('test-noop', 't', lambda op: None, {})\n"
         "ctx = make_context()\n"
@@ -448,7 +448,7 @@ def test_internal_error_in_a_torch_context_pass_is_located(
         "  %0 = torch.aten.sin %x : !torch.vtensor<[3],f32> -> !torch.vtensor<[3],f32>\n"
         "  return %0 : !torch.vtensor<[3],f32>\n}\n"
     )
-    from hector import opt
+    from hector.tools import opt
 
     assert opt.main([str(path), "-p", "test-torch-crash"]) == 1
     err = capsys.readouterr().err
@@ -504,7 +504,7 @@ def test_register_pass_rejects_a_default_out_of_range() -> None:
 
 
 def test_every_registered_option_default_is_valid() -> None:
-    from hector.passes._registry import load_all
+    from hector.passes.registry import load_all
 
     load_all()  # registers every pass
 

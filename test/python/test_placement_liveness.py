@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from mlir import ir
 
-from hector._program import instantiate
 from hector.dialects import hector_intra as intra
 from hector.lowering import pipelines  # noqa: F401  (registers convert-hector-inter-to-intra)
 from hector.passes import plan_saved, saved_liveness, training_pair
-from hector.passes._pipeline import run_pipeline
+from hector.passes.pipeline import run_pipeline
+from hector.program import instantiate
 
 INPUTS = os.path.join(os.path.dirname(__file__), "..", "passes", "Inputs")
 # synthetic:mag at scale 0.01.
@@ -200,7 +200,7 @@ def test_a_lagged_write_holds_its_value_in_the_model_until_its_wait(model: str) 
     ids=["a string", "negative"],
 )
 def test_a_write_lag_that_is_not_a_kernel_count_is_refused_at_its_offload(lag: Any) -> None:
-    from hector.passes._pipeline import PipelineError
+    from hector.passes.pipeline import PipelineError
 
     module, _ = _pair("rgat")
     counts = "nodes=19397 edges=422220 compact=46125 dst_compact=46125"

@@ -1,5 +1,5 @@
 """PyG's ``HeteroConv`` under ``torch.compile(backend="hector")``: one Hector program per layer
-(``hector.pyg_hetero``, issue 54).
+(``hector.dynamo.pyg_hetero``, issue 54).
 
 Every case runs the same module eagerly and compiled, and compares the outputs, the gradients of
 every parameter (``None`` where PyG leaves one) and of every node type's features, within 1e-5
@@ -19,8 +19,8 @@ import torch._dynamo
 from test_pyg_route_configs import _fresh_dynamo  # noqa: F401  (autouse: Dynamo reset per test)
 from torch_geometric.nn import GATConv, GATv2Conv, GCNConv, GraphConv, HeteroConv, SAGEConv
 
-from hector import pyg_route
-from hector.dynamo import HectorBackend
+from hector.dynamo import pyg_route
+from hector.dynamo.backend import HectorBackend
 
 TOL = 1e-5
 SIZES = {"paper": 11, "author": 7, "institute": 4}

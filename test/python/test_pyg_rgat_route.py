@@ -1,5 +1,5 @@
 """``RGATConv`` under ``torch.compile(backend="hector")``: every option PyG documents runs
-Hector's program (:mod:`hector.pyg_rgat`), forward, attention weights and gradients equal to
+Hector's program (:mod:`hector.dynamo.pyg_rgat`), forward, attention weights and gradients equal to
 the same layer run eagerly.
 
 The configurations cover each value of each option at least once (attention mode and
@@ -18,9 +18,9 @@ import torch
 import torch._dynamo
 from torch_geometric.nn import RGATConv
 
-from hector import pyg_route
-from hector.dynamo import HectorBackend
-from hector.pyg_rgat import RgatConfig
+from hector.dynamo import pyg_route
+from hector.dynamo.backend import HectorBackend
+from hector.dynamo.pyg_rgat import RgatConfig
 
 N, R, F, H, EDGE_DIM = 12, 4, 8, 2, 3
 TOL = 1e-5

@@ -20,8 +20,8 @@ import torch
 import torch._dynamo
 from torch_geometric.nn import FastRGCNConv, HGTConv, RGATConv, RGCNConv
 
-from hector import pyg_route
-from hector.dynamo import HectorBackend
+from hector.dynamo import pyg_route
+from hector.dynamo.backend import HectorBackend
 
 N, R, F = 20, 4, 8
 TOL = 1e-5
@@ -380,7 +380,7 @@ def test_hgtconv_given_a_relation_whose_node_type_x_dict_lacks_raises_pygs_error
 _IMPORT_ORDER = """
 import sys
 import torch
-import hector.dynamo  # the backend first, PyG after it
+import hector.dynamo.backend  # the backend first, PyG after it
 assert "torch_geometric" not in sys.modules
 from torch_geometric.nn import RGCNConv
 from hector import pyg_route
@@ -405,7 +405,7 @@ print(max((a - b).abs().max().item() for a, b in zip(got, grads, strict=True)))
 
 
 def test_pyg_imported_after_the_backend_is_routed_from_the_first_call() -> None:
-    """A fresh process importing ``hector.dynamo`` before ``torch_geometric``: the first
+    """A fresh process importing ``hector.dynamo.backend`` before ``torch_geometric``: the first
     compiled ``RGCNConv`` runs Hector's program, and matches PyG (forward and gradients)."""
     import subprocess
     import sys

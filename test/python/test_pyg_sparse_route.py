@@ -25,8 +25,8 @@ from test_pyg_route_configs import _fresh_dynamo  # noqa: F401  (autouse: Dynamo
 from torch_geometric.nn import FastRGCNConv, HGTConv, RGATConv, RGCNConv
 from torch_geometric.utils import to_torch_coo_tensor, to_torch_csc_tensor, to_torch_csr_tensor
 
-from hector import pyg_route
-from hector.dynamo import HectorBackend
+from hector.dynamo import pyg_route
+from hector.dynamo.backend import HectorBackend
 
 N, R, F, E = 12, 3, 8, 40
 TOL = 1e-5

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from hector.graph import HeteroGraph
+from hector.data.graph import HeteroGraph
 from hector.runtime import sampler as native_sampler
 
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hector.passes import source_check
-from hector.passes._pipeline import InvalidPipelineError, build_pass_manager, parse_pipeline
+from hector.passes.pipeline import InvalidPipelineError, build_pass_manager, parse_pipeline
 from hector.passes.source_check import MAX_NESTING, UnsafeSourceError, check_source
 
 TEST_ROOT = Path(__file__).resolve().parent.parent
@@ -196,7 +196,7 @@ def test_torch_text_parse_refuses_crashing_input() -> None:
     result = _run(
         """
         import sys
-        from hector.lowering.torch_linalg_cpu import LinalgLoweringError, lower_torch_text
+        from hector.lowering.cpu.torch_linalg import LinalgLoweringError, lower_torch_text
         try:
             lower_torch_text(sys.stdin.read(), display="in.mlir")
         except LinalgLoweringError as err:
@@ -213,7 +213,7 @@ def test_hector_compile_on_text_refuses_crashing_input() -> None:
         """
         import sys
         from mlir import ir
-        from hector._program import instantiate
+        from hector.program import instantiate
         try:
             instantiate(sys.stdin.read())
         except ir.MLIRError as err:
@@ -260,7 +260,7 @@ _PARSE_ALL = """
 import json, sys
 from mlir import ir
 from hector.dialects import make_context
-from hector.passes._pipeline import parse_module
+from hector.passes.pipeline import parse_module
 for i, text in enumerate(json.load(sys.stdin)):
     print(i, flush=True)  # the last index printed names the input that crashed
     try:
@@ -328,7 +328,7 @@ def test_upstream_options_mlir_would_assert_on_are_refused(pipeline: str, messag
 
 def test_upstream_options_in_hectors_own_pipelines_are_accepted() -> None:
     from hector.dialects import make_context
-    from hector.passes._registry import load_all
+    from hector.passes.registry import load_all
 
     load_all()  # registers the named pipelines
 
@@ -445,7 +445,7 @@ def test_elements_attributes_never_abort_the_parser() -> None:
         import json, sys
         from mlir import ir
         from hector.dialects import make_context
-        from hector.passes._pipeline import parse_module
+        from hector.passes.pipeline import parse_module
         for attr in json.loads(sys.stdin.read()):
             text = "module attributes {fuzz.a = " + attr + "} {}"
             try:

@@ -22,11 +22,11 @@ from test_api_properties import FUZZ, classify
 from test_dataset_igbh import COUNTS, write_igbh
 
 from hector import datasets
-from hector.dataset_files import open_feature_table
-from hector.dataset_igbh import MLPERF_FEATURE_FILE
+from hector.data.files import open_feature_table
+from hector.data.igbh import MLPERF_FEATURE_FILE
+from hector.data.loader import FeatureStore
+from hector.data.typed_features import igbh_features
 from hector.datasets import DatasetError
-from hector.loader import FeatureStore
-from hector.typed_features import igbh_features
 
 
 @pytest.mark.parametrize("read", ["pread", "mmap"])

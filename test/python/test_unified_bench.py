@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hector.cli import main
+from hector.tools.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 

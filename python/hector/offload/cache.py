@@ -185,7 +185,7 @@ class TensorCache:
             any moment of a step (kept, still being written, or read back): bytes (an int), or
             a fraction of what one step saves (a float in (0, 1], measured by the first
             forward). The plan keeps what fits and offloads the rest
-            (:func:`~hector.passes._offload_model.plan_within_budget`); from the first step a
+            (:func:`~hector.passes.offload_model.plan_within_budget`); from the first step a
             forward waits for writes in flight rather than hold more, and backward reads
             ahead only within it. :attr:`step_peaks` holds each step's measured peak; a budget
             below what offloading every scope holds warns (:class:`MemoryBudgetWarning`).

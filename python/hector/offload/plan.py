@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hector.passes._offload_model import (
+from hector.passes.offload_model import (
     DECISION_SHARE,
     OVERHEAD_TARGET,
     StepModel,
@@ -263,7 +263,7 @@ class Plan:
         from mlir import ir
 
         from hector.dialects import make_context
-        from hector.passes._pipeline import parse_module  # refuses what would abort MLIR
+        from hector.passes.pipeline import parse_module  # refuses what would abort MLIR
 
         with make_context():
             try:

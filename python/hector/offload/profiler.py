@@ -203,7 +203,7 @@ class StepProfiler:
         """After the profiled step: plan from its measured times and the store's bandwidth
         (measured in ``store()`` unless given); ``module``'s devices decide the price of an
         offloaded byte; ``budget`` (bytes, 0: none) makes it a budgeted plan
-        (:func:`~hector.passes._offload_model.plan_within_budget`). Profiling ends.
+        (:func:`~hector.passes.offload_model.plan_within_budget`). Profiling ends.
 
         Runs when the next forward starts, so the profiled step's backward (when it ran) is
         measured too; otherwise backward is taken as twice the forward.

@@ -19,9 +19,9 @@ from ..runtime.training import TrainingAbi, rows_of
 if TYPE_CHECKING:
     import torch
 
-    from .._program import Traced
-    from ..graph import HeteroGraph
+    from ..data.graph import HeteroGraph
     from ..lowering.pipelines import Stage
+    from ..program import Traced
     from .options import Options
 
 __all__ = ["Backend", "Executable", "FunctionAbi", "StagedModule", "Target"]
@@ -63,7 +63,7 @@ class StagedModule:
             raise KeyError(f"no stage {stage!r}; stages: {', '.join(self.stages)}")
         text = self.stages[stage]
         if isinstance(text, bytes):
-            from ..lowering.cpu_codegen import bytecode_text
+            from ..lowering.cpu.codegen import bytecode_text
 
             text = self.stages[stage] = bytecode_text(text)
         return text
@@ -135,7 +135,7 @@ class Executable:
 
     def output_dtypes(self, fname: str) -> list[torch.dtype]:
         """The types ``fname`` writes its results in (float32 unless stored as a half)."""
-        from .._program import storage_dtype
+        from ..program import storage_dtype
 
         abi = self.staged.abi[fname]
         return [storage_dtype(abi.storage_of(i)) for i in range(len(abi.result_kinds))]

@@ -19,11 +19,11 @@ from typing import Any
 
 from mlir import ir
 
-from .._program import Traced
 from ..compiler import run_stages
 from ..lowering import pipelines
-from ..lowering.ptx import extract_ptx
-from ..passes._pipeline import run_pipeline
+from ..lowering.gpu.ptx import extract_ptx
+from ..passes.pipeline import run_pipeline
+from ..program import Traced
 from ..runtime.bundle_plan import BINARY_OPS, PLAN_VERSION, BundleError, Expr
 from .base import Backend, StagedModule
 from .options import Options

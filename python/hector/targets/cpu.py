@@ -1,5 +1,5 @@
 """Target ``cpu``: hector_inter through the CPU stages (``inter → intra → schedule → loops →
-llvm``), compiled by :func:`hector.lowering.cpu_codegen.compile_module` and called on NumPy views
+llvm``), compiled by :func:`hector.lowering.cpu.codegen.compile_module` and called on NumPy views
 of the tensors (:class:`CpuEntry`).
 
 After ``intra`` the templates are timed when profiling (``Options(profile=True)`` or
@@ -19,12 +19,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._program import Traced
 from ..compiler import run_stages
-from ..graph import HeteroGraph
-from ..lowering import cpu_codegen, pipelines, placement_to_runtime, profile_kernels
-from ..lowering.cpu_jit import CpuKernel, LibraryKernel, mlir_library
-from ..passes._pipeline import run_pipeline
+from ..data.graph import HeteroGraph
+from ..lowering import pipelines, placement_to_runtime, profile_kernels
+from ..lowering.cpu import codegen as cpu_codegen
+from ..lowering.cpu.jit import CpuKernel, LibraryKernel, mlir_library
+from ..passes.pipeline import run_pipeline
+from ..program import Traced
 from ..runtime import compile_cache, host_memory, native
 from ..runtime.placement import PlacementFrame
 from . import cpu_cache

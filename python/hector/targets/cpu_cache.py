@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..dialects import Kind
-from ..lowering.cpu_jit import CpuKernel, LibraryKernel
+from ..lowering.cpu.jit import CpuKernel, LibraryKernel
 from ..runtime import compile_cache
 from .base import FunctionAbi, StagedModule
 from .options import Options
 
 if TYPE_CHECKING:
-    from .._program import Traced
+    from ..program import Traced
 
 #: Lookups that found an entry, lookups that did not, entries written (this process).
 STATS = {"hits": 0, "misses": 0, "stores": 0}

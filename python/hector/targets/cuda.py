@@ -54,12 +54,12 @@ import torch
 from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
-from .._program import Traced
 from ..compiler import run_stages
-from ..graph import HeteroGraph
+from ..data.graph import HeteroGraph
 from ..lowering import pipelines
-from ..lowering.ptx import extract_ptx
-from ..passes._pipeline import run_pipeline
+from ..lowering.gpu.ptx import extract_ptx
+from ..passes.pipeline import run_pipeline
+from ..program import Traced
 from ..runtime.mgpu_hooks import FakeCudaRuntime, Launch, StreamAllocatorHooks, memref_descriptor
 from .base import Backend, Executable, StagedModule
 from .options import Options

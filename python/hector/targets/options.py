@@ -60,7 +60,7 @@ class Options:
     # (<= 1) or bytes; -1 keeps everything. The graph's row counts size the saved values.
     memory_budget: float = -1.0
     # GEMMs with a bf16 operand multiply bf16 pairs (AVX512-BF16); None when constructed:
-    # where the CPU has it and $HECTOR_BF16_DOT is not "off" (lowering/cpu_features.py).
+    # where the CPU has it and $HECTOR_BF16_DOT is not "off" (lowering/cpu/features.py).
     bf16_dot: bool = False
     graph: GraphStats = field(default_factory=GraphStats)
 
@@ -90,7 +90,7 @@ class Options:
         for name, value in zip(names, switches, strict=True):
             object.__setattr__(self, name, value)
         if bf16_dot is None:
-            from ..lowering import cpu_features
+            from ..lowering.cpu import features as cpu_features
 
             bf16_dot = cpu_features.bf16_dot()
         object.__setattr__(self, "bf16_dot", bf16_dot)
@@ -122,8 +122,8 @@ class Options:
 
     def pipelines(self, autodiff: bool) -> list[tuple[str, str]]:
         """(stage name, pipeline) of the hector_inter optimizations these options run, in
-        :data:`~hector.passes._pipeline.OPTIMIZATION_ORDER`."""
-        from ..passes._pipeline import OPTIMIZATION_ORDER  # the compiler, loaded on first use
+        :data:`~hector.passes.pipeline.OPTIMIZATION_ORDER`."""
+        from ..passes.pipeline import OPTIMIZATION_ORDER  # the compiler, loaded on first use
 
         g = self.graph
         training = "true" if autodiff else "false"

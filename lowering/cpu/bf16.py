@@ -1,0 +1,214 @@
+"""bf16 products with f32 accumulation in the scheduled CPU GEMM: AVX512-BF16's ``vdpbf16ps``.
+
+A GEMM template whose schedule has ``products = "bf16"`` (``hector-schedule{bf16_dot=true}``
+chooses it where the CPU has AVX512-BF16 and an operand, or an argument of the function, is
+stored in bf16) multiplies its packed tiles with ``x86vector.avx512.dot``, which
+``convert-vector-to-llvm{enable-x86vector}`` lowers to ``llvm.x86.avx512bf16.dpbf16ps.512``:
+each of the 16 f32 lanes adds the products of one pair of bf16 values from each operand,
+``acc[i] += a[2i] * b[2i] + a[2i+1] * b[2i+1]``.
+The pairs run along the reduction, so both operands are packed as **pairs**: an ``i32`` holds
+two consecutive reduction steps of one row or column, the earlier in its low half.
+
+* the left operand ``[rows, K]`` becomes ``[rows, K / 2]`` pairs: a row rounded to bf16 is
+  already its pairs (one vector bitcast); the micro-kernel broadcasts one pair to all lanes;
+* the right operand ``[K, N]`` becomes ``[K / 2, N]`` pairs (VNNI layout): rows ``2k`` and
+  ``2k + 1`` rounded to bf16 and interleaved lane by lane, so a vector of 16 pairs is the
+  dot's second operand for 16 output columns.
+
+Values stored in f32 (weights in training, row gradients, intermediate activations) are
+rounded to bf16 to the nearest even as they are packed (``templates.from_f32``), as
+PyTorch's autocast rounds the inputs of a bf16 matmul; values stored in bf16 are packed as
+they are. Accumulation is f32 throughout: each ``vdpbf16ps`` adds its two exact products
+to the f32 lane.
+
+The micro-kernel (:func:`matmul`) holds an ``unroll × tile_n`` block of f32 accumulators in
+registers (``unroll × tile_n / 16`` vectors) across the whole reduction, loads ``tile_n / 16``
+vectors of right-hand pairs per pair of reduction steps and broadcasts one left-hand pair per
+row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mlir import ir
+from mlir.dialects import arith, memref, scf, vector
+
+from .. import templates as T
+
+Value = T.Value
+
+#: f32 accumulator lanes of one ``vdpbf16ps`` (a 512-bit register).
+LANES = 16
+#: Schedule value of ``products`` computing bf16 pair products (the other is ``"f32"``).
+BF16 = "bf16"
+#: The op computing one vector of pair products.
+DOT_OP = "x86vector.avx512.dot"
+
+
+def _i32() -> ir.Type:
+    return ir.IntegerType.get_signless(32)
+
+
+def _bf16_pairs_type() -> ir.VectorType:
+    return ir.VectorType.get([2 * LANES], ir.BF16Type.get())
+
+
+def pairs_type(shape: list[int]) -> ir.MemRefType:
+    """A buffer of bf16 pairs (``i32``) of ``shape``."""
+    return ir.MemRefType.get(shape, _i32())
+
+
+def row_pairs(row: Value) -> Value:
+    """A vector of ``2n`` values (f32, or bf16 as stored) as ``n`` pairs of bf16 (``i32``): the
+    elements rounded to bf16, two neighbours to a lane, the first in its low half."""
+    vtype = ir.VectorType(row.type)
+    bf16 = ir.BF16Type.get()
+    if not isinstance(vtype.element_type, ir.BF16Type):
+        row = T.from_f32(row, bf16)
+    (n,) = vtype.shape
+    return vector.bitcast(ir.VectorType.get([n // 2], _i32()), row)
+
+
+def interleave_pairs(low: Value, high: Value) -> Value:
+    """Two f32 vectors (rows ``2k`` and ``2k + 1`` of a right operand) rounded to bf16 and
+    joined lane by lane: lane ``j`` holds ``low[j]`` in its low half and ``high[j]`` above."""
+    vtype = ir.VectorType(low.type)
+    i16, i32 = ir.IntegerType.get_signless(16), _i32()
+    wide = ir.VectorType.get(vtype.shape, i32)
+    bf16 = ir.BF16Type.get()
+
+    def bits(value: Value) -> Value:
+        half = T.from_f32(value, bf16)
+        return arith.extui(wide, arith.bitcast(ir.VectorType.get(vtype.shape, i16), half))
+
+    splat = ir.DenseElementsAttr.get_splat(wide, ir.IntegerAttr.get(i32, 16))
+    sixteen = arith.constant(wide, splat)
+    return arith.ori(bits(low), arith.shli(bits(high), sixteen))
+
+
+#: Builds row ``i`` of a right operand as an f32 vector (given ``i`` and the index 0).
+RowOf = Callable[[Value, Value], Value]
+
+
+def pack_rows_in_pairs(b: T.Body, dst: Value, rows: int, row_of: RowOf) -> None:
+    """``dst[k, :] = pairs(row_of(2k), row_of(2k + 1))`` for ``k < rows / 2``: ``row_of(i)``
+    builds row ``i`` (an f32 vector as wide as ``dst``), here interleaved into the right
+    operand's pair layout."""
+    last = ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(2, 1))
+    c0, c1, c2 = b.index(0), b.index(1), b.index(2)
+    with b.loop(c0, b.index(rows // 2), c1) as k:
+        first = arith.muli(k, c2)
+        low, high = row_of(first, c0), row_of(arith.addi(first, c1), c0)
+        vector.transfer_write(None, interleave_pairs(low, high), dst, [k, c0], last, [True])
+
+
+def pair_rows_of(b: T.Body, src: Value, dst: Value) -> None:
+    """``dst = pairs(src)`` for an f32 ``src`` ``[R, C]`` into ``dst`` ``[R / 2, C]``: the
+    right operand's pair layout of a matrix already in f32 (a transposed weight slice)."""
+    rows, cols = T.static_dim(src, 0), T.static_dim(src, 1)
+    vtype = ir.VectorType.get([cols], T.f32_type())
+    last = ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(2, 1))
+
+    def row(i: Value, c0: Value) -> Value:
+        return T.read_vector(vtype, src, [i, c0], last, [True])
+
+    pack_rows_in_pairs(b, dst, rows, row)
+
+
+def pair_columns_of(b: T.Body, src: Value, dst: Value) -> None:
+    """``dst[r, :] = row_pairs(src[r, :])`` for an f32 ``src`` ``[R, C]`` into ``dst``
+    ``[R, C / 2]``: the left operand's pair layout (a transposed tile of rows)."""
+    rows, cols = T.static_dim(src, 0), T.static_dim(src, 1)
+    vtype = ir.VectorType.get([cols], T.f32_type())
+    last = ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(2, 1))
+    c0, c1 = b.index(0), b.index(1)
+    with b.loop(c0, b.index(rows), c1) as r:
+        row = T.read_vector(vtype, src, [r, c0], last, [True])
+        vector.transfer_write(None, row_pairs(row), dst, [r, c0], last, [True])
+
+
+def weight_pairs(b: T.Body, weight: Value) -> Value:
+    """A new buffer holding ``weight`` (``[K, N]`` or ``[R, K, N]``, any stored type) in the
+    right operand's pair layout, ``[K / 2, N]`` per slice; the caller frees it."""
+    shape = ir.MemRefType(weight.type)
+    dims = [shape.get_dim_size(i) for i in range(shape.rank)]
+    pairs = memref.alloc(pairs_type([*dims[:-2], dims[-2] // 2, dims[-1]]), [], [])
+    vtype = ir.VectorType.get([dims[-1]], T.f32_type())
+    last = ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(shape.rank, 1))
+    c1 = b.index(1)
+
+    def fill(lead: list[Value]) -> None:
+        def row(i: Value, c0: Value) -> Value:
+            return T.read_vector(vtype, weight, [*lead, i, c0], last, [True])
+
+        dst = pairs if not lead else _slice(pairs, lead[0])
+        pack_rows_in_pairs(b, dst, dims[-2], row)
+
+    if shape.rank == 2:
+        fill([])
+    else:
+        with b.loop(b.index(0), b.index(dims[0]), c1) as t:
+            fill([t])
+    return pairs
+
+
+def _slice(source: Value, first: Value) -> Value:
+    """``source[first]`` of a ``[R, K, N]`` buffer as a ``[K, N]`` view."""
+    shape = ir.MemRefType(source.type)
+    rest = [shape.get_dim_size(i) for i in range(1, shape.rank)]
+    strides, _ = shape.get_strides_and_offset()
+    layout = ir.StridedLayoutAttr.get(ir.ShapedType.get_dynamic_size(), list(strides[1:]))
+    result = ir.MemRefType.get(rest, shape.element_type, layout)
+    return memref.subview(source, [first, 0, 0], [1, *rest], [1] * shape.rank, result_type=result)
+
+
+def dot(acc: Value, a: Value, b: Value) -> Value:
+    """``acc + pair products of a and b`` (``x86vector.avx512.dot``, ``vdpbf16ps``)."""
+    op = ir.Operation.create(DOT_OP, results=[acc.type], operands=[acc, a, b])
+    return op.results[0]
+
+
+def matmul(
+    b: T.Body, lhs: Value, rhs: Value, acc: Value, block: tuple[int, int], fresh: bool = False
+) -> None:
+    """``acc += lhs @ rhs`` for ``lhs`` ``[M, K / 2]`` and ``rhs`` ``[K / 2, N]`` in pairs
+    and an f32 ``acc`` ``[M, N]``, in register blocks of ``block = (rows, columns)`` (columns
+    a multiple of 16, both dividing the product); with ``fresh``, ``acc = lhs @ rhs`` (the
+    accumulators start at zero instead of ``acc``'s values)."""
+    rows, cols = T.static_dim(lhs, 0), T.width(acc)
+    depth = T.static_dim(lhs, 1)
+    unroll, tile_n = block
+    f32v = ir.VectorType.get([LANES], T.f32_type())
+    i32v = ir.VectorType.get([LANES], _i32())
+    last = ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(2, 1))
+    pad = b.f32(0.0)
+    c0, c1 = b.index(0), b.index(1)
+    with b.loop(c0, b.index(cols), b.index(tile_n)) as j:
+        with b.loop(c0, b.index(rows), b.index(unroll)) as i:
+            at = [
+                (arith.addi(i, b.index(r)), arith.addi(j, b.index(LANES * c)))
+                for r in range(unroll)
+                for c in range(tile_n // LANES)
+            ]
+            if fresh:
+                zero = ir.DenseElementsAttr.get_splat(f32v, ir.FloatAttr.get(T.f32_type(), 0.0))
+                init = [arith.constant(f32v, zero)] * len(at)
+            else:
+                init = [vector.transfer_read(f32v, acc, [r, c], last, pad, [True]) for r, c in at]
+            loop = scf.ForOp(c0, b.index(depth), c1, init)
+            with ir.InsertionPoint(loop.body):
+                k = loop.induction_variable
+                bs = [
+                    vector.bitcast(_bf16_pairs_type(), vector.load(i32v, rhs, [k, col]))
+                    for col in (at[c][1] for c in range(tile_n // LANES))
+                ]
+                sums = []
+                for r in range(unroll):
+                    pair = memref.load(lhs, [at[r * (tile_n // LANES)][0], k])
+                    a = vector.bitcast(_bf16_pairs_type(), vector.broadcast(i32v, pair))
+                    for c, bv in enumerate(bs):
+                        sums.append(dot(loop.inner_iter_args[r * len(bs) + c], a, bv))
+                scf.yield_(sums)
+            for (r, c), value in zip(at, loop.results, strict=True):
+                vector.transfer_write(None, value, acc, [r, c], last, [True])

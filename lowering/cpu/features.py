@@ -1,0 +1,59 @@
+"""The host CPU's instruction-set features that change the CPU code Hector generates.
+
+Only one does today: AVX512-BF16 (``vdpbf16ps``, bf16 pairs multiplied and added into f32),
+which lets the scheduled GEMMs multiply bf16 operands in pairs (``lowering/cpu/bf16.py``).
+``hector.compile`` asks :func:`bf16_dot` once per compilation and passes the answer to
+``hector-schedule{bf16_dot=...}``; it is part of the compile options, so of the compilation
+cache's key (a kernel built for the feature is never loaded for a CPU without it, nor the
+other way round).
+
+``HECTOR_BF16_DOT=off`` keeps the f32 products on a CPU that has the feature (to compare the
+two paths on one machine); ``auto``, the default, uses the feature where the CPU has it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+#: The environment variable choosing the bf16 products: ``auto`` (default) or ``off``.
+ENV = "HECTOR_BF16_DOT"
+#: Its values.
+MODES = ("auto", "off")
+#: The ``flags`` entry of ``/proc/cpuinfo`` naming AVX512-BF16.
+FLAG = "avx512_bf16"
+
+
+def flags_of(cpuinfo: str) -> frozenset[str]:
+    """The feature flags of the first processor listed in ``cpuinfo`` (``/proc/cpuinfo``)."""
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "flags":
+            return frozenset(value.split())
+    return frozenset()
+
+
+@functools.cache
+def host_flags() -> frozenset[str]:
+    """The host CPU's feature flags (empty where ``/proc/cpuinfo`` cannot be read)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            return flags_of(f.read())
+    except OSError:
+        return frozenset()
+
+
+def has_avx512_bf16(flags: frozenset[str] | None = None) -> bool:
+    """Whether the CPU (``flags``; the host's by default) has AVX512-BF16."""
+    return FLAG in (host_flags() if flags is None else flags)
+
+
+def bf16_dot(flags: frozenset[str] | None = None, environ: dict[str, str] | None = None) -> bool:
+    """Whether compiled GEMMs with bf16 operands multiply bf16 pairs: the CPU has
+    AVX512-BF16 and :data:`ENV` does not say ``off``. A value other than :data:`MODES` is a
+    ``ValueError`` naming the variable."""
+    env = os.environ if environ is None else environ
+    mode = env.get(ENV, "auto").strip().lower() or "auto"
+    if mode not in MODES:
+        raise ValueError(f"{ENV} must be one of {', '.join(MODES)}, got {mode!r}")
+    return mode == "auto" and has_avx512_bf16(flags)

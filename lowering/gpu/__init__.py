@@ -1,0 +1,9 @@
+"""The GPU back end: ``hector_intra`` templates to GPU kernels, PTX and host code.
+
+:mod:`~hector.lowering.gpu.intra_to_gpu` makes one kernel per template with its launch (tiled
+GEMMs from :mod:`~hector.lowering.gpu.gemm` and :mod:`~hector.lowering.gpu.xty`, where
+:mod:`~hector.lowering.gpu.tile_support` allows and :mod:`~hector.lowering.gpu.schedule_choice`
+chooses); :mod:`~hector.lowering.gpu.ptx` serialises the kernels through NVVM to PTX;
+:mod:`~hector.lowering.gpu.host_emulation` runs the host code against a fake driver where no
+GPU is present.
+"""

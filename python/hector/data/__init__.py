@@ -1,0 +1,12 @@
+"""Graphs and the data that feeds them: everything a compiled program runs on.
+
+:mod:`~hector.data.graph` holds :class:`~hector.data.graph.HeteroGraph` (``hector.HeteroGraph``);
+:mod:`~hector.data.dataset` the :class:`~hector.data.dataset.Dataset` every loader returns, read
+from files (:mod:`~hector.data.files`), tensors (:mod:`~hector.data.tensors`) and IGBH folders
+(:mod:`~hector.data.igbh`), or generated (:mod:`~hector.data.synthetic`, shaped after the graphs
+of :mod:`~hector.data.published`) — the public entry point is :mod:`hector.datasets`.
+:mod:`~hector.data.loader` samples mini-batches and reads their features from out-of-core stores
+(:mod:`~hector.data.typed_features` for one file per node type); :mod:`~hector.data.unified`
+makes the pinned host tensors GPU kernels read zero-copy (``hector.unified``). This package
+needs no compiler: it imports only the runtime layer.
+"""

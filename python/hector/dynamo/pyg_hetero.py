@@ -1,0 +1,553 @@
+"""PyG's ``HeteroConv`` under ``torch.compile(backend="hector")``: one Hector program per layer.
+
+A ``HeteroConv`` holds one conv per edge type and sums (or averages) their outputs per
+destination node type. When every per-relation conv is one of a class Hector expresses, with
+the same options, the whole layer is one ``hector::pyg_layer`` call over one typed graph
+(:mod:`hector.dynamo.pyg_route`'s typed family, as ``HGTConv``'s): the node types of the relations
+the call has are stacked in one id space (in ``x_dict`` order), each relation of the call is one
+edge type, the per-relation weights are typed weights, and the sum over relations is the
+program's ``sum_to_dst`` over all of a node's incoming edges:
+
+* ``GATConv`` (:class:`GatRelations`): MLPerf's R-GAT layer, ``GATConv(in, h // heads,
+  heads=heads, add_self_loops=False)`` per relation, shared or separate source and destination
+  projections (``in_channels`` an int or a pair), heads concatenated or averaged, with or
+  without bias, edge features (``edge_dim``, the call's ``edge_attr_dict``: each edge's
+  ``a_edge · lin_edge(e_ij)`` computed in the captured graph, an ``[E, H]`` input). The
+  program is :func:`hector.models._make_hetero_gat`'s (attention within each relation,
+  ``edge_softmax {by = "dst_etype"}``), plus those logits with edge features;
+* ``SAGEConv`` (:class:`SageRelations`): mean, sum or max neighbourhood aggregation, root weight
+  on or off (MLPerf's ``rsage``: ``SAGEConv(in, h, root_weight=False)``; PyG's DBLP example:
+  ``SAGEConv((-1, -1), h)``): ``lin_l`` of the aggregate per relation, the root weights of the
+  relations into a node type summed into one node-typed weight, the biases likewise;
+* ``GATv2Conv`` (:class:`GatV2Relations`): ``hetero-gatv2:<slope>``, the same options but edge
+  features;
+* ``GraphConv`` (:class:`GraphConvRelations`): the same program, ``lin_rel`` and ``lin_root``.
+
+Weight-sized glue (stacking, padding to the widest input, the attention vectors as
+block-diagonal matrices, the biases summed per destination type) runs as PyTorch ops in the
+captured graph, so gradients reach each conv's parameters through autograd; a conv the call
+does not reach keeps a ``None`` gradient, as in PyG. ``aggr="mean"`` divides each destination
+type's rows by the number of the call's relations into it (after the program); averaged heads
+are the mean of the program's ``[N, H, F]`` rows plus the summed biases. What the programs do
+not compute runs PyG's own ``forward`` (the convs then trace as Dynamo captures them) and the
+reason is kept in :data:`hector.dynamo.pyg_route.FALLBACKS` under ``"HeteroConv"``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..frontends import trace as frontend
+from ..frontends.trace import GraphProxy, Value
+from ..models import _make_hetero_gat, block_diagonal
+from . import pyg_route
+
+EdgeType = tuple[str, str, str]
+
+#: ``HeteroConv`` ``aggr`` values computed: the sum in the program, the mean after it.
+_AGGRS = ("sum", "add", "mean")
+
+
+@dataclass
+class Layout:
+    """The typed graph of one call: the relations it has (``HeteroConv.convs`` order), the node
+    types they touch (``x_dict`` order) with their rows, stacked, and the widest input."""
+
+    relations: list[EdgeType]
+    types: list[str]
+    xs: list[torch.Tensor]
+    width: int
+    edge_index: list[torch.Tensor] = field(default_factory=list)  # per relation
+    edge_attr: dict[Any, torch.Tensor] = field(default_factory=dict)  # the call's edge_attr_dict
+
+    @classmethod
+    def of(
+        cls, convs: Any, x_dict: dict[str, Any], edge_index_dict: dict[Any, Any], dst: bool
+    ) -> Layout:
+        """The layout of ``HeteroConv``'s call (its convs, the call's dicts); ``dst``: whether
+        the convs read the destinations' features (else a type that is only a destination has
+        zero rows, and its features no gradient, as in PyG)."""
+        relations = [e for e in convs.keys() if e in edge_index_dict]
+        touched = {t for e in relations for t in (e[0], e[2])}
+        read = {e[0] for e in relations} | ({e[2] for e in relations} if dst else set())
+        types = [t for t in x_dict if t in touched]
+        width = max(x_dict[t].shape[1] for t in types)
+        pad = torch.nn.functional.pad
+        xs = [
+            x_dict[t].new_zeros(x_dict[t].shape[0], width)
+            if t not in read
+            else x_dict[t]
+            if x_dict[t].shape[1] == width  # no copy: the program's cat is the one
+            else pad(x_dict[t], (0, width - x_dict[t].shape[1]))
+            for t in types
+        ]
+        return cls(relations, types, xs, int(width), [edge_index_dict[e] for e in relations])
+
+    def ends(self) -> list[int]:
+        """Each relation's source and destination type index, in pairs (the op's ``ends``)."""
+        return [self.types.index(t) for s, _, d in self.relations for t in (s, d)]
+
+    def destinations(self) -> list[str]:
+        """The destination types, in the order PyG's ``HeteroConv`` fills its output dict."""
+        return list(dict.fromkeys(d for _, _, d in self.relations))
+
+    def padded(self, weight: torch.Tensor) -> torch.Tensor:
+        """A ``[in, out]`` weight with zero rows up to the widest input (same products)."""
+        if weight.shape[0] == self.width:
+            return weight
+        return torch.nn.functional.pad(weight, (0, 0, 0, self.width - weight.shape[0]))
+
+    def per_type(self, values: Sequence[torch.Tensor], like: torch.Tensor) -> torch.Tensor:
+        """``[T, ...]``: each node type's sum of the relations' ``values`` that end in it."""
+        rows = []
+        for t in self.types:
+            own = [v for (_, _, d), v in zip(self.relations, values, strict=True) if d == t]
+            rows.append(torch.stack(own).sum(0) if own else torch.zeros_like(like))
+        return torch.stack(rows)
+
+
+class Relations:
+    """One class of per-relation conv as a Hector program: the checks, the program's name and
+    tensors, and the layer's rows from its output."""
+
+    cls_name = ""
+
+    def reads_destinations(self, convs: list[Any]) -> bool:
+        """Whether the convs read their destinations' features (attention, root weights)."""
+        return True
+
+    def unsupported(self, convs: list[Any], training: bool) -> str | None:
+        """Why these convs (all of :attr:`cls_name`) cannot run as one program (None: they can)."""
+        raise NotImplementedError
+
+    def program(self, convs: list[Any], layout: Layout) -> str:
+        """The program's name (``hetero-...:...``)."""
+        raise NotImplementedError
+
+    def tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
+        """The program's tensors (rows first)."""
+        raise NotImplementedError
+
+    def finish(self, convs: list[Any], layout: Layout, t: str, rows: torch.Tensor) -> torch.Tensor:
+        """Node type ``t``'s output from its rows of the program's output (the relations' sum)."""
+        return rows
+
+
+def _same(convs: list[Any], names: Sequence[str]) -> str | None:
+    """Why these convs differ in an option that one program shares (None: they agree)."""
+    first = convs[0]
+    for name in names:
+        if any(getattr(c, name) != getattr(first, name) for c in convs):
+            return f"the relations' convs differ in {name} (one program shares it)"
+    return None
+
+
+def _lazy(*lins: Any) -> bool:
+    return any(isinstance(lin.weight, torch.nn.parameter.UninitializedParameter) for lin in lins)
+
+
+class GatRelations(Relations):
+    """``GATConv`` per relation (module docstring): program ``hetero-gat:<slope>``."""
+
+    cls_name = "GATConv"
+
+    def unsupported(self, convs: list[Any], training: bool) -> str | None:
+        """Options outside the program: self-loops, edge features, attention dropout in
+        training, a residual, ``return_attention_weights`` (not passed by ``HeteroConv``)."""
+        for c in convs:
+            if c.add_self_loops:
+                return "GATConv(add_self_loops=True) (Hector's program adds no self-loops)"
+            if training and c.dropout > 0:
+                return "GATConv attention dropout in training"
+            if getattr(c, "res", None) is not None:
+                return "GATConv(residual=True)"
+            if c.aggr not in ("add", "sum"):
+                return f"GATConv(aggr={c.aggr!r})"
+            lins = [c.lin] if c.lin is not None else [c.lin_src, c.lin_dst]
+            if _lazy(*lins):
+                return "GATConv with a lazy input width before its first call"
+        return _same(convs, ("heads", "out_channels", "concat", "negative_slope"))
+
+    def program(self, convs: list[Any], layout: Layout) -> str:
+        """``hetero-gat:<slope>``, ``hetero-gat:<slope>:edge`` with edge features."""
+        edge = ":edge" if self._edge_terms(convs, layout) else ""
+        return f"hetero-gat:{float(convs[0].negative_slope)!r}{edge}"
+
+    @staticmethod
+    def _edge_terms(convs: list[Any], layout: Layout) -> bool:
+        return any(
+            c.lin_edge is not None and e in layout.edge_attr
+            for e, c in zip(layout.relations, convs, strict=True)
+        )
+
+    def _edge_logits(self, convs: list[Any], layout: Layout, like: torch.Tensor) -> torch.Tensor:
+        """``[E, H]``: each edge's ``a_edge · lin_edge(edge_attr)``, relations concatenated in
+        their order (zeros for a relation without edge features or ``edge_dim``, whose
+        ``GATConv`` adds no edge term)."""
+        parts = []
+        for e, c, ei in zip(layout.relations, convs, layout.edge_index, strict=True):
+            attr = layout.edge_attr.get(e)
+            if c.lin_edge is None or attr is None:
+                parts.append(like.new_zeros(ei.shape[1], c.heads))
+                continue
+            rows = attr.view(-1, 1) if attr.dim() == 1 else attr
+            att = block_diagonal(c.att_edge.unsqueeze(-1))[0]  # [H*F, H]
+            parts.append(rows @ (c.lin_edge.weight.t() @ att))
+        return torch.cat(parts)
+
+    def tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
+        """``x, W_src [R, W, H*F], att_src [R, H*F, H], W_dst a_dst [R, W, H], bias [T, H*F]``
+        (the bias zero with averaged heads: :meth:`finish` adds it after the mean)."""
+        x = torch.cat(layout.xs)
+        src = [(c.lin if c.lin is not None else c.lin_src).weight.t() for c in convs]
+        dst = [(c.lin if c.lin is not None else c.lin_dst).weight.t() for c in convs]
+        weight = torch.stack([layout.padded(w) for w in src])
+        att_src = block_diagonal(torch.cat([c.att_src for c in convs]).unsqueeze(-1))
+        att_dst = block_diagonal(torch.cat([c.att_dst for c in convs]).unsqueeze(-1))
+        weight_att_dst = torch.stack([layout.padded(w) for w in dst]) @ att_dst
+        args = [x, weight, att_src, weight_att_dst]
+        if self._edge_terms(convs, layout):
+            args.append(self._edge_logits(convs, layout, x))
+        return [*args, self._bias(convs, layout, weight)]
+
+    def _bias(self, convs: list[Any], layout: Layout, weight: torch.Tensor) -> torch.Tensor:
+        zeros = weight.new_zeros(len(layout.types), weight.shape[-1])
+        if not convs[0].concat or convs[0].bias is None:
+            return zeros
+        return layout.per_type([c.bias for c in convs], zeros[0])
+
+    def finish(self, convs: list[Any], layout: Layout, t: str, rows: torch.Tensor) -> torch.Tensor:
+        """Averaged heads: the mean of the ``[N, H, F]`` rows plus the relations' biases."""
+        first = convs[0]
+        if first.concat:
+            return rows
+        rows = rows.view(rows.shape[0], first.heads, first.out_channels).mean(dim=1)
+        biases = [c.bias for (_, _, d), c in zip(layout.relations, convs, strict=True) if d == t]
+        return rows + torch.stack(biases).sum(0) if first.bias is not None else rows
+
+
+class GatV2Relations(GatRelations):
+    """``GATv2Conv`` per relation: ``hetero-gatv2:<slope>``, attention
+    ``a · leaky_relu(W_l x_j + b_l + W_r x_i + b_r)`` within each relation."""
+
+    cls_name = "GATv2Conv"
+
+    def unsupported(self, convs: list[Any], training: bool) -> str | None:
+        """As ``GATConv``'s (edge features: PyG's ``edge_attr_dict`` check refuses them)."""
+        for c in convs:
+            if c.add_self_loops:
+                return "GATv2Conv(add_self_loops=True) (Hector's program adds no self-loops)"
+            if training and c.dropout > 0:
+                return "GATv2Conv attention dropout in training"
+            if getattr(c, "res", None) is not None:
+                return "GATv2Conv(residual=True)"
+            if c.aggr not in ("add", "sum"):
+                return f"GATv2Conv(aggr={c.aggr!r})"
+            if _lazy(c.lin_l, c.lin_r):
+                return "GATv2Conv with a lazy input width before its first call"
+        return _same(convs, ("heads", "out_channels", "concat", "negative_slope"))
+
+    def program(self, convs: list[Any], layout: Layout) -> str:
+        """``hetero-gatv2:<slope>``."""
+        return f"hetero-gatv2:{float(convs[0].negative_slope)!r}"
+
+    def tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
+        """``x, W_l [R, W, H*F], b_l [R, H*F], W_r, b_r, att [R, H*F, H], bias [T, H*F]``."""
+        x = torch.cat(layout.xs)
+        args = [x]
+        for lins in ([c.lin_l for c in convs], [c.lin_r for c in convs]):
+            weight = torch.stack([layout.padded(lin.weight.t()) for lin in lins])
+            zeros = weight.new_zeros(weight.shape[-1])
+            biases = [lin.bias if lin.bias is not None else zeros for lin in lins]
+            args += [weight, torch.stack(biases)]
+        att = block_diagonal(torch.cat([c.att for c in convs]).unsqueeze(-1))
+        return [*args, att, self._bias(convs, layout, args[1])]
+
+
+#: SAGEConv neighbourhood aggregations the program computes.
+_SAGE_AGGRS = {"mean": "mean", "add": "sum", "sum": "sum", "max": "max"}
+
+
+class SageRelations(Relations):
+    """``SAGEConv`` per relation (module docstring): ``hetero-sage:<aggr>:<root>``."""
+
+    cls_name = "SAGEConv"
+
+    def lins(self, conv: Any) -> tuple[Any, Any]:
+        """The neighbourhood's linear and the root's (None without root weight)."""
+        return conv.lin_l, conv.lin_r if conv.root_weight else None
+
+    def options(self, conv: Any) -> str | None:
+        """Why this conv's own options are outside the program (None: they are not)."""
+        if conv.normalize:
+            return "SAGEConv(normalize=True) (per relation, before the sum)"
+        if conv.project:
+            return "SAGEConv(project=True)"
+        return None
+
+    def unsupported(self, convs: list[Any], training: bool) -> str | None:
+        """Options outside the program: other aggregations, ``normalize``, ``project``."""
+        for c in convs:
+            if not isinstance(c.aggr, str) or c.aggr not in _SAGE_AGGRS:
+                return f"{self.cls_name}(aggr={c.aggr!r}) (Hector's program: mean, sum or max)"
+            reason = self.options(c)
+            if reason is not None:
+                return reason
+            if _lazy(*(lin for lin in self.lins(c) if lin is not None)):
+                return f"{self.cls_name} with a lazy input width before its first call"
+        return _same(convs, ("out_channels", "aggr"))
+
+    def reads_destinations(self, convs: list[Any]) -> bool:
+        """Only with root weights."""
+        return self.lins(convs[0])[1] is not None
+
+    def program(self, convs: list[Any], layout: Layout) -> str:
+        """``hetero-sage:<mean|sum|max>:<0|1>``."""
+        return f"hetero-sage:{_SAGE_AGGRS[convs[0].aggr]}:{int(self.reads_destinations(convs))}"
+
+    def tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
+        """``x, W_l [R, W, out], bias [T, out]`` and, with root weights, ``W_r`` summed per
+        destination type ``[T, W, out]``."""
+        lins = [self.lins(c) for c in convs]
+        weight = torch.stack([layout.padded(lin.weight.t()) for lin, _ in lins])
+        zeros = weight.new_zeros(weight.shape[-1])
+        biases = [lin.bias if lin.bias is not None else zeros for lin, _ in lins]
+        args = [torch.cat(layout.xs), weight, layout.per_type(biases, zeros)]
+        if self.reads_destinations(convs):
+            roots = [layout.padded(root.weight.t()) for _, root in lins]
+            args.append(layout.per_type(roots, roots[0]))
+        return args
+
+
+class GraphConvRelations(SageRelations):
+    """``GraphConv`` per relation: ``lin_rel`` of the aggregate plus ``lin_root`` of the
+    destination (always: ``HeteroConv`` passes its features), the ``hetero-sage`` program."""
+
+    cls_name = "GraphConv"
+
+    def lins(self, conv: Any) -> tuple[Any, Any]:
+        """``lin_rel`` and ``lin_root``."""
+        return conv.lin_rel, conv.lin_root
+
+    def options(self, conv: Any) -> str | None:
+        """None: GraphConv's options are its aggregation and bias."""
+        return None
+
+
+def _hetero_sage(aggr: str, root: bool) -> frontend.CompiledFunction:
+    def hetero_sage(g: GraphProxy, x: Value, weight: Value, bias: Value, *rest: Value) -> Value:
+        """``Σ_r lin_l_r(aggr_{j∈N_r(i)} x_j) (+ Σ_r lin_r_r(x_i))``, biases per node type."""
+        src = g.gather_src(x)
+        if aggr == "max":  # the maximum per (node, relation), then its weight
+            msg = g.typed_linear(g.edge_max(src, by="dst_etype"), weight)
+            msg = msg * g.degree_norm("dst_etype")
+        else:
+            msg = g.typed_linear(src, weight)
+            msg = msg * g.degree_norm("dst_etype") if aggr == "mean" else msg
+        out = g.typed_bias(g.sum_to_dst(msg), bias)
+        return out + g.typed_linear(x, rest[0], slice="ntype") if root else out
+
+    names = ["x", "weight", "bias"] + (["root"] if root else [])
+    params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in ["g", *names]]
+    hetero_sage.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    return frontend.compile(hetero_sage)
+
+
+def _hetero_gat_edge(slope: float) -> frontend.CompiledFunction:
+    def hetero_gat_edge(
+        g: GraphProxy,
+        x: Value,
+        weight: Value,
+        att_src: Value,
+        weight_att_dst: Value,
+        edge_logits: Value,
+        bias: Value,
+    ) -> Value:
+        """``hector.models``' ``hetero_gat_layer`` with each edge's ``a_edge · W_e e_ij`` added
+        to its logits (``GATConv(edge_dim=...)``)."""
+        hs = g.typed_linear(g.gather_src(x), weight)  # W_r h_j  [E, H*F]
+        dst_term = g.typed_linear(g.gather_dst(x), weight_att_dst)  # [E, H]
+        logits = g.typed_linear(hs, att_src) + dst_term + edge_logits
+        alpha = g.edge_softmax(logits.leaky_relu(slope), by="dst_etype")
+        return g.typed_bias(g.sum_to_dst(hs * alpha), bias)
+
+    return frontend.compile(hetero_gat_edge)
+
+
+def _hetero_gatv2(slope: float) -> frontend.CompiledFunction:
+    def hetero_gatv2(
+        g: GraphProxy,
+        x: Value,
+        weight_l: Value,
+        bias_l: Value,
+        weight_r: Value,
+        bias_r: Value,
+        att: Value,
+        bias: Value,
+    ) -> Value:
+        """One ``GATv2Conv`` per relation, summed: ``x_j' = W_l x_j + b_l``,
+        ``α = softmax over the relation's edges into i of a · leaky_relu(x_j' + W_r x_i + b_r)``,
+        ``h'_i = Σ_r Σ_j α_ij ⊙_head x_j' + b_type(i)``."""
+        xs = g.typed_bias(g.typed_linear(g.gather_src(x), weight_l), bias_l)  # [E, H*F]
+        xd = g.typed_bias(g.typed_linear(g.gather_dst(x), weight_r), bias_r)
+        logits = g.typed_linear((xs + xd).leaky_relu(slope), att)  # [E, H]
+        alpha = g.edge_softmax(logits, by="dst_etype")
+        return g.typed_bias(g.sum_to_dst(xs * alpha), bias)
+
+    return frontend.compile(hetero_gatv2)
+
+
+_PROGRAMS: dict[str, frontend.CompiledFunction] = {}
+
+
+def _compiled(name: str) -> frontend.CompiledFunction:
+    """The program named ``name`` (``hetero-gat:<slope>``, ``hetero-sage:<aggr>:<root>``)."""
+    if name not in _PROGRAMS:
+        kind, *rest = name.split(":")
+        if kind == "hetero-gat" and len(rest) == 1:
+            _PROGRAMS[name] = _make_hetero_gat(float(rest[0]))
+        elif kind == "hetero-gat":
+            _PROGRAMS[name] = _hetero_gat_edge(float(rest[0]))
+        elif kind == "hetero-gatv2":
+            _PROGRAMS[name] = _hetero_gatv2(float(rest[0]))
+        elif kind == "hetero-sage":
+            _PROGRAMS[name] = _hetero_sage(rest[0], rest[1] == "1")
+        else:
+            raise ValueError(f"unknown HeteroConv program {name!r}")
+    return _PROGRAMS[name]
+
+
+def _columns(name: str, tensors: list[torch.Tensor]) -> Any:
+    return tensors[1].shape[-1]
+
+
+#: The per-relation conv classes routed, by class name.
+RELATIONS: dict[str, Relations] = {
+    r.cls_name: r for r in (GatRelations(), GatV2Relations(), SageRelations(), GraphConvRelations())
+}
+
+
+def _class_of(conv: Any) -> str | None:
+    """The name of the routed class ``conv`` is (exactly: a subclass may compute otherwise)."""
+    name = type(conv).__name__
+    return (
+        name if name in RELATIONS and type(conv).__module__.startswith("torch_geometric") else None
+    )
+
+
+def _inputs_unsupported(layer: Any, x_dict: Any, edge_index_dict: Any) -> str | None:
+    if not isinstance(x_dict, dict) or not isinstance(edge_index_dict, dict):
+        return "HeteroConv called with other than (x_dict, edge_index_dict)"
+    relations = [e for e in layer.convs.keys() if e in edge_index_dict]
+    if not relations:
+        return "no relation of the layer in edge_index_dict"
+    for e in relations:
+        ei = edge_index_dict[e]
+        if not isinstance(ei, torch.Tensor) or ei.dim() != 2 or ei.is_floating_point():
+            return f"edge_index_dict[{e}] is not an integer [2, E] tensor"
+        if ei.layout != torch.strided:
+            return f"edge_index_dict[{e}] is a sparse adjacency"
+        for t in (e[0], e[2]):
+            x = x_dict.get(t)
+            if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
+                return f"x_dict[{t!r}] is not a [N, F] float32 tensor"
+    return None
+
+
+def unsupported(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    """Why ``HeteroConv`` ``layer`` called with ``args``/``kwargs`` cannot run one Hector
+    program (None: it can)."""
+    if set(kwargs) - {"edge_attr_dict"} or len(args) != 2:
+        return "HeteroConv called with arguments beyond x_dict, edge_index_dict, edge_attr_dict"
+    if layer.aggr not in _AGGRS:
+        return f"HeteroConv(aggr={layer.aggr!r}) (Hector sums or averages the relations)"
+    reason = _inputs_unsupported(layer, *args)
+    if reason is not None:
+        return reason
+    convs = [c for e, c in layer.convs.items() if e in args[1]]
+    classes = {_class_of(c) for c in convs}
+    if None in classes:
+        names = sorted({type(c).__name__ for c in convs if _class_of(c) is None})
+        return f"per-relation convs Hector does not route in HeteroConv: {names}"
+    if len(classes) > 1:
+        return f"mixed per-relation conv classes {sorted(str(c) for c in classes)}"
+    cls = str(classes.pop())
+    reason = _edge_attr_unsupported(layer, cls, args[1], kwargs.get("edge_attr_dict"))
+    return reason or RELATIONS[cls].unsupported(convs, layer.training)
+
+
+def _edge_attr_unsupported(layer: Any, cls: str, edge_index_dict: Any, attrs: Any) -> str | None:
+    """Why the call's ``edge_attr_dict`` is outside the programs (None: it is not)."""
+    if attrs is None:
+        return None
+    if not isinstance(attrs, dict):
+        return "edge_attr_dict is not a dict"
+    if cls != "GATConv":
+        return f"edge_attr_dict given to {cls} (PyG's forward takes no edge_attr)"
+    for e, attr in attrs.items():
+        if e not in layer.convs:
+            continue
+        if e not in edge_index_dict:
+            return f"edge_attr_dict holds {e}, edge_index_dict does not"
+        rows = edge_index_dict[e].shape[1]
+        if not isinstance(attr, torch.Tensor) or attr.dtype != torch.float32:
+            return f"edge_attr_dict[{e}] is not a float32 tensor"
+        if attr.dim() not in (1, 2) or attr.shape[0] != rows:
+            return f"edge_attr_dict[{e}] is not one row per edge"
+    return None
+
+
+def hetero_conv_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+    """``HeteroConv.forward`` under the Hector backend: weight glue, one ``hector::pyg_layer``
+    call, the destination types' rows (PyG's own ``forward`` where :func:`unsupported`)."""
+    reason = unsupported(self, args, kwargs)
+    if reason is not None:
+        pyg_route.record_fallback("HeteroConv", reason)
+        return pyg_route._ORIGINAL["HeteroConv"](self, *args, **kwargs)
+    x_dict, edge_index_dict = args
+    convs = [c for e, c in self.convs.items() if e in edge_index_dict]
+    relations = RELATIONS[str(_class_of(convs[0]))]
+    layout = Layout.of(self.convs, x_dict, edge_index_dict, relations.reads_destinations(convs))
+    layout.edge_attr = kwargs.get("edge_attr_dict") or {}
+    tensors = relations.tensors(convs, layout)
+    out = torch.ops.hector.pyg_layer(
+        relations.program(convs, layout),
+        pyg_route._train(tensors),
+        layout.edge_index,
+        [x.shape[0] for x in layout.xs],
+        layout.ends(),
+        tensors,
+    )
+    return _split(self, relations, convs, layout, out)
+
+
+def _split(
+    layer: Any, relations: Relations, convs: list[Any], layout: Layout, out: torch.Tensor
+) -> dict[str, torch.Tensor]:
+    """The destination types' rows of the program's output, as PyG's ``HeteroConv`` returns
+    them (``aggr="mean"``: over the call's relations into each type)."""
+    starts, start = {}, 0
+    for t, x in zip(layout.types, layout.xs, strict=True):
+        starts[t] = (start, start + x.shape[0])
+        start = start + x.shape[0]
+    result = {}
+    for t in layout.destinations():
+        rows = relations.finish(convs, layout, t, out[starts[t][0] : starts[t][1]])
+        if layer.aggr == "mean":
+            rows = rows / sum(1 for _, _, d in layout.relations if d == t)
+        result[t] = rows
+    return result
+
+
+ROUTED: dict[str, Callable[..., Any]] = {"HeteroConv": hetero_conv_forward}
+
+pyg_route.register_family("hetero-gat", pyg_route.ProgramFamily(_compiled, _columns))
+pyg_route.register_family("hetero-gatv2", pyg_route.ProgramFamily(_compiled, _columns))
+pyg_route.register_family("hetero-sage", pyg_route.ProgramFamily(_compiled, _columns))
+for _name, _forward in ROUTED.items():
+    pyg_route.register_layer(_name, _forward)

@@ -1,0 +1,11 @@
+"""The front ends that turn a user's program into ``hector_inter``.
+
+:mod:`~hector.frontends.trace` is ``@hector.compile``: a forward function written against the
+graph API, traced through the MLIR bindings. :mod:`~hector.frontends.importer` is
+``hector.import_model``: an ``nn.Module`` imported through torch-mlir and raised to Hector's ops
+where a relational pattern is recognised (with :mod:`~hector.frontends.import_ops` and
+:mod:`~hector.frontends.import_segments` for the torch-level ops and the cut into segments).
+:mod:`~hector.frontends.graph_cache` caches the graphs built from PyG index tensors by their
+content, for the importer and the Dynamo backend (:mod:`hector.dynamo`). Nothing here imports a
+back end: programs go to :mod:`hector.compiler` and the targets.
+"""
