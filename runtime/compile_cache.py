@@ -136,6 +136,8 @@ def fingerprint(source_dirs: Iterable[str], versions: Mapping[str, str]) -> str:
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
             for name in sorted(f for f in files if f.endswith(".py")):
                 path = os.path.join(root, name)
+                if not stat.S_ISREG(os.lstat(path).st_mode):
+                    continue  # a link (perhaps dangling) is not Hector's source: never followed
                 h.update(os.path.relpath(path, directory).encode())
                 with open(path, "rb") as f:
                     h.update(_sha256(f.read()).encode())

@@ -12,6 +12,14 @@ target table and the pass registry's table of pass modules look modules up by na
 A package's ``__init__`` is not counted as imported by its submodules' imports (Python runs it
 first, but a package importing its own submodules is the normal shape).
 
+Two more rules hold at the level of the package's parts. A *unit* is a subpackage of
+``hector`` (``hector.data``, ``hector.lowering``, ...) or one of its top-level modules
+(``hector.bundle``, ...): the units must import each other without a cycle, so each stands on
+its own floor (``--graph`` prints the floors, bottom first) with arrows only downward. And no
+``_``-prefixed module is imported from outside the package that holds it: what another package
+needs is public. The developer packages beside the product (``hector_bench``, ``hector_fuzz``)
+stand above it and are not units (the ``hector bench`` command loads its plugin from them).
+
 Usage: ``python3 scripts/import_cycles.py [--graph]`` from anywhere in the checkout.
 """
 
@@ -158,23 +166,89 @@ def _a_cycle(graph: dict[str, set[str]], component: list[str]) -> list[str]:
     return [*path, start]
 
 
+def unit(module: str) -> str | None:
+    """The unit of the product a module belongs to (``hector.data.loader`` → ``hector.data``);
+    None for the ``hector`` package itself and for the developer packages."""
+    parts = module.split(".")
+    if parts[0] != "hector" or len(parts) < 2:
+        return None
+    return ".".join(parts[:2])
+
+
+def unit_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Unit → the other units its modules import."""
+    out: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        here = unit(name)
+        if here is None:
+            continue
+        out.setdefault(here, set())
+        for target in targets:
+            there = unit(target)
+            if there is not None and there != here:
+                out[here].add(there)
+    return out
+
+
+def floors(units: dict[str, set[str]]) -> dict[str, int]:
+    """Each unit's floor: 0 for one that imports no other unit, else one above the highest
+    floor it imports (the graph must be acyclic)."""
+    floor: dict[str, int] = {}
+
+    def height(u: str) -> int:
+        if u not in floor:
+            floor[u] = 1 + max((height(v) for v in units[u]), default=-1)
+        return floor[u]
+
+    for u in sorted(units):
+        height(u)
+    return floor
+
+
+def private_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``importer -> module`` for each ``_``-prefixed module imported from outside its package."""
+    found = []
+    for name in sorted(graph):
+        for target in sorted(graph[name]):
+            package, _, leaf = target.rpartition(".")
+            private = leaf.startswith("_") and not leaf.startswith("__")
+            if private and name != package and not name.startswith(package + "."):
+                found.append(f"{name} -> {target}")
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Print each cycle (its modules and one concrete loop); exit 1 if there is any."""
+    """Print each cycle (modules, then units) and each private import; exit 1 if any."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--graph", action="store_true", help="print the whole import graph first")
+    p.add_argument("--graph", action="store_true", help="print the import graph and the floors")
     args = p.parse_args(argv)
     graph = import_graph()
+    units = unit_graph(graph)
     if args.graph:
         for name in sorted(graph):
             print(f"{name}: {', '.join(sorted(graph[name])) or '-'}")
-    found = cycles(graph)
-    if not found:
-        print(f"no import cycles among {len(graph)} Hector modules")
-        return 0
-    for component in found:
+    failed = False
+    for component in cycles(graph):
+        failed = True
         print(f"import cycle among {len(component)} modules: {', '.join(component)}")
         print("  e.g. " + " -> ".join(_a_cycle(graph, component)))
-    return 1
+    for component in cycles(units):
+        failed = True
+        print(f"import cycle among {len(component)} units: {', '.join(component)}")
+        print("  e.g. " + " -> ".join(_a_cycle(units, component)))
+    for line in private_imports(graph):
+        failed = True
+        print(f"private module imported from outside its package: {line}")
+    if failed:
+        return 1
+    if args.graph:
+        floor = floors(units)
+        print("floors of the package's units, bottom first (each imports only lower floors):")
+        for level in range(max(floor.values()) + 1):
+            names = sorted(u.removeprefix("hector.") for u, f in floor.items() if f == level)
+            print(f"  {level}: {', '.join(names)}")
+    print(f"no import cycles among {len(graph)} Hector modules or {len(units)} units")
+    return 0
 
 
 if __name__ == "__main__":

@@ -41,8 +41,8 @@ def isolate(mem_limit_bytes: int | None) -> None:
     import torch_geometric  # noqa: F401
 
     import hector.models  # noqa: F401
-    from hector import compiler  # noqa: F401  (the MLIR bindings, loaded lazily otherwise)
     from hector.lowering.cpu import jit as cpu_jit
+    from hector.targets import driver  # noqa: F401  (the MLIR bindings, loaded lazily otherwise)
 
     cpu_jit.runtime_symbols()  # MLIR's async runtime and runner utilities
     _common.start_thread_pools()  # their stacks in the baseline, whatever the core count

@@ -522,10 +522,10 @@ class HostKernelDriver(FakeDriver):
         from mlir import ir
         from mlir.execution_engine import ExecutionEngine
 
-        from hector.compiler import run_stages
         from hector.lowering.cpu.jit import runtime_symbols
         from hector.lowering.pipelines import LLVM_CPU
         from hector.passes.pipeline import run_pipeline
+        from hector.targets.driver import run_stages
 
         staged = run_stages(traced, "gpu", until="gpu", autodiff=True, options=options)
         with staged.context, ir.Location.unknown():

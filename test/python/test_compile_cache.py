@@ -183,3 +183,36 @@ def test_bench_compile_times_a_warm_first_call_in_a_fresh_process(tmp_path: Path
     assert hector_row["warm_cache"] == {"hits": 1, "misses": 0, "stores": 0}
     assert hector_row["warm_compile_s"] > 0
     assert hector_row["warm_over_cold"] > 0
+
+
+def test_toolchain_fingerprint_reads_sources_not_links(tmp_path: Path) -> None:
+    """The fingerprint hashes each package's own ``.py`` files: a link among them (a dangling
+    one, as a stale symlink tree leaves) is neither followed nor an error."""
+    from hector.runtime.compile_cache import fingerprint
+
+    (tmp_path / "a.py").write_text("x = 1\n")
+    before = fingerprint([str(tmp_path)], {})
+    (tmp_path / "gone.py").symlink_to(tmp_path / "missing.py")
+    (tmp_path / "b.py").symlink_to(tmp_path / "a.py")
+    assert fingerprint([str(tmp_path)], {}) == before
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert fingerprint([str(tmp_path)], {}) != before
+
+
+def test_toolchain_covers_only_the_packages_own_folders(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An editable install puts the checkout's root on ``hector.__path__``; the compile cache's
+    key must not hash the checkout's tests, benchmarks or environment."""
+    import hector
+    from hector.targets import cpu_cache
+
+    root = Path(hector.__file__).resolve().parents[2]
+    seen: list[str] = []
+    monkeypatch.setattr(cpu_cache.compile_cache, "toolchain", lambda dirs: seen.extend(dirs))
+    cpu_cache._toolchain.cache_clear()
+    try:
+        cpu_cache._toolchain()
+    finally:
+        cpu_cache._toolchain.cache_clear()
+    assert seen
+    assert all(os.path.isfile(os.path.join(d, "__init__.py")) for d in seen)
+    assert root not in {Path(d).resolve() for d in seen}

@@ -12,10 +12,11 @@ import pytest
 from mlir import ir
 
 import hector
-from hector import compiler, targets
+from hector import targets
 from hector.frontends import trace as frontend
 from hector.passes.pipeline import PipelineError, run_pipeline
 from hector.passes.registry import PASSES, PassFailure, PassInfo
+from hector.targets import driver as compiler
 
 ROOT = Path(__file__).resolve().parents[2]
 

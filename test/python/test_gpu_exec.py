@@ -332,11 +332,11 @@ def _gpu_kernels_on_cpu(traced: frontend.Traced, options: Any) -> Any:
     the CPU back end. Real numbers from the GPU kernels' own code, without a GPU."""
     from mlir import ir
 
-    from hector.compiler import run_stages
     from hector.lowering.cpu.jit import CpuKernel
     from hector.lowering.pipelines import LLVM_CPU
     from hector.passes.pipeline import run_pipeline
     from hector.targets.cpu import CpuEntry
+    from hector.targets.driver import run_stages
 
     staged = run_stages(traced, "gpu", until="gpu", autodiff=True, options=options)
     with staged.context, ir.Location.unknown():
@@ -826,13 +826,13 @@ def test_tiled_gpu_kernels_train_like_the_cpu_path(
     from mlir import ir
 
     from hector import bundle
-    from hector.compiler import run_stages
     from hector.dialects.hector_intra import Schedule
     from hector.lowering.cpu.jit import CpuKernel
     from hector.lowering.pipelines import LLVM_CPU
     from hector.models import HGTLayer
     from hector.passes.pipeline import run_pipeline
     from hector.targets.cpu import CpuEntry, compile_traced
+    from hector.targets.driver import run_stages
 
     torch.manual_seed(0)
     if model == "rgcn":

@@ -18,10 +18,10 @@ import torch
 from mlir import ir
 
 import hector
-from hector import compiler
 from hector.data.graph import HeteroGraph
 from hector.lowering.cpu.jit import CpuKernel
 from hector.passes.pipeline import PipelineError
+from hector.targets import driver as compiler
 from hector.targets.cuda import compile_gpu
 
 ATOL = 1e-4

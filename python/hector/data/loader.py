@@ -39,9 +39,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..datasets import Dataset
 from ..runtime import sampler as native_sampler
-from .dataset import DatasetError
+from .dataset import Dataset, DatasetError
 from .files import open_feature_table, open_npy
 from .graph import HeteroGraph
 

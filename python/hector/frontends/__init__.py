@@ -7,5 +7,5 @@ where a relational pattern is recognised (with :mod:`~hector.frontends.import_op
 :mod:`~hector.frontends.import_segments` for the torch-level ops and the cut into segments).
 :mod:`~hector.frontends.graph_cache` caches the graphs built from PyG index tensors by their
 content, for the importer and the Dynamo backend (:mod:`hector.dynamo`). Nothing here imports a
-back end: programs go to :mod:`hector.compiler` and the targets.
+back end: programs go to :mod:`hector.targets.driver` and the targets.
 """

@@ -19,13 +19,13 @@ from typing import Any
 
 from mlir import ir
 
-from ..compiler import run_stages
 from ..lowering import pipelines
 from ..lowering.gpu.ptx import extract_ptx
 from ..passes.pipeline import run_pipeline
 from ..program import Traced
 from ..runtime.bundle_plan import BINARY_OPS, PLAN_VERSION, BundleError, Expr
 from .base import Backend, StagedModule
+from .driver import run_stages
 from .options import Options
 
 __all__ = [

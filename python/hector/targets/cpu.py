@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..compiler import run_stages
 from ..data.graph import HeteroGraph
 from ..lowering import pipelines, placement_to_runtime, profile_kernels
 from ..lowering.cpu import codegen as cpu_codegen
@@ -30,6 +29,7 @@ from ..runtime import compile_cache, host_memory, native
 from ..runtime.placement import PlacementFrame
 from . import cpu_cache
 from .base import Backend, Executable, FunctionAbi, StagedModule
+from .driver import run_stages
 from .options import Options
 
 __all__ = ["CPU", "CpuBackend", "CpuEntry", "compile_traced", "drop_saved"]

@@ -47,7 +47,12 @@ def _toolchain() -> str:
     from hector import dialects, lowering, passes, runtime
 
     pkgs = (hector, dialects, lowering, passes, runtime)
-    return compile_cache.toolchain([d for pkg in pkgs for d in pkg.__path__])
+    # Only the folders that hold a package's own modules: an editable install's path also names
+    # the checkout's root (its tests, benchmarks and environment are not the compiler).
+    dirs = [
+        d for pkg in pkgs for d in pkg.__path__ if os.path.isfile(os.path.join(d, "__init__.py"))
+    ]
+    return compile_cache.toolchain(dirs)
 
 
 def key(traced: Traced, autodiff: bool, options: Options | None) -> str:

@@ -54,7 +54,6 @@ import torch
 from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
-from ..compiler import run_stages
 from ..data.graph import HeteroGraph
 from ..lowering import pipelines
 from ..lowering.gpu.ptx import extract_ptx
@@ -62,6 +61,7 @@ from ..passes.pipeline import run_pipeline
 from ..program import Traced
 from ..runtime.mgpu_hooks import FakeCudaRuntime, Launch, StreamAllocatorHooks, memref_descriptor
 from .base import Backend, Executable, StagedModule
+from .driver import run_stages
 from .options import Options
 
 __all__ = [

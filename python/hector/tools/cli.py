@@ -256,9 +256,9 @@ def compile_cmd(args: argparse.Namespace) -> int:
     """Print the IR after one stage (or the PTX) of a hector_inter program."""
     from mlir import ir
 
-    from .. import compiler
     from ..passes.pipeline import PipelineError, diagnostics_from_error
     from ..program import parse_file
+    from ..targets import driver as compiler
     from ..targets.cuda import compile_gpu
     from ..targets.options import Options
 

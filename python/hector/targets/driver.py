@@ -15,14 +15,14 @@ from typing import Any
 
 from mlir import ir
 
-from .dialects.hector_inter import STORAGE
-from .lowering.cpu.codegen import module_bytecode
-from .passes.pipeline import run_pipeline
-from .passes.verify import verify_function
-from .program import Kind, Traced, instantiate
-from .targets import TARGETS
-from .targets.base import FunctionAbi, StagedModule
-from .targets.options import Options
+from ..dialects.hector_inter import STORAGE
+from ..lowering.cpu.codegen import module_bytecode
+from ..passes.pipeline import run_pipeline
+from ..passes.verify import verify_function
+from ..program import Kind, Traced, instantiate
+from . import TARGETS
+from .base import FunctionAbi, StagedModule
+from .options import Options
 
 __all__ = ["function_abis", "run_stages"]
 
