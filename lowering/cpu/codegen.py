@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 from mlir import ir
 
+from . import features
 from .jit import CpuKernel, LibraryKernel, link_library
 
 __all__ = [
@@ -60,6 +61,13 @@ PARTS_PER_JOB = 2
 #: 0.27-0.38 s in the tools and 0.19-0.20 s in the engine; an RGCN training step (140 KB)
 #: 0.44 s and 0.48 s; a one-layer HGT training step (420 KB) 0.89 s and 1.84 s.
 SMALL_MODULE_BYTES = 64 * 1024
+
+#: The LLVM intrinsics of AVX512-BF16 (``llvm.x86.avx512bf16.dpbf16ps.512``, ...).
+BF16_INTRINSIC_PREFIX = "llvm.x86.avx512bf16."
+
+
+class UnsupportedCpuError(RuntimeError):
+    """Compiled code needs an instruction-set feature the host CPU does not have."""
 
 
 @dataclass(frozen=True)
@@ -204,6 +212,35 @@ def build_library(
         link_library(objects, path, shared_libs)
 
 
+def host_features_used(module: ir.Module) -> set[str]:
+    """The CPU features (``/proc/cpuinfo`` flag names) the LLVM-dialect ``module`` calls
+    instructions of beyond the baseline: ``avx512_bf16`` for ``vdpbf16ps`` intrinsics."""
+    used: set[str] = set()
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "llvm.call_intrinsic":
+            name = ir.StringAttr(op.attributes["intrin"]).value
+            if name.startswith(BF16_INTRINSIC_PREFIX):
+                used.add(features.FLAG)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return used
+
+
+def check_host_runs(module: ir.Module) -> None:
+    """Refuse a module that calls instructions this CPU lacks (a hand-written schedule with
+    ``products = "bf16"`` on a CPU without AVX512-BF16): running it would end the process
+    with an illegal instruction. :class:`UnsupportedCpuError` names the feature."""
+    missing = sorted(f for f in host_features_used(module) if f not in features.host_flags())
+    if missing:
+        raise UnsupportedCpuError(
+            f"the compiled code uses CPU features this machine lacks ({', '.join(missing)}): "
+            'a GEMM schedule with products = "bf16" needs AVX512-BF16; let hector-schedule '
+            'choose the products (it asks the CPU) or use products = "f32"'
+        )
+
+
 def compile_module(
     module: ir.Module,
     functions: Sequence[str],
@@ -218,6 +255,7 @@ def compile_module(
     loaded, or (``engine``, a module under :data:`SMALL_MODULE_BYTES`, or without the tools,
     or when they fail: with a warning) MLIR's ExecutionEngine, which writes its ``functions``
     to ``library`` only when the program is ``cached`` (then its code is relocatable)."""
+    check_host_runs(module)
     code = None
     if not engine and available():
         code = bytecode if isinstance(bytecode, bytes) else module_bytecode(module)

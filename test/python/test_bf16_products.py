@@ -213,3 +213,34 @@ def test_input_gradients_through_frozen_bf16_weights(g, monkeypatch) -> None:
     err, base = _rel(dot, want), _rel(f32, want)
     assert err <= TOLERANCE
     assert err <= 2 * base
+
+
+_DOT_MODULE = """
+llvm.func @dot(%acc: vector<16xf32>, %a: vector<32xbf16>, %b: vector<32xbf16>) -> vector<16xf32> {
+  %r = llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%acc, %a, %b)
+      : (vector<16xf32>, vector<32xbf16>, vector<32xbf16>) -> vector<16xf32>
+  llvm.return %r : vector<16xf32>
+}
+"""
+
+
+def test_code_with_bf16_dot_products_is_refused_on_a_cpu_without_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A module calling ``vdpbf16ps`` (a hand-written ``products = "bf16"`` schedule) is
+    refused before it runs on a CPU without AVX512-BF16, instead of ending the process with an
+    illegal instruction; where the CPU has the feature it passes the check."""
+    from mlir import ir
+
+    from hector.lowering.cpu import codegen
+
+    with ir.Context(), ir.Location.unknown():
+        module = ir.Module.parse(_DOT_MODULE)
+        assert codegen.host_features_used(module) == {"avx512_bf16"}
+        monkeypatch.setattr(cpu_features, "host_flags", lambda: frozenset({"avx512f"}))
+        with pytest.raises(codegen.UnsupportedCpuError, match=r"lacks \(avx512_bf16\)"):
+            codegen.check_host_runs(module)
+        monkeypatch.setattr(cpu_features, "host_flags", lambda: frozenset({"avx512_bf16"}))
+        codegen.check_host_runs(module)
+        plain = ir.Module.parse("llvm.func @f() {\n  llvm.return\n}")
+        assert codegen.host_features_used(plain) == set()
