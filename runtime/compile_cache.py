@@ -247,6 +247,11 @@ class CompileCache:
             warn_once("evicting old entries", err)
         return True
 
+    def discard(self, key: str) -> None:
+        """Remove the entry for ``key`` (one that checked out but its target could not use),
+        so that the next store writes it again; no error when there is none."""
+        self._remove(self._entry(key))
+
     def size(self) -> int:
         """Bytes held by the cache: its entries and the temporary folders of stores and
         removals under way (or left by a process that died in one)."""

@@ -59,7 +59,7 @@ echo "glibc needed: $needed (at most $MAX_GLIBC), ABI $(
 echo "== gather kernels ($chip)"
 python3 - "$CARRY/kernels" "$chip" $GATHER_WIDTHS <<'EOF'
 import os, sys
-from hector import unified as U
+from hector.data import unified as U
 
 folder, chip, widths = sys.argv[1], sys.argv[2], [int(w) for w in sys.argv[3:]]
 os.environ.pop(U.PREBUILT_KERNELS_ENV, None)  # compile, never copy an older prebuilt kernel
@@ -83,7 +83,7 @@ print("built under", sys.argv[1])
 EOF
 
 echo "== tiled GEMM kernels ($chip)"
-python3 -c "from hector.lowering.gpu.bench_kernels import write_bench_kernels as w; w('$CARRY/tiled_gemm', '$chip')"
+python3 -c "from hector_bench.tiled_gemm_kernels import write_bench_kernels as w; w('$CARRY/tiled_gemm', '$chip')"
 
 {
   echo "built $(date -u +%FT%TZ) from $(git rev-parse --short HEAD)$(git diff --quiet || echo +dirty)"

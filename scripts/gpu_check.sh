@@ -28,7 +28,7 @@
 #                 checked against torch, timed (CUDA events), GFLOP/s and speed-up in
 #                 tiled_gemm.json. Its PTX comes from $CARRY/tiled_gemm/, written here after
 #                 build_carry.sh by
-#                 python3 -c "from hector.lowering.gpu.bench_kernels import write_bench_kernels as w;
+#                 python3 -c "from hector_bench.tiled_gemm_kernels import write_bench_kernels as w;
 #                 w('.carry/tiled_gemm')" (NOT-AVAILABLE without it);
 #   gpu-tests     pytest -m gpu on the other test files (those needing MLIR reported as such),
 #                 among them the offload cache on CUDA: bit-identical training through pinned

@@ -35,6 +35,18 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "feature_gather",
         "feature rows of sampled batches from a file: pread vs mmap",
     ),
+    "compile-cuda": (
+        "compile_cuda",
+        "the cuda target's compile: cold vs found in the compilation cache (emulated driver)",
+    ),
+    "offload-store": (
+        "offload_store",
+        "the native tensor store's raw bandwidth and CPU per byte, per I/O backend",
+    ),
+    "train-over-forward": (
+        "train_over_forward",
+        "an RGCN training step's time over its forward's (wall and CPU time)",
+    ),
 }
 
 

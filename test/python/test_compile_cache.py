@@ -1,7 +1,9 @@
-"""The persistent compilation cache: entries reused across processes, checked, bounded, private."""
+"""The persistent compilation cache: entries reused across processes (CPU and CUDA programs),
+checked, bounded, private."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -10,17 +12,16 @@ from pathlib import Path
 
 import pytest
 
+import hector
 from hector.runtime.compile_cache import CompileCache, key_of
 from hector.runtime.private_dir import UnsafeDirectoryError
 
-# A second process compiles the same layer: it must load the first one's entry, not compile.
-_PROGRAM = r"""
-import json, sys, torch
+# The layer and inputs both programs below compile, in a fresh process each.
+_LAYER = r"""
+import json, torch
 import hector
 from hector.data.graph import random_graph
-from hector.targets import cpu_cache
 
-@hector.compile
 def layer(g, x, w):
     m = g.typed_linear(g.gather_src(x), w)
     return hector.relu(g.sum_to_dst(m * g.degree_norm("dst")))
@@ -29,6 +30,14 @@ g = random_graph(40, 300, 3, seed=1)
 torch.manual_seed(0)
 x = torch.randn(40, 8, requires_grad=True)
 w = torch.randn(3, 8, 6, requires_grad=True)
+"""
+# A second process compiles the same layer: it must load the first one's entry, not compile.
+_PROGRAM = (
+    _LAYER
+    + r"""
+from hector.targets import cpu_cache
+
+layer = hector.compile(layer)
 y = layer(g, x, w)
 y.square().sum().backward()
 entry = layer.compile_for(g, x, w)
@@ -36,12 +45,13 @@ print(json.dumps({"stats": cpu_cache.STATS, "y": y.detach().flatten().tolist()[:
                   "gx": x.grad.flatten().tolist()[:50], "stages": list(entry.staged.stages),
                   "llvm": entry.ir("llvm")}))
 """
+)
 
 
-def _run(cache_dir: Path, **env: str) -> dict:
+def _run(cache_dir: Path, program: str = _PROGRAM, **env: str) -> dict:
     environ = {**os.environ, "HECTOR_CACHE_DIR": str(cache_dir), **env}
     done = subprocess.run(
-        [sys.executable, "-c", _PROGRAM], env=environ, capture_output=True, text=True, timeout=600
+        [sys.executable, "-c", program], env=environ, capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -59,6 +69,13 @@ def _entries(cache_dir: Path) -> list[Path]:
     return [e for e in root.iterdir() if not e.name.startswith(".")] if root.exists() else []
 
 
+def _truncate_in_every_entry(cache_dir: Path, name: str) -> None:
+    """Cut file ``name`` of every entry short: it no longer matches its checksum."""
+    for entry in _entries(cache_dir):
+        f = entry / name
+        f.write_bytes(f.read_bytes()[:100])
+
+
 def test_a_second_process_loads_the_first_ones_program(cache_dir: Path) -> None:
     first = _run(cache_dir)
     assert first["stats"] == {"hits": 0, "misses": 2, "stores": 2}  # inference and training
@@ -73,9 +90,7 @@ def test_a_second_process_loads_the_first_ones_program(cache_dir: Path) -> None:
 
 def test_a_corrupt_library_is_compiled_again(cache_dir: Path) -> None:
     first = _run(cache_dir)
-    for entry in _entries(cache_dir):
-        lib = entry / "kernel.so"
-        lib.write_bytes(lib.read_bytes()[:1000])  # truncated: fails its checksum
+    _truncate_in_every_entry(cache_dir, "kernel.so")
     again = _run(cache_dir)
     assert again["stats"]["hits"] == 0
     assert again["y"] == first["y"]
@@ -85,6 +100,104 @@ def test_a_corrupt_library_is_compiled_again(cache_dir: Path) -> None:
 def test_the_switch_turns_the_cache_off(cache_dir: Path) -> None:
     assert _run(cache_dir, HECTOR_COMPILE_CACHE="0")["stats"]["stores"] == 0
     assert _entries(cache_dir) == []
+
+
+# The same for target cuda, through the emulated driver (no GPU): a second process must find
+# the host module and PTX on disk, run none of the stages, and make the same launches.
+_CUDA_PROGRAM = (
+    _LAYER
+    + r"""
+from hector.targets import cuda, cuda_cache
+
+stage_runs = []
+run_stages = cuda.run_stages
+cuda.run_stages = lambda *a, **k: stage_runs.append(a[1]) or run_stages(*a, **k)
+fn = hector.compile(layer, target="cuda")
+with cuda.emulate() as rt:
+    fn(g, x, w).sum().backward()  # training: <f>_train, then <f>_backward
+    entry = fn.compile_for(g, x.detach(), w.detach())  # inference
+    fn(g, x.detach(), w.detach())
+big = 1 << 32  # a parameter this large is a pointer: different in every process
+launches = [[l.kernel, l.grid, l.block, [p if p < big else "ptr" for p in l.params]]
+            for l in rt.launches]
+print(json.dumps({"stats": cuda_cache.STATS, "stage_runs": stage_runs, "launches": launches,
+                  "events": rt.events, "allocated": [n for _, n in rt.history],
+                  "modules": rt.modules, "ptx": entry.ptx, "stages": list(entry.staged.stages),
+                  "host": entry.ir("host"), "gpu": entry.ir("gpu")}))
+"""
+)
+
+
+def _run_cuda(cache_dir: Path, **env: str) -> dict:
+    return _run(cache_dir, _CUDA_PROGRAM, HECTOR_GPU_CHIP="sm_80", **env)
+
+
+def test_a_second_process_finds_the_first_ones_cuda_program(cache_dir: Path) -> None:
+    first = _run_cuda(cache_dir)
+    assert first["stats"] == {"hits": 0, "misses": 2, "stores": 2}  # training and inference
+    assert first["stage_runs"] == ["cuda", "cuda"]
+    assert len(_entries(cache_dir)) == 2
+    second = _run_cuda(cache_dir)
+    assert second["stats"] == {"hits": 2, "misses": 0, "stores": 0}
+    assert second["stage_runs"] == []  # no stage ran: host module and PTX came from disk
+    assert first["launches"]
+    for name in ("launches", "events", "allocated", "modules", "ptx", "stages", "host", "gpu"):
+        assert second[name] == first[name], name
+    assert ".target sm_80" in second["ptx"]
+    assert "llvm.func @layer(" in second["host"]
+
+
+def test_a_corrupt_cuda_entry_is_compiled_again(cache_dir: Path) -> None:
+    first = _run_cuda(cache_dir)
+    _truncate_in_every_entry(cache_dir, "kernels.ptx")
+    again = _run_cuda(cache_dir)
+    assert again["stats"] == {"hits": 0, "misses": 2, "stores": 2}
+    assert again["launches"] == first["launches"]
+    assert _run_cuda(cache_dir)["stats"]["hits"] == 2  # rewritten whole
+
+
+def test_cuda_programs_are_cached_per_chip(cache_dir: Path) -> None:
+    _run_cuda(cache_dir)
+    other = _run(cache_dir, _CUDA_PROGRAM, HECTOR_GPU_CHIP="sm_90")
+    assert other["stats"] == {"hits": 0, "misses": 2, "stores": 2}
+    assert ".target sm_90" in other["ptx"]
+    assert len(_entries(cache_dir)) == 4
+
+
+def _layer(g, x, w):  # type: ignore[no-untyped-def]
+    m = g.typed_linear(g.gather_src(x), w)
+    return hector.relu(g.sum_to_dst(m * g.degree_norm("dst")))
+
+
+def test_a_cuda_entry_that_checks_out_but_does_not_parse_is_replaced(
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host module that is not MLIR bytecode, its checksum rewritten to match: the lookup
+    warns, removes the entry and compiles again; the next one finds the rewritten entry."""
+    from hector.frontends import trace as frontend
+    from hector.runtime import compile_cache
+    from hector.targets import cuda, cuda_cache
+
+    monkeypatch.setenv("HECTOR_CACHE_DIR", str(cache_dir))
+    monkeypatch.setattr(compile_cache, "_WARNED", set())
+    traced = frontend.trace(_layer, [(40, 8), (3, 8, 6)], name="layer")
+
+    def compile_() -> dict[str, int]:
+        before = dict(cuda_cache.STATS)
+        entry = cuda.compile_cuda(traced, chip="sm_80", runtime=cuda.FakeCudaRuntime())
+        assert ".target sm_80" in entry.ptx
+        return {k: cuda_cache.STATS[k] - n for k, n in before.items()}
+
+    assert compile_() == {"hits": 0, "misses": 1, "stores": 1}
+    (entry,) = _entries(cache_dir)
+    bad = b"not bytecode"
+    (entry / "host.mlirbc").write_bytes(bad)
+    meta = json.loads((entry / "meta.json").read_text())
+    meta["files"]["host.mlirbc"] = hashlib.sha256(bad).hexdigest()
+    (entry / "meta.json").write_text(json.dumps(meta))
+    with pytest.warns(RuntimeWarning, match="(?s)reading an entry failed .*removed it, compiling"):
+        assert compile_() == {"hits": 0, "misses": 1, "stores": 1}
+    assert compile_() == {"hits": 1, "misses": 0, "stores": 0}
 
 
 def _cache(tmp_path: Path, max_bytes: int = 1 << 20) -> CompileCache:
@@ -203,16 +316,30 @@ def test_toolchain_covers_only_the_packages_own_folders(monkeypatch: pytest.Monk
     """An editable install puts the checkout's root on ``hector.__path__``; the compile cache's
     key must not hash the checkout's tests, benchmarks or environment."""
     import hector
-    from hector.targets import cpu_cache
+    from hector.targets import program_cache
 
     root = Path(hector.__file__).resolve().parents[2]
     seen: list[str] = []
-    monkeypatch.setattr(cpu_cache.compile_cache, "toolchain", lambda dirs: seen.extend(dirs))
-    cpu_cache._toolchain.cache_clear()
+    monkeypatch.setattr(program_cache.compile_cache, "toolchain", lambda dirs: seen.extend(dirs))
+    program_cache._toolchain.cache_clear()
     try:
-        cpu_cache._toolchain()
+        program_cache._toolchain()
     finally:
-        cpu_cache._toolchain.cache_clear()
+        program_cache._toolchain.cache_clear()
     assert seen
     assert all(os.path.isfile(os.path.join(d, "__init__.py")) for d in seen)
     assert root not in {Path(d).resolve() for d in seen}
+
+
+def test_bench_compile_cuda_times_a_cold_and_a_warm_process(tmp_path: Path) -> None:
+    from hector.tools.cli import main
+
+    record = tmp_path / "compile_cuda.json"
+    argv = ["bench", "compile-cuda", "--model", "rgcn", "--mode", "inference", "--width", "4"]
+    assert main([*argv, "--runs", "1", "--json", str(record)]) == 0
+    (row,) = json.loads(record.read_text())["results"]
+    assert row["cold_cache"] == {"hits": 0, "misses": 1, "stores": 1}
+    assert row["warm_cache"] == {"hits": 1, "misses": 0, "stores": 0}
+    assert row["warm_compile_s"] > 0
+    assert row["warm_jit_s"] > 0
+    assert main(["bench", "compile-cuda", "--model", "gcn"]) == 1  # one error line, no runs

@@ -686,9 +686,9 @@ def test_gpu_check_kernels_launch_as_the_lowering_does(tmp_path, variant: str) -
     from mlir import ir
 
     from hector.dialects import make_context
-    from hector.lowering.gpu import bench_kernels as G
     from hector.lowering.pipelines import LLVM_GPU_HOST, ptx_pipeline
     from hector.passes.pipeline import run_pipeline
+    from hector_bench import tiled_gemm_kernels as G
 
     shape = G.BenchShape(rows=1000, nodes=100, k=64, n=96, slices=3, variant=variant)
     files = G.write_bench_kernels(str(tmp_path), "sm_90", (shape,))
@@ -712,7 +712,7 @@ def test_gpu_check_kernels_launch_as_the_lowering_does(tmp_path, variant: str) -
         sched = None if rec["schedule"] is None else G.Schedule(**rec["schedule"])
         rt = cuda_target.FakeCudaRuntime()
         with make_context(), ir.Location.unknown():
-            module = G._bench_module(shape, sched)
+            module = G.bench_module(shape, sched)
             run_pipeline(module, "convert-hector-intra-to-gpu")
             run_pipeline(module, ptx_pipeline(), verify=False)
             run_pipeline(module, LLVM_GPU_HOST, verify=False)
@@ -732,8 +732,8 @@ def test_gpu_check_launches_through_the_launcher(tmp_path) -> None:
     record's grid and block."""
     from _fake_driver import FakeDriver
 
-    from hector.lowering.gpu import bench_kernels as G
     from hector.runtime.launch import Launcher, MemRef
+    from hector_bench import tiled_gemm_kernels as G
 
     shapes = (G.BenchShape(1000, 100, 16, 8, 3), G.BenchShape(1000, 100, 16, 8, 3, "xty"))
     G.write_bench_kernels(str(tmp_path), "sm_90", shapes)

@@ -27,7 +27,9 @@ launches, and training modules hold dozens of launches; the upstream lowering al
 that, so the host code runs compiled, the same code on every call, with no Python per launch.
 
 Kernels are compiled per GPU architecture (:func:`gpu_chip`: ``HECTOR_GPU_CHIP``, else the
-device's compute capability, else ``sm_90``) and cached per (program, optimizations, chip).
+device's compute capability, else ``sm_90``) and cached per (program, optimizations, chip): in
+memory, and on disk in the compilation cache (:mod:`hector.targets.cuda_cache`), so a later
+process skips the stages and only JIT-compiles the host code.
 Graph arrays are copied to the device once per (graph, device) and cached while the graph lives.
 
 :class:`FakeCudaRuntime` stands in for the CUDA runtime wrappers on machines without a GPU: host
@@ -56,10 +58,13 @@ from mlir.execution_engine import ExecutionEngine
 
 from ..data.graph import HeteroGraph
 from ..lowering import pipelines
+from ..lowering.cpu.codegen import module_bytecode
 from ..lowering.gpu.ptx import extract_ptx
 from ..passes.pipeline import run_pipeline
 from ..program import Traced
+from ..runtime import compile_cache
 from ..runtime.mgpu_hooks import FakeCudaRuntime, Launch, StreamAllocatorHooks, memref_descriptor
+from . import cuda_cache
 from .base import Backend, Executable, StagedModule
 from .driver import run_stages
 from .options import Options
@@ -361,8 +366,10 @@ def compile_cuda(
     runtime: FakeCudaRuntime | None = None,
 ) -> GpuExecEntry:
     """Lower a traced program through the ``cuda`` stages for ``chip`` (default
-    :func:`gpu_chip`) and JIT-compile its host code. Compiled programs are cached per
-    (program, autodiff, options, chip); a ``runtime`` stand-in bypasses the cache."""
+    :func:`gpu_chip`) and JIT-compile its host code. Compiled programs are kept per
+    (program, autodiff, options, chip) in memory (not with a ``runtime`` stand-in: the JIT binds
+    it) and on disk, in the compilation cache (:mod:`hector.targets.cuda_cache`), where a later
+    process finds them and only JIT-compiles their host code."""
     if runtime is None and _EMULATION:
         runtime = _EMULATION[-1]
     chip = pipelines.check_gpu_chip(chip or gpu_chip())
@@ -371,20 +378,40 @@ def compile_cuda(
         with _ENTRY_LOCK:
             if key in _ENTRY_CACHE:
                 return _ENTRY_CACHE[key]
+    program = _compiled(traced, autodiff, options, chip)
+    with program.staged.context:
+        kernel = GpuKernel(program.staged.module, runtime)
+    entry = GpuExecEntry(traced, program.staged, kernel, chip, program.ptx)
+    if runtime is None:
+        with _ENTRY_LOCK:
+            _ENTRY_CACHE[key] = entry
+    return entry
+
+
+def _compiled(
+    traced: Traced, autodiff: bool, options: Options | None, chip: str
+) -> cuda_cache.Program:
+    """The host module and PTX of ``traced`` for ``chip``: from the compilation cache, else
+    lowered through the ``cuda`` stages (and stored there)."""
+    cache = compile_cache.default_cache()
+    k = cuda_cache.key(traced, autodiff, options, chip) if cache is not None else ""
+    if cache is not None and (hit := cuda_cache.load(cache, k)) is not None:
+        return hit
     staged = run_stages(traced, "cuda", until="gpu", autodiff=autodiff, options=options)
     ptx = ""
     with staged.context, ir.Location.unknown():
         for stage in pipelines.cuda_stages(chip)[2:]:  # after intra and gpu: ptx, host
             run_pipeline(staged.module, stage.pipeline, verify=False)
-            staged.stages[stage.name] = str(staged.module)
+            if stage.name == cuda_cache.HOST:  # printed when asked for (StagedModule.ir)
+                staged.stages[stage.name] = module_bytecode(staged.module)
+            else:
+                staged.stages[stage.name] = str(staged.module)
             if stage.name == "ptx":
                 ptx = "\n".join(extract_ptx(staged.module).values())
-        kernel = GpuKernel(staged.module, runtime)
-    entry = GpuExecEntry(traced, staged, kernel, chip, ptx)
-    if runtime is None:
-        with _ENTRY_LOCK:
-            _ENTRY_CACHE[key] = entry
-    return entry
+    program = cuda_cache.Program(staged, ptx)
+    if cache is not None:
+        cuda_cache.store(cache, k, program, chip)
+    return program
 
 
 # ---------------------------------------------------------------------------------------------

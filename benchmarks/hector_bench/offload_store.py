@@ -16,8 +16,9 @@ read back into buffers of such addresses). CPU seconds per GB are the process's 
 time (all its threads, io_uring's kernel workers included) over the bytes moved. Last, the
 time a small read started behind a big write takes (a prefetch behind a forward's offloads).
 
-Usage: python3 scripts/bench_offload_store.py --out DIR [--root DIR] [--mib 256] [--rounds 3]
-       [--baseline-rev REV]
+``hector bench offload-store --json FILE [--root DIR] [--mib 256] [--rounds 3]
+[--baseline-rev REV]``; each system's process is ``python3 -m hector_bench.offload_store
+--system NAME ...``.
 """
 
 from __future__ import annotations
@@ -33,8 +34,13 @@ import tempfile
 import time
 from typing import Any
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
+import hector
+from hector.tools import cli_args as _args
+
+from . import _common
+
+#: The checkout this module is in (``--baseline-rev`` reads older commits from its git).
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Sizes of the "tensors" workload, MiB-scaled activations and small ones (bytes).
 TENSOR_SIZES = [4 << 20, 1 << 20, 3 << 20, 256 << 10, 6 << 20, 100_000, 2 << 20, 12_288]
@@ -263,24 +269,25 @@ def _median(records: list[dict], workload: str, key: str) -> float:
     return statistics.median(r[workload][key] for r in records)
 
 
-def main() -> None:
-    """Runs the rounds, writes raw-bandwidth.json and prints a summary table."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", help="folder of the JSON record")
-    parser.add_argument("--root", default=None, help="offload root (default: the store's)")
-    parser.add_argument("--mib", type=int, default=256, help="MiB moved per workload")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=4)
-    parser.add_argument("--chunk", type=int, default=4 << 20)
-    parser.add_argument("--baseline-rev", default=None, help="commit of the previous store")
-    parser.add_argument("--system", help=argparse.SUPPRESS)
-    parser.add_argument("--library", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of the tensor store benchmark."""
+    p.add_argument("--json", default=None, help="write the record here")
+    p.add_argument("--root", default=None, help="offload root (default: the store's)")
+    p.add_argument("--mib", type=_args.RAW_MIB, default=256, help="MiB moved per workload")
+    p.add_argument("--rounds", type=_args.RUNS, default=3)
+    p.add_argument("--threads", type=_args.THREADS, default=4)
+    p.add_argument("--chunk", type=_args.POSITIVE_DIM, default=4 << 20, help="chunk bytes")
+    p.add_argument("--baseline-rev", default=None, help="commit of the previous store")
+    p.add_argument("--system", help=argparse.SUPPRESS)
+    p.add_argument("--library", help=argparse.SUPPRESS)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the rounds (or, with ``--system``, one system in this process), print a summary
+    table and write the record."""
     if args.system:
         _child(args)
-        return
-    if not args.out:
-        parser.error("--out is required")
+        return 0
     from hector.runtime.offload import default_root
 
     root = args.root or default_root()
@@ -293,25 +300,30 @@ def main() -> None:
         records: dict[str, list[dict]] = {s: [] for s in systems}
         for _ in range(args.rounds):
             for system in systems:
-                cmd = [sys.executable, __file__, "--system", system, "--root", root]
+                cmd = [sys.executable, "-m", __name__, "--system", system, "--root", root]
                 cmd += ["--mib", str(args.mib), "--threads", str(args.threads)]
                 cmd += ["--chunk", str(args.chunk)]
                 if library:
                     cmd += ["--library", library]
-                out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+                out = subprocess.run(cmd, check=False, capture_output=True, text=True)
+                if out.returncode != 0:
+                    why = (out.stderr.strip().splitlines() or ["no output"])[-1]
+                    print(f"error: system {system}: {why}", file=sys.stderr)
+                    return 1
                 records[system].append(json.loads(out.stdout.strip().splitlines()[-1]))
     workloads = ("raw", "tensors_in_phase", "tensors_torch_phase")
-    keys = ("write_MBps", "read_MBps", "write_cpu_s_per_GB", "read_cpu_s_per_GB")
-    keys += ("write_call_us", "read_call_us")
+    keys: tuple[str, ...] = ("write_MBps", "read_MBps", "write_cpu_s_per_GB")
+    keys += ("read_cpu_s_per_GB", "write_call_us", "read_call_us")
     summary = {
         s: {w: {k: _median(records[s], w, k) for k in keys} for w in workloads} for s in systems
     }
     behind = {s: statistics.median(r["read_behind_write_ms"] for r in records[s]) for s in systems}
     record = {
+        "benchmark": "offload-store",
         "what": "native tensor store, raw bandwidth and CPU per byte per backend",
-        "command": " ".join([os.path.relpath(__file__, REPO), *sys.argv[1:]]),
+        "hector_version": hector.__version__,
+        "host": _common.host_info(),
         "load": os.getloadavg(),
-        "cpus": os.cpu_count(),
         "uname": os.uname().release,
         "root": root,
         "mib": args.mib,
@@ -323,10 +335,6 @@ def main() -> None:
         "read_behind_write_ms_median": behind,
         "rounds_records": records,
     }
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "raw-bandwidth.json")
-    with open(path, "w") as f:
-        json.dump(record, f, indent=1)
     print(
         f"{'system':10} {'workload':20} {'write MB/s':>10} {'read MB/s':>10} "
         f"{'w cpu s/GB':>10} {'r cpu s/GB':>10} {'write() us':>10} {'read() us':>10}"
@@ -340,8 +348,14 @@ def main() -> None:
                 f"{m['write_call_us']:10.1f} {m['read_call_us']:10.1f}"
             )
     print("read behind write (ms): " + ", ".join(f"{s} {v:.1f}" for s, v in behind.items()))
-    print(f"record: {path}; load {record['load']}")
+    print(f"load {record['load']}")
+    if args.json:
+        _common.write_json(args.json, record)
+        print(f"record written to {args.json}")
+    return 0
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # one system's process (--system), started by run()
+    _parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_arguments(_parser)
+    sys.exit(run(_parser.parse_args()))

@@ -1,17 +1,27 @@
-"""The GEMM kernels ``scripts/gpu_check.sh`` times: PTX of the tiled and the untiled kernel for
-each of a few RGCN-sized shapes, with the launches the lowering's host code would make."""
+"""The GEMM kernels ``scripts/gpu_check.sh`` times (its ``tiled-gemm`` section): PTX of the
+tiled and the untiled kernel for each of a few RGCN-sized shapes, with the launches the
+lowering's host code would make. ``scripts/build_carry.sh`` writes them into the carry
+(:func:`write_bench_kernels`), where a GPU machine without MLIR reads them."""
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass
 
 from mlir import ir
+from mlir.dialects import func
 
-from ...dialects.hector_intra import Schedule
-from .. import templates as T
-from .gemm import gemm_tiling
-from .schedule_choice import gpu_gemm_schedule
-from .xty import XTY_PARTIAL_BUDGET, XTY_ROWS_PER_CHUNK, xty_tiling
+from hector.dialects import hector_intra as intra
+from hector.dialects import make_context
+from hector.dialects.hector_intra import Schedule
+from hector.lowering import templates as T
+from hector.lowering.gpu.gemm import gemm_tiling
+from hector.lowering.gpu.ptx import extract_ptx
+from hector.lowering.gpu.schedule_choice import gpu_gemm_schedule
+from hector.lowering.gpu.xty import XTY_PARTIAL_BUDGET, XTY_ROWS_PER_CHUNK, xty_tiling
+from hector.lowering.pipelines import ptx_pipeline
+from hector.passes.pipeline import run_pipeline
 
 
 @dataclass(frozen=True)
@@ -51,12 +61,8 @@ UNTILED_TILE_N, UNTILED_BLOCK = 8, 256
 BENCH_ARGS = ("a", "weight", "gather_index", "weight_index", "out")
 
 
-def _bench_module(shape: BenchShape, schedule: Schedule | None) -> ir.Module:
+def bench_module(shape: BenchShape, schedule: Schedule | None) -> ir.Module:
     """``@gemm(a, weight, gather_index, weight_index, out)`` around one template."""
-    from mlir.dialects import func
-
-    from ...dialects import hector_intra as intra
-
     dyn = ir.ShapedType.get_dynamic_size()
     f32, i32 = T.f32_type(), ir.IntegerType.get_signless(32)
     xty = shape.variant == "xty"
@@ -98,8 +104,6 @@ def _ceil(x: int, y: int) -> int:
 def _bench_launches(shape: BenchShape, schedule: Schedule | None) -> list[dict[str, object]]:
     """The launches the lowering's host code makes for ``shape`` (grid and block, as the
     host computes them, and the arguments by role)."""
-    from ...dialects import make_context
-
     with make_context():
         loc = ir.Location.unknown()
         if shape.variant == "xty":
@@ -141,11 +145,6 @@ def bench_kernels(
     """PTX and launches of the tiled and the untiled kernels for each of ``shapes``
     (JSON-ready records; ``ptx`` holds the text; ``temps``: temporaries by role, with their
     shapes, zeroed before each run)."""
-    from ...dialects import make_context
-    from ...passes.pipeline import run_pipeline
-    from ..pipelines import ptx_pipeline
-    from .ptx import extract_ptx
-
     records: list[dict[str, object]] = []
     for shape in shapes:
         schedule = gpu_gemm_schedule(shape.variant, shape.k, shape.n)
@@ -154,7 +153,7 @@ def bench_kernels(
             temps["partials"] = [shape.chunks(), shape.slices, shape.k, shape.n]
         for kind, sched in (("tiled", schedule), ("untiled", None)):
             with make_context(), ir.Location.unknown():
-                module = _bench_module(shape, sched)
+                module = bench_module(shape, sched)
                 run_pipeline(module, "convert-hector-intra-to-gpu", verify=False)
                 run_pipeline(module, ptx_pipeline(chip), verify=False)
                 ptx = "\n".join(extract_ptx(module).values())
@@ -185,9 +184,6 @@ def write_bench_kernels(
 ) -> list[str]:
     """Write :func:`bench_kernels` as ``<shape>_<kind>.ptx`` files and ``kernels.json`` (the
     records without their PTX, naming each file) under ``folder``; returns the files."""
-    import json
-    import os
-
     os.makedirs(folder, exist_ok=True)
     index, files = [], []
     for rec in bench_kernels(chip, shapes):

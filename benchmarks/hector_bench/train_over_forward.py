@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
-"""How much longer an RGCN training step takes than its forward (issue 13's "training step
-≤ 3x its forward" on ``synthetic:am --scale 0.25``), written as a JSON record.
+"""How much longer an RGCN training step takes than its forward (the target "a training step
+at most 3x its forward" on ``synthetic:am --scale 0.25``), written as a JSON record.
 
-    python3 scripts/train_over_forward.py --threads 1 --json OUT.json
+    hector bench train-over-forward --threads 1 --json OUT.json
 
 Times an inference forward (``no_grad``) and a training step (forward, ``sum()``, backward) of
 one ``hector.models.RGCNLayer`` (64 → 64), medians of ``--runs`` after one warm-up, both in
@@ -19,7 +18,10 @@ from collections.abc import Callable
 
 import torch
 
-from hector import datasets, models
+import hector
+from hector.tools import cli_args as _args
+
+from . import _common
 
 
 def _median(fn: Callable[[], object], runs: int) -> tuple[float, float]:
@@ -34,16 +36,23 @@ def _median(fn: Callable[[], object], runs: int) -> tuple[float, float]:
     return sorted(wall)[runs // 2], sorted(cpu)[runs // 2]
 
 
-def main() -> None:
-    """Measure and print (and with ``--json`` write) the record."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of the training-over-forward benchmark."""
     p.add_argument("--dataset", default="synthetic:am")
-    p.add_argument("--scale", type=float, default=0.25)
-    p.add_argument("--threads", type=int, default=torch.get_num_threads())
-    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--scale", type=_args.SCALE, default=0.25)
+    p.add_argument(
+        "--threads", type=_args.THREADS_OR_AUTO, default=0, help="0: torch.get_num_threads()"
+    )
+    p.add_argument("--runs", type=_args.RUNS, default=3)
     p.add_argument("--json", help="write the record here")
-    args = p.parse_args()
-    torch.set_num_threads(args.threads)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure and print (and with ``--json`` write) the record."""
+    from hector import datasets, models
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
     ds = datasets.load(args.dataset, scale=args.scale)
     g = ds.hetero_graph()
     torch.manual_seed(0)
@@ -64,13 +73,15 @@ def main() -> None:
     fw, fc = _median(forward, args.runs)
     tw, tc = _median(train, args.runs)
     record = {
-        "benchmark": "train_over_forward",
+        "benchmark": "train-over-forward",
         "dataset": args.dataset,
         "scale": args.scale,
+        "hector_version": hector.__version__,
+        "host": _common.host_info(),
         "nodes": ds.num_nodes,
         "edges": ds.num_edges,
         "relations": ds.num_relations,
-        "threads": args.threads,
+        "threads": torch.get_num_threads(),
         "runs": args.runs,
         "forward_wall_s": fw,
         "train_wall_s": tw,
@@ -81,9 +92,5 @@ def main() -> None:
     }
     print(json.dumps(record, indent=1))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(record, f, indent=1)
-
-
-if __name__ == "__main__":
-    main()
+        _common.write_json(args.json, record)
+    return 0
