@@ -30,8 +30,8 @@ import torch
 from torch import nn
 
 from .data.graph import MAX_COUNT, HeteroGraph, ResourceLimitError, memory_limit
-from .frontends import trace as frontend
-from .frontends.trace import GraphProxy, Value
+from .frontends import compiled as frontend
+from .frontends.graph_api import GraphProxy, Value
 
 #: Deepest stack the model classes build (each layer is a compiled function).
 MAX_LAYERS = 1024
