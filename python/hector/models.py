@@ -29,7 +29,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from .data.graph import MAX_COUNT, HeteroGraph, ResourceLimitError, memory_limit
+from .data.graph import HeteroGraph
+from .data.limits import MAX_COUNT, ResourceLimitError, memory_limit
 from .frontends import compiled as frontend
 from .frontends.graph_api import GraphProxy, Value
 

@@ -1,6 +1,9 @@
 """Graphs and the data that feeds them: everything a compiled program runs on.
 
-:mod:`~hector.data.graph` holds :class:`~hector.data.graph.HeteroGraph` (``hector.HeteroGraph``);
+:mod:`~hector.data.graph` holds :class:`~hector.data.graph.HeteroGraph` (``hector.HeteroGraph``),
+with its compaction maps (:mod:`~hector.data.compaction`), the validator of edge-index input
+every graph builder shares (:mod:`~hector.data.edge_index`) and the limits of ids and memory
+checked before anything is allocated (:mod:`~hector.data.limits`);
 :mod:`~hector.data.dataset` the :class:`~hector.data.dataset.Dataset` every loader returns, read
 from files (:mod:`~hector.data.files`), tensors (:mod:`~hector.data.tensors`) and IGBH folders
 (:mod:`~hector.data.igbh`), or generated (:mod:`~hector.data.synthetic`, shaped after the graphs

@@ -344,7 +344,7 @@ def _write_bundle(
 def _resource_limit(err: Exception) -> str | None:
     """The message of an error that says the machine is too small for what was asked (sizes
     over Hector's memory estimate, an allocation the system refused), else None."""
-    from ..data.graph import ResourceLimitError
+    from ..data.limits import ResourceLimitError
 
     if isinstance(err, ResourceLimitError):
         return str(err)
