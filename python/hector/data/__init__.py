@@ -8,8 +8,9 @@ checked before anything is allocated (:mod:`~hector.data.limits`);
 from files (:mod:`~hector.data.files`), tensors (:mod:`~hector.data.tensors`) and IGBH folders
 (:mod:`~hector.data.igbh`), or generated (:mod:`~hector.data.synthetic`, shaped after the graphs
 of :mod:`~hector.data.published`) — the public entry point is :mod:`hector.datasets`.
-:mod:`~hector.data.loader` samples mini-batches and reads their features from out-of-core stores
-(:mod:`~hector.data.typed_features` for one file per node type); :mod:`~hector.data.unified`
-makes the pinned host tensors GPU kernels read zero-copy (``hector.unified``). This package
-needs no compiler: it imports only the runtime layer.
+:mod:`~hector.data.loader` samples mini-batches (:mod:`~hector.data.batch`) and reads their features
+from out-of-core stores (:mod:`~hector.data.feature_store`; :mod:`~hector.data.typed_features` for
+one file per node type, :mod:`~hector.data.unified_features` for pinned memory the GPU gathers
+from); :mod:`~hector.data.unified` makes the pinned host tensors GPU kernels read zero-copy
+(``hector.unified``). This package needs no compiler: it imports only the runtime layer.
 """
