@@ -73,7 +73,7 @@ def aggregation_order(module: Any) -> list[str] | None:
 def compiled_functions(module: Any) -> list[Any]:
     """Hector compiled functions a layer calls (its own attributes, the module-level RGCN)."""
     from hector import models
-    from hector.frontends import trace as frontend
+    from hector.frontends import compiled as frontend
 
     found = [module, *getattr(module, "__dict__", {}).values()]
     if type(module).__name__ == "RGCNLayer":

@@ -1,7 +1,7 @@
 """Hector: an MLIR-based compiler stack for data-efficient GNN training.
 
 ``hector.compile`` traces a forward function written against the graph API
-(:class:`hector.frontends.trace.GraphProxy`) into the ``hector_inter`` dialect and compiles it;
+(:class:`hector.frontends.graph_api.GraphProxy`) into the ``hector_inter`` dialect and compiles it;
 ``hector.HeteroGraph`` holds a validated heterogeneous graph.
 
 The public names are imported lazily, so tools that only need the compiler (``hector-opt``)
@@ -54,10 +54,10 @@ _load_mlir_before_torch_mlir()
 from .dialects.hector_inter import UNARY_FUNCTIONS  # noqa: E402  (a spec table; no MLIR)
 
 _EXPORTS = {
-    "CompiledFunction": "frontends.trace",
-    "TraceError": "frontends.trace",
-    "compile": "frontends.trace",
-    "relu": "frontends.trace",
+    "CompiledFunction": "frontends.compiled",
+    "TraceError": "frontends.graph_api",
+    "compile": "frontends.compiled",
+    "relu": "frontends.graph_api",
     "HeteroGraph": "data.graph",
     "random_graph": "data.graph",
     "unified": "data.unified",
@@ -67,7 +67,7 @@ _EXPORTS = {
     "backend": "dynamo.backend",
     "explain": "dynamo.backend",
     # The graph API's elementwise functions, one per traced unary function of the dialect.
-    **{f.name: "frontends.trace" for f in UNARY_FUNCTIONS if f.traced},
+    **{f.name: "frontends.graph_api" for f in UNARY_FUNCTIONS if f.traced},
 }
 
 __all__ = sorted(_EXPORTS)

@@ -143,7 +143,8 @@ def _capture(model: Any, graph: HeteroGraph, inputs: Sequence[Any]) -> tuple[Any
     forward runs once with the core replaced by a recorder returning zeros)."""
     import torch
 
-    from .frontends.trace import CompiledFunction, trace
+    from .frontends.compiled import CompiledFunction
+    from .frontends.trace import trace
 
     core: CompiledFunction = model.compiled
     seen: list[tuple] = []
@@ -193,7 +194,8 @@ def build(
     ``training`` the bundle also holds ``<f>_train`` and ``<f>_backward``. The optimizations
     decided from the graph's statistics (compaction, HGT's folding) are those
     ``hector.compile`` makes for ``graph``. Returns the bundle's path."""
-    from .frontends.trace import CompiledFunction, trace
+    from .frontends.compiled import CompiledFunction
+    from .frontends.trace import trace
     from .lowering.pipelines import check_gpu_chip
     from .targets.bundle import BUNDLE
 

@@ -25,7 +25,7 @@ Sources (all through :func:`load` or the ``from_*``/``load_*`` functions):
 
 Bad input raises :class:`DatasetError` (a ``ValueError``) naming the file, line or entry; an
 input whose ids or sizes exceed the int32 indexing of Hector's kernels, or whose arrays would not
-fit in memory (:func:`hector.data.graph.memory_limit`), raises :class:`DatasetLimitError` before
+fit in memory (:func:`hector.data.limits.memory_limit`), raises :class:`DatasetLimitError` before
 anything of that size is allocated.
 """
 

@@ -29,9 +29,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from .data.graph import MAX_COUNT, HeteroGraph, ResourceLimitError, memory_limit
-from .frontends import trace as frontend
-from .frontends.trace import GraphProxy, Value
+from .data.graph import HeteroGraph
+from .data.limits import MAX_COUNT, ResourceLimitError, memory_limit
+from .frontends import compiled as frontend
+from .frontends.graph_api import GraphProxy, Value
 
 #: Deepest stack the model classes build (each layer is a compiled function).
 MAX_LAYERS = 1024

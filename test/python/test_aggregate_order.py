@@ -8,7 +8,7 @@ import torch
 from torch_geometric.nn import RGCNConv
 
 import hector
-from hector.frontends import trace as frontend
+from hector.frontends import compiled as frontend
 from hector.models import RGCNLayer
 from hector.passes import aggregate_order
 

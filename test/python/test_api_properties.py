@@ -27,7 +27,8 @@ from hypothesis import strategies as st
 
 import hector
 from hector import datasets, models
-from hector.data.graph import MAX_COUNT, HeteroGraph, ResourceLimitError, random_graph
+from hector.data.graph import HeteroGraph, random_graph
+from hector.data.limits import MAX_COUNT, ResourceLimitError
 from hector.models import HGTLayer, rgcn_layer
 from hector.passes import pipeline as _pipeline
 from hector.runtime import native

@@ -28,6 +28,7 @@ from _no_mlir import run_python
 import hector
 from hector import bundle
 from hector.frontends import trace as frontend
+from hector.frontends.compiled import CompiledFunction
 from hector.models import HGTLayer, RGATLayer, RGCNLayer
 from hector.runtime import bundle as rb
 from hector.runtime.launch import param_count, ptx_param_counts
@@ -90,7 +91,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]
         inputs = _core_inputs(layer, g, x)
         torch.save({"graph": g, "inputs": inputs}, root / f"{model}.pt")
         # A fresh CompiledFunction: RGCNLayer's core is the shared hector.models.rgcn_layer.
-        fn = frontend.CompiledFunction(layer.compiled.fn, target="cuda")
+        fn = CompiledFunction(layer.compiled.fn, target="cuda")
         with cuda_target.emulate() as rt:
             outs = fn(g, *(t.clone().requires_grad_() for t in inputs))
             outs.sum().backward()

@@ -104,7 +104,7 @@ def test_every_traced_unary_function_is_in_the_graph_api() -> None:
     """The dialect declares the unary functions; the graph API offers each traced one as a
     method of traced values and as ``hector.<name>``."""
     from hector.dialects.hector_inter import UNARY_FUNCTIONS
-    from hector.frontends.trace import Value
+    from hector.frontends.graph_api import Value
 
     traced = [f.name for f in UNARY_FUNCTIONS if f.traced]
     assert traced

@@ -18,6 +18,7 @@ from _typed_graph import META, hetero
 
 import hector
 from hector.frontends import trace as frontend
+from hector.frontends.compiled import CompiledFunction
 from hector.models import _rgcn_layer
 from hector.runtime.launch import ptx_entries, ptx_param_counts
 from hector.targets import cuda as cuda_target
@@ -399,7 +400,7 @@ def test_weight_gradient_over_many_chunks_and_an_empty_graph() -> None:
     for graph in (hector.random_graph(600, 3000, R, seed=2), hector.random_graph(N, 0, R, seed=1)):
         torch.manual_seed(1)
         inputs = [torch.randn(graph.num_nodes, IN), *(_inputs()[1:])]
-        options = frontend.CompiledFunction(_rgcn_layer).options_for(graph)
+        options = CompiledFunction(_rgcn_layer).options_for(graph)
         gpu = _gpu_kernels_on_cpu(traced, options)
         cpu = compile_traced(traced, autodiff=True, options=options)
         fwd = cpu.call("rgcn_layer_train", graph, inputs)

@@ -9,13 +9,8 @@ import pytest
 import torch
 from test_datasets import capped_memory
 
-from hector.data.graph import (
-    GRAPH_ARRAYS,
-    HeteroGraph,
-    ResourceLimitError,
-    memory_limit,
-    random_graph,
-)
+from hector.data.graph import GRAPH_ARRAYS, HeteroGraph, random_graph
+from hector.data.limits import ResourceLimitError, memory_limit
 
 
 def _small_graph() -> HeteroGraph:

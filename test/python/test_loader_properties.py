@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from test_api_properties import FUZZ, LIMIT_BYTES, MEMORY_LIMIT, classify
 
 from hector import datasets
-from hector.data.graph import MAX_COUNT
+from hector.data.limits import MAX_COUNT
 from hector.datasets import DatasetError, DatasetLimitError
 
 #: Per node, the loaders' estimate (see ``datasets._BYTES_PER_NODE``): more nodes than this

@@ -11,7 +11,7 @@ import torch
 from torch_geometric.nn import HGTConv, RGATConv, RGCNConv
 
 import hector
-from hector.data.graph import ResourceLimitError
+from hector.data.limits import ResourceLimitError
 from hector.models import HGT, RGAT, RGCN, HGTLayer, RGATLayer, RGCNLayer
 
 N, E, R = 70, 500, 5

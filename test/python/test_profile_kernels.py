@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import hector
-from hector.frontends import trace as frontend
+from hector.frontends import compiled as frontend
 from hector.lowering import profile_kernels as P
 from hector.models import _rgcn_layer
 from hector_bench import gnn, gnn_report, roofline

@@ -15,7 +15,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from .graph import HeteroGraph, ResourceLimitError, SizeBudget, as_int_tensor, check_size
+from .edge_index import as_int_tensor
+from .graph import HeteroGraph
+from .limits import ResourceLimitError, SizeBudget, check_size
 
 __all__ = ["Dataset", "DatasetError", "DatasetLimitError", "EdgeType"]
 
@@ -37,7 +39,7 @@ _BYTES_PER_NAME = 256
 
 
 def dataset_budget(what: str) -> SizeBudget:
-    """The sizes a loader's arrays take, for :func:`hector.data.graph.check_edge_index`."""
+    """The sizes a loader's arrays take, for :func:`hector.data.edge_index.check_edge_index`."""
     return SizeBudget(
         what,
         bytes_per_node=_BYTES_PER_NODE,
@@ -55,7 +57,7 @@ def check_dataset_size(
     names: int = 0,
     bytes_per_edge: int = _BYTES_PER_EDGE,
 ) -> None:
-    """:func:`hector.data.graph.check_size` with a loader's costs, raising DatasetLimitError."""
+    """:func:`hector.data.limits.check_size` with a loader's costs, raising DatasetLimitError."""
     try:
         check_size(
             what,

@@ -28,7 +28,7 @@ from .dataset import (
     dataset_count,
     with_inverse_relations,
 )
-from .graph import MAX_COUNT
+from .limits import MAX_COUNT
 
 __all__ = ["MAG_SAMPLE_RELATIONS", "load_coo_dir", "load_triples"]
 

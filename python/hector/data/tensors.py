@@ -2,7 +2,7 @@
 (:func:`from_edge_index`) and PyG ``HeteroData`` / ``Data`` objects (:func:`from_pyg`).
 
 Both return a :class:`~hector.data.dataset.Dataset` (node ids grouped by type); the edge-index input
-is checked by :func:`hector.data.graph.check_edge_index`, the validator HeteroGraph uses too.
+is checked by :func:`hector.data.edge_index.check_edge_index`, the validator HeteroGraph uses too.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from .dataset import (
     dataset_budget,
     dataset_count,
 )
-from .graph import EdgeIndexInput, ResourceLimitError, check_edge_index
+from .edge_index import EdgeIndexInput, check_edge_index
+from .limits import ResourceLimitError
 
 __all__ = ["from_edge_index", "from_pyg"]
 
@@ -110,7 +111,7 @@ def _checked_edge_index(
     num_relations: Any,
     name: str,
 ) -> EdgeIndexInput:
-    """:func:`hector.data.graph.check_edge_index` with a loader's costs, its errors as
+    """:func:`hector.data.edge_index.check_edge_index` with a loader's costs, its errors as
     :class:`DatasetError` (:class:`DatasetLimitError` for the limits)."""
     try:
         return check_edge_index(

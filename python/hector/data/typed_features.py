@@ -26,8 +26,8 @@ import torch
 
 from ..runtime import sampler as native_sampler
 from .dataset import Dataset
+from .feature_store import BufferPool, FeatureStore, FeatureTable
 from .igbh import FEATURE_FILE, LABEL_FILES, check_name, dataset_file
-from .loader import BufferPool, FeatureStore, FeatureTable
 
 __all__ = ["TypedFeatureStore", "igbh_features"]
 

@@ -20,7 +20,7 @@ differs: the backend finds them itself.
   automatic dynamic after a second size) node and edge counts are symbolic and Dynamo compiles
   the graph once. The backend then *specialises* per concrete size (the importer's torch
   segments are statically shaped); the compiled Hector regions have dynamic rows and are shared
-  between sizes (``importer._REGION_CACHE``). :meth:`HectorBackend.stats` counts both:
+  between sizes (``import_plan._REGION_CACHE``). :meth:`HectorBackend.stats` counts both:
   ``compilations`` (graphs Dynamo handed over) and ``specializations`` (imports).
 * **Training.** The backend receives forward graphs (no AOTAutograd). The raised regions run as
   ``TrainingStep`` autograd functions whose backward Hector derives with ``hector-autodiff`` on

@@ -42,8 +42,8 @@ from typing import Any
 
 import torch
 
-from ..frontends import trace as frontend
-from ..frontends.trace import GraphProxy, Value
+from ..frontends import compiled as frontend
+from ..frontends.graph_api import GraphProxy, Value
 from ..models import _make_hetero_gat, block_diagonal
 from . import pyg_route
 

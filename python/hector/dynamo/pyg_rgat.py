@@ -37,8 +37,8 @@ from typing import Any
 
 import torch
 
-from ..frontends import trace as frontend
-from ..frontends.trace import GraphProxy, Value
+from ..frontends import compiled as frontend
+from ..frontends.graph_api import GraphProxy, Value
 from ..models import block_diagonal
 
 _MODS = ("none", "additive", "scaled", "f-additive", "f-scaled")

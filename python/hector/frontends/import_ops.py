@@ -105,6 +105,19 @@ def user_op(use: Any) -> Any:
     return use.owner.operation if hasattr(use.owner, "operation") else use.owner
 
 
+def canonical(v: Any) -> Any:
+    """The value behind ``v``'s casts (:data:`CAST`) between torch and hector_inter types: the
+    one the units of an imported program key their values by."""
+    while True:
+        owner = v.owner
+        if owner.__class__.__name__ == "Block":
+            return v
+        owner = owner.operation
+        if owner.name != CAST:
+            return v
+        v = owner.operands[0]
+
+
 #: Element types of floating-point tensors (the differentiable ones).
 FLOAT_DTYPES = ("f32", "f64", "f16", "bf16")
 

@@ -18,7 +18,7 @@ from .import_ops import DTYPES, FLOAT_DTYPES, ImportError_, is_glue, static_vten
 
 #: Gives a linalg segment's compiled vjp for a gradient mask and example inputs: ``(function,
 #: differentiable input positions, floating-point output positions)``, built on first use
-#: (:meth:`hector.frontends.importer.ImportedModel._backward_of`).
+#: (:meth:`hector.frontends.import_plan.ImportPlan.backward_of`).
 BackwardOf = Callable[["TorchSegment", tuple[bool, ...], list[Any]], Any]
 
 

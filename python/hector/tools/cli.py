@@ -48,11 +48,19 @@ class CliError(Exception):
 
 def _parser() -> argparse.ArgumentParser:
     from .. import __version__
-    from . import cli_args as _args
 
     p = argparse.ArgumentParser(prog="hector", description="Hector: relational GNN compiler.")
     p.add_argument("--version", action="version", version=f"hector {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
+    _add_demo(sub)
+    _add_compile(sub)
+    _add_bench(sub)
+    return p
+
+
+def _add_demo(sub: argparse._SubParsersAction) -> None:
+    """``hector demo``: the RGCN graph's sizes, widths, runs and seed."""
+    from . import cli_args as _args
 
     d = sub.add_parser("demo", help="compile RGCN, run it against PyG, print correctness/timing")
     d.add_argument("--nodes", type=_args.IntRange(1, 100_000_000), default=3000)
@@ -63,6 +71,11 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--runs", type=_args.RUNS, default=10, help="timed runs per system (median)")
     d.add_argument("--seed", type=_args.SEED, default=0)
     _args.add_bounds_to_help(d)
+
+
+def _add_compile(sub: argparse._SubParsersAction) -> None:
+    """``hector compile``: the program, the stage printed, the optimizations, a bundle."""
+    from . import cli_args as _args
 
     c = sub.add_parser("compile", help="print a stage's IR (or PTX) for a hector_inter program")
     c.add_argument("input", nargs="?", help="hector_inter .mlir file ('-' for stdin)")
@@ -128,9 +141,6 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     _args.add_bounds_to_help(c)
-
-    _add_bench(sub)
-    return p
 
 
 BENCH_MISSING = (
@@ -344,7 +354,7 @@ def _write_bundle(
 def _resource_limit(err: Exception) -> str | None:
     """The message of an error that says the machine is too small for what was asked (sizes
     over Hector's memory estimate, an allocation the system refused), else None."""
-    from ..data.graph import ResourceLimitError
+    from ..data.limits import ResourceLimitError
 
     if isinstance(err, ResourceLimitError):
         return str(err)

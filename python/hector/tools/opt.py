@@ -246,6 +246,8 @@ def _drain(extra: list[Diagnostic]) -> list[Diagnostic]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    """Run what ``args`` ask for: list the passes, a torch-context pipeline, the torch
+    lowering for the CPU, or a pipeline in Hector's context."""
     _load_passes()
     if args.list_passes:
         list_passes(sys.stdout)
@@ -255,7 +257,12 @@ def _run(args: argparse.Namespace) -> int:
         return _run_torch_pipeline(args, torch_stages)
     if args.torch or args.torch_strict:
         return _run_torch(args)
+    return _run_hector(args)
 
+
+def _run_hector(args: argparse.Namespace) -> int:
+    """Run the pipeline on each chunk of the input in a context of Hector's dialects, report
+    each chunk's diagnostics (or check them against its expectations) and write the output."""
     from mlir import ir
 
     from hector.dialects import load
@@ -300,27 +307,41 @@ def _run(args: argparse.Namespace) -> int:
             result = _process(chunk, context, args, extra)
         except InvalidPipelineError as err:
             raise _UsageError(str(err)) from None
-        if _debug():
-            for tb in result.tracebacks:
-                sys.stderr.write(tb)
-        if args.verify_diagnostics:
-            problems = check_expectations(parse_expectations(chunk), result.diagnostics, name_of)
-            for p in problems:
-                sys.stderr.write(p + "\n")
-            failed |= bool(problems)
-        else:
-            for d in result.diagnostics:
-                sys.stderr.write(_render(d, name_of, source) + "\n")
-            failed |= result.output is None or any(
-                d.severity == "error" for d in result.diagnostics
-            )
+        failed |= _report(result, chunk, args, name_of, source)
         if result.output is not None:
             outputs.append(result.output)
+    _write_output(args, f"{SPLIT_MARKER}\n".join(outputs), failed)
+    return 1 if failed else 0
 
-    joined = f"{SPLIT_MARKER}\n".join(outputs)
+
+def _report(
+    result: _Result,
+    chunk: Chunk,
+    args: argparse.Namespace,
+    name_of: Callable[[str], str],
+    source: list[str],
+) -> bool:
+    """Print one chunk's diagnostics (and, with ``HECTOR_DEBUG``, the tracebacks behind them),
+    or with ``--verify-diagnostics`` what differs from the chunk's expectations; whether the
+    chunk failed."""
+    if _debug():
+        for tb in result.tracebacks:
+            sys.stderr.write(tb)
+    if args.verify_diagnostics:
+        problems = check_expectations(parse_expectations(chunk), result.diagnostics, name_of)
+        for problem in problems:
+            sys.stderr.write(problem + "\n")
+        return bool(problems)
+    for d in result.diagnostics:
+        sys.stderr.write(_render(d, name_of, source) + "\n")
+    return result.output is None or any(d.severity == "error" for d in result.diagnostics)
+
+
+def _write_output(args: argparse.Namespace, text: str, failed: bool) -> None:
+    """Write the output: to stdout always, to the ``-o`` file only when nothing failed."""
     if args.output == "-":
         try:
-            sys.stdout.write(joined)
+            sys.stdout.write(text)
             sys.stdout.flush()
         except BrokenPipeError:
             raise
@@ -329,10 +350,9 @@ def _run(args: argparse.Namespace) -> int:
     elif not failed:
         try:
             with open(args.output, "w", encoding="utf-8") as f:
-                f.write(joined)
+                f.write(text)
         except OSError as err:
             raise _UsageError(f"could not write output file '{args.output}': {err}") from None
-    return 1 if failed else 0
 
 
 def _torch_stages(args: argparse.Namespace) -> list[Stage] | None:
