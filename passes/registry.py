@@ -221,7 +221,7 @@ PASS_MODULES = (
     "passes.plan_offload",  # placement-plan-offload
     "passes.plan_saved",  # placement-plan-saved
     "passes.verify",  # hector-verify
-    "lowering.inter_to_intra",  # convert-hector-inter-to-intra
+    "lowering.inter_to_intra.destination_passing",  # convert-hector-inter-to-intra
     "lowering.gpu.intra_to_gpu",  # convert-hector-intra-to-gpu and its two helper passes
     "lowering.cpu.intra_to_scf",  # convert-hector-intra-to-scf
     "lowering.outline_templates",  # hector-outline-templates
