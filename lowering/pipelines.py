@@ -147,9 +147,10 @@ GPU_STAGES: tuple[Stage, ...] = (
 
 # Host side of a GPU module, for running it (target "cuda"): every C-interface wrapper requested,
 # the host's GPU ops chained on one stream (gpu-async-region), every launch guarded so an empty
-# grid is skipped (hector-skip-empty-launches, intra_to_gpu.py), then gpu-to-llvm turns the
-# gpu.binary into a module loaded at JIT start and each launch into mgpuLaunchKernel, calls into
-# MLIR's CUDA runtime wrappers (libmlir_cuda_runtime.so); see python/hector/targets/cuda.py.
+# grid is skipped (hector-skip-empty-launches, gpu/skip_empty_launches.py), then gpu-to-llvm
+# turns the gpu.binary into a module loaded at JIT start and each launch into mgpuLaunchKernel,
+# calls into MLIR's CUDA runtime wrappers (libmlir_cuda_runtime.so); see
+# python/hector/targets/cuda.py.
 LLVM_GPU_HOST = (
     "func.func(llvm-request-c-wrappers, gpu-async-region), hector-skip-empty-launches, "
     "convert-scf-to-cf, "

@@ -221,8 +221,10 @@ PASS_MODULES = (
     "passes.plan_offload",  # placement-plan-offload
     "passes.plan_saved",  # placement-plan-saved
     "passes.verify",  # hector-verify
-    "lowering.inter_to_intra",  # convert-hector-inter-to-intra
-    "lowering.gpu.intra_to_gpu",  # convert-hector-intra-to-gpu and its two helper passes
+    "lowering.inter_to_intra.destination_passing",  # convert-hector-inter-to-intra
+    "lowering.gpu.intra_to_gpu",  # convert-hector-intra-to-gpu
+    "lowering.gpu.skip_empty_launches",  # hector-skip-empty-launches
+    "lowering.gpu.kernels_on_host",  # hector-gpu-kernels-on-host
     "lowering.cpu.intra_to_scf",  # convert-hector-intra-to-scf
     "lowering.outline_templates",  # hector-outline-templates
     "lowering.placement_to_runtime",  # convert-placement-to-runtime

@@ -2,7 +2,11 @@
 
 :mod:`~hector.lowering.cpu.intra_to_scf` lowers templates to ``scf`` loop nests;
 :mod:`~hector.lowering.cpu.tiles` tiles and vectorises the GEMM templates by their schedules
-(:mod:`~hector.lowering.cpu.bf16` for the AVX512-BF16 dot products, chosen by
+and :mod:`~hector.lowering.cpu.traversal` spreads the traversal templates over workers
+(:mod:`~hector.lowering.cpu.workers` for the deterministic workers,
+:mod:`~hector.lowering.cpu.packing` for the packed tiles,
+:mod:`~hector.lowering.cpu.micro_kernel` for the register-blocked micro-kernel,
+:mod:`~hector.lowering.cpu.bf16` for the AVX512-BF16 dot products, chosen by
 :mod:`~hector.lowering.cpu.features`); :mod:`~hector.lowering.cpu.codegen` runs the stages to the
 LLVM dialect and :mod:`~hector.lowering.cpu.jit` executes the result.
 :mod:`~hector.lowering.cpu.torch_linalg` compiles the ordinary torch code an imported program

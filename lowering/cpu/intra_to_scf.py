@@ -22,7 +22,7 @@ from ...dialects import hector_intra as intra
 from ...dialects.builders import OpAccess
 from ...passes.registry import PassFailure, register_pass
 from .. import templates as T
-from . import tiles as _cpu_tiles
+from . import micro_kernel, tiles, traversal
 
 
 def _lower_gemm(v: OpAccess) -> None:
@@ -86,8 +86,8 @@ def functions(module_op: ir.Operation) -> list[tuple[ir.Operation, list[ir.Opera
 
 # How each template lowers with a schedule (``hector_intra.Schedule``), by op name.
 LOWER_SCHEDULED: dict[str, Callable[[OpAccess, intra.Schedule], None]] = {
-    "hector_intra.gemm_template": _cpu_tiles.lower_gemm,
-    "hector_intra.traversal_template": _cpu_tiles.lower_traversal,
+    "hector_intra.gemm_template": tiles.lower_gemm,
+    "hector_intra.traversal_template": traversal.lower_traversal,
 }
 
 
@@ -140,7 +140,7 @@ def convert_function(func: ir.Operation, ops: list[ir.Operation]) -> None:
         schedule = _schedule(op)
         if schedule is not None and op.name == "hector_intra.gemm_template":
             try:
-                _cpu_tiles.check_gemm_schedule(intra.view(op), schedule)
+                tiles.check_gemm_schedule(intra.view(op), schedule)
             except ValueError as err:
                 raise PassFailure(f"invalid schedule: {err}", op.location) from None
         with op.location, ir.InsertionPoint(op):
@@ -167,4 +167,4 @@ def run(module_op: ir.Operation) -> None:
     """Pass entry point."""
     for func, ops in functions(module_op):
         convert_function(func, ops)
-    _cpu_tiles.apply_micro_kernels(module_op)
+    micro_kernel.apply_micro_kernels(module_op)

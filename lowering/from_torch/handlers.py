@@ -1,6 +1,6 @@
 """The per-op handlers of ``raise-torch-to-hector``: one per torch op name, in the table
 :data:`RAISE_HANDLERS` (filled by ``@_handles``), each recognising the patterns rooted at its
-op in a :class:`.patterns.RaisingFunction` and returning the hector_inter node
+op in a :class:`.function.RaisingFunction` and returning the hector_inter node
 they raise to, or None."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 from ...dialects import Kind
 from ...dialects import hector_inter as inter
 from ...dialects.builders import OpHandlers
+from .function import RaisingFunction
 from .nodes import (
     GATHER_BY_ARRAY,
     LEAF,
@@ -22,7 +23,6 @@ from .nodes import (
     op_name,
     value_shape,
 )
-from .patterns import RaisingFunction
 
 Handler = Callable[[RaisingFunction, Any, Shape], "HNode | None"]
 #: torch op name → the handler that raises the patterns rooted at that op.
@@ -48,7 +48,7 @@ def raise_op(f: RaisingFunction, op: Any) -> HNode | None:
 )
 def raise_gather(f: RaisingFunction, op: Any, shape: Shape) -> HNode | None:
     """``x[I]`` / ``index_select(x, 0, I)`` with ``I`` the src (dst) index → ``gather_*``."""
-    g = f.gathered(op.results[0])
+    g = f.graph.gathered(op.results[0])
     if g is None or g[1] not in GATHER_BY_ARRAY:
         return None
     x = f.rows(g[0], Kind.NODE)
@@ -65,11 +65,11 @@ def raise_gather(f: RaisingFunction, op: Any, shape: Shape) -> HNode | None:
 )
 def raise_sum(f: RaisingFunction, op: Any, shape: Shape) -> HNode | None:
     """Edge rows summed onto zeros by the dst (src) index → ``sum_to_*``."""
-    s = f.summed(op.results[0])
+    s = f.graph.summed(op.results[0])
     if s is None or s[1] not in SUM_BY_ARRAY:
         return None
     m = f.rows(s[0], Kind.EDGE)
-    if m is None or len(shape) != 2 or shape[0] != f.N:
+    if m is None or len(shape) != 2 or shape[0] != f.graph.N:
         return None
     return f.node(SUM_BY_ARRAY[s[1]], Kind.NODE, shape, x=m)
 
@@ -78,15 +78,15 @@ def raise_sum(f: RaisingFunction, op: Any, shape: Shape) -> HNode | None:
 def raise_typed_linear(f: RaisingFunction, op: Any, shape: Shape) -> HNode | None:
     """``bmm(X.unsqueeze(1), W[I]).squeeze(1)`` with ``I`` the edge (node) types →
     ``typed_linear {slice = "etype"}`` (``"ntype"``)."""
-    if f.const(op.operands[1]) not in (1, -2):
+    if f.values.const(op.operands[1]) not in (1, -2):
         return None
-    bmm = defining_op(f.skip_views(op.operands[0]))
+    bmm = defining_op(f.values.skip_views(op.operands[0]))
     if op_name(bmm) not in ("torch.aten.bmm", "torch.aten.matmul"):
         return None
-    un = defining_op(f.skip_views(bmm.operands[0]))
-    if op_name(un) != "torch.aten.unsqueeze" or f.const(un.operands[1]) not in (1, -2):
+    un = defining_op(f.values.skip_views(bmm.operands[0]))
+    if op_name(un) != "torch.aten.unsqueeze" or f.values.const(un.operands[1]) not in (1, -2):
         return None
-    wg = f.gathered(bmm.operands[1])
+    wg = f.graph.gathered(bmm.operands[1])
     if wg is None or wg[1] not in TYPE_ARRAY_ROWS:
         return None
     kind = TYPE_ARRAY_ROWS[wg[1]]
@@ -113,7 +113,7 @@ def raise_linear(f: RaisingFunction, op: Any, shape: Shape) -> HNode | None:
         return None
     w.glue_t, w.shape = True, (w.shape[1], w.shape[0])
     out = f.node("typed_linear", x.kind, shape, x=x, weight=w, slice="none")
-    if f.const(op.operands[2]) is None:
+    if f.values.const(op.operands[2]) is None:
         return out
     b = f.weight(op.operands[2], 1)
     return f.node("add", x.kind, shape, lhs=out, rhs=b) if b is not None else None
@@ -134,7 +134,7 @@ def match_mean_of_sum(f: RaisingFunction, op: Any, shape: Shape) -> HNode | None
     in-degree (PyG's mean aggregation: ``scatter(..., reduce="mean")``) →
     ``sum_to_dst(scale(M, degree_norm {by = "dst"}))``. The clamp is required: without it
     an isolated node divides 0 by 0 (NaN), which ``degree_norm`` would turn into 0."""
-    if len(shape) != 2 or shape[0] != f.N:
+    if len(shape) != 2 or shape[0] != f.graph.N:
         return None
     total = f.H.get(op.operands[0])
     if total is None or total.op != SUM_BY_ARRAY["dst"]:
@@ -148,12 +148,13 @@ def match_mean_of_sum(f: RaisingFunction, op: Any, shape: Shape) -> HNode | None
         if op_name(d) in names:
             den = d.operands[0]
     clamp, sd = defining_op(den), value_shape(den)
-    if op_name(clamp) != "torch.aten.clamp" or sd is None or sd[0] not in ((f.N,), (f.N, 1)):
+    nodes = f.graph.N
+    if op_name(clamp) != "torch.aten.clamp" or sd is None or sd[0] not in ((nodes,), (nodes, 1)):
         return None
-    if f.counted(den) != "dst":
+    if f.graph.counted(den) != "dst":
         return None
     m = total.operands["x"]
-    norm = f.node("degree_norm", Kind.EDGE, (f.E, 1), by="dst")
+    norm = f.node("degree_norm", Kind.EDGE, (f.graph.E, 1), by="dst")
     scaled = f.node("scale", Kind.EDGE, m.shape, x=m, s=norm)
     return f.node(SUM_BY_ARRAY["dst"], Kind.NODE, shape, x=scaled)
 
@@ -167,30 +168,30 @@ def match_softmax(f: RaisingFunction, op: Any, shape: Shape) -> HNode | None:
     t = exp.operands[0]
     sub = defining_op(t)
     s = t
-    if op_name(sub) == "torch.aten.sub.Tensor" and f.const(sub.operands[2]) == 1:
-        gm = f.gathered(sub.operands[1])
+    if op_name(sub) == "torch.aten.sub.Tensor" and f.values.const(sub.operands[2]) == 1:
+        gm = f.graph.gathered(sub.operands[1])
         mx = defining_op(gm[0]) if gm else None
         if (
             gm is not None
             and gm[1] == "dst"
             and mx is not None
             and op_name(mx) == "torch.aten.scatter_reduce.two"
-            and f.const(mx.operands[4]) in ("amax", "max")
-            and f.broadcast_role(mx.operands[2]) == "dst"
+            and f.values.const(mx.operands[4]) in ("amax", "max")
+            and f.graph.broadcast_role(mx.operands[2]) == "dst"
             and mx.operands[3] == sub.operands[0]
         ):
             s = sub.operands[0]
-    gd = f.gathered(den)
+    gd = f.graph.gathered(den)
     if gd is None or gd[1] != "dst":
         return None
     base = gd[0]
     add = defining_op(base)
     if op_name(add) == "torch.aten.add.Scalar":
-        eps = f.const(add.operands[1])
+        eps = f.values.const(add.operands[1])
         if not isinstance(eps, float | int) or abs(eps) > 1e-6:
             return None
         base = add.operands[0]
-    summed = f.summed(base)
+    summed = f.graph.summed(base)
     if summed is None or summed[1] != "dst" or summed[0] != ex:
         return None
     x = f.rows(s, Kind.EDGE)
@@ -202,16 +203,16 @@ def match_softmax(f: RaisingFunction, op: Any, shape: Shape) -> HNode | None:
 def match_div_count(f: RaisingFunction, op: Any, shape: Shape) -> HNode | None:
     """``X / count[I].unsqueeze(-1)`` (a mean over the dst's or (dst, etype)'s incoming
     edges) → ``scale(X, degree_norm)``."""
-    if len(shape) != 2 or shape[0] != f.E:
+    if len(shape) != 2 or shape[0] != f.graph.E:
         return None
     d = value_shape(op.operands[1])
-    if d is None or d[0] != (f.E, 1):
+    if d is None or d[0] != (f.graph.E, 1):
         return None
-    by = f.norm_by(op.operands[1], reciprocal=False)
+    by = f.graph.norm_by(op.operands[1], reciprocal=False)
     x = f.rows(op.operands[0], Kind.EDGE) if by else None
     if x is None:
         return None
-    norm = f.node("degree_norm", Kind.EDGE, (f.E, 1), by=by)
+    norm = f.node("degree_norm", Kind.EDGE, (f.graph.E, 1), by=by)
     return f.node("scale", Kind.EDGE, shape, x=x, s=norm)
 
 
@@ -235,7 +236,7 @@ def raise_scale(f: RaisingFunction, op: Any, shape: Shape) -> HNode | None:
 @_handles("torch.aten.mul.Scalar")
 def raise_mul_one(f: RaisingFunction, op: Any, shape: Shape) -> HNode | None:
     """``1.0 * x`` (how ``1.0 / t`` is exported) is ``x``."""
-    if f.const(op.operands[1]) not in (1, 1.0):
+    if f.values.const(op.operands[1]) not in (1, 1.0):
         return None
     return f.H.get(op.operands[0])
 
@@ -251,8 +252,8 @@ def raise_head_scale(f: RaisingFunction, op: Any, shape: Shape) -> HNode | None:
     inner = defining_op(op.operands[0])
     if op_name(inner) == "torch.aten.mul.Tensor":
         return head_scale(f, inner, shape)
-    summed = f.summed(op.operands[0])
-    if summed is None or summed[1] not in SUM_BY_ARRAY or shape[0] != f.N:
+    summed = f.graph.summed(op.operands[0])
+    if summed is None or summed[1] not in SUM_BY_ARRAY or shape[0] != f.graph.N:
         return None
     mul, s3 = defining_op(summed[0]), value_shape(summed[0])
     if op_name(mul) != "torch.aten.mul.Tensor" or s3 is None or len(s3[0]) != 3:
@@ -275,7 +276,7 @@ def head_scale(f: RaisingFunction, mul: Any, shape: Shape) -> HNode | None:
         if len(s3) != 3:
             continue
         if op_name(un) == "torch.aten.unsqueeze":
-            if f.const(un.operands[1]) not in (-1, 2):
+            if f.values.const(un.operands[1]) not in (-1, 2):
                 continue
         elif op_name(un) != "torch.aten.view" or tuple(sa[0]) != (s3[0], s3[1], 1):
             continue
@@ -291,14 +292,14 @@ def head_scale(f: RaisingFunction, mul: Any, shape: Shape) -> HNode | None:
 @_handles("torch.aten.sum.dim_IntList")
 def raise_dot(f: RaisingFunction, op: Any, shape: Shape) -> HNode | None:
     """``(X * Y).sum(-1, keepdim=True)`` and ``(X * Y).view(M, H, Dh).sum(-1)`` → ``dot``."""
-    dims, keep = f.const(op.operands[1]), f.const(op.operands[2])
+    dims, keep = f.values.const(op.operands[1]), f.values.const(op.operands[2])
     sv = value_shape(op.operands[0])
     if sv is None:
         return None
     src = sv[0]
     if not isinstance(dims, list) or len(dims) != 1 or dims[0] not in (-1, len(src) - 1):
         return None
-    if f.const(op.operands[3]) is not None:
+    if f.values.const(op.operands[3]) is not None:
         return None
     pair = dot_pair(f, defining_op(op.operands[0]), len(src), keep)
     if pair is None:
@@ -333,9 +334,9 @@ def dot_pair(f: RaisingFunction, inner: Any, rank: int, keep: Any) -> list[Any] 
 def raise_degree_norm(f: RaisingFunction, op: Any, shape: Shape) -> HNode | None:
     """``(1 / count[I]).unsqueeze(-1)`` (``I`` = dst or a (dst, etype) key, ``count`` its
     occurrence count from an index_add/scatter_add of ones) → ``degree_norm``."""
-    if len(shape) != 2 or shape[1] != 1 or shape[0] != f.E:
+    if len(shape) != 2 or shape[1] != 1 or shape[0] != f.graph.E:
         return None
-    by = f.norm_by(op.results[0], reciprocal=True)
+    by = f.graph.norm_by(op.results[0], reciprocal=True)
     if by is None:
         return None
     return f.node("degree_norm", Kind.EDGE, shape, by=by)
@@ -346,7 +347,7 @@ def raise_add(f: RaisingFunction, op: Any, shape: Shape) -> HNode | None:
     """Sum or difference of rows, a bias ``[D]`` or a typed bias ``B[etype]``/``B[ntype]``
     → ``add`` (of a ``neg`` for ``sub``)."""
     sub = op.name == "torch.aten.sub.Tensor"
-    if f.const(op.operands[2]) not in (1, 1.0):
+    if f.values.const(op.operands[2]) not in (1, 1.0):
         return None
     a, b = op.operands[0], op.operands[1]
     if not sub and a not in f.H and b in f.H:
@@ -354,7 +355,7 @@ def raise_add(f: RaisingFunction, op: Any, shape: Shape) -> HNode | None:
     x = f.rows(a)
     if x is None or len(shape) != 2:
         return None
-    gb = f.gathered(b)
+    gb = f.graph.gathered(b)
     if gb is not None and gb[1] in TYPE_ARRAY_ROWS and not sub:
         tb = f.weight(gb[0], 2)
         if x.kind != TYPE_ARRAY_ROWS[gb[1]] or tb is None or x.op == LEAF:
@@ -382,7 +383,7 @@ def raise_unary(f: RaisingFunction, op: Any, shape: Shape) -> HNode | None:
         return None
     slope = 0.0
     if op.name == "torch.aten.leaky_relu":
-        slope = f.const(op.operands[1])
-    if op.name == "torch.aten.gelu" and f.const(op.operands[1]) != "none":
+        slope = f.values.const(op.operands[1])
+    if op.name == "torch.aten.gelu" and f.values.const(op.operands[1]) != "none":
         return None  # only the exact (erf) GELU is hector's
     return f.node("unary", x.kind, shape, x=x, fn=_UNARY_FN[op.name], slope=float(slope))

@@ -35,7 +35,7 @@ each remaining op into an error with its source location.
 
 Each torch op name has one handler (``handlers.RAISE_HANDLERS``, filled by
 ``@_handles``) that recognises the patterns rooted at that op
-(:class:`.patterns.RaisingFunction` holds the queries they share); the
+(:class:`.function.RaisingFunction` holds the queries they share); the
 hector_inter ops are created through the typed builders generated from their specs
 (``hector_inter.OPS``), each at its torch op's location.
 
@@ -48,6 +48,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...dialects import hector_inter as inter
+from .function import RaisingFunction
 from .handlers import raise_op
 from .nodes import (
     GLUE_ATTR,
@@ -64,7 +65,6 @@ from .nodes import (
     vtensor,
     vtensor_type,
 )
-from .patterns import RaisingFunction
 
 __all__ = [
     "GRAPH_ATTR",

@@ -3,7 +3,9 @@
 :mod:`~hector.lowering.gpu.intra_to_gpu` makes one kernel per template with its launch (tiled
 GEMMs from :mod:`~hector.lowering.gpu.gemm` and :mod:`~hector.lowering.gpu.xty`, where
 :mod:`~hector.lowering.gpu.tile_support` allows and :mod:`~hector.lowering.gpu.schedule_choice`
-chooses); :mod:`~hector.lowering.gpu.ptx` serialises the kernels through NVVM to PTX;
-:mod:`~hector.lowering.gpu.host_emulation` runs the host code against a fake driver where no
-GPU is present.
+chooses); :mod:`~hector.lowering.gpu.skip_empty_launches` guards the host's launches against
+empty grids; :mod:`~hector.lowering.gpu.ptx` serialises the kernels through NVVM to PTX.
+:mod:`~hector.lowering.gpu.kernels_on_host` (with :mod:`~hector.lowering.gpu.host_emulation`
+for kernels with barriers) runs the kernels on the host, so the host code runs against a fake
+driver where no GPU is present.
 """

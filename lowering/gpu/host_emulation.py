@@ -1,4 +1,5 @@
-"""How GPU kernels with barriers run on the host, for tests (``hector-gpu-kernels-on-host``).
+"""How GPU kernels with barriers run on the host, for tests (``hector-gpu-kernels-on-host``,
+:mod:`~hector.lowering.gpu.kernels_on_host`).
 
 A kernel with barriers becomes a function per block whose straight-line runs between barriers
 are each a loop over the block's threads: every thread reaches the barrier before any goes on,

@@ -1,0 +1,90 @@
+"""Scheduled CPU form of a ``hector_intra.traversal_template``: its rows over workers.
+
+A traversal with ``parallel = "rows"`` spreads its rows over :class:`~.workers.Workers`. A
+reduction shares them as ``hector_intra.reduction_split`` says: each worker owning a static
+share of the output rows (so each sums as one worker would), or each writing a partial output
+folded in worker order afterwards; the result is the same on every run with the same thread
+count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mlir import ir
+from mlir.dialects import arith, scf
+
+from ...dialects import hector_intra as intra
+from ...dialects.builders import OpAccess
+from .. import templates as T
+from .workers import Workers, memref_dims
+
+Value = T.Value
+
+
+def lower_traversal(v: OpAccess, s: intra.Schedule) -> None:
+    """A traversal template with its rows spread over workers. A reduction shares them as
+    ``hector_intra.reduction_split`` says: by owned output rows, or by partials (a reduction
+    into nearly as many rows as it reads then runs on one worker, decided at run time)."""
+    b = T.Body(T.operands(v))
+    f = T.RowFn.of(v)
+    threads = intra.worker_threads(v, s)
+    split = intra.reduction_split(v, s)
+    m = T.traversal_rows(b, b.index(0))
+    cols = b.index(T.width(b.ops["out"]))
+    c0, c1 = b.index(0), b.index(1)
+
+    def one_row(i: Value, wb: T.Body) -> None:
+        row = T.row_indices(wb, i)
+        with wb.loop(c0, cols, c1) as j:
+            T.traversal_element(wb, f, row.at(j), atomic=False)
+
+    def rows(lo: Value, hi: Value, wb: T.Body) -> None:
+        with wb.loop(lo, hi, c1) as i:
+            one_row(i, wb)
+
+    if split == "owners":
+        _owned_rows(b, threads, m, one_row)
+        return
+
+    def on_workers() -> None:
+        init = float("-inf") if f.reduce == "max" else 0.0
+        workers = Workers(b, threads, partials=split == "partials", init=init)
+        workers.each(m, rows)
+        workers.finish(arith.maximumf if f.reduce == "max" else arith.addf)
+
+    if split != "partials":
+        on_workers()
+        return
+    out_rows = memref_dims(b.ops["out"])[0]
+    enough = arith.cmpi(
+        arith.CmpIPredicate.uge, m, arith.muli(out_rows, b.index(intra.PARTIAL_ROWS_RATIO))
+    )
+    branch = scf.IfOp(enough, has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        on_workers()
+        scf.yield_([])
+    with ir.InsertionPoint(branch.else_block):
+        rows(c0, m, b)
+        scf.yield_([])
+
+
+def _owned_rows(b: T.Body, threads: int, m: Value, row: Callable[[Value, T.Body], None]) -> None:
+    """Each worker owns a static share of ``out``'s rows: it reads every row's
+    ``scatter_index`` and builds ``row(i, b)`` only for the rows landing in its share, in row
+    order, so no two workers touch one output row and each sums as one worker would."""
+    c1 = b.index(1)
+
+    def share(lo: Value, hi: Value, wb: T.Body) -> None:
+        with wb.loop(b.index(0), m, c1) as i:
+            d = wb.load_index("scatter_index", i)
+            mine = arith.andi(
+                arith.cmpi(arith.CmpIPredicate.uge, d, lo),
+                arith.cmpi(arith.CmpIPredicate.ult, d, hi),
+            )
+            branch = scf.IfOp(mine)
+            with ir.InsertionPoint(branch.then_block):
+                row(i, wb)
+                scf.yield_([])
+
+    Workers(b, threads, partials=False).each(memref_dims(b.ops["out"])[0], share)
