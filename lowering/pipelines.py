@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..passes.pipeline import OPTIMIZATION_ORDER
+from ..passes.optimizations import OPTIMIZATION_ORDER
 from ..passes.registry import TORCH_CONTEXT, Option, PassFailure, register_pass, register_pipeline
 
 # Upstream lowering of scf/memref/arith/func to the LLVM dialect, for the CPU JIT. Workers'

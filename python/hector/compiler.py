@@ -2,9 +2,9 @@
 (:mod:`hector.targets`) compiles with.
 
 :func:`run_stages` verifies the program, runs the optimizations the options enable (in the one
-:data:`~hector.passes.pipeline.OPTIMIZATION_ORDER`) and then the target's stages, keeping each
+:data:`~hector.passes.optimizations.OPTIMIZATION_ORDER`) and then the target's stages, keeping each
 stage's IR for inspection and reading each function's ABI. Any stage failure raises
-:class:`hector.passes.pipeline.PipelineError`, whose message names a reproducer file and the
+:class:`hector.passes.diagnostics.PipelineError`, whose message names a reproducer file and the
 ``hector-opt`` command that replays it.
 """
 

@@ -21,7 +21,7 @@ import hector
 from hector import compiler
 from hector.data.graph import HeteroGraph
 from hector.lowering.cpu.jit import CpuKernel
-from hector.passes.pipeline import PipelineError
+from hector.passes.diagnostics import PipelineError
 from hector.targets.cuda import compile_gpu
 
 ATOL = 1e-4

@@ -257,7 +257,7 @@ def compile_cmd(args: argparse.Namespace) -> int:
     from mlir import ir
 
     from .. import compiler
-    from ..passes.pipeline import PipelineError, diagnostics_from_error
+    from ..passes.diagnostics import PipelineError, diagnostics_from_error
     from ..program import parse_file
     from ..targets.cuda import compile_gpu
     from ..targets.options import Options
