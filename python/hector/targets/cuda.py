@@ -3,7 +3,7 @@
 
 The path (one JIT, no interpreter of our own)::
 
-    inter → intra → gpu → ptx → host          (lowering.pipelines.cuda_stages(chip))
+    inter → intra → gpu → ptx → host          (lowering.pipelines.TARGET_STAGES["cuda"])
 
 The first four stages are the GPU target's (``gpu.func`` kernels compiled to PTX for ``chip``,
 embedded in a ``gpu.binary``); the ``host`` stage (``hector-lower-gpu-host``) lowers the host
@@ -47,8 +47,9 @@ import os
 import tempfile
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from mlir import ir
@@ -58,7 +59,6 @@ from ..compiler import run_stages
 from ..data.graph import HeteroGraph
 from ..lowering import pipelines
 from ..lowering.gpu.ptx import extract_ptx
-from ..passes.pipeline import run_pipeline
 from ..program import Traced
 from ..runtime.mgpu_hooks import FakeCudaRuntime, Launch, StreamAllocatorHooks, memref_descriptor
 from .base import Backend, Executable, StagedModule
@@ -371,16 +371,10 @@ def compile_cuda(
         with _ENTRY_LOCK:
             if key in _ENTRY_CACHE:
                 return _ENTRY_CACHE[key]
-    staged = run_stages(traced, "cuda", until="gpu", autodiff=autodiff, options=options)
-    ptx = ""
+    staged = run_stages(traced, "cuda", autodiff=autodiff, options=options, chip=chip)
     with staged.context, ir.Location.unknown():
-        for stage in pipelines.cuda_stages(chip)[2:]:  # after intra and gpu: ptx, host
-            run_pipeline(staged.module, stage.pipeline, verify=False)
-            staged.stages[stage.name] = str(staged.module)
-            if stage.name == "ptx":
-                ptx = "\n".join(extract_ptx(staged.module).values())
         kernel = GpuKernel(staged.module, runtime)
-    entry = GpuExecEntry(traced, staged, kernel, chip, ptx)
+    entry = GpuExecEntry(traced, staged, kernel, chip, staged.ptx)
     if runtime is None:
         with _ENTRY_LOCK:
             _ENTRY_CACHE[key] = entry
@@ -421,10 +415,22 @@ def compile_gpu(
 
 
 class CudaBackend(Backend):
-    """Target ``cuda``'s stages (for the default chip; :func:`compile_cuda` lowers for the
-    device's) and compile step."""
+    """Target ``cuda``'s compile step (for the device's chip), and its PTX kept after the
+    ``ptx`` stage."""
 
-    stages = pipelines.cuda_stages()
+    def after_stage(
+        self,
+        stage: str,
+        module: Any,
+        staged: StagedModule,
+        options: Options,
+        autodiff: bool,
+        show: Callable[[], str],
+    ) -> None:
+        """Keep the kernels' PTX in ``staged.ptx`` after ``ptx`` (the ``host`` stage turns
+        the ``gpu.binary`` into LLVM globals)."""
+        if stage == "ptx":
+            staged.ptx = "\n".join(extract_ptx(module).values())
 
     def compile(
         self, traced: Traced, *, autodiff: bool = False, options: Options | None = None
@@ -434,9 +440,7 @@ class CudaBackend(Backend):
 
 
 class PtxBackend(Backend):
-    """Target ``gpu``'s stages (kernels to PTX) and compile step: code to read, not to run."""
-
-    stages = pipelines.GPU_STAGES
+    """Target ``gpu``'s compile step (kernels to PTX): code to read, not to run."""
 
     def compile(
         self, traced: Traced, *, autodiff: bool = False, options: Options | None = None
