@@ -1,17 +1,23 @@
-"""Hector's named pipelines and the ordered stages of each target.
+"""Hector's lowering pipelines: the upstream steps, the stages of every target, and the named
+pipelines built from them.
 
-A target is an ordered list of stages (``inter → intra → loops → llvm`` on the CPU,
-``inter → intra → gpu → ptx`` on the GPU); each stage has a name, so a user can dump the IR
-after any of them (``hector compile --emit intra``, ``CompiledFunction.ir("loops")``). Each stage
-is also a registered named pipeline, so ``hector-opt -p hector-lower-cpu`` runs the same thing.
+A target is an ordered list of stages (``intra → schedule → loops → llvm`` on the CPU,
+``intra → gpu → ptx → host`` for CUDA), after the optimizations; each stage has a name, so a
+user can dump the IR after any of them (``hector compile --emit intra``,
+``CompiledFunction.ir("loops")``). :data:`TARGET_STAGES` holds the one list of each target:
+the compile step, the CLI's ``--emit`` and the named pipeline ``hector-lower-<target>`` (so
+``hector-opt -p hector-lower-cpu`` runs the same thing) all read it. A stage whose pipeline
+depends on the compilation (the CPU worker count, the GPU architecture) builds it from
+:class:`LoweringParams`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..passes.pipeline import OPTIMIZATION_ORDER
+from ..passes.optimizations import OPTIMIZATION_ORDER
 from ..passes.registry import TORCH_CONTEXT, Option, PassFailure, register_pass, register_pipeline
 
 # Upstream lowering of scf/memref/arith/func to the LLVM dialect, for the CPU JIT. Workers'
@@ -93,21 +99,6 @@ def ptx_pipeline(chip: str = GPU_CHIP, features: str | None = None) -> str:
     )
 
 
-@dataclass(frozen=True)
-class Stage:
-    """One named step of a target: the IR after it can be dumped by this name."""
-
-    name: str
-    pipeline: str
-    description: str
-    threaded: bool = False  # the pipeline takes the CPU worker count (hector-schedule)
-
-    def pipeline_for(self, threads: int = 1, bf16_dot: bool = False) -> str:
-        """The stage's pipeline for ``threads`` CPU workers (and bf16 pair products where the
-        CPU has them)."""
-        return schedule_pipeline(threads, bf16_dot) if self.threaded else self.pipeline
-
-
 def schedule_pipeline(threads: int = 1, bf16_dot: bool = False) -> str:
     """``hector-schedule`` for ``threads`` CPU workers; ``bf16_dot``: GEMMs with a bf16
     operand multiply bf16 pairs (AVX512-BF16, ``lowering/cpu/bf16.py``)."""
@@ -115,35 +106,6 @@ def schedule_pipeline(threads: int = 1, bf16_dot: bool = False) -> str:
         return f"hector-schedule{{threads={threads} bf16_dot=true}}"
     return f"hector-schedule{{threads={threads}}}"
 
-
-CPU_STAGES: tuple[Stage, ...] = (
-    Stage("intra", "convert-hector-inter-to-intra", "GEMM/traversal templates on memrefs"),
-    Stage(
-        "schedule",
-        schedule_pipeline(),
-        "templates with their schedules (tiles, packing, vector width, workers)",
-        threaded=True,
-    ),
-    Stage(
-        "loops",
-        "hector-outline-templates, convert-hector-intra-to-scf",
-        "each template in a function of its own: packed tiles, vectorised micro-kernels and "
-        "worker loops (scf, linalg → vector)",
-    ),
-    # Placement decisions (placement-plan-saved) become calls of the native runtime first (the
-    # compiler lowers them right after planning; here for modules planned by hand).
-    Stage(
-        "llvm", f"convert-placement-to-runtime, {LLVM_CPU}", "LLVM dialect, ready for the CPU JIT"
-    ),
-)
-
-GPU_STAGES: tuple[Stage, ...] = (
-    Stage("intra", "convert-hector-inter-to-intra", "GEMM/traversal templates on memrefs"),
-    # Untiled kernels by default until the tiled ones have been timed on a GPU;
-    # `hector-schedule{target=gpu}` before this conversion tiles the GEMMs in shared memory.
-    Stage("gpu", "convert-hector-intra-to-gpu", "gpu.func kernels and host launches"),
-    Stage("ptx", ptx_pipeline(), "NVVM → PTX text in a gpu.binary"),
-)
 
 # Host side of a GPU module, for running it (target "cuda"): every C-interface wrapper requested,
 # the host's GPU ops chained on one stream (gpu-async-region), every launch guarded so an empty
@@ -160,17 +122,86 @@ LLVM_GPU_HOST = (
 )
 
 
-def cuda_stages(chip: str = GPU_CHIP, features: str | None = None) -> tuple[Stage, ...]:
-    """The stages of target ``cuda`` for one GPU architecture: the GPU stages, then the host
-    lowered to LLVM for the JIT (the PTX of ``chip`` embedded, loaded by the driver)."""
-    return (
-        *GPU_STAGES[:2],
-        Stage("ptx", ptx_pipeline(chip, features), f"NVVM → PTX text ({chip}) in a gpu.binary"),
-        Stage("host", LLVM_GPU_HOST, "host LLVM dialect calling MLIR's CUDA runtime wrappers"),
-    )
+# ---- stages ----------------------------------------------------------------------------------
 
 
-CUDA_STAGES: tuple[Stage, ...] = cuda_stages()
+@dataclass(frozen=True)
+class LoweringParams:
+    """What a stage's pipeline may depend on besides the IR: the CPU worker count and bf16 pair
+    products (``schedule``), the GPU architecture (``ptx``)."""
+
+    threads: int = 1
+    bf16_dot: bool = False
+    chip: str = GPU_CHIP
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One named step of a target: the IR after it can be dumped by this name. ``build``
+    makes its pipeline for the :class:`LoweringParams` of a compilation."""
+
+    name: str
+    description: str
+    build: Callable[[LoweringParams], str]
+
+    @property
+    def pipeline(self) -> str:
+        """The stage's pipeline for the default parameters (one CPU worker, :data:`GPU_CHIP`)."""
+        return self.build(LoweringParams())
+
+    def pipeline_for(self, params: LoweringParams) -> str:
+        """The stage's pipeline for ``params``."""
+        return self.build(params)
+
+
+def _fixed(pipeline: str) -> Callable[[LoweringParams], str]:
+    """A stage pipeline that depends on no parameter."""
+    return lambda _params: pipeline
+
+
+INTRA = Stage(
+    "intra", "GEMM/traversal templates on memrefs", _fixed("convert-hector-inter-to-intra")
+)
+SCHEDULE = Stage(
+    "schedule",
+    "templates with their schedules (tiles, packing, vector width, workers)",
+    lambda p: schedule_pipeline(p.threads, p.bf16_dot),
+)
+LOOPS = Stage(
+    "loops",
+    "each template in a function of its own: packed tiles, vectorised micro-kernels and worker "
+    "loops (scf, linalg → vector)",
+    _fixed("hector-outline-templates, convert-hector-intra-to-scf"),
+)
+# Placement decisions (placement-plan-saved) become calls of the native runtime first (the
+# compiler lowers them right after planning; here for modules planned by hand).
+LLVM = Stage(
+    "llvm",
+    "LLVM dialect, ready for the CPU JIT",
+    _fixed(f"convert-placement-to-runtime, {LLVM_CPU}"),
+)
+# Untiled kernels by default until the tiled ones have been timed on a GPU;
+# `hector-schedule{target=gpu}` before this conversion tiles the GEMMs in shared memory.
+GPU = Stage("gpu", "gpu.func kernels and host launches", _fixed("convert-hector-intra-to-gpu"))
+PTX = Stage("ptx", "NVVM → PTX text for the chip, in a gpu.binary", lambda p: ptx_pipeline(p.chip))
+HOST = Stage(
+    "host", "host LLVM dialect calling MLIR's CUDA runtime wrappers", _fixed(LLVM_GPU_HOST)
+)
+
+#: Each target's stages after the optimizations, in order: the one stage list of every target
+#: (``hector.targets.TARGETS``, whose rows read it as ``Target.stages``). The compile step
+#: (``hector.targets.driver.run_stages``), ``hector compile --emit`` and the named pipelines
+#: ``hector-lower-<target>`` below all read it. ``bundle`` stops after ``ptx``: its host stays
+#: in the func/gpu dialects, which the launch plan is read from.
+TARGET_STAGES: dict[str, tuple[Stage, ...]] = {
+    "cpu": (INTRA, SCHEDULE, LOOPS, LLVM),
+    "gpu": (INTRA, GPU, PTX),
+    "cuda": (INTRA, GPU, PTX, HOST),
+    "bundle": (INTRA, GPU, PTX),
+}
+
+
+# ---- named pipelines -------------------------------------------------------------------------
 
 
 register_pipeline(
@@ -190,31 +221,38 @@ register_pipeline(
     OPTIMIZE,
 )
 register_pipeline(
-    "hector-lower-cpu",
-    "hector_inter to the LLVM dialect for the CPU JIT (optimize, intra, loops, llvm)",
-    ", ".join([OPTIMIZE, *(s.pipeline for s in CPU_STAGES)]),
-)
-register_pipeline(
     "hector-lower-ptx",
     f"gpu.module kernels to PTX ({GPU_CHIP}, {GPU_FEATURES})",
     ptx_pipeline(),
-)
-register_pipeline(
-    "hector-lower-gpu",
-    "hector_inter to GPU kernels compiled to PTX (optimize, intra, gpu, ptx)",
-    ", ".join([OPTIMIZE, *(s.pipeline for s in GPU_STAGES)]),
 )
 register_pipeline(
     "hector-lower-gpu-host",
     "Host side of a gpu.binary module to the LLVM dialect (mgpu* runtime calls, C wrappers)",
     LLVM_GPU_HOST,
 )
-register_pipeline(
-    "hector-lower-cuda",
-    f"hector_inter to a JIT-ready host module with embedded PTX ({GPU_CHIP}): optimize, intra, "
-    "gpu, ptx, host",
-    ", ".join([OPTIMIZE, *(s.pipeline for s in CUDA_STAGES)]),
-)
+
+#: What the named pipeline ``hector-lower-<target>`` makes of hector_inter, per target.
+_TARGET_RESULTS = {
+    "cpu": "the LLVM dialect for the CPU JIT",
+    "gpu": f"GPU kernels compiled to PTX ({GPU_CHIP})",
+    "cuda": f"a JIT-ready host module with embedded PTX ({GPU_CHIP})",
+    "bundle": f"kernels in PTX ({GPU_CHIP}) and host launches in the func/gpu dialects",
+}
+
+
+def _register_target_pipelines() -> None:
+    """Register ``hector-lower-<target>`` for every target: the optimizations, then the
+    target's stages (default parameters), as :data:`TARGET_STAGES` lists them."""
+    for target, stages in TARGET_STAGES.items():
+        names = ", ".join(s.name for s in stages)
+        register_pipeline(
+            f"hector-lower-{target}",
+            f"hector_inter to {_TARGET_RESULTS[target]}: target '{target}' (optimize, {names})",
+            ", ".join([OPTIMIZE, *(s.pipeline for s in stages)]),
+        )
+
+
+_register_target_pipelines()
 
 
 @register_pass(

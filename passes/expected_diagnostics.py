@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import regex  # type: ignore[import-untyped]  # search with a timeout (expected-*-re)
 
 if TYPE_CHECKING:
-    from .pipeline import Diagnostic
+    from .diagnostics import Diagnostic
 
 SPLIT_MARKER = "// -----"
 _SPLIT_LINE = re.compile(r"^\s*// -----\s*$")

@@ -1,4 +1,4 @@
-"""Pipeline machinery shared by ``hector-opt`` and the compiler API.
+"""Pipelines: parsing pipeline text into stages, and running them.
 
 A pipeline string mixes Hector passes (Python functions in :data:`PASSES`), named pipelines
 (:data:`PIPELINES`, expanded in place) and upstream MLIR passes, for example::
@@ -8,17 +8,17 @@ A pipeline string mixes Hector passes (Python functions in :data:`PASSES`), name
 MLIR's textual pipeline parser cannot name a Python pass, so :func:`parse_pipeline` splits the
 string itself into :class:`Stage` objects: one per Hector pass, and one per run of consecutive
 upstream elements. :func:`build_pass_manager` turns the stages into one ``PassManager`` and
-:func:`run_pipeline` runs it, turning every failure into :class:`PipelineError` with the
-diagnostics and, optionally, a reproducer file plus the ``hector-opt`` command that replays it.
+:func:`run_pipeline` runs it, turning every failure into a
+:class:`~hector.passes.diagnostics.PipelineError` with the diagnostics
+(:mod:`hector.passes.diagnostics`) and, optionally, a reproducer file plus the ``hector-opt``
+command that replays it (:mod:`hector.passes.reproducer`). This module is shared by
+``hector-opt`` and the compiler API.
 """
 
 from __future__ import annotations
 
 import difflib
-import itertools
-import os
 import re
-import tempfile
 import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -26,25 +26,25 @@ from typing import Any
 
 from mlir import ir, passmanager
 
+from .diagnostics import (
+    InvalidPipelineError,
+    PipelineError,
+    diagnostics_from_error,
+    failure_location,
+    module_location,
+    offending_op,
+)
 from .registry import MLIR_CONTEXT, PASSES, PIPELINES, PassFailure, PassInfo
+from .reproducer import reproducer_command, shell_quote, write_reproducer
+from .upstream_options import option_problem
 
 __all__ = [
     "MAX_PIPELINE_NESTING",
-    "OPTIMIZATION_ORDER",
     "VERIFY_PASS",
-    "Diagnostic",
-    "InvalidPipelineError",
-    "Optimization",
-    "PipelineError",
     "Stage",
     "build_pass_manager",
-    "diagnostics_from_error",
-    "offending_op",
-    "parse_module",
-    "parse_module_file",
     "parse_options",
     "parse_pipeline",
-    "reproducer_command",
     "run_pipeline",
     "split_elements",
     "torch_pass_message",
@@ -53,27 +53,6 @@ __all__ = [
 #: The pass prepended to every pipeline run with ``verify=True`` (when it is registered).
 VERIFY_PASS = "hector-verify"
 
-
-@dataclass(frozen=True)
-class Optimization:
-    """One of Hector's hector_inter optimizations: its pass, and the stage name the IR after
-    it is kept under (``hector compile --emit``, ``StagedModule.ir``)."""
-
-    stage: str
-    pass_name: str
-    training_only: bool = False  # runs only when the training functions are generated
-
-
-#: Hector's optimizations on hector_inter, in the one order every target runs them (and the
-#: ``hector-optimize`` pipeline, less the training-only step): the training functions are
-#: generated after compaction and before fusion, so both the forward and the backward fuse.
-OPTIMIZATION_ORDER: tuple[Optimization, ...] = (
-    Optimization("reorder", "hector-linear-reorder"),
-    Optimization("aggregate", "hector-aggregation-order"),
-    Optimization("compact", "hector-compact-materialization"),
-    Optimization("autodiff", "hector-autodiff", training_only=True),
-    Optimization("fuse", "hector-fuse"),
-)
 
 # Element names: a pass argument (``hector-verify``) or an anchor op name (``func.func``).
 _ELEMENT = re.compile(r"^(?P<name>[A-Za-z_][\w.\-]*)\s*(?P<rest>.*)$", re.DOTALL)
@@ -84,182 +63,7 @@ _OPEN_TO_CLOSE = {"(": ")", "{": "}", "[": "]"}
 MAX_PIPELINE_NESTING = 32
 
 
-# ---- diagnostics --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Diagnostic:
-    """One MLIR diagnostic, copied out of the bindings into plain Python data.
-
-    ``location`` is the textual location (``loc("f.mlir":3:5)``); ``file``, ``line`` and
-    ``column`` are its first file-line-column part, or ``None`` when it has none (unknown
-    locations).
-    """
-
-    severity: str  # "error" | "warning" | "note" | "remark"
-    message: str
-    location: str
-    file: str | None = None
-    line: int | None = None
-    column: int | None = None
-    notes: tuple[Diagnostic, ...] = ()
-
-    @classmethod
-    def from_info(cls, info: Any) -> Diagnostic:
-        """Copy an ``ir.DiagnosticInfo`` (or ``ir.Diagnostic``) and its notes."""
-        file, line, column = file_line_col(info.location)
-        return cls(
-            severity=_severity_name(info.severity),
-            message=str(info.message),
-            location=str(info.location),
-            file=file,
-            line=line,
-            column=column,
-            notes=tuple(cls.from_info(n) for n in info.notes),
-        )
-
-    def format(self, filename: Callable[[str], str] | None = None) -> str:
-        """``file:line:col: severity: message``, then one line per note, like ``mlir-opt``.
-
-        ``filename`` maps the location's file name to the one shown (``"-"`` → the real input).
-        """
-        lines = [self.header(filename)]
-        lines += [n.header(filename) for n in self.notes]
-        return "\n".join(lines)
-
-    def header(self, filename: Callable[[str], str] | None = None) -> str:
-        """The first line alone: ``file:line:col: severity: message`` (no notes)."""
-        return f"{self.where(filename)}: {self.severity}: {self.message}"
-
-    def where(self, filename: Callable[[str], str] | None = None) -> str:
-        """``file:line:col`` (``<unknown>:0`` without a file location)."""
-        if self.file is None:
-            return "<unknown>:0"
-        name = filename(self.file) if filename is not None else self.file
-        return f"{name}:{self.line}:{self.column}"
-
-    def __str__(self) -> str:
-        return self.format()
-
-
-def _severity_name(severity: Any) -> str:
-    name = getattr(severity, "name", str(severity))
-    return name.rsplit(".", 1)[-1].lower()
-
-
-def file_line_col(location: Any) -> tuple[str | None, int | None, int | None]:
-    """The first file-line-column location inside ``location`` (name, call site, fused)."""
-    seen = 0
-    pending = [location]
-    while pending and seen < 64:
-        loc = pending.pop(0)
-        seen += 1
-        if loc.is_a_file():
-            return str(loc.filename), int(loc.start_line), int(loc.start_col)
-        if loc.is_a_name():
-            pending.append(loc.child_loc)
-        elif loc.is_a_callsite():
-            pending.append(loc.callee)
-        elif loc.is_a_fused():
-            pending.extend(loc.locations)
-    return None, None, None
-
-
-def diagnostics_from_error(err: ir.MLIRError) -> list[Diagnostic]:
-    """The diagnostics an ``ir.MLIRError`` carries; its message alone when it has none."""
-    diags = [Diagnostic.from_info(d) for d in getattr(err, "error_diagnostics", [])]
-    if not diags:
-        diags = [Diagnostic("error", str(getattr(err, "message", err)), "loc(unknown)")]
-    return diags
-
-
-class PipelineError(Exception):
-    """A pipeline failed: ``diagnostics`` says why, ``reproducer`` where the input IR went.
-
-    ``command`` is the exact ``hector-opt`` command line replaying the failure on the
-    reproducer file (``None`` when no reproducer was written).
-    """
-
-    def __init__(
-        self,
-        message: str,
-        diagnostics: Iterable[Diagnostic] = (),
-        *,
-        pipeline: str = "",
-        reproducer: str | None = None,
-        command: str | None = None,
-    ) -> None:
-        self.diagnostics = list(diagnostics)
-        self.pipeline = pipeline
-        self.reproducer = reproducer
-        self.command = command
-        #: Formatted tracebacks of unexpected exceptions raised inside Hector passes.
-        self.tracebacks: list[str] = []
-        text = message
-        if self.diagnostics:
-            text += "\n" + "\n".join(d.format() for d in self.diagnostics)
-        if command is not None:
-            text += f"\nreproduce with:\n  {command}"
-        super().__init__(text)
-        self.message = message
-
-
-class InvalidPipelineError(PipelineError, ValueError):
-    """The pipeline string itself is wrong: bad syntax, unknown pass, bad option."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-
-
-# ---- parsing input IR ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _SourceDiagnostic:
-    """An error found in the input text before MLIR parsed it, shaped like the bindings'
-    ``DiagnosticInfo`` so it travels in an ``ir.MLIRError`` like a parser error."""
-
-    location: ir.Location
-    message: str
-    severity: Any = ir.DiagnosticSeverity.ERROR
-    notes: tuple[Any, ...] = ()
-
-
-def _reject_unsafe_source(text: str, filename: str, context: ir.Context | None) -> None:
-    """Raise ``ir.MLIRError`` (as a parse error would) when ``text`` holds a construct MLIR's
-    parser would abort the process on."""
-    from .source_check import source_problems
-
-    if context is None:
-        context = ir.Context.current
-    problems = source_problems(text, allow_unregistered=context.allow_unregistered_dialects)
-    if problems:
-        infos = [
-            _SourceDiagnostic(ir.Location.file(filename, p.line, p.column, context), p.message)
-            for p in problems
-        ]
-        raise ir.MLIRError("Unable to parse module assembly", infos)
-
-
-def parse_module(text: str, context: ir.Context | None = None) -> ir.Module:
-    """``ir.Module.parse`` for input IR: text that would abort MLIR's parser (see
-    :func:`hector.passes.source_check.source_problems`: nesting too deep, bad resource blobs,
-    ...) raises ``ir.MLIRError`` at its location (file ``"-"``, like every parse of text)
-    instead of reaching the parser. Every parse of text from outside goes through here (or,
-    in torch-mlir's context, through :func:`hector.passes.source_check.check_source`)."""
-    _reject_unsafe_source(text, "-", context)
-    return ir.Module.parse(text, context)
-
-
-def parse_module_file(path: str, context: ir.Context | None = None) -> ir.Module:
-    """``ir.Module.parseFile`` for input IR (ops located at ``path:line:col``), with the checks
-    of :func:`parse_module`."""
-    with open(path, encoding="utf-8", errors="replace") as f:
-        _reject_unsafe_source(f.read(), path, context)
-    return ir.Module.parseFile(path, context)
-
-
-# ---- parsing pipelines ----------------------------------------------------------------------
+# ---- parsing pipeline text ----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -507,73 +311,6 @@ def _upstream_error(text: str, err: ValueError) -> InvalidPipelineError:
     return InvalidPipelineError(f"invalid pipeline element '{text}': {detail}")
 
 
-def _location_of(failure: PassFailure, op: ir.Operation) -> ir.Location:
-    loc = failure.location
-    if loc is None:
-        return _module_location(op)
-    if isinstance(loc, ir.Location):
-        return loc
-    # Tolerate passes that hand over the offending op or value instead of its location.
-    inner = getattr(loc, "location", None)
-    if isinstance(inner, ir.Location):
-        return inner
-    owner = getattr(loc, "owner", None)
-    if owner is not None and isinstance(getattr(owner, "location", None), ir.Location):
-        return owner.location
-    return _module_location(op)
-
-
-def _as_op(value: Any, bindings: Any) -> Any:
-    """``value`` as a live operation of ``bindings`` (``mlir.ir`` or torch-mlir's ``ir``): an
-    op, an op view, or the op defining a value; ``None`` for anything else."""
-    try:
-        if isinstance(value, bindings.OpView):
-            return value.operation
-        if isinstance(value, bindings.Operation):
-            value.location  # noqa: B018  (raises when the op was erased)
-            return value
-        if isinstance(value, bindings.Value):
-            owner = value.owner
-            if isinstance(owner, bindings.OpView | bindings.Operation):
-                return _as_op(owner, bindings)
-    except (RuntimeError, ValueError):
-        return None
-    return None
-
-
-def offending_op(tb: Any, module_op: Any, bindings: Any = ir) -> Any:
-    """The op a pass was working on when it raised (``tb``: the exception's traceback): the
-    innermost frame's op-valued local other than the module and its functions, else the
-    innermost function; ``None`` when the frames name no op. ``bindings`` is the ``ir`` module
-    the pass's IR belongs to (Hector's, or torch-mlir's for a torch-context pass)."""
-    frames = []
-    while tb is not None:
-        frames.append(tb.tb_frame)
-        tb = tb.tb_next
-    func = None
-    for frame in reversed(frames):
-        for value in list(frame.f_locals.values()):
-            op = _as_op(value, bindings)
-            if op is None or op == module_op:
-                continue
-            if op.name not in ("func.func", "builtin.module"):
-                return op
-            func = func or op
-    return func
-
-
-def _module_location(module_op: ir.Operation) -> ir.Location:
-    """Where to report an error about the module as a whole: its first located op when the
-    module itself has no file location (the parser's implicit module sits at ``file:0:0``)."""
-    file, line, _ = file_line_col(module_op.location)
-    if file is not None and line:
-        return module_op.location
-    for inner in module_op.regions[0].blocks[0].operations:
-        if file_line_col(inner.location)[0] is not None:
-            return inner.location
-    return module_op.location
-
-
 def _hector_callable(stage: Stage, tracebacks: list[str]) -> Callable[[Any, Any], None]:
     """Wrap a Hector pass for ``PassManager.add``: failures become diagnostics, never raise."""
     info = stage.pass_info
@@ -588,13 +325,13 @@ def _hector_callable(stage: Stage, tracebacks: list[str]) -> Callable[[Any, Any]
                 info.run(op, **options)
         except PassFailure as failure:
             for message, location in failure.errors():
-                _location_of(PassFailure(message, location), op).emit_error(message)
+                failure_location(PassFailure(message, location), op).emit_error(message)
             pass_.signal_pass_failure()
         except Exception as err:  # a bug in the pass: report it, keep the traceback
             tracebacks.append(traceback.format_exc())
             culprit = offending_op(err.__traceback__, op)
             on = f" on '{culprit.name}'" if culprit is not None else ""
-            where = culprit.location if culprit is not None else _module_location(op)
+            where = culprit.location if culprit is not None else module_location(op)
             where.emit_error(
                 f"internal error in pass '{info.name}'{on}: {type(err).__name__}: {err}"
             )
@@ -660,8 +397,6 @@ def build_pass_manager(
 def _check_upstream_options(text: str) -> None:
     """Check the options of every upstream element in ``text`` (nested pipelines included)
     against :data:`hector.passes.upstream_options.UPSTREAM_OPTIONS`."""
-    from .upstream_options import option_problem
-
     pending = split_elements(text)[::-1]  # a stack: the first element on top
     while pending:
         name, opener, inner = _split_element(pending.pop())
@@ -671,38 +406,6 @@ def _check_upstream_options(text: str) -> None:
             problem = option_problem(name, parse_options(inner))
             if problem is not None:
                 raise InvalidPipelineError(problem)
-
-
-_REPRO_COUNTER = itertools.count()
-
-
-def _quote(text: str) -> str:
-    """Single-quote ``text`` for a POSIX shell."""
-    return "'" + text.replace("'", "'\"'\"'") + "'"
-
-
-def reproducer_command(path: str, pipeline: str, verify: bool = True) -> str:
-    """The ``hector-opt`` command line that replays ``pipeline`` on the file ``path``."""
-    command = f"hector-opt {_quote(path) if _needs_quotes(path) else path} -p {_quote(pipeline)}"
-    if not verify:
-        command += " --no-hector-verify"
-    return command
-
-
-def _needs_quotes(text: str) -> bool:
-    return re.fullmatch(r"[\w@%+=:,./-]+", text) is None
-
-
-def _write_reproducer(asm: str) -> str:
-    directory = tempfile.gettempdir()
-    while True:
-        path = os.path.join(directory, f"hector-repro-{os.getpid()}-{next(_REPRO_COUNTER)}.mlir")
-        try:
-            with open(path, "x", encoding="utf-8") as f:
-                f.write(asm)
-            return path
-        except FileExistsError:
-            continue
 
 
 def run_pipeline(
@@ -748,10 +451,10 @@ def run_pipeline(
         diagnostics = diagnostics_from_error(err)
         path = command = None
         if asm is not None:
-            path = _write_reproducer(asm)
+            path = write_reproducer(asm)
             command = reproducer_command(path, pipeline, verify)
         error = PipelineError(
-            f"pipeline {_quote(pipeline)} failed",
+            f"pipeline {shell_quote(pipeline)} failed",
             diagnostics,
             pipeline=pipeline,
             reproducer=path,

@@ -4,7 +4,7 @@ MLIR's parser reports most malformed input as a diagnostic, but some input makes
 whole process instead (a C++ assertion, ``LLVM ERROR``, or a stack overflow). Every place that
 parses text from outside Hector (``hector-opt``, ``hector compile FILE``, ``hector.compile`` on
 text, plan files, torch-dialect input) runs :func:`source_problems` first, through
-:func:`hector.passes.pipeline.parse_module` or :func:`check_source`, and refuses such input with
+:func:`hector.passes.module_text.parse_module` or :func:`check_source`, and refuses such input with
 a located error. What is refused:
 
 * input larger than :data:`MAX_SOURCE_BYTES`;
@@ -163,7 +163,7 @@ class UnsafeSourceError(ValueError):
 def check_source(text: str, filename: str = "-", *, allow_unregistered: bool = False) -> None:
     """Raise :class:`UnsafeSourceError` (naming ``filename``) when ``text`` holds anything
     :func:`source_problems` finds; the guard for parsers other than Hector's context (whose
-    parse goes through :func:`hector.passes.pipeline.parse_module`)."""
+    parse goes through :func:`hector.passes.module_text.parse_module`)."""
     problems = source_problems(text, allow_unregistered=allow_unregistered)
     if problems:
         raise UnsafeSourceError(filename, problems)

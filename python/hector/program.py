@@ -103,7 +103,7 @@ def instantiate(program: ir.Module | str) -> ir.Module:
     from mlir import ir  # the compiler is loaded on first use: bundles run without it
 
     if isinstance(program, str):
-        from .passes.pipeline import parse_module  # refuses what would abort MLIR's parser
+        from .passes.module_text import parse_module  # refuses what would abort MLIR's parser
 
         with make_context(), ir.Location.unknown():
             return parse_module(program)
@@ -120,7 +120,7 @@ def parse_file(path: str) -> ir.Module:
     ``path:line:col``, so diagnostics and ``--debug-info`` output name the user's file."""
     from mlir import ir
 
-    from .passes.pipeline import parse_module_file  # refuses what would abort MLIR's parser
+    from .passes.module_text import parse_module_file  # refuses what would abort MLIR's parser
 
     with make_context(), ir.Location.unknown():
         return parse_module_file(path)

@@ -30,7 +30,7 @@ from hector import datasets, models
 from hector.data.graph import HeteroGraph, random_graph
 from hector.data.limits import MAX_COUNT, ResourceLimitError
 from hector.models import HGTLayer, rgcn_layer
-from hector.passes import pipeline as _pipeline
+from hector.passes import diagnostics
 from hector.runtime import native
 
 #: Derandomized, no example database, no deadline (the first compiled call JIT-compiles).
@@ -47,7 +47,9 @@ MEMORY_LIMIT = "256M"
 LIMIT_BYTES = 256 * 2**20
 
 #: Source folders of Hector's modules: a clean error is raised by code in one of them.
-HECTOR_SOURCES = tuple(str(Path(m.__file__).resolve().parent) for m in (hector, native, _pipeline))
+HECTOR_SOURCES = tuple(
+    str(Path(m.__file__).resolve().parent) for m in (hector, native, diagnostics)
+)
 #: A compile diagnostic located in user code (``file:line:col: error: ...``, line >= 1).
 LOCATED_DIAGNOSTIC = re.compile(r"^\S+:[1-9]\d*:\d+: error: ", re.MULTILINE)
 
@@ -79,7 +81,7 @@ def classify(
             ) from err
         if not str(err):
             raise AssertionError(f"{type(err).__name__} without a message") from err
-        if isinstance(err, _pipeline.PipelineError) and not LOCATED_DIAGNOSTIC.search(str(err)):
+        if isinstance(err, diagnostics.PipelineError) and not LOCATED_DIAGNOSTIC.search(str(err)):
             raise AssertionError(f"a compile error without a source location: {err}") from err
         event(f"clean error: {type(err).__name__}")
         return "clean", err
@@ -335,7 +337,7 @@ def test_compiled_function_is_correct_or_rejects_arguments(
             for a in args
         ]
     # A shape only the verifier can judge is a located compile diagnostic (PipelineError).
-    clean = (TypeError, ValueError, hector.TraceError, _pipeline.PipelineError)
+    clean = (TypeError, ValueError, hector.TraceError, diagnostics.PipelineError)
     outcome, out = classify(lambda: rgcn_layer(rgcn_graph, *args), clean=clean)
     if outcome == "accepted":
         torch.testing.assert_close(out, _rgcn_reference(rgcn_graph, *args), atol=1e-4, rtol=1e-4)

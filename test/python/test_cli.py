@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
+
+import pytest
+
+from hector.targets import TARGETS
+from hector.tools import cli
 
 RGCN_SMALL = ["--nodes", "60", "--edges", "300", "--etypes", "3", "--runs", "2"]
 
@@ -46,6 +52,47 @@ def test_compile_emits_each_stage() -> None:
         r = _hector("compile", "--model", "rgcn", "--emit", stage)
         assert r.returncode == 0, r.stderr
         assert needle in r.stdout, stage
+
+
+def _compile_option(dest: str) -> argparse.Action:
+    sub = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return next(a for a in sub.choices["compile"]._actions if a.dest == dest)
+
+
+def test_emit_choices_are_the_targets_stages() -> None:
+    """``--target T --emit`` takes ``inter`` and T's stages, read from the target's one list;
+    ``--emit`` offers every stage of the printable targets, and ``--target`` those targets."""
+    for target in cli.EMIT_TARGETS:
+        assert cli.emit_stages(target) == ("inter", *(s.name for s in TARGETS[target].stages))
+    every = [s for t in cli.EMIT_TARGETS for s in cli.emit_stages(t)]
+    assert _compile_option("emit").choices == list(dict.fromkeys(every))
+    assert _compile_option("target").choices == list(cli.EMIT_TARGETS)
+    # Without --target, a stage picks the first target that has it.
+    assert [cli.emit_target(None, s) for s in ("intra", "loops", "ptx", "host")] == [
+        "cpu",
+        "cpu",
+        "gpu",
+        "cuda",
+    ]
+
+
+@pytest.mark.parametrize(("target", "stage"), [("cpu", "ptx"), ("gpu", "loops"), ("cuda", "llvm")])
+def test_emit_of_a_stage_the_target_lacks_names_its_stages(
+    target: str, stage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["compile", "--model", "rgcn", "--target", target, "--emit", stage]) == 1
+    stages = ", ".join(cli.emit_stages(target))
+    want = f"error: target '{target}' has no stage '{stage}'; its stages: {stages}\n"
+    assert capsys.readouterr().err == want
+
+
+def test_compile_emits_the_cuda_host_stage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["compile", "--model", "rgcn", "--emit", "host", "--chip", "sm_80"]) == 0
+    host = capsys.readouterr().out
+    assert "llvm.func @rgcn_layer" in host
+    assert "llvm.call @mgpuMemAlloc" in host  # MLIR's CUDA runtime wrappers
+    assert "gpu.launch_func" in host  # on LLVM values; a launch when translated
+    assert "sm_80" in host  # the PTX of --chip, embedded
 
 
 def test_compile_malformed_input() -> None:

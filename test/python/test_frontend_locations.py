@@ -14,7 +14,8 @@ from mlir import ir
 import hector
 from hector import targets
 from hector.frontends import trace as frontend
-from hector.passes.pipeline import PipelineError, run_pipeline
+from hector.passes.diagnostics import PipelineError
+from hector.passes.pipeline import run_pipeline
 from hector.passes.registry import PASSES, PassFailure, PassInfo
 from hector.targets import driver as compiler
 

@@ -13,7 +13,8 @@ from mlir.dialects import func, scf
 
 from hector.dialects import make_context
 from hector.passes import PASSES
-from hector.passes.pipeline import PipelineError, run_pipeline
+from hector.passes.diagnostics import PipelineError
+from hector.passes.pipeline import run_pipeline
 from hector.passes.registry import MLIR_CONTEXT, load_all
 from hector.passes.verify import verify_module
 from hector.passes.walk import walk_ops

@@ -9,8 +9,10 @@ recounted here). The GPU stages are checked for one PTX ``.entry`` per template.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,7 +22,10 @@ from mlir import ir
 import hector
 from hector.data.graph import HeteroGraph
 from hector.lowering.cpu.jit import CpuKernel
-from hector.passes.pipeline import PipelineError
+from hector.lowering.pipelines import OPTIMIZE, TARGET_STAGES, LoweringParams
+from hector.passes.diagnostics import PipelineError
+from hector.passes.registry import PIPELINES, load_all
+from hector.targets import TARGETS
 from hector.targets import driver as compiler
 from hector.targets.cuda import compile_gpu
 
@@ -273,12 +278,88 @@ func.func @gds(%g: !hector_inter.graph, %x: tensor<?x4xf32>, %w: tensor<4x3xf32>
 """
 
 
+OPTIMIZED = ("inter", "reorder", "aggregate", "compact", "fuse")
+
+
+def _stage_names(target: str) -> list[str]:
+    return [stage.name for stage in TARGETS[target].stages]
+
+
+def test_each_target_reads_its_one_stage_list() -> None:
+    """Every target has a row of TARGET_STAGES, and its ``stages`` are that row itself."""
+    assert set(TARGETS) == set(TARGET_STAGES)
+    for name, target in TARGETS.items():
+        assert target.stages is TARGET_STAGES[name]
+    assert _stage_names("cpu") == ["intra", "schedule", "loops", "llvm"]
+    assert _stage_names("cuda") == ["intra", "gpu", "ptx", "host"]
+
+
+def test_named_target_pipelines_are_the_targets_stages() -> None:
+    """``hector-lower-<target>``: the optimizations, then exactly the target's stages."""
+    load_all()
+    for name, stages in TARGET_STAGES.items():
+        pipeline = PIPELINES[f"hector-lower-{name}"]
+        assert pipeline.pipeline == ", ".join([OPTIMIZE, *(s.pipeline for s in stages)])
+        assert pipeline.description.endswith(f"(optimize, {', '.join(s.name for s in stages)})")
+
+
+def test_stage_pipelines_take_the_compilations_parameters() -> None:
+    [schedule] = [s for s in TARGET_STAGES["cpu"] if s.name == "schedule"]
+    [ptx] = [s for s in TARGET_STAGES["cuda"] if s.name == "ptx"]
+    assert schedule.pipeline == "hector-schedule{threads=1}"
+    params = LoweringParams(threads=3, bf16_dot=True, chip="sm_80")
+    assert schedule.pipeline_for(params) == "hector-schedule{threads=3 bf16_dot=true}"
+    assert "chip=sm_90 " in ptx.pipeline
+    assert "chip=sm_80 features=+ptx80" in ptx.pipeline_for(params)
+
+
+def _stage_name_sequences(tree: ast.AST, names: frozenset[str]) -> list[int]:
+    """Lines of tuples, lists, sets and dicts with three or more stage names as literals."""
+    found = []
+    for node in ast.walk(tree):
+        items = node.keys if isinstance(node, ast.Dict) else getattr(node, "elts", None)
+        if not isinstance(node, ast.Tuple | ast.List | ast.Set | ast.Dict) or items is None:
+            continue
+        literal = [e.value for e in items if isinstance(e, ast.Constant)]
+        if sum(1 for v in literal if v in names) >= 3:
+            found.append(node.lineno)
+    return found
+
+
+def test_no_second_copy_of_a_stage_list() -> None:
+    """No module of the product writes a list of stage names: each is read from the target's
+    one list (a table like the CLI's former ``STAGES`` would drift from it)."""
+    root = Path(__file__).resolve().parents[2]
+    names = frozenset(s.name for stages in TARGET_STAGES.values() for s in stages)
+    copies = []
+    for folder in ("python/hector", "lowering", "passes", "dialects", "runtime", "benchmarks"):
+        for path in sorted((root / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            copies += [
+                f"{path.relative_to(root)}:{line}" for line in _stage_name_sequences(tree, names)
+            ]
+    assert copies == []
+
+
+def test_the_scan_finds_a_stage_table() -> None:
+    """The scan above is not blind: the CLI's former table is what it reports."""
+    tree = ast.parse('STAGES = {"inter": "cpu", "intra": "cpu", "loops": "cpu", "ptx": "gpu"}')
+    assert _stage_name_sequences(tree, frozenset({"intra", "loops", "ptx"})) == [1]
+
+
+@pytest.mark.parametrize("target", sorted(TARGET_STAGES))
+def test_run_stages_runs_the_targets_stages(target: str) -> None:
+    staged = compiler.run_stages(_GATHER_DST_SCALE, target, chip="sm_80")
+    assert list(staged.stages) == [*OPTIMIZED, *_stage_names(target)]
+    if "ptx" in staged.stages:
+        assert ".target sm_80" in staged.ir("ptx")
+    # Target cuda keeps the PTX before its host stage turns the gpu.binary into LLVM globals.
+    assert (".target sm_80" in staged.ptx) == (target == "cuda")
+
+
 def test_run_stages_keeps_each_stage() -> None:
     staged = compiler.run_stages(_GATHER_DST_SCALE, "cpu")
-    assert list(staged.stages) == [
-        *("inter", "reorder", "aggregate", "compact", "fuse"),
-        *("intra", "schedule", "loops", "llvm"),
-    ]
+    assert list(staged.stages) == [*OPTIMIZED, *_stage_names("cpu")]
     assert "hector_inter.gather_dst" in staged.ir("inter")
     intra = staged.ir("intra")
     assert "hector_inter" not in intra
@@ -297,7 +378,7 @@ def test_run_stages_keeps_each_stage() -> None:
 
 def test_run_stages_until_stops_early() -> None:
     staged = compiler.run_stages(_GATHER_DST_SCALE, "cpu", until="intra")
-    assert list(staged.stages) == ["inter", "reorder", "aggregate", "compact", "fuse", "intra"]
+    assert list(staged.stages) == [*OPTIMIZED, "intra"]
 
 
 def test_cpu_kernel_on_run_stages_output() -> None:
@@ -351,16 +432,7 @@ def test_ptx_has_one_entry_per_template(case: str) -> None:
 
 def test_compile_gpu_on_text() -> None:
     entry = compile_gpu(_GATHER_DST_SCALE)
-    assert list(entry.staged.stages) == [
-        "inter",
-        "reorder",
-        "aggregate",
-        "compact",
-        "fuse",
-        "intra",
-        "gpu",
-        "ptx",
-    ]
+    assert list(entry.staged.stages) == [*OPTIMIZED, *_stage_names("gpu")]
     kinds = _templates(entry.staged.ir("intra"))
     entries = re.findall(r"\.entry\s+(\w+)\(", entry.ptx)
     assert len(entries) == len(kinds) == 3

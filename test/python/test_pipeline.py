@@ -1,4 +1,6 @@
-"""Unit tests for the pipeline machinery behind ``hector-opt`` and the compiler API."""
+"""Unit tests for the pipeline machinery behind ``hector-opt`` and the compiler API: pipeline
+text (``passes/pipeline.py``), its diagnostics (``passes/diagnostics.py``), the reproducer
+(``passes/reproducer.py``) and the parse of input text (``passes/module_text.py``)."""
 
 from __future__ import annotations
 
@@ -12,10 +14,12 @@ import pytest
 from mlir import ir
 
 from hector.dialects import make_context
-from hector.passes import pipeline as _pipeline
+from hector.passes.diagnostics import InvalidPipelineError, PipelineError, diagnostics_from_error
+from hector.passes.module_text import parse_module, parse_module_file
 from hector.passes.pipeline import (
-    InvalidPipelineError,
-    PipelineError,
+    VERIFY_PASS,
+    Stage,
+    build_pass_manager,
     parse_options,
     parse_pipeline,
     run_pipeline,
@@ -77,7 +81,7 @@ def registry() -> Iterator[list[str]]:
             PIPELINES.pop(name, None)
 
 
-def _describe(stages: list[_pipeline.Stage]) -> list[tuple[str, dict]]:
+def _describe(stages: list[Stage]) -> list[tuple[str, dict]]:
     return [(s.name, dict(s.options)) if s.is_hector else ("upstream", s.text) for s in stages]
 
 
@@ -163,10 +167,10 @@ def test_parse_errors(registry: list[str], text: str, message: str) -> None:
 def test_unknown_pass_suggests_close_names(registry: list[str]) -> None:
     ctx = make_context()
     with pytest.raises(InvalidPipelineError) as info:
-        _pipeline.build_pass_manager(parse_pipeline("cse, test-nop"), ctx)
+        build_pass_manager(parse_pipeline("cse, test-nop"), ctx)
     assert str(info.value).startswith("unknown pass 'test-nop'; did you mean 'test-noop'")
     with pytest.raises(InvalidPipelineError, match="unknown pass 'no-such-pass-at-all'$"):
-        _pipeline.build_pass_manager(parse_pipeline("no-such-pass-at-all"), ctx)
+        build_pass_manager(parse_pipeline("no-such-pass-at-all"), ctx)
 
 
 # ---- run_pipeline ---------------------------------------------------------------------------
@@ -200,10 +204,8 @@ def test_run_pipeline_mixes_hector_and_upstream(registry: list[str]) -> None:
 
 def test_run_pipeline_prepends_verify(registry: list[str]) -> None:
     calls: list[str] = []
-    saved = PASSES.get(_pipeline.VERIFY_PASS)
-    PASSES[_pipeline.VERIFY_PASS] = PassInfo(
-        _pipeline.VERIFY_PASS, "stub", lambda op: calls.append("verify"), {}
-    )
+    saved = PASSES.get(VERIFY_PASS)
+    PASSES[VERIFY_PASS] = PassInfo(VERIFY_PASS, "stub", lambda op: calls.append("verify"), {})
     _register(registry, "test-mark", lambda op: calls.append("mark"))
     try:
         ctx = make_context()
@@ -217,9 +219,9 @@ def test_run_pipeline_prepends_verify(registry: list[str]) -> None:
         assert calls == ["mark"]
     finally:
         if saved is None:
-            PASSES.pop(_pipeline.VERIFY_PASS, None)
+            PASSES.pop(VERIFY_PASS, None)
         else:
-            PASSES[_pipeline.VERIFY_PASS] = saved
+            PASSES[VERIFY_PASS] = saved
 
 
 def _fail_on_unary(op: ir.Operation) -> None:
@@ -521,8 +523,8 @@ def test_parse_module_rejects_index_dense_array_before_mlir_aborts() -> None:
     located ir.MLIRError instead, like any parse error (here through a type alias)."""
     text = "!t = index\nmodule attributes {a = array<i64: 1>, b = array<!t: 1>} {}\n"
     with pytest.raises(ir.MLIRError) as info:
-        _pipeline.parse_module(text, make_context())
-    [diag] = _pipeline.diagnostics_from_error(info.value)
+        parse_module(text, make_context())
+    [diag] = diagnostics_from_error(info.value)
     assert (diag.file, diag.line, diag.column) == ("-", 2, 49)
     assert "dense array attributes cannot hold 'index' elements" in diag.message
 
@@ -534,8 +536,8 @@ def test_parse_module_file_names_the_file(tmp_path) -> None:
         '// array<index: 1>\nmodule attributes {s = "array<index>",\n  a = array <index>} {}\n'
     )
     with pytest.raises(ir.MLIRError) as info:
-        _pipeline.parse_module_file(str(path), make_context())
-    [diag] = _pipeline.diagnostics_from_error(info.value)
+        parse_module_file(str(path), make_context())
+    [diag] = diagnostics_from_error(info.value)
     assert (diag.file, diag.line, diag.column) == (str(path), 3, 14)
 
 
@@ -544,12 +546,12 @@ def test_parse_module_takes_dialect_only_op_names_when_unregistered_ops_are_allo
     op parses, so it is not refused either."""
     text = 'func.func @f() {\n  "gpu"() : () -> ()\n  return\n}\n'
     with pytest.raises(ir.MLIRError, match="operation name 'gpu' has no op part"):
-        _pipeline.parse_module(text, make_context())
+        parse_module(text, make_context())
     ctx = make_context()
     ctx.allow_unregistered_dialects = True
-    assert '"gpu"() : () -> ()' in str(_pipeline.parse_module(text, ctx))
+    assert '"gpu"() : () -> ()' in str(parse_module(text, ctx))
 
 
 def test_parse_module_parses_safe_text() -> None:
     text = "module attributes {test.a = array<i64: 1>} {}"
-    assert "array<i64: 1>" in str(_pipeline.parse_module(text, make_context()))
+    assert "array<i64: 1>" in str(parse_module(text, make_context()))

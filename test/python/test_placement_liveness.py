@@ -200,7 +200,7 @@ def test_a_lagged_write_holds_its_value_in_the_model_until_its_wait(model: str) 
     ids=["a string", "negative"],
 )
 def test_a_write_lag_that_is_not_a_kernel_count_is_refused_at_its_offload(lag: Any) -> None:
-    from hector.passes.pipeline import PipelineError
+    from hector.passes.diagnostics import PipelineError
 
     module, _ = _pair("rgat")
     counts = "nodes=19397 edges=422220 compact=46125 dst_compact=46125"

@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hector.passes import source_check
-from hector.passes.pipeline import InvalidPipelineError, build_pass_manager, parse_pipeline
+from hector.passes.diagnostics import InvalidPipelineError
+from hector.passes.pipeline import build_pass_manager, parse_pipeline
 from hector.passes.source_check import MAX_NESTING, UnsafeSourceError, check_source
 
 TEST_ROOT = Path(__file__).resolve().parent.parent
@@ -260,7 +261,7 @@ _PARSE_ALL = """
 import json, sys
 from mlir import ir
 from hector.dialects import make_context
-from hector.passes.pipeline import parse_module
+from hector.passes.module_text import parse_module
 for i, text in enumerate(json.load(sys.stdin)):
     print(i, flush=True)  # the last index printed names the input that crashed
     try:
@@ -445,7 +446,7 @@ def test_elements_attributes_never_abort_the_parser() -> None:
         import json, sys
         from mlir import ir
         from hector.dialects import make_context
-        from hector.passes.pipeline import parse_module
+        from hector.passes.module_text import parse_module
         for attr in json.loads(sys.stdin.read()):
             text = "module attributes {fuzz.a = " + attr + "} {}"
             try:

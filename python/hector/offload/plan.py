@@ -263,7 +263,7 @@ class Plan:
         from mlir import ir
 
         from hector.dialects import make_context
-        from hector.passes.pipeline import parse_module  # refuses what would abort MLIR
+        from hector.passes.module_text import parse_module  # refuses what would abort MLIR
 
         with make_context():
             try:

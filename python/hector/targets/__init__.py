@@ -6,8 +6,10 @@
   on CUDA tensors; and ``gpu``, the PTX of the same kernels to read;
 * :mod:`hector.targets.bundle` — ``bundle``: PTX plus a launch plan, run without the compiler.
 
-Each module owns its stages (from hector_inter to its code), its compile step, its executable
-and its launcher; :mod:`hector.targets.base` holds what they share and
+Each module owns its compile step, its executable and its launcher; a target's stages (from
+hector_inter to its code) are its one list, :attr:`Target.stages` (its row of
+:data:`hector.lowering.pipelines.TARGET_STAGES`, which ``hector-opt`` reads without loading a
+back end). :mod:`hector.targets.base` holds what they share and
 :mod:`hector.targets.options` what a compilation is asked for. The table names each back end
 by module, imported on first use: the frontend never imports a back end, no back end imports
 the frontend.

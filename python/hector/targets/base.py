@@ -56,6 +56,9 @@ class StagedModule:
     stages: dict[str, str | bytes] = field(default_factory=dict)
     seconds: float = 0.0
     abi: dict[str, FunctionAbi] = field(default_factory=dict)
+    #: The kernels' PTX, kept by target ``cuda`` after its ``ptx`` stage (its ``host`` stage
+    #: then turns the ``gpu.binary`` into LLVM globals).
+    ptx: str = ""
 
     def ir(self, stage: str) -> str:
         """The IR text after ``stage``."""
@@ -154,12 +157,11 @@ class Executable:
 
 
 class Backend:
-    """A target's back end, one per target module (as Triton has one per backend): the stages
-    that take hector_inter to its code, and the compile step that makes an entry to call (or,
-    for targets that do not run, code to read)."""
+    """A target's back end, one per target module (as Triton has one per backend): its own
+    steps between the stages (:meth:`after_stage`) and the compile step that makes an entry to
+    call (or, for targets that do not run, code to read). The stages themselves are the
+    target's row of :data:`hector.lowering.pipelines.TARGET_STAGES` (:attr:`Target.stages`)."""
 
-    #: The target's stages after the optimizations, in order.
-    stages: tuple[Stage, ...] = ()
     #: Keep the last stage's IR (upstream dialects only) as MLIR bytecode, printed when asked
     #: for: a training module's LLVM dialect prints in 0.3 s, five times its bytecode's time.
     last_stage_as_bytecode: bool = False
@@ -195,6 +197,15 @@ class Target:
     backend_name: str
     description: str
     runs: bool = True  # False: code to look at (PTX, a bundle), not an entry to call
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        """The target's stages after the optimizations, in order: its one stage list,
+        :data:`hector.lowering.pipelines.TARGET_STAGES` ``[name]``, which the compile step,
+        ``hector compile --emit`` and the named pipeline ``hector-lower-<name>`` read."""
+        from ..lowering.pipelines import TARGET_STAGES  # the compiler, loaded on first use
+
+        return TARGET_STAGES[self.name]
 
     def backend(self) -> Backend:
         """The target's back end (its module imported now, if it was not)."""

@@ -21,7 +21,6 @@ from mlir import ir
 
 from ..lowering import pipelines
 from ..lowering.gpu.ptx import extract_ptx
-from ..passes.pipeline import run_pipeline
 from ..program import Traced
 from ..runtime.bundle_plan import BINARY_OPS, PLAN_VERSION, BundleError, Expr
 from .base import Backend, StagedModule
@@ -321,21 +320,14 @@ def plan_from_staged(
 def compile_staged(
     program: Traced | Any, chip: str, training: bool, options: Options | None
 ) -> StagedModule:
-    """Run the ``bundle`` stages, then ``ptx`` for ``chip`` (the host stays in the func/gpu
+    """Run the ``bundle`` stages, ``ptx`` for ``chip`` last (the host stays in the func/gpu
     dialects, which the plan is read from)."""
-    staged = run_stages(program, "bundle", autodiff=training, options=options)
-    with staged.context, ir.Location.unknown():
-        stage = pipelines.cuda_stages(chip)[2]
-        run_pipeline(staged.module, stage.pipeline, verify=False)
-        staged.stages[stage.name] = str(staged.module)
-    return staged
+    return run_stages(program, "bundle", autodiff=training, options=options, chip=chip)
 
 
 class BundleBackend(Backend):
-    """Target ``bundle``'s stages (``cuda``'s kernels and host launches; the PTX follows for
-    the bundle's chip) and compile step."""
-
-    stages = pipelines.GPU_STAGES[:2]
+    """Target ``bundle``'s compile step: its stages' kernels in PTX for the bundle's chip, and
+    the launch plan read off the host functions."""
 
     def compile(
         self,

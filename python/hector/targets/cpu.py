@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from ..data.graph import HeteroGraph
-from ..lowering import pipelines, placement_to_runtime, profile_kernels
+from ..lowering import placement_to_runtime, profile_kernels
 from ..lowering.cpu import codegen as cpu_codegen
 from ..lowering.cpu.jit import CpuKernel, LibraryKernel, mlir_library
 from ..passes.pipeline import run_pipeline
@@ -55,9 +55,9 @@ def drop_saved(abi: dict[str, FunctionAbi], dropped: dict[str, tuple[int, ...]])
 
 
 class CpuBackend(Backend):
-    """The CPU target's stages and compile step."""
+    """The CPU target's steps between its stages (profile timers, placement plan) and its
+    compile step."""
 
-    stages = pipelines.CPU_STAGES
     last_stage_as_bytecode = True
 
     def after_stage(

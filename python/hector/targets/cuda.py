@@ -3,7 +3,7 @@
 
 The path (one JIT, no interpreter of our own)::
 
-    inter → intra → gpu → ptx → host          (lowering.pipelines.cuda_stages(chip))
+    inter → intra → gpu → ptx → host          (lowering.pipelines.TARGET_STAGES["cuda"])
 
 The first four stages are the GPU target's (``gpu.func`` kernels compiled to PTX for ``chip``,
 embedded in a ``gpu.binary``); the ``host`` stage (``hector-lower-gpu-host``) lowers the host
@@ -49,8 +49,9 @@ import os
 import tempfile
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from mlir import ir
@@ -58,9 +59,7 @@ from mlir.execution_engine import ExecutionEngine
 
 from ..data.graph import HeteroGraph
 from ..lowering import pipelines
-from ..lowering.cpu.codegen import module_bytecode
 from ..lowering.gpu.ptx import extract_ptx
-from ..passes.pipeline import run_pipeline
 from ..program import Traced
 from ..runtime import compile_cache
 from ..runtime.mgpu_hooks import FakeCudaRuntime, Launch, StreamAllocatorHooks, memref_descriptor
@@ -392,24 +391,15 @@ def _compiled(
     traced: Traced, autodiff: bool, options: Options | None, chip: str
 ) -> cuda_cache.Program:
     """The host module and PTX of ``traced`` for ``chip``: from the compilation cache, else
-    lowered through the ``cuda`` stages (and stored there)."""
+    lowered through the ``cuda`` target's stages (and stored there, the ``host`` stage kept as
+    bytecode: ``CudaBackend.last_stage_as_bytecode``)."""
     cache = compile_cache.default_cache()
     k = cuda_cache.key(traced, autodiff, options, chip) if cache is not None else ""
     if cache is not None and (hit := cuda_cache.load(cache, k)) is not None:
         return hit
-    staged = run_stages(traced, "cuda", until="gpu", autodiff=autodiff, options=options)
-    ptx = ""
-    with staged.context, ir.Location.unknown():
-        for stage in pipelines.cuda_stages(chip)[2:]:  # after intra and gpu: ptx, host
-            run_pipeline(staged.module, stage.pipeline, verify=False)
-            if stage.name == cuda_cache.HOST:  # printed when asked for (StagedModule.ir)
-                staged.stages[stage.name] = module_bytecode(staged.module)
-            else:
-                staged.stages[stage.name] = str(staged.module)
-            if stage.name == "ptx":
-                ptx = "\n".join(extract_ptx(staged.module).values())
-    program = cuda_cache.Program(staged, ptx)
-    if cache is not None:
+    staged = run_stages(traced, "cuda", autodiff=autodiff, options=options, chip=chip)
+    program = cuda_cache.Program(staged, staged.ptx)
+    if cache is not None and isinstance(staged.stages.get(cuda_cache.HOST), bytes):
         cuda_cache.store(cache, k, program, chip)
     return program
 
@@ -448,10 +438,25 @@ def compile_gpu(
 
 
 class CudaBackend(Backend):
-    """Target ``cuda``'s stages (for the default chip; :func:`compile_cuda` lowers for the
-    device's) and compile step."""
+    """Target ``cuda``'s compile step (for the device's chip), and its PTX kept after the
+    ``ptx`` stage."""
 
-    stages = pipelines.cuda_stages()
+    #: The ``host`` stage is kept as bytecode: the compilation cache stores it so.
+    last_stage_as_bytecode = True
+
+    def after_stage(
+        self,
+        stage: str,
+        module: Any,
+        staged: StagedModule,
+        options: Options,
+        autodiff: bool,
+        show: Callable[[], str],
+    ) -> None:
+        """Keep the kernels' PTX in ``staged.ptx`` after ``ptx`` (the ``host`` stage turns
+        the ``gpu.binary`` into LLVM globals)."""
+        if stage == "ptx":
+            staged.ptx = "\n".join(extract_ptx(module).values())
 
     def compile(
         self, traced: Traced, *, autodiff: bool = False, options: Options | None = None
@@ -461,9 +466,7 @@ class CudaBackend(Backend):
 
 
 class PtxBackend(Backend):
-    """Target ``gpu``'s stages (kernels to PTX) and compile step: code to read, not to run."""
-
-    stages = pipelines.GPU_STAGES
+    """Target ``gpu``'s compile step (kernels to PTX): code to read, not to run."""
 
     def compile(
         self, traced: Traced, *, autodiff: bool = False, options: Options | None = None

@@ -51,7 +51,8 @@ class Program(NamedTuple):
 def key(traced: Traced, autodiff: bool, options: Options | None, chip: str) -> str:
     """The cache key of ``traced`` compiled for ``chip`` (:meth:`ProgramCache.key`, with the
     chip and every stage's pipeline: the PTX version and NVVM features are in them)."""
-    stages = tuple((s.name, s.pipeline) for s in pipelines.cuda_stages(chip))
+    params = pipelines.LoweringParams(chip=chip)
+    stages = tuple((s.name, s.pipeline_for(params)) for s in pipelines.TARGET_STAGES["cuda"])
     return CACHE.key(traced, autodiff, options, chip, stages)
 
 

@@ -2,9 +2,10 @@
 (:mod:`hector.targets`) compiles with.
 
 :func:`run_stages` verifies the program, runs the optimizations the options enable (in the one
-:data:`~hector.passes.pipeline.OPTIMIZATION_ORDER`) and then the target's stages, keeping each
-stage's IR for inspection and reading each function's ABI. Any stage failure raises
-:class:`hector.passes.pipeline.PipelineError`, whose message names a reproducer file and the
+:data:`~hector.passes.optimizations.OPTIMIZATION_ORDER`) and then the target's stages (its one
+list, :data:`hector.lowering.pipelines.TARGET_STAGES`), keeping each stage's IR for
+inspection and reading each function's ABI. Any stage failure raises
+:class:`hector.passes.diagnostics.PipelineError`, whose message names a reproducer file and the
 ``hector-opt`` command that replays it.
 """
 
@@ -17,6 +18,7 @@ from mlir import ir
 
 from ..dialects.hector_inter import STORAGE
 from ..lowering.cpu.codegen import module_bytecode
+from ..lowering.pipelines import GPU_CHIP, LoweringParams
 from ..passes.pipeline import run_pipeline
 from ..passes.verify import verify_function
 from ..program import Kind, Traced, instantiate
@@ -87,6 +89,7 @@ def run_stages(
     options: Options | None = None,
     *,
     debug_info: bool = False,
+    chip: str = GPU_CHIP,
 ) -> StagedModule:
     """Run the stages of ``target`` (up to ``until``) on a hector_inter program: first the
     optimizations ``options`` enables (default: all, as ``hector.compile``; pass
@@ -98,10 +101,12 @@ def run_stages(
     each stage shows every op's location inline, as ``mlir-opt --mlir-print-debuginfo
     --mlir-print-local-scope`` does; without it, a target that says so
     (``Backend.last_stage_as_bytecode``) keeps its last stage's IR as bytecode, which
-    :meth:`StagedModule.ir` prints when asked."""
+    :meth:`StagedModule.ir` prints when asked. ``chip`` is the GPU architecture the GPU
+    targets' ``ptx`` stage compiles for."""
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; targets: {', '.join(TARGETS)}")
     backend = TARGETS[target].backend()
+    stages = TARGETS[target].stages
     start = time.perf_counter()
     if isinstance(program, Traced):
         module = program.instantiate()
@@ -124,9 +129,10 @@ def run_stages(
             run_pipeline(module, pipeline, verify=False)
             staged.stages[name] = show()
         staged.abi = function_abis(module)
-        for stage in backend.stages:
-            run_pipeline(module, stage.pipeline_for(opts.threads, opts.bf16_dot), verify=False)
-            last = stage is backend.stages[-1] and backend.last_stage_as_bytecode
+        params = LoweringParams(opts.threads, opts.bf16_dot, chip)
+        for stage in stages:
+            run_pipeline(module, stage.pipeline_for(params), verify=False)
+            last = stage is stages[-1] and backend.last_stage_as_bytecode
             staged.stages[stage.name] = (
                 module_bytecode(module) if last and not debug_info else show()
             )

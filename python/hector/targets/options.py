@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..passes.optimizations import OPTIMIZATION_ORDER
+
 __all__ = ["COMPACTION_MAX_RATIO", "GraphStats", "Options"]
 
 #: ``hector-compact-materialization`` leaves the IR unchanged above this compaction ratio (its
@@ -122,9 +124,7 @@ class Options:
 
     def pipelines(self, autodiff: bool) -> list[tuple[str, str]]:
         """(stage name, pipeline) of the hector_inter optimizations these options run, in
-        :data:`~hector.passes.pipeline.OPTIMIZATION_ORDER`."""
-        from ..passes.pipeline import OPTIMIZATION_ORDER  # the compiler, loaded on first use
-
+        :data:`~hector.passes.optimizations.OPTIMIZATION_ORDER`."""
         g = self.graph
         training = "true" if autodiff else "false"
         typed = "true" if g.src_typed else "false"

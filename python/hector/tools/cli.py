@@ -31,19 +31,33 @@ if TYPE_CHECKING:
     from ..program import Traced
     from ..targets.options import Options
 
-STAGES = {
-    "inter": "cpu",
-    "intra": "cpu",
-    "schedule": "cpu",
-    "loops": "cpu",
-    "llvm": "cpu",
-    "gpu": "gpu",
-    "ptx": "gpu",
-}
-
 
 class CliError(Exception):
     """A user-facing error: printed as ``error: <message>``, exit code 1."""
+
+
+#: The targets ``hector compile`` prints a stage of. Without ``--target``, ``--emit`` takes the
+#: first of them that has the stage (``intra`` and ``loops``: cpu; ``ptx``: gpu; ``host``: cuda).
+EMIT_TARGETS = ("cpu", "gpu", "cuda")
+
+
+def emit_stages(target: str) -> tuple[str, ...]:
+    """What ``hector compile --target TARGET --emit`` accepts: ``inter`` (the input, verified)
+    and the target's stages (:data:`hector.lowering.pipelines.TARGET_STAGES`)."""
+    from ..lowering.pipelines import TARGET_STAGES
+
+    return ("inter", *(stage.name for stage in TARGET_STAGES[target]))
+
+
+def emit_target(target: str | None, stage: str) -> str:
+    """The target whose ``stage`` to print: ``target`` when it has that stage (else
+    :class:`CliError` naming its stages), or the first of :data:`EMIT_TARGETS` that has it."""
+    if target is None:
+        return next(t for t in EMIT_TARGETS if stage in emit_stages(t))
+    if stage not in emit_stages(target):
+        stages = ", ".join(emit_stages(target))
+        raise CliError(f"target '{target}' has no stage '{stage}'; its stages: {stages}")
+    return target
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -83,7 +97,13 @@ def _add_compile(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--in-dim", type=_args.POSITIVE_DIM, default=16)
     c.add_argument("--out-dim", type=_args.POSITIVE_DIM, default=16)
     c.add_argument("--etypes", type=_args.POSITIVE_DIM, default=4)
-    c.add_argument("--emit", choices=list(STAGES), default="ptx", help="stage to print")
+    every_stage = dict.fromkeys(s for t in EMIT_TARGETS for s in emit_stages(t))
+    c.add_argument(
+        "--emit",
+        choices=list(every_stage),
+        default="ptx",
+        help="stage to print: inter or one of the target's stages (ptx: the PTX text)",
+    )
     c.add_argument(
         "--threads",
         type=_args.THREADS,
@@ -100,8 +120,10 @@ def _add_compile(sub: argparse._SubParsersAction) -> None:
     c.add_argument("-o", "--output", default="-", help="output file (default stdout)")
     c.add_argument(
         "--target",
-        choices=["cuda"],
-        help="with --bundle: the target the bundle runs on (cuda: PTX + launch plan)",
+        choices=list(EMIT_TARGETS),
+        help="the target whose stage --emit prints (default: the first of "
+        f"{', '.join(EMIT_TARGETS)} that has it); with --bundle: cuda, the target the bundle "
+        "runs on (PTX + launch plan)",
     )
     c.add_argument(
         "--bundle",
@@ -113,7 +135,8 @@ def _add_compile(sub: argparse._SubParsersAction) -> None:
         "--chip",
         default="sm_90",
         type=_args.GpuChip(),
-        help="GPU architecture of a bundle, as LLVM's NVPTX names it (default sm_90)",
+        help="GPU architecture of the ptx stage and of a bundle, as LLVM's NVPTX names it "
+        "(default sm_90)",
     )
     c.add_argument(
         "--no-training",
@@ -266,10 +289,10 @@ def compile_cmd(args: argparse.Namespace) -> int:
     """Print the IR after one stage (or the PTX) of a hector_inter program."""
     from mlir import ir
 
-    from ..passes.pipeline import PipelineError, diagnostics_from_error
+    from ..lowering.gpu.ptx import extract_ptx
+    from ..passes.diagnostics import PipelineError, diagnostics_from_error
     from ..program import parse_file
     from ..targets import driver as compiler
-    from ..targets.cuda import compile_gpu
     from ..targets.options import Options
 
     if args.model is not None and args.input is not None:
@@ -288,9 +311,9 @@ def compile_cmd(args: argparse.Namespace) -> int:
         if not os.path.isfile(args.input):
             raise CliError(f"cannot open input file '{args.input}': no such file")
         program, name = args.input, args.input  # parsed below: its ops at file:line:col
-    if (args.bundle is None) != (args.target is None):
+    if args.bundle is not None and args.target != "cuda":
         raise CliError("--bundle DIR and --target cuda go together")
-    target = STAGES[args.emit]
+    target = emit_target(args.target, args.emit)
     options = Options(
         not args.no_compact,
         not args.no_reorder,
@@ -304,12 +327,18 @@ def compile_cmd(args: argparse.Namespace) -> int:
             program = parse_file(args.input)
         if args.bundle is not None:
             return _write_bundle(program, args, options)
+        staged = compiler.run_stages(
+            program,
+            target,
+            until=args.emit,
+            options=options,
+            debug_info=args.debug_info,
+            chip=args.chip,
+        )
         if args.emit == "ptx":
-            result = compile_gpu(program, options=options).ptx
+            with staged.context:
+                result = "\n".join(extract_ptx(staged.module).values())
         else:
-            staged = compiler.run_stages(
-                program, target, until=args.emit, options=options, debug_info=args.debug_info
-            )
             result = staged.ir(args.emit)
     except ir.MLIRError as err:
         lines = [d.format(lambda f: name if f == "-" else f) for d in diagnostics_from_error(err)]

@@ -34,7 +34,8 @@ from hector.passes.expected_diagnostics import (
 from hector.tools.cli_args import read_stdin
 
 if TYPE_CHECKING:
-    from hector.passes.pipeline import Diagnostic, Stage
+    from hector.passes.diagnostics import Diagnostic
+    from hector.passes.pipeline import Stage
 
 
 class _UsageError(Exception):
@@ -206,13 +207,13 @@ def _process(
     """Parse, run the pipeline on and print one chunk."""
     from mlir import ir
 
-    from hector.passes.pipeline import (
+    from hector.passes.diagnostics import (
         InvalidPipelineError,
         PipelineError,
         diagnostics_from_error,
-        parse_module,
-        run_pipeline,
     )
+    from hector.passes.module_text import parse_module
+    from hector.passes.pipeline import run_pipeline
 
     try:
         module = parse_module(chunk.padded, context)
@@ -266,12 +267,8 @@ def _run_hector(args: argparse.Namespace) -> int:
     from mlir import ir
 
     from hector.dialects import load
-    from hector.passes.pipeline import (
-        Diagnostic,
-        InvalidPipelineError,
-        build_pass_manager,
-        parse_pipeline,
-    )
+    from hector.passes.diagnostics import Diagnostic, InvalidPipelineError
+    from hector.passes.pipeline import build_pass_manager, parse_pipeline
 
     context = ir.Context()
     context.allow_unregistered_dialects = args.allow_unregistered_dialect
@@ -359,7 +356,8 @@ def _torch_stages(args: argparse.Namespace) -> list[Stage] | None:
     """The stages of a pipeline of torch-context passes (``-p raise-torch-to-hector``; also
     what ``--torch``/``--torch-strict`` without ``-p`` mean), or None for any other pipeline.
     Raises :class:`_UsageError` when torch-context passes are mixed with others."""
-    from hector.passes.pipeline import InvalidPipelineError, parse_pipeline, torch_pass_message
+    from hector.passes.diagnostics import InvalidPipelineError
+    from hector.passes.pipeline import parse_pipeline, torch_pass_message
     from hector.passes.registry import TORCH_CONTEXT
 
     pipeline = args.pass_pipeline
@@ -433,10 +431,10 @@ def _run_torch_pipeline(args: argparse.Namespace, stages: list[Stage]) -> int:
 
 def _torch_internal_error(name: str, err: Exception, module: object, display: str) -> str:
     """``file:line: error: internal error in pass ...`` for an exception inside a torch-context
-    pass, at the op it was working on (see :func:`hector.passes.pipeline.offending_op`)."""
+    pass, at the op it was working on (see :func:`hector.passes.diagnostics.offending_op`)."""
     from torch_mlir import ir as torch_ir
 
-    from hector.passes.pipeline import offending_op
+    from hector.passes.diagnostics import offending_op
 
     if _debug():
         traceback.print_exc()
