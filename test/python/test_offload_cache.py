@@ -55,7 +55,8 @@ def test_gpt_20_steps_bit_identical(reference, policy, tmp_path):
         assert set(cache.plan.decisions) == {
             n for n, _ in hector.offload.default_scopes(got[2].module)
         }
-    store_dir = cache.scheduler._store.path if cache.scheduler._store is not None else None
+    store = cache.scheduler.store.opened
+    store_dir = store.path if store is not None else None
     got[2].close()
     assert store_dir is None or not os.path.exists(store_dir)
     assert not any(os.scandir(tmp_path)) or all(

@@ -41,6 +41,7 @@ from hector.runtime.fault_cost import FaultCostMeter
 from hector.runtime.offload import OffloadIOError, TensorStore
 from hector.runtime.offload_entries import Entry
 
+from .budget import MemoryBudget
 from .compiled import CompiledRegions, eager
 from .errors import HugePagesAdvice, OffloadError
 from .heap_trim import TRIM_POINTS as TRIM_POINTS
@@ -56,10 +57,11 @@ from .host_policy import (
 )
 from .plan import OVERHEAD_TARGET, Plan
 from .profiler import StepProfiler, follow_plan
-from .scheduler import OffloadScheduler, SavedHandle, StoreOptions
+from .scheduler import OffloadScheduler, SavedHandle
 from .scopes import GRANULARITIES as GRANULARITIES
 from .scopes import default_scopes
 from .stats import CacheStatistics
+from .store import LazyStore
 
 __all__ = [
     "HugePagesAdvice",
@@ -296,8 +298,8 @@ class TensorCache:
     record_timeline: _KeptBy[bool] = _KeptBy("statistics")
     timeline: _KeptBy[list[tuple[float, int]]] = _KeptBy("statistics")
     errors: _KeptBy[list[OffloadIOError]] = _KeptBy("scheduler")
-    ahead: _KeptBy[int] = _KeptBy("scheduler")
-    readahead_bytes: _KeptBy[int | str | None] = _KeptBy("scheduler")
+    ahead: _KeptBy[int] = _KeptBy("scheduler.reads")
+    readahead_bytes: _KeptBy[int | str | None] = _KeptBy("scheduler.reads")
     on_write_error: _KeptBy[str] = _KeptBy("scheduler")
     released_bytes: _KeptBy[int] = _KeptBy("host_memory")
     release_memory: _KeptBy[bool | str] = _KeptBy("host_memory.policy", "label", read_only=True)
@@ -312,7 +314,7 @@ class TensorCache:
     trim_rule: _KeptBy[str | None] = _KeptBy("heap_trims")
     last_trim_decision: _KeptBy[dict[str, Any] | None] = _KeptBy("heap_trims")
     step_peaks: _KeptBy[Any] = _KeptBy("statistics", read_only=True)
-    budget_bytes: _KeptBy[int | None] = _KeptBy("scheduler", "budget", read_only=True)
+    budget_bytes: _KeptBy[int | None] = _KeptBy("budget", "bytes", read_only=True)
 
     def __init__(
         self,
@@ -368,18 +370,16 @@ class TensorCache:
         self.module = module
         self.statistics = CacheStatistics(record_timeline)
         self.host_memory = HostMemory(host, self.statistics)
+        self.budget = MemoryBudget(memory_budget)
         self.scheduler = OffloadScheduler(
-            StoreOptions(root, threads, chunk_bytes, direct),
+            LazyStore(root, threads, chunk_bytes, direct),
             self.statistics,
             self.host_memory,
+            self.budget,
             ahead=ahead,
             readahead_bytes=readahead_bytes,
             on_write_error=on_write_error,
         )
-        # A fraction becomes bytes once the first forward measured what one step saves.
-        self._budget_fraction = memory_budget if isinstance(memory_budget, float) else None
-        if isinstance(memory_budget, int):
-            self.scheduler.budget = memory_budget
         self.profiler = StepProfiler(
             self.policy == "adaptive",
             warmup_steps,
@@ -428,7 +428,7 @@ class TensorCache:
         Raises:
             OffloadError: the cache (or its store) was closed.
         """
-        return self.scheduler.store
+        return self.scheduler.store.get()
 
     def _attach(self, module: nn.Module, scopes: list[tuple[str, nn.Module]]) -> None:
         self._hooks.append(module.register_forward_pre_hook(eager(self._root_pre)))
@@ -485,12 +485,11 @@ class TensorCache:
     def _root_post(self, module: nn.Module, args: Any, output: Any) -> None:
         if not torch.is_grad_enabled():
             return
-        if self._budget_fraction is not None and self.budget_bytes is None:
-            saved = self.profiler.saved_bytes()  # the first forward's: keep-all's memory
-            self.scheduler.budget = max(int(self._budget_fraction * saved), 1)
+        if self.budget.pending:
+            self.budget.measured(self.profiler.saved_bytes())  # the first forward's: keep-all's
         # Backward starts with the last groups: get them in (or keep them) now.
         with self.scheduler.lock:
-            self.scheduler.read_ahead((self._pass, self._group))
+            self.scheduler.reads.read_ahead((self._pass, self._group))
         if self.statistics.offloaded_this_pass():
             self.heap_trims.at_forward_end(self.plan)
         # The end of the forward is where on_write_error="raise" reports, whatever the timing.
@@ -533,7 +532,7 @@ class TensorCache:
         return torch.autograd.graph.saved_tensors_hooks(*self._eager_hooks)
 
     def __enter__(self) -> TensorCache:
-        self.scheduler.check_open()
+        self.scheduler.store.check_open()
         if self.module is None:
             self._new_pass()
         self._ctx = self.hooks()
@@ -637,7 +636,7 @@ class TensorCache:
 
     def _pack_timed(self, t: torch.Tensor) -> Any:
         scheduler = self.scheduler
-        scheduler.check_open()
+        scheduler.store.check_open()
         if not _eligible(t):
             return t
         storage = t.untyped_storage()
@@ -654,8 +653,9 @@ class TensorCache:
                 self.statistics.counters["aliased"] += 1
             else:
                 offload = nbytes >= self.threshold and self._decision() == "offload"
-                if scheduler.budget is not None:
-                    scheduler.make_room(nbytes, scheduler.budget)
+                budget = self.budget.bytes
+                if budget is not None:
+                    scheduler.make_room(nbytes, budget)
                 group = (self._pass, self._group)
                 entry = scheduler.save(storage, nbytes, key, t.device, group, offload)
                 if self.profiler.active:
@@ -720,7 +720,7 @@ class TensorCache:
         out["offload_ns_per_byte"] = self.offload_ns_per_byte
         out.update(self.heap_trims.report())
         out["huge_pages_advice"] = self.huge_pages_advice
-        out.update(self.scheduler.store_report())
+        out.update(self.scheduler.store.report())
         return out
 
     @contextlib.contextmanager
