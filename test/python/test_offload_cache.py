@@ -153,9 +153,9 @@ def test_hooks_of_kept_tensors_never_poll_the_store(tmp_path, monkeypatch):
 def test_tensor_still_being_written_is_served_from_memory(tmp_path):
     cache = TensorCache("all", root=str(tmp_path), threshold=0)
     t = torch.randn(4 << 20)  # 16 MiB
-    handle = cache._pack(t)
+    handle = cache.saved_hooks.pack(t)
     pending = not cache.store.poll(handle.entry.key)
-    out = cache._unpack(handle)
+    out = cache.saved_hooks.unpack(handle)
     assert torch.equal(out, t)
     if pending:
         assert cache.counters["served_from_memory"] == 1

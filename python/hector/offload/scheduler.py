@@ -147,6 +147,11 @@ class OffloadScheduler:
         while self._writing and self._stats.resident_bytes + nbytes > limit:
             self._finish_write(next(iter(self._writing.values())))
 
+    def wait_for_writes(self) -> None:
+        """Wait for every write in flight (their memory then handed back)."""
+        with self.lock:
+            self.make_room(0, 0)
+
     # ---- completions ----------------------------------------------------------------------------
     def drain(self) -> None:
         """Collect the completed writes and reads, and hand back pending memory."""
