@@ -15,12 +15,12 @@ the plan of one host function:
 * a launch whose grid has no block (an empty graph, an edge type without edges) is skipped;
 * nothing runs before everything is checked: :meth:`Bundle.load` reads the files (bounded
   sizes, no links) and :mod:`hector.runtime.bundle_plan` turns ``plan.json`` into validated
-  objects (:func:`parse_plan`: strict JSON; :func:`validate_plan`: types, ranges, indices,
-  names, kernels and their parameter counts, the training pair's agreement), every error a
-  :class:`BundleError` naming the JSON path (those names are re-exported here); each call then
-  evaluates every size of the plan for its arguments before the first buffer is allocated or
-  kernel launched (a training step checks its backward before its forward runs). The executor
-  reads only the validated objects;
+  objects (:func:`parse_plan`, from :mod:`hector.runtime.plan_json`: strict JSON;
+  :func:`validate_plan`: types, ranges, indices, names, kernels and their parameter counts,
+  the training pair's agreement), every error a :class:`BundleError` naming the JSON path
+  (those names are re-exported here); each call then evaluates every size of the plan for its
+  arguments before the first buffer is allocated or kernel launched (a training step checks
+  its backward before its forward runs). The executor reads only the validated objects;
 * kernels are launched through :class:`hector.runtime.launch.Launcher` (PTX loaded once per
   architecture, handles resolved once per bundle, parameters packed as ``convert-gpu-to-nvvm``
   expands memrefs).

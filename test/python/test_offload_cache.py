@@ -55,7 +55,8 @@ def test_gpt_20_steps_bit_identical(reference, policy, tmp_path):
         assert set(cache.plan.decisions) == {
             n for n, _ in hector.offload.default_scopes(got[2].module)
         }
-    store_dir = cache.scheduler._store.path if cache.scheduler._store is not None else None
+    store = cache.scheduler.store.opened
+    store_dir = store.path if store is not None else None
     got[2].close()
     assert store_dir is None or not os.path.exists(store_dir)
     assert not any(os.scandir(tmp_path)) or all(
@@ -152,9 +153,9 @@ def test_hooks_of_kept_tensors_never_poll_the_store(tmp_path, monkeypatch):
 def test_tensor_still_being_written_is_served_from_memory(tmp_path):
     cache = TensorCache("all", root=str(tmp_path), threshold=0)
     t = torch.randn(4 << 20)  # 16 MiB
-    handle = cache._pack(t)
+    handle = cache.saved_hooks.pack(t)
     pending = not cache.store.poll(handle.entry.key)
-    out = cache._unpack(handle)
+    out = cache.saved_hooks.unpack(handle)
     assert torch.equal(out, t)
     if pending:
         assert cache.counters["served_from_memory"] == 1

@@ -112,10 +112,10 @@ def test_compiled_offloading_has_no_break_nor_recompile(order: str, tmp_path) ->
 def test_regions_are_the_blocks_and_close_restores_forwards(tmp_path) -> None:
     model = _model()
     offloaded = hector.offload(model, policy="all", threshold=0, root=str(tmp_path))
-    assert any(".self_attn" in n for n, _ in offloaded.cache._scopes)  # eager: layer scopes
+    assert any(".self_attn" in n for n, _ in offloaded.cache.scope_tracker.scopes)  # eager: layers
     run = torch.compile(offloaded, backend=BACKEND, fullgraph=True)
     _grads(model, run, steps=1)
-    names = [n for n, _ in offloaded.cache._scopes]
+    names = [n for n, _ in offloaded.cache.scope_tracker.scopes]
     assert names == ["emb", "encoder.layers.0", "encoder.layers.1", "norm", "head"]
     assert offloaded.cache.scope_names == names  # tracked in forward order
     offloaded.close()

@@ -200,10 +200,10 @@ class _RecordingMeter:
     ],
 )
 def test_the_cache_tells_the_fault_meter_each_step(tmp_path, monkeypatch, policy, expected):
-    import hector.offload.cache as cache_mod
+    import hector.offload.options as options_mod
 
     meter = _RecordingMeter()
-    monkeypatch.setattr(cache_mod, "FaultCostMeter", lambda: meter)
+    monkeypatch.setattr(options_mod, "FaultCostMeter", lambda: meter)
     _, _, wrapped = _train(policy, steps=len(expected) - (policy == "adaptive"), root=str(tmp_path))
     assert meter.calls == expected
     wrapped.close()

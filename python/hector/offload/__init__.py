@@ -154,7 +154,7 @@ def attach(model: nn.Module, policy: str | Plan = "adaptive", **options: Any) ->
         hooks.__exit__(None, None, None)
         cache.regions.leave(prior)
         if sys.exc_info()[0] is not None:  # called by PyTorch while the forward raises
-            cache.scheduler.step_failed(cache._pass)
+            cache.scheduler.step_failed(cache.scope_tracker.pass_)
 
     # Dynamo skips these frames (they switch its callback), not the frames they call.
     skip_code(enter.__code__)

@@ -17,18 +17,18 @@ a step* (saved tensors still referenced by autograd) or *closed*. :meth:`TensorC
 step is an error unless ``force=True`` (which discards the saved tensors: the pending backward
 then fails with :class:`OffloadError`); a closed cache never reopens its store.
 
-This module keeps the hooks and the scopes; the store's I/O is :mod:`.scheduler`'s, the
-adaptive policy's profile and plan :mod:`.profiler`'s, what becomes of freed host memory
-:mod:`.host_policy`'s and :mod:`.heap_trim`'s, and the counters :mod:`.stats`'.
+This module puts the cache together and follows each step of the model (its forward's start
+and end); the options are :mod:`.options`', the pack and unpack hooks :mod:`.saved_tensors`',
+the scopes :mod:`.scope_tracker`'s, the store's I/O :mod:`.scheduler`'s (reading back
+:mod:`.read_back`'s), the adaptive policy's profile and plan :mod:`.profiler`'s, what becomes
+of freed host memory :mod:`.host_policy`'s and :mod:`.heap_trim`'s, the counters :mod:`.stats`'.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, Generic, TypeVar, cast, overload
 
@@ -37,26 +37,23 @@ from torch import nn
 from torch._dynamo.eval_frame import skip_code
 
 from hector.runtime import libc_heap
-from hector.runtime.fault_cost import FaultCostMeter
 from hector.runtime.offload import OffloadIOError, TensorStore
-from hector.runtime.offload_entries import Entry
 
+from .budget import MemoryBudget
 from .compiled import CompiledRegions, eager
 from .errors import HugePagesAdvice, OffloadError
 from .heap_trim import TRIM_POINTS as TRIM_POINTS
 from .heap_trim import TRIM_RULES as TRIM_RULES
-from .heap_trim import HeapTrims, TrimPoint, TrimRule, to_trim_point, to_trim_rule
+from .heap_trim import TrimPoint, TrimRule
 from .host_policy import CPU_ALLOCATOR_ENV as CPU_ALLOCATOR_ENV
 from .host_policy import RELEASE_MODES as RELEASE_MODES
-from .host_policy import (
-    HostMemory,
-    HostMemoryPolicy,
-    measure_release_cost,
-    resolve_host_policy,
-)
+from .host_policy import HostMemory, HostMemoryPolicy, measure_release_cost
+from .options import POLICIES as POLICIES
+from .options import CacheOptions
 from .plan import OVERHEAD_TARGET, Plan
-from .profiler import StepProfiler, follow_plan
-from .scheduler import OffloadScheduler, SavedHandle, StoreOptions
+from .profiler import follow_plan
+from .saved_tensors import SavedTensorHooks
+from .scope_tracker import ScopeTracker
 from .scopes import GRANULARITIES as GRANULARITIES
 from .scopes import default_scopes
 from .stats import CacheStatistics
@@ -73,71 +70,7 @@ __all__ = [
 #: Kept here for the benchmarks' heap traces (:func:`hector.runtime.libc_heap.mallinfo2`).
 _mallinfo2 = libc_heap.mallinfo2
 
-POLICIES = ("adaptive", "all", "none")
-
 T = TypeVar("T")
-
-
-def _check_options(
-    on_write_error: str,
-    ahead: int,
-    threshold: int,
-    readahead_bytes: int | str | None,
-    granularity: str,
-    overhead_target: float,
-    warmup_steps: int,
-) -> None:
-    """Check :class:`TensorCache`'s plain options, before anything is set up.
-
-    Raises:
-        OffloadError: one is out of its range.
-    """
-    if on_write_error not in ("keep", "raise"):
-        raise OffloadError(f"on_write_error must be 'keep' or 'raise', got {on_write_error!r}")
-    if ahead < 0 or threshold < 0:
-        raise OffloadError("ahead and threshold must be >= 0")
-    if readahead_bytes != "auto" and not (
-        readahead_bytes is None or (isinstance(readahead_bytes, int) and readahead_bytes >= 0)
-    ):
-        raise OffloadError(
-            f"readahead_bytes must be 'auto', None or an int >= 0, got {readahead_bytes!r}"
-        )
-    if granularity not in GRANULARITIES:
-        raise OffloadError(f"granularity must be one of {GRANULARITIES}, got {granularity!r}")
-    if not 0 <= overhead_target < 10:
-        raise OffloadError(f"overhead_target must be in [0, 10), got {overhead_target}")
-    if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
-        raise OffloadError(f"warmup_steps must be an int >= 0, got {warmup_steps!r}")
-
-
-def _check_budget(budget: int | float | None, policy: object) -> None:
-    """Check ``memory_budget``: None, a byte count > 1, or a fraction in (0, 1], with the
-    adaptive policy (the only one that plans).
-
-    Raises:
-        OffloadError: it is none of these, or the policy is not ``"adaptive"``.
-    """
-    if budget is None:
-        return
-    fraction = isinstance(budget, float) and 0 < budget <= 1
-    count = isinstance(budget, int) and not isinstance(budget, bool) and budget > 1
-    if not (fraction or count):
-        raise OffloadError(
-            "memory_budget must be a byte count (an int > 1) or a fraction of the activation "
-            f"memory one step saves (a float in (0, 1]), got {budget!r}"
-        )
-    if policy != "adaptive":
-        raise OffloadError(f"memory_budget plans with policy='adaptive', not {policy!r}")
-
-
-def _eligible(t: torch.Tensor) -> bool:
-    """Whether ``t`` may be offloaded at all: a strided CPU or CUDA tensor, no parameter."""
-    return (
-        t.layout == torch.strided
-        # type() first: a Parameter's isinstance check runs Python code (its metaclass).
-        and (type(t) is torch.Tensor or not isinstance(t, nn.Parameter))
-        and t.device.type in ("cpu", "cuda")
-    )
 
 
 class _KeptBy(Generic[T]):
@@ -279,12 +212,20 @@ class TensorCache:
             :class:`~hector.offload.heap_trim.TrimRule` (``ModelTrimRule()``,
             ``MeasuredTrimRule()``) may be passed instead of its name.
 
-    The cache itself installs the saved-tensor hooks and tracks the scopes; its parts do the
-    rest: :attr:`scheduler` (the store's I/O, :class:`OffloadScheduler`), :attr:`profiler`
-    (the adaptive policy's measurements and plan, :class:`StepProfiler`), :attr:`heap_trims`
-    (:class:`HeapTrims`), :attr:`host_memory` (:class:`HostMemory`) and :attr:`statistics`
-    (:class:`CacheStatistics`). Attributes such as :attr:`counters`, :attr:`errors` or
-    :attr:`trim_yield` are those parts' own, read and written through the cache.
+    The cache itself follows the steps of the model (its forward's start and end) and its
+    lifecycle; its parts do the rest: :attr:`options` (the options, checked,
+    :class:`~hector.offload.options.CacheOptions`), :attr:`saved_hooks` (the pack and unpack
+    hooks and the policy they follow, :class:`~hector.offload.saved_tensors.SavedTensorHooks`),
+    :attr:`scope_tracker` (the pass, group and scope of the forward,
+    :class:`~hector.offload.scope_tracker.ScopeTracker`), :attr:`scheduler` (the store's I/O,
+    :class:`~hector.offload.scheduler.OffloadScheduler`), :attr:`profiler` (the adaptive
+    policy's measurements and plan, :class:`~hector.offload.profiler.StepProfiler`),
+    :attr:`heap_trims` (:class:`~hector.offload.heap_trim.HeapTrims`), :attr:`host_memory`
+    (:class:`~hector.offload.host_policy.HostMemory`), :attr:`budget`
+    (:class:`~hector.offload.budget.MemoryBudget`) and :attr:`statistics`
+    (:class:`~hector.offload.stats.CacheStatistics`). Attributes such as :attr:`plan`,
+    :attr:`counters`, :attr:`errors` or :attr:`trim_yield` are those parts' own, read and
+    written through the cache.
     """
 
     # Attributes kept by the cache's parts (see the class docstring).
@@ -296,8 +237,8 @@ class TensorCache:
     record_timeline: _KeptBy[bool] = _KeptBy("statistics")
     timeline: _KeptBy[list[tuple[float, int]]] = _KeptBy("statistics")
     errors: _KeptBy[list[OffloadIOError]] = _KeptBy("scheduler")
-    ahead: _KeptBy[int] = _KeptBy("scheduler")
-    readahead_bytes: _KeptBy[int | str | None] = _KeptBy("scheduler")
+    ahead: _KeptBy[int] = _KeptBy("scheduler.reads")
+    readahead_bytes: _KeptBy[int | str | None] = _KeptBy("scheduler.reads")
     on_write_error: _KeptBy[str] = _KeptBy("scheduler")
     released_bytes: _KeptBy[int] = _KeptBy("host_memory")
     release_memory: _KeptBy[bool | str] = _KeptBy("host_memory.policy", "label", read_only=True)
@@ -312,7 +253,12 @@ class TensorCache:
     trim_rule: _KeptBy[str | None] = _KeptBy("heap_trims")
     last_trim_decision: _KeptBy[dict[str, Any] | None] = _KeptBy("heap_trims")
     step_peaks: _KeptBy[Any] = _KeptBy("statistics", read_only=True)
-    budget_bytes: _KeptBy[int | None] = _KeptBy("scheduler", "budget", read_only=True)
+    budget_bytes: _KeptBy[int | None] = _KeptBy("budget", "bytes", read_only=True)
+    policy: _KeptBy[str] = _KeptBy("saved_hooks")
+    plan: _KeptBy[Plan | None] = _KeptBy("saved_hooks")
+    threshold: _KeptBy[int] = _KeptBy("saved_hooks")
+    scope_names: _KeptBy[list[str]] = _KeptBy("scope_tracker", "names")
+    overhead_target: _KeptBy[float] = _KeptBy("options", read_only=True)
 
     def __init__(
         self,
@@ -339,81 +285,57 @@ class TensorCache:
         memory_budget: int | float | None = None,
         compile_callback: Any | None = None,
     ) -> None:
-        if isinstance(policy, str) and policy not in POLICIES:
-            plan = Plan.load(policy)  # a plan file; raises a clear error if it is not one
-            policy = plan
-        _check_budget(memory_budget, policy)
-        _check_options(
-            on_write_error,
-            ahead,
-            threshold,
-            readahead_bytes,
-            granularity,
-            overhead_target,
-            warmup_steps,
+        self.options = options = CacheOptions(
+            policy=policy,
+            memory_budget=memory_budget,
+            threshold=threshold,
+            ahead=ahead,
+            root=root,
+            threads=threads,
+            chunk_bytes=chunk_bytes,
+            direct=direct,
+            on_write_error=on_write_error,
+            record_timeline=record_timeline,
+            write_bandwidth=write_bandwidth,
+            readahead_bytes=readahead_bytes,
+            release_memory=release_memory,
+            overhead_target=overhead_target,
+            granularity=granularity,
+            warmup_steps=warmup_steps,
+            trim_point=trim_point,
+            trim_rule=trim_rule,
         )
-        point, rule = to_trim_point(trim_point), to_trim_rule(trim_rule)
         #: Why ``release_memory="auto"`` could not install the caching allocator ("" if not).
-        host, self.cpu_allocator_note = resolve_host_policy(
-            release_memory, policy != "none", module
-        )
-        if policy != "none":
-            # Before the first step: blocks a profiling step (or any step before the first
-            # write) puts in glibc's heap would otherwise be reused from there ever after.
-            host.prepare_process()
-        self.overhead_target = overhead_target
-        self.plan: Plan | None = policy if isinstance(policy, Plan) else None
-        self.policy = "plan" if self.plan is not None else policy
-        self.threshold = threshold
+        host, self.cpu_allocator_note = options.host_policy(module)
         self.module = module
+        self.budget = MemoryBudget(memory_budget)
         self.statistics = CacheStatistics(record_timeline)
         self.host_memory = HostMemory(host, self.statistics)
-        self.scheduler = OffloadScheduler(
-            StoreOptions(root, threads, chunk_bytes, direct),
-            self.statistics,
-            self.host_memory,
-            ahead=ahead,
-            readahead_bytes=readahead_bytes,
-            on_write_error=on_write_error,
+        self.scheduler = options.scheduler(self.statistics, self.host_memory, self.budget)
+        self.profiler = options.profiler(host, self.statistics, self.scheduler.wait_for_writes)
+        self.heap_trims = options.heap_trims(host, self.statistics, self.profiler.release_cost)
+        self.scope_tracker = ScopeTracker(
+            module, self.profiler.scope_entered, self.profiler.scope_left, scopes is not None
         )
-        # A fraction becomes bytes once the first forward measured what one step saves.
-        self._budget_fraction = memory_budget if isinstance(memory_budget, float) else None
-        if isinstance(memory_budget, int):
-            self.scheduler.budget = memory_budget
-        self.profiler = StepProfiler(
-            self.policy == "adaptive",
-            warmup_steps,
-            host,
-            write_bandwidth=write_bandwidth,
-            overhead_target=overhead_target,
-            ahead=ahead,
-        )
-        self.heap_trims = HeapTrims(
-            host,
-            point,
-            rule,
+        self.saved_hooks = SavedTensorHooks(
+            options.policy_name,
+            options.plan,
+            threshold,
+            scheduler=self.scheduler,
             stats=self.statistics,
-            probe=self.profiler.release_cost,
-            fault_cost=FaultCostMeter(),
+            profiler=self.profiler,
+            heap_trims=self.heap_trims,
+            scopes=self.scope_tracker,
+            budget=self.budget,
         )
-        self._pass = self._group = 0
-        self._scope_stack: list[str] = []
-        self._param_ptrs: set[int] = set()
-        self._hooks: list[Any] = []
+        self._hooks: list[Any] = []  # the model's own forward hooks
         self._wrapped: list[tuple[nn.Module, Any]] = []
         self.regions = CompiledRegions(  # the scopes as regions under torch.compile
-            self._wrapped, functools.partial(_region_scopes, self), compile_callback
+            self._wrapped, self.scope_tracker.for_regions, compile_callback
         )
-        self._eager_hooks = (eager(self._pack), eager(self._unpack))
         self._ctx: contextlib.AbstractContextManager[Any] | None = None
-        self.scope_names: list[str] = []  # in first-forward order
-        self._scopes: list[tuple[str, nn.Module]] = []
-        self._scope_hooks: list[Any] = []  # (the scopes' forward hooks)
-        self._scopes_given = scopes is not None
         if module is not None:
-            self._attach(
-                module, scopes if scopes is not None else default_scopes(module, granularity)
-            )
+            self._attach(module, scopes)
 
     # ---- set-up -------------------------------------------------------------------------------
     @property
@@ -428,30 +350,26 @@ class TensorCache:
         Raises:
             OffloadError: the cache (or its store) was closed.
         """
-        return self.scheduler.store
+        return self.scheduler.store.get()
 
-    def _attach(self, module: nn.Module, scopes: list[tuple[str, nn.Module]]) -> None:
+    def _attach(self, module: nn.Module, scopes: list[tuple[str, nn.Module]] | None) -> None:
+        """Follow ``module``'s steps and track ``scopes`` (None: :func:`default_scopes`)."""
         self._hooks.append(module.register_forward_pre_hook(eager(self._root_pre)))
         self._hooks.append(module.register_forward_hook(eager(self._root_post)))
-        _track_scopes(self, scopes)
+        if scopes is None:
+            scopes = default_scopes(module, self.options.granularity)
+        self.scope_tracker.track(scopes)
         if self.plan is not None:
-            self._wrapped += follow_plan(self.plan, self._scopes)
+            self._wrapped += follow_plan(self.plan, self.scope_tracker.scopes)
 
     def _refresh_params(self) -> None:
-        ptrs: set[int] = set()
-        on_gpu = False
-        if self.module is not None:
-            for t in itertools.chain(self.module.parameters(), self.module.buffers()):
-                ptrs.add(t.untyped_storage().data_ptr())
-                on_gpu = on_gpu or t.device.type == "cuda"
-        self._param_ptrs = ptrs
+        on_gpu = self.saved_hooks.keep_parameters(self.module)
         # Where the module is now (it may have moved since it was wrapped).
         self.profiler.sync = torch.cuda.synchronize if on_gpu else None
 
     def _new_pass(self) -> None:
         with self.scheduler.lock:
-            self._pass += 1
-            self._group = 0
+            self.scope_tracker.new_pass()
             self.statistics.start_pass()
             self.heap_trims.trimmed_at = None
 
@@ -459,11 +377,12 @@ class TensorCache:
         if not torch.is_grad_enabled():
             return
         profiler = self.profiler
+        pass_ = self.scope_tracker.pass_
         # The step that just ended; not the first steps, which fault in what they
         # allocate (the warm-up steps: the small GPT's second step faulted 2.6x its third),
         # nor the first planned one, which starts with the keep-everything steps' garbage.
         warming_up = profiler.active and bool(profiler.profile) and profiler.warmup_left > 0
-        atypical = self._pass <= 1 or warming_up or self._pass == profiler.first_planned_pass
+        atypical = pass_ <= 1 or warming_up or pass_ == profiler.first_planned_pass
         offloaded = None if atypical else self.statistics.offloaded_this_pass()
         self.heap_trims.step_ended(offloaded, self.statistics.own_hook_ns_this_pass())
         if profiler.active and profiler.profile:
@@ -474,66 +393,39 @@ class TensorCache:
                 self.plan = profiler.finish(
                     lambda: self.store, self.module, self.scope_names, self.budget_bytes or 0
                 )
-                self._wrapped += follow_plan(self.plan, self._scopes)
+                self._wrapped += follow_plan(self.plan, self.scope_tracker.scopes)
                 self.heap_trims.fault_cost.restart()  # the probes are not the next step's cost
-                profiler.first_planned_pass = self._pass + 1
+                profiler.first_planned_pass = pass_ + 1
         self._refresh_params()
         self._new_pass()
         if profiler.active:
-            profiler.pass_ = self._pass
+            profiler.pass_ = self.scope_tracker.pass_
 
     def _root_post(self, module: nn.Module, args: Any, output: Any) -> None:
         if not torch.is_grad_enabled():
             return
-        if self._budget_fraction is not None and self.budget_bytes is None:
-            saved = self.profiler.saved_bytes()  # the first forward's: keep-all's memory
-            self.scheduler.budget = max(int(self._budget_fraction * saved), 1)
+        if self.budget.pending:
+            self.budget.measured(self.profiler.saved_bytes())  # the first forward's: keep-all's
         # Backward starts with the last groups: get them in (or keep them) now.
+        tracker = self.scope_tracker
         with self.scheduler.lock:
-            self.scheduler.read_ahead((self._pass, self._group))
+            self.scheduler.reads.read_ahead((tracker.pass_, tracker.group))
         if self.statistics.offloaded_this_pass():
             self.heap_trims.at_forward_end(self.plan)
         # The end of the forward is where on_write_error="raise" reports, whatever the timing.
         try:
             self.flush()
         except BaseException:
-            self.scheduler.step_failed(self._pass)
+            self.scheduler.step_failed(self.scope_tracker.pass_)
             raise
-
-    def _scope_pre(self, name: str) -> Callable[..., None]:
-        def hook(module: nn.Module, args: Any) -> None:
-            if not torch.is_grad_enabled():
-                return
-            if name not in self.scope_names:
-                self.scope_names.append(name)
-            with self.scheduler.lock:
-                self._group += 1
-                if self.profiler.active:  # the first steps: one scope's writes in flight
-                    self.scheduler.make_room(0, 0)
-            self._scope_stack.append(name)
-            if self.profiler.active:
-                self.profiler.scope_entered(name, self._group, self._waited_ns())
-
-        return hook
-
-    def _scope_post(self, name: str) -> Callable[..., None]:
-        def hook(module: nn.Module, args: Any, output: Any) -> None:
-            if not torch.is_grad_enabled():
-                return
-            if self._scope_stack and self._scope_stack[-1] == name:
-                self._scope_stack.pop()
-            if self.profiler.active:
-                self.profiler.scope_left(name, self._waited_ns())
-
-        return hook
 
     # ---- context manager ----------------------------------------------------------------------
     def hooks(self) -> torch.autograd.graph.saved_tensors_hooks:
         """The ``saved_tensors_hooks`` context that routes saved tensors through this cache."""
-        return torch.autograd.graph.saved_tensors_hooks(*self._eager_hooks)
+        return torch.autograd.graph.saved_tensors_hooks(*self.saved_hooks.eager)
 
     def __enter__(self) -> TensorCache:
-        self.scheduler.check_open()
+        self.scheduler.store.check_open()
         if self.module is None:
             self._new_pass()
         self._ctx = self.hooks()
@@ -550,12 +442,12 @@ class TensorCache:
             ctx, self._ctx = self._ctx, None
             ctx.__exit__(exc_type, exc, tb)
         if exc_type is not None:
-            self.scheduler.step_failed(self._pass)
+            self.scheduler.step_failed(self.scope_tracker.pass_)
         elif not self.closed:
             try:
                 self.flush()  # leaving the block ends the forward: report write errors here
             except BaseException:
-                self.scheduler.step_failed(self._pass)
+                self.scheduler.step_failed(self.scope_tracker.pass_)
                 raise
 
     def flush(self) -> None:
@@ -596,10 +488,10 @@ class TensorCache:
             return
         if not force:
             self.scheduler.check_no_step_in_flight()
-        for h in self._hooks + self._scope_hooks:
+        for h in self._hooks:
             h.remove()
         self._hooks.clear()
-        self._scope_hooks.clear()
+        self.scope_tracker.remove()
         for m, original in reversed(self._wrapped):  # a module wrapped twice: the first last
             if getattr(original, "__self__", None) is m and "forward" in vars(m):
                 delattr(m, "forward")  # its class's forward again
@@ -607,86 +499,6 @@ class TensorCache:
                 m.forward = original
         self._wrapped.clear()
         self.scheduler.close()
-
-    # ---- hooks --------------------------------------------------------------------------------
-    def _waited_ns(self) -> int:
-        """Time so far not spent on the model: waiting for the store's writes and reads, and
-        trimming the heap (ns)."""
-        timing = self.statistics.timing
-        return timing["read_wait_ns"] + timing["write_wait_ns"] + timing["trim_ns"]
-
-    def _decision(self) -> str:
-        scope = self._scope_stack[-1] if self._scope_stack else None
-        if self.policy == "none":
-            return "keep"
-        if self.profiler.active or self.policy == "all":  # adaptive: profile while offloading
-            return "offload"
-        assert self.plan is not None
-        if scope is None:
-            return "keep"
-        return self.plan.decisions.get(scope, "keep")
-
-    def _pack(self, t: torch.Tensor) -> Any:
-        timing = self.statistics.timing
-        start = time.perf_counter_ns()
-        try:
-            return self._pack_timed(t)
-        finally:
-            timing["pack_ns"] += time.perf_counter_ns() - start
-            timing["hook_calls"] += 1
-
-    def _pack_timed(self, t: torch.Tensor) -> Any:
-        scheduler = self.scheduler
-        scheduler.check_open()
-        if not _eligible(t):
-            return t
-        storage = t.untyped_storage()
-        ptr = storage.data_ptr()
-        if ptr == 0 or ptr in self._param_ptrs:
-            return t
-        nbytes = storage.nbytes()
-        with scheduler.lock:
-            scheduler.drain()
-            rec = self.profiler.record_of(self._scope_stack)
-            key = (str(t.device), ptr)
-            entry = scheduler.entries.live_alias(key)
-            if entry is not None:
-                self.statistics.counters["aliased"] += 1
-            else:
-                offload = nbytes >= self.threshold and self._decision() == "offload"
-                if scheduler.budget is not None:
-                    scheduler.make_room(nbytes, scheduler.budget)
-                group = (self._pass, self._group)
-                entry = scheduler.save(storage, nbytes, key, t.device, group, offload)
-                if self.profiler.active:
-                    self.profiler.saved(rec, nbytes, self.threshold)
-            entry.refs += 1
-            return SavedHandle(scheduler, entry, t)
-
-    def _unpack(self, h: Any) -> torch.Tensor:
-        if self.heap_trims.pending is not None:
-            self.heap_trims.as_backward_starts(self.plan)
-        if not isinstance(h, SavedHandle):
-            return h
-        timing = self.statistics.timing
-        start = time.perf_counter_ns()
-        try:
-            return self._unpack_handle(h)
-        finally:
-            timing["unpack_ns"] += time.perf_counter_ns() - start
-            timing["hook_calls"] += 1
-
-    def _unpack_handle(self, h: SavedHandle) -> torch.Tensor:
-        e: Entry = h.entry
-        dtype, size, stride, offset = h.dtype, h.size, h.stride, h.offset
-        if self.profiler.active and e.group[0] == self.profiler.pass_:
-            self.profiler.unpacked(e.group[1], self._waited_ns())
-        # The traceback of an error raised below keeps this frame: it must not keep the
-        # handle (a saved tensor close() counts as in flight) alive.
-        del h
-        storage, shift = self.scheduler.load(e)
-        out = torch.empty((0,), dtype=dtype, device=storage.device)
-        return out.set_(storage, offset + shift // out.element_size(), size, stride)
 
     # ---- reporting ----------------------------------------------------------------------------
     def time_breakdown(self) -> dict[str, int]:
@@ -720,7 +532,7 @@ class TensorCache:
         out["offload_ns_per_byte"] = self.offload_ns_per_byte
         out.update(self.heap_trims.report())
         out["huge_pages_advice"] = self.huge_pages_advice
-        out.update(self.scheduler.store_report())
+        out.update(self.scheduler.store.report())
         return out
 
     @contextlib.contextmanager
@@ -728,33 +540,6 @@ class TensorCache:
         """Context for one training step without a module (``with cache.step(): ...``)."""
         with self:
             yield self
-
-
-def _track_scopes(cache: TensorCache, scopes: list[tuple[str, nn.Module]]) -> None:
-    """Track ``scopes`` in ``cache`` (forward hooks, run eagerly wherever they are called
-    from), replacing the scopes it tracked so far."""
-    for h in cache._scope_hooks:
-        h.remove()
-    cache._scope_hooks = [
-        hook
-        for name, m in scopes
-        for hook in (
-            m.register_forward_pre_hook(eager(cache._scope_pre(name))),
-            m.register_forward_hook(eager(cache._scope_post(name))),
-        )
-    ]
-    cache._scopes = scopes
-
-
-def _region_scopes(cache: TensorCache) -> list[tuple[str, nn.Module]]:
-    """The scopes ``cache`` compiles as regions, once its model turns out to be compiled:
-    the ``scopes`` given, else the model's blocks (``granularity="block"``: a region holds no
-    scope of its own, whose hooks would break its graph)."""
-    if cache.module is not None and not cache._scopes_given:
-        blocks = default_scopes(cache.module, "block")
-        if [n for n, _ in blocks] != [n for n, _ in cache._scopes]:
-            _track_scopes(cache, blocks)
-    return cache._scopes
 
 
 class OffloadedModule(nn.Module):
@@ -791,7 +576,7 @@ class OffloadedModule(nn.Module):
                 try:
                     return self.module(*args, **kwargs)
                 except BaseException:
-                    cache.scheduler.step_failed(cache._pass)
+                    cache.scheduler.step_failed(cache.scope_tracker.pass_)
                     raise
         finally:
             cache.regions.leave(prior)

@@ -289,7 +289,7 @@ def _auto_policy(offloads: bool, module: nn.Module | None) -> tuple[HostMemoryPo
             f"hector.offload: {err}; freed activations are handed back with madvise "
             '(release_memory="advise") instead, and the peak memory falls less '
             '(docs/offload.md, "Caching CPU allocator")',
-            stacklevel=5,
+            stacklevel=6,
         )
         return AdvisePages(), str(err)
     return CachingAllocatorReuse(), ""

@@ -203,26 +203,20 @@ class Plan:
         prints, saves, loads and edits like any plan (running the pass on it re-plans with the
         pass's own rule).
         """
-        forward = [float(s.forward_ns) for s in scopes]
         nbytes = [int(s.nbytes) for s in scopes]
-        costs = (write_bandwidth, read_bandwidth, ahead, offload_ns_per_byte)
-        peak = None
-        if memory_budget > 0:
-            budgeted = plan_within_budget(
-                forward, backward_ns, nbytes, *costs[:2], memory_budget, unscoped=unscoped,
-                ahead=ahead, offload_ns_per_byte=offload_ns_per_byte,
-            )  # fmt: skip
-            decisions, peak = budgeted.decisions, budgeted.peak_bytes
-        else:
-            decisions = plan_hidden(
-                forward, backward_ns, nbytes, *costs[:2],
-                overhead_target=overhead_target * DECISION_SHARE, recompute=recompute,
-                ahead=ahead, offload_ns_per_byte=offload_ns_per_byte,
-            )  # fmt: skip
-        model = simulate_step(forward, backward_ns, nbytes, decisions, *costs)
-        trim_budget = 0.0
-        if trim_heap and "offload" in decisions:
-            trim_budget = max(overhead_target - model.overhead, 0.0) * model.step_ns
+        costs = (write_bandwidth, read_bandwidth, offload_ns_per_byte)
+        decided = _decide(
+            [float(s.forward_ns) for s in scopes],
+            backward_ns,
+            nbytes,
+            costs,
+            ahead,
+            overhead_target=overhead_target,
+            recompute=recompute,
+            trim_heap=trim_heap,
+            memory_budget=memory_budget,
+            unscoped=unscoped,
+        )
         missing = _mlir_missing()
         if missing is not None:
             warnings.warn(
@@ -232,30 +226,26 @@ class Plan:
                 PlanWithoutIRWarning,
                 stacklevel=2,
             )
-            names = [s.name for s in scopes]
-            return cls(
-                dict(zip(names, decisions, strict=True)),
-                "adaptive",
-                "",
-                names,
-                dict(zip(names, nbytes, strict=True)),
-                int(trim_budget),
-                model.overhead,
-                offload_ns_per_byte,
-                memory_budget,
-                peak,
-            )
-        text = _decisions_ir(
-            scopes,
-            backward_ns,
-            decisions,
-            (write_bandwidth, read_bandwidth, offload_ns_per_byte),
-            ahead,
-            model,
-            trim_budget,
-            (memory_budget, peak),
+            return cls._without_ir([s.name for s in scopes], nbytes, decided, offload_ns_per_byte)
+        return cls.from_ir(_decisions_ir(scopes, backward_ns, decided, costs, ahead))
+
+    @classmethod
+    def _without_ir(
+        cls, names: list[str], nbytes: list[int], decided: _Decided, offload_ns_per_byte: float
+    ) -> Plan:
+        """The plan of ``decided`` for scopes ``names`` saving ``nbytes``, with no IR."""
+        return cls(
+            dict(zip(names, decided.decisions, strict=True)),
+            "adaptive",
+            "",
+            names,
+            dict(zip(names, nbytes, strict=True)),
+            int(decided.trim_budget_ns),
+            decided.model.overhead,
+            offload_ns_per_byte,
+            decided.memory_budget,
+            decided.peak,
         )
-        return cls.from_ir(text)
 
     @classmethod
     def from_ir(cls, text: str, source: str = "<plan>") -> Plan:
@@ -355,6 +345,62 @@ class Plan:
         return out
 
 
+@dataclass(frozen=True)
+class _Decided:
+    """An adaptive plan's decisions (one per scope), the step the model predicts for them,
+    the heap-trim budget they leave each step (ns), and the memory budget they were made to
+    fit with the modelled peak ((0, None): no budget)."""
+
+    decisions: list[str]
+    model: StepModel
+    trim_budget_ns: float
+    memory_budget: int
+    peak: int | None
+
+
+def _decide(
+    forward: Sequence[float],
+    backward_ns: Sequence[float],
+    nbytes: Sequence[int],
+    costs: tuple[float, float, float],
+    ahead: int,
+    *,
+    overhead_target: float,
+    recompute: bool,
+    trim_heap: bool,
+    memory_budget: int,
+    unscoped: int,
+) -> _Decided:
+    """The decisions of :func:`plan_within_budget` under a ``memory_budget`` (bytes;
+    ``unscoped``: the bytes saved outside every scope), else of :func:`plan_hidden` spending
+    ``DECISION_SHARE`` of ``overhead_target``; then the model of the step they make and, with
+    ``trim_heap`` and something offloaded, the overhead they leave to heap trims (see
+    :meth:`Plan.from_measurements`). ``costs``: write and read bandwidth (bytes/s) and the
+    offload cost per byte (ns)."""
+    write_bandwidth, read_bandwidth, offload_ns_per_byte = costs
+    peak = None
+    if memory_budget > 0:
+        budgeted = plan_within_budget(
+            forward, backward_ns, nbytes, write_bandwidth, read_bandwidth, memory_budget,
+            unscoped=unscoped, ahead=ahead, offload_ns_per_byte=offload_ns_per_byte,
+        )  # fmt: skip
+        decisions, peak = budgeted.decisions, budgeted.peak_bytes
+    else:
+        decisions = plan_hidden(
+            forward, backward_ns, nbytes, write_bandwidth, read_bandwidth,
+            overhead_target=overhead_target * DECISION_SHARE, recompute=recompute,
+            ahead=ahead, offload_ns_per_byte=offload_ns_per_byte,
+        )  # fmt: skip
+    model = simulate_step(
+        forward, backward_ns, nbytes, decisions, write_bandwidth, read_bandwidth, ahead,
+        offload_ns_per_byte,
+    )  # fmt: skip
+    trim_budget = 0.0
+    if trim_heap and "offload" in decisions:
+        trim_budget = max(overhead_target - model.overhead, 0.0) * model.step_ns
+    return _Decided(list(decisions), model, trim_budget, memory_budget, peak)
+
+
 def _int_attr(func: Any, name: str) -> int | None:
     """The integer attribute ``name`` of ``func`` (None: absent)."""
     from mlir import ir
@@ -378,18 +424,17 @@ def _arg_names(func: Any, n: int) -> list[str]:
 def _decisions_ir(
     scopes: Sequence[Any],
     backward_ns: Sequence[float],
-    decisions: Sequence[str],
+    decided: _Decided,
     costs: tuple[float, float, float],
     ahead: int,
-    model: StepModel,
-    trim_budget_ns: float = 0.0,
-    budget: tuple[int, int | None] = (0, None),
 ) -> str:
-    """The profile function of ``scopes`` with ``decisions`` built in (see from_measurements);
-    ``costs``: write and read bandwidth (bytes/s) and the offload cost per byte (ns);
-    ``trim_budget_ns``: what each forward may spend trimming the heap (0: never);
-    ``budget``: the memory budget and the modelled peak of a budgeted plan ((0, None): none)."""
+    """The profile function of ``scopes`` with ``decided``'s decisions, model, trim budget
+    (what each forward may spend trimming the heap; 0: never) and memory budget built in (see
+    from_measurements); ``costs``: write and read bandwidth (bytes/s) and the offload cost per
+    byte (ns)."""
     write_bandwidth, read_bandwidth, offload_ns_per_byte = costs
+    decisions, model, trim_budget_ns = decided.decisions, decided.model, decided.trim_budget_ns
+    budget = (decided.memory_budget, decided.peak)
     from mlir import ir
 
     from hector.dialects import make_context, placement

@@ -30,6 +30,7 @@ from .host_policy import (
     device_types,
 )
 from .plan import Plan
+from .stats import CacheStatistics
 
 __all__ = ["StepProfiler", "follow_plan"]
 
@@ -93,6 +94,10 @@ class StepProfiler:
         warmup_steps: forward passes (with their backward) measured and then forgotten
             before the profiled one.
         host: the cache's host-memory policy (how much each offloaded byte costs).
+        stats: the cache's statistics (the time it waited for the store, left out of the
+            scopes' times).
+        settle: waits for the writes in flight; called as each profiled scope starts, so one
+            scope's writes at most are in flight.
         write_bandwidth: the store's write bandwidth given by the caller (None: measured).
         overhead_target: the step-time overhead over keep-all the plan may spend.
         ahead: the groups read ahead of backward.
@@ -104,6 +109,8 @@ class StepProfiler:
         warmup_steps: int,
         host: HostMemoryPolicy,
         *,
+        stats: CacheStatistics,
+        settle: Callable[[], None],
         write_bandwidth: float | None,
         overhead_target: float,
         ahead: int,
@@ -112,6 +119,8 @@ class StepProfiler:
         self.pass_ = 0  # the pass being profiled (its backward too)
         self.warmup_left = warmup_steps  # measured steps still to discard
         self._host = host
+        self._stats = stats
+        self._settle = settle
         self._overhead_target = overhead_target
         self._ahead = ahead
         self.profile: dict[str, list[float]] = {}  # scope -> [forward seconds, saved bytes]
@@ -155,15 +164,20 @@ class StepProfiler:
         self._unpack_marks.clear()
         self._last_unpack = (0.0, 0)
 
-    def scope_entered(self, name: str, group: int, waited_ns: int) -> None:
-        """Scope ``name`` opened ``group``: its forward starts now (``waited_ns``: the cache's
-        time waiting for the store so far, left out of the scope's time)."""
+    def scope_entered(self, name: str, group: int) -> None:
+        """Scope ``name`` opened ``group``: while profiling, once the last scope's writes are
+        done, its forward starts now (the time the cache waits for the store from now on is
+        left out of the scope's time)."""
+        if not self.active:
+            return
+        self._settle()
         self._group_scope[group] = name
-        self._scope_start[name] = (self.clock(), waited_ns)
+        self._scope_start[name] = (self.clock(), self._stats.waited_ns())
 
-    def scope_left(self, name: str, waited_ns: int) -> None:
+    def scope_left(self, name: str) -> None:
         """Scope ``name``'s forward ended now."""
-        if name in self._scope_start:
+        if self.active and name in self._scope_start:
+            waited_ns = self._stats.waited_ns()
             rec = self.profile.setdefault(name, [0.0, 0.0])
             start, waited_before = self._scope_start.pop(name)
             rec[0] += max(self.clock() - start - (waited_ns - waited_before) * 1e-9, 0.0)
@@ -187,9 +201,9 @@ class StepProfiler:
         """The bytes the pass being profiled saved so far (every new storage)."""
         return int(sum(rec[1] for rec in self.profile.values())) + self.unscoped_bytes
 
-    def unpacked(self, group: int, waited_ns: int) -> None:
-        """Backward unpacked a tensor of the profiled pass's ``group``; ``waited_ns``: the
-        cache's time waiting for the store so far."""
+    def unpacked(self, group: int) -> None:
+        """Backward unpacked a tensor of the profiled pass's ``group``."""
+        waited_ns = self._stats.waited_ns()
         self._last_unpack = (self.clock(), waited_ns)
         self._unpack_marks.setdefault(group, self._last_unpack)
 

@@ -2,47 +2,33 @@
 
 :class:`OffloadScheduler` moves each saved storage through its states (in memory, being
 written, on disk, being read, loaded; failed or discarded): it starts writes (through pinned
-staging for CUDA tensors), collects completions, reads groups back ahead of backward within a
-read-ahead window, serves unpacks (:meth:`OffloadScheduler.load`) and frees what autograd
+staging for CUDA tensors), collects completions, serves unpacks (:meth:`OffloadScheduler.load`,
+reading back through :class:`~hector.offload.read_back.ReadBack`) and frees what autograd
 releases. Every method that touches entries runs with :attr:`OffloadScheduler.lock` held.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import threading
 import time
 import warnings
-from typing import Any
 
 import torch
 
 from hector.runtime import libc_heap
-from hector.runtime.offload import OffloadIOError, TensorStore
+from hector.runtime.offload import OffloadIOError
 from hector.runtime.offload_entries import Entry, Group, SavedEntries
 
-from .errors import CLOSED_HINT, OffloadError
+from .budget import MemoryBudget
+from .errors import OffloadError
 from .host_policy import HostMemory
+from .read_back import ReadBack
 from .stats import CacheStatistics
+from .store import LazyStore
 
-__all__ = ["OffloadScheduler", "SavedHandle", "StoreOptions"]
-
-
-class StoreOptions:
-    """How the scheduler opens its store (:class:`TensorStore`'s ``root``, ``threads``,
-    ``chunk_bytes`` and ``direct``), lazily, keeping files for the next write of a size."""
-
-    def __init__(self, root: str | None, threads: int, chunk_bytes: int, direct: bool) -> None:
-        self.open = functools.partial(
-            TensorStore,
-            root=root,
-            threads=threads,
-            chunk_bytes=chunk_bytes,
-            direct=direct,
-            keep_files=True,  # training writes the same sizes every step: overwrite, not create
-        )
+__all__ = ["OffloadScheduler", "SavedHandle"]
 
 
 class SavedHandle:
@@ -69,9 +55,10 @@ class OffloadScheduler:
     """The writes, reads and releases of one cache's saved storages (see the module).
 
     Args:
-        store: how to open the store (on first use, never reopened once closed).
+        store: the cache's store (opened on first use, never reopened once closed).
         stats: the cache's counters, timings and resident bytes.
         host: what becomes of freed CPU memory (the host-memory policy).
+        budget: the memory budget (forwards wait for writes, reads ahead stay within it).
         ahead: how many groups before the one backward is in are prefetched.
         readahead_bytes: the read-ahead window (``"auto"``, bytes, or None: unbounded).
         on_write_error: ``"keep"`` (warn, keep the tensor) or ``"raise"`` (at the next flush).
@@ -79,53 +66,28 @@ class OffloadScheduler:
 
     def __init__(
         self,
-        store: StoreOptions,
+        store: LazyStore,
         stats: CacheStatistics,
         host: HostMemory,
+        budget: MemoryBudget,
         *,
         ahead: int,
         readahead_bytes: int | str | None,
         on_write_error: str,
     ) -> None:
-        self._open_store = store.open
+        self.store = store
         self._stats = stats
         self.host = host
-        self.ahead = ahead
-        self.readahead_bytes = readahead_bytes
-        #: The activation bytes the cache may hold in memory (``memory_budget``; None: no
-        #: bound): reads ahead of backward start only within it (:meth:`read_ahead`).
-        self.budget: int | None = None
         self.on_write_error = on_write_error
-        self._store: TensorStore | None = None
         self.lock = threading.RLock()
         self.entries = SavedEntries()
+        #: Reading back for backward (``ahead``, ``readahead_bytes``).
+        self.reads = ReadBack(
+            self.entries, stats, store, budget, ahead=ahead, readahead_bytes=readahead_bytes
+        )
         self._writing: dict[int, Entry] = {}  # by key: writes whose outcome is not known yet
         self._unraised: list[OffloadIOError] = []  # on_write_error="raise": for the next flush
-        self.closed = False
-        self._closed_store_stats: dict[str, Any] | None = None
         self.errors: list[OffloadIOError] = []
-
-    @property
-    def store(self) -> TensorStore:
-        """The process's store (opened on first use, never reopened once closed).
-
-        Raises:
-            OffloadError: the cache (or its store) was closed.
-        """
-        if self.closed:
-            raise OffloadError(f"this offload cache is closed; {CLOSED_HINT}")
-        if self._store is None:
-            self._store = self._open_store()
-        elif self._store.closed:
-            raise OffloadError(
-                f"the offload store {self._store.path} was closed directly; {CLOSED_HINT}"
-            )
-        return self._store
-
-    def check_open(self) -> None:
-        """Raise :class:`OffloadError` if the cache was closed."""
-        if self.closed:
-            raise OffloadError(f"this offload cache is closed; {CLOSED_HINT}")
 
     # ---- saving ---------------------------------------------------------------------------------
     def save(
@@ -154,7 +116,7 @@ class OffloadScheduler:
 
     def _start_write(self, e: Entry) -> None:
         assert e.storage is not None
-        store = self.store
+        store = self.store.get()
         timing = self._stats.timing
         if e.device.type == "cuda":  # pinned staging: device → pinned host, then to the store
             start = time.perf_counter_ns()
@@ -185,59 +147,52 @@ class OffloadScheduler:
         while self._writing and self._stats.resident_bytes + nbytes > limit:
             self._finish_write(next(iter(self._writing.values())))
 
+    def wait_for_writes(self) -> None:
+        """Wait for every write in flight (their memory then handed back)."""
+        with self.lock:
+            self.make_room(0, 0)
+
     # ---- completions ----------------------------------------------------------------------------
     def drain(self) -> None:
         """Collect the completed writes and reads, and hand back pending memory."""
-        if self._store is None or self._store.closed:
+        store = self.store.opened
+        if store is None:
             return
         if not self.entries.offloaded and not self.host.pending:
             return  # nothing in flight to complete, nothing to hand back: skip the native call
         start = time.perf_counter_ns()
         try:
-            self._drain_completions()
+            self.host.release_pending()
+            for key in store.completions():
+                e = self.entries.by_key.get(key)
+                if e is None:
+                    continue
+                if e.state == "writing":
+                    self._write_done(e)
+                elif e.state == "reading":
+                    with contextlib.suppress(OffloadIOError):  # raised again by materialize
+                        if store.poll(key):
+                            e.state = "loaded"
         finally:
             self._stats.timing["drain_ns"] += time.perf_counter_ns() - start
 
-    def _drain_completions(self) -> None:
-        assert self._store is not None
-        self.host.release_pending()
-        for key in self._store.completions():
-            e = self.entries.by_key.get(key)
-            if e is None:
-                continue
-            if e.state == "writing":
-                self._write_done(e)
-            elif e.state == "reading":
-                with contextlib.suppress(OffloadIOError):  # raised again by _materialize
-                    if self._store.poll(key):
-                        e.state = "loaded"
-
     def _finish_write(self, e: Entry) -> None:
         """Wait for the write of ``e`` and record its outcome (it reads ``e``'s memory)."""
-        if self._store is None or self._store.closed:  # closed directly: its close waited
+        store = self.store.opened
+        if store is None:  # closed directly: its close waited
             self._writing.pop(e.key, None)
             return
         start = time.perf_counter_ns()
         with contextlib.suppress(OffloadIOError):  # recorded by _write_done
-            self._store.wait(e.key)
+            store.wait(e.key)
         self._stats.timing["write_wait_ns"] += time.perf_counter_ns() - start
         self._write_done(e)
-
-    def _finish_read(self, e: Entry) -> None:
-        """Wait for the read of ``e`` (its buffer is about to be freed); errors do not matter."""
-        if self._store is None or self._store.closed:  # closed directly: its close waited
-            return
-        start = time.perf_counter_ns()
-        with contextlib.suppress(OffloadIOError):
-            self._store.wait(e.key)
-        self._stats.timing["read_wait_ns"] += time.perf_counter_ns() - start
-        e.state = "loaded"
 
     def _write_done(self, e: Entry) -> None:
         """Record the outcome of a completed write: each failure is reported exactly once."""
         self._writing.pop(e.key, None)
         try:
-            self.store.poll(e.key)
+            self.store.get().poll(e.key)
         except OffloadIOError as err:
             e.state = "failed"  # the storage stays referenced: nothing is lost
             self._stats.counters["write_errors"] += 1
@@ -265,61 +220,6 @@ class OffloadScheduler:
             self.host.freed_after_write(e.nbytes, e.device)
 
     # ---- reading back ---------------------------------------------------------------------------
-    def read_ahead(self, group: Group) -> None:
-        """Backward needs ``group``: fetch it and start the reads of the groups before it.
-
-        Without a window, the ``ahead`` previous groups start at once. With
-        ``readahead_bytes``, a previous group starts only while the offloaded bytes held in
-        memory plus its own stay within the window, and all saved bytes held within
-        :attr:`budget`, (or when nothing is held) so reads land just in time instead of all
-        at the start of backward.
-        """
-        self._prefetch_group(group)
-        window = self._window()
-        if window is None:
-            for g in range(group[1] - 1, group[1] - self.ahead - 1, -1):
-                self._prefetch_group((group[0], g))
-            return
-        held = -1  # computed only when a group has something to read
-        for g in range(group[1] - 1, group[1] - self.ahead - 1, -1):
-            need = self.entries.bytes_to_read((group[0], g))
-            if not need:
-                continue
-            if held < 0:
-                held = self.entries.held_offloaded_bytes()
-            over = self.budget is not None and self._stats.resident_bytes + need > self.budget
-            if held and (held + need > window or over):
-                return
-            self._prefetch_group((group[0], g))
-            held += need
-
-    def _window(self) -> int | None:
-        """The read-ahead window in bytes (None: unbounded)."""
-        if self.readahead_bytes == "auto":
-            return self.entries.largest_group * 3 // 2
-        assert self.readahead_bytes is None or isinstance(self.readahead_bytes, int)
-        return self.readahead_bytes
-
-    def _prefetch_group(self, group: Group) -> None:
-        for e in list(self.entries.offloaded.get(group, {}).values()):
-            if e.state == "writing":
-                e.wanted = True  # keep it in memory when the write completes
-            elif e.state == "stored" and e.storage is None and e.buffer is None:
-                self._start_read(e)
-                self._stats.counters["prefetched"] += 1
-
-    def _start_read(self, e: Entry) -> None:
-        pin = e.device.type == "cuda"
-        timing = self._stats.timing
-        start = time.perf_counter_ns()
-        e.buffer, e.shift = libc_heap.in_phase_buffer(e.nbytes, e.phase, pin)
-        submitted = time.perf_counter_ns()
-        timing["alloc_ns"] += submitted - start
-        self._stats.add_resident(e.nbytes)
-        self.store.read(e.key, e.buffer.data_ptr(), e.nbytes)
-        timing["submit_ns"] += time.perf_counter_ns() - submitted
-        e.state = "reading"
-
     def load(self, e: Entry) -> tuple[torch.UntypedStorage, int]:
         """Backward unpacks ``e``: read ahead of it, and the memory holding its bytes with
         the byte offset they start at (read back, waited for, if needed).
@@ -338,44 +238,12 @@ class OffloadScheduler:
             self.drain()
             group = e.group
             if self.entries.offloaded:  # otherwise there is nothing to read ahead
-                self.read_ahead(group)
+                self.reads.read_ahead(group)
             try:
-                return self._materialize(e)
+                return self.reads.materialize(e)
             except BaseException:
                 self.entries.orphan_pass(group[0])  # this backward is over
                 raise
-
-    def _materialize(self, e: Entry) -> tuple[torch.UntypedStorage, int]:
-        """The memory holding ``e``'s bytes and the byte offset they start at in it (a
-        read-back buffer starts in phase with the store's file), read back if needed."""
-        if e.storage is not None:
-            if e.state != "memory":
-                self._stats.counters["served_from_memory"] += 1
-            return e.storage, 0
-        if e.state == "stored" and e.buffer is None:
-            self._start_read(e)
-        if e.state == "reading":
-            start = time.perf_counter_ns()
-            self._stats.counters["read_waits"] += 1
-            try:
-                self.store.wait(e.key)
-            except OffloadIOError:
-                e.state = "stored"
-                self._stats.add_resident(-e.nbytes)
-                e.buffer = None
-                raise
-            finally:
-                waited = time.perf_counter_ns() - start
-                self._stats.timing["read_wait_ns"] += waited
-                self._stats.read_wait_s += waited * 1e-9
-            e.state = "loaded"
-        assert e.buffer is not None
-        if e.device.type == "cuda":
-            data = e.buffer.to(e.device, non_blocking=True)
-            e.storage = data.untyped_storage()
-            e.buffer = None
-            return e.storage, 0
-        return e.buffer.untyped_storage(), e.shift
 
     # ---- releasing ------------------------------------------------------------------------------
     def release(self, e: Entry) -> None:
@@ -403,14 +271,15 @@ class OffloadScheduler:
             elif e.state == "reading":
                 # A prefetch nobody consumed (the graph was dropped): the read still fills
                 # this buffer, so it must land before the buffer is freed.
-                self._finish_read(e)
+                self.reads.finish_read(e)
             if e.key:
                 self.entries.by_key.pop(e.key, None)
-                if self._store is not None and not self._store.closed:
+                store = self.store.opened
+                if store is not None:
                     # Cheap: the store keeps the file for a later write (no unlink, which
                     # cost 4-10 ms here with its blocks discarded) while its files stay
                     # within the most it held at once.
-                    self._store.remove(e.key)
+                    store.remove(e.key)
             held = e.storage is not None or (e.buffer is not None and e.device.type == "cpu")
             if held:
                 self._stats.add_resident(-e.nbytes)
@@ -420,10 +289,16 @@ class OffloadScheduler:
             e.buffer = None
             self.host.let_go(buffer, e.device)
             del buffer
-            if read_back and not e.orphaned and self._window() is not None and not self.closed:
-                self.read_ahead(e.group)  # the window has room again: start the next reads
+            reads = self.reads
+            if read_back and not e.orphaned and reads.window() is not None and not self.closed:
+                reads.read_ahead(e.group)  # the window has room again: start the next reads
 
     # ---- end of a forward, end of the cache -----------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran."""
+        return self.store.closed
+
     def flush(self) -> None:
         """With ``on_write_error="raise"``: wait for the writes in flight and raise a failure
         (see ``TensorCache.flush``).
@@ -476,22 +351,9 @@ class OffloadScheduler:
         """Close the store (deleting its files, keeping its statistics) and discard every
         saved tensor: their handles now fail."""
         with self.lock:
-            self.closed = True
-            if self._store is not None and not self._store.closed:
-                self._closed_store_stats = self._store.stats()
-                self._store.close()  # waits for the I/O still reading saved memory
+            self.store.close()  # waits for the I/O still reading saved memory
             self.entries.discard()
             self.host.pending.clear()
             self._writing.clear()
             self._unraised.clear()
             self._stats.resident_bytes = 0
-
-    def store_report(self) -> dict[str, Any]:
-        """The store's statistics and whether it uses O_DIRECT, for ``stats()`` (the totals at
-        close once closed; nothing if it never opened)."""
-        if self._store is not None and not self._store.closed:
-            return {"store": self._store.stats(), "direct_io": self._store.direct}
-        if self._closed_store_stats is not None:  # closed: the totals at close
-            direct = self._store.direct if self._store is not None else False
-            return {"store": dict(self._closed_store_stats), "direct_io": direct}
-        return {}

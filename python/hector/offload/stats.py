@@ -91,6 +91,12 @@ class CacheStatistics:
         """The bytes the current pass offloaded so far."""
         return self.counters["bytes_offloaded"] - self.pass_marks[1]
 
+    def waited_ns(self) -> int:
+        """Time so far not spent on the model: waiting for the store's writes and reads, and
+        trimming the heap (ns)."""
+        t = self.timing
+        return t["read_wait_ns"] + t["write_wait_ns"] + t["trim_ns"]
+
     def own_hook_ns_this_pass(self) -> float:
         """The hooks' own time since this pass started: all of it but the waits for I/O
         (the plan models those) and ``madvise`` (system time, which the fault meter counts)."""
