@@ -143,8 +143,7 @@ def _timed_steps(
 def _offloaded_step(model: Any, step: Any, cache: Any, trace: bool) -> dict[str, Any]:
     """One more step of a hector system with its cache's timeline recorded alone, then (with
     ``trace``: not on a GPU, not compiled) the traced step; closes the cache."""
-    cache.timeline.clear()
-    cache._t0 = time.perf_counter()
+    cache.statistics.restart_timeline()  # the timeline of this step alone, from its start
     step(0)
     out = {
         "timeline": cache.timeline[:: max(len(cache.timeline) // 400, 1)],

@@ -68,6 +68,11 @@ class CacheStatistics:
         # At this pass's start: the hooks' timing and the bytes offloaded so far.
         self.pass_marks: tuple[dict[str, int], int] = ({}, 0)
 
+    def restart_timeline(self) -> None:
+        """Empty :attr:`timeline` and count its seconds from now."""
+        self.timeline.clear()
+        self._t0 = time.perf_counter()
+
     def add_resident(self, n: int) -> None:
         """The cache now holds ``n`` more saved bytes in memory (negative: fewer)."""
         self.resident_bytes += n
