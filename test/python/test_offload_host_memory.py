@@ -461,3 +461,22 @@ def test_advise_mode_never_drops_memory_owned_outside_torch(tmp_path):
     out.backward()
     assert torch.all(w.grad == 3.0)
     cache.close()
+
+
+def test_waits_outside_the_hooks_are_not_taken_from_the_hooks_own_time(tmp_path) -> None:
+    """The profiler waits for a scope's writes outside the saved-tensor hooks: that wait is
+    ``outside_ns``, in the waits the plan models, and never subtracted from the hooks'
+    own time (which under load it could exceed, leaving a step with no hook time at all)."""
+    fwd = hector.offload(_model(), "all", root=str(tmp_path), threshold=1024)
+    ids = torch.randint(0, VOCAB, (2, SEQ), generator=torch.Generator().manual_seed(1))
+    stats = fwd.cache.statistics
+    stats.start_pass()
+    loss = F.cross_entropy(fwd(ids).reshape(-1, VOCAB), ids.reshape(-1))
+    own = stats.own_hook_ns_this_pass()
+    waited = stats.waited_ns()
+    fwd.cache.scheduler.wait_for_writes()
+    assert stats.timing["outside_ns"] >= 0
+    assert stats.own_hook_ns_this_pass() == own  # the wait is not a hook's
+    assert stats.waited_ns() - waited == stats.timing["outside_ns"]
+    loss.backward()
+    fwd.close()

@@ -511,8 +511,9 @@ class TensorCache:
         copies to pinned memory) and ``drain_ns`` (collecting completions); ``python_ns`` is
         the rest (the cache's own bookkeeping). ``trim_ns`` (heap trims, outside the hooks'
         figures) counts only the ``malloc_trim`` calls, not the page faults that bring the
-        memory back later. The store's own per-phase counters (copies, checksums, its
-        queues) are in ``stats()["store"]``.
+        memory back later; ``outside_ns`` (also outside them) the profiler's waits for
+        a scope's writes and the pages handed back then. The store's own per-phase counters
+        (copies, checksums, its queues) are in ``stats()["store"]``.
         """
         return self.statistics.time_breakdown()
 

@@ -27,7 +27,8 @@ COUNTER_KEYS = (
 #: I/O to the store, waiting for writes (a released tensor whose write is in flight) and reads,
 #: allocating read-back buffers, staging copies (CUDA), polling completions and handing
 #: pages back (``madvise``, inside the others); and, outside the hooks, the heap trims'
-#: ``malloc_trim`` calls.
+#: ``malloc_trim`` calls and, while profiling, the waits for a scope's writes and the pages
+#: handed back then (``outside_ns``).
 TIMING_KEYS = (
     "pack_ns",
     "unpack_ns",
@@ -40,6 +41,7 @@ TIMING_KEYS = (
     "drain_ns",
     "madvise_ns",
     "trim_ns",
+    "outside_ns",
     "hook_calls",
 )
 
@@ -100,7 +102,7 @@ class CacheStatistics:
         """Time so far not spent on the model: waiting for the store's writes and reads, and
         trimming the heap (ns)."""
         t = self.timing
-        return t["read_wait_ns"] + t["write_wait_ns"] + t["trim_ns"]
+        return t["read_wait_ns"] + t["write_wait_ns"] + t["outside_ns"] + t["trim_ns"]
 
     def own_hook_ns_this_pass(self) -> float:
         """The hooks' own time since this pass started: all of it but the waits for I/O
