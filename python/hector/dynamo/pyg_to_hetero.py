@@ -344,14 +344,68 @@ def _grouped_ready(gm: Any) -> bool:
     return cached.module is not None
 
 
+def _routing_forward(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A ``to_hetero`` model class's ``forward``: the grouped twin's while Dynamo traces it for
+    a Hector backend, ``original`` otherwise."""
+
+    def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if torch.compiler.is_compiling() and pyg_route._hector_is_compiling():
+            if _grouped_ready(self):
+                return type(self)._hector_grouped.forward(*args, **kwargs)
+        return original(self, *args, **kwargs)
+
+    forward.__wrapped__ = original  # type: ignore[attr-defined]
+    forward.__doc__ = original.__doc__
+    forward._hector_routes = True  # type: ignore[attr-defined]
+    return forward
+
+
+def route(gm: Any) -> bool:
+    """Give ``gm``'s class (each ``GraphModule`` has its own) the routing ``forward`` when ``gm``
+    is a ``to_hetero`` (or ``to_hetero_with_bases``) model; whether it has it. Cheap when
+    ``gm`` was seen before (its ``forward`` unchanged since)."""
+    cls = type(gm)
+    forward = cls.__dict__.get("forward")
+    if forward is None or cls.__dict__.get("_hector_twin", False):
+        return False
+    if getattr(forward, "_hector_routes", False):
+        return True
+    if cls.__dict__.get("_hector_checked") is forward:
+        return False
+    transformers = [
+        sys.modules.get(f"torch_geometric.nn.{name}")
+        for name in ("to_hetero_transformer", "to_hetero_with_bases_transformer")
+    ]
+    marks = {id(v) for m in transformers if m is not None for v in vars(m).values()}
+    if not any(id(v) in marks for v in getattr(forward, "__globals__", {}).values()):
+        cls._hector_checked = forward
+        return False
+    cls.forward = _routing_forward(forward)
+    return True
+
+
+@torch._dynamo.assume_constant_result
+def _route_while_tracing(gm: Any) -> bool:
+    """:func:`route`, run natively while Dynamo traces a call of ``gm``, before it reads
+    ``gm.forward``."""
+    return route(gm)
+
+
 _ORIGINAL_CALL: list[Callable[..., Any]] = []
 
 
 def _call(self: Any, obj: Any, *args: Any, **kwargs: Any) -> Any:
-    """``torch.fx``'s ``_WrappedCall.__call__``: a ``to_hetero`` model traced for a Hector
-    backend runs its grouped twin."""
-    if torch.compiler.is_compiling() and pyg_route._hector_is_compiling() and _grouped_ready(obj):
-        return type(obj)._hector_grouped(*args, **kwargs)
+    """``torch.fx``'s ``_WrappedCall.__call__``, which every ``GraphModule`` call runs but the
+    ones Dynamo inlines from a parent module (it calls their ``_call_impl``): routes
+    ``to_hetero`` models (:func:`route`) and runs the call. Traced by Dynamo (the model compiled
+    whole), it calls the model's ``_call_impl`` as Dynamo does for a submodule: the original is
+    a ``torch.fx`` function Dynamo does not trace."""
+    if torch.compiler.is_compiling():
+        _route_while_tracing(obj)
+        if self.cls_call is not None:
+            return self.cls_call(obj, *args, **kwargs)
+        return obj._call_impl(*args, **kwargs)
+    route(obj)
     return _ORIGINAL_CALL[0](self, obj, *args, **kwargs)
 
 
