@@ -6,8 +6,9 @@ parameter and of every node type's features, within 1e-5 (float32). The graphs a
 (node types of different sizes and, through lazy convs, widths) and one relation of the batch has
 no edges (a ``to_hetero`` model reads every relation's ``edge_index``: PyG itself fails on an
 absent one). Where PyG leaves a parameter without gradient (a relation into a node type that
-feeds no loss) the one program gives it zeros. Each routed case checks that Hector's program ran forward and backward, that no
-layer fell back, and that Dynamo captured one graph without graph breaks.
+feeds no loss) the one program gives it zeros. Each routed case checks that Hector's program
+ran forward and backward, that no layer fell back, and that Dynamo captured one graph without
+graph breaks.
 """
 
 from __future__ import annotations
