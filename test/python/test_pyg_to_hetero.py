@@ -160,6 +160,20 @@ def test_own_stack_inside_a_module() -> None:
     ]
 
 
+def test_compiled_before_any_eager_call() -> None:
+    """A model compiled whole before any eager call (its routing ``forward`` installed while
+    Dynamo starts tracing it), of equal input widths (no lazy convs)."""
+    torch.manual_seed(0)
+    model = to_hetero(GraphSAGE(5, 8, num_layers=2), METADATA, aggr="sum")
+    x, ei = _batch()
+    x = {t: torch.nn.functional.pad(v, (0, 5 - v.shape[1])) for t, v in x.items()}
+    backend = HectorBackend()
+    counters.clear()
+    _assert_matches(model, torch.compile(model, backend=backend), x, ei)
+    assert not dict(counters["graph_break"])
+    assert backend.graphs[0].layers == ["hetero-sage:mean:1"] * 2
+
+
 def test_inference_and_eval_mode() -> None:
     """Attention dropout declines the layer in training (the per-relation convs run, the reason
     kept), and after ``model.eval()`` the program runs, matching under ``no_grad``."""
