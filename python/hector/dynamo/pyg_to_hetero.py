@@ -214,13 +214,13 @@ def _combination(layer: LayerCalls) -> str | None:
     members = set(layer.calls)
     start = layer.calls[-1]
     for n in list(start.graph.nodes)[list(start.graph.nodes).index(start) + 1 :]:
-        if n.op != "call_function" or not any(a in members for a in n.args):
+        if n.op != "call_function" or not any(_member(a, members) for a in n.args):
             continue
         if n.target in _OTHER_AGGRS:
             return f"to_hetero(aggr={_OTHER_AGGRS[n.target]!r}) (Hector sums or averages relations)"
-        if n.target is torch.add and all(a in members for a in n.args):
+        if n.target is torch.add and all(_member(a, members) for a in n.args):
             layer.combine.append(n)
-        elif n.target is torch.div and n.args[0] in members and isinstance(n.args[1], int):
+        elif n.target is torch.div and _member(n.args[0], members) and isinstance(n.args[1], int):
             layer.combine.append(n)
             layer.aggr = "mean"
         else:
@@ -240,6 +240,11 @@ def _combination(layer: LayerCalls) -> str | None:
                 return "an output combines relations into several node types, or not all of one"
             layer.outputs[dsts.pop()] = n
     return None if _means_consistent(layer, feeds) else "a sum and a mean in one layer"
+
+
+def _member(arg: Any, members: set[torch.fx.Node]) -> bool:
+    """Whether a node's argument is one of ``members`` (arguments may be lists, slices, ...)."""
+    return isinstance(arg, torch.fx.Node) and arg in members
 
 
 def _means_consistent(layer: LayerCalls, feeds: dict[torch.fx.Node, set[EdgeType]]) -> bool:
@@ -335,7 +340,11 @@ def _grouped_ready(gm: Any) -> bool:
     signature = _signature(gm)
     if cached is None or cached.signature != signature:
         if _is_to_hetero(gm.graph) or _with_bases_reasons(gm):
-            cached = group_layers(gm)
+            try:
+                cached = group_layers(gm)
+            except Exception as err:  # a graph the analysis misreads: the model runs as written
+                reason = f"the model's graph could not be grouped ({err!r})"
+                cached = Grouping(None, {"to_hetero": reason}, signature)
         else:
             cached = Grouping(None, {}, signature)
         cls._hector_grouping = cached
