@@ -120,6 +120,32 @@ def test_gat(aggr: str) -> None:
     _compiled_matches(model, "hetero-gat", 2)
 
 
+def test_gat_edge_features() -> None:
+    """``GAT(..., edge_dim=2)`` called with an ``edge_attr`` dict: each relation's edge features
+    reach the program (``hetero-gat:<slope>:edge``), as in the ``HeteroConv`` route."""
+    torch.manual_seed(0)
+    x, ei = _batch()
+    gen = torch.Generator().manual_seed(4)
+    attrs = {e: torch.randn(v.shape[1], 2, generator=gen) for e, v in ei.items()}
+    model = to_hetero(
+        GAT((-1, -1), 8, num_layers=2, heads=2, edge_dim=2, add_self_loops=False), METADATA
+    )
+    with torch.no_grad():
+        model(x, ei, edge_attr=attrs)
+    backend = HectorBackend()
+    compiled = torch.compile(model, backend=backend)
+    got = _run(model, lambda a, b: compiled(a, b, edge_attr=attrs), x, ei)
+    want = _run(model, lambda a, b: model(a, b, edge_attr=attrs), x, ei)
+    assert got[0] == want[0]
+    for a, b in zip([*got[1], *got[2]], [*want[1], *want[2]], strict=True):
+        if b is None:
+            assert a is None or not a.any()
+        else:
+            assert (a - b).abs().max().item() <= TOL
+    assert backend.graphs[0].layers == ["hetero-gat:0.2:edge"] * 2
+    assert not pyg_route.FALLBACKS
+
+
 class _OwnStack(torch.nn.Module):
     """A user's own stack: ``SAGEConv`` (sum, no root weight), ``GraphConv``, ``GATConv``."""
 
