@@ -27,7 +27,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     ),
     "hetero-conv": (
         "hetero_conv",
-        "MLPerf's rgnn (HeteroConv of GATConv/SAGEConv): eager vs inductor vs backend='hector'",
+        "MLPerf's rgnn (HeteroConv), to_hetero(GraphSAGE/GAT): eager, inductor, backend='hector'",
     ),
     "pyg-tests": ("pyg_tests", "PyG's own conv unit tests, each conv call also compiled"),
     "precision": ("precision", "Hector's layers on float32, bfloat16 and float16 storage"),

@@ -1,11 +1,17 @@
-"""``hector bench hetero-conv``: PyG ``HeteroConv`` models as users write them, trained eagerly,
-under ``torch.compile`` (Inductor) and under ``torch.compile(backend="hector")``.
+"""``hector bench hetero-conv``: PyG heterogeneous models as users write them (``HeteroConv``,
+``to_hetero``), trained eagerly, under ``torch.compile`` (Inductor) and under
+``torch.compile(backend="hector")``.
 
 The models are MLPerf Training's GNN reference (``graph_neural_network/rgnn.py``) as written:
 ``layers`` ``HeteroConv`` layers of one conv per relation, summed, leaky ReLU between layers, a
 linear classifier on the ``paper`` rows. ``rgat``: ``GATConv(in, hidden // heads, heads=heads,
-add_self_loops=False)``; ``rsage``: ``SAGEConv(in, hidden, root_weight=False)``. Dropout is left
-out (the systems would draw other masks, and the outputs are compared). The graph is random and
+add_self_loops=False)``; ``rsage``: ``SAGEConv(in, hidden, root_weight=False)``. The ``to_hetero``
+models are PyG's benchmark models (``benchmark/utils/hetero_sage.py``, ``hetero_gat.py``):
+``to-hetero-sage``: ``to_hetero(GraphSAGE((-1, -1), hidden, layers, classes))``;
+``to-hetero-gat``: ``to_hetero(GAT((-1, -1), hidden, layers, classes, heads=heads,
+add_self_loops=False))``, relations summed, the ``paper`` rows' classes the output (lazy widths
+set by one eager call, as PyG's examples do). Dropout is left out (the systems would draw other
+masks, and the outputs are compared). The graph is random and
 IGBH-shaped: the four node types of IGBH (``paper``, ``author``, ``institute``, ``fos``), its four
 relations and their reverses (8), endpoints uniform in their types.
 
@@ -25,7 +31,7 @@ from hector.tools import cli_args as _args
 
 from . import _common
 
-MODELS = ("rgat", "rsage")
+MODELS = ("rgat", "rsage", "to-hetero-sage", "to-hetero-gat")
 SYSTEMS = ("eager", "inductor", "hector")
 TYPES = ("paper", "author", "institute", "fos")
 #: IGBH's relations (source type, name, destination type); each also reversed.
@@ -76,11 +82,14 @@ def graph(nodes: list[int], edges: int, width: int, seed: int) -> tuple[Any, Any
 
 
 def model(name: str, relations: list[Any], args: argparse.Namespace) -> Any:
-    """MLPerf's ``RGNN`` (``rgat`` or ``rsage``) over ``relations``, dropout left out."""
+    """MLPerf's ``RGNN`` (``rgat`` or ``rsage``) over ``relations``, dropout left out, or a
+    ``to_hetero`` model (:func:`to_hetero_model`)."""
     import torch
     from torch import nn
     from torch_geometric.nn import GATConv, HeteroConv, SAGEConv
 
+    if name.startswith("to-hetero-"):
+        return to_hetero_model(name, relations, args)
     w, heads = args.width, args.heads
 
     def conv() -> Any:
@@ -105,6 +114,36 @@ def model(name: str, relations: list[Any], args: argparse.Namespace) -> Any:
 
     torch.manual_seed(args.seed)
     return Rgnn()
+
+
+def to_hetero_model(name: str, relations: list[Any], args: argparse.Namespace) -> Any:
+    """PyG's benchmark ``to_hetero`` model (``to-hetero-sage`` or ``to-hetero-gat``), returning
+    the ``paper`` rows; the lazy widths set by one eager call on :func:`graph`'s features."""
+    import torch
+    from torch_geometric.nn import GAT, GraphSAGE, to_hetero
+
+    torch.manual_seed(args.seed)
+    if name == "to-hetero-sage":
+        body = GraphSAGE((-1, -1), args.width, args.layers, args.classes)
+    else:
+        body = GAT(
+            (-1, -1), args.width, args.layers, args.classes, heads=args.heads, add_self_loops=False
+        )
+    hetero = to_hetero(body, (list(TYPES), relations), aggr="sum")
+
+    class PaperRows(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = hetero
+
+        def forward(self, x_dict: Any, edge_index_dict: Any) -> Any:
+            return self.model(x_dict, edge_index_dict)["paper"]
+
+    net = PaperRows()
+    x, ei = graph([2] * len(TYPES), 2 * len(relations), args.width, args.seed)
+    with torch.no_grad():
+        net(x, {e: ei[e] for e in relations})
+    return net
 
 
 def _step(net: Any, fn: Any, x: Any, ei: Any) -> Any:
@@ -179,12 +218,14 @@ def run_model(name: str, args: argparse.Namespace, systems: list[str]) -> dict[s
 def _print_cell(cell: dict[str, Any]) -> None:
     for r in cell["results"]:
         print(
-            f"{cell['model']:6s} {r['system']:9s} median {r['median_ms']:9.2f} ms  "
+            f"{cell['model']:14s} {r['system']:9s} median {r['median_ms']:9.2f} ms  "
             f"x{r.get('speedup_vs_eager', 1.0):.2f} vs eager  "
             f"err {r.get('max_abs_err_vs_eager', 0.0):.2e}  first step {r['first_step_s']} s",
             flush=True,
         )
-    print(f"{cell['model']:6s} hector programs: {cell['hector_programs']}", flush=True)
+    print(f"{cell['model']:14s} hector programs: {cell['hector_programs']}", flush=True)
+    for layer, reason in cell["hector_layer_fallbacks"].items():
+        print(f"{cell['model']:14s} fallback {layer}: {reason}", flush=True)
 
 
 def run(args: argparse.Namespace) -> int:

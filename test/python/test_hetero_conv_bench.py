@@ -1,4 +1,5 @@
-"""``hector bench hetero-conv``: MLPerf's rgnn as written, each system on the same graph."""
+"""``hector bench hetero-conv``: MLPerf's rgnn and PyG's ``to_hetero`` benchmark models as
+written, each system on the same graph."""
 
 from __future__ import annotations
 
@@ -20,7 +21,15 @@ def _args(argv: list[str]) -> argparse.Namespace:
 TINY = ["--nodes", "12,8,4,5", "--edges", "160", "--width", "8", "--heads", "2", "--layers", "2"]
 
 
-@pytest.mark.parametrize(("model", "program"), [("rgat", "hetero-gat"), ("rsage", "hetero-sage")])
+@pytest.mark.parametrize(
+    ("model", "program"),
+    [
+        ("rgat", "hetero-gat"),
+        ("rsage", "hetero-sage"),
+        ("to-hetero-sage", "hetero-sage"),
+        ("to-hetero-gat", "hetero-gat"),
+    ],
+)
 def test_record_has_each_system_and_hectors_program(
     tmp_path: Path, model: str, program: str
 ) -> None:

@@ -510,10 +510,19 @@ def hetero_conv_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
         pyg_route.record_fallback("HeteroConv", reason)
         return pyg_route._ORIGINAL["HeteroConv"](self, *args, **kwargs)
     x_dict, edge_index_dict = args
-    convs = [c for e, c in self.convs.items() if e in edge_index_dict]
+    return run_program(self, x_dict, edge_index_dict, kwargs.get("edge_attr_dict"))
+
+
+def run_program(
+    layer: Any, x_dict: dict[str, Any], edge_index_dict: dict[Any, Any], edge_attr_dict: Any = None
+) -> dict[str, torch.Tensor]:
+    """The layer's output per destination type from one ``hector::pyg_layer`` call: ``layer``
+    has ``HeteroConv``'s ``convs`` (by edge type) and ``aggr``, and :func:`unsupported` found
+    nothing against the call (:mod:`hector.dynamo.pyg_to_hetero` calls it for ``to_hetero``)."""
+    convs = [c for e, c in layer.convs.items() if e in edge_index_dict]
     relations = RELATIONS[str(_class_of(convs[0]))]
-    layout = Layout.of(self.convs, x_dict, edge_index_dict, relations.reads_destinations(convs))
-    layout.edge_attr = kwargs.get("edge_attr_dict") or {}
+    layout = Layout.of(layer.convs, x_dict, edge_index_dict, relations.reads_destinations(convs))
+    layout.edge_attr = edge_attr_dict or {}
     tensors = relations.tensors(convs, layout)
     out = torch.ops.hector.pyg_layer(
         relations.program(convs, layout),
@@ -523,7 +532,7 @@ def hetero_conv_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
         layout.ends(),
         tensors,
     )
-    return _split(self, relations, convs, layout, out)
+    return _split(layer, relations, convs, layout, out)
 
 
 def _split(

@@ -1,0 +1,306 @@
+"""PyG's ``to_hetero`` models under ``torch.compile(backend="hector")``: each layer one Hector
+program over all its relations (``hector.dynamo.pyg_to_hetero``, issue 54 item 2).
+
+Every case runs the model eagerly and compiled and compares the outputs, the gradients of every
+parameter and of every node type's features, within 1e-5 (float32). The graphs are bipartite
+(node types of different sizes and, through lazy convs, widths) and one relation of the batch has
+no edges (a ``to_hetero`` model reads every relation's ``edge_index``: PyG itself fails on an
+absent one). Where PyG leaves a parameter without gradient (a relation into a node type that
+feeds no loss) the one program gives it zeros. Each routed case checks that Hector's program
+ran forward and backward, that no layer fell back, and that Dynamo captured one graph without
+graph breaks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+import torch._dynamo
+from test_pyg_route_configs import _fresh_dynamo  # noqa: F401  (autouse: Dynamo reset per test)
+from torch._dynamo.utils import counters
+from torch_geometric.nn import GAT, GATConv, GraphConv, GraphSAGE, SAGEConv, to_hetero
+
+import hector
+from hector.dynamo import pyg_route
+from hector.dynamo.backend import HectorBackend
+
+TOL = 1e-5
+SIZES = {"paper": 11, "author": 7, "institute": 4}
+WIDTHS = {"paper": 6, "author": 3, "institute": 5}
+RELATIONS = [
+    ("paper", "cites", "paper"),
+    ("author", "writes", "paper"),
+    ("paper", "rev_writes", "author"),
+    ("author", "affiliated", "institute"),
+    ("institute", "employs", "author"),
+]
+METADATA = (list(SIZES), RELATIONS)
+
+
+def _batch(seed: int = 0, scale: int = 1) -> tuple[dict[str, Any], dict[Any, torch.Tensor]]:
+    """Features and edges; ``("institute", "employs", "author")`` without edges."""
+    gen = torch.Generator().manual_seed(seed)
+    sizes = {t: n * scale for t, n in SIZES.items()}
+    x = {t: torch.randn(n, WIDTHS[t], generator=gen) for t, n in sizes.items()}
+    ei = {}
+    for s, r, d in RELATIONS:
+        per = 0 if r == "employs" else 15 * scale
+        src = torch.randint(sizes[s], (per,), generator=gen)
+        ei[(s, r, d)] = torch.stack([src, torch.randint(sizes[d], (per,), generator=gen)])
+    return x, ei
+
+
+def _run(model: torch.nn.Module, fn: Any, x: Any, ei: Any) -> tuple[list[Any], ...]:
+    """Outputs (by type, sorted), then the gradients of the parameters and the features."""
+    model.zero_grad()
+    xr = {k: v.clone().requires_grad_() for k, v in x.items()}
+    out = fn(xr, ei)
+    keys = sorted(out)
+    torch.stack([out[k].square().mean() for k in keys]).sum().backward()
+    grads = [p.grad for p in model.parameters()] + [xr[k].grad for k in sorted(xr)]
+    return keys, [out[k].detach() for k in keys], grads
+
+
+def _assert_matches(model: torch.nn.Module, compiled: Any, x: Any, ei: Any) -> None:
+    got_k, got, got_g = _run(model, compiled, x, ei)
+    want_k, want, want_g = _run(model, model, x, ei)
+    assert got_k == want_k
+    for a, b in zip(got, want, strict=True):
+        assert a.shape == b.shape
+        assert (a - b).abs().max().item() <= TOL
+    assert len(got_g) == len(want_g)
+    for a, b in zip(got_g, want_g, strict=True):
+        if b is None:  # a conv whose output feeds no loss: one program gives it zeros
+            assert a is None or not a.any()
+        else:
+            assert (a - b).abs().max().item() <= TOL
+
+
+def _hetero(model: torch.nn.Module, aggr: str) -> torch.nn.Module:
+    """``to_hetero`` of ``model``, its lazy widths set by one eager call (as PyG advises)."""
+    hetero = to_hetero(model, METADATA, aggr=aggr)
+    with torch.no_grad():
+        hetero(*_batch(seed=9))
+    return hetero
+
+
+def _compiled_matches(model: torch.nn.Module, prefix: str, layers: int) -> HectorBackend:
+    """The compiled model matches eagerly, in one graph, each layer one program."""
+    backend = HectorBackend()
+    compiled = torch.compile(model, backend=backend)
+    counters.clear()
+    _assert_matches(model, compiled, *_batch())
+    assert not dict(counters["graph_break"])
+    assert backend.stats()["compilations"] == 1
+    assert not [k for k in pyg_route.FALLBACKS if "to_hetero" in k], pyg_route.FALLBACKS
+    assert len([n for n in backend.graphs[0].layers if n.startswith(prefix)]) == layers
+    calls = {n: s for n, s in pyg_route.STATS.items() if n.startswith(prefix)}
+    assert calls
+    assert all(s.calls > 0 and s.backward_calls > 0 for s in calls.values())
+    return backend
+
+
+@pytest.mark.parametrize("aggr", ["sum", "mean"])
+def test_graphsage(aggr: str) -> None:
+    """PyG's tutorial model: ``to_hetero(GraphSAGE((-1, -1), ...))``, three layers."""
+    torch.manual_seed(0)
+    model = _hetero(GraphSAGE((-1, -1), 8, num_layers=3, out_channels=3), aggr)
+    _compiled_matches(model, "hetero-sage:mean:1", 3)
+
+
+@pytest.mark.parametrize("aggr", ["sum", "mean"])
+def test_gat(aggr: str) -> None:
+    """PyG's benchmark model: ``to_hetero(GAT(..., add_self_loops=False))``, heads
+    concatenated in the hidden layer and averaged in the output layer."""
+    torch.manual_seed(0)
+    gat = GAT((-1, -1), 8, num_layers=2, out_channels=3, heads=2, add_self_loops=False)
+    model = _hetero(gat, aggr)
+    _compiled_matches(model, "hetero-gat", 2)
+
+
+def test_gat_edge_features() -> None:
+    """``GAT(..., edge_dim=2)`` called with an ``edge_attr`` dict: each relation's edge features
+    reach the program (``hetero-gat:<slope>:edge``), as in the ``HeteroConv`` route."""
+    torch.manual_seed(0)
+    x, ei = _batch()
+    gen = torch.Generator().manual_seed(4)
+    attrs = {e: torch.randn(v.shape[1], 2, generator=gen) for e, v in ei.items()}
+    model = to_hetero(
+        GAT((-1, -1), 8, num_layers=2, heads=2, edge_dim=2, add_self_loops=False), METADATA
+    )
+    with torch.no_grad():
+        model(x, ei, edge_attr=attrs)
+    backend = HectorBackend()
+    compiled = torch.compile(model, backend=backend)
+    got = _run(model, lambda a, b: compiled(a, b, edge_attr=attrs), x, ei)
+    want = _run(model, lambda a, b: model(a, b, edge_attr=attrs), x, ei)
+    assert got[0] == want[0]
+    for a, b in zip([*got[1], *got[2]], [*want[1], *want[2]], strict=True):
+        if b is None:
+            assert a is None or not a.any()
+        else:
+            assert (a - b).abs().max().item() <= TOL
+    assert backend.graphs[0].layers == ["hetero-gat:0.2:edge"] * 2
+    assert not pyg_route.FALLBACKS
+
+
+class _OwnStack(torch.nn.Module):
+    """A user's own stack: ``SAGEConv`` (sum, no root weight), ``GraphConv``, ``GATConv``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = SAGEConv((-1, -1), 8, aggr="sum", root_weight=False)
+        self.conv2 = GraphConv((-1, -1), 8)
+        self.conv3 = GATConv((-1, -1), 4, heads=2, add_self_loops=False)
+
+    def forward(self, x: Any, edge_index: Any) -> Any:
+        x = self.conv1(x, edge_index).relu()
+        x = self.conv2(x, edge_index).tanh()
+        return self.conv3(x, edge_index)
+
+
+class _WithHead(torch.nn.Module):
+    """A ``to_hetero`` model inside the user's module, a linear head after it."""
+
+    def __init__(self, body: torch.nn.Module) -> None:
+        super().__init__()
+        self.body = body
+        self.head = torch.nn.Linear(8, 2)
+
+    def forward(self, x: Any, edge_index: Any) -> Any:
+        return {"paper": self.head(self.body(x, edge_index)["paper"])}
+
+
+def test_own_stack_inside_a_module() -> None:
+    """Three convs of three classes, each layer its program; the model called from the user's
+    module with a head: still one Dynamo graph."""
+    torch.manual_seed(0)
+    model = _WithHead(_hetero(_OwnStack(), "sum"))
+    backend = _compiled_matches(model, "hetero-", 3)
+    assert sorted(set(backend.graphs[0].layers)) == [
+        "hetero-gat:0.2",
+        "hetero-sage:sum:0",  # SAGEConv(aggr="sum", root_weight=False)
+        "hetero-sage:sum:1",  # GraphConv (aggr="add", lin_root)
+    ]
+
+
+def test_compiled_before_any_eager_call() -> None:
+    """A model compiled whole before any eager call (its routing ``forward`` installed while
+    Dynamo starts tracing it), of equal input widths (no lazy convs)."""
+    torch.manual_seed(0)
+    model = to_hetero(GraphSAGE(5, 8, num_layers=2), METADATA, aggr="sum")
+    x, ei = _batch()
+    x = {t: torch.nn.functional.pad(v, (0, 5 - v.shape[1])) for t, v in x.items()}
+    backend = HectorBackend()
+    counters.clear()
+    _assert_matches(model, torch.compile(model, backend=backend), x, ei)
+    assert not dict(counters["graph_break"])
+    assert backend.graphs[0].layers == ["hetero-sage:mean:1"] * 2
+
+
+def test_inference_and_eval_mode() -> None:
+    """Attention dropout declines the layer in training (the per-relation convs run, the reason
+    kept), and after ``model.eval()`` the program runs, matching under ``no_grad``."""
+    torch.manual_seed(0)
+    model = _hetero(
+        GAT((-1, -1), 8, num_layers=2, heads=2, dropout=0.3, add_self_loops=False), "sum"
+    )
+    compiled = torch.compile(model, backend=HectorBackend())
+    x, ei = _batch()
+    compiled(x, ei)
+    assert "attention dropout" in pyg_route.FALLBACKS["to_hetero convs.0 (GATConv)"]
+    assert "hetero-gat:0.2" not in pyg_route.STATS
+    model.eval()
+    with torch.no_grad():
+        got, want = compiled(x, ei), model(x, ei)
+    for t in want:
+        assert (got[t] - want[t]).abs().max().item() <= TOL
+    assert pyg_route.STATS["hetero-gat:0.2"].calls == 2
+
+
+def test_batch_sizes_share_one_compilation() -> None:
+    """Under ``dynamic=True`` batches of other sizes run without recompiling."""
+    torch.manual_seed(0)
+    model = _hetero(GraphSAGE((-1, -1), 8, num_layers=2), "sum")
+    backend = HectorBackend()
+    compiled = torch.compile(model, backend=backend, dynamic=True)
+    for scale in (1, 2, 3):
+        _assert_matches(model, compiled, *_batch(seed=scale, scale=scale))
+    assert backend.stats()["compilations"] == 1
+    assert pyg_route.STATS["hetero-sage:mean:1"].calls == 6
+
+
+# -- fallbacks ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("make", "aggr", "label", "reason"),
+    [
+        (
+            lambda: GraphSAGE((-1, -1), 8, num_layers=2),
+            "max",
+            "to_hetero convs.0 (SAGEConv)",
+            "to_hetero(aggr='max')",
+        ),
+        (
+            lambda: GraphSAGE((-1, -1), 8, num_layers=2, normalize=True),
+            "sum",
+            "to_hetero convs.1 (SAGEConv)",
+            "SAGEConv(normalize=True)",
+        ),
+    ],
+)
+def test_declined_layers_run_as_written_with_reason(
+    make: Any, aggr: str, label: str, reason: str
+) -> None:
+    """What the programs do not compute runs as ``to_hetero`` wrote it, matching, in one graph;
+    :func:`hector.explain` names the layer, its conv class and the reason."""
+    torch.manual_seed(0)
+    model = _hetero(make(), aggr)
+    compiled = torch.compile(model, backend=HectorBackend())
+    _assert_matches(model, compiled, *_batch())
+    assert reason in pyg_route.FALLBACKS[label]
+    explained = hector.explain(model, *_batch())
+    assert not explained.graph_breaks
+    assert f"recognised layer {label} ran PyG's own forward: " in str(explained)
+    assert reason in str(explained)
+
+
+def test_explain_reports_the_programs() -> None:
+    """:func:`hector.explain` of a routed model: the layer programs, no breaks, no fallbacks."""
+    torch.manual_seed(0)
+    model = _hetero(GraphSAGE((-1, -1), 8, num_layers=2), "mean")
+    explained = hector.explain(model, *_batch())
+    assert not explained.graph_breaks
+    assert explained.stats["layer_programs"]["hetero-sage:mean:1"]["calls"] == 2
+    assert not explained.stats["layer_fallbacks"]
+    assert "hetero-sage:mean:1" in str(explained)
+
+
+def test_to_hetero_with_bases_is_named_as_not_routed() -> None:
+    """``to_hetero_with_bases`` (one ``HeteroBasisConv`` per layer over one grouped graph) is
+    not routed; :func:`hector.explain` names each layer with the reason. Outputs are not
+    compared: with torch 2.13 / PyG 2.8.1 Dynamo's own ``backend="eager"`` already differs from
+    PyG's eager result on this model."""
+    from torch_geometric.nn import to_hetero_with_bases
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv1 = SAGEConv(5, 8)
+            self.conv2 = SAGEConv(8, 4)
+
+        def forward(self, x: Any, edge_index: Any) -> Any:
+            return self.conv2(self.conv1(x, edge_index).relu(), edge_index)
+
+    torch.manual_seed(0)
+    model = to_hetero_with_bases(Net(), METADATA, num_bases=2, in_channels={"x": 5})
+    x, ei = _batch()
+    x = {t: torch.nn.functional.pad(v, (0, 5 - v.shape[1])) for t, v in x.items()}
+    model(x, ei)  # PyG's lazy alignment layers take their widths
+    explained = str(hector.explain(model, x, ei))
+    for layer in ("conv1", "conv2"):
+        assert f"to_hetero_with_bases {layer} (HeteroBasisConv) ran PyG's own forward" in explained
+    assert "to_hetero_with_bases is not routed" in explained
