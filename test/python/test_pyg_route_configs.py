@@ -383,7 +383,7 @@ import torch
 import hector.dynamo.backend  # the backend first, PyG after it
 assert "torch_geometric" not in sys.modules
 from torch_geometric.nn import RGCNConv
-from hector import pyg_route
+from hector.dynamo import pyg_route
 
 torch.manual_seed(0)
 conv = RGCNConv(4, 3, 3)
