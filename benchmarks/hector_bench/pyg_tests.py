@@ -89,7 +89,7 @@ class LayerCounts:
     partial: int = 0
     fallbacks: Counter[str] = field(default_factory=Counter)
     errors: list[dict[str, Any]] = field(default_factory=list)
-    wrong: list[str] = field(default_factory=list)
+    wrong: list[dict[str, Any]] = field(default_factory=list)
 
 
 class CompiledTwin:
@@ -113,13 +113,13 @@ class CompiledTwin:
         from hector.dynamo import backend as dynamo  # noqa: F401  (installs the routes)
 
         for name in LAYERS:
-            self._patch(getattr(pyg_nn, name), "__call__", lambda f, n=name: self._wrap(n, f))
+            self._patch(getattr(pyg_nn, name), "__call__", functools.partial(self._wrap, name))
         for name, module in MODELS.items():
             cls = getattr(importlib.import_module(module), name)
-            self._patch(cls, "__call__", lambda f, n=name: self._wrap(n, f))
+            self._patch(cls, "__call__", functools.partial(self._wrap, name))
         for label, (module, name) in TRANSFORMS.items():
             cls = getattr(importlib.import_module(module), name)
-            self._patch(cls, "transform", lambda f, n=label: self._wrap_transform(n, f))
+            self._patch(cls, "transform", functools.partial(self._wrap_transform, label))
 
     def pytest_sessionfinish(self, session: Any) -> None:
         """Put the classes back as they were (the bench may run inside another process)."""
