@@ -29,7 +29,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "hetero_conv",
         "MLPerf's rgnn (HeteroConv), to_hetero(GraphSAGE/GAT): eager, inductor, backend='hector'",
     ),
-    "pyg-tests": ("pyg_tests", "PyG's own conv unit tests, each conv call also compiled"),
+    "pyg-tests": (
+        "pyg_tests",
+        "PyG's own relational-layer and hetero-model unit tests, each model call also compiled",
+    ),
     "precision": ("precision", "Hector's layers on float32, bfloat16 and float16 storage"),
     "feature-gather": (
         "feature_gather",

@@ -329,3 +329,19 @@ def test_mlperf_model_with_trim_to_layer() -> None:
     assert unused == 12
     _assert_routed("hetero-gat")
     assert pyg_route.STATS["hetero-gat:0.2"].calls == 2
+
+
+def test_relations_named_underscore_are_left_out_as_pyg_does() -> None:
+    """Edge types named as in PyG's ``test_to_hetero_and_rgcn_equal_output``
+    (``("paper", "_", "author")``): PyG's ``ModuleDict`` gives them back from ``keys()`` as
+    ``("paper", "", "_author")`` and ``HeteroConv.forward`` leaves them out; the program does
+    too (the other relations still run as one program)."""
+    relations = [("paper", "cites", "paper"), ("paper", "_", "author"), ("author", "_", "paper")]
+    torch.manual_seed(0)
+    model = HeteroConv({e: GraphConv(6, 5) for e in relations})
+    assert ("paper", "", "_author") in list(model.convs.keys())  # PyG's spelling, not the call's
+    sizes = {"paper": 11, "author": 7}
+    x, ei = _features(sizes, WIDTHS), _edges(relations, sizes)
+    assert list(model(x, ei)) == ["paper"]
+    _assert_matches(model, torch.compile(model, backend=HectorBackend()), x, ei)
+    _assert_routed("hetero-sage")

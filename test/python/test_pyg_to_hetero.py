@@ -304,3 +304,38 @@ def test_to_hetero_with_bases_is_named_as_not_routed() -> None:
     for layer in ("conv1", "conv2"):
         assert f"to_hetero_with_bases {layer} (HeteroBasisConv) ran PyG's own forward" in explained
     assert "to_hetero_with_bases is not routed" in explained
+
+
+def test_relations_named_underscore() -> None:
+    """PyG's ``test_to_hetero_and_rgcn_equal_output`` model (``lin(x) + GraphConv(x)``) over
+    edge types named ``("paper", "_", "author")``, which PyG's ``ModuleDict`` does not split
+    back as written: each layer still runs one program."""
+    relations = [("paper", "_", "paper"), ("paper", "_", "author"), ("author", "_", "paper")]
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = GraphConv(6, 5)
+            self.lin = torch.nn.Linear(6, 5)
+
+        def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+            return self.lin(x) + self.conv(x, edge_index)
+
+    torch.manual_seed(0)
+    model = to_hetero(Net(), (["paper", "author"], relations))
+    gen = torch.Generator().manual_seed(2)
+    sizes = {"paper": 11, "author": 7}
+    x = {t: torch.randn(n, 6, generator=gen) for t, n in sizes.items()}
+    ei = {
+        (s, r, d): torch.stack(
+            [
+                torch.randint(sizes[s], (15,), generator=gen),
+                torch.randint(sizes[d], (15,), generator=gen),
+            ]
+        )
+        for s, r, d in relations
+    }
+    backend = HectorBackend()
+    _assert_matches(model, torch.compile(model, backend=backend), x, ei)
+    assert not [k for k in pyg_route.FALLBACKS if "to_hetero" in k], pyg_route.FALLBACKS
+    assert [n for n in backend.graphs[0].layers if n.startswith("hetero-sage")]

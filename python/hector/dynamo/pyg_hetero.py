@@ -53,6 +53,20 @@ EdgeType = tuple[str, str, str]
 _AGGRS = ("sum", "add", "mean")
 
 
+def call_relations(layer: Any, edge_index_dict: dict[Any, Any]) -> list[tuple[EdgeType, Any]]:
+    """The relations of the call that ``layer`` computes, in the layer's order, each with its
+    conv. A ``HeteroConv``: as its ``forward`` reads them, from ``convs.items()`` (PyG's
+    ``ModuleDict`` keeps an edge type as one string and does not split every name back: a
+    relation named ``"_"``, ``("paper", "_", "author")``, comes back as ``("paper", "",
+    "_author")``, matches no key of the call, and PyG's layer leaves it out). A layer with its
+    own ``relations`` list (:class:`hector.dynamo.pyg_to_hetero.ToHeteroLayer`: ``to_hetero``
+    calls each conv with its relation's tensors, whatever the names): those."""
+    own = getattr(layer, "relations", None)
+    if own is None:
+        return [(e, c) for e, c in layer.convs.items() if e in edge_index_dict]
+    return [(e, layer.convs[e]) for e in own if e in edge_index_dict]
+
+
 @dataclass
 class Layout:
     """The typed graph of one call: the relations it has (``HeteroConv.convs`` order), the node
@@ -67,12 +81,12 @@ class Layout:
 
     @classmethod
     def of(
-        cls, convs: Any, x_dict: dict[str, Any], edge_index_dict: dict[Any, Any], dst: bool
+        cls, layer: Any, x_dict: dict[str, Any], edge_index_dict: dict[Any, Any], dst: bool
     ) -> Layout:
-        """The layout of ``HeteroConv``'s call (its convs, the call's dicts); ``dst``: whether
+        """The layout of ``HeteroConv`` ``layer``'s call (the call's dicts); ``dst``: whether
         the convs read the destinations' features (else a type that is only a destination has
         zero rows, and its features no gradient, as in PyG)."""
-        relations = [e for e in convs.keys() if e in edge_index_dict]
+        relations = [e for e, _ in call_relations(layer, edge_index_dict)]
         touched = {t for e in relations for t in (e[0], e[2])}
         read = {e[0] for e in relations} | ({e[2] for e in relations} if dst else set())
         types = [t for t in x_dict if t in touched]
@@ -443,7 +457,7 @@ def _class_of(conv: Any) -> str | None:
 def _inputs_unsupported(layer: Any, x_dict: Any, edge_index_dict: Any) -> str | None:
     if not isinstance(x_dict, dict) or not isinstance(edge_index_dict, dict):
         return "HeteroConv called with other than (x_dict, edge_index_dict)"
-    relations = [e for e in layer.convs.keys() if e in edge_index_dict]
+    relations = [e for e, _ in call_relations(layer, edge_index_dict)]
     if not relations:
         return "no relation of the layer in edge_index_dict"
     for e in relations:
@@ -469,7 +483,7 @@ def unsupported(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> st
     reason = _inputs_unsupported(layer, *args)
     if reason is not None:
         return reason
-    convs = [c for e, c in layer.convs.items() if e in args[1]]
+    convs = [c for _, c in call_relations(layer, args[1])]
     classes = {_class_of(c) for c in convs}
     if None in classes:
         names = sorted({type(c).__name__ for c in convs if _class_of(c) is None})
@@ -519,9 +533,9 @@ def run_program(
     """The layer's output per destination type from one ``hector::pyg_layer`` call: ``layer``
     has ``HeteroConv``'s ``convs`` (by edge type) and ``aggr``, and :func:`unsupported` found
     nothing against the call (:mod:`hector.dynamo.pyg_to_hetero` calls it for ``to_hetero``)."""
-    convs = [c for e, c in layer.convs.items() if e in edge_index_dict]
+    convs = [c for _, c in call_relations(layer, edge_index_dict)]
     relations = RELATIONS[str(_class_of(convs[0]))]
-    layout = Layout.of(layer.convs, x_dict, edge_index_dict, relations.reads_destinations(convs))
+    layout = Layout.of(layer, x_dict, edge_index_dict, relations.reads_destinations(convs))
     layout.edge_attr = edge_attr_dict or {}
     tensors = relations.tensors(convs, layout)
     out = torch.ops.hector.pyg_layer(
