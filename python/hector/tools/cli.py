@@ -87,6 +87,17 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     _args.add_bounds_to_help(d)
 
 
+def _emit_choices() -> list[str] | None:
+    """Every stage ``--emit`` can print (``inter`` and each target's); None where the compiler
+    is not installed (a GPU node running ``hector bench``): ``compile`` then says so when run."""
+    try:
+        return list(dict.fromkeys(s for t in EMIT_TARGETS for s in emit_stages(t)))
+    except ModuleNotFoundError as err:
+        if err.name != "mlir":
+            raise
+        return None
+
+
 def _add_compile(sub: argparse._SubParsersAction) -> None:
     """``hector compile``: the program, the stage printed, the optimizations, a bundle."""
     from . import cli_args as _args
@@ -97,17 +108,9 @@ def _add_compile(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--in-dim", type=_args.POSITIVE_DIM, default=16)
     c.add_argument("--out-dim", type=_args.POSITIVE_DIM, default=16)
     c.add_argument("--etypes", type=_args.POSITIVE_DIM, default=4)
-    try:
-        every_stage: list[str] | None = list(
-            dict.fromkeys(s for t in EMIT_TARGETS for s in emit_stages(t))
-        )
-    except ModuleNotFoundError as err:  # no compiler here (a GPU node): `compile` says so
-        if err.name != "mlir":
-            raise
-        every_stage = None
     c.add_argument(
         "--emit",
-        choices=every_stage,
+        choices=_emit_choices(),
         default="ptx",
         help="stage to print: inter or one of the target's stages (ptx: the PTX text)",
     )
