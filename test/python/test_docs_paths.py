@@ -34,7 +34,13 @@ SOURCE_FOLDERS = (
 )
 
 #: Paths the docs name in another project's tree (PyG's tests, fetched by the user).
-FOREIGN_PATHS = frozenset({"test/nn/conv/test_rgcn_conv.py"})
+FOREIGN_PATHS = frozenset(
+    {
+        "test/nn/conv/test_rgcn_conv.py",
+        "test/nn/conv/test_hetero_conv.py",
+        "test/nn/test_to_hetero_transformer.py",
+    }
+)
 
 _CODE = re.compile(r"`([^`\s]+)`")
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
