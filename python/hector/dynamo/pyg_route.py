@@ -105,6 +105,8 @@ class ProgramFamily:
 
     compiled: Callable[[str], Any]  # the program of a name
     columns: Callable[[str, list[torch.Tensor]], Any]  # its output width, from its tensors
+    #: False: RGCN's graph instead (``[edge_index, edge_type]``, ``sizes`` ``[nodes, relations]``)
+    typed: bool = True
 
 
 #: Program families of other modules, by the name's prefix (before the first ``:``).
@@ -118,7 +120,8 @@ def register_family(prefix: str, family: ProgramFamily) -> None:
 
 def _typed_graph(program: str) -> bool:
     """Whether ``program`` runs on a typed graph of per-relation ``edge_index`` tensors."""
-    return program.startswith("hgt") or program.split(":")[0] in FAMILIES
+    family = FAMILIES.get(program.split(":")[0])
+    return program.startswith("hgt") or (family is not None and family.typed)
 
 
 def _stats(program: str) -> ProgramStats:
@@ -598,10 +601,17 @@ _ROUTED: dict[str, Callable[..., Any]] = {
 }
 
 
-def register_layer(name: str, forward: Callable[..., Any]) -> None:
-    """Route PyG class ``name`` (of ``torch_geometric.nn``) to ``forward`` under a Hector
-    backend, as the layers above (another module's route); routed at once if PyG is."""
+#: The PyG module holding a routed class, where it is not ``torch_geometric.nn``.
+_MODULES: dict[str, str] = {}
+
+
+def register_layer(name: str, forward: Callable[..., Any], module: str = "") -> None:
+    """Route PyG class ``name`` (of ``torch_geometric.nn``, or of ``module``, which that
+    package imports) to ``forward`` under a Hector backend, as the layers above (another
+    module's route); routed at once if PyG is."""
     _ROUTED[name] = forward
+    if module:
+        _MODULES[name] = module
     if _ORIGINAL:
         install()
 
@@ -756,7 +766,8 @@ def install() -> list[str]:
     pyg_nn = sys.modules["torch_geometric.nn"]
 
     for name in _ROUTED:
-        cls = getattr(pyg_nn, name, None)  # None: torch_geometric.nn is still being imported
+        home = sys.modules.get(_MODULES[name]) if name in _MODULES else pyg_nn
+        cls = getattr(home, name, None)  # None: torch_geometric.nn is still being imported
         if cls is not None and name not in _ORIGINAL:
             _ORIGINAL[name] = cls.forward
             cls.forward = _routed(name)

@@ -33,9 +33,8 @@ That is a ``HeteroConv`` spelt out node by node, so the route here hands each su
   reason is kept in :data:`hector.dynamo.pyg_route.FALLBACKS` under ``to_hetero <layer> (<conv
   class>)`` (shown by :func:`hector.explain`).
 
-``to_hetero_with_bases`` models (``HeteroBasisConv``: one conv over one grouped graph, messages
-weighted per relation by basis coefficients, aggregated over all relations at once) are not
-routed; :func:`group_layers` records that reason for them.
+``to_hetero_with_bases`` models have no per-relation convs to group: their layers
+(``HeteroBasisConv``) are routed by class, :mod:`hector.dynamo.pyg_bases`.
 """
 
 from __future__ import annotations
@@ -271,7 +270,7 @@ class Grouping:
 def group_layers(gm: torch.fx.GraphModule) -> Grouping:
     """The twin of ``to_hetero`` model ``gm`` with each layer one :class:`ToHeteroLayer` call."""
     graph = copy.deepcopy(gm.graph)
-    declined = _with_bases_reasons(gm)
+    declined: dict[str, str] = {}
     edge_types = _edge_types(graph)
     layers: dict[str, torch.nn.Module] = {}
     for calls in _conv_calls(gm, graph, edge_types) if edge_types else []:
@@ -310,15 +309,6 @@ def _replace(graph: torch.fx.Graph, layer: LayerCalls, target: str) -> None:
         graph.erase_node(n)
 
 
-def _with_bases_reasons(gm: torch.fx.GraphModule) -> dict[str, str]:
-    return {
-        f"to_hetero_with_bases {name} (HeteroBasisConv)": "to_hetero_with_bases is not routed "
-        "(basis-weighted messages aggregated over all relations at once)"
-        for name, m in gm.named_modules()
-        if type(m).__name__ == "HeteroBasisConv"
-    }
-
-
 def _signature(gm: torch.fx.GraphModule) -> tuple[Any, ...]:
     """What the twin depends on: the model's code and the modules its graph calls."""
     targets = [n.target for n in gm.graph.nodes if n.op == "call_module"]
@@ -339,7 +329,7 @@ def _grouped_ready(gm: Any) -> bool:
     cached = cls.__dict__.get("_hector_grouping")
     signature = _signature(gm)
     if cached is None or cached.signature != signature:
-        if _is_to_hetero(gm.graph) or _with_bases_reasons(gm):
+        if _is_to_hetero(gm.graph):
             try:
                 cached = group_layers(gm)
             except Exception as err:  # a graph the analysis misreads: the model runs as written

@@ -1,0 +1,215 @@
+"""PyG's ``to_hetero_with_bases`` layers under ``torch.compile(backend="hector")``: one program each.
+
+``torch_geometric.nn.to_hetero_with_bases`` turns a homogeneous model into a
+``torch.fx.GraphModule`` over one *grouped* graph: the node types' features concatenated in the
+metadata's order (after ``LinearAlign``, a bias-free ``Linear`` per type, where ``in_channels``
+names the argument), the relations' ``edge_index`` tensors concatenated with the node types'
+offsets, and an ``edge_type`` vector (each edge's relation). Each message passing layer becomes
+a ``HeteroBasisConv``: ``B`` copies of the conv (the bases), each with coefficients
+``edge_type_weight`` ``[1, R]`` and a message-forward hook that scales each edge's message by
+its relation's coefficient; the bases' outputs are summed. For ``SAGEConv`` and ``GraphConv``
+(a linear of the aggregated messages plus a linear of the node's own row) that is one
+relational layer over all incoming edges of all relations at once:
+
+``h'_i = Σ_b [ W_b · aggr_{j→i} (a_{r(j,i),b} x_j) + R_b x_i + c_b ]
+= aggr_{j→i} (W_{r(j,i)} x_j) + (Σ_b R_b) x_i + Σ_b c_b``, with ``W_r = Σ_b a_{r,b} W_b``
+
+for ``aggr`` a sum or a mean (the mean over all of ``i``'s incoming edges, whatever their
+relation, as PyG's grouped graph computes it). Under a Hector backend ``HeteroBasisConv``'s
+``forward`` (routed through :func:`hector.dynamo.pyg_route.register_layer`) composes ``W_r``,
+the summed root weight and bias in PyTorch ops of the captured graph (so autograd takes the
+gradients to each basis' weights and to the coefficients) and runs one ``hector::pyg_layer``
+op over the grouped graph (``[edge_index, edge_type]``, one node set, ``R`` relations):
+``hetero-bases:mean`` (:func:`_bases_mean`: ``degree_norm("dst")``) or ``hetero-bases:sum``
+(Hector's ``rgcn_sum_layer``, the same sum).
+
+Declined layers run PyG's own ``forward`` *outside* Dynamo (a graph break at the layer): under
+``torch.compile`` PyG's generated ``propagate`` skips message-forward hooks
+(``not is_compiling()``), so a traced ``HeteroBasisConv`` would compute without its
+coefficients. The reason is kept in :data:`hector.dynamo.pyg_route.FALLBACKS` under
+``to_hetero_with_bases (<conv class>)``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import torch
+
+from .. import models
+from ..frontends import compiled as frontend
+from ..frontends.graph_api import GraphProxy, Value
+from . import pyg_route
+
+#: The PyG module defining ``HeteroBasisConv`` (and the hook that scales its messages).
+_PYG_MODULE = "torch_geometric.nn.to_hetero_with_bases_transformer"
+#: The program of each neighbourhood aggregation computed.
+_PROGRAMS = {"mean": "hetero-bases:mean", "add": "hetero-bases:sum", "sum": "hetero-bases:sum"}
+#: PyG's per-conv hook dicts: a hook in any but the basis hook runs code the program lacks.
+_HOOK_DICTS = (
+    "_forward_hooks",
+    "_forward_pre_hooks",
+    "_propagate_forward_pre_hooks",
+    "_propagate_forward_hooks",
+    "_message_forward_pre_hooks",
+    "_aggregate_forward_pre_hooks",
+    "_aggregate_forward_hooks",
+    "_message_and_aggregate_forward_pre_hooks",
+    "_message_and_aggregate_forward_hooks",
+)
+
+
+def _bases_mean_layer(g: GraphProxy, x: Value, weight: Value, root: Value, bias: Value) -> Value:
+    """``h'_i = (1/c_i) Σ_{j→i} W_{r(j,i)} h_j + W_0 h_i + b``: the mean over all of ``i``'s
+    incoming edges (``c_i`` of them, any relation), each edge's relation weight applied."""
+    msg = g.typed_linear(g.gather_src(x), weight)
+    return g.sum_to_dst(msg * g.degree_norm("dst")) + g.linear(x, root) + bias
+
+
+_bases_mean = frontend.compile(_bases_mean_layer)
+_bases_mean.__name__ = "bases_mean_layer"
+
+
+def _compiled(name: str) -> frontend.CompiledFunction:
+    """The program named ``name`` (``hetero-bases:mean`` or ``hetero-bases:sum``)."""
+    if name == "hetero-bases:mean":
+        return _bases_mean
+    if name == "hetero-bases:sum":
+        return models.rgcn_sum_layer
+    raise ValueError(f"unknown to_hetero_with_bases program {name!r}")
+
+
+def _columns(name: str, tensors: list[torch.Tensor]) -> Any:
+    return tensors[1].shape[-1]
+
+
+# -- the convs --------------------------------------------------------------------------------
+
+
+def _lins(conv: Any) -> tuple[Any, Any]:
+    """The conv's linear of the aggregated messages and of the node's own row (None: none)."""
+    if type(conv).__name__ == "SAGEConv":
+        return conv.lin_l, conv.lin_r if conv.root_weight else None
+    return conv.lin_rel, conv.lin_root  # GraphConv
+
+
+def _conv_unsupported(conv: Any) -> str | None:
+    """Why one basis conv is outside the programs (None: it is not)."""
+    name, module = type(conv).__name__, type(conv).__module__
+    if name not in ("SAGEConv", "GraphConv"):
+        return "a conv class the programs do not express (PyG's SAGEConv and GraphConv are)"
+    if not module.startswith("torch_geometric."):
+        return f"{name} of {module}, not PyG's (its messages are not known)"
+    if not isinstance(conv.aggr, str) or conv.aggr not in _PROGRAMS:
+        return f"{name}(aggr={conv.aggr!r}) (Hector's programs: mean or sum over all relations)"
+    if name == "SAGEConv" and conv.normalize:
+        return "SAGEConv(normalize=True) (per basis, before the bases' sum)"
+    if name == "SAGEConv" and conv.project:
+        return "SAGEConv(project=True)"
+    lins = [lin for lin in _lins(conv) if lin is not None]
+    if any(isinstance(lin.weight, torch.nn.parameter.UninitializedParameter) for lin in lins):
+        return f"{name} with a lazy input width before its first call"
+    if conv.explain:
+        return f"{name} in PyG's explain mode (edge masks)"
+    basis_hook = sys.modules[_PYG_MODULE].hook
+    if list(conv._message_forward_hooks.values()) != [basis_hook]:
+        return "message-forward hooks besides the basis coefficients'"
+    if any(getattr(conv, d, None) for d in _HOOK_DICTS):
+        return "forward, propagate or aggregate hooks on a basis conv"
+    return None
+
+
+def _inputs_unsupported(layer: Any, edge_type: Any, args: Any, kwargs: Any) -> str | None:
+    """Why the call's arguments are outside the programs (None: they are not)."""
+    if len(args) != 2 or any(v is not None for v in kwargs.values()):
+        names = sorted(k for k, v in kwargs.items() if v is not None)
+        return f"a conv called with arguments beyond (x, edge_index) {names}"
+    x, edge_index = args
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() not in (2, 3):
+        return "x is not one [N, F] or [B, N, F] float32 tensor (a pair, another type)"
+    if not isinstance(edge_index, torch.Tensor) or edge_index.layout != torch.strided:
+        return "edge_index is not a [2, E] tensor (a sparse adjacency)"
+    if edge_index.dim() != 2 or edge_index.shape[0] != 2 or edge_index.is_floating_point():
+        return "edge_index is not an integer [2, E] tensor"
+    if not isinstance(edge_type, torch.Tensor) or edge_type.shape != edge_index.shape[1:]:
+        return "edge_type is not one relation per edge"
+    in_channels = _lins(layer.convs[0])[0].in_channels
+    if x.shape[-1] != in_channels:
+        return f"x has {x.shape[-1]} columns, the conv takes {in_channels}"
+    return None
+
+
+def unsupported(layer: Any, edge_type: Any, args: Any, kwargs: Any) -> str | None:
+    """Why ``HeteroBasisConv`` ``layer`` called with ``edge_type, *args, **kwargs`` cannot run
+    one Hector program (None: it can)."""
+    convs = list(layer.convs)
+    for conv in convs:
+        reason = _conv_unsupported(conv)
+        if reason is not None:
+            return reason
+    first = convs[0]
+    for name in ("aggr", "out_channels"):
+        if any(getattr(c, name) != getattr(first, name) for c in convs):
+            return f"the bases' convs differ in {name}"
+    if any((_lins(c)[1] is None) != (_lins(first)[1] is None) for c in convs):
+        return "the bases' convs differ in root weight"
+    return _inputs_unsupported(layer, edge_type, args, kwargs)
+
+
+def tensors(layer: Any, x: torch.Tensor) -> list[torch.Tensor]:
+    """``x, W [R, in, out], root [in, out], bias [out]``: ``W_r = Σ_b a_{r,b} W_b``, the
+    bases' root weights and biases summed (PyTorch ops: autograd reaches every parameter)."""
+    lins = [_lins(c) for c in layer.convs]
+    att = torch.cat([c.edge_type_weight for c in layer.convs])  # [B, R]
+    bases = torch.stack([lin.weight.t() for lin, _ in lins])  # [B, in, out]
+    weight = torch.einsum("br,bio->rio", att, bases)
+    roots = [root.weight.t() for _, root in lins if root is not None]
+    root = torch.stack(roots).sum(0) if roots else bases.new_zeros(bases.shape[1:])
+    biases = [lin.bias for pair in lins for lin in pair if lin is not None and lin.bias is not None]
+    bias = torch.stack(biases).sum(0) if biases else bases.new_zeros(bases.shape[-1])
+    return [x, weight, root, bias]
+
+
+# -- the route --------------------------------------------------------------------------------
+
+
+@torch._dynamo.disable
+def _pyg_forward(layer: Any, edge_type: Any, *args: Any, **kwargs: Any) -> Any:
+    """PyG's ``HeteroBasisConv.forward``, outside Dynamo: its message hooks then run."""
+    return pyg_route._ORIGINAL["HeteroBasisConv"](layer, edge_type, *args, **kwargs)
+
+
+def bases_forward(self: Any, edge_type: Any, *args: Any, **kwargs: Any) -> Any:
+    """``HeteroBasisConv.forward`` under the Hector backend: weight glue and one
+    ``hector::pyg_layer`` call (PyG's own ``forward``, run eagerly, where :func:`unsupported`)."""
+    reason = unsupported(self, edge_type, args, kwargs)
+    if reason is not None:
+        pyg_route.record_fallback(f"to_hetero_with_bases ({type(self.convs[0]).__name__})", reason)
+        return _pyg_forward(self, edge_type, *args, **kwargs)
+    x, edge_index = args
+    if x.dim() == 3:  # static graph: B feature sets over one graph, as B copies of it
+        copies, nodes = x.shape[0], x.shape[1]
+        offsets = torch.arange(copies, device=edge_index.device) * nodes
+        edge_index = (edge_index.unsqueeze(1) + offsets.view(1, -1, 1)).reshape(2, -1)
+        edge_type = edge_type.repeat(copies)
+        out = _run(self, x.reshape(-1, x.shape[2]), edge_index, edge_type)
+        return out.view(copies, nodes, -1)
+    return _run(self, x, edge_index, edge_type)
+
+
+def _run(layer: Any, x: torch.Tensor, edge_index: Any, edge_type: Any) -> torch.Tensor:
+    """The layer's rows from one ``hector::pyg_layer`` call over the grouped graph."""
+    args = tensors(layer, x)
+    return torch.ops.hector.pyg_layer(
+        _PROGRAMS[layer.convs[0].aggr],
+        pyg_route._train(args),
+        [edge_index, edge_type],
+        [x.shape[0], layer.num_relations],
+        [],
+        args,
+    )
+
+
+pyg_route.register_family("hetero-bases", pyg_route.ProgramFamily(_compiled, _columns, typed=False))
+pyg_route.register_layer("HeteroBasisConv", bases_forward, module=_PYG_MODULE)
