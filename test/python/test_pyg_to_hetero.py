@@ -279,33 +279,6 @@ def test_explain_reports_the_programs() -> None:
     assert "hetero-sage:mean:1" in str(explained)
 
 
-def test_to_hetero_with_bases_is_named_as_not_routed() -> None:
-    """``to_hetero_with_bases`` (one ``HeteroBasisConv`` per layer over one grouped graph) is
-    not routed; :func:`hector.explain` names each layer with the reason. Outputs are not
-    compared: with torch 2.13 / PyG 2.8.1 Dynamo's own ``backend="eager"`` already differs from
-    PyG's eager result on this model."""
-    from torch_geometric.nn import to_hetero_with_bases
-
-    class Net(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.conv1 = SAGEConv(5, 8)
-            self.conv2 = SAGEConv(8, 4)
-
-        def forward(self, x: Any, edge_index: Any) -> Any:
-            return self.conv2(self.conv1(x, edge_index).relu(), edge_index)
-
-    torch.manual_seed(0)
-    model = to_hetero_with_bases(Net(), METADATA, num_bases=2, in_channels={"x": 5})
-    x, ei = _batch()
-    x = {t: torch.nn.functional.pad(v, (0, 5 - v.shape[1])) for t, v in x.items()}
-    model(x, ei)  # PyG's lazy alignment layers take their widths
-    explained = str(hector.explain(model, x, ei))
-    for layer in ("conv1", "conv2"):
-        assert f"to_hetero_with_bases {layer} (HeteroBasisConv) ran PyG's own forward" in explained
-    assert "to_hetero_with_bases is not routed" in explained
-
-
 def test_relations_named_underscore() -> None:
     """PyG's ``test_to_hetero_and_rgcn_equal_output`` model (``lin(x) + GraphConv(x)``) over
     edge types named ``("paper", "_", "author")``, which PyG's ``ModuleDict`` does not split

@@ -1,4 +1,4 @@
-"""PyG's ``to_hetero_with_bases`` layers under ``torch.compile(backend="hector")``: one program each.
+"""PyG's ``to_hetero_with_bases`` layers under ``torch.compile(backend="hector")``: one program.
 
 ``torch_geometric.nn.to_hetero_with_bases`` turns a homogeneous model into a
 ``torch.fx.GraphModule`` over one *grouped* graph: the node types' features concatenated in the

@@ -1,0 +1,226 @@
+"""PyG's ``to_hetero_with_bases`` models under ``torch.compile(backend="hector")``: each
+``HeteroBasisConv`` one Hector program with the basis coefficients (``hector.dynamo.pyg_bases``,
+issue 54 item 2).
+
+Every case runs the model eagerly and compiled and compares the outputs and the gradients of
+every parameter (the bases' weights, their coefficients ``edge_type_weight``, PyG's
+``LinearAlign`` projections) and of every node type's features, within 1e-5 (float32), against
+*eager* PyG: compiled PyG is not a reference (its ``propagate`` skips the message-forward hook
+that applies the coefficients while Dynamo traces it). The graphs are bipartite (node types of
+different sizes and widths, aligned by ``in_channels``) and one relation has no edges.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+import torch._dynamo
+from test_pyg_route_configs import _fresh_dynamo  # noqa: F401  (autouse: Dynamo reset per test)
+from torch._dynamo.utils import counters
+from torch_geometric.nn import GINConv, GraphConv, SAGEConv, to_hetero_with_bases
+
+import hector
+from hector.dynamo import pyg_route
+from hector.dynamo.backend import HectorBackend
+
+TOL = 1e-5
+SIZES = {"paper": 11, "author": 7, "institute": 4}
+WIDTHS = {"paper": 6, "author": 3, "institute": 5}
+RELATIONS = [
+    ("paper", "cites", "paper"),
+    ("author", "writes", "paper"),
+    ("paper", "rev_writes", "author"),
+    ("author", "affiliated", "institute"),
+    ("institute", "employs", "author"),
+]
+METADATA = (list(SIZES), RELATIONS)
+
+
+def _batch(seed: int = 0, scale: int = 1) -> tuple[dict[str, Any], dict[Any, torch.Tensor]]:
+    """Features and edges; ``("institute", "employs", "author")`` without edges."""
+    gen = torch.Generator().manual_seed(seed)
+    sizes = {t: n * scale for t, n in SIZES.items()}
+    x = {t: torch.randn(n, WIDTHS[t], generator=gen) for t, n in sizes.items()}
+    ei = {}
+    for s, r, d in RELATIONS:
+        per = 0 if r == "employs" else 15 * scale
+        src = torch.randint(sizes[s], (per,), generator=gen)
+        ei[(s, r, d)] = torch.stack([src, torch.randint(sizes[d], (per,), generator=gen)])
+    return x, ei
+
+
+class Net(torch.nn.Module):
+    """Two message passing layers of one conv class, an activation between."""
+
+    def __init__(self, conv: Any, **options: Any) -> None:
+        super().__init__()
+        self.conv1 = conv(8, 6, **options)
+        self.conv2 = conv(6, 4, **options)
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        return self.conv2(self.conv1(x, edge_index).relu(), edge_index)
+
+
+def _with_bases(model: torch.nn.Module, bases: int = 3) -> torch.nn.Module:
+    """``to_hetero_with_bases`` of ``model``, ``x`` aligned to 8 columns (PyG's lazy
+    ``LinearAlign``, sized by one eager call)."""
+    torch.manual_seed(0)
+    hetero = to_hetero_with_bases(model, METADATA, num_bases=bases, in_channels={"x": 8})
+    with torch.no_grad():
+        hetero(*_batch(seed=9))
+    return hetero
+
+
+def _run(model: torch.nn.Module, fn: Any, x: Any, ei: Any) -> tuple[list[Any], ...]:
+    """Outputs (by type, sorted), then the gradients of the parameters and the features."""
+    model.zero_grad()
+    xr = {k: v.clone().requires_grad_() for k, v in x.items()}
+    out = fn(xr, ei)
+    keys = sorted(out)
+    torch.stack([out[k].square().mean() for k in keys]).sum().backward()
+    grads = [p.grad for p in model.parameters()] + [xr[k].grad for k in sorted(xr)]
+    return keys, [out[k].detach() for k in keys], grads
+
+
+def _assert_matches(model: torch.nn.Module, compiled: Any, x: Any, ei: Any) -> None:
+    got_k, got, got_g = _run(model, compiled, x, ei)
+    want_k, want, want_g = _run(model, model, x, ei)
+    assert got_k == want_k
+    for a, b in zip(got, want, strict=True):
+        assert a.shape == b.shape
+        assert (a - b).abs().max().item() <= TOL
+    assert len(got_g) == len(want_g)
+    for a, b in zip(got_g, want_g, strict=True):
+        assert a is not None
+        assert b is not None
+        assert (a - b).abs().max().item() <= TOL
+
+
+def _coefficients(model: torch.nn.Module) -> list[torch.Tensor]:
+    return [p for n, p in model.named_parameters() if n.endswith("edge_type_weight")]
+
+
+def _routed(model: torch.nn.Module, program: str, **compile_options: Any) -> HectorBackend:
+    """The compiled model matches eager PyG in one graph, each layer one ``program`` call
+    forward and backward, no layer declined."""
+    backend = HectorBackend()
+    compiled = torch.compile(model, backend=backend, **compile_options)
+    counters.clear()
+    _assert_matches(model, compiled, *_batch())
+    assert not dict(counters["graph_break"])
+    assert backend.stats()["compilations"] == 1
+    assert not pyg_route.FALLBACKS, pyg_route.FALLBACKS
+    assert backend.graphs[0].layers.count(program) == 2
+    stats = pyg_route.STATS[program]
+    assert stats.calls == 2
+    assert stats.backward_calls == 2
+    return backend
+
+
+CONVS = {
+    "sage-mean": (SAGEConv, {}, "hetero-bases:mean"),
+    "sage-sum-no-root": (SAGEConv, {"aggr": "sum", "root_weight": False}, "hetero-bases:sum"),
+    "sage-no-bias": (SAGEConv, {"bias": False}, "hetero-bases:mean"),
+    "graphconv-add": (GraphConv, {}, "hetero-bases:sum"),
+    "graphconv-mean": (GraphConv, {"aggr": "mean"}, "hetero-bases:mean"),
+}
+
+
+@pytest.mark.parametrize("name", list(CONVS))
+def test_routed_conv(name: str) -> None:
+    """Each routed conv class and option: forward and every gradient against eager PyG."""
+    conv, options, program = CONVS[name]
+    _routed(_with_bases(Net(conv, **options)), program)
+
+
+def test_coefficients_reach_the_output() -> None:
+    """The basis coefficients are applied: other coefficients give other outputs (Dynamo's
+    own capture of PyG's forward would ignore them), and the coefficients' gradients are
+    not zero for relations with edges and zero for the one without."""
+    model = _with_bases(Net(SAGEConv))
+    compiled = torch.compile(model, backend=HectorBackend())
+    x, ei = _batch()
+    before = compiled(x, ei)["paper"].detach()
+    with torch.no_grad():
+        _coefficients(model)[0].mul_(2.0)
+    after = compiled(x, ei)
+    assert (after["paper"] - before).abs().max().item() > 1e-3
+    assert (after["paper"] - model(x, ei)["paper"]).abs().max().item() <= TOL
+    sum(v.sum() for v in after.values()).backward()
+    grad = _coefficients(model)[0].grad
+    assert grad is not None
+    employs = RELATIONS.index(("institute", "employs", "author"))
+    assert grad[0, employs].item() == 0.0
+    assert grad[0, RELATIONS.index(("author", "writes", "paper"))].abs().item() > 0.0
+
+
+def test_one_basis() -> None:
+    """``num_bases=1`` (PyG leaves the one copy's coefficients uninitialised: set here)."""
+    model = _with_bases(Net(SAGEConv), bases=1)
+    with torch.no_grad():
+        for att in _coefficients(model):
+            att.uniform_(-1.0, 1.0)
+    _routed(model, "hetero-bases:mean")
+
+
+def test_static_graph_features() -> None:
+    """Features with a batch dimension ``[B, N, F]`` over one graph (PyG's
+    ``test_to_hetero_with_bases_on_static_graphs``): one program over B copies of the graph."""
+    model = _with_bases(Net(SAGEConv))
+    x, ei = _batch()
+    gen = torch.Generator().manual_seed(3)
+    xs = {t: torch.randn(2, v.shape[0], v.shape[1], generator=gen) for t, v in x.items()}
+    backend = HectorBackend()
+    _assert_matches(model, torch.compile(model, backend=backend), xs, ei)
+    assert not pyg_route.FALLBACKS, pyg_route.FALLBACKS
+    assert pyg_route.STATS["hetero-bases:mean"].backward_calls == 2
+
+
+def test_dynamic_batch_sizes() -> None:
+    """Three batch sizes under ``dynamic=True``: one Dynamo compilation, each matching."""
+    model = _with_bases(Net(SAGEConv))
+    backend = HectorBackend()
+    compiled = torch.compile(model, backend=backend, dynamic=True)
+    for scale in (1, 2, 3):
+        _assert_matches(model, compiled, *_batch(seed=scale, scale=scale))
+    assert backend.stats()["compilations"] == 1
+    assert pyg_route.STATS["hetero-bases:mean"].calls == 6
+
+
+@pytest.mark.parametrize(
+    ("conv", "options", "label", "reason"),
+    [
+        (SAGEConv, {"normalize": True}, "(SAGEConv)", "normalize=True"),
+        (SAGEConv, {"aggr": "max"}, "(SAGEConv)", "aggr='max'"),
+        (None, {}, "(GINConv)", "a conv class the programs do not express"),
+    ],
+)
+def test_declined_with_reason(conv: Any, options: dict[str, Any], label: str, reason: str) -> None:
+    """A layer the programs do not express runs PyG's own forward outside Dynamo, so its
+    coefficients apply: the compiled model still matches eager PyG, and ``explain`` names the
+    conv and the reason."""
+    if conv is None:
+        model = _with_bases(_GinNet())
+    else:
+        model = _with_bases(Net(conv, **options))
+    _assert_matches(model, torch.compile(model, backend=HectorBackend()), *_batch())
+    key = f"to_hetero_with_bases {label}"
+    assert reason in pyg_route.FALLBACKS[key]
+    assert not [n for n in pyg_route.STATS if n.startswith("hetero-bases")]
+    explained = str(hector.explain(model, *_batch()))
+    assert f"{key} ran PyG's own forward" in explained
+    assert reason in explained
+
+
+class _GinNet(torch.nn.Module):
+    """One ``GINConv`` layer (a nonlinear MLP after the aggregation: not one relational layer)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        mlp = torch.nn.Sequential(torch.nn.Linear(8, 6), torch.nn.ReLU(), torch.nn.Linear(6, 4))
+        self.conv1 = GINConv(mlp)
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        return self.conv1(x, edge_index)
