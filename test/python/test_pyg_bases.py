@@ -135,6 +135,50 @@ def test_routed_conv(name: str) -> None:
     _routed(_with_bases(Net(conv, **options)), program)
 
 
+class WeightedNet(torch.nn.Module):
+    """``GraphConv`` layers given edge weights (``edge_weight`` positionally, as PyG's
+    ``GraphConv.forward`` takes it)."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__()
+        self.conv1 = GraphConv(8, 6, **options)
+        self.conv2 = GraphConv(6, 4, **options)
+
+    def forward(self, x: Any, edge_index: Any, edge_weight: Any) -> Any:
+        return self.conv2(self.conv1(x, edge_index, edge_weight).relu(), edge_index, edge_weight)
+
+
+@pytest.mark.parametrize("aggr", ["add", "mean"])
+def test_graphconv_edge_weights(aggr: str) -> None:
+    """``GraphConv`` with edge weights (``[E, 1]`` per relation, as PyG's grouping takes them):
+    forward and every gradient, the weights' included, against eager PyG."""
+    torch.manual_seed(0)
+    model = to_hetero_with_bases(
+        WeightedNet(aggr=aggr), METADATA, num_bases=3, in_channels={"x": 8}
+    )
+    x, ei = _batch()
+    gen = torch.Generator().manual_seed(5)
+    ew = {e: torch.rand(v.shape[1], 1, generator=gen) for e, v in ei.items()}
+    with torch.no_grad():
+        model(x, ei, ew)  # PyG's lazy alignment layers take their widths
+
+    def run(fn: Any) -> list[torch.Tensor]:
+        model.zero_grad()
+        weights = {e: w.clone().requires_grad_() for e, w in ew.items()}
+        out = fn(x, ei, weights)
+        sum(v.square().mean() for v in out.values()).backward()
+        grads = [p.grad for p in model.parameters()] + [weights[e].grad for e in RELATIONS]
+        return [out[k].detach() for k in sorted(out)] + grads
+
+    compiled = torch.compile(model, backend=HectorBackend())
+    for a, b in zip(run(compiled), run(model), strict=True):
+        assert a.shape == b.shape
+        assert a.numel() == 0 or (a - b).abs().max().item() <= TOL  # employs: no edges
+    assert not pyg_route.FALLBACKS, pyg_route.FALLBACKS
+    program = f"hetero-bases:{'mean' if aggr == 'mean' else 'sum'}:w"
+    assert pyg_route.STATS[program].backward_calls == 2
+
+
 def test_coefficients_reach_the_output() -> None:
     """The basis coefficients are applied: other coefficients give other outputs (Dynamo's
     own capture of PyG's forward would ignore them), and the coefficients' gradients are

@@ -11,17 +11,18 @@ its relation's coefficient; the bases' outputs are summed. For ``SAGEConv`` and 
 (a linear of the aggregated messages plus a linear of the node's own row) that is one
 relational layer over all incoming edges of all relations at once:
 
-``h'_i = Σ_b [ W_b · aggr_{j→i} (a_{r(j,i),b} x_j) + R_b x_i + c_b ]
-= aggr_{j→i} (W_{r(j,i)} x_j) + (Σ_b R_b) x_i + Σ_b c_b``, with ``W_r = Σ_b a_{r,b} W_b``
+``h'_i = Σ_b [ W_b · aggr_{j→i} (a_{r(j,i),b} w_ji x_j) + R_b x_i + c_b ]
+= aggr_{j→i} (w_ji W_{r(j,i)} x_j) + (Σ_b R_b) x_i + Σ_b c_b``, ``W_r = Σ_b a_{r,b} W_b``
 
 for ``aggr`` a sum or a mean (the mean over all of ``i``'s incoming edges, whatever their
-relation, as PyG's grouped graph computes it). Under a Hector backend ``HeteroBasisConv``'s
-``forward`` (routed through :func:`hector.dynamo.pyg_route.register_layer`) composes ``W_r``,
-the summed root weight and bias in PyTorch ops of the captured graph (so autograd takes the
-gradients to each basis' weights and to the coefficients) and runs one ``hector::pyg_layer``
-op over the grouped graph (``[edge_index, edge_type]``, one node set, ``R`` relations):
-``hetero-bases:mean`` (:func:`_bases_mean`: ``degree_norm("dst")``) or ``hetero-bases:sum``
-(Hector's ``rgcn_sum_layer``, the same sum).
+relation, as PyG's grouped graph computes it) and ``w_ji`` ``GraphConv``'s edge weight (1
+without). Under a Hector backend ``HeteroBasisConv``'s ``forward`` (routed through
+:func:`hector.dynamo.pyg_route.register_layer`) composes ``W_r``, the summed root weight and
+bias in PyTorch ops of the captured graph (so autograd takes the gradients to each basis'
+weights and to the coefficients) and runs one ``hector::pyg_layer`` op over the grouped graph
+(``[edge_index, edge_type]``, one node set, ``R`` relations): ``hetero-bases:<mean|sum>``,
+``:w`` with edge weights (:func:`_bases_program`). Features with a batch dimension
+``[B, N, F]`` (a static graph) run as ``B`` copies of the graph in one call.
 
 Declined layers run PyG's own ``forward`` *outside* Dynamo (a graph break at the layer): under
 ``torch.compile`` PyG's generated ``propagate`` skips message-forward hooks
@@ -32,12 +33,13 @@ coefficients. The reason is kept in :data:`hector.dynamo.pyg_route.FALLBACKS` un
 
 from __future__ import annotations
 
+import inspect
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from .. import models
 from ..frontends import compiled as frontend
 from ..frontends.graph_api import GraphProxy, Value
 from . import pyg_route
@@ -46,6 +48,8 @@ from . import pyg_route
 _PYG_MODULE = "torch_geometric.nn.to_hetero_with_bases_transformer"
 #: The program of each neighbourhood aggregation computed.
 _PROGRAMS = {"mean": "hetero-bases:mean", "add": "hetero-bases:sum", "sum": "hetero-bases:sum"}
+#: Each routed conv's ``forward`` parameters after ``(x, edge_index)``.
+_PARAMETERS = {"SAGEConv": ("size",), "GraphConv": ("edge_weight", "size")}
 #: PyG's per-conv hook dicts: a hook in any but the basis hook runs code the program lacks.
 _HOOK_DICTS = (
     "_forward_hooks",
@@ -60,24 +64,34 @@ _HOOK_DICTS = (
 )
 
 
-def _bases_mean_layer(g: GraphProxy, x: Value, weight: Value, root: Value, bias: Value) -> Value:
-    """``h'_i = (1/c_i) Σ_{j→i} W_{r(j,i)} h_j + W_0 h_i + b``: the mean over all of ``i``'s
-    incoming edges (``c_i`` of them, any relation), each edge's relation weight applied."""
-    msg = g.typed_linear(g.gather_src(x), weight)
-    return g.sum_to_dst(msg * g.degree_norm("dst")) + g.linear(x, root) + bias
+def _bases_program(mean: bool, weighted: bool) -> frontend.CompiledFunction:
+    """``h'_i = aggr_{j→i} (w_ji W_{r(j,i)} h_j) + W_0 h_i + b``: the sum or the mean over all
+    of ``i``'s incoming edges (any relation), each edge's relation weight applied, and with
+    ``weighted`` its edge weight ``w [E, 1]`` (``GraphConv``'s ``edge_weight``)."""
+
+    def bases_layer(g: GraphProxy, x: Value, weight: Value, root: Value, *rest: Value) -> Value:
+        msg = g.typed_linear(g.gather_src(x), weight)
+        msg = msg * rest[1] if weighted else msg
+        msg = msg * g.degree_norm("dst") if mean else msg
+        return g.sum_to_dst(msg) + g.linear(x, root) + rest[0]
+
+    names = ["g", "x", "weight", "root", "bias"] + (["edge_weight"] if weighted else [])
+    params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names]
+    bases_layer.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    return frontend.compile(bases_layer)
 
 
-_bases_mean = frontend.compile(_bases_mean_layer)
-_bases_mean.__name__ = "bases_mean_layer"
+_COMPILED: dict[str, frontend.CompiledFunction] = {}
 
 
 def _compiled(name: str) -> frontend.CompiledFunction:
-    """The program named ``name`` (``hetero-bases:mean`` or ``hetero-bases:sum``)."""
-    if name == "hetero-bases:mean":
-        return _bases_mean
-    if name == "hetero-bases:sum":
-        return models.rgcn_sum_layer
-    raise ValueError(f"unknown to_hetero_with_bases program {name!r}")
+    """The program named ``name``: ``hetero-bases:<mean|sum>``, ``:w`` with edge weights."""
+    if name not in _COMPILED:
+        kind, *rest = name.split(":")
+        if kind != "hetero-bases" or rest not in (["mean"], ["sum"], ["mean", "w"], ["sum", "w"]):
+            raise ValueError(f"unknown to_hetero_with_bases program {name!r}")
+        _COMPILED[name] = _bases_program(rest[0] == "mean", rest[1:] == ["w"])
+    return _COMPILED[name]
 
 
 def _columns(name: str, tensors: list[torch.Tensor]) -> Any:
@@ -120,12 +134,27 @@ def _conv_unsupported(conv: Any) -> str | None:
     return None
 
 
-def _inputs_unsupported(layer: Any, edge_type: Any, args: Any, kwargs: Any) -> str | None:
-    """Why the call's arguments are outside the programs (None: they are not)."""
-    if len(args) != 2 or any(v is not None for v in kwargs.values()):
-        names = sorted(k for k, v in kwargs.items() if v is not None)
-        return f"a conv called with arguments beyond (x, edge_index) {names}"
-    x, edge_index = args
+@dataclass
+class Call:
+    """A basis conv's call: the grouped graph's features, ``edge_index``, ``edge_type`` and
+    the edge weights (None: none)."""
+
+    x: torch.Tensor
+    edge_index: torch.Tensor
+    edge_type: torch.Tensor
+    edge_weight: torch.Tensor | None = None
+
+
+def _call(layer: Any, edge_type: Any, args: Any, kwargs: Any) -> Call | str:
+    """The call's arguments, bound as the conv's ``forward`` binds them; or why they are
+    outside the programs."""
+    names = ("x", "edge_index", *_PARAMETERS[type(layer.convs[0]).__name__])
+    if len(args) > len(names) or set(kwargs) - set(names[len(args) :]):
+        return f"a conv called with arguments beyond {names}"
+    bound = {**dict(zip(names, args, strict=False)), **kwargs}
+    if bound.get("size") is not None:
+        return "a conv called with size= (a bipartite node set in the grouped graph)"
+    x, edge_index, weight = bound.get("x"), bound.get("edge_index"), bound.get("edge_weight")
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() not in (2, 3):
         return "x is not one [N, F] or [B, N, F] float32 tensor (a pair, another type)"
     if not isinstance(edge_index, torch.Tensor) or edge_index.layout != torch.strided:
@@ -134,15 +163,23 @@ def _inputs_unsupported(layer: Any, edge_type: Any, args: Any, kwargs: Any) -> s
         return "edge_index is not an integer [2, E] tensor"
     if not isinstance(edge_type, torch.Tensor) or edge_type.shape != edge_index.shape[1:]:
         return "edge_type is not one relation per edge"
-    in_channels = _lins(layer.convs[0])[0].in_channels
-    if x.shape[-1] != in_channels:
-        return f"x has {x.shape[-1]} columns, the conv takes {in_channels}"
-    return None
+    if weight is not None and (
+        not isinstance(weight, torch.Tensor)
+        or weight.dtype != torch.float32
+        or weight.dim() not in (1, 2)
+        or weight.shape[0] != edge_index.shape[1]
+        or weight.numel() != edge_index.shape[1]
+    ):
+        return "edge_weight is not one float32 weight per edge"
+    for lin in _lins(layer.convs[0]):
+        if lin is not None and x.shape[-1] != lin.in_channels:
+            return f"x has {x.shape[-1]} columns, the conv's linears take {lin.in_channels}"
+    return Call(x, edge_index, edge_type, weight)
 
 
-def unsupported(layer: Any, edge_type: Any, args: Any, kwargs: Any) -> str | None:
-    """Why ``HeteroBasisConv`` ``layer`` called with ``edge_type, *args, **kwargs`` cannot run
-    one Hector program (None: it can)."""
+def bind(layer: Any, edge_type: Any, args: Any, kwargs: Any) -> Call | str:
+    """The call of ``HeteroBasisConv`` ``layer`` with ``edge_type, *args, **kwargs`` (its
+    arguments, bound), or why it cannot run one Hector program."""
     convs = list(layer.convs)
     for conv in convs:
         reason = _conv_unsupported(conv)
@@ -154,7 +191,7 @@ def unsupported(layer: Any, edge_type: Any, args: Any, kwargs: Any) -> str | Non
             return f"the bases' convs differ in {name}"
     if any((_lins(c)[1] is None) != (_lins(first)[1] is None) for c in convs):
         return "the bases' convs differ in root weight"
-    return _inputs_unsupported(layer, edge_type, args, kwargs)
+    return _call(layer, edge_type, args, kwargs)
 
 
 def tensors(layer: Any, x: torch.Tensor) -> list[torch.Tensor]:
@@ -182,30 +219,39 @@ def _pyg_forward(layer: Any, edge_type: Any, *args: Any, **kwargs: Any) -> Any:
 
 def bases_forward(self: Any, edge_type: Any, *args: Any, **kwargs: Any) -> Any:
     """``HeteroBasisConv.forward`` under the Hector backend: weight glue and one
-    ``hector::pyg_layer`` call (PyG's own ``forward``, run eagerly, where :func:`unsupported`)."""
-    reason = unsupported(self, edge_type, args, kwargs)
-    if reason is not None:
-        pyg_route.record_fallback(f"to_hetero_with_bases ({type(self.convs[0]).__name__})", reason)
+    ``hector::pyg_layer`` call (PyG's own ``forward``, run eagerly, where :func:`bind` declines)."""
+    call = bind(self, edge_type, args, kwargs)
+    if isinstance(call, str):
+        pyg_route.record_fallback(f"to_hetero_with_bases ({type(self.convs[0]).__name__})", call)
         return _pyg_forward(self, edge_type, *args, **kwargs)
-    x, edge_index = args
+    x = call.x
     if x.dim() == 3:  # static graph: B feature sets over one graph, as B copies of it
         copies, nodes = x.shape[0], x.shape[1]
-        offsets = torch.arange(copies, device=edge_index.device) * nodes
-        edge_index = (edge_index.unsqueeze(1) + offsets.view(1, -1, 1)).reshape(2, -1)
-        edge_type = edge_type.repeat(copies)
-        out = _run(self, x.reshape(-1, x.shape[2]), edge_index, edge_type)
-        return out.view(copies, nodes, -1)
-    return _run(self, x, edge_index, edge_type)
+        offsets = torch.arange(copies, device=x.device) * nodes
+        edge_index = (call.edge_index.unsqueeze(1) + offsets.view(1, -1, 1)).reshape(2, -1)
+        weight = call.edge_weight
+        call = Call(
+            x.reshape(-1, x.shape[2]),
+            edge_index,
+            call.edge_type.repeat(copies),
+            None if weight is None else weight.repeat(copies),
+        )
+        return _run(self, call).view(copies, nodes, -1)
+    return _run(self, call)
 
 
-def _run(layer: Any, x: torch.Tensor, edge_index: Any, edge_type: Any) -> torch.Tensor:
+def _run(layer: Any, call: Call) -> torch.Tensor:
     """The layer's rows from one ``hector::pyg_layer`` call over the grouped graph."""
-    args = tensors(layer, x)
+    args = tensors(layer, call.x)
+    program = _PROGRAMS[layer.convs[0].aggr]
+    if call.edge_weight is not None:
+        args.append(call.edge_weight.view(-1, 1))
+        program += ":w"
     return torch.ops.hector.pyg_layer(
-        _PROGRAMS[layer.convs[0].aggr],
+        program,
         pyg_route._train(args),
-        [edge_index, edge_type],
-        [x.shape[0], layer.num_relations],
+        [call.edge_index, call.edge_type],
+        [call.x.shape[0], layer.num_relations],
         [],
         args,
     )
