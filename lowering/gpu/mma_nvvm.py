@@ -4,8 +4,9 @@
 Upstream's ``convert-nvgpu-to-nvvm`` cannot take bf16 operands ("failed to deduce operand PTX
 types"), so the PTX stage lowers the tensor-core kernels' MMAs itself, before
 ``convert-gpu-to-nvvm``: each row of the A (``vector<4x2>``) and B (``vector<2x2>``) fragments
-is one 32-bit register holding two 16-bit values (``vector.bitcast`` to ``vector<1xi32>``, the
-lower-indexed value in the low half, as PTX packs them), the accumulators four f32, and the
+is one 32-bit register holding two 16-bit values (bf16: ``vector.bitcast`` to
+``vector<1xi32>``, the lower-indexed value in the low half, as PTX packs them; f16: the
+``vector<2xf16>`` NVVM takes), the accumulators four f32, and the
 result struct's four f32 become the ``vector<2x2xf32>`` again. PTX then holds
 ``mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`` (or ``.f16.f16``).
 
@@ -66,11 +67,15 @@ def _check(op: ir.Operation) -> ir.Attribute:
 
 
 def _registers(fragment: ir.Value, rows: int) -> list[ir.Value]:
-    """Each row of a ``vector<rows x 2 x half>`` fragment as one i32 register."""
+    """Each row of a ``vector<rows x 2 x half>`` fragment as one register: ``vector<2xf16>``
+    for f16 (as NVVM takes it), an i32 for bf16."""
     i32 = ir.IntegerType.get_signless(32)
     regs = []
     for r in range(rows):
         pair = vector.extract(fragment, [], [r])
+        if isinstance(ir.VectorType(pair.type).element_type, ir.F16Type):
+            regs.append(pair)
+            continue
         word = vector.bitcast(ir.VectorType.get([1], i32), pair)
         regs.append(vector.extract(word, [], [0]))
     return regs
@@ -111,6 +116,7 @@ def run(module_op: ir.Operation, chip: str = "sm_90") -> None:
     mmas = ops_named(module_op, ("nvgpu.mma.sync",))
     if not mmas:
         return
+    types = [_check(op) for op in mmas]
     try:
         ok = tensor_cores(chip)
     except ValueError as err:
@@ -121,5 +127,5 @@ def run(module_op: ir.Operation, chip: str = "sm_90") -> None:
             f"the target is {chip}",
             mmas[0].location,
         )
-    for op in mmas:
-        _lower(op, _check(op))
+    for op, ptx in zip(mmas, types, strict=True):
+        _lower(op, ptx)
