@@ -10,6 +10,8 @@ Each template becomes a ``gpu.func`` kernel in the module ``@hector_kernels`` (n
   ``schedule`` attribute (``xw``/``xwt``) it is the shared-memory tiled kernel of
   ``lowering/gpu/gemm.py`` instead: a block per output tile, gathered rows staged between
   ``gpu.barrier``s; the option ``tile`` gives unscheduled GEMMs the GPU chooser's schedule;
+  with the option ``mma`` (a chip with ``mma.sync`` on 16-bit types) a scheduled one on
+  bf16/f16 operands is the tensor-core kernel of ``lowering/gpu/mma.py``;
 * ``traversal_template``: one thread per ``(row, column)`` element; ``sum`` reductions become
   atomic adds (``memref.atomic_rmw addf``); with ``align = "warp128"`` one warp per row, reading
   ``x`` in aligned 128-byte segments (:func:`_warp128_columns`, the zero-copy gather mapping);

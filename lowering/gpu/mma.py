@@ -41,6 +41,7 @@ merges the repeats): nothing thread-dependent lives across an ``mma``, which is 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from mlir import ir
@@ -404,7 +405,6 @@ def _other_slices(b: T.Body, g: MmaKernel, mem: MmaMemory, step: ir.Value) -> No
     k0 = arith.muli(step, b.index(tl.tile_k))
     depth = arith.minui(b.index(tl.tile_k), arith.subi(b.index(g.k), k0))
     t0, last = _slice(mem, b.index(0)), b.index(g.n - 1)
-    contract = fma_contract()
     for fm in range(tl.frags_m):
         for fn in range(tl.frags_n):
             for c in range(4):
@@ -413,18 +413,27 @@ def _other_slices(b: T.Body, g: MmaKernel, mem: MmaMemory, step: ir.Value) -> No
                 with b.guard(arith.cmpi(arith.CmpIPredicate.ne, t, t0)):
                     ar = _a_row(b, arith.addi(blk.m0, row))
                     j = arith.minui(arith.addi(blk.n0, col), last)
-
-                    def step_fn(kk: ir.Value, s: ir.Value, ar=ar, j=j, t=t) -> ir.Value:
-                        k = arith.addi(k0, kk)
-                        idx = T.sliced(t, *((j, k) if g.transposed else (k, j)))
-                        x = T.to_f32(_half(b, g, "a", ar, k))
-                        w = T.to_f32(_half(b, g, "weight", *idx))
-                        return arith.addf(s, arith.mulf(x, w, fastmath=contract), fastmath=contract)
-
                     slot = [b.index(_acc_index(g, fm, fn, c))]
                     init = memref.load(mem.acc, slot)
-                    total = b.reduce(b.index(0), depth, b.index(1), init, step_fn)
+                    total = b.reduce(
+                        b.index(0), depth, b.index(1), init, _product(b, g, k0, ar, j, t)
+                    )
                     memref.store(total, mem.acc, slot)
+
+
+def _product(
+    b: T.Body, g: MmaKernel, k0: ir.Value, ar: ir.Value, j: ir.Value, t: ir.Value
+) -> Callable[[ir.Value, ir.Value], ir.Value]:
+    """``s + a[ar, k0 + kk] · weight[t, k0 + kk, j]`` on the 16-bit values, as an f32 FMA."""
+    contract = fma_contract()
+
+    def step(kk: ir.Value, s: ir.Value) -> ir.Value:
+        k = arith.addi(k0, kk)
+        x = T.to_f32(_half(b, g, "a", ar, k))
+        w = T.to_f32(_half(b, g, "weight", *T.sliced(t, *((j, k) if g.transposed else (k, j)))))
+        return arith.addf(s, arith.mulf(x, w, fastmath=contract), fastmath=contract)
+
+    return step
 
 
 def _multiply(b: T.Body, g: MmaKernel, mem: MmaMemory, step: ir.Value) -> None:

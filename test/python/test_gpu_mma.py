@@ -231,3 +231,29 @@ def test_f32_operands_keep_the_fma_kernel() -> None:
         assert "nvgpu.mma.sync" not in gpu_ir
         assert "fastmath<contract>" in gpu_ir  # the FMA kernel's multiply-adds
         torch.testing.assert_close(out, _reference({**c, "a": "f32", "w": "f32"}, arrays))
+
+
+def test_the_tensor_core_choice_is_in_the_cuda_cache_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``cuda`` target's stages depend on the chip: ``mma=true`` in the GPU stage from
+    sm_80 on, the chip in the PTX stage's MMA lowering; the compilation cache's key hashes
+    every stage's pipeline with the chip (``targets/cuda_cache.py``), and the program's text,
+    where each argument's storage type is, so a kernel built for tensor cores is never
+    loaded for a chip without them, nor for other operand types."""
+    from hector.frontends import trace as frontend
+    from hector.models import _rgcn_layer
+    from hector.targets import cuda_cache
+
+    seen: dict[str, dict[str, str]] = {}
+
+    def key(traced: Any, autodiff: bool, options: Any, chip: str, stages: Any) -> str:
+        seen[chip] = dict(stages)
+        return chip
+
+    monkeypatch.setattr(cuda_cache.CACHE, "key", key)
+    traced = frontend.trace(_rgcn_layer, [(30, 8), (3, 8, 4), (8, 4), (4,)], name="rgcn_layer")
+    for chip in ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100"):
+        assert cuda_cache.key(traced, False, None, chip) == chip
+    assert seen["sm_75"]["gpu"] == "convert-hector-intra-to-gpu"
+    for chip in ("sm_80", "sm_86", "sm_90", "sm_100"):
+        assert seen[chip]["gpu"] == "convert-hector-intra-to-gpu{mma=true}"
+        assert seen[chip]["ptx"].startswith(f"hector-mma-to-nvvm{{chip={chip}}}, ")
