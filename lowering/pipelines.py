@@ -19,6 +19,7 @@ from typing import Any
 
 from ..passes.optimizations import OPTIMIZATION_ORDER
 from ..passes.registry import TORCH_CONTEXT, Option, PassFailure, register_pass, register_pipeline
+from .gpu.mma_nvvm import tensor_cores
 
 # Upstream lowering of scf/memref/arith/func to the LLVM dialect, for the CPU JIT. Workers'
 # scf.forall loops become scf.parallel, then tasks of MLIR's async runtime (one block per
@@ -93,6 +94,7 @@ def ptx_pipeline(chip: str = GPU_CHIP, features: str | None = None) -> str:
     :func:`gpu_features` of the chip unless given)."""
     features = features or gpu_features(chip)
     return (
+        f"hector-mma-to-nvvm{{chip={chip}}}, "
         f"canonicalize, nvvm-attach-target{{chip={chip} features={features}}}, "
         "gpu.module(convert-scf-to-cf, convert-gpu-to-nvvm, canonicalize, "
         "reconcile-unrealized-casts), gpu-module-to-binary{format=isa}"
@@ -180,9 +182,19 @@ LLVM = Stage(
     "LLVM dialect, ready for the CPU JIT",
     _fixed(f"convert-placement-to-runtime, {LLVM_CPU}"),
 )
+
+
+def gpu_pipeline(chip: str = GPU_CHIP) -> str:
+    """``convert-hector-intra-to-gpu`` for ``chip``: with ``mma=true`` (scheduled GEMMs on
+    16-bit operands on tensor cores, ``lowering/gpu/mma.py``) from sm_80 on."""
+    if tensor_cores(check_gpu_chip(chip)):
+        return "convert-hector-intra-to-gpu{mma=true}"
+    return "convert-hector-intra-to-gpu"
+
+
 # Untiled kernels by default until the tiled ones have been timed on a GPU;
 # `hector-schedule{target=gpu}` before this conversion tiles the GEMMs in shared memory.
-GPU = Stage("gpu", "gpu.func kernels and host launches", _fixed("convert-hector-intra-to-gpu"))
+GPU = Stage("gpu", "gpu.func kernels and host launches", lambda p: gpu_pipeline(p.chip))
 PTX = Stage("ptx", "NVVM → PTX text for the chip, in a gpu.binary", lambda p: ptx_pipeline(p.chip))
 HOST = Stage(
     "host", "host LLVM dialect calling MLIR's CUDA runtime wrappers", _fixed(LLVM_GPU_HOST)

@@ -225,6 +225,7 @@ PASS_MODULES = (
     "lowering.gpu.intra_to_gpu",  # convert-hector-intra-to-gpu
     "lowering.gpu.skip_empty_launches",  # hector-skip-empty-launches
     "lowering.gpu.kernels_on_host",  # hector-gpu-kernels-on-host
+    "lowering.gpu.mma_nvvm",  # hector-mma-to-nvvm
     "lowering.cpu.intra_to_scf",  # convert-hector-intra-to-scf
     "lowering.outline_templates",  # hector-outline-templates
     "lowering.placement_to_runtime",  # convert-placement-to-runtime

@@ -26,7 +26,10 @@
 #   tiled-gemm    the shared-memory tiled GEMMs (scheduled gemm_templates) against the untiled
 #                 ones on RGCN's message product and weight gradient, same inputs, both
 #                 checked against torch, timed (CUDA events), GFLOP/s and speed-up in
-#                 tiled_gemm.json. Its PTX comes from $CARRY/tiled_gemm/, written here after
+#                 tiled_gemm.json; for the bf16 message products also the tensor-core kernel
+#                 (kind "mma": mma.sync m16n8k16, f32 accumulators) and torch.mm in bf16 on
+#                 the gathered rows (kind "torch.mm", the rate to compare with). Its PTX comes
+#                 from $CARRY/tiled_gemm/, written here after
 #                 build_carry.sh by
 #                 python3 -c "from hector_bench.tiled_gemm_kernels import write_bench_kernels as w;
 #                 w('.carry/tiled_gemm')" (NOT-AVAILABLE without it);
@@ -459,20 +462,22 @@ for shape in sorted({k["shape"] for k in kernels}):
     runs = [k for k in kernels if k["shape"] == shape]
     s = runs[0]
     xty = s["variant"] == "xty"
+    half = torch.bfloat16 if s.get("dtype") == "bf16" else torch.float32
     gen = torch.Generator(device="cuda").manual_seed(0)
     rows, k, n, slices = s["rows"], s["k"], s["n"], s["slices"]
-    a = torch.randn(s["nodes"], k, device="cuda", generator=gen)
+    a = torch.randn(s["nodes"], k, device="cuda", generator=gen).to(half)
     w = torch.randn(*((rows, n) if xty else (slices, k, n)), device="cuda", generator=gen)
+    w = w if xty else w.to(half)
     gather = torch.randint(0, s["nodes"], (rows,), device="cuda", generator=gen)
     types = torch.randint(0, slices, (rows,), device="cuda", generator=gen).sort().values
     want = torch.zeros(*((slices, k, n) if xty else (rows, n)), device="cuda")
     bounds = torch.searchsorted(types, torch.arange(slices + 1, device="cuda")).tolist()
-    for t in range(slices):
+    for t in range(slices):  # in f32 on the stored values
         lo, hi = bounds[t], bounds[t + 1]
         if xty:
-            want[t] = a[gather[lo:hi]].T @ w[lo:hi]
+            want[t] = a[gather[lo:hi]].float().T @ w[lo:hi]
         else:
-            want[lo:hi] = a[gather[lo:hi]] @ w[t]
+            want[lo:hi] = a[gather[lo:hi]].float() @ w[t].float()
     tensors = {"a": a, "weight": w, "gather_index": gather.int(), "weight_index": types.int()}
     times = {}
     for run in runs:
@@ -511,15 +516,34 @@ for shape in sorted({k["shape"] for k in kernels}):
         bad += not err < 1e-4
         records.append(rec)
         print(json.dumps(rec))
+    if half == torch.bfloat16:  # torch.mm's rate on the same product (rows gathered first)
+        x, w0 = a[gather], w[0].contiguous()
+        for _ in range(3):
+            torch.mm(x, w0)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(20):
+            torch.mm(x, w0)
+        end.record()
+        torch.cuda.synchronize()
+        ms = start.elapsed_time(end) / 20
+        times["torch.mm"] = ms
+        rec = {"shape": shape, "kind": "torch.mm", "dtype": "bf16", "rows": rows, "k": k, "n": n}
+        rec.update(ms=round(ms, 4), gflops=round(2 * rows * k * n / ms / 1e6, 1))
+        records.append(rec)
+        print(json.dumps(rec))
     if {"tiled", "untiled"} <= set(times):
         print(f"{shape}: tiled {times['tiled']:.3f} ms, untiled {times['untiled']:.3f} ms, "
               f"speed-up {times['untiled'] / times['tiled']:.2f}x")
+    if {"mma", "tiled"} <= set(times):
+        print(f"{shape}: tensor cores {times['mma']:.3f} ms, {times['tiled'] / times['mma']:.2f}x "
+              f"the FMA tiled kernel, {times['torch.mm'] / times['mma']:.2f}x torch.mm's rate")
 with open(os.path.join(work, "tiled_gemm.json"), "w") as f:
     json.dump({"device": torch.cuda.get_device_name(), "records": records}, f, indent=1)
 sys.exit(1 if bad or not records else 0)
 EOF
 if [[ -f $CARRY/tiled_gemm/kernels.json ]]; then
-  DETAIL="see tiled-gemm.log, tiled_gemm.json" section tiled-gemm 60 \
+  DETAIL="see tiled-gemm.log, tiled_gemm.json" section tiled-gemm 90 \
     python3 "$TMPD/tiled_gemm.py" "$CARRY/tiled_gemm" "$WORK"
 else
   record tiled-gemm NOT-AVAILABLE 0 "no $CARRY/tiled_gemm/kernels.json (see the header)"

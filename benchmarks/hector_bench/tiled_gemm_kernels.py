@@ -1,6 +1,7 @@
 """The GEMM kernels ``scripts/gpu_check.sh`` times (its ``tiled-gemm`` section): PTX of the
-tiled and the untiled kernel for each of a few RGCN-sized shapes, with the launches the
-lowering's host code would make. ``scripts/build_carry.sh`` writes them into the carry
+tiled and the untiled kernel for each of a few RGCN-sized shapes — and, for bf16 shapes on a
+chip with tensor cores, the tensor-core kernel (``mma``, ``lowering/gpu/mma.py``) — with the
+launches the lowering's host code would make. ``scripts/build_carry.sh`` writes them into the carry
 (:func:`write_bench_kernels`), where a GPU machine without MLIR reads them."""
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from hector.dialects import make_context
 from hector.dialects.hector_intra import Schedule
 from hector.lowering import templates as T
 from hector.lowering.gpu.gemm import gemm_tiling
+from hector.lowering.gpu.mma import mma_tiling
+from hector.lowering.gpu.mma_nvvm import tensor_cores
 from hector.lowering.gpu.ptx import extract_ptx
 from hector.lowering.gpu.schedule_choice import gpu_gemm_schedule
 from hector.lowering.gpu.xty import XTY_PARTIAL_BUDGET, XTY_ROWS_PER_CHUNK, xty_tiling
@@ -36,11 +39,13 @@ class BenchShape:
     n: int
     slices: int
     variant: str = "xw"
+    dtype: str = "f32"  # storage of a and the weight: f32 or bf16 (xw only)
 
     @property
     def name(self) -> str:
-        """``<variant>_m<M>_k<K>_n<N>_s<S>``."""
-        return f"{self.variant}_m{self.rows}_k{self.k}_n{self.n}_s{self.slices}"
+        """``<variant>_m<M>_k<K>_n<N>_s<S>``, then ``_bf16`` for bf16 operands."""
+        tail = "" if self.dtype == "f32" else f"_{self.dtype}"
+        return f"{self.variant}_m{self.rows}_k{self.k}_n{self.n}_s{self.slices}{tail}"
 
     def chunks(self) -> int:
         """Row chunks of the weight gradient (``intra_to_gpu._xty_chunks``, on the host)."""
@@ -53,6 +58,8 @@ BENCH_SHAPES = (
     BenchShape(1 << 20, 1 << 17, 64, 64, 8),
     BenchShape(1 << 20, 1 << 17, 128, 128, 8),
     BenchShape(1 << 20, 1 << 17, 64, 64, 8, "xty"),
+    BenchShape(1 << 20, 1 << 17, 64, 64, 8, dtype="bf16"),
+    BenchShape(1 << 20, 1 << 17, 128, 128, 8, dtype="bf16"),
 )
 #: The untiled kernel's defaults (convert-hector-inter-to-intra's options).
 UNTILED_TILE_N, UNTILED_BLOCK = 8, 256
@@ -65,11 +72,12 @@ def bench_module(shape: BenchShape, schedule: Schedule | None) -> ir.Module:
     """``@gemm(a, weight, gather_index, weight_index, out)`` around one template."""
     dyn = ir.ShapedType.get_dynamic_size()
     f32, i32 = T.f32_type(), ir.IntegerType.get_signless(32)
+    stored = ir.BF16Type.get() if shape.dtype == "bf16" else f32
     xty = shape.variant == "xty"
     kn = [shape.k, shape.n]
     types = [
-        ir.MemRefType.get([dyn, shape.k], f32),
-        ir.MemRefType.get([dyn, shape.n] if xty else [shape.slices, *kn], f32),
+        ir.MemRefType.get([dyn, shape.k], stored),
+        ir.MemRefType.get([dyn, shape.n] if xty else [shape.slices, *kn], stored),
         ir.MemRefType.get([dyn], i32),
         ir.MemRefType.get([dyn], i32),
         ir.MemRefType.get([shape.slices, *kn] if xty else [dyn, shape.n], f32),
@@ -101,11 +109,20 @@ def _ceil(x: int, y: int) -> int:
     return -(-x // y)
 
 
-def _bench_launches(shape: BenchShape, schedule: Schedule | None) -> list[dict[str, object]]:
+def _bench_launches(
+    shape: BenchShape, schedule: Schedule | None, mma: bool = False
+) -> list[dict[str, object]]:
     """The launches the lowering's host code makes for ``shape`` (grid and block, as the
-    host computes them, and the arguments by role)."""
+    host computes them, and the arguments by role; ``mma``: the tensor-core kernel's)."""
     with make_context():
         loc = ir.Location.unknown()
+        if mma:
+            assert schedule is not None
+            mt = mma_tiling(schedule, shape.k, shape.n, True, loc)
+            grid = _ceil(shape.rows, mt.tile_m) * _ceil(shape.n, mt.tile_n)
+            return [
+                {"entry": "gemm_0_gemm", "grid": grid, "block": mt.threads, "args": [*BENCH_ARGS]}
+            ]
         if shape.variant == "xty":
             c, kn = shape.chunks(), shape.k * shape.n
             if schedule is None:
@@ -142,7 +159,8 @@ def _bench_launches(shape: BenchShape, schedule: Schedule | None) -> list[dict[s
 def bench_kernels(
     chip: str, shapes: tuple[BenchShape, ...] = BENCH_SHAPES
 ) -> list[dict[str, object]]:
-    """PTX and launches of the tiled and the untiled kernels for each of ``shapes``
+    """PTX and launches of the tiled and the untiled kernels for each of ``shapes``, and of
+    the tensor-core kernel (``mma``) first for bf16 shapes when ``chip`` has tensor cores
     (JSON-ready records; ``ptx`` holds the text; ``temps``: temporaries by role, with their
     shapes, zeroed before each run)."""
     records: list[dict[str, object]] = []
@@ -151,10 +169,15 @@ def bench_kernels(
         temps = {}
         if shape.variant == "xty":
             temps["partials"] = [shape.chunks(), shape.slices, shape.k, shape.n]
-        for kind, sched in (("tiled", schedule), ("untiled", None)):
+        kinds: list[tuple[str, Schedule | None]] = [("tiled", schedule), ("untiled", None)]
+        if shape.dtype == "bf16" and tensor_cores(chip):
+            kinds.insert(0, ("mma", schedule))
+        for kind, sched in kinds:
+            mma = kind == "mma"
             with make_context(), ir.Location.unknown():
                 module = bench_module(shape, sched)
-                run_pipeline(module, "convert-hector-intra-to-gpu", verify=False)
+                lowering = "convert-hector-intra-to-gpu" + ("{mma=true}" if mma else "")
+                run_pipeline(module, lowering, verify=False)
                 run_pipeline(module, ptx_pipeline(chip), verify=False)
                 ptx = "\n".join(extract_ptx(module).values())
             schedule_fields = None
@@ -170,7 +193,8 @@ def bench_kernels(
                     "k": shape.k,
                     "n": shape.n,
                     "slices": shape.slices,
-                    "launches": _bench_launches(shape, sched),
+                    "dtype": shape.dtype,
+                    "launches": _bench_launches(shape, sched, mma),
                     "temps": temps,
                     "ptx": ptx,
                     "schedule": schedule_fields,

@@ -4,7 +4,8 @@
 A kernel with barriers becomes a function per block whose straight-line runs between barriers
 are each a loop over the block's threads: every thread reaches the barrier before any goes on,
 as on the GPU. Shared memory is one
-buffer per block; private memory one row per thread.
+buffer per block; private memory one row per thread. A warp's ``nvgpu.mma.sync`` becomes a
+software m16n8k16 between barriers (:mod:`.mma_on_host`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from mlir import ir
 from mlir.dialects import arith, memref, scf
 
 from ...passes.registry import PassFailure
+from .mma_on_host import MMA_NAME, emulate_mma, scratch_type
 
 
 def has_barrier(op: ir.Operation) -> bool:
@@ -172,14 +174,15 @@ def ops_named(op: ir.Operation, names: tuple[str, ...]) -> list[ir.Operation]:
 
 
 def _check_barriers(kernel: ir.Operation) -> None:
-    """Refuse, before anything moves, a barrier nested in anything but loops without results."""
-    for barrier in ops_named(kernel, ("gpu.barrier",)):
+    """Refuse, before anything moves, a barrier or an MMA (a warp's collective, run between
+    barriers) nested in anything but loops without results."""
+    for barrier in ops_named(kernel, ("gpu.barrier", MMA_NAME)):
         node = barrier.parent
         while node is not None and node.operation != kernel:
             if node.name != "scf.for" or len(node.results):
                 raise PassFailure(
-                    "a gpu.barrier may only be inside scf.for loops without results to run on "
-                    "the host",
+                    f"a {barrier.name} may only be inside scf.for loops without results to run "
+                    "on the host",
                     node.location,
                 )
             node = node.operation.parent
@@ -227,6 +230,8 @@ def block_function(kernel: ir.Operation, at: ir.Operation) -> str:
             ptype = ir.MemRefType(p.type)
             rows = ir.MemRefType.get([dyn, ptype.shape[0]], ptype.element_type)
             private.append(memref.alloc(rows, [bdim], []))
+        mmas = ops_named(kernel, (MMA_NAME,))
+        scratch = [memref.alloc(scratch_type(), [bdim], [])] if mmas else []
         ret = func.ReturnOp([])
     for a, new in zip([*args_old, *wg_old], [*args, *shared], strict=True):
         a.replace_all_uses_with(new)
@@ -244,8 +249,10 @@ def block_function(kernel: ir.Operation, at: ir.Operation) -> str:
             op.move_before(ret)
             moved.append(op)
     with kernel.location, ir.InsertionPoint(ret):
-        for buf in (*shared, *private):
+        for buf in (*shared, *private, *scratch):
             memref.dealloc(buf)
+    for mma in mmas:
+        emulate_mma(mma, scratch[0])
     _hoist_constants(fn.operation, block.operations[0].operation)
     threads = _Threads(list(zip(priv_old, private, strict=True)), bdim, block)
     threads.split_ops([op for op in moved if op.name != "arith.constant"])

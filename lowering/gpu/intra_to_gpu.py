@@ -10,6 +10,8 @@ Each template becomes a ``gpu.func`` kernel in the module ``@hector_kernels`` (n
   ``schedule`` attribute (``xw``/``xwt``) it is the shared-memory tiled kernel of
   ``lowering/gpu/gemm.py`` instead: a block per output tile, gathered rows staged between
   ``gpu.barrier``s; the option ``tile`` gives unscheduled GEMMs the GPU chooser's schedule;
+  with the option ``mma`` (a chip with ``mma.sync`` on 16-bit types) a scheduled one on
+  bf16/f16 operands is the tensor-core kernel of ``lowering/gpu/mma.py``;
 * ``traversal_template``: one thread per ``(row, column)`` element; ``sum`` reductions become
   atomic adds (``memref.atomic_rmw addf``); with ``align = "warp128"`` one warp per row, reading
   ``x`` in aligned 128-byte segments (:func:`_warp128_columns`, the zero-copy gather mapping);
@@ -42,6 +44,7 @@ from ...passes.registry import Option, PassFailure, register_pass
 from .. import templates as T
 from ..cpu.intra_to_scf import functions
 from . import gemm as gpu_gemm
+from . import mma as gpu_mma
 from . import xty as gpu_xty
 from .host_emulation import ops_named
 from .schedule_choice import gpu_gemm_schedule
@@ -75,6 +78,7 @@ class Template:
     ops: T.Operands
     name: str
     kernels: KernelModule
+    mma: bool = False  # the chip has mma.sync on 16-bit types (sm_80 and newer)
 
     @property
     def op(self) -> ir.Operation:
@@ -321,14 +325,46 @@ def _xty_reduce_body(b: T.Body, gid: ir.Value, k: int, n: int, slices: int | Non
         b.accumulate("out", acc, False, *idx)
 
 
-def _gemm_scheduled(t: Template, schedule: intra.Schedule) -> None:
-    """``xw``/``xwt`` with a schedule: a block per output tile, rows of ``a`` staged in shared
-    memory ``tile_k`` columns at a time (``lowering/gpu/gemm.py``)."""
+def _gemm_epilogue(t: Template) -> str:
+    """The template's epilogue; ``add`` with a scatter index is an atomic add (rows may
+    collide)."""
+    epilogue = str(t.view.attr("epilogue"))
+    return "atomic_add" if epilogue == "add" and t.ops.has("scatter_index") else epilogue
+
+
+def _gemm_mma(t: Template, schedule: intra.Schedule, half: ir.Type) -> None:
+    """``xw``/``xwt`` with a schedule on 16-bit operands, on a chip with ``mma.sync``: the
+    tensor-core kernel of ``lowering/gpu/mma.py``."""
     v = t.view
     n, k = T.static_dim(t.ops["out"], 1), T.static_dim(t.ops["a"], 1)
-    epilogue = v.attr("epilogue")
-    if epilogue == "add" and t.ops.has("scatter_index"):
-        epilogue = "atomic_add"
+    rows_per_slice = T.slice_rows(v)
+    sliced = t.ops.has("weight_index") or rows_per_slice is not None
+    tiling = gpu_mma.mma_tiling(schedule, k, n, sliced, t.op.location)
+    transposed = v.attr("variant") == "xwt"
+    name = "bf16" if isinstance(half, ir.BF16Type) else "f16"
+    g = gpu_mma.MmaKernel(k, n, _gemm_epilogue(t), transposed, rows_per_slice, tiling, name)
+    host = T.Body(t.ops)
+    grid = g.grid(host, T.gemm_rows(host, host.index(0)))
+    c1, threads = host.index(1), host.index(tiling.threads)
+    gpu.LaunchFuncOp(
+        [KERNEL_MODULE, t.name], (grid, c1, c1), (threads, c1, c1), list(t.ops.values.values())
+    )
+    wg, private = gpu_mma.attribution_types(g)
+    with _kernel_with_memory(t, wg, private) as (b, mem):
+        gpu_mma.mma_gemm_body(b, g, gpu_mma.mma_memory(mem[: len(wg)], mem[len(wg) :]))
+
+
+def _gemm_scheduled(t: Template, schedule: intra.Schedule) -> None:
+    """``xw``/``xwt`` with a schedule: a block per output tile, rows of ``a`` staged in shared
+    memory ``tile_k`` columns at a time (``lowering/gpu/gemm.py``); on tensor cores
+    (``lowering/gpu/mma.py``) when the chip has them and the operands are 16-bit."""
+    half = gpu_mma.mma_element_type(t.ops["a"].type, t.ops["weight"].type) if t.mma else None
+    if half is not None:
+        _gemm_mma(t, schedule, half)
+        return
+    v = t.view
+    n, k = T.static_dim(t.ops["out"], 1), T.static_dim(t.ops["a"], 1)
+    epilogue = _gemm_epilogue(t)
     rows_per_slice = T.slice_rows(v)
     sliced = t.ops.has("weight_index") or rows_per_slice is not None
     tiling = gpu_gemm.gemm_tiling(schedule, k, n, sliced, t.op.location)
@@ -544,15 +580,17 @@ def _rewrite(op: ir.Operation, build: Callable[[], None]) -> None:
     op.erase()
 
 
-def convert_function(func: ir.Operation, ops: list[ir.Operation], kernels: KernelModule) -> None:
-    """Launch every template among ``func``'s ``ops`` as a kernel; move its buffers to the
-    device API."""
+def convert_function(
+    func: ir.Operation, ops: list[ir.Operation], kernels: KernelModule, mma: bool = False
+) -> None:
+    """Launch every template among ``func``'s ``ops`` as a kernel (``mma``: scheduled GEMMs
+    on 16-bit operands on tensor cores); move its buffers to the device API."""
     sym = ir.StringAttr(func.attributes["sym_name"]).value
     for n, op in enumerate(ops):
         if op.name in KERNELS:
             build, suffix = KERNELS[op.name]
             v = intra.view(op)
-            template = Template(v, T.operands(v), f"{sym}_{n}_{suffix}", kernels)
+            template = Template(v, T.operands(v), f"{sym}_{n}_{suffix}", kernels, mma)
             try:
                 _rewrite(op, partial(build, template))
             except ValueError as err:  # a shape the templates are not built for
@@ -561,8 +599,9 @@ def convert_function(func: ir.Operation, ops: list[ir.Operation], kernels: Kerne
             _rewrite(op, partial(HOST_OPS[op.name], op))
 
 
-def run_module(module_op: ir.Operation) -> None:
-    """Convert every function with templates; add the kernel module when any was made."""
+def run_module(module_op: ir.Operation, mma: bool = False) -> None:
+    """Convert every function with templates (``mma``: see :func:`convert_function`); add the
+    kernel module when any was made."""
     for op in module_op.regions[0].blocks[0].operations:
         if op.operation.name == "gpu.module":
             raise PassFailure(
@@ -571,7 +610,7 @@ def run_module(module_op: ir.Operation) -> None:
     module_op.attributes["gpu.container_module"] = ir.UnitAttr.get(module_op.context)
     kernels = KernelModule(module_op)
     for func, ops in functions(module_op):
-        convert_function(func, ops, kernels)
+        convert_function(func, ops, kernels, mma)
 
 
 def choose_gpu_schedules(module_op: ir.Operation) -> int:
@@ -601,9 +640,15 @@ def choose_gpu_schedules(module_op: ir.Operation) -> int:
         False,
         "give GEMMs without a schedule the GPU chooser's (shared-memory tiled kernels)",
     ),
+    mma=Option(
+        bool,
+        False,
+        "the chip has mma.sync on bf16/f16 (sm_80 and newer): scheduled xw/xwt GEMMs on 16-bit "
+        "operands multiply on tensor cores (nvgpu.mma.sync m16n8k16, f32 accumulators)",
+    ),
 )
-def run(module_op: ir.Operation, tile: bool = False) -> None:
+def run(module_op: ir.Operation, tile: bool = False, mma: bool = False) -> None:
     """Pass entry point."""
     if tile:
         choose_gpu_schedules(module_op)
-    run_module(module_op)
+    run_module(module_op, mma)

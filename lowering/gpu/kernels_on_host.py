@@ -16,6 +16,7 @@ from mlir.dialects import arith, func, linalg, memref, scf
 
 from ...passes.registry import PassFailure, register_pass
 from .host_emulation import block_function, has_barrier, ops_named
+from .mma_on_host import MMA_NAME
 
 _DEVICE_BUFFER_OPS = ("gpu.alloc", "gpu.dealloc", "gpu.memset", "gpu.memcpy")
 
@@ -116,11 +117,14 @@ def _host_buffer(op: ir.Operation) -> None:
 
 
 def _runs_per_block(kernel: ir.Operation) -> bool:
-    """Whether ``kernel`` has barriers or shared/private memory: then its threads run phase by
-    phase (:func:`.host_emulation.block_function`), not one after another."""
+    """Whether ``kernel`` has barriers, MMAs (a warp's collective) or shared/private memory:
+    then its threads run phase by phase (:func:`.host_emulation.block_function`), not one
+    after another."""
     entry = kernel.regions[0].blocks[0]
     ftype = ir.FunctionType(ir.TypeAttr(kernel.attributes["function_type"]).value)
-    return len(entry.arguments) > len(ftype.inputs) or has_barrier(kernel)
+    if len(entry.arguments) > len(ftype.inputs) or has_barrier(kernel):
+        return True
+    return bool(ops_named(kernel, (MMA_NAME,)))
 
 
 @register_pass(

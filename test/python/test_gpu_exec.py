@@ -678,12 +678,12 @@ def test_tiled_launch_geometry_follows_the_schedule() -> None:
     ]
 
 
-@pytest.mark.parametrize("variant", ["xw", "xty"])
-def test_gpu_check_kernels_launch_as_the_lowering_does(tmp_path, variant: str) -> None:
+@pytest.mark.parametrize(("variant", "dtype"), [("xw", "f32"), ("xty", "f32"), ("xw", "bf16")])
+def test_gpu_check_kernels_launch_as_the_lowering_does(tmp_path, variant: str, dtype: str) -> None:
     """The kernels scripts/gpu_check.sh times (tiled and untiled, from
-    ``write_bench_kernels``) carry the launches the lowering's own host code makes (checked
-    through the emulated driver on a small shape: kernels, grids, blocks, in order), and the
-    GPU chooser's schedule."""
+    ``write_bench_kernels``, and the tensor-core kernel first for bf16) carry the launches the
+    lowering's own host code makes (checked through the emulated driver on a small shape:
+    kernels, grids, blocks, in order), and the GPU chooser's schedule."""
     from mlir import ir
 
     from hector.dialects import make_context
@@ -691,30 +691,35 @@ def test_gpu_check_kernels_launch_as_the_lowering_does(tmp_path, variant: str) -
     from hector.passes.pipeline import run_pipeline
     from hector_bench import tiled_gemm_kernels as G
 
-    shape = G.BenchShape(rows=1000, nodes=100, k=64, n=96, slices=3, variant=variant)
+    shape = G.BenchShape(1000, 100, 64, 96, 3, variant=variant, dtype=dtype)
     files = G.write_bench_kernels(str(tmp_path), "sm_90", (shape,))
     assert files[-1] == "kernels.json"
     index = json.loads((tmp_path / "kernels.json").read_text())
-    assert [r["kind"] for r in index] == ["tiled", "untiled"]
+    kinds = ["tiled", "untiled"] if dtype == "f32" else ["mma", "tiled", "untiled"]
+    assert [r["kind"] for r in index] == kinds
     assert index[0]["schedule"]["tile_m"] == (32 if variant == "xty" else 64)
     torch.manual_seed(0)
     xty = variant == "xty"
+    half = torch.bfloat16 if dtype == "bf16" else torch.float32
     tensors = [
-        torch.randn(shape.nodes, shape.k),
+        torch.randn(shape.nodes, shape.k).to(half),
         torch.randn(shape.rows, shape.n) if xty else torch.randn(shape.slices, shape.k, shape.n),
         torch.randint(0, shape.nodes, (shape.rows,), dtype=torch.int32),
         torch.sort(torch.randint(0, shape.slices, (shape.rows,), dtype=torch.int32)).values,
         torch.zeros(shape.slices, shape.k, shape.n) if xty else torch.zeros(shape.rows, shape.n),
     ]
+    tensors[1] = tensors[1].to(half)
     for rec in index:
         ptx = (tmp_path / rec["file"]).read_text()
         assert ptx_entries(ptx) == [launch["entry"] for launch in rec["launches"]]
-        assert ("bar.sync" in ptx) == (rec["kind"] == "tiled")
+        assert ("bar.sync" in ptx) == (rec["kind"] != "untiled")
+        assert ("mma.sync.aligned.m16n8k16" in ptx) == (rec["kind"] == "mma")
         sched = None if rec["schedule"] is None else G.Schedule(**rec["schedule"])
         rt = cuda_target.FakeCudaRuntime()
         with make_context(), ir.Location.unknown():
             module = G.bench_module(shape, sched)
-            run_pipeline(module, "convert-hector-intra-to-gpu")
+            mma = "{mma=true}" if rec["kind"] == "mma" else ""
+            run_pipeline(module, f"convert-hector-intra-to-gpu{mma}")
             run_pipeline(module, ptx_pipeline(), verify=False)
             run_pipeline(module, LLVM_GPU_HOST, verify=False)
             cuda_target.GpuKernel(module, rt)("gemm", *tensors)
