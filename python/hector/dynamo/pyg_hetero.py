@@ -435,7 +435,8 @@ def gcn_edges(
     """``GCNConv`` ``conv``'s edges over ``n`` nodes and each one's coefficient, as PyG's
     ``gcn_norm`` computes them, in shapes that depend on the input's only (no graph break):
     with self-loops, a loop per node is appended and an existing loop's weight moves to it
-    (the last one's, as PyG's indexed assignment; the loop edge itself then weighs 0); without
+    (the last one's, as PyG's indexed assignment, whose gradient reaches every loop edge of the
+    node; the loop edge itself then weighs 0); without
     edge weights every edge and loop weighs 1 (PyG's ``improved`` then has no effect)."""
     cached = getattr(conv, "_cached_edge_index", None)
     if conv.normalize and conv.cached and cached is not None:
@@ -455,7 +456,10 @@ def gcn_edges(
             fill = w.new_full((1,), 2.0 if conv.improved else 1.0)
             position = torch.where(loop, torch.arange(edges, device=row.device), -1)
             last = position.new_full((n,), -1).scatter_reduce(0, row, position, "amax")
-            loop_weight = torch.cat([w, fill])[torch.where(last >= 0, last, edges)]
+            loop_weight = torch.cat([w.detach(), fill])[torch.where(last >= 0, last, edges)]
+            # PyG's indexed assignment passes a loop's gradient to each loop edge of its node
+            through = torch.where(loop, w - w.detach(), 0.0)
+            loop_weight = loop_weight + w.new_zeros(n).scatter_add(0, row, through)
         w = torch.cat([w.masked_fill(loop, 0.0), loop_weight])
         edge_index = torch.cat([edge_index, torch.stack([nodes, nodes])], dim=1)
     deg = w.new_zeros(n).scatter_add(0, edge_index[1], w)
