@@ -1,7 +1,7 @@
 """PyG's ``HeteroConv`` under ``torch.compile(backend="hector")``: one Hector program per layer.
 
-A ``HeteroConv`` holds one conv per edge type and sums (or averages) their outputs per
-destination node type. When every per-relation conv is one of a class Hector expresses, with
+A ``HeteroConv`` holds one conv per edge type and combines their outputs per destination node
+type by its ``aggr``. When every per-relation conv is one of a class Hector expresses, with
 the same options, the whole layer is one ``hector::pyg_layer`` call over one typed graph
 (:mod:`hector.dynamo.pyg_route`'s typed family, as ``HGTConv``'s): the node types of the relations
 the call has are stacked in one id space (in ``x_dict`` order), each relation of the call is one
@@ -21,16 +21,26 @@ program's ``sum_to_dst`` over all of a node's incoming edges:
   relations into a node type summed into one node-typed weight, the biases likewise;
 * ``GATv2Conv`` (:class:`GatV2Relations`): ``hetero-gatv2:<slope>``, the same options but edge
   features;
-* ``GraphConv`` (:class:`GraphConvRelations`): the same program, ``lin_rel`` and ``lin_root``.
+* ``GraphConv`` (:class:`GraphConvRelations`): the same program, ``lin_rel`` and ``lin_root``;
+* ``GCNConv`` (:class:`GcnRelations`) on relations from a node type to itself (PyG's
+  ``GCNConv`` takes one node set): ``hetero-gcn``, each edge's coefficient PyG's ``gcn_norm``
+  (self-loops or none, ``improved``, ``normalize`` or not, the call's ``edge_weight_dict``)
+  computed in the captured graph in shapes fixed by the input's (:func:`gcn_edges`).
 
 Weight-sized glue (stacking, padding to the widest input, the attention vectors as
 block-diagonal matrices, the biases summed per destination type) runs as PyTorch ops in the
 captured graph, so gradients reach each conv's parameters through autograd; a conv the call
 does not reach keeps a ``None`` gradient, as in PyG. ``aggr="mean"`` divides each destination
 type's rows by the number of the call's relations into it (after the program); averaged heads
-are the mean of the program's ``[N, H, F]`` rows plus the summed biases. What the programs do
-not compute runs PyG's own ``forward`` (the convs then trace as Dynamo captures them) and the
-reason is kept in :data:`hector.dynamo.pyg_route.FALLBACKS` under ``"HeteroConv"``.
+are the mean of the program's ``[N, H, F]`` rows plus the summed biases. Any other ``aggr``
+(``"max"``, ``"min"``, ``"cat"``, ``None``, ``"prod"``, ``"amax"``, ``"amin"``; a ``to_hetero``
+layer's ``"max"``/``"min"``/``"mul"``) gives each relation's destination a node type of its
+own in the same program (:class:`Layout` ``split``: the destination's rows once per relation
+into it), so the program's rows there are that relation's output alone; PyG's ``group`` (or the
+``to_hetero`` layer's pairwise chain) reduces them after the program, with PyTorch's own
+tie-breaking and gradients. What the programs do not compute runs PyG's own ``forward`` (the
+convs then trace as Dynamo captures them) and the reason is kept in
+:data:`hector.dynamo.pyg_route.FALLBACKS` under ``"HeteroConv"``.
 """
 
 from __future__ import annotations
@@ -734,10 +744,10 @@ def _reduced(layer: Any, parts: list[torch.Tensor]) -> torch.Tensor:
     """One destination type's output from its relations' (in the layer's order)."""
     combine = getattr(layer, "combine", None)
     if combine is not None:
-        return combine(parts)  # type: ignore[no-any-return]
+        return combine(parts)
     from torch_geometric.nn.conv.hetero_conv import group
 
-    return group(parts, layer.aggr)  # type: ignore[no-any-return]
+    return group(parts, layer.aggr)
 
 
 ROUTED: dict[str, Callable[..., Any]] = {"HeteroConv": hetero_conv_forward}

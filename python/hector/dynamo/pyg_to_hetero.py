@@ -5,8 +5,9 @@ own stack of ``SAGEConv``/``GATConv``/``GraphConv``) into a ``torch.fx.GraphModu
 message passing layer becomes one copy of its conv per edge type (submodules
 ``conv1.author__writes__paper``), each called with the relation's features (``x`` or
 ``(x_src, x_dst)``) and ``edge_index``, and the outputs into each destination type are
-combined by the model's ``aggr`` (``"sum"``: a chain of ``torch.add``; ``"mean"``: the same
-chain and a ``torch.div`` by the relation count).
+combined by the model's ``aggr`` (``"sum"``: a chain of ``torch.add`` in pairs; ``"mean"``: the
+same chain and a ``torch.div`` by the relation count; ``"max"``, ``"min"``, ``"mul"``: chains
+of ``torch.max``, ``torch.min``, ``torch.mul``).
 
 That is a ``HeteroConv`` spelt out node by node, so the route here hands each such layer to
 :mod:`hector.dynamo.pyg_hetero`'s program (one ``hector::pyg_layer`` call over one typed graph):
@@ -20,16 +21,20 @@ That is a ``HeteroConv`` spelt out node by node, so the route here hands each su
   Eager calls and other backends run the model unchanged.
 * **What.** :func:`group_layers` finds, in a copy of the model's graph, each layer's calls of
   per-relation convs (one per edge type of the model, consecutive, each called with features and
-  ``edge_index``, optionally ``edge_attr``/``edge_weight`` by keyword) and the ``add``/``div``
-  nodes that combine them, and replaces them by one call of a :class:`ToHeteroLayer` (sharing
-  the convs, so gradients reach their parameters) and one ``getitem`` per destination type.
+  ``edge_index``, optionally ``edge_attr``/``edge_weight`` by keyword) and the nodes that
+  combine them, and replaces them by one call of a :class:`ToHeteroLayer` (sharing the convs,
+  so gradients reach their parameters) and one ``getitem`` per destination type. Sums and means
+  are the program's; a ``max``/``min``/``mul`` layer's program computes each relation's output
+  apart and :meth:`ToHeteroLayer.combine` chains them after it as ``to_hetero`` does (the same
+  pairs, so ties split their gradient as ``torch.max`` of two does).
   The twin is kept on the model's own ``GraphModule`` class (each instance has its own) and
   rebuilt only when the model's code or submodules change.
-* **Fallbacks.** A layer whose structure is not a sum or mean over all its relations
-  (``aggr="max"``, ``"min"``, ``"mul"``, positional extra arguments) stays as the model wrote
-  it; a layer :func:`hector.dynamo.pyg_hetero.unsupported` declines at trace time (a class or
-  option outside the programs, node features that differ between relations, edge weights, an
-  absent ``edge_index``) runs the per-relation convs and their sums as ``to_hetero`` does. The
+* **Fallbacks.** A layer whose structure is not one ``aggr`` over all its relations
+  (positional extra arguments, different combining functions) stays as the model wrote it; a
+  layer :func:`hector.dynamo.pyg_hetero.unsupported` declines at trace time (a class or option
+  outside the programs, node features that differ between relations, edge weights to a conv
+  other than ``GCNConv``, an absent ``edge_index``) runs the per-relation convs and combines
+  them as ``to_hetero`` does. The
   reason is kept in :data:`hector.dynamo.pyg_route.FALLBACKS` under ``to_hetero <layer> (<conv
   class>)`` (shown by :func:`hector.explain`).
 
