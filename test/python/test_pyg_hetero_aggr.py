@@ -85,20 +85,6 @@ def test_ties_take_pygs_gradient(aggr: str) -> None:
     _assert_routed("hetero-sage")
 
 
-def test_batch_sizes_share_one_compilation() -> None:
-    """``aggr="max"`` under ``dynamic=True``: other batch sizes without recompiling."""
-    torch.manual_seed(0)
-    model = HeteroConv({e: SAGEConv(6, 4) for e in RELATIONS}, aggr="max")
-    backend = HectorBackend()
-    compiled = torch.compile(model, backend=backend, dynamic=True)
-    for scale, per in ((1, 15), (2, 31), (3, 40)):
-        sizes = {t: n * scale for t, n in SIZES.items()}
-        x = _features(sizes, WIDTHS, seed=scale)
-        _assert_matches(model, compiled, x, _edges(RELATIONS, sizes, per=per, seed=scale))
-    assert backend.stats()["compilations"] == 1
-    _assert_routed("hetero-sage")
-
-
 # -- GCNConv in HeteroConv ------------------------------------------------------------------
 
 _SAME = [
@@ -175,6 +161,25 @@ def test_gcn_between_two_node_types_fails_as_in_pyg() -> None:
     with pytest.raises(Exception, match="bipartite"):
         torch.compile(model, backend=HectorBackend())(x, ei)
     assert "two node types" in pyg_route.FALLBACKS["HeteroConv"]
+
+
+@pytest.mark.parametrize("gcn", [False, True])
+def test_batch_sizes_share_one_compilation(gcn: bool) -> None:
+    """``aggr="max"`` under ``dynamic=True`` (``SAGEConv``; ``GCNConv`` with edge weights, its
+    ``gcn_norm`` in symbolic shapes): other batch sizes without recompiling."""
+    torch.manual_seed(0)
+    relations = _SAME if gcn else RELATIONS
+    model = HeteroConv({e: GCNConv(6, 4) if gcn else SAGEConv(6, 4) for e in relations}, "max")
+    backend = HectorBackend()
+    compiled = torch.compile(model, backend=backend, dynamic=True)
+    for scale, per in ((1, 15), (2, 31), (3, 40)):
+        sizes = {t: n * scale for t, n in SIZES.items()}
+        x = _features(sizes, WIDTHS, seed=scale)
+        ei = _edges(relations, sizes, per=per, seed=scale)
+        kw = {"edge_weight_dict": {e: torch.rand(v.shape[1]) for e, v in ei.items()}} if gcn else {}
+        _assert_matches(model, compiled, x, ei, **kw)
+    assert backend.stats()["compilations"] == 1
+    _assert_routed("hetero-gcn" if gcn else "hetero-sage")
 
 
 def test_edge_weights_to_graphconv_are_declined() -> None:
