@@ -245,14 +245,14 @@ _SAME_TYPE = [("paper", "cites", "paper"), ("author", "knows", "author")]
             RELATIONS[:3],
         ),
         (lambda e: SAGEConv(6, 4, normalize=True), "sum", "normalize", RELATIONS[:3]),
-        (lambda e: GATConv(6, 4, add_self_loops=False), "max", "aggr='max'", RELATIONS[:3]),
+        (lambda e: GATConv(6, 4, add_self_loops=False), "std", "aggr='std'", RELATIONS[:3]),
         (
             lambda e: GATConv(6, 4, add_self_loops=False) if e[0] == e[2] else SAGEConv(6, 4),
             "sum",
             "mixed",
             RELATIONS[:3],
         ),
-        (lambda e: GCNConv(6, 4), "sum", "GCNConv", _SAME_TYPE),
+        (lambda e: GCNConv(6, 4, aggr="mean"), "sum", "GCNConv(aggr='mean')", _SAME_TYPE),
     ],
 )
 def test_unsupported_runs_pygs_forward_with_reason(

@@ -1,7 +1,7 @@
 """PyG's ``HeteroConv`` under ``torch.compile(backend="hector")``: one Hector program per layer.
 
-A ``HeteroConv`` holds one conv per edge type and sums (or averages) their outputs per
-destination node type. When every per-relation conv is one of a class Hector expresses, with
+A ``HeteroConv`` holds one conv per edge type and combines their outputs per destination node
+type by its ``aggr``. When every per-relation conv is one of a class Hector expresses, with
 the same options, the whole layer is one ``hector::pyg_layer`` call over one typed graph
 (:mod:`hector.dynamo.pyg_route`'s typed family, as ``HGTConv``'s): the node types of the relations
 the call has are stacked in one id space (in ``x_dict`` order), each relation of the call is one
@@ -21,16 +21,26 @@ program's ``sum_to_dst`` over all of a node's incoming edges:
   relations into a node type summed into one node-typed weight, the biases likewise;
 * ``GATv2Conv`` (:class:`GatV2Relations`): ``hetero-gatv2:<slope>``, the same options but edge
   features;
-* ``GraphConv`` (:class:`GraphConvRelations`): the same program, ``lin_rel`` and ``lin_root``.
+* ``GraphConv`` (:class:`GraphConvRelations`): the same program, ``lin_rel`` and ``lin_root``;
+* ``GCNConv`` (:class:`GcnRelations`) on relations from a node type to itself (PyG's
+  ``GCNConv`` takes one node set): ``hetero-gcn``, each edge's coefficient PyG's ``gcn_norm``
+  (self-loops or none, ``improved``, ``normalize`` or not, the call's ``edge_weight_dict``)
+  computed in the captured graph in shapes fixed by the input's (:func:`gcn_edges`).
 
 Weight-sized glue (stacking, padding to the widest input, the attention vectors as
 block-diagonal matrices, the biases summed per destination type) runs as PyTorch ops in the
 captured graph, so gradients reach each conv's parameters through autograd; a conv the call
 does not reach keeps a ``None`` gradient, as in PyG. ``aggr="mean"`` divides each destination
 type's rows by the number of the call's relations into it (after the program); averaged heads
-are the mean of the program's ``[N, H, F]`` rows plus the summed biases. What the programs do
-not compute runs PyG's own ``forward`` (the convs then trace as Dynamo captures them) and the
-reason is kept in :data:`hector.dynamo.pyg_route.FALLBACKS` under ``"HeteroConv"``.
+are the mean of the program's ``[N, H, F]`` rows plus the summed biases. Any other ``aggr``
+(``"max"``, ``"min"``, ``"cat"``, ``None``, ``"prod"``, ``"amax"``, ``"amin"``; a ``to_hetero``
+layer's ``"max"``/``"min"``/``"mul"``) gives each relation's destination a node type of its
+own in the same program (:class:`Layout` ``split``: the destination's rows once per relation
+into it), so the program's rows there are that relation's output alone; PyG's ``group`` (or the
+``to_hetero`` layer's pairwise chain) reduces them after the program, with PyTorch's own
+tie-breaking and gradients. What the programs do not compute runs PyG's own ``forward`` (the
+convs then trace as Dynamo captures them) and the reason is kept in
+:data:`hector.dynamo.pyg_route.FALLBACKS` under ``"HeteroConv"``.
 """
 
 from __future__ import annotations
@@ -51,6 +61,11 @@ EdgeType = tuple[str, str, str]
 
 #: ``HeteroConv`` ``aggr`` values computed: the sum in the program, the mean after it.
 _AGGRS = ("sum", "add", "mean")
+#: ``HeteroConv`` ``aggr`` values computed by PyG's ``group`` on the relations' outputs, one
+#: destination type per relation in the program (:class:`Layout`'s ``split``).
+_REDUCED = ("max", "min", "cat", None, "prod", "amax", "amin")
+#: The keyword arguments of a ``HeteroConv`` call the programs read.
+_KWARGS = ("edge_attr_dict", "edge_weight_dict")
 
 
 def call_relations(layer: Any, edge_index_dict: dict[Any, Any]) -> list[tuple[EdgeType, Any]]:
@@ -70,45 +85,67 @@ def call_relations(layer: Any, edge_index_dict: dict[Any, Any]) -> list[tuple[Ed
 @dataclass
 class Layout:
     """The typed graph of one call: the relations it has (``HeteroConv.convs`` order), the node
-    types they touch (``x_dict`` order) with their rows, stacked, and the widest input."""
+    types they touch (``x_dict`` order) with their rows, stacked, and the widest input. With
+    ``split`` (a cross-relation ``aggr`` other than a sum or mean) each relation's destination
+    is a node type of its own (key ``(type, relation index)``, after the source types): the
+    program's rows there are that relation's output alone, reduced over relations after it."""
 
     relations: list[EdgeType]
-    types: list[str]
+    types: list[Any]  # node type names; with split, (destination type, relation index) too
     xs: list[torch.Tensor]
     width: int
     edge_index: list[torch.Tensor] = field(default_factory=list)  # per relation
     edge_attr: dict[Any, torch.Tensor] = field(default_factory=dict)  # the call's edge_attr_dict
+    edge_weight: dict[Any, torch.Tensor] = field(default_factory=dict)  # its edge_weight_dict
+    targets: list[Any] = field(default_factory=list)  # each relation's destination key
 
     @classmethod
     def of(
-        cls, layer: Any, x_dict: dict[str, Any], edge_index_dict: dict[Any, Any], dst: bool
+        cls,
+        layer: Any,
+        x_dict: dict[str, Any],
+        edge_index_dict: dict[Any, Any],
+        dst: bool,
+        split: bool = False,
     ) -> Layout:
         """The layout of ``HeteroConv`` ``layer``'s call (the call's dicts); ``dst``: whether
         the convs read the destinations' features (else a type that is only a destination has
         zero rows, and its features no gradient, as in PyG)."""
         relations = [e for e, _ in call_relations(layer, edge_index_dict)]
         touched = {t for e in relations for t in (e[0], e[2])}
-        read = {e[0] for e in relations} | ({e[2] for e in relations} if dst else set())
-        types = [t for t in x_dict if t in touched]
-        width = max(x_dict[t].shape[1] for t in types)
+        sources = {e[0] for e in relations}
+        targets: list[Any] = [(e[2], i) if split else e[2] for i, e in enumerate(relations)]
+        types: list[Any] = [t for t in x_dict if t in (sources if split else touched)]
+        types += targets if split else []
+        read = sources | ({e[2] for e in relations} if dst else set())
+        width = max(x_dict[t].shape[1] for t in touched)
         pad = torch.nn.functional.pad
-        xs = [
-            x_dict[t].new_zeros(x_dict[t].shape[0], width)
-            if t not in read
-            else x_dict[t]
-            if x_dict[t].shape[1] == width  # no copy: the program's cat is the one
-            else pad(x_dict[t], (0, width - x_dict[t].shape[1]))
-            for t in types
-        ]
-        return cls(relations, types, xs, int(width), [edge_index_dict[e] for e in relations])
+        xs = []
+        for key in types:
+            x = x_dict[key[0] if isinstance(key, tuple) else key]
+            if not (key in read if isinstance(key, str) else dst):
+                xs.append(x.new_zeros(x.shape[0], width))
+            else:  # no copy at full width: the program's cat is the one
+                xs.append(x if x.shape[1] == width else pad(x, (0, width - x.shape[1])))
+        edge_index = [edge_index_dict[e] for e in relations]
+        return cls(relations, types, xs, int(width), edge_index, targets=targets)
 
     def ends(self) -> list[int]:
         """Each relation's source and destination type index, in pairs (the op's ``ends``)."""
-        return [self.types.index(t) for s, _, d in self.relations for t in (s, d)]
+        ends = []
+        for (s, _, _), target in zip(self.relations, self.targets, strict=True):
+            ends += [self.types.index(s), self.types.index(target)]
+        return ends
 
     def destinations(self) -> list[str]:
         """The destination types, in the order PyG's ``HeteroConv`` fills its output dict."""
         return list(dict.fromkeys(d for _, _, d in self.relations))
+
+    def into(self, t: str) -> list[Any]:
+        """The keys of destination type ``t``'s rows: ``t``, or (split) one per relation."""
+        return list(
+            dict.fromkeys(k for e, k in zip(self.relations, self.targets, strict=True) if e[2] == t)
+        )
 
     def padded(self, weight: torch.Tensor) -> torch.Tensor:
         """A ``[in, out]`` weight with zero rows up to the widest input (same products)."""
@@ -119,8 +156,8 @@ class Layout:
     def per_type(self, values: Sequence[torch.Tensor], like: torch.Tensor) -> torch.Tensor:
         """``[T, ...]``: each node type's sum of the relations' ``values`` that end in it."""
         rows = []
-        for t in self.types:
-            own = [v for (_, _, d), v in zip(self.relations, values, strict=True) if d == t]
+        for key in self.types:
+            own = [v for k, v in zip(self.targets, values, strict=True) if k == key]
             rows.append(torch.stack(own).sum(0) if own else torch.zeros_like(like))
         return torch.stack(rows)
 
@@ -147,8 +184,11 @@ class Relations:
         """The program's tensors (rows first)."""
         raise NotImplementedError
 
-    def finish(self, convs: list[Any], layout: Layout, t: str, rows: torch.Tensor) -> torch.Tensor:
-        """Node type ``t``'s output from its rows of the program's output (the relations' sum)."""
+    def finish(
+        self, convs: list[Any], layout: Layout, key: Any, rows: torch.Tensor
+    ) -> torch.Tensor:
+        """The output of the relations into ``key`` (:attr:`Layout.targets`) from its rows of
+        the program's output (their sum)."""
         return rows
 
 
@@ -235,13 +275,15 @@ class GatRelations(Relations):
             return zeros
         return layout.per_type([c.bias for c in convs], zeros[0])
 
-    def finish(self, convs: list[Any], layout: Layout, t: str, rows: torch.Tensor) -> torch.Tensor:
+    def finish(
+        self, convs: list[Any], layout: Layout, key: Any, rows: torch.Tensor
+    ) -> torch.Tensor:
         """Averaged heads: the mean of the ``[N, H, F]`` rows plus the relations' biases."""
         first = convs[0]
         if first.concat:
             return rows
         rows = rows.view(rows.shape[0], first.heads, first.out_channels).mean(dim=1)
-        biases = [c.bias for (_, _, d), c in zip(layout.relations, convs, strict=True) if d == t]
+        biases = [c.bias for k, c in zip(layout.targets, convs, strict=True) if k == key]
         return rows + torch.stack(biases).sum(0) if first.bias is not None else rows
 
 
@@ -353,6 +395,100 @@ class GraphConvRelations(SageRelations):
         return None
 
 
+class GcnRelations(Relations):
+    """``GCNConv`` per relation (one node type at both ends, as PyG's ``GCNConv`` requires):
+    ``hetero-gcn``, ``Σ_j c_ij W_r x_j + b_r`` over the relation's edges, whose coefficients
+    ``c_ij`` are PyG's ``gcn_norm`` (self-loops, symmetric degree normalisation, the call's
+    edge weights) computed in the captured graph (:func:`gcn_edges`), an ``[E, 1]`` input."""
+
+    cls_name = "GCNConv"
+
+    def reads_destinations(self, convs: list[Any]) -> bool:
+        """No: a self-loop is an edge from the node's own (source) row."""
+        return False
+
+    def unsupported(self, convs: list[Any], training: bool) -> str | None:
+        """Other aggregations or flows, a lazy width."""
+        for c in convs:
+            if c.aggr not in ("add", "sum"):
+                return f"GCNConv(aggr={c.aggr!r}) (Hector's program sums)"
+            if c.flow != "source_to_target":
+                return f"GCNConv(flow={c.flow!r})"
+            if _lazy(c.lin):
+                return "GCNConv with a lazy input width before its first call"
+        return _same(convs, ("out_channels",))
+
+    def program(self, convs: list[Any], layout: Layout) -> str:
+        """``hetero-gcn``."""
+        return "hetero-gcn"
+
+    def tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
+        """``x, W [R, W, out], c [E, 1], bias [T, out]``; puts each relation's edges with the
+        self-loops ``gcn_norm`` adds in ``layout.edge_index``."""
+        x = torch.cat(layout.xs)
+        weight = torch.stack([layout.padded(c.lin.weight.t()) for c in convs])
+        edges, coefficients = [], []
+        for e, c, ei in zip(layout.relations, convs, layout.edge_index, strict=True):
+            rows = layout.xs[layout.types.index(e[0])].shape[0]
+            ei, w = gcn_edges(c, ei, layout.edge_weight.get(e), rows, x.dtype)
+            edges.append(ei)
+            coefficients.append(w)
+        layout.edge_index = edges
+        zeros = weight.new_zeros(weight.shape[-1])
+        biases = layout.per_type([c.bias if c.bias is not None else zeros for c in convs], zeros)
+        return [x, weight, torch.cat(coefficients).unsqueeze(-1), biases]
+
+
+def gcn_edges(
+    conv: Any, edge_index: torch.Tensor, weight: torch.Tensor | None, n: int, dtype: Any
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``GCNConv`` ``conv``'s edges over ``n`` nodes and each one's coefficient, as PyG's
+    ``gcn_norm`` computes them, in shapes that depend on the input's only (no graph break):
+    with self-loops, a loop per node is appended and an existing loop's weight moves to it
+    (the last one's, as PyG's indexed assignment, whose gradient reaches every loop edge of the
+    node; the loop edge itself then weighs 0); without
+    edge weights every edge and loop weighs 1 (PyG's ``improved`` then has no effect)."""
+    cached = getattr(conv, "_cached_edge_index", None)
+    if conv.normalize and conv.cached and cached is not None:
+        return cached[0], cached[1]
+    edges = edge_index.shape[1]
+    ones = torch.ones(edges, dtype=dtype, device=edge_index.device)
+    w = ones if weight is None else weight.to(dtype)
+    if not conv.normalize:
+        return edge_index, w
+    if conv.add_self_loops:
+        row, col = edge_index[0], edge_index[1]
+        loop = row == col
+        nodes = torch.arange(n, device=edge_index.device)
+        if weight is None:
+            loop_weight = torch.ones(n, dtype=dtype, device=edge_index.device)
+        else:
+            fill = w.new_full((1,), 2.0 if conv.improved else 1.0)
+            position = torch.where(loop, torch.arange(edges, device=row.device), -1)
+            last = position.new_full((n,), -1).scatter_reduce(0, row, position, "amax")
+            loop_weight = torch.cat([w.detach(), fill])[torch.where(last >= 0, last, edges)]
+            # PyG's indexed assignment passes a loop's gradient to each loop edge of its node
+            through = torch.where(loop, w - w.detach(), 0.0)
+            loop_weight = loop_weight + w.new_zeros(n).scatter_add(0, row, through)
+        w = torch.cat([w.masked_fill(loop, 0.0), loop_weight])
+        edge_index = torch.cat([edge_index, torch.stack([nodes, nodes])], dim=1)
+    deg = w.new_zeros(n).scatter_add(0, edge_index[1], w)
+    scale = deg.pow(-0.5)
+    scale = scale.masked_fill(scale == float("inf"), 0.0)
+    return edge_index, scale[edge_index[0]] * w * scale[edge_index[1]]
+
+
+def _hetero_gcn() -> frontend.CompiledFunction:
+    def hetero_gcn(
+        g: GraphProxy, x: Value, weight: Value, coefficient: Value, bias: Value
+    ) -> Value:
+        """``Σ_r Σ_{j→i in r} c_ij W_r x_j + b_type(i)`` (one ``GCNConv`` per relation)."""
+        msg = g.typed_linear(g.gather_src(x), weight) * coefficient
+        return g.typed_bias(g.sum_to_dst(msg), bias)
+
+    return frontend.compile(hetero_gcn)
+
+
 def _hetero_sage(aggr: str, root: bool) -> frontend.CompiledFunction:
     def hetero_sage(g: GraphProxy, x: Value, weight: Value, bias: Value, *rest: Value) -> Value:
         """``Σ_r lin_l_r(aggr_{j∈N_r(i)} x_j) (+ Σ_r lin_r_r(x_i))``, biases per node type."""
@@ -431,6 +567,8 @@ def _compiled(name: str) -> frontend.CompiledFunction:
             _PROGRAMS[name] = _hetero_gatv2(float(rest[0]))
         elif kind == "hetero-sage":
             _PROGRAMS[name] = _hetero_sage(rest[0], rest[1] == "1")
+        elif kind == "hetero-gcn":
+            _PROGRAMS[name] = _hetero_gcn()
         else:
             raise ValueError(f"unknown HeteroConv program {name!r}")
     return _PROGRAMS[name]
@@ -442,7 +580,14 @@ def _columns(name: str, tensors: list[torch.Tensor]) -> Any:
 
 #: The per-relation conv classes routed, by class name.
 RELATIONS: dict[str, Relations] = {
-    r.cls_name: r for r in (GatRelations(), GatV2Relations(), SageRelations(), GraphConvRelations())
+    r.cls_name: r
+    for r in (
+        GatRelations(),
+        GatV2Relations(),
+        SageRelations(),
+        GraphConvRelations(),
+        GcnRelations(),
+    )
 }
 
 
@@ -476,10 +621,10 @@ def _inputs_unsupported(layer: Any, x_dict: Any, edge_index_dict: Any) -> str | 
 def unsupported(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
     """Why ``HeteroConv`` ``layer`` called with ``args``/``kwargs`` cannot run one Hector
     program (None: it can)."""
-    if set(kwargs) - {"edge_attr_dict"} or len(args) != 2:
-        return "HeteroConv called with arguments beyond x_dict, edge_index_dict, edge_attr_dict"
-    if layer.aggr not in _AGGRS:
-        return f"HeteroConv(aggr={layer.aggr!r}) (Hector sums or averages the relations)"
+    if set(kwargs) - set(_KWARGS) or len(args) != 2:
+        return f"HeteroConv called with arguments beyond x_dict, edge_index_dict, {_KWARGS}"
+    if not hasattr(layer, "combine") and layer.aggr not in (*_AGGRS, *_REDUCED):
+        return f"HeteroConv(aggr={layer.aggr!r})"
     reason = _inputs_unsupported(layer, *args)
     if reason is not None:
         return reason
@@ -491,28 +636,42 @@ def unsupported(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> st
     if len(classes) > 1:
         return f"mixed per-relation conv classes {sorted(str(c) for c in classes)}"
     cls = str(classes.pop())
-    reason = _edge_attr_unsupported(layer, cls, args[1], kwargs.get("edge_attr_dict"))
+    reason = _edge_data_unsupported(layer, cls, args[1], kwargs)
     return reason or RELATIONS[cls].unsupported(convs, layer.training)
 
 
-def _edge_attr_unsupported(layer: Any, cls: str, edge_index_dict: Any, attrs: Any) -> str | None:
-    """Why the call's ``edge_attr_dict`` is outside the programs (None: it is not)."""
-    if attrs is None:
-        return None
-    if not isinstance(attrs, dict):
-        return "edge_attr_dict is not a dict"
-    if cls != "GATConv":
-        return f"edge_attr_dict given to {cls} (PyG's forward takes no edge_attr)"
-    for e, attr in attrs.items():
-        if e not in layer.convs:
+#: The conv classes that read each keyword argument, and its tensors' dimensions.
+_EDGE_DATA = {"edge_attr_dict": ("GATConv", (1, 2)), "edge_weight_dict": ("GCNConv", (1,))}
+
+
+def _edge_data_unsupported(
+    layer: Any, cls: str, edge_index_dict: Any, kwargs: dict[str, Any]
+) -> str | None:
+    """Why the call's ``edge_attr_dict``/``edge_weight_dict`` are outside the programs, or
+    its relations outside ``GCNConv``'s (None: they are not)."""
+    relations = [e for e, _ in call_relations(layer, edge_index_dict)]
+    if cls == "GCNConv" and any(s != d for s, _, d in relations):
+        return "GCNConv on a relation between two node types (PyG's GCNConv takes one)"
+    for name, values in kwargs.items():
+        reader, dims = _EDGE_DATA[name]
+        if values is None:
             continue
-        if e not in edge_index_dict:
-            return f"edge_attr_dict holds {e}, edge_index_dict does not"
-        rows = edge_index_dict[e].shape[1]
-        if not isinstance(attr, torch.Tensor) or attr.dtype != torch.float32:
-            return f"edge_attr_dict[{e}] is not a float32 tensor"
-        if attr.dim() not in (1, 2) or attr.shape[0] != rows:
-            return f"edge_attr_dict[{e}] is not one row per edge"
+        if not isinstance(values, dict):
+            return f"{name} is not a dict"
+        if cls != reader:
+            return f"{name} given to {cls} (the program takes none)"
+        if any(t in values for e in relations for t in (e[0], e[2])):
+            return f"{name} keyed by node type"
+        for e, value in values.items():
+            if e not in layer.convs:
+                continue
+            if e not in edge_index_dict:
+                return f"{name} holds {e}, edge_index_dict does not"
+            rows = edge_index_dict[e].shape[1]
+            if not isinstance(value, torch.Tensor) or value.dtype != torch.float32:
+                return f"{name}[{e}] is not a float32 tensor"
+            if value.dim() not in dims or value.shape[0] != rows:
+                return f"{name}[{e}] is not one row per edge"
     return None
 
 
@@ -524,19 +683,28 @@ def hetero_conv_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
         pyg_route.record_fallback("HeteroConv", reason)
         return pyg_route._ORIGINAL["HeteroConv"](self, *args, **kwargs)
     x_dict, edge_index_dict = args
-    return run_program(self, x_dict, edge_index_dict, kwargs.get("edge_attr_dict"))
+    return run_program(self, x_dict, edge_index_dict, **kwargs)
 
 
 def run_program(
-    layer: Any, x_dict: dict[str, Any], edge_index_dict: dict[Any, Any], edge_attr_dict: Any = None
+    layer: Any,
+    x_dict: dict[str, Any],
+    edge_index_dict: dict[Any, Any],
+    edge_attr_dict: Any = None,
+    edge_weight_dict: Any = None,
 ) -> dict[str, torch.Tensor]:
     """The layer's output per destination type from one ``hector::pyg_layer`` call: ``layer``
-    has ``HeteroConv``'s ``convs`` (by edge type) and ``aggr``, and :func:`unsupported` found
-    nothing against the call (:mod:`hector.dynamo.pyg_to_hetero` calls it for ``to_hetero``)."""
+    has ``HeteroConv``'s ``convs`` (by edge type) and ``aggr`` (and may have ``combine``,
+    reducing a destination type's per-relation outputs for an ``aggr`` other than a sum or
+    mean), and :func:`unsupported` found nothing against the call
+    (:mod:`hector.dynamo.pyg_to_hetero` calls it for ``to_hetero``)."""
     convs = [c for _, c in call_relations(layer, edge_index_dict)]
     relations = RELATIONS[str(_class_of(convs[0]))]
-    layout = Layout.of(layer, x_dict, edge_index_dict, relations.reads_destinations(convs))
+    split = layer.aggr not in _AGGRS
+    dst = relations.reads_destinations(convs)
+    layout = Layout.of(layer, x_dict, edge_index_dict, dst, split)
     layout.edge_attr = edge_attr_dict or {}
+    layout.edge_weight = edge_weight_dict or {}
     tensors = relations.tensors(convs, layout)
     out = torch.ops.hector.pyg_layer(
         relations.program(convs, layout),
@@ -553,18 +721,33 @@ def _split(
     layer: Any, relations: Relations, convs: list[Any], layout: Layout, out: torch.Tensor
 ) -> dict[str, torch.Tensor]:
     """The destination types' rows of the program's output, as PyG's ``HeteroConv`` returns
-    them (``aggr="mean"``: over the call's relations into each type)."""
+    them (``aggr="mean"``: over the call's relations into each type; other than a sum or
+    mean: each relation's rows, reduced by ``layer.combine`` or PyG's ``group``)."""
     starts, start = {}, 0
-    for t, x in zip(layout.types, layout.xs, strict=True):
-        starts[t] = (start, start + x.shape[0])
+    for key, x in zip(layout.types, layout.xs, strict=True):
+        starts[key] = (start, start + x.shape[0])
         start = start + x.shape[0]
     result = {}
     for t in layout.destinations():
-        rows = relations.finish(convs, layout, t, out[starts[t][0] : starts[t][1]])
-        if layer.aggr == "mean":
-            rows = rows / sum(1 for _, _, d in layout.relations if d == t)
-        result[t] = rows
+        keys = layout.into(t)
+        parts = [relations.finish(convs, layout, k, out[starts[k][0] : starts[k][1]]) for k in keys]
+        if layer.aggr not in _AGGRS:
+            result[t] = _reduced(layer, parts)
+        elif layer.aggr == "mean":
+            result[t] = parts[0] / sum(1 for _, _, d in layout.relations if d == t)
+        else:
+            result[t] = parts[0]
     return result
+
+
+def _reduced(layer: Any, parts: list[torch.Tensor]) -> torch.Tensor:
+    """One destination type's output from its relations' (in the layer's order)."""
+    combine = getattr(layer, "combine", None)
+    if combine is not None:
+        return combine(parts)
+    from torch_geometric.nn.conv.hetero_conv import group
+
+    return group(parts, layer.aggr)
 
 
 ROUTED: dict[str, Callable[..., Any]] = {"HeteroConv": hetero_conv_forward}
@@ -572,5 +755,6 @@ ROUTED: dict[str, Callable[..., Any]] = {"HeteroConv": hetero_conv_forward}
 pyg_route.register_family("hetero-gat", pyg_route.ProgramFamily(_compiled, _columns))
 pyg_route.register_family("hetero-gatv2", pyg_route.ProgramFamily(_compiled, _columns))
 pyg_route.register_family("hetero-sage", pyg_route.ProgramFamily(_compiled, _columns))
+pyg_route.register_family("hetero-gcn", pyg_route.ProgramFamily(_compiled, _columns))
 for _name, _forward in ROUTED.items():
     pyg_route.register_layer(_name, _forward)

@@ -5,8 +5,9 @@ own stack of ``SAGEConv``/``GATConv``/``GraphConv``) into a ``torch.fx.GraphModu
 message passing layer becomes one copy of its conv per edge type (submodules
 ``conv1.author__writes__paper``), each called with the relation's features (``x`` or
 ``(x_src, x_dst)``) and ``edge_index``, and the outputs into each destination type are
-combined by the model's ``aggr`` (``"sum"``: a chain of ``torch.add``; ``"mean"``: the same
-chain and a ``torch.div`` by the relation count).
+combined by the model's ``aggr`` (``"sum"``: a chain of ``torch.add`` in pairs; ``"mean"``: the
+same chain and a ``torch.div`` by the relation count; ``"max"``, ``"min"``, ``"mul"``: chains
+of ``torch.max``, ``torch.min``, ``torch.mul``).
 
 That is a ``HeteroConv`` spelt out node by node, so the route here hands each such layer to
 :mod:`hector.dynamo.pyg_hetero`'s program (one ``hector::pyg_layer`` call over one typed graph):
@@ -20,16 +21,20 @@ That is a ``HeteroConv`` spelt out node by node, so the route here hands each su
   Eager calls and other backends run the model unchanged.
 * **What.** :func:`group_layers` finds, in a copy of the model's graph, each layer's calls of
   per-relation convs (one per edge type of the model, consecutive, each called with features and
-  ``edge_index``, optionally ``edge_attr``/``edge_weight`` by keyword) and the ``add``/``div``
-  nodes that combine them, and replaces them by one call of a :class:`ToHeteroLayer` (sharing
-  the convs, so gradients reach their parameters) and one ``getitem`` per destination type.
+  ``edge_index``, optionally ``edge_attr``/``edge_weight`` by keyword) and the nodes that
+  combine them, and replaces them by one call of a :class:`ToHeteroLayer` (sharing the convs,
+  so gradients reach their parameters) and one ``getitem`` per destination type. Sums and means
+  are the program's; a ``max``/``min``/``mul`` layer's program computes each relation's output
+  apart and :meth:`ToHeteroLayer.combine` chains them after it as ``to_hetero`` does (the same
+  pairs, so ties split their gradient as ``torch.max`` of two does).
   The twin is kept on the model's own ``GraphModule`` class (each instance has its own) and
   rebuilt only when the model's code or submodules change.
-* **Fallbacks.** A layer whose structure is not a sum or mean over all its relations
-  (``aggr="max"``, ``"min"``, ``"mul"``, positional extra arguments) stays as the model wrote
-  it; a layer :func:`hector.dynamo.pyg_hetero.unsupported` declines at trace time (a class or
-  option outside the programs, node features that differ between relations, edge weights, an
-  absent ``edge_index``) runs the per-relation convs and their sums as ``to_hetero`` does. The
+* **Fallbacks.** A layer whose structure is not one ``aggr`` over all its relations
+  (positional extra arguments, different combining functions) stays as the model wrote it; a
+  layer :func:`hector.dynamo.pyg_hetero.unsupported` declines at trace time (a class or option
+  outside the programs, node features that differ between relations, edge weights to a conv
+  other than ``GCNConv``, an absent ``edge_index``) runs the per-relation convs and combines
+  them as ``to_hetero`` does. The
   reason is kept in :data:`hector.dynamo.pyg_route.FALLBACKS` under ``to_hetero <layer> (<conv
   class>)`` (shown by :func:`hector.explain`).
 
@@ -56,8 +61,13 @@ EdgeType = tuple[str, str, str]
 #: Keyword arguments of a per-relation conv call the layer passes on (``None`` at run time
 #: unless the call's dicts hold them).
 _EXTRAS = ("edge_attr", "edge_weight")
-#: ``to_hetero``'s combining functions Hector does not compute, by its ``aggr`` name.
-_OTHER_AGGRS = {torch.max: "max", torch.min: "min", torch.mul: "mul"}
+#: ``to_hetero``'s combining functions, by its ``aggr`` name (``"mean"``: ``add``, then ``div``).
+_COMBINERS: dict[str, Callable[..., Any]] = {
+    "sum": torch.add,
+    "max": torch.max,
+    "min": torch.min,
+    "mul": torch.mul,
+}
 
 
 class ToHeteroLayer(torch.nn.Module):
@@ -91,18 +101,28 @@ class ToHeteroLayer(torch.nn.Module):
         arguments ``extras[i]`` are what the model passes ``relations[i]``'s conv."""
         x_dict, reason = self._features(xs)
         edge_index_dict = dict(zip(self.relations, edge_indices, strict=True))
-        attrs = {}
+        kwargs: dict[str, Any] = {}
         for e, extra in zip(self.relations, extras, strict=True):
-            if extra.get("edge_weight") is not None:
-                reason = reason or "edge weights (edge_weight_dict): the programs take none"
-            if extra.get("edge_attr") is not None:
-                attrs[e] = extra["edge_attr"]
-        kwargs = {"edge_attr_dict": attrs} if attrs else {}
+            for name, value in extra.items():  # edge_attr, edge_weight: as HeteroConv's dicts
+                if value is not None:
+                    kwargs.setdefault(f"{name}_dict", {})[e] = value
         reason = reason or pyg_hetero.unsupported(self, (x_dict, edge_index_dict), kwargs)
         if reason is not None:
             pyg_route.record_fallback(self.label, reason)
             return self._per_relation(xs, edge_indices, extras)
-        return pyg_hetero.run_program(self, x_dict, edge_index_dict, attrs or None)
+        return pyg_hetero.run_program(self, x_dict, edge_index_dict, **kwargs)
+
+    def combine(self, parts: list[Any]) -> Any:
+        """One destination type's output from its relations' (in the model's order), as
+        ``to_hetero`` combines them: in pairs from the front of a queue, each result to its
+        back (then divided by the count for ``"mean"``)."""
+        queue = list(parts)
+        fn = _COMBINERS["sum" if self.aggr == "mean" else self.aggr]
+        while len(queue) >= 2:
+            queue.append(fn(queue.pop(0), queue.pop(0)))
+        if self.aggr == "mean" and len(parts) > 1:
+            return torch.div(queue[0], len(parts))
+        return queue[0]
 
     def _features(self, xs: tuple[Any, ...]) -> tuple[dict[str, Any], str | None]:
         """Each node type's features (from the first relation that has it), and why they are
@@ -121,18 +141,12 @@ class ToHeteroLayer(torch.nn.Module):
     def _per_relation(
         self, xs: tuple[Any, ...], edge_indices: tuple[Any, ...], extras: tuple[Any, ...]
     ) -> dict[str, Any]:
-        """The layer as ``to_hetero`` writes it: each relation's conv, summed in pairs per
-        destination type (then divided by the relation count for ``"mean"``)."""
+        """The layer as ``to_hetero`` writes it: each relation's conv, combined per destination
+        type (:meth:`combine`)."""
         parts: dict[str, list[Any]] = {}
         for e, x, ei, extra in zip(self.relations, xs, edge_indices, extras, strict=True):
             parts.setdefault(e[2], []).append(self.convs[e](x, ei, **extra))
-        out = {}
-        for dst, queue in parts.items():
-            count = len(queue)
-            while len(queue) >= 2:
-                queue.append(torch.add(queue.pop(0), queue.pop(0)))
-            out[dst] = torch.div(queue[0], count) if self.aggr == "mean" and count > 1 else queue[0]
-        return out
+        return {dst: self.combine(queue) for dst, queue in parts.items()}
 
 
 # -- finding the layers ---------------------------------------------------------------------
@@ -208,23 +222,28 @@ def _layer_unsupported(layer: LayerCalls, edge_types: list[EdgeType]) -> str | N
 
 
 def _combination(layer: LayerCalls) -> str | None:
-    """Find the ``add``/``div`` nodes combining the layer's calls and its output per
-    destination type; why they are not a sum or mean over each type's relations."""
+    """Find the nodes combining the layer's calls (``add``, ``max``, ``min`` or ``mul`` of two,
+    ``div`` by a count) and its output per destination type; why they are not one ``aggr``
+    over each type's relations."""
     members = set(layer.calls)
     start = layer.calls[-1]
+    aggrs = {fn: name for name, fn in _COMBINERS.items()}
+    functions, divided = set(), False
     for n in list(start.graph.nodes)[list(start.graph.nodes).index(start) + 1 :]:
         if n.op != "call_function" or not any(_member(a, members) for a in n.args):
             continue
-        if n.target in _OTHER_AGGRS:
-            return f"to_hetero(aggr={_OTHER_AGGRS[n.target]!r}) (Hector sums or averages relations)"
-        if n.target is torch.add and all(_member(a, members) for a in n.args):
-            layer.combine.append(n)
+        pair = len(n.args) == 2 and not n.kwargs and all(_member(a, members) for a in n.args)
+        if n.target in aggrs and pair:
+            functions.add(n.target)
         elif n.target is torch.div and _member(n.args[0], members) and isinstance(n.args[1], int):
-            layer.combine.append(n)
-            layer.aggr = "mean"
+            divided = True
         else:
             continue
+        layer.combine.append(n)
         members.add(n)
+    if len(functions) > 1 or (divided and functions - {torch.add}):
+        return "relations combined by different functions in one layer"
+    layer.aggr = "mean" if divided else aggrs[functions.pop()] if functions else "sum"
     feeds = {n: {e} for n, e in zip(layer.calls, layer.relations, strict=True)}
     for n in layer.combine:
         feeds[n] = set().union(*(feeds[a] for a in n.args if isinstance(a, torch.fx.Node)))
