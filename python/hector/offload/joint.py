@@ -163,6 +163,7 @@ class _Partitioner(CustomPartitionerFn):
         joint = plan(saved, b.memory_budget, cost, target, b.ahead)
         joint.recomputed = _recomputed(fw, bw)
         lower_plan(fw, bw, n_out, joint, b.ahead)
+        joint.code = (fw.code, bw.code)
         b.plans.append(joint)
         return fw, bw
 
@@ -218,7 +219,7 @@ class JointBackend:
         assert joint_ops.offload_put is not None
         partitioner = _Partitioner(self)
         if self.compute == "eager":
-            from functorch.compile import make_boxed_func
+            from torch._functorch.aot_autograd import make_boxed_func
             from torch._dynamo.backends.common import aot_autograd
 
             def run(g: fx.GraphModule, _inputs: Any) -> Any:
@@ -232,7 +233,9 @@ class JointBackend:
         # A cached compile would skip the partitioner, so its plan: no cache, either level.
         patches = {"custom_partitioner_fn": partitioner, "fx_graph_cache": False}
         with torch._functorch.config.patch(enable_autograd_cache=False):
-            return compile_fx(gm, example_inputs, config_patches=patches)
+            compiled = compile_fx(gm, example_inputs, config_patches=patches)
+        assert callable(compiled)  # a graph to train, not an AOT export
+        return compiled
 
     def explain(self) -> str:
         """Every planned graph's report (:meth:`JointPlan.explain`)."""

@@ -52,7 +52,10 @@ class CostModel:
         given bandwidths, else those measured (:func:`measured_bandwidth`)."""
         flops, memory = (2e14, 2e12) if device.type == "cuda" else (5e10, 1e10)
         if write_bandwidth is None or read_bandwidth is None:
-            write, read = measured_bandwidth(device.type)
+            from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+            with unset_fake_temporarily():  # planned inside AOTAutograd's fake mode
+                write, read = measured_bandwidth(device.type)
             write_bandwidth = write_bandwidth or write
             read_bandwidth = read_bandwidth or read
         return cls(flops, memory, float(write_bandwidth), float(read_bandwidth))
@@ -210,6 +213,8 @@ class JointPlan:
         modelled_overhead: its modelled step-time overhead over keep-all (a fraction).
         recomputed: forward nodes the partitioner also runs in the backward (its own
             recomputation of cheap ops, the same as in the keep-all compile).
+        code: the forward and backward graphs' Python code once lowered (the runtime ops
+            are calls of ``torch.ops.hector.offload_*``).
     """
 
     saved: list[SavedValue]
@@ -220,6 +225,7 @@ class JointPlan:
     modelled_peak: int = 0
     modelled_overhead: float = 0.0
     recomputed: list[str] = field(default_factory=list)
+    code: tuple[str, str] = ("", "")
 
     @property
     def saved_bytes(self) -> int:
