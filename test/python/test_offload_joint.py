@@ -157,6 +157,17 @@ def test_explain_names_each_saved_value() -> None:
     assert "offloads it" in report
 
 
+def test_permuted_value_comes_back_with_its_strides() -> None:
+    x = torch.randn(4, 8, 16).permute(2, 0, 1)  # dense, not contiguous: written as it lies
+    ops = torch.ops.hector
+    handle = ops.offload_wait(ops.offload_put(x, "ssd"), x)  # the write is done
+    meta = (list(x.shape), list(x.stride()), x.dtype, x.device)
+    y = ops.offload_get(ops.offload_prefetch(handle, *meta), *meta)  # read from the store
+    assert y.stride() == x.stride()
+    assert torch.equal(y, x)
+    assert y.data_ptr() != x.data_ptr()
+
+
 def test_bad_options_are_refused() -> None:
     with pytest.raises(ValueError, match="memory_budget must be > 0"):
         JointBackend(0)

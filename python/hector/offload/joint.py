@@ -122,7 +122,7 @@ def _lower_backward(
         if ph is None or s.name not in first:
             continue
         device = ph.meta["val"].device
-        meta = (list(s.shape), s.dtype, device)
+        meta = (list(s.shape), list(s.stride), s.dtype, device)
         ph.meta["val"] = _fake(torch.ops.hector.offload_put.default, ph, "ssd")
         k = by_use.index(s.name)
         anchor = first[by_use[k - ahead]] if k >= ahead else last_placeholder.next
@@ -219,8 +219,8 @@ class JointBackend:
         assert joint_ops.offload_put is not None
         partitioner = _Partitioner(self)
         if self.compute == "eager":
-            from torch._functorch.aot_autograd import make_boxed_func
             from torch._dynamo.backends.common import aot_autograd
+            from torch._functorch.aot_autograd import make_boxed_func
 
             def run(g: fx.GraphModule, _inputs: Any) -> Any:
                 return make_boxed_func(g.forward)

@@ -124,10 +124,10 @@ class JointTickets:
         """Start offloading ``x``; return its ticket number."""
         if target not in TARGETS:
             raise ValueError(f"offload target must be one of {TARGETS}, got {target!r}")
-        x = x if x.is_contiguous() else x.contiguous()
+        x = x if dense(x) else x.contiguous()
         ticket = Ticket(x.numel() * x.element_size(), source=x)
         if x.is_cuda:
-            ticket.host = torch.empty(x.shape, dtype=x.dtype, pin_memory=True)
+            ticket.host = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, pin_memory=True)
             stream = self._side_stream()
             stream.wait_stream(torch.cuda.current_stream(x.device))
             with torch.cuda.stream(stream):
@@ -156,9 +156,9 @@ class JointTickets:
             self.store.wait(ticket.key)
         ticket.source = None
 
-    def prefetch(self, number: int, size: list[int], dtype: torch.dtype) -> None:
-        """Start reading ticket ``number`` (a value of ``size`` and ``dtype``) back; a no-op
-        if already started or never written."""
+    def prefetch(self, number: int, size: list[int], stride: list[int], dtype: torch.dtype) -> None:
+        """Start reading ticket ``number`` (a value of ``size``, ``stride``, ``dtype``) back;
+        a no-op if already started or never written."""
         ticket = self._tickets[number]
         if ticket.back is not None or ticket.source is not None and ticket.key is None:
             return
@@ -167,7 +167,7 @@ class JointTickets:
             stream = self._side_stream()
             with torch.cuda.stream(stream):
                 stream.wait_event(ticket.copied)
-                ticket.back = torch.empty(ticket.host.shape, dtype=ticket.host.dtype, device=device)
+                ticket.back = torch.empty_strided(size, stride, dtype=dtype, device=device)
                 ticket.back.copy_(ticket.host, non_blocking=True)
                 ticket.arrived = torch.cuda.Event()
                 ticket.arrived.record(stream)
@@ -176,12 +176,14 @@ class JointTickets:
             return
         if ticket.source is not None:  # still being written: served from memory
             return
-        ticket.back = torch.empty(size, dtype=dtype)
+        ticket.back = torch.empty_strided(size, stride, dtype=dtype)
         self.store.read(ticket.key, ticket.back.data_ptr(), ticket.nbytes)
 
-    def get(self, number: int, size: list[int], dtype: torch.dtype) -> torch.Tensor:
-        """The value of ticket ``number`` (``size``, ``dtype``); the ticket ends."""
-        self.prefetch(number, size, dtype)
+    def get(
+        self, number: int, size: list[int], stride: list[int], dtype: torch.dtype
+    ) -> torch.Tensor:
+        """The value of ticket ``number`` (``size``, ``stride``, ``dtype``); the ticket ends."""
+        self.prefetch(number, size, stride, dtype)
         with self._lock:
             ticket = self._tickets.pop(number)
         self.got_bytes += ticket.nbytes
@@ -191,7 +193,9 @@ class JointTickets:
             ticket.back.record_stream(torch.cuda.current_stream())
             return ticket.back
         if ticket.key is None:  # nothing written (no bytes)
-            return ticket.source if ticket.source is not None else torch.empty(size, dtype=dtype)
+            if ticket.source is not None:
+                return ticket.source
+            return torch.empty_strided(size, stride, dtype=dtype)
         store = self.store
         if ticket.back is None:  # the write was still running at prefetch: use the source
             store.remove(ticket.key)  # waits for the write, keeps the file for the next
@@ -208,6 +212,20 @@ _TICKETS = JointTickets()
 def tickets() -> JointTickets:
     """The process's :class:`JointTickets` (statistics; ``clear()``)."""
     return _TICKETS
+
+
+def dense(x: torch.Tensor) -> bool:
+    """Whether ``x``'s elements fill ``numel * itemsize`` bytes from its data pointer on (no
+    gaps, no overlap, no negative stride): a permuted view of a contiguous tensor is; its
+    bytes are written and read back as they lie, into a tensor of the same strides."""
+    expected = 1
+    for size, stride in sorted(zip(x.shape, x.stride(), strict=True), key=lambda d: d[1]):
+        if size == 1:
+            continue
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def _handle(number: int) -> torch.Tensor:
@@ -240,30 +258,46 @@ def _wait_fake(handle: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 
 @torch.library.custom_op("hector::offload_prefetch", mutates_args=())
 def offload_prefetch(
-    handle: torch.Tensor, size: list[int], dtype: torch.dtype, device: torch.device
+    handle: torch.Tensor,
+    size: list[int],
+    stride: list[int],
+    dtype: torch.dtype,
+    device: torch.device,
 ) -> torch.Tensor:
     """Start reading the value of ``handle`` back; return a handle for ``offload_get``."""
-    _TICKETS.prefetch(int(handle[0]), size, dtype)
+    _TICKETS.prefetch(int(handle[0]), size, stride, dtype)
     return handle.clone()
 
 
 @offload_prefetch.register_fake
 def _prefetch_fake(
-    handle: torch.Tensor, size: list[int], dtype: torch.dtype, device: torch.device
+    handle: torch.Tensor,
+    size: list[int],
+    stride: list[int],
+    dtype: torch.dtype,
+    device: torch.device,
 ) -> torch.Tensor:
     return torch.empty_like(handle)
 
 
 @torch.library.custom_op("hector::offload_get", mutates_args=())
 def offload_get(
-    handle: torch.Tensor, size: list[int], dtype: torch.dtype, device: torch.device
+    handle: torch.Tensor,
+    size: list[int],
+    stride: list[int],
+    dtype: torch.dtype,
+    device: torch.device,
 ) -> torch.Tensor:
-    """The value of ``handle`` (``size``, ``dtype``, contiguous, on ``device``)."""
-    return _TICKETS.get(int(handle[0]), size, dtype)
+    """The value of ``handle`` (``size``, ``stride``, ``dtype``, on ``device``)."""
+    return _TICKETS.get(int(handle[0]), size, stride, dtype)
 
 
 @offload_get.register_fake
 def _get_fake(
-    handle: torch.Tensor, size: list[int], dtype: torch.dtype, device: torch.device
+    handle: torch.Tensor,
+    size: list[int],
+    stride: list[int],
+    dtype: torch.dtype,
+    device: torch.device,
 ) -> torch.Tensor:
-    return torch.empty(size, dtype=dtype, device=device)
+    return torch.empty_strided(size, stride, dtype=dtype, device=device)

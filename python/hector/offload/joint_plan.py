@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from torch import fx
 
+from .joint_ops import dense
 from .plan import Plan
 
 __all__ = ["CostModel", "JointPlan", "SavedValue", "plan", "saved_values"]
@@ -115,7 +116,7 @@ class SavedValue:
     Attributes:
         index: its position among the forward graph's saved outputs.
         name: the forward node producing it (the backward placeholder of the same name).
-        shape, dtype: its tensor's.
+        shape, stride, dtype: its tensor's.
         nbytes: its size in bytes.
         eligible: None when it may be offloaded, else why it is always kept.
         forward_ns: estimated time of the forward nodes since the previous saved value.
@@ -127,6 +128,7 @@ class SavedValue:
     index: int
     name: str
     shape: tuple[int, ...]
+    stride: tuple[int, ...]
     dtype: torch.dtype
     nbytes: int
     eligible: str | None
@@ -141,10 +143,10 @@ def _why_kept(node: fx.Node, val: Any, outputs: set[fx.Node], threshold: int) ->
         return GRAPH_INPUT
     if not isinstance(val, torch.Tensor):
         return "not a tensor"
-    if val.layout != torch.strided or not val.is_contiguous() or val.is_sparse:
-        return "not dense and contiguous"
-    if any(isinstance(s, torch.SymInt) for s in val.shape):
+    if any(isinstance(s, torch.SymInt) for s in (*val.shape, *val.stride())):
         return "a dynamic shape"
+    if val.layout != torch.strided or val.is_sparse or not dense(val):
+        return "not dense (gaps, overlap or negative strides)"
     if node in outputs:
         return "also a forward output"
     if _bytes(val) < threshold:
@@ -165,9 +167,10 @@ def saved_values(
             continue
         val = node.meta.get("val")
         shape = tuple(val.shape) if isinstance(val, torch.Tensor) else ()
+        stride = tuple(val.stride()) if isinstance(val, torch.Tensor) else ()
         dtype = val.dtype if isinstance(val, torch.Tensor) else torch.int64
         why = _why_kept(node, val, real, threshold)
-        saved.append(SavedValue(i, node.name, shape, dtype, _bytes(val), why))
+        saved.append(SavedValue(i, node.name, shape, stride, dtype, _bytes(val), why))
     _forward_costs(fw, saved, cost)
     _backward_costs(bw, saved, cost)
     return saved
