@@ -5,8 +5,11 @@ Memory spaces: ``device`` (GPU memory), ``pinned_host`` (page-locked host memory
 kernels) and ``ssd`` (the offload store). A unified value also has an *affinity*, ``gpu`` or
 ``host``, that decides where operators on it run (docs/unified.md).
 Activation decisions (``keep`` / ``offload`` / ``prefetch`` / ``recompute``) name the forward
-scope that saved the value, so the tensor cache can follow a plan written as IR. Every op
-returns its operand unchanged in value: placement never changes numbers.
+scope that saved the value, so the tensor cache can follow a plan written as IR. A plan for
+the saved values of a compiled joint forward/backward graph (``hector.offload.joint``) names
+each saved value with ``saved`` (its index among the forward graph's saved outputs and its
+bytes); its decisions' ``scope`` is the position of the plan function's argument holding
+the value. Every op returns its operand unchanged in value: placement never changes numbers.
 """
 
 from __future__ import annotations
@@ -40,7 +43,12 @@ def _one(
     )
 
 
-_SCOPE = Attr("scope", "int", "index of the forward scope (module) that saved the value")
+_SCOPE = Attr(
+    "scope",
+    "int",
+    "index of the forward scope (module) that saved the value; in a joint-graph plan, of the "
+    "plan function's argument holding the saved value (named by `placement.saved`)",
+)
 
 PLACE = _one(
     "place",
@@ -97,11 +105,27 @@ RECOMPUTE = _one(
     "scope = 2 : i64",
 )
 
+SAVED = _one(
+    "saved",
+    "Name one saved value of a compiled joint forward/backward graph.",
+    "The forward graph AOTAutograd's partitioner made returns its outputs, then the values "
+    "the backward graph reads (the saved values). `index` is the value's position among "
+    "them, `bytes` its size. Its operand is the plan function's argument standing for it, "
+    "whose `placement.name` is the forward graph's node that produces it; the decision on "
+    "it (`keep`, `offload` + `prefetch`, `recompute`) has that argument's position as "
+    "`scope`.",
+    (
+        Attr("index", "int", "position among the forward graph's saved outputs"),
+        Attr("bytes", "int", "the saved value's size in bytes"),
+    ),
+    "index = 4 : i64, bytes = 1048576 : i64",
+)
+
 DIALECT = DialectDef(
     name="placement",
     summary="Memory placement and activation decisions: device, pinned host, unified, SSD.",
     description=__doc__ or "",
-    ops=(PLACE, TRANSFER, KEEP, OFFLOAD, PREFETCH, RECOMPUTE),
+    ops=(PLACE, TRANSFER, KEEP, OFFLOAD, PREFETCH, RECOMPUTE, SAVED),
 )
 
 #: Typed builders, one per op (``OPS.<op>(operand=..., attr=..., result=type, loc=loc)``).

@@ -17,6 +17,10 @@ from hector.tools import cli_args as _args
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "gnn": ("gnn", "RGCN/RGAT/HGT: Hector vs PyG layers, inference or training"),
     "offload": ("offload", "activation offloading vs keep-all, save_on_cpu, checkpointing"),
+    "offload-compiled": (
+        "offload_compiled",
+        "compiled training: keep-all, torch's activation_memory_budget, hector's memory_budget",
+    ),
     "gather": ("gather", "unified-tensor zero-copy gather vs index_select + copy"),
     "import": ("importer", "plain-PyTorch RGCN/RGAT/HGT: eager vs hector.import_model"),
     "compile": ("compile", "PyG layers: eager vs torch.compile inductor vs backend='hector'"),

@@ -39,6 +39,13 @@ Options (``torch.compile(m, backend="hector", options={...})`` or
 ``HectorBackend(**options)``): ``unraised`` (``"linalg"`` | ``"eager"``: how ops left unraised
 inside an imported graph run), ``fallback`` (``"eager"`` | ``"inductor"``), ``strict`` (raise
 instead of falling back), ``verify`` (bool), ``rtol``/``atol`` (the verification's tolerance).
+
+``memory_budget`` (a fraction of the saved bytes, or bytes; None by default) takes every graph
+the other way, for models that are not GNNs: AOTAutograd with Hector's partitioner, each saved
+value kept or offloaded so the saved bytes held fit the budget, Inductor compiling the compute
+(:class:`hector.offload.joint.JointBackend`; ``compute``: ``"inductor"`` or ``"eager"``,
+``offload_threshold``: the bytes under which a saved value is always kept).
+:attr:`HectorBackend.joint` holds the plans (``joint.explain()``).
 """
 
 from __future__ import annotations
@@ -71,6 +78,9 @@ _OPTIONS: dict[str, Any] = {
     "rtol": 1e-4,
     "atol": 1e-4,
     "modules": True,
+    "memory_budget": None,
+    "compute": "inductor",
+    "offload_threshold": 64 << 10,
 }
 
 
@@ -562,6 +572,9 @@ class HectorBackend:
         """Options as in the module docstring; unknown names are an error."""
         self.options = _checked({**_OPTIONS, **options})
         self.graphs: list[CapturedGraph] = []
+        #: The joint-graph backend the ``memory_budget`` option compiles with (its plans).
+        self.joint: Any = None
+        self._joint_key: tuple[Any, ...] = ()
         # The recognised PyG layers call Hector's op when this backend compiles them (PyG not
         # imported yet: routed as soon as ``torch_geometric.nn`` is, see pyg_route.install).
         pyg_route.install()
@@ -577,6 +590,8 @@ class HectorBackend:
     ) -> Any:
         """Compile one captured graph: return the callable Dynamo runs in its place."""
         opts = _checked({**self.options, **(options or {})})
+        if opts["memory_budget"] is not None:
+            return self._joint(opts)(gm, example_inputs)
         out_node = next(n for n in gm.graph.nodes if n.op == "output")
         outs = out_node.args[0]
         n_outputs = len(outs) if isinstance(outs, tuple | list) else 1
@@ -630,6 +645,18 @@ class HectorBackend:
 
                 cg.fallback_fn = compile_fx(gm, example_inputs)
         return cg
+
+    def _joint(self, opts: dict[str, Any]) -> Any:
+        """The :class:`~hector.offload.joint.JointBackend` of ``opts`` (kept while they hold)."""
+        from ..offload.joint import JointBackend
+
+        key = (opts["memory_budget"], opts["compute"], opts["offload_threshold"])
+        if self.joint is None or self._joint_key != key:
+            self.joint = JointBackend(
+                opts["memory_budget"], compute=opts["compute"], threshold=opts["offload_threshold"]
+            )
+            self._joint_key = key
+        return self.joint
 
     def stats(self) -> dict[str, Any]:
         """Counts for a benchmark record: captured graphs (Dynamo compilations), Hector

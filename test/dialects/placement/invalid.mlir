@@ -136,3 +136,19 @@ func.func @recompute_missing_scope(%x: tensor<?x64xf32>) {
   %0 = "placement.recompute"(%x) : (tensor<?x64xf32>) -> tensor<?x64xf32>
   return
 }
+
+// -----
+
+func.func @saved_missing_bytes(%x: tensor<64xi8>) {
+  // expected-error @+1 {{'placement.saved' op attribute "bytes" is expected but not provided}}
+  %0 = "placement.saved"(%x) {index = 0 : i64} : (tensor<64xi8>) -> tensor<64xi8>
+  return
+}
+
+// -----
+
+func.func @saved_index_not_integer(%x: tensor<64xi8>) {
+  // expected-error @+1 {{expected base attribute 'builtin.integer' but got 'builtin.string'}}
+  %0 = "placement.saved"(%x) {index = "addmm", bytes = 64 : i64} : (tensor<64xi8>) -> tensor<64xi8>
+  return
+}

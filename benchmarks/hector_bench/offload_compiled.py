@@ -1,0 +1,201 @@
+"""``hector bench offload-compiled``: training a compiled model under a memory budget.
+
+    hector bench offload-compiled --steps 6 --json OUT.json
+
+Trains a pre-norm ``nn.TransformerEncoder`` language model (``--layers`` 4, ``--width`` 512,
+8 heads, ``--seq`` 512, ``--batch`` 2, vocabulary 4096, dropout 0.1; SGD) with each system in
+its own process, every system compiled by Inductor:
+
+* ``keep-all``: ``torch.compile(model)``;
+* ``torch-budget-0.5``: the same with ``torch._functorch.config.activation_memory_budget = 0.5``
+  (the partitioner recomputes instead of saving);
+* ``hector-1.0`` / ``hector-0.5`` / ``hector-0.25``: ``torch.compile(model, backend="hector",
+  options={"memory_budget": b})``: each saved value kept or offloaded to the SSD store
+  (:mod:`hector.offload.joint`).
+
+Per system: the median step time of the steps after the first two, the first step (compile
+included), the real peak (the process's ``VmHWM`` over every step, the first included, above
+its ``VmRSS`` before the first step, the model built), Dynamo's graphs, graph breaks and
+recompiles, and for Hector's the saved and offloaded bytes the plans chose and the bytes the
+store wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from typing import Any
+
+from hector.tools import cli_args as _args
+
+from . import _common
+
+#: Every system compiles in its own process (Hector's path never reads torch's caches: its
+#: plan is made while partitioning), so the real peak of each includes its compilation.
+NO_COMPILE_CACHE = {"TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
+
+SYSTEMS = ("keep-all", "torch-budget-0.5", "hector-1.0", "hector-0.5", "hector-0.25")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of the compiled-offload benchmark."""
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--width", type=int, default=512)
+    p.add_argument("--seq", type=int, default=512)
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--steps", type=int, default=6, help="training steps, the first compiles")
+    p.add_argument("--threads", type=_args.THREADS_OR_AUTO, default=0, help="0: torch's default")
+    p.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
+    p.add_argument(
+        "--allocator",
+        choices=("pytorch", "caching"),
+        default="pytorch",
+        help="CPU allocator of every system's process (caching: Hector's, installed first)",
+    )
+    p.add_argument("--json", help="write the record here")
+
+
+def _model(cfg: dict[str, Any]) -> Any:
+    import torch
+    from torch import nn
+
+    class LM(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = nn.Embedding(4096, cfg["width"])
+            layer = nn.TransformerEncoderLayer(
+                cfg["width"], 8, 4 * cfg["width"], dropout=0.1, batch_first=True, norm_first=True
+            )
+            self.encoder = nn.TransformerEncoder(layer, cfg["layers"], enable_nested_tensor=False)
+            self.head = nn.Linear(cfg["width"], 4096)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(self.encoder(self.emb(x)))
+
+    torch.manual_seed(0)
+    return LM()
+
+
+def _compiled(system: str, model: Any) -> tuple[Any, Any]:
+    import torch
+
+    if system == "keep-all":
+        return torch.compile(model), None
+    if system == "torch-budget-0.5":
+        torch._functorch.config.activation_memory_budget = 0.5
+        return torch.compile(model), None
+    from hector.dynamo.backend import HectorBackend
+
+    backend = HectorBackend(memory_budget=float(system.split("-")[1]))
+    return torch.compile(model, backend=backend), backend
+
+
+def measure(payload: dict[str, Any]) -> dict[str, Any]:
+    """Train with one system (in its own process); its figures."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    cfg, system = payload["config"], payload["system"]
+    if payload["threads"]:
+        torch.set_num_threads(payload["threads"])
+    if payload["allocator"] == "caching":
+        from hector.offload import enable_caching_allocator
+
+        enable_caching_allocator()
+    model = _model(cfg)
+    compiled, backend = _compiled(system, model)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randint(0, 4096, (cfg["batch"], cfg["seq"]), generator=gen)
+    y = torch.randint(0, 4096, (cfg["batch"], cfg["seq"]), generator=gen)
+    peaks = _common.StepPeaks()
+    peaks.start()  # the RSS before training: the model and optimizer exist, nothing compiled
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(compiled(x).flatten(0, 1), y.flatten())
+        loss.backward()
+        opt.step()
+
+    tracked = peaks.step(step)
+    times = []
+    for _ in range(payload["steps"]):
+        t = time.perf_counter()
+        tracked()
+        times.append(time.perf_counter() - t)
+    out: dict[str, Any] = {
+        "system": system,
+        "step_s": statistics.median(times[2:]) if len(times) > 2 else times[-1],
+        "first_step_s": times[0],
+        "peak_rss_bytes": max(peaks.above_baseline()),
+        "step_peak_rss_bytes": peaks.above_baseline(),
+        "graphs": counters["stats"]["unique_graphs"],
+        "graph_breaks": sum(counters["graph_break"].values()),
+        "recompiles": sum(counters["recompiles"].values()),
+    }
+    if backend is not None and backend.joint is not None:
+        from hector.offload.joint_ops import tickets
+
+        plans = backend.joint.plans
+        out["saved_bytes"] = sum(p.saved_bytes for p in plans)
+        out["offloaded_bytes"] = sum(p.offloaded_bytes for p in plans)
+        out["store_bytes_written"] = tickets().stats().get("store", {}).get("bytes_written", 0)
+        out["report"] = backend.joint.explain()
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run each system in its own process, print a table, write the record."""
+    cfg = {k: getattr(args, k) for k in ("layers", "width", "seq", "batch")}
+    results = []
+    for system in args.systems:
+        payload = {
+            "system": system,
+            "config": cfg,
+            "steps": args.steps,
+            "threads": args.threads,
+            "allocator": args.allocator,
+        }
+        answer = _common.measure_in_subprocess(
+            "hector_bench.offload_compiled", payload, env=NO_COMPILE_CACHE
+        )
+        answer.setdefault("system", system)
+        results.append(answer)
+        print(json.dumps({k: v for k, v in answer.items() if k != "report"}), flush=True)
+    base = next((r for r in results if r["system"] == "keep-all" and "error" not in r), None)
+    for r in results:
+        if base is not None and "error" not in r:
+            r["step_vs_keep_all"] = r["step_s"] / base["step_s"]
+            r["peak_vs_keep_all"] = r["peak_rss_bytes"] / max(base["peak_rss_bytes"], 1)
+    columns = [
+        ("system", "system"),
+        ("step_s", "step s"),
+        ("step_vs_keep_all", "step/keep-all"),
+        ("first_step_s", "first step s"),
+        ("peak_rss_bytes", "peak B"),
+        ("peak_vs_keep_all", "peak/keep-all"),
+        ("graph_breaks", "breaks"),
+        ("offloaded_bytes", "offloaded B"),
+    ]
+    print(_common.format_table(results, columns))
+    record = {
+        "benchmark": "offload-compiled",
+        "config": {**cfg, "steps": args.steps, "allocator": args.allocator},
+        "host": _common.host_info(),
+        "results": results,
+    }
+    if args.json:
+        _common.write_json(args.json, record)
+    return 0 if all("error" not in r for r in results) else 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--memory-worker":
+        print(json.dumps(measure(json.loads(sys.argv[2]))))
+    else:
+        usage = "usage: python -m hector_bench.offload_compiled --memory-worker JSON"
+        print(usage, file=sys.stderr)
+        sys.exit(2)

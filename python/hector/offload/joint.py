@@ -1,0 +1,242 @@
+"""Compile a model with a memory budget: placement decided per saved value inside the graph.
+
+``torch.compile(model, backend="hector", options={"memory_budget": 0.5})`` (or
+``backend=JointBackend(memory_budget=0.5)``) compiles each Dynamo graph through AOTAutograd
+with Hector's partitioner:
+
+1. AOTAutograd's min-cut partitioner splits the joint forward/backward graph (with its own
+   recomputation of cheap ops, as in any compile; Inductor's joint-graph passes first);
+2. :mod:`.joint_plan` lists the forward graph's saved outputs and decides keep or offload
+   for each so the saved bytes held fit the budget (the eager planner's budget rule on
+   estimated node costs and the store's measured bandwidths), written as ``placement`` IR;
+3. the decisions are lowered into the two FX graphs as runtime calls (:mod:`.joint_ops`):
+   in the forward, an offloaded value is handed to ``hector::offload_put`` right after the
+   node producing it, ``hector::offload_wait`` waits for its write where the next offloaded
+   value is produced (the graph holds the value until then), and the forward returns the
+   wait's handle in its place; in the backward,
+   ``hector::offload_prefetch`` is issued at the first use of the saved value ``ahead``
+   places before it (in the backward's order of first uses) and ``hector::offload_get``
+   right before its own first use;
+4. Inductor (``compute="inductor"``, the default) or AOTAutograd's eager runner
+   (``compute="eager"``) compiles the compute around the opaque ops.
+
+Nothing is recomputed beyond what the partitioner recomputes in a keep-all compile, so random
+ops run once, in the forward, and gradients equal the keep-all compile's bit for bit.
+:attr:`JointBackend.plans` keeps each graph's :class:`~.joint_plan.JointPlan`;
+:meth:`JointBackend.explain` prints what each saved value got and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import fx
+from torch._functorch.partitioners import min_cut_rematerialization_partition
+from torch._inductor.custom_graph_pass import CustomPartitionerFn
+
+from . import joint_ops
+from .joint_plan import CostModel, JointPlan, SavedValue, plan, saved_values
+
+__all__ = ["COMPUTE", "JointBackend", "lower_plan"]
+
+#: How the compute of a planned graph is compiled.
+COMPUTE = ("inductor", "eager")
+
+
+def _device_of(gm: fx.GraphModule) -> torch.device:
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            return val.device
+    return torch.device("cpu")
+
+
+def _fake(op: Any, *args: Any) -> Any:
+    """The fake result of ``op(*args)`` in the fake mode of the graph values ``args``."""
+    from torch._guards import detect_fake_mode
+
+    vals = [a.meta["val"] if isinstance(a, fx.Node) else a for a in args]
+    mode = detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)])
+    if mode is None:
+        return op(*vals)
+    with mode:
+        return op(*vals)
+
+
+def _first_uses(bw: fx.GraphModule, names: set[str]) -> dict[str, fx.Node]:
+    """The first backward node reading each placeholder of ``names``."""
+    first: dict[str, fx.Node] = {}
+    for node in bw.graph.nodes:
+        for a in node.all_input_nodes:
+            if a.op == "placeholder" and a.name in names and a.name not in first:
+                first[a.name] = node
+    return first
+
+
+def lower_plan(
+    fw: fx.GraphModule, bw: fx.GraphModule, num_fwd_outputs: int, joint: JointPlan, ahead: int
+) -> None:
+    """Rewrite ``fw`` and ``bw`` so each value ``joint`` offloads goes through the runtime
+    ops: put after it is produced, wait for the write where the next one is put (or at the
+    forward's end), prefetch ``ahead`` first uses early, get before its first use."""
+    offloaded = joint.offloaded()
+    if not offloaded:
+        return
+    out_node = next(n for n in fw.graph.nodes if n.op == "output")
+    outs = list(out_node.args[0])
+    put_op, wait_op = torch.ops.hector.offload_put.default, torch.ops.hector.offload_wait.default
+    puts: list[tuple[fx.Node, fx.Node, int]] = []
+    for s in offloaded:
+        node = outs[num_fwd_outputs + s.index]
+        with fw.graph.inserting_after(node):
+            put = fw.graph.call_function(put_op, (node, joint.target))
+        put.meta["val"] = _fake(put_op, node, joint.target)
+        puts.append((node, put, num_fwd_outputs + s.index))
+    order = {n: i for i, n in enumerate(fw.graph.nodes)}
+    puts.sort(key=lambda p: order[p[1]])
+    for k, (node, put, slot) in enumerate(puts):
+        # The write may read ``node`` until the next offloaded value is produced.
+        anchor = puts[k + 1][1] if k + 1 < len(puts) else out_node
+        with fw.graph.inserting_before(anchor):
+            wait = fw.graph.call_function(wait_op, (put, node))
+        wait.meta["val"] = _fake(wait_op, put, node)
+        outs[slot] = wait
+    out_node.args = (tuple(outs),)
+    _lower_backward(bw, offloaded, joint.saved, ahead)
+    fw.recompile()
+    bw.recompile()
+
+
+def _lower_backward(
+    bw: fx.GraphModule, offloaded: list[SavedValue], saved: list[SavedValue], ahead: int
+) -> None:
+    placeholders = {n.name: n for n in bw.graph.nodes if n.op == "placeholder"}
+    first = _first_uses(bw, {s.name for s in saved})
+    order = {n: i for i, n in enumerate(bw.graph.nodes)}
+    by_use = sorted(first, key=lambda name: order[first[name]])
+    last_placeholder = [n for n in bw.graph.nodes if n.op == "placeholder"][-1]
+    for s in offloaded:
+        ph = placeholders.get(s.name)
+        if ph is None or s.name not in first:
+            continue
+        device = ph.meta["val"].device
+        meta = (list(s.shape), list(s.stride), s.dtype, device)
+        ph.meta["val"] = _fake(torch.ops.hector.offload_put.default, ph, "ssd")
+        k = by_use.index(s.name)
+        anchor = first[by_use[k - ahead]] if k >= ahead else last_placeholder.next
+        with bw.graph.inserting_before(anchor):
+            pre = bw.graph.call_function(torch.ops.hector.offload_prefetch.default, (ph, *meta))
+        pre.meta["val"] = _fake(torch.ops.hector.offload_prefetch.default, ph, *meta)
+        with bw.graph.inserting_before(first[s.name]):
+            get = bw.graph.call_function(torch.ops.hector.offload_get.default, (pre, *meta))
+        get.meta["val"] = _fake(torch.ops.hector.offload_get.default, pre, *meta)
+        ph.replace_all_uses_with(get, delete_user_cb=lambda user, p=pre: user is not p)
+
+
+def _recomputed(fw: fx.GraphModule, bw: fx.GraphModule) -> list[str]:
+    """Forward nodes the backward also computes (the partitioner's recomputation)."""
+    forward = {n.name for n in fw.graph.nodes if n.op == "call_function"}
+    return [n.name for n in bw.graph.nodes if n.op == "call_function" and n.name in forward]
+
+
+class _Partitioner(CustomPartitionerFn):
+    """Min-cut partition, then plan and lower the saved values (one :class:`JointPlan` per
+    graph, appended to ``plans``)."""
+
+    def __init__(self, backend: JointBackend) -> None:
+        self.backend = backend
+
+    def __call__(
+        self, gm: fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any
+    ) -> tuple[fx.GraphModule, fx.GraphModule]:
+        """Partition ``gm`` and lower the plan of its saved values into the two graphs."""
+        kwargs.setdefault("compiler", "inductor")
+        fw, bw = min_cut_rematerialization_partition(gm, joint_inputs, **kwargs)
+        b = self.backend
+        n_out = int(kwargs["num_fwd_outputs"])
+        device = _device_of(fw)
+        cost = CostModel.for_device(device, b.write_bandwidth, b.read_bandwidth)
+        target = "pinned_host" if device.type == "cuda" else "ssd"
+        saved = saved_values(fw, bw, n_out, cost, b.threshold)
+        joint = plan(saved, b.memory_budget, cost, target, b.ahead)
+        joint.recomputed = _recomputed(fw, bw)
+        lower_plan(fw, bw, n_out, joint, b.ahead)
+        joint.code = (fw.code, bw.code)
+        b.plans.append(joint)
+        return fw, bw
+
+    def uuid(self) -> Any | None:
+        """None: never cache (a plan depends on the budget and the measured bandwidths)."""
+        return None
+
+
+class JointBackend:
+    """A Dynamo backend planning each graph's saved values under ``memory_budget``.
+
+    Args:
+        memory_budget: the saved bytes a step may hold in memory: a fraction of what the
+            graph saves (a float in (0, 1]) or bytes (an int above 1).
+        compute: ``"inductor"`` (default) or ``"eager"`` (AOTAutograd's graphs run by the
+            FX interpreter: fast to compile, for tests and debugging).
+        threshold: saved values under this many bytes are always kept (default 64 KiB).
+        ahead: how many saved values (in the backward's order of first use) before its own
+            a value's read starts.
+        write_bandwidth, read_bandwidth: the offload tier's bytes/s for the planner (None:
+            measured once per process).
+    """
+
+    def __init__(
+        self,
+        memory_budget: float,
+        *,
+        compute: str = "inductor",
+        threshold: int = 64 << 10,
+        ahead: int = 1,
+        write_bandwidth: float | None = None,
+        read_bandwidth: float | None = None,
+    ) -> None:
+        if isinstance(memory_budget, bool) or not isinstance(memory_budget, int | float):
+            raise TypeError(f"memory_budget must be a number, got {memory_budget!r}")
+        if not memory_budget > 0:
+            raise ValueError(f"memory_budget must be > 0, got {memory_budget}")
+        if compute not in COMPUTE:
+            raise ValueError(f"compute must be one of {COMPUTE}, got {compute!r}")
+        if ahead < 1:
+            raise ValueError(f"ahead must be >= 1, got {ahead}")
+        self.memory_budget = float(memory_budget)
+        self.compute = compute
+        self.threshold = int(threshold)
+        self.ahead = int(ahead)
+        self.write_bandwidth = write_bandwidth
+        self.read_bandwidth = read_bandwidth
+        #: One plan per graph AOTAutograd partitioned, in compile order.
+        self.plans: list[JointPlan] = []
+
+    def __call__(self, gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        """Compile one Dynamo graph (the runtime ops registered first)."""
+        assert joint_ops.offload_put is not None
+        partitioner = _Partitioner(self)
+        if self.compute == "eager":
+            from torch._dynamo.backends.common import aot_autograd
+            from torch._functorch.aot_autograd import make_boxed_func
+
+            def run(g: fx.GraphModule, _inputs: Any) -> Any:
+                return make_boxed_func(g.forward)
+
+            return aot_autograd(fw_compiler=run, bw_compiler=run, partition_fn=partitioner)(
+                gm, example_inputs
+            )
+        from torch._inductor.compile_fx import compile_fx
+
+        # A cached compile would skip the partitioner, so its plan: no cache, either level.
+        patches = {"custom_partitioner_fn": partitioner, "fx_graph_cache": False}
+        with torch._functorch.config.patch(enable_autograd_cache=False):
+            compiled = compile_fx(gm, example_inputs, config_patches=patches)
+        assert callable(compiled)  # a graph to train, not an AOT export
+        return compiled
+
+    def explain(self) -> str:
+        """Every planned graph's report (:meth:`JointPlan.explain`)."""
+        return "\n".join(f"graph {i}: {p.explain()}" for i, p in enumerate(self.plans))

@@ -1,0 +1,336 @@
+"""Plans for the saved values of a compiled joint graph: what each one gets, and why.
+
+The forward graph AOTAutograd's partitioner made returns its outputs, then the *saved
+values* its backward graph reads. :func:`saved_values` lists them with their bytes, an
+estimated cost of the forward nodes up to each one and of the backward nodes from its first
+use on (from shapes: matrix products at ``flops`` per second, the rest at ``memory``
+bytes per second — not measured kernel times), and whether the store may take them: values
+produced in the forward (not graph inputs: parameters, the batch), dense and contiguous, not
+also a forward output, of ``threshold`` bytes or more. The others are always kept.
+
+:func:`plan` runs the eager planner's budget rule on them — each eligible saved value is one
+"scope" of :meth:`hector.offload.plan.Plan.from_measurements` (forward order, the measured or
+given store bandwidths; :func:`~hector.passes.offload_model.plan_within_budget`) — so the
+decisions are ``placement`` IR, then names each value with ``placement.saved`` (its index
+among the saved outputs and its bytes) and gives CUDA offloads the ``pinned_host`` target.
+:class:`JointPlan` is that IR, read back, with the report :meth:`JointPlan.explain` prints.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import fx
+
+from .joint_ops import dense
+from .plan import Plan
+
+__all__ = ["CostModel", "JointPlan", "SavedValue", "plan", "saved_values"]
+
+#: Why a saved graph input (a parameter, the batch) is kept: it is not an activation.
+GRAPH_INPUT = "a graph input (parameter or batch)"
+_MATMULS = {"mm", "addmm", "bmm", "baddbmm", "matmul"}
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Rates the planner estimates node times with, and the store's bandwidths (bytes/s)."""
+
+    flops: float
+    memory: float
+    write_bandwidth: float
+    read_bandwidth: float
+
+    @classmethod
+    def for_device(
+        cls, device: torch.device, write_bandwidth: float | None, read_bandwidth: float | None
+    ) -> CostModel:
+        """Rates of ``device`` (CPU: 50 GFLOP/s, 10 GB/s; CUDA: 200 TFLOP/s, 2 TB/s) and the
+        given bandwidths, else those measured (:func:`measured_bandwidth`)."""
+        flops, memory = (2e14, 2e12) if device.type == "cuda" else (5e10, 1e10)
+        if write_bandwidth is None or read_bandwidth is None:
+            from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+            with unset_fake_temporarily():  # planned inside AOTAutograd's fake mode
+                write, read = measured_bandwidth(device.type)
+            write_bandwidth = write_bandwidth or write
+            read_bandwidth = read_bandwidth or read
+        return cls(flops, memory, float(write_bandwidth), float(read_bandwidth))
+
+    def node_ns(self, node: fx.Node) -> float:
+        """Estimated time of ``node`` (ns): its matrix-product flops or the bytes it moves."""
+        out = _bytes(node.meta.get("val"))
+        moved = out + sum(_bytes(a.meta.get("val")) for a in node.all_input_nodes)
+        name = getattr(getattr(node.target, "_overloadpacket", None), "__name__", "")
+        flops = _matmul_flops(node) if name in _MATMULS else 0.0
+        return max(flops / self.flops, moved / self.memory) * 1e9
+
+
+@functools.cache
+def measured_bandwidth(device_type: str) -> tuple[float, float]:
+    """Write and read bandwidth (bytes/s) of the tier offloads go to, measured once per
+    process: the SSD store (CPU, 16 MiB in 8 objects) or pinned host copies (CUDA, 64 MiB)."""
+    if device_type == "cuda":
+        x = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
+        host = torch.empty_like(x, device="cpu").pin_memory()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        host.copy_(x, non_blocking=True)
+        end.record()
+        end.synchronize()
+        rate = x.numel() / max(start.elapsed_time(end) * 1e-3, 1e-9)
+        return rate, rate
+    from .joint_ops import tickets
+    from .plan import measure_store_bandwidth
+
+    return measure_store_bandwidth(tickets().store, 16 << 20, 8)
+
+
+def _bytes(val: Any) -> int:
+    if isinstance(val, torch.Tensor):
+        return val.numel() * val.element_size()
+    if isinstance(val, list | tuple):
+        return sum(_bytes(v) for v in val)
+    return 0
+
+
+def _matmul_flops(node: fx.Node) -> float:
+    """2 * output elements * the inner dimension (of the first matrix operand)."""
+    out = node.meta.get("val")
+    first = 1 if str(node.target).split(".")[-2] in ("addmm", "baddbmm") else 0
+    operand = node.args[first] if len(node.args) > first else None
+    val = operand.meta.get("val") if isinstance(operand, fx.Node) else None
+    if not isinstance(out, torch.Tensor) or not isinstance(val, torch.Tensor) or val.dim() < 1:
+        return 0.0
+    return 2.0 * out.numel() * int(val.shape[-1])
+
+
+@dataclass
+class SavedValue:
+    """One saved value of a partitioned joint graph.
+
+    Attributes:
+        index: its position among the forward graph's saved outputs.
+        name: the forward node producing it (the backward placeholder of the same name).
+        shape, stride, dtype: its tensor's.
+        nbytes: its size in bytes.
+        eligible: None when it may be offloaded, else why it is always kept.
+        forward_ns: estimated time of the forward nodes since the previous saved value.
+        backward_ns: estimated time of the backward nodes from its first use to the next
+            saved value's first use.
+        decision: ``"keep"`` or ``"offload"`` (set by :func:`plan`).
+    """
+
+    index: int
+    name: str
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    dtype: torch.dtype
+    nbytes: int
+    eligible: str | None
+    forward_ns: float = 0.0
+    backward_ns: float = 0.0
+    decision: str = "keep"
+
+
+def _why_kept(node: fx.Node, val: Any, outputs: set[fx.Node], threshold: int) -> str | None:
+    """Why the saved value ``node`` cannot be offloaded (None: it can)."""
+    if node.op != "call_function":
+        return GRAPH_INPUT
+    if not isinstance(val, torch.Tensor):
+        return "not a tensor"
+    if any(isinstance(s, torch.SymInt) for s in (*val.shape, *val.stride())):
+        return "a dynamic shape"
+    if val.layout != torch.strided or val.is_sparse or not dense(val):
+        return "not dense (gaps, overlap or negative strides)"
+    if node in outputs:
+        return "also a forward output"
+    if _bytes(val) < threshold:
+        return f"under the {threshold}-byte threshold"
+    return None
+
+
+def saved_values(
+    fw: fx.GraphModule, bw: fx.GraphModule, num_fwd_outputs: int, cost: CostModel, threshold: int
+) -> list[SavedValue]:
+    """The saved values of the partition ``fw``/``bw`` with their estimated costs."""
+    out_node = next(n for n in fw.graph.nodes if n.op == "output")
+    outs = list(out_node.args[0])
+    real = {n for n in outs[:num_fwd_outputs] if isinstance(n, fx.Node)}
+    saved: list[SavedValue] = []
+    for i, node in enumerate(outs[num_fwd_outputs:]):
+        if not isinstance(node, fx.Node):
+            continue
+        val = node.meta.get("val")
+        shape = tuple(val.shape) if isinstance(val, torch.Tensor) else ()
+        stride = tuple(val.stride()) if isinstance(val, torch.Tensor) else ()
+        dtype = val.dtype if isinstance(val, torch.Tensor) else torch.int64
+        why = _why_kept(node, val, real, threshold)
+        saved.append(SavedValue(i, node.name, shape, stride, dtype, _bytes(val), why))
+    _forward_costs(fw, saved, cost)
+    _backward_costs(bw, saved, cost)
+    return saved
+
+
+def _forward_costs(fw: fx.GraphModule, saved: list[SavedValue], cost: CostModel) -> None:
+    by_name = {s.name: s for s in saved}
+    spent = 0.0
+    last: SavedValue | None = None
+    for node in fw.graph.nodes:
+        spent += cost.node_ns(node) if node.op == "call_function" else 0.0
+        s = by_name.get(node.name)
+        if s is not None and s.eligible is None:
+            s.forward_ns, spent, last = spent, 0.0, s
+    if last is not None:
+        last.forward_ns += spent
+
+
+def _backward_costs(bw: fx.GraphModule, saved: list[SavedValue], cost: CostModel) -> None:
+    by_name = {s.name: s for s in saved if s.eligible is None}
+    current: SavedValue | None = None
+    for node in bw.graph.nodes:
+        if node.op != "call_function":
+            continue
+        for a in node.all_input_nodes:
+            s = by_name.pop(a.name, None) if a.op == "placeholder" else None
+            current = s or current
+        if current is not None:
+            current.backward_ns += cost.node_ns(node)
+
+
+@dataclass
+class JointPlan:
+    """The plan of one compiled graph's saved values.
+
+    Attributes:
+        saved: every saved value, with its decision.
+        budget_bytes: the saved bytes the plan was made to hold (``memory_budget`` of them).
+        text: the ``placement`` IR of the decisions (the eligible values).
+        cost: the rates it was planned with.
+        target: where offloads go (``"ssd"`` on CPU, ``"pinned_host"`` on CUDA).
+        modelled_peak: the saved bytes the budget rule models at the step's peak.
+        modelled_overhead: its modelled step-time overhead over keep-all (a fraction).
+        recomputed: forward nodes the partitioner also runs in the backward (its own
+            recomputation of cheap ops, the same as in the keep-all compile).
+        code: the forward and backward graphs' Python code once lowered (the runtime ops
+            are calls of ``torch.ops.hector.offload_*``).
+    """
+
+    saved: list[SavedValue]
+    budget_bytes: int
+    text: str
+    cost: CostModel
+    target: str
+    modelled_peak: int = 0
+    modelled_overhead: float = 0.0
+    recomputed: list[str] = field(default_factory=list)
+    code: tuple[str, str] = ("", "")
+
+    @property
+    def saved_bytes(self) -> int:
+        """All saved values' bytes (keep-all's)."""
+        return sum(s.nbytes for s in self.saved if s.eligible != GRAPH_INPUT)
+
+    @property
+    def kept_bytes(self) -> int:
+        """Bytes of the saved values kept in memory (graph inputs left out)."""
+        return self.saved_bytes - self.offloaded_bytes
+
+    @property
+    def offloaded_bytes(self) -> int:
+        """Bytes of the offloaded saved values."""
+        return sum(s.nbytes for s in self.saved if s.decision == "offload")
+
+    def offloaded(self) -> list[SavedValue]:
+        """The values the plan offloads, in saved-output order."""
+        return [s for s in self.saved if s.decision == "offload"]
+
+    def explain(self) -> str:
+        """One line per saved value: its decision, bytes, estimated costs and why."""
+        c = self.cost
+        lines = [
+            f"saved values: {len(self.saved)}, {self.saved_bytes} bytes; budget "
+            f"{self.budget_bytes} bytes; kept {self.kept_bytes}, offloaded to {self.target} "
+            f"{self.offloaded_bytes} (modelled peak {self.modelled_peak} bytes, overhead "
+            f"{self.modelled_overhead:+.1%}; write {c.write_bandwidth / 1e6:.0f} MB/s, read "
+            f"{c.read_bandwidth / 1e6:.0f} MB/s)",
+        ]
+        for s in self.saved:
+            io_ns = s.nbytes * 1e9 / c.write_bandwidth + s.nbytes * 1e9 / c.read_bandwidth
+            why = s.eligible or (
+                "the budget rule offloads it (least modelled overhead per byte kept)"
+                if s.decision == "offload"
+                else "fits the budget (kept first: most modelled overhead saved per byte)"
+            )
+            lines.append(
+                f"  {s.index:3d} {s.name:<24} {s.decision:<8} {s.nbytes:>12} B  "
+                f"fwd {s.forward_ns / 1e3:8.1f} us  bwd {s.backward_ns / 1e3:8.1f} us  "
+                f"I/O {io_ns / 1e3:8.1f} us  {why}"
+            )
+        if self.recomputed:
+            lines.append(f"recomputed by the partitioner: {', '.join(self.recomputed)}")
+        return "\n".join(lines)
+
+
+def plan(
+    saved: list[SavedValue], memory_budget: float, cost: CostModel, target: str, ahead: int = 1
+) -> JointPlan:
+    """Decide keep or offload for each saved value so the saved bytes held fit
+    ``memory_budget`` (a fraction of all saved bytes if at most 1, else bytes)."""
+    total = sum(s.nbytes for s in saved if s.eligible != GRAPH_INPUT)
+    budget = int(memory_budget * total) if memory_budget <= 1 else int(memory_budget)
+    candidates = [s for s in saved if s.eligible is None]
+    unscoped = total - sum(s.nbytes for s in candidates)
+    if not candidates:
+        return JointPlan(saved, budget, "", cost, target, total)
+    scopes = [_Scope(s.name, int(s.forward_ns), s.nbytes) for s in candidates]
+    made = Plan.from_measurements(
+        scopes,
+        [s.backward_ns for s in candidates],
+        cost.write_bandwidth,
+        cost.read_bandwidth,
+        memory_budget=max(budget, 1),
+        unscoped=unscoped,
+        ahead=ahead,
+        recompute=False,
+    )
+    for s in candidates:
+        s.decision = made.decisions[s.name]
+    text = _named_ir(made.text, candidates, target)
+    overhead = made.modelled_overhead or 0.0
+    return JointPlan(saved, budget, text, cost, target, made.modelled_peak or 0, overhead)
+
+
+@dataclass(frozen=True)
+class _Scope:
+    name: str
+    forward_ns: int
+    nbytes: int
+
+
+def _named_ir(text: str, values: Sequence[SavedValue], target: str) -> str:
+    """``text`` (the planner's module) with a ``placement.saved`` op per value, the plan
+    marked ``"joint"`` and offloads sent to ``target``."""
+    from mlir import ir
+
+    from hector.dialects import make_context, placement
+    from hector.passes.module_text import parse_module
+
+    with make_context(), ir.Location.unknown() as loc:
+        module = parse_module(text)
+        fn = module.body.operations[0].operation
+        fn.attributes["placement.plan"] = ir.StringAttr.get("joint")
+        block = fn.regions[0].blocks[0]
+        with ir.InsertionPoint.at_block_begin(block):
+            for arg, s in zip(block.arguments, values, strict=True):
+                placement.OPS.saved(
+                    value=arg, index=s.index, bytes=s.nbytes, result=arg.type, loc=loc
+                )
+        for op in block.operations:
+            if op.operation.name == "placement.offload":
+                op.operation.attributes["target"] = ir.StringAttr.get(target)
+        return str(module)
