@@ -20,7 +20,7 @@ def torch_threads():  # type: ignore[no-untyped-def]
     torch.set_num_threads(threads)
 
 
-def test_the_record_holds_both_times_their_ratio_and_the_kernels(tmp_path: Path, torch_threads) -> None:
+def test_the_record_holds_the_times_ratio_and_kernels(tmp_path: Path, torch_threads) -> None:
     record = tmp_path / "ratio.json"
     argv = ["bench", "train-over-forward", "--scale", "0.02", "--runs", "1", "--threads", "1"]
     assert main([*argv, "--json", str(record)]) == 0
