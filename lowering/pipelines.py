@@ -159,8 +159,11 @@ def _fixed(pipeline: str) -> Callable[[LoweringParams], str]:
     return lambda _params: pipeline
 
 
+# A sum of a stored and an accumulated buffer is written in place (hector-accumulate-sums).
 INTRA = Stage(
-    "intra", "GEMM/traversal templates on memrefs", _fixed("convert-hector-inter-to-intra")
+    "intra",
+    "GEMM/traversal templates on memrefs",
+    _fixed("convert-hector-inter-to-intra, hector-accumulate-sums"),
 )
 SCHEDULE = Stage(
     "schedule",

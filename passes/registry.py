@@ -227,6 +227,7 @@ PASS_MODULES = (
     "lowering.gpu.kernels_on_host",  # hector-gpu-kernels-on-host
     "lowering.cpu.intra_to_scf",  # convert-hector-intra-to-scf
     "lowering.outline_templates",  # hector-outline-templates
+    "lowering.accumulate_sums",  # hector-accumulate-sums
     "lowering.placement_to_runtime",  # convert-placement-to-runtime
     "lowering.profile_kernels",  # hector-profile-kernels
     "lowering.cpu.torch_linalg",  # convert-torch-to-linalg-cpu
