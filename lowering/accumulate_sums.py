@@ -135,32 +135,39 @@ def _untouched_between(
     return all(not lo <= order.get(u.owner.operation, -1) < hi for u in value.uses)
 
 
-def _rewrite(add: ir.Operation, order: dict[ir.Operation, int]) -> bool:
-    """Fold ``add`` into its operands' writers when the module docstring's rule holds."""
+def _summands(add: ir.Operation) -> tuple[_Buffer, _Buffer] | None:
+    """``add``'s stored and accumulated buffers, in that order, or None when ``add`` is not a
+    plain sum of two fresh buffers, one of each kind."""
     v = intra.view(add)
     if v.attr("fn") != "add" or v.attr("reduce") != "none":
-        return False
+        return None
     if any(v.has(n) for n in ("gather_index", "scatter_index", "y_index")):
+        return None
+    x, y = _buffer(v.operand("x"), add), _buffer(v.operand("y"), add)
+    if x is None or y is None or x.alloc == y.alloc:
+        return None
+    stored, summed = (x, y) if _stores(x.writer) else (y, x)
+    if not _stores(stored.writer) or summed.fill is None or not _accumulates(summed.writer):
+        return None
+    return stored, summed
+
+
+def _rewrite(add: ir.Operation, order: dict[ir.Operation, int]) -> bool:
+    """Fold ``add`` into its operands' writers when the module docstring's rule holds."""
+    found = _summands(add)
+    if found is None:
         return False
-    out = v.operand("out")
-    pair = [_buffer(v.operand("x"), add), _buffer(v.operand("y"), add)]
-    if pair[0] is None or pair[1] is None or pair[0].alloc == pair[1].alloc:
-        return False
-    stored = next((b for b in pair if _stores(b.writer)), None)
-    if stored is None:
-        return False
-    summed = pair[1] if stored is pair[0] else pair[0]
-    if summed.fill is None or not _accumulates(summed.writer):
-        return False
-    if not all(b.alloc.results[0].type == out.type for b in pair):
-        return False
-    if not _before(stored.writer, summed.writer, order):
-        return False
-    if summed.fill is not None and not _before(summed.fill, summed.writer, order):
-        return False
-    if not _defined_before(out, stored.writer, order):
-        return False
-    if not _untouched_between(out, stored.writer, add, order):
+    stored, summed = found
+    out = intra.view(add).operand("out")
+    holds = (
+        all(b.alloc.results[0].type == out.type for b in found)
+        and _before(stored.writer, summed.writer, order)
+        and summed.fill is not None
+        and _before(summed.fill, summed.writer, order)
+        and _defined_before(out, stored.writer, order)
+        and _untouched_between(out, stored.writer, add, order)
+    )
+    if not holds:
         return False
     for writer in (stored.writer, summed.writer):
         writer.operands[len(writer.operands) - 1] = out
