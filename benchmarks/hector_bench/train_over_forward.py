@@ -44,6 +44,18 @@ def _median(fn: Callable[[], object], runs: int) -> tuple[float, float]:
     return sorted(wall)[runs // 2], sorted(cpu)[runs // 2]
 
 
+def _timed(fn: Callable[[], object], runs: int) -> tuple[float, float, float]:
+    """:func:`_median` of ``fn`` and the bytes the host memory cache mapped per timed call
+    (fresh pages, each faulted in: a step whose buffers the cache cannot reuse)."""
+    from hector.runtime import host_memory
+
+    fn()
+    before = host_memory.stats()["mapped_bytes"]
+    wall, cpu = _median(fn, runs)
+    mapped = host_memory.stats()["mapped_bytes"] - before
+    return wall, cpu, mapped / (runs + 1)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of the training-over-forward benchmark."""
     p.add_argument("--dataset", default="synthetic:am")
@@ -84,8 +96,8 @@ def run(args: argparse.Namespace) -> int:
         layer.zero_grad(set_to_none=True)
         layer(g, xx).sum().backward()
 
-    fw, fc = _median(forward, args.runs)
-    tw, tc = _median(train, args.runs)
+    fw, fc, fm = _timed(forward, args.runs)
+    tw, tc, tm = _timed(train, args.runs)
     kernels = None
     if args.kernels:
         kernels = kernel_table(g, x, layer, args.runs)
@@ -108,6 +120,9 @@ def run(args: argparse.Namespace) -> int:
         "train_cpu_s": tc,
         "train_over_forward_wall": tw / fw,
         "train_over_forward_cpu": tc / fc,
+        # fresh pages the host memory cache mapped per call, warm (0: every buffer reused)
+        "forward_mapped_bytes": round(fm),
+        "train_mapped_bytes": round(tm),
     }
     if kernels is not None:
         record["kernels"] = kernels

@@ -35,6 +35,8 @@ def test_the_record_holds_the_times_ratio_and_kernels(tmp_path: Path, torch_thre
         assert train > 0
         assert r[f"train_over_forward_{kind}"] == train / fwd
     assert len(r["load_average"]) == 3
+    assert r["forward_mapped_bytes"] >= 0
+    assert r["train_mapped_bytes"] >= 0
     # and a row per kernel of each step
     k = r["kernels"]
     assert k["forward_ms"] > 0
