@@ -148,7 +148,8 @@ def _phase(function: str) -> str:
 def kernel_table(g: Any, x: torch.Tensor, layer: Any, runs: int) -> dict[str, Any]:
     """Per-template rows of the forward and of the training step, from a profiled compilation
     of the layer's function (its own cache: the timed one stays unprofiled): ``forward_ms``
-    and ``train_ms`` (medians of the profiled calls), and per row its ``phase``, mean ``ms``
+    and ``train_ms`` (medians of the profiled calls), ``phase_ms`` (the rows' ``ms`` summed by
+    phase), and per row its ``phase``, mean ``ms``
     per call, ``gflops``, ``gbps`` and ``share`` of its step (:func:`.roofline.kernel_rows`)."""
     from hector import models
     from hector.frontends import compiled as frontend
@@ -179,9 +180,13 @@ def kernel_table(g: Any, x: torch.Tensor, layer: Any, runs: int) -> dict[str, An
             row["phase"] = _phase(row["function"])
             row["share"] = round(row["ms"] / steps[step], 4)
             rows.append(row)
+    phase_ms: dict[str, float] = {}
+    for row in rows:
+        phase_ms[row["phase"]] = round(phase_ms.get(row["phase"], 0.0) + row["ms"], 3)
     return {
         "forward_ms": round(steps["forward"], 3),
         "train_ms": round(steps["train"], 3),
+        "phase_ms": phase_ms,  # the kernels' mean milliseconds per call, summed by phase
         "method": roofline.METHOD + "; share = ms / the profiled step's median",
         "rows": rows,
     }
@@ -203,8 +208,9 @@ _COLUMNS = [
 
 def format_kernels(kernels: dict[str, Any]) -> str:
     """The per-kernel table as text, headed by the profiled steps' times."""
+    phases = ", ".join(f"{p} {ms:.1f}" for p, ms in kernels["phase_ms"].items())
     head = (
         f"kernels (profiled: forward {kernels['forward_ms']:.1f} ms, "
-        f"training step {kernels['train_ms']:.1f} ms)"
+        f"training step {kernels['train_ms']:.1f} ms; kernel ms by phase: {phases})"
     )
     return "\n".join([head, _common.format_table(kernels["rows"], _COLUMNS)])

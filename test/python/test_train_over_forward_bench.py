@@ -42,6 +42,8 @@ def test_the_record_holds_the_times_ratio_and_kernels(tmp_path: Path, torch_thre
     assert k["forward_ms"] > 0
     assert k["train_ms"] > 0
     phases = {r["phase"] for r in k["rows"]}
+    for phase, ms in k["phase_ms"].items():
+        assert ms == pytest.approx(sum(r["ms"] for r in k["rows"] if r["phase"] == phase), abs=1e-2)
     assert phases == {"forward", "train forward", "backward"}
     backward = [r for r in k["rows"] if r["phase"] == "backward"]
     # the weight gradients and the input gradient's product are GEMMs of the backward
