@@ -26,9 +26,11 @@ The rewrite holds when
 * ``%out`` is defined before ``%p``'s writer and nothing between that writer and the ``add``
   touches it.
 
-Anything else is left as it is. The pass runs in every target's ``intra`` stage, after
-``convert-hector-inter-to-intra``: the templates' semantics (a reducing template adds onto
-what its output holds) are the same on every back end.
+Anything else is left as it is. The rewrite holds on every back end (a reducing template adds
+onto what its output holds on each), after ``convert-hector-inter-to-intra``. It is not in the
+default ``intra`` stage (``lowering/pipelines.py``): the two buffers it saves lower the
+backward's peak memory, and with it what the host memory cache keeps idle, which then resizes a
+block every training step (figures: ``docs/optimizations.md``, "hector-accumulate-sums").
 """
 
 from __future__ import annotations
