@@ -161,6 +161,8 @@ def _fixed(pipeline: str) -> Callable[[LoweringParams], str]:
     return lambda _params: pipeline
 
 
+# hector-accumulate-sums is not in this stage: it lowers the backward's peak memory, and with it
+# the host memory cache's allowance, which then resizes blocks every step (docs/optimizations.md).
 INTRA = Stage(
     "intra", "GEMM/traversal templates on memrefs", _fixed("convert-hector-inter-to-intra")
 )

@@ -228,6 +228,7 @@ PASS_MODULES = (
     "lowering.gpu.mma_nvvm",  # hector-mma-to-nvvm
     "lowering.cpu.intra_to_scf",  # convert-hector-intra-to-scf
     "lowering.outline_templates",  # hector-outline-templates
+    "lowering.accumulate_sums",  # hector-accumulate-sums
     "lowering.placement_to_runtime",  # convert-placement-to-runtime
     "lowering.profile_kernels",  # hector-profile-kernels
     "lowering.cpu.torch_linalg",  # convert-torch-to-linalg-cpu

@@ -115,3 +115,44 @@ def test_compiled_kernel_is_cached() -> None:
         rgcn_layer.compile_for(g, torch.randn(40, 5), torch.randn(3, 5, 2), torch.randn(5, 2), b)
         is not first
     )
+
+
+@pytest.mark.parametrize("order", ["aggregate-first", "transform-first"])
+def test_input_gradient_summed_in_place_matches_pyg(
+    order: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``hector-accumulate-sums`` after the intra conversion (not in the default stage:
+    docs/optimizations.md), the input gradient's two parts are written into the gradient itself
+    — no ``add`` template in the backward — on both aggregation orders, and match PyG's."""
+    from hector.lowering import pipelines
+
+    stages = pipelines.TARGET_STAGES["cpu"]
+    intra = pipelines.Stage(
+        "intra",
+        "with hector-accumulate-sums",
+        lambda _p: "convert-hector-inter-to-intra, hector-accumulate-sums",
+    )
+    monkeypatch.setitem(pipelines.TARGET_STAGES, "cpu", (intra, *stages[1:]))
+    monkeypatch.setenv("HECTOR_COMPILE_CACHE", "0")  # the cache's key does not name stages
+    torch.manual_seed(4)
+    g = hector.random_graph(300, 2000, 5, seed=4)
+    conv = RGCNConv(12, 8, 5, aggr="mean")
+    torch.nn.init.normal_(conv.bias)
+    layer = RGCNLayer.from_pyg(conv)
+    fn = hector.compile(rgcn_layer.fn, order=order)
+    x = torch.randn(g.num_nodes, 12)
+    ei, et = g.edge_index_sorted()
+    x_ref, x_mine = x.clone().requires_grad_(), x.clone().requires_grad_()
+    conv(x_ref, ei, et).pow(2).sum().backward()
+    params = (layer.weight, layer.root, layer.bias)
+    fn(g, x_mine, *params).pow(2).sum().backward()
+    assert x_ref.grad is not None
+    assert x_mine.grad is not None
+    assert_close_to_reference(x_mine.grad, x_ref.grad, rtol=1e-4)
+    for name in ("weight", "root", "bias"):
+        mine, theirs = getattr(layer, name).grad, getattr(conv, name).grad
+        assert mine is not None, name
+        assert theirs is not None, name
+        assert_close_to_reference(mine, theirs, rtol=1e-4)
+    ir = fn.compile_for(g, x_mine, *params, train=True).ir("intra")
+    assert 'fn = "add"' not in ir[ir.index("func.func @_rgcn_layer_backward") :]

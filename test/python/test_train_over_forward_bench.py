@@ -20,7 +20,7 @@ def torch_threads():  # type: ignore[no-untyped-def]
     torch.set_num_threads(threads)
 
 
-def test_the_record_holds_both_times_and_their_ratio(tmp_path: Path, torch_threads) -> None:
+def test_the_record_holds_the_times_ratio_and_kernels(tmp_path: Path, torch_threads) -> None:
     record = tmp_path / "ratio.json"
     argv = ["bench", "train-over-forward", "--scale", "0.02", "--runs", "1", "--threads", "1"]
     assert main([*argv, "--json", str(record)]) == 0
@@ -34,3 +34,28 @@ def test_the_record_holds_both_times_and_their_ratio(tmp_path: Path, torch_threa
         assert fwd > 0
         assert train > 0
         assert r[f"train_over_forward_{kind}"] == train / fwd
+    assert len(r["load_average"]) == 3
+    assert r["forward_mapped_bytes"] >= 0
+    assert r["train_mapped_bytes"] >= 0
+    # and a row per kernel of each step
+    k = r["kernels"]
+    assert k["forward_ms"] > 0
+    assert k["train_ms"] > 0
+    phases = {r["phase"] for r in k["rows"]}
+    for phase, ms in k["phase_ms"].items():
+        assert ms == pytest.approx(sum(r["ms"] for r in k["rows"] if r["phase"] == phase), abs=1e-2)
+    assert phases == {"forward", "train forward", "backward"}
+    backward = [r for r in k["rows"] if r["phase"] == "backward"]
+    # the weight gradients and the input gradient's product are GEMMs of the backward
+    assert {"xty", "xwt"} <= {r["variant"] for r in backward if r["template"] == "gemm"}
+    for r in k["rows"]:
+        step_ms = k["forward_ms"] if r["phase"] == "forward" else k["train_ms"]
+        assert r["ms"] > 0
+        assert r["share"] == pytest.approx(r["ms"] / step_ms, abs=1e-3)
+
+
+def test_no_kernels_leaves_the_table_out(tmp_path: Path, torch_threads) -> None:
+    record = tmp_path / "plain.json"
+    argv = ["bench", "train-over-forward", "--scale", "0.02", "--runs", "1", "--threads", "1"]
+    assert main([*argv, "--no-kernels", "--json", str(record)]) == 0
+    assert "kernels" not in json.loads(record.read_text())
