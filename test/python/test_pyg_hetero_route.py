@@ -247,9 +247,13 @@ _SAME_TYPE = [("paper", "cites", "paper"), ("author", "knows", "author")]
         (lambda e: SAGEConv(6, 4, normalize=True), "sum", "normalize", RELATIONS[:3]),
         (lambda e: GATConv(6, 4, add_self_loops=False), "std", "aggr='std'", RELATIONS[:3]),
         (
-            lambda e: GATConv(6, 4, add_self_loops=False) if e[0] == e[2] else SAGEConv(6, 4),
+            lambda e: (
+                GATConv(6, 4, add_self_loops=False)
+                if e[0] == e[2]
+                else SAGEConv(6, 4, normalize=True)
+            ),
             "sum",
-            "mixed",
+            "SAGEConv relations: SAGEConv(normalize=True)",
             RELATIONS[:3],
         ),
         (lambda e: GCNConv(6, 4, aggr="mean"), "sum", "GCNConv(aggr='mean')", _SAME_TYPE),

@@ -63,7 +63,7 @@ from ..frontends.graph_cache import graph_builds, graph_for
 from ..frontends.importer import ImportedModel, ImportError_, import_function
 from . import (
     pyg_bases,  # noqa: F401  (registers to_hetero_with_bases' HeteroBasisConv route)
-    pyg_hetero,  # noqa: F401  (registers HeteroConv's route with pyg_route)
+    pyg_hetero_call,  # noqa: F401  (registers HeteroConv's route with pyg_route)
     pyg_route,
     pyg_to_hetero,  # noqa: F401  (routes to_hetero models' layers to pyg_hetero's programs)
 )

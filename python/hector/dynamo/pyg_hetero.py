@@ -46,7 +46,7 @@ convs then trace as Dynamo captures them) and the reason is kept in
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,10 +60,10 @@ from . import pyg_route
 EdgeType = tuple[str, str, str]
 
 #: ``HeteroConv`` ``aggr`` values computed: the sum in the program, the mean after it.
-_AGGRS = ("sum", "add", "mean")
+SUMMED = ("sum", "add", "mean")
 #: ``HeteroConv`` ``aggr`` values computed by PyG's ``group`` on the relations' outputs, one
 #: destination type per relation in the program (:class:`Layout`'s ``split``).
-_REDUCED = ("max", "min", "cat", None, "prod", "amax", "amin")
+REDUCED = ("max", "min", "cat", None, "prod", "amax", "amin")
 #: The keyword arguments of a ``HeteroConv`` call the programs read.
 _KWARGS = ("edge_attr_dict", "edge_weight_dict")
 
@@ -591,7 +591,7 @@ RELATIONS: dict[str, Relations] = {
 }
 
 
-def _class_of(conv: Any) -> str | None:
+def class_of(conv: Any) -> str | None:
     """The name of the routed class ``conv`` is (exactly: a subclass may compute otherwise)."""
     name = type(conv).__name__
     return (
@@ -599,7 +599,9 @@ def _class_of(conv: Any) -> str | None:
     )
 
 
-def _inputs_unsupported(layer: Any, x_dict: Any, edge_index_dict: Any) -> str | None:
+def inputs_unsupported(layer: Any, x_dict: Any, edge_index_dict: Any) -> str | None:
+    """Why the call's ``x_dict``/``edge_index_dict`` are outside the programs (None: they are
+    not): integer ``[2, E]`` edges, ``[N, F]`` float32 features of every type they touch."""
     if not isinstance(x_dict, dict) or not isinstance(edge_index_dict, dict):
         return "HeteroConv called with other than (x_dict, edge_index_dict)"
     relations = [e for e, _ in call_relations(layer, edge_index_dict)]
@@ -623,15 +625,15 @@ def unsupported(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> st
     program (None: it can)."""
     if set(kwargs) - set(_KWARGS) or len(args) != 2:
         return f"HeteroConv called with arguments beyond x_dict, edge_index_dict, {_KWARGS}"
-    if not hasattr(layer, "combine") and layer.aggr not in (*_AGGRS, *_REDUCED):
+    if not hasattr(layer, "combine") and layer.aggr not in (*SUMMED, *REDUCED):
         return f"HeteroConv(aggr={layer.aggr!r})"
-    reason = _inputs_unsupported(layer, *args)
+    reason = inputs_unsupported(layer, *args)
     if reason is not None:
         return reason
     convs = [c for _, c in call_relations(layer, args[1])]
-    classes = {_class_of(c) for c in convs}
+    classes = {class_of(c) for c in convs}
     if None in classes:
-        names = sorted({type(c).__name__ for c in convs if _class_of(c) is None})
+        names = sorted({type(c).__name__ for c in convs if class_of(c) is None})
         return f"per-relation convs Hector does not route in HeteroConv: {names}"
     if len(classes) > 1:
         return f"mixed per-relation conv classes {sorted(str(c) for c in classes)}"
@@ -675,17 +677,6 @@ def _edge_data_unsupported(
     return None
 
 
-def hetero_conv_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
-    """``HeteroConv.forward`` under the Hector backend: weight glue, one ``hector::pyg_layer``
-    call, the destination types' rows (PyG's own ``forward`` where :func:`unsupported`)."""
-    reason = unsupported(self, args, kwargs)
-    if reason is not None:
-        pyg_route.record_fallback("HeteroConv", reason)
-        return pyg_route._ORIGINAL["HeteroConv"](self, *args, **kwargs)
-    x_dict, edge_index_dict = args
-    return run_program(self, x_dict, edge_index_dict, **kwargs)
-
-
 def run_program(
     layer: Any,
     x_dict: dict[str, Any],
@@ -699,8 +690,8 @@ def run_program(
     mean), and :func:`unsupported` found nothing against the call
     (:mod:`hector.dynamo.pyg_to_hetero` calls it for ``to_hetero``)."""
     convs = [c for _, c in call_relations(layer, edge_index_dict)]
-    relations = RELATIONS[str(_class_of(convs[0]))]
-    split = layer.aggr not in _AGGRS
+    relations = RELATIONS[str(class_of(convs[0]))]
+    split = layer.aggr not in SUMMED
     dst = relations.reads_destinations(convs)
     layout = Layout.of(layer, x_dict, edge_index_dict, dst, split)
     layout.edge_attr = edge_attr_dict or {}
@@ -731,8 +722,8 @@ def _split(
     for t in layout.destinations():
         keys = layout.into(t)
         parts = [relations.finish(convs, layout, k, out[starts[k][0] : starts[k][1]]) for k in keys]
-        if layer.aggr not in _AGGRS:
-            result[t] = _reduced(layer, parts)
+        if layer.aggr not in SUMMED:
+            result[t] = reduced(layer, parts)
         elif layer.aggr == "mean":
             result[t] = parts[0] / sum(1 for _, _, d in layout.relations if d == t)
         else:
@@ -740,7 +731,7 @@ def _split(
     return result
 
 
-def _reduced(layer: Any, parts: list[torch.Tensor]) -> torch.Tensor:
+def reduced(layer: Any, parts: list[torch.Tensor]) -> torch.Tensor:
     """One destination type's output from its relations' (in the layer's order)."""
     combine = getattr(layer, "combine", None)
     if combine is not None:
@@ -750,11 +741,7 @@ def _reduced(layer: Any, parts: list[torch.Tensor]) -> torch.Tensor:
     return group(parts, layer.aggr)
 
 
-ROUTED: dict[str, Callable[..., Any]] = {"HeteroConv": hetero_conv_forward}
-
 pyg_route.register_family("hetero-gat", pyg_route.ProgramFamily(_compiled, _columns))
 pyg_route.register_family("hetero-gatv2", pyg_route.ProgramFamily(_compiled, _columns))
 pyg_route.register_family("hetero-sage", pyg_route.ProgramFamily(_compiled, _columns))
 pyg_route.register_family("hetero-gcn", pyg_route.ProgramFamily(_compiled, _columns))
-for _name, _forward in ROUTED.items():
-    pyg_route.register_layer(_name, _forward)
