@@ -106,11 +106,15 @@ class ToHeteroLayer(torch.nn.Module):
             for name, value in extra.items():  # edge_attr, edge_weight: as HeteroConv's dicts
                 if value is not None:
                     kwargs.setdefault(f"{name}_dict", {})[e] = value
+        copies = reason is None and _copies(x_dict)
+        if copies:  # a static graph: [B, N, F] features over one graph, as B copies of it
+            x_dict, edge_index_dict, kwargs = _as_copies(copies, x_dict, edge_index_dict, kwargs)
         reason = reason or pyg_hetero.unsupported(self, (x_dict, edge_index_dict), kwargs)
         if reason is not None:
             pyg_route.record_fallback(self.label, reason)
             return self._per_relation(xs, edge_indices, extras)
-        return pyg_hetero.run_program(self, x_dict, edge_index_dict, **kwargs)
+        out = pyg_hetero.run_program(self, x_dict, edge_index_dict, **kwargs)
+        return {t: v.view(copies, -1, v.shape[-1]) for t, v in out.items()} if copies else out
 
     def combine(self, parts: list[Any]) -> Any:
         """One destination type's output from its relations' (in the model's order), as
@@ -147,6 +151,35 @@ class ToHeteroLayer(torch.nn.Module):
         for e, x, ei, extra in zip(self.relations, xs, edge_indices, extras, strict=True):
             parts.setdefault(e[2], []).append(self.convs[e](x, ei, **extra))
         return {dst: self.combine(queue) for dst, queue in parts.items()}
+
+
+def _copies(x_dict: dict[str, Any]) -> int:
+    """``B`` where every node type's features are ``[B, N, F]`` with one ``B`` (else 0)."""
+    xs = list(x_dict.values())
+    if not xs or not all(isinstance(x, torch.Tensor) and x.dim() == 3 for x in xs):
+        return 0
+    copies = {x.shape[0] for x in xs}
+    return int(xs[0].shape[0]) if len(copies) == 1 else 0
+
+
+def _as_copies(
+    copies: int, x_dict: dict[str, Any], edge_index_dict: dict[Any, Any], kwargs: dict[str, Any]
+) -> tuple[dict[str, Any], dict[Any, Any], dict[str, Any]]:
+    """The call over ``copies`` copies of the graph: each type's ``[B, N, F]`` features as
+    ``[B·N, F]`` rows (copy ``b`` at ``b·N``), each relation's edges once per copy, at its
+    types' offsets, and its edge data repeated."""
+    rows = {t: x.shape[1] for t, x in x_dict.items()}
+    flat = {t: x.reshape(-1, x.shape[2]) for t, x in x_dict.items()}
+    edges = {}
+    for (s, r, d), ei in edge_index_dict.items():
+        b = torch.arange(copies, device=ei.device).view(1, -1, 1)
+        shift = torch.stack([b * rows[s], b * rows[d]]).view(2, copies, 1)
+        edges[(s, r, d)] = (ei.unsqueeze(1) + shift).reshape(2, -1)
+    data = {
+        name: {e: v.repeat(copies, *([1] * (v.dim() - 1))) for e, v in values.items()}
+        for name, values in kwargs.items()
+    }
+    return flat, edges, data
 
 
 # -- finding the layers ---------------------------------------------------------------------
