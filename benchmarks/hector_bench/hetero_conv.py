@@ -10,10 +10,17 @@ models are PyG's benchmark models (``benchmark/utils/hetero_sage.py``, ``hetero_
 ``to-hetero-sage``: ``to_hetero(GraphSAGE((-1, -1), hidden, layers, classes))``;
 ``to-hetero-gat``: ``to_hetero(GAT((-1, -1), hidden, layers, classes, heads=heads,
 add_self_loops=False))``, relations summed, the ``paper`` rows' classes the output (lazy widths
-set by one eager call, as PyG's examples do). Dropout is left out (the systems would draw other
-masks, and the outputs are compared). The graph is random and
+set by one eager call, as PyG's examples do). ``hetero-sage`` is PyG's DBLP example
+(``examples/hetero/hetero_conv_dblp.py``): ``HeteroConv`` of ``SAGEConv((-1, -1), hidden)`` per
+relation, summed, in the same layer stack as ``rsage``. Dropout is left out (the systems would
+draw other masks, and the outputs are compared). The graph is random and
 IGBH-shaped: the four node types of IGBH (``paper``, ``author``, ``institute``, ``fos``), its four
-relations and their reverses (8), endpoints uniform in their types.
+relations and their reverses (8), endpoints uniform in their types. With ``--graph
+synthetic:mag`` the input is instead one sampled mini-batch of the ogbn-mag replica (at
+``--scale``; :mod:`hector.data.synthetic`: skewed degrees, MAG's four node types and relations)
+drawn by Hector's ``NeighborLoader`` (``--fanouts`` per hop, ``--batch-size`` ``paper`` seeds)
+and converted to PyG's dicts (the replica has each relation's reverse, as ``ToUndirected``
+gives PyG's MAG examples); features random, ``--width`` wide.
 
 A step is forward, ``mean(out**2)``, backward; the systems take turns each round (one step
 each, so machine load drifts over all alike), and the record has each system's median over
@@ -31,9 +38,10 @@ from hector.tools import cli_args as _args
 
 from . import _common
 
-MODELS = ("rgat", "rsage", "to-hetero-sage", "to-hetero-gat")
+MODELS = ("rgat", "rsage", "to-hetero-sage", "to-hetero-gat", "hetero-sage")
 SYSTEMS = ("eager", "inductor", "hector")
 TYPES = ("paper", "author", "institute", "fos")
+GRAPHS = ("random", "synthetic:mag")
 #: IGBH's relations (source type, name, destination type); each also reversed.
 RELATIONS = (
     ("paper", "cites", "paper"),
@@ -62,6 +70,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", type=_args.RUNS, default=5)
     p.add_argument("--warmup", type=_args.WARMUP, default=1)
     p.add_argument("--seed", type=_args.SEED, default=0)
+    p.add_argument(
+        "--graph", default="random", choices=GRAPHS, help="random IGBH-shaped, or a MAG batch"
+    )
+    p.add_argument("--scale", type=_args.SCALE, default=0.05, help="scale of synthetic:mag")
+    p.add_argument("--fanouts", default="15,10,5", help="synthetic:mag: fan-out per hop")
+    p.add_argument("--batch-size", type=_args.WIDTH, default=1024, help="synthetic:mag: seeds")
     p.add_argument("--json", default=None, help="write the record here")
 
 
@@ -81,6 +95,56 @@ def graph(nodes: list[int], edges: int, width: int, seed: int) -> tuple[Any, Any
     return x, ei
 
 
+def mag_batch(args: argparse.Namespace) -> tuple[Any, Any]:
+    """``(x_dict, edge_index_dict)`` of one sampled batch of ``synthetic:mag`` (module
+    docstring)."""
+    import torch
+
+    from hector.data.loader import NeighborLoader
+    from hector.data.synthetic import synthetic
+
+    try:
+        fanouts = [int(f) for f in args.fanouts.split(",")]
+    except ValueError:
+        raise BenchError(f"--fanouts needs integers, got {args.fanouts!r}") from None
+    ds = synthetic("mag", scale=args.scale, seed=args.seed)
+    node_types, edge_types = ds.metadata()
+    loader = NeighborLoader(
+        ds, fanouts, input_nodes="paper", batch_size=args.batch_size, shuffle=True, seed=args.seed
+    )
+    batch = next(iter(loader))
+    g, ptr = batch.graph, batch.ntype_ptr.tolist()
+    eptr, index = g.etype_ptr.tolist(), {t: i for i, t in enumerate(node_types)}
+    edges = {
+        (s, r, d): torch.stack(
+            [
+                g.src[eptr[k] : eptr[k + 1]].long() - ptr[index[s]],
+                g.dst[eptr[k] : eptr[k + 1]].long() - ptr[index[d]],
+            ]
+        )
+        for k, (s, r, d) in enumerate(edge_types)
+    }
+    gen = torch.Generator().manual_seed(args.seed)
+    sizes = zip(node_types, batch.ntype_ptr.diff().tolist(), strict=True)
+    x = {t: torch.randn(int(n), args.width, generator=gen) for t, n in sizes}
+    # a relation the batch's hops never reach is left out, with the types only it touches
+    ei = {e: v for e, v in edges.items() if v.shape[1]}
+    touched = {t for s, _, d in ei for t in (s, d)}
+    return {t: v for t, v in x.items() if t in touched}, ei
+
+
+def inputs(args: argparse.Namespace) -> tuple[Any, Any, dict[str, int]]:
+    """The cell's ``(x_dict, edge_index_dict)`` and its node counts (``--graph``)."""
+    if args.graph == "synthetic:mag":
+        x, ei = mag_batch(args)
+        return x, ei, {t: int(v.shape[0]) for t, v in x.items()}
+    nodes = [int(n) for n in args.nodes.split(",")]
+    if len(nodes) != len(TYPES) or min(nodes) < 1:
+        raise BenchError(f"--nodes needs {len(TYPES)} positive counts, got {args.nodes!r}")
+    x, ei = graph(nodes, args.edges, args.width, args.seed)
+    return x, ei, dict(zip(TYPES, nodes, strict=True))
+
+
 def model(name: str, relations: list[Any], args: argparse.Namespace) -> Any:
     """MLPerf's ``RGNN`` (``rgat`` or ``rsage``) over ``relations``, dropout left out, or a
     ``to_hetero`` model (:func:`to_hetero_model`)."""
@@ -95,6 +159,8 @@ def model(name: str, relations: list[Any], args: argparse.Namespace) -> Any:
     def conv() -> Any:
         if name == "rgat":
             return GATConv(w, w // heads, heads=heads, add_self_loops=False)
+        if name == "hetero-sage":  # PyG's examples/hetero/hetero_conv_dblp.py
+            return SAGEConv((-1, -1), w)
         return SAGEConv(w, w, root_weight=False)
 
     class Rgnn(nn.Module):
@@ -107,13 +173,16 @@ def model(name: str, relations: list[Any], args: argparse.Namespace) -> Any:
 
         def forward(self, x_dict: Any, edge_index_dict: Any) -> Any:
             for i, c in enumerate(self.convs):
-                x_dict = c(x_dict, edge_index_dict)
+                # a type no relation of a sampled batch reaches keeps its features (on the
+                # random graph every type is reached, as in MLPerf's rgnn.py)
+                x_dict = {**x_dict, **c(x_dict, edge_index_dict)}
                 if i != len(self.convs) - 1:
                     x_dict = {k: nn.functional.leaky_relu(v) for k, v in x_dict.items()}
             return self.linear(x_dict["paper"])
 
     torch.manual_seed(args.seed)
-    return Rgnn()
+    net = Rgnn()
+    return _lazy_widths_set(net, relations, w) if name == "hetero-sage" else net
 
 
 def to_hetero_model(name: str, relations: list[Any], args: argparse.Namespace) -> Any:
@@ -129,7 +198,8 @@ def to_hetero_model(name: str, relations: list[Any], args: argparse.Namespace) -
         body = GAT(
             (-1, -1), args.width, args.layers, args.classes, heads=args.heads, add_self_loops=False
         )
-    hetero = to_hetero(body, (list(TYPES), relations), aggr="sum")
+    types = list(dict.fromkeys(t for s, _, d in relations for t in (s, d)))
+    hetero = to_hetero(body, (types, relations), aggr="sum")
 
     class PaperRows(torch.nn.Module):
         def __init__(self) -> None:
@@ -139,10 +209,18 @@ def to_hetero_model(name: str, relations: list[Any], args: argparse.Namespace) -
         def forward(self, x_dict: Any, edge_index_dict: Any) -> Any:
             return self.model(x_dict, edge_index_dict)["paper"]
 
-    net = PaperRows()
-    x, ei = graph([2] * len(TYPES), 2 * len(relations), args.width, args.seed)
+    return _lazy_widths_set(PaperRows(), relations, args.width)
+
+
+def _lazy_widths_set(net: Any, relations: list[Any], width: int) -> Any:
+    """``net`` after one eager call on a tiny graph of ``relations`` (PyG's lazy widths)."""
+    import torch
+
+    types = dict.fromkeys(t for s, _, d in relations for t in (s, d))
+    x = {t: torch.zeros(2, width) for t in types}
+    ei = {e: torch.zeros(2, 1, dtype=torch.long) for e in relations}
     with torch.no_grad():
-        net(x, {e: ei[e] for e in relations})
+        net(x, ei)
     return net
 
 
@@ -166,10 +244,7 @@ def run_model(name: str, args: argparse.Namespace, systems: list[str]) -> dict[s
 
     pyg_route.FALLBACKS.clear()  # the record's fallbacks and programs: this cell's own
     pyg_route.reset_stats()
-    nodes = [int(n) for n in args.nodes.split(",")]
-    if len(nodes) != len(TYPES) or min(nodes) < 1:
-        raise BenchError(f"--nodes needs {len(TYPES)} positive counts, got {args.nodes!r}")
-    x, ei = graph(nodes, args.edges, args.width, args.seed)
+    x, ei, nodes = inputs(args)
     net = model(name, list(ei), args)
     fns: dict[str, Any] = {"eager": net}
     backend = hector.dynamo.backend.HectorBackend()
@@ -205,7 +280,8 @@ def run_model(name: str, args: argparse.Namespace, systems: list[str]) -> dict[s
     return {
         "model": name,
         "graph": {
-            "nodes": dict(zip(TYPES, nodes, strict=True)),
+            "kind": args.graph if args.graph == "random" else f"{args.graph}@{args.scale} batch",
+            "nodes": nodes,
             "edges": sum(int(v.shape[1]) for v in ei.values()),
             "relations": len(ei),
         },
