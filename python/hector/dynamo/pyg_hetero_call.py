@@ -52,6 +52,8 @@ def bound(
     if len(args) != 3 or not isinstance(args[2], dict) or not isinstance(args[1], dict):
         return (args, kwargs)
     x_dict, edge_index_dict, third = args
+    if not all(isinstance(k, tuple) for k in edge_index_dict):  # GCN2Conv's (x, x_0, edges)
+        return "HeteroConv called with a second dict keyed by node type (not edge_index_dict)"
     moved = {k: dict(v) if isinstance(v, dict) else v for k, v in kwargs.items()}
     for e, conv in call_relations(layer, edge_index_dict):
         if e not in third:
