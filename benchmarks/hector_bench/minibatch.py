@@ -467,6 +467,7 @@ def train(
         "warmup": warmup,
         "wall_s": round(wall, 4),
         "first_step_s": round(first_step, 4),
+        "step_s_each": [round(v, 4) for v in phases["step"]],
         "batches_per_s": round(steps / wall, 4) if wall > 0 else None,
         "phase_s": {k: round(float(np.mean(v)), 5) for k, v in phases.items()},
         "phase_share_of_step": {

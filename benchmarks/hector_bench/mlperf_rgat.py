@@ -205,13 +205,13 @@ def prepare_system(model: Any, system: str) -> None:
 
 
 def compiled_stats(system: str) -> dict[str, Any]:
-    """Dynamo's graphs and recompilations so far and, under Hector, the layer programs'
-    calls, graph builds, seconds in Hector's kernels and the fallbacks' reasons."""
+    """Dynamo's graphs so far (one per compilation: a second one is the recompilation for
+    the next batch's other sizes) and, under Hector, the layer programs' calls, graph builds,
+    seconds in Hector's kernels and the fallbacks' reasons."""
     from torch._dynamo.utils import counters
 
     out: dict[str, Any] = {
         "dynamo_graphs": int(counters["stats"]["unique_graphs"]),
-        "dynamo_recompiles": int(sum(counters["recompiles"].values())),
     }
     if system.startswith("pyg-hector"):
         from hector.dynamo import pyg_route
