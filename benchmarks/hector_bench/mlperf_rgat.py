@@ -101,25 +101,8 @@ def build_models(
                     }
             return self.lin(x_dict[target])
 
-    class PygBatch(nn.Module):
-        """The reference model on a :class:`~hector.data.loader.Batch`: its PyG inputs (hop
-        ordered with the per-hop counts when ``trim``), ``rgnn`` (or ``compiled``, the same
-        module under ``torch.compile``) on them, the seeds' rows of the logits."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.rgnn = PygRgat()
-            self.convs = self.rgnn.convs
-            self.trim = False
-            self.compiled: list[Any] = []  # a list: not a second registered module
-
-        def forward(self, batch: Any) -> Any:
-            args = pyg_inputs(batch, node_types, edge_types, LAYERS, self.trim)
-            run = self.compiled[0] if self.compiled else self.rgnn
-            return run(*args)[: len(batch.seed_local)]
-
     class HectorRgat(nn.Module):
-        def __init__(self, ref: PygRgat) -> None:
+        def __init__(self, ref: Any) -> None:
             super().__init__()
             self.layers = nn.ModuleList(
                 models.HeteroGATLayer.from_pyg(conv, node_types) for conv in ref.convs
@@ -142,8 +125,32 @@ def build_models(
                     x = torch.zeros_like(x).index_copy(0, rows, kept)
             return self.lin(x[batch.seed_local])
 
-    pyg = PygBatch()
+    pyg = batch_model(PygRgat(), node_types, edge_types)
     return HectorRgat(pyg), pyg
+
+
+def batch_model(rgnn: Any, node_types: list[str], edge_types: list[Any]) -> Any:
+    """The reference module ``rgnn`` on a :class:`~hector.data.loader.Batch`."""
+    from torch import nn
+
+    class PygBatch(nn.Module):
+        """The reference model on a :class:`~hector.data.loader.Batch`: its PyG inputs (hop
+        ordered with the per-hop counts when ``trim``), ``rgnn`` (or ``compiled``, the same
+        module under ``torch.compile``) on them, the seeds' rows of the logits."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.rgnn = rgnn
+            self.convs = self.rgnn.convs
+            self.trim = False
+            self.compiled: list[Any] = []  # a list: not a second registered module
+
+        def forward(self, batch: Any) -> Any:
+            args = pyg_inputs(batch, node_types, edge_types, LAYERS, self.trim)
+            run = self.compiled[0] if self.compiled else self.rgnn
+            return run(*args)[: len(batch.seed_local)]
+
+    return PygBatch()
 
 
 def pyg_inputs(
