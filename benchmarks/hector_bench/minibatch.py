@@ -62,6 +62,7 @@ WORKLOADS = {"mlperf-rgat": mlperf_rgat.WORKLOAD}
 FEATURE_DTYPES = ("float32", "float16")
 DEFAULT_DATASETS = ("synthetic:mag", "ogbn_mag_0.1")
 PHASES = ("sampling", "gather", "wait", "forward", "backward", "optimizer")
+SYSTEMS = ("hector", "pyg", *mlperf_rgat.SYSTEMS)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -103,7 +104,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--eval-batches", type=_args.WARMUP, default=2, help="inference batches after training"
     )
-    p.add_argument("--systems", default="hector,pyg", help="comma-separated: hector,pyg")
+    p.add_argument(
+        "--systems",
+        default="hector,pyg",
+        help="comma-separated: hector (Hector's layers), pyg (eager PyG); mlperf-rgat also: "
+        "pyg-trim (trim_to_layer between layers), pyg-hector, pyg-inductor (the PyG model "
+        "under torch.compile with that backend) and their -trim forms",
+    )
     p.add_argument("--procs", type=_args.PROCS, default="1,2", help="process counts, e.g. 1,2")
     p.add_argument(
         "--pyg-procs",
@@ -427,6 +434,7 @@ def train(
     if features is not None:
         features.track_resident = True
     measured_start = time.perf_counter()
+    first_step = 0.0
     for i in range(warmup + steps):
         if i == warmup:
             compiles_warm = _compilations(counted)
@@ -436,6 +444,8 @@ def train(
         batch = next(it)
         t1 = time.perf_counter()
         loss, t2, t3, t4 = _step(model, opt, batch)
+        if i == 0:  # the first call compiles (Hector's layers, torch.compile's graphs)
+            first_step = t4 - t1
         if i >= warmup:
             for name, value in (
                 ("sampling", batch.times["sampling"]),
@@ -456,6 +466,8 @@ def train(
         "steps": steps,
         "warmup": warmup,
         "wall_s": round(wall, 4),
+        "first_step_s": round(first_step, 4),
+        "step_s_each": [round(v, 4) for v in phases["step"]],
         "batches_per_s": round(steps / wall, 4) if wall > 0 else None,
         "phase_s": {k: round(float(np.mean(v)), 5) for k, v in phases.items()},
         "phase_share_of_step": {
@@ -604,8 +616,10 @@ def run_one(cfg: dict[str, Any], rank: int = 0, world: int = 1) -> dict[str, Any
     )
     system = cfg["system"]
     model = hector_model if system == "hector" else pyg_model
+    if system in mlperf_rgat.SYSTEMS:
+        mlperf_rgat.prepare_system(pyg_model, system)
     result: dict[str, Any] = {"system": system, "procs": world}
-    if system == "pyg":
+    if system != "hector":
         probe = next(iter(loader))
         reason = pyg_skip_reason(cfg["model"], probe, cfg["feat"], cfg["hidden"], cfg["heads"])
         if reason:
@@ -628,6 +642,8 @@ def run_one(cfg: dict[str, Any], rank: int = 0, world: int = 1) -> dict[str, Any
             features=store,
         )
     )
+    if system in mlperf_rgat.SYSTEMS:
+        result["compiled"] = mlperf_rgat.compiled_stats(system)
     if system == "hector":
         # Same weights, same batch: the two systems' logits agree (a sanity check, on a fresh
         # pair after training so that train() counts the inference compilations).
@@ -761,18 +777,19 @@ def _config(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], list[s
         else procs,
     }
     models_ = _parse_list(args.models, MODELS, "models")
-    systems = _parse_list(args.systems, ("hector", "pyg"), "systems")
+    systems = _parse_list(args.systems, SYSTEMS, "systems")
     return cfg, models_, _parse_list(args.datasets, None, "datasets"), systems
 
 
 def _print_row(r: dict[str, Any]) -> None:
     if r.get("status") != "ok":
-        print(f"    {r['system']:6s} procs={r['procs']}: {r.get('status')}: {r.get('reason')}")
+        print(f"    {r['system']:17s} procs={r['procs']}: {r.get('status')}: {r.get('reason')}")
         return
     ph = r["phase_s"]
     comp = r.get("compilations")
     print(
-        f"    {r['system']:6s} procs={r['procs']}: {r['batches_per_s']:.3f} batches/s/rank "
+        f"    {r['system']:17s} procs={r['procs']}: {r['batches_per_s']:.3f} batches/s/rank "
+        + f"(first step {r['first_step_s']:.2f} s) "
         + f"({r['seeds_per_s']:.1f} seeds/s, epoch ~{r['epoch_estimate_s'] or 0:.0f} s)"
         + (f" ({r['global_batches_per_s']:.3f} global)" if "global_batches_per_s" in r else "")
         + "  "
@@ -853,6 +870,16 @@ def run(args: argparse.Namespace) -> int:
             h1, p1, h2 = ok.get(("hector", 1)), ok.get(("pyg", 1)), ok.get(("hector", 2))
             if h1 and p1:
                 cell["hector_speedup_vs_pyg"] = round(h1["batches_per_s"] / p1["batches_per_s"], 3)
+            for other in mlperf_rgat.SYSTEMS:  # the reference's forms, against both peers
+                o1 = ok.get((other, 1))
+                if o1 and h1:
+                    cell.setdefault("speedup_vs_hector", {})[other] = round(
+                        o1["batches_per_s"] / h1["batches_per_s"], 3
+                    )
+                if o1 and p1:
+                    cell.setdefault("speedup_vs_pyg", {})[other] = round(
+                        o1["batches_per_s"] / p1["batches_per_s"], 3
+                    )
             if h1 and h2:
                 cell["hector_2proc_scaling"] = round(
                     h2["global_batches_per_s"] / h1["batches_per_s"], 3

@@ -147,3 +147,54 @@ def test_an_igbh_folder_trains_from_its_own_files_converted_once_to_float16(tmp_
     assert np.array_equal(store.gather(np.arange(ds.num_nodes)).numpy(), table)
     with pytest.raises(ValueError, match="IGBH publishes labels of"):
         igbh_files.igbh_store(ds, str(tmp_path / "c"), 8, 349, "float16")
+
+
+def test_mlperf_reference_trimmed_and_compiled_by_hector_on_the_same_batches(tmp_path):
+    """The reference model as written, with trim_to_layer and under
+    torch.compile(backend="hector"): every layer one Hector program, no fallback, the same
+    batches as the twin and eager PyG, the first step (the compilation) reported apart."""
+    out = tmp_path / "mb.json"
+    argv = "--workload mlperf-rgat --datasets synthetic:igbh-tiny --scale 0.002 --procs 1"
+    argv += " --batch-size 8 --fanouts 3,2,2 --feat 8 --hidden 8 --heads 2 --classes 5"
+    argv += " --systems pyg-trim,pyg-hector,pyg-hector-trim --steps 2 --warmup 1"
+    argv += f" --eval-batches 0 --cache-dir {tmp_path / 'c'} --json {out}"
+    assert minibatch.run(_args(minibatch, argv.split())) == 0
+    results = {r["system"]: r for r in json.loads(out.read_text())["cells"][0]["results"]}
+    assert set(results) == {"pyg-trim", "pyg-hector", "pyg-hector-trim"}
+    for system in ("pyg-hector", "pyg-hector-trim"):
+        r = results[system]
+        assert r["status"] == "ok", r
+        assert r["first_step_s"] > 0
+        assert r["compiled"]["fallbacks"] == {}
+        programs = r["compiled"]["hector_programs"]
+        # 3 layers x (warm-up + 2 steps) + the quiet re-run of the 2 steps, each with backward
+        assert programs["hetero-gat:0.2"]["calls"] == 3 * 5
+        assert programs["hetero-gat:0.2"]["backward_calls"] == 3 * 5
+    assert "hector_programs" not in results["pyg-trim"]["compiled"]
+
+
+def test_trimmed_inputs_give_the_reference_logits_of_the_whole_batch(tmp_path):
+    """pyg_inputs(trim=True) orders nodes and edges by hop with PyG's per-hop counts, so
+    trim_to_layer leaves the seeds' logits as the whole batch gives them."""
+    import torch
+
+    from hector.data.loader import NeighborLoader
+    from hector_bench import mlperf_rgat
+
+    ds = minibatch.cached_dataset("synthetic:igbh-tiny", 0.002, str(tmp_path / "c"))
+    store = minibatch.feature_store(ds, str(tmp_path / "c"), 8, 5, 0, "float16")
+    loader = NeighborLoader(ds, [3, 2, 2], input_nodes="paper", batch_size=8, features=store)
+    _, pyg = mlperf_rgat.build_models(ds, 8, 8, 5, 2, 0)
+    pyg.eval()
+    batch = loader.sample(loader.seeds[:8], index=0)
+    with torch.no_grad():
+        whole = pyg(batch)
+        pyg.trim = True
+        trimmed = pyg(batch)
+    assert whole.shape == trimmed.shape == (8, 5)
+    assert (whole - trimmed).abs().max().item() < 1e-5
+    _, _, edges, nodes = mlperf_rgat.pyg_inputs(batch, *ds.metadata(), 3, True)
+    assert all(len(v) == 4 for v in nodes.values())
+    assert all(len(v) == 3 for v in edges.values())
+    assert sum(map(sum, nodes.values())) == batch.num_nodes
+    assert sum(map(sum, edges.values())) == batch.num_edges
