@@ -115,15 +115,16 @@ def store_bandwidth(store: Any) -> tuple[float, float]:
         folder = user_cache_dir(BANDWIDTH_CACHE)
         fd = open_private_file(folder, name, os.O_RDONLY)
         with os.fdopen(fd, "rb") as f:
-            write, read = (float(json.loads(f.read())[k]) for k in ("write", "read"))
+            record = json.loads(f.read())
+        write, read = float(record["write"]), float(record["read"])
         if write > 0 and read > 0 and math.isfinite(write + read):
             return write, read
     except (OSError, ValueError, KeyError, TypeError):
         pass
     write, read = _probe(store)
     with contextlib.suppress(OSError):
-        record = json.dumps({"write": write, "read": read}).encode()
-        write_private_file(user_cache_dir(BANDWIDTH_CACHE), name, record)
+        data = json.dumps({"write": write, "read": read}).encode()
+        write_private_file(user_cache_dir(BANDWIDTH_CACHE), name, data)
     return write, read
 
 
