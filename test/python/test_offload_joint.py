@@ -30,6 +30,7 @@ from hector.offload import Plan, joint_plan
 from hector.offload.joint import JointBackend
 from hector.offload.joint_ops import tickets
 from hector.offload.joint_plan import plan, store_bandwidth
+from hector.runtime import libc_heap
 from hector.tools.opt import main as hector_opt
 
 BANDWIDTH = {"write_bandwidth": 1e9, "read_bandwidth": 1e9}  # no measurement in tests
@@ -226,6 +227,15 @@ print("placement.saved" in text, "hector.passes.plan_offload" in sys.modules)
     ).stdout.split("\n")
     assert out[0] == "[]"
     assert out[1] == "True True"
+
+
+def test_cpu_budget_compile_fixes_the_mmap_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Freed activations go back to the system (glibc's mmap threshold is fixed, as the eager
+    cache's host policy does) as soon as a CPU graph is planned."""
+    calls: list[bool] = []
+    monkeypatch.setattr(libc_heap, "fix_mmap_threshold", lambda: calls.append(True))
+    _step(_mlp(), _joint(1.0))
+    assert calls
 
 
 def test_store_bandwidth_is_measured_once_then_read_from_the_cache(
