@@ -9,11 +9,12 @@ produced in the forward (not graph inputs: parameters, the batch), dense and con
 also a forward output, of ``threshold`` bytes or more. The others are always kept.
 
 :func:`plan` runs the eager planner's budget rule on them — each eligible saved value is one
-"scope" of :meth:`hector.offload.plan.Plan.from_measurements` (forward order, the measured or
-given store bandwidths; :func:`~hector.passes.offload_model.plan_within_budget`) — so the
-decisions are ``placement`` IR, then names each value with ``placement.saved`` (its index
-among the saved outputs and its bytes) and gives CUDA offloads the ``pinned_host`` target.
-:class:`JointPlan` is that IR, read back, with the report :meth:`JointPlan.explain` prints.
+scope of :func:`~hector.passes.offload_model.plan_within_budget` (forward order, the measured
+or given store bandwidths). :class:`JointPlan` holds the decisions, the report
+:meth:`JointPlan.explain` prints and, built when first read, their ``placement`` IR
+(:attr:`JointPlan.text`: the module of :meth:`hector.offload.plan.Plan.from_measurements`,
+each value named with ``placement.saved`` — its index among the saved outputs and its bytes —
+and CUDA offloads given the ``pinned_host`` target).
 """
 
 from __future__ import annotations
