@@ -190,7 +190,8 @@ class JointBackend:
         ahead: how many saved values (in the backward's order of first use) before its own
             a value's read starts.
         write_bandwidth, read_bandwidth: the offload tier's bytes/s for the planner (None:
-            measured once per process).
+            on CPU the store's, from Hector's private cache or measured once and kept there
+            (:func:`~.joint_plan.store_bandwidth`); on CUDA measured once per process).
     """
 
     def __init__(
