@@ -7,11 +7,14 @@ Trains a pre-norm ``nn.TransformerEncoder`` language model (``--layers`` 4, ``--
 its own process, every system compiled by Inductor:
 
 * ``keep-all``: ``torch.compile(model)``;
+* ``keep-all-mmap``: the same with glibc's mmap threshold fixed first (what Hector's budget
+  path does on CPU: :func:`hector.runtime.libc_heap.fix_mmap_threshold`), so the allocator's
+  part of the budget path's peak is told apart from its offloading;
 * ``torch-budget-0.5``: the same with ``torch._functorch.config.activation_memory_budget = 0.5``
   (the partitioner recomputes instead of saving);
-* ``hector-1.0`` / ``hector-0.5`` / ``hector-0.25``: ``torch.compile(model, backend="hector",
-  options={"memory_budget": b})``: each saved value kept or offloaded to the SSD store
-  (:mod:`hector.offload.joint`).
+* ``hector-1.0`` / ``hector-0.75`` / ``hector-0.5`` / ``hector-0.25``:
+  ``torch.compile(model, backend="hector", options={"memory_budget": b})``: each saved value
+  kept or offloaded to the SSD store (:mod:`hector.offload.joint`).
 
 Per system: the median step time of the steps after the first two, the first step (compile
 included), the real peak (the process's ``VmHWM`` over every step, the first included, above
@@ -37,7 +40,15 @@ from . import _common
 #: plan is made while partitioning), so the real peak of each includes its compilation.
 NO_COMPILE_CACHE = {"TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
 
-SYSTEMS = ("keep-all", "torch-budget-0.5", "hector-1.0", "hector-0.5", "hector-0.25")
+SYSTEMS = (
+    "keep-all",
+    "keep-all-mmap",
+    "torch-budget-0.5",
+    "hector-1.0",
+    "hector-0.75",
+    "hector-0.5",
+    "hector-0.25",
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -83,6 +94,11 @@ def _compiled(system: str, model: Any) -> tuple[Any, Any]:
     import torch
 
     if system == "keep-all":
+        return torch.compile(model), None
+    if system == "keep-all-mmap":
+        from hector.runtime import libc_heap
+
+        libc_heap.fix_mmap_threshold()
         return torch.compile(model), None
     if system == "torch-budget-0.5":
         torch._functorch.config.activation_memory_budget = 0.5

@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
+import subprocess
 import sys
+import weakref
 from contextlib import redirect_stdout
+from pathlib import Path
 
 import pytest
 import torch
@@ -22,10 +26,11 @@ from torch import nn
 from torch._dynamo.utils import counters
 
 from hector.dynamo.backend import HectorBackend
-from hector.offload import Plan
+from hector.offload import Plan, joint_plan
 from hector.offload.joint import JointBackend
 from hector.offload.joint_ops import tickets
-from hector.offload.joint_plan import plan
+from hector.offload.joint_plan import plan, store_bandwidth
+from hector.runtime import libc_heap
 from hector.tools.opt import main as hector_opt
 
 BANDWIDTH = {"write_bandwidth": 1e9, "read_bandwidth": 1e9}  # no measurement in tests
@@ -166,6 +171,92 @@ def test_permuted_value_comes_back_with_its_strides() -> None:
     assert y.stride() == x.stride()
     assert torch.equal(y, x)
     assert y.data_ptr() != x.data_ptr()
+
+
+def test_offloaded_values_are_released_while_the_forward_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each offloaded value's storage dies once its write is done (its wait, before the
+    value after the next one is put): neither the ticket nor the compiled forward holds it
+    until the graph returns."""
+    joint_tickets = type(tickets())
+    put = joint_tickets.put
+    refs: list[weakref.ref[torch.Tensor]] = []
+    alive_at_put: list[list[bool]] = []
+
+    def recording_put(self: object, x: torch.Tensor, target: str) -> int:
+        alive_at_put.append([r() is not None for r in refs])
+        number = put(self, x, target)  # type: ignore[arg-type]
+        refs.append(weakref.ref(x))
+        return number
+
+    monkeypatch.setattr(joint_tickets, "put", recording_put)
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(256, 256), nn.ReLU()) for _ in range(4)])
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=_joint(0.05), fullgraph=True)
+    out = compiled(torch.randn(64, 256)).square().sum()
+    assert len(refs) >= 3
+    for n, alive in enumerate(alive_at_put):
+        assert not any(alive[: max(n - 1, 0)]), f"values put before {n - 1} still alive: {alive}"
+    assert [r() is None for r in refs] == [True] * len(refs)  # none held for backward
+    out.backward()
+    assert tickets().stats()["outstanding"] == 0
+
+
+def test_budget_path_imports_no_gnn_importer_and_builds_no_ir(tmp_path: Path) -> None:
+    """A ``memory_budget`` compile imports neither torch-mlir's importer nor the placement
+    pass machinery; the plan's IR is built when :attr:`JointPlan.text` is read."""
+    code = """
+import sys, torch
+from torch import nn
+from hector.dynamo.backend import HectorBackend
+b = HectorBackend(memory_budget=0.25, compute="eager", offload_threshold=1024)
+m = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 8))
+c = torch.compile(m, backend=b, fullgraph=True)
+c(torch.randn(32, 64)).sum().backward()
+(plan,) = b.joint.plans
+assert plan.offloaded_bytes > 0
+heavy = ("hector.frontends.importer", "torch_mlir", "hector.passes.plan_offload")
+print([m for m in heavy if m in sys.modules])
+text = plan.text
+print("placement.saved" in text, "hector.passes.plan_offload" in sys.modules)
+"""
+    env = {**os.environ, "HECTOR_CACHE_DIR": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    ).stdout.split("\n")
+    assert out[0] == "[]"
+    assert out[1] == "True True"
+
+
+def test_cpu_budget_compile_fixes_the_mmap_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Freed activations go back to the system (glibc's mmap threshold is fixed, as the eager
+    cache's host policy does) as soon as a CPU graph is planned."""
+    calls: list[bool] = []
+    monkeypatch.setattr(libc_heap, "fix_mmap_threshold", lambda: calls.append(True))
+    _step(_mlp(), _joint(1.0))
+    assert calls
+
+
+def test_store_bandwidth_is_measured_once_then_read_from_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HECTOR_CACHE_DIR", str(tmp_path))
+    store = tickets().store
+    write, read = store_bandwidth(store)  # measured by the probe, then kept
+    assert write > 0
+    assert read > 0
+    (kept,) = (tmp_path / joint_plan.BANDWIDTH_CACHE).iterdir()
+
+    def no_probe(_store: object) -> tuple[float, float]:
+        raise AssertionError("probed again")
+
+    monkeypatch.setattr(joint_plan, "_probe", no_probe)
+    assert store_bandwidth(store) == (write, read)
+    kept.write_text('{"write": -1}')  # unreadable figures are measured again
+    monkeypatch.setattr(joint_plan, "_probe", lambda _store: (2.0, 3.0))
+    assert store_bandwidth(store) == (2.0, 3.0)
+    assert store_bandwidth(store) == (2.0, 3.0)
 
 
 def test_bad_options_are_refused() -> None:

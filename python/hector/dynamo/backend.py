@@ -54,13 +54,13 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..data.graph import HeteroGraph
 from ..frontends.graph_cache import graph_builds, graph_for
-from ..frontends.importer import ImportedModel, ImportError_, import_function
 from . import (
     pyg_bases,  # noqa: F401  (registers to_hetero_with_bases' HeteroBasisConv route)
     pyg_hetero_call,  # noqa: F401  (registers HeteroConv's route with pyg_route)
@@ -68,7 +68,19 @@ from . import (
     pyg_to_hetero,  # noqa: F401  (routes to_hetero models' layers to pyg_hetero's programs)
 )
 
+if TYPE_CHECKING:
+    from ..frontends.importer import ImportedModel
+
 log = logging.getLogger("hector.dynamo.backend")
+
+
+def _importer() -> ModuleType:
+    """:mod:`hector.frontends.importer` (torch-mlir's FX importer and the GNN compiler stack),
+    imported on first need: a ``memory_budget`` compile never needs it."""
+    from ..frontends import importer
+
+    return importer
+
 
 _OPTIONS: dict[str, Any] = {
     "unraised": "linalg",
@@ -229,7 +241,7 @@ class CapturedGraph:
             return self._fallback(args)
         try:
             graph, order = self._graph(args)
-        except (ValueError, ImportError_) as err:
+        except (ValueError, _importer().ImportError_) as err:
             return self._refuse(args, f"graph inputs do not form a graph: {err}")
         key = _shape_key(args) + (graph.num_nodes, graph.num_etypes)
         spec = self.specializations.get(key)
@@ -277,7 +289,7 @@ class CapturedGraph:
         et = args[b.edge_type] if b.edge_type is not None else None
         rows = {int(args[i].shape[0]) for i in b.node_inputs}
         if len(rows) != 1:
-            raise ImportError_(f"node inputs have different row counts {sorted(rows)}")
+            raise _importer().ImportError_(f"node inputs have different row counts {sorted(rows)}")
         return graph_for(ei, et, rows.pop())
 
     def _specialize(
@@ -333,7 +345,7 @@ class CapturedGraph:
             if pos is not None:
                 roles[tensor_pos.index(pos)] = role
         function = _Positional(self.gm, list(args))
-        imported = import_function(
+        imported = _importer().import_function(
             function,
             [args[i] for i in tensor_pos],
             roles,
@@ -629,7 +641,7 @@ class HectorBackend:
             args = [_concrete(e) for e in example_inputs]
             try:
                 graph, order = cg._graph(args)
-            except (ValueError, ImportError_) as err:
+            except (ValueError, _importer().ImportError_) as err:
                 cg.reason = f"graph inputs do not form a graph: {err}"
             else:
                 key = _shape_key(args) + (graph.num_nodes, graph.num_etypes)

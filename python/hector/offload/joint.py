@@ -36,6 +36,8 @@ from torch import fx
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 from torch._inductor.custom_graph_pass import CustomPartitionerFn
 
+from hector.runtime import libc_heap
+
 from . import joint_ops
 from .joint_plan import CostModel, JointPlan, SavedValue, plan, saved_values
 
@@ -157,6 +159,10 @@ class _Partitioner(CustomPartitionerFn):
         b = self.backend
         n_out = int(kwargs["num_fwd_outputs"])
         device = _device_of(fw)
+        if device.type == "cpu":
+            # Large blocks unmapped when freed (as the eager cache's host policy does): glibc
+            # would otherwise keep a freed activation's pages in its heap, resident.
+            libc_heap.fix_mmap_threshold()
         cost = CostModel.for_device(device, b.write_bandwidth, b.read_bandwidth)
         target = "pinned_host" if device.type == "cuda" else "ssd"
         saved = saved_values(fw, bw, n_out, cost, b.threshold)
@@ -184,7 +190,8 @@ class JointBackend:
         ahead: how many saved values (in the backward's order of first use) before its own
             a value's read starts.
         write_bandwidth, read_bandwidth: the offload tier's bytes/s for the planner (None:
-            measured once per process).
+            on CPU the store's, from Hector's private cache or measured once and kept there
+            (:func:`~.joint_plan.store_bandwidth`); on CUDA measured once per process).
     """
 
     def __init__(

@@ -9,16 +9,22 @@ produced in the forward (not graph inputs: parameters, the batch), dense and con
 also a forward output, of ``threshold`` bytes or more. The others are always kept.
 
 :func:`plan` runs the eager planner's budget rule on them — each eligible saved value is one
-"scope" of :meth:`hector.offload.plan.Plan.from_measurements` (forward order, the measured or
-given store bandwidths; :func:`~hector.passes.offload_model.plan_within_budget`) — so the
-decisions are ``placement`` IR, then names each value with ``placement.saved`` (its index
-among the saved outputs and its bytes) and gives CUDA offloads the ``pinned_host`` target.
-:class:`JointPlan` is that IR, read back, with the report :meth:`JointPlan.explain` prints.
+scope of :func:`~hector.passes.offload_model.plan_within_budget` (forward order, the measured
+or given store bandwidths). :class:`JointPlan` holds the decisions, the report
+:meth:`JointPlan.explain` prints and, built when first read, their ``placement`` IR
+(:attr:`JointPlan.text`: the module of :meth:`hector.offload.plan.Plan.from_measurements`,
+each value named with ``placement.saved`` — its index among the saved outputs and its bytes —
+and CUDA offloads given the ``pinned_host`` target).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
+import math
+import mmap
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,8 +32,9 @@ from typing import Any
 import torch
 from torch import fx
 
+from hector.passes.offload_model import plan_within_budget, simulate_step
+
 from .joint_ops import dense
-from .plan import Plan
 
 __all__ = ["CostModel", "JointPlan", "SavedValue", "plan", "saved_values"]
 
@@ -70,10 +77,17 @@ class CostModel:
         return max(flops / self.flops, moved / self.memory) * 1e9
 
 
+#: The CPU probe: bytes written and read back through the store, in this many objects.
+PROBE_BYTES, PROBE_PIECES = 4 << 20, 4
+#: Where measured store bandwidths are kept between processes (Hector's private cache).
+BANDWIDTH_CACHE = "joint-bandwidth"
+
+
 @functools.cache
 def measured_bandwidth(device_type: str) -> tuple[float, float]:
-    """Write and read bandwidth (bytes/s) of the tier offloads go to, measured once per
-    process: the SSD store (CPU, 16 MiB in 8 objects) or pinned host copies (CUDA, 64 MiB)."""
+    """Write and read bandwidth (bytes/s) of the tier offloads go to, once per process: the
+    SSD store's (CPU), read from Hector's private cache (:func:`store_bandwidth`), or pinned
+    host copies (CUDA, a 64 MiB copy)."""
     if device_type == "cuda":
         x = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
         host = torch.empty_like(x, device="cpu").pin_memory()
@@ -85,9 +99,49 @@ def measured_bandwidth(device_type: str) -> tuple[float, float]:
         rate = x.numel() / max(start.elapsed_time(end) * 1e-3, 1e-9)
         return rate, rate
     from .joint_ops import tickets
-    from .plan import measure_store_bandwidth
 
-    return measure_store_bandwidth(tickets().store, 16 << 20, 8)
+    return store_bandwidth(tickets().store)
+
+
+def store_bandwidth(store: Any) -> tuple[float, float]:
+    """``store``'s write and read bandwidth (bytes/s): the figures kept in Hector's private
+    cache directory (``joint-bandwidth``, one file per filesystem and I/O mode of the store's
+    root) if there are any, else measured (:data:`PROBE_BYTES` in :data:`PROBE_PIECES`
+    objects, in anonymous mappings handed back to the system as the probe ends, so the heap
+    the training uses does not grow) and kept there."""
+    from hector.runtime.private_dir import open_private_file, user_cache_dir, write_private_file
+
+    name = f"store-{os.stat(store.root).st_dev}-{'direct' if store.direct else 'buffered'}.json"
+    try:
+        folder = user_cache_dir(BANDWIDTH_CACHE)
+        fd = open_private_file(folder, name, os.O_RDONLY)
+        with os.fdopen(fd, "rb") as f:
+            record = json.loads(f.read())
+        write, read = float(record["write"]), float(record["read"])
+        if write > 0 and read > 0 and math.isfinite(write + read):
+            return write, read
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    write, read = _probe(store)
+    with contextlib.suppress(OSError):
+        data = json.dumps({"write": write, "read": read}).encode()
+        write_private_file(user_cache_dir(BANDWIDTH_CACHE), name, data)
+    return write, read
+
+
+def _probe(store: Any) -> tuple[float, float]:
+    import numpy as np
+
+    from hector.runtime.bandwidth import StorePieces, measure
+
+    size = PROBE_BYTES // PROBE_PIECES
+    maps = [mmap.mmap(-1, size) for _ in range(PROBE_PIECES)]
+    pieces = [np.frombuffer(m, dtype=np.uint8) for m in maps]
+    for i, p in enumerate(pieces):
+        p.fill(i + 1)
+    measured = measure(StorePieces(store, pieces))
+    del pieces, maps  # unmapped as the last reference goes
+    return measured.write, measured.read
 
 
 def _bytes(val: Any) -> int:
@@ -209,7 +263,6 @@ class JointPlan:
     Attributes:
         saved: every saved value, with its decision.
         budget_bytes: the saved bytes the plan was made to hold (``memory_budget`` of them).
-        text: the ``placement`` IR of the decisions (the eligible values).
         cost: the rates it was planned with.
         target: where offloads go (``"ssd"`` on CPU, ``"pinned_host"`` on CUDA).
         modelled_peak: the saved bytes the budget rule models at the step's peak.
@@ -218,17 +271,49 @@ class JointPlan:
             recomputation of cheap ops, the same as in the keep-all compile).
         code: the forward and backward graphs' Python code once lowered (the runtime ops
             are calls of ``torch.ops.hector.offload_*``).
+        unscoped: saved bytes outside every candidate (kept), as the budget rule counted them.
+        ahead: the read-ahead the plan was made with.
     """
 
     saved: list[SavedValue]
     budget_bytes: int
-    text: str
     cost: CostModel
     target: str
     modelled_peak: int = 0
     modelled_overhead: float = 0.0
     recomputed: list[str] = field(default_factory=list)
     code: tuple[str, str] = ("", "")
+    unscoped: int = 0
+    ahead: int = 1
+    _text: str | None = field(default=None, repr=False)
+
+    @property
+    def text(self) -> str:
+        """The ``placement`` IR of the decisions (the eligible values; empty when none is),
+        built on first use: the planner's module (:meth:`Plan.from_measurements`, the same
+        budget rule on the same numbers) with a ``placement.saved`` op per value."""
+        if self._text is None:
+            self._text = self._build_text()
+        return self._text
+
+    def _build_text(self) -> str:
+        from .plan import Plan
+
+        candidates = [s for s in self.saved if s.eligible is None]
+        if not candidates:
+            return ""
+        made = Plan.from_measurements(
+            [_Scope(s.name, int(s.forward_ns), s.nbytes) for s in candidates],
+            [s.backward_ns for s in candidates],
+            self.cost.write_bandwidth,
+            self.cost.read_bandwidth,
+            memory_budget=max(self.budget_bytes, 1),
+            unscoped=self.unscoped,
+            ahead=self.ahead,
+            recompute=False,
+        )
+        assert made.decisions == {s.name: s.decision for s in candidates}
+        return _named_ir(made.text, candidates, self.target)
 
     @property
     def saved_bytes(self) -> int:
@@ -280,29 +365,30 @@ def plan(
     saved: list[SavedValue], memory_budget: float, cost: CostModel, target: str, ahead: int = 1
 ) -> JointPlan:
     """Decide keep or offload for each saved value so the saved bytes held fit
-    ``memory_budget`` (a fraction of all saved bytes if at most 1, else bytes)."""
+    ``memory_budget`` (a fraction of all saved bytes if at most 1, else bytes).
+
+    The budget rule runs on plain numbers (:func:`plan_within_budget`); the ``placement`` IR
+    of its decisions is built only when :attr:`JointPlan.text` is read, so a compile imports
+    no MLIR pass machinery unless someone asks for the IR."""
     total = sum(s.nbytes for s in saved if s.eligible != GRAPH_INPUT)
     budget = int(memory_budget * total) if memory_budget <= 1 else int(memory_budget)
     candidates = [s for s in saved if s.eligible is None]
     unscoped = total - sum(s.nbytes for s in candidates)
     if not candidates:
-        return JointPlan(saved, budget, "", cost, target, total)
-    scopes = [_Scope(s.name, int(s.forward_ns), s.nbytes) for s in candidates]
-    made = Plan.from_measurements(
-        scopes,
-        [s.backward_ns for s in candidates],
-        cost.write_bandwidth,
-        cost.read_bandwidth,
-        memory_budget=max(budget, 1),
-        unscoped=unscoped,
-        ahead=ahead,
-        recompute=False,
+        return JointPlan(saved, budget, cost, target, total)
+    forward = [float(int(s.forward_ns)) for s in candidates]
+    backward = [s.backward_ns for s in candidates]
+    nbytes = [s.nbytes for s in candidates]
+    bandwidths = (cost.write_bandwidth, cost.read_bandwidth)
+    made = plan_within_budget(
+        forward, backward, nbytes, *bandwidths, max(budget, 1), unscoped=unscoped, ahead=ahead
     )
-    for s in candidates:
-        s.decision = made.decisions[s.name]
-    text = _named_ir(made.text, candidates, target)
-    overhead = made.modelled_overhead or 0.0
-    return JointPlan(saved, budget, text, cost, target, made.modelled_peak or 0, overhead)
+    for s, decision in zip(candidates, made.decisions, strict=True):
+        s.decision = decision
+    model = simulate_step(forward, backward, nbytes, made.decisions, *bandwidths, ahead)
+    joint = JointPlan(saved, budget, cost, target, made.peak_bytes, model.overhead)
+    joint.unscoped, joint.ahead = unscoped, ahead
+    return joint
 
 
 @dataclass(frozen=True)
