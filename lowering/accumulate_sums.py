@@ -27,10 +27,10 @@ The rewrite holds when
   touches it.
 
 Anything else is left as it is. The rewrite holds on every back end (a reducing template adds
-onto what its output holds on each), after ``convert-hector-inter-to-intra``. It is not in the
-default ``intra`` stage (``lowering/pipelines.py``): the two buffers it saves lower the
-backward's peak memory, and with it what the host memory cache keeps idle, which then resizes a
-block every training step (figures: ``docs/optimizations.md``, "hector-accumulate-sums").
+onto what its output holds on each), after ``convert-hector-inter-to-intra``, in the default
+``intra`` stage (``lowering/pipelines.py``). The two buffers it saves lower the backward's peak
+memory, so the next forward's requests are served by splitting larger idle blocks of the host
+memory cache (figures: ``docs/optimizations.md``, "hector-accumulate-sums").
 """
 
 from __future__ import annotations

@@ -161,10 +161,10 @@ def _fixed(pipeline: str) -> Callable[[LoweringParams], str]:
     return lambda _params: pipeline
 
 
-# hector-accumulate-sums is not in this stage: it lowers the backward's peak memory, and with it
-# the host memory cache's allowance, which then resizes blocks every step (docs/optimizations.md).
 INTRA = Stage(
-    "intra", "GEMM/traversal templates on memrefs", _fixed("convert-hector-inter-to-intra")
+    "intra",
+    "GEMM/traversal templates on memrefs",
+    _fixed("convert-hector-inter-to-intra, hector-accumulate-sums"),
 )
 SCHEDULE = Stage(
     "schedule",

@@ -5,7 +5,8 @@ and ``memref.dealloc`` become calls of the cache's entry points, :func:`engine_s
 compiled functions' results are arrays over cache blocks (:func:`empty`). A block freed at the
 end of one training step is then handed to the next step's request of about its size instead
 of going back to the kernel and faulting every page in again; a request no idle block is about
-the size of resizes one (``mremap``: the pages it holds stay resident, only growth is new).
+the size of splits a larger one (its tail stays idle) or grows one (``mremap``: the pages it
+holds stay resident, only growth idle blocks cannot cover is new).
 
 The cache never holds the process above the peak plain ``malloc``/``free`` would reach: it
 releases idle blocks worth a block's growth before it grows one. It does keep idle blocks between

@@ -99,52 +99,89 @@ struct Cache {
   // mapping a fresh one: pages resident in idle blocks stay resident, so a step whose phases
   // ask for blocks of sizes that alternate (a forward's [N, out] buffers, a backward's
   // [N, in]) faults in nothing again once idle memory covers the request. The smallest larger
-  // block shrinks to the request (its tail unmapped); else the largest grows, and pages of the
-  // other idle blocks are moved into its growth; only what idle memory cannot cover is new.
-  // Idle bytes shrink by what the block gains, as on a miss, so resident memory stays under
-  // what malloc and free would have held.
+  // block is split: its head serves the request and its tail stays idle (resident, ready for
+  // the next request or the next growth; a tail under HECTOR_HOST_CACHE_MIN_BYTES, which no
+  // request would fit, is unmapped), so a step whose forward splits a block its backward grew
+  // back maps nothing. Else the largest grows, and pages of the other idle blocks are moved
+  // into its growth; only what idle memory cannot cover is new. Live plus idle bytes never
+  // grow but by what is newly mapped when nothing idle is left, so resident memory stays under
+  // the peak malloc and free would have reached.
   void* resize(std::multimap<uint64_t, void*>::iterator victim, uint64_t needed) {
     uint64_t old = victim->first;
-    void* block = victim->second;
+    char* block = static_cast<char*>(victim->second);
     idle.erase(victim);
     stat(HECTOR_HOST_STAT_IDLE_BYTES) -= static_cast<int64_t>(old);
-    void* moved = mremap(block, old, needed, MREMAP_MAYMOVE);
-    if (moved == MAP_FAILED) {  // (out of address space): unmap it and map a fresh block
+    if (old > needed) return split(block, old, needed);
+    // The grown block is a fresh range (mapped, not touched: no page is resident yet) that the
+    // old block's pages and then other idle blocks' pages are moved into; the rest faults in.
+    char* grown = static_cast<char*>(map_block(needed));
+    if (grown == nullptr) {  // (out of address space): unmap it and map a fresh block
       munmap(block, old);
       stat(HECTOR_HOST_STAT_RELEASED_BYTES) += static_cast<int64_t>(old);
-      release(needed > old ? needed - old : 0);
-      moved = map_block(needed);
-      if (moved == nullptr) return nullptr;
+      release(needed - old);
+      void* fresh = map_block(needed);
+      if (fresh == nullptr) return nullptr;
       stat(HECTOR_HOST_STAT_MISSES) += 1;
       stat(HECTOR_HOST_STAT_MAPPED_BYTES) += static_cast<int64_t>(needed);
-      return moved;
+      return fresh;
     }
     stat(HECTOR_HOST_STAT_RESIZED) += 1;
-    if (old > needed) {
-      stat(HECTOR_HOST_STAT_RELEASED_BYTES) += static_cast<int64_t>(old - needed);
-      return moved;
+    uint64_t moved = move_pages(block, grown, old);
+    stat(HECTOR_HOST_STAT_RELEASED_BYTES) += static_cast<int64_t>(old - moved);
+    moved += fill(grown, old, needed);
+    stat(HECTOR_HOST_STAT_MAPPED_BYTES) += static_cast<int64_t>(needed - moved);
+    return grown;
+  }
+
+  // Moves the pages of [src, src + len) onto [dst, dst + len) (mremap moves page tables, not
+  // data). A block made of pieces of other blocks spans several mappings, which one mremap
+  // refuses: such a range moves half by half. Returns the bytes moved; a page that cannot be
+  // moved is unmapped (its part of dst faults in fresh).
+  static uint64_t move_pages(char* src, char* dst, uint64_t len) {
+    if (mremap(src, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst) != MAP_FAILED) return len;
+    if (len <= kPage) {
+      munmap(src, len);
+      return 0;
     }
-    uint64_t filled = fill(static_cast<char*>(moved), old, needed);
-    stat(HECTOR_HOST_STAT_MAPPED_BYTES) += static_cast<int64_t>(needed - filled);
-    return moved;
+    uint64_t half = len / 2 / kPage * kPage;
+    return move_pages(src, dst, half) + move_pages(src + half, dst + half, len - half);
+  }
+
+  // Hands out the first `needed` bytes of the idle block [block, block + old) and keeps the
+  // rest idle (no system call: the block is pages of one mapping, which later calls may unmap
+  // or remap piece by piece); a tail too small for any request is unmapped.
+  void* split(void* block, uint64_t old, uint64_t needed) {
+    char* tail = static_cast<char*>(block) + needed;
+    uint64_t rest = old - needed;
+    stat(HECTOR_HOST_STAT_RESIZED) += 1;
+    if (rest >= HECTOR_HOST_CACHE_MIN_BYTES) {
+      idle.emplace(rest, tail);
+      stat(HECTOR_HOST_STAT_IDLE_BYTES) += static_cast<int64_t>(rest);
+    } else {
+      munmap(tail, rest);
+      stat(HECTOR_HOST_STAT_RELEASED_BYTES) += static_cast<int64_t>(rest);
+    }
+    return block;
   }
 
   // Moves pages of idle blocks into [block + filled, block + needed) (largest block first; a
-  // block only partly needed keeps its rest idle); returns how far the range is now filled.
+  // block only partly needed keeps its rest idle); returns how many bytes were moved in.
   uint64_t fill(char* block, uint64_t filled, uint64_t needed) {
+    uint64_t moved = 0;
     while (filled < needed && !idle.empty()) {
       auto donor = std::prev(idle.end());
       uint64_t size = donor->first;
       char* pages = static_cast<char*>(donor->second);
       uint64_t take = size < needed - filled ? size : needed - filled;
-      void* at = mremap(pages, take, take, MREMAP_MAYMOVE | MREMAP_FIXED, block + filled);
-      if (at == MAP_FAILED) break;  // the rest of the range faults in fresh
       idle.erase(donor);
       if (size > take) idle.emplace(size - take, pages + take);
       stat(HECTOR_HOST_STAT_IDLE_BYTES) -= static_cast<int64_t>(take);
+      uint64_t got = move_pages(pages, block + filled, take);
+      stat(HECTOR_HOST_STAT_RELEASED_BYTES) += static_cast<int64_t>(take - got);
+      moved += got;
       filled += take;
     }
-    return filled;
+    return moved;
   }
 
   // True when `ptr` was one of the cache's blocks (now idle, or released past the limit).

@@ -121,9 +121,10 @@ def test_compiled_kernel_is_cached() -> None:
 def test_input_gradient_summed_in_place_matches_pyg(
     order: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With ``hector-accumulate-sums`` after the intra conversion (not in the default stage:
-    docs/optimizations.md), the input gradient's two parts are written into the gradient itself
-    — no ``add`` template in the backward — on both aggregation orders, and match PyG's."""
+    """With ``hector-accumulate-sums`` after the intra conversion (named here, so the test
+    holds whatever the default stage runs), the input gradient's two parts are written into
+    the gradient itself — no ``add`` template in the backward — on both aggregation orders,
+    and match PyG's."""
     from hector.lowering import pipelines
 
     stages = pipelines.TARGET_STAGES["cpu"]

@@ -8,16 +8,18 @@
  * (best fit, at most a quarter larger than asked), like a GPU caching allocator does.
  *
  * A request no idle block is about the size of is served by remapping idle blocks (mremap
- * moves page tables, not data): the smallest larger block shrinks to it, else the largest
- * grows and pages of the other idle blocks are moved into its growth, so pages resident in
- * idle blocks stay resident and only what idle memory cannot cover is faulted in (a training
- * step's forward and backward ask for blocks of different sizes in turn). A new block is
- * mapped only when nothing is idle.
+ * moves page tables, not data): the smallest larger block is split, its head serving the
+ * request and its tail staying idle (unmapped only when under HECTOR_HOST_CACHE_MIN_BYTES),
+ * else the largest grows and pages of the other idle blocks are moved into its growth, so
+ * pages resident in idle blocks stay resident and only what idle memory cannot cover is
+ * faulted in (a training step's forward and backward ask for blocks of different sizes in
+ * turn: once warm, a step maps nothing). A new block is mapped only when nothing is idle.
  *
  * It never raises the process's peak: a block gains only pages taken from idle blocks, or new
- * ones when no idle block is left, and a block handed to a smaller request than it held gives
- * the pages past that request back (madvise, or unmapped when it shrinks), so resident memory
- * is never above what plain malloc and free would have held, only kept between steps. Blocks are whole pages,
+ * ones when no idle block is left, a split keeps live plus idle bytes as they were, and a block
+ * handed whole to a smaller request than it held gives the pages past that request back
+ * (madvise), so resident memory is never above the peak plain malloc and free would have
+ * reached, only kept between steps. Blocks are whole pages,
  * without transparent huge pages (which would make a partly written block fully resident).
  * Idle blocks beyond the cache limit are released at free. Thread-safe; every call is
  * O(log blocks).
