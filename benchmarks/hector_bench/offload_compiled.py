@@ -53,11 +53,11 @@ SYSTEMS = (
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of the compiled-offload benchmark."""
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--width", type=int, default=512)
-    p.add_argument("--seq", type=int, default=512)
-    p.add_argument("--batch", type=int, default=2)
-    p.add_argument("--steps", type=int, default=6, help="training steps, the first compiles")
+    p.add_argument("--layers", type=_args.LAYERS, default=4)
+    p.add_argument("--width", type=_args.WIDTH, default=512)
+    p.add_argument("--seq", type=_args.SEQ, default=512)
+    p.add_argument("--batch", type=_args.BATCH, default=2)
+    p.add_argument("--steps", type=_args.RUNS, default=6, help="training steps, the first compiles")
     p.add_argument("--threads", type=_args.THREADS_OR_AUTO, default=0, help="0: torch's default")
     p.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
     p.add_argument(

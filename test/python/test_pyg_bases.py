@@ -18,37 +18,13 @@ import pytest
 import torch
 import torch._dynamo
 from test_pyg_route_configs import _fresh_dynamo  # noqa: F401  (autouse: Dynamo reset per test)
+from test_pyg_to_hetero import METADATA, RELATIONS, TOL, _batch
 from torch._dynamo.utils import counters
 from torch_geometric.nn import GINConv, GraphConv, SAGEConv, to_hetero_with_bases
 
 import hector
 from hector.dynamo import pyg_route
 from hector.dynamo.backend import HectorBackend
-
-TOL = 1e-5
-SIZES = {"paper": 11, "author": 7, "institute": 4}
-WIDTHS = {"paper": 6, "author": 3, "institute": 5}
-RELATIONS = [
-    ("paper", "cites", "paper"),
-    ("author", "writes", "paper"),
-    ("paper", "rev_writes", "author"),
-    ("author", "affiliated", "institute"),
-    ("institute", "employs", "author"),
-]
-METADATA = (list(SIZES), RELATIONS)
-
-
-def _batch(seed: int = 0, scale: int = 1) -> tuple[dict[str, Any], dict[Any, torch.Tensor]]:
-    """Features and edges; ``("institute", "employs", "author")`` without edges."""
-    gen = torch.Generator().manual_seed(seed)
-    sizes = {t: n * scale for t, n in SIZES.items()}
-    x = {t: torch.randn(n, WIDTHS[t], generator=gen) for t, n in sizes.items()}
-    ei = {}
-    for s, r, d in RELATIONS:
-        per = 0 if r == "employs" else 15 * scale
-        src = torch.randint(sizes[s], (per,), generator=gen)
-        ei[(s, r, d)] = torch.stack([src, torch.randint(sizes[d], (per,), generator=gen)])
-    return x, ei
 
 
 class Net(torch.nn.Module):
