@@ -217,7 +217,7 @@ def test_grids_of_a_huge_graph_need_no_32_bit_thread_count(
             wide += 1
             threads = _threads(step["grid"][0])
             assert grid[0] == -(-rb.evaluate(threads, shapes) // block[0])
-    assert wide >= 2
+    assert wide >= 1  # the edge-wise traversal (the input gradient's sum is in the GEMM's output)
 
 
 def _threads(grid: Any) -> Any:

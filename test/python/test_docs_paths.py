@@ -33,9 +33,10 @@ SOURCE_FOLDERS = (
     "test",
 )
 
-#: Paths the docs name in another project's tree (PyG's tests, fetched by the user).
+#: Paths the docs name in another project's tree (PyG's tests and examples, fetched by the user).
 FOREIGN_PATHS = frozenset(
     {
+        "examples/hetero/hetero_conv_dblp.py",
         "test/nn/conv/test_rgcn_conv.py",
         "test/nn/conv/test_hetero_conv.py",
         "test/nn/test_to_hetero_transformer.py",
