@@ -18,7 +18,7 @@ import pytest
 import torch
 import torch._dynamo
 from test_pyg_route_configs import _fresh_dynamo  # noqa: F401  (autouse: Dynamo reset per test)
-from test_pyg_to_hetero import METADATA, RELATIONS, TOL, _batch
+from test_pyg_to_hetero import METADATA, RELATIONS, TOL, _batch, _run
 from torch._dynamo.utils import counters
 from torch_geometric.nn import GINConv, GraphConv, SAGEConv, to_hetero_with_bases
 
@@ -49,18 +49,8 @@ def _with_bases(model: torch.nn.Module, bases: int = 3) -> torch.nn.Module:
     return hetero
 
 
-def _run(model: torch.nn.Module, fn: Any, x: Any, ei: Any) -> tuple[list[Any], ...]:
-    """Outputs (by type, sorted), then the gradients of the parameters and the features."""
-    model.zero_grad()
-    xr = {k: v.clone().requires_grad_() for k, v in x.items()}
-    out = fn(xr, ei)
-    keys = sorted(out)
-    torch.stack([out[k].square().mean() for k in keys]).sum().backward()
-    grads = [p.grad for p in model.parameters()] + [xr[k].grad for k in sorted(xr)]
-    return keys, [out[k].detach() for k in keys], grads
-
-
 def _assert_matches(model: torch.nn.Module, compiled: Any, x: Any, ei: Any) -> None:
+    """As ``test_pyg_to_hetero``'s, and every gradient present (all relations feed the loss)."""
     got_k, got, got_g = _run(model, compiled, x, ei)
     want_k, want, want_g = _run(model, model, x, ei)
     assert got_k == want_k
