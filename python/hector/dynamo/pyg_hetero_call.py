@@ -92,10 +92,10 @@ def class_groups(layer: Any, edge_index_dict: dict[Any, Any]) -> list[ClassGroup
         cls = pyg_hetero.class_of(conv)
         if cls is None:
             return None
-        group = by_class.setdefault(cls, ClassGroup({}, "sum" if summed else layer.aggr, False))
+        aggr = "sum" if summed else layer.aggr
+        group = by_class.setdefault(cls, ClassGroup({}, aggr, layer.training))
         group.convs[e] = conv
         group.relations.append(e)
-        group.training = layer.training
     return list(by_class.values()) if len(by_class) > 1 else None
 
 
