@@ -149,6 +149,57 @@ def test_kept_bytes_fall_with_the_budget() -> None:
     assert kept[-1] < kept[0]
 
 
+def test_budget_is_a_fraction_of_the_modelled_step() -> None:
+    """The budget covers the step's modelled memory, saved values and the rest (the graphs'
+    temporaries and gradients): the saved values get what the rest leaves of it, so a
+    budget a step cannot meet offloads all it may and says so."""
+    backend = _joint(1.0)
+    torch._dynamo.reset()
+    model = _mlp()
+    torch.compile(model, backend=backend, fullgraph=True)(torch.randn(2048, 64)).sum().backward()
+    (first,) = backend.plans
+    params = sum(p.numel() * 4 for p in model.parameters())
+    assert first.other_bytes >= params  # the gradients, at least
+    whole = first.saved_bytes + first.other_bytes
+    steps, kept, feasible = [], [], []
+    for budget in (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.05):
+        values = [dataclasses.replace(s, decision="keep") for s in first.saved]
+        made = plan(values, budget, first.cost, "ssd", other=first.other_bytes)
+        assert made.step_budget == int(budget * whole)
+        assert made.budget_bytes == max(made.step_budget - first.other_bytes, 0)
+        steps.append(made.modelled_step_peak)
+        kept.append(made.kept_bytes)
+        feasible.append(made.feasible)
+        if not made.feasible:  # all the store may take goes
+            assert all(s.decision == "offload" for s in made.saved if s.eligible is None)
+    assert steps == sorted(steps, reverse=True)
+    assert kept == sorted(kept, reverse=True)
+    assert feasible[:3] == [True] * 3  # a prefix of the budgets is met, then none
+    assert feasible == sorted(feasible, reverse=True)
+    assert kept[2] < kept[0]
+    assert not feasible[-1]
+    values = [dataclasses.replace(s, decision="keep") for s in first.saved]
+    tight = plan(values, 0.05, first.cost, "ssd", other=first.other_bytes)
+    assert "budget not met" in tight.explain()
+
+
+def test_other_bytes_follow_liveness_and_views() -> None:
+    """A value lives from its node to its last use, a view adds nothing and keeps its base
+    alive, outputs live to the end; saved values (and their bases) are not counted."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        a = x * 2
+        return a.view(-1) + 1
+
+    gm = make_fx(f, tracing_mode="fake")(torch.randn(64, 64))
+    n = 64 * 64 * 4
+    mul = next(x.name for x in gm.graph.nodes if "mul" in x.name)
+    assert joint_plan._live_peak(gm, set(), inputs=True) == 2 * n
+    assert joint_plan._live_peak(gm, set(), inputs=False) == 2 * n  # x's bytes not counted
+    assert joint_plan._live_peak(gm, {mul}, inputs=True) == n
+
+
 def test_explain_names_each_saved_value() -> None:
     backend = _joint(0.25)
     _step(_mlp(), backend)

@@ -6,9 +6,11 @@ with Hector's partitioner:
 
 1. AOTAutograd's min-cut partitioner splits the joint forward/backward graph (with its own
    recomputation of cheap ops, as in any compile; Inductor's joint-graph passes first);
-2. :mod:`.joint_plan` lists the forward graph's saved outputs and decides keep or offload
-   for each so the saved bytes held fit the budget (the eager planner's budget rule on
-   estimated node costs and the store's measured bandwidths), written as ``placement`` IR;
+2. :mod:`.joint_plan` lists the forward graph's saved outputs, models the bytes the step
+   holds besides them (:func:`~.joint_plan.other_bytes`: the two graphs' temporaries, incoming
+   and outgoing gradients) and decides keep or offload for each saved value so the step's
+   modelled memory fits the budget (the eager planner's budget rule on estimated node costs
+   and the store's measured bandwidths), written as ``placement`` IR;
 3. the decisions are lowered into the two FX graphs as runtime calls (:mod:`.joint_ops`):
    in the forward, an offloaded value is handed to ``hector::offload_put`` right after the
    node producing it, ``hector::offload_wait`` waits for its write where the next offloaded
@@ -39,7 +41,7 @@ from torch._inductor.custom_graph_pass import CustomPartitionerFn
 from hector.runtime import libc_heap
 
 from . import joint_ops
-from .joint_plan import CostModel, JointPlan, SavedValue, plan, saved_values
+from .joint_plan import CostModel, JointPlan, SavedValue, other_bytes, plan, saved_values
 
 __all__ = ["COMPUTE", "JointBackend", "lower_plan"]
 
@@ -166,7 +168,8 @@ class _Partitioner(CustomPartitionerFn):
         cost = CostModel.for_device(device, b.write_bandwidth, b.read_bandwidth)
         target = "pinned_host" if device.type == "cuda" else "ssd"
         saved = saved_values(fw, bw, n_out, cost, b.threshold)
-        joint = plan(saved, b.memory_budget, cost, target, b.ahead)
+        other = other_bytes(fw, bw, saved)
+        joint = plan(saved, b.memory_budget, cost, target, b.ahead, other)
         joint.recomputed = _recomputed(fw, bw)
         lower_plan(fw, bw, n_out, joint, b.ahead)
         joint.code = (fw.code, bw.code)
@@ -182,8 +185,9 @@ class JointBackend:
     """A Dynamo backend planning each graph's saved values under ``memory_budget``.
 
     Args:
-        memory_budget: the saved bytes a step may hold in memory: a fraction of what the
-            graph saves (a float in (0, 1]) or bytes (an int above 1).
+        memory_budget: the memory a step may hold, as the graphs model it (saved values and
+            :func:`~.joint_plan.other_bytes`): a fraction of the keep-all step's (a float in
+            (0, 1]) or bytes (an int above 1).
         compute: ``"inductor"`` (default) or ``"eager"`` (AOTAutograd's graphs run by the
             FX interpreter: fast to compile, for tests and debugging).
         threshold: saved values under this many bytes are always kept (default 64 KiB).

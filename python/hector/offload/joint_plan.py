@@ -36,7 +36,7 @@ from hector.passes.offload_model import plan_within_budget, simulate_step
 
 from .joint_ops import dense
 
-__all__ = ["CostModel", "JointPlan", "SavedValue", "plan", "saved_values"]
+__all__ = ["CostModel", "JointPlan", "SavedValue", "other_bytes", "plan", "saved_values"]
 
 #: Why a saved graph input (a parameter, the batch) is kept: it is not an activation.
 GRAPH_INPUT = "a graph input (parameter or batch)"
@@ -256,6 +256,51 @@ def _backward_costs(bw: fx.GraphModule, saved: list[SavedValue], cost: CostModel
             current.backward_ns += cost.node_ns(node)
 
 
+def _is_view(node: fx.Node) -> bool:
+    """Whether ``node``'s result aliases its first operand (a view: no memory of its own)."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None or not schema.returns:
+        return False
+    alias = schema.returns[0].alias_info
+    return alias is not None and not alias.is_write
+
+
+def _live_peak(gm: fx.GraphModule, saved: set[str], inputs: bool) -> int:
+    """The most bytes ``gm``'s values other than ``saved`` hold at once: each from its node
+    (placeholders from the start, if ``inputs``) to its last use, a view as long as its base,
+    the graph's outputs to its end."""
+    nodes = list(gm.graph.nodes)
+    base: dict[fx.Node, fx.Node] = {}
+    for n in nodes:
+        base[n] = base[n.all_input_nodes[0]] if _is_view(n) and n.all_input_nodes else n
+    excluded = {base[n] for n in nodes if n.name in saved} | {n for n in nodes if n.name in saved}
+    last: dict[fx.Node, int] = {}
+    for i, n in enumerate(nodes):
+        for a in n.all_input_nodes:
+            last[base[a]] = len(nodes) if n.op == "output" else i
+    live = peak = 0
+    for i, n in enumerate(nodes):
+        counted = n.op == "call_function" or (inputs and n.op == "placeholder")
+        if counted and base[n] is n and n not in excluded:
+            live += _bytes(n.meta.get("val"))
+        peak = max(peak, live)
+        for b in {base[a] for a in n.all_input_nodes}:
+            if last.get(b) == i and b not in excluded:
+                live -= _bytes(b.meta.get("val"))
+    return peak
+
+
+def other_bytes(fw: fx.GraphModule, bw: fx.GraphModule, saved: Sequence[SavedValue]) -> int:
+    """The bytes a step holds besides its saved values, as the graphs model it: the most the
+    forward's temporaries and outputs, or the backward's incoming gradients, temporaries and
+    outputs (the parameters' gradients), hold at once (:func:`_live_peak`; a value the
+    compiled code fuses away is counted too, so this over-estimates the graphs' own part).
+    Memory outside the graphs (the loss, the compiled code, the interpreter, the allocator's
+    slack) is not in it."""
+    names = {s.name for s in saved}
+    return max(_live_peak(fw, names, inputs=False), _live_peak(bw, names, inputs=True))
+
+
 @dataclass
 class JointPlan:
     """The plan of one compiled graph's saved values.
@@ -273,6 +318,9 @@ class JointPlan:
             are calls of ``torch.ops.hector.offload_*``).
         unscoped: saved bytes outside every candidate (kept), as the budget rule counted them.
         ahead: the read-ahead the plan was made with.
+        other_bytes: the step's modelled bytes besides the saved values (:func:`other_bytes`).
+        step_budget: the step's modelled memory the budget allows (saved values and
+            ``other_bytes``); ``budget_bytes`` is its part for the saved values.
     """
 
     saved: list[SavedValue]
@@ -285,6 +333,8 @@ class JointPlan:
     code: tuple[str, str] = ("", "")
     unscoped: int = 0
     ahead: int = 1
+    other_bytes: int = 0
+    step_budget: int = 0
     _text: str | None = field(default=None, repr=False)
 
     @property
@@ -321,6 +371,16 @@ class JointPlan:
         return sum(s.nbytes for s in self.saved if s.eligible != GRAPH_INPUT)
 
     @property
+    def modelled_step_peak(self) -> int:
+        """The step's modelled peak: the saved bytes held at the peak and ``other_bytes``."""
+        return self.modelled_peak + self.other_bytes
+
+    @property
+    def feasible(self) -> bool:
+        """Whether the modelled step peak fits the step's budget."""
+        return self.modelled_step_peak <= self.step_budget
+
+    @property
     def kept_bytes(self) -> int:
         """Bytes of the saved values kept in memory (graph inputs left out)."""
         return self.saved_bytes - self.offloaded_bytes
@@ -338,12 +398,19 @@ class JointPlan:
         """One line per saved value: its decision, bytes, estimated costs and why."""
         c = self.cost
         lines = [
-            f"saved values: {len(self.saved)}, {self.saved_bytes} bytes; budget "
-            f"{self.budget_bytes} bytes; kept {self.kept_bytes}, offloaded to {self.target} "
-            f"{self.offloaded_bytes} (modelled peak {self.modelled_peak} bytes, overhead "
+            f"saved values: {len(self.saved)}, {self.saved_bytes} bytes; other bytes of the "
+            f"step {self.other_bytes}; step budget {self.step_budget} bytes, "
+            f"{self.budget_bytes} of them for saved values; kept {self.kept_bytes}, offloaded "
+            f"to {self.target} {self.offloaded_bytes} (modelled peak {self.modelled_peak} "
+            f"saved + {self.other_bytes} other bytes, overhead "
             f"{self.modelled_overhead:+.1%}; write {c.write_bandwidth / 1e6:.0f} MB/s, read "
             f"{c.read_bandwidth / 1e6:.0f} MB/s)",
         ]
+        if not self.feasible:
+            lines.append(
+                f"budget not met: the step's modelled peak {self.modelled_step_peak} bytes is "
+                f"above its budget {self.step_budget} (everything the store may take offloaded)"
+            )
         for s in self.saved:
             io_ns = s.nbytes * 1e9 / c.write_bandwidth + s.nbytes * 1e9 / c.read_bandwidth
             why = s.eligible or (
@@ -362,20 +429,29 @@ class JointPlan:
 
 
 def plan(
-    saved: list[SavedValue], memory_budget: float, cost: CostModel, target: str, ahead: int = 1
+    saved: list[SavedValue],
+    memory_budget: float,
+    cost: CostModel,
+    target: str,
+    ahead: int = 1,
+    other: int = 0,
 ) -> JointPlan:
-    """Decide keep or offload for each saved value so the saved bytes held fit
-    ``memory_budget`` (a fraction of all saved bytes if at most 1, else bytes).
+    """Decide keep or offload for each saved value so the step's modelled memory — the saved
+    bytes held and ``other`` (:func:`other_bytes`) — fits ``memory_budget``: a fraction of
+    the keep-all step's (all saved bytes and ``other``) if at most 1, else bytes. The saved
+    values get what ``other`` leaves of it; where that is less than the values the store may
+    not take, everything it may take is offloaded (:attr:`JointPlan.feasible` is False).
 
     The budget rule runs on plain numbers (:func:`plan_within_budget`); the ``placement`` IR
     of its decisions is built only when :attr:`JointPlan.text` is read, so a compile imports
     no MLIR pass machinery unless someone asks for the IR."""
     total = sum(s.nbytes for s in saved if s.eligible != GRAPH_INPUT)
-    budget = int(memory_budget * total) if memory_budget <= 1 else int(memory_budget)
+    step = int(memory_budget * (total + other)) if memory_budget <= 1 else int(memory_budget)
+    budget = max(step - other, 0)
     candidates = [s for s in saved if s.eligible is None]
     unscoped = total - sum(s.nbytes for s in candidates)
     if not candidates:
-        return JointPlan(saved, budget, cost, target, total)
+        return JointPlan(saved, budget, cost, target, total, other_bytes=other, step_budget=step)
     forward = [float(int(s.forward_ns)) for s in candidates]
     backward = [s.backward_ns for s in candidates]
     nbytes = [s.nbytes for s in candidates]
@@ -388,6 +464,7 @@ def plan(
     model = simulate_step(forward, backward, nbytes, made.decisions, *bandwidths, ahead)
     joint = JointPlan(saved, budget, cost, target, made.peak_bytes, model.overhead)
     joint.unscoped, joint.ahead = unscoped, ahead
+    joint.other_bytes, joint.step_budget = other, step
     return joint
 
 
