@@ -90,7 +90,10 @@ def _model(cfg: dict[str, Any]) -> Any:
     return LM()
 
 
-def _compiled(system: str, model: Any) -> tuple[Any, Any]:
+def compile_system(system: str, model: Any) -> tuple[Any, Any]:
+    """``model`` compiled as ``system`` (a :data:`SYSTEMS` name) and, for Hector's, its
+    backend (``backend.joint.plans``); ``hector bench offload``'s budgeted compiled systems
+    compile through here too."""
     import torch
 
     if system == "keep-all":
@@ -122,7 +125,7 @@ def measure(payload: dict[str, Any]) -> dict[str, Any]:
 
         enable_caching_allocator()
     model = _model(cfg)
-    compiled, backend = _compiled(system, model)
+    compiled, backend = compile_system(system, model)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(1)
     x = torch.randint(0, 4096, (cfg["batch"], cfg["seq"]), generator=gen)

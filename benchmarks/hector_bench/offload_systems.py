@@ -219,6 +219,32 @@ class HectorOffloadCompiled(HectorOffload):
 
 
 @dataclass(frozen=True)
+class HectorBudgetCompiled(Compiled):
+    """``torch.compile(model, backend="hector", options={"memory_budget": memory_budget})``:
+    each saved value of the compiled graph kept or offloaded to the SSD store (docs/
+    offload-your-model.md, "A memory budget inside the compiled graph"), compiled as
+    ``hector bench offload-compiled``'s ``hector-<budget>`` system."""
+
+    memory_budget: float = 0.5
+    note: str | None = (
+        "compiled, budget inside the graph: no saved-bytes count nor memory trace; the store "
+        "is under the default offload root"
+    )
+
+    @property
+    def does_io(self) -> bool:
+        """Its offloaded saved values go through the offload store."""
+        return True
+
+    def setup(self, model: Any, payload: dict[str, Any]) -> tuple[Any, Any]:
+        """The model compiled by Hector's backend with this budget."""
+        from .offload_compiled import compile_system
+
+        compiled, _backend = compile_system(f"hector-{self.memory_budget}", model)
+        return compiled, None
+
+
+@dataclass(frozen=True)
 class DeepSpeedCheckpoint(System):
     """DeepSpeed's activation checkpointing of every block, its checkpoints kept on the host
     when ``cpu``; unsupported where ``deepspeed`` does not import or refuses the device."""
@@ -295,6 +321,8 @@ SYSTEMS: dict[str, System] = {
         HectorOffloadCompiled("hector-all-compiled", policy="all"),
         HectorOffloadCompiled("hector-all-compiled-inside", policy="all", inside=True),
         HectorOffloadCompiled("hector-adaptive-compiled", policy="adaptive"),
+        HectorBudgetCompiled("hector-budget-compiled", memory_budget=0.5),
+        HectorBudgetCompiled("hector-budget-0.25-compiled", memory_budget=0.25),
         DeepSpeedCheckpoint("deepspeed-checkpoint", cpu=False),
         DeepSpeedCheckpoint("deepspeed-cpu-checkpoint", cpu=True),
     )

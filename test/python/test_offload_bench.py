@@ -573,3 +573,61 @@ def test_compiled_systems_are_compared_with_the_compiled_keep_all_of_their_round
     assert "step_vs_compiled_keep_all" not in by[("keep-all-compiled", 0)]
     row = report.table_rows([by[("hector-all-compiled", 0)]])[0]
     assert (row["step/comp."], row["all/comp."]) == (1.05, 0.5)
+
+
+def test_budgeted_compiled_systems_compile_through_the_offload_compiled_bench(
+    tmp_path, monkeypatch
+):
+    """``hector-budget-compiled`` (0.5) and ``hector-budget-0.25-compiled`` compile the model
+    as ``hector bench offload-compiled``'s ``hector-<budget>`` systems do (the same function),
+    run in the worker next to the eager systems and are compared with the compiled keep-all."""
+    import torch
+
+    from hector.offload.joint import JointBackend
+    from hector.offload.joint_ops import tickets
+    from hector_bench import offload_compiled
+
+    asked = []
+
+    def eager_runner(system, model):  # Inductor's compile is minutes: AOTAutograd's runner
+        asked.append(system)
+        budget = float(system.split("-")[1])
+        backend = JointBackend(
+            budget, compute="eager", threshold=1024, write_bandwidth=1e9, read_bandwidth=1e9
+        )
+        return torch.compile(model, backend=backend), backend
+
+    monkeypatch.setattr(offload_compiled, "compile_system", eager_runner)
+    for name, budget in (("hector-budget-compiled", 0.5), ("hector-budget-0.25-compiled", 0.25)):
+        system = systems.SystemRun.parse(name).system
+        assert system.compiled
+        assert system.does_io
+        assert system.memory_budget == budget
+    torch._dynamo.reset()
+    before = tickets().stats()["put_bytes"]
+    out = _run_worker(tmp_path, "hector-budget-0.25-compiled", {**TINY, "hidden": 64, "seq": 64})
+    assert asked == ["hector-0.25"]
+    assert len(out["times_ms"]) == 2
+    assert tickets().stats()["put_bytes"] > before  # saved values went to the store
+    assert tickets().stats()["outstanding"] == 0
+    assert out["note"].startswith("compiled, budget inside the graph")
+    results = [
+        {"system": "keep-all", "status": "ok", "round": 0, "median_ms": 200.0},
+        {
+            "system": "keep-all-compiled",
+            "status": "ok",
+            "round": 0,
+            "median_ms": 100.0,
+            "all_steps_peak_rss_bytes": 800,
+        },
+        {
+            "system": "hector-budget-compiled",
+            "status": "ok",
+            "round": 0,
+            "median_ms": 104.0,
+            "all_steps_peak_rss_bytes": 400,
+        },
+    ]
+    report.compare_with_keep_all(results, raw={})
+    assert results[2]["step_vs_compiled_keep_all"] == 1.04
+    assert results[2]["all_steps_rss_vs_compiled_keep_all"] == 0.5
