@@ -109,6 +109,23 @@ def test_inductor_compiles_around_the_runtime_ops() -> None:
     grads, codes = run_and_get_code(_step, model, backend)
     assert backend.plans[0].offloaded_bytes > 0
     text = "\n".join(codes)
+    # Each write overlaps compute: Inductor runs no wait right after its put (but the last).
+    events = [
+        "put"
+        if "offload_put.default(" in line
+        else "wait"
+        if "offload_wait.default(" in line
+        else "compute"
+        for line in codes[0].splitlines()
+        if "offload_" in line
+        and " = " in line
+        or "cpp_fused" in line
+        and "(" in line
+        or "extern_kernels." in line
+    ]
+    pairs = list(zip(events, events[1:], strict=False))
+    assert events.count("wait") >= 2
+    assert pairs.count(("put", "wait")) <= 1
     assert "torch.ops.hector.offload_put.default(" in text
     assert "torch.ops.hector.offload_get.default(" in text
     assert "cpp_fused" in text  # Inductor's own kernels

@@ -14,8 +14,9 @@ with Hector's partitioner:
 3. the decisions are lowered into the two FX graphs as runtime calls (:mod:`.joint_ops`):
    in the forward, an offloaded value is handed to ``hector::offload_put`` right after the
    node producing it, ``hector::offload_wait`` waits for its write where the next offloaded
-   value is produced (the graph holds the value until then), and the forward returns the
-   wait's handle in its place; in the backward,
+   value is produced (the graph holds the value until then; that value is the wait's operand,
+   so the write overlaps its compute), and the forward returns the wait's handle in its
+   place; in the backward,
    ``hector::offload_prefetch`` is issued at the first use of the saved value ``ahead``
    places before it (in the backward's order of first uses) and ``hector::offload_get``
    right before its own first use;
@@ -100,17 +101,29 @@ def lower_plan(
         puts.append((node, put, num_fwd_outputs + s.index))
     order = {n: i for i, n in enumerate(fw.graph.nodes)}
     puts.sort(key=lambda p: order[p[1]])
+    last = _last_value(fw, {p[1] for p in puts})
     for k, (node, put, slot) in enumerate(puts):
-        # The write may read ``node`` until the next offloaded value is produced.
+        # The write may read ``node`` until the next offloaded value is produced; that value
+        # (or the forward's last) is an operand, so the wait cannot move up to the put.
         anchor = puts[k + 1][1] if k + 1 < len(puts) else out_node
+        after = puts[k + 1][0] if k + 1 < len(puts) else last
         with fw.graph.inserting_before(anchor):
-            wait = fw.graph.call_function(wait_op, (put, node))
-        wait.meta["val"] = _fake(wait_op, put, node)
+            wait = fw.graph.call_function(wait_op, (put, node, after))
+        wait.meta["val"] = _fake(wait_op, put, node, after)
         outs[slot] = wait
     out_node.args = (tuple(outs),)
     _lower_backward(bw, offloaded, joint.saved, ahead)
     fw.recompile()
     bw.recompile()
+
+
+def _last_value(fw: fx.GraphModule, puts: set[fx.Node]) -> fx.Node | None:
+    """The forward's last computed tensor, not one of the offload ops (None if none)."""
+    for node in reversed(fw.graph.nodes):
+        if node.op == "call_function" and node not in puts:
+            if isinstance(node.meta.get("val"), torch.Tensor):
+                return node
+    return None
 
 
 def _lower_backward(

@@ -8,11 +8,13 @@ CPU tensor numbering a ticket) instead of itself:
   asynchronous write of ``x``'s bytes to the SSD store (``target = "ssd"``; the store holds
   ``x`` until the write is done, then lets go of it); on CUDA it starts a copy into pinned host
   memory on a side stream (``target = "pinned_host"``).
-* ``offload_wait(handle, x) -> handle`` runs where the next offloaded value is produced (or
-  as the forward ends): it waits until the write (or copy) of ``x`` is done with it. ``x`` is
-  its operand so that the compiled graph keeps ``x``'s buffer until then (Inductor reuses a
-  buffer after its last use in the graph, whoever else holds the tensor); the forward returns
-  this handle.
+* ``offload_wait(handle, x, after) -> handle`` runs where the next offloaded value is
+  produced (or as the forward ends): it waits until the write (or copy) of ``x`` is done with
+  it. ``x`` is its operand so that the compiled graph keeps ``x``'s buffer until then
+  (Inductor reuses a buffer after its last use in the graph, whoever else holds the tensor);
+  ``after`` (that next value, or the forward's last) so that the compiled graph cannot run
+  the wait right after the put (Inductor's scheduler would: nothing else orders it), which
+  would leave no compute for the write to overlap; the forward returns this handle.
 * ``offload_prefetch(handle) -> handle`` starts reading the value back (into a new tensor)
   ahead of the backward node that needs it.
 * ``offload_get(handle, size, stride, dtype, device) -> Tensor`` waits for that read (or reads
@@ -244,15 +246,21 @@ def _put_fake(x: torch.Tensor, target: str) -> torch.Tensor:
 
 
 @torch.library.custom_op("hector::offload_wait", mutates_args=())
-def offload_wait(handle: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+def offload_wait(
+    handle: torch.Tensor, x: torch.Tensor, after: torch.Tensor | None = None
+) -> torch.Tensor:
     """Wait until the write of ``handle``'s value ``x`` no longer reads it (``x`` is an operand
-    so that the compiled graph keeps its buffer until here); return a handle for backward."""
+    so that the compiled graph keeps its buffer until here; ``after``, a value computed where
+    the wait belongs, so that it cannot run earlier, right after the put); return a handle
+    for backward."""
     _TICKETS.written(int(handle[0]))
     return handle.clone()
 
 
 @offload_wait.register_fake
-def _wait_fake(handle: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+def _wait_fake(
+    handle: torch.Tensor, x: torch.Tensor, after: torch.Tensor | None = None
+) -> torch.Tensor:
     return torch.empty_like(handle)
 
 
