@@ -40,9 +40,10 @@ Options (``torch.compile(m, backend="hector", options={...})`` or
 inside an imported graph run), ``fallback`` (``"eager"`` | ``"inductor"``), ``strict`` (raise
 instead of falling back), ``verify`` (bool), ``rtol``/``atol`` (the verification's tolerance).
 
-``memory_budget`` (a fraction of the saved bytes, or bytes; None by default) takes every graph
-the other way, for models that are not GNNs: AOTAutograd with Hector's partitioner, each saved
-value kept or offloaded so the saved bytes held fit the budget, Inductor compiling the compute
+``memory_budget`` (a fraction of the keep-all step's modelled memory, or bytes; None by
+default) takes every graph the other way, for models that are not GNNs: AOTAutograd with
+Hector's partitioner, each saved value kept or offloaded so the step's modelled memory (saved
+values and the graphs' other bytes) fits the budget, Inductor compiling the compute
 (:class:`hector.offload.joint.JointBackend`; ``compute``: ``"inductor"`` or ``"eager"``,
 ``offload_threshold``: the bytes under which a saved value is always kept).
 :attr:`HectorBackend.joint` holds the plans (``joint.explain()``).
