@@ -16,11 +16,13 @@ its own process, every system compiled by Inductor:
   ``torch.compile(model, backend="hector", options={"memory_budget": b})``: each saved value
   kept or offloaded to the SSD store (:mod:`hector.offload.joint`).
 
-Per system: the median step time of the steps after the first two, the first step (compile
-included), the real peak (the process's ``VmHWM`` over every step, the first included, above
-its ``VmRSS`` before the first step, the model built), Dynamo's graphs, graph breaks and
-recompiles, and for Hector's the saved and offloaded bytes the plans chose and the bytes the
-store wrote.
+Per system: the median step time of the steps after the first two, the median CPU time of
+those steps (``cpu_step_s``: every thread of the process, the store's I/O included;
+``thread_cpu_step_s``: the training thread's; less moved by other processes' load than wall
+time), the first step (compile included), the real peak (the process's ``VmHWM`` over every
+step, the first included, above its ``VmRSS`` before the first step, the model built),
+Dynamo's graphs, graph breaks and recompiles, and for Hector's the saved and offloaded bytes
+the plans chose and the bytes the store wrote.
 """
 
 from __future__ import annotations
@@ -140,15 +142,19 @@ def measure(payload: dict[str, Any]) -> dict[str, Any]:
         opt.step()
 
     tracked = peaks.step(step)
-    times = []
+    times, cpu, thread = [], [], []
     for _ in range(payload["steps"]):
-        t = time.perf_counter()
+        t, c, h = time.perf_counter(), time.process_time(), time.thread_time()
         tracked()
         times.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)  # every thread's: the store's I/O included
+        thread.append(time.thread_time() - h)  # the training thread's
     out: dict[str, Any] = {
         "system": system,
         "step_s": statistics.median(times[2:]) if len(times) > 2 else times[-1],
         "first_step_s": times[0],
+        "cpu_step_s": statistics.median(cpu[2:]) if len(cpu) > 2 else cpu[-1],
+        "thread_cpu_step_s": statistics.median(thread[2:]) if len(thread) > 2 else thread[-1],
         "peak_rss_bytes": max(peaks.above_baseline()),
         "step_peak_rss_bytes": peaks.above_baseline(),
         "graphs": counters["stats"]["unique_graphs"],
@@ -188,11 +194,14 @@ def run(args: argparse.Namespace) -> int:
     for r in results:
         if base is not None and "error" not in r:
             r["step_vs_keep_all"] = r["step_s"] / base["step_s"]
+            r["cpu_vs_keep_all"] = r["cpu_step_s"] / base["cpu_step_s"]
             r["peak_vs_keep_all"] = r["peak_rss_bytes"] / max(base["peak_rss_bytes"], 1)
     columns = [
         ("system", "system"),
         ("step_s", "step s"),
         ("step_vs_keep_all", "step/keep-all"),
+        ("cpu_step_s", "cpu s"),
+        ("cpu_vs_keep_all", "cpu/keep-all"),
         ("first_step_s", "first step s"),
         ("peak_rss_bytes", "peak B"),
         ("peak_vs_keep_all", "peak/keep-all"),

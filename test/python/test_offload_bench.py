@@ -631,3 +631,23 @@ def test_budgeted_compiled_systems_compile_through_the_offload_compiled_bench(
     report.compare_with_keep_all(results, raw={})
     assert results[2]["step_vs_compiled_keep_all"] == 1.04
     assert results[2]["all_steps_rss_vs_compiled_keep_all"] == 0.5
+
+
+def test_offload_compiled_worker_reports_cpu_time_next_to_wall_time(monkeypatch):
+    """``hector bench offload-compiled`` records each system's median CPU time per step (the
+    process's and the training thread's) next to its wall time."""
+    from hector_bench import offload_compiled
+
+    monkeypatch.setattr(offload_compiled, "compile_system", lambda system, model: (model, None))
+    payload = {
+        "system": "keep-all",
+        "config": {"layers": 1, "width": 32, "seq": 16, "batch": 2},
+        "steps": 3,
+        "threads": 1,
+        "allocator": "pytorch",
+    }
+    out = offload_compiled.measure(payload)
+    assert out["cpu_step_s"] > 0
+    assert out["thread_cpu_step_s"] > 0
+    assert out["step_s"] > 0
+    assert len(out["step_peak_rss_bytes"]) == 3
