@@ -279,13 +279,15 @@ def _live_peak(gm: fx.GraphModule, saved: set[str], inputs: bool) -> int:
         for a in n.all_input_nodes:
             last[base[a]] = len(nodes) if n.op == "output" else i
     live = peak = 0
+    held: set[fx.Node] = set()
     for i, n in enumerate(nodes):
         counted = n.op == "call_function" or (inputs and n.op == "placeholder")
         if counted and base[n] is n and n not in excluded:
             live += _bytes(n.meta.get("val"))
+            held.add(n)
         peak = max(peak, live)
         for b in {base[a] for a in n.all_input_nodes}:
-            if last.get(b) == i and b not in excluded:
+            if last.get(b) == i and b in held:
                 live -= _bytes(b.meta.get("val"))
     return peak
 
