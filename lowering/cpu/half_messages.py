@@ -12,7 +12,10 @@ as they read half features. A buffer qualifies when
 * it is a ``memref.alloc`` of f32 rows ``[rows, width]``, ``width`` at least
   :data:`MIN_WIDTH` (never an argument: the caller's buffers keep their types),
 * exactly one ``gemm_template`` writes it, as ``out`` of an ``xw`` product with the ``store``
-  epilogue (each element written once: an accumulating GEMM would round every partial sum),
+  epilogue (each element written once: an accumulating GEMM would round every partial sum)
+  on gathered rows (``gather_index``: one message per edge; node rows, such as RGCN's root
+  product, are as many as the result's and stay f32, where rounding them would add a second
+  rounding to the result's for few bytes),
 * and every other use is a ``traversal_template`` reading it as ``x`` or ``y``, a
   ``memref.dim`` or its ``memref.dealloc``.
 
@@ -93,7 +96,7 @@ def _qualifies(buffer: ir.Value) -> bool:
         if user.name == _GEMM:
             v = intra.view(user)
             store = v.attr("variant") == "xw" and v.attr("epilogue") == "store"
-            if _role(user, buffer) != ["out"] or not store:
+            if _role(user, buffer) != ["out"] or not store or not v.has("gather_index"):
                 return False
             writers += 1
         elif user.name != _TRAVERSAL or not set(_role(user, buffer)) <= {"x", "y"}:
