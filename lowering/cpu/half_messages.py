@@ -46,15 +46,19 @@ _HALVES = (ir.BF16Type, ir.F16Type)
 def results_half_type(fn: ir.Operation) -> ir.Type | None:
     """The half type every result of the rebuilt function ``fn`` is stored in (its trailing
     ``hector.outputs`` arguments), or None (no results, an f32 result, or two half types)."""
-    if "hector.outputs" not in fn.attributes:
+    attr = fn.attributes["hector.outputs"] if "hector.outputs" in fn.attributes else None
+    if not isinstance(attr, ir.IntegerAttr):
         return None
-    count = ir.IntegerAttr(fn.attributes["hector.outputs"]).value
+    count = attr.value
     args = list(fn.regions[0].blocks[0].arguments)
-    if not count or count > len(args):
+    if count <= 0 or count > len(args):
         return None
-    types = {str(ir.ShapedType(a.type).element_type) for a in args[-count:]}
-    element = ir.ShapedType(args[-1].type).element_type
-    if len(types) != 1 or not isinstance(element, _HALVES):
+    outputs = [a.type for a in args[-count:]]
+    if not all(isinstance(t, ir.MemRefType) for t in outputs):
+        return None
+    elements = {str(ir.MemRefType(t).element_type) for t in outputs}
+    element = ir.MemRefType(outputs[-1]).element_type
+    if len(elements) != 1 or not isinstance(element, _HALVES):
         return None
     return element
 

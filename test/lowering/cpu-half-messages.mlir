@@ -114,3 +114,18 @@ func.func @message_rows(%x: memref<?x16xbf16>, %w: memref<16x32xbf16>, %src: mem
   memref.dealloc %m : memref<?x32xf32>
   return
 }
+
+// -----
+
+// A function whose trailing "outputs" are not buffers is left alone (no diagnostic).
+// CHECK-LABEL: func.func @not_buffers
+// CHECK: memref.alloc(%{{.*}}) : memref<?x32xf32>
+func.func @not_buffers(%x: memref<?x16xbf16>, %w: memref<16x32xbf16>, %src: memref<?xi32>, %res: memref<?x32xbf16>, %k: index) attributes {hector.outputs = 1 : i64} {
+  %c0 = arith.constant 0 : index
+  %n = memref.dim %src, %c0 : memref<?xi32>
+  %m = memref.alloc(%n) : memref<?x32xf32>
+  "hector_intra.gemm_template"(%x, %w, %src, %m) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 1>} : (memref<?x16xbf16>, memref<16x32xbf16>, memref<?xi32>, memref<?x32xf32>) -> ()
+  "hector_intra.traversal_template"(%m, %res) {fn = "relu", reduce = "none", parallel = "node", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x32xf32>, memref<?x32xbf16>) -> ()
+  memref.dealloc %m : memref<?x32xf32>
+  return
+}
