@@ -292,7 +292,12 @@ lowerings use the plain one-row-at-a-time form above.
             "optional",
         ),
         Operand("row_scale", "memref", "`memref<?x1xf32>`: a factor for each `i`", "optional"),
-        Operand("out", "memref", "output rows `[*, N]`, f32"),
+        Operand(
+            "out",
+            "memref",
+            'output rows `[*, N]`, f32; an `xw` product with `epilogue = "store"` may write '
+            "f16 / bf16, each f32 element rounded to the nearest even as it is written",
+        ),
     ),
     results=(),
     attributes=(

@@ -103,10 +103,12 @@ def ptx_pipeline(chip: str = GPU_CHIP, features: str | None = None) -> str:
 
 def schedule_pipeline(threads: int = 1, bf16_dot: bool = False) -> str:
     """``hector-schedule`` for ``threads`` CPU workers; ``bf16_dot``: GEMMs with a bf16
-    operand multiply bf16 pairs (AVX512-BF16, ``lowering/cpu/bf16.py``)."""
+    operand multiply bf16 pairs (AVX512-BF16, ``lowering/cpu/bf16.py``). Then
+    ``hector-half-messages`` (``lowering/cpu/half_messages.py``)."""
+    messages = "hector-half-messages"  # half inference programs: messages stored in half
     if bf16_dot:
-        return f"hector-schedule{{threads={threads} bf16_dot=true}}"
-    return f"hector-schedule{{threads={threads}}}"
+        return f"hector-schedule{{threads={threads} bf16_dot=true}}, {messages}"
+    return f"hector-schedule{{threads={threads}}}, {messages}"
 
 
 # Host side of a GPU module, for running it (target "cuda"): every C-interface wrapper requested,

@@ -358,6 +358,13 @@ def for_each_a(
             body(arith.addi(k0, b.index(lane)), vector.extract(va, [], [lane]))
 
 
+def sums_row_apart(epilogue: str, out: Value) -> bool:
+    """Whether an ``xw`` row is summed in a scratch row (``memref<N x f32>``) before it reaches
+    ``out``: for an accumulating epilogue, and for a half ``out`` (which holds only the rounded
+    product, never a partial sum)."""
+    return epilogue != "store" or not isinstance(ir.MemRefType(out.type).element_type, ir.F32Type)
+
+
 def _gemm_row_xw(
     b: Body, row: GemmRow, k_extent: int, n_extent: int, epilogue: str, scratch: Value | None
 ) -> None:
@@ -393,7 +400,10 @@ def _gemm_row_xw(
         v = memref.load(scratch, [j])
         if row.scale is not None:
             v = arith.mulf(v, row.scale)
-        b.accumulate("out", v, False, row.o, j)
+        if epilogue == "store":
+            b.store("out", v, row.o, j)  # rounded to a half out's type
+        else:
+            b.accumulate("out", v, False, row.o, j)
 
 
 # The CPU form of one GEMM row, by variant: (body, row, K, N, epilogue, scratch row) -> None.

@@ -234,6 +234,7 @@ PASS_MODULES = (
     "lowering.cpu.torch_linalg",  # convert-torch-to-linalg-cpu
     "lowering.pipelines",  # raise-torch-to-hector and the named pipelines
     "lowering.schedule",  # hector-schedule
+    "lowering.cpu.half_messages",  # hector-half-messages
 )
 #: The package the module names of :data:`PASS_MODULES` are relative to.
 _ROOT = __name__.rsplit(".", 2)[0]

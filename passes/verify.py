@@ -61,7 +61,8 @@ def _f32(value: ir.Value, what: str, op: ir.Operation) -> Shape:
 
 
 #: Element types a template reads an input in (extended to f32 on load). Templates write f32,
-#: but for a traversal without reduction, which may round each element to half storage.
+#: but for a traversal without reduction and an ``xw`` GEMM that stores its product, which may
+#: round each element to half storage.
 INPUT_TYPES = (ir.F32Type, ir.F16Type, ir.BF16Type)
 
 
@@ -531,7 +532,10 @@ def _gemm_template(v: OpAccess, kinds: _Kinds) -> None:
     sliced = _gemm_slicing(v)
     sa = _input(v.operand("a"), "a", op)
     sw = _input(v.operand("weight"), "weight", op)
-    so = _f32(v.operand("out"), "out", op)
+    # A product stored once per element may round it to half storage (hector-half-messages);
+    # an accumulating epilogue re-reads out, in f32.
+    stores = variant == "xw" and v.attr("epilogue") == "store"
+    so = (_input if stores else _f32)(v.operand("out"), "out", op)
     _rank(sa, 2, "a", op)
     role = "out" if variant == "xty" else "weight"  # the weight (an xty's: its gradient)
     _static(v.operand(role), role, op)

@@ -32,7 +32,7 @@ def _lower_gemm(v: OpAccess) -> None:
     c0, c1 = b.index(0), b.index(1)
     m = T.gemm_rows(b, c0)
     scratch = None
-    if variant == "xw" and epilogue != "store":
+    if variant == "xw" and T.sums_row_apart(epilogue, b.ops["out"]):
         # one row, reused by every iteration
         row_type = ir.MemRefType.get([T.width(b.ops["out"])], T.f32_type())
         scratch = memref.alloca(row_type, [], [])

@@ -164,7 +164,7 @@ def _rows_over_workers(b: T.Body, v: OpAccess, s: intra.Schedule, m: Value) -> N
 
     def rows(lo: Value, hi: Value, wb: T.Body) -> None:
         scratch = None
-        if v.attr("variant") == "xw" and v.attr("epilogue") != "store":
+        if v.attr("variant") == "xw" and T.sums_row_apart(v.attr("epilogue"), b.ops["out"]):
             scratch = memref.alloca(ir.MemRefType.get([n_extent], T.f32_type()), [], [])
         _row_fallback(wb, v, lo, arith.subi(hi, lo), scratch)
 
@@ -412,7 +412,8 @@ class _WorkerTiles:
         self.plan, self.wb = plan, wb
         tm, k_extent, n_extent = plan.tile_m, plan.k_extent, plan.n_extent
         self.scratch = None
-        if plan.variant != "xty" and plan.epilogue != "store":  # rows fall back to the xw form
+        if plan.variant != "xty" and T.sums_row_apart(plan.epilogue, wb.ops["out"]):
+            # rows fall back to the xw form
             self.scratch = worker_buffer([n_extent])
         if plan.variant == "xty":
             self.packed = worker_buffer([tm, k_extent])
@@ -525,6 +526,7 @@ def _gemm_epilogue(
     last = ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(2, 1))
     c0, c1, pad = b.index(0), b.index(1), b.f32(0.0)
     out = b.ops["out"]
+    element = ir.MemRefType(out.type).element_type  # f32, or a half type a store rounds to
     with b.loop(c0, mt, c1) as r:
         row = T.gemm_row_scale(b, T.gemm_row_prologue(b, arith.addi(i0, r)))
         val = vector.transfer_read(vtype, acc, [r, c0], last, pad, [True])
@@ -533,4 +535,4 @@ def _gemm_epilogue(
         if epilogue != "store":
             cur = vector.transfer_read(vtype, out, [row.o, c0], last, pad, [True])
             val = exact(arith.addf(cur, val))
-        vector.transfer_write(None, val, out, [row.o, c0], last, [True])
+        vector.transfer_write(None, T.from_f32(val, element), out, [row.o, c0], last, [True])

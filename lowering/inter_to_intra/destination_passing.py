@@ -29,9 +29,9 @@ from ...dialects.hector_intra import GRAPH_LAYOUT
 from ...passes import verify
 from ...passes.registry import Option, PassFailure, register_pass
 from ...passes.saved_buffers import VIEWS, users
-from .function import FunctionLowering, element_type, memref_of, producer, rank
+from .function import FunctionLowering, element_type, gather_map, memref_of, producer, rank
 from .fusion import plan_fusion
-from .handlers import lower
+from .handlers import ELEMENTWISE_WRITERS, lower
 
 # Function attributes the rebuilt function gets from ``func.FuncOp`` itself (or drops: the
 # argument and result attributes describe the old signature).
@@ -140,9 +140,10 @@ class _FunctionRebuild:
                 value in buffers.out_param
                 or made_by is None
                 or made_by.name == "hector_inter.degree_norm"
-                or element_type(arg) != element_type(value)
+                or (element_type(arg) != element_type(value) and not _rounds_as_written(value))
             ):
-                # Returned twice, not computed here, or stored as a half: copied at the end.
+                # Returned twice, not computed here, or stored as a half by a template that
+                # cannot round as it writes: copied at the end.
                 copies.append((arg, value))
             else:
                 buffers.out_param[value] = arg
@@ -173,6 +174,18 @@ class _FunctionRebuild:
                 ret.location,
             )
         self.lw.emit.trav("copy", arg, src, parallel="node")
+
+
+def _rounds_as_written(value: ir.Value) -> bool:
+    """Whether a result the caller takes in half storage can be written in it by the template
+    computing it: one elementwise traversal (:data:`~.handlers.ELEMENTWISE_WRITERS`, or a
+    gather on its own) of ``[rows, width]`` rows, read by nothing but the return. It rounds each
+    element once, from the f32 it computed, as the copy after it would: the same values, without
+    an f32 buffer written and read again."""
+    made_by = producer(value)
+    if made_by is None or rank(value) != 2 or len(list(value.uses)) != 1:
+        return False
+    return made_by.name in ELEMENTWISE_WRITERS or gather_map(made_by) is not None
 
 
 #: Ops that read a buffer's shape or view it, not its elements.

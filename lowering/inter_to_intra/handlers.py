@@ -32,6 +32,14 @@ Handler = Callable[[FunctionLowering, ir.Operation], None]
 HANDLERS: OpHandlers[Handler] = OpHandlers("lowering", prefix="hector_inter.")
 _lowers = HANDLERS.register
 
+#: Ops whose handler writes their ``[rows, width]`` result with one traversal that does not
+#: reduce (each element written once, from the f32 it computed), as do gathers that stand
+#: alone: such a traversal can write a half-precision output itself, rounding each element as
+#: it stores it, instead of an f32 buffer a copy then rounds.
+ELEMENTWISE_WRITERS = frozenset(
+    f"hector_inter.{name}" for name in ("add", "scale", "dot", "unary", "unary_grad")
+)
+
 
 def lower(lw: FunctionLowering, op: ir.Operation) -> None:
     """Lower one op with its handler, at the end of the new function."""

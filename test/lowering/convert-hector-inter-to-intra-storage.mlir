@@ -70,32 +70,34 @@ func.func @returned(%g: !hector_inter.graph, %x: tensor<?x16xf32> {hector.storag
 // -----
 
 // Results the caller takes in f16 or bf16 (`hector.storage` in `res_attrs`): computed in f32
-// as ever (the fused GEMM sums into destinations in an f32 buffer), then one traversal rounds
-// each element as it writes the half output. A stored input returned in its own storage is a
-// byte copy.
+// as ever (the fused GEMM sums into destinations in an f32 buffer). An elementwise traversal
+// read by nothing else (the relu) rounds each element as it writes the half output itself, no
+// f32 buffer between; a sum (which re-reads its output) is rounded by one copying traversal
+// after it. A stored input returned in its own storage is a byte copy.
 // CHECK-LABEL: func.func @stored_results
 // CHECK-SAME: %[[X:[^:]*]]: memref<?x16xbf16>, %{{[^:]*}}: memref<16x8xf32>, %[[OUT:[^:]*]]: memref<?x8xbf16>, %[[OUT1:[^:]*]]: memref<?x8xf16>, %[[OUT2:[^:]*]]: memref<?x16xbf16>)
 // CHECK: %[[SUM:.*]] = memref.alloc(%{{.*}}) : memref<?x8xf32>
 // CHECK: "hector_intra.gemm_template"(%[[X]], {{.*}}, %[[SUM]])
-// CHECK: %[[RELU:.*]] = memref.alloc(%{{.*}}) : memref<?x8xf32>
-// CHECK: "hector_intra.traversal_template"(%[[SUM]], %[[RELU]]) {{.*}}fn = "relu"
-// CHECK: "hector_intra.traversal_template"(%[[RELU]], %[[OUT]]) {{.*}}fn = "copy"{{.*}} : (memref<?x8xf32>, memref<?x8xbf16>) -> ()
+// CHECK-NOT: memref.alloc
+// CHECK: "hector_intra.traversal_template"(%[[SUM]], %[[OUT]]) {{.*}}fn = "relu"{{.*}} : (memref<?x8xf32>, memref<?x8xbf16>) -> ()
+// CHECK-NOT: fn = "copy"{{.*}}memref<?x8xbf16>
 // CHECK: "hector_intra.traversal_template"(%[[SUM]], %[[OUT1]]) {{.*}}fn = "copy"{{.*}} : (memref<?x8xf32>, memref<?x8xf16>) -> ()
 // CHECK: memref.copy %[[X]], %[[OUT2]] : memref<?x16xbf16> to memref<?x16xbf16>
 
-// Loops: the bf16 output is rounded to the nearest even as integers, NaN as 0x7FC0 (32704);
-// the f16 one through arith.truncf.
-// LOOPS-LABEL: func.func private @stored_results_template2
+// Loops: the relu's bf16 output is rounded to the nearest even as integers, NaN as 0x7FC0
+// (32704); the f16 one through arith.truncf.
+// LOOPS-LABEL: func.func private @stored_results_template1
 // LOOPS-DAG: %[[NAN:.*]] = arith.constant 32704 : i16
 // LOOPS-DAG: %[[BIAS:.*]] = arith.constant 32767 : i32
-// LOOPS: %[[BITS:.*]] = arith.bitcast %[[V:.*]] : f32 to i32
+// LOOPS: %[[V:.*]] = arith.maximumf %{{.*}} : f32
+// LOOPS-NEXT: %[[BITS:.*]] = arith.bitcast %[[V]] : f32 to i32
 // LOOPS: arith.addi %{{.*}}, %[[BIAS]] : i32
 // LOOPS: %[[ISNAN:.*]] = arith.cmpf uno, %[[V]], %[[V]] : f32
 // LOOPS: %[[TOP:.*]] = arith.trunci %{{.*}} : i32 to i16
 // LOOPS: %[[H:.*]] = arith.select %[[ISNAN]], %[[NAN]], %[[TOP]] : i16
 // LOOPS: %[[B:.*]] = arith.bitcast %[[H]] : i16 to bf16
 // LOOPS: memref.store %[[B]], %{{.*}} : memref<?x8xbf16>
-// LOOPS-LABEL: func.func private @stored_results_template3
+// LOOPS-LABEL: func.func private @stored_results_template2
 // LOOPS: %[[F:.*]] = arith.truncf %{{.*}} : f32 to f16
 // LOOPS: memref.store %[[F]], %{{.*}} : memref<?x8xf16>
 func.func @stored_results(%g: !hector_inter.graph, %x: tensor<?x16xf32> {hector.storage = bf16, hector.kind = "node"}, %w: tensor<16x8xf32>) -> (tensor<?x8xf32> {hector.storage = bf16}, tensor<?x8xf32> {hector.storage = f16}, tensor<?x16xf32> {hector.storage = bf16}) {
@@ -104,4 +106,21 @@ func.func @stored_results(%g: !hector_inter.graph, %x: tensor<?x16xf32> {hector.
   %agg = "hector_inter.sum_to_dst"(%g, %m) : (!hector_inter.graph, tensor<?x8xf32>) -> tensor<?x8xf32>
   %r = "hector_inter.unary"(%agg) {fn = "relu", slope = 0.0 : f32} : (tensor<?x8xf32>) -> tensor<?x8xf32>
   return %r, %agg, %x : tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x16xf32>
+}
+
+// -----
+
+// A half result another op also reads keeps its f32 buffer (the reader takes the f32 values),
+// rounded by a copy at the end; the relu that reads it, returned alone, writes its half output
+// itself.
+// CHECK-LABEL: func.func @read_again
+// CHECK-SAME: %[[X:[^:]*]]: memref<?x8xf32>, %[[B:[^:]*]]: memref<8xf32>, %[[OUT:[^:]*]]: memref<?x8xbf16>, %[[OUT1:[^:]*]]: memref<?x8xbf16>)
+// CHECK: %[[H:.*]] = memref.alloc(%{{.*}}) : memref<?x8xf32>
+// CHECK: "hector_intra.traversal_template"(%[[X]], %[[B]], %[[H]]) {{.*}}fn = "add_bias"
+// CHECK: "hector_intra.traversal_template"(%[[H]], %[[OUT1]]) {{.*}}fn = "relu"{{.*}} : (memref<?x8xf32>, memref<?x8xbf16>) -> ()
+// CHECK: "hector_intra.traversal_template"(%[[H]], %[[OUT]]) {{.*}}fn = "copy"{{.*}} : (memref<?x8xf32>, memref<?x8xbf16>) -> ()
+func.func @read_again(%g: !hector_inter.graph, %x: tensor<?x8xf32> {hector.kind = "node"}, %b: tensor<8xf32>) -> (tensor<?x8xf32> {hector.storage = bf16}, tensor<?x8xf32> {hector.storage = bf16}) {
+  %h = "hector_inter.add"(%x, %b) : (tensor<?x8xf32>, tensor<8xf32>) -> tensor<?x8xf32>
+  %r = "hector_inter.unary"(%h) {fn = "relu", slope = 0.0 : f32} : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %h, %r : tensor<?x8xf32>, tensor<?x8xf32>
 }

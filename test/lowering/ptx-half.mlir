@@ -42,6 +42,18 @@
 // CHECK-DAG: cvt.rn.f16.f32
 // CHECK-DAG: st.global.b16
 // CHECK-NOT: st.global.b32
+// An xw product stored once per element may write a half output too (hector-half-messages
+// makes such buffers on the CPU; the GPU kernels, untiled and tiled, round and store 16 bits).
+// CHECK-LABEL: .visible .entry message_bf16_0_gemm(
+// CHECK-DAG: add.s32 {{.*}}, 32767;
+// CHECK-DAG: selp.b16 {{.*}}, 0x7FC0,
+// CHECK-DAG: st.global.b16
+// CHECK-NOT: st.global.b32
+// CHECK-LABEL: .visible .entry message_tiled_bf16_0_gemm(
+// CHECK-DAG: fma.rn.f32
+// CHECK-DAG: add.s32 {{.*}}, 32767;
+// CHECK-DAG: st.global.b16
+// CHECK-NOT: st.global.b32
 
 func.func @tiled(%x: memref<?x64xf16>, %w: memref<4x64x32xf32>, %src: memref<?xi32>, %et: memref<?xi32>, %dst: memref<?xi32>, %norm: memref<?x1xf32>, %out: memref<?x32xf32>) {
   "hector_intra.gemm_template"(%x, %w, %src, %et, %dst, %norm, %out) {variant = "xw", epilogue = "add", tile_n = 8 : i64, block_size = 128 : i64, schedule = {tile_m = 32 : i64, tile_n = 32 : i64, tile_k = 16 : i64, vector = 4 : i64, unroll = 4 : i64, pack = true, parallel = "none", threads = 1 : i64}, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1>} : (memref<?x64xf16>, memref<4x64x32xf32>, memref<?xi32>, memref<?xi32>, memref<?xi32>, memref<?x1xf32>, memref<?x32xf32>) -> ()
@@ -65,5 +77,13 @@ func.func @written_bf16(%x: memref<?x8xf32>, %out: memref<?x8xbf16>) {
 }
 func.func @written_f16(%x: memref<?x8xf32>, %out: memref<?x8xf16>) {
   "hector_intra.traversal_template"(%x, %out) {parallel = "node", fn = "copy", reduce = "none", slope = 0.0 : f32, block_size = 256 : i64, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x8xf32>, memref<?x8xf16>) -> ()
+  return
+}
+func.func @message_bf16(%x: memref<?x64xf32>, %w: memref<64x32xf32>, %src: memref<?xi32>, %out: memref<?x32xbf16>) {
+  "hector_intra.gemm_template"(%x, %w, %src, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 1>} : (memref<?x64xf32>, memref<64x32xf32>, memref<?xi32>, memref<?x32xbf16>) -> ()
+  return
+}
+func.func @message_tiled_bf16(%x: memref<?x64xf32>, %w: memref<64x32xf32>, %src: memref<?xi32>, %out: memref<?x32xbf16>) {
+  "hector_intra.gemm_template"(%x, %w, %src, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, schedule = {tile_m = 32 : i64, tile_n = 32 : i64, tile_k = 16 : i64, vector = 4 : i64, unroll = 4 : i64, pack = true, parallel = "none", threads = 1 : i64}, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 1>} : (memref<?x64xf32>, memref<64x32xf32>, memref<?xi32>, memref<?x32xbf16>) -> ()
   return
 }

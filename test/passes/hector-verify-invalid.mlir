@@ -511,11 +511,22 @@ func.func @gemm_tile(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x
 
 // -----
 
-// Inputs may be stored in f16 or bf16 (extended on load); a GEMM writes f32 only.
+// Inputs may be stored in f16 or bf16 (extended on load). A GEMM that accumulates re-reads its
+// out, which must then be f32 (only an xw product stored once per element, as
+// hector-half-messages makes, rounds into half storage).
 // COUNT: error: out must have f32 elements, got memref<?x8xf16>
 func.func @gemm_f16_out(%a: memref<?x16xf16>, %w: memref<16x8xbf16>, %out: memref<?x8xf16>) {
   // expected-error @+1 {{out must have f32 elements, got memref<?x8xf16>}}
-  "hector_intra.gemm_template"(%a, %w, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x16xf16>, memref<16x8xbf16>, memref<?x8xf16>) -> ()
+  "hector_intra.gemm_template"(%a, %w, %out) {variant = "xw", epilogue = "add", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x16xf16>, memref<16x8xbf16>, memref<?x8xf16>) -> ()
+  return
+}
+
+// -----
+
+// COUNT: error: out must have f32 elements, got memref<?x16xbf16>
+func.func @gemm_xwt_bf16_out(%dy: memref<?x8xf32>, %w: memref<16x8xf32>, %out: memref<?x16xbf16>) {
+  // expected-error @+1 {{out must have f32 elements, got memref<?x16xbf16>}}
+  "hector_intra.gemm_template"(%dy, %w, %out) {variant = "xwt", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x8xf32>, memref<16x8xf32>, memref<?x16xbf16>) -> ()
   return
 }
 

@@ -244,3 +244,33 @@ def test_code_with_bf16_dot_products_is_refused_on_a_cpu_without_them(
         codegen.check_host_runs(module)
         plain = ir.Module.parse("llvm.func @f() {\n  llvm.return\n}")
         assert codegen.host_features_used(plain) == set()
+
+
+def _message_buffers(layer: torch.nn.Module) -> list[str]:
+    """The half buffers the layer's compiled kernels allocate (``hector-half-messages``)."""
+    found = []
+    for entry in layer._fn._cache.values():
+        for line in entry.staged.ir("schedule").splitlines():
+            if "memref.alloc" in line and ("xbf16>" in line or "xf16>" in line):
+                found.append(line.split(":")[-1].strip())
+    return found
+
+
+@pytest.mark.parametrize("name", ["rgat", "hgt"])
+def test_messages_stored_in_bf16_stay_within_the_bounds(g, name) -> None:
+    """Inference on bf16 weights and features stores the per-edge GEMM outputs only
+    traversals read (RGAT's ``W_r h_j``, HGT's keys and values) in bf16, rounded once as
+    written: against float32 values and arithmetic the output stays within 2e-2, and at most
+    twice the error of float32 arithmetic on the same bf16 values (its result rounded to
+    bf16)."""
+    want, _ = _infer(name, g, torch.float32)
+    have, layer = _infer(name, g, torch.bfloat16)
+    assert any(t.startswith("memref<?x") and t.endswith("xbf16>") for t in _message_buffers(layer))
+    wide, graph, x = _case(name, g)
+    wide.load_state_dict({k: v.float() for k, v in layer.state_dict().items()})
+    with torch.no_grad():
+        base = _flat(wide(graph, _to(_to(x, torch.bfloat16), torch.float32)))
+    assert _message_buffers(wide) == []  # float32 results: nothing narrowed
+    err, base_err = _rel(have, want), _rel(base.to(torch.bfloat16), want)
+    assert err <= TOLERANCE, err
+    assert err <= 2 * base_err, (err, base_err)

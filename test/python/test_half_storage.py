@@ -238,3 +238,25 @@ def test_stored_halves_on_a_gpu_compute_what_float32_copies_do(g, half) -> None:
         have = rgcn_layer._run(g, args)
         want = rgcn_layer._run(g, tuple(a.float() for a in args))
     assert (have - want).abs().max().item() <= 1e-5 * want.abs().max().item()
+
+
+@pytest.mark.parametrize("half", HALVES)
+def test_the_last_elementwise_traversal_writes_the_half_result(g, half) -> None:
+    """An inference kernel whose result is a half type writes it from the traversal computing
+    it (RGCN's bias add), rounding each element once: no float32 result buffer and no copy
+    after it, and the same bits as the float32 result of the same kernel rounded by
+    ``Tensor.to``."""
+    args = _rgcn_args(half)
+    promoted = (*args[:3], args[3].float())  # a float32 bias of the same values
+    with torch.no_grad():
+        have = rgcn_layer(g, *args)
+        want = rgcn_layer(g, *promoted)
+    assert have.dtype == half
+    assert want.dtype == torch.float32
+    assert torch.equal(have.view(torch.int16), want.to(half).view(torch.int16))
+    written = {e.staged.abi[e.traced.name].result_storage: e for e in rgcn_layer._cache.values()}
+    intra = written[STORED[half],].staged.ir("intra")
+    bias_add = [line for line in intra.splitlines() if 'fn = "add_bias"' in line]
+    assert len(bias_add) == 1
+    assert bias_add[0].endswith(f"memref<?x8x{STORED[half]}>) -> ()")
+    assert 'fn = "copy"' not in intra

@@ -1,0 +1,131 @@
+// RUN: hector-opt %s --split-input-file -p 'hector-half-messages' | FileCheck %s
+// RUN: hector-opt %s --split-input-file -p 'hector-schedule{threads=2}, hector-half-messages, hector-outline-templates, convert-hector-intra-to-scf' | FileCheck %s --check-prefix=LOOPS
+
+// A function whose results are all bf16 stores the f32 GEMM output only traversals read (a
+// per-edge message, summed into destinations) in bf16: the GEMM rounds it as it writes it,
+// the sum widens it as it reads it; the sum's accumulator stays f32.
+// CHECK-LABEL: func.func @message
+// CHECK: %[[M:.*]] = memref.alloc(%{{.*}}) : memref<?x32xbf16>
+// CHECK: "hector_intra.gemm_template"(%{{.*}}, %{{.*}}, %{{.*}}, %[[M]]) {{.*}} : (memref<?x16xbf16>, memref<16x32xbf16>, memref<?xi32>, memref<?x32xbf16>) -> ()
+// CHECK: %[[ACC:.*]] = memref.alloc(%{{.*}}) : memref<?x32xf32>
+// CHECK: "hector_intra.traversal_template"(%{{.*}}, %[[M]], %{{.*}}, %[[ACC]]) {{.*}}fn = "scale"
+// CHECK: memref.dealloc %[[M]] : memref<?x32xbf16>
+
+// Loops: the packed GEMM's epilogue rounds a whole f32 row of its tile to bf16 as integers
+// (bias 0x7FFF, the kept lowest bit, NaN as 0x7FC0) and writes it as one bf16 vector; the sum
+// reads bf16 elements.
+// LOOPS-LABEL: func.func private @message_template0
+// LOOPS-DAG: arith.constant dense<32704> : vector<32xi16>
+// LOOPS-DAG: arith.constant dense<32767> : vector<32xi32>
+// LOOPS: %[[ACC:.*]] = vector.transfer_read %{{.*}} : memref<32x32xf32>, vector<32xf32>
+// LOOPS: arith.bitcast %[[ACC]] : vector<32xf32> to vector<32xi32>
+// LOOPS: arith.select %{{.*}} : vector<32xi1>, vector<32xi16>
+// LOOPS: %[[ROW:.*]] = arith.bitcast %{{.*}} : vector<32xi16> to vector<32xbf16>
+// LOOPS: vector.transfer_write %[[ROW]], %{{.*}} : vector<32xbf16>, memref<?x32xbf16>
+// LOOPS-LABEL: func.func private @message_template1
+// LOOPS: memref.load %{{.*}} : memref<?x32xbf16>
+func.func @message(%x: memref<?x16xbf16>, %w: memref<16x32xbf16>, %src: memref<?xi32>, %dst: memref<?xi32>, %s: memref<?x1xf32>, %res: memref<?x32xbf16>) attributes {hector.outputs = 1 : i64} {
+  %c0 = arith.constant 0 : index
+  %n = memref.dim %src, %c0 : memref<?xi32>
+  %m = memref.alloc(%n) : memref<?x32xf32>
+  "hector_intra.gemm_template"(%x, %w, %src, %m) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 1>} : (memref<?x16xbf16>, memref<16x32xbf16>, memref<?xi32>, memref<?x32xf32>) -> ()
+  %r = memref.dim %res, %c0 : memref<?x32xbf16>
+  %acc = memref.alloc(%r) : memref<?x32xf32>
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%acc : memref<?x32xf32>)
+  "hector_intra.traversal_template"(%dst, %m, %s, %acc) {fn = "scale", reduce = "sum", parallel = "edge", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 1, 0, 1, 1, 1>} : (memref<?xi32>, memref<?x32xf32>, memref<?x1xf32>, memref<?x32xf32>) -> ()
+  "hector_intra.traversal_template"(%acc, %res) {fn = "copy", reduce = "none", parallel = "node", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x32xf32>, memref<?x32xbf16>) -> ()
+  memref.dealloc %acc : memref<?x32xf32>
+  memref.dealloc %m : memref<?x32xf32>
+  return
+}
+
+// -----
+
+// An f32 result (training, or f32 weights): nothing changes.
+// CHECK-LABEL: func.func @f32_result
+// CHECK: memref.alloc(%{{.*}}) : memref<?x32xf32>
+// CHECK-NOT: bf16
+func.func @f32_result(%x: memref<?x16xf32>, %w: memref<16x32xf32>, %src: memref<?xi32>, %res: memref<?x32xf32>) attributes {hector.outputs = 1 : i64} {
+  %c0 = arith.constant 0 : index
+  %n = memref.dim %src, %c0 : memref<?xi32>
+  %m = memref.alloc(%n) : memref<?x32xf32>
+  "hector_intra.gemm_template"(%x, %w, %src, %m) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x32xf32>, memref<?xi32>, memref<?x32xf32>) -> ()
+  "hector_intra.traversal_template"(%m, %res) {fn = "relu", reduce = "none", parallel = "node", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x32xf32>, memref<?x32xf32>) -> ()
+  memref.dealloc %m : memref<?x32xf32>
+  return
+}
+
+// -----
+
+// Kept in f32: a message another GEMM reads, one a GEMM accumulates into (each partial sum
+// would be rounded), a score column (narrower than 16: a softmax's input), and node rows (no
+// gather: as many rows as the result, such as RGCN's root product).
+// CHECK-LABEL: func.func @kept
+// CHECK-NOT: memref.alloc{{.*}}bf16
+// CHECK: return
+func.func @kept(%x: memref<?x16xbf16>, %w: memref<16x32xbf16>, %w2: memref<32x32xbf16>, %q: memref<16x4xbf16>, %src: memref<?xi32>, %res: memref<?x32xbf16>, %res2: memref<?x32xbf16>, %res3: memref<?x4xbf16>, %res4: memref<?x32xbf16>) attributes {hector.outputs = 4 : i64} {
+  %c0 = arith.constant 0 : index
+  %n = memref.dim %src, %c0 : memref<?xi32>
+  %m = memref.alloc(%n) : memref<?x32xf32>
+  "hector_intra.gemm_template"(%x, %w, %src, %m) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 1>} : (memref<?x16xbf16>, memref<16x32xbf16>, memref<?xi32>, memref<?x32xf32>) -> ()
+  "hector_intra.gemm_template"(%m, %w2, %res) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x32xf32>, memref<32x32xbf16>, memref<?x32xbf16>) -> ()
+  %a = memref.alloc(%n) : memref<?x32xf32>
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%a : memref<?x32xf32>)
+  "hector_intra.gemm_template"(%x, %w, %src, %a) {variant = "xw", epilogue = "add", tile_n = 8 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 1>} : (memref<?x16xbf16>, memref<16x32xbf16>, memref<?xi32>, memref<?x32xf32>) -> ()
+  "hector_intra.traversal_template"(%a, %res2) {fn = "relu", reduce = "none", parallel = "node", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x32xf32>, memref<?x32xbf16>) -> ()
+  %s = memref.alloc(%n) : memref<?x4xf32>
+  "hector_intra.gemm_template"(%x, %q, %src, %s) {variant = "xw", epilogue = "store", tile_n = 4 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 1>} : (memref<?x16xbf16>, memref<16x4xbf16>, memref<?xi32>, memref<?x4xf32>) -> ()
+  "hector_intra.traversal_template"(%s, %res3) {fn = "relu", reduce = "none", parallel = "node", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x4xf32>, memref<?x4xbf16>) -> ()
+  %rows = memref.dim %x, %c0 : memref<?x16xbf16>
+  %nodes = memref.alloc(%rows) : memref<?x32xf32>
+  "hector_intra.gemm_template"(%x, %w, %nodes) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x16xbf16>, memref<16x32xbf16>, memref<?x32xf32>) -> ()
+  "hector_intra.traversal_template"(%nodes, %res4) {fn = "relu", reduce = "none", parallel = "node", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x32xf32>, memref<?x32xbf16>) -> ()
+  memref.dealloc %nodes : memref<?x32xf32>
+  memref.dealloc %s : memref<?x4xf32>
+  memref.dealloc %a : memref<?x32xf32>
+  memref.dealloc %m : memref<?x32xf32>
+  return
+}
+
+// -----
+
+// An unpacked GEMM (rows one at a time) into a bf16 message sums each row in an f32 scratch
+// row, then rounds each element as it stores it: out never holds a partial sum.
+// CHECK-LABEL: func.func @message_rows
+// CHECK: memref.alloc(%{{.*}}) : memref<?x32xbf16>
+// LOOPS-LABEL: func.func private @message_rows_template0
+// LOOPS: %[[ROW:.*]] = memref.alloca() : memref<32xf32>
+// LOOPS-NOT: memref<?x32xbf16>
+// LOOPS: %[[SUM:.*]] = arith.addf %{{.*}} : f32
+// LOOPS-NEXT: memref.store %[[SUM]], %[[ROW]][%{{.*}}] : memref<32xf32>
+// LOOPS-NOT: memref<?x32xbf16>
+// LOOPS: arith.bitcast %[[V:.*]] : f32 to i32
+// LOOPS: arith.cmpf uno, %[[V]], %[[V]] : f32
+// LOOPS: %[[E:.*]] = arith.bitcast %{{.*}} : i16 to bf16
+// LOOPS-NEXT: memref.store %[[E]], %{{.*}} : memref<?x32xbf16>
+func.func @message_rows(%x: memref<?x16xbf16>, %w: memref<16x32xbf16>, %src: memref<?xi32>, %res: memref<?x32xbf16>) attributes {hector.outputs = 1 : i64} {
+  %c0 = arith.constant 0 : index
+  %n = memref.dim %src, %c0 : memref<?xi32>
+  %m = memref.alloc(%n) : memref<?x32xf32>
+  "hector_intra.gemm_template"(%x, %w, %src, %m) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 256 : i64, schedule = {pack = false, parallel = "rows", threads = 2 : i64, tile_k = 0 : i64, tile_m = 1 : i64, tile_n = 0 : i64, unroll = 1 : i64, vector = 1 : i64}, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 1>} : (memref<?x16xbf16>, memref<16x32xbf16>, memref<?xi32>, memref<?x32xf32>) -> ()
+  "hector_intra.traversal_template"(%m, %res) {fn = "relu", reduce = "none", parallel = "node", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x32xf32>, memref<?x32xbf16>) -> ()
+  memref.dealloc %m : memref<?x32xf32>
+  return
+}
+
+// -----
+
+// A function whose trailing "outputs" are not buffers is left alone (no diagnostic).
+// CHECK-LABEL: func.func @not_buffers
+// CHECK: memref.alloc(%{{.*}}) : memref<?x32xf32>
+func.func @not_buffers(%x: memref<?x16xbf16>, %w: memref<16x32xbf16>, %src: memref<?xi32>, %res: memref<?x32xbf16>, %k: index) attributes {hector.outputs = 1 : i64} {
+  %c0 = arith.constant 0 : index
+  %n = memref.dim %src, %c0 : memref<?xi32>
+  %m = memref.alloc(%n) : memref<?x32xf32>
+  "hector_intra.gemm_template"(%x, %w, %src, %m) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 1>} : (memref<?x16xbf16>, memref<16x32xbf16>, memref<?xi32>, memref<?x32xf32>) -> ()
+  "hector_intra.traversal_template"(%m, %res) {fn = "relu", reduce = "none", parallel = "node", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x32xf32>, memref<?x32xbf16>) -> ()
+  memref.dealloc %m : memref<?x32xf32>
+  return
+}
