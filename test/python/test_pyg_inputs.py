@@ -11,7 +11,16 @@ from typing import Any
 import pytest
 import torch
 from test_pyg_route_configs import _fresh_dynamo  # noqa: F401  (autouse: Dynamo reset per test)
-from torch_geometric.nn import GAT, GATConv, HeteroConv, SAGEConv, to_hetero
+from torch_geometric.nn import (
+    GAT,
+    GATConv,
+    GATv2Conv,
+    GCNConv,
+    GraphConv,
+    HeteroConv,
+    SAGEConv,
+    to_hetero,
+)
 
 from hector.dynamo import pyg_inputs, pyg_route
 from hector.dynamo.backend import HectorBackend
@@ -32,7 +41,7 @@ def _features(dtype: torch.dtype) -> dict[str, torch.Tensor]:
     return {t: torch.randn(n, WIDTH, generator=gen).to(dtype) for t, n in SIZES.items()}
 
 
-def _edges() -> dict[Any, torch.Tensor]:
+def _edges(relations: list[tuple[str, str, str]] = RELATIONS) -> dict[Any, torch.Tensor]:
     gen = torch.Generator().manual_seed(1)
     return {
         (s, r, d): torch.stack(
@@ -41,7 +50,7 @@ def _edges() -> dict[Any, torch.Tensor]:
                 torch.randint(SIZES[d], (15,), generator=gen),
             ]
         )
-        for s, r, d in RELATIONS
+        for s, r, d in relations
     }
 
 
@@ -49,10 +58,15 @@ class Rgnn(torch.nn.Module):
     """MLPerf's ``rgnn.py`` shape: features converted by ``convert``, two ``HeteroConv`` layers
     of ``conv`` per relation, leaky ReLU between them, the ``paper`` rows."""
 
-    def __init__(self, conv: Callable[[], Any], convert: Callable[[Any], Any]) -> None:
+    def __init__(
+        self,
+        conv: Callable[[], Any],
+        convert: Callable[[Any], Any],
+        relations: list[tuple[str, str, str]] = RELATIONS,
+    ) -> None:
         super().__init__()
         self.convs = torch.nn.ModuleList(
-            HeteroConv({e: conv() for e in RELATIONS}) for _ in range(2)
+            HeteroConv({e: conv() for e in relations}) for _ in range(2)
         )
         self.convert = convert
 
@@ -155,6 +169,34 @@ def test_half_features_of_a_sage_stack_are_read_as_stored() -> None:
     model = Rgnn(lambda: SAGEConv(WIDTH, WIDTH, root_weight=False), lambda v: v.float())
     backend = HectorBackend()
     _assert_matches(model, backend, _features(torch.float16), _edges())
+    assert _placeholder_dtypes(_rows_nodes(backend)[0]) == {torch.float16}
+
+
+@pytest.mark.parametrize(
+    "conv",
+    [
+        lambda: GATv2Conv(WIDTH, 4, heads=2, add_self_loops=False),
+        lambda: GraphConv(WIDTH, WIDTH),
+    ],
+    ids=["GATv2Conv", "GraphConv"],
+)
+def test_half_features_of_other_convs_are_read_as_stored(conv: Callable[[], Any]) -> None:
+    """``hetero-gatv2`` and ``hetero-sage`` (``GraphConv``) programs read them as stored too."""
+    torch.manual_seed(0)
+    model = Rgnn(conv, lambda v: v.float())
+    backend = HectorBackend()
+    _assert_matches(model, backend, _features(torch.float16), _edges())
+    assert _placeholder_dtypes(_rows_nodes(backend)[0]) == {torch.float16}
+
+
+def test_half_features_of_a_gcn_stack_are_read_as_stored() -> None:
+    """``hetero-gcn`` (relations from a type to itself, as PyG's ``GCNConv`` takes)."""
+    torch.manual_seed(0)
+    relations = [("paper", "cites", "paper"), ("author", "knows", "author")]
+    model = Rgnn(lambda: GCNConv(WIDTH, WIDTH), lambda v: v.float(), relations)
+    x = {t: v for t, v in _features(torch.float16).items() if t != "institute"}
+    backend = HectorBackend()
+    _assert_matches(model, backend, x, _edges(relations))
     assert _placeholder_dtypes(_rows_nodes(backend)[0]) == {torch.float16}
 
 
