@@ -189,6 +189,36 @@ def test_half_features_of_other_convs_are_read_as_stored(conv: Callable[[], Any]
     assert _placeholder_dtypes(_rows_nodes(backend)[0]) == {torch.float16}
 
 
+def test_half_features_of_different_widths_are_read_as_stored() -> None:
+    """Types of different widths: the layout pads the narrower rows with zeros to the widest
+    (``pad`` of the conversion), read as stored as well."""
+    torch.manual_seed(0)
+
+    class Bipartite(Rgnn):
+        def __init__(self) -> None:
+            super().__init__(
+                lambda: GATConv(WIDTH, 4, heads=2, add_self_loops=False), torch.Tensor.float
+            )
+            self.convs[0] = HeteroConv(
+                {e: GATConv((-1, -1), 4, heads=2, add_self_loops=False) for e in RELATIONS}
+            )
+
+    model = Bipartite()
+    x = _features(torch.float16)
+    x["author"] = x["author"][:, :5].contiguous()
+    with torch.no_grad():
+        model(x, _edges())  # the lazy widths
+    backend = HectorBackend()
+    _assert_matches(model, backend, x, _edges())
+    first = _rows_nodes(backend)[0]
+    assert _placeholder_dtypes(first) == {torch.float16}
+    assert {_dtype(p) for p in first.args[0]} == {torch.float16}
+
+
+def _dtype(node: torch.fx.Node) -> Any:
+    return node.meta["example_value"].dtype
+
+
 def test_half_features_of_a_gcn_stack_are_read_as_stored() -> None:
     """``hetero-gcn`` (relations from a type to itself, as PyG's ``GCNConv`` takes)."""
     torch.manual_seed(0)

@@ -29,6 +29,8 @@ import torch
 
 #: Half types the programs read as stored.
 HALF = (torch.float16, torch.bfloat16)
+#: How a captured graph calls ``torch.nn.functional.pad``.
+_PADS = (torch.nn.functional.pad, torch._C._nn.pad)
 #: Program families whose first tensor is the layer's rows (``pyg_hetero``'s).
 _ROWS_FIRST = ("hetero-gat", "hetero-gatv2", "hetero-sage", "hetero-gcn")
 
@@ -98,8 +100,8 @@ def _half_part(part: Any, graph: torch.fx.Graph) -> Any:
     if inner is None:
         return None
     fill = part.op == "call_method" and part.target == "new_zeros" and not part.kwargs
-    pad = part.op == "call_function" and part.target is torch.nn.functional.pad
-    if not (fill or (pad and len(part.args) == 2 and not part.kwargs)):
+    pad = part.op == "call_function" and part.target in _PADS
+    if not (fill or (pad and _zero_pad(part))):
         return None
     with graph.inserting_before(part):
         new = graph.create_node(part.op, part.target, (inner, *part.args[1:]))
@@ -108,6 +110,13 @@ def _half_part(part: Any, graph: torch.fx.Graph) -> Any:
     if isinstance(new.meta["example_value"], torch.Tensor):
         new.meta["example_value"] = new.meta["example_value"].to(value.dtype)
     return new
+
+
+def _zero_pad(node: torch.fx.Node) -> bool:
+    """Whether ``pad`` node ``node`` pads with zeros (``(x, pad)``, ``(x, pad, "constant",
+    None or 0)``)."""
+    mode, value = (list(node.args[2:]) + ["constant", None])[:2]
+    return not node.kwargs and len(node.args) <= 4 and mode == "constant" and value in (None, 0)
 
 
 def _rows_input(node: torch.fx.Node) -> Any:
