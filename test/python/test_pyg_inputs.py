@@ -144,6 +144,26 @@ def test_half_features_converted_by_the_model_are_read_as_stored(
     assert second.target is torch.cat  # the hidden layer's rows take a gradient
 
 
+def test_half_features_read_as_stored_under_dynamic_shapes() -> None:
+    """``dynamic=True``: one Dynamo compilation over two batch sizes, the conversions folded,
+    the second size's results eager PyG's."""
+    torch.manual_seed(0)
+    model = Rgnn(lambda: GATConv(WIDTH, 4, heads=2, add_self_loops=False), lambda v: v.float())
+    backend = HectorBackend()
+    compiled = torch.compile(model, backend=backend, dynamic=True)
+    x, ei = _features(torch.float16), _edges()
+    _step(model, compiled, x, ei)
+    grown = {**x, "paper": torch.cat([x["paper"], x["paper"][:3]])}
+    got, got_g = _step(model, compiled, grown, ei)
+    want, want_g = _step(model, model, grown, ei)
+    assert (got - want).abs().max().item() <= TOL
+    for a, b in zip(got_g, want_g, strict=True):
+        if a is not None and b is not None:
+            assert (a - b).abs().max().item() <= TOL
+    assert len(backend.graphs) == 1
+    assert _placeholder_dtypes(_rows_nodes(backend)[0]) == {torch.float16}
+
+
 def test_half_features_of_a_max_layer_are_read_as_stored() -> None:
     """``HeteroConv(aggr="max")``: the program's rows repeat a destination type's once per
     relation into it (the same converted rows twice in the ``cat``); read as stored too."""
