@@ -713,15 +713,16 @@ def _split(
 ) -> dict[str, torch.Tensor]:
     """The destination types' rows of the program's output, as PyG's ``HeteroConv`` returns
     them (``aggr="mean"``: over the call's relations into each type; other than a sum or
-    mean: each relation's rows, reduced by ``layer.combine`` or PyG's ``group``)."""
-    starts, start = {}, 0
-    for key, x in zip(layout.types, layout.xs, strict=True):
-        starts[key] = (start, start + x.shape[0])
-        start = start + x.shape[0]
+    mean: each relation's rows, reduced by ``layer.combine`` or PyG's ``group``).
+
+    One ``split`` of the output, not a slice per type: the backward of a slice is a zero
+    tensor of the whole output's size per type, summed; the split's is one ``cat``."""
+    pieces = torch.split(out, [x.shape[0] for x in layout.xs])
+    rows = dict(zip(layout.types, pieces, strict=True))
     result = {}
     for t in layout.destinations():
         keys = layout.into(t)
-        parts = [relations.finish(convs, layout, k, out[starts[k][0] : starts[k][1]]) for k in keys]
+        parts = [relations.finish(convs, layout, k, rows[k]) for k in keys]
         if layer.aggr not in SUMMED:
             result[t] = reduced(layer, parts)
         elif layer.aggr == "mean":
