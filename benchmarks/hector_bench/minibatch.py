@@ -111,6 +111,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "pyg-trim (trim_to_layer between layers), pyg-hector, pyg-inductor (the PyG model "
         "under torch.compile with that backend) and their -trim forms",
     )
+    p.add_argument(
+        "--dynamic",
+        action="store_true",
+        help="compile the pyg-hector/pyg-inductor systems with torch.compile(..., dynamic=True): "
+        "one Dynamo compilation for every batch's sizes, instead of a recompilation with "
+        "dynamic sizes at the second batch",
+    )
     p.add_argument("--procs", type=_args.PROCS, default="1,2", help="process counts, e.g. 1,2")
     p.add_argument(
         "--pyg-procs",
@@ -617,7 +624,7 @@ def run_one(cfg: dict[str, Any], rank: int = 0, world: int = 1) -> dict[str, Any
     system = cfg["system"]
     model = hector_model if system == "hector" else pyg_model
     if system in mlperf_rgat.SYSTEMS:
-        mlperf_rgat.prepare_system(pyg_model, system)
+        mlperf_rgat.prepare_system(pyg_model, system, dynamic=cfg.get("dynamic", False))
     result: dict[str, Any] = {"system": system, "procs": world}
     if system != "hector":
         probe = next(iter(loader))
@@ -770,6 +777,7 @@ def _config(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], list[s
         "sample_threads": 0,
         "seed": args.seed,
         "cold_features": args.cold_features,
+        "dynamic": args.dynamic,
         "cache_dir": args.cache_dir,
         "procs": procs,
         "pyg_procs": [int(p) for p in _parse_list(args.pyg_procs, None, "pyg-procs")]

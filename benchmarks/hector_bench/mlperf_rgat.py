@@ -190,10 +190,10 @@ def pyg_inputs(
 SYSTEMS = ("pyg-trim", "pyg-hector", "pyg-hector-trim", "pyg-inductor", "pyg-inductor-trim")
 
 
-def prepare_system(model: Any, system: str) -> None:
+def prepare_system(model: Any, system: str, dynamic: bool = False) -> None:
     """Set the reference ``model`` (:func:`build_models`' second) up as ``system`` runs it:
-    trimmed or not, eager or under ``torch.compile(backend=...)`` (a fresh Dynamo state, so
-    the run's first step holds its whole compilation)."""
+    trimmed or not, eager or under ``torch.compile(backend=..., dynamic=dynamic or None)`` (a
+    fresh Dynamo state, so the run's first step holds its whole compilation)."""
     import torch
 
     if not hasattr(model, "compiled"):
@@ -203,7 +203,9 @@ def prepare_system(model: Any, system: str) -> None:
     model.compiled.clear()
     if backend:
         torch._dynamo.reset()
-        model.compiled.append(torch.compile(model.rgnn, backend=backend))
+        model.compiled.append(
+            torch.compile(model.rgnn, backend=backend, dynamic=True if dynamic else None)
+        )
     if backend == "hector":
         from hector.dynamo import pyg_route
 
