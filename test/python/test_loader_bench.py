@@ -173,6 +173,25 @@ def test_mlperf_reference_trimmed_and_compiled_by_hector_on_the_same_batches(tmp
     assert "hector_programs" not in results["pyg-trim"]["compiled"]
 
 
+def test_dynamic_compiles_the_reference_once_for_every_batch_size(tmp_path):
+    """--dynamic: torch.compile(..., dynamic=True), one Dynamo compilation for batches of
+    different sizes, every layer still one Hector program; the record's config says so."""
+    out = tmp_path / "mb.json"
+    argv = "--workload mlperf-rgat --datasets synthetic:igbh-tiny --scale 0.002 --procs 1"
+    # 64 seeds: smaller batches have relations of 0 or 1 edges, sizes Dynamo specialises
+    argv += " --batch-size 64 --feat 8 --hidden 8 --heads 2 --classes 5"
+    argv += " --systems pyg-hector-trim --steps 2 --warmup 1 --dynamic"
+    argv += f" --eval-batches 0 --cache-dir {tmp_path / 'c'} --json {out}"
+    assert minibatch.run(_args(minibatch, argv.split())) == 0
+    record = json.loads(out.read_text())
+    assert record["config"]["dynamic"] is True
+    r = record["cells"][0]["results"][0]
+    assert r["status"] == "ok", r
+    assert r["compiled"]["dynamo_graphs"] == 1
+    assert r["compiled"]["fallbacks"] == {}
+    assert r["compiled"]["hector_programs"]["hetero-gat:0.2"]["calls"] == 3 * 5
+
+
 def test_trimmed_inputs_give_the_reference_logits_of_the_whole_batch(tmp_path):
     """pyg_inputs(trim=True) orders nodes and edges by hop with PyG's per-hop counts, so
     trim_to_layer leaves the seeds' logits as the whole batch gives them."""
