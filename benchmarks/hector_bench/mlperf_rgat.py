@@ -202,7 +202,10 @@ def prepare_system(model: Any, system: str, dynamic: bool = False) -> None:
     backend = system.removesuffix("-trim").removeprefix("pyg").removeprefix("-")
     model.compiled.clear()
     if backend:
+        from torch._dynamo.utils import counters
+
         torch._dynamo.reset()
+        counters.clear()  # reset() keeps them: a record counts its own system's graphs
         model.compiled.append(
             torch.compile(model.rgnn, backend=backend, dynamic=True if dynamic else None)
         )
