@@ -149,17 +149,24 @@ def test_an_igbh_folder_trains_from_its_own_files_converted_once_to_float16(tmp_
         igbh_files.igbh_store(ds, str(tmp_path / "c"), 8, 349, "float16")
 
 
+def _mlperf_record(tmp_path, options: str) -> dict:
+    """The record of ``hector bench minibatch --workload mlperf-rgat`` on a tiny IGBH replica
+    with ``options`` (a string starting with a space), checked to succeed."""
+    out = tmp_path / "mb.json"
+    argv = "--workload mlperf-rgat --datasets synthetic:igbh-tiny --scale 0.002 --procs 1"
+    argv += options + f" --eval-batches 0 --cache-dir {tmp_path / 'c'} --json {out}"
+    assert minibatch.run(_args(minibatch, argv.split())) == 0
+    return json.loads(out.read_text())
+
+
 def test_mlperf_reference_trimmed_and_compiled_by_hector_on_the_same_batches(tmp_path):
     """The reference model as written, with trim_to_layer and under
     torch.compile(backend="hector"): every layer one Hector program, no fallback, the same
     batches as the twin and eager PyG, the first step (the compilation) reported apart."""
-    out = tmp_path / "mb.json"
-    argv = "--workload mlperf-rgat --datasets synthetic:igbh-tiny --scale 0.002 --procs 1"
-    argv += " --batch-size 8 --fanouts 3,2,2 --feat 8 --hidden 8 --heads 2 --classes 5"
+    argv = " --batch-size 8 --fanouts 3,2,2 --feat 8 --hidden 8 --heads 2 --classes 5"
     argv += " --systems pyg-trim,pyg-hector,pyg-hector-trim --steps 2 --warmup 1"
-    argv += f" --eval-batches 0 --cache-dir {tmp_path / 'c'} --json {out}"
-    assert minibatch.run(_args(minibatch, argv.split())) == 0
-    results = {r["system"]: r for r in json.loads(out.read_text())["cells"][0]["results"]}
+    record = _mlperf_record(tmp_path, argv)
+    results = {r["system"]: r for r in record["cells"][0]["results"]}
     assert set(results) == {"pyg-trim", "pyg-hector", "pyg-hector-trim"}
     for system in ("pyg-hector", "pyg-hector-trim"):
         r = results[system]
@@ -176,14 +183,10 @@ def test_mlperf_reference_trimmed_and_compiled_by_hector_on_the_same_batches(tmp
 def test_dynamic_compiles_the_reference_once_for_every_batch_size(tmp_path):
     """--dynamic: torch.compile(..., dynamic=True), one Dynamo compilation for batches of
     different sizes, every layer still one Hector program; the record's config says so."""
-    out = tmp_path / "mb.json"
-    argv = "--workload mlperf-rgat --datasets synthetic:igbh-tiny --scale 0.002 --procs 1"
     # 64 seeds: smaller batches have relations of 0 or 1 edges, sizes Dynamo specialises
-    argv += " --batch-size 64 --feat 8 --hidden 8 --heads 2 --classes 5"
+    argv = " --batch-size 64 --feat 8 --hidden 8 --heads 2 --classes 5"
     argv += " --systems pyg-hector-trim --steps 2 --warmup 1 --dynamic"
-    argv += f" --eval-batches 0 --cache-dir {tmp_path / 'c'} --json {out}"
-    assert minibatch.run(_args(minibatch, argv.split())) == 0
-    record = json.loads(out.read_text())
+    record = _mlperf_record(tmp_path, argv)
     assert record["config"]["dynamic"] is True
     r = record["cells"][0]["results"][0]
     assert r["status"] == "ok", r
