@@ -41,16 +41,18 @@ class LogitsOf(nn.Module):
 
 class Seq2SeqLogitsOf(nn.Module):
     """A Hugging Face encoder-decoder (T5) called on token ids: the encoder reads them, the
-    decoder reads them shifted right (the model's own ``_shift_right``, as when it is given
-    ``labels``); the decoder's logits."""
+    decoder reads them shifted right behind ``start`` (T5's decoder start token, its padding
+    id 0; what the model does with ``labels``); the decoder's logits."""
 
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, model: nn.Module, start: int = 0) -> None:
         super().__init__()
         self.model = model
+        self.start = start
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """Logits ``[batch, seq, vocab]``."""
-        decoder_ids = self.model._shift_right(ids)
+        first = torch.full_like(ids[:, :1], self.start)
+        decoder_ids = torch.cat([first, ids[:, :-1]], dim=1)
         return self.model(input_ids=ids, decoder_input_ids=decoder_ids, use_cache=False).logits
 
 
@@ -156,8 +158,6 @@ def _hf_t5(layers: int, hidden: int, heads: int, vocab: int, seq: int) -> nn.Mod
         num_layers=layers,
         num_decoder_layers=layers,
         num_heads=heads,
-        decoder_start_token_id=0,
-        pad_token_id=0,
     )
     return Seq2SeqLogitsOf(transformers.T5ForConditionalGeneration(cfg))
 
