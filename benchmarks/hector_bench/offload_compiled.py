@@ -1,10 +1,15 @@
 """``hector bench offload-compiled``: training a compiled model under a memory budget.
 
     hector bench offload-compiled --steps 6 --json OUT.json
+    hector bench offload-compiled --model hf-t5 --width 1024 --heads 16 --steps 4
 
-Trains a pre-norm ``nn.TransformerEncoder`` language model (``--layers`` 4, ``--width`` 512,
-8 heads, ``--seq`` 512, ``--batch`` 2, vocabulary 4096, dropout 0.1; SGD) with each system in
-its own process, every system compiled by Inductor:
+Trains a model (SGD, cross-entropy on its logits) with each system in its own process, every
+system compiled by Inductor. ``--model encoder`` (the default) is a pre-norm
+``nn.TransformerEncoder`` language model (``--layers`` 4, ``--width`` 512, ``--heads`` 8,
+``--seq`` 512, ``--batch`` 2, ``--vocab`` 4096, dropout 0.1); the other choices are the models
+users bring (:data:`hector_bench.offload_user_models.USER_MODELS`: Hugging Face's GPT-2,
+Llama, BERT and T5, ``nn.TransformerEncoder``, a ViT), built from the same options. No system
+has code for any model: Hector's planner sees only the graphs Dynamo and AOTAutograd make.
 
 * ``keep-all``: ``torch.compile(model)``;
 * ``keep-all-mmap``: the same with glibc's mmap threshold fixed first (what Hector's budget
@@ -37,6 +42,7 @@ from typing import Any
 from hector.tools import cli_args as _args
 
 from . import _common
+from .offload_user_models import USER_MODELS
 
 #: Every system compiles in its own process (Hector's path never reads torch's caches: its
 #: plan is made while partitioning), so the real peak of each includes its compilation.
@@ -53,10 +59,24 @@ SYSTEMS = (
 )
 
 
+#: ``--model``: the default encoder LM, or a model users bring.
+MODELS = ("encoder", *USER_MODELS)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of the compiled-offload benchmark."""
+    p.add_argument(
+        "--model",
+        choices=MODELS,
+        default="encoder",
+        help="encoder: a pre-norm nn.TransformerEncoder LM (default); or a model users bring: "
+        "Hugging Face's GPT-2, Llama, BERT (masked LM), T5 (encoder-decoder), "
+        "nn.TransformerEncoder, a ViT-B-shaped classifier (random init, no download)",
+    )
     p.add_argument("--layers", type=_args.LAYERS, default=4)
     p.add_argument("--width", type=_args.WIDTH, default=512)
+    p.add_argument("--heads", type=_args.HEADS, default=8)
+    p.add_argument("--vocab", type=_args.VOCAB, default=4096, help="vocabulary (ViT: classes)")
     p.add_argument("--seq", type=_args.SEQ, default=512)
     p.add_argument("--batch", type=_args.BATCH, default=2)
     p.add_argument("--steps", type=_args.RUNS, default=6, help="training steps, the first compiles")
@@ -75,21 +95,42 @@ def _model(cfg: dict[str, Any]) -> Any:
     import torch
     from torch import nn
 
+    from .offload_user_models import build_user_model
+
     class LM(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.emb = nn.Embedding(4096, cfg["width"])
+            self.emb = nn.Embedding(cfg["vocab"], cfg["width"])
             layer = nn.TransformerEncoderLayer(
-                cfg["width"], 8, 4 * cfg["width"], dropout=0.1, batch_first=True, norm_first=True
+                cfg["width"],
+                cfg["heads"],
+                4 * cfg["width"],
+                dropout=0.1,
+                batch_first=True,
+                norm_first=True,
             )
             self.encoder = nn.TransformerEncoder(layer, cfg["layers"], enable_nested_tensor=False)
-            self.head = nn.Linear(cfg["width"], 4096)
+            self.head = nn.Linear(cfg["width"], cfg["vocab"])
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.head(self.encoder(self.emb(x)))
 
     torch.manual_seed(0)
-    return LM()
+    if cfg["model"] == "encoder":
+        return LM()
+    shape = (cfg["layers"], cfg["width"], cfg["heads"], cfg["vocab"], cfg["seq"])
+    return build_user_model(cfg["model"], *shape)
+
+
+def _batch(cfg: dict[str, Any]) -> tuple[Any, Any]:
+    """The one batch every step trains on: its input and its targets."""
+    import torch
+
+    from .offload_user_models import make_input
+
+    gen = torch.Generator().manual_seed(1)
+    kind = "hf-gpt2" if cfg["model"] == "encoder" else cfg["model"]  # token ids
+    return make_input(kind, cfg["batch"], cfg["seq"], cfg["vocab"], gen)
 
 
 def compile_system(system: str, model: Any) -> tuple[Any, Any]:
@@ -129,15 +170,14 @@ def measure(payload: dict[str, Any]) -> dict[str, Any]:
     model = _model(cfg)
     compiled, backend = compile_system(system, model)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    gen = torch.Generator().manual_seed(1)
-    x = torch.randint(0, 4096, (cfg["batch"], cfg["seq"]), generator=gen)
-    y = torch.randint(0, 4096, (cfg["batch"], cfg["seq"]), generator=gen)
+    x, y = _batch(cfg)
     peaks = _common.StepPeaks()
     peaks.start()  # the RSS before training: the model and optimizer exist, nothing compiled
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(compiled(x).flatten(0, 1), y.flatten())
+        logits = compiled(x).reshape(-1, cfg["vocab"])
+        loss = torch.nn.functional.cross_entropy(logits, y.reshape(-1))
         loss.backward()
         opt.step()
 
@@ -174,7 +214,11 @@ def measure(payload: dict[str, Any]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Run each system in its own process, print a table, write the record."""
-    cfg = {k: getattr(args, k) for k in ("layers", "width", "seq", "batch")}
+    if args.width % args.heads:
+        print("error: --width must be divisible by --heads", file=sys.stderr)
+        return 2
+    cfg = {k: getattr(args, k) for k in ("model", "layers", "width", "heads", "seq", "batch")}
+    cfg["vocab"] = args.vocab
     results = []
     for system in args.systems:
         payload = {

@@ -1,11 +1,15 @@
-"""Models users bring, for ``hector bench offload --model``: Hugging Face's GPT-2 and Llama,
-``torch.nn.TransformerEncoder`` and a ViT-B-shaped vision transformer (random init).
+"""Models users bring, for ``hector bench offload --model`` and ``hector bench
+offload-compiled --model``: Hugging Face's GPT-2, Llama, BERT (masked LM head) and T5
+(encoder-decoder), ``torch.nn.TransformerEncoder`` and a ViT-B-shaped vision transformer
+(random init from a config: nothing is downloaded).
 
 Each is the library's own module, built from the bench's ``layers``/``hidden``/``heads``/
 ``vocab``/``seq`` and wrapped only so that it takes the bench's input and returns logits
-(:class:`LogitsOf` for Hugging Face models); the offload scopes are found in it by structure
-(:func:`hector.offload.default_scopes`), as they would be in a user's model. The language
-models take token ids ``[batch, seq]`` and return ``[batch, seq, vocab]``; the ViT takes images
+(:class:`LogitsOf` for Hugging Face models, :class:`Seq2SeqLogitsOf` for T5); the offload
+scopes are found in it by structure (:func:`hector.offload.default_scopes`), as they would be
+in a user's model. The language models take token ids ``[batch, seq]`` and return ``[batch,
+seq, vocab]`` (T5 reads them in its encoder and, shifted right, in its decoder: teacher
+forcing on the same ids; BERT predicts every token, none masked); the ViT takes images
 ``[batch, 3, 16p, 16p]`` (``p*p`` patches, ``p = round(sqrt(seq))``) and returns ``[batch,
 vocab]`` class logits (``vocab`` classes).
 """
@@ -18,19 +22,38 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-__all__ = ["USER_MODELS", "LogitsOf", "ViT", "build_user_model", "make_input"]
+__all__ = ["USER_MODELS", "LogitsOf", "Seq2SeqLogitsOf", "ViT", "build_user_model", "make_input"]
 
 
 class LogitsOf(nn.Module):
-    """A Hugging Face causal LM called on token ids, returning its logits."""
+    """A Hugging Face language model (causal or masked) called on token ids, returning its
+    logits."""
 
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, model: nn.Module, *, use_cache: bool | None = False) -> None:
         super().__init__()
         self.model = model
+        self.kwargs = {} if use_cache is None else {"use_cache": use_cache}
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """Logits ``[batch, seq, vocab]``."""
-        return self.model(input_ids=ids, use_cache=False).logits
+        return self.model(input_ids=ids, **self.kwargs).logits
+
+
+class Seq2SeqLogitsOf(nn.Module):
+    """A Hugging Face encoder-decoder (T5) called on token ids: the encoder reads them, the
+    decoder reads them shifted right behind ``start`` (T5's decoder start token, its padding
+    id 0; what the model does with ``labels``); the decoder's logits."""
+
+    def __init__(self, model: nn.Module, start: int = 0) -> None:
+        super().__init__()
+        self.model = model
+        self.start = start
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """Logits ``[batch, seq, vocab]``."""
+        first = torch.full_like(ids[:, :1], self.start)
+        decoder_ids = torch.cat([first, ids[:, :-1]], dim=1)
+        return self.model(input_ids=ids, decoder_input_ids=decoder_ids, use_cache=False).logits
 
 
 def _block(hidden: int, heads: int, dropout: float) -> nn.TransformerEncoderLayer:
@@ -84,7 +107,13 @@ def _hf_gpt2(layers: int, hidden: int, heads: int, vocab: int, seq: int) -> nn.M
     import transformers
 
     cfg = transformers.GPT2Config(
-        vocab_size=vocab, n_positions=seq, n_embd=hidden, n_layer=layers, n_head=heads
+        vocab_size=vocab,
+        n_positions=seq,
+        n_embd=hidden,
+        n_layer=layers,
+        n_head=heads,
+        bos_token_id=vocab - 1,  # GPT-2's 50256 lies outside a smaller vocabulary
+        eos_token_id=vocab - 1,
     )
     return LogitsOf(transformers.GPT2LMHeadModel(cfg))
 
@@ -104,6 +133,35 @@ def _hf_llama(layers: int, hidden: int, heads: int, vocab: int, seq: int) -> nn.
     return LogitsOf(transformers.LlamaForCausalLM(cfg))
 
 
+def _hf_bert(layers: int, hidden: int, heads: int, vocab: int, seq: int) -> nn.Module:
+    import transformers
+
+    cfg = transformers.BertConfig(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=4 * hidden,
+        max_position_embeddings=seq,
+    )
+    return LogitsOf(transformers.BertForMaskedLM(cfg), use_cache=None)
+
+
+def _hf_t5(layers: int, hidden: int, heads: int, vocab: int, seq: int) -> nn.Module:
+    import transformers
+
+    cfg = transformers.T5Config(
+        vocab_size=vocab,
+        d_model=hidden,
+        d_kv=hidden // heads,
+        d_ff=4 * hidden,
+        num_layers=layers,
+        num_decoder_layers=layers,
+        num_heads=heads,
+    )
+    return Seq2SeqLogitsOf(transformers.T5ForConditionalGeneration(cfg))
+
+
 def _vit(layers: int, hidden: int, heads: int, vocab: int, seq: int) -> nn.Module:
     return ViT(layers, hidden, heads, vocab, _side(seq) ** 2)
 
@@ -112,6 +170,8 @@ def _vit(layers: int, hidden: int, heads: int, vocab: int, seq: int) -> nn.Modul
 USER_MODELS: dict[str, Callable[[int, int, int, int, int], nn.Module]] = {
     "hf-gpt2": _hf_gpt2,
     "hf-llama": _hf_llama,
+    "hf-bert": _hf_bert,
+    "hf-t5": _hf_t5,
     "torch-encoder": _Encoder,
     "vit": _vit,
 }

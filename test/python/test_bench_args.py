@@ -137,6 +137,12 @@ def test_other_commands_refuse_bad_numbers(argv, message, capsys) -> None:
     assert message in capsys.readouterr().err
 
 
+def test_offload_compiled_refuses_heads_that_do_not_divide_the_width(capsys) -> None:
+    argv = ["bench", "offload-compiled", "--model", "hf-t5", "--width", "100", "--heads", "16"]
+    assert cli.main(argv) == 2  # before any process starts
+    assert "error: --width must be divisible by --heads" in capsys.readouterr().err
+
+
 def test_an_internal_error_in_a_bench_run_is_one_clean_line(monkeypatch, capsys) -> None:
     def boom(args):
         raise RuntimeError("something broke\nwith a second line\nand a third")

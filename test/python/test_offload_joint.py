@@ -82,6 +82,42 @@ def test_offloaded_gradients_equal_keep_all_bit_for_bit() -> None:
     assert "dropout(" not in plan.code[1]
 
 
+@pytest.mark.parametrize("model", ["hf-gpt2", "hf-llama", "hf-bert", "hf-t5"])
+def test_models_users_bring_train_bit_identical_under_a_budget(model: str) -> None:
+    """``hector bench offload-compiled --model``'s Hugging Face models (T5: encoder-decoder),
+    built as the bench builds them, compile whole under a budget (no graph break, no
+    recompile on the next step), offload, and train bit-identical to the keep-all compile
+    (their dropout included)."""
+    from hector_bench.offload_compiled import _batch, _model
+
+    cfg = {"model": model, "layers": 1, "width": 32, "heads": 2, "seq": 16, "batch": 2}
+    cfg["vocab"] = 64
+    x, y = _batch(cfg)
+
+    def train(backend: JointBackend) -> list[torch.Tensor]:
+        torch._dynamo.reset()
+        counters.clear()
+        net = _model(cfg)
+        compiled = torch.compile(net, backend=backend, fullgraph=True)
+        torch.manual_seed(1)
+        for _ in range(2):  # the second step runs the same graph
+            net.zero_grad(set_to_none=True)
+            logits = compiled(x).reshape(-1, cfg["vocab"])
+            torch.nn.functional.cross_entropy(logits, y.reshape(-1)).backward()
+        assert not counters["graph_break"]
+        assert not counters["recompiles"]
+        return [p.grad for p in net.parameters() if p.grad is not None]
+
+    keep_all = train(_joint(1.0))
+    backend = _joint(0.25)
+    grads = train(backend)
+    assert len(backend.plans) == 1
+    assert backend.plans[0].offloaded_bytes > 0
+    assert len(grads) == len(keep_all) > 0
+    assert all(torch.equal(a, b) for a, b in zip(keep_all, grads, strict=True))
+    assert tickets().stats()["outstanding"] == 0
+
+
 def test_runtime_ops_in_graphs_and_no_graph_break() -> None:
     counters.clear()
     backend = HectorBackend(memory_budget=0.25, compute="eager", offload_threshold=1024)
