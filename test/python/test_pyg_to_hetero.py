@@ -186,6 +186,25 @@ def test_own_stack_inside_a_module() -> None:
     ]
 
 
+class _InPlace(torch.nn.Module):
+    """PyG's test model: a conv's output modified in place (``relu_()``) by the next op."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = SAGEConv((-1, -1), 8)
+        self.lin = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        return self.lin(self.conv(x, edge_index).relu_())
+
+
+def test_outputs_modified_in_place() -> None:
+    """The layer's outputs per type take an in-place op, as eagerly (autograd refuses it on
+    the views of one multi-output ``split``)."""
+    torch.manual_seed(0)
+    _compiled_matches(_hetero(_InPlace(), "sum"), "hetero-sage", 1)
+
+
 def test_compiled_before_any_eager_call() -> None:
     """A model compiled whole before any eager call (its routing ``forward`` installed while
     Dynamo starts tracing it), of equal input widths (no lazy convs)."""

@@ -715,9 +715,13 @@ def _split(
     them (``aggr="mean"``: over the call's relations into each type; other than a sum or
     mean: each relation's rows, reduced by ``layer.combine`` or PyG's ``group``).
 
-    One ``split`` of the output, not a slice per type: the backward of a slice is a zero
-    tensor of the whole output's size per type, summed; the split's is one ``cat``."""
-    pieces = torch.split(out, [x.shape[0] for x in layout.xs])
+    One ``unsafe_split`` of the output: its backward is one ``cat`` (a slice's is a zero
+    tensor of the whole output per type, summed), and its pieces take in-place ops as PyG's
+    separate outputs do (PyG's ``relu_()``): autograd refuses those on the views of a
+    ``split``, and on slices one piece's ``relu_`` bumps the version of every piece another
+    ``relu_`` saved. The op saves none of its output for its backward, so nothing reads the
+    rows a piece's in-place op overwrites."""
+    pieces = out.unsafe_split_with_sizes([x.shape[0] for x in layout.xs])
     rows = dict(zip(layout.types, pieces, strict=True))
     result = {}
     for t in layout.destinations():
