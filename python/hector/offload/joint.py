@@ -194,7 +194,14 @@ class _Partitioner(CustomPartitionerFn):
         joint = plan(saved, b.memory_budget, cost, target, b.ahead, other)
         chosen = choose_recompute(fw, joint) if b.recompute else []
         if chosen:
-            fw, bw, joint = self._repartition(gm, joint_inputs, kwargs, joint, chosen)
+            again = self._repartition(gm, joint_inputs, kwargs, joint, chosen)
+            peak = again[2].modelled_step_peak
+            if peak <= max(joint.step_budget, joint.modelled_step_peak):
+                fw, bw, joint = again
+            else:  # the backward's recomputation would hold more than the store saves
+                for s in joint.offloaded():
+                    if any(r.name == s.name for r in chosen):
+                        s.not_recomputed = f"recomputing raised the modelled step peak to {peak}"
         joint.recomputed = _recomputed(fw, bw)
         lower_plan(fw, bw, n_out, joint, b.ahead)
         joint.code = (fw.code, bw.code)
