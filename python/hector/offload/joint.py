@@ -23,8 +23,18 @@ with Hector's partitioner:
 4. Inductor (``compute="inductor"``, the default) or AOTAutograd's eager runner
    (``compute="eager"``) compiles the compute around the opaque ops.
 
-Nothing is recomputed beyond what the partitioner recomputes in a keep-all compile, so random
-ops run once, in the forward, and gradients equal the keep-all compile's bit for bit.
+Between 2 and 3, an offloaded value whose chain of forward ops from saved values and the
+graph's inputs costs less (estimated) than the store's write and read of its bytes is
+recomputed instead (:func:`~.joint_plan.choose_recompute`; ``recompute=False`` turns this
+off): its chain's nodes are marked ``CheckpointPolicy.MUST_RECOMPUTE`` in the joint graph, as
+selective activation checkpointing marks them, the partitioner runs again, and the saved
+values of that partition are planned within the first plan's step budget (bytes). The first
+partition stays if the new one's modelled step peak is higher (the backward's recomputation
+holding more than the store saves). A chain with a random op (``nondeterministic_seeded``,
+dropout, ``rand*``) or an op with effects is never recomputed, so random ops run once, in the
+forward: gradients equal the keep-all compile's bit for bit where the compute runs the same
+ops in the same order (the eager runner), within float tolerance where Inductor fuses the
+recomputed ops differently.
 :attr:`JointBackend.plans` keeps each graph's :class:`~.joint_plan.JointPlan`;
 :meth:`JointBackend.explain` prints what each saved value got and why.
 """

@@ -8,6 +8,10 @@ bytes per second — not measured kernel times), and whether the store may take 
 produced in the forward (not graph inputs: parameters, the batch), dense and contiguous, not
 also a forward output, of ``threshold`` bytes or more. The others are always kept.
 
+:func:`choose_recompute` picks, among the values a plan offloads, those cheaper to recompute
+(:func:`recompute_chain`: the forward nodes between the value and the saved values and graph
+inputs, none of them random) than to write and read back; :class:`Recompute` records each.
+
 :func:`plan` runs the eager planner's budget rule on them — each eligible saved value is one
 scope of :func:`~hector.passes.offload_model.plan_within_budget` (forward order, the measured
 or given store bandwidths). :class:`JointPlan` holds the decisions, the report
@@ -36,7 +40,17 @@ from hector.passes.offload_model import plan_within_budget, simulate_step
 
 from .joint_ops import dense
 
-__all__ = ["CostModel", "JointPlan", "SavedValue", "other_bytes", "plan", "saved_values"]
+__all__ = [
+    "CostModel",
+    "JointPlan",
+    "Recompute",
+    "SavedValue",
+    "choose_recompute",
+    "other_bytes",
+    "plan",
+    "recompute_chain",
+    "saved_values",
+]
 
 #: Why a saved graph input (a parameter, the batch) is kept: it is not an activation.
 GRAPH_INPUT = "a graph input (parameter or batch)"
