@@ -243,6 +243,11 @@ class _Partitioner(CustomPartitionerFn):
         step = float(max(first.step_budget, 2))
         joint = plan(saved, step, first.cost, first.target, b.ahead, other)
         joint.recomputes = [r for r in chosen if r.name not in names]
+        weighed = {v.name: v for v in first.saved}
+        for v in joint.offloaded():  # the first plan's reasons (one round of recomputation)
+            was = weighed.get(v.name)
+            if was is not None:
+                v.recompute_ns, v.not_recomputed = was.recompute_ns, was.not_recomputed
         return fw, bw, joint
 
     def uuid(self) -> Any | None:
