@@ -100,7 +100,10 @@ PREFETCH = _one(
 RECOMPUTE = _one(
     "recompute",
     "Drop a saved activation and recompute its scope in backward.",
-    "Chosen where recomputation costs less than keeping the value or waiting for its I/O.",
+    "Chosen where recomputation costs less than keeping the value or waiting for its I/O. "
+    "In a joint-graph plan: the value's forward ops run again in the backward graph "
+    "(AOTAutograd's partition made with them marked must-recompute) instead of the store's "
+    "write and read of its bytes.",
     (_SCOPE,),
     "scope = 2 : i64",
 )
@@ -113,7 +116,11 @@ SAVED = _one(
     "them, `bytes` its size. Its operand is the plan function's argument standing for it, "
     "whose `placement.name` is the forward graph's node that produces it; the decision on "
     "it (`keep`, `offload` + `prefetch`, `recompute`) has that argument's position as "
-    "`scope`.",
+    "`scope`. A value decided `recompute` is not saved by the final partition: the backward "
+    "computes it again from saved values and the graph's inputs (its chain of forward ops, "
+    "never one drawing random numbers), so its `index` is its position among the saved "
+    "outputs of the partition the plan was made on (before recomputation), and its "
+    "argument also carries `placement.recompute_ns`, the chain's estimated time.",
     (
         Attr("index", "int", "position among the forward graph's saved outputs"),
         Attr("bytes", "int", "the saved value's size in bytes"),

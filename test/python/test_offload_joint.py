@@ -1,8 +1,9 @@
 """Placement per saved value inside a compiled graph (``hector.offload.joint``): a budget
 offloads saved values through the runtime ops in the compiled graphs, the store receives
-them, gradients equal the compiled keep-all run's bit for bit (dropout included: nothing is
-recomputed beyond the partitioner's own), the plan is ``placement`` IR that ``hector-opt``
-round-trips, and the kept bytes fall with the budget.
+them, gradients equal the compiled keep-all run's bit for bit (dropout included: a chain with
+a random op is never recomputed), offloaded values cheaper to recompute are recomputed in the
+backward instead, the plan is ``placement`` IR that ``hector-opt`` round-trips, and the kept
+bytes fall with the budget.
 
 The compute runs on AOTAutograd's eager runner (``compute="eager"``) except in one test, where
 Inductor compiles it: the partitioning, planning and lowering are the same.
@@ -142,6 +143,7 @@ def test_inductor_compiles_around_the_runtime_ops() -> None:
             m.p = 0.0
     keep_all = _step(model, _joint(1.0))  # the eager runner's: one Inductor compile only
     backend = _joint(0.25, "inductor")
+    backend.recompute = False  # several offloaded values: the order of puts and waits
     grads, codes = run_and_get_code(_step, model, backend)
     assert backend.plans[0].offloaded_bytes > 0
     text = "\n".join(codes)
@@ -186,8 +188,9 @@ def test_plan_is_placement_ir_that_round_trips(tmp_path: object) -> None:
         assert hector_opt([path]) == 0
     again = Plan.from_ir(out.getvalue())
     decided = {s.name: s.decision for s in plan.saved if s.eligible is None}
+    decided.update({r.name: "recompute" for r in plan.recomputes})
     assert again.decisions == decided
-    assert set(decided.values()) == {"keep", "offload"}
+    assert {"keep", "offload"} <= set(decided.values())
 
 
 def test_kept_bytes_fall_with_the_budget() -> None:
@@ -318,7 +321,7 @@ import sys, torch
 from torch import nn
 from hector.dynamo.backend import HectorBackend
 b = HectorBackend(memory_budget=0.25, compute="eager", offload_threshold=1024)
-m = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 8))
+m = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Dropout(0.1), nn.Linear(256, 8))
 c = torch.compile(m, backend=b, fullgraph=True)
 c(torch.randn(32, 64)).sum().backward()
 (plan,) = b.joint.plans
@@ -378,3 +381,120 @@ def test_bad_options_are_refused() -> None:
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+class _PreNorm(nn.Module):
+    """A pre-norm residual block without random ops: layer norm, two linears around GELU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.norm = nn.LayerNorm(64)
+        self.up, self.down = nn.Linear(64, 256), nn.Linear(256, 64)
+        self.head = nn.Linear(64, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+        return self.head(torch.relu(h))
+
+
+def _fast_store(budget: float) -> JointBackend:
+    """A store fast enough (4 GB/s) that only cheap chains cost less to recompute."""
+    return JointBackend(
+        budget, compute="eager", threshold=1024, write_bandwidth=4e9, read_bandwidth=4e9
+    )
+
+
+def test_recompute_chosen_for_a_cheap_chain() -> None:
+    """An offloaded value cheaper to recompute than the store's write and read is recomputed
+    in the backward instead: no longer saved, nothing of it written, gradients unchanged,
+    and the budget (the keep-all step's fraction) still bounds the modelled peak."""
+    model = _PreNorm()
+    keep_all_backend = _joint(1.0)
+    keep_all = _step(model, keep_all_backend)
+    (first,) = keep_all_backend.plans
+    before = tickets().stats()["put_bytes"]
+    backend = _fast_store(0.8)
+    grads = _step(model, backend)
+    (plan,) = backend.plans
+    assert plan.recomputes
+    saved = {s.name for s in plan.saved}
+    for r in plan.recomputes:
+        assert r.name not in saved
+        assert r.recompute_ns < r.io_ns
+        assert r.name in plan.recomputed  # the backward computes it
+    assert tickets().stats()["put_bytes"] - before == plan.offloaded_bytes
+    assert plan.step_budget == int(0.8 * (first.saved_bytes + first.other_bytes))
+    assert plan.feasible
+    # The same ops on the same inputs in the eager runner: equal bit for bit.
+    assert all(torch.equal(a, b) for a, b in zip(keep_all, grads, strict=True))
+    report = backend.explain()
+    assert all(f" {r.name} " in report and "recompute" in report for r in plan.recomputes)
+    off = _fast_store(0.8)
+    off.recompute = False
+    _step(model, off)
+    assert not off.plans[0].recomputes
+    assert off.plans[0].offloaded_bytes > plan.offloaded_bytes
+
+
+def test_random_ops_are_never_recomputed() -> None:
+    """A chain with dropout is never recomputed (its RNG state is not replayed): dropout's
+    outputs stay offloaded or kept, and the gradients equal keep-all's bit for bit."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return (x * 2) * (torch.rand_like(x) > 0.5) + 1
+
+    gm = make_fx(f, tracing_mode="fake")(torch.randn(64, 64))
+    out = next(n for n in gm.graph.nodes if n.op == "output").all_input_nodes[0]
+    chain, why = joint_plan.recompute_chain(gm, out.name, set())
+    assert chain == []
+    assert why is not None
+    assert "random op" in why
+    model = _mlp()
+    keep_all = _step(model, _joint(1.0))
+    backend = _joint(0.25)
+    grads = _step(model, backend)
+    (plan,) = backend.plans
+    for r in plan.recomputes:
+        assert not any("dropout" in n or "rand" in n or "bernoulli" in n for n in r.chain)
+    assert "rand" not in plan.code[1]
+    assert "dropout(" not in plan.code[1]
+    assert any("random op" in s.not_recomputed for s in plan.saved)
+    assert "not recomputed: random op" in plan.explain()
+    assert all(torch.equal(a, b) for a, b in zip(keep_all, grads, strict=True))
+
+
+def test_recompute_is_placement_ir_that_round_trips(tmp_path: Path) -> None:
+    backend = _fast_store(0.8)
+    _step(_PreNorm(), backend)
+    (plan,) = backend.plans
+    assert plan.recomputes
+    assert '"placement.recompute"' in plan.text
+    path = tmp_path / "plan.mlir"
+    path.write_text(plan.text)
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert hector_opt([str(path)]) == 0
+    again = Plan.from_ir(out.getvalue())
+    for r in plan.recomputes:
+        assert again.decisions[r.name] == "recompute"
+    decided = {s.name: s.decision for s in plan.saved if s.eligible is None}
+    assert {k: v for k, v in again.decisions.items() if k in decided} == decided
+
+
+def test_inductor_compiles_the_recomputed_chains() -> None:
+    """With Inductor, the recomputed chains are fused into the backward's kernels: gradients
+    within float tolerance of keep-all's."""
+    model = _PreNorm()
+    keep_all = _step(model, _joint(1.0))
+    # A budget in bytes the partition with recomputation meets (Inductor's decompositions
+    # leave the backward more temporaries than the eager runner's graphs), a slow store.
+    io = {"write_bandwidth": 3e8, "read_bandwidth": 3e8}
+    backend = JointBackend(900_000, compute="inductor", threshold=1024, **io)
+    grads = _step(model, backend)
+    (plan,) = backend.plans
+    assert plan.recomputes
+    assert not {r.name for r in plan.recomputes} & {s.name for s in plan.saved}
+    for a, b in zip(keep_all, grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)

@@ -23,8 +23,18 @@ with Hector's partitioner:
 4. Inductor (``compute="inductor"``, the default) or AOTAutograd's eager runner
    (``compute="eager"``) compiles the compute around the opaque ops.
 
-Nothing is recomputed beyond what the partitioner recomputes in a keep-all compile, so random
-ops run once, in the forward, and gradients equal the keep-all compile's bit for bit.
+Between 2 and 3, an offloaded value whose chain of forward ops from saved values and the
+graph's inputs costs less (estimated) than the store's write and read of its bytes is
+recomputed instead (:func:`~.joint_plan.choose_recompute`; ``recompute=False`` turns this
+off): its chain's nodes are marked ``CheckpointPolicy.MUST_RECOMPUTE`` in the joint graph, as
+selective activation checkpointing marks them, the partitioner runs again, and the saved
+values of that partition are planned within the first plan's step budget (bytes). The first
+partition stays if the new one's modelled step peak is higher (the backward's recomputation
+holding more than the store saves). A chain with a random op (``nondeterministic_seeded``,
+dropout, ``rand*``) or an op with effects is never recomputed, so random ops run once, in the
+forward: gradients equal the keep-all compile's bit for bit where the compute runs the same
+ops in the same order (the eager runner), within float tolerance where Inductor fuses the
+recomputed ops differently.
 :attr:`JointBackend.plans` keeps each graph's :class:`~.joint_plan.JointPlan`;
 :meth:`JointBackend.explain` prints what each saved value got and why.
 """
@@ -42,7 +52,16 @@ from torch._inductor.custom_graph_pass import CustomPartitionerFn
 from hector.runtime import libc_heap
 
 from . import joint_ops
-from .joint_plan import CostModel, JointPlan, SavedValue, other_bytes, plan, saved_values
+from .joint_plan import (
+    CostModel,
+    JointPlan,
+    Recompute,
+    SavedValue,
+    choose_recompute,
+    other_bytes,
+    plan,
+    saved_values,
+)
 
 __all__ = ["COMPUTE", "JointBackend", "lower_plan"]
 
@@ -183,11 +202,53 @@ class _Partitioner(CustomPartitionerFn):
         saved = saved_values(fw, bw, n_out, cost, b.threshold)
         other = other_bytes(fw, bw, saved)
         joint = plan(saved, b.memory_budget, cost, target, b.ahead, other)
+        chosen = choose_recompute(fw, joint) if b.recompute else []
+        if chosen:
+            again = self._repartition(gm, joint_inputs, kwargs, joint, chosen)
+            peak = again[2].modelled_step_peak
+            if peak <= max(joint.step_budget, joint.modelled_step_peak):
+                fw, bw, joint = again
+            else:  # the backward's recomputation would hold more than the store saves
+                for s in joint.offloaded():
+                    if any(r.name == s.name for r in chosen):
+                        s.not_recomputed = f"recomputing raised the modelled step peak to {peak}"
         joint.recomputed = _recomputed(fw, bw)
         lower_plan(fw, bw, n_out, joint, b.ahead)
         joint.code = (fw.code, bw.code)
         b.plans.append(joint)
         return fw, bw
+
+    def _repartition(
+        self,
+        gm: fx.GraphModule,
+        joint_inputs: Sequence[object],
+        kwargs: dict[str, Any],
+        first: JointPlan,
+        chosen: list[Recompute],
+    ) -> tuple[fx.GraphModule, fx.GraphModule, JointPlan]:
+        """Partition ``gm`` again with the ``chosen`` values' chains marked to recompute (as
+        selective activation checkpointing marks them) and plan the saved values of that
+        partition within ``first``'s step budget (bytes: the keep-all step's fraction)."""
+        from torch.utils.checkpoint import CheckpointPolicy
+
+        marked = {name for r in chosen for name in r.chain}
+        for node in gm.graph.nodes:
+            if node.name in marked:
+                node.meta["recompute"] = CheckpointPolicy.MUST_RECOMPUTE
+        fw, bw = min_cut_rematerialization_partition(gm, joint_inputs, **kwargs)
+        b, n_out = self.backend, int(kwargs["num_fwd_outputs"])
+        saved = saved_values(fw, bw, n_out, first.cost, b.threshold)
+        names = {s.name for s in saved}
+        other = other_bytes(fw, bw, saved)
+        step = float(max(first.step_budget, 2))
+        joint = plan(saved, step, first.cost, first.target, b.ahead, other)
+        joint.recomputes = [r for r in chosen if r.name not in names]
+        weighed = {v.name: v for v in first.saved}
+        for v in joint.offloaded():  # the first plan's reasons (one round of recomputation)
+            was = weighed.get(v.name)
+            if was is not None:
+                v.recompute_ns, v.not_recomputed = was.recompute_ns, was.not_recomputed
+        return fw, bw, joint
 
     def uuid(self) -> Any | None:
         """None: never cache (a plan depends on the budget and the measured bandwidths)."""
@@ -209,6 +270,9 @@ class JointBackend:
         write_bandwidth, read_bandwidth: the offload tier's bytes/s for the planner (None:
             on CPU the store's, from Hector's private cache or measured once and kept there
             (:func:`~.joint_plan.store_bandwidth`); on CUDA measured once per process).
+        recompute: whether an offloaded value that costs less to recompute than the store's
+            write and read of its bytes is recomputed in the backward instead
+            (:func:`~.joint_plan.choose_recompute`; never through a random op).
     """
 
     def __init__(
@@ -220,6 +284,7 @@ class JointBackend:
         ahead: int = 1,
         write_bandwidth: float | None = None,
         read_bandwidth: float | None = None,
+        recompute: bool = True,
     ) -> None:
         if isinstance(memory_budget, bool) or not isinstance(memory_budget, int | float):
             raise TypeError(f"memory_budget must be a number, got {memory_budget!r}")
@@ -235,6 +300,7 @@ class JointBackend:
         self.ahead = int(ahead)
         self.write_bandwidth = write_bandwidth
         self.read_bandwidth = read_bandwidth
+        self.recompute = bool(recompute)
         #: One plan per graph AOTAutograd partitioned, in compile order.
         self.plans: list[JointPlan] = []
 

@@ -8,6 +8,10 @@ bytes per second — not measured kernel times), and whether the store may take 
 produced in the forward (not graph inputs: parameters, the batch), dense and contiguous, not
 also a forward output, of ``threshold`` bytes or more. The others are always kept.
 
+:func:`choose_recompute` picks, among the values a plan offloads, those cheaper to recompute
+(:func:`recompute_chain`: the forward nodes between the value and the saved values and graph
+inputs, none of them random) than to write and read back; :class:`Recompute` records each.
+
 :func:`plan` runs the eager planner's budget rule on them — each eligible saved value is one
 scope of :func:`~hector.passes.offload_model.plan_within_budget` (forward order, the measured
 or given store bandwidths). :class:`JointPlan` holds the decisions, the report
@@ -36,7 +40,17 @@ from hector.passes.offload_model import plan_within_budget, simulate_step
 
 from .joint_ops import dense
 
-__all__ = ["CostModel", "JointPlan", "SavedValue", "other_bytes", "plan", "saved_values"]
+__all__ = [
+    "CostModel",
+    "JointPlan",
+    "Recompute",
+    "SavedValue",
+    "choose_recompute",
+    "other_bytes",
+    "plan",
+    "recompute_chain",
+    "saved_values",
+]
 
 #: Why a saved graph input (a parameter, the batch) is kept: it is not an activation.
 GRAPH_INPUT = "a graph input (parameter or batch)"
@@ -177,6 +191,8 @@ class SavedValue:
         backward_ns: estimated time of the backward nodes from its first use to the next
             saved value's first use.
         decision: ``"keep"`` or ``"offload"`` (set by :func:`plan`).
+        recompute_ns: estimated time of recomputing it in the backward (None: not weighed).
+        not_recomputed: why an offloaded value is not recomputed instead ("" if unweighed).
     """
 
     index: int
@@ -189,6 +205,8 @@ class SavedValue:
     forward_ns: float = 0.0
     backward_ns: float = 0.0
     decision: str = "keep"
+    recompute_ns: float | None = None
+    not_recomputed: str = ""
 
 
 def _why_kept(node: fx.Node, val: Any, outputs: set[fx.Node], threshold: int) -> str | None:
@@ -254,6 +272,94 @@ def _backward_costs(bw: fx.GraphModule, saved: list[SavedValue], cost: CostModel
             current = s or current
         if current is not None:
             current.backward_ns += cost.node_ns(node)
+
+
+#: Names of random ops (besides those tagged ``nondeterministic_seeded``): never recomputed,
+#: since their RNG state is not replayed.
+_RANDOM = ("rand", "bernoulli", "dropout", "normal", "uniform", "multinomial", "philox")
+#: The most forward nodes a saved value is recomputed through.
+MAX_CHAIN = 16
+
+
+@dataclass(frozen=True)
+class Recompute:
+    """A saved value the plan recomputes in the backward instead of offloading it.
+
+    Attributes:
+        index: its position among the saved outputs of the partition it was planned on
+            (the min-cut partition before recomputation: it is not saved afterwards).
+        name: the forward node producing it.
+        nbytes: its size in bytes.
+        chain: the forward nodes recomputed for it, in forward order (its own last).
+        recompute_ns: their estimated time.
+        io_ns: the store's write and read of its bytes at the planner's bandwidths.
+    """
+
+    index: int
+    name: str
+    nbytes: int
+    chain: tuple[str, ...]
+    recompute_ns: float
+    io_ns: float
+
+
+def _random(node: fx.Node) -> bool:
+    """Whether ``node`` draws random numbers."""
+    if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
+        return True
+    name = getattr(getattr(node.target, "_overloadpacket", None), "__name__", str(node.target))
+    return any(r in name for r in _RANDOM)
+
+
+def recompute_chain(
+    fw: fx.GraphModule, name: str, available: set[str]
+) -> tuple[list[fx.Node], str | None]:
+    """The forward nodes that recompute the value of node ``name`` from the ``available``
+    values (saved values the backward reads anyway) and the forward's inputs, in forward
+    order; or, empty, with why it may not be recomputed (a random op, an op with effects,
+    a chain over :data:`MAX_CHAIN` nodes)."""
+    nodes = {n.name: n for n in fw.graph.nodes}
+    chain: set[fx.Node] = set()
+    stack = [nodes[name]]
+    while stack:
+        n = stack.pop()
+        if n in chain or n.op == "placeholder" or (n.name in available and n.name != name):
+            continue
+        if n.op != "call_function":
+            return [], f"{n.name} is not an op"
+        if _random(n):
+            return [], f"random op {n.name} in its chain (its RNG state is not replayed)"
+        schema = getattr(n.target, "_schema", None)
+        if schema is not None and schema.is_mutable:
+            return [], f"{n.name} mutates its operands"
+        chain.add(n)
+        if len(chain) > MAX_CHAIN:
+            return [], f"its chain is over {MAX_CHAIN} ops"
+        stack.extend(n.all_input_nodes)
+    order = {n: i for i, n in enumerate(fw.graph.nodes)}
+    return sorted(chain, key=order.__getitem__), None
+
+
+def choose_recompute(fw: fx.GraphModule, joint: JointPlan) -> list[Recompute]:
+    """The values ``joint`` offloads that cost less to recompute than the store's write and
+    read of their bytes (:func:`recompute_chain`, estimated with ``joint.cost``), each
+    offloaded value given its ``recompute_ns`` and, if not chosen, why."""
+    c = joint.cost
+    available = {s.name for s in joint.saved}
+    chosen: list[Recompute] = []
+    for s in joint.offloaded():
+        io_ns = s.nbytes * 1e9 / c.write_bandwidth + s.nbytes * 1e9 / c.read_bandwidth
+        chain, why = recompute_chain(fw, s.name, available - {r.name for r in chosen})
+        if why is not None:
+            s.not_recomputed = why
+            continue
+        s.recompute_ns = sum(c.node_ns(n) for n in chain)
+        if s.recompute_ns >= io_ns:
+            s.not_recomputed = "recomputing costs more than the store's write and read"
+            continue
+        names = tuple(n.name for n in chain)
+        chosen.append(Recompute(s.index, s.name, s.nbytes, names, s.recompute_ns, io_ns))
+    return chosen
 
 
 def _is_view(node: fx.Node) -> bool:
@@ -323,6 +429,8 @@ class JointPlan:
         other_bytes: the step's modelled bytes besides the saved values (:func:`other_bytes`).
         step_budget: the step's modelled memory the budget allows (saved values and
             ``other_bytes``); ``budget_bytes`` is its part for the saved values.
+        recomputes: the values recomputed in the backward instead of offloaded (no longer
+            saved: the partition was made again with their chains marked to recompute).
     """
 
     saved: list[SavedValue]
@@ -337,6 +445,7 @@ class JointPlan:
     ahead: int = 1
     other_bytes: int = 0
     step_budget: int = 0
+    recomputes: list[Recompute] = field(default_factory=list)
     _text: str | None = field(default=None, repr=False)
 
     @property
@@ -365,12 +474,17 @@ class JointPlan:
             recompute=False,
         )
         assert made.decisions == {s.name: s.decision for s in candidates}
-        return _named_ir(made.text, candidates, self.target)
+        return _named_ir(made.text, candidates, self.target, self.recomputes)
 
     @property
     def saved_bytes(self) -> int:
         """All saved values' bytes (keep-all's)."""
         return sum(s.nbytes for s in self.saved if s.eligible != GRAPH_INPUT)
+
+    @property
+    def recomputed_bytes(self) -> int:
+        """Bytes of the values recomputed in the backward (saved by keep-all, not here)."""
+        return sum(r.nbytes for r in self.recomputes)
 
     @property
     def modelled_step_peak(self) -> int:
@@ -402,7 +516,8 @@ class JointPlan:
         lines = [
             f"saved values: {len(self.saved)}, {self.saved_bytes} bytes; other bytes of the "
             f"step {self.other_bytes}; step budget {self.step_budget} bytes, "
-            f"{self.budget_bytes} of them for saved values; kept {self.kept_bytes}, offloaded "
+            f"{self.budget_bytes} of them for saved values; kept {self.kept_bytes}, recomputed "
+            f"{self.recomputed_bytes}, offloaded "
             f"to {self.target} {self.offloaded_bytes} (modelled peak {self.modelled_peak} "
             f"saved + {self.other_bytes} other bytes, overhead "
             f"{self.modelled_overhead:+.1%}; write {c.write_bandwidth / 1e6:.0f} MB/s, read "
@@ -420,10 +535,18 @@ class JointPlan:
                 if s.decision == "offload"
                 else "fits the budget (kept first: most modelled overhead saved per byte)"
             )
+            if s.decision == "offload" and s.not_recomputed:
+                why += f"; not recomputed: {s.not_recomputed}"
             lines.append(
                 f"  {s.index:3d} {s.name:<24} {s.decision:<8} {s.nbytes:>12} B  "
                 f"fwd {s.forward_ns / 1e3:8.1f} us  bwd {s.backward_ns / 1e3:8.1f} us  "
                 f"I/O {io_ns / 1e3:8.1f} us  {why}"
+            )
+        for r in self.recomputes:
+            lines.append(
+                f"    {r.name:<24} recompute {r.nbytes:>12} B  recompute "
+                f"{r.recompute_ns / 1e3:8.1f} us < I/O {r.io_ns / 1e3:8.1f} us: recomputed in "
+                f"the backward from saved values and inputs ({', '.join(r.chain)})"
             )
         if self.recomputed:
             lines.append(f"recomputed by the partitioner: {', '.join(self.recomputed)}")
@@ -477,9 +600,13 @@ class _Scope:
     nbytes: int
 
 
-def _named_ir(text: str, values: Sequence[SavedValue], target: str) -> str:
+def _named_ir(
+    text: str, values: Sequence[SavedValue], target: str, recomputes: Sequence[Recompute] = ()
+) -> str:
     """``text`` (the planner's module) with a ``placement.saved`` op per value, the plan
-    marked ``"joint"`` and offloads sent to ``target``."""
+    marked ``"joint"``, offloads sent to ``target`` and, per recomputed value, one more
+    argument (``placement.name``, ``placement.recompute_ns``) named by ``placement.saved``
+    and decided ``placement.recompute``."""
     from mlir import ir
 
     from hector.dialects import make_context, placement
@@ -498,4 +625,32 @@ def _named_ir(text: str, values: Sequence[SavedValue], target: str) -> str:
         for op in block.operations:
             if op.operation.name == "placement.offload":
                 op.operation.attributes["target"] = ir.StringAttr.get(target)
+        _add_recomputes(fn, block, recomputes, loc)
         return str(module)
+
+
+def _add_recomputes(fn: Any, block: Any, recomputes: Sequence[Recompute], loc: Any) -> None:
+    from mlir import ir
+
+    from hector.dialects import placement
+
+    i64 = ir.IntegerType.get_signless(64)
+    attrs = list(fn.attributes["arg_attrs"]) if "arg_attrs" in fn.attributes else []
+    for r in recomputes:
+        t = ir.RankedTensorType.get([r.nbytes], ir.IntegerType.get_signless(8))
+        arg = block.add_argument(t, loc)
+        attrs.append(
+            ir.DictAttr.get(
+                {
+                    "placement.name": ir.StringAttr.get(r.name),
+                    "placement.recompute_ns": ir.IntegerAttr.get(i64, int(r.recompute_ns)),
+                }
+            )
+        )
+        with ir.InsertionPoint.at_block_terminator(block):
+            placement.OPS.saved(value=arg, index=r.index, bytes=r.nbytes, result=t, loc=loc)
+            placement.OPS.recompute(value=arg, scope=arg.arg_number, result=t, loc=loc)
+    if recomputes:
+        inputs = [a.type for a in block.arguments]
+        fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, []))
+        fn.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)

@@ -152,3 +152,11 @@ func.func @saved_index_not_integer(%x: tensor<64xi8>) {
   %0 = "placement.saved"(%x) {index = "addmm", bytes = 64 : i64} : (tensor<64xi8>) -> tensor<64xi8>
   return
 }
+
+// -----
+
+func.func @recompute_scope_not_integer(%x: tensor<64xi8>) {
+  // expected-error @+1 {{expected base attribute 'builtin.integer' but got 'builtin.string'}}
+  %0 = "placement.recompute"(%x) {scope = "gelu"} : (tensor<64xi8>) -> tensor<64xi8>
+  return
+}
