@@ -641,7 +641,15 @@ def test_offload_compiled_worker_reports_cpu_time_next_to_wall_time(monkeypatch)
     monkeypatch.setattr(offload_compiled, "compile_system", lambda system, model: (model, None))
     payload = {
         "system": "keep-all",
-        "config": {"layers": 1, "width": 32, "seq": 16, "batch": 2},
+        "config": {
+            "model": "encoder",
+            "layers": 1,
+            "width": 32,
+            "heads": 4,
+            "seq": 16,
+            "batch": 2,
+            "vocab": 64,
+        },
         "steps": 3,
         "threads": 1,
         "allocator": "pytorch",
