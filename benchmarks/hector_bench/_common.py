@@ -103,6 +103,7 @@ def time_calls(
     warmup: int = 1,
     sync: Callable[[], None] | None = None,
     progress: Any | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> Timing:
     """Call ``fn`` ``warmup`` times untimed, then ``runs`` times timed.
 
@@ -112,6 +113,8 @@ def time_calls(
         warmup: untimed calls first (compilation, allocator and cache warm-up).
         sync: called after each call before the clock stops (``torch.cuda.synchronize``).
         progress: a tqdm bar to ``update(1)`` after every call (warm-up included).
+        clock: seconds now (``time.perf_counter``: elapsed time; ``time.process_time``: the
+            process's CPU time, all its threads).
 
     Returns:
         The timed runs.
@@ -126,11 +129,11 @@ def time_calls(
             progress.update(1)
     times = []
     for _ in range(runs):
-        start = time.perf_counter()
+        start = clock()
         fn()
         if sync is not None:
             sync()
-        times.append((time.perf_counter() - start) * 1e3)
+        times.append((clock() - start) * 1e3)
         if progress is not None:
             progress.update(1)
     return Timing(tuple(times))

@@ -17,6 +17,11 @@ seed), runs one eager step and times Hector's first call again against the cache
 process filled: ``warm_compile_s``, ``warm_over_cold`` and that process's cache hits and misses
 (``warm_cache``) are in the Hector row. ``--no-warm`` leaves the second process out.
 
+``--clock cpu`` times the steps in the process's CPU time (all its threads) instead of elapsed
+time: on a machine other work shares, it counts the work of a step rather than how long it
+waited for a core (``config.clock`` in the record). ``hector_kernel_fraction`` divides the
+elapsed time in Hector's compiled code by the steps' times on that clock.
+
 ``--model`` and ``--dataset`` take comma-separated lists: every (model, dataset) pair is a
 cell of one record, measured in this one process (``cells``; each with its graph size, load
 average before and after, ``speedup_vs_eager``, ``hector_vs_inductor`` and ``target_met``:
@@ -47,6 +52,8 @@ from . import _common, random_graph
 
 MODELS = ("rgcn", "rgat", "hgt")
 SYSTEMS = ("eager", "inductor", "hector")
+#: What ``--clock`` times the steps with (``time``'s function of each name).
+CLOCKS = {"wall": "perf_counter", "cpu": "process_time"}
 
 
 class BenchError(Exception):
@@ -95,6 +102,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="training: the features require grad, as a hidden layer's do (their gradient is "
         "computed and compared too)",
+    )
+    p.add_argument(
+        "--clock",
+        choices=CLOCKS,
+        default="wall",
+        help="wall: elapsed time; cpu: the process's CPU time (all its threads), which other "
+        "work on a shared machine disturbs less",
     )
     p.add_argument("--json", default=None, help="write the record here")
     p.add_argument("--note", default=None, help="free text stored in the record")
@@ -222,6 +236,7 @@ def _run_cells(args: argparse.Namespace) -> dict[str, Any]:
             "dynamic": bool(args.dynamic),
             "input_grad": bool(args.input_grad),
             "systems": systems,
+            "clock": getattr(args, "clock", "wall"),
         },
         "host": _common.host_info(),
         "note": args.note,
@@ -379,7 +394,8 @@ def run_cell(
                     entry["max_abs_err_grad"] = _max_err(grads, reference["grads"])
             if backend is not None:
                 backend.reset_clock()
-            timing = _common.time_calls(step, args.runs, warmup=args.warmup)
+            clock = getattr(time, CLOCKS[getattr(args, "clock", "wall")])
+            timing = _common.time_calls(step, args.runs, warmup=args.warmup, clock=clock)
         except Exception as err:  # one system failing must not lose the others' rows
             entry["status"] = "error"
             entry["error"] = f"{type(err).__name__}: {str(err).strip().splitlines()[0][:300]}"

@@ -111,6 +111,52 @@ def test_perm_maps_sorted_edges_to_original_edges() -> None:
     assert torch.equal(g.src[g.inverse_perm].long(), edge_index[0])
 
 
+def test_grouped_by_destination_orders_each_types_edges_by_destination() -> None:
+    gen = torch.Generator().manual_seed(8)
+    edge_index = torch.randint(0, 30, (2, 500), generator=gen)
+    edge_type = torch.randint(0, 6, (500,), generator=gen)
+    node_type = torch.randint(0, 2, (30,), generator=gen)
+    g = HeteroGraph.from_edge_index(edge_index, edge_type, node_type=node_type)
+    grouped = g.grouped_by_destination()
+    # Sorted by (type, destination), stably: equal pairs keep the input order.
+    key = edge_type * 30 + edge_index[1]
+    assert torch.equal(grouped.perm, torch.sort(key, stable=True).indices)
+    perm = grouped.perm
+    assert torch.equal(grouped.src.long(), edge_index[0, perm])
+    assert torch.equal(grouped.dst.long(), edge_index[1, perm])
+    assert torch.equal(grouped.etype.long(), edge_type[perm])
+    assert torch.equal(grouped.etype_ptr, g.etype_ptr)
+    assert torch.equal(grouped.ntype, g.ntype)
+    assert grouped.num_ntypes == g.num_ntypes
+    # The per-edge normalisers travel with their edges.
+    back = g.inverse_perm[perm]  # each grouped edge's position in g
+    assert torch.equal(grouped.norm_dst_etype, g.norm_dst_etype[back])
+    assert torch.equal(grouped.norm_dst, g.norm_dst[back])
+    # The (destination, type) rows an edge reduces into now come in order, and are the same pairs.
+    assert bool((grouped.edge_dst_compact[1:] >= grouped.edge_dst_compact[:-1]).all())
+    assert torch.equal(grouped.dst_compact_dst, g.dst_compact_dst)
+    assert torch.equal(grouped.dst_compact_etype, g.dst_compact_etype)
+    assert grouped.grouped_by_destination() is grouped  # already grouped: itself
+
+
+def test_grouped_by_destination_keeps_the_rgcn_mean() -> None:
+    gen = torch.Generator().manual_seed(9)
+    edge_index = torch.randint(0, 25, (2, 400), generator=gen)
+    edge_type = torch.randint(0, 4, (400,), generator=gen)
+    x, weight = torch.randn(25, 5, generator=gen), torch.randn(4, 5, 3, generator=gen)
+    grouped = HeteroGraph.from_edge_index(edge_index, edge_type).grouped_by_destination()
+    ei, et = grouped.edge_index_sorted()
+    msg = torch.einsum("ef,efo->eo", x[ei[0]], weight[et]) * grouped.norm_dst_etype
+    got = torch.zeros(25, 3).index_add_(0, ei[1], msg)
+    want = _reference_rgcn_mean(x, weight, edge_index, edge_type, 25)
+    assert torch.allclose(got, want, atol=1e-5)
+
+
+def test_an_empty_graph_grouped_by_destination_is_itself() -> None:
+    g = HeteroGraph.from_edge_index(torch.zeros(2, 0, dtype=torch.long), torch.zeros(0).long())
+    assert g.grouped_by_destination() is g
+
+
 def test_edge_index_sorted() -> None:
     g = _small_graph()
     edge_index, edge_type = g.edge_index_sorted()

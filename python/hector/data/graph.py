@@ -219,6 +219,32 @@ class HeteroGraph(CompactionMaps):
         """Return ``(num_etypes, num_ntypes)``: the part of the graph compiled code depends on."""
         return (self.num_etypes, self.num_ntypes)
 
+    def grouped_by_destination(self) -> HeteroGraph:
+        """This graph with each edge type's edges ordered by destination (stably, so edges of
+        one ``(destination, type)`` pair keep their order); ``self`` when they already are.
+
+        The same graph, edge for edge (``perm`` still maps each edge to its input id), laid
+        out so that a reduction over the edges into ``(destination, type)`` rows, or into
+        destination rows within a type, writes its output rows in order, and one that reads
+        those rows back reads them in order: sequential memory traffic where the
+        type-sorted input order scatters at random, and contiguous row ranges for the CPU
+        workers that own output rows."""
+        key = self.etype.to(torch.int64) * max(self.num_nodes, 1) + self.dst.to(torch.int64)
+        order = torch.sort(key, stable=True).indices
+        if torch.equal(order, torch.arange(self.num_edges)):
+            return self
+        return HeteroGraph(
+            src=self.src[order],
+            dst=self.dst[order],
+            etype=self.etype[order],
+            ntype=self.ntype,
+            etype_ptr=self.etype_ptr,
+            norm_dst_etype=self.norm_dst_etype[order],
+            norm_dst=self.norm_dst[order],
+            perm=self.perm[order],
+            num_ntypes=self.num_ntypes,
+        )
+
     def edge_index_sorted(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Return int64 ``edge_index`` [2, E] and ``edge_type`` [E] in the sorted edge order.
 

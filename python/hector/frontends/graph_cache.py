@@ -145,9 +145,12 @@ def _build_graph(
     edge_type: torch.Tensor | None,
     num_nodes: int,
     num_etypes: int | None = None,
+    by_destination: bool = False,
 ) -> tuple[HeteroGraph, str]:
     et = edge_type if edge_type is not None else torch.zeros(edge_index.shape[1], dtype=torch.long)
     graph = HeteroGraph.from_edge_index(edge_index, et, num_nodes=num_nodes, num_etypes=num_etypes)
+    if by_destination:
+        graph = graph.grouped_by_destination()
     order = "sorted" if torch.equal(graph.perm, torch.arange(graph.num_edges)) else "original"
     _GRAPH_BUILDS[0] += 1
     return graph, order
@@ -163,20 +166,24 @@ def graph_for(
     edge_type: torch.Tensor | None,
     num_nodes: int,
     num_etypes: int | None = None,
+    by_destination: bool = False,
 ) -> tuple[HeteroGraph, str]:
     """The :class:`HeteroGraph` of ``edge_index``/``edge_type`` (all one type when None) with
     ``num_nodes`` nodes and ``num_etypes`` edge types (the layer's relation count: a batch need
     not use the highest one; None: ``edge_type.max() + 1``), and the order the inputs are in
-    (``"sorted"`` when already sorted by type, else ``"original"``). Cached by content
-    (:class:`IndexCache`): repeated calls with equal tensors do not rebuild it, whatever tensor
-    objects hold them, and any change to their values, however it was written, does."""
+    (``"sorted"`` when already in the graph's order, else ``"original"``). ``by_destination``:
+    each type's edges ordered by destination too
+    (:meth:`~hector.data.graph.HeteroGraph.grouped_by_destination`; a graph of its own in the
+    cache). Cached by content (:class:`IndexCache`): repeated calls with equal tensors do not
+    rebuild it, whatever tensor objects hold them, and any change to their values, however it
+    was written, does."""
 
     def build(copies: list[torch.Tensor | None]) -> tuple[HeteroGraph, str]:
         ei = copies[0]
         assert ei is not None
-        return _build_graph(ei, copies[1], num_nodes, num_etypes)
+        return _build_graph(ei, copies[1], num_nodes, num_etypes, by_destination)
 
-    extra = (int(num_nodes), None if num_etypes is None else int(num_etypes))
+    extra = (int(num_nodes), None if num_etypes is None else int(num_etypes), by_destination)
     return _GRAPHS.get((edge_index, edge_type), extra, build)
 
 
