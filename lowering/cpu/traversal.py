@@ -5,6 +5,14 @@ reduction shares them as ``hector_intra.reduction_split`` says: each worker owni
 share of the output rows (so each sums as one worker would), or each writing a partial output
 folded in worker order afterwards; the result is the same on every run with the same thread
 count.
+
+Each row is computed in two column loops through a row of scratch (``memref<N x f32>``, one
+per worker, on its stack): the row function's values into the scratch, then the scratch into
+``out`` (stored, summed or maxed). Written element by element into ``out`` directly, every
+store could alias the next element's inputs as far as LLVM can tell (``out`` and ``x`` are
+memrefs of unknown provenance), so it kept the row scalar; the scratch aliases nothing, and
+both loops vectorise. The values are the same: an element reads only its own column of ``x``
+and ``out``, and each row's inputs are read before its output is written.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mlir import ir
-from mlir.dialects import arith, scf
+from mlir.dialects import arith, memref, scf
 
 from ...dialects import hector_intra as intra
 from ...dialects.builders import OpAccess
@@ -34,14 +42,19 @@ def lower_traversal(v: OpAccess, s: intra.Schedule) -> None:
     cols = b.index(T.width(b.ops["out"]))
     c0, c1 = b.index(0), b.index(1)
 
-    def one_row(i: Value, wb: T.Body) -> None:
+    width = T.width(b.ops["out"])
+
+    def one_row(i: Value, wb: T.Body, scratch: Value) -> None:
         row = T.row_indices(wb, i)
         with wb.loop(c0, cols, c1) as j:
-            T.traversal_element(wb, f, row.at(j), atomic=False)
+            memref.store(T.row_value(wb, row.at(j), f), scratch, [j])
+        with wb.loop(c0, cols, c1) as j:
+            T.REDUCE[f.reduce](wb, row.at(j), memref.load(scratch, [j]), False)
 
     def rows(lo: Value, hi: Value, wb: T.Body) -> None:
+        scratch = scratch_row(width)
         with wb.loop(lo, hi, c1) as i:
-            one_row(i, wb)
+            one_row(i, wb, scratch)
 
     if split == "owners":
         _owned_rows(b, threads, m, one_row)
@@ -69,13 +82,22 @@ def lower_traversal(v: OpAccess, s: intra.Schedule) -> None:
         scf.yield_([])
 
 
-def _owned_rows(b: T.Body, threads: int, m: Value, row: Callable[[Value, T.Body], None]) -> None:
+def scratch_row(width: int) -> Value:
+    """A row of ``width`` f32 on the stack, at the insertion point (before the row loop: one
+    per worker, reused by each of its rows)."""
+    return memref.alloca(ir.MemRefType.get([width], T.f32_type()), [], [])
+
+
+def _owned_rows(
+    b: T.Body, threads: int, m: Value, row: Callable[[Value, T.Body, Value], None]
+) -> None:
     """Each worker owns a static share of ``out``'s rows: it reads every row's
     ``scatter_index`` and builds ``row(i, b)`` only for the rows landing in its share, in row
     order, so no two workers touch one output row and each sums as one worker would."""
     c1 = b.index(1)
 
     def share(lo: Value, hi: Value, wb: T.Body) -> None:
+        scratch = scratch_row(T.width(b.ops["out"]))
         with wb.loop(b.index(0), m, c1) as i:
             d = wb.load_index("scatter_index", i)
             mine = arith.andi(
@@ -84,7 +106,7 @@ def _owned_rows(b: T.Body, threads: int, m: Value, row: Callable[[Value, T.Body]
             )
             branch = scf.IfOp(mine)
             with ir.InsertionPoint(branch.then_block):
-                row(i, wb)
+                row(i, wb, scratch)
                 scf.yield_([])
 
     Workers(b, threads, partials=False).each(memref_dims(b.ops["out"])[0], share)

@@ -85,11 +85,13 @@ func.func @returned(%g: !hector_inter.graph, %x: tensor<?x16xf32> {hector.storag
 // CHECK: memref.copy %[[X]], %[[OUT2]] : memref<?x16xbf16> to memref<?x16xbf16>
 
 // Loops: the relu's bf16 output is rounded to the nearest even as integers, NaN as 0x7FC0
-// (32704); the f16 one through arith.truncf.
+// (32704), from the f32 value the row's scratch holds; the f16 one through arith.truncf.
 // LOOPS-LABEL: func.func private @stored_results_template1
 // LOOPS-DAG: %[[NAN:.*]] = arith.constant 32704 : i16
 // LOOPS-DAG: %[[BIAS:.*]] = arith.constant 32767 : i32
-// LOOPS: %[[V:.*]] = arith.maximumf %{{.*}} : f32
+// LOOPS: %[[RELU:.*]] = arith.maximumf %{{.*}} : f32
+// LOOPS-NEXT: memref.store %[[RELU]], %[[ROW:.*]][%{{.*}}] : memref<8xf32>
+// LOOPS: %[[V:.*]] = memref.load %[[ROW]][%{{.*}}] : memref<8xf32>
 // LOOPS-NEXT: %[[BITS:.*]] = arith.bitcast %[[V]] : f32 to i32
 // LOOPS: arith.addi %{{.*}}, %[[BIAS]] : i32
 // LOOPS: %[[ISNAN:.*]] = arith.cmpf uno, %[[V]], %[[V]] : f32

@@ -307,3 +307,35 @@ func.func @sum_to_wide_dst(%dst: memref<?xi32>, %m: memref<?x16xf32>, %out: memr
       : (memref<?xi32>, memref<?x16xf32>, memref<?x16xf32>) -> ()
   return
 }
+
+// CHECK-LABEL: func.func @scaled_rows_through_a_scratch_row
+// Each worker keeps one f32 scratch row on its stack, made before its row loop: a row's values
+// go into it in one column loop (gathered row times its scale), then into `out` in a second
+// (read, add, store), so neither loop stores where the other's inputs might be.
+// CHECK: scf.forall (%{{.*}}) in (2) {
+// CHECK: %[[ROW:.*]] = memref.alloca() : memref<16xf32>
+// CHECK: scf.for %{{.*}} =
+// CHECK: scf.if %{{.*}} {
+// CHECK: scf.for %[[J:.*]] = %{{.*}} to %{{.*}} step
+// CHECK: %[[X:.*]] = memref.load %{{.*}}[%{{.*}}, %[[J]]] : memref<?x16xf32>
+// CHECK: %[[S:.*]] = memref.load %{{.*}}[%{{.*}}, %{{.*}}] : memref<?x1xf32>
+// CHECK: %[[V:.*]] = arith.mulf %[[X]], %[[S]] : f32
+// CHECK: memref.store %[[V]], %[[ROW]][%[[J]]] : memref<16xf32>
+// CHECK: }
+// CHECK: scf.for %[[K:.*]] = %{{.*}} to %{{.*}} step
+// CHECK: %[[R:.*]] = memref.load %[[ROW]][%[[K]]] : memref<16xf32>
+// CHECK: %[[OLD:.*]] = memref.load %{{.*}}[%{{.*}}, %[[K]]] : memref<?x16xf32>
+// CHECK: %[[SUM:.*]] = arith.addf %[[OLD]], %[[R]] : f32
+// CHECK: memref.store %[[SUM]], %{{.*}}[%{{.*}}, %[[K]]] : memref<?x16xf32>
+// CHECK-NOT: memref.alloca
+// CHECK: return
+func.func @scaled_rows_through_a_scratch_row(%src: memref<?xi32>, %dst: memref<?xi32>,
+    %x: memref<?x16xf32>, %norm: memref<?x1xf32>, %out: memref<?x16xf32>) {
+  "hector_intra.traversal_template"(%src, %dst, %x, %norm, %out)
+      {parallel = "edge", fn = "scale", reduce = "sum", slope = 0.0 : f32,
+       block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1>,
+       schedule = {pack = false, parallel = "rows", threads = 2 : i64, tile_k = 0 : i64,
+                   tile_m = 1 : i64, tile_n = 0 : i64, unroll = 1 : i64, vector = 1 : i64}}
+      : (memref<?xi32>, memref<?xi32>, memref<?x16xf32>, memref<?x1xf32>, memref<?x16xf32>) -> ()
+  return
+}
