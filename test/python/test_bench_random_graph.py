@@ -82,3 +82,29 @@ def test_bench_compile_input_grad_compares_the_features_gradient(tmp_path: Path)
     rows = {r["system"]: r for r in data["cells"][0]["results"]}
     assert rows["eager"]["grads_compared"] == rows["hector"]["grads_compared"] == 4
     assert rows["hector"]["max_abs_err_grad"] <= 1e-5
+
+
+def test_bench_compile_clock_cpu_times_the_steps_in_cpu_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--clock cpu`` times each step with ``time.process_time`` (recorded in the config);
+    the default stays ``time.perf_counter``. A fake CPU clock that advances 5 ms per read shows
+    which clock the steps were timed with, whatever the machine's load."""
+    import time
+
+    from hector.tools.cli import main
+
+    ticks = iter(range(1_000_000))
+    monkeypatch.setattr(time, "process_time", lambda: 0.005 * next(ticks))
+    record = tmp_path / "cpu.json"
+    argv = ["bench", "compile", "--model", "rgcn", "--dataset", "random:20x60x3", "--no-warm"]
+    argv += ["--systems", "eager", "--runs", "3", "--warmup", "1", "--json", str(record)]
+    assert main([*argv, "--in-dim", "4", "--hidden", "4", "--clock", "cpu"]) == 0
+    data = json.loads(record.read_text())
+    assert data["config"]["clock"] == "cpu"
+    (row,) = data["cells"][0]["results"]
+    assert row["median_ms"] == pytest.approx(5.0)  # one tick between the two reads of a step
+    assert main([*argv, "--in-dim", "4", "--hidden", "4"]) == 0
+    data = json.loads(record.read_text())
+    assert data["config"]["clock"] == "wall"
+    assert data["cells"][0]["results"][0]["median_ms"] != pytest.approx(5.0)
