@@ -39,10 +39,9 @@ def lower_traversal(v: OpAccess, s: intra.Schedule) -> None:
     threads = intra.worker_threads(v, s)
     split = intra.reduction_split(v, s)
     m = T.traversal_rows(b, b.index(0))
-    cols = b.index(T.width(b.ops["out"]))
-    c0, c1 = b.index(0), b.index(1)
-
     width = T.width(b.ops["out"])
+    cols = b.index(width)
+    c0, c1 = b.index(0), b.index(1)
 
     def one_row(i: Value, wb: T.Body, scratch: Value) -> None:
         row = T.row_indices(wb, i)
@@ -92,8 +91,9 @@ def _owned_rows(
     b: T.Body, threads: int, m: Value, row: Callable[[Value, T.Body, Value], None]
 ) -> None:
     """Each worker owns a static share of ``out``'s rows: it reads every row's
-    ``scatter_index`` and builds ``row(i, b)`` only for the rows landing in its share, in row
-    order, so no two workers touch one output row and each sums as one worker would."""
+    ``scatter_index`` and builds ``row(i, b, scratch)`` (its own scratch row) only for the rows
+    landing in its share, in row order, so no two workers touch one output row and each sums
+    as one worker would."""
     c1 = b.index(1)
 
     def share(lo: Value, hi: Value, wb: T.Body) -> None:
