@@ -7,12 +7,13 @@ folded in worker order afterwards; the result is the same on every run with the 
 count.
 
 Each row is computed in two column loops through a row of scratch (``memref<N x f32>``, one
-per worker, on its stack): the row function's values into the scratch, then the scratch into
-``out`` (stored, summed or maxed). Written element by element into ``out`` directly, every
-store could alias the next element's inputs as far as LLVM can tell (``out`` and ``x`` are
-memrefs of unknown provenance), so it kept the row scalar; the scratch aliases nothing, and
-both loops vectorise. The values are the same: an element reads only its own column of ``x``
-and ``out``, and each row's inputs are read before its output is written.
+per worker, on its stack; rows of up to ``SCRATCH_MAX_WIDTH`` elements): the row function's
+values into the scratch, then the scratch into ``out`` (stored, summed or maxed). Written
+element by element into ``out`` directly, every store could alias the next element's inputs
+as far as LLVM can tell (``out`` and ``x`` are memrefs of unknown provenance), so it kept the
+row scalar; the scratch aliases nothing, and both loops vectorise. The values are the same: an
+element reads only its own column of ``x`` and ``out``, and each row's inputs are read before
+its output is written.
 """
 
 from __future__ import annotations
@@ -43,8 +44,12 @@ def lower_traversal(v: OpAccess, s: intra.Schedule) -> None:
     cols = b.index(width)
     c0, c1 = b.index(0), b.index(1)
 
-    def one_row(i: Value, wb: T.Body, scratch: Value) -> None:
+    def one_row(i: Value, wb: T.Body, scratch: Value | None) -> None:
         row = T.row_indices(wb, i)
+        if scratch is None:  # a row too wide for the stack: element by element into out
+            with wb.loop(c0, cols, c1) as j:
+                T.traversal_element(wb, f, row.at(j), atomic=False)
+            return
         with wb.loop(c0, cols, c1) as j:
             memref.store(T.row_value(wb, row.at(j), f), scratch, [j])
         with wb.loop(c0, cols, c1) as j:
@@ -81,14 +86,21 @@ def lower_traversal(v: OpAccess, s: intra.Schedule) -> None:
         scf.yield_([])
 
 
-def scratch_row(width: int) -> Value:
+#: Widest row (f32 elements) computed through a scratch row on a worker's stack (16 KiB);
+#: wider rows are written into ``out`` element by element.
+SCRATCH_MAX_WIDTH = 4096
+
+
+def scratch_row(width: int) -> Value | None:
     """A row of ``width`` f32 on the stack, at the insertion point (before the row loop: one
-    per worker, reused by each of its rows)."""
+    per worker, reused by each of its rows); None over :data:`SCRATCH_MAX_WIDTH`."""
+    if width > SCRATCH_MAX_WIDTH:
+        return None
     return memref.alloca(ir.MemRefType.get([width], T.f32_type()), [], [])
 
 
 def _owned_rows(
-    b: T.Body, threads: int, m: Value, row: Callable[[Value, T.Body, Value], None]
+    b: T.Body, threads: int, m: Value, row: Callable[[Value, T.Body, Value | None], None]
 ) -> None:
     """Each worker owns a static share of ``out``'s rows: it reads every row's
     ``scatter_index`` and builds ``row(i, b, scratch)`` (its own scratch row) only for the rows

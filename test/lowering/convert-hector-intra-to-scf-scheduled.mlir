@@ -339,3 +339,23 @@ func.func @scaled_rows_through_a_scratch_row(%src: memref<?xi32>, %dst: memref<?
       : (memref<?xi32>, memref<?xi32>, memref<?x16xf32>, memref<?x1xf32>, memref<?x16xf32>) -> ()
   return
 }
+
+// CHECK-LABEL: func.func @rows_too_wide_for_a_scratch_row
+// Rows over 4096 columns (16 KiB of stack per worker) go into `out` element by element.
+// CHECK-NOT: memref.alloca
+// CHECK: arith.mulf
+// CHECK-NEXT: memref.load %{{.*}} : memref<?x4097xf32>
+// CHECK-NEXT: arith.addf
+// CHECK-NEXT: memref.store %{{.*}} : memref<?x4097xf32>
+// CHECK-NOT: memref.alloca
+// CHECK: return
+func.func @rows_too_wide_for_a_scratch_row(%src: memref<?xi32>, %dst: memref<?xi32>,
+    %x: memref<?x4097xf32>, %norm: memref<?x1xf32>, %out: memref<?x4097xf32>) {
+  "hector_intra.traversal_template"(%src, %dst, %x, %norm, %out)
+      {parallel = "edge", fn = "scale", reduce = "sum", slope = 0.0 : f32,
+       block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1>,
+       schedule = {pack = false, parallel = "rows", threads = 2 : i64, tile_k = 0 : i64,
+                   tile_m = 1 : i64, tile_n = 0 : i64, unroll = 1 : i64, vector = 1 : i64}}
+      : (memref<?xi32>, memref<?xi32>, memref<?x4097xf32>, memref<?x1xf32>, memref<?x4097xf32>) -> ()
+  return
+}
