@@ -19,7 +19,17 @@ as they read half features. A buffer qualifies when
 * and every other use is a ``traversal_template`` reading it as ``x`` or ``y``, a
   ``memref.dim`` or its ``memref.dealloc``.
 
-Sums, attention scores and softmax terms stay f32; training functions (f32 results) and
+A sum is stored in half too where its rows are gathered from an input and a GEMM reads
+them — aggregate-first RGCN's sums into the (destination, relation) pairs, ``[D, width]``,
+read as the rows of the scatter-GEMM over the pairs: the buffer is an f32 ``memref.alloc`` of
+rows at least :data:`MIN_WIDTH` wide, filled with zeros (``linalg.fill``, erased), summed into
+by one ``traversal_template`` (``reduce = "sum"`` with a ``scatter_index``) and then only
+read, as ``a`` of GEMMs, after it. That sum is marked
+``hector.segmented_sum`` (``hector_intra.SEGMENTED_SUM``): the CPU groups its rows by output
+row and writes each output row once, rounded once from its f32 sum, so the GEMM reads half the
+bytes and no f32 accumulator is filled, read and written per row.
+
+Other sums, attention scores and softmax terms stay f32; training functions (f32 results) and
 functions with f32 or mixed results are left as they are. As with PyTorch's autocast, which
 returns a bf16 matmul's result in bf16, the extra rounding adds at most half a bf16 unit in the
 last place of each message to the error (``docs/optimizations.md``, "Traversals of bf16
@@ -34,6 +44,7 @@ from mlir import ir
 from mlir.dialects import memref
 
 from ...dialects import hector_intra as intra
+from ...dialects.builders import OpAccess
 from ...passes.registry import register_pass
 from ...passes.walk import walk_ops
 
@@ -117,11 +128,90 @@ def narrow(alloc: ir.Operation, element: ir.Type) -> None:
     alloc.erase()
 
 
+#: Uses of a summed buffer after its sum that read it (template, roles): GEMMs' rows, which
+#: the GEMM rounds to bf16 for its pair products anyway. Sums traversals read (normalisations,
+#: softmax denominators, results) stay f32.
+_SUM_READERS = {_GEMM: {"a"}}
+
+
+def sums_to_narrow(fn: ir.Operation) -> list[tuple[ir.Operation, ir.Operation, ir.Operation]]:
+    """The sums of ``fn`` whose buffers qualify (module docstring): ``(alloc, fill, sum)``."""
+    ops = list(walk_ops(fn))
+    position = {op: i for i, op in enumerate(ops)}
+    found = []
+    for op in ops:
+        if op.name != "memref.alloc":
+            continue
+        got = _summed_once(op.results[0], position)
+        if got is not None:
+            found.append((op, *got))
+    return found
+
+
+def _summed_once(
+    buffer: ir.Value, position: dict[ir.Operation, int]
+) -> tuple[ir.Operation, ir.Operation] | None:
+    """``(fill, sum)`` where ``buffer`` is zero-filled once, summed into once by a traversal
+    with a ``scatter_index``, and only read after that sum; else None."""
+    t = ir.MemRefType(buffer.type)
+    if t.rank != 2 or not isinstance(t.element_type, ir.F32Type) or t.shape[1] < MIN_WIDTH:
+        return None
+    fills, sums, readers = [], [], []
+    for use in buffer.uses:
+        user = use.owner.operation
+        if user.name in _SHAPE_USES:
+            continue
+        if user.name == "linalg.fill" and _fills_zero(user, buffer):
+            fills.append(user)
+        elif user.name == _TRAVERSAL and _role(user, buffer) == ["out"]:
+            sums.append(user)
+        elif user.name in _SUM_READERS and set(_role(user, buffer)) <= _SUM_READERS[user.name]:
+            readers.append(user)
+        else:
+            return None
+    if len(fills) != 1 or len(sums) != 1 or not _groupable(intra.view(sums[0])):
+        return None
+    fill, summed = fills[0], sums[0]
+    if fill not in position or summed not in position or position[fill] > position[summed]:
+        return None
+    if any(r not in position or position[r] < position[summed] for r in readers):
+        return None
+    return fill, summed
+
+
+def _fills_zero(fill: ir.Operation, buffer: ir.Value) -> bool:
+    """Whether ``fill`` writes the constant 0.0 into ``buffer``."""
+    value, out = fill.operands[0], fill.operands[1]
+    owner = value.owner
+    if out != buffer or not isinstance(owner, ir.OpView | ir.Operation):
+        return False
+    if owner.operation.name != "arith.constant":
+        return False
+    attr = owner.operation.attributes["value"]
+    return isinstance(attr, ir.FloatAttr) and attr.value == 0.0
+
+
+def _groupable(v: OpAccess) -> bool:
+    """A sum whose rows a segmented sum may group: ``reduce = "sum"`` into the rows a
+    ``scatter_index`` names."""
+    return v.attr("reduce") == "sum" and v.has("scatter_index")
+
+
+def segment(
+    alloc: ir.Operation, fill: ir.Operation, summed: ir.Operation, element: ir.Type
+) -> None:
+    """Store the buffer of ``alloc`` in ``element``: its zero fill erased, its sum marked
+    ``hector.segmented_sum`` (which writes every row once)."""
+    fill.erase()
+    summed.attributes[intra.SEGMENTED_SUM] = ir.UnitAttr.get()
+    narrow(alloc, element)
+
+
 @register_pass(
     "hector-half-messages",
     "In a function whose results are all stored in one half type, store the f32 GEMM outputs "
-    "that only traversals read (per-edge messages) in that type: rounded once as written, "
-    "widened as read",
+    "that only traversals read (per-edge messages), and the gathered sums GEMMs read (as "
+    "segmented sums), in that type: rounded once as written, widened as read",
 )
 def run(module_op: ir.Operation) -> None:
     """Pass entry point: every rebuilt function with half results."""
@@ -134,3 +224,5 @@ def run(module_op: ir.Operation) -> None:
             continue
         for alloc in messages_to_narrow(fn):
             narrow(alloc, element)
+        for alloc, fill, summed in sums_to_narrow(fn):
+            segment(alloc, fill, summed, element)

@@ -129,3 +129,50 @@ func.func @not_buffers(%x: memref<?x16xbf16>, %w: memref<16x32xbf16>, %src: memr
   memref.dealloc %m : memref<?x32xf32>
   return
 }
+
+// -----
+
+// A sum of gathered rows (aggregate-first RGCN: scaled source rows summed into the
+// (destination, relation) pairs) that only a GEMM reads as its rows is stored in bf16 as well:
+// its zero fill goes, and the sum becomes a segmented sum (hector.segmented_sum), which writes
+// every pair's row once, rounded from its f32 sum. The sum into the result stays f32.
+// CHECK-LABEL: func.func @pair_sums
+// CHECK: %[[P:.*]] = memref.alloc(%{{.*}}) : memref<?x32xbf16>
+// CHECK-NOT: linalg.fill ins(%{{.*}} : f32) outs(%[[P]]
+// CHECK: "hector_intra.traversal_template"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[P]]) {{.*}}hector.segmented_sum
+// CHECK: %[[ACC:.*]] = memref.alloc(%{{.*}}) : memref<?x32xf32>
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[ACC]]
+// CHECK: "hector_intra.gemm_template"(%[[P]], {{.*}} : (memref<?x32xbf16>,
+// CHECK-NOT: hector.segmented_sum
+
+// Loops: the rows grouped by pair (counts, prefix sums, the rows placed in order), then per
+// pair an f32 scratch row zeroed, the pair's rows added into it, and the row rounded to bf16
+// as it is stored.
+// LOOPS-LABEL: func.func private @pair_sums_template0
+// LOOPS: memref.alloc(%{{.*}}) : memref<?xindex>
+// LOOPS: memref.alloc(%{{.*}}) : memref<?xindex>
+// LOOPS: memref.alloc(%{{.*}}) : memref<?xindex>
+// LOOPS: scf.forall
+// LOOPS: %[[S:.*]] = memref.alloca() : memref<1x32xf32>
+// LOOPS: memref.store %{{.*}}, %[[S]]
+// LOOPS: memref.load %{{.*}} : memref<?x32xbf16>
+// LOOPS: memref.store %{{.*}}, %[[S]]
+// LOOPS: %[[V:.*]] = memref.load %[[S]]
+// LOOPS: arith.bitcast %{{.*}} : i16 to bf16
+// LOOPS: memref.store %{{.*}} : memref<?x32xbf16>
+func.func @pair_sums(%x: memref<?x32xbf16>, %w: memref<4x32x32xbf16>, %src: memref<?xi32>, %pair: memref<?xi32>, %s: memref<?x1xf32>, %pdst: memref<?xi32>, %ptype: memref<?xi32>, %res: memref<?x32xbf16>) attributes {hector.outputs = 1 : i64} {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %d = memref.dim %pdst, %c0 : memref<?xi32>
+  %p = memref.alloc(%d) : memref<?x32xf32>
+  linalg.fill ins(%zero : f32) outs(%p : memref<?x32xf32>)
+  "hector_intra.traversal_template"(%src, %pair, %x, %s, %p) {fn = "scale", reduce = "sum", parallel = "edge", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1>} : (memref<?xi32>, memref<?xi32>, memref<?x32xbf16>, memref<?x1xf32>, memref<?x32xf32>) -> ()
+  %n = memref.dim %res, %c0 : memref<?x32xbf16>
+  %acc = memref.alloc(%n) : memref<?x32xf32>
+  linalg.fill ins(%zero : f32) outs(%acc : memref<?x32xf32>)
+  "hector_intra.gemm_template"(%p, %w, %ptype, %pdst, %acc) {variant = "xw", epilogue = "add", tile_n = 8 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 0, 1>} : (memref<?x32xf32>, memref<4x32x32xbf16>, memref<?xi32>, memref<?xi32>, memref<?x32xf32>) -> ()
+  "hector_intra.traversal_template"(%acc, %res) {fn = "relu", reduce = "none", parallel = "node", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x32xf32>, memref<?x32xbf16>) -> ()
+  memref.dealloc %acc : memref<?x32xf32>
+  memref.dealloc %p : memref<?x32xf32>
+  return
+}
