@@ -15,9 +15,10 @@ once.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from mlir import ir
-from mlir.dialects import arith, memref, scf
+from mlir.dialects import arith, memref, scf, vector
 
 from ...dialects import hector_intra as intra
 from ...dialects.builders import OpAccess
@@ -102,37 +103,95 @@ def lower_segmented_sum(v: OpAccess, threads: int) -> None:
     """A sum (``reduce = "sum"`` with a ``scatter_index``) marked ``hector.segmented_sum``: a
     stable counting sort of its rows by output row (``starts[r]``: the first of row ``r``'s
     rows in ``order``), then each worker owns a static share of the output rows and, for each,
-    sums its rows in order into an f32 scratch row held in the core's cache and writes it once
-    (rounded to ``out``'s type: f32, or bf16 / f16 rounded once, not per partial sum). Every
-    output row is written, rows no input row reaches with zeros; within a row the rows are
-    added in input order from zero, so an f32 ``out`` gets the bits of the accumulating form."""
+    sums its rows in order in f32 and writes the row once (rounded to ``out``'s type: f32, or
+    bf16 / f16 rounded once, not per partial sum). Every output row is written, rows no input
+    row reaches with zeros; within a row the rows are added in input order from zero, so an
+    f32 ``out`` gets the bits of the accumulating form.
+
+    A row of a ``copy`` or of a ``scale`` by one column, :data:`LANES` f32 wide at most
+    :data:`REGISTER_VECTORS` times, is summed in vector registers (one ``LANES``-wide vector
+    of ``x`` read per step); other rows in an f32 scratch row, an element at a time."""
     b = T.Body(T.operands(v))
-    f = T.RowFn.of(v)
-    c0, c1 = b.index(0), b.index(1)
-    m = T.traversal_rows(b, c0)
+    m = T.traversal_rows(b, b.index(0))
     n = memref_dims(b.ops["out"])[0]
     starts, order = _group_rows(b, m, n)
-    width = T.width(b.ops["out"])
-    cols = b.index(width)
+    seg = _Segments(T.RowFn.of(v), starts, order, T.width(b.ops["out"]))
+    segments = seg.in_registers if seg.vectors(b) else seg.in_scratch
+    Workers(b, threads, partials=False).each(n, segments)
+    memref.dealloc(starts)
+    memref.dealloc(order)
 
-    def segments(lo: Value, hi: Value, wb: T.Body) -> None:
-        scratch = memref.alloca(ir.MemRefType.get([1, width], T.f32_type()), [], [])
+
+#: f32 lanes of the vectors a segmented sum keeps its row in, and the most vectors per row
+#: (of the 32 vector registers, the rest for the loaded row and addresses).
+LANES, REGISTER_VECTORS = 16, 16
+
+
+@dataclass(frozen=True)
+class _Segments:
+    """The output rows of a segmented sum: its row function, the grouped rows (``starts``,
+    ``order``) and the output width."""
+
+    f: T.RowFn
+    starts: Value
+    order: Value
+    width: int
+
+    def vectors(self, b: T.Body) -> int:
+        """Vectors per row when the row is summed in registers, else 0."""
+        chunks, rest = divmod(self.width, LANES)
+        one_column = self.f.fn == "copy" or (
+            self.f.fn == "scale" and T.width(b.ops["y"]) == 1 and not b.ops.has("y_index")
+        )
+        return chunks if one_column and not rest and chunks <= REGISTER_VECTORS else 0
+
+    def _bounds(self, wb: T.Body, r: Value) -> tuple[Value, Value]:
+        up = arith.addi(r, wb.index(1))
+        return memref.load(self.starts, [r]), memref.load(self.starts, [up])
+
+    def in_scratch(self, lo: Value, hi: Value, wb: T.Body) -> None:
+        """Rows ``[lo, hi)``, each summed in an f32 scratch row an element at a time."""
+        c0, c1, cols = wb.index(0), wb.index(1), wb.index(self.width)
+        scratch = memref.alloca(ir.MemRefType.get([1, self.width], T.f32_type()), [], [])
         sb = T.Body(T.Operands({**wb.ops.values, "out": scratch}))
         with wb.loop(lo, hi, c1) as r:
             with wb.loop(c0, cols, c1) as j:
                 memref.store(wb.f32(0.0), scratch, [c0, j])
-            first, last = memref.load(starts, [r]), memref.load(starts, [arith.addi(r, c1)])
+            first, last = self._bounds(wb, r)
             with wb.loop(first, last, c1) as k:
-                row = T.row_indices(sb, memref.load(order, [k]))
+                row = T.row_indices(sb, memref.load(self.order, [k]))
                 row = T.Element(row.i, row.xr, row.yr, c0)
                 with wb.loop(c0, cols, c1) as j:
-                    T.traversal_element(sb, f, row.at(j), atomic=False)
+                    T.traversal_element(sb, self.f, row.at(j), atomic=False)
             with wb.loop(c0, cols, c1) as j:
                 wb.store("out", memref.load(scratch, [c0, j]), r, j)
 
-    Workers(b, threads, partials=False).each(n, segments)
-    memref.dealloc(starts)
-    memref.dealloc(order)
+    def in_registers(self, lo: Value, hi: Value, wb: T.Body) -> None:
+        """Rows ``[lo, hi)``, each summed in :meth:`vectors` f32 vectors carried by the loop
+        over its rows: ``acc + x * y`` (``copy``: ``acc + x``), as the element form computes."""
+        c0, c1 = wb.index(0), wb.index(1)
+        vt = ir.VectorType.get([LANES], T.f32_type())
+        rank2 = ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(2, 1))
+        zero = arith.constant(vt, ir.DenseElementsAttr.get_splat(vt, ir.FloatAttr.get_f32(0.0)))
+        cols = [wb.index(c * LANES) for c in range(self.vectors(wb))]
+        with wb.loop(lo, hi, c1) as r:
+            first, last = self._bounds(wb, r)
+            rows = scf.ForOp(first, last, c1, [zero] * len(cols))
+            with ir.InsertionPoint(rows.body):
+                i = memref.load(self.order, [rows.induction_variable])
+                row = T.row_indices(wb, i)
+                scale = None
+                if self.f.fn == "scale":
+                    scale = vector.broadcast(vt, wb.load("y", row.yr, c0))
+                sums = []
+                for acc, col in zip(rows.inner_iter_args, cols, strict=True):
+                    x = T.read_vector(vt, wb.ops["x"], [row.xr, col], rank2, [True])
+                    sums.append(arith.addf(acc, x if scale is None else arith.mulf(x, scale)))
+                scf.yield_(sums)
+            out = wb.ops["out"]
+            element = ir.MemRefType(out.type).element_type
+            for acc, col in zip(rows.results, cols, strict=True):
+                vector.transfer_write(None, T.from_f32(acc, element), out, [r, col], rank2, [True])
 
 
 def _group_rows(b: T.Body, m: Value, n: Value) -> tuple[Value, Value]:

@@ -146,20 +146,22 @@ func.func @not_buffers(%x: memref<?x16xbf16>, %w: memref<16x32xbf16>, %src: memr
 // CHECK-NOT: hector.segmented_sum
 
 // Loops: the rows grouped by pair (counts, prefix sums, the rows placed in order), then per
-// pair an f32 scratch row zeroed, the pair's rows added into it, and the row rounded to bf16
-// as it is stored.
+// pair its rows summed in two f32 vectors carried by the loop over them (bf16 x widened, times
+// the row's scale), each rounded to bf16 once and written as one vector.
 // LOOPS-LABEL: func.func private @pair_sums_template0
 // LOOPS: memref.alloc(%{{.*}}) : memref<?xindex>
 // LOOPS: memref.alloc(%{{.*}}) : memref<?xindex>
 // LOOPS: memref.alloc(%{{.*}}) : memref<?xindex>
 // LOOPS: scf.forall
-// LOOPS: %[[S:.*]] = memref.alloca() : memref<1x32xf32>
-// LOOPS: memref.store %{{.*}}, %[[S]]
-// LOOPS: memref.load %{{.*}} : memref<?x32xbf16>
-// LOOPS: memref.store %{{.*}}, %[[S]]
-// LOOPS: %[[V:.*]] = memref.load %[[S]]
-// LOOPS: arith.bitcast %{{.*}} : i16 to bf16
-// LOOPS: memref.store %{{.*}} : memref<?x32xbf16>
+// LOOPS: %[[SUMS:.*]]:2 = scf.for {{.*}} iter_args(%[[A:.*]] = %{{.*}}, %[[B:.*]] = %{{.*}}) -> (vector<16xf32>, vector<16xf32>)
+// LOOPS: vector.transfer_read {{.*}} : memref<?x32xbf16>, vector<16xbf16>
+// LOOPS: arith.addf %[[A]]
+// LOOPS: arith.addf %[[B]]
+// LOOPS: arith.bitcast %[[SUMS]]#0 : vector<16xf32> to vector<16xi32>
+// LOOPS: vector.transfer_write %{{.*}} : vector<16xbf16>, memref<?x32xbf16>
+// LOOPS: vector.transfer_write %{{.*}} : vector<16xbf16>, memref<?x32xbf16>
+// LOOPS-NOT: memref.alloca
+// LOOPS: return
 func.func @pair_sums(%x: memref<?x32xbf16>, %w: memref<4x32x32xbf16>, %src: memref<?xi32>, %pair: memref<?xi32>, %s: memref<?x1xf32>, %pdst: memref<?xi32>, %ptype: memref<?xi32>, %res: memref<?x32xbf16>) attributes {hector.outputs = 1 : i64} {
   %c0 = arith.constant 0 : index
   %zero = arith.constant 0.0 : f32
@@ -173,6 +175,34 @@ func.func @pair_sums(%x: memref<?x32xbf16>, %w: memref<4x32x32xbf16>, %src: memr
   "hector_intra.gemm_template"(%p, %w, %ptype, %pdst, %acc) {variant = "xw", epilogue = "add", tile_n = 8 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 0, 1>} : (memref<?x32xf32>, memref<4x32x32xbf16>, memref<?xi32>, memref<?xi32>, memref<?x32xf32>) -> ()
   "hector_intra.traversal_template"(%acc, %res) {fn = "relu", reduce = "none", parallel = "node", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x32xf32>, memref<?x32xbf16>) -> ()
   memref.dealloc %acc : memref<?x32xf32>
+  memref.dealloc %p : memref<?x32xf32>
+  return
+}
+
+// -----
+
+// A row function the vector form does not take (a product with a second row) sums each pair
+// in an f32 scratch row instead, an element at a time, rounded to bf16 as each element is
+// stored.
+// CHECK-LABEL: func.func @pair_products
+// CHECK: "hector_intra.traversal_template"{{.*}}fn = "mul"{{.*}}hector.segmented_sum
+// LOOPS-LABEL: func.func private @pair_products_template0
+// LOOPS: scf.forall
+// LOOPS: %[[S:.*]] = memref.alloca() : memref<1x32xf32>
+// LOOPS: memref.store %{{.*}}, %[[S]]
+// LOOPS: arith.mulf
+// LOOPS: memref.store %{{.*}}, %[[S]]
+// LOOPS: memref.load %[[S]]
+// LOOPS: arith.bitcast %{{.*}} : i16 to bf16
+// LOOPS: memref.store %{{.*}} : memref<?x32xbf16>
+func.func @pair_products(%x: memref<?x32xbf16>, %y: memref<?x32xf32>, %w: memref<32x32xbf16>, %src: memref<?xi32>, %pair: memref<?xi32>, %pdst: memref<?xi32>, %res: memref<?x32xbf16>) attributes {hector.outputs = 1 : i64} {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %d = memref.dim %pdst, %c0 : memref<?xi32>
+  %p = memref.alloc(%d) : memref<?x32xf32>
+  linalg.fill ins(%zero : f32) outs(%p : memref<?x32xf32>)
+  "hector_intra.traversal_template"(%src, %pair, %x, %y, %p) {fn = "mul", reduce = "sum", parallel = "edge", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1>} : (memref<?xi32>, memref<?xi32>, memref<?x32xbf16>, memref<?x32xf32>, memref<?x32xf32>) -> ()
+  "hector_intra.gemm_template"(%p, %w, %res) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x32xf32>, memref<32x32xbf16>, memref<?x32xbf16>) -> ()
   memref.dealloc %p : memref<?x32xf32>
   return
 }
