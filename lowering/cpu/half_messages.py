@@ -11,11 +11,13 @@ as they read half features. A buffer qualifies when
 
 * it is a ``memref.alloc`` of f32 rows ``[rows, width]``, ``width`` at least
   :data:`MIN_WIDTH` (never an argument: the caller's buffers keep their types),
-* exactly one ``gemm_template`` writes it, as ``out`` of an ``xw`` product with the ``store``
-  epilogue (each element written once: an accumulating GEMM would round every partial sum)
-  on gathered rows (``gather_index``: one message per edge; node rows, such as RGCN's root
-  product, are as many as the result's and stay f32, where rounding them would add a second
-  rounding to the result's for few bytes),
+* exactly one template writes it: a ``gemm_template``, as ``out`` of an ``xw`` product with
+  the ``store`` epilogue (each element written once: an accumulating GEMM would round every
+  partial sum) on gathered rows (``gather_index``: one message per edge; node rows, such as
+  RGCN's root product, are as many as the result's and stay f32, where rounding them would
+  add a second rounding to the result's for few bytes), or an edge-wise
+  (``parallel = "edge"``) ``traversal_template`` that does not reduce (HGT's keys and
+  messages with their relation's bias added, ``[E, width]``),
 * and every other use is a ``traversal_template`` reading it as ``x`` or ``y``, a
   ``memref.dim`` or its ``memref.dealloc``.
 
@@ -108,15 +110,24 @@ def _qualifies(buffer: ir.Value) -> bool:
         user = use.owner.operation
         if user.name in _SHAPE_USES:
             continue
-        if user.name == _GEMM:
-            v = intra.view(user)
-            store = v.attr("variant") == "xw" and v.attr("epilogue") == "store"
-            if _role(user, buffer) != ["out"] or not store or not v.has("gather_index"):
+        roles = _role(user, buffer)
+        if "out" in roles:
+            if roles != ["out"] or not _writes_messages(intra.view(user)):
                 return False
             writers += 1
-        elif user.name != _TRAVERSAL or not set(_role(user, buffer)) <= {"x", "y"}:
+        elif user.name != _TRAVERSAL or not set(roles) <= {"x", "y"}:
             return False
     return writers == 1
+
+
+def _writes_messages(v: OpAccess) -> bool:
+    """Whether template ``v`` writes each element of its ``out`` once, one row per edge: an
+    ``xw`` GEMM storing the products of gathered rows, or an edge-wise traversal that does
+    not reduce (HGT's keys and messages plus their relation's bias)."""
+    if v.spec.name == intra.GEMM_TEMPLATE.name:
+        store = v.attr("variant") == "xw" and v.attr("epilogue") == "store"
+        return store and v.has("gather_index")
+    return v.attr("reduce") == "none" and v.attr("parallel") == "edge"
 
 
 def narrow(alloc: ir.Operation, element: ir.Type) -> None:

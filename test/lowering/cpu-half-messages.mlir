@@ -206,3 +206,36 @@ func.func @pair_products(%x: memref<?x32xbf16>, %y: memref<?x32xf32>, %w: memref
   memref.dealloc %p : memref<?x32xf32>
   return
 }
+
+// -----
+
+// An edge-wise traversal that does not reduce (HGT's message plus its relation's bias, one
+// row per edge) writes a message too: stored in bf16 when only traversals read it. A
+// node-wise one (parallel = "node") stays f32.
+// CHECK-LABEL: func.func @biased_messages
+// CHECK: %[[B:.*]] = memref.alloc(%{{.*}}) : memref<?x32xbf16>
+// CHECK: "hector_intra.traversal_template"(%{{.*}}, %{{.*}}, %{{.*}}, %[[B]]) {{.*}}fn = "add"{{.*}}parallel = "edge"
+// CHECK: "hector_intra.traversal_template"(%{{.*}}, %[[B]], %{{.*}}) {{.*}}fn = "copy"{{.*}}reduce = "sum"
+// CHECK: %[[N:.*]] = memref.alloc(%{{.*}}) : memref<?x32xf32>
+// CHECK: "hector_intra.traversal_template"(%{{.*}}, %[[N]]) {{.*}}fn = "relu"
+// LOOPS-LABEL: func.func private @biased_messages_template0
+// LOOPS: arith.bitcast %{{.*}} : i16 to bf16
+// LOOPS: memref.store %{{.*}} : memref<?x32xbf16>
+func.func @biased_messages(%m: memref<?x32xbf16>, %etype: memref<?xi32>, %bias: memref<4x32xf32>, %dst: memref<?xi32>, %res: memref<?x32xbf16>) attributes {hector.outputs = 1 : i64} {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %e = memref.dim %etype, %c0 : memref<?xi32>
+  %b = memref.alloc(%e) : memref<?x32xf32>
+  "hector_intra.traversal_template"(%etype, %m, %bias, %b) {fn = "add", reduce = "none", parallel = "edge", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 0, 1, 1, 1, 1>} : (memref<?xi32>, memref<?x32xbf16>, memref<4x32xf32>, memref<?x32xf32>) -> ()
+  %n = memref.dim %res, %c0 : memref<?x32xbf16>
+  %acc = memref.alloc(%n) : memref<?x32xf32>
+  linalg.fill ins(%zero : f32) outs(%acc : memref<?x32xf32>)
+  "hector_intra.traversal_template"(%dst, %b, %acc) {fn = "copy", reduce = "sum", parallel = "edge", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 1, 0, 1, 0, 1>} : (memref<?xi32>, memref<?x32xf32>, memref<?x32xf32>) -> ()
+  %node = memref.alloc(%n) : memref<?x32xf32>
+  "hector_intra.traversal_template"(%acc, %node) {fn = "relu", reduce = "none", parallel = "node", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x32xf32>, memref<?x32xf32>) -> ()
+  "hector_intra.traversal_template"(%node, %res) {fn = "copy", reduce = "none", parallel = "node", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x32xf32>, memref<?x32xbf16>) -> ()
+  memref.dealloc %node : memref<?x32xf32>
+  memref.dealloc %acc : memref<?x32xf32>
+  memref.dealloc %b : memref<?x32xf32>
+  return
+}
