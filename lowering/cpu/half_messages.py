@@ -21,17 +21,20 @@ as they read half features. A buffer qualifies when
 * and every other use is a ``traversal_template`` reading it as ``x`` or ``y``, a
   ``memref.dim`` or its ``memref.dealloc``.
 
-A sum is stored in half too where its rows are gathered from an input and a GEMM reads
-them — aggregate-first RGCN's sums into the (destination, relation) pairs, ``[D, width]``,
-read as the rows of the scatter-GEMM over the pairs: the buffer is an f32 ``memref.alloc`` of
-rows at least :data:`MIN_WIDTH` wide, filled with zeros (``linalg.fill``, erased), summed into
-by one ``traversal_template`` (``reduce = "sum"`` with a ``scatter_index``) and then only
-read, as ``a`` of GEMMs, after it. That sum is marked
+The sums of such a function become segmented sums: a buffer that is an f32 ``memref.alloc``
+of rows at least :data:`MIN_WIDTH` wide, filled with zeros (``linalg.fill``, erased), summed
+into by one ``traversal_template`` (``reduce = "sum"`` with a ``scatter_index``) and then
+only read — as ``a`` of GEMMs, ``x`` or ``y`` of traversals — after it. The sum is marked
 ``hector.segmented_sum`` (``hector_intra.SEGMENTED_SUM``): the CPU groups its rows by output
-row and writes each output row once, rounded once from its f32 sum, so the GEMM reads half the
-bytes and no f32 accumulator is filled, read and written per row.
+row and writes each output row once from its f32 sum (the same additions in the same order as
+the accumulating form), so no f32 accumulator is filled, read and written per row. Where only
+GEMMs read the sum — aggregate-first RGCN's sums into the (destination, relation) pairs,
+``[D, width]``, read as the rows of the scatter-GEMM over the pairs, which rounds them to
+bf16 for its pair products anyway — it is stored in the half type as well, rounded once; sums
+traversals read (HGT's and RGAT's sums into destinations, normalised or activated next) stay
+f32.
 
-Other sums, attention scores and softmax terms stay f32; training functions (f32 results) and
+Narrower sums, attention scores and softmax terms stay f32; training functions (f32 results) and
 functions with f32 or mixed results are left as they are. As with PyTorch's autocast, which
 returns a bf16 matmul's result in bf16, the extra rounding adds at most half a bf16 unit in the
 last place of each message to the error (``docs/optimizations.md``, "Traversals of bf16
@@ -41,6 +44,8 @@ epilogues and their row-at-a-time form write half outputs (``lowering/cpu/tiles.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from mlir import ir
 from mlir.dialects import memref
@@ -139,31 +144,36 @@ def narrow(alloc: ir.Operation, element: ir.Type) -> None:
     alloc.erase()
 
 
-#: Uses of a summed buffer after its sum that read it (template, roles): GEMMs' rows, which
-#: the GEMM rounds to bf16 for its pair products anyway. Sums traversals read (normalisations,
-#: softmax denominators, results) stay f32.
-_SUM_READERS = {_GEMM: {"a"}}
+#: Uses of a summed buffer after its sum that read it (template, roles).
+_SUM_READERS = {_GEMM: {"a"}, _TRAVERSAL: {"x", "y"}}
 
 
-def sums_to_narrow(fn: ir.Operation) -> list[tuple[ir.Operation, ir.Operation, ir.Operation]]:
-    """The sums of ``fn`` whose buffers qualify (module docstring): ``(alloc, fill, sum)``."""
+@dataclass(frozen=True)
+class SummedBuffer:
+    """A buffer zero-filled once and summed into once (``alloc``, ``fill``, ``sum``), and
+    whether only GEMMs read it (``narrow``: it may then be stored in half)."""
+
+    alloc: ir.Operation
+    fill: ir.Operation
+    sum: ir.Operation
+    narrow: bool
+
+
+def sums_to_group(fn: ir.Operation) -> list[SummedBuffer]:
+    """The sums of ``fn`` that become segmented sums (module docstring)."""
     ops = list(walk_ops(fn))
     position = {op: i for i, op in enumerate(ops)}
-    found = []
-    for op in ops:
-        if op.name != "memref.alloc":
-            continue
-        got = _summed_once(op.results[0], position)
-        if got is not None:
-            found.append((op, *got))
-    return found
+    return [
+        got
+        for op in ops
+        if op.name == "memref.alloc" and (got := _summed_once(op, position)) is not None
+    ]
 
 
-def _summed_once(
-    buffer: ir.Value, position: dict[ir.Operation, int]
-) -> tuple[ir.Operation, ir.Operation] | None:
-    """``(fill, sum)`` where ``buffer`` is zero-filled once, summed into once by a traversal
-    with a ``scatter_index``, and only read after that sum; else None."""
+def _summed_once(alloc: ir.Operation, position: dict[ir.Operation, int]) -> SummedBuffer | None:
+    """``alloc``'s buffer when it is zero-filled once, summed into once by a traversal with a
+    ``scatter_index``, and only read after that sum; else None."""
+    buffer = alloc.results[0]
     t = ir.MemRefType(buffer.type)
     if t.rank != 2 or not isinstance(t.element_type, ir.F32Type) or t.shape[1] < MIN_WIDTH:
         return None
@@ -172,11 +182,12 @@ def _summed_once(
         user = use.owner.operation
         if user.name in _SHAPE_USES:
             continue
+        roles = set(_role(user, buffer)) if user.name in _ROLES else set()
         if user.name == "linalg.fill" and _fills_zero(user, buffer):
             fills.append(user)
-        elif user.name == _TRAVERSAL and _role(user, buffer) == ["out"]:
+        elif user.name == _TRAVERSAL and roles == {"out"}:
             sums.append(user)
-        elif user.name in _SUM_READERS and set(_role(user, buffer)) <= _SUM_READERS[user.name]:
+        elif user.name in _SUM_READERS and roles and roles <= _SUM_READERS[user.name]:
             readers.append(user)
         else:
             return None
@@ -187,7 +198,8 @@ def _summed_once(
         return None
     if any(r not in position or position[r] < position[summed] for r in readers):
         return None
-    return fill, summed
+    narrow = bool(readers) and all(r.name == _GEMM for r in readers)
+    return SummedBuffer(alloc, fill, summed, narrow)
 
 
 def _fills_zero(fill: ir.Operation, buffer: ir.Value) -> bool:
@@ -208,14 +220,13 @@ def _groupable(v: OpAccess) -> bool:
     return v.attr("reduce") == "sum" and v.has("scatter_index")
 
 
-def segment(
-    alloc: ir.Operation, fill: ir.Operation, summed: ir.Operation, element: ir.Type
-) -> None:
-    """Store the buffer of ``alloc`` in ``element``: its zero fill erased, its sum marked
-    ``hector.segmented_sum`` (which writes every row once)."""
-    fill.erase()
-    summed.attributes[intra.SEGMENTED_SUM] = ir.UnitAttr.get()
-    narrow(alloc, element)
+def segment(summed: SummedBuffer, element: ir.Type) -> None:
+    """Make ``summed``'s sum a segmented sum (``hector.segmented_sum``, which writes every row
+    once): its zero fill erased, its buffer stored in ``element`` where only GEMMs read it."""
+    summed.fill.erase()
+    summed.sum.attributes[intra.SEGMENTED_SUM] = ir.UnitAttr.get()
+    if summed.narrow:
+        narrow(summed.alloc, element)
 
 
 @register_pass(
@@ -235,5 +246,5 @@ def run(module_op: ir.Operation) -> None:
             continue
         for alloc in messages_to_narrow(fn):
             narrow(alloc, element)
-        for alloc, fill, summed in sums_to_narrow(fn):
-            segment(alloc, fill, summed, element)
+        for summed in sums_to_group(fn):
+            segment(summed, element)

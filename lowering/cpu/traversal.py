@@ -108,9 +108,10 @@ def lower_segmented_sum(v: OpAccess, threads: int) -> None:
     row reaches with zeros; within a row the rows are added in input order from zero, so an
     f32 ``out`` gets the bits of the accumulating form.
 
-    A row of a ``copy`` or of a ``scale`` by one column, :data:`LANES` f32 wide at most
-    :data:`REGISTER_VECTORS` times, is summed in vector registers (one ``LANES``-wide vector
-    of ``x`` read per step); other rows in an f32 scratch row, an element at a time."""
+    A row of a ``copy`` or of a ``scale`` (per head, heads a multiple of :data:`LANES` wide),
+    :data:`LANES` f32 wide at most :data:`REGISTER_VECTORS` times, is summed in vector
+    registers (one ``LANES``-wide vector of ``x`` read per step); other rows in an f32 scratch
+    row, an element at a time."""
     b = T.Body(T.operands(v))
     m = T.traversal_rows(b, b.index(0))
     n = memref_dims(b.ops["out"])[0]
@@ -140,10 +141,14 @@ class _Segments:
     def vectors(self, b: T.Body) -> int:
         """Vectors per row when the row is summed in registers, else 0."""
         chunks, rest = divmod(self.width, LANES)
-        one_column = self.f.fn == "copy" or (
-            self.f.fn == "scale" and T.width(b.ops["y"]) == 1 and not b.ops.has("y_index")
+        whole = self.f.fn == "copy" or (
+            self.f.fn == "scale" and self._head_width(b) % LANES == 0
         )
-        return chunks if one_column and not rest and chunks <= REGISTER_VECTORS else 0
+        return chunks if whole and not rest and chunks <= REGISTER_VECTORS else 0
+
+    def _head_width(self, b: T.Body) -> int:
+        """Columns of ``x`` one column of a scale's ``y`` multiplies (a head's width)."""
+        return self.width // max(T.width(b.ops["y"]), 1)
 
     def _bounds(self, wb: T.Body, r: Value) -> tuple[Value, Value]:
         up = arith.addi(r, wb.index(1))
@@ -168,8 +173,9 @@ class _Segments:
 
     def in_registers(self, lo: Value, hi: Value, wb: T.Body) -> None:
         """Rows ``[lo, hi)``, each summed in :meth:`vectors` f32 vectors carried by the loop
-        over its rows: ``acc + x * y`` (``copy``: ``acc + x``), as the element form computes."""
-        c0, c1 = wb.index(0), wb.index(1)
+        over its rows: ``acc + x * y[head]`` (``copy``: ``acc + x``), as the element form
+        computes."""
+        c1 = wb.index(1)
         vt = ir.VectorType.get([LANES], T.f32_type())
         rank2 = ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(2, 1))
         zero = arith.constant(vt, ir.DenseElementsAttr.get_splat(vt, ir.FloatAttr.get_f32(0.0)))
@@ -180,13 +186,17 @@ class _Segments:
             with ir.InsertionPoint(rows.body):
                 i = memref.load(self.order, [rows.induction_variable])
                 row = T.row_indices(wb, i)
-                scale = None
-                if self.f.fn == "scale":
-                    scale = vector.broadcast(vt, wb.load("y", row.yr, c0))
+                scales: dict[int, Value] = {}  # per head: y[yr, head] broadcast
                 sums = []
-                for acc, col in zip(rows.inner_iter_args, cols, strict=True):
+                for c, (acc, col) in enumerate(zip(rows.inner_iter_args, cols, strict=True)):
                     x = T.read_vector(vt, wb.ops["x"], [row.xr, col], rank2, [True])
-                    sums.append(arith.addf(acc, x if scale is None else arith.mulf(x, scale)))
+                    if self.f.fn == "scale":
+                        head = c * LANES // self._head_width(wb)
+                        if head not in scales:
+                            y = wb.load("y", row.yr, wb.index(head))
+                            scales[head] = vector.broadcast(vt, y)
+                        x = arith.mulf(x, scales[head])
+                    sums.append(arith.addf(acc, x))
                 scf.yield_(sums)
             out = wb.ops["out"]
             element = ir.MemRefType(out.type).element_type

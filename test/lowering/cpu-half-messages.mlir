@@ -3,12 +3,14 @@
 
 // A function whose results are all bf16 stores the f32 GEMM output only traversals read (a
 // per-edge message, summed into destinations) in bf16: the GEMM rounds it as it writes it,
-// the sum widens it as it reads it; the sum's accumulator stays f32.
+// the sum widens it as it reads it. The sum, read by a traversal, stays f32 and becomes a
+// segmented sum (each row written once, so its zero fill goes).
 // CHECK-LABEL: func.func @message
 // CHECK: %[[M:.*]] = memref.alloc(%{{.*}}) : memref<?x32xbf16>
 // CHECK: "hector_intra.gemm_template"(%{{.*}}, %{{.*}}, %{{.*}}, %[[M]]) {{.*}} : (memref<?x16xbf16>, memref<16x32xbf16>, memref<?xi32>, memref<?x32xbf16>) -> ()
 // CHECK: %[[ACC:.*]] = memref.alloc(%{{.*}}) : memref<?x32xf32>
-// CHECK: "hector_intra.traversal_template"(%{{.*}}, %[[M]], %{{.*}}, %[[ACC]]) {{.*}}fn = "scale"
+// CHECK-NOT: linalg.fill
+// CHECK: "hector_intra.traversal_template"(%{{.*}}, %[[M]], %{{.*}}, %[[ACC]]) {{.*}}fn = "scale"{{.*}}hector.segmented_sum
 // CHECK: memref.dealloc %[[M]] : memref<?x32xbf16>
 
 // Loops: the packed GEMM's epilogue rounds a whole f32 row of its tile to bf16 as integers
@@ -23,7 +25,8 @@
 // LOOPS: %[[ROW:.*]] = arith.bitcast %{{.*}} : vector<32xi16> to vector<32xbf16>
 // LOOPS: vector.transfer_write %[[ROW]], %{{.*}} : vector<32xbf16>, memref<?x32xbf16>
 // LOOPS-LABEL: func.func private @message_template1
-// LOOPS: memref.load %{{.*}} : memref<?x32xbf16>
+// LOOPS: vector.transfer_read %{{.*}} : memref<?x32xbf16>, vector<16xbf16>
+// LOOPS: vector.transfer_write %{{.*}} : vector<16xf32>, memref<?x32xf32>
 func.func @message(%x: memref<?x16xbf16>, %w: memref<16x32xbf16>, %src: memref<?xi32>, %dst: memref<?xi32>, %s: memref<?x1xf32>, %res: memref<?x32xbf16>) attributes {hector.outputs = 1 : i64} {
   %c0 = arith.constant 0 : index
   %n = memref.dim %src, %c0 : memref<?xi32>
