@@ -141,9 +141,7 @@ class _Segments:
     def vectors(self, b: T.Body) -> int:
         """Vectors per row when the row is summed in registers, else 0."""
         chunks, rest = divmod(self.width, LANES)
-        whole = self.f.fn == "copy" or (
-            self.f.fn == "scale" and self._head_width(b) % LANES == 0
-        )
+        whole = self.f.fn == "copy" or (self.f.fn == "scale" and self._head_width(b) % LANES == 0)
         return chunks if whole and not rest and chunks <= REGISTER_VECTORS else 0
 
     def _head_width(self, b: T.Body) -> int:
