@@ -639,6 +639,8 @@ def _traversal_template(v: OpAccess, kinds: _Kinds) -> None:
         raise PassFailure(
             'hector.segmented_sum needs reduce = "sum" and a scatter_index', op.location
         )
+    if hector_intra.VECTOR_DOT in op.attributes and (fn != "dot" or reduce != "none"):
+        raise PassFailure('hector.vector_dot needs fn = "dot" and reduce = "none"', op.location)
     out = (_input if reduce == "none" or segmented else _f32)(v.operand("out"), "out", op)
     _rank(x, 2, "x", op)
     if reduce in ("sum", "atomic_sum") and not v.has("scatter_index"):

@@ -34,6 +34,13 @@ bf16 for its pair products anyway — it is stored in the half type as well, rou
 traversals read (HGT's and RGAT's sums into destinations, normalised or activated next) stay
 f32.
 
+Per-head dot products (HGT's and RGAT's attention scores, ``fn = "dot"``), each head a
+whole number of 16-lane vectors wide, are marked ``hector.vector_dot``
+(``hector_intra.VECTOR_DOT``): the CPU sums each head's products in 16 running vector sums
+added across the lanes at the end (``lowering/cpu/traversal.py``), rather than one
+sequential sum an element at a time, whose latency bound its time; the reassociation changes
+the scores' rounding, within f32's.
+
 Narrower sums, attention scores and softmax terms stay f32; training functions (f32 results) and
 functions with f32 or mixed results are left as they are. As with PyTorch's autocast, which
 returns a bf16 matmul's result in bf16, the extra rounding adds at most half a bf16 unit in the
@@ -54,6 +61,7 @@ from ...dialects import hector_intra as intra
 from ...dialects.builders import OpAccess
 from ...passes.registry import register_pass
 from ...passes.walk import walk_ops
+from . import traversal
 
 _GEMM, _TRAVERSAL = "hector_intra.gemm_template", "hector_intra.traversal_template"
 #: Uses of a buffer that read its shape or free it.
@@ -248,3 +256,6 @@ def run(module_op: ir.Operation) -> None:
             narrow(alloc, element)
         for summed in sums_to_group(fn):
             segment(summed, element)
+        for op in walk_ops(fn):
+            if op.name == _TRAVERSAL and traversal.vector_dot_fits(intra.view(op)):
+                op.attributes[intra.VECTOR_DOT] = ir.UnitAttr.get()

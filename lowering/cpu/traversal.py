@@ -35,6 +35,9 @@ def lower_traversal(v: OpAccess, s: intra.Schedule) -> None:
     if intra.SEGMENTED_SUM in v.op.attributes:
         lower_segmented_sum(v, intra.worker_threads(v, s))
         return
+    if intra.VECTOR_DOT in v.op.attributes:
+        lower_vector_dot(v, intra.worker_threads(v, s))
+        return
     b = T.Body(T.operands(v))
     f = T.RowFn.of(v)
     threads = intra.worker_threads(v, s)
@@ -230,3 +233,45 @@ def _group_rows(b: T.Body, m: Value, n: Value) -> tuple[Value, Value]:
         memref.store(arith.addi(at, c1), cursor, [r])
     memref.dealloc(cursor)
     return starts, order
+
+
+def lower_vector_dot(v: OpAccess, threads: int) -> None:
+    """A per-head dot product (``fn = "dot"``, ``reduce = "none"``) marked
+    ``hector.vector_dot``: its rows over the workers, and each head's inner product summed as
+    :data:`LANES` partial sums (one vector product of ``x`` and ``y`` added per step), then
+    added across the lanes. The sums are reassociated (``LANES`` running sums, then a tree),
+    so the bits differ from the element form's sequential sum, as a BLAS dot's do."""
+    b = T.Body(T.operands(v))
+    m = T.traversal_rows(b, b.index(0))
+    heads = T.width(b.ops["out"])
+    head_width = T.width(b.ops["x"]) // heads
+    vt = ir.VectorType.get([LANES], T.f32_type())
+    rank2 = ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(2, 1))
+    zero = arith.constant(vt, ir.DenseElementsAttr.get_splat(vt, ir.FloatAttr.get_f32(0.0)))
+    reassoc = ir.Attribute.parse("#arith.fastmath<reassoc>")
+
+    def rows(lo: Value, hi: Value, wb: T.Body) -> None:
+        with wb.loop(lo, hi, wb.index(1)) as i:
+            row = T.row_indices(wb, i)
+            for h in range(heads):
+                acc = zero
+                for col in range(h * head_width, (h + 1) * head_width, LANES):
+                    c = wb.index(col)
+                    xv = T.read_vector(vt, wb.ops["x"], [row.xr, c], rank2, [True])
+                    yv = T.read_vector(vt, wb.ops["y"], [row.yr, c], rank2, [True])
+                    acc = arith.addf(acc, arith.mulf(xv, yv))
+                total = vector.reduction(
+                    T.f32_type(), vector.CombiningKind.ADD, acc, fastmath=reassoc
+                )
+                wb.store("out", total, i, wb.index(h))
+
+    Workers(b, threads, partials=False).each(m, rows)
+
+
+def vector_dot_fits(v: OpAccess) -> bool:
+    """Whether :func:`lower_vector_dot` builds the traversal ``v``: a per-head dot that does
+    not reduce, each head a whole number of :data:`LANES`-wide vectors."""
+    if v.attr("fn") != "dot" or v.attr("reduce") != "none":
+        return False
+    heads, width = T.width(v.operand("out")), T.width(v.operand("x"))
+    return heads > 0 and width % heads == 0 and (width // heads) % LANES == 0

@@ -563,6 +563,17 @@ func.func @segmented_without_index(%m: memref<?x8xf32>, %out: memref<8xf32>) {
 
 // -----
 
+// A vector dot (hector-half-messages) reassociates a per-head dot product's sums: it needs
+// fn = "dot" without reduction.
+// COUNT: error: hector.vector_dot needs fn = "dot" and reduce = "none"
+func.func @vector_dot_of_a_copy(%m: memref<?x32xf32>, %out: memref<?x32xf32>) {
+  // expected-error @+1 {{hector.vector_dot needs fn = "dot" and reduce = "none"}}
+  "hector_intra.traversal_template"(%m, %out) {fn = "copy", reduce = "none", parallel = "edge", block_size = 128 : i64, slope = 0.0 : f32, hector.vector_dot, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x32xf32>, memref<?x32xf32>) -> ()
+  return
+}
+
+// -----
+
 // COUNT: error: block_size must be between 1 and 1024 (threads per block), got 2048
 func.func @gemm_block_too_big(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{block_size must be between 1 and 1024 (threads per block), got 2048}}
