@@ -38,6 +38,9 @@ def lower_traversal(v: OpAccess, s: intra.Schedule) -> None:
     if intra.VECTOR_DOT in v.op.attributes:
         lower_vector_dot(v, intra.worker_threads(v, s))
         return
+    if half_rows_fit(v):
+        lower_half_rows(v, intra.worker_threads(v, s))
+        return
     b = T.Body(T.operands(v))
     f = T.RowFn.of(v)
     threads = intra.worker_threads(v, s)
@@ -275,3 +278,69 @@ def vector_dot_fits(v: OpAccess) -> bool:
         return False
     heads, width = T.width(v.operand("out")), T.width(v.operand("x"))
     return heads > 0 and width % heads == 0 and (width // heads) % LANES == 0
+
+
+#: Elementwise row functions :func:`lower_half_rows` builds: ``x`` and ``y`` each read as a
+#: vector (``add_bias``: ``y`` a vector of the row's width; ``scale``: one column per head).
+_VECTOR_ROW_FNS: dict[str, Callable[[Value, Value], Value]] = {
+    "add": arith.addf,
+    "add_bias": arith.addf,
+    "sub": arith.subf,
+    "mul": arith.mulf,
+    "scale": arith.mulf,
+}
+
+
+def half_rows_fit(v: OpAccess) -> bool:
+    """Whether :func:`lower_half_rows` builds the traversal ``v``: an elementwise ``copy``
+    or :data:`_VECTOR_ROW_FNS` function that reads or writes f16 / bf16 rows a whole
+    number of :data:`LANES`-wide vectors wide (a scale's heads too)."""
+    fn = v.attr("fn")
+    if v.attr("reduce") != "none" or (fn != "copy" and fn not in _VECTOR_ROW_FNS):
+        return False
+    rows = [v.operand("x"), v.operand("out")]
+    if any(ir.MemRefType(r.type).rank != 2 for r in rows):
+        return False
+    halves = (ir.BF16Type, ir.F16Type)
+    if not any(isinstance(ir.MemRefType(r.type).element_type, halves) for r in rows):
+        return False
+    width = T.width(rows[1])
+    if fn == "scale":
+        heads = T.width(v.operand("y"))
+        return heads > 0 and width % heads == 0 and (width // heads) % LANES == 0
+    return width % LANES == 0
+
+
+def lower_half_rows(v: OpAccess, threads: int) -> None:
+    """An elementwise traversal on half storage (:func:`half_rows_fit`), its rows over the
+    workers and each row :data:`LANES` columns at a time: ``x`` (and ``y``) read as vectors
+    and widened, the function applied, the vector rounded to ``out``'s type and written. The
+    same operations per element as the element form (the same bits), in vector registers
+    rather than one element's integer rounding at a time."""
+    b = T.Body(T.operands(v))
+    fn, width = v.attr("fn"), T.width(b.ops["out"])
+    vt = ir.VectorType.get([LANES], T.f32_type())
+    rank1 = ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(1, 1))
+    rank2 = ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(2, 1))
+    out = b.ops["out"]
+    element = ir.MemRefType(out.type).element_type
+
+    def second(wb: T.Body, row: T.Element, col: Value, c: int) -> Value:
+        if fn == "add_bias":
+            return T.read_vector(vt, wb.ops["y"], [col], rank1, [True])
+        if fn == "scale":
+            head = wb.index(c * LANES // (width // T.width(wb.ops["y"])))
+            return vector.broadcast(vt, wb.load("y", row.yr, head))
+        return T.read_vector(vt, wb.ops["y"], [row.yr, col], rank2, [True])
+
+    def rows(lo: Value, hi: Value, wb: T.Body) -> None:
+        with wb.loop(lo, hi, wb.index(1)) as i:
+            row = T.row_indices(wb, i)
+            for c in range(width // LANES):
+                col = wb.index(c * LANES)
+                x = T.read_vector(vt, wb.ops["x"], [row.xr, col], rank2, [True])
+                if fn != "copy":
+                    x = _VECTOR_ROW_FNS[fn](x, second(wb, row, col, c))
+                vector.transfer_write(None, T.from_f32(x, element), out, [i, col], rank2, [True])
+
+    Workers(b, threads, partials=False).each(T.traversal_rows(b, b.index(0)), rows)

@@ -221,9 +221,21 @@ func.func @pair_products(%x: memref<?x32xbf16>, %y: memref<?x32xf32>, %w: memref
 // CHECK: "hector_intra.traversal_template"(%{{.*}}, %[[B]], %{{.*}}) {{.*}}fn = "copy"{{.*}}reduce = "sum"
 // CHECK: %[[N:.*]] = memref.alloc(%{{.*}}) : memref<?x32xf32>
 // CHECK: "hector_intra.traversal_template"(%{{.*}}, %[[N]]) {{.*}}fn = "relu"
+// Loops: the edge-wise add reads and writes bf16 rows 16 columns at a time (x and the bias row
+// read as vectors, the sum rounded as a vector), so does the copy writing the result; the
+// f32 relu between stays an element loop.
 // LOOPS-LABEL: func.func private @biased_messages_template0
-// LOOPS: arith.bitcast %{{.*}} : i16 to bf16
-// LOOPS: memref.store %{{.*}} : memref<?x32xbf16>
+// LOOPS: scf.forall
+// LOOPS: vector.transfer_read %{{.*}} : memref<?x32xbf16>, vector<16xbf16>
+// LOOPS: vector.transfer_read %{{.*}} : memref<4x32xf32>, vector<16xf32>
+// LOOPS: arith.addf %{{.*}} : vector<16xf32>
+// LOOPS: arith.bitcast %{{.*}} : vector<16xi16> to vector<16xbf16>
+// LOOPS: vector.transfer_write %{{.*}} : vector<16xbf16>, memref<?x32xbf16>
+// LOOPS-LABEL: func.func private @biased_messages_template2
+// LOOPS-NOT: vector.transfer_write
+// LOOPS: memref.store %{{.*}} : memref<?x32xf32>
+// LOOPS-LABEL: func.func private @biased_messages_template3
+// LOOPS: vector.transfer_write %{{.*}} : vector<16xbf16>, memref<?x32xbf16>
 func.func @biased_messages(%m: memref<?x32xbf16>, %etype: memref<?xi32>, %bias: memref<4x32xf32>, %dst: memref<?xi32>, %res: memref<?x32xbf16>) attributes {hector.outputs = 1 : i64} {
   %c0 = arith.constant 0 : index
   %zero = arith.constant 0.0 : f32
