@@ -432,6 +432,19 @@ def worker_threads(v: OpAccess, schedule: Schedule) -> int:
     return schedule.threads
 
 
+#: Unit attribute of a sum (``reduce = "sum"`` with a ``scatter_index``) that the CPU builds as a
+#: segmented sum: its rows grouped by output row (a stable counting sort), each output row
+#: summed in an f32 scratch row and written once, so ``out`` needs no fill and may be stored in
+#: f16 or bf16 (rounded once). Set by ``hector-half-messages``; only the CPU back end builds it.
+SEGMENTED_SUM = "hector.segmented_sum"
+
+
+#: Unit attribute of a per-head dot (``fn = "dot"``, ``reduce = "none"``) that the CPU builds
+#: with vector partial sums, reassociating each head's sum. Set by ``hector-half-messages``
+#: (half-precision inference programs); only the CPU back end builds it.
+VECTOR_DOT = "hector.vector_dot"
+
+
 #: A reducing traversal whose output rows are at least this wide splits its *output* rows
 #: among the CPU workers ("owners"): each worker reads every row's ``scatter_index`` and
 #: reduces only the rows landing in its share, so no partial copies of ``out`` exist and each

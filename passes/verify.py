@@ -632,8 +632,16 @@ def _traversal_template(v: OpAccess, kinds: _Kinds) -> None:
             _index(v.operand(role), role, op)
     x = _input(v.operand("x"), "x", op)
     y = _input(v.operand("y"), "y", op) if v.has("y") else None
-    # An elementwise write may round to half storage; a reduction re-reads out, in f32.
-    out = (_input if reduce == "none" else _f32)(v.operand("out"), "out", op)
+    # An elementwise write may round to half storage; a reduction re-reads out, in f32, but
+    # for a segmented sum, which writes each output row once.
+    segmented = hector_intra.SEGMENTED_SUM in op.attributes
+    if segmented and (reduce != "sum" or not v.has("scatter_index")):
+        raise PassFailure(
+            'hector.segmented_sum needs reduce = "sum" and a scatter_index', op.location
+        )
+    if hector_intra.VECTOR_DOT in op.attributes and (fn != "dot" or reduce != "none"):
+        raise PassFailure('hector.vector_dot needs fn = "dot" and reduce = "none"', op.location)
+    out = (_input if reduce == "none" or segmented else _f32)(v.operand("out"), "out", op)
     _rank(x, 2, "x", op)
     if reduce in ("sum", "atomic_sum") and not v.has("scatter_index"):
         _rank(out, 1, "out of a sum over all rows", op)

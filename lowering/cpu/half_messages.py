@@ -11,15 +11,37 @@ as they read half features. A buffer qualifies when
 
 * it is a ``memref.alloc`` of f32 rows ``[rows, width]``, ``width`` at least
   :data:`MIN_WIDTH` (never an argument: the caller's buffers keep their types),
-* exactly one ``gemm_template`` writes it, as ``out`` of an ``xw`` product with the ``store``
-  epilogue (each element written once: an accumulating GEMM would round every partial sum)
-  on gathered rows (``gather_index``: one message per edge; node rows, such as RGCN's root
-  product, are as many as the result's and stay f32, where rounding them would add a second
-  rounding to the result's for few bytes),
+* exactly one template writes it: a ``gemm_template``, as ``out`` of an ``xw`` product with
+  the ``store`` epilogue (each element written once: an accumulating GEMM would round every
+  partial sum) on gathered rows (``gather_index``: one message per edge; node rows, such as
+  RGCN's root product, are as many as the result's and stay f32, where rounding them would
+  add a second rounding to the result's for few bytes), or an edge-wise
+  (``parallel = "edge"``) ``traversal_template`` that does not reduce (HGT's keys and
+  messages with their relation's bias added, ``[E, width]``),
 * and every other use is a ``traversal_template`` reading it as ``x`` or ``y``, a
   ``memref.dim`` or its ``memref.dealloc``.
 
-Sums, attention scores and softmax terms stay f32; training functions (f32 results) and
+The sums of such a function become segmented sums: a buffer that is an f32 ``memref.alloc``
+of rows at least :data:`MIN_WIDTH` wide, filled with zeros (``linalg.fill``, erased), summed
+into by one ``traversal_template`` (``reduce = "sum"`` with a ``scatter_index``) and then
+only read — as ``a`` of GEMMs, ``x`` or ``y`` of traversals — after it. The sum is marked
+``hector.segmented_sum`` (``hector_intra.SEGMENTED_SUM``): the CPU groups its rows by output
+row and writes each output row once from its f32 sum (the same additions in the same order as
+the accumulating form), so no f32 accumulator is filled, read and written per row. Where only
+GEMMs read the sum — aggregate-first RGCN's sums into the (destination, relation) pairs,
+``[D, width]``, read as the rows of the scatter-GEMM over the pairs, which rounds them to
+bf16 for its pair products anyway — it is stored in the half type as well, rounded once; sums
+traversals read (HGT's and RGAT's sums into destinations, normalised or activated next) stay
+f32.
+
+Per-head dot products (HGT's and RGAT's attention scores, ``fn = "dot"``), each head a
+whole number of 16-lane vectors wide, are marked ``hector.vector_dot``
+(``hector_intra.VECTOR_DOT``): the CPU sums each head's products in 16 running vector sums
+added across the lanes at the end (``lowering/cpu/traversal.py``), rather than one
+sequential sum an element at a time, whose latency bound its time; the reassociation changes
+the scores' rounding, within f32's.
+
+Narrower sums, attention scores and softmax terms stay f32; training functions (f32 results) and
 functions with f32 or mixed results are left as they are. As with PyTorch's autocast, which
 returns a bf16 matmul's result in bf16, the extra rounding adds at most half a bf16 unit in the
 last place of each message to the error (``docs/optimizations.md``, "Traversals of bf16
@@ -30,12 +52,16 @@ epilogues and their row-at-a-time form write half outputs (``lowering/cpu/tiles.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from mlir import ir
 from mlir.dialects import memref
 
 from ...dialects import hector_intra as intra
+from ...dialects.builders import OpAccess
 from ...passes.registry import register_pass
 from ...passes.walk import walk_ops
+from . import traversal
 
 _GEMM, _TRAVERSAL = "hector_intra.gemm_template", "hector_intra.traversal_template"
 #: Uses of a buffer that read its shape or free it.
@@ -97,15 +123,24 @@ def _qualifies(buffer: ir.Value) -> bool:
         user = use.owner.operation
         if user.name in _SHAPE_USES:
             continue
-        if user.name == _GEMM:
-            v = intra.view(user)
-            store = v.attr("variant") == "xw" and v.attr("epilogue") == "store"
-            if _role(user, buffer) != ["out"] or not store or not v.has("gather_index"):
+        roles = _role(user, buffer)
+        if "out" in roles:
+            if roles != ["out"] or not _writes_messages(intra.view(user)):
                 return False
             writers += 1
-        elif user.name != _TRAVERSAL or not set(_role(user, buffer)) <= {"x", "y"}:
+        elif user.name != _TRAVERSAL or not set(roles) <= {"x", "y"}:
             return False
     return writers == 1
+
+
+def _writes_messages(v: OpAccess) -> bool:
+    """Whether template ``v`` writes each element of its ``out`` once, one row per edge: an
+    ``xw`` GEMM storing the products of gathered rows, or an edge-wise traversal that does
+    not reduce (HGT's keys and messages plus their relation's bias)."""
+    if v.spec.name == intra.GEMM_TEMPLATE.name:
+        store = v.attr("variant") == "xw" and v.attr("epilogue") == "store"
+        return store and v.has("gather_index")
+    return v.attr("reduce") == "none" and v.attr("parallel") == "edge"
 
 
 def narrow(alloc: ir.Operation, element: ir.Type) -> None:
@@ -117,11 +152,96 @@ def narrow(alloc: ir.Operation, element: ir.Type) -> None:
     alloc.erase()
 
 
+#: Uses of a summed buffer after its sum that read it (template, roles).
+_SUM_READERS = {_GEMM: {"a"}, _TRAVERSAL: {"x", "y"}}
+
+
+@dataclass(frozen=True)
+class SummedBuffer:
+    """A buffer zero-filled once and summed into once (``alloc``, ``fill``, ``sum``), and
+    whether only GEMMs read it (``narrow``: it may then be stored in half)."""
+
+    alloc: ir.Operation
+    fill: ir.Operation
+    sum: ir.Operation
+    narrow: bool
+
+
+def sums_to_group(fn: ir.Operation) -> list[SummedBuffer]:
+    """The sums of ``fn`` that become segmented sums (module docstring)."""
+    ops = list(walk_ops(fn))
+    position = {op: i for i, op in enumerate(ops)}
+    return [
+        got
+        for op in ops
+        if op.name == "memref.alloc" and (got := _summed_once(op, position)) is not None
+    ]
+
+
+def _summed_once(alloc: ir.Operation, position: dict[ir.Operation, int]) -> SummedBuffer | None:
+    """``alloc``'s buffer when it is zero-filled once, summed into once by a traversal with a
+    ``scatter_index``, and only read after that sum; else None."""
+    buffer = alloc.results[0]
+    t = ir.MemRefType(buffer.type)
+    if t.rank != 2 or not isinstance(t.element_type, ir.F32Type) or t.shape[1] < MIN_WIDTH:
+        return None
+    fills, sums, readers = [], [], []
+    for use in buffer.uses:
+        user = use.owner.operation
+        if user.name in _SHAPE_USES:
+            continue
+        roles = set(_role(user, buffer)) if user.name in _ROLES else set()
+        if user.name == "linalg.fill" and _fills_zero(user, buffer):
+            fills.append(user)
+        elif user.name == _TRAVERSAL and roles == {"out"}:
+            sums.append(user)
+        elif user.name in _SUM_READERS and roles and roles <= _SUM_READERS[user.name]:
+            readers.append(user)
+        else:
+            return None
+    if len(fills) != 1 or len(sums) != 1 or not _groupable(intra.view(sums[0])):
+        return None
+    fill, summed = fills[0], sums[0]
+    if fill not in position or summed not in position or position[fill] > position[summed]:
+        return None
+    if any(r not in position or position[r] < position[summed] for r in readers):
+        return None
+    narrow = bool(readers) and all(r.name == _GEMM for r in readers)
+    return SummedBuffer(alloc, fill, summed, narrow)
+
+
+def _fills_zero(fill: ir.Operation, buffer: ir.Value) -> bool:
+    """Whether ``fill`` writes the constant 0.0 into ``buffer``."""
+    value, out = fill.operands[0], fill.operands[1]
+    owner = value.owner
+    if out != buffer or not isinstance(owner, ir.OpView | ir.Operation):
+        return False
+    if owner.operation.name != "arith.constant":
+        return False
+    attr = owner.operation.attributes["value"]
+    return isinstance(attr, ir.FloatAttr) and attr.value == 0.0
+
+
+def _groupable(v: OpAccess) -> bool:
+    """A sum whose rows a segmented sum may group: ``reduce = "sum"`` into the rows a
+    ``scatter_index`` names."""
+    return v.attr("reduce") == "sum" and v.has("scatter_index")
+
+
+def segment(summed: SummedBuffer, element: ir.Type) -> None:
+    """Make ``summed``'s sum a segmented sum (``hector.segmented_sum``, which writes every row
+    once): its zero fill erased, its buffer stored in ``element`` where only GEMMs read it."""
+    summed.fill.erase()
+    summed.sum.attributes[intra.SEGMENTED_SUM] = ir.UnitAttr.get()
+    if summed.narrow:
+        narrow(summed.alloc, element)
+
+
 @register_pass(
     "hector-half-messages",
     "In a function whose results are all stored in one half type, store the f32 GEMM outputs "
-    "that only traversals read (per-edge messages) in that type: rounded once as written, "
-    "widened as read",
+    "that only traversals read (per-edge messages), and the gathered sums GEMMs read (as "
+    "segmented sums), in that type: rounded once as written, widened as read",
 )
 def run(module_op: ir.Operation) -> None:
     """Pass entry point: every rebuilt function with half results."""
@@ -134,3 +254,8 @@ def run(module_op: ir.Operation) -> None:
             continue
         for alloc in messages_to_narrow(fn):
             narrow(alloc, element)
+        for summed in sums_to_group(fn):
+            segment(summed, element)
+        for op in walk_ops(fn):
+            if op.name == _TRAVERSAL and traversal.vector_dot_fits(intra.view(op)):
+                op.attributes[intra.VECTOR_DOT] = ir.UnitAttr.get()

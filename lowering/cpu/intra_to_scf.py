@@ -44,7 +44,11 @@ def _lower_gemm(v: OpAccess) -> None:
 
 
 def _lower_traversal(v: OpAccess) -> None:
-    """One traversal template as a row loop around a column loop."""
+    """One traversal template as a row loop around a column loop (a segmented sum: its rows
+    grouped by output row, :func:`~.traversal.lower_segmented_sum`)."""
+    if intra.SEGMENTED_SUM in v.op.attributes:
+        traversal.lower_segmented_sum(v, threads=1)
+        return
     b = T.Body(T.operands(v))
     f = T.RowFn.of(v)
     c0, c1 = b.index(0), b.index(1)

@@ -535,6 +535,10 @@ TRAVERSAL_ALIGN: dict[str, Callable[[Template], None]] = {
 
 
 def _traversal(t: Template) -> None:
+    if intra.SEGMENTED_SUM in t.op.attributes:  # its grouped rows are the CPU's form only
+        raise PassFailure("a segmented sum is built for the CPU only", t.op.location)
+    if intra.VECTOR_DOT in t.op.attributes:
+        raise PassFailure("a vector dot is built for the CPU only", t.op.location)
     TRAVERSAL_ALIGN[traversal_align(t.op)](t)
 
 

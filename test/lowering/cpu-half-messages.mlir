@@ -3,12 +3,14 @@
 
 // A function whose results are all bf16 stores the f32 GEMM output only traversals read (a
 // per-edge message, summed into destinations) in bf16: the GEMM rounds it as it writes it,
-// the sum widens it as it reads it; the sum's accumulator stays f32.
+// the sum widens it as it reads it. The sum, read by a traversal, stays f32 and becomes a
+// segmented sum (each row written once, so its zero fill goes).
 // CHECK-LABEL: func.func @message
 // CHECK: %[[M:.*]] = memref.alloc(%{{.*}}) : memref<?x32xbf16>
 // CHECK: "hector_intra.gemm_template"(%{{.*}}, %{{.*}}, %{{.*}}, %[[M]]) {{.*}} : (memref<?x16xbf16>, memref<16x32xbf16>, memref<?xi32>, memref<?x32xbf16>) -> ()
 // CHECK: %[[ACC:.*]] = memref.alloc(%{{.*}}) : memref<?x32xf32>
-// CHECK: "hector_intra.traversal_template"(%{{.*}}, %[[M]], %{{.*}}, %[[ACC]]) {{.*}}fn = "scale"
+// CHECK-NOT: linalg.fill
+// CHECK: "hector_intra.traversal_template"(%{{.*}}, %[[M]], %{{.*}}, %[[ACC]]) {{.*}}fn = "scale"{{.*}}hector.segmented_sum
 // CHECK: memref.dealloc %[[M]] : memref<?x32xbf16>
 
 // Loops: the packed GEMM's epilogue rounds a whole f32 row of its tile to bf16 as integers
@@ -23,7 +25,8 @@
 // LOOPS: %[[ROW:.*]] = arith.bitcast %{{.*}} : vector<32xi16> to vector<32xbf16>
 // LOOPS: vector.transfer_write %[[ROW]], %{{.*}} : vector<32xbf16>, memref<?x32xbf16>
 // LOOPS-LABEL: func.func private @message_template1
-// LOOPS: memref.load %{{.*}} : memref<?x32xbf16>
+// LOOPS: vector.transfer_read %{{.*}} : memref<?x32xbf16>, vector<16xbf16>
+// LOOPS: vector.transfer_write %{{.*}} : vector<16xf32>, memref<?x32xf32>
 func.func @message(%x: memref<?x16xbf16>, %w: memref<16x32xbf16>, %src: memref<?xi32>, %dst: memref<?xi32>, %s: memref<?x1xf32>, %res: memref<?x32xbf16>) attributes {hector.outputs = 1 : i64} {
   %c0 = arith.constant 0 : index
   %n = memref.dim %src, %c0 : memref<?xi32>
@@ -127,5 +130,155 @@ func.func @not_buffers(%x: memref<?x16xbf16>, %w: memref<16x32xbf16>, %src: memr
   "hector_intra.gemm_template"(%x, %w, %src, %m) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 1>} : (memref<?x16xbf16>, memref<16x32xbf16>, memref<?xi32>, memref<?x32xf32>) -> ()
   "hector_intra.traversal_template"(%m, %res) {fn = "relu", reduce = "none", parallel = "node", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x32xf32>, memref<?x32xbf16>) -> ()
   memref.dealloc %m : memref<?x32xf32>
+  return
+}
+
+// -----
+
+// A sum of gathered rows (aggregate-first RGCN: scaled source rows summed into the
+// (destination, relation) pairs) that only a GEMM reads as its rows is stored in bf16 as well:
+// its zero fill goes, and the sum becomes a segmented sum (hector.segmented_sum), which writes
+// every pair's row once, rounded from its f32 sum. The sum into the result stays f32.
+// CHECK-LABEL: func.func @pair_sums
+// CHECK: %[[P:.*]] = memref.alloc(%{{.*}}) : memref<?x32xbf16>
+// CHECK-NOT: linalg.fill ins(%{{.*}} : f32) outs(%[[P]]
+// CHECK: "hector_intra.traversal_template"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[P]]) {{.*}}hector.segmented_sum
+// CHECK: %[[ACC:.*]] = memref.alloc(%{{.*}}) : memref<?x32xf32>
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[ACC]]
+// CHECK: "hector_intra.gemm_template"(%[[P]], {{.*}} : (memref<?x32xbf16>,
+// CHECK-NOT: hector.segmented_sum
+
+// Loops: the rows grouped by pair (counts, prefix sums, the rows placed in order), then per
+// pair its rows summed in two f32 vectors carried by the loop over them (bf16 x widened, times
+// the row's scale), each rounded to bf16 once and written as one vector.
+// LOOPS-LABEL: func.func private @pair_sums_template0
+// LOOPS: memref.alloc(%{{.*}}) : memref<?xindex>
+// LOOPS: memref.alloc(%{{.*}}) : memref<?xindex>
+// LOOPS: memref.alloc(%{{.*}}) : memref<?xindex>
+// LOOPS: scf.forall
+// LOOPS: %[[SUMS:.*]]:2 = scf.for {{.*}} iter_args(%[[A:.*]] = %{{.*}}, %[[B:.*]] = %{{.*}}) -> (vector<16xf32>, vector<16xf32>)
+// LOOPS: vector.transfer_read {{.*}} : memref<?x32xbf16>, vector<16xbf16>
+// LOOPS: arith.addf %[[A]]
+// LOOPS: arith.addf %[[B]]
+// LOOPS: arith.bitcast %[[SUMS]]#0 : vector<16xf32> to vector<16xi32>
+// LOOPS: vector.transfer_write %{{.*}} : vector<16xbf16>, memref<?x32xbf16>
+// LOOPS: vector.transfer_write %{{.*}} : vector<16xbf16>, memref<?x32xbf16>
+// LOOPS-NOT: memref.alloca
+// LOOPS: return
+func.func @pair_sums(%x: memref<?x32xbf16>, %w: memref<4x32x32xbf16>, %src: memref<?xi32>, %pair: memref<?xi32>, %s: memref<?x1xf32>, %pdst: memref<?xi32>, %ptype: memref<?xi32>, %res: memref<?x32xbf16>) attributes {hector.outputs = 1 : i64} {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %d = memref.dim %pdst, %c0 : memref<?xi32>
+  %p = memref.alloc(%d) : memref<?x32xf32>
+  linalg.fill ins(%zero : f32) outs(%p : memref<?x32xf32>)
+  "hector_intra.traversal_template"(%src, %pair, %x, %s, %p) {fn = "scale", reduce = "sum", parallel = "edge", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1>} : (memref<?xi32>, memref<?xi32>, memref<?x32xbf16>, memref<?x1xf32>, memref<?x32xf32>) -> ()
+  %n = memref.dim %res, %c0 : memref<?x32xbf16>
+  %acc = memref.alloc(%n) : memref<?x32xf32>
+  linalg.fill ins(%zero : f32) outs(%acc : memref<?x32xf32>)
+  "hector_intra.gemm_template"(%p, %w, %ptype, %pdst, %acc) {variant = "xw", epilogue = "add", tile_n = 8 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 0, 1>} : (memref<?x32xf32>, memref<4x32x32xbf16>, memref<?xi32>, memref<?xi32>, memref<?x32xf32>) -> ()
+  "hector_intra.traversal_template"(%acc, %res) {fn = "relu", reduce = "none", parallel = "node", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x32xf32>, memref<?x32xbf16>) -> ()
+  memref.dealloc %acc : memref<?x32xf32>
+  memref.dealloc %p : memref<?x32xf32>
+  return
+}
+
+// -----
+
+// A row function the vector form does not take (a product with a second row) sums each pair
+// in an f32 scratch row instead, an element at a time, rounded to bf16 as each element is
+// stored.
+// CHECK-LABEL: func.func @pair_products
+// CHECK: "hector_intra.traversal_template"{{.*}}fn = "mul"{{.*}}hector.segmented_sum
+// LOOPS-LABEL: func.func private @pair_products_template0
+// LOOPS: scf.forall
+// LOOPS: %[[S:.*]] = memref.alloca() : memref<1x32xf32>
+// LOOPS: memref.store %{{.*}}, %[[S]]
+// LOOPS: arith.mulf
+// LOOPS: memref.store %{{.*}}, %[[S]]
+// LOOPS: memref.load %[[S]]
+// LOOPS: arith.bitcast %{{.*}} : i16 to bf16
+// LOOPS: memref.store %{{.*}} : memref<?x32xbf16>
+func.func @pair_products(%x: memref<?x32xbf16>, %y: memref<?x32xf32>, %w: memref<32x32xbf16>, %src: memref<?xi32>, %pair: memref<?xi32>, %pdst: memref<?xi32>, %res: memref<?x32xbf16>) attributes {hector.outputs = 1 : i64} {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %d = memref.dim %pdst, %c0 : memref<?xi32>
+  %p = memref.alloc(%d) : memref<?x32xf32>
+  linalg.fill ins(%zero : f32) outs(%p : memref<?x32xf32>)
+  "hector_intra.traversal_template"(%src, %pair, %x, %y, %p) {fn = "mul", reduce = "sum", parallel = "edge", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1>} : (memref<?xi32>, memref<?xi32>, memref<?x32xbf16>, memref<?x32xf32>, memref<?x32xf32>) -> ()
+  "hector_intra.gemm_template"(%p, %w, %res) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x32xf32>, memref<32x32xbf16>, memref<?x32xbf16>) -> ()
+  memref.dealloc %p : memref<?x32xf32>
+  return
+}
+
+// -----
+
+// An edge-wise traversal that does not reduce (HGT's message plus its relation's bias, one
+// row per edge) writes a message too: stored in bf16 when only traversals read it. A
+// node-wise one (parallel = "node") stays f32.
+// CHECK-LABEL: func.func @biased_messages
+// CHECK: %[[B:.*]] = memref.alloc(%{{.*}}) : memref<?x32xbf16>
+// CHECK: "hector_intra.traversal_template"(%{{.*}}, %{{.*}}, %{{.*}}, %[[B]]) {{.*}}fn = "add"{{.*}}parallel = "edge"
+// CHECK: "hector_intra.traversal_template"(%{{.*}}, %[[B]], %{{.*}}) {{.*}}fn = "copy"{{.*}}reduce = "sum"
+// CHECK: %[[N:.*]] = memref.alloc(%{{.*}}) : memref<?x32xf32>
+// CHECK: "hector_intra.traversal_template"(%{{.*}}, %[[N]]) {{.*}}fn = "relu"
+// Loops: the edge-wise add reads and writes bf16 rows 16 columns at a time (x and the bias row
+// read as vectors, the sum rounded as a vector), so does the copy writing the result; the
+// f32 relu between stays an element loop.
+// LOOPS-LABEL: func.func private @biased_messages_template0
+// LOOPS: scf.forall
+// LOOPS: vector.transfer_read %{{.*}} : memref<?x32xbf16>, vector<16xbf16>
+// LOOPS: vector.transfer_read %{{.*}} : memref<4x32xf32>, vector<16xf32>
+// LOOPS: arith.addf %{{.*}} : vector<16xf32>
+// LOOPS: arith.bitcast %{{.*}} : vector<16xi16> to vector<16xbf16>
+// LOOPS: vector.transfer_write %{{.*}} : vector<16xbf16>, memref<?x32xbf16>
+// LOOPS-LABEL: func.func private @biased_messages_template2
+// LOOPS-NOT: vector.transfer_write
+// LOOPS: memref.store %{{.*}} : memref<?x32xf32>
+// LOOPS-LABEL: func.func private @biased_messages_template3
+// LOOPS: vector.transfer_write %{{.*}} : vector<16xbf16>, memref<?x32xbf16>
+func.func @biased_messages(%m: memref<?x32xbf16>, %etype: memref<?xi32>, %bias: memref<4x32xf32>, %dst: memref<?xi32>, %res: memref<?x32xbf16>) attributes {hector.outputs = 1 : i64} {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %e = memref.dim %etype, %c0 : memref<?xi32>
+  %b = memref.alloc(%e) : memref<?x32xf32>
+  "hector_intra.traversal_template"(%etype, %m, %bias, %b) {fn = "add", reduce = "none", parallel = "edge", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 0, 1, 1, 1, 1>} : (memref<?xi32>, memref<?x32xbf16>, memref<4x32xf32>, memref<?x32xf32>) -> ()
+  %n = memref.dim %res, %c0 : memref<?x32xbf16>
+  %acc = memref.alloc(%n) : memref<?x32xf32>
+  linalg.fill ins(%zero : f32) outs(%acc : memref<?x32xf32>)
+  "hector_intra.traversal_template"(%dst, %b, %acc) {fn = "copy", reduce = "sum", parallel = "edge", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 1, 0, 1, 0, 1>} : (memref<?xi32>, memref<?x32xf32>, memref<?x32xf32>) -> ()
+  %node = memref.alloc(%n) : memref<?x32xf32>
+  "hector_intra.traversal_template"(%acc, %node) {fn = "relu", reduce = "none", parallel = "node", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x32xf32>, memref<?x32xf32>) -> ()
+  "hector_intra.traversal_template"(%node, %res) {fn = "copy", reduce = "none", parallel = "node", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x32xf32>, memref<?x32xbf16>) -> ()
+  memref.dealloc %node : memref<?x32xf32>
+  memref.dealloc %acc : memref<?x32xf32>
+  memref.dealloc %b : memref<?x32xf32>
+  return
+}
+
+// -----
+
+// A per-head dot product (attention scores, two heads of 32) is marked hector.vector_dot:
+// each head's products summed in one 16-lane vector (two steps a head, x read in bf16), added
+// across the lanes with reassociation. A dot whose heads are not whole vectors (8 wide) is
+// left to the element form; an f32 program is not marked.
+// CHECK-LABEL: func.func @scores
+// CHECK: fn = "dot"{{.*}}hector.vector_dot
+// CHECK-NOT: hector.vector_dot
+// CHECK-LABEL: func.func @narrow_heads
+// LOOPS-LABEL: func.func private @scores_template0
+// LOOPS: scf.forall
+// LOOPS-COUNT-2: vector.transfer_read %{{.*}} : memref<?x64xbf16>, vector<16xbf16>
+// LOOPS: vector.reduction <add>, %{{.*}} fastmath<reassoc> : vector<16xf32> into f32
+// LOOPS-COUNT-2: vector.transfer_read %{{.*}} : memref<?x64xbf16>, vector<16xbf16>
+// LOOPS: vector.reduction <add>, %{{.*}} fastmath<reassoc> : vector<16xf32> into f32
+// LOOPS-LABEL: func.func private @narrow_heads_template0
+// LOOPS-NOT: vector.reduction
+// LOOPS: return
+func.func @scores(%k: memref<?x64xbf16>, %q: memref<?x64xf32>, %dst: memref<?xi32>, %res: memref<?x2xbf16>) attributes {hector.outputs = 1 : i64} {
+  "hector_intra.traversal_template"(%dst, %k, %q, %res) {fn = "dot", reduce = "none", parallel = "edge", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 0, 1, 1, 1, 1>} : (memref<?xi32>, memref<?x64xbf16>, memref<?x64xf32>, memref<?x2xbf16>) -> ()
+  return
+}
+func.func @narrow_heads(%k: memref<?x64xbf16>, %q: memref<?x64xf32>, %dst: memref<?xi32>, %res: memref<?x8xbf16>) attributes {hector.outputs = 1 : i64} {
+  "hector_intra.traversal_template"(%dst, %k, %q, %res) {fn = "dot", reduce = "none", parallel = "edge", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 0, 1, 1, 1, 1>} : (memref<?xi32>, memref<?x64xbf16>, memref<?x64xf32>, memref<?x8xbf16>) -> ()
   return
 }

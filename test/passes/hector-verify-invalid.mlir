@@ -543,6 +543,37 @@ func.func @traversal_sum_into_bf16(%dst: memref<?xi32>, %m: memref<?x8xf32>, %ou
 
 // -----
 
+// A segmented sum (hector-half-messages) groups its rows by output row: it needs a sum with a
+// scatter_index (a max, or a sum over all rows, is not one).
+// COUNT: error: hector.segmented_sum needs reduce = "sum" and a scatter_index
+func.func @segmented_max(%dst: memref<?xi32>, %m: memref<?x8xf32>, %out: memref<?x8xbf16>) {
+  // expected-error @+1 {{hector.segmented_sum needs reduce = "sum" and a scatter_index}}
+  "hector_intra.traversal_template"(%dst, %m, %out) {fn = "copy", reduce = "max", parallel = "edge", block_size = 128 : i64, slope = 0.0 : f32, hector.segmented_sum, operandSegmentSizes = array<i32: 0, 1, 0, 1, 0, 1>} : (memref<?xi32>, memref<?x8xf32>, memref<?x8xbf16>) -> ()
+  return
+}
+
+// -----
+
+// COUNT: error: hector.segmented_sum needs reduce = "sum" and a scatter_index
+func.func @segmented_without_index(%m: memref<?x8xf32>, %out: memref<8xf32>) {
+  // expected-error @+1 {{hector.segmented_sum needs reduce = "sum" and a scatter_index}}
+  "hector_intra.traversal_template"(%m, %out) {fn = "copy", reduce = "sum", parallel = "edge", block_size = 128 : i64, slope = 0.0 : f32, hector.segmented_sum, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x8xf32>, memref<8xf32>) -> ()
+  return
+}
+
+// -----
+
+// A vector dot (hector-half-messages) reassociates a per-head dot product's sums: it needs
+// fn = "dot" without reduction.
+// COUNT: error: hector.vector_dot needs fn = "dot" and reduce = "none"
+func.func @vector_dot_of_a_copy(%m: memref<?x32xf32>, %out: memref<?x32xf32>) {
+  // expected-error @+1 {{hector.vector_dot needs fn = "dot" and reduce = "none"}}
+  "hector_intra.traversal_template"(%m, %out) {fn = "copy", reduce = "none", parallel = "edge", block_size = 128 : i64, slope = 0.0 : f32, hector.vector_dot, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x32xf32>, memref<?x32xf32>) -> ()
+  return
+}
+
+// -----
+
 // COUNT: error: block_size must be between 1 and 1024 (threads per block), got 2048
 func.func @gemm_block_too_big(%a: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
   // expected-error @+1 {{block_size must be between 1 and 1024 (threads per block), got 2048}}
