@@ -39,6 +39,9 @@ from ...passes.registry import register_pass
 MARK = "hector.gradient_pair"
 
 _GEMM = "hector_intra.gemm_template"
+#: Schedule fields the two templates share: the loop over row tiles and its workers. Each
+#: keeps its own register block (``unroll``, ``tile_n``, ``vector``, ``tile_k``).
+SHARED_FIELDS = ("tile_m", "pack", "parallel", "threads", "products")
 
 
 def _same(a: ir.Value | None, b: ir.Value | None) -> bool:
@@ -55,8 +58,10 @@ def _schedule_mismatch(xwt: ir.Operation, xty: ir.Operation) -> str | None:
         return f"invalid schedule: {err}"
     if s is None or t is None:
         return "both templates need a schedule"
-    if s != t:
-        return "the two templates have different schedules"
+    if any(getattr(s, f) != getattr(t, f) for f in SHARED_FIELDS):
+        return (
+            f"the two schedules differ in their row tiles or workers ({', '.join(SHARED_FIELDS)})"
+        )
     if not s.pack or s.products != "f32":
         return "the pair needs a packed schedule with f32 products"
     return None

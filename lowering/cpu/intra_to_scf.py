@@ -137,17 +137,20 @@ def _lower_pair(xwt: ir.Operation, xty: ir.Operation | None) -> None:
     reason = "no template follows it" if xty is None else gradient_pairs.pair_mismatch(xwt, xty)
     if reason is not None or xty is None:
         raise PassFailure(f"stale {gradient_pairs.MARK} mark: {reason}", xwt.location)
-    schedule = _schedule(xty)
-    assert schedule is not None  # pair_mismatch checked both
-    for op in (xwt, xty):
+    schedules = [_schedule(xwt), _schedule(xty)]
+    for op, schedule in zip((xwt, xty), schedules, strict=True):
+        assert schedule is not None  # pair_mismatch checked both
         try:
             tiles.check_gemm_schedule(intra.view(op), schedule)
         except ValueError as err:
             raise PassFailure(f"invalid schedule: {err}", op.location) from None
+    s_xwt, s_xty = schedules
+    assert s_xwt is not None
+    assert s_xty is not None
     with xty.location, ir.InsertionPoint(xwt):
         wide = _widen_weight(xwt)
         try:
-            tiles.lower_gradient_pair(intra.view(xwt), intra.view(xty), schedule)
+            tiles.lower_gradient_pair(intra.view(xwt), intra.view(xty), s_xwt, s_xty)
         except ValueError as err:
             raise PassFailure(f"cannot lower the gradient pair: {err}", xwt.location) from None
         if wide is not None:

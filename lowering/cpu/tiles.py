@@ -230,30 +230,35 @@ def _out_slice(wb: T.Body, t: Value | None) -> Value:
     return wb.ops["out"] if t is None else leading_slice(wb.ops["out"], t)
 
 
-def lower_gradient_pair(xwt: OpAccess, xty: OpAccess, s: intra.Schedule) -> None:
+def lower_gradient_pair(
+    xwt: OpAccess, xty: OpAccess, s_xwt: intra.Schedule, s: intra.Schedule
+) -> None:
     """An ``xwt`` and the ``xty`` reading the same gradient rows (``hector-pair-gradient-gemms``,
     :mod:`~hector.lowering.cpu.gradient_pairs`) as one loop over the ``xty``'s row tiles: each
     tile's gradient rows are packed once, for both products. Where the two row counts differ
     at run time (inputs no compiled program passes), the ``xwt`` runs alone first and the
-    ``xty`` skips its part."""
-    check_gemm_schedule(xwt, s)
+    ``xty`` skips its part. ``s_xwt`` and ``s`` (the ``xty``'s) share their row tiles and
+    workers; each product keeps its own register block."""
+    check_gemm_schedule(xwt, s_xwt)
     c0 = arith.constant(ir.IndexType.get(), 0)
     m_xwt = T.gemm_rows(T.Body(T.operands(xwt)), c0)
     m_xty = T.gemm_rows(T.Body(T.operands(xty)), c0)
     same = arith.cmpi(arith.CmpIPredicate.eq, m_xwt, m_xty)
     alone = scf.IfOp(arith.xori(same, arith.constant(ir.IntegerType.get_signless(1), 1)))
     with ir.InsertionPoint(alone.then_block):
-        lower_gemm(xwt, s)
+        lower_gemm(xwt, s_xwt)
         scf.yield_([])
-    lower_gemm(xty, s, Partner(xwt, same))
+    lower_gemm(xty, s, Partner(xwt, s_xwt, same))
 
 
 @dataclass(frozen=True)
 class Partner:
     """An ``xwt`` computed by an ``xty``'s tiles from their packed row gradients (its rows are
-    the ``xty``'s) where ``when`` holds (an ``i1``, the same for every tile)."""
+    the ``xty``'s), under its own ``schedule``, where ``when`` holds (an ``i1``, the same for
+    every tile)."""
 
     v: OpAccess
+    schedule: intra.Schedule
     when: Value
 
 
@@ -435,7 +440,9 @@ class _GemmTiles:
             n_extent=n_extent,
             block=(s.unroll, s.tile_n or n_extent),
             pairs=s.products == bf16.BF16,
-            partner=None if partner is None else cls.of(partner.v, s, m, _out_slice, owned=False),
+            partner=None
+            if partner is None
+            else cls.of(partner.v, partner.schedule, m, _out_slice, owned=False),
             partner_when=None if partner is None else partner.when,
         )
 
