@@ -12,6 +12,9 @@ which cannot be spread over cores: ``lowering/cpu/codegen.py`` splits a module b
 Each outlined function is named ``<function>_template<i>`` (``i`` counting the templates of
 that function in order) and carries the template's location, as does its call; the template op
 itself moves into the function unchanged (its schedule, profiling marks and attributes with it).
+A gradient pair (an ``xwt`` marked by ``hector-pair-gradient-gemms`` and the template right after
+it) moves into one function, which takes the two templates' operands once each and is called
+where the second stood: ``convert-hector-intra-to-scf`` lowers the two together.
 A call costs a few nanoseconds per template and step.
 """
 
@@ -21,6 +24,7 @@ from mlir import ir
 from mlir.dialects import func
 
 from ..passes.registry import register_pass
+from .cpu import gradient_pairs
 from .cpu.intra_to_scf import LOWER
 
 __all__ = ["TEMPLATE_OPS", "outline_templates"]
@@ -30,12 +34,15 @@ __all__ = ["TEMPLATE_OPS", "outline_templates"]
 TEMPLATE_OPS = tuple(LOWER)
 
 
-def _outline(op: ir.Operation, name: str, module_block: ir.Block) -> None:
-    """Move template ``op`` into a new private function ``name`` at the end of the module and
-    call it where ``op`` stood."""
-    operands = list(op.operands)
-    with op.location:
-        with ir.InsertionPoint(op):
+def _outline(ops: list[ir.Operation], name: str, module_block: ir.Block) -> None:
+    """Move templates ``ops`` (one, or a gradient pair) into a new private function ``name`` at
+    the end of the module, taking their operands once each, and call it where the last stood."""
+    operands: list[ir.Value] = []
+    for op in ops:
+        operands += [v for v in op.operands if all(v != seen for seen in operands)]
+    last = ops[-1]
+    with last.location:
+        with ir.InsertionPoint(last):
             func.CallOp([], ir.FlatSymbolRefAttr.get(name), operands)
         with ir.InsertionPoint(module_block):
             fn = func.FuncOp(name, ir.FunctionType.get([v.type for v in operands], []))
@@ -43,13 +50,35 @@ def _outline(op: ir.Operation, name: str, module_block: ir.Block) -> None:
         entry = fn.add_entry_block()
         with ir.InsertionPoint(entry):
             ret = func.ReturnOp([])
-    op.move_before(ret)
-    for i, arg in enumerate(entry.arguments):
-        op.operands[i] = arg
+    for op in ops:
+        op.move_before(ret)
+        for i, v in enumerate(list(op.operands)):
+            op.operands[i] = entry.arguments[next(j for j, u in enumerate(operands) if u == v)]
+
+
+def _units(templates: list[ir.Operation]) -> list[list[ir.Operation]]:
+    """The templates in outlining units: a marked ``xwt`` with the template right after it
+    (its ``xty``, hector-pair-gradient-gemms), every other template alone."""
+    units: list[list[ir.Operation]] = []
+    for op in templates:
+        if units and len(units[-1]) == 1 and gradient_pairs.MARK in units[-1][0].attributes:
+            before = units[-1][0]
+            if before.block == op.block and _next(before) == op:
+                units[-1].append(op)
+                continue
+        units.append([op])
+    return units
+
+
+def _next(op: ir.Operation) -> ir.Operation | None:
+    """The op right after ``op`` in its block."""
+    ops = [o.operation for o in op.block.operations]
+    at = next(i for i, o in enumerate(ops) if o == op)
+    return ops[at + 1] if at + 1 < len(ops) else None
 
 
 def outline_templates(module_op: ir.Operation) -> int:
-    """Outline every template of the module's functions; how many were outlined."""
+    """Outline every template of the module's functions; how many functions were made."""
     block = module_op.regions[0].blocks[0]
     table = ir.SymbolTable(module_op)
     outlined = 0
@@ -64,11 +93,11 @@ def outline_templates(module_op: ir.Operation) -> int:
             for op in body.operations
             if op.operation.name in TEMPLATE_OPS
         ]
-        for i, op in enumerate(templates):
+        for i, unit in enumerate(_units(templates)):
             name = f"{base}_template{i}"
             while name in table:
                 name += "_"
-            _outline(op, name, block)
+            _outline(unit, name, block)
             outlined += 1
     return outlined
 

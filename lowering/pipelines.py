@@ -175,9 +175,9 @@ SCHEDULE = Stage(
 )
 LOOPS = Stage(
     "loops",
-    "each template in a function of its own: packed tiles, vectorised micro-kernels and worker "
-    "loops (scf, linalg → vector)",
-    _fixed("hector-outline-templates, convert-hector-intra-to-scf"),
+    "each template (or gradient pair) in a function of its own: packed tiles, vectorised "
+    "micro-kernels and worker loops (scf, linalg → vector)",
+    _fixed("hector-pair-gradient-gemms, hector-outline-templates, convert-hector-intra-to-scf"),
 )
 # Placement decisions (placement-plan-saved) become calls of the native runtime first (the
 # compiler lowers them right after planning; here for modules planned by hand).

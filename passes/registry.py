@@ -235,6 +235,7 @@ PASS_MODULES = (
     "lowering.pipelines",  # raise-torch-to-hector and the named pipelines
     "lowering.schedule",  # hector-schedule
     "lowering.cpu.half_messages",  # hector-half-messages
+    "lowering.cpu.gradient_pairs",  # hector-pair-gradient-gemms
 )
 #: The package the module names of :data:`PASS_MODULES` are relative to.
 _ROOT = __name__.rsplit(".", 2)[0]

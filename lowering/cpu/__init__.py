@@ -6,6 +6,8 @@ and :mod:`~hector.lowering.cpu.traversal` spreads the traversal templates over w
 (:mod:`~hector.lowering.cpu.workers` for the deterministic workers,
 :mod:`~hector.lowering.cpu.packing` for the packed tiles,
 :mod:`~hector.lowering.cpu.micro_kernel` for the register-blocked micro-kernel,
+:mod:`~hector.lowering.cpu.gradient_pairs` for the input- and weight-gradient GEMMs lowered as
+one loop,
 :mod:`~hector.lowering.cpu.bf16` for the AVX512-BF16 dot products, chosen by
 :mod:`~hector.lowering.cpu.features`; :mod:`~hector.lowering.cpu.half_messages` stores a half
 inference program's per-edge GEMM outputs in half); :mod:`~hector.lowering.cpu.codegen` runs

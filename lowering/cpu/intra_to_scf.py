@@ -22,7 +22,7 @@ from ...dialects import hector_intra as intra
 from ...dialects.builders import OpAccess
 from ...passes.registry import PassFailure, register_pass
 from .. import templates as T
-from . import micro_kernel, tiles, traversal
+from . import gradient_pairs, micro_kernel, tiles, traversal
 
 
 def _lower_gemm(v: OpAccess) -> None:
@@ -135,30 +135,69 @@ def _schedule(op: ir.Operation) -> intra.Schedule | None:
         raise PassFailure(f"invalid schedule: {err}", op.location) from None
 
 
+def _lower_pair(xwt: ir.Operation, xty: ir.Operation | None) -> None:
+    """A marked ``xwt`` and the ``xty`` after it as one loop (``hector-pair-gradient-gemms``);
+    a stale mark is an error at the ``xwt``."""
+    reason = "no template follows it" if xty is None else gradient_pairs.pair_mismatch(xwt, xty)
+    if reason is not None or xty is None:
+        raise PassFailure(f"stale {gradient_pairs.MARK} mark: {reason}", xwt.location)
+    schedules = [_schedule(xwt), _schedule(xty)]
+    for op, schedule in zip((xwt, xty), schedules, strict=True):
+        assert schedule is not None  # pair_mismatch checked both
+        try:
+            tiles.check_gemm_schedule(intra.view(op), schedule)
+        except ValueError as err:
+            raise PassFailure(f"invalid schedule: {err}", op.location) from None
+    s_xwt, s_xty = schedules
+    assert s_xwt is not None
+    assert s_xty is not None
+    with xty.location, ir.InsertionPoint(xwt):
+        wide = _widen_weight(xwt)
+        try:
+            tiles.lower_gradient_pair(intra.view(xwt), intra.view(xty), s_xwt, s_xty)
+        except ValueError as err:
+            raise PassFailure(f"cannot lower the gradient pair: {err}", xwt.location) from None
+        if wide is not None:
+            memref.dealloc(wide)
+    xwt.erase()
+    xty.erase()
+
+
+def _lower_one(op: ir.Operation) -> None:
+    """One template where it stands (scheduled ones as tiles and workers)."""
+    schedule = _schedule(op)
+    if schedule is not None and op.name == "hector_intra.gemm_template":
+        try:
+            tiles.check_gemm_schedule(intra.view(op), schedule)
+        except ValueError as err:
+            raise PassFailure(f"invalid schedule: {err}", op.location) from None
+    with op.location, ir.InsertionPoint(op):
+        wide = _widen_weight(op)
+        try:
+            if schedule is None:
+                LOWER[op.name](intra.view(op))
+            else:
+                LOWER_SCHEDULED[op.name](intra.view(op), schedule)
+        except ValueError as err:  # a shape the templates are not built for
+            raise PassFailure(f"cannot lower {op.name}: {err}", op.location) from None
+        if wide is not None:
+            memref.dealloc(wide)
+    op.erase()
+
+
 def convert_function(func: ir.Operation, ops: list[ir.Operation]) -> None:
     """Lower every template among ``func``'s ``ops`` in place (scheduled ones as tiles and
-    workers); mark a public function for the C interface."""
-    for op in ops:
-        if op.name not in LOWER:
+    workers, a marked gradient pair as one loop); mark a public function for the C
+    interface."""
+    lowered = -1  # the position of an xty lowered with its xwt
+    for at, op in enumerate(ops):
+        if at == lowered or op.name not in LOWER:
             continue
-        schedule = _schedule(op)
-        if schedule is not None and op.name == "hector_intra.gemm_template":
-            try:
-                tiles.check_gemm_schedule(intra.view(op), schedule)
-            except ValueError as err:
-                raise PassFailure(f"invalid schedule: {err}", op.location) from None
-        with op.location, ir.InsertionPoint(op):
-            wide = _widen_weight(op)
-            try:
-                if schedule is None:
-                    LOWER[op.name](intra.view(op))
-                else:
-                    LOWER_SCHEDULED[op.name](intra.view(op), schedule)
-            except ValueError as err:  # a shape the templates are not built for
-                raise PassFailure(f"cannot lower {op.name}: {err}", op.location) from None
-            if wide is not None:
-                memref.dealloc(wide)
-        op.erase()
+        if gradient_pairs.MARK in op.attributes:
+            _lower_pair(op, ops[at + 1] if at + 1 < len(ops) else None)
+            lowered = at + 1
+            continue
+        _lower_one(op)
     if "sym_visibility" not in func.attributes:  # an entry point, not an outlined template
         func.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get(func.context)
 

@@ -230,8 +230,41 @@ def _out_slice(wb: T.Body, t: Value | None) -> Value:
     return wb.ops["out"] if t is None else leading_slice(wb.ops["out"], t)
 
 
-def lower_gemm(v: OpAccess, s: intra.Schedule) -> None:
-    """A GEMM template in scheduled form (module docstring)."""
+def lower_gradient_pair(
+    xwt: OpAccess, xty: OpAccess, s_xwt: intra.Schedule, s: intra.Schedule
+) -> None:
+    """An ``xwt`` and the ``xty`` reading the same gradient rows (``hector-pair-gradient-gemms``,
+    :mod:`~hector.lowering.cpu.gradient_pairs`) as one loop over the ``xty``'s row tiles: each
+    tile's gradient rows are packed once, for both products. Where the two row counts differ
+    at run time (inputs no compiled program passes), the ``xwt`` runs alone first and the
+    ``xty`` skips its part. ``s_xwt`` and ``s`` (the ``xty``'s) share their row tiles and
+    workers; each product keeps its own register block."""
+    check_gemm_schedule(xwt, s_xwt)
+    c0 = arith.constant(ir.IndexType.get(), 0)
+    m_xwt = T.gemm_rows(T.Body(T.operands(xwt)), c0)
+    m_xty = T.gemm_rows(T.Body(T.operands(xty)), c0)
+    same = arith.cmpi(arith.CmpIPredicate.eq, m_xwt, m_xty)
+    alone = scf.IfOp(arith.xori(same, arith.constant(ir.IntegerType.get_signless(1), 1)))
+    with ir.InsertionPoint(alone.then_block):
+        lower_gemm(xwt, s_xwt)
+        scf.yield_([])
+    lower_gemm(xty, s, Partner(xwt, s_xwt, same))
+
+
+@dataclass(frozen=True)
+class Partner:
+    """An ``xwt`` computed by an ``xty``'s tiles from their packed row gradients (its rows are
+    the ``xty``'s), under its own ``schedule``, where ``when`` holds (an ``i1``, the same for
+    every tile)."""
+
+    v: OpAccess
+    schedule: intra.Schedule
+    when: Value
+
+
+def lower_gemm(v: OpAccess, s: intra.Schedule, partner: Partner | None = None) -> None:
+    """A GEMM template in scheduled form (module docstring); for an ``xty``, ``partner`` is an
+    ``xwt`` reading the same gradient rows, computed from the same packed tiles."""
     check_gemm_schedule(v, s)
     ops = T.operands(v)
     per_slice = T.slice_rows(v)
@@ -246,7 +279,7 @@ def lower_gemm(v: OpAccess, s: intra.Schedule) -> None:
         if s.products == bf16.BF16 and v.attr("variant") == "xw":
             pairs = bf16.weight_pairs(b, b.ops["weight"])  # once per call, read by every tile
         workers = _workers_for_gemm(b, v, s)
-        gemm_tiles = _GemmTiles.of(v, s, m, _out_slice, owned=False, weight_pairs=pairs)
+        gemm_tiles = _GemmTiles.of(v, s, m, _out_slice, False, pairs, partner)
         workers.each(ntiles, gemm_tiles.worker)
         workers.finish()
         if pairs is not None:
@@ -256,16 +289,16 @@ def lower_gemm(v: OpAccess, s: intra.Schedule) -> None:
     # is accumulated by that worker alone, straight into out (_sorted_weight_gradient); rows
     # in any order need the workers' partial copies of the whole gradient.
     if per_slice is not None:
-        _sorted_weight_gradient(b, v, s, m, ntiles)
+        _sorted_weight_gradient(b, v, s, m, ntiles, partner)
         return
     some = arith.cmpi(arith.CmpIPredicate.ugt, m, b.index(0))
     branch = scf.IfOp(arith.andi(some, _sorted_index(b, "weight_index", m)), has_else=True)
     with ir.InsertionPoint(branch.then_block):
-        _sorted_weight_gradient(b, v, s, m, ntiles)
+        _sorted_weight_gradient(b, v, s, m, ntiles, partner)
         scf.yield_([])
     with ir.InsertionPoint(branch.else_block):
         workers = _workers_for_gemm(b, v, s)
-        workers.each(ntiles, _GemmTiles.of(v, s, m, _out_slice, owned=False).worker)
+        workers.each(ntiles, _GemmTiles.of(v, s, m, _out_slice, False, None, partner).worker)
         workers.finish()
         scf.yield_([])
 
@@ -283,7 +316,12 @@ def _sorted_index(b: T.Body, role: str, m: Value) -> Value:
 
 
 def _sorted_weight_gradient(
-    b: T.Body, v: OpAccess, s: intra.Schedule, m: Value, ntiles: Value
+    b: T.Body,
+    v: OpAccess,
+    s: intra.Schedule,
+    m: Value,
+    ntiles: Value,
+    partner: Partner | None = None,
 ) -> None:
     """An ``xty`` into ``out[R, K, N]`` whose rows come sorted by slice, over the workers
     without partial copies of ``out``: a worker's chunk of rows holds a run of slices, and only
@@ -323,7 +361,7 @@ def _sorted_weight_gradient(
                 scf.yield_([target])
             return choice.results[0]
 
-        _GemmTiles.of(v, s, m, dest, owned=True).worker(lo, hi, b)
+        _GemmTiles.of(v, s, m, dest, True, None, partner).worker(lo, hi, b)
 
     workers.each_worker(ntiles, worker)
     for p in range(1, threads):
@@ -350,7 +388,8 @@ class _GemmTiles:
     """What every worker's tiles of one scheduled GEMM share. ``dest_of`` gives where an
     ``xty`` run of slice ``t`` accumulates; with ``owned`` its short runs go row at a time into
     the same place. With bf16 products an ``xw`` multiplies by ``weight_pairs``, its weight in
-    pairs."""
+    pairs. An ``xty``'s ``partner`` is the plan of an ``xwt`` whose rows are its packed row
+    gradients (:func:`lower_gradient_pair`)."""
 
     v: OpAccess
     rows: Value
@@ -366,6 +405,8 @@ class _GemmTiles:
     n_extent: int
     block: tuple[int, int]
     pairs: bool
+    partner: _GemmTiles | None
+    partner_when: Value | None
 
     @classmethod
     def of(
@@ -376,8 +417,10 @@ class _GemmTiles:
         dest_of: Destination,
         owned: bool,
         weight_pairs: Value | None = None,
+        partner: Partner | None = None,
     ) -> _GemmTiles:
-        """The tiles of GEMM ``v`` under schedule ``s``, over its ``m`` rows."""
+        """The tiles of GEMM ``v`` under schedule ``s``, over its ``m`` rows (an ``xty``'s
+        ``partner``: an ``xwt`` over the same rows, fed its packed row gradients)."""
         variant = v.attr("variant")
         per_slice = T.slice_rows(v)
         ops = T.operands(v)
@@ -397,6 +440,10 @@ class _GemmTiles:
             n_extent=n_extent,
             block=(s.unroll, s.tile_n or n_extent),
             pairs=s.products == bf16.BF16,
+            partner=None
+            if partner is None
+            else cls.of(partner.v, partner.schedule, m, _out_slice, owned=False),
+            partner_when=None if partner is None else partner.when,
         )
 
     def worker(self, lo: Value, hi: Value, wb: T.Body) -> None:
@@ -431,6 +478,9 @@ class _WorkerTiles:
         self.transposed = None
         if plan.variant == "xwt":
             self.transposed = TransposedSlice(wb, wb.ops["weight"], plan.sliced, plan.pairs)
+        self.partner, self.partner_when = None, plan.partner_when
+        if plan.partner is not None:  # its own operands, whichever output this worker writes
+            self.partner = _WorkerTiles(plan.partner, T.Body(T.operands(plan.partner.v)))
 
     def run(self, lo: Value, hi: Value) -> None:
         """Tiles ``[lo, hi)``, each multiplied whole or run by run of rows sharing a slice."""
@@ -461,25 +511,37 @@ class _WorkerTiles:
             bf16.pair_columns_of(wb, self.lhs, self.lhs_pairs)
         pack_gradients(wb, self.rhs, i0, mt, plan.tile_m, self.gradient_row, scale)
         product(wb, self.lhs_pairs, self.rhs, plan.dest_of(wb, t), plan.block)
+        if self.partner is not None:  # the same tile of row gradients, times W[t]^T
+            with wb.guard(self.partner_when):
+                self.partner._rows_by_weight(i0, mt, t, packed=self.rhs)
 
-    def _rows_by_weight(self, i0: Value, mt: Value, t: Value | None) -> None:
+    def _rows_by_weight(
+        self, i0: Value, mt: Value, t: Value | None, packed: Value | None = None
+    ) -> None:
+        """Rows ``[i0, i0 + mt)`` of an ``xw``/``xwt``, packed here, or already ``packed`` (its
+        ``xty`` partner's row gradients)."""
         wb, plan = self.wb, self.plan
-        pack_row_vectors(wb, self.lhs, i0, mt, plan.tile_m, wb.ops["a"], self.a_row)
+        lhs = self.lhs if packed is None else packed
+        if packed is None:
+            pack_row_vectors(wb, lhs, i0, mt, plan.tile_m, wb.ops["a"], self.a_row)
         if self.transposed is not None:
             rhs_slice = self.transposed.of(t)
         else:
             held = plan.weight_pairs if plan.weight_pairs is not None else wb.ops["weight"]
             rhs_slice = held if t is None else leading_slice(held, t)
         if plan.pairs:  # the pair micro-kernel starts its accumulators at zero
-            bf16.matmul(wb, self.lhs, rhs_slice, self.acc, plan.block, fresh=True)
+            bf16.matmul(wb, lhs, rhs_slice, self.acc, plan.block, fresh=True)
         else:
             linalg.fill(wb.f32(0.0), outs=[self.acc])
-            marked_matmul(self.lhs, rhs_slice, self.acc, plan.block)
+            marked_matmul(lhs, rhs_slice, self.acc, plan.block)
         _gemm_epilogue(wb, self.acc, i0, mt, plan.n_extent, plan.epilogue)
 
     def rows(self, i0: Value, mt: Value) -> None:
         """Rows ``[i0, i0 + mt)`` one at a time (a run too short for a packed tile)."""
         wb, plan = self.wb, self.plan
+        if self.partner is not None:
+            with wb.guard(self.partner_when):
+                self.partner.rows(i0, mt)
         if self.transposed is not None:
             _xwt_row_fallback(wb, plan.v, i0, mt, self.scratch, self.transposed)
         elif plan.owned:
