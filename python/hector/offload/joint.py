@@ -51,7 +51,7 @@ from torch._inductor.custom_graph_pass import CustomPartitionerFn
 
 from hector.runtime import libc_heap
 
-from . import joint_ops
+from . import joint_ops, memory_timeline
 from .joint_plan import (
     CostModel,
     JointPlan,
@@ -120,6 +120,7 @@ def lower_plan(
         puts.append((node, put, num_fwd_outputs + s.index))
     order = {n: i for i, n in enumerate(fw.graph.nodes)}
     puts.sort(key=lambda p: order[p[1]])
+    joint.put_order = [p[0].name for p in puts]
     last = _last_value(fw, {p[1] for p in puts})
     for k, (node, put, slot) in enumerate(puts):
         # The write may read ``node`` until the next offloaded value is produced; that value
@@ -201,7 +202,8 @@ class _Partitioner(CustomPartitionerFn):
         target = "pinned_host" if device.type == "cuda" else "ssd"
         saved = saved_values(fw, bw, n_out, cost, b.threshold)
         other = other_bytes(fw, bw, saved)
-        joint = plan(saved, b.memory_budget, cost, target, b.ahead, other)
+        outside = b.outside_bytes()
+        joint = plan(saved, b.memory_budget, cost, target, b.ahead, other, outside)
         chosen = choose_recompute(fw, joint) if b.recompute else []
         if chosen:
             again = self._repartition(gm, joint_inputs, kwargs, joint, chosen)
@@ -241,7 +243,7 @@ class _Partitioner(CustomPartitionerFn):
         names = {s.name for s in saved}
         other = other_bytes(fw, bw, saved)
         step = float(max(first.step_budget, 2))
-        joint = plan(saved, step, first.cost, first.target, b.ahead, other)
+        joint = plan(saved, step, first.cost, first.target, b.ahead, other, first.outside_bytes)
         joint.recomputes = [r for r in chosen if r.name not in names]
         weighed = {v.name: v for v in first.saved}
         for v in joint.offloaded():  # the first plan's reasons (one round of recomputation)
@@ -273,6 +275,13 @@ class JointBackend:
         recompute: whether an offloaded value that costs less to recompute than the store's
             write and read of its bytes is recomputed in the backward instead
             (:func:`~.joint_plan.choose_recompute`; never through a random op).
+        outside: the bytes the step holds outside the graphs, counted in the step and its
+            budget (:attr:`~.joint_plan.JointPlan.outside_bytes`). None (default): measured
+            as each graph is planned, the process's resident growth since ``since`` — the
+            compile's residue so far (the compiler's modules and state, the traced graphs),
+            which the keep-all compile holds as well; 0: the graphs' memory alone.
+        since: the resident bytes ``outside`` is measured from (None: the process's when
+            this backend is made).
     """
 
     def __init__(
@@ -285,6 +294,8 @@ class JointBackend:
         write_bandwidth: float | None = None,
         read_bandwidth: float | None = None,
         recompute: bool = True,
+        outside: int | None = None,
+        since: int | None = None,
     ) -> None:
         if isinstance(memory_budget, bool) or not isinstance(memory_budget, int | float):
             raise TypeError(f"memory_budget must be a number, got {memory_budget!r}")
@@ -301,6 +312,10 @@ class JointBackend:
         self.write_bandwidth = write_bandwidth
         self.read_bandwidth = read_bandwidth
         self.recompute = bool(recompute)
+        if outside is not None and outside < 0:
+            raise ValueError(f"outside must be >= 0 bytes, got {outside}")
+        self.outside = outside
+        self.since = memory_timeline.resident_bytes() if since is None else int(since)
         #: One plan per graph AOTAutograd partitioned, in compile order.
         self.plans: list[JointPlan] = []
 
@@ -326,6 +341,14 @@ class JointBackend:
             compiled = compile_fx(gm, example_inputs, config_patches=patches)
         assert callable(compiled)  # a graph to train, not an AOT export
         return compiled
+
+    def outside_bytes(self) -> int:
+        """The bytes the step holds outside the graphs: ``outside`` if given, else the
+        process's resident growth since :attr:`since` (0 where it cannot be read)."""
+        if self.outside is not None:
+            return self.outside
+        now = memory_timeline.resident_bytes()
+        return max(now - self.since, 0) if now and self.since else 0
 
     def explain(self) -> str:
         """Every planned graph's report (:meth:`JointPlan.explain`)."""

@@ -431,6 +431,12 @@ class JointPlan:
             ``other_bytes``); ``budget_bytes`` is its part for the saved values.
         recomputes: the values recomputed in the backward instead of offloaded (no longer
             saved: the partition was made again with their chains marked to recompute).
+        outside_bytes: the process's memory the step holds outside the graphs (the compile's
+            residue: the compiled code, the interpreter's growth; the loss), counted in the
+            step and its budget so that the budget bounds the real peak, not the graphs'
+            part of it.
+        put_order: the offloaded values' names in the order the forward puts them (its
+            runtime calls' ticket numbers follow it, step after step).
     """
 
     saved: list[SavedValue]
@@ -446,6 +452,8 @@ class JointPlan:
     other_bytes: int = 0
     step_budget: int = 0
     recomputes: list[Recompute] = field(default_factory=list)
+    outside_bytes: int = 0
+    put_order: list[str] = field(default_factory=list)
     _text: str | None = field(default=None, repr=False)
 
     @property
@@ -488,8 +496,9 @@ class JointPlan:
 
     @property
     def modelled_step_peak(self) -> int:
-        """The step's modelled peak: the saved bytes held at the peak and ``other_bytes``."""
-        return self.modelled_peak + self.other_bytes
+        """The step's modelled peak: the saved bytes held at the peak, ``other_bytes`` and
+        ``outside_bytes``."""
+        return self.modelled_peak + self.other_bytes + self.outside_bytes
 
     @property
     def feasible(self) -> bool:
@@ -515,11 +524,12 @@ class JointPlan:
         c = self.cost
         lines = [
             f"saved values: {len(self.saved)}, {self.saved_bytes} bytes; other bytes of the "
-            f"step {self.other_bytes}; step budget {self.step_budget} bytes, "
+            f"step {self.other_bytes}, outside the graphs {self.outside_bytes}; step budget "
+            f"{self.step_budget} bytes, "
             f"{self.budget_bytes} of them for saved values; kept {self.kept_bytes}, recomputed "
             f"{self.recomputed_bytes}, offloaded "
             f"to {self.target} {self.offloaded_bytes} (modelled peak {self.modelled_peak} "
-            f"saved + {self.other_bytes} other bytes, overhead "
+            f"saved + {self.other_bytes} other + {self.outside_bytes} outside bytes, overhead "
             f"{self.modelled_overhead:+.1%}; write {c.write_bandwidth / 1e6:.0f} MB/s, read "
             f"{c.read_bandwidth / 1e6:.0f} MB/s)",
         ]
@@ -560,23 +570,35 @@ def plan(
     target: str,
     ahead: int = 1,
     other: int = 0,
+    outside: int = 0,
 ) -> JointPlan:
     """Decide keep or offload for each saved value so the step's modelled memory — the saved
-    bytes held and ``other`` (:func:`other_bytes`) — fits ``memory_budget``: a fraction of
-    the keep-all step's (all saved bytes and ``other``) if at most 1, else bytes. The saved
-    values get what ``other`` leaves of it; where that is less than the values the store may
-    not take, everything it may take is offloaded (:attr:`JointPlan.feasible` is False).
+    bytes held, ``other`` (:func:`other_bytes`) and ``outside`` (the process's memory outside
+    the graphs) — fits ``memory_budget``: a fraction of the keep-all step's (all saved bytes,
+    ``other`` and ``outside``) if at most 1, else bytes. The saved values get what ``other``
+    and ``outside`` leave of it; where that is less than the values the store may not take,
+    everything it may take is offloaded (:attr:`JointPlan.feasible` is False).
 
     The budget rule runs on plain numbers (:func:`plan_within_budget`); the ``placement`` IR
     of its decisions is built only when :attr:`JointPlan.text` is read, so a compile imports
     no MLIR pass machinery unless someone asks for the IR."""
     total = sum(s.nbytes for s in saved if s.eligible != GRAPH_INPUT)
-    step = int(memory_budget * (total + other)) if memory_budget <= 1 else int(memory_budget)
-    budget = max(step - other, 0)
+    whole = total + other + outside
+    step = int(memory_budget * whole) if memory_budget <= 1 else int(memory_budget)
+    budget = max(step - other - outside, 0)
     candidates = [s for s in saved if s.eligible is None]
     unscoped = total - sum(s.nbytes for s in candidates)
     if not candidates:
-        return JointPlan(saved, budget, cost, target, total, other_bytes=other, step_budget=step)
+        return JointPlan(
+            saved,
+            budget,
+            cost,
+            target,
+            total,
+            other_bytes=other,
+            step_budget=step,
+            outside_bytes=outside,
+        )
     forward = [float(int(s.forward_ns)) for s in candidates]
     backward = [s.backward_ns for s in candidates]
     nbytes = [s.nbytes for s in candidates]
@@ -589,7 +611,7 @@ def plan(
     model = simulate_step(forward, backward, nbytes, made.decisions, *bandwidths, ahead)
     joint = JointPlan(saved, budget, cost, target, made.peak_bytes, model.overhead)
     joint.unscoped, joint.ahead = unscoped, ahead
-    joint.other_bytes, joint.step_budget = other, step
+    joint.other_bytes, joint.step_budget, joint.outside_bytes = other, step, outside
     return joint
 
 
