@@ -104,3 +104,16 @@ def test_backend_measures_the_outside_bytes_from_its_start() -> None:
     assert JointBackend(0.5, outside=5).outside_bytes() == 5
     with pytest.raises(ValueError, match="outside"):
         JointBackend(0.5, outside=-1)
+
+
+def test_outside_bytes_show_in_the_placement_ir() -> None:
+    """The decisions the outside bytes move are the ``placement`` IR's: more values offloaded
+    (and fewer kept) in the plan's module as the process holds more outside the graphs."""
+    alone = plan(_saved(), 0.5, COST, "ssd", other=8 * MIB)
+    counted = plan(_saved(), 0.5, COST, "ssd", other=8 * MIB, outside=32 * MIB)
+    assert counted.offloaded_bytes > alone.offloaded_bytes
+    for made in (alone, counted):
+        text = made.text
+        assert text.count('"placement.offload"(') == len(made.offloaded())
+        assert text.count('"placement.keep"(') == 16 - len(made.offloaded())
+        assert 'placement.plan = "joint"' in text
