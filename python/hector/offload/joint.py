@@ -8,7 +8,8 @@ with Hector's partitioner:
    recomputation of cheap ops, as in any compile; Inductor's joint-graph passes first);
 2. :mod:`.joint_plan` lists the forward graph's saved outputs, models the bytes the step
    holds besides them (:func:`~.joint_plan.other_bytes`: the two graphs' temporaries, incoming
-   and outgoing gradients) and decides keep or offload for each saved value so the step's
+   and outgoing gradients; and the process's resident growth since the backend was made, the
+   compile's residue outside the graphs: :meth:`JointBackend.outside_bytes`) and decides keep or offload for each saved value so the step's
    modelled memory fits the budget (the eager planner's budget rule on estimated node costs
    and the store's measured bandwidths), written as ``placement`` IR;
 3. the decisions are lowered into the two FX graphs as runtime calls (:mod:`.joint_ops`):
