@@ -73,6 +73,7 @@ def _saved(n: int = 16) -> list[SavedValue]:
 
 
 COST = CostModel(5e10, 1e10, 1e9, 1e9)
+IO = {"write_bandwidth": 1e9, "read_bandwidth": 1e9}
 
 
 def test_memory_outside_the_graphs_counts_in_the_step() -> None:
@@ -117,3 +118,42 @@ def test_outside_bytes_show_in_the_placement_ir() -> None:
         assert text.count('"placement.offload"(') == len(made.offloaded())
         assert text.count('"placement.keep"(') == 16 - len(made.offloaded())
         assert 'placement.plan = "joint"' in text
+
+
+def test_backward_peak_says_what_the_backward_holds_at_its_peak() -> None:
+    """The backward's modelled peak is located at a node and split into the graph's outputs
+    made so far (gradients), the saved values not yet consumed, and the rest."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from hector.offload.joint_plan import backward_peak
+
+    def backward(incoming: torch.Tensor, saved: torch.Tensor, weight: torch.Tensor) -> object:
+        a = incoming * saved  # the last use of ``incoming`` and ``saved``
+        return a @ weight, a.sum(0)
+
+    n = 64 * 64 * 4
+    gm = make_fx(backward, tracing_mode="fake")(*(torch.randn(64, 64) for _ in range(3)))
+    saved = next(x.name for x in gm.graph.nodes if x.name.startswith("saved"))
+    peak = backward_peak(gm, {saved})
+    assert (peak.node, peak.gradients, peak.saved, peak.other) == ("mul", 0, n, 3 * n)
+    alone = backward_peak(gm, set())
+    assert (alone.saved, alone.other, alone.total) == (0, 4 * n, 4 * n)
+
+
+def test_explain_gives_the_backward_peak() -> None:
+    """A budgeted compile's report says where its backward peaks and with what."""
+    torch._dynamo.reset()
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 8))
+    backend = JointBackend(0.5, compute="eager", threshold=1024, outside=0, **IO)
+    torch.compile(model, backend=backend)(torch.randn(128, 64)).sum().backward()
+    (made,) = backend.plans
+    assert made.backward is not None
+    assert made.backward.gradients > 0
+    assert (
+        made.backward.total
+        <= made.other_bytes
+        + made.saved_bytes
+        + sum(p.numel() * 4 for p in model.parameters())
+        + 128 * 64 * 4
+    )
+    assert f"the backward's modelled peak: {made.backward.total} bytes" in backend.explain()

@@ -9,9 +9,10 @@ with Hector's partitioner:
 2. :mod:`.joint_plan` lists the forward graph's saved outputs, models the bytes the step
    holds besides them (:func:`~.joint_plan.other_bytes`: the two graphs' temporaries, incoming
    and outgoing gradients; and the process's resident growth since the backend was made, the
-   compile's residue outside the graphs: :meth:`JointBackend.outside_bytes`) and decides keep or offload for each saved value so the step's
-   modelled memory fits the budget (the eager planner's budget rule on estimated node costs
-   and the store's measured bandwidths), written as ``placement`` IR;
+   compile's residue outside the graphs: :meth:`JointBackend.outside_bytes`) and decides
+   keep or offload for each saved value so the step's modelled memory fits the budget (the
+   eager planner's budget rule on estimated node costs and the store's measured
+   bandwidths), written as ``placement`` IR;
 3. the decisions are lowered into the two FX graphs as runtime calls (:mod:`.joint_ops`):
    in the forward, an offloaded value is handed to ``hector::offload_put`` right after the
    node producing it, ``hector::offload_wait`` waits for its write where the next offloaded
@@ -58,6 +59,7 @@ from .joint_plan import (
     JointPlan,
     Recompute,
     SavedValue,
+    backward_peak,
     choose_recompute,
     other_bytes,
     plan,
@@ -216,6 +218,7 @@ class _Partitioner(CustomPartitionerFn):
                     if any(r.name == s.name for r in chosen):
                         s.not_recomputed = f"recomputing raised the modelled step peak to {peak}"
         joint.recomputed = _recomputed(fw, bw)
+        joint.backward = backward_peak(bw, {s.name for s in joint.saved})
         lower_plan(fw, bw, n_out, joint, b.ahead)
         joint.code = (fw.code, bw.code)
         b.plans.append(joint)

@@ -41,11 +41,13 @@ from hector.passes.offload_model import plan_within_budget, simulate_step
 from .joint_ops import dense
 
 __all__ = [
+    "BackwardPeak",
     "CostModel",
     "JointPlan",
     "Recompute",
     "SavedValue",
     "choose_recompute",
+    "backward_peak",
     "other_bytes",
     "plan",
     "recompute_chain",
@@ -398,6 +400,56 @@ def _live_peak(gm: fx.GraphModule, saved: set[str], inputs: bool) -> int:
     return peak
 
 
+@dataclass(frozen=True)
+class BackwardPeak:
+    """Where the backward graph holds the most bytes, as the graph models it (each value from
+    its node, a placeholder from the start, to its last use; a view as long as its base; the
+    graph's outputs to its end), and what they are.
+
+    Attributes:
+        node: the backward node at which the most is held.
+        gradients: bytes of the graph's outputs made so far (the parameters' gradients).
+        saved: bytes of the saved values not yet consumed.
+        other: bytes of everything else alive (incoming gradients, temporaries).
+    """
+
+    node: str
+    gradients: int
+    saved: int
+    other: int
+
+    @property
+    def total(self) -> int:
+        """All bytes held at :attr:`node`."""
+        return self.gradients + self.saved + self.other
+
+
+def backward_peak(bw: fx.GraphModule, saved: set[str]) -> BackwardPeak:
+    """The backward's modelled peak (:class:`BackwardPeak`) with the saved values named
+    ``saved`` counted apart: where in the step the graphs' memory is highest and whether
+    saved values (what a plan places), gradients or the backward's own buffers make it."""
+    nodes = list(bw.graph.nodes)
+    base = {n: n for n in nodes}
+    for n in nodes:
+        if _is_view(n) and n.all_input_nodes:
+            base[n] = base[n.all_input_nodes[0]]
+    outputs = {base[a] for n in nodes if n.op == "output" for a in n.all_input_nodes}
+    last = {base[a]: i for i, n in enumerate(nodes) for a in n.all_input_nodes if n.op != "output"}
+    held: dict[fx.Node, int] = {}
+    best = BackwardPeak("", 0, 0, 0)
+    for i, n in enumerate(nodes):
+        if n.op in ("placeholder", "call_function") and base[n] is n:
+            held[n] = _bytes(n.meta.get("val"))
+        kinds = [0, 0, 0]
+        for v, size in held.items():
+            kinds[0 if v in outputs else 1 if v.name in saved else 2] += size
+        if sum(kinds) > best.total:
+            best = BackwardPeak(n.name, *kinds)
+        for v in [v for v in held if last.get(v) == i and v not in outputs]:
+            del held[v]
+    return best
+
+
 def other_bytes(fw: fx.GraphModule, bw: fx.GraphModule, saved: Sequence[SavedValue]) -> int:
     """The bytes a step holds besides its saved values, as the graphs model it: the most the
     forward's temporaries and outputs, or the backward's incoming gradients, temporaries and
@@ -435,6 +487,7 @@ class JointPlan:
             residue: the compiled code, the interpreter's growth; the loss), counted in the
             step and its budget so that the budget bounds the real peak, not the graphs'
             part of it.
+        backward: where the backward graph holds the most, and what (:func:`backward_peak`).
         put_order: the offloaded values' names in the order the forward puts them (its
             runtime calls' ticket numbers follow it, step after step).
     """
@@ -453,6 +506,7 @@ class JointPlan:
     step_budget: int = 0
     recomputes: list[Recompute] = field(default_factory=list)
     outside_bytes: int = 0
+    backward: BackwardPeak | None = None
     put_order: list[str] = field(default_factory=list)
     _text: str | None = field(default=None, repr=False)
 
@@ -557,6 +611,12 @@ class JointPlan:
                 f"    {r.name:<24} recompute {r.nbytes:>12} B  recompute "
                 f"{r.recompute_ns / 1e3:8.1f} us < I/O {r.io_ns / 1e3:8.1f} us: recomputed in "
                 f"the backward from saved values and inputs ({', '.join(r.chain)})"
+            )
+        if self.backward is not None:
+            b = self.backward
+            lines.append(
+                f"the backward's modelled peak: {b.total} bytes at {b.node}: gradients "
+                f"{b.gradients}, saved values not yet consumed {b.saved}, other {b.other}"
             )
         if self.recomputed:
             lines.append(f"recomputed by the partitioner: {', '.join(self.recomputed)}")
