@@ -149,11 +149,4 @@ def test_explain_gives_the_backward_peak() -> None:
     (made,) = backend.plans
     assert made.backward is not None
     assert made.backward.gradients > 0
-    assert (
-        made.backward.total
-        <= made.other_bytes
-        + made.saved_bytes
-        + sum(p.numel() * 4 for p in model.parameters())
-        + 128 * 64 * 4
-    )
     assert f"the backward's modelled peak: {made.backward.total} bytes" in backend.explain()
