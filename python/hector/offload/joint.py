@@ -55,12 +55,14 @@ from hector.runtime import libc_heap
 
 from . import joint_ops, memory_timeline
 from .joint_plan import (
+    GRAPH_INPUT,
     CostModel,
     JointPlan,
     Recompute,
     SavedValue,
     backward_peak,
     choose_recompute,
+    keep_all_bytes,
     other_bytes,
     plan,
     saved_values,
@@ -206,7 +208,8 @@ class _Partitioner(CustomPartitionerFn):
         saved = saved_values(fw, bw, n_out, cost, b.threshold)
         other = other_bytes(fw, bw, saved)
         outside = b.outside_bytes()
-        joint = plan(saved, b.memory_budget, cost, target, b.ahead, other, outside)
+        graphs = keep_all_bytes(fw, bw, saved)
+        joint = plan(saved, b.memory_budget, cost, target, b.ahead, other, outside, graphs)
         chosen = choose_recompute(fw, joint) if b.recompute else []
         if chosen:
             again = self._repartition(gm, joint_inputs, kwargs, joint, chosen)
@@ -218,7 +221,8 @@ class _Partitioner(CustomPartitionerFn):
                     if any(r.name == s.name for r in chosen):
                         s.not_recomputed = f"recomputing raised the modelled step peak to {peak}"
         joint.recomputed = _recomputed(fw, bw)
-        joint.backward = backward_peak(bw, {s.name for s in joint.saved})
+        params = frozenset(s.name for s in joint.saved if s.eligible == GRAPH_INPUT)
+        joint.backward = backward_peak(bw, {s.name for s in joint.saved}, ignore=params)
         lower_plan(fw, bw, n_out, joint, b.ahead)
         joint.code = (fw.code, bw.code)
         b.plans.append(joint)

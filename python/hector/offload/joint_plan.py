@@ -48,6 +48,7 @@ __all__ = [
     "SavedValue",
     "choose_recompute",
     "backward_peak",
+    "keep_all_bytes",
     "other_bytes",
     "plan",
     "recompute_chain",
@@ -424,10 +425,13 @@ class BackwardPeak:
         return self.gradients + self.saved + self.other
 
 
-def backward_peak(bw: fx.GraphModule, saved: set[str]) -> BackwardPeak:
+def backward_peak(
+    bw: fx.GraphModule, saved: set[str], ignore: frozenset[str] = frozenset()
+) -> BackwardPeak:
     """The backward's modelled peak (:class:`BackwardPeak`) with the saved values named
-    ``saved`` counted apart: where in the step the graphs' memory is highest and whether
-    saved values (what a plan places), gradients or the backward's own buffers make it."""
+    ``saved`` counted apart (and placeholders named in ``ignore``, such as parameters, not
+    counted): where in the step the graphs' memory is highest and whether saved values (what
+    a plan places), gradients or the backward's own buffers make it."""
     nodes = list(bw.graph.nodes)
     base = {n: n for n in nodes}
     for n in nodes:
@@ -438,7 +442,7 @@ def backward_peak(bw: fx.GraphModule, saved: set[str]) -> BackwardPeak:
     held: dict[fx.Node, int] = {}
     best = BackwardPeak("", 0, 0, 0)
     for i, n in enumerate(nodes):
-        if n.op in ("placeholder", "call_function") and base[n] is n:
+        if n.op in ("placeholder", "call_function") and base[n] is n and n.name not in ignore:
             held[n] = _bytes(n.meta.get("val"))
         kinds = [0, 0, 0]
         for v, size in held.items():
@@ -448,6 +452,18 @@ def backward_peak(bw: fx.GraphModule, saved: set[str]) -> BackwardPeak:
         for v in [v for v in held if last.get(v) == i and v not in outputs]:
             del held[v]
     return best
+
+
+def keep_all_bytes(fw: fx.GraphModule, bw: fx.GraphModule, saved: Sequence[SavedValue]) -> int:
+    """The keep-all step's peak as the graphs model it, by liveness: the most the forward holds
+    at once (its saved values from their node to its end) or the backward (each saved value
+    until its last use, the gradients made so far, its other values); parameters and the
+    batch left out. At most the saved bytes plus :func:`other_bytes`, which add the two
+    peaks as if every saved value were alive at the backward's peak."""
+    inputs = frozenset(s.name for s in saved if s.eligible == GRAPH_INPUT)
+    forward = _live_peak(fw, set(), inputs=False)
+    backward = backward_peak(bw, {s.name for s in saved}, ignore=inputs).total
+    return max(forward, backward)
 
 
 def other_bytes(fw: fx.GraphModule, bw: fx.GraphModule, saved: Sequence[SavedValue]) -> int:
@@ -487,6 +503,8 @@ class JointPlan:
             residue: the compiled code, the interpreter's growth; the loss), counted in the
             step and its budget so that the budget bounds the real peak, not the graphs'
             part of it.
+        keep_all_step: the keep-all step's modelled bytes a fraction budget is taken of (the
+            graphs' by liveness, or saved and other bytes, and ``outside_bytes``).
         backward: where the backward graph holds the most, and what (:func:`backward_peak`).
         put_order: the offloaded values' names in the order the forward puts them (its
             runtime calls' ticket numbers follow it, step after step).
@@ -506,6 +524,7 @@ class JointPlan:
     step_budget: int = 0
     recomputes: list[Recompute] = field(default_factory=list)
     outside_bytes: int = 0
+    keep_all_step: int = 0
     backward: BackwardPeak | None = None
     put_order: list[str] = field(default_factory=list)
     _text: str | None = field(default=None, repr=False)
@@ -579,7 +598,7 @@ class JointPlan:
         lines = [
             f"saved values: {len(self.saved)}, {self.saved_bytes} bytes; other bytes of the "
             f"step {self.other_bytes}, outside the graphs {self.outside_bytes}; step budget "
-            f"{self.step_budget} bytes, "
+            f"{self.step_budget} bytes (keep-all {self.keep_all_step}), "
             f"{self.budget_bytes} of them for saved values; kept {self.kept_bytes}, recomputed "
             f"{self.recomputed_bytes}, offloaded "
             f"to {self.target} {self.offloaded_bytes} (modelled peak {self.modelled_peak} "
@@ -631,19 +650,22 @@ def plan(
     ahead: int = 1,
     other: int = 0,
     outside: int = 0,
+    graphs: int | None = None,
 ) -> JointPlan:
     """Decide keep or offload for each saved value so the step's modelled memory — the saved
     bytes held, ``other`` (:func:`other_bytes`) and ``outside`` (the process's memory outside
     the graphs) — fits ``memory_budget``: a fraction of the keep-all step's (all saved bytes,
     ``other`` and ``outside``) if at most 1, else bytes. The saved values get what ``other``
     and ``outside`` leave of it; where that is less than the values the store may not take,
-    everything it may take is offloaded (:attr:`JointPlan.feasible` is False).
+    everything it may take is offloaded (:attr:`JointPlan.feasible` is False). ``graphs``, if
+    given, is the keep-all step's bytes in the graphs (:func:`keep_all_bytes`, by liveness)
+    in place of the saved bytes and ``other``.
 
     The budget rule runs on plain numbers (:func:`plan_within_budget`); the ``placement`` IR
     of its decisions is built only when :attr:`JointPlan.text` is read, so a compile imports
     no MLIR pass machinery unless someone asks for the IR."""
     total = sum(s.nbytes for s in saved if s.eligible != GRAPH_INPUT)
-    whole = total + other + outside
+    whole = (total + other if graphs is None else min(graphs, total + other)) + outside
     step = int(memory_budget * whole) if memory_budget <= 1 else int(memory_budget)
     budget = max(step - other - outside, 0)
     candidates = [s for s in saved if s.eligible is None]
@@ -658,6 +680,7 @@ def plan(
             other_bytes=other,
             step_budget=step,
             outside_bytes=outside,
+            keep_all_step=whole,
         )
     forward = [float(int(s.forward_ns)) for s in candidates]
     backward = [s.backward_ns for s in candidates]
@@ -672,6 +695,7 @@ def plan(
     joint = JointPlan(saved, budget, cost, target, made.peak_bytes, model.overhead)
     joint.unscoped, joint.ahead = unscoped, ahead
     joint.other_bytes, joint.step_budget, joint.outside_bytes = other, step, outside
+    joint.keep_all_step = whole
     return joint
 
 
