@@ -150,3 +150,25 @@ def test_explain_gives_the_backward_peak() -> None:
     assert made.backward is not None
     assert made.backward.gradients > 0
     assert f"the backward's modelled peak: {made.backward.total} bytes" in backend.explain()
+
+
+def test_a_fraction_budget_is_taken_of_the_keep_all_step_by_liveness() -> None:
+    """The keep-all step a fraction is taken of is the graphs' peak by liveness (each saved
+    value until its last use): never above the saved bytes plus the other bytes (which count
+    every saved value alive at the backward's peak), below it when the backward consumes
+    saved values before its peak; the outside bytes are added to it."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(64, 64) for _ in range(6)]
+    model = torch.nn.Sequential(*[m for layer in layers for m in (layer, torch.nn.Tanh())])
+    backend = JointBackend(
+        0.5, compute="eager", threshold=1024, outside=3 * MIB, recompute=False, **IO
+    )
+    torch.compile(model, backend=backend)(torch.randn(512, 64)).sum().backward()
+    (made,) = backend.plans
+    graphs = made.keep_all_step - made.outside_bytes
+    assert graphs < made.saved_bytes + made.other_bytes
+    assert graphs >= made.saved_bytes  # the forward holds them all at its end
+    assert made.step_budget == int(0.5 * made.keep_all_step)
+    assert made.budget_bytes == max(made.step_budget - made.other_bytes - 3 * MIB, 0)
+    assert f"(keep-all {made.keep_all_step})" in made.explain()
