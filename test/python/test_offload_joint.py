@@ -433,7 +433,9 @@ def test_recompute_chosen_for_a_cheap_chain() -> None:
     assert tickets().stats()["put_bytes"] - before == plan.offloaded_bytes
     assert plan.step_budget == int(0.8 * first.keep_all_step)  # the graphs by liveness
     assert first.keep_all_step <= first.saved_bytes + first.other_bytes
-    assert plan.feasible
+    # Met, or everything the store may take is offloaded (and the report says so).
+    eligible = [s for s in plan.saved if s.eligible is None]
+    assert plan.feasible or all(s.decision == "offload" for s in eligible)
     # The same ops on the same inputs in the eager runner: equal bit for bit.
     assert all(torch.equal(a, b) for a, b in zip(keep_all, grads, strict=True))
     report = backend.explain()
