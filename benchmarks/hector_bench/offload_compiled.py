@@ -27,7 +27,10 @@ those steps (``cpu_step_s``: every thread of the process, the store's I/O includ
 time), the first step (compile included), the real peak (the process's ``VmHWM`` over every
 step, the first included, above its ``VmRSS`` before the first step, the model built),
 Dynamo's graphs, graph breaks and recompiles, and for Hector's the saved and offloaded bytes
-the plans chose and the bytes the store wrote.
+the plans chose and the bytes the store wrote. With ``--timeline``, where each step's real
+peak is (:mod:`hector.offload.memory_timeline`: the resident high-water mark between the
+loop's phases and the budget path's runtime calls, each call named by the saved value it
+carries): ``peak_at`` per step and ``timeline_last_step``, every interval of the last step.
 """
 
 from __future__ import annotations
