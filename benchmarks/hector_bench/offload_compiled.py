@@ -27,7 +27,10 @@ those steps (``cpu_step_s``: every thread of the process, the store's I/O includ
 time), the first step (compile included), the real peak (the process's ``VmHWM`` over every
 step, the first included, above its ``VmRSS`` before the first step, the model built),
 Dynamo's graphs, graph breaks and recompiles, and for Hector's the saved and offloaded bytes
-the plans chose and the bytes the store wrote.
+the plans chose and the bytes the store wrote. With ``--timeline``, where each step's real
+peak is (:mod:`hector.offload.memory_timeline`: the resident high-water mark between the
+loop's phases and the budget path's runtime calls, each call named by the saved value it
+carries): ``peak_at`` per step and ``timeline_last_step``, every interval of the last step.
 """
 
 from __future__ import annotations
@@ -87,6 +90,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=("pytorch", "caching"),
         default="pytorch",
         help="CPU allocator of every system's process (caching: Hector's, installed first)",
+    )
+    p.add_argument(
+        "--timeline",
+        action="store_true",
+        help="record where in each step the real peak is (hector.offload.memory_timeline: "
+        "the peak between the loop's phases and the budget path's runtime calls)",
     )
     p.add_argument("--json", help="write the record here")
 
@@ -173,13 +182,19 @@ def measure(payload: dict[str, Any]) -> dict[str, Any]:
     x, y = _batch(cfg)
     peaks = _common.StepPeaks()
     peaks.start()  # the RSS before training: the model and optimizer exist, nothing compiled
+    timeline = _timeline(payload, peaks)
 
     def step() -> None:
+        timeline.begin_step()
         opt.zero_grad(set_to_none=True)
         logits = compiled(x).reshape(-1, cfg["vocab"])
+        timeline.mark("forward")
         loss = torch.nn.functional.cross_entropy(logits, y.reshape(-1))
+        timeline.mark("loss")
         loss.backward()
+        timeline.mark("backward")
         opt.step()
+        timeline.mark("optimizer")
 
     tracked = peaks.step(step)
     times, cpu, thread = [], [], []
@@ -189,6 +204,15 @@ def measure(payload: dict[str, Any]) -> dict[str, Any]:
         times.append(time.perf_counter() - t)
         cpu.append(time.process_time() - c)  # every thread's: the store's I/O included
         thread.append(time.thread_time() - h)  # the training thread's
+    if payload.get("timeline"):
+        from hector.offload import memory_timeline
+
+        memory_timeline.active(None)
+        steps = range(payload["steps"])
+        peaks.absolute = [
+            max(i.peak_bytes for i in timeline.intervals if i.step == k) + peaks.baseline_bytes
+            for k in steps
+        ]
     out: dict[str, Any] = {
         "system": system,
         "step_s": statistics.median(times[2:]) if len(times) > 2 else times[-1],
@@ -209,7 +233,73 @@ def measure(payload: dict[str, Any]) -> dict[str, Any]:
         out["offloaded_bytes"] = sum(p.offloaded_bytes for p in plans)
         out["store_bytes_written"] = tickets().stats().get("store", {}).get("bytes_written", 0)
         out["report"] = backend.joint.explain()
+    if payload.get("timeline"):
+        out.update(_where(timeline, backend, payload["steps"]))
     return out
+
+
+class _NoTimeline:
+    """The marks of a run without ``--timeline``: none."""
+
+    def begin_step(self) -> None:
+        """Nothing."""
+
+    def mark(self, label: str) -> None:
+        """Nothing."""
+
+
+def _timeline(payload: dict[str, Any], peaks: Any) -> Any:
+    """A started :class:`~hector.offload.memory_timeline.MemoryTimeline`, marked by the
+    budget path's runtime calls too, if ``--timeline``; else marks that do nothing. The
+    timeline resets the high-water mark at every mark, so each step's peak is then the
+    highest of its intervals (``peaks`` records none itself)."""
+    if not payload.get("timeline"):
+        return _NoTimeline()
+    from hector.offload import memory_timeline
+
+    timeline = memory_timeline.MemoryTimeline()
+    timeline.start()
+    timeline.baseline_bytes = peaks.baseline_bytes
+    memory_timeline.active(timeline)
+    peaks.active = False
+    return timeline
+
+
+def _where(timeline: Any, backend: Any, steps: int) -> dict[str, Any]:
+    """Where each step's real peak is (the interval and its marks, ticket numbers named by
+    the saved value they carry), and the last step's whole timeline."""
+    names = _ticket_names(backend)
+    out: dict[str, Any] = {"peak_at": [], "timeline_last_step": []}
+    for k in range(steps):
+        top = timeline.peak(k)
+        if top is not None:
+            out["peak_at"].append(
+                {
+                    "step": k,
+                    "from": names(top.start),
+                    "to": names(top.end),
+                    "peak_bytes": top.peak_bytes,
+                }
+            )
+    for r in timeline.to_records(steps - 1):
+        out["timeline_last_step"].append({**r, "from": names(r["from"]), "to": names(r["to"])})
+    out["timeline_report"] = timeline.report(steps - 1)
+    return out
+
+
+def _ticket_names(backend: Any) -> Any:
+    """A function naming a runtime call's label (``get 12``) by the saved value its ticket
+    carries: tickets are numbered in put order, the same order every step (one graph)."""
+    plans = backend.joint.plans if backend is not None and backend.joint is not None else []
+    order = [name for p in plans for name in p.put_order]
+
+    def name(label: str) -> str:
+        head, _, number = label.rpartition(" ")
+        if not order or not number.isdigit():
+            return label
+        return f"{head} {order[(int(number) - 1) % len(order)]}"
+
+    return name
 
 
 def run(args: argparse.Namespace) -> int:
@@ -227,6 +317,7 @@ def run(args: argparse.Namespace) -> int:
             "steps": args.steps,
             "threads": args.threads,
             "allocator": args.allocator,
+            "timeline": args.timeline,
         }
         answer = _common.measure_in_subprocess(
             "hector_bench.offload_compiled", payload, env=NO_COMPILE_CACHE

@@ -659,3 +659,43 @@ def test_offload_compiled_worker_reports_cpu_time_next_to_wall_time(monkeypatch)
     assert out["thread_cpu_step_s"] > 0
     assert out["step_s"] > 0
     assert len(out["step_peak_rss_bytes"]) == 3
+
+
+def test_offload_compiled_timeline_says_where_each_step_peaks(monkeypatch):
+    """``--timeline``: each step's real peak is located between two marks (the loop's phases,
+    the budget path's runtime calls named by the saved value they carry), and each step's
+    peak is the highest of its intervals."""
+    import torch
+
+    from hector.offload.joint import JointBackend
+    from hector_bench import offload_compiled
+
+    def eager_runner(system, model):
+        backend = JointBackend(
+            0.25, compute="eager", threshold=1024, write_bandwidth=1e9, read_bandwidth=1e9
+        )
+        return torch.compile(model, backend=backend), type("B", (), {"joint": backend})()
+
+    monkeypatch.setattr(offload_compiled, "compile_system", eager_runner)
+    torch._dynamo.reset()
+    config = {"model": "encoder", "layers": 1, "width": 32, "heads": 4, "seq": 64}
+    payload = {
+        "system": "hector-0.25",
+        "config": {**config, "batch": 2, "vocab": 64},
+        "steps": 2,
+        "threads": 1,
+        "allocator": "pytorch",
+        "timeline": True,
+    }
+    out = offload_compiled.measure(payload)
+    assert [p["step"] for p in out["peak_at"]] == [0, 1]
+    last = out["timeline_last_step"]
+    labels = [r["to"] for r in last]
+    for phase in ("forward", "loss", "backward", "optimizer"):
+        assert phase in labels
+    assert labels.index("forward") < labels.index("loss") < labels.index("backward")
+    gets = [label for label in labels if label.startswith("before get ")]
+    assert gets
+    assert all(not label.split()[-1].isdigit() for label in gets)  # named by saved value
+    assert out["step_peak_rss_bytes"][1] == max(r["peak_bytes"] for r in last)
+    assert out["peak_at"][1]["peak_bytes"] == out["step_peak_rss_bytes"][1]

@@ -34,7 +34,9 @@ from hector.offload.joint_plan import plan, store_bandwidth
 from hector.runtime import libc_heap
 from hector.tools.opt import main as hector_opt
 
-BANDWIDTH = {"write_bandwidth": 1e9, "read_bandwidth": 1e9}  # no measurement in tests
+# No measurement in tests: given bandwidths, and the graphs' memory alone (the process's
+# resident growth, which the default counts, depends on what ran before in the process).
+BANDWIDTH = {"write_bandwidth": 1e9, "read_bandwidth": 1e9, "outside": 0}
 
 
 def _mlp() -> nn.Module:
@@ -401,7 +403,12 @@ class _PreNorm(nn.Module):
 def _fast_store(budget: float) -> JointBackend:
     """A store fast enough (4 GB/s) that only cheap chains cost less to recompute."""
     return JointBackend(
-        budget, compute="eager", threshold=1024, write_bandwidth=4e9, read_bandwidth=4e9
+        budget,
+        compute="eager",
+        threshold=1024,
+        write_bandwidth=4e9,
+        read_bandwidth=4e9,
+        outside=0,
     )
 
 
@@ -424,8 +431,11 @@ def test_recompute_chosen_for_a_cheap_chain() -> None:
         assert r.recompute_ns < r.io_ns
         assert r.name in plan.recomputed  # the backward computes it
     assert tickets().stats()["put_bytes"] - before == plan.offloaded_bytes
-    assert plan.step_budget == int(0.8 * (first.saved_bytes + first.other_bytes))
-    assert plan.feasible
+    assert plan.step_budget == int(0.8 * first.keep_all_step)  # the graphs by liveness
+    assert first.keep_all_step <= first.saved_bytes + first.other_bytes
+    # Met, or everything the store may take is offloaded (and the report says so).
+    eligible = [s for s in plan.saved if s.eligible is None]
+    assert plan.feasible or all(s.decision == "offload" for s in eligible)
     # The same ops on the same inputs in the eager runner: equal bit for bit.
     assert all(torch.equal(a, b) for a, b in zip(keep_all, grads, strict=True))
     report = backend.explain()
@@ -490,7 +500,7 @@ def test_inductor_compiles_the_recomputed_chains() -> None:
     keep_all = _step(model, _joint(1.0))
     # A budget in bytes the partition with recomputation meets (Inductor's decompositions
     # leave the backward more temporaries than the eager runner's graphs), a slow store.
-    io = {"write_bandwidth": 3e8, "read_bandwidth": 3e8}
+    io = {"write_bandwidth": 3e8, "read_bandwidth": 3e8, "outside": 0}
     backend = JointBackend(900_000, compute="inductor", threshold=1024, **io)
     grads = _step(model, backend)
     (plan,) = backend.plans

@@ -589,6 +589,12 @@ class HectorBackend:
         #: The joint-graph backend the ``memory_budget`` option compiles with (its plans).
         self.joint: Any = None
         self._joint_key: tuple[Any, ...] = ()
+        # A memory_budget compile counts the process's growth from here (the compile's).
+        self._resident: int | None = None
+        if self.options["memory_budget"] is not None:
+            from ..offload.memory_timeline import resident_bytes
+
+            self._resident = resident_bytes()
         # The recognised PyG layers call Hector's op when this backend compiles them (PyG not
         # imported yet: routed as soon as ``torch_geometric.nn`` is, see pyg_route.install).
         pyg_route.install()
@@ -668,7 +674,10 @@ class HectorBackend:
         key = (opts["memory_budget"], opts["compute"], opts["offload_threshold"])
         if self.joint is None or self._joint_key != key:
             self.joint = JointBackend(
-                opts["memory_budget"], compute=opts["compute"], threshold=opts["offload_threshold"]
+                opts["memory_budget"],
+                compute=opts["compute"],
+                threshold=opts["offload_threshold"],
+                since=self._resident,
             )
             self._joint_key = key
         return self.joint

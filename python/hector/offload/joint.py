@@ -8,9 +8,11 @@ with Hector's partitioner:
    recomputation of cheap ops, as in any compile; Inductor's joint-graph passes first);
 2. :mod:`.joint_plan` lists the forward graph's saved outputs, models the bytes the step
    holds besides them (:func:`~.joint_plan.other_bytes`: the two graphs' temporaries, incoming
-   and outgoing gradients) and decides keep or offload for each saved value so the step's
-   modelled memory fits the budget (the eager planner's budget rule on estimated node costs
-   and the store's measured bandwidths), written as ``placement`` IR;
+   and outgoing gradients; and the process's resident growth since the backend was made, the
+   compile's residue outside the graphs: :meth:`JointBackend.outside_bytes`) and decides
+   keep or offload for each saved value so the step's modelled memory fits the budget (the
+   eager planner's budget rule on estimated node costs and the store's measured
+   bandwidths), written as ``placement`` IR;
 3. the decisions are lowered into the two FX graphs as runtime calls (:mod:`.joint_ops`):
    in the forward, an offloaded value is handed to ``hector::offload_put`` right after the
    node producing it, ``hector::offload_wait`` waits for its write where the next offloaded
@@ -51,13 +53,16 @@ from torch._inductor.custom_graph_pass import CustomPartitionerFn
 
 from hector.runtime import libc_heap
 
-from . import joint_ops
+from . import joint_ops, memory_timeline
 from .joint_plan import (
+    GRAPH_INPUT,
     CostModel,
     JointPlan,
     Recompute,
     SavedValue,
+    backward_peak,
     choose_recompute,
+    keep_all_bytes,
     other_bytes,
     plan,
     saved_values,
@@ -120,6 +125,7 @@ def lower_plan(
         puts.append((node, put, num_fwd_outputs + s.index))
     order = {n: i for i, n in enumerate(fw.graph.nodes)}
     puts.sort(key=lambda p: order[p[1]])
+    joint.put_order = [p[0].name for p in puts]
     last = _last_value(fw, {p[1] for p in puts})
     for k, (node, put, slot) in enumerate(puts):
         # The write may read ``node`` until the next offloaded value is produced; that value
@@ -201,7 +207,9 @@ class _Partitioner(CustomPartitionerFn):
         target = "pinned_host" if device.type == "cuda" else "ssd"
         saved = saved_values(fw, bw, n_out, cost, b.threshold)
         other = other_bytes(fw, bw, saved)
-        joint = plan(saved, b.memory_budget, cost, target, b.ahead, other)
+        outside = b.outside_bytes()
+        graphs = keep_all_bytes(fw, bw, saved)
+        joint = plan(saved, b.memory_budget, cost, target, b.ahead, other, outside, graphs)
         chosen = choose_recompute(fw, joint) if b.recompute else []
         if chosen:
             again = self._repartition(gm, joint_inputs, kwargs, joint, chosen)
@@ -213,6 +221,8 @@ class _Partitioner(CustomPartitionerFn):
                     if any(r.name == s.name for r in chosen):
                         s.not_recomputed = f"recomputing raised the modelled step peak to {peak}"
         joint.recomputed = _recomputed(fw, bw)
+        params = frozenset(s.name for s in joint.saved if s.eligible == GRAPH_INPUT)
+        joint.backward = backward_peak(bw, {s.name for s in joint.saved}, ignore=params)
         lower_plan(fw, bw, n_out, joint, b.ahead)
         joint.code = (fw.code, bw.code)
         b.plans.append(joint)
@@ -241,7 +251,7 @@ class _Partitioner(CustomPartitionerFn):
         names = {s.name for s in saved}
         other = other_bytes(fw, bw, saved)
         step = float(max(first.step_budget, 2))
-        joint = plan(saved, step, first.cost, first.target, b.ahead, other)
+        joint = plan(saved, step, first.cost, first.target, b.ahead, other, first.outside_bytes)
         joint.recomputes = [r for r in chosen if r.name not in names]
         weighed = {v.name: v for v in first.saved}
         for v in joint.offloaded():  # the first plan's reasons (one round of recomputation)
@@ -273,6 +283,13 @@ class JointBackend:
         recompute: whether an offloaded value that costs less to recompute than the store's
             write and read of its bytes is recomputed in the backward instead
             (:func:`~.joint_plan.choose_recompute`; never through a random op).
+        outside: the bytes the step holds outside the graphs, counted in the step and its
+            budget (:attr:`~.joint_plan.JointPlan.outside_bytes`). None (default): measured
+            as each graph is planned, the process's resident growth since ``since`` — the
+            compile's residue so far (the compiler's modules and state, the traced graphs),
+            which the keep-all compile holds as well; 0: the graphs' memory alone.
+        since: the resident bytes ``outside`` is measured from (None: the process's when
+            this backend is made).
     """
 
     def __init__(
@@ -285,6 +302,8 @@ class JointBackend:
         write_bandwidth: float | None = None,
         read_bandwidth: float | None = None,
         recompute: bool = True,
+        outside: int | None = None,
+        since: int | None = None,
     ) -> None:
         if isinstance(memory_budget, bool) or not isinstance(memory_budget, int | float):
             raise TypeError(f"memory_budget must be a number, got {memory_budget!r}")
@@ -301,6 +320,10 @@ class JointBackend:
         self.write_bandwidth = write_bandwidth
         self.read_bandwidth = read_bandwidth
         self.recompute = bool(recompute)
+        if outside is not None and outside < 0:
+            raise ValueError(f"outside must be >= 0 bytes, got {outside}")
+        self.outside = outside
+        self.since = memory_timeline.resident_bytes() if since is None else int(since)
         #: One plan per graph AOTAutograd partitioned, in compile order.
         self.plans: list[JointPlan] = []
 
@@ -326,6 +349,14 @@ class JointBackend:
             compiled = compile_fx(gm, example_inputs, config_patches=patches)
         assert callable(compiled)  # a graph to train, not an AOT export
         return compiled
+
+    def outside_bytes(self) -> int:
+        """The bytes the step holds outside the graphs: ``outside`` if given, else the
+        process's resident growth since :attr:`since` (0 where it cannot be read)."""
+        if self.outside is not None:
+            return self.outside
+        now = memory_timeline.resident_bytes()
+        return max(now - self.since, 0) if now and self.since else 0
 
     def explain(self) -> str:
         """Every planned graph's report (:meth:`JointPlan.explain`)."""

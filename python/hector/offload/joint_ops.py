@@ -37,6 +37,8 @@ import torch
 
 from hector.runtime.offload import TensorStore
 
+from . import memory_timeline
+
 __all__ = [
     "JointTickets",
     "Ticket",
@@ -237,7 +239,9 @@ def _handle(number: int) -> torch.Tensor:
 @torch.library.custom_op("hector::offload_put", mutates_args=())
 def offload_put(x: torch.Tensor, target: str) -> torch.Tensor:
     """Start offloading saved value ``x`` to ``target``; return its handle."""
-    return _handle(_TICKETS.put(x, target))
+    number = _TICKETS.put(x, target)
+    memory_timeline.note(f"put {number}")
+    return _handle(number)
 
 
 @offload_put.register_fake
@@ -254,6 +258,7 @@ def offload_wait(
     the wait belongs, so that it cannot run earlier, right after the put); return a handle
     for backward."""
     _TICKETS.written(int(handle[0]))
+    memory_timeline.note(f"wait {int(handle[0])}")
     return handle.clone()
 
 
@@ -273,6 +278,7 @@ def offload_prefetch(
     device: torch.device,
 ) -> torch.Tensor:
     """Start reading the value of ``handle`` back; return a handle for ``offload_get``."""
+    memory_timeline.note(f"before prefetch {int(handle[0])}")
     _TICKETS.prefetch(int(handle[0]), size, stride, dtype)
     return handle.clone()
 
@@ -297,6 +303,7 @@ def offload_get(
     device: torch.device,
 ) -> torch.Tensor:
     """The value of ``handle`` (``size``, ``stride``, ``dtype``, on ``device``)."""
+    memory_timeline.note(f"before get {int(handle[0])}")
     return _TICKETS.get(int(handle[0]), size, stride, dtype)
 
 

@@ -41,11 +41,14 @@ from hector.passes.offload_model import plan_within_budget, simulate_step
 from .joint_ops import dense
 
 __all__ = [
+    "BackwardPeak",
     "CostModel",
     "JointPlan",
     "Recompute",
     "SavedValue",
     "choose_recompute",
+    "backward_peak",
+    "keep_all_bytes",
     "other_bytes",
     "plan",
     "recompute_chain",
@@ -398,6 +401,71 @@ def _live_peak(gm: fx.GraphModule, saved: set[str], inputs: bool) -> int:
     return peak
 
 
+@dataclass(frozen=True)
+class BackwardPeak:
+    """Where the backward graph holds the most bytes, as the graph models it (each value from
+    its node, a placeholder from the start, to its last use; a view as long as its base; the
+    graph's outputs to its end), and what they are.
+
+    Attributes:
+        node: the backward node at which the most is held.
+        gradients: bytes of the graph's outputs made so far (the parameters' gradients).
+        saved: bytes of the saved values not yet consumed.
+        other: bytes of everything else alive (incoming gradients, temporaries).
+    """
+
+    node: str
+    gradients: int
+    saved: int
+    other: int
+
+    @property
+    def total(self) -> int:
+        """All bytes held at :attr:`node`."""
+        return self.gradients + self.saved + self.other
+
+
+def backward_peak(
+    bw: fx.GraphModule, saved: set[str], ignore: frozenset[str] = frozenset()
+) -> BackwardPeak:
+    """The backward's modelled peak (:class:`BackwardPeak`) with the saved values named
+    ``saved`` counted apart (and placeholders named in ``ignore``, such as parameters, not
+    counted): where in the step the graphs' memory is highest and whether saved values (what
+    a plan places), gradients or the backward's own buffers make it."""
+    nodes = list(bw.graph.nodes)
+    base = {n: n for n in nodes}
+    for n in nodes:
+        if _is_view(n) and n.all_input_nodes:
+            base[n] = base[n.all_input_nodes[0]]
+    outputs = {base[a] for n in nodes if n.op == "output" for a in n.all_input_nodes}
+    last = {base[a]: i for i, n in enumerate(nodes) for a in n.all_input_nodes if n.op != "output"}
+    held: dict[fx.Node, int] = {}
+    best = BackwardPeak("", 0, 0, 0)
+    for i, n in enumerate(nodes):
+        if n.op in ("placeholder", "call_function") and base[n] is n and n.name not in ignore:
+            held[n] = _bytes(n.meta.get("val"))
+        kinds = [0, 0, 0]
+        for v, size in held.items():
+            kinds[0 if v in outputs else 1 if v.name in saved else 2] += size
+        if sum(kinds) > best.total:
+            best = BackwardPeak(n.name, *kinds)
+        for v in [v for v in held if last.get(v) == i and v not in outputs]:
+            del held[v]
+    return best
+
+
+def keep_all_bytes(fw: fx.GraphModule, bw: fx.GraphModule, saved: Sequence[SavedValue]) -> int:
+    """The keep-all step's peak as the graphs model it, by liveness: the most the forward holds
+    at once (its saved values from their node to its end) or the backward (each saved value
+    until its last use, the gradients made so far, its other values); parameters and the
+    batch left out. At most the saved bytes plus :func:`other_bytes`, which add the two
+    peaks as if every saved value were alive at the backward's peak."""
+    inputs = frozenset(s.name for s in saved if s.eligible == GRAPH_INPUT)
+    forward = _live_peak(fw, set(), inputs=False)
+    backward = backward_peak(bw, {s.name for s in saved}, ignore=inputs).total
+    return max(forward, backward)
+
+
 def other_bytes(fw: fx.GraphModule, bw: fx.GraphModule, saved: Sequence[SavedValue]) -> int:
     """The bytes a step holds besides its saved values, as the graphs model it: the most the
     forward's temporaries and outputs, or the backward's incoming gradients, temporaries and
@@ -431,6 +499,15 @@ class JointPlan:
             ``other_bytes``); ``budget_bytes`` is its part for the saved values.
         recomputes: the values recomputed in the backward instead of offloaded (no longer
             saved: the partition was made again with their chains marked to recompute).
+        outside_bytes: the process's memory the step holds outside the graphs (the compile's
+            residue: the compiled code, the interpreter's growth; the loss), counted in the
+            step and its budget so that the budget bounds the real peak, not the graphs'
+            part of it.
+        keep_all_step: the keep-all step's modelled bytes a fraction budget is taken of (the
+            graphs' by liveness, or saved and other bytes, and ``outside_bytes``).
+        backward: where the backward graph holds the most, and what (:func:`backward_peak`).
+        put_order: the offloaded values' names in the order the forward puts them (its
+            runtime calls' ticket numbers follow it, step after step).
     """
 
     saved: list[SavedValue]
@@ -446,6 +523,10 @@ class JointPlan:
     other_bytes: int = 0
     step_budget: int = 0
     recomputes: list[Recompute] = field(default_factory=list)
+    outside_bytes: int = 0
+    keep_all_step: int = 0
+    backward: BackwardPeak | None = None
+    put_order: list[str] = field(default_factory=list)
     _text: str | None = field(default=None, repr=False)
 
     @property
@@ -488,8 +569,9 @@ class JointPlan:
 
     @property
     def modelled_step_peak(self) -> int:
-        """The step's modelled peak: the saved bytes held at the peak and ``other_bytes``."""
-        return self.modelled_peak + self.other_bytes
+        """The step's modelled peak: the saved bytes held at the peak, ``other_bytes`` and
+        ``outside_bytes``."""
+        return self.modelled_peak + self.other_bytes + self.outside_bytes
 
     @property
     def feasible(self) -> bool:
@@ -515,11 +597,12 @@ class JointPlan:
         c = self.cost
         lines = [
             f"saved values: {len(self.saved)}, {self.saved_bytes} bytes; other bytes of the "
-            f"step {self.other_bytes}; step budget {self.step_budget} bytes, "
+            f"step {self.other_bytes}, outside the graphs {self.outside_bytes}; step budget "
+            f"{self.step_budget} bytes (keep-all {self.keep_all_step}), "
             f"{self.budget_bytes} of them for saved values; kept {self.kept_bytes}, recomputed "
             f"{self.recomputed_bytes}, offloaded "
             f"to {self.target} {self.offloaded_bytes} (modelled peak {self.modelled_peak} "
-            f"saved + {self.other_bytes} other bytes, overhead "
+            f"saved + {self.other_bytes} other + {self.outside_bytes} outside bytes, overhead "
             f"{self.modelled_overhead:+.1%}; write {c.write_bandwidth / 1e6:.0f} MB/s, read "
             f"{c.read_bandwidth / 1e6:.0f} MB/s)",
         ]
@@ -548,6 +631,12 @@ class JointPlan:
                 f"{r.recompute_ns / 1e3:8.1f} us < I/O {r.io_ns / 1e3:8.1f} us: recomputed in "
                 f"the backward from saved values and inputs ({', '.join(r.chain)})"
             )
+        if self.backward is not None:
+            b = self.backward
+            lines.append(
+                f"the backward's modelled peak: {b.total} bytes at {b.node}: gradients "
+                f"{b.gradients}, saved values not yet consumed {b.saved}, other {b.other}"
+            )
         if self.recomputed:
             lines.append(f"recomputed by the partitioner: {', '.join(self.recomputed)}")
         return "\n".join(lines)
@@ -560,23 +649,39 @@ def plan(
     target: str,
     ahead: int = 1,
     other: int = 0,
+    outside: int = 0,
+    graphs: int | None = None,
 ) -> JointPlan:
     """Decide keep or offload for each saved value so the step's modelled memory — the saved
-    bytes held and ``other`` (:func:`other_bytes`) — fits ``memory_budget``: a fraction of
-    the keep-all step's (all saved bytes and ``other``) if at most 1, else bytes. The saved
-    values get what ``other`` leaves of it; where that is less than the values the store may
-    not take, everything it may take is offloaded (:attr:`JointPlan.feasible` is False).
+    bytes held, ``other`` (:func:`other_bytes`) and ``outside`` (the process's memory outside
+    the graphs) — fits ``memory_budget``: a fraction of the keep-all step's (all saved bytes,
+    ``other`` and ``outside``) if at most 1, else bytes. The saved values get what ``other``
+    and ``outside`` leave of it; where that is less than the values the store may not take,
+    everything it may take is offloaded (:attr:`JointPlan.feasible` is False). ``graphs``, if
+    given, is the keep-all step's bytes in the graphs (:func:`keep_all_bytes`, by liveness)
+    in place of the saved bytes and ``other``.
 
     The budget rule runs on plain numbers (:func:`plan_within_budget`); the ``placement`` IR
     of its decisions is built only when :attr:`JointPlan.text` is read, so a compile imports
     no MLIR pass machinery unless someone asks for the IR."""
     total = sum(s.nbytes for s in saved if s.eligible != GRAPH_INPUT)
-    step = int(memory_budget * (total + other)) if memory_budget <= 1 else int(memory_budget)
-    budget = max(step - other, 0)
+    whole = (total + other if graphs is None else min(graphs, total + other)) + outside
+    step = int(memory_budget * whole) if memory_budget <= 1 else int(memory_budget)
+    budget = max(step - other - outside, 0)
     candidates = [s for s in saved if s.eligible is None]
     unscoped = total - sum(s.nbytes for s in candidates)
     if not candidates:
-        return JointPlan(saved, budget, cost, target, total, other_bytes=other, step_budget=step)
+        return JointPlan(
+            saved,
+            budget,
+            cost,
+            target,
+            total,
+            other_bytes=other,
+            step_budget=step,
+            outside_bytes=outside,
+            keep_all_step=whole,
+        )
     forward = [float(int(s.forward_ns)) for s in candidates]
     backward = [s.backward_ns for s in candidates]
     nbytes = [s.nbytes for s in candidates]
@@ -589,7 +694,8 @@ def plan(
     model = simulate_step(forward, backward, nbytes, made.decisions, *bandwidths, ahead)
     joint = JointPlan(saved, budget, cost, target, made.peak_bytes, model.overhead)
     joint.unscoped, joint.ahead = unscoped, ahead
-    joint.other_bytes, joint.step_budget = other, step
+    joint.other_bytes, joint.step_budget, joint.outside_bytes = other, step, outside
+    joint.keep_all_step = whole
     return joint
 
 
