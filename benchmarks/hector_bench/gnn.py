@@ -50,6 +50,7 @@ from hector.tools import cli_args as _args
 
 from . import _common, gnn_worker
 from .gnn_cell import (
+    DTYPES,
     HECTOR_CLASS,
     MODELS,
     MODES,
@@ -69,6 +70,7 @@ from .plot_args import PLOT
 
 __all__ = [
     "ABLATION",
+    "DTYPES",
     "HECTOR_CLASS",
     "MODELS",
     "MODES",
@@ -130,6 +132,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--seed", type=_args.SEED, default=0, help="seed of graph, weights and inputs")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        default="float32",
+        help="type of the features, the weights and every system's layer (default float32); "
+        "in bfloat16 the errors are measured against the reference PyG layer in float32 on "
+        "the same bfloat16-rounded weights and inputs",
+    )
     p.add_argument(
         "--json",
         metavar="PATH",
@@ -217,6 +227,7 @@ def _cell_from_args(args: argparse.Namespace, model: str, dataset: str, mode: st
         time_peers=not getattr(args, "no_peer_timing", False),
         roofline=not getattr(args, "no_roofline", False),
         order=getattr(args, "order", "auto"),
+        dtype=getattr(args, "dtype", "float32"),
     )
 
 
@@ -286,26 +297,37 @@ def _summary_row(record: dict[str, Any], path: Path) -> dict[str, Any]:
     """A cell's row of the suite's summary: Hector's status, time and errors, the best PyG
     layer's time, the ratios, and the cell's file."""
     hector = next(r for r in record["results"] if r["system"] == "hector")
+    peers = [r for r in record["results"] if r["system"] != "hector" and r.get("status") == "ok"]
+    best = min(peers, key=lambda r: r["median_ms"], default=None)
     return {
         "model": record["model"],
         "dataset": record["dataset"],
         "mode": record["mode"],
+        "dtype": record.get("dtype", "float32"),
         "status": hector.get("status"),
         "hector_ms": hector.get("median_ms"),
-        "best_peer_ms": min(
-            (
-                r["median_ms"]
-                for r in record["results"]
-                if r["system"] != "hector" and r.get("status") == "ok"
-            ),
-            default=None,
-        ),
+        "best_peer": best["variant"] if best else None,
+        "best_peer_ms": best["median_ms"] if best else None,
         "speedup_vs_best_peer": record["speedup_vs_best_peer"],
         "memory_ratio_vs_best_peer": record["memory_ratio_vs_best_peer"],
         "max_abs_err": hector.get("max_abs_err"),
         "max_rel_err": hector.get("max_rel_err"),
+        "max_rel_err_grad": _largest(hector, _GRAD_REL),
+        "best_peer_max_rel_err": best.get("max_rel_err") if best else None,
+        "best_peer_max_rel_err_grad": _largest(best, _GRAD_REL) if best else None,
+        "error_reference": hector.get("error_reference"),
         "file": path.name,
     }
+
+
+#: A row's relative gradient errors (input, parameters), summarised as their largest.
+_GRAD_REL = ("max_rel_err_grad_input", "max_rel_err_grad_params")
+
+
+def _largest(row: dict[str, Any], keys: tuple[str, ...]) -> float | None:
+    """The largest of ``row``'s values at ``keys`` that are present (None when none is)."""
+    found = [row[k] for k in keys if row.get(k) is not None]
+    return max(found) if found else None
 
 
 def _suite_cell(args: argparse.Namespace, cell: Cell, out_dir: Path) -> dict[str, Any]:
@@ -317,7 +339,7 @@ def _suite_cell(args: argparse.Namespace, cell: Cell, out_dir: Path) -> dict[str
     except BenchError as err:
         print(f"  error: {err}")
         return {"model": model, "dataset": dataset, "mode": mode, "status": f"error: {err}"}
-    path = out_dir / f"{model}_{slug(dataset)}_{mode}.json"
+    path = out_dir / f"{model}_{slug(dataset)}_{mode}_{cell.dtype}.json"
     _common.write_json(path, record)
     print(format_record(record), flush=True)
     return _summary_row(record, path)
@@ -363,17 +385,24 @@ def run_suite(args: argparse.Namespace) -> int:
     summary = {
         "benchmark": "gnn-suite",
         "device": args.device,
+        "dtype": args.dtype,
         "hector_version": __version__,
         "host": _common.host_info(args.device),
-        "config": {"hidden": args.hidden, "heads": args.heads or 1, "runs": args.runs},
+        "config": {
+            "hidden": args.hidden,
+            "heads": args.heads or 1,
+            "runs": args.runs,
+            "dtype": args.dtype,
+        },
         "cells": summary_rows,
         "geomean": geo,
     }
-    _common.write_json(out_dir / "summary.json", summary)
-    print(format_suite(summary_rows, geo))
-    plot_path = args.plot or str(out_dir / "summary.png")
-    plot_suite(plot_path, summary_rows, geo)
-    print(f"records in {out_dir}/ (summary.json); plot {plot_path}")
+    summary_path = out_dir / f"summary_{args.dtype}.json"
+    _common.write_json(summary_path, summary)
+    print(format_suite(summary_rows, geo, args.dtype))
+    plot_path = args.plot or str(out_dir / f"summary_{args.dtype}.png")
+    plot_suite(plot_path, summary_rows, geo, args.dtype)
+    print(f"records in {out_dir}/ ({summary_path.name}); plot {plot_path}")
     return 0
 
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 MODELS = ("rgcn", "rgat", "hgt")
 MODES = ("inference", "training")
+#: Element types a cell's features, weights and systems can run in (``--dtype``).
+DTYPES = ("float32", "bfloat16")
 #: Suite datasets and their default scale (BGS scaled so a cell runs in minutes on 2 cores).
 SUITE_DATASETS: dict[str, float] = {
     "synthetic:aifb": 1.0,
@@ -49,8 +51,15 @@ class Cell:
     time_peers: bool = True  # False: PyG layers run once, as the error reference, untimed
     order: str = "auto"  # Hector's linear messages: auto (cost model), or a forced order
     roofline: bool = True  # Hector's CPU templates timed one by one, against torch.mm (roofline.py)
+    dtype: str = "float32"  # features, weights and every system's layer (one of DTYPES)
 
     @property
     def training(self) -> bool:
         """Whether a timed call includes the backward pass."""
         return self.mode == "training"
+
+    @property
+    def low_precision(self) -> bool:
+        """Whether the systems run in a narrower type than float32: errors are then measured
+        against a float32 reference on the same (rounded) weights and inputs."""
+        return self.dtype != "float32"

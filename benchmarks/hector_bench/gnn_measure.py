@@ -23,11 +23,26 @@ from .gnn_compiled import (
 from .gnn_setup import Setup, System
 
 
-def fresh_input(x: Any, requires_grad: bool) -> Any:
-    """A leaf copy of the input (dict or tensor) so systems never share gradients."""
+def fresh_input(x: Any, requires_grad: bool, dtype: Any = None) -> Any:
+    """A leaf copy of the input (dict or tensor) so systems never share gradients, converted to
+    ``dtype`` when one is given (the float32 reference widens the rounded input: exactly)."""
     if isinstance(x, dict):
-        return {k: v.detach().clone().requires_grad_(requires_grad) for k, v in x.items()}
-    return x.detach().clone().requires_grad_(requires_grad)
+        return {k: fresh_input(v, requires_grad, dtype) for k, v in x.items()}
+    return x.detach().to(dtype=dtype).clone().requires_grad_(requires_grad)
+
+
+def input_dtype(setup: Setup, system: System) -> Any:
+    """The ``torch.dtype`` a system is fed: its own (the float32 reference) or the cell's."""
+    import torch
+
+    return getattr(torch, system.dtype or setup.cell.dtype)
+
+
+def _dtype_columns(setup: Setup, system: System, out: Any) -> dict[str, Any]:
+    """The type the system ran in and the type(s) of what it returned (a PyG layer may
+    accumulate a narrow type's products into a float32 output)."""
+    kinds = sorted({str(v.dtype).removeprefix("torch.") for v in _values(out)})
+    return {"dtype": system.dtype or setup.cell.dtype, "out_dtype": ",".join(kinds) or None}
 
 
 def _values(out: Any) -> list[Any]:
@@ -181,7 +196,7 @@ def measure_system(
     bar = _Progress(progress)
     entry: dict[str, Any] = {"system": system.name, "variant": system.variant}
     module, forward = system.build()
-    x = fresh_input(setup.x, cell.training)
+    x = fresh_input(setup.x, cell.training, input_dtype(setup, system))
     step = make_step(module, forward, x, cell.training)
     fns = compiled_functions(module) if system.name == "hector" else []
     cache_before = cache_state(fns)
@@ -196,13 +211,13 @@ def measure_system(
     roofline.reset(profiled)  # count the warm calls only
     bar.update(1)
     tensors = _first_tensors(module, x, out, cell.training)
+    entry.update(_dtype_columns(setup, system, out))
     del out
+    untimed = system.untimed_reason
     if system.name != "hector" and not cell.time_peers:
-        entry.update(
-            status="untimed",
-            reason="--no-peer-timing: run once as the error reference",
-            first_call_ms=round(first_ms, 3),
-        )
+        untimed = untimed or "--no-peer-timing: run once as the error reference"
+    if untimed is not None:
+        entry.update(status="untimed", reason=untimed, first_call_ms=round(first_ms, 3))
         return entry, tensors
     timing = _common.time_calls(step, cell.runs, warmup=1, sync=sync, progress=bar)
     entry.update(status="ok", **timing.as_record())

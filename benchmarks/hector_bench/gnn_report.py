@@ -96,16 +96,24 @@ _SUITE_COLUMNS = [
     ("mode", "mode"),
     ("status", "hector"),
     ("hector_ms", "hector ms"),
+    ("best_peer", "best PyG"),
     ("best_peer_ms", "best PyG ms"),
     ("speedup_vs_best_peer", "speed-up"),
     ("memory_ratio_vs_best_peer", "mem ratio"),
+    ("max_rel_err", "hector rel err"),
+    ("max_rel_err_grad", "hector grad rel err"),
+    ("best_peer_max_rel_err", "PyG rel err"),
+    ("best_peer_max_rel_err_grad", "PyG grad rel err"),
 ]
 
 
-def format_suite(rows: list[dict[str, Any]], geo: dict[str, dict[str, Any]]) -> str:
+def format_suite(
+    rows: list[dict[str, Any]], geo: dict[str, dict[str, Any]], dtype: str = "float32"
+) -> str:
     """The suite's summary: one row per cell, then the geometric means per mode."""
     lines = [
-        "\nsummary (speed-up and memory ratio of hector vs the best PyG layer per cell)",
+        f"\nsummary, {dtype} (speed-up and memory ratio of hector vs the best PyG layer per "
+        "cell; errors relative to the largest reference value)",
         _common.format_table(rows, _SUITE_COLUMNS),
     ]
     for mode, g in geo.items():
@@ -117,7 +125,9 @@ def format_suite(rows: list[dict[str, Any]], geo: dict[str, dict[str, Any]]) -> 
     return "\n".join(lines)
 
 
-def plot_suite(path: str, rows: list[dict[str, Any]], geo: dict[str, dict[str, Any]]) -> None:
+def plot_suite(
+    path: str, rows: list[dict[str, Any]], geo: dict[str, dict[str, Any]], dtype: str = "float32"
+) -> None:
     """Bar chart of the suite: Hector's speed-up and memory ratio against the best PyG layer,
     per cell."""
     labels = [
@@ -125,7 +135,7 @@ def plot_suite(path: str, rows: list[dict[str, Any]], geo: dict[str, dict[str, A
     ]
     _common.bar_plot(
         path,
-        "hector vs best PyG layer (geomean: "
+        f"hector vs best PyG layer, {dtype} (geomean: "
         + ", ".join(f"{m} {g['speedup']:.2f}x" for m, g in geo.items() if g["speedup"] is not None)
         + ")",
         labels,

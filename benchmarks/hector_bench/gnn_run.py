@@ -92,11 +92,12 @@ def _run_order(systems: list[System]) -> list[System]:
     return sorted(systems, key=lambda s: (not s.reference, s.name == "hector"))
 
 
-def _skipped(system: System) -> dict[str, Any]:
+def _skipped(system: System, cell_dtype: str) -> dict[str, Any]:
     """The row of a system that does not run (unavailable, or too big for the peer cap)."""
     return {
         "system": system.name,
         "variant": system.variant,
+        "dtype": system.dtype or cell_dtype,
         "status": system.skip_status,
         "reason": system.skip_reason,
     }
@@ -119,7 +120,7 @@ def _measure_systems(
             label = f"{system.name} {system.variant}"
             if system.skip_reason is not None:
                 say(f"{label}: {system.skip_reason}")
-                results.append(_skipped(system))
+                results.append(_skipped(system, cell.dtype))
                 continue
             bar.set_postfix_str(label)
             entry, tensors = _run_isolated(cell, system, workdir, bar.update)
@@ -183,6 +184,7 @@ def _record(setup: Setup, results: list[dict[str, Any]]) -> dict[str, Any]:
         "dataset": cell.dataset,
         "mode": cell.mode,
         "device": cell.device,
+        "dtype": cell.dtype,
         "hector_version": __version__,
         "host": _common.host_info(cell.device),
         "config": {
@@ -193,6 +195,7 @@ def _record(setup: Setup, results: list[dict[str, Any]]) -> dict[str, Any]:
             "warmup": 1,
             "scale": cell.scale,
             "seed": cell.seed,
+            "dtype": cell.dtype,
             "loss": "mean(out**2)" if cell.training else None,
         },
         "graph": setup.stats,

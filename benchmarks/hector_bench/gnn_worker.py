@@ -19,7 +19,7 @@ from typing import Any
 
 from . import _common
 from .gnn_cell import Cell
-from .gnn_measure import fresh_input, make_step, measure_system, zero_grad
+from .gnn_measure import fresh_input, input_dtype, make_step, measure_system, zero_grad
 from .gnn_setup import build_setup, find_system
 
 #: The module a parent runs with ``python -m`` to start a worker.
@@ -113,7 +113,7 @@ def memory_worker(payload: dict[str, Any], steps: int = 2) -> dict[str, Any]:
     setup = build_setup(cell)
     system = find_system(setup, payload)
     module, forward = system.build()
-    x = fresh_input(setup.x, cell.training)
+    x = fresh_input(setup.x, cell.training, input_dtype(setup, system))
     step = make_step(module, forward, x, cell.training)
     step()  # warm-up (compile)
     zero_grad(module, x)

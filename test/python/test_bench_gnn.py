@@ -208,20 +208,25 @@ def test_suite_writes_cells_summary_and_plot(tmp_path, capsys) -> None:
     )
     assert rc == 0
     files = sorted(p.name for p in (tmp_path / "suite").iterdir())
-    assert files == [
-        "rgcn_synthetic-mag_inference.json",
-        "rgcn_synthetic-mag_training.json",
-        "summary.json",
-        "summary.png",
+    assert files == [  # the dtype in every name: suites of both types can share a folder
+        "rgcn_synthetic-mag_inference_float32.json",
+        "rgcn_synthetic-mag_training_float32.json",
+        "summary_float32.json",
+        "summary_float32.png",
     ]
-    summary = json.loads((tmp_path / "suite" / "summary.json").read_text())
+    summary = json.loads((tmp_path / "suite" / "summary_float32.json").read_text())
     assert summary["benchmark"] == "gnn-suite"
+    assert summary["dtype"] == summary["config"]["dtype"] == "float32"
     assert len(summary["cells"]) == 2
     assert set(summary["geomean"]) == {"inference", "training"}
     if _has("rgcn"):
         assert summary["geomean"]["training"]["cells_measured"] == 1
     for row in summary["cells"]:
         assert row["max_rel_err"] < 1e-5, row
+        assert row["dtype"] == "float32"
+        assert row["error_reference"] == "pyg RGCNConv"
+        assert row["best_peer"] in ("RGCNConv", "FastRGCNConv")
+        assert row["best_peer_max_rel_err"] < 1e-5, row
     assert "geomean inference" in capsys.readouterr().out
 
 
