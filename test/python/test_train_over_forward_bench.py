@@ -50,7 +50,10 @@ def test_the_record_holds_the_times_ratio_and_kernels(tmp_path: Path, torch_thre
     assert {"xty", "xwt"} <= {r["variant"] for r in backward if r["template"] == "gemm"}
     for r in k["rows"]:
         step_ms = k["forward_ms"] if r["phase"] == "forward" else k["train_ms"]
-        assert r["ms"] > 0
+        # an xwt paired with the xty reading the same gradient rows (hector-pair-gradient-gemms)
+        # runs inside that xty's timer: its own row reads 0 ms
+        paired = (r["phase"], r["template"], r["variant"]) == ("backward", "gemm", "xwt")
+        assert r["ms"] > 0 or paired
         assert r["share"] == pytest.approx(r["ms"] / step_ms, abs=1e-3)
 
 
