@@ -35,15 +35,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hector.offload.memory_timeline import reset_high_water_mark, status_kib
+
 __all__ = [
+    "CLOCKS",
     "KernelTime",
     "PeakRSS",
     "StepPeaks",
     "Timing",
     "WorkerOutcome",
+    "add_clock_argument",
     "address_space_cap_lifted",
     "available_memory_bytes",
     "best_peer_ratios",
+    "clock_named",
     "bar_plot",
     "format_table",
     "geomean",
@@ -96,6 +101,27 @@ class Timing:
         }
 
 
+#: What ``--clock`` times calls with (``time``'s function of each name).
+CLOCKS = {"wall": "perf_counter", "cpu": "process_time"}
+
+
+def add_clock_argument(parser: Any) -> None:
+    """Give a benchmark's parser ``--clock wall|cpu`` (default ``wall``)."""
+    parser.add_argument(
+        "--clock",
+        choices=CLOCKS,
+        default="wall",
+        help="wall: elapsed time; cpu: the process's CPU time (all its threads), which other "
+        "work on a shared machine disturbs less",
+    )
+
+
+def clock_named(name: str) -> Callable[[], float]:
+    """``time``'s function for a ``--clock`` choice, looked up at the call (a patched
+    ``time.process_time`` is the one returned)."""
+    return getattr(time, CLOCKS[name])
+
+
 def time_calls(
     fn: Callable[[], object],
     runs: int,
@@ -144,18 +170,6 @@ def time_calls(
 # ---------------------------------------------------------------------------------------------
 
 
-def _status_kib(field_name: str) -> int | None:
-    """A ``kB`` field of ``/proc/self/status`` (``VmRSS``, ``VmHWM``) in KiB, or None."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith(field_name + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
 def evict_page_cache(path: Any) -> None:
     """Drop this file's pages from the OS page cache (nothing else's): its next reads come from
     storage."""
@@ -164,17 +178,6 @@ def evict_page_cache(path: Any) -> None:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
-
-
-def reset_high_water_mark() -> bool:
-    """Reset the kernel's resident high-water mark of this process (``VmHWM``) by writing ``5``
-    to ``/proc/self/clear_refs``; False where that is not allowed."""
-    try:
-        with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
 
 
 class PeakRSS:
@@ -194,7 +197,7 @@ class PeakRSS:
 
     def start(self) -> None:
         """Take the baseline and reset the high-water mark."""
-        rss = _status_kib("VmRSS")
+        rss = status_kib("VmRSS")
         if rss is None:
             import resource
 
@@ -209,7 +212,7 @@ class PeakRSS:
 
     def peak_bytes(self) -> int:
         """Peak RSS since :meth:`start`, minus the baseline (>= 0)."""
-        hwm = _status_kib("VmHWM")
+        hwm = status_kib("VmHWM")
         if hwm is None:
             import resource
 
@@ -238,7 +241,7 @@ class StepPeaks:
 
     def start(self) -> None:
         """The baseline is the RSS now; the high-water mark restarts."""
-        self.baseline_bytes = (_status_kib("VmRSS") or 0) * 1024
+        self.baseline_bytes = (status_kib("VmRSS") or 0) * 1024
         self.resettable = reset_high_water_mark()
 
     def step(self, run: Callable[..., Any]) -> Callable[..., Any]:
@@ -247,7 +250,7 @@ class StepPeaks:
         def tracked(*args: Any, **kwargs: Any) -> Any:
             out = run(*args, **kwargs)
             if self.active:
-                self.absolute.append((_status_kib("VmHWM") or 0) * 1024)
+                self.absolute.append((status_kib("VmHWM") or 0) * 1024)
                 if self.resettable:
                     reset_high_water_mark()
             return out
@@ -409,7 +412,7 @@ def limit_address_space(extra_bytes: int | None) -> int | None:
         return None
     import resource
 
-    size_kib = _status_kib("VmSize")
+    size_kib = status_kib("VmSize")
     if size_kib is None:
         return None
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)

@@ -52,8 +52,6 @@ from . import _common, random_graph
 
 MODELS = ("rgcn", "rgat", "hgt")
 SYSTEMS = ("eager", "inductor", "hector")
-#: What ``--clock`` times the steps with (``time``'s function of each name).
-CLOCKS = {"wall": "perf_counter", "cpu": "process_time"}
 
 
 class BenchError(Exception):
@@ -103,13 +101,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="training: the features require grad, as a hidden layer's do (their gradient is "
         "computed and compared too)",
     )
-    p.add_argument(
-        "--clock",
-        choices=CLOCKS,
-        default="wall",
-        help="wall: elapsed time; cpu: the process's CPU time (all its threads), which other "
-        "work on a shared machine disturbs less",
-    )
+    _common.add_clock_argument(p)
     p.add_argument("--json", default=None, help="write the record here")
     p.add_argument("--note", default=None, help="free text stored in the record")
     p.add_argument(
@@ -394,7 +386,7 @@ def run_cell(
                     entry["max_abs_err_grad"] = _max_err(grads, reference["grads"])
             if backend is not None:
                 backend.reset_clock()
-            clock = getattr(time, CLOCKS[getattr(args, "clock", "wall")])
+            clock = _common.clock_named(getattr(args, "clock", "wall"))
             timing = _common.time_calls(step, args.runs, warmup=args.warmup, clock=clock)
         except Exception as err:  # one system failing must not lose the others' rows
             entry["status"] = "error"

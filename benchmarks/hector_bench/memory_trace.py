@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ._common import _status_kib, reset_high_water_mark
+from hector.offload.memory_timeline import reset_high_water_mark, status_kib
 
 __all__ = ["MIB", "trace_step"]
 
@@ -45,7 +45,7 @@ class _Tracer:
 
     def __init__(self) -> None:
         self.rows: list[list[Any]] = []
-        self.rss0 = (_status_kib("VmRSS") or 0) * 1024
+        self.rss0 = (status_kib("VmRSS") or 0) * 1024
         self.heap0 = _heap_in_use()
         self.resets = False
 
@@ -53,8 +53,8 @@ class _Tracer:
         self.resets = reset_high_water_mark()
 
     def mark(self, event: str) -> None:
-        hwm = (_status_kib("VmHWM") or 0) * 1024
-        rss = (_status_kib("VmRSS") or 0) * 1024
+        hwm = (status_kib("VmHWM") or 0) * 1024
+        rss = (status_kib("VmRSS") or 0) * 1024
         heap = _heap_in_use()
         self.rows.append(
             [

@@ -428,7 +428,7 @@ def train(
     compilation counts and peak memory (see the module docstring)."""
     import torch
 
-    from hector_bench._common import reset_high_water_mark
+    from hector.offload.memory_timeline import reset_high_water_mark
 
     counted = hector_model if hector_model is not None else model
     compiles_start = _compilations(counted)

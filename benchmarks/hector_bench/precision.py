@@ -33,8 +33,6 @@ from hector.tools import cli_args as _args
 from . import _common, precision_gemm, random_graph
 
 DTYPES = ("float32", "bfloat16", "float16")
-#: What ``--clock`` times calls with.
-CLOCKS = {"wall": "perf_counter", "cpu": "process_time"}
 MODELS = ("rgcn", "rgat", "hgt")
 
 
@@ -56,13 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(comma-separated, e.g. 256x256,256x1024)",
     )
     p.add_argument("--gemm-rows", type=_args.WIDTH, default=20000, help="rows of --gemm's input")
-    p.add_argument(
-        "--clock",
-        choices=CLOCKS,
-        default="wall",
-        help="wall: elapsed time; cpu: the process's CPU time (all its threads), which other "
-        "work on a shared machine disturbs less",
-    )
+    _common.add_clock_argument(p)
     p.add_argument("--json", default=None)
 
 
@@ -116,11 +108,10 @@ def _interleaved(
 ) -> dict[Any, float]:
     """Median milliseconds of each call, timed in turns (one of each per round), so that
     whatever else the machine runs meanwhile falls on every call alike; ``clock`` names the
-    clock (:data:`CLOCKS`)."""
+    clock (:data:`_common.CLOCKS`)."""
     import statistics
-    import time
 
-    now = getattr(time, CLOCKS[clock])
+    now = _common.clock_named(clock)
 
     for fn in calls.values():
         for _ in range(warmup):
@@ -243,9 +234,7 @@ def run(args: argparse.Namespace) -> int:
     cols = (*_COLUMNS, ("infer_speedup_vs_f32", "infer x"), ("train_speedup_vs_f32", "train x"))
     text = _common.format_table(rows, cols)
     if gemm_shapes:
-        import time
-
-        gemm = precision_gemm.measure(dtypes, args, getattr(time, CLOCKS[args.clock]))
+        gemm = precision_gemm.measure(dtypes, args, _common.clock_named(args.clock))
         record["gemm"] = gemm
         text += "\n\n" + _common.format_table(gemm, precision_gemm.COLUMNS)
     _common.emit_record(record, text, args.json, None, None)

@@ -20,26 +20,38 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["Interval", "MemoryTimeline", "active", "note", "resident_bytes"]
+__all__ = [
+    "Interval",
+    "MemoryTimeline",
+    "active",
+    "note",
+    "reset_high_water_mark",
+    "resident_bytes",
+    "status_kib",
+]
 
 
-def _status_kib(name: str) -> int:
+def status_kib(name: str) -> int | None:
+    """A ``kB`` field of ``/proc/self/status`` (``VmRSS``, ``VmHWM``) in KiB; None where it
+    cannot be read."""
     try:
         with open("/proc/self/status", encoding="ascii") as f:
             for line in f:
                 if line.startswith(name + ":"):
                     return int(line.split()[1])
     except OSError:
-        return 0
-    return 0
+        return None
+    return None
 
 
 def resident_bytes() -> int:
     """The process's resident size now (``VmRSS``, bytes; 0 where it cannot be read)."""
-    return _status_kib("VmRSS") * 1024
+    return (status_kib("VmRSS") or 0) * 1024
 
 
-def _reset_high_water_mark() -> bool:
+def reset_high_water_mark() -> bool:
+    """Reset the kernel's resident high-water mark of this process (``VmHWM``) by writing ``5``
+    to ``/proc/self/clear_refs``; False where that is not allowed."""
     try:
         with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
             f.write("5")
@@ -83,8 +95,8 @@ class MemoryTimeline:
 
     def start(self) -> None:
         """The baseline is the resident size now; the high-water mark restarts."""
-        self.baseline_bytes = _status_kib("VmRSS") * 1024
-        self.exact = _reset_high_water_mark()
+        self.baseline_bytes = (status_kib("VmRSS") or 0) * 1024
+        self.exact = reset_high_water_mark()
 
     def begin_step(self) -> None:
         """Open the next step (its first interval starts here)."""
@@ -94,9 +106,9 @@ class MemoryTimeline:
 
     def mark(self, label: str) -> None:
         """Close the interval from the previous mark to here, named ``label``."""
-        hwm, rss = _status_kib("VmHWM") * 1024, _status_kib("VmRSS") * 1024
+        hwm, rss = (status_kib("VmHWM") or 0) * 1024, (status_kib("VmRSS") or 0) * 1024
         if self.exact:
-            _reset_high_water_mark()
+            reset_high_water_mark()
         if label and self._step >= 0:
             base = self.baseline_bytes
             peak, end = max(hwm - base, 0), max(rss - base, 0)
