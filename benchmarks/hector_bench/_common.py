@@ -35,8 +35,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hector.offload.memory_timeline import reset_high_water_mark, status_kib
-
 __all__ = [
     "CLOCKS",
     "KernelTime",
@@ -168,6 +166,21 @@ def time_calls(
 # ---------------------------------------------------------------------------------------------
 # Peak memory
 # ---------------------------------------------------------------------------------------------
+
+
+def status_kib(field_name: str) -> int | None:
+    """:func:`hector.offload.memory_timeline.status_kib`, imported at the first call: this
+    module stays free of ``hector`` (and so of torch) for workers that only talk the protocol."""
+    from hector.offload.memory_timeline import status_kib as read
+
+    return read(field_name)
+
+
+def reset_high_water_mark() -> bool:
+    """:func:`hector.offload.memory_timeline.reset_high_water_mark`, imported at the first call."""
+    from hector.offload.memory_timeline import reset_high_water_mark as reset
+
+    return reset()
 
 
 def evict_page_cache(path: Any) -> None:
