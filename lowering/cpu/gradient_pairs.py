@@ -106,14 +106,39 @@ def _defined_by(value: ir.Value, name: str) -> bool:
     return not isinstance(owner, ir.Block) and owner.operation.name == name
 
 
+#: Ops whose result is a view of their first operand's memory.
+_VIEWS = (
+    "memref.subview",
+    "memref.cast",
+    "memref.reinterpret_cast",
+    "memref.collapse_shape",
+    "memref.expand_shape",
+    "memref.view",
+)
+
+
+def _buffers(values: list[ir.Value]) -> list[ir.Value]:
+    """``values`` and every value they are views of (through :data:`_VIEWS`)."""
+    out: list[ir.Value] = []
+    for v in values:
+        while True:
+            out.append(v)
+            owner = v.owner
+            if isinstance(owner, ir.Block) or owner.operation.name not in _VIEWS:
+                break
+            v = owner.operation.operands[0]
+    return out
+
+
 def movable_past(op: ir.Operation, xwt: ir.Operation) -> bool:
     """Whether template ``xwt`` may move from before ``op`` to after it: ``op`` cannot read
-    what ``xwt`` writes nor write what it reads (module docstring)."""
+    what ``xwt`` writes nor write (or free) what it reads, directly or through a view of the
+    same buffer (module docstring)."""
     name = op.name
     if name.startswith(("arith.", "index.")) or name in _INERT:
         return not op.regions or all(not len(r.blocks) for r in op.regions)
-    used = list(xwt.operands)
-    if any(v == u for v in op.operands for u in used):
+    used = _buffers(list(xwt.operands))
+    if any(v == u for v in _buffers(list(op.operands)) for u in used):
         return False
     if name == "memref.dealloc":
         return True

@@ -66,6 +66,21 @@ func.func @shared_with_timers(%dy: memref<?x16xf32>, %root: memref<16x16xf32>, %
   return
 }
 
+// Left alone: an op between them fills the buffer whose view the xwt reads (the view is not
+// the filled value itself, but the same memory).
+// CHECK-LABEL: func.func @view_filled_between(
+// CHECK-NOT: hector.gradient_pair
+// CHECK: return
+func.func @view_filled_between(%root: memref<16x16xf32>, %x: memref<?x16xf32>, %dx: memref<?x16xf32>, %droot: memref<16x16xf32>, %n: index) {
+  %buf = memref.alloc(%n) : memref<?x16xf32>
+  %dy = memref.cast %buf : memref<?x16xf32> to memref<?x16xf32>
+  "hector_intra.gemm_template"(%dy, %root, %dx) {block_size = 256 : i64, epilogue = "store", operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>, schedule = {pack = true, parallel = "rows", threads = 2 : i64, tile_k = 1 : i64, tile_m = 8 : i64, tile_n = 16 : i64, unroll = 4 : i64, vector = 16 : i64}, tile_n = 8 : i64, variant = "xwt"} : (memref<?x16xf32>, memref<16x16xf32>, memref<?x16xf32>) -> ()
+  %zero = arith.constant 0.000000e+00 : f32
+  linalg.fill ins(%zero : f32) outs(%buf : memref<?x16xf32>)
+  "hector_intra.gemm_template"(%x, %dy, %droot) {block_size = 256 : i64, epilogue = "add", operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>, schedule = {pack = true, parallel = "rows", threads = 2 : i64, tile_k = 1 : i64, tile_m = 8 : i64, tile_n = 16 : i64, unroll = 4 : i64, vector = 16 : i64}, tile_n = 8 : i64, variant = "xty"} : (memref<?x16xf32>, memref<?x16xf32>, memref<16x16xf32>) -> ()
+  return
+}
+
 // Left alone: an op between them writes what the xwt reads (a fill of dy).
 // CHECK-LABEL: func.func @written_between(
 // CHECK-NOT: hector.gradient_pair

@@ -185,7 +185,7 @@ def _graph(program: str, graph: list[torch.Tensor], sizes: list[int], ends: list
     if not _typed_graph(program):  # sizes: [nodes, the layer's relation count]
         # Each relation's edges by destination: the reductions into (destination, relation)
         # rows write them in order (and their gradients read them in order).
-        return graph_for(graph[0], graph[1], int(sizes[0]), int(sizes[1]), True)[0]
+        return graph_for(graph[0], graph[1], int(sizes[0]), int(sizes[1]), by_destination=True)[0]
     counts = tuple(int(s) for s in sizes)
 
     def build(copies: list[torch.Tensor | None]) -> HeteroGraph:
