@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from . import pyg_hetero, pyg_route
+from . import pyg_hetero, pyg_hetero_plan, pyg_route
 from .pyg_hetero import EdgeType, call_relations
 
 #: Each conv parameter a third positional dict may fill, and the keyword dict the programs read.
@@ -172,10 +172,28 @@ def _decide(
     return groups_unsupported(layer, groups, args, kwargs), args, kwargs, groups
 
 
+def _planned(layer: Any, args: tuple[Any, ...]) -> pyg_hetero_plan.Plan | None:
+    """The plan of ``layer``'s call on ``args`` while Dynamo traces it (None: not tracing,
+    dicts of other than tensors, or a call the plan does not route)."""
+    if not torch.compiler.is_compiling():
+        return None
+    x_dict, edge_index_dict = args
+    if not isinstance(x_dict, dict) or not isinstance(edge_index_dict, dict):
+        return None
+    key = pyg_hetero_plan.call_key(x_dict, edge_index_dict)
+    return pyg_hetero_plan.plan_of(layer, layer.training, key)
+
+
 def hetero_conv_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
     """``HeteroConv.forward`` under the Hector backend: the call bound (:func:`bound`), then
     one ``hector::pyg_layer`` call, or one per conv class; PyG's own ``forward`` where neither
-    computes it, with the reason."""
+    computes it, with the reason. Under Dynamo, a call of ``(x_dict, edge_index_dict)`` alone
+    takes its decision and layout from a plan made outside the trace
+    (:mod:`hector.dynamo.pyg_hetero_plan`), where that routes it."""
+    if len(args) == 2 and all(v is None for v in kwargs.values()):
+        plan = _planned(self, args)
+        if plan is not None:
+            return pyg_hetero_plan.run_planned(self, plan, *args)
     reason, bound_args, bound_kwargs, groups = _decide(self, args, kwargs)
     if reason is not None:
         pyg_route.record_fallback("HeteroConv", reason)
