@@ -45,6 +45,7 @@ class Plan:
     structure without its tensors)."""
 
     cls: str  #: the per-relation conv class (``pyg_hetero.RELATIONS`` key)
+    names: tuple[str, ...]  #: each relation's conv's attribute name in ``layer.convs``
     relations: tuple[Any, ...]  #: the call's edge types, in the layer's order
     types: tuple[Any, ...]  #: node type keys (split: ``(type, relation index)`` after sources)
     sources: tuple[Any, ...]  #: each key's ``x_dict`` type
@@ -106,10 +107,12 @@ def plan_of(layer: Any, training: bool, key: tuple[Any, ...]) -> Plan | None:
     relations = pyg_hetero.RELATIONS[cls]
     dst = relations.reads_destinations(convs)
     layout = pyg_hetero.Layout.of(layer, x_dict, edge_index_dict, dst, layer.aggr not in _SUMMED)
-    return _plan(cls, layout, relations.program(convs, layout), dst)
+    modules = layer.convs._modules.items()
+    names = tuple(next(k for k, m in modules if m is c) for c in convs)
+    return _plan(cls, names, layout, relations.program(convs, layout), dst)
 
 
-def _plan(cls: str, layout: Any, program: str, dst: bool) -> Plan:
+def _plan(cls: str, names: tuple[str, ...], layout: Any, program: str, dst: bool) -> Plan:
     """The :class:`Plan` of ``layout`` (built on the call's meta tensors; ``dst``: whether the
     convs read their destinations' rows), as :meth:`hector.dynamo.pyg_hetero.Layout.of` lays
     the rows out."""
@@ -124,6 +127,7 @@ def _plan(cls: str, layout: Any, program: str, dst: bool) -> Plan:
     )
     return Plan(
         cls,
+        names,
         tuple(layout.relations),
         tuple(layout.types),
         sources,
@@ -146,7 +150,7 @@ def run_planned(
     by ``plan`` (:func:`hector.dynamo.pyg_hetero.run_program`'s, without its decisions)."""
     from . import pyg_hetero, pyg_route
 
-    convs = [layer.convs[e] for e in plan.relations]
+    convs = [getattr(layer.convs, name) for name in plan.names]
     pad = torch.nn.functional.pad
     width = max(x_dict[t].shape[1] for t in plan.touched)
     xs = []
