@@ -54,7 +54,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from . import pyg_hetero, pyg_route
+from . import pyg_hetero, pyg_hetero_plan, pyg_route
 
 EdgeType = tuple[str, str, str]
 
@@ -109,6 +109,12 @@ class ToHeteroLayer(torch.nn.Module):
         copies = reason is None and _copies(x_dict)
         if copies:  # a static graph: [B, N, F] features over one graph, as B copies of it
             x_dict, edge_index_dict, kwargs = _as_copies(copies, x_dict, edge_index_dict, kwargs)
+        if reason is None and not copies and not kwargs and torch.compiler.is_compiling():
+            # the decision and layout outside Dynamo's trace (pyg_hetero_plan), where it routes
+            key = pyg_hetero_plan.call_key(x_dict, edge_index_dict)
+            plan = pyg_hetero_plan.plan_of(self, self.training, key)
+            if plan is not None:
+                return pyg_hetero_plan.run_planned(self, plan, x_dict, edge_index_dict)
         reason = reason or pyg_hetero.unsupported(self, (x_dict, edge_index_dict), kwargs)
         if reason is not None:
             pyg_route.record_fallback(self.label, reason)

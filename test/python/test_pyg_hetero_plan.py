@@ -1,0 +1,140 @@
+"""A routed ``HeteroConv`` call's plan, made outside Dynamo's trace, and its GAT weight glue as
+one op (``hector.dynamo.pyg_hetero_plan``, issue 54's compile time).
+
+The glue op's outputs and gradients are those of the traced glue it replaces
+(``GatRelations.tensors``); a captured layer holds one glue node and no per-relation glue; the
+plan's decision follows the layer's mode (guarded, not baked in once); a layer of several conv
+classes, which the plan does not route, still runs its class groups.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch._dynamo
+from test_pyg_hetero_route import (
+    RELATIONS,
+    SIZES,
+    WIDTHS,
+    _assert_matches,
+    _assert_routed,
+    _edges,
+    _features,
+)
+from test_pyg_route_configs import _fresh_dynamo  # noqa: F401  (autouse: Dynamo reset per test)
+from torch_geometric.nn import GATConv, HeteroConv, SAGEConv
+
+from hector.dynamo import pyg_hetero, pyg_hetero_plan, pyg_route
+from hector.dynamo.backend import HectorBackend
+
+GLUE = (torch.ops.hector.hetero_gat_weights, torch.ops.hector.hetero_gat_weights.default)
+
+
+def _convs(shared: bool) -> list[Any]:
+    torch.manual_seed(0)
+    widths = [(6, 6), (4, 6), (6, 4), (4, 5)]  # bipartite, inputs narrower than the widest
+    convs = []
+    for w in widths:
+        channels = w[0] if shared and w[0] == w[1] else w
+        conv = GATConv(channels, 3, heads=2, add_self_loops=False)
+        torch.nn.init.normal_(conv.bias)  # nonzero: the per-type sums show
+        convs.append(conv)
+    return convs
+
+
+def test_gat_weights_op_matches_the_traced_glue() -> None:
+    """``hector::hetero_gat_weights`` returns ``GatRelations.tensors``' weights, and gives
+    every parameter the same gradient, with shared and separate projections."""
+    for shared in (True, False):
+        convs = _convs(shared)
+        types = ["paper", "author", "institute"]
+        relations = [
+            ("paper", "cites", "paper"),
+            ("author", "writes", "paper"),
+            ("paper", "rev", "author"),
+            ("author", "at", "institute"),
+        ]
+        xs = [torch.zeros(2, 6) for _ in types]
+        layout = pyg_hetero.Layout(relations, types, xs, 6, targets=[e[2] for e in relations])
+        want = pyg_hetero.GatRelations().tensors(convs, layout)[1:]
+        lins = [(c.lin, c.lin) if c.lin is not None else (c.lin_src, c.lin_dst) for c in convs]
+        got = torch.ops.hector.hetero_gat_weights(
+            6,
+            [types.index(e[2]) for e in relations],
+            len(types),
+            [s.weight for s, _ in lins],
+            [d.weight for _, d in lins],
+            [c.att_src for c in convs],
+            [c.att_dst for c in convs],
+            [c.bias for c in convs],
+        )
+        params = [p for c in convs for p in c.parameters()]
+        seeds = [torch.randn_like(w) for w in want]
+        grads_want = torch.autograd.grad(want, params, seeds, allow_unused=True)
+        grads_got = torch.autograd.grad(got, params, seeds, allow_unused=True)
+        for a, b in zip(got, want, strict=True):
+            assert a.shape == b.shape
+            assert torch.equal(a, b)
+        for a, b in zip(grads_got, grads_want, strict=True):
+            assert (a is None) == (b is None)
+            if a is not None:
+                assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_captured_layer_has_one_glue_node() -> None:
+    """The captured graph of a routed GAT layer holds one glue op per layer, no ``einsum`` of
+    the per-relation block-diagonal matrices, and one Dynamo graph across batch sizes."""
+    torch.manual_seed(0)
+    model = HeteroConv({e: GATConv(6, 4, heads=2, add_self_loops=False) for e in RELATIONS})
+    backend = HectorBackend()
+    compiled = torch.compile(model, backend=backend, dynamic=True)
+    for scale in (1, 2):
+        sizes = {t: n * scale for t, n in SIZES.items()}
+        x = _features(sizes, WIDTHS, seed=scale)
+        _assert_matches(model, compiled, x, _edges(RELATIONS, sizes, seed=scale))
+    assert backend.stats()["compilations"] == 1
+    targets = [n.target for n in backend.graphs[0].gm.graph.nodes if n.op == "call_function"]
+    assert sum(t in GLUE for t in targets) == 1
+    assert torch.einsum not in targets
+    _assert_routed("hetero-gat")
+
+
+def test_plan_follows_the_layers_mode() -> None:
+    """Attention dropout is routed in eval mode only: the plan is decided again when the
+    layer's ``training`` changes (the graph is guarded on it)."""
+    torch.manual_seed(0)
+    model = HeteroConv(
+        {e: GATConv(6, 4, heads=2, dropout=0.5, add_self_loops=False) for e in RELATIONS}
+    )
+    compiled = torch.compile(model, backend=HectorBackend())
+    x, ei = _features(SIZES, WIDTHS), _edges(RELATIONS, SIZES)
+    model.eval()
+    _assert_matches(model, compiled, x, ei)
+    _assert_routed("hetero-gat")
+    model.train()
+    pyg_route.FALLBACKS.clear()
+    compiled(x, ei)
+    assert "dropout" in pyg_route.FALLBACKS["HeteroConv"]
+    model.eval()
+    pyg_route.FALLBACKS.clear()
+    pyg_route.reset_stats()
+    _assert_matches(model, compiled, x, ei)
+    _assert_routed("hetero-gat")
+
+
+def test_mixed_classes_are_not_planned_and_run_their_groups() -> None:
+    """A layer of ``GATConv`` and ``SAGEConv`` relations: no plan (one program per class), the
+    class groups as before."""
+    torch.manual_seed(0)
+    convs = {
+        e: GATConv(6, 4, heads=2, add_self_loops=False) if i % 2 else SAGEConv(6, 8)
+        for i, e in enumerate(RELATIONS)
+    }
+    model = HeteroConv(convs)
+    x, ei = _features(SIZES, WIDTHS), _edges(RELATIONS, SIZES)
+    key = pyg_hetero_plan.call_key(x, ei)
+    assert pyg_hetero_plan.plan_of(model, model.training, key) is None
+    _assert_matches(model, torch.compile(model, backend=HectorBackend()), x, ei)
+    assert "HeteroConv" not in pyg_route.FALLBACKS
+    assert {n.split(":")[0] for n in pyg_route.STATS} == {"hetero-gat", "hetero-sage"}
