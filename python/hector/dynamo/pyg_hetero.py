@@ -30,9 +30,12 @@ program's ``sum_to_dst`` over all of a node's incoming edges:
 Weight-sized glue (stacking, padding to the widest input, the attention vectors as
 block-diagonal matrices, the biases summed per destination type) runs as PyTorch ops in the
 captured graph, so gradients reach each conv's parameters through autograd; a conv the call
-does not reach keeps a ``None`` gradient, as in PyG. ``aggr="mean"`` divides each destination
-type's rows by the number of the call's relations into it (after the program); averaged heads
-are the mean of the program's ``[N, H, F]`` rows plus the summed biases. Any other ``aggr``
+does not reach keeps a ``None`` gradient, as in PyG. Under Dynamo, a call of ``(x_dict,
+edge_index_dict)`` alone takes its decision and layout from a plan made outside the trace, and
+``GATConv``'s glue is one op of the captured graph (:mod:`hector.dynamo.pyg_hetero_plan`).
+``aggr="mean"`` divides each destination type's rows by the number of the call's relations
+into it (after the program); averaged heads are the mean of the program's ``[N, H, F]`` rows
+plus the summed biases. Any other ``aggr``
 (``"max"``, ``"min"``, ``"cat"``, ``None``, ``"prod"``, ``"amax"``, ``"amin"``; a ``to_hetero``
 layer's ``"max"``/``"min"``/``"mul"``) gives each relation's destination a node type of its
 own in the same program (:class:`Layout` ``split``: the destination's rows once per relation
