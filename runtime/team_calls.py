@@ -19,7 +19,14 @@ A helper spins a few tens of microseconds between chunks, then sleeps until the 
 region's start and end wait for all its threads, as every PyTorch parallel operator does: on a
 machine whose cores other processes hold, that wait is a scheduler's turn per call.
 
-``HECTOR_TEAM_CALLS=0`` turns team calls off (the chunks go to MLIR's pool).
+After a team call whose helpers ran none of its chunks (the scheduler gave them no core while
+it ran), the next few calls run solo: every chunk on the calling thread at its join, with no
+region to start and end.
+
+Team calls are off unless ``HECTOR_TEAM_CALLS=1``: on the 2-core machine the project is
+measured on, shared with other jobs, they made the RGCN route's kernels slower (the region's
+start and end wait for a thread the scheduler has not run); they are meant for a machine whose
+cores the process has to itself, where measured before they become the default.
 
 This module depends only on ctypes, like the rest of the runtime binding.
 """
@@ -43,7 +50,8 @@ __all__ = [
     "set_fallbacks",
 ]
 
-#: Environment variable: ``0`` runs compiled functions without a team (MLIR's pool only).
+#: Environment variable: ``1`` runs compiled functions as team calls; unset or anything else,
+#: without (the chunks go to MLIR's pool).
 ENV = "HECTOR_TEAM_CALLS"
 #: The async runtime's entry points team calls replace (a worker's chunk handed over, a join),
 #: and what the engine binds them to (a linked kernel library renames them to).
@@ -70,9 +78,9 @@ def _lib() -> ctypes.CDLL:
 
 
 def available() -> bool:
-    """Whether the process has an OpenMP runtime to run team calls on (PyTorch's), and team
-    calls are not turned off by :data:`ENV`."""
-    if os.environ.get(ENV, "") == "0":
+    """Whether team calls are turned on (:data:`ENV`) and the process has an OpenMP runtime to
+    run them on (PyTorch's)."""
+    if os.environ.get(ENV, "") != "1":
         return False
     return bool(_lib().hector_team_available())
 

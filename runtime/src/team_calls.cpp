@@ -13,7 +13,10 @@
 // as in a nested region) it forwards to MLIR's own mlirAsyncRuntimeExecute.
 //
 // The chunks and their order of combination are the generated code's: only which thread runs
-// a chunk changes, so results are the same as with MLIR's pool.
+// a chunk changes, so results are the same as with MLIR's pool. After a team call whose
+// helpers ran none of its chunks, the next SOLO_CALLS calls run every chunk on the calling
+// thread at its join, without a region. hector.runtime.team_calls turns team calls on
+// (HECTOR_TEAM_CALLS=1); generated code bound to hector_async_* works the same without them.
 
 #include <dlfcn.h>
 #include <linux/futex.h>
@@ -47,11 +50,19 @@ struct Team {
     std::atomic<bool> done{false};
     std::atomic<uint32_t> news{0};    // bumped at every push and at the end: the futex word
     std::atomic<int> sleepers{0};     // helpers waiting on `news`
+    std::atomic<int> pushed{0};       // chunks the call queued
+    std::atomic<int> helped{0};       // of those, run by a helper
 };
+
+// Calls run solo (every chunk on the calling thread, no region) after a team call whose
+// helpers ran none of its chunks: they were not given a core while it ran (other processes
+// hold the cores), so a region would only add its start and end, which wait for them.
+constexpr int SOLO_CALLS = 8;
+std::atomic<int> g_solo_left{0};
 
 // Probes an idle helper spins (a pause each: tens of microseconds) before it sleeps until the
 // next push or the end of the call, leaving its core to other threads.
-constexpr unsigned SPIN_PROBES = 2048;
+constexpr unsigned SPIN_PROBES = 512;
 
 void futex_wait(std::atomic<uint32_t>* word, uint32_t seen) {
     syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE, seen, nullptr,
@@ -111,6 +122,7 @@ void help(Team* team) {
         uint32_t seen = team->news.load(std::memory_order_seq_cst);
         if (pop(team, &task)) {
             task.resume(task.handle);
+            team->helped.fetch_add(1, std::memory_order_relaxed);
             idle = 0;
             continue;
         }
@@ -177,7 +189,16 @@ void hector_team_call(void (*fn)(void*), void* arg, int threads) {
     Team team;
     team.fn = fn;
     team.arg = arg;
+    int solo = g_solo_left.load(std::memory_order_relaxed);
+    if (solo > 0) {  // the calling thread runs the chunks at each join
+        g_solo_left.store(solo - 1, std::memory_order_relaxed);
+        t_team = &team;
+        fn(arg);
+        t_team = nullptr;
+        return;
+    }
     o.parallel(region, &team, threads < 0 ? 0u : static_cast<unsigned>(threads), 0u);
+    if (team.pushed.load() >= 2 && team.helped.load() == 0) g_solo_left.store(SOLO_CALLS);
 }
 
 // mlirAsyncRuntimeExecute's replacement: queue the task for the team of the calling thread's
@@ -190,6 +211,7 @@ void hector_async_execute(void* handle, Resume resume) {
             team->queue.push_back(Task{handle, resume});
         }
         team->queued.fetch_add(1, std::memory_order_release);
+        team->pushed.fetch_add(1, std::memory_order_relaxed);
         g_queued_total.fetch_add(1, std::memory_order_relaxed);
         announce(team);
         return;

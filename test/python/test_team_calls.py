@@ -1,5 +1,5 @@
-"""Team calls (``runtime/team_calls.py``): compiled CPU functions whose workers' chunks run on
-PyTorch's OpenMP threads.
+"""Team calls (``runtime/team_calls.py``, turned on by ``HECTOR_TEAM_CALLS=1``): compiled CPU
+functions whose workers' chunks run on PyTorch's OpenMP threads.
 
 The RGCN route's training step (``RGCNConv(aggr="mean")``, forward and every gradient, the
 features' included) runs with two workers per kernel: its chunks go to the team (counted), the
@@ -27,7 +27,7 @@ TOL = 1e-4
 
 @pytest.fixture(autouse=True)
 def _two_threads(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.delenv(team_calls.ENV, raising=False)
+    monkeypatch.setenv(team_calls.ENV, "1")
     threads = torch.get_num_threads()
     torch.set_num_threads(2)  # the kernels are scheduled for two workers, whatever the machine
     torch._dynamo.reset()
@@ -108,8 +108,12 @@ def test_the_body_runs_on_the_calling_thread_and_a_nested_call_runs_inline() -> 
     assert seen == [threading.get_ident()] * 3
 
 
-def test_turned_off_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(team_calls.ENV, "0")
+@pytest.mark.parametrize("value", [None, "0", "yes"])
+def test_off_unless_the_environment_says_1(monkeypatch: pytest.MonkeyPatch, value) -> None:
+    if value is None:
+        monkeypatch.delenv(team_calls.ENV)
+    else:
+        monkeypatch.setenv(team_calls.ENV, value)
     assert not team_calls.available()
     ran: list[bool] = []
     team_calls.call(lambda: ran.append(True))
