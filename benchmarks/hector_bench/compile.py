@@ -29,6 +29,10 @@ Hector at least 2x eager and faster than Inductor). The record is rewritten afte
 Under the Hector backend ``RGCNConv`` and ``HGTConv`` run as one ``hector::pyg_layer`` op
 (:mod:`hector.dynamo.pyg_route`); their program's calls are in ``hector.layer_programs``.
 
+``--systems`` may add ``hector-team``: Hector's backend again, its steps run with team calls on
+(``HECTOR_TEAM_CALLS=1`` set around each step; :mod:`hector.runtime.team_calls`), so one
+process compares MLIR's worker pool with PyTorch's OpenMP threads on the same program.
+
 ``--cell NAME`` runs a named cell (:data:`CELLS`) that guards one result: it fixes the layer,
 graph, widths and systems (``--runs``, ``--warmup``, ``--clock`` and ``--json`` still apply)
 and its ``target_met`` is its own target (``cell_target`` in the cell). ``rgcn-route`` is
@@ -58,7 +62,10 @@ from hector.tools import cli_args as _args
 from . import _common, random_graph
 
 MODELS = ("rgcn", "rgat", "hgt")
-SYSTEMS = ("eager", "inductor", "hector")
+SYSTEMS = ("eager", "inductor", "hector", "hector-team")
+#: The system that runs Hector's backend with team calls on (``HECTOR_TEAM_CALLS=1`` during its
+#: calls only: ``hector.runtime.team_calls``), beside ``hector`` with them as the process has.
+TEAM_SYSTEM = "hector-team"
 
 
 class BenchError(Exception):
@@ -90,7 +97,7 @@ CELLS = {
             "hidden": 24,
             "input_grad": True,
             "dynamic": False,
-            "systems": "eager,hector",
+            "systems": f"eager,hector,{TEAM_SYSTEM}",
             "warm": False,
         },
     ),
@@ -119,7 +126,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--systems",
         default=",".join(SYSTEMS),
-        help="comma-separated subset of eager,inductor,hector",
+        help="comma-separated subset of eager,inductor,hector,hector-team (Hector with team "
+        "calls on)",
     )
     p.add_argument("--in-dim", type=_args.WIDTH, default=16)
     p.add_argument(
@@ -222,6 +230,24 @@ def _step(layer: Any, fn: Callable[..., Any], inputs: tuple[Any, ...], training:
         loss = sum(o.square().mean() for o in outs)
         loss.backward()
         return outs
+
+    return run
+
+
+def _with_team_calls(step: Callable[[], Any]) -> Callable[[], Any]:
+    """``step`` run with Hector's team calls on (``HECTOR_TEAM_CALLS=1`` during the call)."""
+    from hector.runtime import team_calls
+
+    def run() -> Any:
+        old = os.environ.get(team_calls.ENV)
+        os.environ[team_calls.ENV] = "1"
+        try:
+            return step()
+        finally:
+            if old is None:
+                os.environ.pop(team_calls.ENV, None)
+            else:
+                os.environ[team_calls.ENV] = old
 
     return run
 
@@ -438,6 +464,8 @@ def run_cell(
         counted = [0]
         fn, backend = _compiled(name, layer, args, counted)
         step = _step(layer, fn, inputs, training)
+        if name == TEAM_SYSTEM:
+            step = _with_team_calls(step)
         entry: dict[str, Any] = {"system": name, "mode": args.mode}
         try:
             start = time.perf_counter()

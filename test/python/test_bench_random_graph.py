@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -139,7 +140,7 @@ def test_bench_compile_named_cell_fixes_the_route_regression_settings(
     assert seen == [("rgcn", "random:20000x200000x6", 16, 24, True, "training")]
     out = json.loads(record.read_text())
     (cell,) = out["cells"]
-    assert [r["system"] for r in cell["results"]] == ["eager", "hector"]
+    assert [r["system"] for r in cell["results"]] == ["eager", "hector", "hector-team"]
     assert cell["cell_target"]["min_speedup_vs_eager"] == 2.0
     assert cell["target_met"] is True
     assert out["targets"] == {"rgcn-route": {"RGCNConv@random:20000x200000x6": True}}
@@ -152,3 +153,29 @@ def test_bench_compile_refuses_an_unknown_named_cell(capsys: pytest.CaptureFixtu
     with pytest.raises(SystemExit):
         main(["bench", "compile", "--cell", "nonesuch"])
     assert "invalid choice: 'nonesuch'" in capsys.readouterr().err
+
+
+def test_bench_compile_hector_team_runs_with_team_calls_on(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``--systems hector-team``: Hector's program with team calls on during its steps only."""
+    from hector.runtime import team_calls
+    from hector.tools.cli import main
+
+    monkeypatch.delenv(team_calls.ENV, raising=False)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # two workers per kernel: chunks to hand to the team
+    try:
+        before = team_calls.queued_chunks()
+        record = tmp_path / "team.json"
+        argv = ["bench", "compile", "--model", "rgcn", "--dataset", "random:200x2000x3"]
+        argv += ["--systems", "eager,hector-team", "--runs", "1", "--warmup", "0"]
+        assert main([*argv, "--no-warm", "--input-grad", "--json", str(record)]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    assert team_calls.queued_chunks() > before
+    assert team_calls.ENV not in os.environ
+    (cell,) = json.loads(record.read_text())["cells"]
+    rows = {r["system"]: r for r in cell["results"]}
+    assert rows["hector-team"]["status"] == "ok"
+    assert rows["hector-team"]["max_abs_err_grad"] <= 1e-5
