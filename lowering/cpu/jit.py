@@ -23,7 +23,7 @@ import numpy as np
 from mlir import ir
 from mlir.execution_engine import ExecutionEngine
 
-from ...runtime import host_memory, native
+from ...runtime import host_memory, native, team_calls
 
 
 def mlir_library(name: str) -> str:
@@ -83,11 +83,15 @@ def runtime_symbols() -> dict[str, ctypes.c_void_p]:
     torch-mlir's copy of LLVM (its command-line options register twice and abort the
     process). With them, MLIR's generic allocation functions, bound to Hector's host memory
     cache (``runtime/host_memory.py``): a step's buffers are reused by the next step instead
-    of being faulted in again."""
+    of being faulted in again; and the async runtime's task hand-over and join bound to the
+    team calls' (``runtime/team_calls.py``), which forward to MLIR's outside a team call."""
+    asynchronous = _local_symbols(ASYNC_RUNTIME, ASYNC_SYMBOLS)
+    team_calls.set_fallbacks(asynchronous)
     return {
-        **_local_symbols(ASYNC_RUNTIME, ASYNC_SYMBOLS),
+        **asynchronous,
         **_local_symbols(RUNNER_UTILS, RUNNER_SYMBOLS),
         **host_memory.engine_symbols(),
+        **team_calls.engine_symbols(),
     }
 
 
@@ -148,7 +152,8 @@ class CpuKernel:
         if entry is None:
             entry = self._entries[name] = self.engine.lookup(name)
         pointers = [ctypes.pointer(d) for d in _descriptor_structs(arrays)]  # each argument
-        entry((ctypes.c_void_p * len(pointers))(*map(ctypes.addressof, pointers)))
+        packed = (ctypes.c_void_p * len(pointers))(*map(ctypes.addressof, pointers))
+        team_calls.call(lambda: entry(packed))
 
     def write_library(
         self, functions: Sequence[str], path: str, shared_libs: Sequence[str]
@@ -217,7 +222,8 @@ def link_library(objects: Sequence[str], path: str, shared_libs: Sequence[str]) 
     engine binds them), and the runtime libraries it calls (MLIR's async runtime and runner
     utilities, Hector's native runtime) linked by path, so the library resolves them to the
     copies already loaded."""
-    renames = [f"--redefine-sym={ours}={host}" for ours, host in host_memory.GENERIC.items()]
+    renamed = {**host_memory.GENERIC, **team_calls.REPLACED}
+    renames = [f"--redefine-sym={ours}={host}" for ours, host in renamed.items()]
     for obj in objects:
         _run_tool(["objcopy", *renames, obj])
     libs = [mlir_library(ASYNC_RUNTIME), mlir_library(RUNNER_UTILS), *shared_libs]
@@ -246,4 +252,5 @@ class LibraryKernel:
                 raise RuntimeError(f"Unknown function {name}")
             entry.restype = None
             self._entries[name] = entry
-        entry(*[ctypes.pointer(d) for d in _descriptor_structs(arrays)])
+        pointers = [ctypes.pointer(d) for d in _descriptor_structs(arrays)]
+        team_calls.call(lambda: entry(*pointers))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,73 @@ def test_bench_compile_clock_cpu_times_the_steps_in_cpu_time(
     data = json.loads(record.read_text())
     assert data["config"]["clock"] == "wall"
     assert data["cells"][0]["results"][0]["median_ms"] != pytest.approx(5.0)
+
+
+def test_bench_compile_named_cell_fixes_the_route_regression_settings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``--cell rgcn-route`` measures issue 54's cell whatever else the line says, and its
+    ``target_met`` is that cell's own target (2x eager; no Inductor in the cell)."""
+    from hector.tools.cli import main
+    from hector_bench import compile as bench
+
+    seen: list[tuple[str, str, int, int, bool, str]] = []
+
+    def fake_cell(args, model, dataset, systems):  # the timing itself is not under test
+        seen.append((model, dataset, args.in_dim, args.hidden, args.input_grad, args.mode))
+        speedup = {"hector": 2.5}
+        return {
+            "layer": "RGCNConv",
+            "dataset": dataset,
+            "speedup_vs_eager": speedup,
+            "hector_vs_inductor": None,
+            "target_met": False,
+            "results": [{"system": s} for s in systems],
+        }
+
+    monkeypatch.setattr(bench, "run_cell", fake_cell)
+    record = tmp_path / "route.json"
+    argv = ["bench", "compile", "--cell", "rgcn-route", "--model", "hgt", "--in-dim", "8"]
+    assert main([*argv, "--runs", "1", "--warmup", "0", "--json", str(record)]) == 0
+    assert seen == [("rgcn", "random:20000x200000x6", 16, 24, True, "training")]
+    out = json.loads(record.read_text())
+    (cell,) = out["cells"]
+    assert [r["system"] for r in cell["results"]] == ["eager", "hector", "hector-team"]
+    assert cell["cell_target"]["min_speedup_vs_eager"] == 2.0
+    assert cell["target_met"] is True
+    assert out["targets"] == {"rgcn-route": {"RGCNConv@random:20000x200000x6": True}}
+    assert out["config"]["cell"] == "rgcn-route"
+
+
+def test_bench_compile_refuses_an_unknown_named_cell(capsys: pytest.CaptureFixture[str]) -> None:
+    from hector.tools.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["bench", "compile", "--cell", "nonesuch"])
+    assert "invalid choice: 'nonesuch'" in capsys.readouterr().err
+
+
+def test_bench_compile_hector_team_runs_with_team_calls_on(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``--systems hector-team``: Hector's program with team calls on during its steps only."""
+    from hector.runtime import team_calls
+    from hector.tools.cli import main
+
+    monkeypatch.delenv(team_calls.ENV, raising=False)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # two workers per kernel: chunks to hand to the team
+    try:
+        before = team_calls.queued_chunks()
+        record = tmp_path / "team.json"
+        argv = ["bench", "compile", "--model", "rgcn", "--dataset", "random:200x2000x3"]
+        argv += ["--systems", "eager,hector-team", "--runs", "1", "--warmup", "0"]
+        assert main([*argv, "--no-warm", "--input-grad", "--json", str(record)]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    assert team_calls.queued_chunks() > before
+    assert team_calls.ENV not in os.environ
+    (cell,) = json.loads(record.read_text())["cells"]
+    rows = {r["system"]: r for r in cell["results"]}
+    assert rows["hector-team"]["status"] == "ok"
+    assert rows["hector-team"]["max_abs_err_grad"] <= 1e-5

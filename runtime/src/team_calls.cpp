@@ -1,0 +1,238 @@
+// Team calls: a compiled function run with the threads of the process's OpenMP runtime (the
+// one PyTorch's intra-op parallelism uses) as the workers of its scheduled kernels.
+//
+// Generated code hands each worker's chunk but the first to MLIR's async runtime
+// (mlirAsyncRuntimeExecute), whose thread pool is a second set of threads. Between two of
+// PyTorch's parallel operators its OpenMP threads spin for a while (libgomp's default wait
+// policy): on a machine with as many cores as threads, a spinning OpenMP thread and an async
+// worker then share a core, and each kernel's join waits for the scheduler to hand the worker
+// its turn. hector_team_call runs the function on the calling thread inside a parallel region
+// of that OpenMP runtime instead; hector_async_execute (bound in place of
+// mlirAsyncRuntimeExecute) queues the chunks the calling thread dispatches during the call,
+// and the region's other threads run them. Outside a team call (or in a team of one thread,
+// as in a nested region) it forwards to MLIR's own mlirAsyncRuntimeExecute.
+//
+// The chunks and their order of combination are the generated code's: only which thread runs
+// a chunk changes, so results are the same as with MLIR's pool. After a team call whose
+// helpers ran none of its chunks, the next SOLO_CALLS calls run every chunk on the calling
+// thread at its join, without a region. hector.runtime.team_calls turns team calls on
+// (HECTOR_TEAM_CALLS=1); generated code bound to hector_async_* works the same without them.
+
+#include <dlfcn.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+
+namespace {
+
+using Resume = void (*)(void*);
+using Execute = void (*)(void*, Resume);
+using AwaitAll = void (*)(void*);
+using GompParallel = void (*)(void (*)(void*), void*, unsigned, unsigned);
+using OmpInt = int (*)();
+
+struct Task {
+    void* handle;
+    Resume resume;
+};
+
+struct Team {
+    void (*fn)(void*);
+    void* arg;
+    std::mutex mu;
+    std::deque<Task> queue;
+    std::atomic<int> queued{0};
+    std::atomic<bool> done{false};
+    std::atomic<uint32_t> news{0};    // bumped at every push and at the end: the futex word
+    std::atomic<int> sleepers{0};     // helpers waiting on `news`
+    std::atomic<int> pushed{0};       // chunks the call queued
+    std::atomic<int> helped{0};       // of those, run by a helper
+};
+
+// Calls run solo (every chunk on the calling thread, no region) after a team call whose
+// helpers ran none of its chunks: they were not given a core while it ran (other processes
+// hold the cores), so a region would only add its start and end, which wait for them.
+constexpr int SOLO_CALLS = 8;
+std::atomic<int> g_solo_left{0};
+
+// Probes an idle helper spins (a pause each: tens of microseconds) before it sleeps until the
+// next push or the end of the call, leaving its core to other threads.
+constexpr unsigned SPIN_PROBES = 512;
+
+void futex_wait(std::atomic<uint32_t>* word, uint32_t seen) {
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE, seen, nullptr,
+            nullptr, 0);
+}
+
+void futex_wake_all(std::atomic<uint32_t>* word) {
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr,
+            nullptr, 0);
+}
+
+// Something for the helpers: bump the futex word and wake those asleep.
+void announce(Team* team) {
+    team->news.fetch_add(1, std::memory_order_seq_cst);
+    if (team->sleepers.load(std::memory_order_seq_cst) > 0) futex_wake_all(&team->news);
+}
+
+struct OpenMp {
+    GompParallel parallel = nullptr;
+    OmpInt thread_num = nullptr;
+    OmpInt num_threads = nullptr;
+};
+
+std::atomic<Execute> g_execute{nullptr};
+std::atomic<uint64_t> g_queued_total{0};  // chunks team calls queued since the process started
+std::atomic<AwaitAll> g_await_all{nullptr};
+thread_local Team* t_team = nullptr;
+
+const OpenMp& open_mp() {
+    static const OpenMp found = [] {
+        OpenMp o;
+        o.parallel = reinterpret_cast<GompParallel>(dlsym(RTLD_DEFAULT, "GOMP_parallel"));
+        o.thread_num = reinterpret_cast<OmpInt>(dlsym(RTLD_DEFAULT, "omp_get_thread_num"));
+        o.num_threads = reinterpret_cast<OmpInt>(dlsym(RTLD_DEFAULT, "omp_get_num_threads"));
+        if (!o.thread_num || !o.num_threads) o.parallel = nullptr;
+        return o;
+    }();
+    return found;
+}
+
+bool pop(Team* team, Task* task) {
+    if (team->queued.load(std::memory_order_acquire) == 0) return false;
+    std::lock_guard<std::mutex> lock(team->mu);
+    if (team->queue.empty()) return false;
+    *task = team->queue.front();
+    team->queue.pop_front();
+    team->queued.fetch_sub(1, std::memory_order_release);
+    return true;
+}
+
+// A helper of the team: run queued chunks until the calling thread's function returns.
+// Between chunks it spins for SPIN_PROBES probes, then sleeps until the next announcement.
+void help(Team* team) {
+    unsigned idle = 0;
+    Task task;
+    while (true) {
+        uint32_t seen = team->news.load(std::memory_order_seq_cst);
+        if (pop(team, &task)) {
+            task.resume(task.handle);
+            team->helped.fetch_add(1, std::memory_order_relaxed);
+            idle = 0;
+            continue;
+        }
+        if (team->done.load(std::memory_order_acquire)) return;
+        if (++idle < SPIN_PROBES) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+            continue;
+        }
+        team->sleepers.fetch_add(1, std::memory_order_seq_cst);
+        if (team->queued.load(std::memory_order_seq_cst) == 0 &&
+            !team->done.load(std::memory_order_seq_cst))
+            futex_wait(&team->news, seen);
+        team->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+        idle = 0;
+    }
+}
+
+void region(void* data) {
+    Team* team = static_cast<Team*>(data);
+    const OpenMp& o = open_mp();
+    if (o.thread_num() != 0) {
+        help(team);
+        return;
+    }
+    // A team of one thread (a nested region, OMP_THREAD_LIMIT): nobody would run the queue.
+    Team* previous = t_team;
+    t_team = o.num_threads() > 1 ? team : nullptr;
+    team->fn(team->arg);
+    t_team = previous;
+    team->done.store(true, std::memory_order_release);
+    announce(team);
+}
+
+}  // namespace
+
+extern "C" {
+
+// Bind MLIR's mlirAsyncRuntimeExecute and mlirAsyncRuntimeAwaitAllInGroup, which
+// hector_async_execute and hector_async_await_all_in_group call outside team calls (and the
+// latter, in one, once the queue is empty).
+void hector_team_set_fallbacks(Execute execute, AwaitAll await_all) {
+    g_execute.store(execute);
+    g_await_all.store(await_all);
+}
+
+// Chunks team calls have queued since the process started.
+uint64_t hector_team_queued() { return g_queued_total.load(std::memory_order_relaxed); }
+
+// Whether the process has an OpenMP runtime team calls can use (GOMP_parallel: libgomp, or
+// LLVM's libomp, which also provides it).
+int hector_team_available() { return open_mp().parallel != nullptr ? 1 : 0; }
+
+// Run fn(arg) on the calling thread inside a parallel region of `threads` OpenMP threads (0:
+// the runtime's default, PyTorch's torch.get_num_threads()), the others running the chunks
+// the call dispatches. Without an OpenMP runtime, or with threads == 1, fn(arg) runs directly.
+void hector_team_call(void (*fn)(void*), void* arg, int threads) {
+    const OpenMp& o = open_mp();
+    if (o.parallel == nullptr || threads == 1 || t_team != nullptr) {
+        fn(arg);
+        return;
+    }
+    Team team;
+    team.fn = fn;
+    team.arg = arg;
+    int solo = g_solo_left.load(std::memory_order_relaxed);
+    if (solo > 0) {  // the calling thread runs the chunks at each join
+        g_solo_left.store(solo - 1, std::memory_order_relaxed);
+        t_team = &team;
+        fn(arg);
+        t_team = nullptr;
+        return;
+    }
+    o.parallel(region, &team, threads < 0 ? 0u : static_cast<unsigned>(threads), 0u);
+    if (team.pushed.load() >= 2 && team.helped.load() == 0) g_solo_left.store(SOLO_CALLS);
+}
+
+// mlirAsyncRuntimeExecute's replacement: queue the task for the team of the calling thread's
+// team call, else hand it to MLIR's runtime.
+void hector_async_execute(void* handle, Resume resume) {
+    Team* team = t_team;
+    if (team != nullptr) {
+        {
+            std::lock_guard<std::mutex> lock(team->mu);
+            team->queue.push_back(Task{handle, resume});
+        }
+        team->queued.fetch_add(1, std::memory_order_release);
+        team->pushed.fetch_add(1, std::memory_order_relaxed);
+        g_queued_total.fetch_add(1, std::memory_order_relaxed);
+        announce(team);
+        return;
+    }
+    Execute fallback = g_execute.load();
+    if (fallback != nullptr) {
+        fallback(handle, resume);
+    } else {
+        resume(handle);  // no runtime bound: run it here (the caller awaits it after)
+    }
+}
+
+// mlirAsyncRuntimeAwaitAllInGroup's replacement: in a team call, run the chunks still queued
+// on the calling thread first (a helper the scheduler has not run yet leaves its chunk to the
+// caller instead of holding the join), then wait for those the helpers took.
+void hector_async_await_all_in_group(void* group) {
+    Team* team = t_team;
+    Task task;
+    while (team != nullptr && pop(team, &task)) task.resume(task.handle);
+    AwaitAll fallback = g_await_all.load();
+    if (fallback != nullptr) fallback(group);
+}
+
+}  // extern "C"
