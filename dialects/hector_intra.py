@@ -94,7 +94,9 @@ class Schedule:
       copied in) and multiplied together; GPU: rows per thread block, staged in shared memory.
     * ``tile_n`` — output columns per tile (CPU register block width; GPU columns per block).
     * ``tile_k`` — reduction depth per step (GPU: columns of ``a`` staged per shared-memory
-      step; CPU: the reduction's tile).
+      step; CPU: steps per reduction block of an f32 ``xw`` multiplying by weight panels, the
+      accumulators stored and reloaded between blocks; 0 or 1, the micro-kernel's own step,
+      keep the reduction whole).
     * ``vector`` — f32 lanes of the CPU micro-kernel's vectors (1: scalar code).
     * ``unroll`` — rows of ``out`` held in registers at once by the CPU micro-kernel.
     * ``pack`` — gather rows into a contiguous tile before multiplying (else read in place).

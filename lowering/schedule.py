@@ -7,7 +7,11 @@ widest of 32, 16, 8 that divides the output width (the transform script needs wh
 vectorisation wants static shapes), ``unroll`` the largest of 4, 2, 1 that divides the
 product's row extent (``tile_m`` for ``xw``/``xwt``, ``K`` for the weight gradient ``xty``).
 Tiles of ``tile_m = 32`` rows keep the packed tile and its product in L1 (32 × K × 4 bytes
-each). Products too narrow for a vector (fewer than 8 output columns, or ``K`` below 4) keep
+each). An f32 ``xw`` wider than ``tile_n`` multiplies by its weight packed in column panels
+``[K, tile_n]`` (``lowering/cpu/tiles.py``), panel by panel; ``tile_k`` splits its reduction
+into blocks where a panel would outgrow :data:`PANEL_BYTES` (``K × tile_n × 4`` bytes: beyond
+``K = 4096`` at ``tile_n = 32``), else stays 1 (the micro-kernel's own step: one block).
+Products too narrow for a vector (fewer than 8 output columns, or ``K`` below 4) keep
 the row-at-a-time form, spread over the workers all the same.
 
 ``threads`` (the pass option; ``hector.compile`` passes ``torch.get_num_threads()``) sets the
@@ -47,6 +51,21 @@ def _largest_divisor(extent: int, choices: tuple[int, ...]) -> int | None:
     return next((c for c in choices if extent % c == 0), None)
 
 
+#: The most bytes of one weight panel's reduction block (``tile_k × tile_n × 4``): half the
+#: 1 MiB L2 cache of a Zen 4 core, which also holds the tile's rows of that block.
+PANEL_BYTES = 512 * 1024
+
+
+def reduction_block(variant: str, k_extent: int, tile_n: int) -> int:
+    """``tile_k`` of a packed f32 GEMM: steps per reduction block of an ``xw``'s panels, the
+    most whose panel block fits :data:`PANEL_BYTES`, in multiples of 8 — or 1 (no blocks)
+    where the whole panel fits, and for the other variants."""
+    most = PANEL_BYTES // (4 * tile_n) // 8 * 8
+    if variant != "xw" or k_extent <= most:
+        return 1
+    return max(most, 8)
+
+
 def cpu_gemm_schedule(v: OpAccess, threads: int) -> intra.Schedule:
     """The CPU schedule of one GEMM template (module docstring)."""
     ops = T.operands(v)
@@ -62,7 +81,7 @@ def cpu_gemm_schedule(v: OpAccess, threads: int) -> intra.Schedule:
     return intra.Schedule(
         tile_m=TILE_M,
         tile_n=tile_n,
-        tile_k=1,
+        tile_k=reduction_block(variant, k_extent, tile_n),
         vector=tile_n,
         unroll=unroll,
         pack=True,
