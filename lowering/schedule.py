@@ -152,7 +152,7 @@ CHOOSERS: dict[str, dict[str, Callable[[OpAccess, int], intra.Schedule]]] = {
 }
 
 
-def _bf16_inputs(op: ir.Operation) -> bool:
+def bf16_inputs(op: ir.Operation) -> bool:
     """Whether the function holding ``op`` takes an argument stored in bf16."""
     parent = op.parent
     while parent is not None and parent.name != "func.func":
@@ -199,7 +199,7 @@ def run(
                 try:
                     schedule = choose(intra.view(op), threads)
                     if bf16_dot and target == "cpu" and op.name == "hector_intra.gemm_template":
-                        schedule = bf16_products(intra.view(op), schedule, _bf16_inputs(op))
+                        schedule = bf16_products(intra.view(op), schedule, bf16_inputs(op))
                 except ValueError as err:
                     raise PassFailure(f"cannot schedule {op.name}: {err}", op.location) from None
                 op.attributes["schedule"] = schedule.to_attr()

@@ -137,6 +137,27 @@ def test_torch_mm_reference_is_measured_per_variant() -> None:
     assert roofline.torch_mm_gflops("xw", 0, 8, 8) is None
 
 
+def test_torch_mm_reference_is_measured_in_the_kernels_type() -> None:
+    for variant in ("xw", "xwt", "xty"):
+        assert roofline.torch_mm_gflops(variant, 64, 8, 8, dtype="bfloat16") > 0
+
+
+def test_gemms_on_bf16_storage_are_profiled_as_bfloat16(monkeypatch) -> None:
+    """A GEMM whose operands, or whose function's arguments, are stored in bf16 is recorded
+    as ``bfloat16`` (its torch.mm reference's type), through the module attribute and back;
+    the same layer on float32 inputs records ``float32`` (and leaves the key out)."""
+    g, tensors = _inputs(False)
+    for dtype, name in ((torch.bfloat16, "bfloat16"), (torch.float32, "float32")):
+        fn = _compiled(monkeypatch, profile=True)
+        with torch.no_grad():
+            fn(g, *(t.to(dtype) for t in tensors))
+        entry = _entry(fn)
+        gemms = [t.info for t in entry.kernel_profile() if t.info.is_gemm]
+        assert gemms
+        assert {k.dtype for k in gemms} == {name}
+        assert (f'dtype = "{name}"' in entry.ir("profile")) == (name == "bfloat16")
+
+
 def test_bench_record_has_kernel_rows_and_plot(tmp_path) -> None:
     cell = gnn.Cell("rgcn", "synthetic:mag", "training", hidden=8, in_dim=8, runs=1, scale=0.0001)
     record = gnn.run_cell(cell, memory=False, quiet=True)
