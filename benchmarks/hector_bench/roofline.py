@@ -52,7 +52,9 @@ METHOD = (
     "better of the two): fraction_of_torch_mm = gflops / torch_mm_best_gflops, the better of "
     "the two, since on a shared machine a multi-threaded torch.mm of a small shape can lose "
     "more to descheduled threads than it gains; gemm_fraction_of_torch_mm = torch_mm_ms "
-    "(the GEMM templates' flops at torch_mm_best_gflops) / gemm_min_ms"
+    "(the GEMM templates' flops at torch_mm_best_gflops) / gemm_min_ms; a gradient pair's "
+    "xwt reads no time (it runs in its xty's timer): pair_fraction_of_torch_mm on the xty = "
+    "torch.mm's time for both products' work / the xty's min_ms"
 )
 
 
@@ -245,7 +247,48 @@ def kernel_rows(entries: Iterable[Any]) -> list[dict[str, Any]]:
         row["fraction_of_torch_mm"] = (
             _round(t.gflops / ref) if t.gflops is not None and ref else None
         )
+    _pair_fractions(rows)
     return rows
+
+
+def _mm_seconds(row: dict[str, Any]) -> float | None:
+    """The seconds ``torch.mm`` takes for a GEMM row's work at its best reference."""
+    ref = row.get("torch_mm_best_gflops")
+    return row["flops"] / (ref * 1e9) if ref else None
+
+
+def _pair_fractions(rows: list[dict[str, Any]]) -> None:
+    """A gradient pair (``hector-pair-gradient-gemms``: an ``xwt`` computed inside the tiles
+    of the ``xty`` after it, on the same rows) has one timer, the ``xty``'s; its ``xwt`` row
+    reads no time. Each such ``xwt`` is matched with the first later ``xty`` of its function
+    over the same ``M`` rows; both rows get ``paired_with`` (the other's name), and the ``xty``
+    gets ``pair_fraction_of_torch_mm``: ``torch.mm``'s time for both products' work over the
+    pair's fastest call (its ``fraction_of_torch_mm`` counts the ``xty``'s work alone)."""
+    for i, xwt in enumerate(rows):
+        if xwt["variant"] != "xwt" or xwt["template"] != "gemm" or xwt["gflops"] is not None:
+            continue
+        xty = next(
+            (
+                r
+                for r in rows[i + 1 :]
+                if r["function"] == xwt["function"]
+                and r["template"] == "gemm"
+                and r["variant"] == "xty"
+                and r["M"] == xwt["M"]
+                and "paired_with" not in r
+            ),
+            None,
+        )
+        if xty is None:
+            continue
+        xwt["paired_with"], xty["paired_with"] = xty["name"], xwt["name"]
+        mm = [_mm_seconds(xwt), _mm_seconds(xty)]
+        seconds = xty["min_ms"] / 1e3
+        xty["pair_fraction_of_torch_mm"] = (
+            _round(sum(m for m in mm if m is not None) / seconds)
+            if seconds > 0 and None not in mm
+            else None
+        )
 
 
 def summary(rows: list[dict[str, Any]], ceiling_gbps: float | None) -> dict[str, Any]:
@@ -301,6 +344,7 @@ _KERNEL_COLUMNS = [
     ("torch_mm_gflops", "torch.mm GFLOP/s"),
     ("torch_mm_gflops_1thread", "(1 thread)"),
     ("fraction_of_torch_mm", "of torch.mm"),
+    ("pair_fraction_of_torch_mm", "pair of torch.mm"),
     ("fraction_of_copy_gbps", "of copy GB/s"),
 ]
 

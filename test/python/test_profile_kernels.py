@@ -158,6 +158,32 @@ def test_gemms_on_bf16_storage_are_profiled_as_bfloat16(monkeypatch) -> None:
         assert (f'dtype = "{name}"' in entry.ir("profile")) == (name == "bfloat16")
 
 
+def test_a_gradient_pairs_time_counts_both_products() -> None:
+    """The xwt of a gradient pair reads no time (it runs in its xty's timer): the xty after it
+    on the same rows gets the pair's fraction of torch.mm, both products' work against the one
+    timer; an xty over other rows stays unpaired."""
+
+    def row(name: str, variant: str, m: int, min_ms: float, gflops: float | None) -> dict:
+        flops = 2 * m * 8 * 8
+        return {
+            "name": name, "function": "f_backward", "template": "gemm", "variant": variant,
+            "M": m, "flops": flops, "min_ms": min_ms, "gflops": gflops,
+            "torch_mm_best_gflops": 2.0,
+        }  # fmt: skip
+
+    rows = [
+        row("xwt", "xwt", 1000, 0.0, None),
+        row("other", "xty", 500, 0.1, 0.64),
+        row("xty", "xty", 1000, 0.2, 0.64),
+    ]
+    roofline._pair_fractions(rows)
+    xwt, other, xty = rows
+    assert (xwt["paired_with"], xty["paired_with"]) == ("xty", "xwt")
+    assert "paired_with" not in other
+    # torch.mm at 2 GFLOP/s: 128 kFLOP per product, 64 µs each, over the pair's 200 µs
+    assert xty["pair_fraction_of_torch_mm"] == pytest.approx(2 * 64e-6 / 200e-6)
+
+
 def test_bench_record_has_kernel_rows_and_plot(tmp_path) -> None:
     cell = gnn.Cell("rgcn", "synthetic:mag", "training", hidden=8, in_dim=8, runs=1, scale=0.0001)
     record = gnn.run_cell(cell, memory=False, quiet=True)
