@@ -16,8 +16,8 @@
   ``templates``.
 * **Micro-kernel** (:mod:`~hector.lowering.cpu.micro_kernel`). Each tile's product is rewritten
   to an ``unroll × tile_n`` register block of accumulators by a transform-dialect script, or
-  multiplied in bf16 pairs (:mod:`~hector.lowering.cpu.bf16`). An f32 ``xw`` wider than one
-  register block multiplies by its weight packed once per call in column panels
+  multiplied in bf16 pairs (:mod:`~hector.lowering.cpu.bf16`). An f32 ``xw`` whose schedule
+  says ``panels`` multiplies by its weight packed once per call in column panels
   (``packing.weight_panels``), panel by panel and in reduction blocks of the schedule's
   ``tile_k`` (``micro_kernel.panel_product``): read in place, each step of the reduction
   reads a weight row ``N`` elements past the last, and at a power-of-two width (a row of
@@ -187,11 +187,13 @@ MAX_TILE_N = 32
 def check_gemm_schedule(v: OpAccess, s: intra.Schedule) -> None:
     """Refuse a packed GEMM schedule the micro-kernel cannot take (``ValueError``): its
     register block must divide the tile's product, so every block has static shapes."""
+    variant = v.attr("variant")
+    if s.panels and (not s.pack or variant != "xw" or s.products == bf16.BF16):
+        raise ValueError("weight panels are for packed xw tiles of f32 products")
     if not s.pack:
         if s.products == bf16.BF16:
             raise ValueError("bf16 products multiply packed tiles: the schedule must pack")
         return
-    variant = v.attr("variant")
     k_extent = T.static_dim(v.operand("a"), 1)
     n_extent = T.width(v.operand("weight") if variant == "xty" else v.operand("out"))
     rows = k_extent if variant == "xty" else s.tile_m
@@ -309,15 +311,9 @@ def lower_gemm(v: OpAccess, s: intra.Schedule, partner: Partner | None = None) -
 
 
 def uses_panels(v: OpAccess, s: intra.Schedule) -> bool:
-    """Whether a packed GEMM multiplies by its weight in column panels: an ``xw`` of f32
-    products whose output is wider than its register block."""
-    width = T.width(v.operand("out"))
-    return (
-        s.pack
-        and s.products != bf16.BF16
-        and v.attr("variant") == "xw"
-        and width > (s.tile_n or width)
-    )
+    """Whether a packed GEMM multiplies by its weight in column panels: its schedule says
+    ``panels`` (:func:`check_gemm_schedule` accepts that only of an f32 ``xw``)."""
+    return s.panels and s.pack
 
 
 def _packed_weight(b: T.Body, v: OpAccess, s: intra.Schedule) -> Value | None:

@@ -361,7 +361,7 @@ func.func @rows_too_wide_for_a_scratch_row(%src: memref<?xi32>, %dst: memref<?xi
 }
 
 // CHECK-LABEL: func.func @weight_panels
-// An f32 xw wider than its register block (64 columns, tile_n = 32) multiplies by its weight
+// An f32 xw whose schedule says panels (64 columns, tile_n = 32) multiplies by its weight
 // packed once per call in column panels [2, K, 32], a weight row of 32 at a time; it is freed
 // after the tiles.
 // CHECK: %[[PANELS:.*]] = memref.alloc() : memref<2x40x32xf32>
@@ -396,8 +396,9 @@ func.func @weight_panels(%x: memref<?x40xf32>, %w: memref<40x64xf32>, %out: memr
   "hector_intra.gemm_template"(%x, %w, %out)
       {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
        operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>,
-       schedule = {pack = true, parallel = "none", threads = 1 : i64, tile_k = 16 : i64,
-                   tile_m = 8 : i64, tile_n = 32 : i64, unroll = 2 : i64, vector = 32 : i64}}
+       schedule = {pack = true, panels = true, parallel = "none", threads = 1 : i64,
+                   tile_k = 16 : i64, tile_m = 8 : i64, tile_n = 32 : i64, unroll = 2 : i64,
+                   vector = 32 : i64}}
       : (memref<?x40xf32>, memref<40x64xf32>, memref<?x64xf32>) -> ()
   return
 }

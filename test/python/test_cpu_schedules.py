@@ -200,12 +200,13 @@ def _schedules(f) -> str:
 def test_weight_panels_in_reduction_blocks_match_torch(
     threads: None, monkeypatch: pytest.MonkeyPatch, workers: int
 ) -> None:
-    """f32 xw GEMMs wider than a register block multiply by their weight in column panels; with
-    a panel budget of 24 reduction steps, a reduction of 40 runs in blocks of 24 and 16. Rows
+    """f32 xw GEMMs multiply by their weight in column panels (here from 64 columns); with a
+    panel budget of 24 reduction steps, a reduction of 40 runs in blocks of 24 and 16. Rows
     (90 nodes, 1001 edges) are no multiple of the 32-row tile, and the per-relation weights'
     tiles meet relation boundaries: the results are torch's within f32 rounding."""
     monkeypatch.setenv("HECTOR_COMPILE_CACHE", "0")  # the budget is not in the cache's key
     monkeypatch.setattr(schedule, "PANEL_BYTES", 24 * 32 * 4)
+    monkeypatch.setattr(schedule, "PANEL_ROW_BYTES", 64 * 4)  # panels from 64 columns
     torch.set_num_threads(workers)
     g = hector.random_graph(90, 1001, 5, seed=4)
     gen = torch.Generator().manual_seed(6)
@@ -225,4 +226,5 @@ def test_weight_panels_in_reduction_blocks_match_torch(
         want = torch.bmm(x[g.src.long()].unsqueeze(1), ws[g.etype.long()]).squeeze(1)
         torch.testing.assert_close(per_relation(g, x, ws), want, rtol=1e-5, atol=1e-5)
     for f in (shared, per_relation):
+        assert "panels = true" in _schedules(f)
         assert "tile_k = 24 : i64, tile_m = 32 : i64, tile_n = 32 : i64" in _schedules(f)
