@@ -94,7 +94,9 @@ class Schedule:
       copied in) and multiplied together; GPU: rows per thread block, staged in shared memory.
     * ``tile_n`` — output columns per tile (CPU register block width; GPU columns per block).
     * ``tile_k`` — reduction depth per step (GPU: columns of ``a`` staged per shared-memory
-      step; CPU: the reduction's tile).
+      step; CPU: steps per reduction block of an f32 ``xw`` multiplying by weight panels, the
+      accumulators stored and reloaded between blocks; 0 or 1, the micro-kernel's own step,
+      keep the reduction whole).
     * ``vector`` — f32 lanes of the CPU micro-kernel's vectors (1: scalar code).
     * ``unroll`` — rows of ``out`` held in registers at once by the CPU micro-kernel.
     * ``pack`` — gather rows into a contiguous tile before multiplying (else read in place).
@@ -108,6 +110,10 @@ class Schedule:
       pair dot product into f32 accumulators; ``hector-schedule{bf16_dot=true}`` chooses it
       where an operand, or an argument of the function, is stored in bf16). The GPU ignores
       it.
+    * ``panels`` — a packed CPU ``xw`` of f32 products multiplies by its weight packed once per
+      call in column panels ``[N / tile_n, K, tile_n]``, panel by panel (``hector-schedule``
+      chooses it where a weight row fills a page or more: 1024 f32 columns). Printed only when
+      set. The GPU ignores it.
     """
 
     tile_m: int = 1
@@ -119,6 +125,7 @@ class Schedule:
     parallel: str = "none"
     threads: int = 1
     products: str = "f32"
+    panels: bool = False
 
     FIELDS = (
         "tile_m",
@@ -130,12 +137,19 @@ class Schedule:
         "parallel",
         "threads",
         "products",
+        "panels",
     )
+    #: Fields holding a bool.
+    FLAGS = ("pack", "panels")
     #: Fields holding a string, with the values each takes.
     CHOICES = {"parallel": PARALLEL_LOOPS, "products": ("f32", "bf16")}
 
     def __post_init__(self) -> None:
-        ints = {f: getattr(self, f) for f in self.FIELDS if f != "pack" and f not in self.CHOICES}
+        ints = {
+            f: getattr(self, f)
+            for f in self.FIELDS
+            if f not in self.FLAGS and f not in self.CHOICES
+        }
         for name, v in ints.items():
             if not isinstance(v, int) or isinstance(v, bool) or v < (0 if "tile_" in name else 1):
                 raise ValueError(f"schedule field {name} must be a positive integer, got {v!r}")
@@ -161,8 +175,8 @@ class Schedule:
         values: dict[str, Any] = {}
         for f in self.FIELDS:
             v = getattr(self, f)
-            if f == "products" and v == "f32":
-                continue  # the default, left out so f32 schedules print as they always did
+            if (f, v) in (("products", "f32"), ("panels", False)):
+                continue  # defaults, left out so schedules print as they always did
             if isinstance(v, bool):
                 values[f] = ir.BoolAttr.get(v)
             elif isinstance(v, int):
@@ -186,9 +200,9 @@ class Schedule:
                 raise ValueError(
                     f"unknown schedule field '{name}' (known: {', '.join(cls.FIELDS)})"
                 )
-            if name == "pack":
+            if name in cls.FLAGS:
                 if not isinstance(value, ir.BoolAttr):
-                    raise ValueError(f"schedule field pack must be a bool, got {value}")
+                    raise ValueError(f"schedule field {name} must be a bool, got {value}")
                 fields[name] = ir.BoolAttr(value).value
             elif name in cls.CHOICES:
                 if not isinstance(value, ir.StringAttr):

@@ -35,6 +35,7 @@ from ..dialects import hector_intra as intra
 from ..dialects.builders import OpAccess
 from ..passes.registry import PassFailure, register_pass
 from ..passes.walk import walk_ops
+from .schedule import bf16_inputs
 
 #: The module-level counter buffer, its reader and the clock the timers call.
 BUFFER = "__hector_kernel_profile"
@@ -78,7 +79,10 @@ class KernelInfo:
     traversal's ``x`` and ``out`` widths); ``y_width`` the traversal's ``y`` width (0 without
     ``y``). ``per_row`` names the optional per-row operands present. ``fixed_elems``: elements
     touched once per call whatever ``M`` is (a GEMM's weight, or an ``xty`` output; a
-    traversal's bias vector or unscattered sum).
+    traversal's bias vector or unscattered sum). ``dtype``: the PyTorch type a GEMM's operands
+    take (``bfloat16`` where an operand, or an argument of its function, is stored in bf16, as
+    ``hector-schedule`` chooses bf16 products; else ``float32``), the type its ``torch.mm``
+    reference is timed in.
     """
 
     index: int
@@ -92,6 +96,7 @@ class KernelInfo:
     per_row: tuple[str, ...]
     fixed_elems: int
     source: str
+    dtype: str = "float32"
 
     @property
     def name(self) -> str:
@@ -197,8 +202,21 @@ def _info(index: int, function: str, v: OpAccess) -> KernelInfo:
         else:
             n = _last(v.operand("out"), "out", op)
             fixed = _elements(v.operand("weight"), "weight", op)
+        stored = [ir.MemRefType(v.operand(r).type).element_type for r in ("a", "weight")]
+        bf16 = bf16_inputs(op) or any(isinstance(t, ir.BF16Type) for t in stored)
         return KernelInfo(
-            index, function, "gemm", variant, v.attr("epilogue"), k, n, 0, per_row, fixed, source
+            index,
+            function,
+            "gemm",
+            variant,
+            v.attr("epilogue"),
+            k,
+            n,
+            0,
+            per_row,
+            fixed,
+            source,
+            "bfloat16" if bf16 else "float32",
         )
     fn, reduce = v.attr("fn"), v.attr("reduce")
     y = v.operand("y")
@@ -225,9 +243,12 @@ def _int(value: int) -> ir.IntegerAttr:
 
 
 def _metadata(k: KernelInfo) -> ir.DictAttr:
-    """``k`` as the dictionary the module attribute holds (read back by :func:`read_kernels`)."""
+    """``k`` as the dictionary the module attribute holds (read back by :func:`read_kernels`;
+    ``dtype`` only where it is not ``float32``)."""
+    dtype = {} if k.dtype == "float32" else {"dtype": ir.StringAttr.get(k.dtype)}
     return ir.DictAttr.get(
         {
+            **dtype,
             "function": ir.StringAttr.get(k.function),
             "template": ir.StringAttr.get(k.template),
             "variant": ir.StringAttr.get(k.variant),
@@ -270,6 +291,7 @@ def read_kernels(module_op: ir.Operation) -> list[KernelInfo]:
                 tuple(ir.StringAttr(r).value for r in ir.ArrayAttr(d["per_row"])),
                 number("fixed_elems"),
                 text("source"),
+                text("dtype") if "dtype" in d else "float32",
             )
         )
     return out

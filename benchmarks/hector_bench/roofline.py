@@ -10,8 +10,9 @@ in the same process at the same ``torch.get_num_threads()``:
 * ``torch_mm_gflops`` (and ``torch_mm_gflops_1thread``; a GEMM's ``fraction_of_torch_mm`` is
   against the better of the two) — ``torch.mm`` on the GEMM template's own shape
   (``[M, K] @ [K, N]`` for ``xw``, ``[M, K] @ [N, K]ᵀ`` for ``xwt``, ``[M, K]ᵀ @ [M, N]`` for
-  ``xty``), contiguous operands, one weight: the dense GEMM the template would be if its rows
-  were packed;
+  ``xty``), contiguous operands, one weight, in the template's own type (``dtype``: bfloat16
+  where its operands are stored in bf16 and it multiplies bf16 pairs, else float32): the dense
+  GEMM the template would be if its rows were packed;
 * ``copy_gbps`` — ``Tensor.copy_`` of 64 MiB (bytes read + written per second; the better of
   the two thread counts): the memory ceiling a traversal (memory-bound) is compared with.
 
@@ -51,7 +52,9 @@ METHOD = (
     "better of the two): fraction_of_torch_mm = gflops / torch_mm_best_gflops, the better of "
     "the two, since on a shared machine a multi-threaded torch.mm of a small shape can lose "
     "more to descheduled threads than it gains; gemm_fraction_of_torch_mm = torch_mm_ms "
-    "(the GEMM templates' flops at torch_mm_best_gflops) / gemm_min_ms"
+    "(the GEMM templates' flops at torch_mm_best_gflops) / gemm_min_ms; a gradient pair's "
+    "xwt reads no time (it runs in its xty's timer): pair_fraction_of_torch_mm on the xty = "
+    "torch.mm's time for both products' work / the xty's min_ms"
 )
 
 
@@ -113,41 +116,47 @@ def torch_mm_gflops(
     n: int,
     threads: int | None = None,
     budget_s: float = REFERENCE_SECONDS,
+    dtype: str = "float32",
 ) -> float | None:
     """``torch.mm``'s GFLOP/s (``2·M·K·N`` per call, fastest call of about ``budget_s``) on the
-    shape of a GEMM template of ``variant``, at ``threads`` (default:
-    ``torch.get_num_threads()``); None for an empty shape."""
+    shape of a GEMM template of ``variant``, in ``dtype`` (a ``torch`` type's name), at
+    ``threads`` (default: ``torch.get_num_threads()``); None for an empty shape."""
     import torch
 
     if threads is not None and threads != torch.get_num_threads():
         before = torch.get_num_threads()
         torch.set_num_threads(threads)
         try:
-            return torch_mm_gflops(variant, m, k, n, budget_s=budget_s)
+            return torch_mm_gflops(variant, m, k, n, budget_s=budget_s, dtype=dtype)
         finally:
             torch.set_num_threads(before)
 
     if min(m, k, n) <= 0:
         return None
     gen = torch.Generator().manual_seed(0)
-    a = torch.randn(m, k, generator=gen)
+    kind = getattr(torch, dtype)
+
+    def randn(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=gen).to(kind)
+
+    a = randn(m, k)
     # Into a preallocated output, as a template writes its caller's buffer: a fresh [M, N]
     # result per call would time the allocator's page faults too.
     if variant == "xty":
-        g = torch.randn(m, n, generator=gen)
-        at, dw = a.t(), torch.empty(k, n)
+        g = randn(m, n)
+        at, dw = a.t(), torch.empty(k, n, dtype=kind)
 
         def call() -> object:
             return torch.mm(at, g, out=dw)
     elif variant == "xwt":
-        w = torch.randn(n, k, generator=gen)
-        wt, out = w.t(), torch.empty(m, n)
+        w = randn(n, k)
+        wt, out = w.t(), torch.empty(m, n, dtype=kind)
 
         def call() -> object:
             return torch.mm(a, wt, out=out)
     else:
-        w = torch.randn(k, n, generator=gen)
-        out = torch.empty(m, n)
+        w = randn(k, n)
+        out = torch.empty(m, n, dtype=kind)
 
         def call() -> object:
             return torch.mm(a, w, out=out)
@@ -198,6 +207,7 @@ def kernel_rows(entries: Iterable[Any]) -> list[dict[str, Any]]:
                 "M": m,
                 "K": k.k,
                 "N": k.n,
+                "dtype": k.dtype,
                 "calls": t.calls,
                 "ms": _round(t.ms),
                 "min_ms": _round(t.min_ms),
@@ -211,15 +221,16 @@ def kernel_rows(entries: Iterable[Any]) -> list[dict[str, Any]]:
             rows.append(row)
             timings.append(t)
     shapes = {
-        (r["variant"], r["M"], r["K"], r["N"], threads): None
+        (r["variant"], r["M"], r["K"], r["N"], threads, r["dtype"]): None
         for r in rows
         if r["template"] == "gemm"
         for threads in (None, 1)
     }
-    references: dict[tuple[str, int, int, int, int | None], float | None] = {}
+    references: dict[tuple[str, int, int, int, int | None, str], float | None] = {}
     for _ in range(REFERENCE_ROUNDS):
         for shape in shapes:
-            got = torch_mm_gflops(*shape)
+            variant, m, k, n, threads, dtype = shape
+            got = torch_mm_gflops(variant, m, k, n, threads, dtype=dtype)
             old = references.get(shape)
             references[shape] = got if old is None or (got is not None and got > old) else old
     for row, t in zip(rows, timings, strict=True):
@@ -227,7 +238,8 @@ def kernel_rows(entries: Iterable[Any]) -> list[dict[str, Any]]:
             continue
         for threads, key in ((None, "torch_mm_gflops"), (1, "torch_mm_gflops_1thread")):
             row[key] = _round(
-                references[(row["variant"], row["M"], row["K"], row["N"], threads)], 3
+                references[(row["variant"], row["M"], row["K"], row["N"], threads, row["dtype"])],
+                3,
             )
         refs = [row["torch_mm_gflops"], row["torch_mm_gflops_1thread"]]
         ref = max((r for r in refs if r is not None), default=None)
@@ -235,7 +247,48 @@ def kernel_rows(entries: Iterable[Any]) -> list[dict[str, Any]]:
         row["fraction_of_torch_mm"] = (
             _round(t.gflops / ref) if t.gflops is not None and ref else None
         )
+    _pair_fractions(rows)
     return rows
+
+
+def _mm_seconds(row: dict[str, Any]) -> float | None:
+    """The seconds ``torch.mm`` takes for a GEMM row's work at its best reference."""
+    ref = row.get("torch_mm_best_gflops")
+    return row["flops"] / (ref * 1e9) if ref else None
+
+
+def _pair_fractions(rows: list[dict[str, Any]]) -> None:
+    """A gradient pair (``hector-pair-gradient-gemms``: an ``xwt`` computed inside the tiles
+    of the ``xty`` after it, on the same rows) has one timer, the ``xty``'s; its ``xwt`` row
+    reads no time. Each such ``xwt`` is matched with the first later ``xty`` of its function
+    over the same ``M`` rows; both rows get ``paired_with`` (the other's name), and the ``xty``
+    gets ``pair_fraction_of_torch_mm``: ``torch.mm``'s time for both products' work over the
+    pair's fastest call (its ``fraction_of_torch_mm`` counts the ``xty``'s work alone)."""
+    for i, xwt in enumerate(rows):
+        if xwt["variant"] != "xwt" or xwt["template"] != "gemm" or xwt["gflops"] is not None:
+            continue
+        xty = next(
+            (
+                r
+                for r in rows[i + 1 :]
+                if r["function"] == xwt["function"]
+                and r["template"] == "gemm"
+                and r["variant"] == "xty"
+                and r["M"] == xwt["M"]
+                and "paired_with" not in r
+            ),
+            None,
+        )
+        if xty is None:
+            continue
+        xwt["paired_with"], xty["paired_with"] = xty["name"], xwt["name"]
+        mm = [_mm_seconds(xwt), _mm_seconds(xty)]
+        seconds = xty["min_ms"] / 1e3
+        xty["pair_fraction_of_torch_mm"] = (
+            _round(sum(m for m in mm if m is not None) / seconds)
+            if seconds > 0 and None not in mm
+            else None
+        )
 
 
 def summary(rows: list[dict[str, Any]], ceiling_gbps: float | None) -> dict[str, Any]:
@@ -283,6 +336,7 @@ _KERNEL_COLUMNS = [
     ("M", "M"),
     ("K", "K"),
     ("N", "N"),
+    ("dtype", "type"),
     ("ms", "mean ms"),
     ("min_ms", "min ms"),
     ("gflops", "GFLOP/s"),
@@ -290,6 +344,7 @@ _KERNEL_COLUMNS = [
     ("torch_mm_gflops", "torch.mm GFLOP/s"),
     ("torch_mm_gflops_1thread", "(1 thread)"),
     ("fraction_of_torch_mm", "of torch.mm"),
+    ("pair_fraction_of_torch_mm", "pair of torch.mm"),
     ("fraction_of_copy_gbps", "of copy GB/s"),
 ]
 

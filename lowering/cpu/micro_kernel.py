@@ -6,12 +6,17 @@ rewritten by a transform-dialect script built here (:func:`micro_kernel_script`)
 accumulators hoisted out of the reduction loop, so they stay in registers. A tile of bf16 pairs
 multiplies through the pair dot-product micro-kernel of :mod:`~hector.lowering.cpu.bf16`
 instead (:func:`product` picks).
+
+An f32 ``xw`` tile whose output is wider than one register block multiplies by the weight packed
+in column panels (:func:`panel_product`, ``packing.weight_panels``): panel by panel, so a panel
+``[K, tile_n]`` is read contiguously and stays in cache while every register block of the tile's
+rows uses it, optionally in reduction blocks of ``tile_k`` steps (the schedule's choice).
 """
 
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import linalg, transform
+from mlir.dialects import arith, linalg, transform
 from mlir.dialects.transform import interpreter, structured
 from mlir.dialects.transform import vector as transform_vector
 
@@ -19,6 +24,8 @@ from ...passes.registry import PassFailure
 from ...passes.walk import walk_ops
 from .. import templates as T
 from . import bf16
+from .packing import view
+from .workers import leading_slice
 
 Value = T.Value
 
@@ -53,6 +60,44 @@ def product(b: T.Body, lhs: Value, rhs: Value, acc: Value, block: tuple[int, int
         bf16.matmul(b, lhs, rhs, acc, block)
     else:
         marked_matmul(lhs, rhs, acc, block)
+
+
+def reduction_blocks(k_extent: int, tile_k: int) -> tuple[int, int, int]:
+    """``(depth, full, rest)``: a reduction of ``k_extent`` steps in blocks of ``depth`` (all
+    of it when ``tile_k`` is 0 or 1, the micro-kernel's own step, or not below ``k_extent``),
+    ``full`` steps in whole blocks and ``rest`` steps in a last, shorter block."""
+    depth = tile_k if 1 < tile_k < k_extent else k_extent
+    full = k_extent // depth * depth
+    return depth, full, k_extent - full
+
+
+def panel_product(
+    b: T.Body, lhs: Value, panels: Value, acc: Value, block: tuple[int, int], tile_k: int
+) -> None:
+    """``acc += lhs @ W`` for ``lhs`` ``[rows, K]`` and ``W`` packed in column panels
+    ``[N / tile_n, K, tile_n]`` (``packing.weight_panels``): reduction block by block
+    (:func:`reduction_blocks`), then panel by panel, each panel's product one marked matmul
+    over the tile's rows (the micro-kernel tiles it to register blocks, rows inner), so the
+    panel's block is read from cache by every register block. Between reduction blocks the
+    accumulators are stored to ``acc`` and loaded again."""
+    rows, k_extent = T.static_dim(lhs, 0), T.static_dim(lhs, 1)
+    count, tile_n = T.static_dim(panels, 0), T.static_dim(panels, 2)
+    depth, full, rest = reduction_blocks(k_extent, tile_k)
+    c0, c1 = b.index(0), b.index(1)
+
+    def reduction_block(k0: Value, steps: int) -> None:
+        with b.loop(c0, b.index(count), c1) as j:
+            panel = view(leading_slice(panels, j), [k0, 0], [steps, tile_n])
+            out = view(acc, [0, arith.muli(j, b.index(tile_n))], [rows, tile_n])
+            marked_matmul(view(lhs, [0, k0], [rows, steps]), panel, out, block)
+
+    if full == depth:
+        reduction_block(c0, depth)
+    elif full:
+        with b.loop(c0, b.index(full), b.index(depth)) as k0:
+            reduction_block(k0, depth)
+    if rest:
+        reduction_block(b.index(full), rest)
 
 
 def micro_kernel_blocks(module_op: ir.Operation) -> list[list[int]]:

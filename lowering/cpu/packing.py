@@ -185,3 +185,45 @@ class TransposedSlice:
             memref.store(t, self.current, [self.b.index(0)])
             scf.yield_([])
         return held
+
+
+def view(source: Value, offsets: list[Value | int], sizes: list[int]) -> Value:
+    """``source[offsets : offsets + sizes]`` (unit steps) as a strided view of static
+    ``sizes``, its offset dynamic."""
+    shape = ir.MemRefType(source.type)
+    strides, _ = shape.get_strides_and_offset()
+    dyn = ir.ShapedType.get_dynamic_size()
+    layout = ir.StridedLayoutAttr.get(dyn, list(strides))
+    result = ir.MemRefType.get(sizes, shape.element_type, layout)
+    return memref.subview(source, offsets, sizes, [1] * shape.rank, result_type=result)
+
+
+def weight_panels(b: T.Body, weight: Value, tile_n: int) -> Value:
+    """A new buffer holding ``weight`` (``[K, N]`` or ``[R, K, N]``, any stored type) in
+    column panels ``[N / tile_n, K, tile_n]`` per slice, in f32: the register block's
+    right-hand rows, contiguous down the reduction; the caller frees it."""
+    shape = ir.MemRefType(weight.type)
+    dims = [shape.get_dim_size(i) for i in range(shape.rank)]
+    k_extent, n_extent = dims[-2], dims[-1]
+    lead = dims[:-2]
+    panels = memref.alloc(
+        ir.MemRefType.get([*lead, n_extent // tile_n, k_extent, tile_n], T.f32_type()), [], []
+    )
+    vtype = ir.VectorType.get([tile_n], T.f32_type())
+    src_map = ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(shape.rank, 1))
+    dst_map = ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(shape.rank + 1, 1))
+    c0, c1 = b.index(0), b.index(1)
+
+    def fill(at: list[Value]) -> None:
+        with b.loop(c0, b.index(k_extent), c1) as k:
+            with b.loop(c0, b.index(n_extent // tile_n), c1) as j:
+                col = arith.muli(j, b.index(tile_n))
+                row = T.read_vector(vtype, weight, [*at, k, col], src_map, [True])
+                vector.transfer_write(None, row, panels, [*at, j, k, c0], dst_map, [True])
+
+    if not lead:
+        fill([])
+    else:
+        with b.loop(c0, b.index(lead[0]), c1) as t:
+            fill([t])
+    return panels

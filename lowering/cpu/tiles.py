@@ -16,7 +16,13 @@
   ``templates``.
 * **Micro-kernel** (:mod:`~hector.lowering.cpu.micro_kernel`). Each tile's product is rewritten
   to an ``unroll × tile_n`` register block of accumulators by a transform-dialect script, or
-  multiplied in bf16 pairs (:mod:`~hector.lowering.cpu.bf16`).
+  multiplied in bf16 pairs (:mod:`~hector.lowering.cpu.bf16`). An f32 ``xw`` whose schedule
+  says ``panels`` multiplies by its weight packed once per call in column panels
+  (``packing.weight_panels``), panel by panel and in reduction blocks of the schedule's
+  ``tile_k`` (``micro_kernel.panel_product``): read in place, each step of the reduction
+  reads a weight row ``N`` elements past the last, and at a power-of-two width (a row of
+  4 KiB at ``N = 1024``) those rows fall into the same few cache sets and a new page every
+  step, which the hardware prefetchers do not cross.
 
 Epilogues move whole rows as vectors. The scheduled traversal template is
 :mod:`~hector.lowering.cpu.traversal`.
@@ -34,12 +40,13 @@ from ...dialects import hector_intra as intra
 from ...dialects.builders import OpAccess
 from .. import templates as T
 from . import bf16
-from .micro_kernel import exact, marked_matmul, product
+from .micro_kernel import exact, marked_matmul, panel_product, product
 from .packing import (
     TransposedSlice,
     pack_gradients,
     pack_row_vectors,
     transpose_into,
+    weight_panels,
     worker_buffer,
 )
 from .workers import Workers, leading_slice
@@ -180,11 +187,13 @@ MAX_TILE_N = 32
 def check_gemm_schedule(v: OpAccess, s: intra.Schedule) -> None:
     """Refuse a packed GEMM schedule the micro-kernel cannot take (``ValueError``): its
     register block must divide the tile's product, so every block has static shapes."""
+    variant = v.attr("variant")
+    if s.panels and (not s.pack or variant != "xw" or s.products == bf16.BF16):
+        raise ValueError("weight panels are for packed xw tiles of f32 products")
     if not s.pack:
         if s.products == bf16.BF16:
             raise ValueError("bf16 products multiply packed tiles: the schedule must pack")
         return
-    variant = v.attr("variant")
     k_extent = T.static_dim(v.operand("a"), 1)
     n_extent = T.width(v.operand("weight") if variant == "xty" else v.operand("out"))
     rows = k_extent if variant == "xty" else s.tile_m
@@ -275,15 +284,13 @@ def lower_gemm(v: OpAccess, s: intra.Schedule, partner: Partner | None = None) -
         return
     ntiles = arith.ceildivui(m, b.index(s.tile_m))
     if intra.reduction_split(v, s) != "slices":
-        pairs = None
-        if s.products == bf16.BF16 and v.attr("variant") == "xw":
-            pairs = bf16.weight_pairs(b, b.ops["weight"])  # once per call, read by every tile
+        packed = _packed_weight(b, v, s)  # once per call, read by every tile
         workers = _workers_for_gemm(b, v, s)
-        gemm_tiles = _GemmTiles.of(v, s, m, _out_slice, False, pairs, partner)
+        gemm_tiles = _GemmTiles.of(v, s, m, _out_slice, False, packed, partner)
         workers.each(ntiles, gemm_tiles.worker)
         workers.finish()
-        if pairs is not None:
-            memref.dealloc(pairs)
+        if packed is not None:
+            memref.dealloc(packed)
         return
     # A weight gradient per slice: with rows sorted by slice, each slice but a worker's first
     # is accumulated by that worker alone, straight into out (_sorted_weight_gradient); rows
@@ -301,6 +308,22 @@ def lower_gemm(v: OpAccess, s: intra.Schedule, partner: Partner | None = None) -
         workers.each(ntiles, _GemmTiles.of(v, s, m, _out_slice, False, None, partner).worker)
         workers.finish()
         scf.yield_([])
+
+
+def uses_panels(v: OpAccess, s: intra.Schedule) -> bool:
+    """Whether a packed GEMM multiplies by its weight in column panels: its schedule says
+    ``panels`` (:func:`check_gemm_schedule` accepts that only of an f32 ``xw``)."""
+    return s.panels and s.pack
+
+
+def _packed_weight(b: T.Body, v: OpAccess, s: intra.Schedule) -> Value | None:
+    """An ``xw``'s weight packed once per call for its tiles: in bf16 pairs for bf16
+    products, in column panels where :func:`uses_panels`; else None (read in place)."""
+    if s.products == bf16.BF16 and v.attr("variant") == "xw":
+        return bf16.weight_pairs(b, b.ops["weight"])
+    if uses_panels(v, s):
+        return weight_panels(b, b.ops["weight"], s.tile_n)
+    return None
 
 
 def _sorted_index(b: T.Body, role: str, m: Value) -> Value:
@@ -387,15 +410,18 @@ def _add_into(b: T.Body, dest: Value, src: Value) -> None:
 class _GemmTiles:
     """What every worker's tiles of one scheduled GEMM share. ``dest_of`` gives where an
     ``xty`` run of slice ``t`` accumulates; with ``owned`` its short runs go row at a time into
-    the same place. With bf16 products an ``xw`` multiplies by ``weight_pairs``, its weight in
-    pairs. An ``xty``'s ``partner`` is the plan of an ``xwt`` whose rows are its packed row
-    gradients (:func:`lower_gradient_pair`)."""
+    the same place. An ``xw`` multiplies by ``packed_weight`` where it has one: its weight in
+    bf16 pairs, or in f32 column panels (``panels``), in reduction blocks of ``tile_k``. An
+    ``xty``'s ``partner`` is the plan of an ``xwt`` whose rows are its packed row gradients
+    (:func:`lower_gradient_pair`)."""
 
     v: OpAccess
     rows: Value
     dest_of: Destination
     owned: bool
-    weight_pairs: Value | None
+    packed_weight: Value | None
+    panels: bool
+    tile_k: int
     variant: str
     epilogue: str
     per_slice: int | None
@@ -416,7 +442,7 @@ class _GemmTiles:
         m: Value,
         dest_of: Destination,
         owned: bool,
-        weight_pairs: Value | None = None,
+        packed_weight: Value | None = None,
         partner: Partner | None = None,
     ) -> _GemmTiles:
         """The tiles of GEMM ``v`` under schedule ``s``, over its ``m`` rows (an ``xty``'s
@@ -430,7 +456,9 @@ class _GemmTiles:
             rows=m,
             dest_of=dest_of,
             owned=owned,
-            weight_pairs=weight_pairs,
+            packed_weight=packed_weight,
+            panels=packed_weight is not None and uses_panels(v, s),
+            tile_k=s.tile_k,
             variant=variant,
             epilogue=v.attr("epilogue"),
             per_slice=per_slice,
@@ -527,10 +555,13 @@ class _WorkerTiles:
         if self.transposed is not None:
             rhs_slice = self.transposed.of(t)
         else:
-            held = plan.weight_pairs if plan.weight_pairs is not None else wb.ops["weight"]
+            held = plan.packed_weight if plan.packed_weight is not None else wb.ops["weight"]
             rhs_slice = held if t is None else leading_slice(held, t)
         if plan.pairs:  # the pair micro-kernel starts its accumulators at zero
             bf16.matmul(wb, lhs, rhs_slice, self.acc, plan.block, fresh=True)
+        elif plan.panels:
+            linalg.fill(wb.f32(0.0), outs=[self.acc])
+            panel_product(wb, lhs, rhs_slice, self.acc, plan.block, plan.tile_k)
         else:
             linalg.fill(wb.f32(0.0), outs=[self.acc])
             marked_matmul(lhs, rhs_slice, self.acc, plan.block)

@@ -39,6 +39,12 @@ _lowers = HANDLERS.register
 ELEMENTWISE_WRITERS = frozenset(
     f"hector_inter.{name}" for name in ("add", "scale", "dot", "unary", "unary_grad")
 )
+#: Ops whose handler writes their result with one GEMM whose ``store`` epilogue writes each row
+#: once (:func:`_linear`), rounding it from the f32 it summed: such a GEMM can write a
+#: half-precision output itself as well.
+STORING_GEMMS = frozenset(
+    f"hector_inter.{name}" for name in ("typed_linear", "typed_linear_transposed")
+)
 
 
 def lower(lw: FunctionLowering, op: ir.Operation) -> None:

@@ -126,3 +126,27 @@ func.func @read_again(%g: !hector_inter.graph, %x: tensor<?x8xf32> {hector.kind 
   %r = "hector_inter.unary"(%h) {fn = "relu", slope = 0.0 : f32} : (tensor<?x8xf32>) -> tensor<?x8xf32>
   return %h, %r : tensor<?x8xf32>, tensor<?x8xf32>
 }
+
+// -----
+
+// A typed linear returned alone in bf16: its GEMM's store epilogue writes each row once, so it
+// rounds into the half output itself (no f32 buffer and copy after it); the scheduled tile
+// rounds each row of its f32 accumulators as one vector as it stores it. A typed linear that
+// another op also reads keeps its f32 buffer and the copy.
+// CHECK-LABEL: func.func @linear_result
+// CHECK-SAME: %[[X:[^:]*]]: memref<?x16xf32>, %[[W:[^:]*]]: memref<16x32xf32>, %[[W2:[^:]*]]: memref<16x32xf32>, %[[OUT:[^:]*]]: memref<?x32xbf16>, %[[OUT1:[^:]*]]: memref<?x32xbf16>, %{{[^:]*}}: memref<?x32xf32>)
+// CHECK: "hector_intra.gemm_template"(%[[X]], %[[W]], %[[OUT]]) {{.*}}epilogue = "store"{{.*}} : (memref<?x16xf32>, memref<16x32xf32>, memref<?x32xbf16>) -> ()
+// CHECK: %[[H:.*]] = memref.alloc(%{{.*}}) : memref<?x32xf32>
+// CHECK: "hector_intra.gemm_template"(%[[X]], %[[W2]], %[[H]])
+// CHECK: "hector_intra.traversal_template"(%[[H]], %[[OUT1]]) {{.*}}fn = "copy"
+// LOOPS-LABEL: func.func private @linear_result_template0
+// LOOPS: %[[ROW:.*]] = vector.transfer_read %{{.*}} : memref<32x32xf32>, vector<32xf32>
+// LOOPS: arith.bitcast %[[ROW]] : vector<32xf32> to vector<32xi32>
+// LOOPS: %[[H16:.*]] = arith.bitcast %{{.*}} : vector<32xi16> to vector<32xbf16>
+// LOOPS: vector.transfer_write %[[H16]], %{{.*}} : vector<32xbf16>, memref<?x32xbf16>
+func.func @linear_result(%g: !hector_inter.graph, %x: tensor<?x16xf32> {hector.kind = "node"}, %w: tensor<16x32xf32>, %w2: tensor<16x32xf32>) -> (tensor<?x32xf32> {hector.storage = bf16}, tensor<?x32xf32> {hector.storage = bf16}, tensor<?x32xf32>) {
+  %y = "hector_inter.typed_linear"(%g, %x, %w) {slice = "none"} : (!hector_inter.graph, tensor<?x16xf32>, tensor<16x32xf32>) -> tensor<?x32xf32>
+  %y1 = "hector_inter.typed_linear"(%g, %x, %w2) {slice = "none"} : (!hector_inter.graph, tensor<?x16xf32>, tensor<16x32xf32>) -> tensor<?x32xf32>
+  %r = "hector_inter.unary"(%y1) {fn = "relu", slope = 0.0 : f32} : (tensor<?x32xf32>) -> tensor<?x32xf32>
+  return %y, %y1, %r : tensor<?x32xf32>, tensor<?x32xf32>, tensor<?x32xf32>
+}

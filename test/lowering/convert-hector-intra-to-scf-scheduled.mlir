@@ -359,3 +359,46 @@ func.func @rows_too_wide_for_a_scratch_row(%src: memref<?xi32>, %dst: memref<?xi
       : (memref<?xi32>, memref<?xi32>, memref<?x4097xf32>, memref<?x1xf32>, memref<?x4097xf32>) -> ()
   return
 }
+
+// CHECK-LABEL: func.func @weight_panels
+// An f32 xw whose schedule says panels (64 columns, tile_n = 32) multiplies by its weight
+// packed once per call in column panels [2, K, 32], a weight row of 32 at a time; it is freed
+// after the tiles.
+// CHECK: %[[PANELS:.*]] = memref.alloc() : memref<2x40x32xf32>
+// CHECK: vector.transfer_read %{{.*}} : memref<40x64xf32>, vector<32xf32>
+// CHECK: vector.transfer_write %{{.*}}, %[[PANELS]][%{{.*}}, %{{.*}}, %{{.*}}] {{.*}} : vector<32xf32>, memref<2x40x32xf32>
+// CHECK: %[[TILE:.*]] = memref.alloca() : memref<8x40xf32>
+// CHECK: %[[ACC:.*]] = memref.alloca() : memref<8x64xf32>
+// tile_k = 16 splits the reduction of 40 steps: two whole blocks in a loop, then the last 8.
+// CHECK: %[[REST:.*]] = memref.subview %[[TILE]][0, 32] [8, 8] [1, 1]
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[ACC]] : memref<8x64xf32>)
+// CHECK: scf.for %[[K0:.*]] = %c0 to %c32 step %c16 {
+// CHECK: memref.subview %[[TILE]][0, %[[K0]]] [8, 16] [1, 1]
+// Within a block, panel by panel; the panel's rows of the block, the accumulators' columns.
+// CHECK: scf.for %[[J:.*]] = %c0 to %c2 step %c1 {
+// CHECK: %[[PANEL:.*]] = memref.subview %[[PANELS]][%[[J]], 0, 0] [1, 40, 32]
+// CHECK: memref.subview %[[PANEL]][%[[K0]], 0] [16, 32] [1, 1]
+// CHECK: memref.subview %[[ACC]][0, %{{.*}}] [8, 32] [1, 1] : memref<8x64xf32> to memref<8x32xf32, strided<[64, 1], offset: ?>>
+// The register blocks run over the tile's rows inside the panel (rows inner), each over the
+// block's 16 steps, reading the panel's row as one contiguous vector.
+// CHECK: scf.for %{{.*}} = %c0 to %c8 step %c2 {
+// CHECK: scf.for %{{.*}} = %c0 to %c16 step %c1 {
+// CHECK: vector.transfer_read {{.*}} : memref<1x32xf32, strided<[32, 1], offset: ?>>, vector<1x32xf32>
+// CHECK: arith.addf {{.*}} fastmath<contract> : vector<2x32xf32>
+// The last, shorter block: 8 steps from step 32.
+// CHECK: scf.for %[[J2:.*]] = %c0 to %c2 step %c1 {
+// CHECK: %[[PANEL2:.*]] = memref.subview %[[PANELS]][%[[J2]], 0, 0] [1, 40, 32]
+// CHECK: memref.subview %[[PANEL2]][32, 0] [8, 32] [1, 1]
+// CHECK: scf.for %{{.*}} = %c0 to %c8 step %c1 {
+// CHECK: memref.subview %[[REST]]
+// CHECK: memref.dealloc %[[PANELS]] : memref<2x40x32xf32>
+func.func @weight_panels(%x: memref<?x40xf32>, %w: memref<40x64xf32>, %out: memref<?x64xf32>) {
+  "hector_intra.gemm_template"(%x, %w, %out)
+      {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>,
+       schedule = {pack = true, panels = true, parallel = "none", threads = 1 : i64,
+                   tile_k = 16 : i64, tile_m = 8 : i64, tile_n = 32 : i64, unroll = 2 : i64,
+                   vector = 32 : i64}}
+      : (memref<?x40xf32>, memref<40x64xf32>, memref<?x64xf32>) -> ()
+  return
+}

@@ -6,7 +6,7 @@
 // TARGET: error: hector-schedule: unknown target 'fpga' (known: cpu
 
 func.func @unknown_field(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
-  // expected-error@+1 {{invalid schedule: unknown schedule field 'tiles' (known: tile_m, tile_n, tile_k, vector, unroll, pack, parallel, threads, products)}}
+  // expected-error@+1 {{invalid schedule: unknown schedule field 'tiles' (known: tile_m, tile_n, tile_k, vector, unroll, pack, parallel, threads, products, panels)}}
   "hector_intra.gemm_template"(%x, %w, %out)
       {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
        operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>, schedule = {tiles = 4 : i64}}
@@ -46,6 +46,19 @@ func.func @block_too_wide(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memr
        operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>,
        schedule = {pack = true, tile_m = 8 : i64, tile_n = 16 : i64, unroll = 3 : i64}}
       : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
+  return
+}
+
+// -----
+
+// Weight panels are for f32 xw tiles: a weight gradient's right operand is its row gradients.
+func.func @panels_of_a_weight_gradient(%x: memref<?x16xf32>, %dy: memref<?x64xf32>, %dw: memref<16x64xf32>) {
+  // expected-error@+1 {{invalid schedule: weight panels are for packed xw tiles of f32 products}}
+  "hector_intra.gemm_template"(%x, %dy, %dw)
+      {variant = "xty", epilogue = "add", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>,
+       schedule = {pack = true, panels = true, tile_m = 8 : i64, tile_n = 32 : i64, unroll = 2 : i64}}
+      : (memref<?x16xf32>, memref<?x64xf32>, memref<16x64xf32>) -> ()
   return
 }
 

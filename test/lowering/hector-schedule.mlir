@@ -26,6 +26,39 @@ func.func @rgcn_messages(%x: memref<?x64xf32>, %w: memref<3x64x64xf32>, %src: me
   return
 }
 
+// CHECK-LABEL: func.func @wide_reduction
+// A weight 1024 columns wide (a row of 4 KiB, a page) is multiplied in column panels; a
+// reduction of 8200 steps would make a panel [K, 32] of 8200 x 32 x 4 bytes, past PANEL_BYTES
+// (512 KiB), so tile_k splits it into blocks of 4096 steps (the last one shorter).
+// CHECK: schedule = {pack = true, panels = true, parallel = "rows", threads = 2 : i64, tile_k = 4096 : i64, tile_m = 32 : i64, tile_n = 32 : i64, unroll = 4 : i64, vector = 32 : i64}
+// A reduction of 4096 steps fits: one block (tile_k = 1, the micro-kernel's own step).
+// CHECK-LABEL: func.func @panel_fits
+// CHECK: schedule = {pack = true, panels = true, parallel = "rows", threads = 2 : i64, tile_k = 1 : i64, tile_m = 32 : i64
+// 512 columns (2 KiB rows) keep the weight as it is, whatever the reduction.
+// CHECK-LABEL: func.func @no_panels
+// CHECK: schedule = {pack = true, parallel = "rows", threads = 2 : i64, tile_k = 1 : i64, tile_m = 32 : i64, tile_n = 32 : i64
+func.func @wide_reduction(%x: memref<?x8200xf32>, %w: memref<8200x1024xf32>, %out: memref<?x1024xf32>) {
+  "hector_intra.gemm_template"(%x, %w, %out)
+      {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>}
+      : (memref<?x8200xf32>, memref<8200x1024xf32>, memref<?x1024xf32>) -> ()
+  return
+}
+func.func @panel_fits(%x: memref<?x4096xf32>, %w: memref<4096x1024xf32>, %out: memref<?x1024xf32>) {
+  "hector_intra.gemm_template"(%x, %w, %out)
+      {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>}
+      : (memref<?x4096xf32>, memref<4096x1024xf32>, memref<?x1024xf32>) -> ()
+  return
+}
+func.func @no_panels(%x: memref<?x8200xf32>, %w: memref<8200x512xf32>, %out: memref<?x512xf32>) {
+  "hector_intra.gemm_template"(%x, %w, %out)
+      {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>}
+      : (memref<?x8200xf32>, memref<8200x512xf32>, memref<?x512xf32>) -> ()
+  return
+}
+
 // CHECK-LABEL: func.func @narrow
 // Five output columns: no vector block divides them, so rows stay one at a time (unpacked),
 // spread over the workers all the same.

@@ -137,6 +137,53 @@ def test_torch_mm_reference_is_measured_per_variant() -> None:
     assert roofline.torch_mm_gflops("xw", 0, 8, 8) is None
 
 
+def test_torch_mm_reference_is_measured_in_the_kernels_type() -> None:
+    for variant in ("xw", "xwt", "xty"):
+        assert roofline.torch_mm_gflops(variant, 64, 8, 8, dtype="bfloat16") > 0
+
+
+def test_gemms_on_bf16_storage_are_profiled_as_bfloat16(monkeypatch) -> None:
+    """A GEMM whose operands, or whose function's arguments, are stored in bf16 is recorded
+    as ``bfloat16`` (its torch.mm reference's type), through the module attribute and back;
+    the same layer on float32 inputs records ``float32`` (and leaves the key out)."""
+    g, tensors = _inputs(False)
+    for dtype, name in ((torch.bfloat16, "bfloat16"), (torch.float32, "float32")):
+        fn = _compiled(monkeypatch, profile=True)
+        with torch.no_grad():
+            fn(g, *(t.to(dtype) for t in tensors))
+        entry = _entry(fn)
+        gemms = [t.info for t in entry.kernel_profile() if t.info.is_gemm]
+        assert gemms
+        assert {k.dtype for k in gemms} == {name}
+        assert (f'dtype = "{name}"' in entry.ir("profile")) == (name == "bfloat16")
+
+
+def test_a_gradient_pairs_time_counts_both_products() -> None:
+    """The xwt of a gradient pair reads no time (it runs in its xty's timer): the xty after it
+    on the same rows gets the pair's fraction of torch.mm, both products' work against the one
+    timer; an xty over other rows stays unpaired."""
+
+    def row(name: str, variant: str, m: int, min_ms: float, gflops: float | None) -> dict:
+        flops = 2 * m * 8 * 8
+        return {
+            "name": name, "function": "f_backward", "template": "gemm", "variant": variant,
+            "M": m, "flops": flops, "min_ms": min_ms, "gflops": gflops,
+            "torch_mm_best_gflops": 2.0,
+        }  # fmt: skip
+
+    rows = [
+        row("xwt", "xwt", 1000, 0.0, None),
+        row("other", "xty", 500, 0.1, 0.64),
+        row("xty", "xty", 1000, 0.2, 0.64),
+    ]
+    roofline._pair_fractions(rows)
+    xwt, other, xty = rows
+    assert (xwt["paired_with"], xty["paired_with"]) == ("xty", "xwt")
+    assert "paired_with" not in other
+    # torch.mm at 2 GFLOP/s: 128 kFLOP per product, 64 µs each, over the pair's 200 µs
+    assert xty["pair_fraction_of_torch_mm"] == pytest.approx(2 * 64e-6 / 200e-6)
+
+
 def test_bench_record_has_kernel_rows_and_plot(tmp_path) -> None:
     cell = gnn.Cell("rgcn", "synthetic:mag", "training", hidden=8, in_dim=8, runs=1, scale=0.0001)
     record = gnn.run_cell(cell, memory=False, quiet=True)
