@@ -141,6 +141,7 @@ class Options:
             "aggregate": True,
             "compact": self.compact,
             "autodiff": autodiff,
+            "half_saved": autodiff and self.bf16_dot,
             "fuse": self.fuse,
         }
         return [
