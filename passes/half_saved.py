@@ -134,7 +134,10 @@ def run(module_op: ir.Operation) -> None:
     with module_op.context:
         for name, (train, backward) in _pair(block).items():
             if train is None or backward is None:
+                alone = train if train is not None else backward
+                assert alone is not None
                 raise PassFailure(
-                    f"@{name}: a training function without its pair", module_op.location
+                    f"@{name}: hector-half-saved needs both @{name}_train and @{name}_backward",
+                    alone.location,
                 )
             halve(train, backward)
