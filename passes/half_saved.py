@@ -6,22 +6,23 @@ carries ``{hector.storage = bf16}``: features in bf16, the MLPerf setting; the w
 f32), the CPU computes the GEMMs of both functions on bf16 pairs (AVX512-BF16,
 ``lowering/cpu/bf16.py``), so a saved value a GEMM reads is rounded to bf16 when it is packed
 anyway. This pass gives every saved value of ``[rows, width]`` f32 rows, ``width`` at least
-:data:`MIN_WIDTH`, ``hector.storage = bf16`` — as a result of ``@f_train`` and as the
-matching argument of ``@f_backward`` — so the training step writes it once in bf16 and the
-backward reads half the bytes, as autocast keeps a bf16 matmul's result in bf16:
+:data:`MIN_WIDTH`, in the row spaces of :data:`HALVED_KINDS`, ``hector.storage = bf16`` — as
+a result of ``@f_train`` and as the matching argument of ``@f_backward`` — so the training step
+writes it once in bf16 and the backward reads half the bytes, as autocast keeps a bf16
+matmul's result in bf16:
 
 * RGCN's sums into the (destination, relation) pairs: read by the forward's scatter-GEMM and
   the backward's weight gradient, both of which round them to bf16 for their pair products
   (the same numbers);
-* RGAT's per-edge messages ``W_r h_j`` and HGT's keys, messages and node rows: rounded once,
-  as an inference program's messages are (``hector-half-messages``); the forward reads them
-  from the same bf16 buffer, so its results and gradients agree with one another.
+* RGAT's per-edge messages ``W_r h_j``: rounded once, as an inference program's messages are
+  (``hector-half-messages``); the forward reads them from the same bf16 buffer, so its
+  results and gradients agree with one another.
 
 The CPU pipeline's ``hector-half-messages`` then lets the template computing such a value
-write it in bf16 directly (no f32 buffer and copy). The pass runs only when ``hector.compile``
-computes on bf16 pairs (``Options.bf16_dot``: the CPU has AVX512-BF16); narrower values
-(attention scores, one column per head), f16 programs and programs without a bf16 argument
-are left as they are.
+write it in bf16 directly (no f32 buffer and copy; a sum becomes a segmented sum). The pass
+runs only when ``hector.compile`` computes on bf16 pairs (``Options.bf16_dot``: the CPU has
+AVX512-BF16); narrower values (attention scores, one column per head), node rows, f16
+programs and programs without a bf16 argument are left as they are.
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ from .registry import PassFailure, register_pass
 
 #: The narrowest rows saved in bf16: one 512-bit vector of f32 (narrower: per-head scores).
 MIN_WIDTH = 16
+#: The row spaces (``hector.result_kinds``) of the saved values stored in bf16: per-edge rows
+#: (RGAT's messages) and the (destination, relation) pairs (RGCN's sums). Node rows and the
+#: (source, relation) rows of compaction (HGT's keys and messages, which its attention's
+#: gradients read) stay f32: rounding them doubled HGT's weight-gradient error against f32
+#: arithmetic on the same bf16 features (``test_bf16_inputs_match_float32_on_both_paths``).
+HALVED_KINDS = frozenset({"edge", "dst_compact"})
 
 
 def _dicts(fn: ir.Operation, of: str, count: int) -> list[dict[str, ir.Attribute]]:
@@ -77,6 +84,15 @@ def halves_saved(value_type: ir.Type) -> bool:
     )
 
 
+def _result_kinds(train: ir.Operation, count: int) -> list[str]:
+    """``train``'s ``hector.result_kinds`` (``"node"``, ``"edge"``, ...; empty strings where
+    none is given)."""
+    if "hector.result_kinds" not in train.attributes:
+        return [""] * count
+    kinds = [ir.StringAttr(k).value for k in ir.ArrayAttr(train.attributes["hector.result_kinds"])]
+    return kinds + [""] * (count - len(kinds))
+
+
 def _pair(block: ir.Block) -> dict[str, tuple[ir.Operation | None, ir.Operation | None]]:
     """``@f_train`` and ``@f_backward`` of each differentiated function, by ``f``."""
     pairs: dict[str, list[ir.Operation | None]] = {}
@@ -104,6 +120,7 @@ def halve(train: ir.Operation, backward: ir.Operation) -> int:
     if saved <= 0 or len(b_args) < n_args + saved:
         return 0
     res, args = _dicts(train, "res", len(outs)), _dicts(backward, "arg", len(b_args))
+    kinds = _result_kinds(train, len(outs))
     done = 0
     for i in range(saved):
         value, arg = outs[first + i], b_args[n_args + i]
@@ -113,6 +130,8 @@ def halve(train: ir.Operation, backward: ir.Operation) -> int:
                 backward.location,
             )
         if not halves_saved(value.type) or inter.STORAGE in res[first + i]:
+            continue
+        if kinds[first + i] not in HALVED_KINDS:
             continue
         res[first + i][inter.STORAGE] = ir.TypeAttr.get(half)
         args[n_args + i][inter.STORAGE] = ir.TypeAttr.get(half)

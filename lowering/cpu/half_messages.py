@@ -52,7 +52,7 @@ epilogues and their row-at-a-time form write half outputs (``lowering/cpu/tiles.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mlir import ir
 from mlir.dialects import memref
@@ -361,29 +361,33 @@ def fold(stored: StoredCopy, summed: SummedBuffer | None) -> None:
     "segmented sums), in that type: rounded once as written, widened as read",
 )
 def run(module_op: ir.Operation) -> None:
-    """Pass entry point: every rebuilt function with half results."""
+    """Pass entry point: every rebuilt function with a half type (:func:`program_half_type`)."""
     for fn in list(module_op.regions[0].blocks[0].operations):
         fn = fn.operation
         if fn.name != "func.func" or not len(fn.regions[0].blocks):
             continue
         element = program_half_type(fn)
-        if element is None:
-            continue
-        sums = {s.alloc: s for s in sums_to_group(fn)}
-        for stored in copies_to_fold(fn):
-            summed = sums.pop(stored.alloc, None)
-            filled = any(
-                u.owner.operation.name == "linalg.fill" for u in stored.alloc.results[0].uses
-            )
-            if summed is None and (filled or intra.view(stored.writer).has("scatter_index")):
-                continue  # a sum sums_to_group declines, or a fill a writer would overwrite
-            if summed is not None and summed.sum != stored.writer:
-                continue
+        if element is not None:
+            _halve(fn, element, gradients=results_half_type(fn) is None)
+
+
+def _halve(fn: ir.Operation, element: ir.Type, gradients: bool) -> None:
+    """The half forms of ``fn``; in a backward function (``gradients``) only those that keep
+    its values' f32 bits: gradients are not rounded, so sums stay f32 (segmented) and no
+    message is narrowed."""
+    sums = {s.alloc: s for s in sums_to_group(fn)}
+    for stored in copies_to_fold(fn):
+        summed = sums.pop(stored.alloc, None)
+        filled = any(u.owner.operation.name == "linalg.fill" for u in stored.alloc.results[0].uses)
+        if summed is None and (filled or intra.view(stored.writer).has("scatter_index")):
+            continue  # a sum sums_to_group declines, or a fill a writer would overwrite
+        if summed is None or summed.sum == stored.writer:
             fold(stored, summed)
+    if not gradients:
         for alloc in messages_to_narrow(fn):
             narrow(alloc, element)
-        for summed in sums_to_group(fn):
-            segment(summed, element)
-        for op in walk_ops(fn):
-            if op.name == _TRAVERSAL and traversal.vector_dot_fits(intra.view(op)):
-                op.attributes[intra.VECTOR_DOT] = ir.UnitAttr.get()
+    for summed in sums_to_group(fn):
+        segment(replace(summed, narrow=summed.narrow and not gradients), element)
+    for op in walk_ops(fn):
+        if op.name == _TRAVERSAL and traversal.vector_dot_fits(intra.view(op)):
+            op.attributes[intra.VECTOR_DOT] = ir.UnitAttr.get()
