@@ -30,6 +30,7 @@ import argparse
 import functools
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from hector.tools import cli_args as _args
@@ -209,7 +210,7 @@ def _kernels(model: str, dtypes: list[str], ds: Any, a: argparse.Namespace) -> l
     from hector.frontends import compiled as frontend
 
     g = ds.hetero_graph()
-    steps = {}
+    steps: dict[str, tuple[Callable[[], Any], Any]] = {}
     for name in dtypes:
         layer, x = _layer(model, ds, g, a)
         # Its own compiled function: the timed layers' cache holds unprofiled kernels.
