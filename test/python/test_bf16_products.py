@@ -371,3 +371,27 @@ def test_training_saves_bf16_pair_sums_and_matches_eager_gradients(g, monkeypatc
     # The relation weights' gradient is the one computed from the saved sums.
     err, base_err = errors[0]
     assert err <= 2 * base_err, (err, base_err)
+
+
+def test_a_memory_budget_keeps_the_saved_values_in_float32(g) -> None:
+    """Under a memory budget (``placement-plan-saved`` places the saved values, which the plan
+    and the runtime's store size as f32 rows) a bf16 training step saves nothing in bf16, and
+    its gradients are those of the step without a budget to f32 rounding."""
+    torch.manual_seed(17)
+    half = torch.randn(N, WIDTH).to(torch.bfloat16)
+    weights = [
+        torch.randn(R, WIDTH, WIDTH) / WIDTH**0.5,
+        torch.randn(WIDTH, WIDTH) / WIDTH**0.5,
+        torch.randn(WIDTH),
+    ]
+    grads = {}
+    for budget in (-1.0, 0.0):
+        fn = hector.compile(_rgcn_layer, order="aggregate-first", memory_budget=budget)
+        params = [w.clone().requires_grad_() for w in weights]
+        fn(g, half, *params).square().sum().backward()
+        (entry,) = fn._cache.values()
+        grads[budget] = [p.grad for p in params]
+        if budget >= 0:
+            assert "bf16" not in _saved_storage(entry)
+    for have, want in zip(grads[0.0], grads[-1.0], strict=True):
+        assert _rel(have, want) <= 1e-3
