@@ -30,5 +30,8 @@ OPTIMIZATION_ORDER: tuple[Optimization, ...] = (
     Optimization("aggregate", "hector-aggregation-order"),
     Optimization("compact", "hector-compact-materialization"),
     Optimization("autodiff", "hector-autodiff", training_only=True),
+    # bf16 training programs on CPUs with AVX512-BF16 (Options.bf16_dot): wide saved values
+    # stored in bf16 (passes/half_saved.py).
+    Optimization("half_saved", "hector-half-saved", training_only=True),
     Optimization("fuse", "hector-fuse"),
 )

@@ -215,6 +215,7 @@ PASS_MODULES = (
     "passes.autodiff",  # hector-autodiff
     "passes.compact",  # hector-compact-materialization
     "passes.fuse",  # hector-fuse, hector-dce-cse
+    "passes.half_saved",  # hector-half-saved
     "passes.infer_unified",  # placement-infer-unified
     "passes.linear_reorder",  # hector-linear-reorder
     "passes.merge_functions",  # hector-merge-identical-functions

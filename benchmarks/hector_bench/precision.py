@@ -14,6 +14,9 @@ another, in one run):
   outputs and of each weight's gradient, relative to the largest float32 value;
 * **bytes**: of the features and weights the kernels read, against float32's.
 
+With ``--kernels``, the record's ``kernels`` rows time each kernel of every type's training
+step against float32's (:mod:`.precision_kernels`), where a bf16 step loses against its twin.
+
 Medians of ``--runs`` rounds after ``--warmup`` (compilation); each round times every type's
 calls in turn, so the load of the shared machine falls on all of them alike. The record also
 holds the load average. ``--clock cpu`` times the process's CPU time (all its threads) instead
@@ -24,13 +27,15 @@ how long they waited for a core.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from hector.tools import cli_args as _args
 
-from . import _common, precision_gemm, random_graph
+from . import _common, precision_gemm, precision_kernels, random_graph
 
 DTYPES = ("float32", "bfloat16", "float16")
 MODELS = ("rgcn", "rgat", "hgt")
@@ -54,6 +59,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(comma-separated, e.g. 256x256,256x1024)",
     )
     p.add_argument("--gemm-rows", type=_args.WIDTH, default=20000, help="rows of --gemm's input")
+    p.add_argument(
+        "--kernels",
+        action="store_true",
+        help="also time each kernel of every type's training step against float32's "
+        "(a profiled copy of the step; precision_kernels.py)",
+    )
     _common.add_clock_argument(p)
     p.add_argument("--json", default=None)
 
@@ -192,6 +203,23 @@ def measure(model: str, dtypes: list[str], ds: Any, a: argparse.Namespace) -> li
     return rows
 
 
+def _kernels(model: str, dtypes: list[str], ds: Any, a: argparse.Namespace) -> list[dict]:
+    """:func:`.precision_kernels.measure` on a fresh layer's training step per type."""
+    import torch
+
+    from hector.frontends import compiled as frontend
+
+    g = ds.hetero_graph()
+    steps: dict[str, tuple[Callable[[], Any], Any]] = {}
+    for name in dtypes:
+        layer, x = _layer(model, ds, g, a)
+        # Its own compiled function: the timed layers' cache holds unprofiled kernels.
+        layer._fn = frontend.compile(layer._fn.fn)
+        fed = _to(x, getattr(torch, name))
+        steps[name] = (functools.partial(_train_step, layer, g, fed), layer._fn)
+    return precision_kernels.measure(model, steps, a.runs)
+
+
 _COLUMNS = (
     ("model", "model"),
     ("dtype", "type"),
@@ -233,6 +261,10 @@ def run(args: argparse.Namespace) -> int:
     }
     cols = (*_COLUMNS, ("infer_speedup_vs_f32", "infer x"), ("train_speedup_vs_f32", "train x"))
     text = _common.format_table(rows, cols)
+    if args.kernels:
+        kernels = [r for m in models for r in _kernels(m, dtypes, ds, args)]
+        record["kernels"] = kernels
+        text += "\n\n" + _common.format_table(kernels, precision_kernels.COLUMNS)
     if gemm_shapes:
         gemm = precision_gemm.measure(dtypes, args, _common.clock_named(args.clock))
         record["gemm"] = gemm

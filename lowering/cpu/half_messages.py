@@ -41,8 +41,14 @@ added across the lanes at the end (``lowering/cpu/traversal.py``), rather than o
 sequential sum an element at a time, whose latency bound its time; the reassociation changes
 the scores' rounding, within f32's.
 
-Narrower sums, attention scores and softmax terms stay f32; training functions (f32 results) and
-functions with f32 or mixed results are left as they are. As with PyTorch's autocast, which
+Narrower sums, attention scores and softmax terms stay f32. A function with f32 results whose
+GEMMs compute on bf16 pairs (a training step's ``_train`` and ``_backward`` on bf16 features:
+:func:`program_half_type`) takes its half type from its arguments; in it the pass keeps every
+value's f32 bits (no message narrowed, sums segmented but not stored in half) but for the
+reassociated dots, and folds the copy that rounds an f32 buffer into a half output argument
+(a saved value ``hector-half-saved`` stores in bf16) into the buffer's one writer
+(:func:`copies_to_fold`), as it does in inference functions; a function with mixed results is
+treated alike. As with PyTorch's autocast, which
 returns a bf16 matmul's result in bf16, the extra rounding adds at most half a bf16 unit in the
 last place of each message to the error (``docs/optimizations.md``, "Traversals of bf16
 programs"). The pass runs in the CPU pipeline after ``hector-schedule``; the GEMM templates'
@@ -52,7 +58,7 @@ epilogues and their row-at-a-time form write half outputs (``lowering/cpu/tiles.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mlir import ir
 from mlir.dialects import memref
@@ -237,6 +243,123 @@ def segment(summed: SummedBuffer, element: ir.Type) -> None:
         narrow(summed.alloc, element)
 
 
+def program_half_type(fn: ir.Operation) -> ir.Type | None:
+    """The half type ``fn``'s forms store in: its results' (:func:`results_half_type`), else,
+    where it computes its GEMMs on bf16 pairs (a ``products = "bf16"`` schedule: a training
+    step's functions on bf16 features, f32 weights and f32 results), bf16 when every half
+    argument it takes is bf16."""
+    element = results_half_type(fn)
+    if element is not None:
+        return element
+    pairs = any(op.name == _GEMM and _bf16_products(op) for op in walk_ops(fn))
+    if not pairs:
+        return None
+    stored = set()
+    for arg in fn.regions[0].blocks[0].arguments:
+        if isinstance(arg.type, ir.MemRefType):
+            t = ir.MemRefType(arg.type).element_type
+            if isinstance(t, _HALVES):
+                stored.add(str(t))
+    return ir.BF16Type.get() if stored == {"bf16"} else None
+
+
+def _bf16_products(op: ir.Operation) -> bool:
+    if "schedule" not in op.attributes:
+        return False
+    schedule = ir.DictAttr(op.attributes["schedule"])
+    return "products" in schedule and ir.StringAttr(schedule["products"]).value == "bf16"
+
+
+@dataclass(frozen=True)
+class StoredCopy:
+    """A ``copy`` traversal at the end of a function that rounds an f32 buffer (``alloc``) into
+    the function's half output argument ``out`` (``convert-hector-inter-to-intra``'s copy of a
+    result stored in half: a training step's saved values, ``passes/half_saved.py``)."""
+
+    alloc: ir.Operation
+    copy: ir.Operation
+    out: ir.Value
+    writer: ir.Operation
+
+
+def copies_to_fold(fn: ir.Operation) -> list[StoredCopy]:
+    """The copies whose buffer's one writer may write the half output itself: an ``xw`` GEMM
+    storing each element once, a non-reducing traversal, or a sum :func:`sums_to_group`
+    takes (then a segmented sum); every other use reads it (GEMM ``a``, traversal ``x`` /
+    ``y``), its shape or frees it."""
+    found = []
+    for op in walk_ops(fn):
+        if op.name != _TRAVERSAL or not _plain_copy(intra.view(op)):
+            continue
+        v = intra.view(op)
+        src, out = v.operand("x"), v.operand("out")
+        if not isinstance(out, ir.BlockArgument) or isinstance(src, ir.BlockArgument):
+            continue
+        owner = src.owner
+        if (
+            not isinstance(owner, ir.OpView | ir.Operation)
+            or owner.operation.name != "memref.alloc"
+        ):
+            continue
+        alloc = owner.operation
+        t, o = ir.MemRefType(src.type), ir.MemRefType(out.type)
+        if not isinstance(t.element_type, ir.F32Type) or not isinstance(o.element_type, _HALVES):
+            continue
+        if t.rank != 2 or o.rank != 2 or t.shape[1] != o.shape[1]:
+            continue
+        writer = _one_writer(src, op.operation)
+        if writer is not None:
+            found.append(StoredCopy(alloc, op.operation, out, writer))
+    return found
+
+
+def _plain_copy(v: OpAccess) -> bool:
+    """A row-for-row ``copy``: no index, no reduction."""
+    plain = not any(v.has(i) for i in ("gather_index", "scatter_index", "y_index"))
+    return v.attr("fn") == "copy" and v.attr("reduce") == "none" and plain and not v.has("y")
+
+
+def _one_writer(buffer: ir.Value, copy: ir.Operation) -> ir.Operation | None:
+    """The one writer of ``buffer`` when its uses but ``copy`` are that writer (one
+    :func:`copies_to_fold` accepts), readers, a zero fill, its shape and its dealloc."""
+    writers = []
+    for use in buffer.uses:
+        user = use.owner.operation
+        if user == copy or user.name in _SHAPE_USES or user.name == "linalg.fill":
+            continue
+        roles = _role(user, buffer) if user.name in _ROLES else []
+        if "out" in roles:
+            if roles != ["out"] or not _writes_once(intra.view(user)):
+                return None
+            writers.append(user)
+        elif not roles or not set(roles) <= _SUM_READERS[user.name]:
+            return None
+    return writers[0] if len(writers) == 1 else None
+
+
+def _writes_once(v: OpAccess) -> bool:
+    """An ``xw`` GEMM storing its products, or a traversal that does not reduce or sums
+    into a ``scatter_index`` (a segmented sum then)."""
+    if v.spec.name == intra.GEMM_TEMPLATE.name:
+        return v.attr("variant") == "xw" and v.attr("epilogue") == "store"
+    return v.attr("reduce") == "none" or _groupable(v)
+
+
+def fold(stored: StoredCopy, summed: SummedBuffer | None) -> None:
+    """The buffer's writer writes ``stored.out`` itself (rounding once, as the copy did); the
+    copy and the buffer go. A sum becomes a segmented sum (its zero fill erased)."""
+    if summed is not None:
+        summed.fill.erase()
+        summed.sum.attributes[intra.SEGMENTED_SUM] = ir.UnitAttr.get()
+    stored.copy.erase()
+    buffer = stored.alloc.results[0]
+    for use in list(buffer.uses):
+        if use.owner.operation.name == "memref.dealloc":
+            use.owner.operation.erase()
+    buffer.replace_all_uses_with(stored.out)
+    stored.alloc.erase()
+
+
 @register_pass(
     "hector-half-messages",
     "In a function whose results are all stored in one half type, store the f32 GEMM outputs "
@@ -244,18 +367,34 @@ def segment(summed: SummedBuffer, element: ir.Type) -> None:
     "segmented sums), in that type: rounded once as written, widened as read",
 )
 def run(module_op: ir.Operation) -> None:
-    """Pass entry point: every rebuilt function with half results."""
+    """Pass entry point: every rebuilt function with a half type (:func:`program_half_type`)."""
     for fn in list(module_op.regions[0].blocks[0].operations):
         fn = fn.operation
         if fn.name != "func.func" or not len(fn.regions[0].blocks):
             continue
-        element = results_half_type(fn)
-        if element is None:
-            continue
+        element = program_half_type(fn)
+        if element is not None:
+            _halve(fn, element, keep_f32=results_half_type(fn) is None)
+
+
+def _halve(fn: ir.Operation, element: ir.Type, keep_f32: bool) -> None:
+    """The half forms of ``fn``; with ``keep_f32`` (f32 results: a training step's functions)
+    only those that keep its values' f32 bits: sums stay f32 (segmented) and no message is
+    narrowed (rounding HGT's training messages took its gradients' error from 1.8x to
+    2.2x that of the f32 products on the same bf16 features)."""
+    sums = {s.alloc: s for s in sums_to_group(fn)}
+    for stored in copies_to_fold(fn):
+        summed = sums.pop(stored.alloc, None)
+        filled = any(u.owner.operation.name == "linalg.fill" for u in stored.alloc.results[0].uses)
+        if summed is None and (filled or intra.view(stored.writer).has("scatter_index")):
+            continue  # a sum sums_to_group declines, or a fill a writer would overwrite
+        if summed is None or summed.sum == stored.writer:
+            fold(stored, summed)
+    if not keep_f32:
         for alloc in messages_to_narrow(fn):
             narrow(alloc, element)
-        for summed in sums_to_group(fn):
-            segment(summed, element)
-        for op in walk_ops(fn):
-            if op.name == _TRAVERSAL and traversal.vector_dot_fits(intra.view(op)):
-                op.attributes[intra.VECTOR_DOT] = ir.UnitAttr.get()
+    for summed in sums_to_group(fn):
+        segment(replace(summed, narrow=summed.narrow and not keep_f32), element)
+    for op in walk_ops(fn):
+        if op.name == _TRAVERSAL and traversal.vector_dot_fits(intra.view(op)):
+            op.attributes[intra.VECTOR_DOT] = ir.UnitAttr.get()

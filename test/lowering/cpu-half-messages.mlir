@@ -3,15 +3,19 @@
 
 // A function whose results are all bf16 stores the f32 GEMM output only traversals read (a
 // per-edge message, summed into destinations) in bf16: the GEMM rounds it as it writes it,
-// the sum widens it as it reads it. The sum, read by a traversal, stays f32 and becomes a
-// segmented sum (each row written once, so its zero fill goes).
+// the sum widens it as it reads it. The sum becomes a segmented sum (each row written once,
+// so its zero fill goes) and, since only the copy rounding it into the bf16 result reads it,
+// writes the result itself: the f32 buffer and the copy go.
 // CHECK-LABEL: func.func @message
+// CHECK-SAME: %[[RES:[a-z0-9]*]]: memref<?x32xbf16>) attributes
 // CHECK: %[[M:.*]] = memref.alloc(%{{.*}}) : memref<?x32xbf16>
 // CHECK: "hector_intra.gemm_template"(%{{.*}}, %{{.*}}, %{{.*}}, %[[M]]) {{.*}} : (memref<?x16xbf16>, memref<16x32xbf16>, memref<?xi32>, memref<?x32xbf16>) -> ()
-// CHECK: %[[ACC:.*]] = memref.alloc(%{{.*}}) : memref<?x32xf32>
+// CHECK-NOT: memref.alloc
 // CHECK-NOT: linalg.fill
-// CHECK: "hector_intra.traversal_template"(%{{.*}}, %[[M]], %{{.*}}, %[[ACC]]) {{.*}}fn = "scale"{{.*}}hector.segmented_sum
+// CHECK: "hector_intra.traversal_template"(%{{.*}}, %[[M]], %{{.*}}, %[[RES]]) {{.*}}fn = "scale"{{.*}}hector.segmented_sum
+// CHECK-NOT: fn = "copy"
 // CHECK: memref.dealloc %[[M]] : memref<?x32xbf16>
+// CHECK-NEXT: return
 
 // Loops: the packed GEMM's epilogue rounds a whole f32 row of its tile to bf16 as integers
 // (bias 0x7FFF, the kept lowest bit, NaN as 0x7FC0) and writes it as one bf16 vector; the sum
@@ -26,7 +30,8 @@
 // LOOPS: vector.transfer_write %[[ROW]], %{{.*}} : vector<32xbf16>, memref<?x32xbf16>
 // LOOPS-LABEL: func.func private @message_template1
 // LOOPS: vector.transfer_read %{{.*}} : memref<?x32xbf16>, vector<16xbf16>
-// LOOPS: vector.transfer_write %{{.*}} : vector<16xf32>, memref<?x32xf32>
+// LOOPS: vector.transfer_write %{{.*}} : vector<16xbf16>, memref<?x32xbf16>
+// LOOPS-NOT: func.func private @message_template2
 func.func @message(%x: memref<?x16xbf16>, %w: memref<16x32xbf16>, %src: memref<?xi32>, %dst: memref<?xi32>, %s: memref<?x1xf32>, %res: memref<?x32xbf16>) attributes {hector.outputs = 1 : i64} {
   %c0 = arith.constant 0 : index
   %n = memref.dim %src, %c0 : memref<?xi32>
@@ -214,16 +219,19 @@ func.func @pair_products(%x: memref<?x32xbf16>, %y: memref<?x32xf32>, %w: memref
 
 // An edge-wise traversal that does not reduce (HGT's message plus its relation's bias, one
 // row per edge) writes a message too: stored in bf16 when only traversals read it. A
-// node-wise one (parallel = "node") stays f32.
+// node-wise one (parallel = "node") whose only other reader is the copy rounding it into the
+// bf16 result writes the result itself, rounding each element as it writes it (the copy goes).
 // CHECK-LABEL: func.func @biased_messages
+// CHECK-SAME: %[[RES:[a-z0-9]*]]: memref<?x32xbf16>) attributes
 // CHECK: %[[B:.*]] = memref.alloc(%{{.*}}) : memref<?x32xbf16>
 // CHECK: "hector_intra.traversal_template"(%{{.*}}, %{{.*}}, %{{.*}}, %[[B]]) {{.*}}fn = "add"{{.*}}parallel = "edge"
 // CHECK: "hector_intra.traversal_template"(%{{.*}}, %[[B]], %{{.*}}) {{.*}}fn = "copy"{{.*}}reduce = "sum"
-// CHECK: %[[N:.*]] = memref.alloc(%{{.*}}) : memref<?x32xf32>
-// CHECK: "hector_intra.traversal_template"(%{{.*}}, %[[N]]) {{.*}}fn = "relu"
+// CHECK-NOT: memref.alloc
+// CHECK: "hector_intra.traversal_template"(%{{.*}}, %[[RES]]) {{.*}}fn = "relu"
+// CHECK-NOT: fn = "copy"
 // Loops: the edge-wise add reads and writes bf16 rows 16 columns at a time (x and the bias row
-// read as vectors, the sum rounded as a vector), so does the copy writing the result; the
-// f32 relu between stays an element loop.
+// read as vectors, the sum rounded as a vector); the relu stays an element loop, rounding
+// each element to bf16 as it stores it.
 // LOOPS-LABEL: func.func private @biased_messages_template0
 // LOOPS: scf.forall
 // LOOPS: vector.transfer_read %{{.*}} : memref<?x32xbf16>, vector<16xbf16>
@@ -233,9 +241,8 @@ func.func @pair_products(%x: memref<?x32xbf16>, %y: memref<?x32xf32>, %w: memref
 // LOOPS: vector.transfer_write %{{.*}} : vector<16xbf16>, memref<?x32xbf16>
 // LOOPS-LABEL: func.func private @biased_messages_template2
 // LOOPS-NOT: vector.transfer_write
-// LOOPS: memref.store %{{.*}} : memref<?x32xf32>
-// LOOPS-LABEL: func.func private @biased_messages_template3
-// LOOPS: vector.transfer_write %{{.*}} : vector<16xbf16>, memref<?x32xbf16>
+// LOOPS: memref.store %{{.*}} : memref<?x32xbf16>
+// LOOPS-NOT: func.func private @biased_messages_template3
 func.func @biased_messages(%m: memref<?x32xbf16>, %etype: memref<?xi32>, %bias: memref<4x32xf32>, %dst: memref<?xi32>, %res: memref<?x32xbf16>) attributes {hector.outputs = 1 : i64} {
   %c0 = arith.constant 0 : index
   %zero = arith.constant 0.0 : f32
@@ -280,5 +287,78 @@ func.func @scores(%k: memref<?x64xbf16>, %q: memref<?x64xf32>, %dst: memref<?xi3
 }
 func.func @narrow_heads(%k: memref<?x64xbf16>, %q: memref<?x64xf32>, %dst: memref<?xi32>, %res: memref<?x8xbf16>) attributes {hector.outputs = 1 : i64} {
   "hector_intra.traversal_template"(%dst, %k, %q, %res) {fn = "dot", reduce = "none", parallel = "edge", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 0, 1, 1, 1, 1>} : (memref<?xi32>, memref<?x64xbf16>, memref<?x64xf32>, memref<?x8xbf16>) -> ()
+  return
+}
+
+// -----
+
+// A training step's function (f32 results) on bf16 features whose GEMMs compute on bf16 pairs
+// (products = "bf16"): its half type is its arguments', bf16. RGCN's pair sums, read by the
+// scatter-GEMM and copied at the end into the bf16 saved output (`hector-half-saved`), become
+// a segmented sum that writes that output itself (the f32 buffer, its zero fill and the copy
+// go); the GEMM reads the bf16 pairs, which its pair products round to bf16 anyway. The f32
+// result stays f32.
+// CHECK-LABEL: func.func @training_step
+// CHECK-SAME: %[[OUT:[a-z0-9]*]]: memref<?x32xf32>, %[[SAVED:[a-z0-9]*]]: memref<?x32xbf16>) attributes
+// CHECK-NOT: memref.alloc
+// CHECK: "hector_intra.traversal_template"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SAVED]]) {{.*}}hector.segmented_sum
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[OUT]]
+// CHECK: "hector_intra.gemm_template"(%[[SAVED]], {{.*}}, %[[OUT]]) {{.*}} : (memref<?x32xbf16>,
+// CHECK-NOT: fn = "copy"
+// CHECK-NOT: memref.dealloc
+// CHECK: return
+func.func @training_step(%x: memref<?x32xbf16>, %w: memref<4x32x32xf32>, %src: memref<?xi32>, %pair: memref<?xi32>, %s: memref<?x1xf32>, %pdst: memref<?xi32>, %ptype: memref<?xi32>, %res: memref<?x32xf32>, %saved: memref<?x32xbf16>) attributes {hector.outputs = 2 : i64} {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %d = memref.dim %pdst, %c0 : memref<?xi32>
+  %p = memref.alloc(%d) : memref<?x32xf32>
+  linalg.fill ins(%zero : f32) outs(%p : memref<?x32xf32>)
+  "hector_intra.traversal_template"(%src, %pair, %x, %s, %p) {fn = "scale", reduce = "sum", parallel = "edge", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1>} : (memref<?xi32>, memref<?xi32>, memref<?x32xbf16>, memref<?x1xf32>, memref<?x32xf32>) -> ()
+  linalg.fill ins(%zero : f32) outs(%res : memref<?x32xf32>)
+  "hector_intra.gemm_template"(%p, %w, %ptype, %pdst, %res) {variant = "xw", epilogue = "add", tile_n = 8 : i64, block_size = 256 : i64, schedule = {pack = true, parallel = "rows", products = "bf16", threads = 2 : i64, tile_k = 1 : i64, tile_m = 32 : i64, tile_n = 32 : i64, unroll = 8 : i64, vector = 16 : i64}, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 0, 1>} : (memref<?x32xf32>, memref<4x32x32xf32>, memref<?xi32>, memref<?xi32>, memref<?x32xf32>) -> ()
+  "hector_intra.traversal_template"(%p, %saved) {fn = "copy", reduce = "none", parallel = "node", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x32xf32>, memref<?x32xbf16>) -> ()
+  memref.dealloc %p : memref<?x32xf32>
+  return
+}
+
+// -----
+
+// Declined: the same step whose GEMM computes in f32 (no AVX512-BF16, or HECTOR_BF16_DOT=off):
+// f32 results and no bf16 pair products, so no half type; the sum accumulates in f32 and the
+// copy rounds it into the saved output, as converted.
+// CHECK-LABEL: func.func @training_step_f32_products
+// CHECK: %[[P:.*]] = memref.alloc(%{{.*}}) : memref<?x32xf32>
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[P]]
+// CHECK-NOT: hector.segmented_sum
+// CHECK: "hector_intra.traversal_template"(%[[P]], %{{.*}}) {{.*}}fn = "copy"
+func.func @training_step_f32_products(%x: memref<?x32xbf16>, %w: memref<4x32x32xf32>, %src: memref<?xi32>, %pair: memref<?xi32>, %s: memref<?x1xf32>, %pdst: memref<?xi32>, %ptype: memref<?xi32>, %res: memref<?x32xf32>, %saved: memref<?x32xbf16>) attributes {hector.outputs = 2 : i64} {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %d = memref.dim %pdst, %c0 : memref<?xi32>
+  %p = memref.alloc(%d) : memref<?x32xf32>
+  linalg.fill ins(%zero : f32) outs(%p : memref<?x32xf32>)
+  "hector_intra.traversal_template"(%src, %pair, %x, %s, %p) {fn = "scale", reduce = "sum", parallel = "edge", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 1>} : (memref<?xi32>, memref<?xi32>, memref<?x32xbf16>, memref<?x1xf32>, memref<?x32xf32>) -> ()
+  linalg.fill ins(%zero : f32) outs(%res : memref<?x32xf32>)
+  "hector_intra.gemm_template"(%p, %w, %ptype, %pdst, %res) {variant = "xw", epilogue = "add", tile_n = 8 : i64, block_size = 256 : i64, schedule = {pack = true, parallel = "rows", threads = 2 : i64, tile_k = 1 : i64, tile_m = 32 : i64, tile_n = 32 : i64, unroll = 4 : i64, vector = 16 : i64}, operandSegmentSizes = array<i32: 1, 1, 0, 1, 1, 0, 1>} : (memref<?x32xf32>, memref<4x32x32xf32>, memref<?xi32>, memref<?xi32>, memref<?x32xf32>) -> ()
+  "hector_intra.traversal_template"(%p, %saved) {fn = "copy", reduce = "none", parallel = "node", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x32xf32>, memref<?x32xbf16>) -> ()
+  memref.dealloc %p : memref<?x32xf32>
+  return
+}
+
+// -----
+
+// Declined fold: a buffer two templates write (a GEMM then an accumulating GEMM) keeps its
+// copy into the bf16 result: neither writer may round it alone.
+// CHECK-LABEL: func.func @two_writers
+// CHECK: %[[A:.*]] = memref.alloc(%{{.*}}) : memref<?x32xf32>
+// CHECK: "hector_intra.traversal_template"(%[[A]], %{{.*}}) {{.*}}fn = "copy"
+func.func @two_writers(%x: memref<?x16xbf16>, %w: memref<16x32xbf16>, %res: memref<?x32xbf16>) attributes {hector.outputs = 1 : i64} {
+  %c0 = arith.constant 0 : index
+  %n = memref.dim %x, %c0 : memref<?x16xbf16>
+  %a = memref.alloc(%n) : memref<?x32xf32>
+  "hector_intra.gemm_template"(%x, %w, %a) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x16xbf16>, memref<16x32xbf16>, memref<?x32xf32>) -> ()
+  "hector_intra.gemm_template"(%x, %w, %a) {variant = "xw", epilogue = "add", tile_n = 8 : i64, block_size = 256 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x16xbf16>, memref<16x32xbf16>, memref<?x32xf32>) -> ()
+  "hector_intra.traversal_template"(%a, %res) {fn = "copy", reduce = "none", parallel = "node", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 0, 0, 1, 0, 1>} : (memref<?x32xf32>, memref<?x32xbf16>) -> ()
+  memref.dealloc %a : memref<?x32xf32>
   return
 }

@@ -78,3 +78,25 @@ def test_bench_precision_refuses_a_bad_gemm_shape(capsys: pytest.CaptureFixture[
 
     assert main(["bench", "precision", "--gemm", "256by256"]) == 2
     assert "--gemm wants KxN shapes such as 256x256, got '256by256'" in capsys.readouterr().err
+
+
+def test_bench_precision_times_each_kernel_of_the_training_steps(tmp_path: Path) -> None:
+    """``--kernels`` records every template of the float32 and bfloat16 training steps
+    (their ``_train`` and ``_backward`` functions) with both types' times, and their sum."""
+    from hector.tools.cli import main
+
+    record = tmp_path / "precision.json"
+    argv = ["bench", "precision", "--dataset", "random:40x200x3", "--in-dim", "16"]
+    argv += ["--hidden", "16", "--models", "rgcn", "--dtypes", "float32,bfloat16", "--kernels"]
+    argv += ["--runs", "1", "--warmup", "1", "--json", str(record)]
+    assert main(argv) == 0
+    kernels = json.loads(record.read_text())["kernels"]
+    assert {r["phase"] for r in kernels} == {"train", "backward", "all"}
+    assert all(r["model"] == "rgcn" and r["other"] == "bfloat16" for r in kernels)
+    gemms = [r for r in kernels if r["kernel"].startswith("gemm")]
+    assert {r["kernel"] for r in gemms} >= {"gemm xw", "gemm xty"}
+    assert all(r["float32_ms"] is not None and r["float32_ms"] >= 0 for r in gemms)
+    total = kernels[-1]
+    assert total["phase"] == "all"
+    assert total["float32_ms"] > 0
+    assert total["other_ms"] > 0

@@ -318,3 +318,80 @@ def test_pair_sums_stored_in_bf16_match_eager_pytorch(g) -> None:
     assert err <= TOLERANCE, err
     assert err <= 2 * base_err, (err, base_err)
     assert err <= eager_err, (err, eager_err)
+
+
+def _eager_gradients(g: hector.HeteroGraph, x: torch.Tensor, weights: list) -> list:
+    """The weights' gradients of ``sum(rgcn(x)²)`` in eager PyTorch, float32 arithmetic."""
+    params = [w.clone().requires_grad_() for w in weights]
+    _eager_rgcn(g, x, *params).square().sum().backward()
+    return [p.grad for p in params]
+
+
+def _rgcn_step(g: hector.HeteroGraph, x: torch.Tensor, weights: list) -> tuple[Any, list]:
+    """A compiled aggregate-first RGCN training step: its entry and the weights' gradients."""
+    fn = hector.compile(_rgcn_layer, order="aggregate-first")
+    params = [w.clone().requires_grad_() for w in weights]
+    fn(g, x, *params).square().sum().backward()
+    (entry,) = fn._cache.values()
+    return entry, [p.grad for p in params]
+
+
+def _saved_storage(entry: Any) -> tuple[str, ...]:
+    return entry.staged.abi[f"{entry.traced.name}_train"].result_storage
+
+
+def test_training_saves_bf16_pair_sums_and_matches_eager_gradients(g, monkeypatch) -> None:
+    """A training step on bf16 features and float32 weights (aggregate-first RGCN) saves its
+    sums into the (destination, relation) pairs in bf16 where the CPU computes on bf16 pairs
+    (``hector-half-saved``: a bf16 result of ``_train``, written once by a segmented sum; the
+    pair products round them to bf16 anyway). Against eager PyTorch on float32 values each
+    weight's gradient stays within 2e-2, and the relation weights' gradient, computed from the
+    saved sums, within twice the error of the f32 products on the same bf16 features
+    (``HECTOR_BF16_DOT=off``), whose saved sums stay float32."""
+    torch.manual_seed(13)
+    x = torch.randn(N, WIDTH)
+    weights = [
+        torch.randn(R, WIDTH, WIDTH) / WIDTH**0.5,
+        torch.randn(WIDTH, WIDTH) / WIDTH**0.5,
+        torch.randn(WIDTH),
+    ]
+    half = x.to(torch.bfloat16)
+    monkeypatch.setenv(cpu_features.ENV, "off")
+    f32_entry, f32_grads = _rgcn_step(g, half, weights)
+    assert "bf16" not in _saved_storage(f32_entry)
+    assert "hector.segmented_sum" not in f32_entry.staged.ir("schedule")
+    monkeypatch.setenv(cpu_features.ENV, "auto")
+    entry, grads = _rgcn_step(g, half, weights)
+    on_pairs = cpu_features.has_avx512_bf16()
+    assert ("bf16" in _saved_storage(entry)) is on_pairs
+    assert ("hector.segmented_sum" in entry.staged.ir("schedule")) is on_pairs
+    want = _eager_gradients(g, x, weights)
+    errors = [(_rel(h, w), _rel(f, w)) for h, f, w in zip(grads, f32_grads, want, strict=True)]
+    assert all(err <= TOLERANCE for err, _ in errors), errors
+    # The relation weights' gradient is the one computed from the saved sums.
+    err, base_err = errors[0]
+    assert err <= 2 * base_err, (err, base_err)
+
+
+def test_a_memory_budget_keeps_the_saved_values_in_float32(g) -> None:
+    """Under a memory budget (``placement-plan-saved`` places the saved values, which the plan
+    and the runtime's store size as f32 rows) a bf16 training step saves nothing in bf16, and
+    its gradients are those of the step without a budget to f32 rounding."""
+    torch.manual_seed(17)
+    half = torch.randn(N, WIDTH).to(torch.bfloat16)
+    weights = [
+        torch.randn(R, WIDTH, WIDTH) / WIDTH**0.5,
+        torch.randn(WIDTH, WIDTH) / WIDTH**0.5,
+        torch.randn(WIDTH),
+    ]
+    grads = {}
+    for budget in (-1.0, 0.0):
+        fn = hector.compile(_rgcn_layer, order="aggregate-first", memory_budget=budget)
+        params = [w.clone().requires_grad_() for w in weights]
+        fn(g, half, *params).square().sum().backward()
+        (entry,) = fn._cache.values()
+        grads[budget] = [p.grad for p in params]
+        if budget >= 0:
+            assert "bf16" not in _saved_storage(entry)
+    for have, want in zip(grads[0.0], grads[-1.0], strict=True):
+        assert _rel(have, want) <= 1e-3

@@ -141,6 +141,9 @@ class Options:
             "aggregate": True,
             "compact": self.compact,
             "autodiff": autodiff,
+            # Saved values a memory budget places (offloads, recomputes) stay f32: the
+            # placement plan and the runtime's store size them as f32 rows.
+            "half_saved": autodiff and self.bf16_dot and self.memory_budget < 0,
             "fuse": self.fuse,
         }
         return [
