@@ -22,7 +22,8 @@ has code for any model: Hector's planner sees only the graphs Dynamo and AOTAuto
   kept or offloaded to the SSD store (:mod:`hector.offload.joint`);
 * ``hector-0.5-opt``: the same at budget 0.5 with the training's optimizer given to the
   backend (``JointBackend(0.5, optimizer=opt)``): each parameter stepped inside the compiled
-  backward as its gradient is complete, the gradient freed there (:mod:`hector.offload.joint_grads`).
+  backward as its gradient is complete, the gradient freed there
+  (:mod:`hector.offload.joint_grads`).
 
 Per system: the median step time of the steps after the first two, the median CPU time of
 those steps (``cpu_step_s``: every thread of the process, the store's I/O included;

@@ -122,7 +122,8 @@ class OptimizerInBackward:
 
     def _sub_optimizer(self, param: torch.Tensor, group: dict[str, Any]) -> torch.optim.Optimizer:
         hyper = {k: v for k, v in group.items() if k != "params"}
-        sub = type(self.optimizer)([{"params": [param], **hyper}])
+        kind: Any = type(self.optimizer)  # the user's class: its own constructor
+        sub: torch.optim.Optimizer = kind([{"params": [param], **hyper}])
         sub.state = self.optimizer.state  # one state (Adam's moments ...), the user's
         return sub
 
@@ -239,4 +240,3 @@ def lower_gradient_steps(
     out.args = (tuple(grads),)
     bw.recompile()
     return steps
-
