@@ -280,6 +280,12 @@ class _Partitioner(CustomPartitionerFn):
         primals = [name for name in primals if name.startswith("primals")]
         return lower_gradient_steps(fw, bw, primals, slots, owner)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Partitioner:
+        """Itself: Inductor deep-copies its config (this partitioner is in it) into a cache it
+        keeps, which would copy the backend and what it references (the optimizer given, so
+        every parameter) for as long as the process runs."""
+        return self
+
     def uuid(self) -> Any | None:
         """None: never cache (a plan depends on the budget and the measured bandwidths)."""
         return None

@@ -100,6 +100,10 @@ class OptimizerInBackward:
         self.owner = len(_OWNERS)
         _OWNERS.append(self)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> OptimizerInBackward:
+        """Itself: a copy would copy the optimizer and every parameter."""
+        return self
+
     def _ended(self, *_: Any) -> None:
         self._steps += 1
 
