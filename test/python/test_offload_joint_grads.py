@@ -208,3 +208,26 @@ def test_models_users_bring_step_in_the_backward_bit_identical(model: str) -> No
     stepped = train(True)
     assert len(stepped) == len(keep_all) > 0
     assert all(torch.equal(a, b) for a, b in zip(keep_all, stepped, strict=True))
+
+
+def test_bench_opt_system_gives_the_optimizer_to_the_backend() -> None:
+    from hector_bench.offload_compiled import SYSTEMS, compile_system
+
+    assert "hector-0.5-opt" in SYSTEMS
+    model = nn.Linear(4, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    _, backend = compile_system("hector-0.5-opt", model, optimizer=opt)
+    assert backend.joint.memory_budget == 0.5
+    assert backend.joint.in_backward.optimizer is opt
+
+
+def test_the_store_waits_are_counted() -> None:
+    """``tickets().stats()`` has the seconds the graphs were blocked on the store's writes and
+    reads (what ``hector bench offload-compiled`` reports per step)."""
+    stats = tickets().stats()
+    before = stats["write_wait_s"], stats["read_wait_s"]
+    _train(OPTIMIZERS["sgd-momentum"], 0.25, True, steps=1)
+    stats = tickets().stats()
+    assert stats["write_wait_s"] >= before[0]
+    assert stats["read_wait_s"] >= before[1]
+    assert tickets().got_bytes > 0
