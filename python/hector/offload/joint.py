@@ -209,10 +209,12 @@ class _Partitioner(CustomPartitionerFn):
         target = "pinned_host" if device.type == "cuda" else "ssd"
         saved = saved_values(fw, bw, n_out, cost, b.threshold)
         total = sum(s.nbytes for s in saved if s.eligible != GRAPH_INPUT)
-        # The keep-all step (every gradient held to the backward's end), before any is stepped.
-        graphs = min(keep_all_bytes(fw, bw, saved), total + other_bytes(fw, bw, saved))
-        steps = self._step_gradients(gm, fw, bw)
+        # The step as planned holds every gradient to the backward's end, as keep-all's does:
+        # gradients stepped in the backward (below) are freed earlier, a margin the saved
+        # values are not given (docs/offload-your-model.md, "the optimizer in the backward").
         other = other_bytes(fw, bw, saved)
+        graphs = min(keep_all_bytes(fw, bw, saved), total + other)
+        steps = self._step_gradients(gm, fw, bw)
         outside = b.outside_bytes()
         joint = plan(saved, b.memory_budget, cost, target, b.ahead, other, outside, graphs)
         joint.gradient_steps = steps
@@ -255,8 +257,8 @@ class _Partitioner(CustomPartitionerFn):
         b, n_out = self.backend, int(kwargs["num_fwd_outputs"])
         saved = saved_values(fw, bw, n_out, first.cost, b.threshold)
         names = {s.name for s in saved}
+        other = other_bytes(fw, bw, saved)  # every gradient held, as in the first plan
         steps = self._step_gradients(gm, fw, bw)
-        other = other_bytes(fw, bw, saved)
         step = float(max(first.step_budget, 2))
         joint = plan(saved, step, first.cost, first.target, b.ahead, other, first.outside_bytes)
         joint.recomputes = [r for r in chosen if r.name not in names]
