@@ -19,7 +19,11 @@ has code for any model: Hector's planner sees only the graphs Dynamo and AOTAuto
   (the partitioner recomputes instead of saving);
 * ``hector-1.0`` / ``hector-0.75`` / ``hector-0.5`` / ``hector-0.25``:
   ``torch.compile(model, backend="hector", options={"memory_budget": b})``: each saved value
-  kept or offloaded to the SSD store (:mod:`hector.offload.joint`).
+  kept or offloaded to the SSD store (:mod:`hector.offload.joint`);
+* ``hector-0.5-opt``: the same at budget 0.5 with the training's optimizer given to the
+  backend (``JointBackend(0.5, optimizer=opt)``): each parameter stepped inside the compiled
+  backward as its gradient is complete, the gradient freed there
+  (:mod:`hector.offload.joint_grads`).
 
 Per system: the median step time of the steps after the first two, the median CPU time of
 those steps (``cpu_step_s``: every thread of the process, the store's I/O included;
@@ -30,7 +34,9 @@ Dynamo's graphs, graph breaks and recompiles, and for Hector's the saved and off
 the plans chose and the bytes the store wrote. With ``--timeline``, where each step's real
 peak is (:mod:`hector.offload.memory_timeline`: the resident high-water mark between the
 loop's phases and the budget path's runtime calls, each call named by the saved value it
-carries): ``peak_at`` per step and ``timeline_last_step``, every interval of the last step.
+carries): ``peak_at`` per step and ``timeline_last_step``, every interval of the last step
+with its seconds. For Hector's systems, ``write_wait_step_s`` / ``read_wait_step_s``: the
+median seconds per step the compiled graphs were blocked on the store's writes and reads.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ import json
 import statistics
 import sys
 import time
+import types
 from typing import Any
 
 from hector.tools import cli_args as _args
@@ -59,6 +66,7 @@ SYSTEMS = (
     "hector-0.75",
     "hector-0.5",
     "hector-0.25",
+    "hector-0.5-opt",
 )
 
 
@@ -142,10 +150,10 @@ def _batch(cfg: dict[str, Any]) -> tuple[Any, Any]:
     return make_input(kind, cfg["batch"], cfg["seq"], cfg["vocab"], gen)
 
 
-def compile_system(system: str, model: Any) -> tuple[Any, Any]:
+def compile_system(system: str, model: Any, optimizer: Any = None) -> tuple[Any, Any]:
     """``model`` compiled as ``system`` (a :data:`SYSTEMS` name) and, for Hector's, its
     backend (``backend.joint.plans``); ``hector bench offload``'s budgeted compiled systems
-    compile through here too."""
+    compile through here too. ``optimizer``: the training's, for the ``-opt`` systems."""
     import torch
 
     if system == "keep-all":
@@ -158,9 +166,15 @@ def compile_system(system: str, model: Any) -> tuple[Any, Any]:
     if system == "torch-budget-0.5":
         torch._functorch.config.activation_memory_budget = 0.5
         return torch.compile(model), None
+    budget = float(system.split("-")[1])
+    if system.endswith("-opt"):
+        from hector.offload.joint import JointBackend
+
+        joint = JointBackend(budget, optimizer=optimizer)
+        return torch.compile(model, backend=joint), types.SimpleNamespace(joint=joint)
     from hector.dynamo.backend import HectorBackend
 
-    backend = HectorBackend(memory_budget=float(system.split("-")[1]))
+    backend = HectorBackend(memory_budget=budget)
     return torch.compile(model, backend=backend), backend
 
 
@@ -177,8 +191,9 @@ def measure(payload: dict[str, Any]) -> dict[str, Any]:
 
         enable_caching_allocator()
     model = _model(cfg)
-    compiled, backend = compile_system(system, model)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    given = {"optimizer": opt} if system.endswith("-opt") else {}
+    compiled, backend = compile_system(system, model, **given)
     x, y = _batch(cfg)
     peaks = _common.StepPeaks()
     peaks.start()  # the RSS before training: the model and optimizer exist, nothing compiled
@@ -197,13 +212,14 @@ def measure(payload: dict[str, Any]) -> dict[str, Any]:
         timeline.mark("optimizer")
 
     tracked = peaks.step(step)
-    times, cpu, thread = [], [], []
+    times, cpu, thread, waits = [], [], [], [_store_waits()]
     for _ in range(payload["steps"]):
         t, c, h = time.perf_counter(), time.process_time(), time.thread_time()
         tracked()
         times.append(time.perf_counter() - t)
         cpu.append(time.process_time() - c)  # every thread's: the store's I/O included
         thread.append(time.thread_time() - h)  # the training thread's
+        waits.append(_store_waits())
     if payload.get("timeline"):
         from hector.offload import memory_timeline
 
@@ -233,9 +249,20 @@ def measure(payload: dict[str, Any]) -> dict[str, Any]:
         out["offloaded_bytes"] = sum(p.offloaded_bytes for p in plans)
         out["store_bytes_written"] = tickets().stats().get("store", {}).get("bytes_written", 0)
         out["report"] = backend.joint.explain()
+        for k, kind in enumerate(("write", "read")):
+            per_step = [b[k] - a[k] for a, b in zip(waits, waits[1:], strict=False)]
+            out[f"{kind}_wait_step_s"] = statistics.median(per_step[2:] or per_step)
     if payload.get("timeline"):
         out.update(_where(timeline, backend, payload["steps"]))
     return out
+
+
+def _store_waits() -> tuple[float, float]:
+    """Seconds the budget path's graphs have waited on the store's writes and reads so far."""
+    from hector.offload.joint_ops import tickets
+
+    t = tickets()
+    return t.write_wait_s, t.read_wait_s
 
 
 class _NoTimeline:

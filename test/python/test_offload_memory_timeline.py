@@ -35,6 +35,9 @@ def test_timeline_finds_the_interval_of_the_peak() -> None:
     assert after.peak_bytes < during.peak_bytes
     assert [r["to"] for r in timeline.to_records(0)] == [i.end for i in timeline.intervals]
     assert "allocated and freed" in timeline.report(0)
+    # Each interval has its wall time.
+    assert all(i.seconds > 0 for i in timeline.intervals[:3])
+    assert [r["seconds"] for r in timeline.to_records(0)] == [i.seconds for i in timeline.intervals]
 
 
 def test_runtime_calls_mark_the_active_timeline() -> None:

@@ -54,6 +54,7 @@ from torch._inductor.custom_graph_pass import CustomPartitionerFn
 from hector.runtime import libc_heap
 
 from . import joint_ops, memory_timeline
+from .joint_grads import GradientStep, OptimizerInBackward, lower_gradient_steps
 from .joint_plan import (
     GRAPH_INPUT,
     CostModel,
@@ -187,8 +188,9 @@ class _Partitioner(CustomPartitionerFn):
     """Min-cut partition, then plan and lower the saved values (one :class:`JointPlan` per
     graph, appended to ``plans``)."""
 
-    def __init__(self, backend: JointBackend) -> None:
+    def __init__(self, backend: JointBackend, slots: list[int | None] | None = None) -> None:
         self.backend = backend
+        self.slots = slots  # the graph inputs' parameter slots (optimizer in backward)
 
     def __call__(
         self, gm: fx.GraphModule, joint_inputs: Sequence[object], **kwargs: Any
@@ -206,10 +208,16 @@ class _Partitioner(CustomPartitionerFn):
         cost = CostModel.for_device(device, b.write_bandwidth, b.read_bandwidth)
         target = "pinned_host" if device.type == "cuda" else "ssd"
         saved = saved_values(fw, bw, n_out, cost, b.threshold)
+        total = sum(s.nbytes for s in saved if s.eligible != GRAPH_INPUT)
+        # The step as planned holds every gradient to the backward's end, as keep-all's does:
+        # gradients stepped in the backward (below) are freed earlier, a margin the saved
+        # values are not given (docs/offload-your-model.md, "the optimizer in the backward").
         other = other_bytes(fw, bw, saved)
+        graphs = min(keep_all_bytes(fw, bw, saved), total + other)
+        steps = self._step_gradients(gm, fw, bw)
         outside = b.outside_bytes()
-        graphs = keep_all_bytes(fw, bw, saved)
         joint = plan(saved, b.memory_budget, cost, target, b.ahead, other, outside, graphs)
+        joint.gradient_steps = steps
         chosen = choose_recompute(fw, joint) if b.recompute else []
         if chosen:
             again = self._repartition(gm, joint_inputs, kwargs, joint, chosen)
@@ -249,16 +257,36 @@ class _Partitioner(CustomPartitionerFn):
         b, n_out = self.backend, int(kwargs["num_fwd_outputs"])
         saved = saved_values(fw, bw, n_out, first.cost, b.threshold)
         names = {s.name for s in saved}
-        other = other_bytes(fw, bw, saved)
+        other = other_bytes(fw, bw, saved)  # every gradient held, as in the first plan
+        steps = self._step_gradients(gm, fw, bw)
         step = float(max(first.step_budget, 2))
         joint = plan(saved, step, first.cost, first.target, b.ahead, other, first.outside_bytes)
         joint.recomputes = [r for r in chosen if r.name not in names]
+        joint.gradient_steps = steps
         weighed = {v.name: v for v in first.saved}
         for v in joint.offloaded():  # the first plan's reasons (one round of recomputation)
             was = weighed.get(v.name)
             if was is not None:
                 v.recompute_ns, v.not_recomputed = was.recompute_ns, was.not_recomputed
         return fw, bw, joint
+
+    def _step_gradients(
+        self, gm: fx.GraphModule, fw: fx.GraphModule, bw: fx.GraphModule
+    ) -> list[GradientStep]:
+        """With the optimizer given, each parameter's gradient in ``bw`` lowered to a step of
+        its parameter (:func:`~.joint_grads.lower_gradient_steps`); else nothing."""
+        owner, slots = self.backend.in_backward, self.slots
+        if owner is None or slots is None:
+            return []
+        primals = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+        primals = [name for name in primals if name.startswith("primals")]
+        return lower_gradient_steps(fw, bw, primals, slots, owner)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Partitioner:
+        """Itself: Inductor deep-copies its config (this partitioner is in it) into a cache it
+        keeps, which would copy the backend and what it references (the optimizer given, so
+        every parameter) for as long as the process runs."""
+        return self
 
     def uuid(self) -> Any | None:
         """None: never cache (a plan depends on the budget and the measured bandwidths)."""
@@ -290,6 +318,11 @@ class JointBackend:
             which the keep-all compile holds as well; 0: the graphs' memory alone.
         since: the resident bytes ``outside`` is measured from (None: the process's when
             this backend is made).
+        optimizer: the training's ``torch.optim.Optimizer``, to step each parameter inside
+            the compiled backward as its gradient is complete, the gradient then freed
+            (:mod:`.joint_grads`), so the gradients are not all alive at the backward's end;
+            the loop stays as it is (``optimizer.step()`` finds those gradients None). None
+            (default): the backward returns the gradients, autograd accumulates them.
     """
 
     def __init__(
@@ -304,6 +337,7 @@ class JointBackend:
         recompute: bool = True,
         outside: int | None = None,
         since: int | None = None,
+        optimizer: torch.optim.Optimizer | None = None,
     ) -> None:
         if isinstance(memory_budget, bool) or not isinstance(memory_budget, int | float):
             raise TypeError(f"memory_budget must be a number, got {memory_budget!r}")
@@ -324,13 +358,16 @@ class JointBackend:
             raise ValueError(f"outside must be >= 0 bytes, got {outside}")
         self.outside = outside
         self.since = memory_timeline.resident_bytes() if since is None else int(since)
+        #: The optimizer run per parameter inside the backward (None: not given).
+        self.in_backward = OptimizerInBackward(optimizer) if optimizer is not None else None
         #: One plan per graph AOTAutograd partitioned, in compile order.
         self.plans: list[JointPlan] = []
 
     def __call__(self, gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         """Compile one Dynamo graph (the runtime ops registered first)."""
         assert joint_ops.offload_put is not None
-        partitioner = _Partitioner(self)
+        owner = self.in_backward
+        partitioner = _Partitioner(self, owner.slots(example_inputs) if owner else None)
         if self.compute == "eager":
             from torch._dynamo.backends.common import aot_autograd
             from torch._functorch.aot_autograd import make_boxed_func

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,6 +93,10 @@ class JointTickets:
         #: Bytes handed to ``offload_put`` / returned by ``offload_get`` so far.
         self.put_bytes = 0
         self.got_bytes = 0
+        #: Seconds the compiled graphs spent blocked on the store so far: ``offload_wait``
+        #: waiting for writes, ``offload_get`` waiting for reads (or writes it had to finish).
+        self.write_wait_s = 0.0
+        self.read_wait_s = 0.0
 
     @property
     def store(self) -> TensorStore:
@@ -106,6 +111,8 @@ class JointTickets:
             "put_bytes": self.put_bytes,
             "got_bytes": self.got_bytes,
             "outstanding": len(self._tickets),
+            "write_wait_s": self.write_wait_s,
+            "read_wait_s": self.read_wait_s,
         }
         if self._store is not None and not self._store.closed:
             out["store"] = self._store.stats()
@@ -157,7 +164,9 @@ class JointTickets:
         if ticket.copied is not None:
             torch.cuda.current_stream().wait_event(ticket.copied)
         elif ticket.key is not None:
+            start = time.perf_counter()
             self.store.wait(ticket.key)
+            self.write_wait_s += time.perf_counter() - start
         ticket.source = None
 
     def prefetch(self, number: int, size: list[int], stride: list[int], dtype: torch.dtype) -> None:
@@ -200,14 +209,17 @@ class JointTickets:
             if ticket.source is not None:
                 return ticket.source
             return torch.empty_strided(size, stride, dtype=dtype)
-        store = self.store
-        if ticket.back is None:  # the write was still running at prefetch: use the source
-            store.remove(ticket.key)  # waits for the write, keeps the file for the next
-            assert ticket.source is not None
-            return ticket.source
-        store.wait(ticket.key)
-        store.remove(ticket.key)
-        return ticket.back
+        store, start = self.store, time.perf_counter()
+        try:
+            if ticket.back is None:  # the write was still running at prefetch: use the source
+                store.remove(ticket.key)  # waits for the write, keeps the file for the next
+                assert ticket.source is not None
+                return ticket.source
+            store.wait(ticket.key)
+            store.remove(ticket.key)
+            return ticket.back
+        finally:
+            self.read_wait_s += time.perf_counter() - start
 
 
 _TICKETS = JointTickets()

@@ -508,6 +508,8 @@ class JointPlan:
         backward: where the backward graph holds the most, and what (:func:`backward_peak`).
         put_order: the offloaded values' names in the order the forward puts them (its
             runtime calls' ticket numbers follow it, step after step).
+        gradient_steps: the parameters stepped inside the backward, their gradients freed
+            there (:class:`~.joint_grads.GradientStep`; empty unless the optimizer was given).
     """
 
     saved: list[SavedValue]
@@ -527,6 +529,7 @@ class JointPlan:
     keep_all_step: int = 0
     backward: BackwardPeak | None = None
     put_order: list[str] = field(default_factory=list)
+    gradient_steps: list[Any] = field(default_factory=list)
     _text: str | None = field(default=None, repr=False)
 
     @property
@@ -637,6 +640,12 @@ class JointPlan:
                 f"the backward's modelled peak: {b.total} bytes at {b.node}: gradients "
                 f"{b.gradients}, saved values not yet consumed {b.saved}, other {b.other}"
             )
+        if self.gradient_steps:
+            freed = sum(g.nbytes for g in self.gradient_steps)
+            lines.append(
+                f"parameters stepped in the backward: {len(self.gradient_steps)}, their "
+                f"gradients ({freed} bytes) freed as each is stepped, not held to its end"
+            )
         if self.recomputed:
             lines.append(f"recomputed by the partitioner: {', '.join(self.recomputed)}")
         return "\n".join(lines)
@@ -658,14 +667,15 @@ def plan(
     ``other`` and ``outside``) if at most 1, else bytes. The saved values get what ``other``
     and ``outside`` leave of it; where that is less than the values the store may not take,
     everything it may take is offloaded (:attr:`JointPlan.feasible` is False). ``graphs``, if
-    given, is the keep-all step's bytes in the graphs (:func:`keep_all_bytes`, by liveness)
-    in place of the saved bytes and ``other``.
+    given, is the keep-all step's bytes in the graphs (:func:`keep_all_bytes`, by liveness,
+    at most the saved bytes and the keep-all step's ``other``) in place of the saved bytes and
+    ``other`` (which then may be less than keep-all's: gradients stepped in the backward).
 
     The budget rule runs on plain numbers (:func:`plan_within_budget`); the ``placement`` IR
     of its decisions is built only when :attr:`JointPlan.text` is read, so a compile imports
     no MLIR pass machinery unless someone asks for the IR."""
     total = sum(s.nbytes for s in saved if s.eligible != GRAPH_INPUT)
-    whole = (total + other if graphs is None else min(graphs, total + other)) + outside
+    whole = (total + other if graphs is None else graphs) + outside
     step = int(memory_budget * whole) if memory_budget <= 1 else int(memory_budget)
     budget = max(step - other - outside, 0)
     candidates = [s for s in saved if s.eligible is None]

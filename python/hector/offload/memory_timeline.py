@@ -18,6 +18,7 @@ False and each interval's figure is the running high-water mark.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -70,6 +71,7 @@ class Interval:
         peak_bytes: the process's resident high-water mark over the interval, above the
             timeline's baseline.
         end_bytes: its resident size at ``end``, above the baseline.
+        seconds: its wall time (the marks' own cost included).
     """
 
     step: int
@@ -77,6 +79,7 @@ class Interval:
     end: str
     peak_bytes: int
     end_bytes: int
+    seconds: float = 0.0
 
 
 @dataclass
@@ -92,6 +95,7 @@ class MemoryTimeline:
     intervals: list[Interval] = field(default_factory=list)
     _step: int = -1
     _last: str = ""
+    _at: float = 0.0
 
     def start(self) -> None:
         """The baseline is the resident size now; the high-water mark restarts."""
@@ -106,14 +110,16 @@ class MemoryTimeline:
 
     def mark(self, label: str) -> None:
         """Close the interval from the previous mark to here, named ``label``."""
+        now = time.perf_counter()
         hwm, rss = (status_kib("VmHWM") or 0) * 1024, (status_kib("VmRSS") or 0) * 1024
         if self.exact:
             reset_high_water_mark()
         if label and self._step >= 0:
             base = self.baseline_bytes
             peak, end = max(hwm - base, 0), max(rss - base, 0)
-            self.intervals.append(Interval(self._step, self._last, label, peak, end))
-        self._last = label
+            seconds = now - self._at
+            self.intervals.append(Interval(self._step, self._last, label, peak, end, seconds))
+        self._last, self._at = label, time.perf_counter()
 
     def peak(self, step: int | None = None) -> Interval | None:
         """The interval with the highest peak (of ``step``, or of every step)."""
@@ -129,6 +135,7 @@ class MemoryTimeline:
                 "to": i.end,
                 "peak_bytes": i.peak_bytes,
                 "end_bytes": i.end_bytes,
+                "seconds": i.seconds,
             }
             for i in self.intervals
             if step is None or i.step == step
