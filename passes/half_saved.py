@@ -22,8 +22,8 @@ The CPU pipeline's ``hector-half-messages`` then lets the template computing suc
 write it in bf16 directly (no f32 buffer and copy; a sum becomes a segmented sum). The pass
 runs only when ``hector.compile`` computes on bf16 pairs (``Options.bf16_dot``: the CPU has
 AVX512-BF16) and places no saved value under a memory budget (``placement-plan-saved`` and the
-runtime's store size them as f32 rows); narrower values (attention scores, one column per head), node rows, f16
-programs and programs without a bf16 argument are left as they are.
+runtime's store size them as f32 rows); narrower values (attention scores, one column per
+head), node rows, f16 programs and programs without a bf16 argument are left as they are.
 """
 
 from __future__ import annotations

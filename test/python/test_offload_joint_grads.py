@@ -234,3 +234,29 @@ def test_the_store_waits_are_counted() -> None:
     assert stats["write_wait_s"] >= before[0]
     assert stats["read_wait_s"] >= before[1]
     assert tickets().got_bytes > 0
+
+
+def test_the_hector_backend_takes_the_optimizer_as_an_option() -> None:
+    """``torch.compile(m, backend="hector", options={"memory_budget": ..., "optimizer": opt})``
+    steps each parameter inside the backward, as ``JointBackend(..., optimizer=opt)`` does."""
+    from hector.dynamo.backend import HectorBackend
+
+    make = OPTIMIZERS["adamw"]
+    keep_all, _, _ = _train(make, None, False)
+    torch._dynamo.reset()
+    model = _model()
+    opt = make(list(model.parameters()))
+    backend = HectorBackend(memory_budget=0.5, compute="eager", optimizer=opt)
+    compiled = torch.compile(model, backend=backend, fullgraph=True)
+    torch.manual_seed(1)
+    for k in range(3):
+        opt.zero_grad(set_to_none=True)
+        compiled(torch.randn(128, 64)).square().sum().backward()
+        opt.step()
+        opt.param_groups[0]["lr"] *= 0.5 + 0.25 * k
+    assert backend.joint is not None
+    (plan,) = backend.joint.plans
+    assert len(plan.gradient_steps) == len(keep_all)
+    params = [p.detach() for p in model.parameters()]
+    assert all(torch.equal(a, b) for a, b in zip(keep_all, params, strict=True))
+    assert all(p.grad is None for p in model.parameters())

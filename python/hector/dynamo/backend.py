@@ -42,11 +42,10 @@ instead of falling back), ``verify`` (bool), ``rtol``/``atol`` (the verification
 
 ``memory_budget`` (a fraction of the keep-all step's modelled memory, or bytes; None by
 default) takes every graph the other way, for models that are not GNNs: AOTAutograd with
-Hector's partitioner, each saved value kept or offloaded so the step's modelled memory (saved
-values and the graphs' other bytes) fits the budget, Inductor compiling the compute
-(:class:`hector.offload.joint.JointBackend`; ``compute``: ``"inductor"`` or ``"eager"``,
-``offload_threshold``: the bytes under which a saved value is always kept).
-:attr:`HectorBackend.joint` holds the plans (``joint.explain()``).
+Hector's partitioner, each saved value kept or offloaded so the step's modelled memory fits
+the budget, Inductor compiling the compute (``offload.joint.JointBackend``; ``compute``:
+``"inductor"`` | ``"eager"``; ``offload_threshold``: bytes under which a saved value is kept;
+``optimizer``: stepped per parameter in the backward). ``HectorBackend.joint``: the plans.
 """
 
 from __future__ import annotations
@@ -95,7 +94,10 @@ _OPTIONS: dict[str, Any] = {
     "memory_budget": None,
     "compute": "inductor",
     "offload_threshold": 64 << 10,
+    "optimizer": None,
 }
+#: The options a budgeted compile's backend is made from, beside the optimizer.
+_JOINT_OPTIONS = ("memory_budget", "compute", "offload_threshold")
 
 
 class BackendError(RuntimeError):
@@ -671,13 +673,14 @@ class HectorBackend:
         """The :class:`~hector.offload.joint.JointBackend` of ``opts`` (kept while they hold)."""
         from ..offload.joint import JointBackend
 
-        key = (opts["memory_budget"], opts["compute"], opts["offload_threshold"])
+        key = (*map(opts.get, _JOINT_OPTIONS), id(opts["optimizer"]))
         if self.joint is None or self._joint_key != key:
             self.joint = JointBackend(
                 opts["memory_budget"],
                 compute=opts["compute"],
                 threshold=opts["offload_threshold"],
                 since=self._resident,
+                optimizer=opts["optimizer"],
             )
             self._joint_key = key
         return self.joint
