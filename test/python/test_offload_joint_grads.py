@@ -155,6 +155,11 @@ def test_a_second_backward_before_the_optimizer_step_is_refused() -> None:
     compiled(torch.randn(4, 64)).sum().backward()
     with pytest.raises(GradientStepError, match="stepped twice in one optimizer step"):
         compiled(torch.randn(4, 64)).sum().backward()
+    # The aborted backward read none of its offloaded values back: they stay in the store
+    # until forgotten, as the docs say (later tests count the outstanding tickets).
+    assert tickets().stats()["outstanding"] > 0
+    tickets().clear()
+    assert tickets().stats()["outstanding"] == 0
 
 
 def test_a_parameter_holding_a_gradient_gets_the_new_one_accumulated_first() -> None:

@@ -38,6 +38,7 @@ import torch
 from torch import fx
 
 from . import memory_timeline
+from .joint_plan import is_view
 
 __all__ = [
     "GradientStep",
@@ -167,19 +168,11 @@ def _step_fake(grad: torch.Tensor, owner: int, slot: int, after: list[torch.Tens
     return None
 
 
-def _is_view(node: fx.Node) -> bool:
-    schema = getattr(node.target, "_schema", None)
-    if schema is None or not schema.returns:
-        return False
-    alias = schema.returns[0].alias_info
-    return alias is not None and not alias.is_write
-
-
 def _aliases(fw: fx.GraphModule, primal: str) -> set[str]:
     """The forward's nodes that are views of input ``primal`` (itself included)."""
     names = {primal}
     for node in fw.graph.nodes:
-        if _is_view(node) and node.all_input_nodes and node.all_input_nodes[0].name in names:
+        if is_view(node) and node.all_input_nodes and node.all_input_nodes[0].name in names:
             names.add(node.name)
     return names
 
@@ -192,7 +185,7 @@ def _readers(bw: fx.GraphModule, names: set[str]) -> list[fx.Node]:
     for node in bw.graph.nodes:
         if node.op != "call_function" or not any(a in held for a in node.all_input_nodes):
             continue
-        if _is_view(node) and node.all_input_nodes[0] in held:
+        if is_view(node) and node.all_input_nodes[0] in held:
             held.add(node)
         elif isinstance(node.meta.get("val"), torch.Tensor):
             readers.append(node)

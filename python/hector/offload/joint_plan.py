@@ -365,7 +365,7 @@ def choose_recompute(fw: fx.GraphModule, joint: JointPlan) -> list[Recompute]:
     return chosen
 
 
-def _is_view(node: fx.Node) -> bool:
+def is_view(node: fx.Node) -> bool:
     """Whether ``node``'s result aliases its first operand (a view: no memory of its own)."""
     schema = getattr(node.target, "_schema", None)
     if schema is None or not schema.returns:
@@ -381,7 +381,7 @@ def _live_peak(gm: fx.GraphModule, saved: set[str], inputs: bool) -> int:
     nodes = list(gm.graph.nodes)
     base: dict[fx.Node, fx.Node] = {}
     for n in nodes:
-        base[n] = base[n.all_input_nodes[0]] if _is_view(n) and n.all_input_nodes else n
+        base[n] = base[n.all_input_nodes[0]] if is_view(n) and n.all_input_nodes else n
     excluded = {base[n] for n in nodes if n.name in saved} | {n for n in nodes if n.name in saved}
     last: dict[fx.Node, int] = {}
     for i, n in enumerate(nodes):
@@ -435,7 +435,7 @@ def backward_peak(
     nodes = list(bw.graph.nodes)
     base = {n: n for n in nodes}
     for n in nodes:
-        if _is_view(n) and n.all_input_nodes:
+        if is_view(n) and n.all_input_nodes:
             base[n] = base[n.all_input_nodes[0]]
     outputs = {base[a] for n in nodes if n.op == "output" for a in n.all_input_nodes}
     last = {base[a]: i for i, n in enumerate(nodes) for a in n.all_input_nodes if n.op != "output"}
