@@ -128,6 +128,9 @@ def test_bf16_inputs_match_float32_on_both_paths(g, name, monkeypatch) -> None:
     path (``HECTOR_BF16_DOT=off``) compiles without bf16 products; the default path uses them
     exactly where the CPU has AVX512-BF16."""
     monkeypatch.setenv(cpu_features.ENV, "off")
+    # The layer's compiled function is shared by the process: start from an empty memory of
+    # it, so the products found are this test's (other files compile it with bf16 products).
+    _case(name, g)[0]._fn._cache.clear()
     want_infer, _ = _infer(name, g, torch.float32)
     want_train, _ = _train(name, g, torch.float32)
     f32_infer, f32_layer = _infer(name, g, torch.bfloat16)
