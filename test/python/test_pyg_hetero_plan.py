@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import torch
 import torch._dynamo
 from test_pyg_hetero_route import (
@@ -138,3 +139,25 @@ def test_mixed_classes_are_not_planned_and_run_their_groups() -> None:
     _assert_matches(model, torch.compile(model, backend=HectorBackend()), x, ei)
     assert "HeteroConv" not in pyg_route.FALLBACKS
     assert {n.split(":")[0] for n in pyg_route.STATS} == {"hetero-gat", "hetero-sage"}
+
+
+def test_features_of_another_width_than_the_convs_are_refused_as_eagerly() -> None:
+    """Features 12 wide into convs built for 16: eager PyG refuses the product; the compiled
+    layer must refuse too, not pad the rows to the widest input and run."""
+    torch.manual_seed(0)
+    conv = HeteroConv(
+        {
+            ("a", "r", "b"): GATConv((16, 16), 8, heads=2, add_self_loops=False),
+            ("b", "s", "a"): GATConv((16, 16), 8, heads=2, add_self_loops=False),
+        }
+    )
+    x = {"a": torch.randn(30, 12), "b": torch.randn(20, 12)}
+    ei = {
+        ("a", "r", "b"): torch.stack([torch.randint(30, (60,)), torch.randint(20, (60,))]),
+        ("b", "s", "a"): torch.stack([torch.randint(20, (60,)), torch.randint(30, (60,))]),
+    }
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        conv(x, ei)
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="16"):
+        torch.compile(conv, backend="hector")(x, ei)

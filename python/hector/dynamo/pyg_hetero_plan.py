@@ -9,13 +9,14 @@ of 8 relations) that was seconds of every capture. Two things take it out of the
 * **The plan** (:class:`Plan`, :func:`plan_of`): the decision (route or not) and the layer's
   typed graph (its relations, node types, which types' rows are read, the widest input, each
   relation's ends, the program's name, the destinations' keys) depend only on the layer and on
-  the call's structure: the dicts' keys, and each tensor's dtype, rank, layout, whether it takes
-  a gradient and, for float features, its width (:func:`call_key`, which the trace computes
-  with a few attribute reads). :func:`plan_of` is ``torch._dynamo.assume_constant_result``:
+  the call's structure: the dicts' keys, and each tensor's dtype, rank, layout and whether it
+  takes a gradient (:func:`call_key`, which the trace computes with a few attribute reads; the
+  widths are read in the trace, where each source's is checked against its conv's).
+  :func:`plan_of` is ``torch._dynamo.assume_constant_result``:
   Dynamo runs it as plain Python at trace time, on the layer itself and that key (the key's
   tensors rebuilt as ``meta`` tensors for the decision's checks), and bakes its result, a frozen
   dataclass of constants, into the graph. Guards stay those of the key's reads (the tensors'
-  metadata, the features' widths, the layer's ``training``) and the layer's identity. A call
+  metadata, the layer's ``training``) and the layer's identity. A call
   the plan does not route (a fallback, convs of several classes) goes the traced way, so its
   reason and guards are as before; so do calls with edge data or a third positional dict.
 * **The glue** (:func:`gat_weights`, op ``hector::hetero_gat_weights``): ``GATConv``'s weights
@@ -143,6 +144,21 @@ def _plan(cls: str, names: tuple[str, ...], layout: Any, program: str, dst: bool
 # -- the traced part ------------------------------------------------------------------------
 
 
+def _check_source_widths(plan: Plan, convs: list[Any], x_dict: dict[Any, Any]) -> None:
+    """Refuse source features whose width is not the one a relation's conv was built for (its
+    ``in_channels``, or their first where a pair): the program pads rows to the widest input,
+    so it would run on them where eager PyG refuses the product."""
+    for edge, conv in zip(plan.relations, convs, strict=True):
+        wanted = getattr(conv, "in_channels", -1)
+        wanted = wanted[0] if isinstance(wanted, tuple) else wanted
+        got = x_dict[edge[0]].shape[-1]
+        if isinstance(wanted, int) and wanted > 0 and got != wanted:
+            raise ValueError(
+                f"HeteroConv relation {edge}: {type(conv).__name__} takes {wanted}-wide "
+                f"source features, got {edge[0]!r} features {got} wide"
+            )
+
+
 def run_planned(
     layer: Any, plan: Plan, x_dict: dict[Any, Any], edge_index_dict: dict[Any, Any]
 ) -> dict[Any, torch.Tensor]:
@@ -151,6 +167,7 @@ def run_planned(
     from . import pyg_hetero, pyg_route
 
     convs = [getattr(layer.convs, name) for name in plan.names]
+    _check_source_widths(plan, convs, x_dict)
     pad = torch.nn.functional.pad
     width = max(x_dict[t].shape[1] for t in plan.touched)
     xs = []
