@@ -28,6 +28,17 @@ measured on, shared with other jobs, they made the RGCN route's kernels slower (
 start and end wait for a thread the scheduler has not run); they are meant for a machine whose
 cores the process has to itself, where measured before they become the default.
 
+**Pool calls** are the default otherwise (``HECTOR_POOL_CALLS=0`` hands the chunks to MLIR's
+pool instead): the chunks go to the same queue, which Hector's own helper threads empty
+(``hector_pool_begin``/``hector_pool_end``; at most ``torch.get_num_threads() - 1`` helpers,
+started on first use), and the caller runs the chunks still queued at each join. Nothing waits
+for a helper that has not started a chunk: not the join (the caller takes its chunk), not the
+call's start or end (no region; the call's queue is freed by whichever of the caller and its
+helpers leaves it last). With MLIR's pool a join waited for the pool thread to be given a core
+(on a machine as busy as it has cores, a scheduler's turn per kernel). The helpers of a forked
+child are its own (started again on its first call: ``pthread_atfork``), where MLIR's pool,
+whose threads the child does not have, left the child's first call waiting forever.
+
 This module depends only on ctypes, like the rest of the runtime binding.
 """
 
@@ -37,15 +48,20 @@ import ctypes
 import functools
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from . import native
 
 __all__ = [
     "ENV",
+    "POOL_ENV",
     "REPLACED",
+    "PoolCounts",
     "available",
     "call",
     "engine_symbols",
+    "pool_counts",
+    "pool_enabled",
     "queued_chunks",
     "set_fallbacks",
 ]
@@ -53,6 +69,9 @@ __all__ = [
 #: Environment variable: ``1`` runs compiled functions as team calls; unset or anything else,
 #: without (the chunks go to MLIR's pool).
 ENV = "HECTOR_TEAM_CALLS"
+#: Environment variable: ``0`` hands the chunks of calls other than team calls to MLIR's pool;
+#: unset or anything else, pool calls (Hector's helpers, the caller running queued chunks).
+POOL_ENV = "HECTOR_POOL_CALLS"
 #: The async runtime's entry points team calls replace (a worker's chunk handed over, a join),
 #: and what the engine binds them to (a linked kernel library renames them to).
 REPLACED = {
@@ -74,6 +93,15 @@ def _lib() -> ctypes.CDLL:
     lib.hector_team_available.restype = ctypes.c_int
     lib.hector_team_set_fallbacks.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     lib.hector_team_set_fallbacks.restype = None
+    lib.hector_pool_begin.argtypes = [ctypes.c_int]
+    lib.hector_pool_begin.restype = ctypes.c_void_p
+    lib.hector_pool_end.argtypes = [ctypes.c_void_p]
+    lib.hector_pool_end.restype = None
+    for name in ("hector_pool_queued", "hector_pool_helped"):
+        getattr(lib, name).argtypes = []
+        getattr(lib, name).restype = ctypes.c_uint64
+    lib.hector_pool_helpers.argtypes = []
+    lib.hector_pool_helpers.restype = ctypes.c_int
     return lib
 
 
@@ -89,6 +117,29 @@ def queued_chunks() -> int:
     """How many workers' chunks team calls have queued for their teams since the process
     started (chunks dispatched outside team calls go to MLIR's pool and are not counted)."""
     return int(_lib().hector_team_queued())
+
+
+def pool_enabled() -> bool:
+    """Whether calls other than team calls are pool calls (:data:`POOL_ENV` is not ``0``)."""
+    return os.environ.get(POOL_ENV, "") != "0"
+
+
+@dataclass(frozen=True)
+class PoolCounts:
+    """Pool calls since the process started: chunks queued, of those run by a helper, and the
+    helper threads started (a forked child counts its own)."""
+
+    queued: int
+    helped: int
+    helpers: int
+
+
+def pool_counts() -> PoolCounts:
+    """The process's :class:`PoolCounts`."""
+    lib = _lib()
+    return PoolCounts(
+        int(lib.hector_pool_queued()), int(lib.hector_pool_helped()), lib.hector_pool_helpers()
+    )
 
 
 def set_fallbacks(mlir_runtime: dict[str, ctypes.c_void_p]) -> None:
@@ -107,10 +158,18 @@ def engine_symbols() -> dict[str, ctypes.c_void_p]:
 def call(run: Callable[[], None], threads: int = 0) -> None:
     """Run ``run()`` (a compiled function's call) on this thread inside a parallel region of
     ``threads`` OpenMP threads (0: the runtime's default, ``torch.get_num_threads()``), the
-    others running the chunks it dispatches; directly when team calls are unavailable. An
-    exception ``run`` raises is raised here."""
+    others running the chunks it dispatches; when team calls are unavailable, as a pool call
+    with at most ``threads - 1`` helpers (0: the same default), or directly with
+    ``HECTOR_POOL_CALLS=0``. An exception ``run`` raises is raised here."""
     if not available():
-        run()
+        if not pool_enabled():
+            run()
+            return
+        handle = _lib().hector_pool_begin(threads)
+        try:
+            run()
+        finally:
+            _lib().hector_pool_end(handle)
         return
     raised: list[BaseException] = []
 

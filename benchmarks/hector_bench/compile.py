@@ -30,8 +30,11 @@ Under the Hector backend ``RGCNConv`` and ``HGTConv`` run as one ``hector::pyg_l
 (:mod:`hector.dynamo.pyg_route`); their program's calls are in ``hector.layer_programs``.
 
 ``--systems`` may add ``hector-team``: Hector's backend again, its steps run with team calls on
-(``HECTOR_TEAM_CALLS=1`` set around each step; :mod:`hector.runtime.team_calls`), so one
-process compares MLIR's worker pool with PyTorch's OpenMP threads on the same program.
+(``HECTOR_TEAM_CALLS=1`` set around each step; :mod:`hector.runtime.team_calls`), and
+``hector-mlir``: its steps run with pool calls off (``HECTOR_POOL_CALLS=0``: the workers'
+chunks go to MLIR's async pool, as before pool calls were the default), so one process
+compares Hector's helper threads (``hector``), PyTorch's OpenMP threads and MLIR's pool on the
+same program.
 
 ``--cell NAME`` runs a named cell (:data:`CELLS`) that guards one result: it fixes the layer,
 graph, widths and systems (``--runs``, ``--warmup``, ``--clock`` and ``--json`` still apply)
@@ -62,10 +65,18 @@ from hector.tools import cli_args as _args
 from . import _common, random_graph
 
 MODELS = ("rgcn", "rgat", "hgt")
-SYSTEMS = ("eager", "inductor", "hector", "hector-team")
+SYSTEMS = ("eager", "inductor", "hector", "hector-team", "hector-mlir")
 #: The system that runs Hector's backend with team calls on (``HECTOR_TEAM_CALLS=1`` during its
 #: calls only: ``hector.runtime.team_calls``), beside ``hector`` with them as the process has.
 TEAM_SYSTEM = "hector-team"
+#: The system that runs Hector's backend with pool calls off (``HECTOR_POOL_CALLS=0`` during
+#: its calls: the chunks go to MLIR's async pool).
+MLIR_POOL_SYSTEM = "hector-mlir"
+#: The environment each of those systems' steps run under.
+STEP_ENVIRONMENT = {
+    TEAM_SYSTEM: {"HECTOR_TEAM_CALLS": "1"},
+    MLIR_POOL_SYSTEM: {"HECTOR_POOL_CALLS": "0"},
+}
 
 
 class BenchError(Exception):
@@ -97,7 +108,7 @@ CELLS = {
             "hidden": 24,
             "input_grad": True,
             "dynamic": False,
-            "systems": f"eager,hector,{TEAM_SYSTEM}",
+            "systems": f"eager,hector,{TEAM_SYSTEM},{MLIR_POOL_SYSTEM}",
             "warm": False,
         },
     ),
@@ -126,8 +137,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--systems",
         default=",".join(SYSTEMS),
-        help="comma-separated subset of eager,inductor,hector,hector-team (Hector with team "
-        "calls on)",
+        help="comma-separated subset of eager,inductor,hector,hector-team,hector-mlir (Hector "
+        "with team calls on; with MLIR's pool instead of its own helpers)",
     )
     p.add_argument("--in-dim", type=_args.WIDTH, default=16)
     p.add_argument(
@@ -234,20 +245,20 @@ def _step(layer: Any, fn: Callable[..., Any], inputs: tuple[Any, ...], training:
     return run
 
 
-def _with_team_calls(step: Callable[[], Any]) -> Callable[[], Any]:
-    """``step`` run with Hector's team calls on (``HECTOR_TEAM_CALLS=1`` during the call)."""
-    from hector.runtime import team_calls
+def _with_environment(step: Callable[[], Any], env: dict[str, str]) -> Callable[[], Any]:
+    """``step`` run with the variables of ``env`` set during the call (as they were after)."""
 
     def run() -> Any:
-        old = os.environ.get(team_calls.ENV)
-        os.environ[team_calls.ENV] = "1"
+        old = {name: os.environ.get(name) for name in env}
+        os.environ.update(env)
         try:
             return step()
         finally:
-            if old is None:
-                os.environ.pop(team_calls.ENV, None)
-            else:
-                os.environ[team_calls.ENV] = old
+            for name, value in old.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
     return run
 
@@ -464,8 +475,8 @@ def run_cell(
         counted = [0]
         fn, backend = _compiled(name, layer, args, counted)
         step = _step(layer, fn, inputs, training)
-        if name == TEAM_SYSTEM:
-            step = _with_team_calls(step)
+        if name in STEP_ENVIRONMENT:
+            step = _with_environment(step, STEP_ENVIRONMENT[name])
         entry: dict[str, Any] = {"system": name, "mode": args.mode}
         try:
             start = time.perf_counter()

@@ -17,9 +17,13 @@
 // helpers ran none of its chunks, the next SOLO_CALLS calls run every chunk on the calling
 // thread at its join, without a region. hector.runtime.team_calls turns team calls on
 // (HECTOR_TEAM_CALLS=1); generated code bound to hector_async_* works the same without them.
+//
+// Pool calls (hector_pool_begin/end, the default otherwise) use the same queue with Hector's
+// own helper threads instead of a region: see "Pool calls" below.
 
 #include <dlfcn.h>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -27,6 +31,8 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <system_error>
+#include <thread>
 
 namespace {
 
@@ -41,9 +47,11 @@ struct Task {
     Resume resume;
 };
 
+struct Pool;
+
 struct Team {
-    void (*fn)(void*);
-    void* arg;
+    void (*fn)(void*) = nullptr;
+    void* arg = nullptr;
     std::mutex mu;
     std::deque<Task> queue;
     std::atomic<int> queued{0};
@@ -52,6 +60,10 @@ struct Team {
     std::atomic<int> sleepers{0};     // helpers waiting on `news`
     std::atomic<int> pushed{0};       // chunks the call queued
     std::atomic<int> helped{0};       // of those, run by a helper
+    // Pool calls only: the pool it was published to (null: solo, every chunk on the caller),
+    // and its owners (the caller and each helper inside it): the last one out deletes it.
+    Pool* pool = nullptr;
+    std::atomic<int> refs{1};
 };
 
 // Calls run solo (every chunk on the calling thread, no region) after a team call whose
@@ -88,6 +100,8 @@ struct OpenMp {
 
 std::atomic<Execute> g_execute{nullptr};
 std::atomic<uint64_t> g_queued_total{0};  // chunks team calls queued since the process started
+std::atomic<uint64_t> g_pool_queued{0};   // chunks pool calls queued since the process started
+std::atomic<uint64_t> g_pool_helped{0};   // of those, run by a pool helper
 std::atomic<AwaitAll> g_await_all{nullptr};
 thread_local Team* t_team = nullptr;
 
@@ -123,6 +137,7 @@ void help(Team* team) {
         if (pop(team, &task)) {
             task.resume(task.handle);
             team->helped.fetch_add(1, std::memory_order_relaxed);
+            if (team->fn == nullptr) g_pool_helped.fetch_add(1, std::memory_order_relaxed);
             idle = 0;
             continue;
         }
@@ -156,6 +171,97 @@ void region(void* data) {
     t_team = previous;
     team->done.store(true, std::memory_order_release);
     announce(team);
+}
+
+// -- Pool calls: the default ------------------------------------------------------------------
+//
+// Hector's own helper threads (started on first use, at most the OpenMP runtime's thread count
+// less one) take the chunks a call queues; the caller runs those still queued when it reaches a
+// join. A helper the scheduler has not run yet (other processes hold the cores) thus never
+// holds a join: the caller does its chunk. Nor does any start or end of the call wait for a
+// helper: the call's Team is shared (refs), and the last of the caller and the helpers inside
+// it deletes it. One call at a time is published to the helpers; a call made while another
+// is (another Python thread's) runs solo, as does one in a process whose helpers could not
+// start. Between calls the helpers sleep on the pool's futex word, bumped at every chunk a
+// published call queues.
+
+struct Pool {
+    std::mutex mu;                       // guards current, helpers and the hand-over of refs
+    Team* current = nullptr;             // the published call, if any
+    int helpers = 0;                     // threads started
+    std::atomic<uint32_t> word{0};       // the idle helpers' futex word
+    std::atomic<int> sleepers{0};        // helpers asleep on `word`
+};
+
+// The pool of this process: a forked child gets a fresh one (at_fork_child), since the
+// parent's helpers do not exist in it. Never destroyed: helpers outlive static destructors.
+std::atomic<Pool*> g_pool{nullptr};
+constexpr int MAX_HELPERS = 255;
+
+void release(Team* team) {
+    if (team->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete team;
+}
+
+// The published call, with a ref taken for the helper; null when there is none to help.
+Team* join_current(Pool* pool) {
+    std::lock_guard<std::mutex> lock(pool->mu);
+    Team* team = pool->current;
+    if (team == nullptr || team->done.load(std::memory_order_acquire)) return nullptr;
+    team->refs.fetch_add(1, std::memory_order_relaxed);
+    return team;
+}
+
+void helper_main(Pool* pool) {
+    while (true) {
+        uint32_t seen = pool->word.load(std::memory_order_seq_cst);
+        if (Team* team = join_current(pool)) {
+            help(team);
+            release(team);
+            continue;
+        }
+        pool->sleepers.fetch_add(1, std::memory_order_seq_cst);
+        if (pool->word.load(std::memory_order_seq_cst) == seen) futex_wait(&pool->word, seen);
+        pool->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    }
+}
+
+void at_fork_child() { g_pool.store(new Pool, std::memory_order_release); }
+
+Pool* pool_of_process() {
+    static const bool registered = [] {
+        g_pool.store(new Pool, std::memory_order_release);
+        pthread_atfork(nullptr, nullptr, at_fork_child);
+        return true;
+    }();
+    (void)registered;
+    return g_pool.load(std::memory_order_acquire);
+}
+
+// Start helpers until there are `wanted` (the pool's lock held); false if none could start.
+bool start_helpers(Pool* pool, int wanted) {
+    if (wanted > MAX_HELPERS) wanted = MAX_HELPERS;
+    while (pool->helpers < wanted) {
+        try {
+            std::thread(helper_main, pool).detach();
+        } catch (const std::system_error&) {
+            break;  // no more threads: the calls run with those there are, or solo
+        }
+        ++pool->helpers;
+    }
+    return pool->helpers > 0;
+}
+
+// Something queued in a published pool call: wake the helpers asleep between calls.
+void wake_idle_helpers(Pool* pool) {
+    pool->word.fetch_add(1, std::memory_order_seq_cst);
+    if (pool->sleepers.load(std::memory_order_seq_cst) > 0) futex_wake_all(&pool->word);
+}
+
+int default_threads() {
+    auto max_threads = reinterpret_cast<OmpInt>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+    if (max_threads != nullptr) return max_threads();
+    unsigned cores = std::thread::hardware_concurrency();
+    return cores > 0 ? static_cast<int>(cores) : 1;
 }
 
 }  // namespace
@@ -212,7 +318,12 @@ void hector_async_execute(void* handle, Resume resume) {
         }
         team->queued.fetch_add(1, std::memory_order_release);
         team->pushed.fetch_add(1, std::memory_order_relaxed);
-        g_queued_total.fetch_add(1, std::memory_order_relaxed);
+        if (team->fn == nullptr) {  // a pool call
+            g_pool_queued.fetch_add(1, std::memory_order_relaxed);
+            if (team->pool != nullptr) wake_idle_helpers(team->pool);
+        } else {
+            g_queued_total.fetch_add(1, std::memory_order_relaxed);
+        }
         announce(team);
         return;
     }
@@ -233,6 +344,60 @@ void hector_async_await_all_in_group(void* group) {
     while (team != nullptr && pop(team, &task)) task.resume(task.handle);
     AwaitAll fallback = g_await_all.load();
     if (fallback != nullptr) fallback(group);
+}
+
+}  // extern "C"
+
+extern "C" {
+
+// Begin a pool call on the calling thread: until hector_pool_end, the chunks the compiled code
+// it calls queues go to the pool's helpers (at most `threads` - 1 of them; `threads` <= 0: the
+// OpenMP runtime's omp_get_max_threads(), PyTorch's thread count) and the caller runs those
+// still queued at each join. With `threads` == 1, or while another thread's call holds the
+// pool, the caller runs them all (solo). Returns the handle hector_pool_end takes (null inside
+// a team or pool call already running on this thread: the inner call changes nothing).
+void* hector_pool_begin(int threads) {
+    if (t_team != nullptr) return nullptr;
+    if (threads <= 0) threads = default_threads();
+    Team* team = new Team;
+    if (threads > 1) {
+        Pool* pool = pool_of_process();
+        std::lock_guard<std::mutex> lock(pool->mu);
+        if (pool->current == nullptr && start_helpers(pool, threads - 1)) {
+            pool->current = team;
+            team->pool = pool;
+        }
+    }
+    t_team = team;
+    return team;
+}
+
+// End the pool call `handle` (from hector_pool_begin on this thread; null: nothing): chunks
+// still queued (none, when the compiled code joined each group it dispatched) run here first.
+void hector_pool_end(void* handle) {
+    Team* team = static_cast<Team*>(handle);
+    if (team == nullptr) return;
+    Task task;
+    while (pop(team, &task)) task.resume(task.handle);
+    t_team = nullptr;
+    team->done.store(true, std::memory_order_release);
+    announce(team);
+    if (Pool* pool = team->pool) {
+        std::lock_guard<std::mutex> lock(pool->mu);
+        if (pool->current == team) pool->current = nullptr;
+    }
+    release(team);
+}
+
+// Chunks pool calls have queued since the process started, and of those the helpers ran.
+uint64_t hector_pool_queued() { return g_pool_queued.load(std::memory_order_relaxed); }
+uint64_t hector_pool_helped() { return g_pool_helped.load(std::memory_order_relaxed); }
+
+// Helper threads the pool of this process has started (a forked child starts its own).
+int hector_pool_helpers() {
+    Pool* pool = pool_of_process();
+    std::lock_guard<std::mutex> lock(pool->mu);
+    return pool->helpers;
 }
 
 }  // extern "C"

@@ -140,7 +140,8 @@ def test_bench_compile_named_cell_fixes_the_route_regression_settings(
     assert seen == [("rgcn", "random:20000x200000x6", 16, 24, True, "training")]
     out = json.loads(record.read_text())
     (cell,) = out["cells"]
-    assert [r["system"] for r in cell["results"]] == ["eager", "hector", "hector-team"]
+    systems = ["eager", "hector", "hector-team", "hector-mlir"]
+    assert [r["system"] for r in cell["results"]] == systems
     assert cell["cell_target"]["min_speedup_vs_eager"] == 2.0
     assert cell["target_met"] is True
     assert out["targets"] == {"rgcn-route": {"RGCNConv@random:20000x200000x6": True}}
@@ -179,3 +180,31 @@ def test_bench_compile_hector_team_runs_with_team_calls_on(
     rows = {r["system"]: r for r in cell["results"]}
     assert rows["hector-team"]["status"] == "ok"
     assert rows["hector-team"]["max_abs_err_grad"] <= 1e-5
+
+
+def test_bench_compile_hector_mlir_runs_with_mlirs_pool(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``--systems hector-mlir``: Hector's program with pool calls off during its steps only
+    (its chunks go to MLIR's pool, so none is queued for Hector's helpers)."""
+    from hector.runtime import team_calls
+    from hector.tools.cli import main
+
+    monkeypatch.delenv(team_calls.ENV, raising=False)
+    monkeypatch.delenv(team_calls.POOL_ENV, raising=False)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # two workers per kernel: chunks to hand over
+    try:
+        before = team_calls.pool_counts().queued
+        record = tmp_path / "mlir.json"
+        argv = ["bench", "compile", "--model", "rgcn", "--dataset", "random:200x2000x3"]
+        argv += ["--systems", "eager,hector-mlir", "--runs", "1", "--warmup", "0"]
+        assert main([*argv, "--no-warm", "--input-grad", "--json", str(record)]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    assert team_calls.pool_counts().queued == before
+    assert team_calls.POOL_ENV not in os.environ
+    (cell,) = json.loads(record.read_text())["cells"]
+    rows = {r["system"]: r for r in cell["results"]}
+    assert rows["hector-mlir"]["status"] == "ok"
+    assert rows["hector-mlir"]["max_abs_err_grad"] <= 1e-5
