@@ -30,8 +30,9 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <mutex>
-#include <system_error>
+#include <new>
 #include <thread>
 
 namespace {
@@ -243,7 +244,7 @@ bool start_helpers(Pool* pool, int wanted) {
     while (pool->helpers < wanted) {
         try {
             std::thread(helper_main, pool).detach();
-        } catch (const std::system_error&) {
+        } catch (const std::exception&) {  // std::system_error, std::bad_alloc
             break;  // no more threads: the calls run with those there are, or solo
         }
         ++pool->helpers;
@@ -359,7 +360,8 @@ extern "C" {
 void* hector_pool_begin(int threads) {
     if (t_team != nullptr) return nullptr;
     if (threads <= 0) threads = default_threads();
-    Team* team = new Team;
+    Team* team = new (std::nothrow) Team;
+    if (team == nullptr) return nullptr;  // no memory: the chunks go to MLIR's pool
     if (threads > 1) {
         Pool* pool = pool_of_process();
         std::lock_guard<std::mutex> lock(pool->mu);
