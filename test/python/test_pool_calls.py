@@ -165,6 +165,8 @@ def test_a_forked_child_runs_its_first_call_on_helpers_of_its_own() -> None:
     with torch.no_grad():
         parent = compiled(x, ei, et)  # type: ignore[operator]
     assert team_calls.pool_counts().helpers >= 1
+    # The child's PyTorch operators here are below PyTorch's parallel grain (600 rows), so
+    # they open no OpenMP region: libgomp's own threads do not survive a fork either.
     pid = os.fork()
     if pid == 0:  # the child: exit status 0 only if its call ran and gave the parent's bits
         code = 1
