@@ -20,8 +20,8 @@ region's start and end wait for all its threads, as every PyTorch parallel opera
 machine whose cores other processes hold, that wait is a scheduler's turn per call.
 
 After a team call whose helpers ran none of its chunks (the scheduler gave them no core while
-it ran), the next few calls run solo: every chunk on the calling thread at its join, with no
-region to start and end.
+it ran), the next few calls run without a region to start and end: as pool calls (below), or
+solo with pool calls off (every chunk on the calling thread at its join).
 
 Team calls are off unless ``HECTOR_TEAM_CALLS=1``: on the 2-core machine the project is
 measured on, shared with other jobs, they made the RGCN route's kernels slower (the region's
@@ -64,6 +64,7 @@ __all__ = [
     "pool_enabled",
     "queued_chunks",
     "set_fallbacks",
+    "skip_regions",
 ]
 
 #: Environment variable: ``1`` runs compiled functions as team calls; unset or anything else,
@@ -85,7 +86,7 @@ _BODY = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 @functools.cache
 def _lib() -> ctypes.CDLL:
     lib = native.load_library()
-    lib.hector_team_call.argtypes = [_BODY, ctypes.c_void_p, ctypes.c_int]
+    lib.hector_team_call.argtypes = [_BODY, ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
     lib.hector_team_call.restype = None
     lib.hector_team_queued.argtypes = []
     lib.hector_team_queued.restype = ctypes.c_uint64
@@ -102,6 +103,8 @@ def _lib() -> ctypes.CDLL:
         getattr(lib, name).restype = ctypes.c_uint64
     lib.hector_pool_helpers.argtypes = []
     lib.hector_pool_helpers.restype = ctypes.c_int
+    lib.hector_team_set_solo_calls.argtypes = [ctypes.c_int]
+    lib.hector_team_set_solo_calls.restype = None
     return lib
 
 
@@ -142,6 +145,13 @@ def pool_counts() -> PoolCounts:
     )
 
 
+def skip_regions(calls: int) -> None:
+    """Make the next ``calls`` team calls run without a region (as pool calls, or solo with
+    pool calls off), as after a team call whose helpers ran none of its chunks; for tests,
+    where that otherwise depends on the scheduler."""
+    _lib().hector_team_set_solo_calls(calls)
+
+
 def set_fallbacks(mlir_runtime: dict[str, ctypes.c_void_p]) -> None:
     """Bind MLIR's own entry points of :data:`REPLACED` (addresses by name): what the
     replacements call outside a team call."""
@@ -179,6 +189,6 @@ def call(run: Callable[[], None], threads: int = 0) -> None:
         except BaseException as err:  # noqa: BLE001 - raised again below, on this thread
             raised.append(err)
 
-    _lib().hector_team_call(_BODY(body), None, threads)
+    _lib().hector_team_call(_BODY(body), None, threads, int(pool_enabled()))
     if raised:
         raise raised[0]

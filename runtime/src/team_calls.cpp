@@ -14,8 +14,8 @@
 //
 // The chunks and their order of combination are the generated code's: only which thread runs
 // a chunk changes, so results are the same as with MLIR's pool. After a team call whose
-// helpers ran none of its chunks, the next SOLO_CALLS calls run every chunk on the calling
-// thread at its join, without a region. hector.runtime.team_calls turns team calls on
+// helpers ran none of its chunks, the next SOLO_CALLS calls make no region: pool calls, or
+// with those off every chunk on the calling thread at its join. hector.runtime.team_calls turns team calls on
 // (HECTOR_TEAM_CALLS=1); generated code bound to hector_async_* works the same without them.
 //
 // Pool calls (hector_pool_begin/end, the default otherwise) use the same queue with Hector's
@@ -67,9 +67,9 @@ struct Team {
     std::atomic<int> refs{1};
 };
 
-// Calls run solo (every chunk on the calling thread, no region) after a team call whose
-// helpers ran none of its chunks: they were not given a core while it ran (other processes
-// hold the cores), so a region would only add its start and end, which wait for them.
+// Calls make no region (pool calls, or solo: every chunk on the calling thread) after a team
+// call whose helpers ran none of its chunks: they were not given a core while it ran (other
+// processes hold the cores), so a region would only add its start and end, which wait for them.
 constexpr int SOLO_CALLS = 8;
 std::atomic<int> g_solo_left{0};
 
@@ -269,6 +269,13 @@ int default_threads() {
 
 extern "C" {
 
+void* hector_pool_begin(int threads);
+void hector_pool_end(void* handle);
+
+// Team calls that follow make their next `calls` calls without a region, as after a team call
+// whose helpers ran none of its chunks (for tests: that depends on the scheduler otherwise).
+void hector_team_set_solo_calls(int calls) { g_solo_left.store(calls < 0 ? 0 : calls); }
+
 // Bind MLIR's mlirAsyncRuntimeExecute and mlirAsyncRuntimeAwaitAllInGroup, which
 // hector_async_execute and hector_async_await_all_in_group call outside team calls (and the
 // latter, in one, once the queue is empty).
@@ -287,7 +294,9 @@ int hector_team_available() { return open_mp().parallel != nullptr ? 1 : 0; }
 // Run fn(arg) on the calling thread inside a parallel region of `threads` OpenMP threads (0:
 // the runtime's default, PyTorch's torch.get_num_threads()), the others running the chunks
 // the call dispatches. Without an OpenMP runtime, or with threads == 1, fn(arg) runs directly.
-void hector_team_call(void (*fn)(void*), void* arg, int threads) {
+// The calls after a team call whose helpers ran none of its chunks run without a region: as
+// pool calls when `pool_fallback` is nonzero, else solo (every chunk on the calling thread).
+void hector_team_call(void (*fn)(void*), void* arg, int threads, int pool_fallback) {
     const OpenMp& o = open_mp();
     if (o.parallel == nullptr || threads == 1 || t_team != nullptr) {
         fn(arg);
@@ -297,8 +306,14 @@ void hector_team_call(void (*fn)(void*), void* arg, int threads) {
     team.fn = fn;
     team.arg = arg;
     int solo = g_solo_left.load(std::memory_order_relaxed);
-    if (solo > 0) {  // the calling thread runs the chunks at each join
+    if (solo > 0) {  // no region: the calling thread (and the pool's helpers) run the chunks
         g_solo_left.store(solo - 1, std::memory_order_relaxed);
+        if (pool_fallback != 0) {
+            void* pooled = hector_pool_begin(threads);
+            fn(arg);
+            hector_pool_end(pooled);
+            return;
+        }
         t_team = &team;
         fn(arg);
         t_team = nullptr;

@@ -32,7 +32,9 @@ def _two_threads(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     torch.set_num_threads(2)  # the kernels are scheduled for two workers, whatever the machine
     torch._dynamo.reset()
     pyg_route.reset_stats()
+    team_calls.skip_regions(0)  # no call left without a region by an earlier test
     yield
+    team_calls.skip_regions(0)
     torch._dynamo.reset()
     torch.set_num_threads(threads)
 
@@ -60,6 +62,8 @@ def test_rgcn_mean_route_runs_its_chunks_on_the_team_and_matches_eager() -> None
     x, ei, et = _graph()
     compiled = torch.compile(layer, backend=HectorBackend())
     _step(layer, compiled, x, ei, et)  # compiles
+    # A region for the next call, whatever the scheduler did with the helpers of the last one.
+    team_calls.skip_regions(0)
     before = team_calls.queued_chunks()
     got = _step(layer, compiled, x, ei, et)
     assert team_calls.queued_chunks() > before
@@ -80,7 +84,7 @@ def test_team_calls_off_give_the_same_bits(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv(team_calls.ENV, "0")
     before = team_calls.queued_chunks()
     off = _step(layer, compiled, x, ei, et)
-    assert team_calls.queued_chunks() == before  # MLIR's pool ran them
+    assert team_calls.queued_chunks() == before  # no team call: pool calls ran them
     for a, b in zip(on, off, strict=True):
         assert torch.equal(a, b)
 
@@ -118,3 +122,31 @@ def test_off_unless_the_environment_says_1(monkeypatch: pytest.MonkeyPatch, valu
     ran: list[bool] = []
     team_calls.call(lambda: ran.append(True))
     assert ran == [True]
+
+
+@pytest.mark.parametrize("pool", ["1", "0"])
+def test_calls_without_a_region_are_pool_calls_or_solo(
+    monkeypatch: pytest.MonkeyPatch, pool: str
+) -> None:
+    """The calls after a team call whose helpers ran nothing make no region: pool calls (their
+    chunks queued for the pool), or solo with pool calls off; the same bits either way."""
+    torch.manual_seed(2)
+    layer = RGCNConv(IN, OUT, RELATIONS, aggr="mean")
+    x, ei, et = _graph()
+    compiled = torch.compile(layer, backend=HectorBackend())
+    with_regions = _step(layer, compiled, x, ei, et)
+    monkeypatch.setenv(team_calls.POOL_ENV, pool)
+    team_calls.skip_regions(2)  # the training step's two calls
+    team, pooled = team_calls.queued_chunks(), team_calls.pool_counts().queued
+    try:
+        without = _step(layer, compiled, x, ei, et)
+    finally:
+        team_calls.skip_regions(0)
+    if pool == "1":  # the pool's queue, not a team's
+        assert team_calls.queued_chunks() == team
+        assert team_calls.pool_counts().queued > pooled
+    else:  # solo: the calling thread's own queue (counted as a team call's), not the pool's
+        assert team_calls.queued_chunks() > team
+        assert team_calls.pool_counts().queued == pooled
+    for a, b in zip(with_regions, without, strict=True):
+        assert torch.equal(a, b)
