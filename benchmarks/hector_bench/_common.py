@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import importlib.metadata
 import json
 import math
 import os
@@ -605,11 +606,9 @@ def host_info(device: str = "cpu") -> dict[str, Any]:
         "platform": platform.platform(terse=True),
         "machine": platform.machine(),
     }
-    try:
-        import torch_geometric
-
-        info["torch_geometric"] = torch_geometric.__version__
-    except ImportError:
+    try:  # its installed version, without importing it (seconds: it imports torch._dynamo)
+        info["torch_geometric"] = importlib.metadata.version("torch_geometric")
+    except importlib.metadata.PackageNotFoundError:
         pass
     if device == "cuda" and torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)

@@ -39,6 +39,11 @@ from .offload_systems import SYSTEMS, VARIANTS, SystemRun, parse_systems
 from .offload_worker import measure_system, run_until_planned
 from .plot_args import PLOT
 
+#: The offload granularities (``hector.offload.cache.GRANULARITIES``), named here
+#: so that building the command line (every ``hector`` command builds it) does not import
+#: ``hector.offload``, which imports ``torch._dynamo`` (seconds); a test checks they agree.
+GRANULARITIES = ("auto", "block", "layer")
+
 #: ``--model``: the bundled GPT/BERT and the models users bring
 #: (:mod:`hector_bench.offload_user_models`).
 MODEL_NAMES = ("gpt", "bert", "hf-gpt2", "hf-llama", "torch-encoder", "vit")
@@ -56,8 +61,6 @@ __all__ = [
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``hector bench offload``."""
-    from hector.offload.cache import GRANULARITIES
-
     parser.add_argument(
         "--model",
         choices=MODEL_NAMES,

@@ -6,12 +6,11 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from hector.tools import cli
 from hector_bench import _cache, minibatch
 
 DS, SCALE = "synthetic:mag", 0.0001  # 194 nodes, 4222 edges
@@ -117,7 +116,7 @@ def test_features_and_labels_are_checked_and_rewritten(tmp_path, cache):
 
 
 @pytest.mark.parametrize("how", ["others-writable", "link"])
-def test_cli_refuses_a_cache_dir_that_is_not_private(tmp_path, how):
+def test_cli_refuses_a_cache_dir_that_is_not_private(tmp_path, how, capsys):
     target = tmp_path / "shared"
     target.mkdir()
     if how == "others-writable":
@@ -127,15 +126,11 @@ def test_cli_refuses_a_cache_dir_that_is_not_private(tmp_path, how):
         os.chmod(target, 0o700)
         given = tmp_path / "link"
         os.symlink(target, given)
-    for bench in ("minibatch", "feature-gather"):
-        r = subprocess.run(
-            [sys.executable, "-m", "hector.tools.cli", "bench", bench, "--cache-dir", str(given)]
-            + ["--dataset" if bench == "feature-gather" else "--datasets", DS],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert r.returncode == 2, (bench, r.stdout, r.stderr)
-        assert r.stderr.startswith("error: --cache-dir: refusing to use"), r.stderr
-        assert "Traceback" not in r.stderr
+    for bench in ("minibatch", "feature-gather"):  # in this process: cli.main returns 2
+        argv = ["bench", bench, "--cache-dir", str(given)]
+        argv += ["--dataset" if bench == "feature-gather" else "--datasets", DS]
+        assert cli.main(argv) == 2, bench
+        err = capsys.readouterr().err
+        assert err.startswith("error: --cache-dir: refusing to use"), (bench, err)
+        assert "Traceback" not in err
         assert os.listdir(target) == []  # refused before any work

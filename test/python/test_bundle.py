@@ -15,8 +15,6 @@ import json
 import os
 import random
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -374,27 +372,19 @@ def test_writing_over_a_foreign_directory_is_refused(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path)) == ["foreign"]  # no temporary left behind
 
 
-def test_cli_writes_a_bundle(tmp_path: Path) -> None:
+def test_cli_writes_a_bundle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # In this process: the command line as a process of its own is test_cli.py's (_hector).
+    from hector.tools.cli import main
+
     out = tmp_path / "rgcn"
-    cmd = [
-        sys.executable,
-        "-m",
-        "hector.tools.cli",
-        "compile",
-        "--model",
-        "rgcn",
-        "--target",
-        "cuda",
-    ]
-    proc = subprocess.run([*cmd, "--bundle", str(out)], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    assert "bundle written to" in proc.stderr
+    argv = ["compile", "--model", "rgcn", "--target", "cuda"]
+    assert main([*argv, "--bundle", str(out)]) == 0
+    assert "bundle written to" in capsys.readouterr().err
     loaded = rb.Bundle.load(out)
     assert loaded.training
     assert set(loaded.functions) == {"rgcn_layer", "rgcn_layer_train", "rgcn_layer_backward"}
-    proc = subprocess.run([*cmd[:-2], "--bundle", str(out)], capture_output=True, text=True)
-    assert proc.returncode == 1
-    assert proc.stderr.strip() == "error: --bundle DIR and --target cuda go together"
+    assert main([*argv[:-2], "--bundle", str(out)]) == 1
+    assert capsys.readouterr().err.strip() == "error: --bundle DIR and --target cuda go together"
 
 
 def test_param_counts_of_plans_match_the_ptx(built: dict[str, dict[str, Any]]) -> None:

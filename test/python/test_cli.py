@@ -39,7 +39,9 @@ def test_demo_bad_sizes() -> None:
     assert "Traceback" not in r.stderr
 
 
-def test_compile_emits_each_stage() -> None:
+def test_compile_emits_each_stage(capsys: pytest.CaptureFixture[str]) -> None:
+    # In this process (as test_compile_emits_the_cuda_host_stage): the command line as a
+    # process of its own is test_compile_malformed_input's and the others' with _hector.
     expect = {
         "inter": '"hector_inter.sum_to_dst"',
         "intra": '"hector_intra.traversal_template"',
@@ -49,9 +51,8 @@ def test_compile_emits_each_stage() -> None:
         "ptx": ".visible .entry rgcn_layer_5_gemm",
     }
     for stage, needle in expect.items():
-        r = _hector("compile", "--model", "rgcn", "--emit", stage)
-        assert r.returncode == 0, r.stderr
-        assert needle in r.stdout, stage
+        assert cli.main(["compile", "--model", "rgcn", "--emit", stage]) == 0, stage
+        assert needle in capsys.readouterr().out, stage
 
 
 def _compile_option(dest: str) -> argparse.Action:
@@ -125,23 +126,26 @@ def test_compile_missing_file() -> None:
     assert "cannot open input file" in r.stderr
 
 
-def test_compile_debug_info_points_at_the_model_source() -> None:
+def test_compile_debug_info_points_at_the_model_source(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """``--model`` programs are traced: with ``--debug-info`` every op names its Python line."""
     import inspect
 
     from hector import models
 
-    r = _hector("compile", "--model", "rgcn", "--emit", "intra", "--debug-info")
-    assert r.returncode == 0, r.stderr
+    assert cli.main(["compile", "--model", "rgcn", "--emit", "intra", "--debug-info"]) == 0
     first = inspect.getsourcelines(models._rgcn_layer)[1]
-    templates = [ln for ln in r.stdout.splitlines() if '"hector_intra.' in ln]
+    templates = [ln for ln in capsys.readouterr().out.splitlines() if '"hector_intra.' in ln]
     assert templates
     for ln in templates:
         assert f'loc("{models.__file__}":' in ln, ln
         line = int(ln.rsplit(f'loc("{models.__file__}":', 1)[1].split(":")[0])
         assert first < line <= first + 5, ln  # a line of the layer's body
-    plain = _hector("compile", "--model", "rgcn", "--emit", "intra")
-    assert ' loc("' not in plain.stdout
+    assert cli.main(["compile", "--model", "rgcn", "--emit", "intra"]) == 0
+    plain = capsys.readouterr().out
+    assert '"hector_intra.' in plain
+    assert ' loc("' not in plain
 
 
 def test_bench_without_the_benchmarks_says_how_to_install_them() -> None:

@@ -56,6 +56,24 @@ def test_cuda_without_a_device_is_a_clear_error(capsys, monkeypatch):
     assert "--device cuda: no CUDA device here" in capsys.readouterr().err
 
 
+def test_granularity_choices_are_the_caches():
+    """The command line names the granularities itself (so that ``hector`` starts without
+    importing ``hector.offload``): they are the cache's, in its order."""
+    from hector.offload.cache import GRANULARITIES
+
+    assert bench.GRANULARITIES == GRANULARITIES
+    action = next(a for a in _offload_parser()._actions if a.dest == "granularity")
+    assert action.choices == GRANULARITIES
+
+
+def _offload_parser():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    return parser
+
+
 def test_device_memory_does_nothing_on_cpu():
     import torch
 

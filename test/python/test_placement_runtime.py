@@ -142,23 +142,20 @@ def test_invalid_budget_is_refused(budget: Any) -> None:
         hector.compile(_tanh_layer, memory_budget=budget)
 
 
-def test_bench_placement_writes_a_record(tmp_path: Any) -> None:
+def test_bench_placement_writes_a_record(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # In this process: each mode is measured in a worker of its own all the same
+    # (``python -m hector_bench.placement --worker``), which inherits the store's folder.
     import json
-    import subprocess
-    import sys
+
+    from hector.tools.cli import main
 
     out = tmp_path / "record.json"
     args = ["--model", "rgat", "--scale", "0.002", "--hidden", "4", "--heads", "2"]
     args += ["--in-dim", "4", "--runs", "1", "--out", str(out)]
-    env = {**os.environ, "HECTOR_OFFLOAD_DIR": str(tmp_path / "store")}
-    done = subprocess.run(
-        [sys.executable, "-m", "hector_bench.placement", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    monkeypatch.setenv("HECTOR_OFFLOAD_DIR", str(tmp_path / "store"))
+    assert main(["bench", "placement", *args]) == 0, capsys.readouterr().err
     record = json.loads(out.read_text())
     keep, budgeted = record["results"]
     assert record["grads_bit_identical"] is True
@@ -169,16 +166,14 @@ def test_bench_placement_writes_a_record(tmp_path: Any) -> None:
     assert budgeted["store_wait_read_ms"] > 0  # a read has to come back before its use
     assert keep["store_wait_write_ms"] == keep["store_wait_read_ms"] == 0
     assert {"peak_reduction", "step_overhead"} <= record.keys()
-    bad = subprocess.run(
-        [sys.executable, "-m", "hector_bench.placement", "--memory-budget", "1.5"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert bad.returncode == 2
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as bad:
+        main(["bench", "placement", "--memory-budget", "1.5"])
+    assert bad.value.code == 2
     # refused by the parser (issue 39: every numeric option is bounded there)
-    assert "argument --memory-budget: must be a finite number 0 <= x <= 1, got 1.5" in bad.stderr
-    assert "Traceback" not in bad.stderr
+    err = capsys.readouterr().err
+    assert "argument --memory-budget: must be a finite number 0 <= x <= 1, got 1.5" in err
+    assert "Traceback" not in err
 
 
 def test_cuda_training_with_a_budget_is_refused(mag: Any) -> None:
