@@ -20,10 +20,10 @@ two consecutive reduction steps of one row or column, the earlier in its low hal
   bf16 features are interleaved as stored, without widening or rounding.
 
 Values stored in f32 (weights in training, row gradients, intermediate activations) are
-rounded to bf16 to the nearest even as they are packed (``templates.from_f32``), as
-PyTorch's autocast rounds the inputs of a bf16 matmul; values stored in bf16 are packed as
-they are. Accumulation is f32 throughout: each ``vdpbf16ps`` adds its two exact products
-to the f32 lane.
+rounded to bf16 to the nearest even as they are packed (:func:`operand_half`,
+``vcvtneps2bf16``), as PyTorch's autocast rounds the inputs of a bf16 matmul; values stored
+in bf16 are packed as they are. Accumulation is f32 throughout: each ``vdpbf16ps`` adds its
+two exact products to the f32 lane.
 
 The micro-kernel (:func:`matmul`) holds an ``unroll × tile_n`` block of f32 accumulators in
 registers (``unroll × tile_n / 16`` vectors) across the whole reduction, loads ``tile_n / 16``
@@ -50,6 +50,19 @@ BF16 = "bf16"
 DOT_OP = "x86vector.avx512.dot"
 
 
+def operand_half(value: Value) -> Value:
+    """A vector of a product's operand in bf16: f32 rounded to the nearest even by
+    ``arith.truncf``, which LLVM lowers to AVX512-BF16's ``vcvtneps2bf16`` (16 lanes an
+    instruction, where ``templates.from_f32``'s integer rounding takes about eight), bf16 as
+    it is. The two differ only where ``vdpbf16ps`` cannot tell: an f32 subnormal becomes zero
+    (``from_f32``: a bf16 subnormal, which the dot product reads as zero) and a NaN keeps its
+    payload (still a NaN)."""
+    vtype = ir.VectorType(value.type)
+    if not isinstance(vtype.element_type, ir.F32Type):
+        return value
+    return arith.truncf(ir.VectorType.get(vtype.shape, ir.BF16Type.get()), value)
+
+
 def _i32() -> ir.Type:
     return ir.IntegerType.get_signless(32)
 
@@ -67,9 +80,7 @@ def row_pairs(row: Value) -> Value:
     """A vector of ``2n`` values (f32, or bf16 as stored) as ``n`` pairs of bf16 (``i32``): the
     elements rounded to bf16, two neighbours to a lane, the first in its low half."""
     vtype = ir.VectorType(row.type)
-    bf16 = ir.BF16Type.get()
-    if not isinstance(vtype.element_type, ir.BF16Type):
-        row = T.from_f32(row, bf16)
+    row = operand_half(row)
     (n,) = vtype.shape
     return vector.bitcast(ir.VectorType.get([n // 2], _i32()), row)
 
@@ -81,10 +92,9 @@ def interleave_pairs(low: Value, high: Value) -> Value:
     vtype = ir.VectorType(low.type)
     i16, i32 = ir.IntegerType.get_signless(16), _i32()
     wide = ir.VectorType.get(vtype.shape, i32)
-    bf16 = ir.BF16Type.get()
 
     def bits(value: Value) -> Value:
-        half = T.from_f32(value, bf16)  # bf16 as it is
+        half = operand_half(value)
         return arith.extui(wide, arith.bitcast(ir.VectorType.get(vtype.shape, i16), half))
 
     splat = ir.DenseElementsAttr.get_splat(wide, ir.IntegerAttr.get(i32, 16))

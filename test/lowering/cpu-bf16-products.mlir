@@ -46,7 +46,7 @@ func.func @messages(%x: memref<?x32xbf16>, %w: memref<3x32x64xbf16>, %src: memre
 
 // The weight gradient of bf16 features: the tile's 32 rows of features interleaved two by two
 // as they are stored, [16, K = 48] i32 (no transpose, no rounding), the f32 row gradients
-// rounded to bf16 and interleaved ([16, N] i32); the micro-kernel broadcasts a pair read down
+// rounded to bf16 (arith.truncf) and interleaved ([16, N] i32); the micro-kernel broadcasts a pair read down
 // a column of the features' pairs (memref.load %lhs[step, row]); the register block's 8 rows
 // divide K, its 32 columns the gradient's width.
 // CHECK-LABEL: func.func @weight_gradient
@@ -55,6 +55,10 @@ func.func @messages(%x: memref<?x32xbf16>, %w: memref<3x32x64xbf16>, %src: memre
 // LOOPS-DAG: %[[LHS:.*]] = memref.alloca() : memref<16x48xi32>
 // LOOPS-DAG: %[[RHS:.*]] = memref.alloca() : memref<16x32xi32>
 // LOOPS-NOT: vector.transpose
+// The gradients are rounded by arith.truncf (vcvtneps2bf16), not by integer arithmetic.
+// LOOPS-NOT: arith.addi %{{.*}} : vector<32xi32>
+// LOOPS: arith.truncf %{{.*}} : vector<32xf32> to vector<32xbf16>
+// LOOPS-NOT: arith.addi %{{.*}} : vector<32xi32>
 // LOOPS: vector.transfer_write %{{.*}}, %[[RHS]][%{{.*}}, %{{.*}}] {{.*}} : vector<32xi32>, memref<16x32xi32>
 // LOOPS: vector.transfer_read %{{.*}} : memref<?x48xbf16>, vector<48xbf16>
 // LOOPS-NOT: arith.addi %{{.*}} : vector<48xi32>
