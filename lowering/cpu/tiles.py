@@ -534,18 +534,20 @@ class _WorkerTiles:
 
     def _weight_gradient(self, i0: Value, mt: Value, t: Value | None) -> None:
         wb, plan = self.wb, self.plan
-        a, dest = wb.ops["a"], plan.dest_of(wb, t)
+        a = wb.ops["a"]
         scale = self.gradient_scale if wb.ops.has("row_scale") else None
-        pack_gradients(wb, self.rhs, i0, mt, plan.tile_m, self.gradient_row, scale)
         if plan.pairs:  # rows interleaved in pairs: the micro-kernel reads them down columns
+            pack_gradients(wb, self.rhs, i0, mt, plan.tile_m, self.gradient_row, scale)
             pack_row_pairs(wb, self.lhs, i0, mt, plan.tile_m, a, self.a_row)
+            dest = plan.dest_of(wb, t)
             bf16.matmul(wb, self.lhs, self.rhs, dest, plan.block, lhs_by_step=True)
         else:
             # rows packed one vector each, then transposed block by block in registers into
             # the [K, tile_m] left operand (no scalar stores down its columns)
             pack_row_vectors(wb, self.packed, i0, mt, plan.tile_m, a, self.a_row)
             transpose_into(wb, self.packed, self.lhs)
-            product(wb, self.lhs, self.rhs, dest, plan.block)
+            pack_gradients(wb, self.rhs, i0, mt, plan.tile_m, self.gradient_row, scale)
+            product(wb, self.lhs, self.rhs, plan.dest_of(wb, t), plan.block)
         if self.partner is not None:  # the same tile of row gradients, times W[t]^T
             with wb.guard(self.partner_when):
                 self.partner._rows_by_weight(i0, mt, t, packed=self.rhs)
