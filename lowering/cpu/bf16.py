@@ -13,13 +13,17 @@ two consecutive reduction steps of one row or column, the earlier in its low hal
   already its pairs (one vector bitcast); the micro-kernel broadcasts one pair to all lanes;
 * the right operand ``[K, N]`` becomes ``[K / 2, N]`` pairs (VNNI layout): rows ``2k`` and
   ``2k + 1`` rounded to bf16 and interleaved lane by lane, so a vector of 16 pairs is the
-  dot's second operand for 16 output columns.
+  dot's second operand for 16 output columns;
+* a weight gradient's left operand ``x^T`` (``[K, rows]``, reduced over the tile's rows) is
+  the same interleaving of the tile's rows of ``x``, ``[rows / 2, K]`` pairs, read down a
+  column for the broadcast (:func:`matmul`'s ``lhs_by_step``): no transpose, and rows of
+  bf16 features are interleaved as stored, without widening or rounding.
 
 Values stored in f32 (weights in training, row gradients, intermediate activations) are
-rounded to bf16 to the nearest even as they are packed (``templates.from_f32``), as
-PyTorch's autocast rounds the inputs of a bf16 matmul; values stored in bf16 are packed as
-they are. Accumulation is f32 throughout: each ``vdpbf16ps`` adds its two exact products
-to the f32 lane.
+rounded to bf16 to the nearest even as they are packed (:func:`operand_half`,
+``vcvtneps2bf16``), as PyTorch's autocast rounds the inputs of a bf16 matmul; values stored
+in bf16 are packed as they are. Accumulation is f32 throughout: each ``vdpbf16ps`` adds its
+two exact products to the f32 lane.
 
 The micro-kernel (:func:`matmul`) holds an ``unroll × tile_n`` block of f32 accumulators in
 registers (``unroll × tile_n / 16`` vectors) across the whole reduction, loads ``tile_n / 16``
@@ -46,6 +50,19 @@ BF16 = "bf16"
 DOT_OP = "x86vector.avx512.dot"
 
 
+def operand_half(value: Value) -> Value:
+    """A vector of a product's operand in bf16: f32 rounded to the nearest even by
+    ``arith.truncf``, which LLVM lowers to AVX512-BF16's ``vcvtneps2bf16`` (16 lanes an
+    instruction, where ``templates.from_f32``'s integer rounding takes about eight), bf16 as
+    it is. The two differ only where ``vdpbf16ps`` cannot tell: an f32 subnormal becomes zero
+    (``from_f32``: a bf16 subnormal, which the dot product reads as zero) and a NaN keeps its
+    payload (still a NaN)."""
+    vtype = ir.VectorType(value.type)
+    if not isinstance(vtype.element_type, ir.F32Type):
+        return value
+    return arith.truncf(ir.VectorType.get(vtype.shape, ir.BF16Type.get()), value)
+
+
 def _i32() -> ir.Type:
     return ir.IntegerType.get_signless(32)
 
@@ -63,23 +80,21 @@ def row_pairs(row: Value) -> Value:
     """A vector of ``2n`` values (f32, or bf16 as stored) as ``n`` pairs of bf16 (``i32``): the
     elements rounded to bf16, two neighbours to a lane, the first in its low half."""
     vtype = ir.VectorType(row.type)
-    bf16 = ir.BF16Type.get()
-    if not isinstance(vtype.element_type, ir.BF16Type):
-        row = T.from_f32(row, bf16)
+    row = operand_half(row)
     (n,) = vtype.shape
     return vector.bitcast(ir.VectorType.get([n // 2], _i32()), row)
 
 
 def interleave_pairs(low: Value, high: Value) -> Value:
-    """Two f32 vectors (rows ``2k`` and ``2k + 1`` of a right operand) rounded to bf16 and
-    joined lane by lane: lane ``j`` holds ``low[j]`` in its low half and ``high[j]`` above."""
+    """Two vectors (rows ``2k`` and ``2k + 1`` of a right operand), f32 rounded to bf16 or
+    bf16 as stored, joined lane by lane: lane ``j`` holds ``low[j]`` in its low half and
+    ``high[j]`` above."""
     vtype = ir.VectorType(low.type)
     i16, i32 = ir.IntegerType.get_signless(16), _i32()
     wide = ir.VectorType.get(vtype.shape, i32)
-    bf16 = ir.BF16Type.get()
 
     def bits(value: Value) -> Value:
-        half = T.from_f32(value, bf16)
+        half = operand_half(value)
         return arith.extui(wide, arith.bitcast(ir.VectorType.get(vtype.shape, i16), half))
 
     splat = ir.DenseElementsAttr.get_splat(wide, ir.IntegerAttr.get(i32, 16))
@@ -93,8 +108,8 @@ RowOf = Callable[[Value, Value], Value]
 
 def pack_rows_in_pairs(b: T.Body, dst: Value, rows: int, row_of: RowOf) -> None:
     """``dst[k, :] = pairs(row_of(2k), row_of(2k + 1))`` for ``k < rows / 2``: ``row_of(i)``
-    builds row ``i`` (an f32 vector as wide as ``dst``), here interleaved into the right
-    operand's pair layout."""
+    builds row ``i`` (an f32 vector, or a bf16 one as stored, as wide as ``dst``), here
+    interleaved into the right operand's pair layout."""
     last = ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(2, 1))
     c0, c1, c2 = b.index(0), b.index(1), b.index(2)
     with b.loop(c0, b.index(rows // 2), c1) as k:
@@ -114,18 +129,6 @@ def pair_rows_of(b: T.Body, src: Value, dst: Value) -> None:
         return T.read_vector(vtype, src, [i, c0], last, [True])
 
     pack_rows_in_pairs(b, dst, rows, row)
-
-
-def pair_columns_of(b: T.Body, src: Value, dst: Value) -> None:
-    """``dst[r, :] = row_pairs(src[r, :])`` for an f32 ``src`` ``[R, C]`` into ``dst``
-    ``[R, C / 2]``: the left operand's pair layout (a transposed tile of rows)."""
-    rows, cols = T.static_dim(src, 0), T.static_dim(src, 1)
-    vtype = ir.VectorType.get([cols], T.f32_type())
-    last = ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(2, 1))
-    c0, c1 = b.index(0), b.index(1)
-    with b.loop(c0, b.index(rows), c1) as r:
-        row = T.read_vector(vtype, src, [r, c0], last, [True])
-        vector.transfer_write(None, row_pairs(row), dst, [r, c0], last, [True])
 
 
 def weight_pairs(b: T.Body, weight: Value) -> Value:
@@ -170,14 +173,23 @@ def dot(acc: Value, a: Value, b: Value) -> Value:
 
 
 def matmul(
-    b: T.Body, lhs: Value, rhs: Value, acc: Value, block: tuple[int, int], fresh: bool = False
+    b: T.Body,
+    lhs: Value,
+    rhs: Value,
+    acc: Value,
+    block: tuple[int, int],
+    fresh: bool = False,
+    lhs_by_step: bool = False,
 ) -> None:
     """``acc += lhs @ rhs`` for ``lhs`` ``[M, K / 2]`` and ``rhs`` ``[K / 2, N]`` in pairs
     and an f32 ``acc`` ``[M, N]``, in register blocks of ``block = (rows, columns)`` (columns
     a multiple of 16, both dividing the product); with ``fresh``, ``acc = lhs @ rhs`` (the
-    accumulators start at zero instead of ``acc``'s values)."""
-    rows, cols = T.static_dim(lhs, 0), T.width(acc)
-    depth = T.static_dim(lhs, 1)
+    accumulators start at zero instead of ``acc``'s values). With ``lhs_by_step``, ``lhs`` is
+    held ``[K / 2, M]`` (the right operand's pair layout: a weight gradient's rows of features
+    interleaved two by two, no transpose): the broadcast pair is read down a column."""
+    rows_dim, depth_dim = (1, 0) if lhs_by_step else (0, 1)
+    rows, cols = T.static_dim(lhs, rows_dim), T.width(acc)
+    depth = T.static_dim(lhs, depth_dim)
     unroll, tile_n = block
     f32v = ir.VectorType.get([LANES], T.f32_type())
     i32v = ir.VectorType.get([LANES], _i32())
@@ -205,7 +217,8 @@ def matmul(
                 ]
                 sums = []
                 for r in range(unroll):
-                    pair = memref.load(lhs, [at[r * (tile_n // LANES)][0], k])
+                    row = at[r * (tile_n // LANES)][0]
+                    pair = memref.load(lhs, [k, row] if lhs_by_step else [row, k])
                     a = vector.bitcast(_bf16_pairs_type(), vector.broadcast(i32v, pair))
                     for c, bv in enumerate(bs):
                         sums.append(dot(loop.inner_iter_args[r * len(bs) + c], a, bv))

@@ -7,7 +7,9 @@ packed a vector each, then transposed in 16 × 16 register blocks) by the packed
 ``xwt`` multiplies by the weight slice transposed into a buffer of the worker's own
 (:class:`TransposedSlice`), made again only when a run of rows needs another slice; no copy of
 the whole weight is written per call. With bf16 products the buffers hold bf16 pairs
-(:mod:`~hector.lowering.cpu.bf16`).
+(:mod:`~hector.lowering.cpu.bf16`), and a weight gradient's tile is not transposed: its rows
+are interleaved two by two (:func:`pack_row_pairs`), which the pair micro-kernel reads down
+its columns.
 """
 
 from __future__ import annotations
@@ -97,11 +99,31 @@ def pack_gradients(
     if not isinstance(ir.MemRefType(rhs.type).element_type, ir.IntegerType):
         pack_row_vectors(b, rhs, i0, mt, tm, weight, row_of, scale_of)
         return
+    pack_row_pairs(b, rhs, i0, mt, tm, weight, row_of, scale_of)
+
+
+def pack_row_pairs(
+    b: T.Body,
+    dst: Value,
+    i0: Value,
+    mt: Value,
+    tm: int,
+    source: Value,
+    row_of: Callable[[Value], Value],
+    scale_of: Callable[[Value], Value] | None = None,
+) -> None:
+    """``dst[k, :] = pairs(tile row 2k, tile row 2k + 1)`` for a tile of ``tm`` rows of
+    ``source`` (``row_of(i0 + r)``, times ``scale_of``; zeros for ``r >= mt``) into ``dst``
+    ``[tm / 2, width]`` of bf16 pairs: two rows interleaved lane by lane
+    (``bf16.interleave_pairs``), rounded to bf16 from f32, or as stored when ``source`` holds
+    bf16 and there is no scale. The right operand's pair layout of the tile's rows, and the
+    left operand of a weight gradient read down its columns (``bf16.matmul``'s
+    ``lhs_by_step``), which needs no transpose."""
 
     def row(r: Value, _: Value) -> Value:
-        return packed_row(b, r, i0, mt, weight, row_of, scale_of)
+        return packed_row(b, r, i0, mt, source, row_of, scale_of, stored=True)
 
-    bf16.pack_rows_in_pairs(b, rhs, tm, row)
+    bf16.pack_rows_in_pairs(b, dst, tm, row)
 
 
 def worker_buffer(shape: list[int], paired: bool = False) -> Value:

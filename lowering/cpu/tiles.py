@@ -44,6 +44,7 @@ from .micro_kernel import exact, marked_matmul, panel_product, product
 from .packing import (
     TransposedSlice,
     pack_gradients,
+    pack_row_pairs,
     pack_row_vectors,
     transpose_into,
     weight_panels,
@@ -490,10 +491,13 @@ class _WorkerTiles:
         if plan.variant != "xty" and T.sums_row_apart(plan.epilogue, wb.ops["out"]):
             # rows fall back to the xw form
             self.scratch = worker_buffer([n_extent])
-        if plan.variant == "xty":
+        if plan.variant == "xty" and plan.pairs:
+            # the tile's rows interleaved two by two, [tm / 2, K] pairs, read down its columns
+            self.lhs = worker_buffer([tm // 2, 2 * k_extent], paired=True)
+        elif plan.variant == "xty":
             self.packed = worker_buffer([tm, k_extent])
             self.lhs = worker_buffer([k_extent, tm])
-            self.lhs_pairs = worker_buffer([k_extent, tm], paired=True) if plan.pairs else self.lhs
+        if plan.variant == "xty":
             # the row gradients in the right operand's pair layout: [tm / 2, N] pairs
             self.rhs = (
                 worker_buffer([tm // 2, 2 * n_extent], paired=True)
@@ -530,15 +534,20 @@ class _WorkerTiles:
 
     def _weight_gradient(self, i0: Value, mt: Value, t: Value | None) -> None:
         wb, plan = self.wb, self.plan
-        # rows packed one vector each, then transposed block by block in registers into the
-        # [K, tile_m] left operand (no scalar stores down its columns)
-        pack_row_vectors(wb, self.packed, i0, mt, plan.tile_m, wb.ops["a"], self.a_row)
-        transpose_into(wb, self.packed, self.lhs)
+        a = wb.ops["a"]
         scale = self.gradient_scale if wb.ops.has("row_scale") else None
-        if plan.pairs:
-            bf16.pair_columns_of(wb, self.lhs, self.lhs_pairs)
-        pack_gradients(wb, self.rhs, i0, mt, plan.tile_m, self.gradient_row, scale)
-        product(wb, self.lhs_pairs, self.rhs, plan.dest_of(wb, t), plan.block)
+        if plan.pairs:  # rows interleaved in pairs: the micro-kernel reads them down columns
+            pack_gradients(wb, self.rhs, i0, mt, plan.tile_m, self.gradient_row, scale)
+            pack_row_pairs(wb, self.lhs, i0, mt, plan.tile_m, a, self.a_row)
+            dest = plan.dest_of(wb, t)
+            bf16.matmul(wb, self.lhs, self.rhs, dest, plan.block, lhs_by_step=True)
+        else:
+            # rows packed one vector each, then transposed block by block in registers into
+            # the [K, tile_m] left operand (no scalar stores down its columns)
+            pack_row_vectors(wb, self.packed, i0, mt, plan.tile_m, a, self.a_row)
+            transpose_into(wb, self.packed, self.lhs)
+            pack_gradients(wb, self.rhs, i0, mt, plan.tile_m, self.gradient_row, scale)
+            product(wb, self.lhs, self.rhs, plan.dest_of(wb, t), plan.block)
         if self.partner is not None:  # the same tile of row gradients, times W[t]^T
             with wb.guard(self.partner_when):
                 self.partner._rows_by_weight(i0, mt, t, packed=self.rhs)

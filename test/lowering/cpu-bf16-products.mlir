@@ -44,22 +44,43 @@ func.func @messages(%x: memref<?x32xbf16>, %w: memref<3x32x64xbf16>, %src: memre
   return
 }
 
-// The weight gradient of bf16 features: the transposed tile [K, 32] in pairs along its 32
-// rows ([K, 16] i32), the f32 row gradients rounded to bf16 and interleaved ([16, N] i32);
-// the register block's 4 rows divide K, its 32 columns the gradient's width.
+// The weight gradient of bf16 features, in tiles of 64 rows (the reduction's pair steps
+// between a register block's loads and stores of its accumulators): the tile's rows of
+// features interleaved two by two as they are stored, [32, K = 48] i32 (no transpose, no rounding), the f32 row gradients
+// rounded to bf16 (arith.truncf) and interleaved ([32, N] i32); the micro-kernel broadcasts a pair read down
+// a column of the features' pairs (memref.load %lhs[step, row]); the register block's 8 rows
+// divide K, its 32 columns the gradient's width.
 // CHECK-LABEL: func.func @weight_gradient
-// CHECK: products = "bf16", {{.*}}tile_n = 32 : i64, unroll = 8 : i64
+// CHECK: products = "bf16", {{.*}}tile_m = 64 : i64, tile_n = 32 : i64, unroll = 8 : i64
 // LOOPS-LABEL: func.func private @weight_gradient_template0
-// LOOPS-DAG: memref.alloca() : memref<16x16xi32>
-// LOOPS-DAG: memref.alloca() : memref<16x32xi32>
+// LOOPS-DAG: %[[LHS:.*]] = memref.alloca() : memref<32x48xi32>
+// LOOPS-DAG: %[[RHS:.*]] = memref.alloca() : memref<32x32xi32>
+// LOOPS-NOT: vector.transpose
+// The gradients are rounded by arith.truncf (vcvtneps2bf16), not by integer arithmetic.
+// LOOPS-NOT: arith.addi %{{.*}} : vector<32xi32>
+// LOOPS: arith.truncf %{{.*}} : vector<32xf32> to vector<32xbf16>
+// LOOPS-NOT: arith.addi %{{.*}} : vector<32xi32>
+// LOOPS: vector.transfer_write %{{.*}}, %[[RHS]][%{{.*}}, %{{.*}}] {{.*}} : vector<32xi32>, memref<32x32xi32>
+// LOOPS: vector.transfer_read %{{.*}} : memref<?x48xbf16>, vector<48xbf16>
+// LOOPS-NOT: arith.addi %{{.*}} : vector<48xi32>
+// LOOPS: arith.bitcast %{{.*}} : vector<48xbf16> to vector<48xi16>
+// LOOPS: arith.shli %{{.*}} : vector<48xi32>
+// LOOPS: arith.ori %{{.*}} : vector<48xi32>
+// LOOPS: vector.transfer_write %{{.*}}, %[[LHS]][%{{.*}}, %{{.*}}] {{.*}} : vector<48xi32>, memref<32x48xi32>
+// LOOPS-NOT: vector.transpose
+// LOOPS: scf.for %[[STEP:.*]] = %{{.*}} to %c32 step %{{.*}} iter_args(
+// LOOPS: vector.load %[[RHS]][%[[STEP]], %{{.*}}] : memref<32x32xi32>, vector<16xi32>
+// LOOPS: memref.load %[[LHS]][%[[STEP]], %{{.*}}] : memref<32x48xi32>
 // LOOPS: x86vector.avx512.dot
-func.func @weight_gradient(%x: memref<?x16xbf16>, %dy: memref<?x32xf32>, %src: memref<?xi32>,
-                           %etype: memref<?xi32>, %dw: memref<3x16x32xf32>) {
+// LOOPS-NOT: vector.transpose
+// LOOPS: return
+func.func @weight_gradient(%x: memref<?x48xbf16>, %dy: memref<?x32xf32>, %src: memref<?xi32>,
+                           %etype: memref<?xi32>, %dw: memref<3x48x32xf32>) {
   "hector_intra.gemm_template"(%x, %dy, %src, %etype, %dw)
       {variant = "xty", epilogue = "add", tile_n = 8 : i64, block_size = 128 : i64,
        operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1>}
-      : (memref<?x16xbf16>, memref<?x32xf32>, memref<?xi32>, memref<?xi32>,
-         memref<3x16x32xf32>) -> ()
+      : (memref<?x48xbf16>, memref<?x32xf32>, memref<?xi32>, memref<?xi32>,
+         memref<3x48x32xf32>) -> ()
   return
 }
 

@@ -186,6 +186,28 @@ def test_bf16_products_keep_normal_values_and_flush_subnormals() -> None:
         assert torch.equal(product, exact)
 
 
+def test_weight_gradients_of_bf16_features_pair_their_rows_as_stored() -> None:
+    """The weight gradient ``x^T dy`` of bf16 features with f32 row gradients: the features'
+    rows are interleaved two by two as stored (no transpose, no rounding), the gradients
+    rounded to bf16, so the result is the float64 product of those values within f32
+    accumulation (a row paired with the wrong neighbour, or a gradient row with the wrong
+    feature row, is off by the size of the values). 77 rows: the last tile ends part way,
+    on an odd row. Without AVX512-BF16 the f32 products multiply the gradients unrounded."""
+    torch.manual_seed(4)
+    g = hector.random_graph(77, 901, 3, seed=5)
+    x = torch.randn(77, 48).to(torch.bfloat16)
+    w = (torch.randn(48, 32) / 7).requires_grad_()
+    y = _times(g, x, w)
+    dy = torch.randn(y.shape)
+    y.backward(dy)
+    assert w.grad is not None
+    dot = cpu_features.has_avx512_bf16()
+    want = x.double().T @ (dy.to(torch.bfloat16) if dot else dy).double()
+    texts = "".join(e.staged.ir("schedule") for e in _times._cache.values())
+    assert ('products = "bf16"' in texts and 'variant = "xty"' in texts) is dot
+    assert (w.grad.double() - want).abs().max() <= 1e-5 * want.abs().max()
+
+
 @hector.compile
 def _messages(g, x, w):
     return g.sum_to_dst(g.typed_linear(g.gather_src(x), w))
