@@ -54,7 +54,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from . import pyg_hetero, pyg_hetero_plan, pyg_route
+from . import pyg_hetero, pyg_hetero_plan, pyg_route, pyg_typed_linear
 
 EdgeType = tuple[str, str, str]
 
@@ -214,6 +214,19 @@ def _edge_types(graph: torch.fx.Graph) -> list[EdgeType]:
     return list(found)
 
 
+def _type_keys(graph: torch.fx.Graph, edge_types: list[EdgeType]) -> set[str]:
+    """The names ``to_hetero`` gives a module's per-type copies: the node types its code reads
+    from its node dicts, and its edge types joined by ``__``."""
+    from torch_geometric.nn.to_hetero_transformer import key2str
+
+    keys = {key2str(e) for e in edge_types}
+    for n in graph.nodes:
+        if n.op == "call_method" and n.target == "get" and len(n.args) >= 2:
+            if isinstance(n.args[1], str):
+                keys.add(n.args[1])
+    return keys
+
+
 def _is_to_hetero(graph: torch.fx.Graph) -> bool:
     transformer = sys.modules.get("torch_geometric.nn.to_hetero_transformer")
     get_dict = getattr(transformer, "get_dict", None)
@@ -341,6 +354,7 @@ def group_layers(gm: torch.fx.GraphModule) -> Grouping:
         target = f"hector_layer_{len(layers)}"
         layers[target] = ToHeteroLayer(label, calls.relations, convs, calls.aggr)
         _replace(graph, calls, target)
+    layers.update(pyg_typed_linear.group_linears(gm, graph, _type_keys(graph, edge_types), 0))
     if not layers:
         return Grouping(None, declined, _signature(gm))
     graph.lint()
