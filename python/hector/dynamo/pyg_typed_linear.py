@@ -174,6 +174,7 @@ def to_hetero_linear_forward(self: Any, x: Any, type_vec: Any = None) -> Any:
     types (in ``self.types`` order) or over ``(x, type_vec)``; PyG's own forward, with the
     reason, where the program does not cover the call."""
     lin = self.hetero_module
+    reason: str | None
     if isinstance(lin.weight, torch.nn.parameter.UninitializedParameter):
         reason = "a lazy weight before its first call"
     elif isinstance(x, dict):
