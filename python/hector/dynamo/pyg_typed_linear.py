@@ -178,7 +178,7 @@ def to_hetero_linear_forward(self: Any, x: Any, type_vec: Any = None) -> Any:
     if isinstance(lin.weight, torch.nn.parameter.UninitializedParameter):
         reason = "a lazy weight before its first call"
     elif isinstance(x, dict):
-        xs = [x.get(t) for t in self.types]
+        xs: list[Any] = [x.get(t) for t in self.types]
         reason = inputs_unsupported(xs, [lin.weight[0]] * len(xs))
         if reason is None:
             biases = [None if lin.bias is None else lin.bias[t] for t in range(len(xs))]
