@@ -15,7 +15,7 @@ import pytest
 import torch
 from test_pyg_hetero_route import TOL, _edges, _features
 from test_pyg_route_configs import _fresh_dynamo  # noqa: F401  (autouse: Dynamo reset per test)
-from torch_geometric.nn import GATConv, GCNConv, HeteroConv, SAGEConv
+from torch_geometric.nn import GATConv, GCN2Conv, GCNConv, HeteroConv, MessagePassing, SAGEConv
 
 from hector.dynamo import pyg_route
 from hector.dynamo.backend import HectorBackend
@@ -114,3 +114,35 @@ def test_positional_dicts_outside_the_programs_run_pygs_forward(third: Any, reas
     got, want = compiled(x, ei, third), model(x, ei, third)
     assert (got["paper"] - want["paper"]).abs().max().item() <= TOL
     assert reason in pyg_route.FALLBACKS["HeteroConv"]
+
+
+class GraphConv(MessagePassing):
+    """PyG's test's conv of PyG's name, defined here: its messages are not known to Hector."""
+
+    def __init__(self, in_channels: int, out_channels: int) -> None:
+        super().__init__(aggr="add")
+        self.lin = torch.nn.Linear(in_channels, out_channels, bias=False)
+
+    def forward(self, x: Any, edge_index: torch.Tensor) -> torch.Tensor:
+        x = (x, x) if isinstance(x, torch.Tensor) else x
+        return self.propagate(edge_index, x=(self.lin(x[0]), x[1]))
+
+
+def test_unrouted_classes_are_named_before_the_call_s_dicts() -> None:
+    """A layer whose convs no program computes, called with dicts keyed by node type (PyG's
+    ``GCN2Conv`` test: ``(x_dict, x_0_dict, edge_index_dict)``), or a class of PyG's name
+    defined elsewhere: the reason names the classes; the result is PyG's own."""
+    torch.manual_seed(0)
+    x, ei, _ = _inputs()
+    gcn2 = HeteroConv({CITES: GCN2Conv(5, alpha=0.1)})
+    compiled = torch.compile(gcn2, backend=HectorBackend())
+    x_0 = {t: v.clone() for t, v in x.items()}
+    got, want = compiled(x, x_0, ei), gcn2(x, x_0, ei)
+    assert torch.allclose(got["paper"], want["paper"], rtol=0.0, atol=TOL)
+    assert "['GCN2Conv']" in pyg_route.FALLBACKS["HeteroConv"]
+    torch._dynamo.reset()
+    local = HeteroConv({CITES: GraphConv(5, 8), WRITES: GraphConv(7, 8)})
+    got = torch.compile(local, backend=HectorBackend())(x, ei)
+    assert torch.allclose(got["paper"], local(x, ei)["paper"], rtol=0.0, atol=TOL)
+    reason = pyg_route.FALLBACKS["HeteroConv"]
+    assert f"GraphConv of {__name__}, not PyG's" in reason

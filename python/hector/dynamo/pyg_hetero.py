@@ -602,6 +602,21 @@ def class_of(conv: Any) -> str | None:
     )
 
 
+def unrouted(convs: Sequence[Any]) -> str | None:
+    """Why some of ``convs`` are of no class the programs compute (None: all are): the
+    classes, a class of PyG's name defined elsewhere named with its module."""
+    names = sorted(
+        {
+            f"{type(c).__name__} of {type(c).__module__}, not PyG's"
+            if type(c).__name__ in RELATIONS
+            else type(c).__name__
+            for c in convs
+            if class_of(c) is None
+        }
+    )
+    return f"per-relation convs Hector does not route in HeteroConv: {names}" if names else None
+
+
 def inputs_unsupported(layer: Any, x_dict: Any, edge_index_dict: Any) -> str | None:
     """Why the call's ``x_dict``/``edge_index_dict`` are outside the programs (None: they are
     not): integer ``[2, E]`` edges, ``[N, F]`` float32 features of every type they touch."""
@@ -636,8 +651,7 @@ def unsupported(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> st
     convs = [c for _, c in call_relations(layer, args[1])]
     classes = {class_of(c) for c in convs}
     if None in classes:
-        names = sorted({type(c).__name__ for c in convs if class_of(c) is None})
-        return f"per-relation convs Hector does not route in HeteroConv: {names}"
+        return unrouted(convs)
     if len(classes) > 1:
         return f"mixed per-relation conv classes {sorted(str(c) for c in classes)}"
     cls = str(classes.pop())
