@@ -20,7 +20,7 @@ import torch
 import torch._dynamo
 from test_pyg_route_configs import _fresh_dynamo  # noqa: F401  (autouse: Dynamo reset per test)
 from torch._dynamo.utils import counters
-from torch_geometric.nn import GAT, GATConv, GraphConv, GraphSAGE, SAGEConv, to_hetero
+from torch_geometric.nn import GAT, GATConv, GINEConv, GraphConv, GraphSAGE, SAGEConv, to_hetero
 from torch_geometric.nn import Linear as PygLinear
 from torch_geometric.nn.to_hetero_module import ToHeteroLinear
 
@@ -509,3 +509,28 @@ def test_linears_declined_run_as_written_with_reason() -> None:
     with pytest.raises(ValueError, match="invalid forward types"):
         torch.compile(module, backend=HectorBackend())(torch.randn(3, 6))
     assert "x_dict" in pyg_route.FALLBACKS["ToHeteroLinear"]
+
+
+class _Gine(torch.nn.Module):
+    """PyG's ``Net3``: ``GINEConv`` given the edge features positionally, through a linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin0 = PygLinear(-1, 8)
+        self.lin1 = torch.nn.Linear(3, 8)
+        self.conv = GINEConv(torch.nn.Linear(8, 4), eps=0.1, train_eps=True)
+
+    def forward(self, x: Any, edge_index: Any, edge_attr: Any) -> Any:
+        return self.conv(self.lin0(x), edge_index, self.lin1(edge_attr))
+
+
+def test_gine_layer_with_positional_edge_features() -> None:
+    """A ``GINEConv`` layer called ``(x, edge_index, edge_attr)``: one ``hetero-gine`` program
+    (a relation without edges), the linears typed linears, outputs and gradients as eager."""
+    torch.manual_seed(0)
+    model = to_hetero(_Gine(), METADATA)
+    x, ei = _batch()
+    model(x, ei, _edge_attr())  # the lazy widths
+    backend = _linears_match(model, x, ei, _edge_attr())
+    assert backend.graphs[0].layers == ["typed-linear:1", "typed-linear:1", "hetero-gine"]
+    assert pyg_route.STATS["hetero-gine"].backward_calls == 1

@@ -179,6 +179,12 @@ class Relations:
         """Why these convs (all of :attr:`cls_name`) cannot run as one program (None: they can)."""
         raise NotImplementedError
 
+    def call_unsupported(
+        self, convs: list[Any], relations: list[EdgeType], x_dict: Any, kwargs: dict[str, Any]
+    ) -> str | None:
+        """Why the call's tensors are outside the program for these convs (None: they are not)."""
+        return None
+
     def program(self, convs: list[Any], layout: Layout) -> str:
         """The program's name (``hetero-...:...``)."""
         raise NotImplementedError
@@ -656,11 +662,16 @@ def unsupported(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> st
         return f"mixed per-relation conv classes {sorted(str(c) for c in classes)}"
     cls = str(classes.pop())
     reason = _edge_data_unsupported(layer, cls, args[1], kwargs)
-    return reason or RELATIONS[cls].unsupported(convs, layer.training)
+    reason = reason or RELATIONS[cls].unsupported(convs, layer.training)
+    relations = [e for e, _ in call_relations(layer, args[1])]
+    return reason or RELATIONS[cls].call_unsupported(convs, relations, args[0], kwargs)
 
 
 #: The conv classes that read each keyword argument, and its tensors' dimensions.
-_EDGE_DATA = {"edge_attr_dict": ("GATConv", (1, 2)), "edge_weight_dict": ("GCNConv", (1,))}
+_EDGE_DATA = {
+    "edge_attr_dict": (("GATConv", "GINEConv"), (1, 2)),
+    "edge_weight_dict": (("GCNConv",), (1,)),
+}
 
 
 def _edge_data_unsupported(
@@ -672,13 +683,15 @@ def _edge_data_unsupported(
     if cls == "GCNConv" and any(s != d for s, _, d in relations):
         return "GCNConv on a relation between two node types (PyG's GCNConv takes one)"
     for name, values in kwargs.items():
-        reader, dims = _EDGE_DATA[name]
+        readers, dims = _EDGE_DATA[name]
         if values is None:
             continue
         if not isinstance(values, dict):
             return f"{name} is not a dict"
-        if cls != reader:
-            return f"{name} given to {cls} (the program takes none)"
+        if cls not in readers:  # none for the call's relations: the convs are given none
+            if any(e in values for e in relations):
+                return f"{name} given to {cls} (the program takes none)"
+            continue
         if any(t in values for e in relations for t in (e[0], e[2])):
             return f"{name} keyed by node type"
         for e, value in values.items():

@@ -31,7 +31,12 @@ from typing import Any
 
 import torch
 
-from . import pyg_hetero, pyg_hetero_plan, pyg_route
+from . import (
+    pyg_gine,  # noqa: F401  (registers GINEConv's relations with pyg_hetero)
+    pyg_hetero,
+    pyg_hetero_plan,
+    pyg_route,
+)
 from .pyg_hetero import EdgeType, call_relations
 
 #: Each conv parameter a third positional dict may fill, and the keyword dict the programs read.

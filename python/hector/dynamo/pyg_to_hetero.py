@@ -45,6 +45,7 @@ That is a ``HeteroConv`` spelt out node by node, so the route here hands each su
 from __future__ import annotations
 
 import copy
+import inspect
 import operator
 import sys
 from collections.abc import Callable
@@ -260,6 +261,17 @@ def _conv_calls(
     return layers
 
 
+def _third_by_name(layer: LayerCalls, convs: list[Any]) -> None:
+    """Pass a conv call's third positional argument by its name where the conv's ``forward``
+    names it ``edge_attr`` or ``edge_weight`` (``GINEConv(x, edge_index, edge_attr)`` as PyG's
+    models write it): the same call, in the form the layer reads (the graph is the twin's)."""
+    for n, conv in zip(layer.calls, convs, strict=True):
+        names = list(inspect.signature(type(conv).forward).parameters)[1:]
+        if len(n.args) == 3 and len(names) > 2 and names[2] in _EXTRAS and names[2] not in n.kwargs:
+            n.kwargs = {**n.kwargs, names[2]: n.args[2]}
+            n.args = n.args[:2]
+
+
 def _layer_unsupported(layer: LayerCalls, edge_types: list[EdgeType]) -> str | None:
     """Why these calls are not one layer over all relations that one call can replace."""
     if sorted(layer.relations) != sorted(edge_types):
@@ -347,6 +359,7 @@ def group_layers(gm: torch.fx.GraphModule) -> Grouping:
     for calls in _conv_calls(gm, graph, edge_types) if edge_types else []:
         convs = [gm.get_submodule(str(n.target)) for n in calls.calls]
         label = f"to_hetero {calls.prefix} ({type(convs[0]).__name__})"
+        _third_by_name(calls, convs)
         reason = _layer_unsupported(calls, edge_types)
         if reason is not None:
             declined[label] = reason
