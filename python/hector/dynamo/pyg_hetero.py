@@ -25,7 +25,8 @@ program's ``sum_to_dst`` over all of a node's incoming edges:
 * ``GCNConv`` (:class:`GcnRelations`) on relations from a node type to itself (PyG's
   ``GCNConv`` takes one node set): ``hetero-gcn``, each edge's coefficient PyG's ``gcn_norm``
   (self-loops or none, ``improved``, ``normalize`` or not, the call's ``edge_weight_dict``)
-  computed in the captured graph in shapes fixed by the input's (:func:`gcn_edges`).
+  computed in the captured graph in shapes fixed by the input's (:func:`gcn_edges`);
+* ``GINEConv`` of one linear ``nn``: :mod:`hector.dynamo.pyg_gine` registers its class here.
 
 Weight-sized glue (stacking, padding to the widest input, the attention vectors as
 block-diagonal matrices, the biases summed per destination type) runs as PyTorch ops in the

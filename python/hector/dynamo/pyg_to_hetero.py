@@ -21,9 +21,12 @@ That is a ``HeteroConv`` spelt out node by node, so the route here hands each su
   Eager calls and other backends run the model unchanged.
 * **What.** :func:`group_layers` finds, in a copy of the model's graph, each layer's calls of
   per-relation convs (one per edge type of the model, consecutive, each called with features and
-  ``edge_index``, optionally ``edge_attr``/``edge_weight`` by keyword) and the nodes that
+  ``edge_index``, optionally ``edge_attr``/``edge_weight`` by keyword, or third positionally
+  where the conv's ``forward`` names that parameter so: ``GINEConv``) and the nodes that
   combine them, and replaces them by one call of a :class:`ToHeteroLayer` (sharing the convs,
-  so gradients reach their parameters) and one ``getitem`` per destination type. Sums and means
+  so gradients reach their parameters) and one ``getitem`` per destination type; each run of
+  per-type ``Linear`` copies becomes one typed linear
+  (:func:`hector.dynamo.pyg_typed_linear.group_linears`). Sums and means
   are the program's; a ``max``/``min``/``mul`` layer's program computes each relation's output
   apart and :meth:`ToHeteroLayer.combine` chains them after it as ``to_hetero`` does (the same
   pairs, so ties split their gradient as ``torch.max`` of two does).
