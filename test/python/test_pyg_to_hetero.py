@@ -534,3 +534,28 @@ def test_gine_layer_with_positional_edge_features() -> None:
     backend = _linears_match(model, x, ei, _edge_attr())
     assert backend.graphs[0].layers == ["typed-linear:1", "typed-linear:1", "hetero-gine"]
     assert pyg_route.STATS["hetero-gine"].backward_calls == 1
+
+
+def test_typed_linears_share_one_compilation_across_batch_sizes() -> None:
+    """Under ``dynamic=True`` the typed linears (and the layer between them) take batches of
+    other sizes, and ``ToHeteroLinear`` other row counts, without recompiling."""
+    torch.manual_seed(0)
+    model = _hetero(_AroundConv(), "sum")
+    backend = HectorBackend()
+    compiled = torch.compile(model, backend=backend, dynamic=True)
+    for scale in (1, 2, 3):
+        x, ei = _batch(seed=scale, scale=scale)
+        got, want = compiled(x, ei), model(x, ei)
+        for t in want:
+            assert torch.allclose(got[t], want[t], rtol=0.0, atol=TOL)
+    assert backend.stats()["compilations"] == 1
+    assert pyg_route.STATS["typed-linear:1"].calls == 6
+    module = ToHeteroLinear(torch.nn.Linear(6, 4), ["a", "b", "c"])
+    backend = HectorBackend()
+    compiled = torch.compile(module, backend=backend, dynamic=True)
+    gen = torch.Generator().manual_seed(1)
+    for n in (9, 15, 22):
+        x = torch.randn(n, 6, generator=gen)
+        type_vec = torch.randint(3, (n,), generator=gen).sort().values
+        assert torch.allclose(compiled(x, type_vec), module(x, type_vec), rtol=0.0, atol=TOL)
+    assert backend.stats()["compilations"] == 1
