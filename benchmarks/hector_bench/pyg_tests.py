@@ -18,7 +18,10 @@ run through Hector), the reason the model ran PyG's own forward instead
 (``pyg_route.FALLBACKS``, else the backend's reason for declining its graphs), an error the
 compiled call raised where the eager one did not (and whether the traceback passes through
 Hector), and outputs that differ from eager's (``allclose``, ``atol=rtol=1e-4``, NaN equal to
-NaN: PyG leaves some parameters uninitialised). Counts are kept per model and per test file.
+NaN: PyG leaves some parameters uninitialised). Counts are kept per model, per test file and
+per kind of model (:func:`model_kind`: all its message passing layers of classes Hector's
+programs express, one of another class, or none at all), so the share of calls that ran
+Hector's program is given over the models whose convs Hector supports as well as over all.
 
     hector bench pyg-tests --tests /path/to/pyg/test/nn/conv /path/to/pyg/test/nn --json pyg.json
 """
@@ -54,6 +57,13 @@ TRANSFORMS = {
         "torch_geometric.nn.to_hetero_with_bases_transformer",
         "ToHeteroWithBasesTransformer",
     ),
+}
+#: The kinds of model a call is counted under as well: whether its message passing layers are
+#: all of a class Hector's programs express (:func:`model_kind`).
+KINDS = {
+    "supported": "models whose convs Hector supports",
+    "other_convs": "models with a conv Hector does not express",
+    "no_message_passing": "models without message passing",
 }
 FILES = (
     "test_rgcn_conv.py",
@@ -92,12 +102,36 @@ class LayerCounts:
     wrong: list[dict[str, Any]] = field(default_factory=list)
 
 
+def model_kind(module: Any) -> str:
+    """The :data:`KINDS` key of ``module``: ``"supported"`` when it holds convs (message
+    passing layers, ``torch_geometric.nn.MessagePassing``, and whatever a ``HeteroConv`` holds
+    per relation) and every one is PyG's own class of :data:`LAYERS` or of the ``HeteroConv``
+    route's (:data:`hector.dynamo.pyg_hetero.RELATIONS`); ``"other_convs"`` when one is not;
+    ``"no_message_passing"`` when it holds none."""
+    from torch_geometric.nn import HeteroConv, MessagePassing
+
+    from hector.dynamo import pyg_hetero
+
+    convs = [m for m in module.modules() if isinstance(m, MessagePassing)]
+    for m in module.modules():
+        convs += list(m.convs.values()) if isinstance(m, HeteroConv) else []
+    if not convs:
+        return "no_message_passing"
+    known = {*LAYERS, *pyg_hetero.RELATIONS}
+    ours = all(
+        type(c).__name__ in known and type(c).__module__.startswith("torch_geometric.")
+        for c in convs
+    )
+    return "supported" if ours else "other_convs"
+
+
 class CompiledTwin:
     """The pytest plugin: wraps the models' ``__call__`` so each call also runs compiled."""
 
     def __init__(self) -> None:
         self.layers = {name: LayerCounts() for name in (*LAYERS, *MODELS, *TRANSFORMS)}
         self.files: dict[str, LayerCounts] = {}
+        self.kinds = {kind: LayerCounts() for kind in KINDS}
         self.test = ""
         self.outcomes: Counter[str] = Counter()
         self._inside = False  # a twinned call is running (its parts are not twinned again)
@@ -169,7 +203,8 @@ class CompiledTwin:
                 after = torch.get_rng_state()
                 torch.set_rng_state(state)
                 try:
-                    self._compiled(name, functools.partial(original, conv), eager, args, kwargs)
+                    call = functools.partial(original, conv)
+                    self._compiled(name, model_kind(conv), call, eager, args, kwargs)
                 finally:
                     torch.set_rng_state(after)
             finally:
@@ -178,18 +213,20 @@ class CompiledTwin:
 
         return call
 
-    def _counts(self, name: str) -> list[LayerCounts]:
-        """The counts a call of ``name`` adds to: its model's and its test file's."""
+    def _counts(self, name: str, kind: str) -> list[LayerCounts]:
+        """The counts a call of ``name`` adds to: its model's, its test file's, its kind's."""
         file = Path(self.test.split("::")[0]).name
-        return [self.layers[name], self.files.setdefault(file, LayerCounts())]
+        return [self.layers[name], self.files.setdefault(file, LayerCounts()), self.kinds[kind]]
 
-    def _compiled(self, name: str, module_call: Any, eager: Any, args: Any, kwargs: Any) -> None:
+    def _compiled(
+        self, name: str, kind: str, module_call: Any, eager: Any, args: Any, kwargs: Any
+    ) -> None:
         import torch
 
         from hector.dynamo import backend as dynamo
         from hector.dynamo import pyg_route
 
-        counts = self._counts(name)
+        counts = self._counts(name, kind)
         for c in counts:
             c.calls += 1
         state = torch.get_rng_state()
@@ -230,6 +267,7 @@ class CompiledTwin:
             {
                 "test": self.test,
                 "model": name,
+                "kind": kind,
                 "reached": bool(backend.graphs),
                 "layer_program": layer,
                 "imported": imported,
@@ -339,6 +377,10 @@ def _summary(twin: CompiledTwin) -> dict[str, Any]:
             file: {**_totals({file: c}), "fallbacks": dict(c.fallbacks)}
             for file, c in twin.files.items()
         },
+        "by_kind": {
+            kind: {**_totals({kind: c}), "fallbacks": dict(c.fallbacks)}
+            for kind, c in twin.kinds.items()
+        },
         "pyg_test_outcomes": dict(twin.outcomes),
         "calls_log": twin.log,
     }
@@ -381,6 +423,15 @@ def _print(summary: dict[str, Any]) -> None:
     print(_row("file", [title for title, _, _ in _COLUMNS]))
     for file, t in summary["by_file"].items():
         print(_row(file, [t[key] for _, _, key in _COLUMNS]))
+    print(_row("kind of model", [title for title, _, _ in _COLUMNS]))
+    for kind, t in summary["by_kind"].items():
+        print(_row(kind, [t[key] for _, _, key in _COLUMNS]))
+    for kind, t in summary["by_kind"].items():
+        if t["calls"]:
+            print(
+                f"{KINDS[kind]}: Hector's program ran for {t['hector_calls']} of {t['calls']}"
+                f" calls ({t['hector_share']:.1%}; {t['partial_calls']} of them partial)"
+            )
     share = summary["hector_share"]
     print(
         f"Hector's program ran for {summary['hector_calls']} of {summary['calls']} model calls"

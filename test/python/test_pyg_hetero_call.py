@@ -15,7 +15,16 @@ import pytest
 import torch
 from test_pyg_hetero_route import TOL, _edges, _features
 from test_pyg_route_configs import _fresh_dynamo  # noqa: F401  (autouse: Dynamo reset per test)
-from torch_geometric.nn import GATConv, GCNConv, HeteroConv, SAGEConv
+from torch_geometric.nn import (
+    GATConv,
+    GCN2Conv,
+    GCNConv,
+    GINEConv,
+    HeteroConv,
+    MessagePassing,
+    SAGEConv,
+)
+from torch_geometric.nn import Linear as PygLinear
 
 from hector.dynamo import pyg_route
 from hector.dynamo.backend import HectorBackend
@@ -113,4 +122,110 @@ def test_positional_dicts_outside_the_programs_run_pygs_forward(third: Any, reas
     compiled = torch.compile(model, backend=HectorBackend())
     got, want = compiled(x, ei, third), model(x, ei, third)
     assert (got["paper"] - want["paper"]).abs().max().item() <= TOL
+    assert reason in pyg_route.FALLBACKS["HeteroConv"]
+
+
+class GraphConv(MessagePassing):
+    """PyG's test's conv of PyG's name, defined here: its messages are not known to Hector."""
+
+    def __init__(self, in_channels: int, out_channels: int) -> None:
+        super().__init__(aggr="add")
+        self.lin = torch.nn.Linear(in_channels, out_channels, bias=False)
+
+    def forward(self, x: Any, edge_index: torch.Tensor) -> torch.Tensor:
+        x = (x, x) if isinstance(x, torch.Tensor) else x
+        return self.propagate(edge_index, x=(self.lin(x[0]), x[1]))
+
+
+def test_unrouted_classes_are_named_before_the_call_s_dicts() -> None:
+    """A layer whose convs no program computes, called with dicts keyed by node type (PyG's
+    ``GCN2Conv`` test: ``(x_dict, x_0_dict, edge_index_dict)``), or a class of PyG's name
+    defined elsewhere: the reason names the classes; the result is PyG's own."""
+    torch.manual_seed(0)
+    x, ei, _ = _inputs()
+    gcn2 = HeteroConv({CITES: GCN2Conv(5, alpha=0.1)})
+    compiled = torch.compile(gcn2, backend=HectorBackend())
+    x_0 = {t: v.clone() for t, v in x.items()}
+    got, want = compiled(x, x_0, ei), gcn2(x, x_0, ei)
+    assert torch.allclose(got["paper"], want["paper"], rtol=0.0, atol=TOL)
+    assert "['GCN2Conv']" in pyg_route.FALLBACKS["HeteroConv"]
+    torch._dynamo.reset()
+    local = HeteroConv({CITES: GraphConv(5, 8), WRITES: GraphConv(7, 8)})
+    got = torch.compile(local, backend=HectorBackend())(x, ei)
+    assert torch.allclose(got["paper"], local(x, ei)["paper"], rtol=0.0, atol=TOL)
+    reason = pyg_route.FALLBACKS["HeteroConv"]
+    assert f"GraphConv of {__name__}, not PyG's" in reason
+
+
+def _gine(aggr: Any, edge_dim: int | None, nn: Any = torch.nn.Linear) -> HeteroConv:
+    """``GINEConv`` per relation (a trainable ``ε``, PyG's ``Linear``, no bias), edge
+    features of the nodes' width or through ``edge_dim``."""
+    torch.manual_seed(0)
+    return HeteroConv(
+        {
+            CITES: GINEConv(nn(6, 8), eps=0.2, train_eps=True, edge_dim=edge_dim),
+            WRITES: GINEConv(PygLinear(6, 8), edge_dim=edge_dim),
+            WRITTEN: GINEConv(nn(6, 8, bias=False), eps=-0.5, edge_dim=edge_dim),
+        },
+        aggr=aggr,
+    )
+
+
+def _gine_inputs(edge_dim: int | None) -> tuple[Any, Any, Any]:
+    x = _features(SIZES, {"paper": 6, "author": 6})
+    ei = _edges([CITES, WRITES, WRITTEN], SIZES, per=20)
+    gen = torch.Generator().manual_seed(5)
+    attr = {e: torch.randn(20, edge_dim or 6, generator=gen) for e in ei}
+    return x, ei, attr
+
+
+@pytest.mark.parametrize("aggr", ["sum", "mean", "max"])
+@pytest.mark.parametrize("edge_dim", [None, 3])
+@pytest.mark.parametrize("missing", [False, True])
+def test_gine_runs_one_program(aggr: Any, edge_dim: int | None, missing: bool) -> None:
+    """``GINEConv`` relations (bipartite, edge features given positionally, a batch without
+    one relation): one ``hetero-gine`` program, outputs and gradients (``ε``, ``lin``, the
+    node features) as eager PyG's."""
+    model = _gine(aggr, edge_dim)
+    x, ei, attr = _gine_inputs(edge_dim)
+    if missing:
+        del ei[WRITTEN], attr[WRITTEN]
+    want, want_g = _run(model, model, x, ei, attr, {})
+    pyg_route.STATS.clear()
+    got, got_g = _run(model, torch.compile(model, backend=HectorBackend()), x, ei, attr, {})
+    assert list(got) == list(want)
+    for k in want:
+        assert torch.allclose(got[k], want[k], rtol=0.0, atol=TOL)
+    for a, b in zip(got_g, want_g, strict=True):
+        assert (a is None) == (b is None)
+        assert a is None or torch.allclose(a, b, rtol=0.0, atol=TOL)
+    assert "HeteroConv" not in pyg_route.FALLBACKS, pyg_route.FALLBACKS
+    stats = pyg_route.STATS["hetero-gine"]
+    assert (stats.calls, stats.backward_calls) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        ("mlp", "one linear nn"),
+        ("no_attr", "without edge_attr"),
+        ("narrow_attr", "is not [E, 6]"),
+    ],
+)
+def test_gine_outside_the_program_runs_pygs_forward(edit: str, reason: str) -> None:
+    """``nn`` an MLP (a nonlinearity after the sum), no edge features, edge features of
+    another width: PyG's forward (its result, or its error), the reason kept."""
+    mlp = lambda i, o, bias=True: torch.nn.Sequential(torch.nn.Linear(i, o, bias=bias))  # noqa: E731
+    model = _gine("sum", None, mlp if edit == "mlp" else torch.nn.Linear)
+    x, ei, attr = _gine_inputs(None)
+    attr = {} if edit == "no_attr" else attr
+    if edit == "narrow_attr":
+        attr = {e: v[:, :5] for e, v in attr.items()}
+    compiled = torch.compile(model, backend=HectorBackend())
+    if edit == "mlp":
+        got, want = compiled(x, ei, attr), model(x, ei, attr)
+        assert torch.allclose(got["paper"], want["paper"], rtol=0.0, atol=TOL)
+    else:
+        with pytest.raises((AttributeError, ValueError)):  # PyG's own: no edge_attr, its check
+            compiled(x, ei, attr)
     assert reason in pyg_route.FALLBACKS["HeteroConv"]

@@ -87,6 +87,20 @@ _MODULE_FILE = (
     + """
 def test_linear():
     assert ToHeteroLinear(torch.nn.Linear(4, 6), list(X))(X)["a"].shape == (5, 6)
+
+
+class Norm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(4)
+
+    def forward(self, x):
+        return self.norm(x)
+
+
+def test_norm():
+    model = to_hetero(Norm(), (list(X), list(E)))
+    assert model(X)["a"].shape == (5, 4)
 """
 )
 
@@ -117,7 +131,7 @@ def test_each_model_call_is_twinned_and_counted_per_model_and_file(tmp_path: Pat
         "test_to_hetero_transformer.py",
         "test_to_hetero_module.py",
     ]
-    assert record["pyg_test_outcomes"] == {"passed": 6}
+    assert record["pyg_test_outcomes"] == {"passed": 7}
     layers = record["layers"]
     # HeteroConv of SAGEConv: two calls, each one Hector program over both relations
     conv = layers["HeteroConv"]
@@ -136,21 +150,33 @@ def test_each_model_call_is_twinned_and_counted_per_model_and_file(tmp_path: Pat
     assert (rgcn["calls"], rgcn["hector"], rgcn["layer_program"]) == (1, 1, 1)
     # to_hetero: the GraphModule's call, not its per-relation convs, is the twinned call
     model = layers["to_hetero"]
-    assert (model["calls"], model["layer_program"], model["partial"]) == (1, 1, 0)
-    assert (model["fallbacks"], model["wrong"], model["errors"]) == ({}, [], [])
+    # (and test_norm's model of a norm alone: no program, the backend's reason kept)
+    assert (model["calls"], model["layer_program"], model["partial"]) == (2, 1, 0)
+    assert (model["wrong"], model["errors"]) == ([], [])
+    assert list(model["fallbacks"].values()) == [1]
     assert "SAGEConv" not in layers
-    # a module Hector has no route for: counted, with a reason, not as Hector's program
+    # ToHeteroLinear: Hector's typed linear
     linear = layers["ToHeteroLinear"]
-    assert (linear["calls"], linear["reached"], linear["layer_program"]) == (1, 1, 0)
-    assert sum(linear["fallbacks"].values()) == 1 - linear["imported"]
+    assert (linear["calls"], linear["reached"], linear["layer_program"]) == (1, 1, 1)
+    # a model Hector has no program for: counted, with a reason, not as Hector's program
+    assert record["calls_log"][-1]["model"] == "to_hetero"
+    assert record["calls_log"][-1]["fallback"]
+    assert not record["calls_log"][-1]["layer_program"]
+    # the kinds of model: the custom convs' layers apart from the routed ones
+    kinds = record["by_kind"]
+    assert (kinds["supported"]["calls"], kinds["supported"]["hector_calls"]) == (4, 4)
+    assert (kinds["other_convs"]["calls"], kinds["other_convs"]["hector_calls"]) == (2, 0)
+    none = kinds["no_message_passing"]
+    assert (none["calls"], none["hector_calls"]) == (2, 1)
     by_file = record["by_file"]
     assert by_file["test_hetero_conv.py"]["calls"] == 5
     assert by_file["test_hetero_conv.py"]["layer_program_calls"] == 3
     assert by_file["test_hetero_conv.py"]["wrong"] == 2
     assert by_file["test_hetero_conv.py"]["wrong_caused_by_hector"] == 1
     assert by_file["test_to_hetero_transformer.py"]["layer_program_calls"] == 1
-    assert by_file["test_to_hetero_module.py"]["layer_program_calls"] == 0
-    assert (record["calls"], record["layer_program_calls"], record["errors"]) == (7, 4, 0)
+    assert by_file["test_to_hetero_module.py"]["layer_program_calls"] == 1
+    assert by_file["test_to_hetero_module.py"]["calls"] == 2
+    assert (record["calls"], record["layer_program_calls"], record["errors"]) == (8, 5, 0)
     assert (record["wrong"], record["wrong_caused_by_hector"]) == (2, 1)
     assert [(c["test"].split("/")[-1], c["model"]) for c in record["calls_log"]][:2] == [
         ("test_hetero_conv.py::test_sage", "HeteroConv"),

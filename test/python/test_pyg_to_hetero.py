@@ -20,7 +20,9 @@ import torch
 import torch._dynamo
 from test_pyg_route_configs import _fresh_dynamo  # noqa: F401  (autouse: Dynamo reset per test)
 from torch._dynamo.utils import counters
-from torch_geometric.nn import GAT, GATConv, GraphConv, GraphSAGE, SAGEConv, to_hetero
+from torch_geometric.nn import GAT, GATConv, GINEConv, GraphConv, GraphSAGE, SAGEConv, to_hetero
+from torch_geometric.nn import Linear as PygLinear
+from torch_geometric.nn.to_hetero_module import ToHeteroLinear
 
 import hector
 from hector.dynamo import pyg_route
@@ -373,3 +375,187 @@ def test_static_graph_features_run_as_copies_of_the_graph() -> None:
     calls = {n: s for n, s in pyg_route.STATS.items() if n.startswith("hetero-sage")}
     assert calls
     assert all(s.calls > 0 and s.backward_calls > 0 for s in calls.values())
+
+
+# -- per-type linears (hector.dynamo.pyg_typed_linear) ----------------------------------------
+
+
+class _Linears(torch.nn.Module):
+    """PyG's ``Net1``/``Net8`` shape: a lazy linear of the node features, one of the edge
+    features (a per-type copy each: per node type, per edge type), no message passing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin1 = PygLinear(-1, 8)
+        self.lin2 = torch.nn.Linear(3, 5, bias=False)
+
+    def forward(self, x: torch.Tensor, edge_attr: torch.Tensor) -> tuple[Any, Any]:
+        return self.lin1(x).relu_(), self.lin2(edge_attr)
+
+
+def _edge_attr(seed: int = 0) -> dict[Any, torch.Tensor]:
+    """Three features per edge; ``("institute", "employs", "author")`` without edges."""
+    gen = torch.Generator().manual_seed(seed)
+    return {e: torch.randn(0 if e[1] == "employs" else 15, 3, generator=gen) for e in RELATIONS}
+
+
+def _flat_run(model: torch.nn.Module, fn: Any, *args: Any) -> tuple[list[Any], list[Any]]:
+    """The outputs (every tensor of the nested result, in order) and the gradients of the
+    parameters and of every input tensor, from a loss over all outputs."""
+    model.zero_grad()
+
+    def leaf(v: torch.Tensor) -> torch.Tensor:
+        return v.clone().requires_grad_() if v.is_floating_point() else v
+
+    args = tuple(
+        {k: leaf(v) for k, v in a.items()} if isinstance(a, dict) else leaf(a) for a in args
+    )
+    out = fn(*args)
+    tensors = [out] if isinstance(out, torch.Tensor) else []
+    for part in out if isinstance(out, tuple) else [out] if isinstance(out, dict) else []:
+        tensors += [part[k] for k in part] if isinstance(part, dict) else [part]
+    torch.stack([t.square().mean() for t in tensors]).sum().backward()
+    inputs = [v for a in args for v in (a.values() if isinstance(a, dict) else [a])]
+    grads = [p.grad for p in model.parameters()] + [v.grad for v in inputs if v.requires_grad]
+    return [t.detach() for t in tensors], grads
+
+
+def _linears_match(model: torch.nn.Module, *args: Any) -> HectorBackend:
+    """Compiled ``model`` matches eagerly (outputs and gradients), in one graph."""
+    backend = HectorBackend()
+    counters.clear()
+    got, got_g = _flat_run(model, torch.compile(model, backend=backend), *args)
+    want, want_g = _flat_run(model, model, *args)
+    assert not dict(counters["graph_break"])
+    assert backend.stats()["compilations"] == 1
+    assert not pyg_route.FALLBACKS, pyg_route.FALLBACKS
+    for a, b in zip([*got, *got_g], [*want, *want_g], strict=True):
+        assert a.shape == b.shape
+        assert torch.allclose(a, b, rtol=0.0, atol=TOL)
+    return backend
+
+
+def test_linear_only_model_runs_typed_linears() -> None:
+    """A ``to_hetero`` model of linears alone: each linear's per-type copies one typed linear
+    (node types of different input widths; an edge type without edges), forward and backward."""
+    torch.manual_seed(0)
+    model = to_hetero(_Linears(), METADATA)
+    x, _ = _batch()
+    model(x, _edge_attr())  # the lazy widths
+    backend = _linears_match(model, x, _edge_attr())
+    assert backend.graphs[0].layers == ["typed-linear:1", "typed-linear:0"]
+    stats = pyg_route.STATS
+    assert stats["typed-linear:1"].backward_calls == stats["typed-linear:0"].backward_calls == 1
+
+
+class _AroundConv(torch.nn.Module):
+    """PyG's ``Net2``: a linear, a conv, a linear, outputs modified in place between them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin1 = PygLinear(-1, 8)
+        self.conv = SAGEConv(8, 8)
+        self.lin2 = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        x = self.lin1(x).relu_()
+        return self.lin2(self.conv(x, edge_index).relu_())
+
+
+def test_linears_around_a_conv() -> None:
+    """Linears before and after a layer: each a typed linear, the layer its program, one graph."""
+    torch.manual_seed(0)
+    model = _hetero(_AroundConv(), "sum")
+    backend = _linears_match(model, *_batch())
+    assert backend.graphs[0].layers == ["typed-linear:1", "hetero-sage:mean:1", "typed-linear:1"]
+
+
+@pytest.mark.parametrize("cls", [torch.nn.Linear, PygLinear])
+@pytest.mark.parametrize("bias", [True, False])
+def test_to_hetero_linear_module(cls: Any, bias: bool) -> None:
+    """PyG's ``ToHeteroLinear`` over ``x_dict`` (a type with no rows; with a bias, without
+    which PyG's own ``dict_forward`` fails) and over stacked rows with ``type_vec``: sorted,
+    with a type absent, and unsorted (read as PyG's ``HeteroLinear(is_sorted=True)`` reads
+    it: weights by segment, bias by ``type_vec``)."""
+    torch.manual_seed(0)
+    module = ToHeteroLinear(cls(6, 4, bias=bias), ["a", "b", "c"])
+    x_dict = {"a": torch.randn(5, 6), "b": torch.randn(0, 6), "c": torch.randn(3, 6)}
+    if bias:  # PyG's own dict_forward (under pyg-lib or not) indexes the bias
+        _linears_match(module, x_dict)
+    x = torch.randn(9, 6)
+    for type_vec in ([0, 0, 0, 2, 2, 2, 2, 2, 2], [0, 1, 1, 0, 2, 2, 1, 0, 2]):
+        _linears_match(module, x, torch.tensor(type_vec))
+    stats = pyg_route.STATS
+    assert stats["typed-linear:0"].calls == stats["typed-linear:0"].backward_calls == 2
+    assert not bias or stats["typed-linear:1"].calls == stats["typed-linear:1"].backward_calls == 1
+
+
+def test_linears_declined_run_as_written_with_reason() -> None:
+    """Inputs the program does not take (float64) run each type's linear as written, with the
+    reason; a ``ToHeteroLinear`` given other than ``x_dict`` or ``(x, type_vec)`` raises as
+    PyG's does."""
+    torch.manual_seed(0)
+    model = to_hetero(_Linears(), METADATA).double()
+    x = {t: v.double() for t, v in _batch()[0].items()}
+    edge_attr = {e: v.double() for e, v in _edge_attr().items()}
+    model(x, edge_attr)
+    got = torch.compile(model, backend=HectorBackend())(x, edge_attr)
+    want = model(x, edge_attr)
+    for t in want[0]:
+        assert torch.equal(got[0][t], want[0][t])
+    assert "float32" in pyg_route.FALLBACKS["to_hetero lin1 (Linear)"]
+    assert not [n for n in pyg_route.STATS if n.startswith("typed-linear")]
+    module = ToHeteroLinear(torch.nn.Linear(6, 4), ["a", "b"])
+    with pytest.raises(ValueError, match="invalid forward types"):
+        torch.compile(module, backend=HectorBackend())(torch.randn(3, 6))
+    assert "x_dict" in pyg_route.FALLBACKS["ToHeteroLinear"]
+
+
+class _Gine(torch.nn.Module):
+    """PyG's ``Net3``: ``GINEConv`` given the edge features positionally, through a linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin0 = PygLinear(-1, 8)
+        self.lin1 = torch.nn.Linear(3, 8)
+        self.conv = GINEConv(torch.nn.Linear(8, 4), eps=0.1, train_eps=True)
+
+    def forward(self, x: Any, edge_index: Any, edge_attr: Any) -> Any:
+        return self.conv(self.lin0(x), edge_index, self.lin1(edge_attr))
+
+
+def test_gine_layer_with_positional_edge_features() -> None:
+    """A ``GINEConv`` layer called ``(x, edge_index, edge_attr)``: one ``hetero-gine`` program
+    (a relation without edges), the linears typed linears, outputs and gradients as eager."""
+    torch.manual_seed(0)
+    model = to_hetero(_Gine(), METADATA)
+    x, ei = _batch()
+    model(x, ei, _edge_attr())  # the lazy widths
+    backend = _linears_match(model, x, ei, _edge_attr())
+    assert backend.graphs[0].layers == ["typed-linear:1", "typed-linear:1", "hetero-gine"]
+    assert pyg_route.STATS["hetero-gine"].backward_calls == 1
+
+
+def test_typed_linears_share_one_compilation_across_batch_sizes() -> None:
+    """Under ``dynamic=True`` the typed linears (and the layer between them) take batches of
+    other sizes, and ``ToHeteroLinear`` other row counts, without recompiling."""
+    torch.manual_seed(0)
+    model = _hetero(_AroundConv(), "sum")
+    backend = HectorBackend()
+    compiled = torch.compile(model, backend=backend, dynamic=True)
+    for scale in (1, 2, 3):
+        x, ei = _batch(seed=scale, scale=scale)
+        got, want = compiled(x, ei), model(x, ei)
+        for t in want:
+            assert torch.allclose(got[t], want[t], rtol=0.0, atol=TOL)
+    assert backend.stats()["compilations"] == 1
+    assert pyg_route.STATS["typed-linear:1"].calls == 6
+    module = ToHeteroLinear(torch.nn.Linear(6, 4), ["a", "b", "c"])
+    backend = HectorBackend()
+    compiled = torch.compile(module, backend=backend, dynamic=True)
+    gen = torch.Generator().manual_seed(1)
+    for n in (9, 15, 22):
+        x = torch.randn(n, 6, generator=gen)
+        type_vec = torch.randint(3, (n,), generator=gen).sort().values
+        assert torch.allclose(compiled(x, type_vec), module(x, type_vec), rtol=0.0, atol=TOL)
+    assert backend.stats()["compilations"] == 1

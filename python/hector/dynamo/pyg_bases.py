@@ -16,7 +16,9 @@ relational layer over all incoming edges of all relations at once:
 
 for ``aggr`` a sum or a mean (the mean over all of ``i``'s incoming edges, whatever their
 relation, as PyG's grouped graph computes it) and ``w_ji`` ``GraphConv``'s edge weight (1
-without). Under a Hector backend ``HeteroBasisConv``'s ``forward`` (routed through
+without). ``GINEConv`` with one linear ``nn`` (``W_b``, ``c_b``) and no ``edge_dim`` is the same
+with the message ``relu(x_j + e_ji)`` and the root ``Σ_b (1 + ε_b) W_b``. Under a Hector
+backend ``HeteroBasisConv``'s ``forward`` (routed through
 :func:`hector.dynamo.pyg_route.register_layer`) composes ``W_r``, the summed root weight and
 bias in PyTorch ops of the captured graph (so autograd takes the gradients to each basis'
 weights and to the coefficients) and runs one ``hector::pyg_layer`` op over the grouped graph
@@ -49,7 +51,11 @@ _PYG_MODULE = "torch_geometric.nn.to_hetero_with_bases_transformer"
 #: The program of each neighbourhood aggregation computed.
 _PROGRAMS = {"mean": "hetero-bases:mean", "add": "hetero-bases:sum", "sum": "hetero-bases:sum"}
 #: Each routed conv's ``forward`` parameters after ``(x, edge_index)``.
-_PARAMETERS = {"SAGEConv": ("size",), "GraphConv": ("edge_weight", "size")}
+_PARAMETERS = {
+    "SAGEConv": ("size",),
+    "GraphConv": ("edge_weight", "size"),
+    "GINEConv": ("edge_attr", "size"),
+}
 #: PyG's per-conv hook dicts: a hook in any but the basis hook runs code the program lacks.
 _HOOK_DICTS = (
     "_forward_hooks",
@@ -64,18 +70,21 @@ _HOOK_DICTS = (
 )
 
 
-def _bases_program(mean: bool, weighted: bool) -> frontend.CompiledFunction:
+def _bases_program(mean: bool, weighted: bool, gine: bool = False) -> frontend.CompiledFunction:
     """``h'_i = aggr_{j→i} (w_ji W_{r(j,i)} h_j) + W_0 h_i + b``: the sum or the mean over all
     of ``i``'s incoming edges (any relation), each edge's relation weight applied, and with
-    ``weighted`` its edge weight ``w [E, 1]`` (``GraphConv``'s ``edge_weight``)."""
+    ``weighted`` its edge weight ``w [E, 1]`` (``GraphConv``'s ``edge_weight``); with ``gine``
+    each message is ``relu(h_j + e_ji)`` (``GINEConv``'s, ``e [E, F]``) before the weight."""
 
     def bases_layer(g: GraphProxy, x: Value, weight: Value, root: Value, *rest: Value) -> Value:
-        msg = g.typed_linear(g.gather_src(x), weight)
+        src = (g.gather_src(x) + rest[1]).relu() if gine else g.gather_src(x)
+        msg = g.typed_linear(src, weight)
         msg = msg * rest[1] if weighted else msg
         msg = msg * g.degree_norm("dst") if mean else msg
         return g.sum_to_dst(msg) + g.linear(x, root) + rest[0]
 
     names = ["g", "x", "weight", "root", "bias"] + (["edge_weight"] if weighted else [])
+    names += ["edge_attr"] if gine else []
     params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names]
     bases_layer.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     return frontend.compile(bases_layer)
@@ -88,9 +97,10 @@ def _compiled(name: str) -> frontend.CompiledFunction:
     """The program named ``name``: ``hetero-bases:<mean|sum>``, ``:w`` with edge weights."""
     if name not in _COMPILED:
         kind, *rest = name.split(":")
-        if kind != "hetero-bases" or rest not in (["mean"], ["sum"], ["mean", "w"], ["sum", "w"]):
+        known = (["mean"], ["sum"], ["mean", "w"], ["sum", "w"], ["sum", "e"])
+        if kind != "hetero-bases" or rest not in known:
             raise ValueError(f"unknown to_hetero_with_bases program {name!r}")
-        _COMPILED[name] = _bases_program(rest[0] == "mean", rest[1:] == ["w"])
+        _COMPILED[name] = _bases_program(rest[0] == "mean", rest[1:] == ["w"], rest[1:] == ["e"])
     return _COMPILED[name]
 
 
@@ -105,16 +115,22 @@ def _lins(conv: Any) -> tuple[Any, Any]:
     """The conv's linear of the aggregated messages and of the node's own row (None: none)."""
     if type(conv).__name__ == "SAGEConv":
         return conv.lin_l, conv.lin_r if conv.root_weight else None
+    if type(conv).__name__ == "GINEConv":  # the root's weight is nn's, (1 + ε) times: tensors()
+        return conv.nn, None
     return conv.lin_rel, conv.lin_root  # GraphConv
 
 
 def _conv_unsupported(conv: Any) -> str | None:
     """Why one basis conv is outside the programs (None: it is not)."""
     name, module = type(conv).__name__, type(conv).__module__
-    if name not in ("SAGEConv", "GraphConv"):
-        return "a conv class the programs do not express (PyG's SAGEConv and GraphConv are)"
+    if name not in _PARAMETERS:
+        return "a conv class the programs do not express (PyG's SAGEConv, GraphConv, GINEConv are)"
     if not module.startswith("torch_geometric."):
         return f"{name} of {module}, not PyG's (its messages are not known)"
+    if name == "GINEConv" and (conv.lin is not None or not _one_linear(conv.nn)):
+        return "GINEConv with edge_dim or an nn other than one linear (per basis, not summed)"
+    if name == "GINEConv" and conv.aggr not in ("add", "sum"):
+        return f"GINEConv(aggr={conv.aggr!r}) (Hector's program sums)"
     if not isinstance(conv.aggr, str) or conv.aggr not in _PROGRAMS:
         return f"{name}(aggr={conv.aggr!r}) (Hector's programs: mean or sum over all relations)"
     if name == "SAGEConv" and conv.normalize:
@@ -134,6 +150,12 @@ def _conv_unsupported(conv: Any) -> str | None:
     return None
 
 
+def _one_linear(nn: Any) -> bool:
+    from torch_geometric.nn.dense.linear import Linear
+
+    return type(nn) in (torch.nn.Linear, Linear)
+
+
 @dataclass
 class Call:
     """A basis conv's call: the grouped graph's features, ``edge_index``, ``edge_type`` and
@@ -143,6 +165,7 @@ class Call:
     edge_index: torch.Tensor
     edge_type: torch.Tensor
     edge_weight: torch.Tensor | None = None
+    edge_attr: torch.Tensor | None = None  # GINEConv's, [E, F]
 
 
 def _call(layer: Any, edge_type: Any, args: Any, kwargs: Any) -> Call | str:
@@ -172,9 +195,17 @@ def _call(layer: Any, edge_type: Any, args: Any, kwargs: Any) -> Call | str:
     ):
         return "edge_weight is not one float32 weight per edge"
     for lin in _lins(layer.convs[0]):
-        if lin is not None and x.shape[-1] != lin.in_channels:
-            return f"x has {x.shape[-1]} columns, the conv's linears take {lin.in_channels}"
-    return Call(x, edge_index, edge_type, weight)
+        width = lin.weight.shape[1] if lin is not None else None
+        if lin is not None and x.shape[-1] != width:
+            return f"x has {x.shape[-1]} columns, the conv's linears take {width}"
+    attr = bound.get("edge_attr")
+    if "edge_attr" in names and not (
+        isinstance(attr, torch.Tensor)
+        and attr.dtype == torch.float32
+        and attr.shape == (edge_index.shape[1], x.shape[-1])
+    ):
+        return "edge_attr is not one float32 row of x's width per edge"
+    return Call(x, edge_index, edge_type, weight, attr)
 
 
 def bind(layer: Any, edge_type: Any, args: Any, kwargs: Any) -> Call | str:
@@ -187,7 +218,7 @@ def bind(layer: Any, edge_type: Any, args: Any, kwargs: Any) -> Call | str:
             return reason
     first = convs[0]
     for name in ("aggr", "out_channels"):
-        if any(getattr(c, name) != getattr(first, name) for c in convs):
+        if any(getattr(c, name, None) != getattr(first, name, None) for c in convs):
             return f"the bases' convs differ in {name}"
     if any((_lins(c)[1] is None) != (_lins(first)[1] is None) for c in convs):
         return "the bases' convs differ in root weight"
@@ -202,6 +233,8 @@ def tensors(layer: Any, x: torch.Tensor) -> list[torch.Tensor]:
     bases = torch.stack([lin.weight.t() for lin, _ in lins])  # [B, in, out]
     weight = torch.einsum("br,bio->rio", att, bases)
     roots = [root.weight.t() for _, root in lins if root is not None]
+    if type(layer.convs[0]).__name__ == "GINEConv":  # nn((1 + ε) x_i + ...): nn's weight
+        roots = [(1 + c.eps) * w for c, w in zip(layer.convs, bases, strict=True)]
     root = torch.stack(roots).sum(0) if roots else bases.new_zeros(bases.shape[1:])
     biases = [lin.bias for pair in lins for lin in pair if lin is not None and lin.bias is not None]
     bias = torch.stack(biases).sum(0) if biases else bases.new_zeros(bases.shape[-1])
@@ -229,12 +262,13 @@ def bases_forward(self: Any, edge_type: Any, *args: Any, **kwargs: Any) -> Any:
         copies, nodes = x.shape[0], x.shape[1]
         offsets = torch.arange(copies, device=x.device) * nodes
         edge_index = (call.edge_index.unsqueeze(1) + offsets.view(1, -1, 1)).reshape(2, -1)
-        weight = call.edge_weight
+        weight, attr = call.edge_weight, call.edge_attr
         call = Call(
             x.reshape(-1, x.shape[2]),
             edge_index,
             call.edge_type.repeat(copies),
             None if weight is None else weight.repeat(copies),
+            None if attr is None else attr.repeat(copies, 1),
         )
         return _run(self, call).view(copies, nodes, -1)
     return _run(self, call)
@@ -247,6 +281,9 @@ def _run(layer: Any, call: Call) -> torch.Tensor:
     if call.edge_weight is not None:
         args.append(call.edge_weight.view(-1, 1))
         program += ":w"
+    if call.edge_attr is not None:
+        args.append(call.edge_attr)
+        program += ":e"
     return torch.ops.hector.pyg_layer(
         program,
         pyg_route._train(args),

@@ -25,7 +25,8 @@ program's ``sum_to_dst`` over all of a node's incoming edges:
 * ``GCNConv`` (:class:`GcnRelations`) on relations from a node type to itself (PyG's
   ``GCNConv`` takes one node set): ``hetero-gcn``, each edge's coefficient PyG's ``gcn_norm``
   (self-loops or none, ``improved``, ``normalize`` or not, the call's ``edge_weight_dict``)
-  computed in the captured graph in shapes fixed by the input's (:func:`gcn_edges`).
+  computed in the captured graph in shapes fixed by the input's (:func:`gcn_edges`);
+* ``GINEConv`` of one linear ``nn``: :mod:`hector.dynamo.pyg_gine` registers its class here.
 
 Weight-sized glue (stacking, padding to the widest input, the attention vectors as
 block-diagonal matrices, the biases summed per destination type) runs as PyTorch ops in the
@@ -178,6 +179,12 @@ class Relations:
     def unsupported(self, convs: list[Any], training: bool) -> str | None:
         """Why these convs (all of :attr:`cls_name`) cannot run as one program (None: they can)."""
         raise NotImplementedError
+
+    def call_unsupported(
+        self, convs: list[Any], relations: list[EdgeType], x_dict: Any, kwargs: dict[str, Any]
+    ) -> str | None:
+        """Why the call's tensors are outside the program for these convs (None: they are not)."""
+        return None
 
     def program(self, convs: list[Any], layout: Layout) -> str:
         """The program's name (``hetero-...:...``)."""
@@ -602,6 +609,21 @@ def class_of(conv: Any) -> str | None:
     )
 
 
+def unrouted(convs: Sequence[Any]) -> str | None:
+    """Why some of ``convs`` are of no class the programs compute (None: all are): the
+    classes, a class of PyG's name defined elsewhere named with its module."""
+    names = sorted(
+        {
+            f"{type(c).__name__} of {type(c).__module__}, not PyG's"
+            if type(c).__name__ in RELATIONS
+            else type(c).__name__
+            for c in convs
+            if class_of(c) is None
+        }
+    )
+    return f"per-relation convs Hector does not route in HeteroConv: {names}" if names else None
+
+
 def inputs_unsupported(layer: Any, x_dict: Any, edge_index_dict: Any) -> str | None:
     """Why the call's ``x_dict``/``edge_index_dict`` are outside the programs (None: they are
     not): integer ``[2, E]`` edges, ``[N, F]`` float32 features of every type they touch."""
@@ -636,17 +658,21 @@ def unsupported(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> st
     convs = [c for _, c in call_relations(layer, args[1])]
     classes = {class_of(c) for c in convs}
     if None in classes:
-        names = sorted({type(c).__name__ for c in convs if class_of(c) is None})
-        return f"per-relation convs Hector does not route in HeteroConv: {names}"
+        return unrouted(convs)
     if len(classes) > 1:
         return f"mixed per-relation conv classes {sorted(str(c) for c in classes)}"
     cls = str(classes.pop())
     reason = _edge_data_unsupported(layer, cls, args[1], kwargs)
-    return reason or RELATIONS[cls].unsupported(convs, layer.training)
+    reason = reason or RELATIONS[cls].unsupported(convs, layer.training)
+    relations = [e for e, _ in call_relations(layer, args[1])]
+    return reason or RELATIONS[cls].call_unsupported(convs, relations, args[0], kwargs)
 
 
 #: The conv classes that read each keyword argument, and its tensors' dimensions.
-_EDGE_DATA = {"edge_attr_dict": ("GATConv", (1, 2)), "edge_weight_dict": ("GCNConv", (1,))}
+_EDGE_DATA = {
+    "edge_attr_dict": (("GATConv", "GINEConv"), (1, 2)),
+    "edge_weight_dict": (("GCNConv",), (1,)),
+}
 
 
 def _edge_data_unsupported(
@@ -658,13 +684,15 @@ def _edge_data_unsupported(
     if cls == "GCNConv" and any(s != d for s, _, d in relations):
         return "GCNConv on a relation between two node types (PyG's GCNConv takes one)"
     for name, values in kwargs.items():
-        reader, dims = _EDGE_DATA[name]
+        readers, dims = _EDGE_DATA[name]
         if values is None:
             continue
         if not isinstance(values, dict):
             return f"{name} is not a dict"
-        if cls != reader:
-            return f"{name} given to {cls} (the program takes none)"
+        if cls not in readers:  # none for the call's relations: the convs are given none
+            if any(e in values for e in relations):
+                return f"{name} given to {cls} (the program takes none)"
+            continue
         if any(t in values for e in relations for t in (e[0], e[2])):
             return f"{name} keyed by node type"
         for e, value in values.items():

@@ -31,7 +31,12 @@ from typing import Any
 
 import torch
 
-from . import pyg_hetero, pyg_hetero_plan, pyg_route
+from . import (
+    pyg_gine,  # noqa: F401  (registers GINEConv's relations with pyg_hetero)
+    pyg_hetero,
+    pyg_hetero_plan,
+    pyg_route,
+)
 from .pyg_hetero import EdgeType, call_relations
 
 #: Each conv parameter a third positional dict may fill, and the keyword dict the programs read.
@@ -161,8 +166,8 @@ def _decide(
 ) -> tuple[str | None, tuple[Any, ...], dict[str, Any], list[ClassGroup] | None]:
     """Why the call runs PyG's forward (None: it does not), the call bound, its class groups."""
     binding = bound(layer, args, kwargs)
-    if isinstance(binding, str):
-        return binding, args, kwargs, None
+    if isinstance(binding, str):  # the layer's classes first: dicts no program would read
+        return pyg_hetero.unrouted(list(layer.convs.values())) or binding, args, kwargs, None
     args, kwargs = binding
     if len(args) != 2 or pyg_hetero.inputs_unsupported(layer, *args) is not None:
         return pyg_hetero.unsupported(layer, args, kwargs), args, kwargs, None

@@ -21,9 +21,12 @@ That is a ``HeteroConv`` spelt out node by node, so the route here hands each su
   Eager calls and other backends run the model unchanged.
 * **What.** :func:`group_layers` finds, in a copy of the model's graph, each layer's calls of
   per-relation convs (one per edge type of the model, consecutive, each called with features and
-  ``edge_index``, optionally ``edge_attr``/``edge_weight`` by keyword) and the nodes that
+  ``edge_index``, optionally ``edge_attr``/``edge_weight`` by keyword, or third positionally
+  where the conv's ``forward`` names that parameter so: ``GINEConv``) and the nodes that
   combine them, and replaces them by one call of a :class:`ToHeteroLayer` (sharing the convs,
-  so gradients reach their parameters) and one ``getitem`` per destination type. Sums and means
+  so gradients reach their parameters) and one ``getitem`` per destination type; each run of
+  per-type ``Linear`` copies becomes one typed linear
+  (:func:`hector.dynamo.pyg_typed_linear.group_linears`). Sums and means
   are the program's; a ``max``/``min``/``mul`` layer's program computes each relation's output
   apart and :meth:`ToHeteroLayer.combine` chains them after it as ``to_hetero`` does (the same
   pairs, so ties split their gradient as ``torch.max`` of two does).
@@ -45,6 +48,7 @@ That is a ``HeteroConv`` spelt out node by node, so the route here hands each su
 from __future__ import annotations
 
 import copy
+import inspect
 import operator
 import sys
 from collections.abc import Callable
@@ -54,7 +58,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from . import pyg_hetero, pyg_hetero_plan, pyg_route
+from . import pyg_hetero, pyg_hetero_plan, pyg_route, pyg_typed_linear
 
 EdgeType = tuple[str, str, str]
 
@@ -214,6 +218,19 @@ def _edge_types(graph: torch.fx.Graph) -> list[EdgeType]:
     return list(found)
 
 
+def _type_keys(graph: torch.fx.Graph, edge_types: list[EdgeType]) -> set[str]:
+    """The names ``to_hetero`` gives a module's per-type copies: the node types its code reads
+    from its node dicts, and its edge types joined by ``__``."""
+    from torch_geometric.nn.to_hetero_transformer import key2str
+
+    keys = {key2str(e) for e in edge_types}
+    for n in graph.nodes:
+        if n.op == "call_method" and n.target == "get" and len(n.args) >= 2:
+            if isinstance(n.args[1], str):
+                keys.add(n.args[1])
+    return keys
+
+
 def _is_to_hetero(graph: torch.fx.Graph) -> bool:
     transformer = sys.modules.get("torch_geometric.nn.to_hetero_transformer")
     get_dict = getattr(transformer, "get_dict", None)
@@ -245,6 +262,17 @@ def _conv_calls(
         last.calls.append(n)
         last.relations.append(by_key[key])
     return layers
+
+
+def _third_by_name(layer: LayerCalls, convs: list[Any]) -> None:
+    """Pass a conv call's third positional argument by its name where the conv's ``forward``
+    names it ``edge_attr`` or ``edge_weight`` (``GINEConv(x, edge_index, edge_attr)`` as PyG's
+    models write it): the same call, in the form the layer reads (the graph is the twin's)."""
+    for n, conv in zip(layer.calls, convs, strict=True):
+        names = list(inspect.signature(type(conv).forward).parameters)[1:]
+        if len(n.args) == 3 and len(names) > 2 and names[2] in _EXTRAS and names[2] not in n.kwargs:
+            n.kwargs = {**n.kwargs, names[2]: n.args[2]}
+            n.args = n.args[:2]
 
 
 def _layer_unsupported(layer: LayerCalls, edge_types: list[EdgeType]) -> str | None:
@@ -334,6 +362,7 @@ def group_layers(gm: torch.fx.GraphModule) -> Grouping:
     for calls in _conv_calls(gm, graph, edge_types) if edge_types else []:
         convs = [gm.get_submodule(str(n.target)) for n in calls.calls]
         label = f"to_hetero {calls.prefix} ({type(convs[0]).__name__})"
+        _third_by_name(calls, convs)
         reason = _layer_unsupported(calls, edge_types)
         if reason is not None:
             declined[label] = reason
@@ -341,6 +370,7 @@ def group_layers(gm: torch.fx.GraphModule) -> Grouping:
         target = f"hector_layer_{len(layers)}"
         layers[target] = ToHeteroLayer(label, calls.relations, convs, calls.aggr)
         _replace(graph, calls, target)
+    layers.update(pyg_typed_linear.group_linears(gm, graph, _type_keys(graph, edge_types), 0))
     if not layers:
         return Grouping(None, declined, _signature(gm))
     graph.lint()
