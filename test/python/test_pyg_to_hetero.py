@@ -482,6 +482,14 @@ def test_to_hetero_linear_module(cls: Any, bias: bool) -> None:
     x_dict = {"a": torch.randn(5, 6), "b": torch.randn(0, 6), "c": torch.randn(3, 6)}
     if bias:  # PyG's own dict_forward (under pyg-lib or not) indexes the bias
         _linears_match(module, x_dict)
+    else:  # ... so without one the compiled call raises as eager does
+        with pytest.raises(TypeError, match="not subscriptable"):
+            module(x_dict)
+        with pytest.raises(TypeError, match="not subscriptable"):
+            torch.compile(module, backend=HectorBackend())(x_dict)
+        assert "without a bias" in pyg_route.FALLBACKS["ToHeteroLinear"]
+        pyg_route.FALLBACKS.clear()
+        torch._dynamo.reset()
     x = torch.randn(9, 6)
     for type_vec in ([0, 0, 0, 2, 2, 2, 2, 2, 2], [0, 1, 1, 0, 2, 2, 1, 0, 2]):
         _linears_match(module, x, torch.tensor(type_vec))

@@ -177,6 +177,8 @@ def to_hetero_linear_forward(self: Any, x: Any, type_vec: Any = None) -> Any:
     reason: str | None
     if isinstance(lin.weight, torch.nn.parameter.UninitializedParameter):
         reason = "a lazy weight before its first call"
+    elif isinstance(x, dict) and lin.bias is None:
+        reason = "x_dict without a bias (PyG's dict_forward indexes the bias: it raises as eager)"
     elif isinstance(x, dict):
         xs: list[Any] = [x.get(t) for t in self.types]
         reason = inputs_unsupported(xs, [lin.weight[0]] * len(xs))
