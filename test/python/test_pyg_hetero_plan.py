@@ -4,7 +4,9 @@ one op (``hector.dynamo.pyg_hetero_plan``, issue 54's compile time).
 The glue op's outputs and gradients are those of the traced glue it replaces
 (``GatRelations.tensors``); a captured layer holds one glue node and no per-relation glue; the
 plan's decision follows the layer's mode (guarded, not baked in once); a layer of several conv
-classes, which the plan does not route, still runs its class groups.
+classes, which the plan does not route, still runs its class groups; features of another width
+than a conv reads at either end are refused where eager PyG refuses them, and taken where it
+takes them (a conv that reads no destination features).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from test_pyg_hetero_route import (
     _features,
 )
 from test_pyg_route_configs import _fresh_dynamo  # noqa: F401  (autouse: Dynamo reset per test)
-from torch_geometric.nn import GATConv, HeteroConv, SAGEConv
+from torch_geometric.nn import GATConv, GATv2Conv, GraphConv, HeteroConv, SAGEConv
 
 from hector.dynamo import pyg_hetero, pyg_hetero_plan, pyg_route
 from hector.dynamo.backend import HectorBackend
@@ -161,3 +163,77 @@ def test_features_of_another_width_than_the_convs_are_refused_as_eagerly() -> No
     torch._dynamo.reset()
     with pytest.raises(Exception, match="16"):
         torch.compile(conv, backend="hector")(x, ei)
+
+
+def _into_narrow_type(make: Any, width: int = 12) -> tuple[HeteroConv, Any, Any]:
+    """A layer of ``make()`` on ``a -> b`` and ``a -> a``: ``a`` 16 wide, ``b`` (a destination
+    only) ``width`` wide."""
+    torch.manual_seed(0)
+    conv = HeteroConv({("a", "r", "b"): make(), ("a", "s", "a"): make()})
+    x = {"a": torch.randn(30, 16), "b": torch.randn(20, width)}
+    ei = {
+        ("a", "r", "b"): torch.stack([torch.randint(30, (60,)), torch.randint(20, (60,))]),
+        ("a", "s", "a"): torch.stack([torch.randint(30, (60,)), torch.randint(30, (60,))]),
+    }
+    return conv, x, ei
+
+
+#: Convs that read their destination's features with a linear built for 16 inputs.
+_READ_DESTINATIONS = {
+    "GATConv pair": lambda: GATConv((16, 16), 8, heads=2, add_self_loops=False),
+    "GATConv shared": lambda: GATConv(16, 8, heads=2, add_self_loops=False),
+    "GATv2Conv pair": lambda: GATv2Conv((16, 16), 8, heads=2, add_self_loops=False),
+    "SAGEConv root": lambda: SAGEConv(16, 8),
+    "GraphConv": lambda: GraphConv(16, 8),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_READ_DESTINATIONS))
+def test_destination_features_of_another_width_are_refused_as_eagerly(name: str) -> None:
+    """Destination features 12 wide into a conv whose destination linear (``GATConv``'s
+    ``lin_dst`` or shared ``lin``, ``GATv2Conv``'s ``lin_r``, ``SAGEConv``'s root weight,
+    ``GraphConv``'s ``lin_root``) takes 16: eager PyG refuses the product; the compiled layer
+    must refuse too, not pad the rows to the widest input and run."""
+    conv, x, ei = _into_narrow_type(_READ_DESTINATIONS[name])
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        conv(x, ei)
+    reason = pyg_hetero_plan.widths_unsupported(list(conv.convs.items()), x)
+    assert reason is not None
+    assert "16-wide destination features, got 'b' features 12" in reason
+    with pytest.raises(Exception, match="12"):
+        torch.compile(conv, backend="hector")(x, ei)
+
+
+def test_destination_width_of_a_pair_is_its_second() -> None:
+    """``GATConv((16, 12))`` into 12-wide destinations is what eager runs: routed, same
+    outputs and gradients (the check reads the pair's second width, not the first)."""
+    conv, x, ei = _into_narrow_type(lambda: GATConv((16, 12), 8, heads=2, add_self_loops=False))
+    conv.convs[("a", "s", "a")] = GATConv(16, 8, heads=2, add_self_loops=False)
+    assert pyg_hetero_plan.widths_unsupported(list(conv.convs.items()), x) is None
+    _assert_matches(conv, torch.compile(conv, backend=HectorBackend()), x, ei)
+    _assert_routed("hetero-gat")
+
+
+@pytest.mark.parametrize("width", [12, 20])
+def test_a_conv_that_reads_no_destination_takes_it_at_any_width(width: int) -> None:
+    """``SAGEConv(root_weight=False)`` never reads ``x_dst``: eager runs with destination
+    features narrower or wider than its ``in_channels``, and so does the routed program, with
+    the same outputs and gradients."""
+    conv, x, ei = _into_narrow_type(lambda: SAGEConv(16, 8, root_weight=False), width)
+    assert pyg_hetero_plan.widths_unsupported(list(conv.convs.items()), x) is None
+    _assert_matches(conv, torch.compile(conv, backend=HectorBackend()), x, ei)
+    _assert_routed("hetero-sage")
+
+
+def test_destination_width_with_edge_features_runs_pygs_forward() -> None:
+    """A call with ``edge_attr_dict`` is not planned: its decision refuses a destination of
+    another width than ``lin_dst``'s, so PyG's forward runs and raises as eager does."""
+    conv, x, ei = _into_narrow_type(
+        lambda: GATConv((16, 16), 8, heads=2, add_self_loops=False, edge_dim=3)
+    )
+    edge_attr = {e: torch.randn(60, 3) for e in ei}
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        conv(x, ei, edge_attr_dict=edge_attr)
+    with pytest.raises(Exception, match="12"):
+        torch.compile(conv, backend="hector")(x, ei, edge_attr_dict=edge_attr)
+    assert "destination features" in pyg_route.FALLBACKS["HeteroConv"]

@@ -173,8 +173,12 @@ def _decide(
         return pyg_hetero.unsupported(layer, args, kwargs), args, kwargs, None
     groups = class_groups(layer, args[1])
     if groups is None:
-        return pyg_hetero.unsupported(layer, args, kwargs), args, kwargs, None
-    return groups_unsupported(layer, groups, args, kwargs), args, kwargs, groups
+        reason = pyg_hetero.unsupported(layer, args, kwargs)
+    else:
+        reason = groups_unsupported(layer, groups, args, kwargs)
+    # features of another width than a conv reads: PyG's forward raises, as eager does
+    reason = reason or pyg_hetero_plan.widths_unsupported(call_relations(layer, args[1]), args[0])
+    return reason, args, kwargs, groups
 
 
 def _planned(layer: Any, args: tuple[Any, ...]) -> pyg_hetero_plan.Plan | None:

@@ -10,8 +10,10 @@ of 8 relations) that was seconds of every capture. Two things take it out of the
   typed graph (its relations, node types, which types' rows are read, the widest input, each
   relation's ends, the program's name, the destinations' keys) depend only on the layer and on
   the call's structure: the dicts' keys, and each tensor's dtype, rank, layout and whether it
-  takes a gradient (:func:`call_key`, which the trace computes with a few attribute reads; the
-  widths are read in the trace, where each source's is checked against its conv's).
+  takes a gradient (:func:`call_key`, which the trace computes with a few attribute reads). The
+  features' widths are not in the key: :func:`run_planned` reads them in the trace and raises
+  where one is not the width a relation's conv reads (:func:`widths_unsupported`: its source's,
+  and its destination's where the conv reads that), as eager PyG does.
   :func:`plan_of` is ``torch._dynamo.assume_constant_result``:
   Dynamo runs it as plain Python at trace time, on the layer itself and that key (the key's
   tensors rebuilt as ``meta`` tensors for the decision's checks), and bakes its result, a frozen
@@ -144,19 +146,46 @@ def _plan(cls: str, names: tuple[str, ...], layout: Any, program: str, dst: bool
 # -- the traced part ------------------------------------------------------------------------
 
 
-def _check_source_widths(plan: Plan, convs: list[Any], x_dict: dict[Any, Any]) -> None:
-    """Refuse source features whose width is not the one a relation's conv was built for (its
-    ``in_channels``, or their first where a pair): the program pads rows to the widest input,
-    so it would run on them where eager PyG refuses the product."""
-    for edge, conv in zip(plan.relations, convs, strict=True):
-        wanted = getattr(conv, "in_channels", -1)
-        wanted = wanted[0] if isinstance(wanted, tuple) else wanted
-        got = x_dict[edge[0]].shape[-1]
-        if isinstance(wanted, int) and wanted > 0 and got != wanted:
-            raise ValueError(
-                f"HeteroConv relation {edge}: {type(conv).__name__} takes {wanted}-wide "
-                f"source features, got {edge[0]!r} features {got} wide"
-            )
+def _readers(conv: Any) -> tuple[Any, Any] | None:
+    """The linears a routed ``conv``'s forward applies to its relation's source rows and to
+    its destination rows (None there: it reads no destination features), or None for a class
+    whose widths this module does not check (``GINEConv``'s are its ``call_unsupported``)."""
+    name = type(conv).__name__
+    if name == "GATConv":
+        return (conv.lin_src, conv.lin_dst) if conv.lin is None else (conv.lin, conv.lin)
+    if name == "GATv2Conv":
+        return (conv.lin_l, conv.lin_r)
+    if name == "SAGEConv":
+        return (conv.lin if conv.project else conv.lin_l, conv.lin_r if conv.root_weight else None)
+    if name == "GraphConv":
+        return (conv.lin_rel, conv.lin_root)
+    if name == "GCNConv":  # one node type at both ends: the source's width is the destination's
+        return (conv.lin, None)
+    return None
+
+
+def widths_unsupported(relations: list[tuple[Any, Any]], x_dict: dict[Any, Any]) -> str | None:
+    """Why the call's features are not as wide as the relations' convs read them (None: they
+    are): each ``(edge type, conv)``'s source rows the input width of the linear its forward
+    applies to them (``in_channels``, or its first where a pair), and its destination rows that
+    of the one it applies to them (the pair's second: ``GATConv``'s ``lin_dst``, ``GATv2Conv``'s
+    ``lin_r``, ``SAGEConv``'s root weight, ``GraphConv``'s ``lin_root``), where it reads them.
+    The program pads rows to the widest input, so it would run on such features where eager PyG
+    refuses the product; a conv that never reads its destination's features (``SAGEConv``
+    without root weight) takes them at any width, as in PyG."""
+    for edge, conv in relations:
+        readers = _readers(conv)
+        for end, lin in zip(("source", "destination"), readers or (None, None), strict=True):
+            if lin is None or isinstance(lin.weight, torch.nn.parameter.UninitializedParameter):
+                continue
+            wanted, node = lin.weight.shape[1], edge[0] if end == "source" else edge[2]
+            got = x_dict[node].shape[-1]
+            if got != wanted:
+                return (
+                    f"HeteroConv relation {edge}: {type(conv).__name__} takes {wanted}-wide "
+                    f"{end} features, got {node!r} features {got} wide"
+                )
+    return None
 
 
 def run_planned(
@@ -167,7 +196,9 @@ def run_planned(
     from . import pyg_hetero, pyg_route
 
     convs = [getattr(layer.convs, name) for name in plan.names]
-    _check_source_widths(plan, convs, x_dict)
+    reason = widths_unsupported(list(zip(plan.relations, convs, strict=True)), x_dict)
+    if reason is not None:  # the widths are not in the plan's key: refused in the trace
+        raise ValueError(reason)
     pad = torch.nn.functional.pad
     width = max(x_dict[t].shape[1] for t in plan.touched)
     xs = []

@@ -120,6 +120,8 @@ class ToHeteroLayer(torch.nn.Module):
             if plan is not None:
                 return pyg_hetero_plan.run_planned(self, plan, x_dict, edge_index_dict)
         reason = reason or pyg_hetero.unsupported(self, (x_dict, edge_index_dict), kwargs)
+        relations = pyg_hetero.call_relations(self, edge_index_dict)
+        reason = reason or pyg_hetero_plan.widths_unsupported(relations, x_dict)
         if reason is not None:
             pyg_route.record_fallback(self.label, reason)
             return self._per_relation(xs, edge_indices, extras)
