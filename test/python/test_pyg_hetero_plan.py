@@ -26,7 +26,7 @@ from test_pyg_hetero_route import (
     _features,
 )
 from test_pyg_route_configs import _fresh_dynamo  # noqa: F401  (autouse: Dynamo reset per test)
-from torch_geometric.nn import GATConv, GATv2Conv, GraphConv, HeteroConv, SAGEConv
+from torch_geometric.nn import GATConv, GATv2Conv, GraphConv, HeteroConv, SAGEConv, to_hetero
 
 from hector.dynamo import pyg_hetero, pyg_hetero_plan, pyg_route
 from hector.dynamo.backend import HectorBackend
@@ -237,3 +237,44 @@ def test_destination_width_with_edge_features_runs_pygs_forward() -> None:
     with pytest.raises(Exception, match="12"):
         torch.compile(conv, backend="hector")(x, ei, edge_attr_dict=edge_attr)
     assert "destination features" in pyg_route.FALLBACKS["HeteroConv"]
+
+
+class _Sage(torch.nn.Module):
+    """One lazy ``SAGEConv((-1, -1), 8)``, for ``to_hetero``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = SAGEConv((-1, -1), 8)
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        return self.conv(x, edge_index)
+
+
+@pytest.mark.parametrize("kind", ["HeteroConv", "to_hetero"])
+def test_destination_width_of_a_lazy_conv_is_the_one_it_was_built_on(kind: str) -> None:
+    """Lazy ``SAGEConv((-1, -1))`` convs (their ``in_channels`` stays ``-1``) built by an eager
+    call on 12-wide ``b`` features, then given 10-wide ones: eager PyG refuses the root
+    weight's product, and so does the compiled layer (its check reads the weights' widths)."""
+    conv, x, ei = _into_narrow_type(lambda: SAGEConv((-1, -1), 8))
+    model = conv if kind == "HeteroConv" else to_hetero(_Sage(), (["a", "b"], list(ei)))
+    with torch.no_grad():
+        model(x, ei)
+    x["b"] = torch.randn(20, 10)
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        model(x, ei)
+    with pytest.raises(Exception, match="10"):
+        torch.compile(model, backend="hector")(x, ei)
+
+
+def test_destination_width_in_a_layer_of_several_classes_runs_pygs_forward() -> None:
+    """A layer of ``GATConv`` and ``SAGEConv`` relations (class groups, not planned) whose
+    ``SAGEConv`` root weight takes 16-wide destinations, given 12-wide ones: PyG's forward
+    runs, with the reason, and raises as eager does."""
+    conv, x, ei = _into_narrow_type(lambda: SAGEConv(16, 16))
+    conv.convs[("a", "s", "a")] = GATConv(16, 16, heads=1, add_self_loops=False)
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        conv(x, ei)
+    with pytest.raises(Exception, match="12"):
+        torch.compile(conv, backend=HectorBackend())(x, ei)
+    reason = pyg_route.FALLBACKS["HeteroConv"]
+    assert "SAGEConv takes 16-wide destination features, got 'b' features 12 wide" in reason
