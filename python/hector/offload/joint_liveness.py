@@ -235,11 +235,10 @@ def realize_points(bw: fx.GraphModule, values: Sequence[fx.Node]) -> list[fx.Nod
 
     Inductor computes such an op in a kernel fused with its readers unless it is
     materialized, so an op whose reader comes much later is computed there, from operands
-    that stay alive until then. T5's relative position bias is one: the gradient of its
-    bias sums, over the batch, the attention scores' gradient of the first layer of the
-    decoder and of the encoder, and Inductor fused both sums into one kernel at the
-    encoder's end: the decoder's attention probabilities and dropout mask read back stayed
-    alive through the whole encoder's backward. Materialized where it stands, the op holds
+    that stay alive until then. T5's relative position bias is one: its gradient sums
+    attention-score gradients over the batch and the layers, and Inductor fused the sum into
+    one kernel placed late (the decoder's end), so every layer's attention probabilities and
+    dropout masks read back stayed alive until it. Materialized where it stands, the op holds
     its own bytes instead of its operands'."""
     nodes = list(bw.graph.nodes)
     index = {n: i for i, n in enumerate(nodes)}
