@@ -12,7 +12,8 @@ with Hector's partitioner:
    compile's residue outside the graphs: :meth:`JointBackend.outside_bytes`) and decides
    keep or offload for each saved value so the step's modelled memory fits the budget (the
    eager planner's budget rule on estimated node costs and the store's measured
-   bandwidths), written as ``placement`` IR;
+   bandwidths; the step modelled both by adding up kept values and other bytes and by
+   liveness of the lowered graphs, :mod:`.joint_liveness`), written as ``placement`` IR;
 3. the decisions are lowered into the two FX graphs as runtime calls (:mod:`.joint_ops`):
    in the forward, an offloaded value is handed to ``hector::offload_put`` right after the
    node producing it, ``hector::offload_wait`` waits for its write where the next offloaded
@@ -21,7 +22,9 @@ with Hector's partitioner:
    place; in the backward,
    ``hector::offload_prefetch`` is issued at the first use of the saved value ``ahead``
    places before it (in the backward's order of first uses) and ``hector::offload_get``
-   right before its own first use;
+   right before its own first use, and ``hector::offload_realize`` materializes an op
+   computed from a value read back that a far later node reads
+   (:func:`~.joint_liveness.realize_points`);
 4. Inductor (``compute="inductor"``, the default) or AOTAutograd's eager runner
    (``compute="eager"``) compiles the compute around the opaque ops.
 
@@ -231,9 +234,10 @@ class _Partitioner(CustomPartitionerFn):
         target = "pinned_host" if device.type == "cuda" else "ssd"
         saved = saved_values(fw, bw, n_out, cost, b.threshold)
         total = sum(s.nbytes for s in saved if s.eligible not in NOT_ACTIVATIONS)
-        # The keep-all step (the fraction's base) holds every gradient to the backward's end;
-        # the plan's step is the graphs as lowered: gradients stepped in the backward freed
-        # there, values read back alive from their read to their last use.
+        # The step as planned holds every gradient to the backward's end, as keep-all's does
+        # (gradients stepped in the backward are freed earlier: a margin the saved values are
+        # not given), and is modelled by liveness of the graphs as lowered too (values read
+        # back alive from their read to their last use): the plan fits both.
         other = other_bytes(fw, bw, saved)
         graphs = min(keep_all_bytes(fw, bw, saved), total + other)
         steps = self._step_gradients(gm, fw, bw)
@@ -280,7 +284,7 @@ class _Partitioner(CustomPartitionerFn):
         b, n_out = self.backend, int(kwargs["num_fwd_outputs"])
         saved = saved_values(fw, bw, n_out, first.cost, b.threshold)
         names = {s.name for s in saved}
-        other = other_bytes(fw, bw, saved)
+        other = other_bytes(fw, bw, saved)  # every gradient held, as in the first plan
         steps = self._step_gradients(gm, fw, bw)
         step = float(max(first.step_budget, 2))
         live = _liveness(fw, bw, saved, b.ahead)
