@@ -237,7 +237,7 @@ class BudgetPlan:
     Attributes:
         decisions: per scope, ``"keep"`` or ``"offload"``.
         peak_bytes: modelled activation bytes in memory at the step's peak
-            (:func:`modelled_peak`).
+            (:func:`modelled_peak`, or the ``peak`` the rule was given).
         fits: whether ``peak_bytes`` is within the budget (False: even offloading every
             scope does not fit, and every scope is offloaded).
         model: the step model of ``decisions``.
@@ -271,6 +271,7 @@ def plan_within_budget(
     unscoped: int = 0,
     ahead: int = 1,
     offload_ns_per_byte: float = 0.0,
+    peak: Callable[[Sequence[str]], int] | None = None,
 ) -> BudgetPlan:
     """The budget rule: the least modelled overhead whose activation memory fits ``budget``.
 
@@ -280,7 +281,9 @@ def plan_within_budget(
     alone against offloading everything), later scopes first among equals (their reads come
     as backward starts) — while :func:`modelled_peak` stays within ``budget``. ``unscoped``:
     saved bytes outside every scope (always kept). Recomputation is not used: its memory
-    comes back inside backward, where the cache cannot count it.
+    comes back inside backward, where the cache cannot count it. ``peak``: the memory that
+    must fit ``budget`` under given decisions, in place of :func:`modelled_peak` (a compiled
+    graph's plan models its whole step by liveness, values read back included).
     """
     if write_bandwidth <= 0 or read_bandwidth <= 0:
         raise ValueError("write and read bandwidth must be > 0 bytes/s")
@@ -294,10 +297,14 @@ def plan_within_budget(
             alone = simulate_step(forward_ns, backward_ns, nbytes, decisions, *costs).overhead
             decisions[i] = "offload"
             gains.append(((base - alone) / b, i))
+
+    def held(chosen: Sequence[str]) -> int:
+        return modelled_peak(nbytes, chosen, unscoped) if peak is None else peak(chosen)
+
     for _, i in sorted(gains, reverse=True):
         decisions[i] = "keep"
-        if modelled_peak(nbytes, decisions, unscoped) > budget:
+        if held(decisions) > budget:
             decisions[i] = "offload"
-    peak = modelled_peak(nbytes, decisions, unscoped)
+    most = held(decisions)
     model = simulate_step(forward_ns, backward_ns, nbytes, decisions, *costs)
-    return BudgetPlan(decisions, peak, peak <= budget, model)
+    return BudgetPlan(decisions, most, most <= budget, model)

@@ -322,7 +322,7 @@ def _ticket_names(backend: Any) -> Any:
 
     def name(label: str) -> str:
         head, _, number = label.rpartition(" ")
-        if not order or not number.isdigit():
+        if not order or not number.isdigit() or head == "step":  # a parameter's slot
             return label
         return f"{head} {order[(int(number) - 1) % len(order)]}"
 

@@ -12,7 +12,8 @@ with Hector's partitioner:
    compile's residue outside the graphs: :meth:`JointBackend.outside_bytes`) and decides
    keep or offload for each saved value so the step's modelled memory fits the budget (the
    eager planner's budget rule on estimated node costs and the store's measured
-   bandwidths), written as ``placement`` IR;
+   bandwidths; the step modelled both by adding up kept values and other bytes and by
+   liveness of the lowered graphs, :mod:`.joint_liveness`), written as ``placement`` IR;
 3. the decisions are lowered into the two FX graphs as runtime calls (:mod:`.joint_ops`):
    in the forward, an offloaded value is handed to ``hector::offload_put`` right after the
    node producing it, ``hector::offload_wait`` waits for its write where the next offloaded
@@ -21,7 +22,9 @@ with Hector's partitioner:
    place; in the backward,
    ``hector::offload_prefetch`` is issued at the first use of the saved value ``ahead``
    places before it (in the backward's order of first uses) and ``hector::offload_get``
-   right before its own first use;
+   right before its own first use, and ``hector::offload_realize`` materializes an op
+   computed from a value read back that a far later node reads
+   (:func:`~.joint_liveness.realize_points`);
 4. Inductor (``compute="inductor"``, the default) or AOTAutograd's eager runner
    (``compute="eager"``) compiles the compute around the opaque ops.
 
@@ -55,8 +58,9 @@ from hector.runtime import libc_heap
 
 from . import joint_ops, memory_timeline
 from .joint_grads import GradientStep, OptimizerInBackward, lower_gradient_steps
+from .joint_liveness import StepLiveness, hoist_view, prefetch_anchors, realize_points
 from .joint_plan import (
-    GRAPH_INPUT,
+    NOT_ACTIVATIONS,
     CostModel,
     JointPlan,
     Recompute,
@@ -109,8 +113,9 @@ def lower_plan(
     fw: fx.GraphModule, bw: fx.GraphModule, num_fwd_outputs: int, joint: JointPlan, ahead: int
 ) -> None:
     """Rewrite ``fw`` and ``bw`` so each value ``joint`` offloads goes through the runtime
-    ops: put after it is produced, wait for the write where the next one is put (or at the
-    forward's end), prefetch ``ahead`` first uses early, get before its first use."""
+    ops: put after it is produced (a view moved up to right after its operands first:
+    :func:`~.joint_liveness.hoist_view`), wait for the write where the next one is put (or
+    at the forward's end), prefetch ``ahead`` first uses early, get before its first use."""
     offloaded = joint.offloaded()
     if not offloaded:
         return
@@ -120,6 +125,7 @@ def lower_plan(
     puts: list[tuple[fx.Node, fx.Node, int]] = []
     for s in offloaded:
         node = outs[num_fwd_outputs + s.index]
+        hoist_view(fw, node)  # a view is put where its base is made, not where it was left
         with fw.graph.inserting_after(node):
             put = fw.graph.call_function(put_op, (node, joint.target))
         put.meta["val"] = _fake(put_op, node, joint.target)
@@ -156,10 +162,10 @@ def _lower_backward(
     bw: fx.GraphModule, offloaded: list[SavedValue], saved: list[SavedValue], ahead: int
 ) -> None:
     placeholders = {n.name: n for n in bw.graph.nodes if n.op == "placeholder"}
-    first = _first_uses(bw, {s.name for s in saved})
-    order = {n: i for i, n in enumerate(bw.graph.nodes)}
-    by_use = sorted(first, key=lambda name: order[first[name]])
-    last_placeholder = [n for n in bw.graph.nodes if n.op == "placeholder"][-1]
+    names = {s.name for s in saved}
+    first = _first_uses(bw, names)
+    anchors = prefetch_anchors(bw, names, ahead)  # where the plan's liveness reads them
+    gets: list[fx.Node] = []
     for s in offloaded:
         ph = placeholders.get(s.name)
         if ph is None or s.name not in first:
@@ -167,15 +173,34 @@ def _lower_backward(
         device = ph.meta["val"].device
         meta = (list(s.shape), list(s.stride), s.dtype, device)
         ph.meta["val"] = _fake(torch.ops.hector.offload_put.default, ph, "ssd")
-        k = by_use.index(s.name)
-        anchor = first[by_use[k - ahead]] if k >= ahead else last_placeholder.next
-        with bw.graph.inserting_before(anchor):
+        with bw.graph.inserting_before(anchors[s.name]):
             pre = bw.graph.call_function(torch.ops.hector.offload_prefetch.default, (ph, *meta))
         pre.meta["val"] = _fake(torch.ops.hector.offload_prefetch.default, ph, *meta)
         with bw.graph.inserting_before(first[s.name]):
             get = bw.graph.call_function(torch.ops.hector.offload_get.default, (pre, *meta))
         get.meta["val"] = _fake(torch.ops.hector.offload_get.default, pre, *meta)
         ph.replace_all_uses_with(get, delete_user_cb=lambda user, p=pre: user is not p)
+        gets.append(get)
+    realize = torch.ops.hector.offload_realize.default
+    for node in realize_points(bw, gets):
+        with bw.graph.inserting_after(node):
+            call = bw.graph.call_function(realize, (node,))
+        call.meta["val"] = None
+
+
+def _liveness(
+    fw: fx.GraphModule, bw: fx.GraphModule, saved: Sequence[SavedValue], ahead: int
+) -> StepLiveness:
+    """The step's liveness model of the partition ``fw``/``bw`` for its saved values'
+    decisions (:class:`~.joint_liveness.StepLiveness`)."""
+    return StepLiveness(
+        fw,
+        bw,
+        {s.name for s in saved},
+        {s.name for s in saved if s.eligible in NOT_ACTIVATIONS},
+        [(s.name, s.nbytes) for s in saved if s.eligible is None],
+        ahead,
+    )
 
 
 def _recomputed(fw: fx.GraphModule, bw: fx.GraphModule) -> list[str]:
@@ -208,15 +233,17 @@ class _Partitioner(CustomPartitionerFn):
         cost = CostModel.for_device(device, b.write_bandwidth, b.read_bandwidth)
         target = "pinned_host" if device.type == "cuda" else "ssd"
         saved = saved_values(fw, bw, n_out, cost, b.threshold)
-        total = sum(s.nbytes for s in saved if s.eligible != GRAPH_INPUT)
-        # The step as planned holds every gradient to the backward's end, as keep-all's does:
-        # gradients stepped in the backward (below) are freed earlier, a margin the saved
-        # values are not given (docs/offload-your-model.md, "the optimizer in the backward").
+        total = sum(s.nbytes for s in saved if s.eligible not in NOT_ACTIVATIONS)
+        # The step as planned holds every gradient to the backward's end, as keep-all's does
+        # (gradients stepped in the backward are freed earlier: a margin the saved values are
+        # not given), and is modelled by liveness of the graphs as lowered too (values read
+        # back alive from their read to their last use): the plan fits both.
         other = other_bytes(fw, bw, saved)
         graphs = min(keep_all_bytes(fw, bw, saved), total + other)
         steps = self._step_gradients(gm, fw, bw)
         outside = b.outside_bytes()
-        joint = plan(saved, b.memory_budget, cost, target, b.ahead, other, outside, graphs)
+        live = _liveness(fw, bw, saved, b.ahead)
+        joint = plan(saved, b.memory_budget, cost, target, b.ahead, other, outside, graphs, live)
         joint.gradient_steps = steps
         chosen = choose_recompute(fw, joint) if b.recompute else []
         if chosen:
@@ -229,7 +256,7 @@ class _Partitioner(CustomPartitionerFn):
                     if any(r.name == s.name for r in chosen):
                         s.not_recomputed = f"recomputing raised the modelled step peak to {peak}"
         joint.recomputed = _recomputed(fw, bw)
-        params = frozenset(s.name for s in joint.saved if s.eligible == GRAPH_INPUT)
+        params = frozenset(s.name for s in joint.saved if s.eligible in NOT_ACTIVATIONS)
         joint.backward = backward_peak(bw, {s.name for s in joint.saved}, ignore=params)
         lower_plan(fw, bw, n_out, joint, b.ahead)
         joint.code = (fw.code, bw.code)
@@ -260,7 +287,10 @@ class _Partitioner(CustomPartitionerFn):
         other = other_bytes(fw, bw, saved)  # every gradient held, as in the first plan
         steps = self._step_gradients(gm, fw, bw)
         step = float(max(first.step_budget, 2))
-        joint = plan(saved, step, first.cost, first.target, b.ahead, other, first.outside_bytes)
+        live = _liveness(fw, bw, saved, b.ahead)
+        joint = plan(
+            saved, step, first.cost, first.target, b.ahead, other, first.outside_bytes, None, live
+        )
         joint.recomputes = [r for r in chosen if r.name not in names]
         joint.gradient_steps = steps
         weighed = {v.name: v for v in first.saved}

@@ -38,7 +38,7 @@ import torch
 from torch import fx
 
 from . import memory_timeline
-from .joint_plan import is_view
+from .joint_liveness import is_view
 
 __all__ = [
     "GradientStep",

@@ -328,3 +328,17 @@ def _get_fake(
     device: torch.device,
 ) -> torch.Tensor:
     return torch.empty_strided(size, stride, dtype=dtype, device=device)
+
+
+@torch.library.custom_op("hector::offload_realize", mutates_args=("x",))
+def offload_realize(x: torch.Tensor) -> None:
+    """Nothing at run time. Declared to mutate ``x``, so the compiled graph materializes
+    ``x`` where this call stands and every later reader reads that buffer: Inductor cannot
+    compute ``x`` again inside a later kernel from its operands, which would keep those
+    operands (values read back from the store among them) alive until that kernel
+    (:func:`~.joint_liveness.realize_points`)."""
+
+
+@offload_realize.register_fake
+def _realize_fake(x: torch.Tensor) -> None:
+    return None

@@ -36,8 +36,16 @@ from typing import Any
 import torch
 from torch import fx
 
-from hector.passes.offload_model import plan_within_budget, simulate_step
+from hector.passes.offload_model import modelled_peak, plan_within_budget, simulate_step
 
+from .joint_liveness import (
+    BackwardPeak,
+    StepLiveness,
+    StepPeak,
+    backward_peak,
+    is_view,
+    view_chain,
+)
 from .joint_ops import dense
 
 __all__ = [
@@ -57,6 +65,11 @@ __all__ = [
 
 #: Why a saved graph input (a parameter, the batch) is kept: it is not an activation.
 GRAPH_INPUT = "a graph input (parameter or batch)"
+#: Why a saved view of a graph input is kept: its memory is the input's (offloading it would
+#: write a copy of a parameter and free nothing).
+INPUT_VIEW = "a view of a graph input (its memory is the input's)"
+#: The reasons of saved values that are no activation memory (the step's bytes leave them out).
+NOT_ACTIVATIONS = (GRAPH_INPUT, INPUT_VIEW)
 _MATMULS = {"mm", "addmm", "bmm", "baddbmm", "matmul"}
 
 
@@ -216,6 +229,9 @@ def _why_kept(node: fx.Node, val: Any, outputs: set[fx.Node], threshold: int) ->
     """Why the saved value ``node`` cannot be offloaded (None: it can)."""
     if node.op != "call_function":
         return GRAPH_INPUT
+    chain = view_chain(node)
+    if chain and chain[0].all_input_nodes[0].op == "placeholder":
+        return INPUT_VIEW
     if not isinstance(val, torch.Tensor):
         return "not a tensor"
     if any(isinstance(s, torch.SymInt) for s in (*val.shape, *val.stride())):
@@ -365,15 +381,6 @@ def choose_recompute(fw: fx.GraphModule, joint: JointPlan) -> list[Recompute]:
     return chosen
 
 
-def is_view(node: fx.Node) -> bool:
-    """Whether ``node``'s result aliases its first operand (a view: no memory of its own)."""
-    schema = getattr(node.target, "_schema", None)
-    if schema is None or not schema.returns:
-        return False
-    alias = schema.returns[0].alias_info
-    return alias is not None and not alias.is_write
-
-
 def _live_peak(gm: fx.GraphModule, saved: set[str], inputs: bool) -> int:
     """The most bytes ``gm``'s values other than ``saved`` hold at once: each from its node
     (placeholders from the start, if ``inputs``) to its last use, a view as long as its base,
@@ -401,66 +408,13 @@ def _live_peak(gm: fx.GraphModule, saved: set[str], inputs: bool) -> int:
     return peak
 
 
-@dataclass(frozen=True)
-class BackwardPeak:
-    """Where the backward graph holds the most bytes, as the graph models it (each value from
-    its node, a placeholder from the start, to its last use; a view as long as its base; the
-    graph's outputs to its end), and what they are.
-
-    Attributes:
-        node: the backward node at which the most is held.
-        gradients: bytes of the graph's outputs made so far (the parameters' gradients).
-        saved: bytes of the saved values not yet consumed.
-        other: bytes of everything else alive (incoming gradients, temporaries).
-    """
-
-    node: str
-    gradients: int
-    saved: int
-    other: int
-
-    @property
-    def total(self) -> int:
-        """All bytes held at :attr:`node`."""
-        return self.gradients + self.saved + self.other
-
-
-def backward_peak(
-    bw: fx.GraphModule, saved: set[str], ignore: frozenset[str] = frozenset()
-) -> BackwardPeak:
-    """The backward's modelled peak (:class:`BackwardPeak`) with the saved values named
-    ``saved`` counted apart (and placeholders named in ``ignore``, such as parameters, not
-    counted): where in the step the graphs' memory is highest and whether saved values (what
-    a plan places), gradients or the backward's own buffers make it."""
-    nodes = list(bw.graph.nodes)
-    base = {n: n for n in nodes}
-    for n in nodes:
-        if is_view(n) and n.all_input_nodes:
-            base[n] = base[n.all_input_nodes[0]]
-    outputs = {base[a] for n in nodes if n.op == "output" for a in n.all_input_nodes}
-    last = {base[a]: i for i, n in enumerate(nodes) for a in n.all_input_nodes if n.op != "output"}
-    held: dict[fx.Node, int] = {}
-    best = BackwardPeak("", 0, 0, 0)
-    for i, n in enumerate(nodes):
-        if n.op in ("placeholder", "call_function") and base[n] is n and n.name not in ignore:
-            held[n] = _bytes(n.meta.get("val"))
-        kinds = [0, 0, 0]
-        for v, size in held.items():
-            kinds[0 if v in outputs else 1 if v.name in saved else 2] += size
-        if sum(kinds) > best.total:
-            best = BackwardPeak(n.name, *kinds)
-        for v in [v for v in held if last.get(v) == i and v not in outputs]:
-            del held[v]
-    return best
-
-
 def keep_all_bytes(fw: fx.GraphModule, bw: fx.GraphModule, saved: Sequence[SavedValue]) -> int:
     """The keep-all step's peak as the graphs model it, by liveness: the most the forward holds
     at once (its saved values from their node to its end) or the backward (each saved value
     until its last use, the gradients made so far, its other values); parameters and the
     batch left out. At most the saved bytes plus :func:`other_bytes`, which add the two
     peaks as if every saved value were alive at the backward's peak."""
-    inputs = frozenset(s.name for s in saved if s.eligible == GRAPH_INPUT)
+    inputs = frozenset(s.name for s in saved if s.eligible in NOT_ACTIVATIONS)
     forward = _live_peak(fw, set(), inputs=False)
     backward = backward_peak(bw, {s.name for s in saved}, ignore=inputs).total
     return max(forward, backward)
@@ -486,7 +440,8 @@ class JointPlan:
         budget_bytes: the saved bytes the plan was made to hold (``memory_budget`` of them).
         cost: the rates it was planned with.
         target: where offloads go (``"ssd"`` on CPU, ``"pinned_host"`` on CUDA).
-        modelled_peak: the saved bytes the budget rule models at the step's peak.
+        modelled_peak: the saved bytes the budget rule models at the step's peak (kept
+            values and the read-ahead window).
         modelled_overhead: its modelled step-time overhead over keep-all (a fraction).
         recomputed: forward nodes the partitioner also runs in the backward (its own
             recomputation of cheap ops, the same as in the keep-all compile).
@@ -510,6 +465,9 @@ class JointPlan:
             runtime calls' ticket numbers follow it, step after step).
         gradient_steps: the parameters stepped inside the backward, their gradients freed
             there (:class:`~.joint_grads.GradientStep`; empty unless the optimizer was given).
+        step_peak: where the step holds the most under the decisions, by liveness of the
+            graphs as lowered (:class:`~.joint_liveness.StepPeak`: values read back alive
+            from their read to their last use); None where the plan was made without it.
     """
 
     saved: list[SavedValue]
@@ -530,13 +488,17 @@ class JointPlan:
     backward: BackwardPeak | None = None
     put_order: list[str] = field(default_factory=list)
     gradient_steps: list[Any] = field(default_factory=list)
+    step_peak: StepPeak | None = None
     _text: str | None = field(default=None, repr=False)
 
     @property
     def text(self) -> str:
         """The ``placement`` IR of the decisions (the eligible values; empty when none is),
-        built on first use: the planner's module (:meth:`Plan.from_measurements`, the same
-        budget rule on the same numbers) with a ``placement.saved`` op per value."""
+        built on first use: the planner's module with a ``placement.saved`` op per value —
+        :meth:`Plan.from_decisions` of these decisions (``placement.memory_budget`` the step
+        budget, ``placement.modelled_peak_bytes`` the modelled step peak) where the step was
+        modelled by liveness, else :meth:`Plan.from_measurements` (the same budget rule on
+        the same numbers, its decisions checked to be these)."""
         if self._text is None:
             self._text = self._build_text()
         return self._text
@@ -547,11 +509,26 @@ class JointPlan:
         candidates = [s for s in self.saved if s.eligible is None]
         if not candidates:
             return ""
+        scopes = [_Scope(s.name, int(s.forward_ns), s.nbytes) for s in candidates]
+        backward = [s.backward_ns for s in candidates]
+        c = self.cost
+        if self.step_peak is not None:  # decided on the step's liveness: written as decided
+            made = Plan.from_decisions(
+                scopes,
+                backward,
+                [s.decision for s in candidates],
+                c.write_bandwidth,
+                c.read_bandwidth,
+                ahead=self.ahead,
+                memory_budget=max(self.step_budget, 1),
+                modelled_peak=self.modelled_step_peak,
+            )
+            return _named_ir(made.text, candidates, self.target, self.recomputes)
         made = Plan.from_measurements(
-            [_Scope(s.name, int(s.forward_ns), s.nbytes) for s in candidates],
-            [s.backward_ns for s in candidates],
-            self.cost.write_bandwidth,
-            self.cost.read_bandwidth,
+            scopes,
+            backward,
+            c.write_bandwidth,
+            c.read_bandwidth,
             memory_budget=max(self.budget_bytes, 1),
             unscoped=self.unscoped,
             ahead=self.ahead,
@@ -563,7 +540,7 @@ class JointPlan:
     @property
     def saved_bytes(self) -> int:
         """All saved values' bytes (keep-all's)."""
-        return sum(s.nbytes for s in self.saved if s.eligible != GRAPH_INPUT)
+        return sum(s.nbytes for s in self.saved if s.eligible not in NOT_ACTIVATIONS)
 
     @property
     def recomputed_bytes(self) -> int:
@@ -573,8 +550,12 @@ class JointPlan:
     @property
     def modelled_step_peak(self) -> int:
         """The step's modelled peak: the saved bytes held at the peak, ``other_bytes`` and
-        ``outside_bytes``."""
-        return self.modelled_peak + self.other_bytes + self.outside_bytes
+        ``outside_bytes`` added up, or, if more, :attr:`step_peak`'s bytes (by liveness,
+        values read back alive from their read to their last use) and ``outside_bytes``."""
+        kept = self.modelled_peak + self.other_bytes + self.outside_bytes
+        if self.step_peak is not None:
+            return max(kept, self.step_peak.total + self.outside_bytes)
+        return kept
 
     @property
     def feasible(self) -> bool:
@@ -640,6 +621,13 @@ class JointPlan:
                 f"the backward's modelled peak: {b.total} bytes at {b.node}: gradients "
                 f"{b.gradients}, saved values not yet consumed {b.saved}, other {b.other}"
             )
+        if self.step_peak is not None:
+            p = self.step_peak
+            lines.append(
+                f"the step's modelled peak (liveness of the graphs as lowered): {p.total} bytes "
+                f"in the {p.graph} at {p.node}: saved values {p.saved} ({p.read_back} of them "
+                f"read back), other {p.other}; and {self.outside_bytes} outside the graphs"
+            )
         if self.gradient_steps:
             freed = sum(g.nbytes for g in self.gradient_steps)
             lines.append(
@@ -660,52 +648,61 @@ def plan(
     other: int = 0,
     outside: int = 0,
     graphs: int | None = None,
+    liveness: StepLiveness | None = None,
 ) -> JointPlan:
-    """Decide keep or offload for each saved value so the step's modelled memory — the saved
-    bytes held, ``other`` (:func:`other_bytes`) and ``outside`` (the process's memory outside
-    the graphs) — fits ``memory_budget``: a fraction of the keep-all step's (all saved bytes,
-    ``other`` and ``outside``) if at most 1, else bytes. The saved values get what ``other``
-    and ``outside`` leave of it; where that is less than the values the store may not take,
-    everything it may take is offloaded (:attr:`JointPlan.feasible` is False). ``graphs``, if
-    given, is the keep-all step's bytes in the graphs (:func:`keep_all_bytes`, by liveness,
-    at most the saved bytes and the keep-all step's ``other``) in place of the saved bytes and
-    ``other`` (which then may be less than keep-all's: gradients stepped in the backward).
+    """Decide keep or offload for each saved value so the step's modelled memory fits
+    ``memory_budget``: a fraction of the keep-all step's (all saved bytes, ``other`` — see
+    :func:`other_bytes` — and ``outside``, the process's memory outside the graphs) if at
+    most 1, else bytes. ``graphs``, if given, is the keep-all step's bytes in the graphs
+    (:func:`keep_all_bytes`, by liveness, at most the saved bytes and ``other``) in place of
+    the saved bytes and ``other``.
+
+    The step's modelled memory under the decisions: the saved values kept (the budget rule's
+    :func:`modelled_peak`: kept values and a read-ahead window), ``other`` and ``outside``
+    added up; with ``liveness`` (the planned graphs' :class:`~.joint_liveness.StepLiveness`),
+    the larger of that and the most the forward or the backward holds at once, each value
+    read back alive from its read to its last use, plus ``outside`` (the compiled code may
+    hold values longer than the graphs say: the sum stays a floor). Where even offloading everything
+    the store may take does not fit, all of it is offloaded (:attr:`JointPlan.feasible` is
+    False).
 
     The budget rule runs on plain numbers (:func:`plan_within_budget`); the ``placement`` IR
     of its decisions is built only when :attr:`JointPlan.text` is read, so a compile imports
     no MLIR pass machinery unless someone asks for the IR."""
-    total = sum(s.nbytes for s in saved if s.eligible != GRAPH_INPUT)
+    total = sum(s.nbytes for s in saved if s.eligible not in NOT_ACTIVATIONS)
     whole = (total + other if graphs is None else graphs) + outside
     step = int(memory_budget * whole) if memory_budget <= 1 else int(memory_budget)
-    budget = max(step - other - outside, 0)
     candidates = [s for s in saved if s.eligible is None]
     unscoped = total - sum(s.nbytes for s in candidates)
+    joint = JointPlan(saved, max(step - other - outside, 0), cost, target, ahead=ahead)
+    joint.unscoped, joint.other_bytes, joint.outside_bytes = unscoped, other, outside
+    joint.step_budget, joint.keep_all_step = step, whole
     if not candidates:
-        return JointPlan(
-            saved,
-            budget,
-            cost,
-            target,
-            total,
-            other_bytes=other,
-            step_budget=step,
-            outside_bytes=outside,
-            keep_all_step=whole,
-        )
+        joint.modelled_peak = total
+        if liveness is not None:
+            joint.step_peak = liveness.peak([])
+        return joint
     forward = [float(int(s.forward_ns)) for s in candidates]
     backward = [s.backward_ns for s in candidates]
     nbytes = [s.nbytes for s in candidates]
     bandwidths = (cost.write_bandwidth, cost.read_bandwidth)
-    made = plan_within_budget(
-        forward, backward, nbytes, *bandwidths, max(budget, 1), unscoped=unscoped, ahead=ahead
-    )
+    rule: dict[str, Any] = {"unscoped": unscoped, "ahead": ahead}
+    room = max(joint.budget_bytes, 1)
+    if liveness is not None:  # the whole step against the whole budget
+
+        def held(decisions: Sequence[str]) -> int:
+            kept = modelled_peak(nbytes, decisions, unscoped) + other
+            return max(kept, liveness.peak(decisions).total) + outside
+
+        room, rule["peak"] = max(step, 1), held
+    made = plan_within_budget(forward, backward, nbytes, *bandwidths, room, **rule)
     for s, decision in zip(candidates, made.decisions, strict=True):
         s.decision = decision
     model = simulate_step(forward, backward, nbytes, made.decisions, *bandwidths, ahead)
-    joint = JointPlan(saved, budget, cost, target, made.peak_bytes, model.overhead)
-    joint.unscoped, joint.ahead = unscoped, ahead
-    joint.other_bytes, joint.step_budget, joint.outside_bytes = other, step, outside
-    joint.keep_all_step = whole
+    joint.modelled_peak = modelled_peak(nbytes, made.decisions, unscoped)
+    joint.modelled_overhead = model.overhead
+    if liveness is not None:
+        joint.step_peak = liveness.peak(made.decisions)
     return joint
 
 

@@ -230,6 +230,34 @@ class Plan:
         return cls.from_ir(_decisions_ir(scopes, backward_ns, decided, costs, ahead))
 
     @classmethod
+    def from_decisions(
+        cls,
+        scopes: Sequence[Any],
+        backward_ns: Sequence[float],
+        decisions: Sequence[str],
+        write_bandwidth: float,
+        read_bandwidth: float,
+        *,
+        ahead: int = 1,
+        memory_budget: int = 0,
+        modelled_peak: int | None = None,
+    ) -> Plan:
+        """``decisions`` made elsewhere (one per scope: a compiled graph's budget rule, which
+        models its step by liveness) as the ``placement`` IR :meth:`from_measurements` writes,
+        with the step model they make, ``memory_budget`` and ``modelled_peak`` recorded
+        (``placement.memory_budget``, ``placement.modelled_peak_bytes``)."""
+        forward = [float(s.forward_ns) for s in scopes]
+        nbytes = [int(s.nbytes) for s in scopes]
+        if len(decisions) != len(scopes):
+            raise ValueError(f"{len(decisions)} decisions for {len(scopes)} scopes")
+        model = simulate_step(
+            forward, backward_ns, nbytes, decisions, write_bandwidth, read_bandwidth, ahead
+        )
+        decided = _Decided(list(decisions), model, 0.0, memory_budget, modelled_peak)
+        costs = (write_bandwidth, read_bandwidth, 0.0)
+        return cls.from_ir(_decisions_ir(scopes, backward_ns, decided, costs, ahead))
+
+    @classmethod
     def _without_ir(
         cls, names: list[str], nbytes: list[int], decided: _Decided, offload_ns_per_byte: float
     ) -> Plan:
