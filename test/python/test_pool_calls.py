@@ -5,9 +5,10 @@ the caller running those still queued at each join.
 The RGCN route's training step runs with two workers per kernel (``torch.set_num_threads(2)``):
 its chunks are queued for the pool (counted), the results match eager PyG and are the same bits
 as with MLIR's pool. Faults: a body that raises ends its call (the next call queues and runs
-again); a call nested in another runs inside it; two threads calling at once both get their
+again); two threads calling at once both get their
 results (one of them solo); a forked child's first call runs (its own helpers), where MLIR's
-pool, whose threads the child lacks, never ran the child's chunks.
+pool, whose threads the child lacks, never ran the child's chunks. A call nested in another
+runs inside it: ``test_team_calls.py``, for team and pool calls alike.
 """
 
 from __future__ import annotations
@@ -113,21 +114,6 @@ def test_a_body_that_raises_ends_its_call_and_the_next_call_runs() -> None:
     assert team_calls.pool_counts().queued > before  # the pool takes chunks again
     for a, b in zip(got, want, strict=True):
         assert torch.equal(a, b)
-
-
-def test_a_nested_call_runs_inside_the_outer_one_on_the_calling_thread() -> None:
-    seen: list[int] = []
-
-    def inner() -> None:
-        seen.append(threading.get_ident())
-
-    def outer() -> None:
-        seen.append(threading.get_ident())
-        team_calls.call(inner)
-
-    team_calls.call(outer)
-    team_calls.call(inner, threads=1)
-    assert seen == [threading.get_ident()] * 3
 
 
 def test_two_threads_calling_at_once_both_get_their_results() -> None:

@@ -97,7 +97,14 @@ def test_a_call_raises_what_its_body_raised() -> None:
         team_calls.call(body)
 
 
-def test_the_body_runs_on_the_calling_thread_and_a_nested_call_runs_inline() -> None:
+@pytest.mark.parametrize("team", ["1", "0"], ids=["team-call", "pool-call"])
+def test_the_body_runs_on_the_calling_thread_and_a_nested_call_runs_inline(
+    monkeypatch: pytest.MonkeyPatch, team: str
+) -> None:
+    """The body of a team call, or of a pool call (team calls off: the default), runs on the
+    calling thread, and a call nested in it runs inside it."""
+    monkeypatch.setenv(team_calls.ENV, team)
+    monkeypatch.delenv(team_calls.POOL_ENV, raising=False)
     seen: list[int] = []
 
     def inner() -> None:
