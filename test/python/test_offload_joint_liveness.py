@@ -195,6 +195,21 @@ def test_an_op_read_far_later_is_materialized_where_it_stands() -> None:
     assert [n.name for n in points] == ["w"]
 
 
+def test_an_op_as_large_as_the_value_is_not_materialized() -> None:
+    """A pointwise op of a value read back, read again only many nodes later, is left to
+    Inductor's fusion: materialized, it would hold as many bytes as the value it frees."""
+    g = _Builder()
+    v = g.input("v", 256, 1024)
+    t = g.input("t", 256, 1024)
+    w = g.op("w", aten.mul.Tensor, v, 2.0)
+    x = t
+    for k in range(NEAR + 4):
+        x = g.op(f"f{k}", aten.mul.Tensor, x, 1.0)
+    far = g.op("far", aten.add.Tensor, x, w)
+    bw = g.done(far)
+    assert realize_points(bw, [next(n for n in bw.graph.nodes if n.name == "v")]) == []
+
+
 def test_inductor_materializes_and_trains_t5_as_keep_all() -> None:
     """T5 (tiny, the benchmark's build, dropout off) under a budget with Inductor: the
     backward materializes the position bias gradient's sums where they stand (the runtime

@@ -227,11 +227,21 @@ def _readers(node: fx.Node) -> list[fx.Node]:
     return out
 
 
+def _frees_bytes(node: fx.Node, value: fx.Node) -> bool:
+    """Whether ``node`` materialized holds fewer bytes than ``value``, whose memory it would
+    otherwise keep alive until its far reader (a reduction of it: T5's sums); an op as large
+    as the value (a pointwise op of it) frees nothing there and costs its kernel's fusion."""
+    return 0 < _bytes(node) < _bytes(value)
+
+
 def realize_points(bw: fx.GraphModule, values: Sequence[fx.Node]) -> list[fx.Node]:
     """The backward nodes to materialize where they stand so that no later kernel reads
     ``values`` (values read back): of the ops computed from them through ops Inductor
     generates code for (pointwise ops, reductions, views), those with a reader (through
-    views) more than :data:`NEAR` nodes after both the op and the value's last reader.
+    views) more than :data:`NEAR` nodes after both the op and the value's last reader, and
+    smaller than the value (materializing an op as large as the value frees nothing: its
+    readers then read a copy of the value's size, and the op loses its kernel's fusion, which
+    cost Llama's step about 30%).
 
     Inductor computes such an op in a kernel fused with its readers unless it is
     materialized, so an op whose reader comes much later is computed there, from operands
@@ -254,7 +264,8 @@ def realize_points(bw: fx.GraphModule, values: Sequence[fx.Node]) -> list[fx.Nod
                 continue
             seen.add(n)
             further = _readers(n)
-            if any(index[u] > max(last, index[n]) + NEAR for u in further):
+            far = any(index[u] > max(last, index[n]) + NEAR for u in further)
+            if far and _frees_bytes(n, v):
                 points[n] = None
                 continue
             stack.extend(u for u in further if _inlinable(u))
