@@ -21,14 +21,12 @@ from collections.abc import Iterator
 import pytest
 import torch
 import torch._dynamo
+from test_team_calls import IN, OUT, RELATIONS, TOL, _graph, _step
 from torch_geometric.nn import RGCNConv
 
 from hector.dynamo import pyg_route
 from hector.dynamo.backend import HectorBackend
 from hector.runtime import team_calls
-
-NODES, EDGES, RELATIONS, IN, OUT = 600, 6000, 6, 16, 24
-TOL = 1e-4
 
 
 @pytest.fixture(autouse=True)
@@ -42,22 +40,6 @@ def _two_threads(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
     torch._dynamo.reset()
     torch.set_num_threads(threads)
-
-
-def _graph(seed: int = 3) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    gen = torch.Generator().manual_seed(seed)
-    ei = torch.randint(0, NODES, (2, EDGES), generator=gen)
-    et = torch.randint(0, RELATIONS, (EDGES,), generator=gen)
-    return torch.randn(NODES, IN, generator=gen), ei, et
-
-
-def _step(layer: torch.nn.Module, fn: object, x: torch.Tensor, *rest: torch.Tensor) -> list:
-    """Output, then the gradients of the parameters and the features, of one training step."""
-    layer.zero_grad()
-    xr = x.clone().requires_grad_()
-    out = fn(xr, *rest)  # type: ignore[operator]
-    out.square().mean().backward()
-    return [out.detach(), *[p.grad for p in layer.parameters()], xr.grad]
 
 
 def _layer(seed: int) -> tuple[torch.nn.Module, object]:

@@ -39,8 +39,9 @@ def _two_threads(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     torch.set_num_threads(threads)
 
 
-def _graph() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    gen = torch.Generator().manual_seed(3)
+def _graph(seed: int = 3) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A random graph of ``NODES`` nodes, ``EDGES`` edges of ``RELATIONS`` types, features."""
+    gen = torch.Generator().manual_seed(seed)
     ei = torch.randint(0, NODES, (2, EDGES), generator=gen)
     et = torch.randint(0, RELATIONS, (EDGES,), generator=gen)
     return torch.randn(NODES, IN, generator=gen), ei, et
