@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 import torch._dynamo
-from test_team_calls import IN, OUT, RELATIONS, TOL, _graph, _step
+from test_team_calls import IN, OUT, RELATIONS, TOL, _graph, _matches, _step
 from torch_geometric.nn import RGCNConv
 
 from hector.dynamo import pyg_route
@@ -61,11 +61,7 @@ def test_rgcn_mean_route_queues_its_chunks_for_the_pool_and_matches_eager() -> N
     assert after.helpers >= 1  # two workers: one helper at least
     assert team_calls.queued_chunks() == team_before  # no team call ran
     assert pyg_route.STATS["rgcn"].backward_calls == 2
-    want = _step(layer, layer, x, ei, et)
-    assert len(got) == len(want)
-    for a, b in zip(got, want, strict=True):
-        assert a.shape == b.shape
-        assert (a - b).abs().max().item() <= TOL
+    _matches(got, _step(layer, layer, x, ei, et))
 
 
 def test_pool_calls_and_mlirs_pool_give_the_same_bits(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -56,6 +56,14 @@ def _step(layer: torch.nn.Module, fn: object, x: torch.Tensor, *rest: torch.Tens
     return [out.detach(), *[p.grad for p in layer.parameters()], xr.grad]
 
 
+def _matches(got: list, want: list) -> None:
+    """The same tensors, shape for shape, within ``TOL``."""
+    assert len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        assert a.shape == b.shape
+        assert (a - b).abs().max().item() <= TOL
+
+
 def test_rgcn_mean_route_runs_its_chunks_on_the_team_and_matches_eager() -> None:
     assert team_calls.available()  # PyTorch's OpenMP runtime is in the process
     torch.manual_seed(0)
@@ -69,11 +77,7 @@ def test_rgcn_mean_route_runs_its_chunks_on_the_team_and_matches_eager() -> None
     got = _step(layer, compiled, x, ei, et)
     assert team_calls.queued_chunks() > before
     assert pyg_route.STATS["rgcn"].backward_calls == 2
-    want = _step(layer, layer, x, ei, et)
-    assert len(got) == len(want)
-    for a, b in zip(got, want, strict=True):
-        assert a.shape == b.shape
-        assert (a - b).abs().max().item() <= TOL
+    _matches(got, _step(layer, layer, x, ei, et))
 
 
 def test_team_calls_off_give_the_same_bits(monkeypatch: pytest.MonkeyPatch) -> None:
