@@ -35,7 +35,6 @@ coefficients. The reason is kept in :data:`hector.dynamo.pyg_route.FALLBACKS` un
 
 from __future__ import annotations
 
-import inspect
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -85,9 +84,7 @@ def _bases_program(mean: bool, weighted: bool, gine: bool = False) -> frontend.C
 
     names = ["g", "x", "weight", "root", "bias"] + (["edge_weight"] if weighted else [])
     names += ["edge_attr"] if gine else []
-    params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names]
-    bases_layer.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    return frontend.compile(bases_layer)
+    return frontend.compile_with_arguments(bases_layer, names)
 
 
 _COMPILED: dict[str, frontend.CompiledFunction] = {}

@@ -49,7 +49,6 @@ convs then trace as Dynamo captures them) and the reason is kept in
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -513,9 +512,7 @@ def _hetero_sage(aggr: str, root: bool) -> frontend.CompiledFunction:
         return out + g.typed_linear(x, rest[0], slice="ntype") if root else out
 
     names = ["x", "weight", "bias"] + (["root"] if root else [])
-    params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in ["g", *names]]
-    hetero_sage.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    return frontend.compile(hetero_sage)
+    return frontend.compile_with_arguments(hetero_sage, ["g", *names])
 
 
 def _hetero_gat_edge(slope: float) -> frontend.CompiledFunction:

@@ -31,7 +31,6 @@ the in-degree.
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -260,10 +259,7 @@ def _build(c: RgatConfig) -> frontend.CompiledFunction:
         out = g.sum_to_dst(msg)
         return out + rest.pop(0) if c.concat else out  # averaged heads: finish()
 
-    params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in parameters(c)]
-    graph = inspect.Parameter("g", inspect.Parameter.POSITIONAL_ONLY)
-    rgat_pyg.__signature__ = inspect.Signature([graph, *params])  # type: ignore[attr-defined]
-    return frontend.compile(rgat_pyg)
+    return frontend.compile_with_arguments(rgat_pyg, ["g", *parameters(c)])
 
 
 _PROGRAMS: dict[RgatConfig, frontend.CompiledFunction] = {}

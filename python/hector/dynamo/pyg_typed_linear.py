@@ -30,7 +30,6 @@ tensors) runs the model's own code, the reason kept in :data:`hector.dynamo.pyg_
 
 from __future__ import annotations
 
-import inspect
 import operator
 from dataclasses import dataclass
 from typing import Any
@@ -54,9 +53,7 @@ def _typed_linear_program(bias: bool) -> frontend.CompiledFunction:
         return g.sum_to_dst(g.typed_bias(rows, rest[0]) if bias else rows)
 
     names = ["g", "x", "weight"] + (["bias"] if bias else [])
-    params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names]
-    typed_linear_rows.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
-    return frontend.compile(typed_linear_rows)
+    return frontend.compile_with_arguments(typed_linear_rows, names)
 
 
 _PROGRAMS: dict[str, frontend.CompiledFunction] = {}

@@ -23,7 +23,7 @@ import functools
 import inspect
 import re
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
@@ -388,3 +388,12 @@ def compile(  # noqa: A001
     if fn is None:
         return make
     return make(fn)
+
+
+def compile_with_arguments(fn: Callable[..., Any], names: Sequence[str]) -> CompiledFunction:
+    """Compile ``fn(g, *tensors)``, written over ``*rest``, as a program whose positional
+    arguments are named ``names`` (``"g"`` first): the names the tracer reads from the
+    signature (a program built per configuration, whose arguments depend on its options)."""
+    params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names]
+    fn.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    return compile(fn)
