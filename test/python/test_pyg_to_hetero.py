@@ -567,3 +567,43 @@ def test_typed_linears_share_one_compilation_across_batch_sizes() -> None:
         type_vec = torch.randint(3, (n,), generator=gen).sort().values
         assert torch.allclose(compiled(x, type_vec), module(x, type_vec), rtol=0.0, atol=TOL)
     assert backend.stats()["compilations"] == 1
+
+
+_LINEAR_IMPORTED_LATE = """
+import sys
+import torch
+import torch_geometric.nn
+import hector.dynamo.backend  # the backend made before to_hetero_module is imported
+from hector.dynamo import pyg_route
+
+assert "torch_geometric.nn.to_hetero_module" not in sys.modules
+hector.dynamo.backend.HectorBackend()
+from torch_geometric.nn.to_hetero_module import ToHeteroLinear
+
+torch.manual_seed(0)
+module = ToHeteroLinear(torch.nn.Linear(6, 4), ["a", "b"])
+x_dict = {"a": torch.randn(5, 6), "b": torch.randn(3, 6)}
+got = torch.compile(module, backend="hector")(x_dict)
+want = module(x_dict)
+print(pyg_route.STATS["typed-linear:1"].calls)
+print(max((got[t] - want[t]).abs().max().item() for t in want))
+"""
+
+
+def test_to_hetero_linear_imported_after_the_backend_is_routed() -> None:
+    """A fresh process that makes a Hector backend and only then imports PyG's
+    ``to_hetero_module`` (which ``torch_geometric.nn`` does not import): its ``ToHeteroLinear``
+    runs Hector's typed linear from the first compiled call, with PyG's result."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _LINEAR_IMPORTED_LATE],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    calls, err = out.stdout.split()
+    assert int(calls) == 1
+    assert float(err) <= 1e-5

@@ -716,18 +716,20 @@ def _routed(name: str) -> Any:
 
 
 class _RouteOnImport(importlib.abc.MetaPathFinder):
-    """Routes the layers as soon as ``torch_geometric.nn`` is imported, when PyG is imported
-    after Hector's backend: ``torch.compile`` wraps a backend so that none of its code runs
-    before Dynamo traces the first frame, and a layer traced with PyG's own ``forward`` would
-    stay unrouted in that compiled frame. Finds the module's spec with the other finders and
-    runs :func:`install` right after its loader executes it; then leaves ``sys.meta_path``."""
+    """Routes the layers as soon as their module is imported, when PyG is imported after
+    Hector's backend: ``torch.compile`` wraps a backend so that none of its code runs before
+    Dynamo traces the first frame, and a layer traced with PyG's own ``forward`` would stay
+    unrouted in that compiled frame. The modules watched are ``torch_geometric.nn`` and those
+    of the routed classes it does not import (``ToHeteroLinear``'s ``to_hetero_module``). Finds
+    a watched module's spec with the other finders and runs :func:`install` right after its
+    loader executes it; leaves ``sys.meta_path`` once every routed class is routed."""
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
-        """``torch_geometric.nn``'s spec, its loader installing the routes once it has run;
-        None for every other module (the other finders find them)."""
-        if fullname != "torch_geometric.nn":
+        """A watched module's spec, its loader installing the routes once it has run; None for
+        every other module (the other finders find them)."""
+        if fullname != "torch_geometric.nn" and fullname not in _MODULES.values():
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -744,8 +746,6 @@ class _RouteOnImport(importlib.abc.MetaPathFinder):
 
         def exec_module(module: ModuleType) -> None:
             run(module)
-            if self in sys.meta_path:
-                sys.meta_path.remove(self)
             install()
 
         loader.exec_module = exec_module
@@ -756,23 +756,21 @@ _WATCH = _RouteOnImport()
 
 
 def install() -> list[str]:
-    """Route the recognised PyG layers to Hector's op while a Hector backend compiles them (if
-    PyG is not imported yet: as soon as ``torch_geometric.nn`` is); idempotent. Returns the
-    routed class names."""
-    if len(_ORIGINAL) == len(_ROUTED):
-        return list(_ORIGINAL)
-    if "torch_geometric.nn" not in sys.modules:
-        if _WATCH not in sys.meta_path:
-            sys.meta_path.insert(0, _WATCH)
-        return []
-    pyg_nn = sys.modules["torch_geometric.nn"]
-
+    """Route the recognised PyG layers to Hector's op while a Hector backend compiles them (a
+    class whose module is not imported yet: as soon as it is); idempotent. Returns the routed
+    class names."""
+    pyg_nn = sys.modules.get("torch_geometric.nn")
     for name in _ROUTED:
-        home = sys.modules.get(_MODULES[name]) if name in _MODULES else pyg_nn
-        cls = getattr(home, name, None)  # None: torch_geometric.nn is still being imported
+        home = sys.modules.get(_MODULES.get(name, "torch_geometric.nn")) if pyg_nn else None
+        cls = getattr(home, name, None)  # None: its module is not (fully) imported yet
         if cls is not None and name not in _ORIGINAL:
             _ORIGINAL[name] = cls.forward
             cls.forward = _routed(name)
+    watching = _WATCH in sys.meta_path
+    if len(_ORIGINAL) < len(_ROUTED) and not watching:  # route the rest when imported
+        sys.meta_path.insert(0, _WATCH)
+    elif len(_ORIGINAL) == len(_ROUTED) and watching:
+        sys.meta_path.remove(_WATCH)
     return list(_ORIGINAL)
 
 
