@@ -9,8 +9,10 @@ add_self_loops=False)``; ``rsage``: ``SAGEConv(in, hidden, root_weight=False)``.
 models are PyG's benchmark models (``benchmark/utils/hetero_sage.py``, ``hetero_gat.py``):
 ``to-hetero-sage``: ``to_hetero(GraphSAGE((-1, -1), hidden, layers, classes))``;
 ``to-hetero-gat``: ``to_hetero(GAT((-1, -1), hidden, layers, classes, heads=heads,
-add_self_loops=False))``, relations summed, the ``paper`` rows' classes the output (lazy widths
-set by one eager call, as PyG's examples do). ``hetero-sage`` is PyG's DBLP example
+add_self_loops=False))``; ``to-hetero-gin``: ``to_hetero(GIN(-1, hidden, layers, classes))``
+(PyG's basic GIN: ``GINConv(MLP([in, out, out]))`` per layer); relations summed, the
+``paper`` rows' classes the output (lazy widths set by one eager call, as PyG's examples do).
+``hetero-sage`` is PyG's DBLP example
 (``examples/hetero/hetero_conv_dblp.py``): ``HeteroConv`` of ``SAGEConv((-1, -1), hidden)`` per
 relation, summed, in the same layer stack as ``rsage``. Dropout is left out (the systems would
 draw other masks, and the outputs are compared). The graph is random and
@@ -38,7 +40,7 @@ from hector.tools import cli_args as _args
 
 from . import _common
 
-MODELS = ("rgat", "rsage", "to-hetero-sage", "to-hetero-gat", "hetero-sage")
+MODELS = ("rgat", "rsage", "to-hetero-sage", "to-hetero-gat", "to-hetero-gin", "hetero-sage")
 SYSTEMS = ("eager", "inductor", "hector")
 TYPES = ("paper", "author", "institute", "fos")
 GRAPHS = ("random", "synthetic:mag")
@@ -186,14 +188,17 @@ def model(name: str, relations: list[Any], args: argparse.Namespace) -> Any:
 
 
 def to_hetero_model(name: str, relations: list[Any], args: argparse.Namespace) -> Any:
-    """PyG's benchmark ``to_hetero`` model (``to-hetero-sage`` or ``to-hetero-gat``), returning
-    the ``paper`` rows; the lazy widths set by one eager call on :func:`graph`'s features."""
+    """PyG's benchmark ``to_hetero`` model (``to-hetero-sage``, ``-gat`` or ``-gin``),
+    returning the ``paper`` rows; the lazy widths set by one eager call on :func:`graph`'s
+    features."""
     import torch
-    from torch_geometric.nn import GAT, GraphSAGE, to_hetero
+    from torch_geometric.nn import GAT, GIN, GraphSAGE, to_hetero
 
     torch.manual_seed(args.seed)
     if name == "to-hetero-sage":
         body = GraphSAGE((-1, -1), args.width, args.layers, args.classes)
+    elif name == "to-hetero-gin":
+        body = GIN(-1, args.width, args.layers, args.classes)
     else:
         body = GAT(
             (-1, -1), args.width, args.layers, args.classes, heads=args.heads, add_self_loops=False

@@ -28,6 +28,7 @@ TINY = ["--nodes", "12,8,4,5", "--edges", "160", "--width", "8", "--heads", "2",
         ("rsage", "hetero-sage"),
         ("to-hetero-sage", "hetero-sage"),
         ("to-hetero-gat", "hetero-gat"),
+        ("to-hetero-gin", "hetero-gin"),
     ],
 )
 def test_record_has_each_system_and_hectors_program(

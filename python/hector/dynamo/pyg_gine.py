@@ -26,7 +26,7 @@ import torch
 
 from ..frontends import compiled as frontend
 from ..frontends.graph_api import GraphProxy, Value
-from . import pyg_hetero, pyg_route
+from . import pyg_gin, pyg_hetero, pyg_route
 
 
 def _hetero_gine() -> frontend.CompiledFunction:
@@ -65,16 +65,21 @@ def _linear(nn: Any) -> bool:
 
 
 class GineRelations(pyg_hetero.Relations):
-    """``GINEConv`` per relation (module docstring): program ``hetero-gine``."""
+    """``GINEConv`` per relation (module docstring): program ``hetero-gine``, or with an
+    ``nn`` other than one linear, ``hetero-gin:1`` (:mod:`hector.dynamo.pyg_gin`)."""
 
     cls_name = "GINEConv"
 
+    def per_relation(self, convs: list[Any]) -> bool:
+        """Where some ``nn`` is not one linear: it applies to each relation's sum."""
+        return not all(_linear(c.nn) for c in convs)
+
     def unsupported(self, convs: list[Any], training: bool) -> str | None:
-        """Options outside the program: ``nn`` other than one linear, another aggregation,
-        a lazy width."""
+        """Options outside the program: another aggregation, a lazy width; with one linear
+        ``nn`` each, output widths that differ."""
+        if self.per_relation(convs):
+            return pyg_gin.nn_unsupported(self.cls_name, convs)
         for c in convs:
-            if not _linear(c.nn):
-                return f"GINEConv(nn={type(c.nn).__name__}) (Hector's program: one linear nn)"
             if c.aggr not in ("add", "sum"):
                 return f"GINEConv(aggr={c.aggr!r}) (Hector's program sums)"
             lins = [c.nn] if c.lin is None else [c.nn, c.lin]
@@ -90,10 +95,13 @@ class GineRelations(pyg_hetero.Relations):
         self, convs: list[Any], relations: list[Any], x_dict: Any, kwargs: dict[str, Any]
     ) -> str | None:
         """Each relation's ``edge_attr`` present, ``[E, F]``, ``F`` the source features' width
-        (or ``edge_dim``), and its node types' widths ``nn``'s input width (else PyG raises)."""
+        (or ``edge_dim``), and its node types' widths ``nn``'s input width (else PyG raises;
+        with an MLP ``nn``: :func:`hector.dynamo.pyg_gin.widths_unsupported`)."""
+        per_relation = self.per_relation(convs)
         attrs = kwargs.get("edge_attr_dict") or {}
         for e, c in zip(relations, convs, strict=True):
-            attr, width = attrs.get(e), c.nn.weight.shape[1]
+            attr = attrs.get(e)
+            width = x_dict[e[0]].shape[1] if per_relation else c.nn.weight.shape[1]
             if attr is None:
                 return f"GINEConv without edge_attr for {e}"
             want = width if c.lin is None else c.lin.weight.shape[1]
@@ -101,22 +109,25 @@ class GineRelations(pyg_hetero.Relations):
                 return f"edge_attr_dict[{e}] is not [E, {want}]"
             if x_dict[e[0]].shape[1] != width or x_dict[e[2]].shape[1] != width:
                 return f"node features of {e} not {width} wide (GINEConv's nn)"
-        return None
+        return pyg_gin.widths_unsupported(relations, x_dict) if per_relation else None
 
     def program(self, convs: list[Any], layout: pyg_hetero.Layout) -> str:
-        """``hetero-gine``."""
-        return "hetero-gine"
+        """``hetero-gine``, or ``hetero-gin:1``."""
+        return "hetero-gin:1" if self.per_relation(convs) else "hetero-gine"
 
     def tensors(self, convs: list[Any], layout: pyg_hetero.Layout) -> list[torch.Tensor]:
-        """``x, W [R, W, out], e' [E, W], bias [T, out], root [T, W, out]``."""
+        """``x, W [R, W, out], e' [E, W], bias [T, out], root [T, W, out]``; with an MLP
+        ``nn``: ``x, e'``."""
         x = torch.cat(layout.xs)
-        weight = torch.stack([layout.padded(c.nn.weight.t()) for c in convs])
         pad = torch.nn.functional.pad
         edges = []
         for e, c in zip(layout.relations, convs, strict=True):
             attr = layout.edge_attr[e]
             attr = attr if c.lin is None else c.lin(attr)
             edges.append(pad(attr, (0, layout.width - attr.shape[1])))
+        if self.per_relation(convs):
+            return [x, torch.cat(edges)]
+        weight = torch.stack([layout.padded(c.nn.weight.t()) for c in convs])
         zeros = weight.new_zeros(weight.shape[-1])
         biases = [c.nn.bias if c.nn.bias is not None else zeros for c in convs]
         roots = [(1 + c.eps) * w for c, w in zip(convs, weight, strict=True)]
@@ -127,6 +138,14 @@ class GineRelations(pyg_hetero.Relations):
             layout.per_type(biases, zeros),
             layout.per_type(roots, roots[0]),
         ]
+
+    def finish(
+        self, convs: list[Any], layout: pyg_hetero.Layout, key: Any, rows: torch.Tensor
+    ) -> torch.Tensor:
+        """With an MLP ``nn``: :func:`hector.dynamo.pyg_gin.finish`; else the rows."""
+        if self.per_relation(convs):
+            return pyg_gin.finish(convs, layout, key, rows)
+        return rows
 
 
 pyg_hetero.RELATIONS[GineRelations.cls_name] = GineRelations()

@@ -26,7 +26,9 @@ program's ``sum_to_dst`` over all of a node's incoming edges:
   ``GCNConv`` takes one node set): ``hetero-gcn``, each edge's coefficient PyG's ``gcn_norm``
   (self-loops or none, ``improved``, ``normalize`` or not, the call's ``edge_weight_dict``)
   computed in the captured graph in shapes fixed by the input's (:func:`gcn_edges`);
-* ``GINEConv`` of one linear ``nn``: :mod:`hector.dynamo.pyg_gine` registers its class here.
+* ``GINEConv`` of one linear ``nn``: :mod:`hector.dynamo.pyg_gine` registers its class here;
+  ``GINConv``, and ``GINEConv`` with an MLP ``nn``: :mod:`hector.dynamo.pyg_gin` (each
+  relation's output on rows of its own, :meth:`Relations.per_relation`).
 
 Weight-sized glue (stacking, padding to the widest input, the attention vectors as
 block-diagonal matrices, the biases summed per destination type) runs as PyTorch ops in the
@@ -170,10 +172,17 @@ class Relations:
     tensors, and the layer's rows from its output."""
 
     cls_name = ""
+    #: Whether a plan may decide without the widths (False: :meth:`call_unsupported` reads them).
+    planned = True
 
     def reads_destinations(self, convs: list[Any]) -> bool:
         """Whether the convs read their destinations' features (attention, root weights)."""
         return True
+
+    def per_relation(self, convs: list[Any]) -> bool:
+        """Whether each relation's output needs rows of its own whatever the ``aggr``
+        (:class:`Layout`'s ``split``): a nonlinearity per relation in :meth:`finish` (GIN's)."""
+        return False
 
     def unsupported(self, convs: list[Any], training: bool) -> str | None:
         """Why these convs (all of :attr:`cls_name`) cannot run as one program (None: they can)."""
@@ -719,9 +728,8 @@ def run_program(
     (:mod:`hector.dynamo.pyg_to_hetero` calls it for ``to_hetero``)."""
     convs = [c for _, c in call_relations(layer, edge_index_dict)]
     relations = RELATIONS[str(class_of(convs[0]))]
-    split = layer.aggr not in SUMMED
     dst = relations.reads_destinations(convs)
-    layout = Layout.of(layer, x_dict, edge_index_dict, dst, split)
+    layout = Layout.of(layer, x_dict, edge_index_dict, dst, split(layer, relations, convs))
     layout.edge_attr = edge_attr_dict or {}
     layout.edge_weight = edge_weight_dict or {}
     tensors = relations.tensors(convs, layout)
@@ -753,15 +761,27 @@ def _split(
     rows = dict(zip(layout.types, pieces, strict=True))
     result = {}
     for t in layout.destinations():
-        keys = layout.into(t)
-        parts = [relations.finish(convs, layout, k, rows[k]) for k in keys]
-        if layer.aggr not in SUMMED:
-            result[t] = reduced(layer, parts)
-        elif layer.aggr == "mean":
-            result[t] = parts[0] / sum(1 for _, _, d in layout.relations if d == t)
-        else:
-            result[t] = parts[0]
+        parts = [relations.finish(convs, layout, k, rows[k]) for k in layout.into(t)]
+        result[t] = combined(layer, parts, sum(1 for _, _, d in layout.relations if d == t))
     return result
+
+
+def split(layer: Any, relations: Relations, convs: list[Any]) -> bool:
+    """Whether the call's layout gives each relation's destination rows of its own
+    (:class:`Layout`'s ``split``): the layer's ``aggr`` is not summed in the program, or the
+    class needs each relation's output (:meth:`Relations.per_relation`)."""
+    return layer.aggr not in SUMMED or relations.per_relation(convs)
+
+
+def combined(layer: Any, parts: list[torch.Tensor], count: int) -> torch.Tensor:
+    """One destination type's output from its rows, ``parts`` (one per relation into it where
+    the layout is split, else their sum), by the layer's ``aggr`` over ``count`` relations."""
+    if layer.aggr not in SUMMED:
+        return reduced(layer, parts)
+    total = parts[0]
+    for part in parts[1:]:  # per-relation rows (GIN's): summed in the layer's order
+        total = total + part
+    return total / count if layer.aggr == "mean" else total
 
 
 def reduced(layer: Any, parts: list[torch.Tensor]) -> torch.Tensor:

@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 from . import (
+    pyg_gin,  # noqa: F401  (registers GINConv's relations with pyg_hetero)
     pyg_gine,  # noqa: F401  (registers GINEConv's relations with pyg_hetero)
     pyg_hetero,
     pyg_hetero_plan,

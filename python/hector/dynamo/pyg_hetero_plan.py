@@ -19,8 +19,9 @@ of 8 relations) that was seconds of every capture. Two things take it out of the
   tensors rebuilt as ``meta`` tensors for the decision's checks), and bakes its result, a frozen
   dataclass of constants, into the graph. Guards stay those of the key's reads (the tensors'
   metadata, the layer's ``training``) and the layer's identity. A call
-  the plan does not route (a fallback, convs of several classes) goes the traced way, so its
-  reason and guards are as before; so do calls with edge data or a third positional dict.
+  the plan does not route (a fallback, convs of several classes, a class whose decision reads
+  the widths: ``GINConv``, ``Relations.planned``) goes the traced way, so its reason and guards
+  are as before; so do calls with edge data or a third positional dict.
 * **The glue** (:func:`gat_weights`, op ``hector::hetero_gat_weights``): ``GATConv``'s weights
   stacked and padded, the attention vectors as block-diagonal matrices, ``W_dst a_dst`` and the
   biases summed per destination type, as one ``CompositeImplicitAutograd`` op: Dynamo records
@@ -37,9 +38,6 @@ from typing import Any
 import torch
 
 from ..models import block_diagonal
-
-#: The ``HeteroConv`` aggregations summed in the program (``pyg_hetero.SUMMED``).
-_SUMMED = ("sum", "add", "mean")
 
 
 @dataclass(frozen=True)
@@ -108,8 +106,11 @@ def plan_of(layer: Any, training: bool, key: tuple[Any, ...]) -> Plan | None:
     convs = [c for _, c in pyg_hetero.call_relations(layer, edge_index_dict)]
     cls = str(pyg_hetero.class_of(convs[0]))
     relations = pyg_hetero.RELATIONS[cls]
+    if not relations.planned:
+        return None
     dst = relations.reads_destinations(convs)
-    layout = pyg_hetero.Layout.of(layer, x_dict, edge_index_dict, dst, layer.aggr not in _SUMMED)
+    split = pyg_hetero.split(layer, relations, convs)
+    layout = pyg_hetero.Layout.of(layer, x_dict, edge_index_dict, dst, split)
     modules = layer.convs._modules.items()
     names = tuple(next(k for k, m in modules if m is c) for c in convs)
     return _plan(cls, names, layout, relations.program(convs, layout), dst)
@@ -230,12 +231,7 @@ def run_planned(
     result = {}
     for t, keys, count in plan.destinations:
         parts = [relations.finish(convs, layout, k, rows[k]) for k in keys]
-        if layer.aggr not in _SUMMED:
-            result[t] = pyg_hetero.reduced(layer, parts)
-        elif layer.aggr == "mean":
-            result[t] = parts[0] / count
-        else:
-            result[t] = parts[0]
+        result[t] = pyg_hetero.combined(layer, parts, count)
     return result
 
 
