@@ -19,6 +19,7 @@ from typing import Any
 
 from ..passes.optimizations import OPTIMIZATION_ORDER
 from ..passes.registry import TORCH_CONTEXT, Option, PassFailure, register_pass, register_pipeline
+from .cpu import bf16_emulation  # noqa: F401  (registers hector-emulate-bf16-dot)
 from .gpu.mma_nvvm import tensor_cores
 
 # Upstream lowering of scf/memref/arith/func to the LLVM dialect, for the CPU JIT. Workers'
@@ -137,6 +138,7 @@ class LoweringParams:
     threads: int = 1
     bf16_dot: bool = False
     chip: str = GPU_CHIP
+    bf16_emulated: bool = False
 
 
 @dataclass(frozen=True)
@@ -184,8 +186,16 @@ LOOPS = Stage(
 LLVM = Stage(
     "llvm",
     "LLVM dialect, ready for the CPU JIT",
-    _fixed(f"convert-placement-to-runtime, {LLVM_CPU}"),
+    lambda p: llvm_cpu_pipeline(p.bf16_emulated),
 )
+
+
+def llvm_cpu_pipeline(bf16_emulated: bool = False) -> str:
+    """The ``llvm`` stage: placement calls, then :data:`LLVM_CPU`; with ``bf16_emulated``, the
+    bf16 pair products' ``vdpbf16ps`` first rewritten into f32 vector arithmetic
+    (``hector-emulate-bf16-dot``, ``HECTOR_BF16_DOT=emulate``)."""
+    emulate = "hector-emulate-bf16-dot, " if bf16_emulated else ""
+    return f"convert-placement-to-runtime, {emulate}{LLVM_CPU}"
 
 
 def gpu_pipeline(chip: str = GPU_CHIP) -> str:

@@ -9,7 +9,8 @@ and :mod:`~hector.lowering.cpu.traversal` spreads the traversal templates over w
 :mod:`~hector.lowering.cpu.gradient_pairs` for the input- and weight-gradient GEMMs lowered as
 one loop,
 :mod:`~hector.lowering.cpu.bf16` for the AVX512-BF16 dot products, chosen by
-:mod:`~hector.lowering.cpu.features`; :mod:`~hector.lowering.cpu.half_messages` stores a half
+:mod:`~hector.lowering.cpu.features` and emulated for tests by
+:mod:`~hector.lowering.cpu.bf16_emulation`; :mod:`~hector.lowering.cpu.half_messages` stores a half
 inference program's per-edge GEMM outputs in half); :mod:`~hector.lowering.cpu.codegen` runs
 the stages to the LLVM dialect and :mod:`~hector.lowering.cpu.jit` executes the result.
 :mod:`~hector.lowering.cpu.torch_linalg` compiles the ordinary torch code an imported program

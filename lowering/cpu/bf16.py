@@ -172,23 +172,35 @@ def dot(acc: Value, a: Value, b: Value) -> Value:
     return op.results[0]
 
 
+#: Takes one row of a register block's results straight from registers: the row's index in
+#: the tile and its ``(first column, 16-lane f32 vector)`` pairs, in column order.
+RowWriter = Callable[[Value, list[tuple[Value, Value]]], None]
+
+
 def matmul(
     b: T.Body,
     lhs: Value,
     rhs: Value,
-    acc: Value,
+    acc: Value | None,
     block: tuple[int, int],
     fresh: bool = False,
     lhs_by_step: bool = False,
+    write: RowWriter | None = None,
 ) -> None:
     """``acc += lhs @ rhs`` for ``lhs`` ``[M, K / 2]`` and ``rhs`` ``[K / 2, N]`` in pairs
     and an f32 ``acc`` ``[M, N]``, in register blocks of ``block = (rows, columns)`` (columns
     a multiple of 16, both dividing the product); with ``fresh``, ``acc = lhs @ rhs`` (the
     accumulators start at zero instead of ``acc``'s values). With ``lhs_by_step``, ``lhs`` is
     held ``[K / 2, M]`` (the right operand's pair layout: a weight gradient's rows of features
-    interleaved two by two, no transpose): the broadcast pair is read down a column."""
+    interleaved two by two, no transpose): the broadcast pair is read down a column.
+
+    With ``write`` (and no ``acc``: the accumulators start at zero), each register block's
+    rows go from registers to ``write`` once its reduction ends (no f32 tile stored and read
+    back): the caller's epilogue, row by row in tile order within each column block."""
+    if (write is None) == (acc is None):
+        raise ValueError("bf16.matmul takes exactly one of acc and write")
     rows_dim, depth_dim = (1, 0) if lhs_by_step else (0, 1)
-    rows, cols = T.static_dim(lhs, rows_dim), T.width(acc)
+    rows, cols = T.static_dim(lhs, rows_dim), T.width(rhs if acc is None else acc)
     depth = T.static_dim(lhs, depth_dim)
     unroll, tile_n = block
     f32v = ir.VectorType.get([LANES], T.f32_type())
@@ -203,7 +215,7 @@ def matmul(
                 for r in range(unroll)
                 for c in range(tile_n // LANES)
             ]
-            if fresh:
+            if fresh or acc is None:
                 zero = ir.DenseElementsAttr.get_splat(f32v, ir.FloatAttr.get(T.f32_type(), 0.0))
                 init = [arith.constant(f32v, zero)] * len(at)
             else:
@@ -223,5 +235,12 @@ def matmul(
                     for c, bv in enumerate(bs):
                         sums.append(dot(loop.inner_iter_args[r * len(bs) + c], a, bv))
                 scf.yield_(sums)
-            for (r, c), value in zip(at, loop.results, strict=True):
-                vector.transfer_write(None, value, acc, [r, c], last, [True])
+            if write is not None:
+                per_row = tile_n // LANES
+                for r in range(unroll):
+                    values = list(loop.results)[r * per_row : (r + 1) * per_row]
+                    cols_of = [at[r * per_row + c][1] for c in range(per_row)]
+                    write(at[r * per_row][0], list(zip(cols_of, values, strict=True)))
+            else:
+                for (r, c), value in zip(at, loop.results, strict=True):
+                    vector.transfer_write(None, value, acc, [r, c], last, [True])

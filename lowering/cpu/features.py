@@ -8,7 +8,9 @@ cache's key (a kernel built for the feature is never loaded for a CPU without it
 other way round).
 
 ``HECTOR_BF16_DOT=off`` keeps the f32 products on a CPU that has the feature (to compare the
-two paths on one machine); ``auto``, the default, uses the feature where the CPU has it.
+two paths on one machine); ``auto``, the default, uses the feature where the CPU has it;
+``emulate`` compiles the bf16 products on any CPU, each ``vdpbf16ps`` rewritten into f32 vector
+arithmetic with the same results (``hector-emulate-bf16-dot``, for tests on CPUs without it).
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from __future__ import annotations
 import functools
 import os
 
-#: The environment variable choosing the bf16 products: ``auto`` (default) or ``off``.
+#: The environment variable choosing the bf16 products: ``auto`` (default), ``off`` or
+#: ``emulate``.
 ENV = "HECTOR_BF16_DOT"
 #: Its values.
-MODES = ("auto", "off")
+MODES = ("auto", "off", "emulate")
 #: The ``flags`` entry of ``/proc/cpuinfo`` naming AVX512-BF16.
 FLAG = "avx512_bf16"
 
@@ -48,12 +51,25 @@ def has_avx512_bf16(flags: frozenset[str] | None = None) -> bool:
     return FLAG in (host_flags() if flags is None else flags)
 
 
-def bf16_dot(flags: frozenset[str] | None = None, environ: dict[str, str] | None = None) -> bool:
-    """Whether compiled GEMMs with bf16 operands multiply bf16 pairs: the CPU has
-    AVX512-BF16 and :data:`ENV` does not say ``off``. A value other than :data:`MODES` is a
-    ``ValueError`` naming the variable."""
+def _mode(environ: dict[str, str] | None) -> str:
+    """:data:`ENV`'s value (``auto`` when unset or blank); ``ValueError`` naming the variable
+    for a value other than :data:`MODES`."""
     env = os.environ if environ is None else environ
     mode = env.get(ENV, "auto").strip().lower() or "auto"
     if mode not in MODES:
         raise ValueError(f"{ENV} must be one of {', '.join(MODES)}, got {mode!r}")
-    return mode == "auto" and has_avx512_bf16(flags)
+    return mode
+
+
+def bf16_dot(flags: frozenset[str] | None = None, environ: dict[str, str] | None = None) -> bool:
+    """Whether compiled GEMMs with bf16 operands multiply bf16 pairs: the CPU has
+    AVX512-BF16 and :data:`ENV` does not say ``off``, or :data:`ENV` says ``emulate``. A value
+    other than :data:`MODES` is a ``ValueError`` naming the variable."""
+    mode = _mode(environ)
+    return mode == "emulate" or (mode == "auto" and has_avx512_bf16(flags))
+
+
+def bf16_emulated(environ: dict[str, str] | None = None) -> bool:
+    """Whether the bf16 pair products are emulated (:data:`ENV` says ``emulate``): their
+    ``vdpbf16ps`` rewritten into f32 vector arithmetic (``hector-emulate-bf16-dot``)."""
+    return _mode(environ) == "emulate"

@@ -24,7 +24,9 @@
   4 KiB at ``N = 1024``) those rows fall into the same few cache sets and a new page every
   step, which the hardware prefetchers do not cross.
 
-Epilogues move whole rows as vectors. The scheduled traversal template is
+Epilogues move whole rows as vectors; a tile of bf16 pair products writes its rows straight
+from the micro-kernel's registers instead (:func:`_row_writer`: no f32 tile stored and read
+back). The scheduled traversal template is
 :mod:`~hector.lowering.cpu.traversal`.
 """
 
@@ -506,7 +508,8 @@ class _WorkerTiles:
             )
         else:
             self.lhs = worker_buffer([tm, k_extent], paired=plan.pairs)
-            self.acc = worker_buffer([tm, n_extent])
+            # bf16 pair products write their results from registers (_row_writer)
+            self.acc = None if plan.pairs else worker_buffer([tm, n_extent])
         self.transposed = None
         if plan.variant == "xwt":
             self.transposed = TransposedSlice(wb, wb.ops["weight"], plan.sliced, plan.pairs)
@@ -566,13 +569,15 @@ class _WorkerTiles:
         else:
             held = plan.packed_weight if plan.packed_weight is not None else wb.ops["weight"]
             rhs_slice = held if t is None else leading_slice(held, t)
-        if plan.pairs:  # the pair micro-kernel starts its accumulators at zero
-            bf16.matmul(wb, lhs, rhs_slice, self.acc, plan.block, fresh=True)
-        elif plan.panels:
-            linalg.fill(wb.f32(0.0), outs=[self.acc])
+        if plan.pairs:  # the epilogue straight from the pair micro-kernel's registers
+            write = _row_writer(wb, i0, mt, plan.epilogue)
+            bf16.matmul(wb, lhs, rhs_slice, None, plan.block, write=write)
+            return
+        assert self.acc is not None
+        linalg.fill(wb.f32(0.0), outs=[self.acc])
+        if plan.panels:
             panel_product(wb, lhs, rhs_slice, self.acc, plan.block, plan.tile_k)
         else:
-            linalg.fill(wb.f32(0.0), outs=[self.acc])
             marked_matmul(lhs, rhs_slice, self.acc, plan.block)
         _gemm_epilogue(wb, self.acc, i0, mt, plan.n_extent, plan.epilogue)
 
@@ -619,6 +624,39 @@ def _xty_rows_into(b: T.Body, v: OpAccess, i0: Value, mt: Value, dest_of: Destin
                 memref.store(arith.addf(memref.load(dest, [k, j]), p), dest, [k, j])
 
 
+def _epilogue_value(
+    b: T.Body, val: Value, row: T.GemmRow, col: Value, epilogue: str, element: ir.Type
+) -> Value:
+    """One vector of a result row as ``out[row.o, col:]`` receives it: scaled, added to what
+    ``out`` holds unless the epilogue stores, rounded to ``element``."""
+    vtype = ir.VectorType(val.type)
+    last = ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(2, 1))
+    if row.scale is not None:
+        val = exact(arith.mulf(val, vector.broadcast(vtype, row.scale)))
+    if epilogue != "store":
+        cur = vector.transfer_read(vtype, b.ops["out"], [row.o, col], last, b.f32(0.0), [True])
+        val = exact(arith.addf(cur, val))
+    return T.from_f32(val, element)
+
+
+def _row_writer(b: T.Body, i0: Value, mt: Value, epilogue: str) -> bf16.RowWriter:
+    """The tile epilogue of :func:`_gemm_epilogue` for the pair micro-kernel's registers: tile
+    row ``r < mt`` goes to ``out[o]`` vector by vector, with the same operations per element;
+    the zero rows past ``mt`` are dropped."""
+    out = b.ops["out"]
+    element = ir.MemRefType(out.type).element_type  # f32, or a half type a store rounds to
+    last = ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(2, 1))
+
+    def write(r: Value, values: list[tuple[Value, Value]]) -> None:
+        with b.guard(arith.cmpi(arith.CmpIPredicate.ult, r, mt)):
+            row = T.gemm_row_scale(b, T.gemm_row_prologue(b, arith.addi(i0, r)))
+            for col, val in values:
+                val = _epilogue_value(b, val, row, col, epilogue, element)
+                vector.transfer_write(None, val, out, [row.o, col], last, [True])
+
+    return write
+
+
 def _gemm_epilogue(
     b: T.Body, acc: Value, i0: Value, mt: Value, n_extent: int, epilogue: str
 ) -> None:
@@ -632,9 +670,5 @@ def _gemm_epilogue(
     with b.loop(c0, mt, c1) as r:
         row = T.gemm_row_scale(b, T.gemm_row_prologue(b, arith.addi(i0, r)))
         val = vector.transfer_read(vtype, acc, [r, c0], last, pad, [True])
-        if row.scale is not None:
-            val = exact(arith.mulf(val, vector.broadcast(vtype, row.scale)))
-        if epilogue != "store":
-            cur = vector.transfer_read(vtype, out, [row.o, c0], last, pad, [True])
-            val = exact(arith.addf(cur, val))
-        vector.transfer_write(None, T.from_f32(val, element), out, [row.o, c0], last, [True])
+        val = _epilogue_value(b, val, row, c0, epilogue, element)
+        vector.transfer_write(None, val, out, [row.o, c0], last, [True])

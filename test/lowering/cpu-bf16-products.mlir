@@ -140,3 +140,27 @@ func.func @odd_depth(%x: memref<?x15xbf16>, %w: memref<15x64xbf16>, %out: memref
       : (memref<?x15xbf16>, memref<15x64xbf16>, memref<?x64xf32>) -> ()
   return
 }
+
+// A bf16 result: the epilogue takes each register block's rows from the registers once its
+// reduction ends (no f32 tile of [32, 64] stored and read back), drops the rows past the
+// tile's end (r < mt), rounds each 16-lane vector to bf16 (to the nearest even, as integers)
+// and stores it into its output row.
+// LOOPS-LABEL: func.func private @half_result_template0
+// LOOPS-NOT: memref<32x64xf32>
+// LOOPS: %[[SUMS:.*]]:16 = scf.for {{.*}} iter_args(
+// LOOPS-COUNT-16: x86vector.avx512.dot
+// LOOPS: scf.yield
+// LOOPS: %[[INSIDE:.*]] = arith.cmpi ult
+// LOOPS: scf.if %[[INSIDE]] {
+// LOOPS: arith.bitcast %[[SUMS]]#0 : vector<16xf32> to vector<16xi32>
+// LOOPS: arith.trunci %{{.*}} : vector<16xi32> to vector<16xi16>
+// LOOPS: vector.transfer_write %{{.*}}, %{{.*}} : vector<16xbf16>, memref<?x64xbf16>
+// LOOPS-NOT: memref<32x64xf32>
+// LOOPS: return
+func.func @half_result(%x: memref<?x48xbf16>, %w: memref<48x64xbf16>, %out: memref<?x64xbf16>) {
+  "hector_intra.gemm_template"(%x, %w, %out)
+      {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>}
+      : (memref<?x48xbf16>, memref<48x64xbf16>, memref<?x64xbf16>) -> ()
+  return
+}

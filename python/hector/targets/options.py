@@ -64,6 +64,9 @@ class Options:
     # GEMMs with a bf16 operand multiply bf16 pairs (AVX512-BF16); None when constructed:
     # where the CPU has it and $HECTOR_BF16_DOT is not "off" (lowering/cpu/features.py).
     bf16_dot: bool = False
+    # The bf16 pairs' vdpbf16ps in f32 vector arithmetic (HECTOR_BF16_DOT=emulate; for tests on
+    # CPUs without AVX512-BF16); None when constructed: from the environment.
+    bf16_emulated: bool = False
     graph: GraphStats = field(default_factory=GraphStats)
 
     def __init__(
@@ -77,6 +80,7 @@ class Options:
         profile: bool = False,
         memory_budget: float = -1.0,
         bf16_dot: bool | None = None,
+        bf16_emulated: bool | None = None,
         graph: GraphStats | None = None,
         rows: int = -1,
         ratio: float = -1.0,
@@ -91,11 +95,14 @@ class Options:
         names = ("compact", "reorder", "fuse", "threads", "order", "profile", "memory_budget")
         for name, value in zip(names, switches, strict=True):
             object.__setattr__(self, name, value)
-        if bf16_dot is None:
-            from ..lowering.cpu import features as cpu_features
+        from ..lowering.cpu import features as cpu_features
 
+        if bf16_dot is None:
             bf16_dot = cpu_features.bf16_dot()
+        if bf16_emulated is None:
+            bf16_emulated = bf16_dot and cpu_features.bf16_emulated()
         object.__setattr__(self, "bf16_dot", bf16_dot)
+        object.__setattr__(self, "bf16_emulated", bf16_emulated)
         if graph is None:
             graph = GraphStats(
                 rows, ratio, src_typed, dst_ratio, nodes, edges, compact_rows, dst_compact_rows
@@ -106,7 +113,7 @@ class Options:
         """The switches and :meth:`GraphStats.cache_key`: compilations with equal keys (and
         equal aggregation orders) make the same code."""
         switches = (self.compact, self.reorder, self.fuse, self.threads, self.memory_budget)
-        return (*switches, self.bf16_dot, *self.graph.cache_key())
+        return (*switches, self.bf16_dot, self.bf16_emulated, *self.graph.cache_key())
 
     def placement_pipeline(self) -> str:
         """The placement-plan-saved run for ``memory_budget`` at the graph's sizes."""
