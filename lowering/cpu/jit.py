@@ -148,10 +148,14 @@ class CpuKernel:
         """Run function ``name`` on ``arrays`` (inputs, then outputs), in its order, through the
         engine's packed wrapper of its C interface (looked up once: ``engine.invoke`` looks it
         up and builds its ctypes prototype on every call)."""
+        self.run_pointers(name, descriptor_pointers(arrays))
+
+    def run_pointers(self, name: str, pointers: Sequence[Any]) -> None:
+        """Run function ``name`` on arguments given as pointers to their memref descriptors
+        (:func:`descriptor_pointers`; the arrays they describe kept alive by the caller)."""
         entry = self._entries.get(name)
         if entry is None:
             entry = self._entries[name] = self.engine.lookup(name)
-        pointers = [ctypes.pointer(d) for d in _descriptor_structs(arrays)]  # each argument
         packed = (ctypes.c_void_p * len(pointers))(*map(ctypes.addressof, pointers))
         team_calls.call(lambda: entry(packed))
 
@@ -207,6 +211,13 @@ def _descriptor_structs(arrays: Sequence[np.ndarray]) -> list[Any]:
     return out
 
 
+def descriptor_pointers(arrays: Sequence[np.ndarray]) -> list[Any]:
+    """A pointer to a memref descriptor over each of the C-contiguous ``arrays``, as a compiled
+    function's C interface takes its arguments (each pointer keeps its descriptor alive; the
+    arrays must outlive the call). Built once, they serve every call on the same arrays."""
+    return [ctypes.pointer(d) for d in _descriptor_structs(arrays)]
+
+
 def _run_tool(argv: list[str]) -> None:
     tool = shutil.which(argv[0])
     if tool is None:
@@ -245,6 +256,11 @@ class LibraryKernel:
 
     def __call__(self, name: str, *arrays: np.ndarray) -> None:
         """Run function ``name`` on ``arrays`` (inputs, then outputs), in its order."""
+        self.run_pointers(name, descriptor_pointers(arrays))
+
+    def run_pointers(self, name: str, pointers: Sequence[Any]) -> None:
+        """Run function ``name`` on arguments given as pointers to their memref descriptors
+        (:func:`descriptor_pointers`; the arrays they describe kept alive by the caller)."""
         entry = self._entries.get(name)
         if entry is None:
             entry = getattr(self.library, f"_mlir_ciface_{name}", None)
@@ -252,5 +268,4 @@ class LibraryKernel:
                 raise RuntimeError(f"Unknown function {name}")
             entry.restype = None
             self._entries[name] = entry
-        pointers = [ctypes.pointer(d) for d in _descriptor_structs(arrays)]
         team_calls.call(lambda: entry(*pointers))

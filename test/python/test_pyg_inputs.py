@@ -102,13 +102,13 @@ def _assert_matches(model: torch.nn.Module, backend: HectorBackend, x: Any, ei: 
 
 
 def _rows_nodes(backend: HectorBackend) -> list[torch.fx.Node]:
-    """The rows input of each ``hector::pyg_layer`` call of the captured graphs."""
-    target = torch.ops.hector.pyg_layer.default
+    """The rows input of each layer program call of the captured graphs (``call_layer``,
+    which the backend makes of each ``hector::pyg_layer`` node)."""
     return [
         n.args[5][0]
         for g in backend.graphs
         for n in g.gm.graph.nodes
-        if n.op == "call_function" and n.target in (target, torch.ops.hector.pyg_layer)
+        if n.op == "call_function" and n.target in pyg_route.LAYER_CALLS
     ]
 
 

@@ -774,11 +774,15 @@ def install() -> list[str]:
     return list(_ORIGINAL)
 
 
+#: Callables that stand for the op in a compiled graph (``pyg_direct.call_layer``).
+LAYER_CALLS: set[Callable[..., Any]] = set()
+
+
 def program_names(gm: torch.fx.GraphModule) -> list[str]:
     """The Hector layer programs a captured graph calls (``hector::pyg_layer`` nodes)."""
-    target = torch.ops.hector.pyg_layer.default
+    targets = (torch.ops.hector.pyg_layer.default, torch.ops.hector.pyg_layer)
     return [
         str(n.args[0])
         for n in gm.graph.nodes
-        if n.op == "call_function" and n.target in (target, torch.ops.hector.pyg_layer)
+        if n.op == "call_function" and (n.target in targets or n.target in LAYER_CALLS)
     ]

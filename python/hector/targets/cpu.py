@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -22,7 +23,7 @@ import torch
 from ..data.graph import HeteroGraph
 from ..lowering import placement_to_runtime, profile_kernels
 from ..lowering.cpu import codegen as cpu_codegen
-from ..lowering.cpu.jit import CpuKernel, LibraryKernel, mlir_library
+from ..lowering.cpu.jit import CpuKernel, LibraryKernel, descriptor_pointers, mlir_library
 from ..passes.pipeline import run_pipeline
 from ..program import Traced
 from ..runtime import compile_cache, host_memory, native
@@ -131,11 +132,35 @@ class CpuEntry(Executable):
         with idle:  # (results too: a reused block would be resident before the call writes it)
             shapes, dtypes = self.output_shapes(fname, g), self.output_dtypes(fname)
             outs = [_host_empty(d, t) for d, t in zip(shapes, dtypes, strict=True)]
-            arrays = [np.ascontiguousarray(a.numpy()) for a in g.arrays()]
-            arrays += [_bits(t.detach().contiguous()).numpy() for t in tensors]
+            arrays = [_bits(t.detach().contiguous()).numpy() for t in tensors]
             arrays += [_bits(o).numpy() for o in outs]
-            self.kernel(fname, *arrays)
+            pointers = graph_pointers(g) + descriptor_pointers(arrays)
+            self.kernel.run_pointers(fname, pointers)
         return outs
+
+
+#: Per graph: its arrays' addresses, shapes and strides, the NumPy arrays over them and the
+#: pointers to their memref descriptors (:func:`graph_pointers`).
+_GRAPH_POINTERS: weakref.WeakKeyDictionary[HeteroGraph, tuple[Any, list[Any], list[Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def graph_pointers(g: HeteroGraph) -> list[Any]:
+    """The memref descriptor pointers of ``g``'s arrays (:meth:`HeteroGraph.arrays`, in
+    order), built on the first call with the graph and kept with it: a graph's arrays do not
+    change between calls, and building their descriptors (NumPy views, one ctypes structure
+    each) cost more than a small kernel's run. Rebuilt if an array's storage, shape or strides
+    changed (a graph whose tensors were replaced)."""
+    tensors = g.arrays()
+    layout = tuple((t.data_ptr(), t.shape, t.stride()) for t in tensors)
+    kept = _GRAPH_POINTERS.get(g)
+    if kept is not None and kept[0] == layout:
+        return list(kept[2])
+    arrays = [np.ascontiguousarray(t.numpy()) for t in tensors]
+    pointers = descriptor_pointers(arrays)
+    _GRAPH_POINTERS[g] = (layout, arrays, pointers)
+    return list(pointers)
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
