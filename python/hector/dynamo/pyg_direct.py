@@ -21,7 +21,7 @@ import torch
 from . import pyg_inputs, pyg_route
 
 #: The op's own implementation (below its autograd formula).
-_IMPLEMENTATION = pyg_route.pyg_layer._init_fn
+_IMPLEMENTATION = pyg_route.run_layer
 
 
 class _LayerCall(torch.autograd.Function):

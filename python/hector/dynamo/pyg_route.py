@@ -216,8 +216,7 @@ def _graph(program: str, graph: list[torch.Tensor], sizes: list[int], ends: list
 # -- the custom op -------------------------------------------------------------------------
 
 
-@torch.library.custom_op("hector::pyg_layer", mutates_args=())
-def pyg_layer(
+def run_layer(
     program: str,
     train: list[int],
     graph: list[torch.Tensor],
@@ -256,6 +255,11 @@ def pyg_layer(
         return out
     finally:
         stats.seconds += time.perf_counter() - start
+
+
+#: The op Dynamo records for a routed layer: :func:`run_layer`, with a fake implementation and
+#: an autograd formula (below). :mod:`hector.dynamo.pyg_direct` calls :func:`run_layer` itself.
+pyg_layer = torch.library.custom_op("hector::pyg_layer", mutates_args=())(run_layer)
 
 
 def _edges_sorted(
