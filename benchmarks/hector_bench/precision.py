@@ -14,6 +14,12 @@ another, in one run):
   outputs and of each weight's gradient, relative to the largest float32 value;
 * **bytes**: of the features and weights the kernels read, against float32's.
 
+The record's ``products`` says how a bf16 GEMM multiplied: ``bf16 pairs`` (``vdpbf16ps``,
+the CPU has AVX512-BF16 and ``HECTOR_BF16_DOT`` is not ``off``) or ``f32`` (bf16 storage
+widened to f32: about float32's arithmetic, so a compute-bound bf16 step gains little); the
+table's first line says it too, so a figure from a CPU without the instruction is not read as
+the bf16 products'.
+
 With ``--kernels``, the record's ``kernels`` rows time each kernel of every type's training
 step against float32's (:mod:`.precision_kernels`), where a bf16 step loses against its twin.
 
@@ -232,6 +238,26 @@ _COLUMNS = (
 )
 
 
+def products() -> dict[str, Any]:
+    """How this process's compiled bf16 GEMMs multiply (module docstring): ``products``
+    (``bf16 pairs`` or ``f32``), whether the CPU has AVX512-BF16 and the environment's
+    ``HECTOR_BF16_DOT``."""
+    from hector.lowering.cpu import features
+
+    return {
+        "products": "bf16 pairs" if features.bf16_dot() else "f32",
+        "avx512_bf16": features.has_avx512_bf16(),
+        features.ENV: os.environ.get(features.ENV, "auto"),
+    }
+
+
+def _products_line(p: dict[str, Any]) -> str:
+    if p["products"] == "bf16 pairs":
+        return "bf16 GEMMs: bf16 pairs (vdpbf16ps, AVX512-BF16)"
+    why = "no AVX512-BF16 on this CPU" if not p["avx512_bf16"] else "HECTOR_BF16_DOT=off"
+    return f"bf16 GEMMs: f32 products on widened bf16 ({why}): bf16 saves bytes, not arithmetic"
+
+
 def run(args: argparse.Namespace) -> int:
     """Measure every model and type; print the table and write the record."""
     from hector import datasets
@@ -252,15 +278,17 @@ def run(args: argparse.Namespace) -> int:
     else:
         ds = datasets.load(args.dataset, seed=args.seed)
     rows = [r for m in models for r in measure(m, dtypes, ds, args)]
+    how = products()
     record = {
         "benchmark": "precision",
         "config": {k: v for k, v in vars(args).items() if k != "json"},
         "host": _common.host_info("cpu"),
         "load_average": os.getloadavg(),
+        "products": how,
         "results": rows,
     }
     cols = (*_COLUMNS, ("infer_speedup_vs_f32", "infer x"), ("train_speedup_vs_f32", "train x"))
-    text = _common.format_table(rows, cols)
+    text = _products_line(how) + "\n" + _common.format_table(rows, cols)
     if args.kernels:
         kernels = [r for m in models for r in _kernels(m, dtypes, ds, args)]
         record["kernels"] = kernels

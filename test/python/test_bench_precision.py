@@ -100,3 +100,36 @@ def test_bench_precision_times_each_kernel_of_the_training_steps(tmp_path: Path)
     assert total["phase"] == "all"
     assert total["float32_ms"] > 0
     assert total["other_ms"] > 0
+
+
+@pytest.mark.parametrize("mode", ["auto", "off"])
+def test_bench_precision_says_how_bf16_gemms_multiplied(
+    tmp_path: Path,
+    mode: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The record and the table's first line name the bf16 GEMMs' products: bf16 pairs only
+    on a CPU with AVX512-BF16 and ``HECTOR_BF16_DOT`` not ``off``; f32 otherwise, with why."""
+    from hector.lowering.cpu import features
+    from hector.tools.cli import main
+
+    monkeypatch.setenv(features.ENV, mode)
+    record = tmp_path / "precision.json"
+    argv = ["bench", "precision", "--dataset", "random:40x200x3", "--in-dim", "16"]
+    argv += ["--hidden", "8", "--models", "rgcn", "--dtypes", "float32,bfloat16"]
+    argv += ["--runs", "1", "--warmup", "1", "--json", str(record)]
+    assert main(argv) == 0
+    got = json.loads(record.read_text())["products"]
+    pairs = mode == "auto" and features.has_avx512_bf16()
+    assert got == {
+        "products": "bf16 pairs" if pairs else "f32",
+        "avx512_bf16": features.has_avx512_bf16(),
+        features.ENV: mode,
+    }
+    out = capsys.readouterr().out
+    if pairs:
+        assert "bf16 GEMMs: bf16 pairs (vdpbf16ps" in out
+    else:
+        why = "HECTOR_BF16_DOT=off)" if features.has_avx512_bf16() else "no AVX512-BF16 on"
+        assert f"bf16 GEMMs: f32 products on widened bf16 ({why}" in out
