@@ -58,7 +58,7 @@ import torch
 from ..frontends import compiled as frontend
 from ..frontends.graph_api import GraphProxy, Value
 from ..models import _make_hetero_gat, block_diagonal
-from . import pyg_route
+from . import pyg_hetero_dst, pyg_route
 
 EdgeType = tuple[str, str, str]
 
@@ -237,9 +237,19 @@ class GatRelations(Relations):
         return _same(convs, ("heads", "out_channels", "concat", "negative_slope"))
 
     def program(self, convs: list[Any], layout: Layout) -> str:
-        """``hetero-gat:<slope>``, ``hetero-gat:<slope>:edge`` with edge features."""
-        edge = ":edge" if self._edge_terms(convs, layout) else ""
-        return f"hetero-gat:{float(convs[0].negative_slope)!r}{edge}"
+        """``hetero-gat:<slope>``, ``hetero-gat:<slope>:edge`` with edge features,
+        ``hetero-gat:<slope>:dst`` with the destinations' terms per node
+        (:mod:`hector.dynamo.pyg_hetero_dst`)."""
+        slope = float(convs[0].negative_slope)
+        if self._edge_terms(convs, layout):
+            return f"hetero-gat:{slope!r}:edge"
+        # the rows' width from the convs (a plan's layout is built on stand-in widths)
+        lins = [lin for c in convs for lin in (c.lin, c.lin_src, c.lin_dst) if lin is not None]
+        width = max(int(lin.weight.shape[1]) for lin in lins)
+        nodes = pyg_hetero_dst.applies(
+            layout.ends()[1::2], len(layout.types), convs[0].heads, width
+        )
+        return f"hetero-gat:{slope!r}{':dst' if nodes else ''}"
 
     @staticmethod
     def _edge_terms(convs: list[Any], layout: Layout) -> bool:
@@ -264,6 +274,13 @@ class GatRelations(Relations):
         return torch.cat(parts)
 
     def tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
+        """:meth:`edge_tensors`, as ``hetero-gat:<slope>:dst`` takes them where it runs."""
+        args = self.edge_tensors(convs, layout)
+        if self.program(convs, layout).endswith(":dst"):
+            return pyg_hetero_dst.with_node_weights(args, layout.ends()[1::2])
+        return args
+
+    def edge_tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
         """``x, W_src [R, W, H*F], att_src [R, H*F, H], W_dst a_dst [R, W, H], bias [T, H*F]``
         (the bias zero with averaged heads: :meth:`finish` adds it after the mean)."""
         x = torch.cat(layout.xs)
@@ -568,6 +585,8 @@ def _compiled(name: str) -> frontend.CompiledFunction:
         kind, *rest = name.split(":")
         if kind == "hetero-gat" and len(rest) == 1:
             _PROGRAMS[name] = _make_hetero_gat(float(rest[0]))
+        elif kind == "hetero-gat" and rest[1] == "dst":
+            _PROGRAMS[name] = pyg_hetero_dst.hetero_gat_dst(float(rest[0]))
         elif kind == "hetero-gat":
             _PROGRAMS[name] = _hetero_gat_edge(float(rest[0]))
         elif kind == "hetero-gatv2":
