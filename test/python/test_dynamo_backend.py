@@ -374,7 +374,8 @@ def test_hetero_gat_sage_routed_and_match(kind: str) -> None:
         assert [g.layers for g in be.graphs] == [["hetero-sage:mean:1"]]
         return
     (captured,) = be.graphs
-    assert sorted(captured.layers) == ["hetero-gat:0.2", "hetero-sage:mean:1"]
+    # one head x the relations into a type < the rows' width: destination terms per node
+    assert sorted(captured.layers) == ["hetero-gat:0.2:dst", "hetero-sage:mean:1"]
 
 
 def test_explain_shows_raised_unraised_and_fallbacks() -> None:
