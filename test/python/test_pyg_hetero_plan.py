@@ -60,7 +60,7 @@ def test_gat_weights_op_matches_the_traced_glue() -> None:
         ]
         xs = [torch.zeros(2, 6) for _ in types]
         layout = pyg_hetero.Layout(relations, types, xs, 6, targets=[e[2] for e in relations])
-        want = pyg_hetero.GatRelations().tensors(convs, layout)[1:]
+        want = pyg_hetero.GatRelations().edge_tensors(convs, layout)[1:]
         lins = [(c.lin, c.lin) if c.lin is not None else (c.lin_src, c.lin_dst) for c in convs]
         got = torch.ops.hector.hetero_gat_weights(
             6,

@@ -114,7 +114,18 @@ def test_mlperf_rgat_layer_runs_one_program() -> None:
     assert list(got) == list(want)
     for t in want:
         assert (got[t] - want[t]).abs().max().item() <= TOL
-    assert pyg_route.STATS["hetero-gat:0.2"].calls == 3  # two training calls, one inference
+    # two training calls, one inference; 2 heads x 2 relations into paper < 6-wide rows: the
+    # destinations' terms per node
+    assert pyg_route.STATS["hetero-gat:0.2:dst"].calls == 3
+
+
+def test_gat_destination_terms_per_edge_where_the_rows_are_narrower() -> None:
+    """4 heads x 2 relations into ``paper`` are not below the 6-wide rows: the destination's
+    logit term stays per edge (``hetero-gat:<slope>``), with the same numbers; the batch
+    of two relations (one into each of its types: 4 < 6) runs per node."""
+    _check(lambda e: GATConv(6, 2, heads=4, add_self_loops=False), "hetero-gat")
+    assert pyg_route.STATS["hetero-gat:0.2"].calls == 1
+    assert pyg_route.STATS["hetero-gat:0.2:dst"].calls == 1
 
 
 @pytest.mark.parametrize("aggr", ["sum", "mean"])
@@ -332,7 +343,7 @@ def test_mlperf_model_with_trim_to_layer() -> None:
     # called), the last layer's ("paper", "rev_writes", "author") conv: 4 parameters each
     assert unused == 12
     _assert_routed("hetero-gat")
-    assert pyg_route.STATS["hetero-gat:0.2"].calls == 2
+    assert pyg_route.STATS["hetero-gat:0.2:dst"].calls == 2
 
 
 def test_relations_named_underscore_are_left_out_as_pyg_does() -> None:

@@ -182,7 +182,7 @@ def test_own_stack_inside_a_module() -> None:
     model = _WithHead(_hetero(_OwnStack(), "sum"))
     backend = _compiled_matches(model, "hetero-", 3)
     assert sorted(set(backend.graphs[0].layers)) == [
-        "hetero-gat:0.2",
+        "hetero-gat:0.2:dst",  # 2 heads x 2 relations into paper < 8-wide rows
         "hetero-sage:sum:0",  # SAGEConv(aggr="sum", root_weight=False)
         "hetero-sage:sum:1",  # GraphConv (aggr="add", lin_root)
     ]
@@ -232,13 +232,13 @@ def test_inference_and_eval_mode() -> None:
     x, ei = _batch()
     compiled(x, ei)
     assert "attention dropout" in pyg_route.FALLBACKS["to_hetero convs.0 (GATConv)"]
-    assert "hetero-gat:0.2" not in pyg_route.STATS
+    assert not [n for n in pyg_route.STATS if n.startswith("hetero-gat")]
     model.eval()
     with torch.no_grad():
         got, want = compiled(x, ei), model(x, ei)
     for t in want:
         assert (got[t] - want[t]).abs().max().item() <= TOL
-    assert pyg_route.STATS["hetero-gat:0.2"].calls == 2
+    assert sum(s.calls for n, s in pyg_route.STATS.items() if n.startswith("hetero-gat")) == 2
 
 
 def test_batch_sizes_share_one_compilation() -> None:

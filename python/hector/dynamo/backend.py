@@ -63,8 +63,8 @@ from ..data.graph import HeteroGraph
 from ..frontends.graph_cache import graph_builds, graph_for
 from . import (
     pyg_bases,  # noqa: F401  (registers to_hetero_with_bases' HeteroBasisConv route)
-    pyg_direct,
     pyg_hetero_call,  # noqa: F401  (registers HeteroConv's route with pyg_route)
+    pyg_passes,
     pyg_route,
     pyg_to_hetero,  # noqa: F401  (routes to_hetero models' layers to pyg_hetero's programs)
 )
@@ -630,7 +630,7 @@ class HectorBackend:
         cg.layers = pyg_route.program_names(gm)
         if cg.layers:
             log.info("graph %d calls Hector layer program(s) %s", cg.index, cg.layers)
-            pyg_direct.prepare(gm)  # rows folded (half types, no cat); direct calls
+            pyg_passes.rewrite(gm)  # rows as stored, unread relations left out, direct calls
             return cg
         cg.binding, cg.reason = find_binding(gm, example_inputs)
         mutated = mutated_inputs(gm)

@@ -5,9 +5,9 @@ the custom op gives it a fake implementation and an autograd formula while the f
 Once the graph is captured, running it through the op costs, every call, the dispatcher and
 ``torch.library``'s Python autograd wrapper (its default-filling and ``pytree`` walks over the
 arguments, forward and backward): about 0.3 ms a training step on a 2-core machine, some 3% of
-the RGCN route's step. :func:`prepare` rewrites the captured graph's op nodes into calls of
+the RGCN route's step. :func:`direct_calls` rewrites the captured graph's op nodes into calls of
 :func:`call_layer`, a ``torch.autograd.Function`` around the same implementation and the same
-backward (``pyg_route``'s), after :func:`hector.dynamo.pyg_inputs.fold`. Results and
+backward (``pyg_route``'s), last of :mod:`hector.dynamo.pyg_passes`' rewrites. Results and
 gradients are the same bits; the op stays what Dynamo traces and what :func:`program_names`
 finds.
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from . import pyg_inputs, pyg_route
+from . import pyg_route
 
 #: The op's own implementation (below its autograd formula).
 _IMPLEMENTATION = pyg_route.run_layer
@@ -69,11 +69,10 @@ pyg_route.LAYER_CALLS.add(call_layer)
 _OP_TARGETS = (torch.ops.hector.pyg_layer.default, torch.ops.hector.pyg_layer)
 
 
-def prepare(gm: torch.fx.GraphModule) -> int:
-    """Make a captured graph with layer programs ready to run: its rows folded
-    (:func:`~hector.dynamo.pyg_inputs.fold`), then every ``hector::pyg_layer`` node a call of
-    :func:`call_layer`. Returns the number of calls rewritten."""
-    pyg_inputs.fold(gm)
+def direct_calls(gm: torch.fx.GraphModule) -> int:
+    """Make every ``hector::pyg_layer`` node of a captured graph a call of :func:`call_layer`
+    (after :mod:`hector.dynamo.pyg_passes`' other rewrites, which read the op's nodes).
+    Returns the number of calls rewritten."""
     done = 0
     for node in gm.graph.nodes:
         if node.op == "call_function" and node.target in _OP_TARGETS:

@@ -57,10 +57,12 @@ from typing import Any
 
 import torch
 
-from ..frontends import compiled as frontend
-from ..frontends.graph_api import GraphProxy, Value
-from ..models import _make_hetero_gat, block_diagonal
-from . import pyg_route
+from ..models import block_diagonal
+from . import (
+    pyg_hetero_dst,
+    pyg_hetero_programs,  # noqa: F401  (registers the classes' programs with pyg_route)
+    pyg_route,
+)
 
 EdgeType = tuple[str, str, str]
 
@@ -246,9 +248,19 @@ class GatRelations(Relations):
         return _same(convs, ("heads", "out_channels", "concat", "negative_slope"))
 
     def program(self, convs: list[Any], layout: Layout) -> str:
-        """``hetero-gat:<slope>``, ``hetero-gat:<slope>:edge`` with edge features."""
-        edge = ":edge" if self._edge_terms(convs, layout) else ""
-        return f"hetero-gat:{float(convs[0].negative_slope)!r}{edge}"
+        """``hetero-gat:<slope>``, ``hetero-gat:<slope>:edge`` with edge features,
+        ``hetero-gat:<slope>:dst`` with the destinations' terms per node
+        (:mod:`hector.dynamo.pyg_hetero_dst`)."""
+        slope = float(convs[0].negative_slope)
+        if self._edge_terms(convs, layout):
+            return f"hetero-gat:{slope!r}:edge"
+        # the rows' width from the convs (a plan's layout is built on stand-in widths)
+        lins = [lin for c in convs for lin in (c.lin, c.lin_src, c.lin_dst) if lin is not None]
+        width = max(int(lin.weight.shape[1]) for lin in lins)
+        nodes = pyg_hetero_dst.applies(
+            layout.ends()[1::2], len(layout.types), convs[0].heads, width
+        )
+        return f"hetero-gat:{slope!r}{':dst' if nodes else ''}"
 
     @staticmethod
     def _edge_terms(convs: list[Any], layout: Layout) -> bool:
@@ -273,6 +285,13 @@ class GatRelations(Relations):
         return torch.cat(parts)
 
     def tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
+        """:meth:`edge_tensors`, as ``hetero-gat:<slope>:dst`` takes them where it runs."""
+        args = self.edge_tensors(convs, layout)
+        if self.program(convs, layout).endswith(":dst"):
+            return pyg_hetero_dst.with_node_weights(args, layout.ends()[1::2])
+        return args
+
+    def edge_tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
         """``x, W_src [R, W, H*F], att_src [R, H*F, H], W_dst a_dst [R, W, H], bias [T, H*F]``
         (the bias zero with averaged heads: :meth:`finish` adds it after the mean)."""
         x = torch.cat(layout.xs)
@@ -496,104 +515,6 @@ def gcn_edges(
     return edge_index, scale[edge_index[0]] * w * scale[edge_index[1]]
 
 
-def _hetero_gcn() -> frontend.CompiledFunction:
-    def hetero_gcn(
-        g: GraphProxy, x: Value, weight: Value, coefficient: Value, bias: Value
-    ) -> Value:
-        """``Σ_r Σ_{j→i in r} c_ij W_r x_j + b_type(i)`` (one ``GCNConv`` per relation)."""
-        msg = g.typed_linear(g.gather_src(x), weight) * coefficient
-        return g.typed_bias(g.sum_to_dst(msg), bias)
-
-    return frontend.compile(hetero_gcn)
-
-
-def _hetero_sage(aggr: str, root: bool) -> frontend.CompiledFunction:
-    def hetero_sage(g: GraphProxy, x: Value, weight: Value, bias: Value, *rest: Value) -> Value:
-        """``Σ_r lin_l_r(aggr_{j∈N_r(i)} x_j) (+ Σ_r lin_r_r(x_i))``, biases per node type."""
-        src = g.gather_src(x)
-        if aggr == "max":  # the maximum per (node, relation), then its weight
-            msg = g.typed_linear(g.edge_max(src, by="dst_etype"), weight)
-            msg = msg * g.degree_norm("dst_etype")
-        else:
-            msg = g.typed_linear(src, weight)
-            msg = msg * g.degree_norm("dst_etype") if aggr == "mean" else msg
-        out = g.typed_bias(g.sum_to_dst(msg), bias)
-        return out + g.typed_linear(x, rest[0], slice="ntype") if root else out
-
-    names = ["x", "weight", "bias"] + (["root"] if root else [])
-    return frontend.compile_with_arguments(hetero_sage, ["g", *names])
-
-
-def _hetero_gat_edge(slope: float) -> frontend.CompiledFunction:
-    def hetero_gat_edge(
-        g: GraphProxy,
-        x: Value,
-        weight: Value,
-        att_src: Value,
-        weight_att_dst: Value,
-        edge_logits: Value,
-        bias: Value,
-    ) -> Value:
-        """``hector.models``' ``hetero_gat_layer`` with each edge's ``a_edge · W_e e_ij`` added
-        to its logits (``GATConv(edge_dim=...)``)."""
-        hs = g.typed_linear(g.gather_src(x), weight)  # W_r h_j  [E, H*F]
-        dst_term = g.typed_linear(g.gather_dst(x), weight_att_dst)  # [E, H]
-        logits = g.typed_linear(hs, att_src) + dst_term + edge_logits
-        alpha = g.edge_softmax(logits.leaky_relu(slope), by="dst_etype")
-        return g.typed_bias(g.sum_to_dst(hs * alpha), bias)
-
-    return frontend.compile(hetero_gat_edge)
-
-
-def _hetero_gatv2(slope: float) -> frontend.CompiledFunction:
-    def hetero_gatv2(
-        g: GraphProxy,
-        x: Value,
-        weight_l: Value,
-        bias_l: Value,
-        weight_r: Value,
-        bias_r: Value,
-        att: Value,
-        bias: Value,
-    ) -> Value:
-        """One ``GATv2Conv`` per relation, summed: ``x_j' = W_l x_j + b_l``,
-        ``α = softmax over the relation's edges into i of a · leaky_relu(x_j' + W_r x_i + b_r)``,
-        ``h'_i = Σ_r Σ_j α_ij ⊙_head x_j' + b_type(i)``."""
-        xs = g.typed_bias(g.typed_linear(g.gather_src(x), weight_l), bias_l)  # [E, H*F]
-        xd = g.typed_bias(g.typed_linear(g.gather_dst(x), weight_r), bias_r)
-        logits = g.typed_linear((xs + xd).leaky_relu(slope), att)  # [E, H]
-        alpha = g.edge_softmax(logits, by="dst_etype")
-        return g.typed_bias(g.sum_to_dst(xs * alpha), bias)
-
-    return frontend.compile(hetero_gatv2)
-
-
-_PROGRAMS: dict[str, frontend.CompiledFunction] = {}
-
-
-def _compiled(name: str) -> frontend.CompiledFunction:
-    """The program named ``name`` (``hetero-gat:<slope>``, ``hetero-sage:<aggr>:<root>``)."""
-    if name not in _PROGRAMS:
-        kind, *rest = name.split(":")
-        if kind == "hetero-gat" and len(rest) == 1:
-            _PROGRAMS[name] = _make_hetero_gat(float(rest[0]))
-        elif kind == "hetero-gat":
-            _PROGRAMS[name] = _hetero_gat_edge(float(rest[0]))
-        elif kind == "hetero-gatv2":
-            _PROGRAMS[name] = _hetero_gatv2(float(rest[0]))
-        elif kind == "hetero-sage":
-            _PROGRAMS[name] = _hetero_sage(rest[0], rest[1] == "1")
-        elif kind == "hetero-gcn":
-            _PROGRAMS[name] = _hetero_gcn()
-        else:
-            raise ValueError(f"unknown HeteroConv program {name!r}")
-    return _PROGRAMS[name]
-
-
-def _columns(name: str, tensors: list[torch.Tensor]) -> Any:
-    return tensors[1].shape[-1]
-
-
 #: The per-relation conv classes routed, by class name.
 RELATIONS: dict[str, Relations] = {
     r.cls_name: r
@@ -792,9 +713,3 @@ def reduced(layer: Any, parts: list[torch.Tensor]) -> torch.Tensor:
     from torch_geometric.nn.conv.hetero_conv import group
 
     return group(parts, layer.aggr)
-
-
-pyg_route.register_family("hetero-gat", pyg_route.ProgramFamily(_compiled, _columns))
-pyg_route.register_family("hetero-gatv2", pyg_route.ProgramFamily(_compiled, _columns))
-pyg_route.register_family("hetero-sage", pyg_route.ProgramFamily(_compiled, _columns))
-pyg_route.register_family("hetero-gcn", pyg_route.ProgramFamily(_compiled, _columns))

@@ -38,6 +38,7 @@ from typing import Any
 import torch
 
 from ..models import block_diagonal
+from . import pyg_hetero_dst
 
 
 @dataclass(frozen=True)
@@ -254,7 +255,10 @@ def _gat_tensors(
         [c.att_dst for c in convs],
         biases,
     )
-    return [torch.cat(xs), *weights]
+    tensors = [torch.cat(xs), *weights]
+    if plan.program.endswith(":dst"):  # the destinations' terms per node
+        return pyg_hetero_dst.with_node_weights(tensors, plan.ends[1::2])
+    return tensors
 
 
 _LIB = torch.library.Library("hector", "FRAGMENT")
