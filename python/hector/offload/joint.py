@@ -21,7 +21,9 @@ with Hector's partitioner:
    so the write overlaps its compute), and the forward returns the wait's handle in its
    place; in the backward,
    ``hector::offload_prefetch`` is issued at the first use of the saved value ``ahead``
-   places before it (in the backward's order of first uses) and ``hector::offload_get``
+   places before it (in the backward's order of first uses), earlier where the value's read
+   at the store's bandwidth takes longer than the nodes in between (up to
+   :data:`~.joint_liveness.MOST_AHEAD` first uses ahead), and ``hector::offload_get``
    right before its own first use, and ``hector::offload_realize`` materializes an op
    computed from a value read back that a far later node reads
    (:func:`~.joint_liveness.realize_points`);

@@ -3,8 +3,9 @@
 The eager budget rule counts the kept values and a read-ahead window at the backward's start
 (:func:`~hector.passes.offload_model.modelled_peak`). In a compiled backward a value read
 back lives from its read to its last use: ``offload_prefetch`` allocates it at the first use
-of the saved value ``ahead`` places earlier in the backward's order of first uses
-(:func:`~.joint.lower_plan`), ``offload_get`` hands it over before its own first use, and it
+of the saved value ``ahead`` places earlier in the backward's order of first uses, or earlier
+where its read takes longer than the nodes in between (:func:`prefetch_anchors`,
+:func:`~.joint.lower_plan`), ``offload_get`` hands it over before its own first use, and it
 is freed after its last use, which may be many blocks later (T5's decoder reads values of its
 encoder in every cross-attention block). Several reads overlap. Where values read back meet
 the backward's own buffers and the gradients not yet stepped, the backward peaks.
