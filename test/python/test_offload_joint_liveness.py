@@ -18,6 +18,7 @@ from torch import fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from hector.offload.joint_liveness import (
+    MOST_AHEAD,
     NEAR,
     StepLiveness,
     hoist_view,
@@ -128,6 +129,61 @@ def test_a_value_read_after_the_peak_is_not_alive_there() -> None:
     assert (offloaded.node, offloaded.total, offloaded.read_back) == ("big", 18 * MIB, MIB)
     kept = live.backward_peak(["keep", "offload"])
     assert (kept.node, kept.total, kept.read_back) == ("big", 26 * MIB, MIB)
+
+
+def _chain_of_reads() -> fx.GraphModule:
+    """Saved ``s0`` .. ``s5`` (1 MiB each), read one after the other, each first read by
+    ``u<k>`` and a node ``w<k>`` after it (the work between two reads)."""
+    g = _Builder()
+    saved = [g.input(f"s{k}", 256, 1024) for k in range(6)]
+    x = g.input("t", 256, 1024)
+    for k, s in enumerate(saved):
+        x = g.op(f"u{k}", aten.mul.Tensor, x, s)
+        x = g.op(f"w{k}", aten.mul.Tensor, x, 2.0)
+    return g.done(x)
+
+
+def test_a_read_is_issued_ahead_by_its_time() -> None:
+    """A read one first use ahead has only ``w4`` to hide behind; given its time, it is
+    issued where the nodes before its first use take as long, and never more than
+    :data:`MOST_AHEAD` first uses ahead."""
+    bw = _chain_of_reads()
+    names = {f"s{k}" for k in range(6)}
+    work = {f"w{k}": 1000.0 for k in range(6)}  # ns; the reads' nodes take none
+
+    def node_ns(node: fx.Node) -> float:
+        return work.get(node.name, 0.0)
+
+    def anchor(lead: float) -> str:
+        return prefetch_anchors(bw, names, 1, {"s5": lead}, node_ns)["s5"].name
+
+    assert prefetch_anchors(bw, names, 1)["s5"].name == "u4"  # one first use ahead
+    assert anchor(500.0) == "u4"  # w4 alone hides it
+    assert anchor(1500.0) == "w3"  # w4 and w3 take 2000 ns
+    assert anchor(2500.0) == "w2"
+    assert MOST_AHEAD == 4
+    assert anchor(1e9) == "u1"  # bound: the first use of s1, 4 first uses ahead
+    # The others keep their anchors (no lead given for them).
+    led = prefetch_anchors(bw, names, 1, {"s5": 1e9}, node_ns)
+    assert [led[f"s{k}"].name for k in range(1, 5)] == ["u0", "u1", "u2", "u3"]
+
+
+def test_a_read_issued_ahead_by_its_time_is_alive_from_there() -> None:
+    """The liveness model reads as the lowering will: ``a``'s read, led past the 16 MiB
+    temporary by its time, holds ``a`` there."""
+    bw = _backward(b_read_late=True)
+    slow = {"big": 1e6}
+
+    def node_ns(node: fx.Node) -> float:
+        return slow.get(node.name, 0.0)
+
+    lead = {"a": 5e5, "b": 0.0}
+    assert prefetch_anchors(bw, {"a", "b"}, 1, lead, node_ns)["a"].name == "big"
+    live = StepLiveness(
+        _forward(), bw, {"a", "b"}, set(), [("a", 8 * MIB), ("b", MIB)], 1, lead, node_ns
+    )
+    offloaded = live.backward_peak(["offload", "offload"])
+    assert (offloaded.node, offloaded.total, offloaded.read_back) == ("big", 26 * MIB, 9 * MIB)
 
 
 def test_the_forward_holds_an_offloaded_value_until_its_wait() -> None:

@@ -21,7 +21,9 @@ with Hector's partitioner:
    so the write overlaps its compute), and the forward returns the wait's handle in its
    place; in the backward,
    ``hector::offload_prefetch`` is issued at the first use of the saved value ``ahead``
-   places before it (in the backward's order of first uses) and ``hector::offload_get``
+   places before it (in the backward's order of first uses), earlier where the value's read
+   at the store's bandwidth takes longer than the nodes in between (up to
+   :data:`~.joint_liveness.MOST_AHEAD` first uses ahead), and ``hector::offload_get``
    right before its own first use, and ``hector::offload_realize`` materializes an op
    computed from a value read back that a far later node reads
    (:func:`~.joint_liveness.realize_points`);
@@ -73,7 +75,7 @@ from .joint_plan import (
     saved_values,
 )
 
-__all__ = ["COMPUTE", "JointBackend", "lower_plan"]
+__all__ = ["COMPUTE", "JointBackend", "lower_plan", "read_lead"]
 
 #: How the compute of a planned graph is compiled.
 COMPUTE = ("inductor", "eager")
@@ -144,7 +146,7 @@ def lower_plan(
         wait.meta["val"] = _fake(wait_op, put, node, after)
         outs[slot] = wait
     out_node.args = (tuple(outs),)
-    _lower_backward(bw, offloaded, joint.saved, ahead)
+    _lower_backward(bw, offloaded, joint.saved, ahead, joint.cost)
     fw.recompile()
     bw.recompile()
 
@@ -159,12 +161,17 @@ def _last_value(fw: fx.GraphModule, puts: set[fx.Node]) -> fx.Node | None:
 
 
 def _lower_backward(
-    bw: fx.GraphModule, offloaded: list[SavedValue], saved: list[SavedValue], ahead: int
+    bw: fx.GraphModule,
+    offloaded: list[SavedValue],
+    saved: list[SavedValue],
+    ahead: int,
+    cost: CostModel,
 ) -> None:
     placeholders = {n.name: n for n in bw.graph.nodes if n.op == "placeholder"}
     names = {s.name for s in saved}
     first = _first_uses(bw, names)
-    anchors = prefetch_anchors(bw, names, ahead)  # where the plan's liveness reads them
+    # Where the plan's liveness reads them (each read led by its time at the store's bandwidth).
+    anchors = prefetch_anchors(bw, names, ahead, read_lead(saved, cost), cost.node_ns)
     gets: list[fx.Node] = []
     for s in offloaded:
         ph = placeholders.get(s.name)
@@ -188,11 +195,22 @@ def _lower_backward(
         call.meta["val"] = None
 
 
+def read_lead(saved: Sequence[SavedValue], cost: CostModel) -> dict[str, float]:
+    """Each saved value the store may take: the time (ns) its read takes at ``cost``'s read
+    bandwidth, which its prefetch is issued ahead of its first use by
+    (:func:`~.joint_liveness.prefetch_anchors`)."""
+    return {s.name: s.nbytes * 1e9 / cost.read_bandwidth for s in saved if s.eligible is None}
+
+
 def _liveness(
-    fw: fx.GraphModule, bw: fx.GraphModule, saved: Sequence[SavedValue], ahead: int
+    fw: fx.GraphModule,
+    bw: fx.GraphModule,
+    saved: Sequence[SavedValue],
+    ahead: int,
+    cost: CostModel,
 ) -> StepLiveness:
     """The step's liveness model of the partition ``fw``/``bw`` for its saved values'
-    decisions (:class:`~.joint_liveness.StepLiveness`)."""
+    decisions (:class:`~.joint_liveness.StepLiveness`), reads issued as they will be lowered."""
     return StepLiveness(
         fw,
         bw,
@@ -200,6 +218,8 @@ def _liveness(
         {s.name for s in saved if s.eligible in NOT_ACTIVATIONS},
         [(s.name, s.nbytes) for s in saved if s.eligible is None],
         ahead,
+        read_lead(saved, cost),
+        cost.node_ns,
     )
 
 
@@ -242,7 +262,7 @@ class _Partitioner(CustomPartitionerFn):
         graphs = min(keep_all_bytes(fw, bw, saved), total + other)
         steps = self._step_gradients(gm, fw, bw)
         outside = b.outside_bytes()
-        live = _liveness(fw, bw, saved, b.ahead)
+        live = _liveness(fw, bw, saved, b.ahead, cost)
         joint = plan(saved, b.memory_budget, cost, target, b.ahead, other, outside, graphs, live)
         joint.gradient_steps = steps
         chosen = choose_recompute(fw, joint) if b.recompute else []
@@ -287,7 +307,7 @@ class _Partitioner(CustomPartitionerFn):
         other = other_bytes(fw, bw, saved)  # every gradient held, as in the first plan
         steps = self._step_gradients(gm, fw, bw)
         step = float(max(first.step_budget, 2))
-        live = _liveness(fw, bw, saved, b.ahead)
+        live = _liveness(fw, bw, saved, b.ahead, first.cost)
         joint = plan(
             saved, step, first.cost, first.target, b.ahead, other, first.outside_bytes, None, live
         )

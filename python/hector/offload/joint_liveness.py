@@ -3,8 +3,9 @@
 The eager budget rule counts the kept values and a read-ahead window at the backward's start
 (:func:`~hector.passes.offload_model.modelled_peak`). In a compiled backward a value read
 back lives from its read to its last use: ``offload_prefetch`` allocates it at the first use
-of the saved value ``ahead`` places earlier in the backward's order of first uses
-(:func:`~.joint.lower_plan`), ``offload_get`` hands it over before its own first use, and it
+of the saved value ``ahead`` places earlier in the backward's order of first uses, or earlier
+where its read takes longer than the nodes in between (:func:`prefetch_anchors`,
+:func:`~.joint.lower_plan`), ``offload_get`` hands it over before its own first use, and it
 is freed after its last use, which may be many blocks later (T5's decoder reads values of its
 encoder in every cross-attention block). Several reads overlap. Where values read back meet
 the backward's own buffers and the gradients not yet stepped, the backward peaks.
@@ -28,7 +29,7 @@ numpy arrays as long as the graphs, so the budget rule may call it per decision 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +43,7 @@ __all__ = [
     "backward_peak",
     "is_view",
     "hoist_view",
+    "MOST_AHEAD",
     "made_after",
     "prefetch_anchors",
     "realize_points",
@@ -272,12 +274,32 @@ def realize_points(bw: fx.GraphModule, values: Sequence[fx.Node]) -> list[fx.Nod
     return sorted(points, key=index.__getitem__)
 
 
-def prefetch_anchors(bw: fx.GraphModule, saved: set[str], ahead: int) -> dict[str, fx.Node]:
+#: The most first uses of saved values a read is issued ahead of its own first use when its
+#: time leads it further (:func:`prefetch_anchors`): each value read back early is alive from
+#: its read on, so the read-ahead window stays a few values wide.
+MOST_AHEAD = 4
+
+
+def prefetch_anchors(
+    bw: fx.GraphModule,
+    saved: set[str],
+    ahead: int,
+    lead_ns: Mapping[str, float] | None = None,
+    node_ns: Callable[[fx.Node], float] | None = None,
+) -> dict[str, fx.Node]:
     """The backward node before which each placeholder of ``saved`` is prefetched: the first
     use of the saved value ``ahead`` places earlier in the backward's order of first uses
     (the node after the last placeholder for the first ``ahead``); placeholders never read
-    have none."""
+    have none.
+
+    Given each value's read time (``lead_ns``, by name: its bytes at the store's read
+    bandwidth) and the backward nodes' estimated times (``node_ns``), a read is issued
+    earlier still where the nodes between that anchor and the value's first use take less
+    than its read: at the latest node from which they take at least as long, but not before
+    the first use of the value :data:`MOST_AHEAD` places earlier. A read issued one first use
+    ahead may have a single pointwise op to hide behind; the backward then blocks on it."""
     nodes = list(bw.graph.nodes)
+    index = {n: i for i, n in enumerate(nodes)}
     first: dict[str, fx.Node] = {}
     for node in nodes:
         for a in node.all_input_nodes:
@@ -286,9 +308,21 @@ def prefetch_anchors(bw: fx.GraphModule, saved: set[str], ahead: int) -> dict[st
     placeholders = [n for n in nodes if n.op == "placeholder"]
     start = placeholders[-1].next if placeholders else nodes[0]
     by_use = list(first)  # insertion order is the order of first uses
-    return {
-        name: first[by_use[k - ahead]] if k >= ahead else start for k, name in enumerate(by_use)
-    }
+    anchors: dict[str, fx.Node] = {}
+    for k, name in enumerate(by_use):
+        anchor = first[by_use[k - ahead]] if k >= ahead else start
+        need = lead_ns.get(name, 0.0) if lead_ns is not None and node_ns is not None else 0.0
+        if need > 0 and k >= ahead:
+            assert node_ns is not None
+            bound = index[first[by_use[k - MOST_AHEAD]]] if k >= MOST_AHEAD else index[start]
+            i, spent = index[first[name]], 0.0
+            while i > bound and spent < need:
+                i -= 1
+                spent += node_ns(nodes[i]) if nodes[i].op == "call_function" else 0.0
+            if i < index[anchor]:
+                anchor = nodes[i]
+        anchors[name] = anchor
+    return anchors
 
 
 @dataclass(frozen=True)
@@ -332,6 +366,8 @@ class StepLiveness:
         candidates: the saved values the decisions are about, as (name, bytes), in the
             order :meth:`peak` takes decisions in.
         ahead: the read-ahead the backward will be lowered with.
+        lead_ns, node_ns: the candidates' read times and the nodes' estimated times the
+            backward's reads will be issued by (:func:`prefetch_anchors`).
     """
 
     def __init__(
@@ -342,10 +378,12 @@ class StepLiveness:
         inputs: set[str],
         candidates: Sequence[tuple[str, int]],
         ahead: int,
+        lead_ns: Mapping[str, float] | None = None,
+        node_ns: Callable[[fx.Node], float] | None = None,
     ) -> None:
         self.candidates = [_Candidate(name, nbytes) for name, nbytes in candidates]
         self._forward(fw)
-        self._backward(bw, saved, inputs, ahead)
+        self._backward(bw, saved, inputs, prefetch_anchors(bw, saved, ahead, lead_ns, node_ns))
 
     def _forward(self, fw: fx.GraphModule) -> None:
         nodes = list(fw.graph.nodes)
@@ -379,7 +417,9 @@ class StepLiveness:
         self._fw_end = end
         self._fw_saved = np.array([s.nbytes for s in self.candidates], dtype=np.int64)
 
-    def _backward(self, bw: fx.GraphModule, saved: set[str], inputs: set[str], ahead: int) -> None:
+    def _backward(
+        self, bw: fx.GraphModule, saved: set[str], inputs: set[str], anchors: dict[str, fx.Node]
+    ) -> None:
         nodes = list(bw.graph.nodes)
         self._bw_names = [n.name for n in nodes]
         base = _bases(nodes)
@@ -388,7 +428,6 @@ class StepLiveness:
         returned = {base[a] for a in out.all_input_nodes}
         index = {n: i for i, n in enumerate(nodes)}
         names = {s.name for s in self.candidates}
-        anchors = prefetch_anchors(bw, saved, ahead)
         self.bw = _Profile(len(nodes))
         fixed_saved = np.zeros(len(nodes) + 1, dtype=np.int64)
         for n, i in index.items():
