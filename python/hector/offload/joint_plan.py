@@ -133,28 +133,38 @@ def measured_bandwidth(device_type: str) -> tuple[float, float]:
     return store_bandwidth(tickets().store)
 
 
+#: Probes (in as many processes) whose fastest figures the cache keeps before it is only read.
+BANDWIDTH_SAMPLES = 3
+
+
 def store_bandwidth(store: Any) -> tuple[float, float]:
-    """``store``'s write and read bandwidth (bytes/s): the figures kept in Hector's private
-    cache directory (``joint-bandwidth``, one file per filesystem and I/O mode of the store's
-    root) if there are any, else measured (:data:`PROBE_BYTES` in :data:`PROBE_PIECES`
-    objects, in anonymous mappings handed back to the system as the probe ends, so the heap
-    the training uses does not grow) and kept there."""
+    """``store``'s write and read bandwidth (bytes/s), kept in Hector's private cache directory
+    (``joint-bandwidth``, one file per filesystem and I/O mode of the store's root). The first
+    :data:`BANDWIDTH_SAMPLES` processes each measure it (:data:`PROBE_BYTES` in
+    :data:`PROBE_PIECES` objects, in anonymous mappings handed back to the system as the probe
+    ends, so the heap the training uses does not grow) and keep the fastest figures so far: one
+    probe on a busy machine does not fix the plans of every later run. Later processes read
+    the figures."""
     from hector.runtime.private_dir import open_private_file, user_cache_dir, write_private_file
 
     name = f"store-{os.stat(store.root).st_dev}-{'direct' if store.direct else 'buffered'}.json"
+    kept = (0.0, 0.0, 0)
     try:
-        folder = user_cache_dir(BANDWIDTH_CACHE)
-        fd = open_private_file(folder, name, os.O_RDONLY)
+        fd = open_private_file(user_cache_dir(BANDWIDTH_CACHE), name, os.O_RDONLY)
         with os.fdopen(fd, "rb") as f:
             record = json.loads(f.read())
         write, read = float(record["write"]), float(record["read"])
+        samples = int(record.get("samples", BANDWIDTH_SAMPLES))
         if write > 0 and read > 0 and math.isfinite(write + read):
-            return write, read
+            if samples >= BANDWIDTH_SAMPLES:
+                return write, read
+            kept = (write, read, samples)
     except (OSError, ValueError, KeyError, TypeError):
         pass
     write, read = _probe(store)
+    write, read, samples = max(write, kept[0]), max(read, kept[1]), kept[2] + 1
     with contextlib.suppress(OSError):
-        data = json.dumps({"write": write, "read": read}).encode()
+        data = json.dumps({"write": write, "read": read, "samples": samples}).encode()
         write_private_file(user_cache_dir(BANDWIDTH_CACHE), name, data)
     return write, read
 
