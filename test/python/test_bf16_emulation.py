@@ -112,38 +112,3 @@ def test_rgcn_on_emulated_products_matches_float32(monkeypatch) -> None:
     assert rel(got, want) <= TOLERANCE
     for have, expected in zip(step, want_step, strict=True):
         assert rel(have, expected) <= TOLERANCE
-
-
-@hector.compile
-def _messages(g, x, w):
-    return g.sum_to_dst(g.typed_linear(g.gather_src(x), w))
-
-
-def test_input_gradients_on_emulated_products_match_float32(monkeypatch) -> None:
-    """Float32 features taking a gradient through frozen bf16 weights on emulated pair
-    products: the input gradient (``xwt``, its epilogue from the micro-kernel's registers) is
-    within 2e-2 of float32 weights and at most twice the error of the f32 products."""
-    g = hector.random_graph(200, 3000, 4, seed=7)
-    torch.manual_seed(2)
-    x, w32 = torch.randn(200, 32), torch.randn(4, 32, 48)
-    w = w32.to(torch.bfloat16)
-
-    def input_gradient(weight: torch.Tensor) -> torch.Tensor:
-        leaf = x.clone().requires_grad_()
-        _messages(g, leaf, weight).square().sum().backward()
-        assert leaf.grad is not None
-        return leaf.grad
-
-    want = input_gradient(w32)
-    monkeypatch.setenv(cpu_features.ENV, "off")
-    f32 = input_gradient(w)
-    monkeypatch.setenv(cpu_features.ENV, "emulate")
-    dot = input_gradient(w)
-    texts = [e.staged.ir("schedule") for e in _messages._cache.values()]
-    assert any('products = "bf16"' in t and 'variant = "xwt"' in t for t in texts)
-
-    def rel(a: torch.Tensor) -> float:
-        return float((a - want).abs().max() / want.abs().max())
-
-    assert rel(dot) <= TOLERANCE
-    assert rel(dot) <= 2 * rel(f32)

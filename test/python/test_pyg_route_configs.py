@@ -404,20 +404,21 @@ print(max((a - b).abs().max().item() for a, b in zip(got, grads, strict=True)))
 """
 
 
-def test_pyg_imported_after_the_backend_is_routed_from_the_first_call() -> None:
-    """A fresh process importing ``hector.dynamo.backend`` before ``torch_geometric``: the first
-    compiled ``RGCNConv`` runs Hector's program, and matches PyG (forward and gradients)."""
+def printed_by_a_fresh_process(code: str) -> list[str]:
+    """The words ``code`` prints, run by a fresh Python process (imports in its own order)."""
     import subprocess
     import sys
 
-    out = subprocess.run(
-        [sys.executable, "-c", _IMPORT_ORDER],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True
     )
-    calls, err, grad_err = out.stdout.split()
+    return run.stdout.split()
+
+
+def test_pyg_imported_after_the_backend_is_routed_from_the_first_call() -> None:
+    """A fresh process importing ``hector.dynamo.backend`` before ``torch_geometric``: the first
+    compiled ``RGCNConv`` runs Hector's program, and matches PyG (forward and gradients)."""
+    calls, err, grad_err = printed_by_a_fresh_process(_IMPORT_ORDER)
     assert int(calls) == 1  # the first call, through hector::pyg_layer
     assert float(err) <= TOL
     assert float(grad_err) <= TOL

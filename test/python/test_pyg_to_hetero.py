@@ -18,7 +18,10 @@ from typing import Any
 import pytest
 import torch
 import torch._dynamo
-from test_pyg_route_configs import _fresh_dynamo  # noqa: F401  (autouse: Dynamo reset per test)
+from test_pyg_route_configs import (  # _fresh_dynamo: autouse, Dynamo reset per test
+    _fresh_dynamo,  # noqa: F401
+    printed_by_a_fresh_process,
+)
 from torch._dynamo.utils import counters
 from torch_geometric.nn import GAT, GATConv, GINEConv, GraphConv, GraphSAGE, SAGEConv, to_hetero
 from torch_geometric.nn import Linear as PygLinear
@@ -594,16 +597,6 @@ def test_to_hetero_linear_imported_after_the_backend_is_routed() -> None:
     """A fresh process that makes a Hector backend and only then imports PyG's
     ``to_hetero_module`` (which ``torch_geometric.nn`` does not import): its ``ToHeteroLinear``
     runs Hector's typed linear from the first compiled call, with PyG's result."""
-    import subprocess
-    import sys
-
-    out = subprocess.run(
-        [sys.executable, "-c", _LINEAR_IMPORTED_LATE],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    calls, err = out.stdout.split()
+    calls, err = printed_by_a_fresh_process(_LINEAR_IMPORTED_LATE)
     assert int(calls) == 1
     assert float(err) <= 1e-5
