@@ -237,6 +237,7 @@ PASS_MODULES = (
     "lowering.schedule",  # hector-schedule
     "lowering.cpu.half_messages",  # hector-half-messages
     "lowering.cpu.gradient_pairs",  # hector-pair-gradient-gemms
+    "lowering.cpu.bf16_emulation",  # hector-emulate-bf16-dot
 )
 #: The package the module names of :data:`PASS_MODULES` are relative to.
 _ROOT = __name__.rsplit(".", 2)[0]

@@ -111,14 +111,8 @@ def emulate_bf16_dots(module_op: ir.Operation) -> int:
     the pair micro-kernel makes) into :func:`emulated_dot`, and every rounding of f32 to bf16
     (``arith.truncf``, ``vcvtneps2bf16`` with AVX512-BF16, a library call LLVM's JIT does not
     provide without it) into :func:`emulated_rounding`; returns how many ops it rewrote."""
-    ops = list(walk_ops(module_op))
-    roundings = [op for op in ops if _rounds_to_bf16(op)]
-    dots = [op for op in ops if op.name == DOT_OP]
-    for op in roundings:
-        with ir.InsertionPoint(op), op.location:
-            value = emulated_rounding(op.operands[0])
-        op.results[0].replace_all_uses_with(value)
-        op.erase()
+    rounded = emulate_bf16_roundings(module_op)
+    dots = [op for op in walk_ops(module_op) if op.name == DOT_OP]
     for op in dots:
         acc_type = ir.VectorType(op.results[0].type)
         if acc_type.shape != [LANES] or not isinstance(acc_type.element_type, ir.F32Type):
@@ -129,7 +123,20 @@ def emulate_bf16_dots(module_op: ir.Operation) -> int:
             value = emulated_dot(op.operands[0], op.operands[1], op.operands[2])
         op.results[0].replace_all_uses_with(value)
         op.erase()
-    return len(roundings) + len(dots)
+    return rounded + len(dots)
+
+
+def emulate_bf16_roundings(module_op: ir.Operation) -> int:
+    """Rewrite every rounding of f32 to bf16 (``arith.truncf``) of ``module_op`` into
+    :func:`emulated_rounding`, so it compiles for the CPU JIT with or without AVX512-BF16 and
+    gives ``vcvtneps2bf16``'s results on both; returns how many it rewrote."""
+    roundings = [op for op in walk_ops(module_op) if _rounds_to_bf16(op)]
+    for op in roundings:
+        with ir.InsertionPoint(op), op.location:
+            value = emulated_rounding(op.operands[0])
+        op.results[0].replace_all_uses_with(value)
+        op.erase()
+    return len(roundings)
 
 
 @register_pass(

@@ -15,6 +15,7 @@ from mlir import ir
 from mlir.dialects import arith, func, linalg, memref, scf
 
 from ...passes.registry import PassFailure, register_pass
+from ..cpu.bf16_emulation import emulated_rounding
 from .host_emulation import block_function, has_barrier, ops_named
 from .mma_on_host import MMA_NAME
 
@@ -161,3 +162,30 @@ def run_kernels_on_host(module_op: ir.Operation) -> None:
             _host_buffer(inner)
     if "gpu.container_module" in module_op.attributes:
         del module_op.attributes["gpu.container_module"]
+    _define_bf16_rounding(module_op)
+
+
+#: The compiler-rt builtin LLVM calls to round f32 to bf16 where the CPU has no instruction
+#: for it (without AVX512-BF16, to move bf16 values the kernels hold); the JIT has no
+#: compiler-rt, so the module defines it.
+TRUNC_BUILTIN = "__truncsfbf2"
+
+
+def _define_bf16_rounding(module_op: ir.Operation) -> None:
+    """Add ``__truncsfbf2`` (``vcvtneps2bf16``'s rounding in integer arithmetic,
+    :func:`hector.lowering.cpu.bf16_emulation.emulated_rounding`) to ``module_op`` unless it
+    has one."""
+    top = module_op.regions[0].blocks[0]
+    names = {
+        ir.StringAttr(op.attributes["sym_name"]).value
+        for op in top.operations
+        if "sym_name" in op.attributes
+    }
+    if TRUNC_BUILTIN in names:
+        return
+    f32, bf16 = ir.F32Type.get(), ir.BF16Type.get()
+    with ir.InsertionPoint.at_block_begin(top), ir.Location.unknown():
+        fn = func.FuncOp(TRUNC_BUILTIN, ir.FunctionType.get([f32], [bf16]))
+        entry = fn.add_entry_block()
+        with ir.InsertionPoint(entry):
+            func.ReturnOp([emulated_rounding(entry.arguments[0])])

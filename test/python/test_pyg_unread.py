@@ -12,6 +12,7 @@ from test_pyg_hetero_route import RELATIONS, SIZES, WIDTHS, _edges, _features
 from test_pyg_route_configs import _fresh_dynamo  # noqa: F401  (autouse: Dynamo reset per test)
 from torch_geometric.nn import GATConv, HeteroConv, SAGEConv
 
+from hector.dynamo import pyg_route
 from hector.dynamo.backend import HectorBackend
 
 TOL = 1e-5
@@ -37,7 +38,7 @@ def _relation_counts(backend: HectorBackend) -> list[int]:
         n
         for g in backend.graphs
         for n in g.gm.graph.nodes
-        if n.op == "call_function" and "pyg_layer" in str(n.target)
+        if n.op == "call_function" and n.target in pyg_route.LAYER_CALLS
     ]
     return [len(n.args[2]) for n in calls]
 
