@@ -175,14 +175,9 @@ def _define_bf16_rounding(module_op: ir.Operation) -> None:
     """Add ``__truncsfbf2`` (``vcvtneps2bf16``'s rounding in integer arithmetic,
     :func:`hector.lowering.cpu.bf16_emulation.emulated_rounding`) to ``module_op`` unless it
     has one."""
-    top = module_op.regions[0].blocks[0]
-    names = {
-        ir.StringAttr(op.attributes["sym_name"]).value
-        for op in top.operations
-        if "sym_name" in op.attributes
-    }
-    if TRUNC_BUILTIN in names:
+    if TRUNC_BUILTIN in ir.SymbolTable(module_op):
         return
+    top = module_op.regions[0].blocks[0]
     f32, bf16 = ir.F32Type.get(), ir.BF16Type.get()
     with ir.InsertionPoint.at_block_begin(top), ir.Location.unknown():
         fn = func.FuncOp(TRUNC_BUILTIN, ir.FunctionType.get([f32], [bf16]))

@@ -41,6 +41,10 @@
 
 // On the host each MMA is a software m16n8k16 between two barriers (lowering/gpu/mma_on_host.py):
 // fragments into a [threads, 20] scratch, each thread's 4 results summed over 16 steps, read back.
+// The f32-to-bf16 rounding LLVM calls where the CPU has no instruction for it, defined:
+// HOST-LABEL: func.func @__truncsfbf2(%{{.*}}: f32) -> bf16
+// HOST: arith.cmpf uno
+// HOST: arith.bitcast %{{.*}} : i16 to bf16
 // HOST-LABEL: func.func private @__block_messages_0_gemm
 // HOST: memref.alloc(%{{.*}}) : memref<?x20xf32>
 // HOST-NOT: nvgpu.mma.sync
