@@ -8,8 +8,9 @@ system compiled by Inductor. ``--model encoder`` (the default) is a pre-norm
 ``nn.TransformerEncoder`` language model (``--layers`` 4, ``--width`` 512, ``--heads`` 8,
 ``--seq`` 512, ``--batch`` 2, ``--vocab`` 4096, dropout 0.1); the other choices are the models
 users bring (:data:`hector_bench.offload_user_models.USER_MODELS`: Hugging Face's GPT-2,
-Llama, BERT and T5, ``nn.TransformerEncoder``, a ViT), built from the same options. No system
-has code for any model: Hector's planner sees only the graphs Dynamo and AOTAutograd make.
+Llama, BERT, T5 and ViT, ``nn.TransformerEncoder``, a ViT of PyTorch modules), built from the
+same options. No system has code for any model: Hector's planner sees only the graphs Dynamo
+and AOTAutograd make.
 
 * ``keep-all``: ``torch.compile(model)``;
 * ``keep-all-mmap``: the same with glibc's mmap threshold fixed first (what Hector's budget
@@ -81,7 +82,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=MODELS,
         default="encoder",
         help="encoder: a pre-norm nn.TransformerEncoder LM (default); or a model users bring: "
-        "Hugging Face's GPT-2, Llama, BERT (masked LM), T5 (encoder-decoder), "
+        "Hugging Face's GPT-2, Llama, BERT (masked LM), T5 (encoder-decoder), ViT (hf-vit), "
         "nn.TransformerEncoder, a ViT-B-shaped classifier (random init, no download)",
     )
     p.add_argument("--layers", type=_args.LAYERS, default=4)

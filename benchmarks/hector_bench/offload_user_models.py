@@ -1,7 +1,8 @@
 """Models users bring, for ``hector bench offload --model`` and ``hector bench
-offload-compiled --model``: Hugging Face's GPT-2, Llama, BERT (masked LM head) and T5
-(encoder-decoder), ``torch.nn.TransformerEncoder`` and a ViT-B-shaped vision transformer
-(random init from a config: nothing is downloaded).
+offload-compiled --model``: Hugging Face's GPT-2, Llama, BERT (masked LM head), T5
+(encoder-decoder) and ViT (image classifier), ``torch.nn.TransformerEncoder`` and a
+ViT-B-shaped vision transformer of PyTorch modules (random init from a config: nothing is
+downloaded).
 
 Each is the library's own module, built from the bench's ``layers``/``hidden``/``heads``/
 ``vocab``/``seq`` and wrapped only so that it takes the bench's input and returns logits
@@ -9,9 +10,9 @@ Each is the library's own module, built from the bench's ``layers``/``hidden``/`
 scopes are found in it by structure (:func:`hector.offload.default_scopes`), as they would be
 in a user's model. The language models take token ids ``[batch, seq]`` and return ``[batch,
 seq, vocab]`` (T5 reads them in its encoder and, shifted right, in its decoder: teacher
-forcing on the same ids; BERT predicts every token, none masked); the ViT takes images
-``[batch, 3, 16p, 16p]`` (``p*p`` patches, ``p = round(sqrt(seq))``) and returns ``[batch,
-vocab]`` class logits (``vocab`` classes).
+forcing on the same ids; BERT predicts every token, none masked); the vision transformers
+(:data:`IMAGE_MODELS`) take images ``[batch, 3, 16p, 16p]`` (``p*p`` patches, ``p =
+round(sqrt(seq))``) and return ``[batch, vocab]`` class logits (``vocab`` classes).
 """
 
 from __future__ import annotations
@@ -22,21 +23,33 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-__all__ = ["USER_MODELS", "LogitsOf", "Seq2SeqLogitsOf", "ViT", "build_user_model", "make_input"]
+__all__ = [
+    "IMAGE_MODELS",
+    "USER_MODELS",
+    "LogitsOf",
+    "Seq2SeqLogitsOf",
+    "ViT",
+    "build_user_model",
+    "make_input",
+]
 
 
 class LogitsOf(nn.Module):
-    """A Hugging Face language model (causal or masked) called on token ids, returning its
-    logits."""
+    """A Hugging Face model called on one input, returning its logits: a language model
+    (causal or masked) on token ids (``input_ids``), or an image classifier on images
+    (``input_name="pixel_values"``)."""
 
-    def __init__(self, model: nn.Module, *, use_cache: bool | None = False) -> None:
+    def __init__(
+        self, model: nn.Module, *, use_cache: bool | None = False, input_name: str = "input_ids"
+    ) -> None:
         super().__init__()
         self.model = model
+        self.input_name = input_name
         self.kwargs = {} if use_cache is None else {"use_cache": use_cache}
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """Logits ``[batch, seq, vocab]``."""
-        return self.model(input_ids=ids, **self.kwargs).logits
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits: ``[batch, seq, vocab]`` of token ids, ``[batch, classes]`` of images."""
+        return self.model(**{self.input_name: x}, **self.kwargs).logits
 
 
 class Seq2SeqLogitsOf(nn.Module):
@@ -162,6 +175,24 @@ def _hf_t5(layers: int, hidden: int, heads: int, vocab: int, seq: int) -> nn.Mod
     return Seq2SeqLogitsOf(transformers.T5ForConditionalGeneration(cfg))
 
 
+def _hf_vit(layers: int, hidden: int, heads: int, vocab: int, seq: int) -> nn.Module:
+    import transformers
+
+    cfg = transformers.ViTConfig(
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=4 * hidden,
+        image_size=16 * _side(seq),
+        patch_size=16,
+        num_channels=3,
+        num_labels=vocab,
+    )
+    return LogitsOf(
+        transformers.ViTForImageClassification(cfg), use_cache=None, input_name="pixel_values"
+    )
+
+
 def _vit(layers: int, hidden: int, heads: int, vocab: int, seq: int) -> nn.Module:
     return ViT(layers, hidden, heads, vocab, _side(seq) ** 2)
 
@@ -172,9 +203,13 @@ USER_MODELS: dict[str, Callable[[int, int, int, int, int], nn.Module]] = {
     "hf-llama": _hf_llama,
     "hf-bert": _hf_bert,
     "hf-t5": _hf_t5,
+    "hf-vit": _hf_vit,
     "torch-encoder": _Encoder,
     "vit": _vit,
 }
+
+#: The :data:`USER_MODELS` that classify images (:func:`make_input` gives images and labels).
+IMAGE_MODELS = frozenset({"hf-vit", "vit"})
 
 
 def build_user_model(
@@ -191,7 +226,7 @@ def make_input(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One batch of model ``kind``: its input and the targets of its cross-entropy loss
     (token ids, their own targets; or images and class labels)."""
-    if kind == "vit":
+    if kind in IMAGE_MODELS:
         side = 16 * _side(seq)
         images = torch.randn(batch, 3, side, side, generator=gen)
         return images, torch.randint(0, vocab, (batch,), generator=gen)

@@ -86,7 +86,7 @@ def test_offloaded_gradients_equal_keep_all_bit_for_bit() -> None:
     assert "dropout(" not in plan.code[1]
 
 
-@pytest.mark.parametrize("model", ["hf-gpt2", "hf-llama", "hf-bert", "hf-t5"])
+@pytest.mark.parametrize("model", ["hf-gpt2", "hf-llama", "hf-bert", "hf-t5", "hf-vit"])
 def test_models_users_bring_train_bit_identical_under_a_budget(model: str) -> None:
     """``hector bench offload-compiled --model``'s Hugging Face models (T5: encoder-decoder),
     built as the bench builds them, compile whole under a budget (no graph break, no

@@ -180,7 +180,7 @@ def test_bad_optimizer_is_refused() -> None:
         JointBackend(0.5, optimizer=object())  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("model", ["hf-gpt2", "hf-llama", "hf-bert", "hf-t5"])
+@pytest.mark.parametrize("model", ["hf-gpt2", "hf-llama", "hf-bert", "hf-t5", "hf-vit"])
 def test_models_users_bring_step_in_the_backward_bit_identical(model: str) -> None:
     """The benchmark's Hugging Face models (tied embeddings included: one parameter, one
     gradient), tiny: parameters after two steps with the optimizer in the backward equal the
