@@ -186,8 +186,8 @@ def _hf_vit(layers: int, hidden: int, heads: int, vocab: int, seq: int) -> nn.Mo
         image_size=16 * _side(seq),
         patch_size=16,
         num_channels=3,
-        num_labels=vocab,
     )
+    cfg.num_labels = vocab  # a property of every config, not a typed argument of ViTConfig
     return LogitsOf(
         transformers.ViTForImageClassification(cfg), use_cache=None, input_name="pixel_values"
     )
