@@ -11,7 +11,7 @@ lit_log=$(mktemp "${TMPDIR:-/tmp}/hector-lit-XXXXXX.log")
 trap 'rm -f "$lit_log"' EXIT
 lit -sv test >"$lit_log" 2>&1 &
 lit_pid=$!
-python3 -m pytest --durations=30
+python3 -m pytest -n 2 --dist loadfile --durations=30
 pytest_rc=$?
 wait "$lit_pid"
 lit_rc=$?

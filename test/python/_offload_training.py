@@ -50,9 +50,17 @@ def _train(policy, steps: int = 20, kind: str = "gpt", accumulate: int = 1, root
     return losses, grads, fwd
 
 
-@functools.cache
 def keep_all_reference():
-    """Losses and last gradients of 20 keep-all steps (computed once per process)."""
+    """Losses and last gradients of 20 keep-all steps, at the current intra-op thread count
+    (computed once per process and count: a module that trains on one thread compares with a
+    reference trained on one, whatever ran before it in the process)."""
+    return _keep_all_reference(torch.get_num_threads())
+
+
+@functools.cache
+def _keep_all_reference(threads: int):
+    """:func:`keep_all_reference` at ``threads`` intra-op threads (the cache's key)."""
+    assert torch.get_num_threads() == threads
     return _train(None)
 
 

@@ -309,5 +309,6 @@ def test_release_cost_is_measured_on_the_pieces_the_bytes_come_in():
     assert _byte_weighted_median([64 << 10] * 8 + [1 << 20] * 4 + [4 << 20]) == 1 << 20
     assert _byte_weighted_median([]) is None
     cost = measure_release_cost(4 << 20, piece_bytes=256 << 10)  # 16 blocks of 256 KiB
-    # A measured time per byte: positive and finite (its size depends on the machine's load).
-    assert 0 < cost < float("inf")
+    # A measured time per byte: finite and not negative. Its size depends on the machine's
+    # load (0.0 when a busy moment made the faulting pass no slower), so no more is asserted.
+    assert 0 <= cost < float("inf")
