@@ -102,14 +102,17 @@ def ptx_pipeline(chip: str = GPU_CHIP, features: str | None = None) -> str:
     )
 
 
-def schedule_pipeline(threads: int = 1, bf16_dot: bool = False) -> str:
-    """``hector-schedule`` for ``threads`` CPU workers; ``bf16_dot``: GEMMs with a bf16
-    operand multiply bf16 pairs (AVX512-BF16, ``lowering/cpu/bf16.py``). Then
-    ``hector-half-messages`` (``lowering/cpu/half_messages.py``)."""
+def schedule_pipeline(threads: int = 1, bf16_dot: bool = False, vector_bits: int = 512) -> str:
+    """``hector-schedule`` for ``threads`` CPU workers on vector registers of ``vector_bits``
+    bits; ``bf16_dot``: GEMMs with a bf16 operand multiply bf16 pairs (AVX512-BF16,
+    ``lowering/cpu/bf16.py``). Then ``hector-half-messages`` (``lowering/cpu/half_messages.py``)."""
     messages = "hector-half-messages"  # half inference programs: messages stored in half
+    options = f"threads={threads}"
     if bf16_dot:
-        return f"hector-schedule{{threads={threads} bf16_dot=true}}, {messages}"
-    return f"hector-schedule{{threads={threads}}}, {messages}"
+        options += " bf16_dot=true"
+    if vector_bits != 512:
+        options += f" vector_bits={vector_bits}"
+    return f"hector-schedule{{{options}}}, {messages}"
 
 
 # Host side of a GPU module, for running it (target "cuda"): every C-interface wrapper requested,
@@ -132,13 +135,14 @@ LLVM_GPU_HOST = (
 
 @dataclass(frozen=True)
 class LoweringParams:
-    """What a stage's pipeline may depend on besides the IR: the CPU worker count and bf16 pair
-    products (``schedule``), the GPU architecture (``ptx``)."""
+    """What a stage's pipeline may depend on besides the IR: the CPU worker count, bf16 pair
+    products and the CPU's vector width (``schedule``), the GPU architecture (``ptx``)."""
 
     threads: int = 1
     bf16_dot: bool = False
     chip: str = GPU_CHIP
     bf16_emulated: bool = False
+    vector_bits: int = 512
 
 
 @dataclass(frozen=True)
@@ -173,7 +177,7 @@ INTRA = Stage(
 SCHEDULE = Stage(
     "schedule",
     "templates with their schedules (tiles, packing, vector width, workers)",
-    lambda p: schedule_pipeline(p.threads, p.bf16_dot),
+    lambda p: schedule_pipeline(p.threads, p.bf16_dot, p.vector_bits),
 )
 LOOPS = Stage(
     "loops",

@@ -1,11 +1,15 @@
 """``hector-schedule``: choose each hector_intra template's schedule from its shapes.
 
 The choice is an analytic model of the CPU micro-kernel, not a search: the register block is
-``unroll`` rows by ``tile_n`` columns of f32 accumulators (4 × 32 = 8 AVX-512 or 16 AVX2
-registers), which leaves room for the broadcast operand and the weight row; ``tile_n`` is the
-widest of 32, 16, 8 that divides the output width (the transform script needs whole blocks:
-vectorisation wants static shapes), ``unroll`` the largest of 4, 2, 1 that divides the
-product's row extent (``tile_m`` for ``xw``/``xwt``, ``K`` for the weight gradient ``xty``).
+``unroll`` rows by ``tile_n`` columns of f32 accumulators in at most half the vector registers
+(:func:`accumulator_elements`), which leaves the rest for the broadcast operand and the weight
+row: 4 × 32 in 8 of AVX-512's 32 registers, 4 × 16 in 8 of AVX2's 16 (``vector_bits``, the pass
+option: ``hector.compile`` passes the host's, ``lowering/cpu/features.py``; 4 × 32 on AVX2
+needed all 16 registers for its accumulators alone and ran at 0.34-0.47x ``torch.mm``).
+``tile_n`` is the widest of 32, 16, 8 that divides the output width and fits (the transform
+script needs whole blocks: vectorisation wants static shapes), ``unroll`` the largest of 4, 2,
+1 that divides the product's row extent (``tile_m`` for ``xw``/``xwt``, ``K`` for the weight
+gradient ``xty``) and fits.
 Tiles of ``tile_m = 32`` rows keep the packed tile and its product in L1 (32 × K × 4 bytes
 each). An f32 ``xw`` whose weight rows fill a page (:data:`PANEL_ROW_BYTES`: 1024 columns or
 more) and are wider than ``tile_n`` multiplies by its weight packed in column panels
@@ -52,8 +56,37 @@ TILE_N_CHOICES = (32, 16, 8)
 UNROLL_CHOICES = (4, 2, 1)
 
 
+#: Vector registers per width of them (``vector_bits``): AVX-512's 32, AVX2's and SSE's 16.
+REGISTERS = {512: 32, 256: 16, 128: 16}
+
+
 def _largest_divisor(extent: int, choices: tuple[int, ...]) -> int | None:
     return next((c for c in choices if extent % c == 0), None)
+
+
+def accumulator_elements(vector_bits: int) -> int:
+    """The most f32 accumulators (``unroll × tile_n``) of a register block on registers of
+    ``vector_bits`` bits: half the registers, the other half holding the weight row's vectors,
+    the broadcast operand and the addresses' spills. 256 on AVX-512 (4 × 32 in 8 of its 32
+    registers), 64 on AVX2 (4 × 16 in 8 of its 16: 4 × 32 needed all 16 and spilled)."""
+    if vector_bits not in REGISTERS:
+        known = ", ".join(str(b) for b in sorted(REGISTERS))
+        raise ValueError(f"vector_bits must be one of {known}, got {vector_bits}")
+    return REGISTERS[vector_bits] // 2 * (vector_bits // 32)
+
+
+def register_block(n_extent: int, rows: int, vector_bits: int) -> tuple[int | None, int]:
+    """``(tile_n, unroll)``: the widest column block of :data:`TILE_N_CHOICES` dividing
+    ``n_extent`` whose 4-row block fits :func:`accumulator_elements`, then the most rows of
+    :data:`UNROLL_CHOICES` dividing ``rows`` that still fit; ``tile_n`` None when no choice
+    divides ``n_extent``."""
+    most = accumulator_elements(vector_bits)
+    fitting = tuple(t for t in TILE_N_CHOICES if UNROLL_CHOICES[0] * t <= most)
+    tile_n = _largest_divisor(n_extent, fitting or TILE_N_CHOICES[-1:])
+    if tile_n is None:
+        return None, _largest_divisor(rows, UNROLL_CHOICES) or 1
+    unrolls = tuple(u for u in UNROLL_CHOICES if u * tile_n <= most) or (1,)
+    return tile_n, _largest_divisor(rows, unrolls) or 1
 
 
 #: The most bytes of one weight panel's reduction block (``tile_k × tile_n × 4``): half the
@@ -73,16 +106,15 @@ def reduction_block(variant: str, k_extent: int, tile_n: int) -> int:
     return max(most, 8)
 
 
-def cpu_gemm_schedule(v: OpAccess, threads: int) -> intra.Schedule:
+def cpu_gemm_schedule(v: OpAccess, threads: int, vector_bits: int = 512) -> intra.Schedule:
     """The CPU schedule of one GEMM template (module docstring)."""
     ops = T.operands(v)
     variant = v.attr("variant")
     k_extent = T.static_dim(ops["a"], 1)
     n_extent = T.width(ops["weight"] if variant == "xty" else ops["out"])
     parallel = "rows" if threads > 1 else "none"
-    tile_n = _largest_divisor(n_extent, TILE_N_CHOICES)
     rows = k_extent if variant == "xty" else TILE_M
-    unroll = _largest_divisor(rows, UNROLL_CHOICES) or 1
+    tile_n, unroll = register_block(n_extent, rows, vector_bits)
     if tile_n is None or k_extent < 4:
         return intra.Schedule(parallel=parallel, threads=threads)
     panels = variant == "xw" and n_extent > tile_n and 4 * n_extent >= PANEL_ROW_BYTES
@@ -141,22 +173,26 @@ def bf16_products(v: OpAccess, s: intra.Schedule, bf16_inputs: bool = False) -> 
     )
 
 
-def cpu_traversal_schedule(v: OpAccess, threads: int) -> intra.Schedule:
-    """The CPU schedule of one traversal template: its rows over the workers."""
+def cpu_traversal_schedule(v: OpAccess, threads: int, vector_bits: int = 512) -> intra.Schedule:
+    """The CPU schedule of one traversal template: its rows over the workers (``vector_bits``
+    unused: a traversal's vectors are its rows' own width)."""
     return intra.Schedule(parallel="rows" if threads > 1 else "none", threads=threads)
 
 
+#: A schedule chooser: the template, the CPU workers and the CPU's vector width in bits.
+Chooser = Callable[[OpAccess, int, int], intra.Schedule]
+
 #: How each template's CPU schedule is chosen, by op name.
-CPU_CHOOSERS: dict[str, Callable[[OpAccess, int], intra.Schedule]] = {
+CPU_CHOOSERS: dict[str, Chooser] = {
     "hector_intra.gemm_template": cpu_gemm_schedule,
     "hector_intra.traversal_template": cpu_traversal_schedule,
 }
 
 
-def gpu_gemm_schedule(v: OpAccess, threads: int) -> intra.Schedule:
+def gpu_gemm_schedule(v: OpAccess, threads: int, vector_bits: int = 512) -> intra.Schedule:
     """The GPU schedule of one GEMM template (``gpu_schedule_choice.gpu_gemm_schedule``: 64-row
-    tiles staged in shared memory, 4-wide register blocks); ``threads`` is the CPU's and
-    unused."""
+    tiles staged in shared memory, 4-wide register blocks); ``threads`` and ``vector_bits``
+    are the CPU's and unused."""
     ops = T.operands(v)
     variant = v.attr("variant")
     k_extent = T.static_dim(ops["a"], 1)
@@ -165,12 +201,12 @@ def gpu_gemm_schedule(v: OpAccess, threads: int) -> intra.Schedule:
 
 
 #: How each template's GPU schedule is chosen (traversals keep one thread per element).
-GPU_CHOOSERS: dict[str, Callable[[OpAccess, int], intra.Schedule]] = {
+GPU_CHOOSERS: dict[str, Chooser] = {
     "hector_intra.gemm_template": gpu_gemm_schedule,
 }
 
 #: Choosers by target (``hector-schedule{target=...}``).
-CHOOSERS: dict[str, dict[str, Callable[[OpAccess, int], intra.Schedule]]] = {
+CHOOSERS: dict[str, dict[str, Chooser]] = {
     "cpu": CPU_CHOOSERS,
     "gpu": GPU_CHOOSERS,
 }
@@ -203,13 +239,27 @@ def bf16_inputs(op: ir.Operation) -> bool:
         "CPU GEMMs with a bf16 operand, or in a function with a bf16 argument, multiply bf16 "
         "pairs (AVX512-BF16; hector.compile passes whether the CPU has it)",
     ),
+    vector_bits=Option(
+        int,
+        512,
+        "width of the CPU's vector registers: 512 (AVX-512, 32 registers), 256 (AVX2, 16) or "
+        "128; bounds the GEMM register block (hector.compile passes the host's)",
+    ),
 )
 def run(
-    module_op: ir.Operation, threads: int = 1, target: str = "cpu", bf16_dot: bool = False
+    module_op: ir.Operation,
+    threads: int = 1,
+    target: str = "cpu",
+    bf16_dot: bool = False,
+    vector_bits: int = 512,
 ) -> None:
     """Pass entry point."""
     if threads < 1:
         raise PassFailure(f"hector-schedule: threads must be at least 1, got {threads}")
+    try:
+        accumulator_elements(vector_bits)
+    except ValueError as err:
+        raise PassFailure(f"hector-schedule: {err}") from None
     if target not in CHOOSERS:
         raise PassFailure(
             f"hector-schedule: unknown target '{target}' (known: {', '.join(CHOOSERS)})"
@@ -221,7 +271,7 @@ def run(
         if choose is not None and "schedule" not in op.attributes:
             with op.context, op.location:
                 try:
-                    schedule = choose(intra.view(op), threads)
+                    schedule = choose(intra.view(op), threads, vector_bits)
                     if bf16_dot and target == "cpu" and op.name == "hector_intra.gemm_template":
                         schedule = bf16_products(intra.view(op), schedule, bf16_inputs(op))
                 except ValueError as err:

@@ -1,7 +1,11 @@
 """The host CPU's instruction-set features that change the CPU code Hector generates.
 
-Only one does today: AVX512-BF16 (``vdpbf16ps``, bf16 pairs multiplied and added into f32),
-which lets the scheduled GEMMs multiply bf16 operands in pairs (``lowering/cpu/bf16.py``).
+Two do today. The vector registers' width (:func:`vector_bits`: 512 with AVX-512, 32 of
+them; 256 with AVX2, 16 of them) bounds the GEMM micro-kernel's register block
+(``hector-schedule{vector_bits=...}``, ``lowering/schedule.py``): a block sized for AVX-512's
+32 registers spills on AVX2's 16. AVX512-BF16 (``vdpbf16ps``, bf16 pairs multiplied and added
+into f32) lets the scheduled GEMMs multiply bf16 operands in pairs (``lowering/cpu/bf16.py``).
+Both are compile options, so part of the compilation cache's key.
 ``hector.compile`` asks :func:`bf16_dot` once per compilation and passes the answer to
 ``hector-schedule{bf16_dot=...}``; it is part of the compile options, so of the compilation
 cache's key (a kernel built for the feature is never loaded for a CPU without it, nor the
@@ -44,6 +48,15 @@ def host_flags() -> frozenset[str]:
             return flags_of(f.read())
     except OSError:
         return frozenset()
+
+
+def vector_bits(flags: frozenset[str] | None = None) -> int:
+    """The width of the CPU's (``flags``; the host's by default) vector registers the
+    generated code uses: 512 with AVX-512 (``avx512f``), 256 with AVX2, else 128."""
+    found = host_flags() if flags is None else flags
+    if "avx512f" in found:
+        return 512
+    return 256 if "avx2" in found else 128
 
 
 def has_avx512_bf16(flags: frozenset[str] | None = None) -> bool:

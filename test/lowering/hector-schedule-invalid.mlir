@@ -1,9 +1,11 @@
 // RUN: not hector-opt %s --no-hector-verify -p "hector-schedule{threads=0}" 2>&1 | FileCheck %s --check-prefix=THREADS
 // RUN: not hector-opt %s --no-hector-verify -p "hector-schedule{target=fpga}" 2>&1 | FileCheck %s --check-prefix=TARGET
+// RUN: not hector-opt %s --no-hector-verify -p "hector-schedule{vector_bits=384}" 2>&1 | FileCheck %s --check-prefix=BITS
 // RUN: hector-opt %s --split-input-file --verify-diagnostics -p convert-hector-intra-to-scf
 
 // THREADS: error: hector-schedule: threads must be at least 1, got 0
 // TARGET: error: hector-schedule: unknown target 'fpga' (known: cpu
+// BITS: error: hector-schedule: vector_bits must be one of 128, 256, 512, got 384
 
 func.func @unknown_field(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
   // expected-error@+1 {{invalid schedule: unknown schedule field 'tiles' (known: tile_m, tile_n, tile_k, vector, unroll, pack, parallel, threads, products, panels)}}

@@ -1,6 +1,7 @@
 // RUN: hector-opt %s -p "hector-schedule{threads=2}" | FileCheck %s
 // RUN: hector-opt %s -p "hector-schedule{threads=1}" | FileCheck %s --check-prefix=ONE
 // RUN: hector-opt %s -p "hector-schedule{target=gpu}" | FileCheck %s --check-prefix=GPU
+// RUN: hector-opt %s -p "hector-schedule{threads=2 vector_bits=256}" | FileCheck %s --check-prefix=AVX2
 
 // hector-schedule picks each template's schedule from its shapes: the register block is
 // `unroll` rows × `tile_n` columns (the widest of 32/16/8 dividing the output width), rows are
@@ -15,6 +16,9 @@
 // blocks (convert-hector-intra-to-gpu's tiled kernel).
 // GPU-LABEL: func.func @rgcn_messages
 // GPU: schedule = {pack = true, parallel = "none", threads = 1 : i64, tile_k = 16 : i64, tile_m = 64 : i64, tile_n = 64 : i64, unroll = 4 : i64, vector = 4 : i64}
+// On AVX2's 16 vector registers the accumulators take at most 8 of them: a 4 × 16 block.
+// AVX2-LABEL: func.func @rgcn_messages
+// AVX2: schedule = {pack = true, parallel = "rows", threads = 2 : i64, tile_k = 1 : i64, tile_m = 32 : i64, tile_n = 16 : i64, unroll = 4 : i64, vector = 16 : i64}
 // ONE: schedule = {pack = true, parallel = "none", threads = 1 : i64
 func.func @rgcn_messages(%x: memref<?x64xf32>, %w: memref<3x64x64xf32>, %src: memref<?xi32>,
                          %etype: memref<?xi32>, %dst: memref<?xi32>, %out: memref<?x64xf32>) {

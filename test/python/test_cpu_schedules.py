@@ -12,6 +12,7 @@ from torch_geometric.nn import RGCNConv
 import hector
 from hector import models
 from hector.lowering import schedule
+from hector.lowering.cpu import features
 
 
 @pytest.fixture
@@ -205,6 +206,7 @@ def test_weight_panels_in_reduction_blocks_match_torch(
     (90 nodes, 1001 edges) are no multiple of the 32-row tile, and the per-relation weights'
     tiles meet relation boundaries: the results are torch's within f32 rounding."""
     monkeypatch.setenv("HECTOR_COMPILE_CACHE", "0")  # the budget is not in the cache's key
+    monkeypatch.setattr(features, "vector_bits", lambda: 512)  # 32-column blocks on any CPU
     monkeypatch.setattr(schedule, "PANEL_BYTES", 24 * 32 * 4)
     monkeypatch.setattr(schedule, "PANEL_ROW_BYTES", 64 * 4)  # panels from 64 columns
     torch.set_num_threads(workers)
@@ -228,3 +230,48 @@ def test_weight_panels_in_reduction_blocks_match_torch(
     for f in (shared, per_relation):
         assert "panels = true" in _schedules(f)
         assert "tile_k = 24 : i64, tile_m = 32 : i64, tile_n = 32 : i64" in _schedules(f)
+
+
+def test_vector_width_is_read_from_the_cpu_flags() -> None:
+    assert features.vector_bits(frozenset({"avx2", "avx512f", "avx512_bf16"})) == 512
+    assert features.vector_bits(frozenset({"avx", "avx2", "fma"})) == 256
+    assert features.vector_bits(frozenset({"sse2"})) == 128
+    assert features.vector_bits(frozenset()) == 128
+
+
+def test_register_block_fits_half_the_vector_registers() -> None:
+    """4 x 32 accumulators in 8 of AVX-512's 32 registers; on AVX2's 16 registers at most 8
+    of them: 4 x 16 (4 x 32 spilled), narrower outputs as wide as they divide."""
+    assert schedule.accumulator_elements(512) == 256
+    assert schedule.accumulator_elements(256) == 64
+    assert schedule.register_block(64, 32, 512) == (32, 4)
+    assert schedule.register_block(64, 32, 256) == (16, 4)
+    assert schedule.register_block(24, 32, 256) == (8, 4)
+    assert schedule.register_block(64, 6, 256) == (16, 2)  # a weight gradient over K = 6
+    assert schedule.register_block(5, 32, 256) == (None, 4)  # no vector block: row at a time
+    with pytest.raises(ValueError, match="vector_bits must be one of 128, 256, 512, got 384"):
+        schedule.accumulator_elements(384)
+
+
+@pytest.mark.parametrize(("bits", "tile_n"), [(512, 32), (256, 16)])
+def test_gemms_on_either_register_file_match_torch(
+    monkeypatch: pytest.MonkeyPatch, bits: int, tile_n: int
+) -> None:
+    """The host's vector width is a compile option (so in the cache's key): kernels built for
+    either register file compute torch's products, in blocks of their own width."""
+    monkeypatch.setattr(features, "vector_bits", lambda: bits)
+    g = hector.random_graph(90, 700, 5, seed=2)
+    gen = torch.Generator().manual_seed(8)
+    x, w = torch.randn(90, 48, generator=gen), torch.randn(48, 64, generator=gen)
+
+    @hector.compile
+    def linear(g, x, w):
+        return g.typed_linear(x, w, slice="none")
+
+    with torch.no_grad():
+        torch.testing.assert_close(linear(g, x, w), x @ w, rtol=1e-5, atol=1e-5)
+    assert f"tile_n = {tile_n} : i64, unroll = 4 : i64" in _schedules(linear)
+    from hector.targets.options import Options
+
+    assert Options().vector_bits == bits
+    assert Options(vector_bits=256).cache_key() != Options(vector_bits=512).cache_key()

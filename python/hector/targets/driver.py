@@ -129,7 +129,9 @@ def run_stages(
             run_pipeline(module, pipeline, verify=False)
             staged.stages[name] = show()
         staged.abi = function_abis(module)
-        params = LoweringParams(opts.threads, opts.bf16_dot, chip, opts.bf16_emulated)
+        params = LoweringParams(
+            opts.threads, opts.bf16_dot, chip, opts.bf16_emulated, opts.vector_bits
+        )
         for stage in stages:
             run_pipeline(module, stage.pipeline_for(params), verify=False)
             last = stage is stages[-1] and backend.last_stage_as_bytecode

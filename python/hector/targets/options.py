@@ -67,6 +67,9 @@ class Options:
     # The bf16 pairs' vdpbf16ps in f32 vector arithmetic (HECTOR_BF16_DOT=emulate; for tests on
     # CPUs without AVX512-BF16); None when constructed: from the environment.
     bf16_emulated: bool = False
+    # The CPU's vector register width (512, 256 or 128 bits), which bounds the GEMM register
+    # block; None when constructed: the host's (lowering/cpu/features.py).
+    vector_bits: int = 512
     graph: GraphStats = field(default_factory=GraphStats)
 
     def __init__(
@@ -81,6 +84,7 @@ class Options:
         memory_budget: float = -1.0,
         bf16_dot: bool | None = None,
         bf16_emulated: bool | None = None,
+        vector_bits: int | None = None,
         graph: GraphStats | None = None,
         rows: int = -1,
         ratio: float = -1.0,
@@ -103,6 +107,7 @@ class Options:
             bf16_emulated = bf16_dot and cpu_features.bf16_emulated()
         object.__setattr__(self, "bf16_dot", bf16_dot)
         object.__setattr__(self, "bf16_emulated", bf16_emulated)
+        object.__setattr__(self, "vector_bits", vector_bits or cpu_features.vector_bits())
         if graph is None:
             graph = GraphStats(
                 rows, ratio, src_typed, dst_ratio, nodes, edges, compact_rows, dst_compact_rows
@@ -113,7 +118,8 @@ class Options:
         """The switches and :meth:`GraphStats.cache_key`: compilations with equal keys (and
         equal aggregation orders) make the same code."""
         switches = (self.compact, self.reorder, self.fuse, self.threads, self.memory_budget)
-        return (*switches, self.bf16_dot, self.bf16_emulated, *self.graph.cache_key())
+        features = (self.bf16_dot, self.bf16_emulated, self.vector_bits)
+        return (*switches, *features, *self.graph.cache_key())
 
     def placement_pipeline(self) -> str:
         """The placement-plan-saved run for ``memory_budget`` at the graph's sizes."""
