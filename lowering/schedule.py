@@ -77,15 +77,12 @@ def accumulator_elements(vector_bits: int) -> int:
 
 def register_block(n_extent: int, rows: int, vector_bits: int) -> tuple[int | None, int]:
     """``(tile_n, unroll)``: the widest column block of :data:`TILE_N_CHOICES` dividing
-    ``n_extent`` whose 4-row block fits :func:`accumulator_elements`, then the most rows of
-    :data:`UNROLL_CHOICES` dividing ``rows`` that still fit; ``tile_n`` None when no choice
-    divides ``n_extent``."""
+    ``n_extent`` whose 4-row block fits :func:`accumulator_elements` (4 × 8 fits every width),
+    then the most rows of :data:`UNROLL_CHOICES` dividing ``rows`` that still fit; ``tile_n``
+    None when no choice divides ``n_extent``."""
     most = accumulator_elements(vector_bits)
-    fitting = tuple(t for t in TILE_N_CHOICES if UNROLL_CHOICES[0] * t <= most)
-    tile_n = _largest_divisor(n_extent, fitting or TILE_N_CHOICES[-1:])
-    if tile_n is None:
-        return None, _largest_divisor(rows, UNROLL_CHOICES) or 1
-    unrolls = tuple(u for u in UNROLL_CHOICES if u * tile_n <= most) or (1,)
+    tile_n = _largest_divisor(n_extent, tuple(t for t in TILE_N_CHOICES if 4 * t <= most))
+    unrolls = tuple(u for u in UNROLL_CHOICES if u * (tile_n or 0) <= most)
     return tile_n, _largest_divisor(rows, unrolls) or 1
 
 

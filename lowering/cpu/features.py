@@ -5,11 +5,10 @@ them; 256 with AVX2, 16 of them) bounds the GEMM micro-kernel's register block
 (``hector-schedule{vector_bits=...}``, ``lowering/schedule.py``): a block sized for AVX-512's
 32 registers spills on AVX2's 16. AVX512-BF16 (``vdpbf16ps``, bf16 pairs multiplied and added
 into f32) lets the scheduled GEMMs multiply bf16 operands in pairs (``lowering/cpu/bf16.py``).
-Both are compile options, so part of the compilation cache's key.
-``hector.compile`` asks :func:`bf16_dot` once per compilation and passes the answer to
-``hector-schedule{bf16_dot=...}``; it is part of the compile options, so of the compilation
-cache's key (a kernel built for the feature is never loaded for a CPU without it, nor the
-other way round).
+``hector.compile`` asks :func:`vector_bits` and :func:`bf16_dot` once per compilation
+(``Options``) and passes the answers to ``hector-schedule``; being compile options, both are
+part of the compilation cache's key (a kernel built for one CPU's features is never loaded for
+a CPU with others).
 
 ``HECTOR_BF16_DOT=off`` keeps the f32 products on a CPU that has the feature (to compare the
 two paths on one machine); ``auto``, the default, uses the feature where the CPU has it;
