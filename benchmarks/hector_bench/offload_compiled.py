@@ -248,7 +248,10 @@ def measure(payload: dict[str, Any]) -> dict[str, Any]:
         plans = backend.joint.plans
         out["saved_bytes"] = sum(p.saved_bytes for p in plans)
         out["offloaded_bytes"] = sum(p.offloaded_bytes for p in plans)
-        out["store_bytes_written"] = tickets().stats().get("store", {}).get("bytes_written", 0)
+        store = tickets().stats().get("store", {})
+        out["store_bytes_written"] = store.get("bytes_written", 0)
+        # where the store's time went over all steps (ns summed over its threads)
+        out["store_ns"] = {k: v for k, v in store.items() if k.endswith("_ns")}
         out["report"] = backend.joint.explain()
         for k, kind in enumerate(("write", "read")):
             per_step = [b[k] - a[k] for a, b in zip(waits, waits[1:], strict=False)]
