@@ -5,7 +5,8 @@ recognises through torch-mlir and hands the rest to the default compiler;
 :mod:`~hector.dynamo.pyg_route` swaps PyG's relational layers (``RGCNConv``, ``FastRGCNConv``,
 ``RGATConv``, ``HGTConv``) for Hector's, :mod:`~hector.dynamo.pyg_hetero` compiles a
 ``HeteroConv`` over all its relations as one program, :mod:`~hector.dynamo.pyg_to_hetero`
-hands each layer of a ``to_hetero`` model to that program, and :mod:`~hector.dynamo.pyg_rgat`
+hands each layer of a ``to_hetero`` model to that program, :mod:`~hector.dynamo.pyg_han` runs
+``HANConv``'s node-level attention as that program's GAT form, and :mod:`~hector.dynamo.pyg_rgat`
 holds the ``RGATConv`` parameter mapping. ``backend`` and ``explain`` are exported here
 (imported on first use) and from :mod:`hector`.
 """

@@ -34,6 +34,7 @@ import torch
 from . import (
     pyg_gin,  # noqa: F401  (registers GINConv's relations with pyg_hetero)
     pyg_gine,  # noqa: F401  (registers GINEConv's relations with pyg_hetero)
+    pyg_han,  # noqa: F401  (routes HANConv: its relations run pyg_hetero's GAT program)
     pyg_hetero,
     pyg_hetero_plan,
     pyg_route,
