@@ -19,6 +19,7 @@ import torch._dynamo
 from test_pyg_hetero_route import (
     RELATIONS,
     SIZES,
+    TOL,
     WIDTHS,
     _assert_matches,
     _assert_routed,
@@ -104,8 +105,9 @@ def test_captured_layer_has_one_glue_node() -> None:
 
 
 def test_plan_follows_the_layers_mode() -> None:
-    """Attention dropout is routed in eval mode only: the plan is decided again when the
-    layer's ``training`` changes (the graph is guarded on it)."""
+    """Attention dropout runs the ``:drop`` program in training and the plain one in eval
+    mode: the plan is decided again when the layer's ``training`` changes (the graph is
+    guarded on it)."""
     torch.manual_seed(0)
     model = HeteroConv(
         {e: GATConv(6, 4, heads=2, dropout=0.5, add_self_loops=False) for e in RELATIONS}
@@ -116,14 +118,19 @@ def test_plan_follows_the_layers_mode() -> None:
     _assert_matches(model, compiled, x, ei)
     _assert_routed("hetero-gat")
     model.train()
-    pyg_route.FALLBACKS.clear()
-    compiled(x, ei)
-    assert "dropout" in pyg_route.FALLBACKS["HeteroConv"]
+    torch.manual_seed(1)
+    got = compiled(x, ei)
+    torch.manual_seed(1)
+    want = model(x, ei)  # the same masks (test_pyg_attention_dropout.py)
+    for t in want:
+        assert (got[t] - want[t]).abs().max().item() <= TOL
+    assert any(n.endswith(":drop") for n in pyg_route.STATS)
+    assert not pyg_route.FALLBACKS
     model.eval()
-    pyg_route.FALLBACKS.clear()
     pyg_route.reset_stats()
     _assert_matches(model, compiled, x, ei)
     _assert_routed("hetero-gat")
+    assert not any(n.endswith(":drop") for n in pyg_route.STATS)
 
 
 def test_mixed_classes_are_not_planned_and_run_their_groups() -> None:

@@ -23,9 +23,11 @@ attention, with its ``k_lin`` and ``q``) run on them in the captured graph, in t
 visits ``edge_index_dict``. Weight glue (the padded, bias-extended projections) is PyTorch ops,
 so autograd reaches every parameter.
 
-Declined, with the reason in :data:`hector.dynamo.pyg_route.FALLBACKS` under ``"HANConv"``
-(PyG's own ``forward`` then runs): attention dropout in training (PyG's ``dropout`` on ``α``;
-the program draws no random numbers), a lazy input width before the first call, PyG's explain
+Attention dropout in training (PyG's ``dropout`` on ``α``, 0.6 in ``han_imdb.py``) multiplies
+the coefficients by PyG's own masks, drawn in the captured graph
+(:mod:`hector.dynamo.pyg_attention_dropout`, through ``GatRelations``). Declined, with the reason in
+:data:`hector.dynamo.pyg_route.FALLBACKS` under ``"HANConv"`` (PyG's own ``forward`` then
+runs): a lazy input width before the first call, PyG's explain
 mode or hooks on the layer, inputs other than ``[N, F]`` float32 features and integer ``[2, E]``
 edge indices, and relations or node types the layer does not know (PyG's error is then the
 user's).
@@ -70,8 +72,8 @@ class _Linear:
 @dataclass
 class _Relation:
     """One relation of a ``HANConv`` call in the attributes ``GatRelations`` reads of a
-    ``GATConv``: the source and destination types' bias-extended projections and the
-    relation's attention vectors ``[1, H, D]``."""
+    ``GATConv``: the source and destination types' bias-extended projections, the
+    relation's attention vectors ``[1, H, D]`` and the layer's attention dropout."""
 
     lin_src: _Linear
     lin_dst: _Linear
@@ -80,6 +82,8 @@ class _Relation:
     heads: int
     out_channels: int
     negative_slope: float
+    training: bool
+    dropout: float
     lin: Any = None
     lin_edge: Any = None
     bias: Any = None
@@ -90,8 +94,6 @@ def unsupported(conv: Any, x_dict: Any, edge_index_dict: Any) -> str | None:
     """Why ``HANConv`` ``conv`` called on these dicts cannot run the program (None: it can)."""
     if not isinstance(x_dict, dict) or not isinstance(edge_index_dict, dict):
         return "HANConv called with other than (x_dict, edge_index_dict)"
-    if conv.training and conv.dropout > 0:
-        return "HANConv attention dropout in training (the program draws no random numbers)"
     if conv.explain or any(getattr(conv, d, None) for d in _HOOK_DICTS):
         return "HANConv in PyG's explain mode or with hooks"
     for t, x in x_dict.items():
@@ -157,6 +159,8 @@ def relations(conv: Any, layout: Layout) -> list[_Relation]:
             heads=heads,
             out_channels=conv.out_channels // heads,
             negative_slope=float(conv.negative_slope),
+            training=conv.training,
+            dropout=float(conv.dropout),
         )
         for s, r, d in layout.relations
     ]
@@ -178,7 +182,7 @@ def han_forward(
         return original(self, x_dict, edge_index_dict, return_semantic_attention_weights)
     layout = _layout(x_dict, edge_index_dict)
     convs = relations(self, layout)
-    tensors = _GAT.tensors(convs, layout)
+    tensors = _GAT.tensors(convs, layout)  # with the dropout mask where HAN drops
     out = torch.ops.hector.pyg_layer(
         _GAT.program(convs, layout),
         pyg_route._train(tensors),

@@ -59,6 +59,7 @@ import torch
 
 from ..models import block_diagonal
 from . import (
+    pyg_attention_dropout,
     pyg_hetero_dst,
     pyg_hetero_programs,  # noqa: F401  (registers the classes' programs with pyg_route)
     pyg_route,
@@ -231,13 +232,11 @@ class GatRelations(Relations):
     cls_name = "GATConv"
 
     def unsupported(self, convs: list[Any], training: bool) -> str | None:
-        """Options outside the program: self-loops, edge features, attention dropout in
-        training, a residual, ``return_attention_weights`` (not passed by ``HeteroConv``)."""
+        """Options outside the program: self-loops, a residual, another ``aggr``, lazy
+        widths (``return_attention_weights`` is not passed by ``HeteroConv``)."""
         for c in convs:
             if c.add_self_loops:
                 return "GATConv(add_self_loops=True) (Hector's program adds no self-loops)"
-            if training and c.dropout > 0:
-                return "GATConv attention dropout in training"
             if getattr(c, "res", None) is not None:
                 return "GATConv(residual=True)"
             if c.aggr not in ("add", "sum"):
@@ -250,7 +249,12 @@ class GatRelations(Relations):
     def program(self, convs: list[Any], layout: Layout) -> str:
         """``hetero-gat:<slope>``, ``hetero-gat:<slope>:edge`` with edge features,
         ``hetero-gat:<slope>:dst`` with the destinations' terms per node
-        (:mod:`hector.dynamo.pyg_hetero_dst`)."""
+        (:mod:`hector.dynamo.pyg_hetero_dst`); each with ``:drop`` while a conv drops
+        attention coefficients (:mod:`hector.dynamo.pyg_attention_dropout`)."""
+        drop = pyg_attention_dropout.SUFFIX if pyg_attention_dropout.active(convs) else ""
+        return self._program(convs, layout) + drop
+
+    def _program(self, convs: list[Any], layout: Layout) -> str:
         slope = float(convs[0].negative_slope)
         if self._edge_terms(convs, layout):
             return f"hetero-gat:{slope!r}:edge"
@@ -285,11 +289,16 @@ class GatRelations(Relations):
         return torch.cat(parts)
 
     def tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
-        """:meth:`edge_tensors`, as ``hetero-gat:<slope>:dst`` takes them where it runs."""
+        """:meth:`edge_tensors`, as ``hetero-gat:<slope>:dst`` takes them where it runs, and
+        with the dropout mask where a conv drops coefficients."""
         args = self.edge_tensors(convs, layout)
-        if self.program(convs, layout).endswith(":dst"):
-            return pyg_hetero_dst.with_node_weights(args, layout.ends()[1::2])
-        return args
+        if self._program(convs, layout).endswith(":dst"):
+            args = pyg_hetero_dst.with_node_weights(args, layout.ends()[1::2])
+        if not pyg_attention_dropout.active(convs):
+            return args
+        ps = pyg_attention_dropout.probabilities(convs)
+        drop = pyg_attention_dropout.mask(ps, layout.edge_index, convs[0].heads, args[0])
+        return pyg_attention_dropout.with_mask(args, drop)
 
     def edge_tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
         """``x, W_src [R, W, H*F], att_src [R, H*F, H], W_dst a_dst [R, W, H], bias [T, H*F]``

@@ -38,7 +38,7 @@ from typing import Any
 import torch
 
 from ..models import block_diagonal
-from . import pyg_hetero_dst
+from . import pyg_attention_dropout, pyg_hetero_dst
 
 
 @dataclass(frozen=True)
@@ -216,7 +216,7 @@ def run_planned(
     )
     relations = pyg_hetero.RELATIONS[plan.cls]
     if plan.cls == "GATConv":
-        tensors = _gat_tensors(convs, plan, xs, width)
+        tensors = _gat_tensors(convs, plan, xs, width, edges)
     else:
         tensors = relations.tensors(convs, layout)
     out = torch.ops.hector.pyg_layer(
@@ -237,11 +237,11 @@ def run_planned(
 
 
 def _gat_tensors(
-    convs: list[Any], plan: Plan, xs: list[torch.Tensor], width: Any
+    convs: list[Any], plan: Plan, xs: list[torch.Tensor], width: Any, edges: list[torch.Tensor]
 ) -> list[torch.Tensor]:
     """``GATConv``'s program tensors (``pyg_hetero.GatRelations.tensors``, no edge features):
     the rows' ``cat`` in the graph (``pyg_inputs.fold`` rewrites it), the weights one
-    :func:`gat_weights` op."""
+    :func:`gat_weights` op, the dropout mask over the relations' ``edges`` where one drops."""
     lins = [(c.lin, c.lin) if c.lin is not None else (c.lin_src, c.lin_dst) for c in convs]
     first = convs[0]
     biases = [c.bias for c in convs] if first.concat and first.bias is not None else []
@@ -256,8 +256,13 @@ def _gat_tensors(
         biases,
     )
     tensors = [torch.cat(xs), *weights]
-    if plan.program.endswith(":dst"):  # the destinations' terms per node
-        return pyg_hetero_dst.with_node_weights(tensors, plan.ends[1::2])
+    flags = plan.program.split(":")[2:]
+    if "dst" in flags:  # the destinations' terms per node
+        tensors = pyg_hetero_dst.with_node_weights(tensors, plan.ends[1::2])
+    if "drop" in flags:  # attention dropout in training: PyG's masks, drawn as it draws them
+        ps = pyg_attention_dropout.probabilities(convs)
+        drop = pyg_attention_dropout.mask(ps, edges, convs[0].heads, tensors[0])
+        tensors = pyg_attention_dropout.with_mask(tensors, drop)
     return tensors
 
 

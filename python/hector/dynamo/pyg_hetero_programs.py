@@ -1,8 +1,10 @@
 """The programs of :mod:`hector.dynamo.pyg_hetero`'s per-relation conv classes, by name:
 ``hetero-gat:<slope>`` (:func:`hector.models._make_hetero_gat`'s), ``hetero-gat:<slope>:edge``
 (edge features), ``hetero-gat:<slope>:dst`` (:mod:`hector.dynamo.pyg_hetero_dst`),
-``hetero-gatv2:<slope>``, ``hetero-sage:<aggr>:<root>`` and ``hetero-gcn``, registered as
-program families of :mod:`hector.dynamo.pyg_route`."""
+``hetero-gatv2:<slope>``, ``hetero-sage:<aggr>:<root>`` and ``hetero-gcn``, and the
+``hetero-gat`` ones with attention dropout (``...:drop``,
+:mod:`hector.dynamo.pyg_attention_dropout`), registered as program families of
+:mod:`hector.dynamo.pyg_route`."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import torch
 from ..frontends import compiled as frontend
 from ..frontends.graph_api import GraphProxy, Value
 from ..models import _make_hetero_gat
-from . import pyg_hetero_dst, pyg_route
+from . import pyg_attention_dropout, pyg_hetero_dst, pyg_route
 
 
 def _hetero_gcn() -> frontend.CompiledFunction:
@@ -95,7 +97,10 @@ def _compiled(name: str) -> frontend.CompiledFunction:
     """The program named ``name`` (``hetero-gat:<slope>``, ``hetero-sage:<aggr>:<root>``)."""
     if name not in _PROGRAMS:
         kind, *rest = name.split(":")
-        if kind == "hetero-gat" and len(rest) == 1:
+        if kind == "hetero-gat" and rest[-1] == "drop":  # attention dropout in training
+            variant = rest[1] if len(rest) == 3 else ""
+            _PROGRAMS[name] = pyg_attention_dropout.hetero_gat_dropped(float(rest[0]), variant)
+        elif kind == "hetero-gat" and len(rest) == 1:
             _PROGRAMS[name] = _make_hetero_gat(float(rest[0]))
         elif kind == "hetero-gat" and rest[1] == "dst":
             _PROGRAMS[name] = pyg_hetero_dst.hetero_gat_dst(float(rest[0]))

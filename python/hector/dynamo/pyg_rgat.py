@@ -39,6 +39,7 @@ import torch
 from ..frontends import compiled as frontend
 from ..frontends.graph_api import GraphProxy, Value
 from ..models import block_diagonal
+from . import pyg_attention_dropout
 
 _MODS = ("none", "additive", "scaled", "f-additive", "f-scaled")
 
@@ -168,10 +169,9 @@ def arguments(
     if c.mod == "scaled":
         tiled = (conv.l2.repeat(1, channels), conv.b2.view(f).repeat(channels))
         args += [conv.l1, conv.b1.view(f), *tiled]
-    if c.dropout:
-        keep = 1.0 - conv.dropout
-        # drawn as F.dropout draws its mask: a seed gives PyG's own mask
-        args.append(x.new_empty(edge_index.shape[1], channels).bernoulli_(keep).div_(keep))
+    if c.dropout:  # drawn as F.dropout draws its mask: a seed gives PyG's own mask
+        edges = edge_index.shape[1]
+        args.append(pyg_attention_dropout.relation_mask(x, edges, channels, conv.dropout))
     if c.concat:  # averaged heads or messages: their mean and the bias follow (finish)
         in_program = conv.bias is not None and conv.aggr != "mean"
         args.append(conv.bias if in_program else x.new_zeros(channels * f))
