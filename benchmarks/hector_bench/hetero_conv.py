@@ -14,8 +14,12 @@ add_self_loops=False))``; ``to-hetero-gin``: ``to_hetero(GIN(-1, hidden, layers,
 ``paper`` rows' classes the output (lazy widths set by one eager call, as PyG's examples do).
 ``hetero-sage`` is PyG's DBLP example
 (``examples/hetero/hetero_conv_dblp.py``): ``HeteroConv`` of ``SAGEConv((-1, -1), hidden)`` per
-relation, summed, in the same layer stack as ``rsage``. Dropout is left out (the systems would
-draw other masks, and the outputs are compared). The graph is random and
+relation, summed, in the same layer stack as ``rsage``. Dropout is left out of these (the
+systems would draw other masks, and the outputs are compared). ``han`` is PyG's HAN example
+(``examples/hetero/han_imdb.py``): ``HANConv(-1, hidden, metadata, heads=heads, dropout=0.6)``
+and a linear classifier on the ``paper`` rows, trained with its attention dropout: each system's
+first step starts from ``--seed``, so eager PyG and Hector (which draws PyG's masks) compare,
+and Inductor (its own random numbers) differs by the masks. The graph is random and
 IGBH-shaped: the four node types of IGBH (``paper``, ``author``, ``institute``, ``fos``), its four
 relations and their reverses (8), endpoints uniform in their types. With ``--graph
 synthetic:mag`` the input is instead one sampled mini-batch of the ogbn-mag replica (at
@@ -40,7 +44,15 @@ from hector.tools import cli_args as _args
 
 from . import _common
 
-MODELS = ("rgat", "rsage", "to-hetero-sage", "to-hetero-gat", "to-hetero-gin", "hetero-sage")
+MODELS = (
+    "rgat",
+    "rsage",
+    "to-hetero-sage",
+    "to-hetero-gat",
+    "to-hetero-gin",
+    "hetero-sage",
+    "han",
+)
 SYSTEMS = ("eager", "inductor", "hector")
 TYPES = ("paper", "author", "institute", "fos")
 GRAPHS = ("random", "synthetic:mag")
@@ -156,6 +168,8 @@ def model(name: str, relations: list[Any], args: argparse.Namespace) -> Any:
 
     if name.startswith("to-hetero-"):
         return to_hetero_model(name, relations, args)
+    if name == "han":
+        return han_model(relations, args)
     w, heads = args.width, args.heads
 
     def conv() -> Any:
@@ -185,6 +199,28 @@ def model(name: str, relations: list[Any], args: argparse.Namespace) -> Any:
     torch.manual_seed(args.seed)
     net = Rgnn()
     return _lazy_widths_set(net, relations, w) if name == "hetero-sage" else net
+
+
+def han_model(relations: list[Any], args: argparse.Namespace) -> Any:
+    """PyG's HAN example (``examples/hetero/han_imdb.py``) over ``relations``, the ``paper``
+    rows' classes the output (lazy widths set by one eager call)."""
+    import torch
+    from torch_geometric.nn import HANConv
+
+    types = list(dict.fromkeys(t for s, _, d in relations for t in (s, d)))
+
+    class Han(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            metadata = (types, relations)
+            self.han_conv = HANConv(-1, args.width, metadata, heads=args.heads, dropout=0.6)
+            self.lin = torch.nn.Linear(args.width, args.classes)
+
+        def forward(self, x_dict: Any, edge_index_dict: Any) -> Any:
+            return self.lin(self.han_conv(x_dict, edge_index_dict)["paper"])
+
+    torch.manual_seed(args.seed)
+    return _lazy_widths_set(Han(), relations, args.width)
 
 
 def to_hetero_model(name: str, relations: list[Any], args: argparse.Namespace) -> Any:
@@ -261,6 +297,7 @@ def run_model(name: str, args: argparse.Namespace, systems: list[str]) -> dict[s
     first: dict[str, Any] = {}
     compile_s: dict[str, float] = {}
     for s in systems:
+        torch.manual_seed(args.seed)  # the same masks where a model drops (han)
         start = time.perf_counter()
         first[s] = steps[s]()
         compile_s[s] = time.perf_counter() - start
