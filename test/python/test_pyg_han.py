@@ -1,5 +1,5 @@
 """PyG's ``HANConv`` under ``torch.compile(backend="hector")`` (``hector.dynamo.pyg_han``): the
-node-level attention of every relation as one ``hetero-gat`` program, PyG's semantic attention
+node-level attention of every relation as one ``han`` program, PyG's semantic attention
 after it; outputs, semantic attention weights and gradients (every parameter, the node
 features) against eager PyG, and PyG's own forward where the program does not apply."""
 
@@ -68,11 +68,11 @@ def _matches(model: Any, x: Any, ei: Any, **kwargs: Any) -> None:
 @pytest.mark.parametrize("heads", [1, 2, 4])
 def test_han_runs_one_program(heads: int) -> None:
     """Every relation's attention (node types of three widths, a relation from a type to
-    itself) in one ``hetero-gat`` call forward and one backward."""
+    itself) in one ``han`` call forward and one backward."""
     model = _han(heads)
     x, ei = _features(SIZES, WIDTHS), _edges(RELATIONS, SIZES, per=25)
     _matches(model, x, ei)
-    stats = [s for name, s in pyg_route.STATS.items() if name.startswith("hetero-gat:0.2")]
+    stats = [s for name, s in pyg_route.STATS.items() if name.startswith("han:0.2")]
     assert [(s.calls, s.backward_calls) for s in stats] == [(1, 1)]
 
 

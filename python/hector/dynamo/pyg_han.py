@@ -12,37 +12,41 @@ call, runs one GAT without weights of its own over the projected rows::
 and combines each node type's ``z_i,r`` over the relations into it by semantic attention
 (``group``: ``softmax_r(q · mean_i tanh(k_lin(z_i,r)))``-weighted sum).
 
-That node-level part is the ``hetero-gat:<slope>`` program of :mod:`hector.dynamo.pyg_hetero`
-(``GATConv`` per relation, attention within each relation): relation ``r``'s source weight is
-``P_src(r)``, its destination weight ``P_dst(r)``, its attention vectors ``a_src,r``,
-``a_dst,r``; the projection's bias enters as one more input column of ones (``[x, 1]``
-times ``[P; c]``). Every relation's destination gets rows of its own
-(:class:`~hector.dynamo.pyg_hetero.Layout`'s ``split``), so the program's rows there are
-``Σ_j α_ij h_j`` of that relation alone; the ``relu`` and PyG's own ``group`` (semantic
-attention, with its ``k_lin`` and ``q``) run on them in the captured graph, in the order PyG
-visits ``edge_index_dict``. Weight glue (the padded, bias-extended projections) is PyTorch ops,
-so autograd reaches every parameter.
+The projection runs as PyG runs it, once per node type (the ``proj`` modules, in the captured
+graph). The node-level attention of every relation is one program, ``han:<slope>``
+(:func:`han_program`), over the typed graph in which every relation's destination is a node
+type of its own (:class:`~hector.dynamo.pyg_hetero.Layout`'s ``split``: the destination's
+projected rows once per relation into it), so its rows there are ``Σ_j α_ij h_j`` of that
+relation alone. Both logit terms depend only on a node and the relation, so they are computed
+per node, as ``hetero-gat:<slope>:dst`` computes the destination's
+(:mod:`hector.dynamo.pyg_hetero_dst`): ``h (a_r)`` for the relations out of (into) a node's
+type, in slots, and each edge picks its relation's slot; per edge the program only gathers the
+source row, normalises the coefficients within the relation and sums. The ``relu`` and PyG's own
+``group`` (with the layer's ``k_lin`` and ``q``) run on the program's rows in the captured
+graph, in the order PyG visits ``edge_index_dict``. Weight glue (the attention vectors as
+block-diagonal matrices in slots) is PyTorch ops, so autograd reaches every parameter.
 
-Attention dropout in training (PyG's ``dropout`` on ``α``, 0.6 in ``han_imdb.py``) multiplies
-the coefficients by PyG's own masks, drawn in the captured graph
-(:mod:`hector.dynamo.pyg_attention_dropout`, through ``GatRelations``). Declined, with the reason in
+Attention dropout in training (PyG's ``dropout`` on ``α``, 0.6 in ``han_imdb.py``) runs
+``han:<slope>:drop``, which multiplies the coefficients by PyG's own masks, drawn in the
+captured graph (:mod:`hector.dynamo.pyg_attention_dropout`). Declined, with the reason in
 :data:`hector.dynamo.pyg_route.FALLBACKS` under ``"HANConv"`` (PyG's own ``forward`` then
-runs): a lazy input width before the first call, PyG's explain
-mode or hooks on the layer, inputs other than ``[N, F]`` float32 features and integer ``[2, E]``
-edge indices, and relations or node types the layer does not know (PyG's error is then the
-user's).
+runs): a lazy input width before the first call, PyG's explain mode or hooks on the layer,
+inputs other than ``[N, F]`` float32 features and integer ``[2, E]`` edge indices, and relations
+or node types the layer does not know (PyG's error is then the user's).
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from . import pyg_route
-from .pyg_hetero import GatRelations, Layout
+from ..frontends import compiled as frontend
+from ..frontends.graph_api import GraphProxy, Value
+from ..models import block_diagonal
+from . import pyg_attention_dropout, pyg_hetero_dst, pyg_route
+from .pyg_hetero import Layout
 
 #: The PyG module defining ``HANConv`` and its semantic attention ``group``.
 _PYG_MODULE = "torch_geometric.nn.conv.han_conv"
@@ -59,35 +63,6 @@ _HOOK_DICTS = (
     "_message_and_aggregate_forward_pre_hooks",
     "_message_and_aggregate_forward_hooks",
 )
-_GAT = GatRelations()
-
-
-@dataclass
-class _Linear:
-    """A weight as ``GatRelations`` reads a conv's linear: ``weight`` ``[out, in]``."""
-
-    weight: torch.Tensor
-
-
-@dataclass
-class _Relation:
-    """One relation of a ``HANConv`` call in the attributes ``GatRelations`` reads of a
-    ``GATConv``: the source and destination types' bias-extended projections, the
-    relation's attention vectors ``[1, H, D]`` and the layer's attention dropout."""
-
-    lin_src: _Linear
-    lin_dst: _Linear
-    att_src: torch.Tensor
-    att_dst: torch.Tensor
-    heads: int
-    out_channels: int
-    negative_slope: float
-    training: bool
-    dropout: float
-    lin: Any = None
-    lin_edge: Any = None
-    bias: Any = None
-    concat: bool = True
 
 
 def unsupported(conv: Any, x_dict: Any, edge_index_dict: Any) -> str | None:
@@ -117,53 +92,73 @@ def unsupported(conv: Any, x_dict: Any, edge_index_dict: Any) -> str | None:
     return None
 
 
-def _layout(x_dict: dict[str, torch.Tensor], edge_index_dict: dict[Any, Any]) -> Layout:
+def han_program(slope: float, drop: bool) -> frontend.CompiledFunction:
+    """``han:<slope>`` (``:drop``: the coefficients times the mask) over the projected rows
+    ``h``: each relation's attention within it, summed per destination (module docstring)."""
+
+    def han_layer(g: GraphProxy, h: Value, *rest: Value) -> Value:
+        """``Σ_{j→i in r} α_ij h_j``, ``α`` the softmax within relation ``r`` of
+        ``leaky_relu(a_src,r · h_j + a_dst,r · h_i)``, both terms per node in slots."""
+        src_nodes, src_select, dst_nodes, dst_select = rest[:4]
+        src_terms = g.typed_linear(h, src_nodes, slice="ntype")  # [N, S_src·H]
+        dst_terms = g.typed_linear(h, dst_nodes, slice="ntype")  # [N, S_dst·H]
+        logits = g.typed_linear(g.gather_src(src_terms), src_select)  # [E, H]
+        logits = logits + g.typed_linear(g.gather_dst(dst_terms), dst_select)
+        alpha = g.edge_softmax(logits.leaky_relu(slope), by="dst_etype")
+        alpha = alpha * rest[4] if drop else alpha
+        return g.sum_to_dst(g.gather_src(h) * alpha)
+
+    names = ["g", "h", "src_nodes", "src_select", "dst_nodes", "dst_select"]
+    return frontend.compile_with_arguments(han_layer, names + (["mask"] if drop else []))
+
+
+_PROGRAMS: dict[str, frontend.CompiledFunction] = {}
+
+
+def _compiled(name: str) -> frontend.CompiledFunction:
+    """The program named ``name`` (``han:<slope>``, ``han:<slope>:drop``)."""
+    if name not in _PROGRAMS:
+        kind, *rest = name.split(":")
+        if kind != "han" or not rest or rest[1:] not in ([], ["drop"]):
+            raise ValueError(f"unknown HANConv program {name!r}")
+        _PROGRAMS[name] = han_program(float(rest[0]), rest[1:] == ["drop"])
+    return _PROGRAMS[name]
+
+
+def _columns(name: str, tensors: list[torch.Tensor]) -> Any:
+    return tensors[0].shape[-1]
+
+
+def _layout(conv: Any, x_dict: dict[str, torch.Tensor], edge_index_dict: dict[Any, Any]) -> Layout:
     """The call's typed graph: the source types (``x_dict`` order), then one destination key
-    per relation (``edge_index_dict`` order), each type's rows padded to the widest input and
-    extended by a column of ones (the projection's bias)."""
+    per relation (``edge_index_dict`` order), each key's rows its type's projected rows (one
+    projection per node type, PyG's ``proj``)."""
     relations = list(edge_index_dict)
     sources = {e[0] for e in relations}
     targets: list[Any] = [(e[2], i) for i, e in enumerate(relations)]
     types: list[Any] = [t for t in x_dict if t in sources] + targets
-    width = max(x.shape[1] for x in x_dict.values())
-    xs = []
-    for key in types:
-        x = x_dict[key[0] if isinstance(key, tuple) else key]
-        xs.append(torch.nn.functional.pad(x, (0, width - x.shape[1]), value=0.0))
-        xs[-1] = torch.cat([xs[-1], x.new_ones(x.shape[0], 1)], dim=1)
+    names = [k[0] if isinstance(k, tuple) else k for k in types]
+    h = {t: conv.proj[t](x_dict[t]) for t in dict.fromkeys(names)}
     edge_index = [edge_index_dict[e] for e in relations]
-    return Layout(relations, types, xs, int(width) + 1, edge_index, targets=targets)
+    xs = [h[t] for t in names]
+    return Layout(relations, types, xs, int(conv.out_channels), edge_index, targets=targets)
 
 
-def _projection(conv: Any, t: str, width: int) -> torch.Tensor:
-    """``[C, width + 1]``: node type ``t``'s projection padded to ``width`` inputs, its bias
-    the last column (zeros without one)."""
-    lin = conv.proj[t]
-    weight = torch.nn.functional.pad(lin.weight, (0, width - lin.weight.shape[1]))
-    bias = lin.bias if lin.bias is not None else weight.new_zeros(weight.shape[0])
-    return torch.cat([weight, bias.view(-1, 1)], dim=1)
-
-
-def relations(conv: Any, layout: Layout) -> list[_Relation]:
-    """The call's relations as ``GatRelations`` reads ``GATConv``s."""
-    heads = conv.heads
-    width = layout.width - 1
-    used = {t for e in layout.relations for t in (e[0], e[2])}
-    proj = {t: _Linear(_projection(conv, t, width)) for t in used}
-    return [
-        _Relation(
-            lin_src=proj[s],
-            lin_dst=proj[d],
-            att_src=conv.lin_src["__".join((s, r, d))],
-            att_dst=conv.lin_dst["__".join((s, r, d))],
-            heads=heads,
-            out_channels=conv.out_channels // heads,
-            negative_slope=float(conv.negative_slope),
-            training=conv.training,
-            dropout=float(conv.dropout),
-        )
-        for s, r, d in layout.relations
-    ]
+def _tensors(conv: Any, layout: Layout) -> list[torch.Tensor]:
+    """``h, src_nodes, src_select, dst_nodes, dst_select`` (and the dropout mask where the
+    layer drops): the projected rows and each side's attention vectors in slots
+    (``pyg_hetero_dst.node_weights``)."""
+    names = ["__".join(e) for e in layout.relations]
+    ends, types = layout.ends(), len(layout.types)
+    sides = []
+    for vectors, keys in ((conv.lin_src, ends[0::2]), (conv.lin_dst, ends[1::2])):
+        att = block_diagonal(torch.cat([vectors[n] for n in names]).unsqueeze(-1))  # [R, C, H]
+        sides += list(pyg_hetero_dst.node_weights(att, keys, types))
+    tensors = [torch.cat(layout.xs), *sides]
+    if conv.training and conv.dropout > 0:  # PyG's masks, drawn as F.dropout draws them
+        ps = [float(conv.dropout)] * len(names)
+        tensors.append(pyg_attention_dropout.mask(ps, layout.edge_index, conv.heads, tensors[0]))
+    return tensors
 
 
 def han_forward(
@@ -172,19 +167,20 @@ def han_forward(
     edge_index_dict: Any,
     return_semantic_attention_weights: bool = False,
 ) -> Any:
-    """``HANConv.forward`` under the Hector backend: one ``hector::pyg_layer`` call for the
-    node-level attention of every relation, then PyG's ``relu`` and semantic attention (PyG's
-    own ``forward`` where :func:`unsupported` declines)."""
+    """``HANConv.forward`` under the Hector backend: PyG's projections, one
+    ``hector::pyg_layer`` call for the node-level attention of every relation, then PyG's
+    ``relu`` and semantic attention (PyG's own ``forward`` where :func:`unsupported`
+    declines)."""
     reason = unsupported(self, x_dict, edge_index_dict)
     if reason is not None:
         pyg_route.record_fallback("HANConv", reason)
         original = pyg_route._ORIGINAL["HANConv"]
         return original(self, x_dict, edge_index_dict, return_semantic_attention_weights)
-    layout = _layout(x_dict, edge_index_dict)
-    convs = relations(self, layout)
-    tensors = _GAT.tensors(convs, layout)  # with the dropout mask where HAN drops
+    layout = _layout(self, x_dict, edge_index_dict)
+    tensors = _tensors(self, layout)
+    drop = pyg_attention_dropout.SUFFIX if self.training and self.dropout > 0 else ""
     out = torch.ops.hector.pyg_layer(
-        _GAT.program(convs, layout),
+        f"han:{float(self.negative_slope)!r}{drop}",
         pyg_route._train(tensors),
         layout.edge_index,
         [x.shape[0] for x in layout.xs],
@@ -200,4 +196,5 @@ def han_forward(
     return (out_dict, attention) if return_semantic_attention_weights else out_dict
 
 
+pyg_route.register_family("han", pyg_route.ProgramFamily(_compiled, _columns))
 pyg_route.register_layer("HANConv", han_forward)
