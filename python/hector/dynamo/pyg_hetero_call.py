@@ -64,7 +64,10 @@ def initial_bound(
 ) -> tuple[tuple[Any, ...], dict[str, Any]] | str:
     """``GCN2Conv``'s call, ``(x_dict, x_0_dict, edge_index_dict, ...)``: the second dict (keyed
     by node type) moved to the keyword ``x_0_dict``, where every relation's conv takes ``x_0``
-    second; other calls as they are; or why it cannot be."""
+    second; other calls as they are; or why it cannot be (a ``x_0_dict`` keyword of the
+    caller's: PyG hands it to ``x_0`` after ``edge_index`` took that place, and fails)."""
+    if "x_0_dict" in kwargs:
+        return "HeteroConv called with the keyword x_0_dict (GCN2Conv takes x_0 second)"
     if len(args) < 3 or not all(isinstance(a, dict) for a in args[:3]):
         return (args, kwargs)
     if not args[1] or any(isinstance(k, tuple) for k in args[1]):
@@ -72,7 +75,7 @@ def initial_bound(
     if not all(isinstance(k, tuple) for k in args[2]):
         return "HeteroConv called with a third dict not keyed by edge type (not edge_index_dict)"
     relations = call_relations(layer, args[2])
-    if any(_parameters(conv)[1:2] != ["x_0"] for _, conv in relations) or "x_0_dict" in kwargs:
+    if any(_parameters(conv)[1:2] != ["x_0"] for _, conv in relations):
         return "HeteroConv called with a second dict keyed by node type (not edge_index_dict)"
     return ((args[0], *args[2:]), {**kwargs, "x_0_dict": args[1]})
 
