@@ -26,6 +26,8 @@ program's ``sum_to_dst`` over all of a node's incoming edges:
   ``GCNConv`` takes one node set): ``hetero-gcn``, each edge's coefficient PyG's ``gcn_norm``
   (self-loops or none, ``improved``, ``normalize`` or not, the call's ``edge_weight_dict``)
   computed in the captured graph in shapes fixed by the input's (:func:`gcn_edges`);
+* ``GCN2Conv`` (GCNII: ``x`` and ``x_0`` of one node type, the call's ``x_0_dict``):
+  :mod:`hector.dynamo.pyg_gcn2` registers its class here (``hetero-gcn2``);
 * ``GINEConv`` of one linear ``nn``: :mod:`hector.dynamo.pyg_gine` registers its class here;
   ``GINConv``, and ``GINEConv`` with an MLP ``nn``: :mod:`hector.dynamo.pyg_gin` (each
   relation's output on rows of its own, :meth:`Relations.per_relation`).
@@ -480,11 +482,11 @@ class GcnRelations(Relations):
 def gcn_edges(
     conv: Any, edge_index: torch.Tensor, weight: torch.Tensor | None, n: int, dtype: Any
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``GCNConv`` ``conv``'s edges over ``n`` nodes and each one's coefficient, as PyG's
-    ``gcn_norm`` computes them, in shapes that depend on the input's only (no graph break):
-    with self-loops, a loop per node is appended and an existing loop's weight moves to it
-    (the last one's, as PyG's indexed assignment, whose gradient reaches every loop edge of the
-    node; the loop edge itself then weighs 0); without
+    """``GCNConv`` (or ``GCN2Conv``: ``improved=False``) ``conv``'s edges over ``n`` nodes
+    and each one's coefficient, as PyG's ``gcn_norm`` computes them, in shapes that depend
+    on the input's only (no graph break): with self-loops, a loop per node is appended and an
+    existing loop's weight moves to it (the last one's, as PyG's indexed assignment, whose
+    gradient reaches every loop edge of the node; the loop edge itself then weighs 0); without
     edge weights every edge and loop weighs 1 (PyG's ``improved`` then has no effect)."""
     cached = getattr(conv, "_cached_edge_index", None)
     if conv.normalize and conv.cached and cached is not None:
@@ -608,8 +610,9 @@ _ONE_NODE_SET = ("GCNConv", "GCN2Conv")
 def _edge_data_unsupported(
     layer: Any, cls: str, edge_index_dict: Any, kwargs: dict[str, Any]
 ) -> str | None:
-    """Why the call's ``edge_attr_dict``/``edge_weight_dict`` are outside the programs, or
-    its relations outside ``GCNConv``'s (None: they are not)."""
+    """Why the call's ``edge_attr_dict``/``edge_weight_dict`` are outside the programs, its
+    ``x_0_dict`` given to another class than ``GCN2Conv``, or its relations outside those of
+    ``GCNConv`` or ``GCN2Conv`` (None: they are not)."""
     relations = [e for e, _ in call_relations(layer, edge_index_dict)]
     if cls in _ONE_NODE_SET and any(s != d for s, _, d in relations):
         return f"{cls} on a relation between two node types (PyG's {cls} takes one)"
