@@ -137,18 +137,23 @@ class GraphConv(MessagePassing):
         return self.propagate(edge_index, x=(self.lin(x[0]), x[1]))
 
 
+class OwnGCN2Conv(GCN2Conv):
+    """A user's subclass of ``GCN2Conv`` (it may compute otherwise: no program for it)."""
+
+
 def test_unrouted_classes_are_named_before_the_call_s_dicts() -> None:
     """A layer whose convs no program computes, called with dicts keyed by node type (PyG's
-    ``GCN2Conv`` test: ``(x_dict, x_0_dict, edge_index_dict)``), or a class of PyG's name
-    defined elsewhere: the reason names the classes; the result is PyG's own."""
+    ``GCN2Conv`` test's call, ``(x_dict, x_0_dict, edge_index_dict)``, to a subclass), or a
+    class of PyG's name defined elsewhere: the reason names the classes; the result is PyG's
+    own."""
     torch.manual_seed(0)
     x, ei, _ = _inputs()
-    gcn2 = HeteroConv({CITES: GCN2Conv(5, alpha=0.1)})
+    gcn2 = HeteroConv({CITES: OwnGCN2Conv(5, alpha=0.1)})
     compiled = torch.compile(gcn2, backend=HectorBackend())
     x_0 = {t: v.clone() for t, v in x.items()}
     got, want = compiled(x, x_0, ei), gcn2(x, x_0, ei)
     assert torch.allclose(got["paper"], want["paper"], rtol=0.0, atol=TOL)
-    assert "['GCN2Conv']" in pyg_route.FALLBACKS["HeteroConv"]
+    assert "['OwnGCN2Conv']" in pyg_route.FALLBACKS["HeteroConv"]
     torch._dynamo.reset()
     local = HeteroConv({CITES: GraphConv(5, 8), WRITES: GraphConv(7, 8)})
     got = torch.compile(local, backend=HectorBackend())(x, ei)

@@ -26,6 +26,8 @@ program's ``sum_to_dst`` over all of a node's incoming edges:
   ``GCNConv`` takes one node set): ``hetero-gcn``, each edge's coefficient PyG's ``gcn_norm``
   (self-loops or none, ``improved``, ``normalize`` or not, the call's ``edge_weight_dict``)
   computed in the captured graph in shapes fixed by the input's (:func:`gcn_edges`);
+* ``GCN2Conv`` (GCNII: ``x`` and ``x_0`` of one node type, the call's ``x_0_dict``):
+  :mod:`hector.dynamo.pyg_gcn2` registers its class here (``hetero-gcn2``);
 * ``GINEConv`` of one linear ``nn``: :mod:`hector.dynamo.pyg_gine` registers its class here;
   ``GINConv``, and ``GINEConv`` with an MLP ``nn``: :mod:`hector.dynamo.pyg_gin` (each
   relation's output on rows of its own, :meth:`Relations.per_relation`).
@@ -73,7 +75,7 @@ SUMMED = ("sum", "add", "mean")
 #: destination type per relation in the program (:class:`Layout`'s ``split``).
 REDUCED = ("max", "min", "cat", None, "prod", "amax", "amin")
 #: The keyword arguments of a ``HeteroConv`` call the programs read.
-_KWARGS = ("edge_attr_dict", "edge_weight_dict")
+_KWARGS = ("edge_attr_dict", "edge_weight_dict", "x_0_dict")
 
 
 def call_relations(layer: Any, edge_index_dict: dict[Any, Any]) -> list[tuple[EdgeType, Any]]:
@@ -105,6 +107,7 @@ class Layout:
     edge_index: list[torch.Tensor] = field(default_factory=list)  # per relation
     edge_attr: dict[Any, torch.Tensor] = field(default_factory=dict)  # the call's edge_attr_dict
     edge_weight: dict[Any, torch.Tensor] = field(default_factory=dict)  # its edge_weight_dict
+    x0: dict[Any, torch.Tensor] = field(default_factory=dict)  # its x_0_dict (GCN2Conv's x_0)
     targets: list[Any] = field(default_factory=list)  # each relation's destination key
 
     @classmethod
@@ -488,11 +491,11 @@ class GcnRelations(Relations):
 def gcn_edges(
     conv: Any, edge_index: torch.Tensor, weight: torch.Tensor | None, n: int, dtype: Any
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``GCNConv`` ``conv``'s edges over ``n`` nodes and each one's coefficient, as PyG's
-    ``gcn_norm`` computes them, in shapes that depend on the input's only (no graph break):
-    with self-loops, a loop per node is appended and an existing loop's weight moves to it
-    (the last one's, as PyG's indexed assignment, whose gradient reaches every loop edge of the
-    node; the loop edge itself then weighs 0); without
+    """``GCNConv`` (or ``GCN2Conv``: ``improved=False``) ``conv``'s edges over ``n`` nodes
+    and each one's coefficient, as PyG's ``gcn_norm`` computes them, in shapes that depend
+    on the input's only (no graph break): with self-loops, a loop per node is appended and an
+    existing loop's weight moves to it (the last one's, as PyG's indexed assignment, whose
+    gradient reaches every loop edge of the node; the loop edge itself then weighs 0); without
     edge weights every edge and loop weighs 1 (PyG's ``improved`` then has no effect)."""
     cached = getattr(conv, "_cached_edge_index", None)
     if conv.normalize and conv.cached and cached is not None:
@@ -509,7 +512,7 @@ def gcn_edges(
         if weight is None:
             loop_weight = torch.ones(n, dtype=dtype, device=edge_index.device)
         else:
-            fill = w.new_full((1,), 2.0 if conv.improved else 1.0)
+            fill = w.new_full((1,), 2.0 if getattr(conv, "improved", False) else 1.0)
             position = torch.where(loop, torch.arange(edges, device=row.device), -1)
             last = position.new_full((n,), -1).scatter_reduce(0, row, position, "amax")
             loop_weight = torch.cat([w.detach(), fill])[torch.where(last >= 0, last, edges)]
@@ -607,22 +610,29 @@ def unsupported(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> st
 #: The conv classes that read each keyword argument, and its tensors' dimensions.
 _EDGE_DATA = {
     "edge_attr_dict": (("GATConv", "GINEConv"), (1, 2)),
-    "edge_weight_dict": (("GCNConv",), (1,)),
+    "edge_weight_dict": (("GCNConv", "GCN2Conv"), (1,)),
 }
+#: The classes of one node set (PyG's convs fail on a pair of node types).
+_ONE_NODE_SET = ("GCNConv", "GCN2Conv")
 
 
 def _edge_data_unsupported(
     layer: Any, cls: str, edge_index_dict: Any, kwargs: dict[str, Any]
 ) -> str | None:
-    """Why the call's ``edge_attr_dict``/``edge_weight_dict`` are outside the programs, or
-    its relations outside ``GCNConv``'s (None: they are not)."""
+    """Why the call's ``edge_attr_dict``/``edge_weight_dict`` are outside the programs, its
+    ``x_0_dict`` given to another class than ``GCN2Conv``, or its relations outside those of
+    ``GCNConv`` or ``GCN2Conv`` (None: they are not)."""
     relations = [e for e, _ in call_relations(layer, edge_index_dict)]
-    if cls == "GCNConv" and any(s != d for s, _, d in relations):
-        return "GCNConv on a relation between two node types (PyG's GCNConv takes one)"
+    if cls in _ONE_NODE_SET and any(s != d for s, _, d in relations):
+        return f"{cls} on a relation between two node types (PyG's {cls} takes one)"
     for name, values in kwargs.items():
-        readers, dims = _EDGE_DATA[name]
         if values is None:
             continue
+        if name == "x_0_dict":  # node features: the class's call_unsupported reads them
+            if cls != "GCN2Conv":
+                return f"x_0_dict given to {cls} (its forward takes no x_0)"
+            continue
+        readers, dims = _EDGE_DATA[name]
         if not isinstance(values, dict):
             return f"{name} is not a dict"
         if cls not in readers:  # none for the call's relations: the convs are given none
@@ -650,6 +660,7 @@ def run_program(
     edge_index_dict: dict[Any, Any],
     edge_attr_dict: Any = None,
     edge_weight_dict: Any = None,
+    x_0_dict: Any = None,
 ) -> dict[str, torch.Tensor]:
     """The layer's output per destination type from one ``hector::pyg_layer`` call: ``layer``
     has ``HeteroConv``'s ``convs`` (by edge type) and ``aggr`` (and may have ``combine``,
@@ -662,6 +673,7 @@ def run_program(
     layout = Layout.of(layer, x_dict, edge_index_dict, dst, split(layer, relations, convs))
     layout.edge_attr = edge_attr_dict or {}
     layout.edge_weight = edge_weight_dict or {}
+    layout.x0 = x_0_dict or {}
     tensors = relations.tensors(convs, layout)
     out = torch.ops.hector.pyg_layer(
         relations.program(convs, layout),

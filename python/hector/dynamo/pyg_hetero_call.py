@@ -10,7 +10,9 @@ less ``_dict``. And one layer may hold convs of several classes (PyG's test and 
   names its third parameter (``GATConv``: ``edge_attr``; ``GCNConv``/``GraphConv``:
   ``edge_weight``), so the programs read it as they read ``edge_attr_dict`` and
   ``edge_weight_dict``. A positional dict keyed by node type, or read as another parameter
-  (``SAGEConv``'s ``size``), runs PyG's forward with the reason.
+  (``SAGEConv``'s ``size``), runs PyG's forward with the reason. ``GCN2Conv``'s call,
+  ``(x_dict, x_0_dict, edge_index_dict)``, has its second dict moved to the keyword
+  ``x_0_dict`` first (:func:`initial_bound`; :mod:`hector.dynamo.pyg_gcn2` reads it).
 * **Class groups** (:func:`run_groups`): a layer whose convs are of several routed classes
   runs one :func:`hector.dynamo.pyg_hetero.run_program` per class (each over the typed graph of
   its relations), combined by the layer's ``aggr``: a sum adds the groups' sums, a mean
@@ -32,6 +34,7 @@ from typing import Any
 import torch
 
 from . import (
+    pyg_gcn2,  # noqa: F401  (registers GCN2Conv's relations with pyg_hetero)
     pyg_gin,  # noqa: F401  (registers GINConv's relations with pyg_hetero)
     pyg_gine,  # noqa: F401  (registers GINEConv's relations with pyg_hetero)
     pyg_han,  # noqa: F401  (routes HANConv: its relations run pyg_hetero's GAT program)
@@ -45,17 +48,49 @@ from .pyg_hetero import EdgeType, call_relations
 _THIRD = {"edge_attr": "edge_attr_dict", "edge_weight": "edge_weight_dict"}
 
 
+def _parameters(conv: Any) -> list[str]:
+    """The names of ``conv.forward``'s parameters, ``self`` left out."""
+    return list(inspect.signature(type(conv).forward).parameters)[1:]
+
+
 def _third_parameter(conv: Any) -> str | None:
-    """The name of the parameter ``conv.forward`` takes after ``x`` and ``edge_index``."""
-    names = list(inspect.signature(type(conv).forward).parameters)[1:]
+    """The name of the parameter ``conv.forward`` takes after ``x`` and ``edge_index`` (and
+    ``GCN2Conv``'s ``x_0`` between them)."""
+    names = [n for n in _parameters(conv) if n != "x_0"]
     return names[2] if len(names) > 2 else None
+
+
+def initial_bound(
+    layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]] | str:
+    """``GCN2Conv``'s call, ``(x_dict, x_0_dict, edge_index_dict, ...)``: the second dict (keyed
+    by node type) moved to the keyword ``x_0_dict``, where every relation's conv takes ``x_0``
+    second; other calls as they are; or why it cannot be (a ``x_0_dict`` keyword of the
+    caller's: PyG hands it to ``x_0`` after ``edge_index`` took that place, and fails)."""
+    if "x_0_dict" in kwargs:
+        return "HeteroConv called with the keyword x_0_dict (GCN2Conv takes x_0 second)"
+    if len(args) < 3 or not all(isinstance(a, dict) for a in args[:3]):
+        return (args, kwargs)
+    if not args[1] or any(isinstance(k, tuple) for k in args[1]):
+        return (args, kwargs)
+    if not all(isinstance(k, tuple) for k in args[2]):
+        return "HeteroConv called with a third dict not keyed by edge type (not edge_index_dict)"
+    relations = call_relations(layer, args[2])
+    if any(_parameters(conv)[1:2] != ["x_0"] for _, conv in relations):
+        return "HeteroConv called with a second dict keyed by node type (not edge_index_dict)"
+    return ((args[0], *args[2:]), {**kwargs, "x_0_dict": args[1]})
 
 
 def bound(
     layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> tuple[tuple[Any, ...], dict[str, Any]] | str:
-    """``(x_dict, edge_index_dict)`` and the keyword dicts of ``layer``'s call, a third
-    positional dict moved to the keyword its convs read it as; or why it cannot be."""
+    """``(x_dict, edge_index_dict)`` and the keyword dicts of ``layer``'s call, ``x_0_dict``
+    (:func:`initial_bound`) and a third positional dict moved to the keyword its convs read it
+    as; or why it cannot be."""
+    binding = initial_bound(layer, args, kwargs)
+    if isinstance(binding, str):
+        return binding
+    args, kwargs = binding
     if len(args) != 3 or not isinstance(args[2], dict) or not isinstance(args[1], dict):
         return (args, kwargs)
     x_dict, edge_index_dict, third = args
