@@ -1,7 +1,8 @@
 """Attention dropout in training under ``torch.compile(backend="hector")``
 (``hector.dynamo.pyg_attention_dropout``): ``GATConv`` relations of a ``HeteroConv`` (planned,
-and traced with edge features), PyG's ``GAT`` model through ``to_hetero`` (its feature dropout
-between the layers as well) and ``HANConv`` run the ``:drop`` programs, drawing PyG's own
+and traced with edge features), ``GATv2Conv`` relations, PyG's ``GAT`` model through
+``to_hetero`` (its feature dropout between the layers as well) and ``HANConv`` run the
+``:drop`` programs, drawing PyG's own
 masks: with the same seed, outputs and gradients match eager PyG's and the generator ends in
 the same state."""
 
@@ -13,7 +14,7 @@ import pytest
 import torch
 from test_pyg_hetero_route import _edges, _features
 from test_pyg_route_configs import _fresh_dynamo  # noqa: F401  (autouse: Dynamo reset per test)
-from torch_geometric.nn import GAT, GATConv, HANConv, HeteroConv, to_hetero
+from torch_geometric.nn import GAT, GATConv, GATv2Conv, HANConv, HeteroConv, to_hetero
 
 from hector.dynamo import pyg_attention_dropout, pyg_route
 from hector.dynamo.backend import HectorBackend
@@ -101,6 +102,17 @@ def test_gat_relations_in_training_draw_pygs_masks(heads: int) -> None:
     ei[RELATIONS[2]] = ei[RELATIONS[2]][:, :0]
     _same_draws(model, x, ei)
     assert _ran(":drop") == [(2, 2)]
+
+
+def test_gatv2_relations_in_training_draw_pygs_masks() -> None:
+    """``HeteroConv`` of ``GATv2Conv(dropout=0.3)``: ``hetero-gatv2:...:drop``."""
+    torch.manual_seed(0)
+    model = HeteroConv(
+        {e: GATv2Conv(6, 4, heads=2, dropout=0.3, add_self_loops=False) for e in RELATIONS}
+    )
+    x, ei = _features(SIZES, WIDTHS), _edges(RELATIONS, SIZES, per=40)
+    _same_draws(model, x, ei)
+    assert [n for n in pyg_route.STATS if n.endswith(":drop")] == ["hetero-gatv2:0.2:drop"]
 
 
 def test_gat_relations_with_edge_features() -> None:

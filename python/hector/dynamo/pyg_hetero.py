@@ -347,8 +347,6 @@ class GatV2Relations(GatRelations):
         for c in convs:
             if c.add_self_loops:
                 return "GATv2Conv(add_self_loops=True) (Hector's program adds no self-loops)"
-            if training and c.dropout > 0:
-                return "GATv2Conv attention dropout in training"
             if getattr(c, "res", None) is not None:
                 return "GATv2Conv(residual=True)"
             if c.aggr not in ("add", "sum"):
@@ -358,8 +356,9 @@ class GatV2Relations(GatRelations):
         return _same(convs, ("heads", "out_channels", "concat", "negative_slope"))
 
     def program(self, convs: list[Any], layout: Layout) -> str:
-        """``hetero-gatv2:<slope>``."""
-        return f"hetero-gatv2:{float(convs[0].negative_slope)!r}"
+        """``hetero-gatv2:<slope>``, with ``:drop`` while a conv drops attention coefficients."""
+        drop = pyg_attention_dropout.SUFFIX if pyg_attention_dropout.active(convs) else ""
+        return f"hetero-gatv2:{float(convs[0].negative_slope)!r}{drop}"
 
     def tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
         """``x, W_l [R, W, H*F], b_l [R, H*F], W_r, b_r, att [R, H*F, H], bias [T, H*F]``."""
@@ -371,7 +370,12 @@ class GatV2Relations(GatRelations):
             biases = [lin.bias if lin.bias is not None else zeros for lin in lins]
             args += [weight, torch.stack(biases)]
         att = block_diagonal(torch.cat([c.att for c in convs]).unsqueeze(-1))
-        return [*args, att, self._bias(convs, layout, args[1])]
+        args = [*args, att, self._bias(convs, layout, args[1])]
+        if not pyg_attention_dropout.active(convs):
+            return args
+        ps = pyg_attention_dropout.probabilities(convs)
+        drop = pyg_attention_dropout.mask(ps, layout.edge_index, convs[0].heads, args[0])
+        return pyg_attention_dropout.with_mask(args, drop)
 
 
 #: SAGEConv neighbourhood aggregations the program computes.

@@ -67,7 +67,7 @@ def _hetero_gat_edge(slope: float) -> frontend.CompiledFunction:
     return frontend.compile(hetero_gat_edge)
 
 
-def _hetero_gatv2(slope: float) -> frontend.CompiledFunction:
+def _hetero_gatv2(slope: float, drop: bool = False) -> frontend.CompiledFunction:
     def hetero_gatv2(
         g: GraphProxy,
         x: Value,
@@ -76,18 +76,20 @@ def _hetero_gatv2(slope: float) -> frontend.CompiledFunction:
         weight_r: Value,
         bias_r: Value,
         att: Value,
-        bias: Value,
+        *rest: Value,
     ) -> Value:
         """One ``GATv2Conv`` per relation, summed: ``x_j' = W_l x_j + b_l``,
-        ``α = softmax over the relation's edges into i of a · leaky_relu(x_j' + W_r x_i + b_r)``,
-        ``h'_i = Σ_r Σ_j α_ij ⊙_head x_j' + b_type(i)``."""
+        ``α = softmax over the relation's edges into i of a · leaky_relu(x_j' + W_r x_i + b_r)``
+        (``drop``: times the dropout mask), ``h'_i = Σ_r Σ_j α_ij ⊙_head x_j' + b_type(i)``."""
         xs = g.typed_bias(g.typed_linear(g.gather_src(x), weight_l), bias_l)  # [E, H*F]
         xd = g.typed_bias(g.typed_linear(g.gather_dst(x), weight_r), bias_r)
         logits = g.typed_linear((xs + xd).leaky_relu(slope), att)  # [E, H]
         alpha = g.edge_softmax(logits, by="dst_etype")
-        return g.typed_bias(g.sum_to_dst(xs * alpha), bias)
+        alpha = alpha * rest[0] if drop else alpha
+        return g.typed_bias(g.sum_to_dst(xs * alpha), rest[-1])
 
-    return frontend.compile(hetero_gatv2)
+    names = ["g", "x", "weight_l", "bias_l", "weight_r", "bias_r", "att"]
+    return frontend.compile_with_arguments(hetero_gatv2, [*names, *(["mask"] * drop), "bias"])
 
 
 _PROGRAMS: dict[str, frontend.CompiledFunction] = {}
@@ -107,7 +109,7 @@ def _compiled(name: str) -> frontend.CompiledFunction:
         elif kind == "hetero-gat":
             _PROGRAMS[name] = _hetero_gat_edge(float(rest[0]))
         elif kind == "hetero-gatv2":
-            _PROGRAMS[name] = _hetero_gatv2(float(rest[0]))
+            _PROGRAMS[name] = _hetero_gatv2(float(rest[0]), rest[1:] == ["drop"])
         elif kind == "hetero-sage":
             _PROGRAMS[name] = _hetero_sage(rest[0], rest[1] == "1")
         elif kind == "hetero-gcn":
