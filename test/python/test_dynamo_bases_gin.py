@@ -203,3 +203,24 @@ def test_gat_raises_as_pyg_does(options: dict[str, Any]) -> None:
     assert str(got.value) == str(eager.value)
     reason = pyg_route.FALLBACKS["to_hetero_with_bases (GATConv)"]
     assert "a conv class the programs do not express" in reason
+
+
+def test_one_relation_and_inference() -> None:
+    """One node type and one relation (the program's rows are ``x`` itself, nothing padded),
+    with gradients and under ``torch.no_grad`` (the program's plain forward)."""
+    metadata = (["n"], [("n", "to", "n")])
+    gen = torch.Generator().manual_seed(4)
+    x = {"n": torch.randn(9, 8, generator=gen)}
+    ei = {("n", "to", "n"): torch.randint(9, (2, 30), generator=gen)}
+    torch.manual_seed(0)
+    model = to_hetero_with_bases(GinNet(train_eps=True), metadata, num_bases=2)
+    backend = HectorBackend()
+    compiled = torch.compile(model, backend=backend)
+    counters.clear()
+    _assert_matches(model, compiled, x, ei)
+    _assert_routed(backend)
+    model.eval()
+    with torch.no_grad():
+        got, want = compiled(x, ei)["n"], model(x, ei)["n"]
+    assert torch.allclose(got, want, rtol=0.0, atol=TOL)
+    assert pyg_route.STATS[pyg_bases_gin.PROGRAM].calls == 4
