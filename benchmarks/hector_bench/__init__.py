@@ -33,6 +33,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "hetero_conv",
         "MLPerf's rgnn (HeteroConv), to_hetero(GraphSAGE/GAT): eager, inductor, backend='hector'",
     ),
+    "bases-gin": (
+        "bases_gin",
+        "to_hetero_with_bases of GINConv layers: eager PyG vs backend='hector', two programs",
+    ),
     "pyg-tests": (
         "pyg_tests",
         "PyG's own relational-layer and hetero-model unit tests, each model call also compiled",

@@ -17,7 +17,9 @@ relational layer over all incoming edges of all relations at once:
 for ``aggr`` a sum or a mean (the mean over all of ``i``'s incoming edges, whatever their
 relation, as PyG's grouped graph computes it) and ``w_ji`` ``GraphConv``'s edge weight (1
 without). ``GINEConv`` with one linear ``nn`` (``W_b``, ``c_b``) and no ``edge_dim`` is the same
-with the message ``relu(x_j + e_ji)`` and the root ``Σ_b (1 + ε_b) W_b``. Under a Hector
+with the message ``relu(x_j + e_ji)`` and the root ``Σ_b (1 + ε_b) W_b``. ``GINConv`` (any
+``nn``, nonlinear per basis) runs :mod:`hector.dynamo.pyg_bases_gin`'s program of the relations'
+sums instead, each basis' ``nn`` as written. Under a Hector
 backend ``HeteroBasisConv``'s ``forward`` (routed through
 :func:`hector.dynamo.pyg_route.register_layer`) composes ``W_r``, the summed root weight and
 bias in PyTorch ops of the captured graph (so autograd takes the gradients to each basis'
@@ -43,7 +45,7 @@ import torch
 
 from ..frontends import compiled as frontend
 from ..frontends.graph_api import GraphProxy, Value
-from . import pyg_route
+from . import pyg_bases_gin, pyg_route
 
 #: The PyG module defining ``HeteroBasisConv`` (and the hook that scales its messages).
 _PYG_MODULE = "torch_geometric.nn.to_hetero_with_bases_transformer"
@@ -54,6 +56,7 @@ _PARAMETERS = {
     "SAGEConv": ("size",),
     "GraphConv": ("edge_weight", "size"),
     "GINEConv": ("edge_attr", "size"),
+    "GINConv": ("size",),
 }
 #: PyG's per-conv hook dicts: a hook in any but the basis hook runs code the program lacks.
 _HOOK_DICTS = (
@@ -114,6 +117,8 @@ def _lins(conv: Any) -> tuple[Any, Any]:
         return conv.lin_l, conv.lin_r if conv.root_weight else None
     if type(conv).__name__ == "GINEConv":  # the root's weight is nn's, (1 + ε) times: tensors()
         return conv.nn, None
+    if type(conv).__name__ == "GINConv":  # nn as written (pyg_bases_gin): no linear here
+        return None, None
     return conv.lin_rel, conv.lin_root  # GraphConv
 
 
@@ -121,9 +126,14 @@ def _conv_unsupported(conv: Any) -> str | None:
     """Why one basis conv is outside the programs (None: it is not)."""
     name, module = type(conv).__name__, type(conv).__module__
     if name not in _PARAMETERS:
-        return "a conv class the programs do not express (PyG's SAGEConv, GraphConv, GINEConv are)"
+        return (
+            "a conv class the programs do not express (PyG's SAGEConv, GraphConv, GINConv, "
+            "GINEConv are)"
+        )
     if not module.startswith("torch_geometric."):
         return f"{name} of {module}, not PyG's (its messages are not known)"
+    if name == "GINConv" and pyg_bases_gin.unsupported(conv) is not None:
+        return pyg_bases_gin.unsupported(conv)
     if name == "GINEConv" and (conv.lin is not None or not _one_linear(conv.nn)):
         return "GINEConv with edge_dim or an nn other than one linear (per basis, not summed)"
     if name == "GINEConv" and conv.aggr not in ("add", "sum"):
@@ -255,20 +265,28 @@ def bases_forward(self: Any, edge_type: Any, *args: Any, **kwargs: Any) -> Any:
         pyg_route.record_fallback(f"to_hetero_with_bases ({type(self.convs[0]).__name__})", call)
         return _pyg_forward(self, edge_type, *args, **kwargs)
     x = call.x
-    if x.dim() == 3:  # static graph: B feature sets over one graph, as B copies of it
-        copies, nodes = x.shape[0], x.shape[1]
-        offsets = torch.arange(copies, device=x.device) * nodes
-        edge_index = (call.edge_index.unsqueeze(1) + offsets.view(1, -1, 1)).reshape(2, -1)
-        weight, attr = call.edge_weight, call.edge_attr
-        call = Call(
-            x.reshape(-1, x.shape[2]),
-            edge_index,
-            call.edge_type.repeat(copies),
-            None if weight is None else weight.repeat(copies),
-            None if attr is None else attr.repeat(copies, 1),
-        )
-        return _run(self, call).view(copies, nodes, -1)
-    return _run(self, call)
+    flat = _flattened(call) if x.dim() == 3 else call
+    if type(self.convs[0]).__name__ == "GINConv":  # nn per basis, on x's rows as given
+        return pyg_bases_gin.forward(self, flat.x, flat.edge_index, flat.edge_type, x.shape[:-1])
+    out = _run(self, flat)
+    return out.view(*x.shape[:-1], out.shape[-1]) if x.dim() == 3 else out
+
+
+def _flattened(call: Call) -> Call:
+    """A static graph's call (``B`` feature sets ``[B, N, F]`` over one graph) as one call
+    over ``B`` copies of the graph."""
+    x = call.x
+    copies, nodes = x.shape[0], x.shape[1]
+    offsets = torch.arange(copies, device=x.device) * nodes
+    edge_index = (call.edge_index.unsqueeze(1) + offsets.view(1, -1, 1)).reshape(2, -1)
+    weight, attr = call.edge_weight, call.edge_attr
+    return Call(
+        x.reshape(-1, x.shape[2]),
+        edge_index,
+        call.edge_type.repeat(copies),
+        None if weight is None else weight.repeat(copies),
+        None if attr is None else attr.repeat(copies, 1),
+    )
 
 
 def _run(layer: Any, call: Call) -> torch.Tensor:
