@@ -59,6 +59,7 @@ __all__ = [
     "round_bootstrap",
     "run_worker",
     "start_thread_pools",
+    "steps_in_turns",
     "time_calls",
     "write_json",
 ]
@@ -98,6 +99,43 @@ class Timing:
             "max_ms": round(self.max_ms, 4),
             "runs": len(self.times_ms),
         }
+
+
+@dataclass(frozen=True)
+class TurnTaking:
+    """Systems' steps timed in turns: each system's ``first`` step (its result) and its
+    ``first_s`` (capture and compilation included), then ``timing`` of the rounds."""
+
+    first: dict[str, Any]
+    first_s: dict[str, float]
+    timing: dict[str, Timing]
+
+
+def steps_in_turns(
+    steps: dict[str, Callable[[], Any]], runs: int, warmup: int, seed: int | None = None
+) -> TurnTaking:
+    """Each system's first step (from generator state ``seed``, where given, so that systems
+    drawing PyTorch's random numbers draw the same), then ``warmup`` untimed steps of it; then
+    ``runs`` timed rounds in which the systems take turns, one step each, so that machine load
+    drifts over all of them alike."""
+    import torch
+
+    first, first_s = {}, {}
+    for name, step in steps.items():
+        if seed is not None:
+            torch.manual_seed(seed)
+        start = time.perf_counter()
+        first[name] = step()
+        first_s[name] = round(time.perf_counter() - start, 3)
+        for _ in range(warmup):
+            step()
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(runs):
+        for name, step in steps.items():
+            start = time.perf_counter()
+            step()
+            times[name].append((time.perf_counter() - start) * 1e3)
+    return TurnTaking(first, first_s, {n: Timing(tuple(t)) for n, t in times.items()})
 
 
 #: What ``--clock`` times calls with (``time``'s function of each name).

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -159,20 +158,8 @@ def run_cell(args: argparse.Namespace, bases: int, systems: list[str]) -> dict[s
         net = copy.deepcopy(base)
         fn = net if s == "eager" else torch.compile(net, backend=backends[s])
         steps[s] = _step(net, fn, x, ei, s)
-    first, first_s = {}, {}
-    for s in systems:
-        start = time.perf_counter()
-        first[s] = steps[s]()
-        first_s[s] = round(time.perf_counter() - start, 3)
-        for _ in range(args.warmup):
-            steps[s]()
-    times: dict[str, list[float]] = {s: [] for s in systems}
-    for _ in range(args.runs):
-        for s in systems:
-            start = time.perf_counter()
-            steps[s]()
-            times[s].append((time.perf_counter() - start) * 1e3)
-    timing = {s: _common.Timing(tuple(t)) for s, t in times.items()}
+    turns = _common.steps_in_turns(steps, args.runs, args.warmup)
+    first, first_s, timing = turns.first, turns.first_s, turns.timing
     results = []
     for s in systems:
         entry: dict[str, Any] = {"system": s, **timing[s].as_record(), "first_step_s": first_s[s]}

@@ -37,7 +37,6 @@ difference from eager.
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Any
 
 from hector.tools import cli_args as _args
@@ -294,22 +293,9 @@ def run_model(name: str, args: argparse.Namespace, systems: list[str]) -> dict[s
     if "hector" in systems:
         fns["hector"] = torch.compile(net, backend=backend)
     steps = {s: _step(net, fns[s], x, ei) for s in systems}
-    first: dict[str, Any] = {}
-    compile_s: dict[str, float] = {}
-    for s in systems:
-        torch.manual_seed(args.seed)  # the same masks where a model drops (han)
-        start = time.perf_counter()
-        first[s] = steps[s]()
-        compile_s[s] = time.perf_counter() - start
-        for _ in range(args.warmup):
-            steps[s]()
-    times: dict[str, list[float]] = {s: [] for s in systems}
-    for _ in range(args.runs):
-        for s in systems:
-            start = time.perf_counter()
-            steps[s]()
-            times[s].append((time.perf_counter() - start) * 1e3)
-    timing = {s: _common.Timing(tuple(t)) for s, t in times.items()}
+    # the same masks where a model drops (han)
+    turns = _common.steps_in_turns(steps, args.runs, args.warmup, seed=args.seed)
+    first, compile_s, timing = turns.first, turns.first_s, turns.timing
     ref = first.get("eager")
     results = []
     for s in systems:

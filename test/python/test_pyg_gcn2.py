@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import torch
+from test_pyg_hetero_route import _assert_same
 from test_pyg_route_configs import _fresh_dynamo  # noqa: F401  (autouse: Dynamo reset per test)
 from torch_geometric.nn import GCN2Conv, GCNConv, HeteroConv
 
@@ -83,17 +84,8 @@ def _step(
 def _assert_matches(model: torch.nn.Module, x: Any, x0: Any, call: Any) -> None:
     """The compiled layer's outputs and gradients are eager PyG's; Hector's program ran."""
     compiled = torch.compile(model, backend=HectorBackend())
-    got_k, got, got_g = _step(model, compiled, x, x0, call)
-    want_k, want, want_g = _step(model, model, x, x0, call)
-    assert got_k == want_k
-    for a, b in zip(got, want, strict=True):
-        assert a.shape == b.shape
-        assert (a - b).abs().max().item() <= TOL
-    assert len(got_g) == len(want_g)
-    for a, b in zip(got_g, want_g, strict=True):
-        assert (a is None) == (b is None)
-        if a is not None:
-            assert (a - b).abs().max().item() <= TOL
+    got, want = _step(model, compiled, x, x0, call), _step(model, model, x, x0, call)
+    _assert_same(got, want, TOL)
     assert "HeteroConv" not in pyg_route.FALLBACKS, pyg_route.FALLBACKS
     stats = pyg_route.STATS["hetero-gcn2"]
     assert stats.calls > 0

@@ -58,18 +58,21 @@ _PARAMETERS = {
     "GINEConv": ("edge_attr", "size"),
     "GINConv": ("size",),
 }
-#: PyG's per-conv hook dicts: a hook in any but the basis hook runs code the program lacks.
-_HOOK_DICTS = (
+#: ``MessagePassing``'s hook dicts: a hook in one runs code a program does not.
+HOOK_DICTS = (
     "_forward_hooks",
     "_forward_pre_hooks",
     "_propagate_forward_pre_hooks",
     "_propagate_forward_hooks",
     "_message_forward_pre_hooks",
+    "_message_forward_hooks",
     "_aggregate_forward_pre_hooks",
     "_aggregate_forward_hooks",
     "_message_and_aggregate_forward_pre_hooks",
     "_message_and_aggregate_forward_hooks",
 )
+#: Those but the message-forward hooks, which hold the basis hook (checked on its own).
+_HOOK_DICTS = tuple(d for d in HOOK_DICTS if d != "_message_forward_hooks")
 
 
 def _bases_program(mean: bool, weighted: bool, gine: bool = False) -> frontend.CompiledFunction:

@@ -45,31 +45,18 @@ import torch
 from ..frontends import compiled as frontend
 from ..frontends.graph_api import GraphProxy, Value
 from ..models import block_diagonal
-from . import pyg_attention_dropout, pyg_hetero_dst, pyg_route
+from . import pyg_attention_dropout, pyg_bases, pyg_hetero_dst, pyg_route
 from .pyg_hetero import Layout
 
 #: The PyG module defining ``HANConv`` and its semantic attention ``group``.
 _PYG_MODULE = "torch_geometric.nn.conv.han_conv"
-#: ``MessagePassing``'s hook dicts: a hook there runs code the program does not.
-_HOOK_DICTS = (
-    "_forward_hooks",
-    "_forward_pre_hooks",
-    "_propagate_forward_pre_hooks",
-    "_propagate_forward_hooks",
-    "_message_forward_pre_hooks",
-    "_message_forward_hooks",
-    "_aggregate_forward_pre_hooks",
-    "_aggregate_forward_hooks",
-    "_message_and_aggregate_forward_pre_hooks",
-    "_message_and_aggregate_forward_hooks",
-)
 
 
 def unsupported(conv: Any, x_dict: Any, edge_index_dict: Any) -> str | None:
     """Why ``HANConv`` ``conv`` called on these dicts cannot run the program (None: it can)."""
     if not isinstance(x_dict, dict) or not isinstance(edge_index_dict, dict):
         return "HANConv called with other than (x_dict, edge_index_dict)"
-    if conv.explain or any(getattr(conv, d, None) for d in _HOOK_DICTS):
+    if conv.explain or any(getattr(conv, d, None) for d in pyg_bases.HOOK_DICTS):
         return "HANConv in PyG's explain mode or with hooks"
     for t, x in x_dict.items():
         if t not in conv.proj:
