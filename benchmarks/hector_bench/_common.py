@@ -60,6 +60,7 @@ __all__ = [
     "run_worker",
     "start_thread_pools",
     "steps_in_turns",
+    "write_cells",
     "time_calls",
     "write_json",
 ]
@@ -682,6 +683,13 @@ def best_peer_ratios(
         round(speedup, 4) if speedup is not None else None,
         round(mem, 4) if mem is not None else None,
     )
+
+
+def write_cells(args: Any, benchmark: str, cells: list[dict[str, Any]]) -> None:
+    """Write ``{"benchmark", "host", "args", "cells"}`` to ``args.json`` where given."""
+    if args.json:
+        record = {"benchmark": benchmark, "host": host_info(), "args": vars(args), "cells": cells}
+        write_json(args.json, record)
 
 
 def write_json(path: str | os.PathLike[str], record: Any) -> None:

@@ -196,12 +196,5 @@ def run(args: argparse.Namespace) -> int:
                 flush=True,
             )
         print(f"B={bases} programs {cell['programs']} fallbacks {cell['fallbacks']}", flush=True)
-    record = {
-        "benchmark": "bases-gin",
-        "host": _common.host_info(),
-        "args": vars(args),
-        "cells": cells,
-    }
-    if args.json:
-        _common.write_json(args.json, record)
+    _common.write_cells(args, "bases-gin", cells)
     return 0

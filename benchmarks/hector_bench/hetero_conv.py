@@ -348,12 +348,5 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {err}")
             return 2
         _print_cell(cells[-1])
-    record = {
-        "benchmark": "hetero-conv",
-        "host": _common.host_info(),
-        "args": vars(args),
-        "cells": cells,
-    }
-    if args.json:
-        _common.write_json(args.json, record)
+    _common.write_cells(args, "hetero-conv", cells)
     return 0

@@ -19,6 +19,7 @@ import torch
 import torch._dynamo
 from test_pyg_route_configs import _fresh_dynamo  # noqa: F401  (autouse: Dynamo reset per test)
 from test_pyg_to_hetero import METADATA, RELATIONS, _batch
+from test_pyg_to_hetero import _run as run_step
 from torch._dynamo.utils import counters
 from torch_geometric.nn import MLP, GATConv, GINConv, to_hetero_with_bases
 
@@ -59,13 +60,8 @@ def _with_bases(model: torch.nn.Module, bases: int) -> torch.nn.Module:
 
 def _run(model: torch.nn.Module, fn: Any, x: Any, ei: Any) -> list[torch.Tensor]:
     """Outputs (by type, sorted), then the gradients of the parameters and the features."""
-    model.zero_grad()
-    xr = {k: v.clone().requires_grad_() for k, v in x.items()}
-    out = fn(xr, ei)
-    keys = sorted(out)
-    torch.stack([out[k].square().mean() for k in keys]).sum().backward()
-    grads = [p.grad for p in model.parameters()] + [xr[k].grad for k in sorted(xr)]
-    return [out[k].detach() for k in keys] + grads
+    _, outs, grads = run_step(model, fn, x, ei)
+    return [*outs, *grads]
 
 
 def _assert_matches(model: torch.nn.Module, compiled: Any, x: Any, ei: Any) -> None:
