@@ -37,6 +37,7 @@ SOURCE_FOLDERS = (
 FOREIGN_PATHS = frozenset(
     {
         "examples/hetero/hetero_conv_dblp.py",
+        "examples/hetero/han_imdb.py",
         "test/nn/conv/test_rgcn_conv.py",
         "test/nn/conv/test_hetero_conv.py",
         "test/nn/test_to_hetero_transformer.py",
