@@ -108,6 +108,7 @@ class Layout:
     edge_attr: dict[Any, torch.Tensor] = field(default_factory=dict)  # the call's edge_attr_dict
     edge_weight: dict[Any, torch.Tensor] = field(default_factory=dict)  # its edge_weight_dict
     x0: dict[Any, torch.Tensor] = field(default_factory=dict)  # its x_0_dict (GCN2Conv's x_0)
+    loops: list[int] = field(default_factory=list)  # self-loop edges appended per relation
     targets: list[Any] = field(default_factory=list)  # each relation's destination key
 
     @classmethod
@@ -208,6 +209,9 @@ class Relations:
         """The program's tensors (rows first)."""
         raise NotImplementedError
 
+    def with_edges(self, convs: list[Any], layout: Layout) -> None:
+        """Give ``layout`` the edges the convs add to the call's (none here)."""
+
     def finish(
         self, convs: list[Any], layout: Layout, key: Any, rows: torch.Tensor
     ) -> torch.Tensor:
@@ -235,11 +239,14 @@ class GatRelations(Relations):
     cls_name = "GATConv"
 
     def unsupported(self, convs: list[Any], training: bool) -> str | None:
-        """Options outside the program: self-loops, a residual, another ``aggr``, lazy
-        widths (``return_attention_weights`` is not passed by ``HeteroConv``)."""
+        """Options outside the program: self-loops with edge features or with attention
+        dropout in training, a residual, another ``aggr``, lazy widths
+        (``return_attention_weights`` is not passed by ``HeteroConv``)."""
         for c in convs:
-            if c.add_self_loops:
-                return "GATConv(add_self_loops=True) (Hector's program adds no self-loops)"
+            if c.add_self_loops and c.lin_edge is not None:
+                return "GATConv(add_self_loops=True, edge_dim=...) (PyG fills the loops' features)"
+            if c.add_self_loops and training and c.dropout > 0:
+                return "GATConv(add_self_loops=True) with attention dropout in training"
             if getattr(c, "res", None) is not None:
                 return "GATConv(residual=True)"
             if c.aggr not in ("add", "sum"):
@@ -271,24 +278,45 @@ class GatRelations(Relations):
 
     @staticmethod
     def _edge_terms(convs: list[Any], layout: Layout) -> bool:
-        return any(
+        return any(layout.loops) or any(
             c.lin_edge is not None and e in layout.edge_attr
             for e, c in zip(layout.relations, convs, strict=True)
         )
 
+    def with_edges(self, convs: list[Any], layout: Layout) -> None:
+        """``add_self_loops``: after each such relation's edges, one loop ``i → i`` per node
+        ``i`` below ``min(sources, destinations)``, as PyG's ``add_self_loops`` appends them
+        (the relation's own loops, which PyG removes first, are kept and weighed out in
+        :meth:`_edge_logits`: shapes that depend on the input's only)."""
+        ends, rows = layout.ends(), [x.shape[0] for x in layout.xs]
+        layout.loops = []
+        for r, (c, ei) in enumerate(zip(convs, layout.edge_index, strict=True)):
+            n = min(rows[ends[2 * r]], rows[ends[2 * r + 1]]) if c.add_self_loops else 0
+            if n:
+                loops = torch.arange(n, device=ei.device, dtype=ei.dtype)
+                layout.edge_index[r] = torch.cat([ei, torch.stack([loops, loops])], dim=1)
+            layout.loops.append(n)
+
     def _edge_logits(self, convs: list[Any], layout: Layout, like: torch.Tensor) -> torch.Tensor:
         """``[E, H]``: each edge's ``a_edge · lin_edge(edge_attr)``, relations concatenated in
         their order (zeros for a relation without edge features or ``edge_dim``, whose
-        ``GATConv`` adds no edge term)."""
+        ``GATConv`` adds no edge term); ``-inf`` on a looped relation's own loops, which PyG
+        removes (their softmax weight is 0), and 0 on the loops appended after them."""
         parts = []
-        for e, c, ei in zip(layout.relations, convs, layout.edge_index, strict=True):
+        loops = layout.loops or [0] * len(convs)
+        for e, c, ei, n in zip(layout.relations, convs, layout.edge_index, loops, strict=True):
             attr = layout.edge_attr.get(e)
-            if c.lin_edge is None or attr is None:
+            if n:
+                own = ei[:, : ei.shape[1] - n]
+                logits = like.new_zeros(ei.shape[1], c.heads)
+                removed = torch.cat([own[0] == own[1], own.new_zeros(n, dtype=torch.bool)])
+                parts.append(logits.masked_fill(removed.unsqueeze(1), float("-inf")))
+            elif c.lin_edge is None or attr is None:
                 parts.append(like.new_zeros(ei.shape[1], c.heads))
-                continue
-            rows = attr.view(-1, 1) if attr.dim() == 1 else attr
-            att = block_diagonal(c.att_edge.unsqueeze(-1))[0]  # [H*F, H]
-            parts.append(rows @ (c.lin_edge.weight.t() @ att))
+            else:
+                rows = attr.view(-1, 1) if attr.dim() == 1 else attr
+                att = block_diagonal(c.att_edge.unsqueeze(-1))[0]  # [H*F, H]
+                parts.append(rows @ (c.lin_edge.weight.t() @ att))
         return torch.cat(parts)
 
     def tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
@@ -678,6 +706,7 @@ def run_program(
     layout.edge_attr = edge_attr_dict or {}
     layout.edge_weight = edge_weight_dict or {}
     layout.x0 = x_0_dict or {}
+    relations.with_edges(convs, layout)
     tensors = relations.tensors(convs, layout)
     out = torch.ops.hector.pyg_layer(
         relations.program(convs, layout),

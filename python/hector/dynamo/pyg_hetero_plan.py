@@ -107,8 +107,8 @@ def plan_of(layer: Any, training: bool, key: tuple[Any, ...]) -> Plan | None:
     convs = [c for _, c in pyg_hetero.call_relations(layer, edge_index_dict)]
     cls = str(pyg_hetero.class_of(convs[0]))
     relations = pyg_hetero.RELATIONS[cls]
-    if not relations.planned:
-        return None
+    if not relations.planned or any(getattr(c, "add_self_loops", False) for c in convs):
+        return None  # (self-loops: the traced way adds them, GatRelations.with_edges)
     dst = relations.reads_destinations(convs)
     split = pyg_hetero.split(layer, relations, convs)
     layout = pyg_hetero.Layout.of(layer, x_dict, edge_index_dict, dst, split)
