@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import torch
+from test_pyg_attention_dropout import RELATIONS, WIDTHS
 from test_pyg_hetero_route import _assert_matches, _edges, _features
 from test_pyg_route_configs import _fresh_dynamo  # noqa: F401  (autouse: Dynamo reset per test)
 from torch_geometric.nn import GAT, GATConv, HeteroConv, to_hetero
@@ -17,12 +18,6 @@ from hector.dynamo import pyg_route
 from hector.dynamo.backend import HectorBackend
 
 SIZES = {"paper": 13, "author": 9}
-WIDTHS = {"paper": 6, "author": 6}
-RELATIONS = [
-    ("paper", "cites", "paper"),
-    ("author", "writes", "paper"),
-    ("paper", "written_by", "author"),
-]
 
 
 def _with_own_loops(ei: dict[Any, torch.Tensor]) -> dict[Any, torch.Tensor]:

@@ -7,7 +7,8 @@ relations. Hector's programs draw no random numbers, so the mask is drawn in the
 by the same PyTorch operation ``F.dropout`` runs on a CPU tensor (``at::native::dropout``: no
 draw for ``p = 0`` or an empty tensor, zeros for ``p = 1``, else
 ``empty_like(α).bernoulli_(1 - p) / (1 - p)``), once per relation in the layer's order and over
-``[E_r, H]`` as PyG's ``α``, and is an ``[E, H]`` edge input of the program, which multiplies
+``[E_r, H]`` as PyG's ``α``, and is an ``[E, H]`` edge input of the program
+(:mod:`hector.dynamo.pyg_hetero_programs`, ``hector.dynamo.pyg_han``), which multiplies
 the coefficients by it after the softmax (``α ⊙ mask``). With the same generator state the
 masks are PyG's: a compiled model whose other random ops also run as captured (the backend's
 ``fallback="eager"``, the default) trains on PyG's own draws. The backward multiplies the
@@ -20,9 +21,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-
-from ..frontends import compiled as frontend
-from ..frontends.graph_api import GraphProxy, Value
 
 #: The suffix of a program name whose coefficients are multiplied by a dropout mask.
 SUFFIX = ":drop"
@@ -65,33 +63,3 @@ def with_mask(tensors: list[torch.Tensor], drop: torch.Tensor) -> list[torch.Ten
     """A ``hetero-gat`` program's tensors (bias last) with the mask before the bias, as the
     ``:drop`` programs take it."""
     return [*tensors[:-1], drop, tensors[-1]]
-
-
-def hetero_gat_dropped(slope: float, variant: str) -> frontend.CompiledFunction:
-    """The ``hetero-gat:<slope>[:edge|:dst]:drop`` program: ``variant`` ``""`` (the
-    destination's logit term per edge), ``"edge"`` (plus each edge's logit from edge features)
-    or ``"dst"`` (the term per node, :mod:`hector.dynamo.pyg_hetero_dst`), the coefficients
-    multiplied by the mask after the softmax."""
-
-    def hetero_gat_drop(
-        g: GraphProxy, x: Value, weight: Value, att_src: Value, *rest: Value
-    ) -> Value:
-        """``hector.models``' ``hetero_gat_layer`` (or its variant) with ``α ⊙ mask``."""
-        hs = g.typed_linear(g.gather_src(x), weight)  # W_r h_j  [E, H*F]
-        if variant == "dst":
-            terms = g.typed_linear(x, rest[0], slice="ntype")  # [N, S*H]
-            dst_term = g.typed_linear(g.gather_dst(terms), rest[1])  # [E, H]
-        else:
-            dst_term = g.typed_linear(g.gather_dst(x), rest[0])  # [E, H]
-        logits = g.typed_linear(hs, att_src) + dst_term
-        if variant == "edge":
-            logits = logits + rest[1]
-        alpha = g.edge_softmax(logits.leaky_relu(slope), by="dst_etype") * rest[-2]
-        return g.typed_bias(g.sum_to_dst(hs * alpha), rest[-1])
-
-    middle = {"": ["weight_att_dst"], "edge": ["weight_att_dst", "edge_logits"]}
-    middle["dst"] = ["weight_att_dst_nodes", "select"]
-    if variant not in middle:
-        raise ValueError(f"unknown hetero-gat variant {variant!r}")
-    names = ["g", "x", "weight", "att_src", *middle[variant], "mask", "bias"]
-    return frontend.compile_with_arguments(hetero_gat_drop, names)

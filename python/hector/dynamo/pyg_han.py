@@ -142,8 +142,8 @@ def _tensors(conv: Any, layout: Layout) -> list[torch.Tensor]:
         att = block_diagonal(torch.cat([vectors[n] for n in names]).unsqueeze(-1))  # [R, C, H]
         sides += list(pyg_hetero_dst.node_weights(att, keys, types))
     tensors = [torch.cat(layout.xs), *sides]
-    if conv.training and conv.dropout > 0:  # PyG's masks, drawn as F.dropout draws them
-        ps = [float(conv.dropout)] * len(names)
+    if pyg_attention_dropout.active([conv]):  # PyG's masks, drawn as F.dropout draws them
+        ps = pyg_attention_dropout.probabilities([conv]) * len(names)
         tensors.append(pyg_attention_dropout.mask(ps, layout.edge_index, conv.heads, tensors[0]))
     return tensors
 
@@ -165,7 +165,7 @@ def han_forward(
         return original(self, x_dict, edge_index_dict, return_semantic_attention_weights)
     layout = _layout(self, x_dict, edge_index_dict)
     tensors = _tensors(self, layout)
-    drop = pyg_attention_dropout.SUFFIX if self.training and self.dropout > 0 else ""
+    drop = pyg_attention_dropout.SUFFIX if pyg_attention_dropout.active([self]) else ""
     out = torch.ops.hector.pyg_layer(
         f"han:{float(self.negative_slope)!r}{drop}",
         pyg_route._train(tensors),

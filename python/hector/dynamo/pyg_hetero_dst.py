@@ -7,7 +7,8 @@ weight's gradient over every edge and the input's gradient scattered back throug
 On a sampled mini-batch, where every destination has many edges (ogbn-mag at fan-outs
 15, 10, 5: 1.1 M edges into 91 k nodes), that was a third of the layer's kernel time.
 
-The term depends only on the destination and the relation, so the program here computes it per
+The term depends only on the destination and the relation, so the ``:dst`` program
+(:mod:`hector.dynamo.pyg_hetero_programs`, from this module's weights) computes it per
 node: the relations into a node type take the *slots* ``0 .. S-1`` of that type (in the
 layer's order; ``S`` the most relations into one type), ``W_dst_nodes[t]`` is the ``[W, S·H]``
 concatenation of the slots' ``W_r a_dst`` (zeros where a type has fewer relations), and
@@ -27,9 +28,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-
-from ..frontends import compiled as frontend
-from ..frontends.graph_api import GraphProxy, Value
 
 
 def slots(targets: Sequence[int], types: int) -> list[int]:
@@ -77,27 +75,3 @@ def with_node_weights(tensors: list[torch.Tensor], targets: Sequence[int]) -> li
     x, weight, att_src, weight_att_dst, bias = tensors
     nodes, select = node_weights(weight_att_dst, targets, int(bias.shape[0]))
     return [x, weight, att_src, nodes, select, bias]
-
-
-def hetero_gat_dst(slope: float) -> frontend.CompiledFunction:
-    """The ``hetero-gat:<slope>:dst`` program (module docstring)."""
-
-    def hetero_gat_dst_layer(
-        g: GraphProxy,
-        x: Value,
-        weight: Value,
-        att_src: Value,
-        weight_att_dst: Value,
-        select: Value,
-        bias: Value,
-    ) -> Value:
-        """``hector.models``' ``hetero_gat_layer`` with the destination's logit term computed
-        per node (``weight_att_dst [T, W, S·H]``) and picked per edge by ``select``."""
-        hs = g.typed_linear(g.gather_src(x), weight)  # W_r h_j  [E, H*F]
-        terms = g.typed_linear(x, weight_att_dst, slice="ntype")  # [N, S*H]
-        dst_term = g.typed_linear(g.gather_dst(terms), select)  # [E, H]
-        logits = g.typed_linear(hs, att_src) + dst_term
-        alpha = g.edge_softmax(logits.leaky_relu(slope), by="dst_etype")
-        return g.typed_bias(g.sum_to_dst(hs * alpha), bias)
-
-    return frontend.compile(hetero_gat_dst_layer)

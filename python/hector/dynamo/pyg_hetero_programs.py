@@ -1,6 +1,6 @@
 """The programs of :mod:`hector.dynamo.pyg_hetero`'s per-relation conv classes, by name:
 ``hetero-gat:<slope>`` (:func:`hector.models._make_hetero_gat`'s), ``hetero-gat:<slope>:edge``
-(edge features), ``hetero-gat:<slope>:dst`` (:mod:`hector.dynamo.pyg_hetero_dst`),
+(edge logits), ``hetero-gat:<slope>:dst`` (:mod:`hector.dynamo.pyg_hetero_dst`'s terms),
 ``hetero-gatv2:<slope>``, ``hetero-sage:<aggr>:<root>`` and ``hetero-gcn``, and the
 ``hetero-gat`` ones with attention dropout (``...:drop``,
 :mod:`hector.dynamo.pyg_attention_dropout`), registered as program families of
@@ -15,7 +15,7 @@ import torch
 from ..frontends import compiled as frontend
 from ..frontends.graph_api import GraphProxy, Value
 from ..models import _make_hetero_gat
-from . import pyg_attention_dropout, pyg_hetero_dst, pyg_route
+from . import pyg_route
 
 
 def _hetero_gcn() -> frontend.CompiledFunction:
@@ -46,25 +46,36 @@ def _hetero_sage(aggr: str, root: bool) -> frontend.CompiledFunction:
     return frontend.compile_with_arguments(hetero_sage, ["g", *names])
 
 
-def _hetero_gat_edge(slope: float) -> frontend.CompiledFunction:
-    def hetero_gat_edge(
-        g: GraphProxy,
-        x: Value,
-        weight: Value,
-        att_src: Value,
-        weight_att_dst: Value,
-        edge_logits: Value,
-        bias: Value,
-    ) -> Value:
-        """``hector.models``' ``hetero_gat_layer`` with each edge's ``a_edge · W_e e_ij`` added
-        to its logits (``GATConv(edge_dim=...)``)."""
-        hs = g.typed_linear(g.gather_src(x), weight)  # W_r h_j  [E, H*F]
-        dst_term = g.typed_linear(g.gather_dst(x), weight_att_dst)  # [E, H]
-        logits = g.typed_linear(hs, att_src) + dst_term + edge_logits
-        alpha = g.edge_softmax(logits.leaky_relu(slope), by="dst_etype")
-        return g.typed_bias(g.sum_to_dst(hs * alpha), bias)
+def _hetero_gat_variant(slope: float, variant: str, drop: bool) -> frontend.CompiledFunction:
+    """``hector.models``' ``hetero_gat_layer`` as the route's variants compute it:
+    ``variant`` ``""`` (the destination's logit term per edge), ``"edge"`` (plus each edge's
+    logit: ``GATConv(edge_dim=...)``'s ``a_edge · W_e e_ij``, or the ``-inf`` of a removed
+    self-loop) or ``"dst"`` (the term per node, :mod:`hector.dynamo.pyg_hetero_dst`); with
+    ``drop`` the coefficients are multiplied by the dropout mask after the softmax
+    (:mod:`hector.dynamo.pyg_attention_dropout`)."""
 
-    return frontend.compile(hetero_gat_edge)
+    def hetero_gat_variant(
+        g: GraphProxy, x: Value, weight: Value, att_src: Value, *rest: Value
+    ) -> Value:
+        hs = g.typed_linear(g.gather_src(x), weight)  # W_r h_j  [E, H*F]
+        if variant == "dst":
+            terms = g.typed_linear(x, rest[0], slice="ntype")  # [N, S*H]
+            dst_term = g.typed_linear(g.gather_dst(terms), rest[1])  # [E, H]
+        else:
+            dst_term = g.typed_linear(g.gather_dst(x), rest[0])  # [E, H]
+        logits = g.typed_linear(hs, att_src) + dst_term
+        if variant == "edge":
+            logits = logits + rest[1]
+        alpha = g.edge_softmax(logits.leaky_relu(slope), by="dst_etype")
+        alpha = alpha * rest[-2] if drop else alpha
+        return g.typed_bias(g.sum_to_dst(hs * alpha), rest[-1])
+
+    middle = {"": ["weight_att_dst"], "edge": ["weight_att_dst", "edge_logits"]}
+    middle["dst"] = ["weight_att_dst_nodes", "select"]
+    if variant not in middle:
+        raise ValueError(f"unknown hetero-gat variant {variant!r}")
+    names = ["g", "x", "weight", "att_src", *middle[variant], *(["mask"] * drop), "bias"]
+    return frontend.compile_with_arguments(hetero_gat_variant, names)
 
 
 def _hetero_gatv2(slope: float, drop: bool = False) -> frontend.CompiledFunction:
@@ -99,15 +110,12 @@ def _compiled(name: str) -> frontend.CompiledFunction:
     """The program named ``name`` (``hetero-gat:<slope>``, ``hetero-sage:<aggr>:<root>``)."""
     if name not in _PROGRAMS:
         kind, *rest = name.split(":")
-        if kind == "hetero-gat" and rest[-1] == "drop":  # attention dropout in training
-            variant = rest[1] if len(rest) == 3 else ""
-            _PROGRAMS[name] = pyg_attention_dropout.hetero_gat_dropped(float(rest[0]), variant)
-        elif kind == "hetero-gat" and len(rest) == 1:
+        if kind == "hetero-gat" and len(rest) == 1:  # the twin's (hector.models) program
             _PROGRAMS[name] = _make_hetero_gat(float(rest[0]))
-        elif kind == "hetero-gat" and rest[1] == "dst":
-            _PROGRAMS[name] = pyg_hetero_dst.hetero_gat_dst(float(rest[0]))
-        elif kind == "hetero-gat":
-            _PROGRAMS[name] = _hetero_gat_edge(float(rest[0]))
+        elif kind == "hetero-gat":  # :edge, :dst, :drop (attention dropout in training)
+            drop = rest[-1] == "drop"
+            variant = ":".join(rest[1 : len(rest) - drop])
+            _PROGRAMS[name] = _hetero_gat_variant(float(rest[0]), variant, drop)
         elif kind == "hetero-gatv2":
             _PROGRAMS[name] = _hetero_gatv2(float(rest[0]), rest[1:] == ["drop"])
         elif kind == "hetero-sage":
