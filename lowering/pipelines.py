@@ -105,8 +105,9 @@ def ptx_pipeline(chip: str = GPU_CHIP, features: str | None = None) -> str:
 def schedule_pipeline(threads: int = 1, bf16_dot: bool = False, vector_bits: int = 512) -> str:
     """``hector-schedule`` for ``threads`` CPU workers on vector registers of ``vector_bits``
     bits; ``bf16_dot``: GEMMs with a bf16 operand multiply bf16 pairs (AVX512-BF16,
-    ``lowering/cpu/bf16.py``). Then ``hector-half-messages`` (``lowering/cpu/half_messages.py``)."""
-    messages = "hector-half-messages"  # half inference programs: messages stored in half
+    ``lowering/cpu/bf16.py``). Then ``hector-half-messages`` (``lowering/cpu/half_messages.py``)
+    and ``hector-vector-dots`` (``lowering/cpu/vector_dots.py``)."""
+    messages = "hector-half-messages, hector-vector-dots"  # half messages; dots in lanes
     options = f"threads={threads}"
     if bf16_dot:
         options += " bf16_dot=true"

@@ -236,6 +236,7 @@ PASS_MODULES = (
     "lowering.pipelines",  # raise-torch-to-hector and the named pipelines
     "lowering.schedule",  # hector-schedule
     "lowering.cpu.half_messages",  # hector-half-messages
+    "lowering.cpu.vector_dots",  # hector-vector-dots
     "lowering.cpu.gradient_pairs",  # hector-pair-gradient-gemms
     "lowering.cpu.bf16_emulation",  # hector-emulate-bf16-dot
 )

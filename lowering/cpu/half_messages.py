@@ -34,27 +34,21 @@ bf16 for its pair products anyway — it is stored in the half type as well, rou
 traversals read (HGT's and RGAT's sums into destinations, normalised or activated next) stay
 f32.
 
-Per-head dot products (HGT's and RGAT's attention scores, ``fn = "dot"``), each head a
-whole number of 16-lane vectors wide, are marked ``hector.vector_dot``
-(``hector_intra.VECTOR_DOT``): the CPU sums each head's products in 16 running vector sums
-added across the lanes at the end (``lowering/cpu/traversal.py``), rather than one
-sequential sum an element at a time, whose latency bound its time; the reassociation changes
-the scores' rounding, within f32's.
+Per-head dot products are marked for vector sums by the next pass, ``hector-vector-dots``
+(``lowering/cpu/vector_dots.py``), in every function.
 
 Narrower sums, attention scores and softmax terms stay f32. A function with f32 results whose
 GEMMs compute on bf16 pairs (a training step's ``_train`` and ``_backward`` on bf16 features:
 :func:`program_half_type`) takes its half type from its arguments; in it the pass keeps every
-value's f32 bits (no message narrowed, sums segmented but not stored in half) but for the
-reassociated dots, and folds the copy that rounds an f32 buffer into a half output argument
-(a saved value ``hector-half-saved`` stores in bf16) into the buffer's one writer
-(:func:`copies_to_fold`), as it does in inference functions; a function with mixed results is
-treated alike. As with PyTorch's autocast, which
+value's f32 bits (no message narrowed, sums segmented but not stored in half) and folds the
+copy that rounds an f32 buffer into a half output argument (a saved value ``hector-half-saved``
+stores in bf16) into the buffer's one writer (:func:`copies_to_fold`), as it does in inference
+functions; a function with mixed results is treated alike. As with PyTorch's autocast, which
 returns a bf16 matmul's result in bf16, the extra rounding adds at most half a bf16 unit in the
 last place of each message to the error (``docs/optimizations.md``, "Traversals of bf16
 programs"). The pass runs in the CPU pipeline after ``hector-schedule``; the GEMM templates'
 epilogues and their row-at-a-time form write half outputs (``lowering/cpu/tiles.py``,
-``lowering/templates.py``).
-"""
+``lowering/templates.py``)."""
 
 from __future__ import annotations
 
@@ -67,7 +61,6 @@ from ...dialects import hector_intra as intra
 from ...dialects.builders import OpAccess
 from ...passes.registry import register_pass
 from ...passes.walk import walk_ops
-from . import traversal
 
 _GEMM, _TRAVERSAL = "hector_intra.gemm_template", "hector_intra.traversal_template"
 #: Uses of a buffer that read its shape or free it.
@@ -395,6 +388,3 @@ def _halve(fn: ir.Operation, element: ir.Type, keep_f32: bool) -> None:
             narrow(alloc, element)
     for summed in sums_to_group(fn):
         segment(replace(summed, narrow=summed.narrow and not keep_f32), element)
-    for op in walk_ops(fn):
-        if op.name == _TRAVERSAL and traversal.vector_dot_fits(intra.view(op)):
-            op.attributes[intra.VECTOR_DOT] = ir.UnitAttr.get()

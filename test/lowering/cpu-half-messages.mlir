@@ -264,34 +264,6 @@ func.func @biased_messages(%m: memref<?x32xbf16>, %etype: memref<?xi32>, %bias: 
 
 // -----
 
-// A per-head dot product (attention scores, two heads of 32) is marked hector.vector_dot:
-// each head's products summed in one 16-lane vector (two steps a head, x read in bf16), added
-// across the lanes with reassociation. A dot whose heads are not whole vectors (8 wide) is
-// left to the element form; an f32 program is not marked.
-// CHECK-LABEL: func.func @scores
-// CHECK: fn = "dot"{{.*}}hector.vector_dot
-// CHECK-NOT: hector.vector_dot
-// CHECK-LABEL: func.func @narrow_heads
-// LOOPS-LABEL: func.func private @scores_template0
-// LOOPS: scf.forall
-// LOOPS-COUNT-2: vector.transfer_read %{{.*}} : memref<?x64xbf16>, vector<16xbf16>
-// LOOPS: vector.reduction <add>, %{{.*}} fastmath<reassoc> : vector<16xf32> into f32
-// LOOPS-COUNT-2: vector.transfer_read %{{.*}} : memref<?x64xbf16>, vector<16xbf16>
-// LOOPS: vector.reduction <add>, %{{.*}} fastmath<reassoc> : vector<16xf32> into f32
-// LOOPS-LABEL: func.func private @narrow_heads_template0
-// LOOPS-NOT: vector.reduction
-// LOOPS: return
-func.func @scores(%k: memref<?x64xbf16>, %q: memref<?x64xf32>, %dst: memref<?xi32>, %res: memref<?x2xbf16>) attributes {hector.outputs = 1 : i64} {
-  "hector_intra.traversal_template"(%dst, %k, %q, %res) {fn = "dot", reduce = "none", parallel = "edge", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 0, 1, 1, 1, 1>} : (memref<?xi32>, memref<?x64xbf16>, memref<?x64xf32>, memref<?x2xbf16>) -> ()
-  return
-}
-func.func @narrow_heads(%k: memref<?x64xbf16>, %q: memref<?x64xf32>, %dst: memref<?xi32>, %res: memref<?x8xbf16>) attributes {hector.outputs = 1 : i64} {
-  "hector_intra.traversal_template"(%dst, %k, %q, %res) {fn = "dot", reduce = "none", parallel = "edge", block_size = 256 : i64, slope = 0.0 : f32, operandSegmentSizes = array<i32: 0, 0, 1, 1, 1, 1>} : (memref<?xi32>, memref<?x64xbf16>, memref<?x64xf32>, memref<?x8xbf16>) -> ()
-  return
-}
-
-// -----
-
 // A training step's function (f32 results) on bf16 features whose GEMMs compute on bf16 pairs
 // (products = "bf16"): its half type is its arguments', bf16. RGCN's pair sums, read by the
 // scatter-GEMM and copied at the end into the bf16 saved output (`hector-half-saved`), become
