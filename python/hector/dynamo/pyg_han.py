@@ -18,13 +18,16 @@ graph). The node-level attention of every relation is one program, ``han:<slope>
 type of its own (:class:`~hector.dynamo.pyg_hetero.Layout`'s ``split``: the destination's
 projected rows once per relation into it), so its rows there are ``Σ_j α_ij h_j`` of that
 relation alone. Both logit terms depend only on a node and the relation, so they are computed
-per node, as ``hetero-gat:<slope>:dst`` computes the destination's
-(:mod:`hector.dynamo.pyg_hetero_dst`): ``h (a_r)`` for the relations out of (into) a node's
-type, in slots, and each edge picks its relation's slot; per edge the program only gathers the
+per node type, before the program, as PyTorch products under its autograd
+(:func:`_node_terms`): ``h (a_r)`` for the relations out of (into) the type, in slots, each
+type's rows once (the split layout repeats a destination type's rows per relation; computed
+in the program, these per-row products ran over every repeated row, most of them zero blocks,
+and took 40% of its time). Each edge picks its relation's slot (``hetero-gat:<slope>:dst``'s
+selection, :mod:`hector.dynamo.pyg_hetero_dst`); per edge the program only gathers the
 source row, normalises the coefficients within the relation and sums. The ``relu`` and PyG's own
 ``group`` (with the layer's ``k_lin`` and ``q``) run on the program's rows in the captured
-graph, in the order PyG visits ``edge_index_dict``. Weight glue (the attention vectors as
-block-diagonal matrices in slots) is PyTorch ops, so autograd reaches every parameter.
+graph, in the order PyG visits ``edge_index_dict``. The terms and their slot selection are
+PyTorch ops, so autograd reaches every parameter.
 
 Attention dropout in training (PyG's ``dropout`` on ``α``, 0.6 in ``han_imdb.py``) runs
 ``han:<slope>:drop``, which multiplies the coefficients by PyG's own masks, drawn in the
@@ -41,10 +44,10 @@ import sys
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 from ..frontends import compiled as frontend
 from ..frontends.graph_api import GraphProxy, Value
-from ..models import block_diagonal
 from . import pyg_attention_dropout, pyg_bases, pyg_hetero_dst, pyg_route
 from .pyg_hetero import Layout
 
@@ -85,17 +88,15 @@ def han_program(slope: float, drop: bool) -> frontend.CompiledFunction:
 
     def han_layer(g: GraphProxy, h: Value, *rest: Value) -> Value:
         """``Σ_{j→i in r} α_ij h_j``, ``α`` the softmax within relation ``r`` of
-        ``leaky_relu(a_src,r · h_j + a_dst,r · h_i)``, both terms per node in slots."""
-        src_nodes, src_select, dst_nodes, dst_select = rest[:4]
-        src_terms = g.typed_linear(h, src_nodes, slice="ntype")  # [N, S_src·H]
-        dst_terms = g.typed_linear(h, dst_nodes, slice="ntype")  # [N, S_dst·H]
+        ``leaky_relu(a_src,r · h_j + a_dst,r · h_i)``, both terms given per node in slots."""
+        src_terms, src_select, dst_terms, dst_select = rest[:4]
         logits = g.typed_linear(g.gather_src(src_terms), src_select)  # [E, H]
         logits = logits + g.typed_linear(g.gather_dst(dst_terms), dst_select)
         alpha = g.edge_softmax(logits.leaky_relu(slope), by="dst_etype")
         alpha = alpha * rest[4] if drop else alpha
         return g.sum_to_dst(g.gather_src(h) * alpha)
 
-    names = ["g", "h", "src_nodes", "src_select", "dst_nodes", "dst_select"]
+    names = ["g", "h", "src_terms", "src_select", "dst_terms", "dst_select"]
     return frontend.compile_with_arguments(han_layer, names + (["mask"] if drop else []))
 
 
@@ -131,20 +132,68 @@ def _layout(conv: Any, x_dict: dict[str, torch.Tensor], edge_index_dict: dict[An
     return Layout(relations, types, xs, int(conv.out_channels), edge_index, targets=targets)
 
 
+def _type_rows(layout: Layout, t: str) -> torch.Tensor:
+    """Node type ``t``'s projected rows (those of the first layout key of that type)."""
+    keys = [k[0] if isinstance(k, tuple) else k for k in layout.types]
+    return layout.xs[keys.index(t)]
+
+
+def _stacked(
+    parts: list[torch.Tensor | None], like: list[torch.Tensor], width: int
+) -> torch.Tensor:
+    """The layout keys' rows of ``parts`` stacked, zeros ``[rows, width]`` where a key has none."""
+    rows = [x.shape[0] for x in like]
+    return torch.cat(
+        [
+            p if p is not None else like[0].new_zeros(n, width)
+            for p, n in zip(parts, rows, strict=True)
+        ]
+    )
+
+
+def _node_terms(conv: Any, layout: Layout) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every row's attention terms: ``src_terms [N, S·H]`` (a source row's ``h_v · a_src,r``
+    for the relations out of its type, in slots; zeros on destination keys) and
+    ``dst_terms [N, H]`` (a destination key's ``h_v · a_dst,r`` for its one relation; zeros on
+    source rows). Per node type, one batched product (per head) of its rows with the vectors
+    of every relation out of it and into it (PyTorch's, under its autograd): each type's
+    rows once, where the split layout repeats a destination type's rows per relation."""
+    ends, heads = layout.ends(), int(conv.heads)
+    most = max(pyg_hetero_dst.slots(ends[0::2], len(layout.types))) + 1
+    src: list[torch.Tensor | None] = [None] * len(layout.types)
+    dst: list[torch.Tensor | None] = [None] * len(layout.types)
+    for t in dict.fromkeys(k for e in layout.relations for k in (e[0], e[2])):
+        out = [r for r, e in enumerate(layout.relations) if e[0] == t]
+        into = [r for r, e in enumerate(layout.relations) if e[2] == t]
+        vectors = torch.cat(
+            [conv.lin_src["__".join(layout.relations[r])] for r in out]
+            + [conv.lin_dst["__".join(layout.relations[r])] for r in into]
+        )  # [|out| + |into|, H, D]
+        rows = _type_rows(layout, t)
+        terms = torch.einsum("nhd,rhd->nrh", rows.view(rows.shape[0], heads, -1), vectors)
+        terms = terms.reshape(rows.shape[0], -1)  # [N_t, (|out| + |into|)·H], (r, h) order
+        if out:
+            pad = (0, (most - len(out)) * heads)
+            src[ends[2 * out[0]]] = F.pad(terms[:, : len(out) * heads], pad)
+        for j, r in enumerate(into, start=len(out)):
+            dst[ends[2 * r + 1]] = terms[:, j * heads : (j + 1) * heads]
+    return _stacked(src, layout.xs, most * heads), _stacked(dst, layout.xs, heads)
+
+
 def _tensors(conv: Any, layout: Layout) -> list[torch.Tensor]:
-    """``h, src_nodes, src_select, dst_nodes, dst_select`` (and the dropout mask where the
-    layer drops): the projected rows and each side's attention vectors in slots
-    (``pyg_hetero_dst.node_weights``)."""
-    names = ["__".join(e) for e in layout.relations]
-    ends, types = layout.ends(), len(layout.types)
-    sides = []
-    for vectors, keys in ((conv.lin_src, ends[0::2]), (conv.lin_dst, ends[1::2])):
-        att = block_diagonal(torch.cat([vectors[n] for n in names]).unsqueeze(-1))  # [R, C, H]
-        sides += list(pyg_hetero_dst.node_weights(att, keys, types))
-    tensors = [torch.cat(layout.xs), *sides]
+    """``h, src_terms, src_select, dst_terms, dst_select`` (and the dropout mask where the
+    layer drops): the projected rows, each side's attention terms per node
+    (:func:`_node_terms`) and the constant matrices that pick an edge's relation's slot
+    (``pyg_hetero_dst.slot_select``)."""
+    ends, types, heads = layout.ends(), len(layout.types), int(conv.heads)
+    h = torch.cat(layout.xs)
+    src_terms, dst_terms = _node_terms(conv, layout)
+    src_select = pyg_hetero_dst.slot_select(pyg_hetero_dst.slots(ends[0::2], types), heads, h)
+    dst_select = pyg_hetero_dst.slot_select([0] * len(layout.relations), heads, h)
+    tensors = [h, src_terms, src_select, dst_terms, dst_select]
     if pyg_attention_dropout.active([conv]):  # PyG's masks, drawn as F.dropout draws them
-        ps = pyg_attention_dropout.probabilities([conv]) * len(names)
-        tensors.append(pyg_attention_dropout.mask(ps, layout.edge_index, conv.heads, tensors[0]))
+        ps = pyg_attention_dropout.probabilities([conv]) * len(layout.relations)
+        tensors.append(pyg_attention_dropout.mask(ps, layout.edge_index, conv.heads, h))
     return tensors
 
 

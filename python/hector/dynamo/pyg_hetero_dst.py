@@ -62,11 +62,18 @@ def node_weights(
     zero = weight_att_dst.new_zeros(1, width, heads)
     blocks = torch.cat([weight_att_dst, zero])[torch.tensor(index)]  # [T, S, W, H]
     nodes = blocks.permute(0, 2, 1, 3).reshape(types, width, most * heads)
-    select = weight_att_dst.new_zeros(r, most * heads, heads)
-    eye = torch.eye(heads, dtype=weight_att_dst.dtype)
+    return nodes, slot_select(rank, heads, weight_att_dst)
+
+
+def slot_select(rank: Sequence[int], heads: int, like: torch.Tensor) -> torch.Tensor:
+    """The constant ``select [R, S·H, H]``: relation ``r``'s ``H`` columns at its slot
+    ``rank[r]`` of ``S = max(rank) + 1`` (``like``'s dtype)."""
+    most = max(rank) + 1
+    select = like.new_zeros(len(rank), most * heads, heads)
+    eye = torch.eye(heads, dtype=like.dtype)
     for rel, s in enumerate(rank):
         select[rel, s * heads : (s + 1) * heads] = eye
-    return nodes, select
+    return select
 
 
 def with_node_weights(tensors: list[torch.Tensor], targets: Sequence[int]) -> list[torch.Tensor]:
