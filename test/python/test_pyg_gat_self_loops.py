@@ -1,7 +1,11 @@
-"""``GATConv(add_self_loops=True)`` (PyG's default) on relations from a node type to itself
-under ``torch.compile(backend="hector")``: the loops PyG appends are appended to the program's
-edges, the relation's own loops (which PyG removes) weighed out by ``-inf`` logits
-(``hetero-gat:<slope>:edge``); outputs and gradients against eager PyG, and what is declined."""
+"""``GATConv``/``GATv2Conv(add_self_loops=True)`` (PyG's default) on relations from a node type
+to itself under ``torch.compile(backend="hector")`` (:mod:`hector.dynamo.pyg_gat_loops`): the
+loops PyG appends are appended to the program's edges, the relation's own loops (which PyG
+removes) weighed out by ``-inf`` logits (``hetero-gat:<slope>:edge``,
+``hetero-gatv2:<slope>:edge``), the loops' edge features made by the conv's ``fill_value``;
+outputs and gradients (of the parameters, the node and the edge features) against eager PyG,
+on batches with loops of their own and nodes that no other edge enters, and what is
+declined."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import torch
 from test_pyg_attention_dropout import RELATIONS, WIDTHS
 from test_pyg_hetero_route import _assert_matches, _edges, _features
 from test_pyg_route_configs import _fresh_dynamo  # noqa: F401  (autouse: Dynamo reset per test)
-from torch_geometric.nn import GAT, GATConv, HeteroConv, to_hetero
+from torch_geometric.nn import GAT, GATConv, GATv2Conv, HeteroConv, to_hetero
 
 from hector.dynamo import pyg_route
 from hector.dynamo.backend import HectorBackend
@@ -24,6 +28,15 @@ def _with_own_loops(ei: dict[Any, torch.Tensor]) -> dict[Any, torch.Tensor]:
     """``ei`` with two loops on ``paper`` node 0 and one on node 3 among the citations."""
     own = torch.tensor([[0, 0, 3], [0, 0, 3]])
     return {**ei, RELATIONS[0]: torch.cat([ei[RELATIONS[0]], own], dim=1)}
+
+
+def _loops_and_sinks(ei: dict[Any, torch.Tensor]) -> dict[Any, torch.Tensor]:
+    """``ei`` whose citations enter no ``paper`` node from 11 on, plus loops of their own: two
+    on node 0, one on 3 and one on 11 (so 11 has only its loop, 12 no edge, before PyG's)."""
+    cites = ei[RELATIONS[0]]
+    cites = cites[:, cites[1] < 11]
+    own = torch.tensor([[0, 0, 3, 11], [0, 0, 3, 11]])
+    return {**ei, RELATIONS[0]: torch.cat([cites[:, :10], own, cites[:, 10:]], dim=1)}
 
 
 def _ran() -> list[str]:
@@ -45,34 +58,117 @@ def test_self_loops_run_the_program(aggr: str, heads: int) -> None:
     assert _ran() == ["hetero-gat:0.2:edge"]
 
 
-def test_to_hetero_gat_with_its_default_self_loops() -> None:
-    """PyG's ``GAT`` model as its docs build it (self-loops on) through ``to_hetero`` over
-    one node type: each layer one program, in training."""
+@pytest.mark.parametrize("share_weights", [False, True])
+@pytest.mark.parametrize(("aggr", "heads"), [("sum", 1), ("max", 2)])
+def test_gatv2_self_loops_run_the_program(share_weights: bool, aggr: str, heads: int) -> None:
+    """``GATv2Conv``'s loops, shared weights or not: ``hetero-gatv2:<slope>:edge``."""
+    torch.manual_seed(0)
+    options = {"heads": heads, "share_weights": share_weights}
+    model = HeteroConv(
+        {e: GATv2Conv(6, 4, **options, add_self_loops=e[0] == e[2]) for e in RELATIONS}, aggr=aggr
+    )
+    x, ei = _features(SIZES, WIDTHS), _loops_and_sinks(_edges(RELATIONS, SIZES, per=30))
+    _assert_matches(model, torch.compile(model, backend=HectorBackend()), x, ei)
+    assert not pyg_route.FALLBACKS, pyg_route.FALLBACKS
+    assert _ran() == ["hetero-gatv2:0.2:edge"]
+
+
+@pytest.mark.parametrize("v2", [False, True])
+def test_to_hetero_gat_with_its_default_self_loops(v2: bool) -> None:
+    """PyG's ``GAT`` model as its docs build it (self-loops on; ``v2``: of ``GATv2Conv``)
+    through ``to_hetero`` over one node type: each layer one program, in training."""
     torch.manual_seed(0)
     metadata = (["paper"], [RELATIONS[0]])
-    model = to_hetero(GAT((-1, -1), 8, num_layers=2, heads=2), metadata, aggr="sum")
+    model = to_hetero(GAT((-1, -1), 8, num_layers=2, heads=2, v2=v2), metadata, aggr="sum")
     x = _features({"paper": 13}, WIDTHS)
     ei = _with_own_loops(_edges([RELATIONS[0]], SIZES, per=30))
     with torch.no_grad():
         model(x, ei)  # PyG's lazy widths
     _assert_matches(model, torch.compile(model, backend=HectorBackend()), x, ei)
     assert not pyg_route.FALLBACKS, pyg_route.FALLBACKS
-    assert pyg_route.STATS["hetero-gat:0.2:edge"].calls == 2
+    assert pyg_route.STATS[f"hetero-gat{'v2' if v2 else ''}:0.2:edge"].calls == 2
+
+
+def _step(model: Any, fn: Any, x: Any, ei: Any, attr: Any) -> list[torch.Tensor]:
+    """The outputs of one step (by type, sorted), then the gradients of every parameter, of
+    the node features and of the edge features."""
+    model.zero_grad()
+    xr = {k: v.clone().requires_grad_() for k, v in x.items()}
+    ar = {k: v.clone().requires_grad_() for k, v in attr.items()}
+    out = fn(xr, ei, ar)
+    torch.stack([out[k].square().mean() for k in sorted(out)]).sum().backward()
+    return [
+        *(out[k].detach() for k in sorted(out)),
+        *(p.grad for p in model.parameters()),
+        *(v.grad for v in [*xr.values(), *ar.values()]),
+    ]
+
+
+def _assert_close(got: list[Any], want: list[Any]) -> None:
+    """Each tensor within 1e-5 of eager's (a gradient None in both or in neither)."""
+    for a, b in zip(got, want, strict=True):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert (a - b).abs().max().item() <= 1e-5
+
+
+#: ``fill_value`` of each kind ``compute_loop_attr`` takes (PyG's default ``"mean"`` first).
+FILLS = ["mean", "add", "max", "min", "mul", None, 0.5, 2, torch.tensor([1.0, -2.0, 0.5])]
+
+
+@pytest.mark.parametrize("fill", FILLS, ids=str)
+def test_self_loops_with_edge_features(fill: Any) -> None:
+    """``GATConv(edge_dim=3)``'s loops with their features by ``fill_value``, edge features
+    on every relation (gradients of the edge features too)."""
+    torch.manual_seed(0)
+    model = HeteroConv(
+        {
+            e: GATConv(6, 4, heads=2, edge_dim=3, fill_value=fill, add_self_loops=e[0] == e[2])
+            for e in RELATIONS
+        }
+    )
+    x, ei = _features(SIZES, WIDTHS), _loops_and_sinks(_edges(RELATIONS, SIZES, per=30))
+    gen = torch.Generator().manual_seed(2)
+    attr = {e: torch.randn(v.shape[1], 3, generator=gen) for e, v in ei.items()}
+    got = _step(model, torch.compile(model, backend=HectorBackend()), x, ei, attr)
+    want = _step(model, model, x, ei, attr)
+    assert not pyg_route.FALLBACKS, pyg_route.FALLBACKS
+    assert _ran() == ["hetero-gat:0.2:edge"]
+    _assert_close(got, want)
+
+
+@pytest.mark.parametrize("fill", ["mean", 0.5, torch.tensor(3.0)], ids=str)
+def test_self_loops_with_one_edge_weight(fill: Any) -> None:
+    """``edge_dim=1`` with one value per edge (``[E]`` edge features), only on the relation
+    from ``paper`` to itself."""
+    torch.manual_seed(0)
+    model = HeteroConv({RELATIONS[0]: GATConv(6, 4, heads=2, edge_dim=1, fill_value=fill)})
+    x, ei = _features(SIZES, WIDTHS), _loops_and_sinks(_edges([RELATIONS[0]], SIZES, per=30))
+    attr = {RELATIONS[0]: torch.rand(ei[RELATIONS[0]].shape[1])}
+    got = _step(model, torch.compile(model, backend=HectorBackend()), x, ei, attr)
+    want = _step(model, model, x, ei, attr)
+    assert _ran() == ["hetero-gat:0.2:edge"]
+    _assert_close(got, want)
 
 
 @pytest.mark.parametrize(
-    ("options", "reason"),
-    [({"edge_dim": 2}, "PyG fills the loops' features"), ({"dropout": 0.5}, "dropout")],
+    ("conv", "options", "reason"),
+    [
+        (GATConv, {"edge_dim": 3, "fill_value": "any"}, "fill_value='any'"),
+        (GATConv, {"dropout": 0.5}, "dropout"),
+        (GATv2Conv, {"dropout": 0.5}, "dropout"),
+    ],
 )
-def test_self_loops_declined(options: dict[str, Any], reason: str) -> None:
-    """Self-loops with edge features (PyG fills the loops' features with a mean) or with
-    attention dropout in training run PyG's forward, the reason kept."""
+def test_self_loops_declined(conv: Any, options: dict[str, Any], reason: str) -> None:
+    """Self-loops with a ``fill_value`` not computed (``"any"``: a scatter's last write) or
+    with attention dropout in training run PyG's forward, the reason kept."""
     torch.manual_seed(0)
-    model = HeteroConv({RELATIONS[0]: GATConv(6, 4, **options)})
+    model = HeteroConv({RELATIONS[0]: conv(6, 4, **options)})
     x, ei = _features(SIZES, WIDTHS), _edges([RELATIONS[0]], SIZES, per=30)
+    args = ({RELATIONS[0]: torch.randn(30, 3)},) if "edge_dim" in options else ()
     torch.manual_seed(1)
-    want = model(x, ei)
+    want = model(x, ei, *args)
     torch.manual_seed(1)
-    got = torch.compile(model, backend=HectorBackend())(x, ei)
+    got = torch.compile(model, backend=HectorBackend())(x, ei, *args)
     assert (got["paper"] - want["paper"]).abs().max().item() <= 1e-5
     assert reason in pyg_route.FALLBACKS["HeteroConv"]

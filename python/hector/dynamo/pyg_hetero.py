@@ -14,7 +14,9 @@ program's ``sum_to_dst`` over all of a node's incoming edges:
   without bias, edge features (``edge_dim``, the call's ``edge_attr_dict``: each edge's
   ``a_edge · lin_edge(e_ij)`` computed in the captured graph, an ``[E, H]`` input). The
   program is :func:`hector.models._make_hetero_gat`'s (attention within each relation,
-  ``edge_softmax {by = "dst_etype"}``), plus those logits with edge features;
+  ``edge_softmax {by = "dst_etype"}``), plus those logits with edge features; self-loops
+  (``add_self_loops=True``, on a relation from a node type to itself, for ``GATv2Conv`` as
+  well): :mod:`hector.dynamo.pyg_gat_loops`;
 * ``SAGEConv`` (:class:`SageRelations`): mean, sum or max neighbourhood aggregation, root weight
   on or off (MLPerf's ``rsage``: ``SAGEConv(in, h, root_weight=False)``; PyG's DBLP example:
   ``SAGEConv((-1, -1), h)``): ``lin_l`` of the aggregate per relation, the root weights of the
@@ -62,6 +64,7 @@ import torch
 from ..models import block_diagonal
 from . import (
     pyg_attention_dropout,
+    pyg_gat_loops,
     pyg_hetero_dst,
     pyg_hetero_programs,  # noqa: F401  (registers the classes' programs with pyg_route)
     pyg_route,
@@ -239,14 +242,13 @@ class GatRelations(Relations):
     cls_name = "GATConv"
 
     def unsupported(self, convs: list[Any], training: bool) -> str | None:
-        """Options outside the program: self-loops with edge features or with attention
-        dropout in training, a residual, another ``aggr``, lazy widths
-        (``return_attention_weights`` is not passed by ``HeteroConv``)."""
+        """Options outside the program: self-loops outside :mod:`hector.dynamo.pyg_gat_loops`,
+        a residual, another ``aggr``, lazy widths (``return_attention_weights`` is not passed
+        by ``HeteroConv``)."""
+        reason = pyg_gat_loops.unsupported(convs, training)
+        if reason is not None:
+            return reason
         for c in convs:
-            if c.add_self_loops and c.lin_edge is not None:
-                return "GATConv(add_self_loops=True, edge_dim=...) (PyG fills the loops' features)"
-            if c.add_self_loops and training and c.dropout > 0:
-                return "GATConv(add_self_loops=True) with attention dropout in training"
             if getattr(c, "res", None) is not None:
                 return "GATConv(residual=True)"
             if c.aggr not in ("add", "sum"):
@@ -284,39 +286,30 @@ class GatRelations(Relations):
         )
 
     def with_edges(self, convs: list[Any], layout: Layout) -> None:
-        """``add_self_loops``: after each such relation's edges, one loop ``i → i`` per node
-        ``i`` below ``min(sources, destinations)``, as PyG's ``add_self_loops`` appends them
-        (the relation's own loops, which PyG removes first, are kept and weighed out in
-        :meth:`_edge_logits`: shapes that depend on the input's only)."""
-        ends, rows = layout.ends(), [x.shape[0] for x in layout.xs]
-        layout.loops = []
-        for r, (c, ei) in enumerate(zip(convs, layout.edge_index, strict=True)):
-            n = min(rows[ends[2 * r]], rows[ends[2 * r + 1]]) if c.add_self_loops else 0
-            if n:
-                loops = torch.arange(n, device=ei.device, dtype=ei.dtype)
-                layout.edge_index[r] = torch.cat([ei, torch.stack([loops, loops])], dim=1)
-            layout.loops.append(n)
+        """``add_self_loops``: the loops PyG appends, after each such relation's edges
+        (:func:`hector.dynamo.pyg_gat_loops.append`; the relation's own loops, which PyG
+        removes first, are kept and weighed out by their edge logits)."""
+        rows = [int(layout.xs[t].shape[0]) for t in layout.ends()]
+        layout.loops = pyg_gat_loops.append(convs, layout.edge_index, rows)
 
     def _edge_logits(self, convs: list[Any], layout: Layout, like: torch.Tensor) -> torch.Tensor:
         """``[E, H]``: each edge's ``a_edge · lin_edge(edge_attr)``, relations concatenated in
         their order (zeros for a relation without edge features or ``edge_dim``, whose
-        ``GATConv`` adds no edge term); ``-inf`` on a looped relation's own loops, which PyG
-        removes (their softmax weight is 0), and 0 on the loops appended after them."""
+        ``GATConv`` adds no edge term); on a looped relation, the appended loops' from their
+        features (:func:`hector.dynamo.pyg_gat_loops.with_loop_features`) and ``-inf`` on its
+        own loops, which PyG removes (their softmax weight is 0)."""
         parts = []
         loops = layout.loops or [0] * len(convs)
         for e, c, ei, n in zip(layout.relations, convs, layout.edge_index, loops, strict=True):
             attr = layout.edge_attr.get(e)
-            if n:
-                own = ei[:, : ei.shape[1] - n]
+            if c.lin_edge is None or attr is None:
                 logits = like.new_zeros(ei.shape[1], c.heads)
-                removed = torch.cat([own[0] == own[1], own.new_zeros(n, dtype=torch.bool)])
-                parts.append(logits.masked_fill(removed.unsqueeze(1), float("-inf")))
-            elif c.lin_edge is None or attr is None:
-                parts.append(like.new_zeros(ei.shape[1], c.heads))
             else:
+                attr = pyg_gat_loops.with_loop_features(attr, ei, n, c.fill_value) if n else attr
                 rows = attr.view(-1, 1) if attr.dim() == 1 else attr
                 att = block_diagonal(c.att_edge.unsqueeze(-1))[0]  # [H*F, H]
-                parts.append(rows @ (c.lin_edge.weight.t() @ att))
+                logits = rows @ (c.lin_edge.weight.t() @ att)
+            parts.append(pyg_gat_loops.logits(ei, n, logits) if n else logits)
         return torch.cat(parts)
 
     def tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
@@ -372,9 +365,10 @@ class GatV2Relations(GatRelations):
 
     def unsupported(self, convs: list[Any], training: bool) -> str | None:
         """As ``GATConv``'s (edge features: PyG's ``edge_attr_dict`` check refuses them)."""
+        reason = pyg_gat_loops.unsupported(convs, training)
+        if reason is not None:
+            return reason
         for c in convs:
-            if c.add_self_loops:
-                return "GATv2Conv(add_self_loops=True) (Hector's program adds no self-loops)"
             if getattr(c, "res", None) is not None:
                 return "GATv2Conv(residual=True)"
             if c.aggr not in ("add", "sum"):
@@ -384,12 +378,16 @@ class GatV2Relations(GatRelations):
         return _same(convs, ("heads", "out_channels", "concat", "negative_slope"))
 
     def program(self, convs: list[Any], layout: Layout) -> str:
-        """``hetero-gatv2:<slope>``, with ``:drop`` while a conv drops attention coefficients."""
+        """``hetero-gatv2:<slope>``, ``hetero-gatv2:<slope>:edge`` with self-loops (each edge's
+        logit plus ``-inf`` on a relation's own loops), each with ``:drop`` while a conv drops
+        attention coefficients."""
         drop = pyg_attention_dropout.SUFFIX if pyg_attention_dropout.active(convs) else ""
-        return f"hetero-gatv2:{float(convs[0].negative_slope)!r}{drop}"
+        edge = ":edge" if any(layout.loops) else ""
+        return f"hetero-gatv2:{float(convs[0].negative_slope)!r}{edge}{drop}"
 
     def tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
-        """``x, W_l [R, W, H*F], b_l [R, H*F], W_r, b_r, att [R, H*F, H], bias [T, H*F]``."""
+        """``x, W_l [R, W, H*F], b_l [R, H*F], W_r, b_r, att [R, H*F, H], bias [T, H*F]``,
+        with the ``[E, H]`` edge logits after ``att`` where the relations have loops."""
         x = torch.cat(layout.xs)
         args = [x]
         for lins in ([c.lin_l for c in convs], [c.lin_r for c in convs]):
@@ -398,7 +396,10 @@ class GatV2Relations(GatRelations):
             biases = [lin.bias if lin.bias is not None else zeros for lin in lins]
             args += [weight, torch.stack(biases)]
         att = block_diagonal(torch.cat([c.att for c in convs]).unsqueeze(-1))
-        args = [*args, att, self._bias(convs, layout, args[1])]
+        args += [att]
+        if any(layout.loops):
+            args.append(pyg_gat_loops.removal_logits(layout.edge_index, layout.loops, x, convs))
+        args = [*args, self._bias(convs, layout, args[1])]
         if not pyg_attention_dropout.active(convs):
             return args
         ps = pyg_attention_dropout.probabilities(convs)
