@@ -4,8 +4,8 @@ loops PyG appends are appended to the program's edges, the relation's own loops 
 removes) weighed out by ``-inf`` logits (``hetero-gat:<slope>:edge``,
 ``hetero-gatv2:<slope>:edge``), the loops' edge features made by the conv's ``fill_value``;
 outputs and gradients (of the parameters, the node and the edge features) against eager PyG,
-on batches with loops of their own and nodes that no other edge enters, and what is
-declined."""
+on batches with loops of their own and nodes that no other edge enters, attention dropout in
+training (PyG's masks over PyG's edges), and what is declined."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import torch
-from test_pyg_attention_dropout import RELATIONS, WIDTHS
+from test_pyg_attention_dropout import RELATIONS, WIDTHS, _same_draws
 from test_pyg_hetero_route import _assert_matches, _edges, _features
 from test_pyg_route_configs import _fresh_dynamo  # noqa: F401  (autouse: Dynamo reset per test)
 from torch_geometric.nn import GAT, GATConv, GATv2Conv, HeteroConv, to_hetero
@@ -151,24 +151,51 @@ def test_self_loops_with_one_edge_weight(fill: Any) -> None:
     _assert_close(got, want)
 
 
-@pytest.mark.parametrize(
-    ("conv", "options", "reason"),
-    [
-        (GATConv, {"edge_dim": 3, "fill_value": "any"}, "fill_value='any'"),
-        (GATConv, {"dropout": 0.5}, "dropout"),
-        (GATv2Conv, {"dropout": 0.5}, "dropout"),
-    ],
-)
-def test_self_loops_declined(conv: Any, options: dict[str, Any], reason: str) -> None:
-    """Self-loops with a ``fill_value`` not computed (``"any"``: a scatter's last write) or
-    with attention dropout in training run PyG's forward, the reason kept."""
+@pytest.mark.parametrize(("conv", "edge_dim"), [(GATConv, None), (GATv2Conv, None), (GATConv, 3)])
+def test_self_loops_with_attention_dropout_draw_pygs_masks(conv: Any, edge_dim: Any) -> None:
+    """Attention dropout in training over PyG's edges (own loops removed, loops appended; the
+    relations' probabilities differ): two steps from two seeds match eager PyG's outputs,
+    gradients and generator state (``:edge:drop``)."""
     torch.manual_seed(0)
-    model = HeteroConv({RELATIONS[0]: conv(6, 4, **options)})
+    ps = (0.4, 0.0, 0.25)
+    options = {"heads": 2} if edge_dim is None else {"heads": 2, "edge_dim": edge_dim}
+    model = HeteroConv(
+        {
+            e: conv(6, 4, dropout=p, add_self_loops=e[0] == e[2], **options)
+            for e, p in zip(RELATIONS, ps, strict=True)
+        }
+    )
+    x, ei = _features(SIZES, WIDTHS), _loops_and_sinks(_edges(RELATIONS, SIZES, per=30))
+    gen = torch.Generator().manual_seed(2)
+    attr = {e: torch.randn(v.shape[1], 3, generator=gen) for e, v in ei.items()}
+    _same_draws(model, x, ei, *([attr] if edge_dim else []))
+    assert [n for n in pyg_route.STATS if "hetero-gat" in n] == [
+        f"hetero-gat{'v2' if conv is GATv2Conv else ''}:0.2:edge:drop"
+    ]
+
+
+def test_to_hetero_gat_with_dropout_and_its_default_self_loops() -> None:
+    """PyG's ``GAT`` model with ``dropout`` and its default self-loops through ``to_hetero``:
+    each layer one ``:edge:drop`` program, PyG's masks."""
+    torch.manual_seed(0)
+    body = GAT((-1, -1), 8, num_layers=2, heads=2, dropout=0.3)
+    model = to_hetero(body, (["paper"], [RELATIONS[0]]), aggr="sum")
+    x = {"paper": _features(SIZES, WIDTHS)["paper"]}
+    ei = _loops_and_sinks(_edges([RELATIONS[0]], SIZES, per=30))
+    with torch.no_grad():
+        model(x, ei)  # PyG's lazy widths
+    _same_draws(model, x, ei)
+    assert pyg_route.STATS["hetero-gat:0.2:edge:drop"].calls == 4
+
+
+def test_self_loops_declined() -> None:
+    """Self-loops with edge features and a ``fill_value`` not computed (``"any"``: a
+    scatter's last write) run PyG's forward, the reason kept."""
+    torch.manual_seed(0)
+    model = HeteroConv({RELATIONS[0]: GATConv(6, 4, edge_dim=3, fill_value="any")})
     x, ei = _features(SIZES, WIDTHS), _edges([RELATIONS[0]], SIZES, per=30)
-    args = ({RELATIONS[0]: torch.randn(30, 3)},) if "edge_dim" in options else ()
-    torch.manual_seed(1)
-    want = model(x, ei, *args)
-    torch.manual_seed(1)
-    got = torch.compile(model, backend=HectorBackend())(x, ei, *args)
+    attr = {RELATIONS[0]: torch.randn(30, 3)}
+    want = model(x, ei, attr)
+    got = torch.compile(model, backend=HectorBackend())(x, ei, attr)
     assert (got["paper"] - want["paper"]).abs().max().item() <= 1e-5
-    assert reason in pyg_route.FALLBACKS["HeteroConv"]
+    assert "fill_value='any'" in pyg_route.FALLBACKS["HeteroConv"]

@@ -14,7 +14,10 @@ appends are appended after the relation's edges (:func:`append`), and the relati
 loops stay, with a ``-inf`` logit (:func:`removed`): their softmax weight is 0, as if removed.
 The loops' features are computed from the edges' with the own loops masked out
 (:func:`with_loop_features`), so they, their edge logits and the gradients of the edges'
-features are PyG's.
+features are PyG's. Attention dropout in training draws PyG's mask over PyG's edges, whose
+count the data decides, in an op of its own that puts each row on its edge of the program's
+layout (:func:`dropout_mask`): from one seed, the compiled step's outputs, gradients and
+generator state are eager PyG's.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
+from . import pyg_attention_dropout
 
 #: ``fill_value`` strings computed: PyG's ``scatter`` reduction each names.
 REDUCTIONS = {
@@ -36,18 +41,14 @@ REDUCTIONS = {
 }
 
 
-def unsupported(convs: list[Any], training: bool) -> str | None:
-    """Why the convs' self-loops are outside the programs (None: they are not): attention
-    dropout in training with loops, or a ``fill_value`` other than those PyG's
-    ``compute_loop_attr`` computes by shape or by a reduction above (``"any"``, whose value
-    is the last write of a scatter)."""
+def unsupported(convs: list[Any]) -> str | None:
+    """Why the convs' self-loops are outside the programs (None: they are not): with edge
+    features, a ``fill_value`` other than those PyG's ``compute_loop_attr`` computes by shape
+    or by a reduction above (``"any"``, whose value is the last write of a scatter)."""
     for c in convs:
         if not c.add_self_loops:
             continue
-        name = type(c).__name__
-        if training and c.dropout > 0:
-            return f"{name}(add_self_loops=True) with attention dropout in training"
-        fill = c.fill_value
+        name, fill = type(c).__name__, c.fill_value
         if getattr(c, "lin_edge", None) is not None and not _computed(fill):
             return f"{name}(add_self_loops=True, fill_value={fill!r}) (the loops' features)"
     return None
@@ -143,3 +144,42 @@ def _reduced(attr: torch.Tensor, own: torch.Tensor, n: int, reduce: str) -> torc
     out = out.scatter_reduce(0, index, values, reduce, include_self=False)
     reached = attr.new_zeros(n).scatter_add(0, own[1], kept.to(attr.dtype)) > 0
     return torch.where(reached.view(shape), out, attr.new_zeros(()))
+
+
+@torch.library.custom_op("hector::gat_loops_dropout_mask", mutates_args=())
+def dropout_mask(edge_index: torch.Tensor, loops: int, heads: int, p: float) -> torch.Tensor:
+    """``[E, H]`` float32: attention dropout's mask for a relation whose edges
+    ``edge_index`` end with ``loops`` appended loops, drawn as ``F.dropout`` draws over PyG's
+    ``α`` (:func:`hector.dynamo.pyg_attention_dropout.relation_mask`): ``[E', H]``, ``E'``
+    the relation's edges less its own loops plus the appended ones, a count the data decides
+    (hence an op of its own, whose output has the input's shape), in PyG's edge order (the
+    edges left by ``remove_self_loops``, then the loops); each row put on its edge of the
+    program's layout, 0 on the own loops (their coefficient is 0)."""
+    own = edge_index[:, : edge_index.shape[1] - loops]
+    kept = torch.cat([own[0] != own[1], own.new_ones(loops, dtype=torch.bool)])
+    like = torch.empty(0, device=edge_index.device)
+    drawn = pyg_attention_dropout.relation_mask(like, int(kept.sum()), heads, p)
+    rows = (torch.cumsum(kept, 0) - 1).clamp(min=0)
+    return torch.where(kept.unsqueeze(1), drawn[rows], like.new_zeros(()))
+
+
+@dropout_mask.register_fake
+def _dropout_mask_fake(edge_index: torch.Tensor, loops: int, heads: int, p: float) -> torch.Tensor:
+    return edge_index.new_empty(edge_index.shape[1], heads, dtype=torch.float32)
+
+
+def dropout_masks(
+    convs: list[Any], edge_index: list[torch.Tensor], loops: list[int], like: torch.Tensor
+) -> torch.Tensor:
+    """``[E, H]``: the relations' attention dropout masks in their order, as
+    :func:`hector.dynamo.pyg_attention_dropout.mask` draws them, a looped relation's by
+    :func:`dropout_mask`."""
+    ps = pyg_attention_dropout.probabilities(convs)
+    heads = convs[0].heads
+    parts = []
+    for p, ei, n in zip(ps, edge_index, loops, strict=True):
+        if n and 0 < p < 1:
+            parts.append(torch.ops.hector.gat_loops_dropout_mask(ei, n, heads, p).to(like.dtype))
+        else:
+            parts.append(pyg_attention_dropout.relation_mask(like, ei.shape[1], heads, p))
+    return torch.cat(parts)

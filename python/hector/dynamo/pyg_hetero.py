@@ -245,7 +245,7 @@ class GatRelations(Relations):
         """Options outside the program: self-loops outside :mod:`hector.dynamo.pyg_gat_loops`,
         a residual, another ``aggr``, lazy widths (``return_attention_weights`` is not passed
         by ``HeteroConv``)."""
-        reason = pyg_gat_loops.unsupported(convs, training)
+        reason = pyg_gat_loops.unsupported(convs)
         if reason is not None:
             return reason
         for c in convs:
@@ -320,8 +320,8 @@ class GatRelations(Relations):
             args = pyg_hetero_dst.with_node_weights(args, layout.ends()[1::2])
         if not pyg_attention_dropout.active(convs):
             return args
-        ps = pyg_attention_dropout.probabilities(convs)
-        drop = pyg_attention_dropout.mask(ps, layout.edge_index, convs[0].heads, args[0])
+        loops = layout.loops or [0] * len(convs)
+        drop = pyg_gat_loops.dropout_masks(convs, layout.edge_index, loops, args[0])
         return pyg_attention_dropout.with_mask(args, drop)
 
     def edge_tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
@@ -365,7 +365,7 @@ class GatV2Relations(GatRelations):
 
     def unsupported(self, convs: list[Any], training: bool) -> str | None:
         """As ``GATConv``'s (edge features: PyG's ``edge_attr_dict`` check refuses them)."""
-        reason = pyg_gat_loops.unsupported(convs, training)
+        reason = pyg_gat_loops.unsupported(convs)
         if reason is not None:
             return reason
         for c in convs:
@@ -402,8 +402,8 @@ class GatV2Relations(GatRelations):
         args = [*args, self._bias(convs, layout, args[1])]
         if not pyg_attention_dropout.active(convs):
             return args
-        ps = pyg_attention_dropout.probabilities(convs)
-        drop = pyg_attention_dropout.mask(ps, layout.edge_index, convs[0].heads, args[0])
+        loops = layout.loops or [0] * len(convs)
+        drop = pyg_gat_loops.dropout_masks(convs, layout.edge_index, loops, args[0])
         return pyg_attention_dropout.with_mask(args, drop)
 
 
