@@ -116,14 +116,23 @@ def _assert_close(got: list[Any], want: list[Any]) -> None:
 FILLS = ["mean", "add", "max", "min", "mul", None, 0.5, 2, torch.tensor([1.0, -2.0, 0.5])]
 
 
-@pytest.mark.parametrize("fill", FILLS, ids=str)
-def test_self_loops_with_edge_features(fill: Any) -> None:
-    """``GATConv(edge_dim=3)``'s loops with their features by ``fill_value``, edge features
-    on every relation (gradients of the edge features too)."""
+@pytest.mark.parametrize(
+    ("conv", "fill", "loops", "program"),
+    [(GATConv, f, True, "hetero-gat:0.2:edge") for f in FILLS]
+    + [(GATv2Conv, f, True, "hetero-gatv2:0.2:feat:edge") for f in ("mean", "max", "mul", 0.5)]
+    + [(GATv2Conv, "mean", False, "hetero-gatv2:0.2:feat")],
+    ids=str,
+)
+def test_self_loops_with_edge_features(conv: Any, fill: Any, loops: bool, program: str) -> None:
+    """``edge_dim=3``: the loops with their features by ``fill_value``, edge features on every
+    relation (gradients of the edge features too); ``GATv2Conv``'s enter its nonlinearity
+    (``:feat``), with loops or without."""
     torch.manual_seed(0)
     model = HeteroConv(
         {
-            e: GATConv(6, 4, heads=2, edge_dim=3, fill_value=fill, add_self_loops=e[0] == e[2])
+            e: conv(
+                6, 4, heads=2, edge_dim=3, fill_value=fill, add_self_loops=loops and e[0] == e[2]
+            )
             for e in RELATIONS
         }
     )
@@ -133,7 +142,26 @@ def test_self_loops_with_edge_features(fill: Any) -> None:
     got = _step(model, torch.compile(model, backend=HectorBackend()), x, ei, attr)
     want = _step(model, model, x, ei, attr)
     assert not pyg_route.FALLBACKS, pyg_route.FALLBACKS
-    assert _ran() == ["hetero-gat:0.2:edge"]
+    assert _ran() == [program]
+    _assert_close(got, want)
+
+
+def test_gatv2_edge_features_on_some_relations() -> None:
+    """``GATv2Conv`` with ``edge_dim`` on the relations into ``paper`` only, features given to
+    one of them (zeros in the program for the others), shared weights, self-loops."""
+    torch.manual_seed(0)
+
+    def conv(e: tuple[str, str, str]) -> GATv2Conv:
+        same = e[0] == e[2]
+        dim = 2 if e[2] == "paper" else None
+        return GATv2Conv(6, 4, edge_dim=dim, share_weights=same, add_self_loops=same)
+
+    model = HeteroConv({e: conv(e) for e in RELATIONS})
+    x, ei = _features(SIZES, WIDTHS), _loops_and_sinks(_edges(RELATIONS, SIZES, per=30))
+    attr = {RELATIONS[1]: torch.randn(ei[RELATIONS[1]].shape[1], 2)}
+    got = _step(model, torch.compile(model, backend=HectorBackend()), x, ei, attr)
+    want = _step(model, model, x, ei, attr)
+    assert _ran() == ["hetero-gatv2:0.2:feat:edge"]
     _assert_close(got, want)
 
 
@@ -151,7 +179,9 @@ def test_self_loops_with_one_edge_weight(fill: Any) -> None:
     _assert_close(got, want)
 
 
-@pytest.mark.parametrize(("conv", "edge_dim"), [(GATConv, None), (GATv2Conv, None), (GATConv, 3)])
+@pytest.mark.parametrize(
+    ("conv", "edge_dim"), [(GATConv, None), (GATv2Conv, None), (GATConv, 3), (GATv2Conv, 3)]
+)
 def test_self_loops_with_attention_dropout_draw_pygs_masks(conv: Any, edge_dim: Any) -> None:
     """Attention dropout in training over PyG's edges (own loops removed, loops appended; the
     relations' probabilities differ): two steps from two seeds match eager PyG's outputs,
@@ -169,9 +199,9 @@ def test_self_loops_with_attention_dropout_draw_pygs_masks(conv: Any, edge_dim: 
     gen = torch.Generator().manual_seed(2)
     attr = {e: torch.randn(v.shape[1], 3, generator=gen) for e, v in ei.items()}
     _same_draws(model, x, ei, *([attr] if edge_dim else []))
-    assert [n for n in pyg_route.STATS if "hetero-gat" in n] == [
-        f"hetero-gat{'v2' if conv is GATv2Conv else ''}:0.2:edge:drop"
-    ]
+    v2 = conv is GATv2Conv
+    program = f"hetero-gat{'v2' if v2 else ''}:0.2{':feat' if v2 and edge_dim else ''}:edge:drop"
+    assert [n for n in pyg_route.STATS if "hetero-gat" in n] == [program]
 
 
 def test_to_hetero_gat_with_dropout_and_its_default_self_loops() -> None:
@@ -188,14 +218,25 @@ def test_to_hetero_gat_with_dropout_and_its_default_self_loops() -> None:
     assert pyg_route.STATS["hetero-gat:0.2:edge:drop"].calls == 4
 
 
-def test_self_loops_declined() -> None:
+@pytest.mark.parametrize("conv", [GATConv, GATv2Conv])
+def test_self_loops_declined(conv: Any) -> None:
     """Self-loops with edge features and a ``fill_value`` not computed (``"any"``: a
     scatter's last write) run PyG's forward, the reason kept."""
     torch.manual_seed(0)
-    model = HeteroConv({RELATIONS[0]: GATConv(6, 4, edge_dim=3, fill_value="any")})
+    model = HeteroConv({RELATIONS[0]: conv(6, 4, edge_dim=3, fill_value="any")})
     x, ei = _features(SIZES, WIDTHS), _edges([RELATIONS[0]], SIZES, per=30)
     attr = {RELATIONS[0]: torch.randn(30, 3)}
     want = model(x, ei, attr)
     got = torch.compile(model, backend=HectorBackend())(x, ei, attr)
     assert (got["paper"] - want["paper"]).abs().max().item() <= 1e-5
     assert "fill_value='any'" in pyg_route.FALLBACKS["HeteroConv"]
+
+
+def test_gatv2_edge_features_without_edge_dim_declined() -> None:
+    """Edge features given to a ``GATv2Conv`` without ``edge_dim``: PyG's forward, and its
+    error."""
+    model = HeteroConv({RELATIONS[0]: GATv2Conv(6, 4)})
+    x, ei = _features(SIZES, WIDTHS), _edges([RELATIONS[0]], SIZES, per=30)
+    with pytest.raises(AssertionError):
+        torch.compile(model, backend=HectorBackend())(x, ei, {RELATIONS[0]: torch.randn(30, 3)})
+    assert "without edge_dim" in pyg_route.FALLBACKS["HeteroConv"]

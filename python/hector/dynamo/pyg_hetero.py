@@ -21,8 +21,8 @@ program's ``sum_to_dst`` over all of a node's incoming edges:
   on or off (MLPerf's ``rsage``: ``SAGEConv(in, h, root_weight=False)``; PyG's DBLP example:
   ``SAGEConv((-1, -1), h)``): ``lin_l`` of the aggregate per relation, the root weights of the
   relations into a node type summed into one node-typed weight, the biases likewise;
-* ``GATv2Conv`` (:class:`GatV2Relations`): ``hetero-gatv2:<slope>``, the same options but edge
-  features;
+* ``GATv2Conv``: :mod:`hector.dynamo.pyg_gatv2` registers its class here
+  (``hetero-gatv2:<slope>``);
 * ``GraphConv`` (:class:`GraphConvRelations`): the same program, ``lin_rel`` and ``lin_root``;
 * ``GCNConv`` (:class:`GcnRelations`) on relations from a node type to itself (PyG's
   ``GCNConv`` takes one node set): ``hetero-gcn``, each edge's coefficient PyG's ``gcn_norm``
@@ -223,7 +223,7 @@ class Relations:
         return rows
 
 
-def _same(convs: list[Any], names: Sequence[str]) -> str | None:
+def differing(convs: list[Any], names: Sequence[str]) -> str | None:
     """Why these convs differ in an option that one program shares (None: they agree)."""
     first = convs[0]
     for name in names:
@@ -232,7 +232,8 @@ def _same(convs: list[Any], names: Sequence[str]) -> str | None:
     return None
 
 
-def _lazy(*lins: Any) -> bool:
+def lazy(*lins: Any) -> bool:
+    """Whether any of the linears ``lins`` has a lazy width (before its first call)."""
     return any(isinstance(lin.weight, torch.nn.parameter.UninitializedParameter) for lin in lins)
 
 
@@ -254,9 +255,9 @@ class GatRelations(Relations):
             if c.aggr not in ("add", "sum"):
                 return f"GATConv(aggr={c.aggr!r})"
             lins = [c.lin] if c.lin is not None else [c.lin_src, c.lin_dst]
-            if _lazy(*lins):
+            if lazy(*lins):
                 return "GATConv with a lazy input width before its first call"
-        return _same(convs, ("heads", "out_channels", "concat", "negative_slope"))
+        return differing(convs, ("heads", "out_channels", "concat", "negative_slope"))
 
     def program(self, convs: list[Any], layout: Layout) -> str:
         """``hetero-gat:<slope>``, ``hetero-gat:<slope>:edge`` with edge features,
@@ -357,56 +358,6 @@ class GatRelations(Relations):
         return rows + torch.stack(biases).sum(0) if first.bias is not None else rows
 
 
-class GatV2Relations(GatRelations):
-    """``GATv2Conv`` per relation: ``hetero-gatv2:<slope>``, attention
-    ``a · leaky_relu(W_l x_j + b_l + W_r x_i + b_r)`` within each relation."""
-
-    cls_name = "GATv2Conv"
-
-    def unsupported(self, convs: list[Any], training: bool) -> str | None:
-        """As ``GATConv``'s (edge features: PyG's ``edge_attr_dict`` check refuses them)."""
-        reason = pyg_gat_loops.unsupported(convs)
-        if reason is not None:
-            return reason
-        for c in convs:
-            if getattr(c, "res", None) is not None:
-                return "GATv2Conv(residual=True)"
-            if c.aggr not in ("add", "sum"):
-                return f"GATv2Conv(aggr={c.aggr!r})"
-            if _lazy(c.lin_l, c.lin_r):
-                return "GATv2Conv with a lazy input width before its first call"
-        return _same(convs, ("heads", "out_channels", "concat", "negative_slope"))
-
-    def program(self, convs: list[Any], layout: Layout) -> str:
-        """``hetero-gatv2:<slope>``, ``hetero-gatv2:<slope>:edge`` with self-loops (each edge's
-        logit plus ``-inf`` on a relation's own loops), each with ``:drop`` while a conv drops
-        attention coefficients."""
-        drop = pyg_attention_dropout.SUFFIX if pyg_attention_dropout.active(convs) else ""
-        edge = ":edge" if any(layout.loops) else ""
-        return f"hetero-gatv2:{float(convs[0].negative_slope)!r}{edge}{drop}"
-
-    def tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
-        """``x, W_l [R, W, H*F], b_l [R, H*F], W_r, b_r, att [R, H*F, H], bias [T, H*F]``,
-        with the ``[E, H]`` edge logits after ``att`` where the relations have loops."""
-        x = torch.cat(layout.xs)
-        args = [x]
-        for lins in ([c.lin_l for c in convs], [c.lin_r for c in convs]):
-            weight = torch.stack([layout.padded(lin.weight.t()) for lin in lins])
-            zeros = weight.new_zeros(weight.shape[-1])
-            biases = [lin.bias if lin.bias is not None else zeros for lin in lins]
-            args += [weight, torch.stack(biases)]
-        att = block_diagonal(torch.cat([c.att for c in convs]).unsqueeze(-1))
-        args += [att]
-        if any(layout.loops):
-            args.append(pyg_gat_loops.removal_logits(layout.edge_index, layout.loops, x, convs))
-        args = [*args, self._bias(convs, layout, args[1])]
-        if not pyg_attention_dropout.active(convs):
-            return args
-        loops = layout.loops or [0] * len(convs)
-        drop = pyg_gat_loops.dropout_masks(convs, layout.edge_index, loops, args[0])
-        return pyg_attention_dropout.with_mask(args, drop)
-
-
 #: SAGEConv neighbourhood aggregations the program computes.
 _SAGE_AGGRS = {"mean": "mean", "add": "sum", "sum": "sum", "max": "max"}
 
@@ -436,9 +387,9 @@ class SageRelations(Relations):
             reason = self.options(c)
             if reason is not None:
                 return reason
-            if _lazy(*(lin for lin in self.lins(c) if lin is not None)):
+            if lazy(*(lin for lin in self.lins(c) if lin is not None)):
                 return f"{self.cls_name} with a lazy input width before its first call"
-        return _same(convs, ("out_channels", "aggr"))
+        return differing(convs, ("out_channels", "aggr"))
 
     def reads_destinations(self, convs: list[Any]) -> bool:
         """Only with root weights."""
@@ -496,9 +447,9 @@ class GcnRelations(Relations):
                 return f"GCNConv(aggr={c.aggr!r}) (Hector's program sums)"
             if c.flow != "source_to_target":
                 return f"GCNConv(flow={c.flow!r})"
-            if _lazy(c.lin):
+            if lazy(c.lin):
                 return "GCNConv with a lazy input width before its first call"
-        return _same(convs, ("out_channels",))
+        return differing(convs, ("out_channels",))
 
     def program(self, convs: list[Any], layout: Layout) -> str:
         """``hetero-gcn``."""
@@ -565,7 +516,6 @@ RELATIONS: dict[str, Relations] = {
     r.cls_name: r
     for r in (
         GatRelations(),
-        GatV2Relations(),
         SageRelations(),
         GraphConvRelations(),
         GcnRelations(),
@@ -642,7 +592,7 @@ def unsupported(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> st
 
 #: The conv classes that read each keyword argument, and its tensors' dimensions.
 _EDGE_DATA = {
-    "edge_attr_dict": (("GATConv", "GINEConv"), (1, 2)),
+    "edge_attr_dict": (("GATConv", "GATv2Conv", "GINEConv"), (1, 2)),
     "edge_weight_dict": (("GCNConv", "GCN2Conv"), (1,)),
 }
 #: The classes of one node set (PyG's convs fail on a pair of node types).
