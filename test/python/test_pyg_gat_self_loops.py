@@ -240,3 +240,27 @@ def test_gatv2_edge_features_without_edge_dim_declined() -> None:
     with pytest.raises(AssertionError):
         torch.compile(model, backend=HectorBackend())(x, ei, {RELATIONS[0]: torch.randn(30, 3)})
     assert "without edge_dim" in pyg_route.FALLBACKS["HeteroConv"]
+
+
+def test_self_loops_under_dynamic_shapes() -> None:
+    """``dynamic=True``: batches of other node and edge counts (loops, their features, the
+    dropout mask) run one captured graph, each matching eager PyG from the same seed."""
+    torch.manual_seed(0)
+    model = HeteroConv(
+        {
+            e: GATConv(6, 4, heads=2, edge_dim=3, dropout=0.3, add_self_loops=e[0] == e[2])
+            for e in RELATIONS
+        }
+    )
+    compiled = torch.compile(model, backend=HectorBackend(), dynamic=True)
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    for sizes, per in [(SIZES, 30), ({"paper": 17, "author": 7}, 41)]:
+        x, ei = _features(sizes, WIDTHS), _loops_and_sinks(_edges(RELATIONS, sizes, per=per))
+        attr = {e: torch.randn(v.shape[1], 3) for e, v in ei.items()}
+        torch.manual_seed(5)
+        want = model(x, ei, attr)
+        torch.manual_seed(5)
+        got = compiled(x, ei, attr)
+        _assert_close([got[k] for k in sorted(got)], [want[k] for k in sorted(want)])
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - graphs == 1
+    assert pyg_route.STATS["hetero-gat:0.2:edge:drop"].calls == 2

@@ -290,7 +290,7 @@ class GatRelations(Relations):
         """``add_self_loops``: the loops PyG appends, after each such relation's edges
         (:func:`hector.dynamo.pyg_gat_loops.append`; the relation's own loops, which PyG
         removes first, are kept and weighed out by their edge logits)."""
-        rows = [int(layout.xs[t].shape[0]) for t in layout.ends()]
+        rows = [layout.xs[t].shape[0] for t in layout.ends()]
         layout.loops = pyg_gat_loops.append(convs, layout.edge_index, rows)
 
     def _edge_logits(self, convs: list[Any], layout: Layout, like: torch.Tensor) -> torch.Tensor:
