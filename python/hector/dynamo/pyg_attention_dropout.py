@@ -7,7 +7,9 @@ relations. Hector's programs draw no random numbers, so the mask is drawn in the
 by the same PyTorch operation ``F.dropout`` runs on a CPU tensor (``at::native::dropout``: no
 draw for ``p = 0`` or an empty tensor, zeros for ``p = 1``, else
 ``empty_like(α).bernoulli_(1 - p) / (1 - p)``), once per relation in the layer's order and over
-``[E_r, H]`` as PyG's ``α``, and is an ``[E, H]`` edge input of the program
+``[E_r, H]`` as PyG's ``α`` (a relation with self-loops: over PyG's edges after its
+``remove_self_loops`` and ``add_self_loops``, :func:`hector.dynamo.pyg_gat_loops.dropout_mask`),
+and is an ``[E, H]`` edge input of the program
 (:mod:`hector.dynamo.pyg_hetero_programs`, ``hector.dynamo.pyg_han``), which multiplies
 the coefficients by it after the softmax (``α ⊙ mask``). With the same generator state the
 masks are PyG's: a compiled model whose other random ops also run as captured (the backend's

@@ -14,13 +14,15 @@ program's ``sum_to_dst`` over all of a node's incoming edges:
   without bias, edge features (``edge_dim``, the call's ``edge_attr_dict``: each edge's
   ``a_edge · lin_edge(e_ij)`` computed in the captured graph, an ``[E, H]`` input). The
   program is :func:`hector.models._make_hetero_gat`'s (attention within each relation,
-  ``edge_softmax {by = "dst_etype"}``), plus those logits with edge features;
+  ``edge_softmax {by = "dst_etype"}``), plus those logits with edge features; self-loops
+  (``add_self_loops=True``, on a relation from a node type to itself, for ``GATv2Conv`` as
+  well): :mod:`hector.dynamo.pyg_gat_loops`;
 * ``SAGEConv`` (:class:`SageRelations`): mean, sum or max neighbourhood aggregation, root weight
   on or off (MLPerf's ``rsage``: ``SAGEConv(in, h, root_weight=False)``; PyG's DBLP example:
   ``SAGEConv((-1, -1), h)``): ``lin_l`` of the aggregate per relation, the root weights of the
   relations into a node type summed into one node-typed weight, the biases likewise;
-* ``GATv2Conv`` (:class:`GatV2Relations`): ``hetero-gatv2:<slope>``, the same options but edge
-  features;
+* ``GATv2Conv``: :mod:`hector.dynamo.pyg_gatv2` registers its class here
+  (``hetero-gatv2:<slope>``);
 * ``GraphConv`` (:class:`GraphConvRelations`): the same program, ``lin_rel`` and ``lin_root``;
 * ``GCNConv`` (:class:`GcnRelations`) on relations from a node type to itself (PyG's
   ``GCNConv`` takes one node set): ``hetero-gcn``, each edge's coefficient PyG's ``gcn_norm``
@@ -62,6 +64,7 @@ import torch
 from ..models import block_diagonal
 from . import (
     pyg_attention_dropout,
+    pyg_gat_loops,
     pyg_hetero_dst,
     pyg_hetero_programs,  # noqa: F401  (registers the classes' programs with pyg_route)
     pyg_route,
@@ -220,7 +223,7 @@ class Relations:
         return rows
 
 
-def _same(convs: list[Any], names: Sequence[str]) -> str | None:
+def differing(convs: list[Any], names: Sequence[str]) -> str | None:
     """Why these convs differ in an option that one program shares (None: they agree)."""
     first = convs[0]
     for name in names:
@@ -229,7 +232,8 @@ def _same(convs: list[Any], names: Sequence[str]) -> str | None:
     return None
 
 
-def _lazy(*lins: Any) -> bool:
+def lazy(*lins: Any) -> bool:
+    """Whether any of the linears ``lins`` has a lazy width (before its first call)."""
     return any(isinstance(lin.weight, torch.nn.parameter.UninitializedParameter) for lin in lins)
 
 
@@ -239,22 +243,21 @@ class GatRelations(Relations):
     cls_name = "GATConv"
 
     def unsupported(self, convs: list[Any], training: bool) -> str | None:
-        """Options outside the program: self-loops with edge features or with attention
-        dropout in training, a residual, another ``aggr``, lazy widths
-        (``return_attention_weights`` is not passed by ``HeteroConv``)."""
+        """Options outside the program: self-loops outside :mod:`hector.dynamo.pyg_gat_loops`,
+        a residual, another ``aggr``, lazy widths (``return_attention_weights`` is not passed
+        by ``HeteroConv``)."""
+        reason = pyg_gat_loops.unsupported(convs)
+        if reason is not None:
+            return reason
         for c in convs:
-            if c.add_self_loops and c.lin_edge is not None:
-                return "GATConv(add_self_loops=True, edge_dim=...) (PyG fills the loops' features)"
-            if c.add_self_loops and training and c.dropout > 0:
-                return "GATConv(add_self_loops=True) with attention dropout in training"
             if getattr(c, "res", None) is not None:
                 return "GATConv(residual=True)"
             if c.aggr not in ("add", "sum"):
                 return f"GATConv(aggr={c.aggr!r})"
             lins = [c.lin] if c.lin is not None else [c.lin_src, c.lin_dst]
-            if _lazy(*lins):
+            if lazy(*lins):
                 return "GATConv with a lazy input width before its first call"
-        return _same(convs, ("heads", "out_channels", "concat", "negative_slope"))
+        return differing(convs, ("heads", "out_channels", "concat", "negative_slope"))
 
     def program(self, convs: list[Any], layout: Layout) -> str:
         """``hetero-gat:<slope>``, ``hetero-gat:<slope>:edge`` with edge features,
@@ -284,39 +287,30 @@ class GatRelations(Relations):
         )
 
     def with_edges(self, convs: list[Any], layout: Layout) -> None:
-        """``add_self_loops``: after each such relation's edges, one loop ``i → i`` per node
-        ``i`` below ``min(sources, destinations)``, as PyG's ``add_self_loops`` appends them
-        (the relation's own loops, which PyG removes first, are kept and weighed out in
-        :meth:`_edge_logits`: shapes that depend on the input's only)."""
-        ends, rows = layout.ends(), [x.shape[0] for x in layout.xs]
-        layout.loops = []
-        for r, (c, ei) in enumerate(zip(convs, layout.edge_index, strict=True)):
-            n = min(rows[ends[2 * r]], rows[ends[2 * r + 1]]) if c.add_self_loops else 0
-            if n:
-                loops = torch.arange(n, device=ei.device, dtype=ei.dtype)
-                layout.edge_index[r] = torch.cat([ei, torch.stack([loops, loops])], dim=1)
-            layout.loops.append(n)
+        """``add_self_loops``: the loops PyG appends, after each such relation's edges
+        (:func:`hector.dynamo.pyg_gat_loops.append`; the relation's own loops, which PyG
+        removes first, are kept and weighed out by their edge logits)."""
+        rows = [layout.xs[t].shape[0] for t in layout.ends()]
+        layout.loops = pyg_gat_loops.append(convs, layout.edge_index, rows)
 
     def _edge_logits(self, convs: list[Any], layout: Layout, like: torch.Tensor) -> torch.Tensor:
         """``[E, H]``: each edge's ``a_edge · lin_edge(edge_attr)``, relations concatenated in
         their order (zeros for a relation without edge features or ``edge_dim``, whose
-        ``GATConv`` adds no edge term); ``-inf`` on a looped relation's own loops, which PyG
-        removes (their softmax weight is 0), and 0 on the loops appended after them."""
+        ``GATConv`` adds no edge term); on a looped relation, the appended loops' from their
+        features (:func:`hector.dynamo.pyg_gat_loops.with_loop_features`) and ``-inf`` on its
+        own loops, which PyG removes (their softmax weight is 0)."""
         parts = []
         loops = layout.loops or [0] * len(convs)
         for e, c, ei, n in zip(layout.relations, convs, layout.edge_index, loops, strict=True):
             attr = layout.edge_attr.get(e)
-            if n:
-                own = ei[:, : ei.shape[1] - n]
+            if c.lin_edge is None or attr is None:
                 logits = like.new_zeros(ei.shape[1], c.heads)
-                removed = torch.cat([own[0] == own[1], own.new_zeros(n, dtype=torch.bool)])
-                parts.append(logits.masked_fill(removed.unsqueeze(1), float("-inf")))
-            elif c.lin_edge is None or attr is None:
-                parts.append(like.new_zeros(ei.shape[1], c.heads))
             else:
+                attr = pyg_gat_loops.with_loop_features(attr, ei, n, c.fill_value) if n else attr
                 rows = attr.view(-1, 1) if attr.dim() == 1 else attr
                 att = block_diagonal(c.att_edge.unsqueeze(-1))[0]  # [H*F, H]
-                parts.append(rows @ (c.lin_edge.weight.t() @ att))
+                logits = rows @ (c.lin_edge.weight.t() @ att)
+            parts.append(pyg_gat_loops.logits(ei, n, logits) if n else logits)
         return torch.cat(parts)
 
     def tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
@@ -327,8 +321,8 @@ class GatRelations(Relations):
             args = pyg_hetero_dst.with_node_weights(args, layout.ends()[1::2])
         if not pyg_attention_dropout.active(convs):
             return args
-        ps = pyg_attention_dropout.probabilities(convs)
-        drop = pyg_attention_dropout.mask(ps, layout.edge_index, convs[0].heads, args[0])
+        loops = layout.loops or [0] * len(convs)
+        drop = pyg_gat_loops.dropout_masks(convs, layout.edge_index, loops, args[0])
         return pyg_attention_dropout.with_mask(args, drop)
 
     def edge_tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
@@ -364,48 +358,6 @@ class GatRelations(Relations):
         return rows + torch.stack(biases).sum(0) if first.bias is not None else rows
 
 
-class GatV2Relations(GatRelations):
-    """``GATv2Conv`` per relation: ``hetero-gatv2:<slope>``, attention
-    ``a · leaky_relu(W_l x_j + b_l + W_r x_i + b_r)`` within each relation."""
-
-    cls_name = "GATv2Conv"
-
-    def unsupported(self, convs: list[Any], training: bool) -> str | None:
-        """As ``GATConv``'s (edge features: PyG's ``edge_attr_dict`` check refuses them)."""
-        for c in convs:
-            if c.add_self_loops:
-                return "GATv2Conv(add_self_loops=True) (Hector's program adds no self-loops)"
-            if getattr(c, "res", None) is not None:
-                return "GATv2Conv(residual=True)"
-            if c.aggr not in ("add", "sum"):
-                return f"GATv2Conv(aggr={c.aggr!r})"
-            if _lazy(c.lin_l, c.lin_r):
-                return "GATv2Conv with a lazy input width before its first call"
-        return _same(convs, ("heads", "out_channels", "concat", "negative_slope"))
-
-    def program(self, convs: list[Any], layout: Layout) -> str:
-        """``hetero-gatv2:<slope>``, with ``:drop`` while a conv drops attention coefficients."""
-        drop = pyg_attention_dropout.SUFFIX if pyg_attention_dropout.active(convs) else ""
-        return f"hetero-gatv2:{float(convs[0].negative_slope)!r}{drop}"
-
-    def tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
-        """``x, W_l [R, W, H*F], b_l [R, H*F], W_r, b_r, att [R, H*F, H], bias [T, H*F]``."""
-        x = torch.cat(layout.xs)
-        args = [x]
-        for lins in ([c.lin_l for c in convs], [c.lin_r for c in convs]):
-            weight = torch.stack([layout.padded(lin.weight.t()) for lin in lins])
-            zeros = weight.new_zeros(weight.shape[-1])
-            biases = [lin.bias if lin.bias is not None else zeros for lin in lins]
-            args += [weight, torch.stack(biases)]
-        att = block_diagonal(torch.cat([c.att for c in convs]).unsqueeze(-1))
-        args = [*args, att, self._bias(convs, layout, args[1])]
-        if not pyg_attention_dropout.active(convs):
-            return args
-        ps = pyg_attention_dropout.probabilities(convs)
-        drop = pyg_attention_dropout.mask(ps, layout.edge_index, convs[0].heads, args[0])
-        return pyg_attention_dropout.with_mask(args, drop)
-
-
 #: SAGEConv neighbourhood aggregations the program computes.
 _SAGE_AGGRS = {"mean": "mean", "add": "sum", "sum": "sum", "max": "max"}
 
@@ -435,9 +387,9 @@ class SageRelations(Relations):
             reason = self.options(c)
             if reason is not None:
                 return reason
-            if _lazy(*(lin for lin in self.lins(c) if lin is not None)):
+            if lazy(*(lin for lin in self.lins(c) if lin is not None)):
                 return f"{self.cls_name} with a lazy input width before its first call"
-        return _same(convs, ("out_channels", "aggr"))
+        return differing(convs, ("out_channels", "aggr"))
 
     def reads_destinations(self, convs: list[Any]) -> bool:
         """Only with root weights."""
@@ -495,9 +447,9 @@ class GcnRelations(Relations):
                 return f"GCNConv(aggr={c.aggr!r}) (Hector's program sums)"
             if c.flow != "source_to_target":
                 return f"GCNConv(flow={c.flow!r})"
-            if _lazy(c.lin):
+            if lazy(c.lin):
                 return "GCNConv with a lazy input width before its first call"
-        return _same(convs, ("out_channels",))
+        return differing(convs, ("out_channels",))
 
     def program(self, convs: list[Any], layout: Layout) -> str:
         """``hetero-gcn``."""
@@ -564,7 +516,6 @@ RELATIONS: dict[str, Relations] = {
     r.cls_name: r
     for r in (
         GatRelations(),
-        GatV2Relations(),
         SageRelations(),
         GraphConvRelations(),
         GcnRelations(),
@@ -641,7 +592,7 @@ def unsupported(layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> st
 
 #: The conv classes that read each keyword argument, and its tensors' dimensions.
 _EDGE_DATA = {
-    "edge_attr_dict": (("GATConv", "GINEConv"), (1, 2)),
+    "edge_attr_dict": (("GATConv", "GATv2Conv", "GINEConv"), (1, 2)),
     "edge_weight_dict": (("GCNConv", "GCN2Conv"), (1,)),
 }
 #: The classes of one node set (PyG's convs fail on a pair of node types).

@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from . import (
+    pyg_gatv2,  # noqa: F401  (registers GATv2Conv's relations with pyg_hetero)
     pyg_gcn2,  # noqa: F401  (registers GCN2Conv's relations with pyg_hetero)
     pyg_gin,  # noqa: F401  (registers GINConv's relations with pyg_hetero)
     pyg_gine,  # noqa: F401  (registers GINEConv's relations with pyg_hetero)

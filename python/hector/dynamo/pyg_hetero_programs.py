@@ -1,10 +1,10 @@
 """The programs of :mod:`hector.dynamo.pyg_hetero`'s per-relation conv classes, by name:
 ``hetero-gat:<slope>`` (:func:`hector.models._make_hetero_gat`'s), ``hetero-gat:<slope>:edge``
 (edge logits), ``hetero-gat:<slope>:dst`` (:mod:`hector.dynamo.pyg_hetero_dst`'s terms),
-``hetero-gatv2:<slope>``, ``hetero-sage:<aggr>:<root>`` and ``hetero-gcn``, and the
-``hetero-gat`` ones with attention dropout (``...:drop``,
-:mod:`hector.dynamo.pyg_attention_dropout`), registered as program families of
-:mod:`hector.dynamo.pyg_route`."""
+``hetero-gatv2:<slope>`` (``:feat``: edge features, ``:edge``: self-loops' logits),
+``hetero-sage:<aggr>:<root>`` and ``hetero-gcn``, and the ``hetero-gat`` ones with attention
+dropout (``...:drop``, :mod:`hector.dynamo.pyg_attention_dropout`), registered as program
+families of :mod:`hector.dynamo.pyg_route`."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def _hetero_gat_variant(slope: float, variant: str, drop: bool) -> frontend.Comp
     return frontend.compile_with_arguments(hetero_gat_variant, names)
 
 
-def _hetero_gatv2(slope: float, drop: bool = False) -> frontend.CompiledFunction:
+def _hetero_gatv2(slope: float, feat: bool, edge: bool, drop: bool) -> frontend.CompiledFunction:
     def hetero_gatv2(
         g: GraphProxy,
         x: Value,
@@ -91,15 +91,20 @@ def _hetero_gatv2(slope: float, drop: bool = False) -> frontend.CompiledFunction
     ) -> Value:
         """One ``GATv2Conv`` per relation, summed: ``x_j' = W_l x_j + b_l``,
         ``α = softmax over the relation's edges into i of a · leaky_relu(x_j' + W_r x_i + b_r)``
-        (``drop``: times the dropout mask), ``h'_i = Σ_r Σ_j α_ij ⊙_head x_j' + b_type(i)``."""
+        (``feat``: ``+ W_e e_ij`` inside the nonlinearity, an ``[E, H*F]`` input; ``edge``:
+        plus each edge's logit, the ``-inf`` of a removed self-loop; ``drop``: ``α`` times the
+        dropout mask), ``h'_i = Σ_r Σ_j α_ij ⊙_head x_j' + b_type(i)``."""
         xs = g.typed_bias(g.typed_linear(g.gather_src(x), weight_l), bias_l)  # [E, H*F]
         xd = g.typed_bias(g.typed_linear(g.gather_dst(x), weight_r), bias_r)
-        logits = g.typed_linear((xs + xd).leaky_relu(slope), att)  # [E, H]
+        pre = xs + xd + rest[0] if feat else xs + xd
+        logits = g.typed_linear(pre.leaky_relu(slope), att)  # [E, H]
+        logits = logits + rest[int(feat)] if edge else logits
         alpha = g.edge_softmax(logits, by="dst_etype")
-        alpha = alpha * rest[0] if drop else alpha
+        alpha = alpha * rest[-2] if drop else alpha
         return g.typed_bias(g.sum_to_dst(xs * alpha), rest[-1])
 
     names = ["g", "x", "weight_l", "bias_l", "weight_r", "bias_r", "att"]
+    names += ["edge_terms"] * feat + ["edge_logits"] * edge
     return frontend.compile_with_arguments(hetero_gatv2, [*names, *(["mask"] * drop), "bias"])
 
 
@@ -117,7 +122,8 @@ def _compiled(name: str) -> frontend.CompiledFunction:
             variant = ":".join(rest[1 : len(rest) - drop])
             _PROGRAMS[name] = _hetero_gat_variant(float(rest[0]), variant, drop)
         elif kind == "hetero-gatv2":
-            _PROGRAMS[name] = _hetero_gatv2(float(rest[0]), rest[1:] == ["drop"])
+            flags = [f in rest for f in ("feat", "edge", "drop")]
+            _PROGRAMS[name] = _hetero_gatv2(float(rest[0]), *flags)
         elif kind == "hetero-sage":
             _PROGRAMS[name] = _hetero_sage(rest[0], rest[1] == "1")
         elif kind == "hetero-gcn":
