@@ -306,11 +306,13 @@ def test_named_target_pipelines_are_the_targets_stages() -> None:
 def test_stage_pipelines_take_the_compilations_parameters() -> None:
     [schedule] = [s for s in TARGET_STAGES["cpu"] if s.name == "schedule"]
     [ptx] = [s for s in TARGET_STAGES["cuda"] if s.name == "ptx"]
-    assert schedule.pipeline == "hector-schedule{threads=1}, hector-half-messages"
+    assert (
+        schedule.pipeline == "hector-schedule{threads=1}, hector-half-messages, hector-vector-dots"
+    )
     params = LoweringParams(threads=3, bf16_dot=True, chip="sm_80")
     assert (
         schedule.pipeline_for(params)
-        == "hector-schedule{threads=3 bf16_dot=true}, hector-half-messages"
+        == "hector-schedule{threads=3 bf16_dot=true}, hector-half-messages, hector-vector-dots"
     )
     assert "chip=sm_90 " in ptx.pipeline
     assert "chip=sm_80 features=+ptx80" in ptx.pipeline_for(params)
