@@ -29,20 +29,10 @@ class GatV2Relations(GatRelations):
 
     cls_name = "GATv2Conv"
 
-    def unsupported(self, convs: list[Any], training: bool) -> str | None:
-        """As ``GATConv``'s: self-loops outside :mod:`hector.dynamo.pyg_gat_loops`, a
-        residual, another ``aggr``, lazy widths."""
-        reason = pyg_gat_loops.unsupported(convs)
-        if reason is not None:
-            return reason
-        for c in convs:
-            if getattr(c, "res", None) is not None:
-                return "GATv2Conv(residual=True)"
-            if c.aggr not in ("add", "sum"):
-                return f"GATv2Conv(aggr={c.aggr!r})"
-            if pyg_hetero.lazy(c.lin_l, c.lin_r):
-                return "GATv2Conv with a lazy input width before its first call"
-        return pyg_hetero.differing(convs, ("heads", "out_channels", "concat", "negative_slope"))
+    def linears(self, conv: Any) -> list[Any]:
+        """GATv2's projections of the sources and the destinations (one module when shared);
+        the options it declines are ``GATConv``'s (:meth:`GatRelations.unsupported`)."""
+        return [conv.lin_l, conv.lin_r]
 
     def call_unsupported(
         self, convs: list[Any], relations: list[EdgeType], x_dict: Any, kwargs: dict[str, Any]

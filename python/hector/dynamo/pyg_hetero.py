@@ -249,15 +249,19 @@ class GatRelations(Relations):
         reason = pyg_gat_loops.unsupported(convs)
         if reason is not None:
             return reason
+        name = self.cls_name
         for c in convs:
             if getattr(c, "res", None) is not None:
-                return "GATConv(residual=True)"
+                return f"{name}(residual=True)"
             if c.aggr not in ("add", "sum"):
-                return f"GATConv(aggr={c.aggr!r})"
-            lins = [c.lin] if c.lin is not None else [c.lin_src, c.lin_dst]
-            if lazy(*lins):
-                return "GATConv with a lazy input width before its first call"
+                return f"{name}(aggr={c.aggr!r})"
+            if lazy(*self.linears(c)):
+                return f"{name} with a lazy input width before its first call"
         return differing(convs, ("heads", "out_channels", "concat", "negative_slope"))
+
+    def linears(self, conv: Any) -> list[Any]:
+        """The conv's input projections (one shared, or the source's and the destination's)."""
+        return [conv.lin] if conv.lin is not None else [conv.lin_src, conv.lin_dst]
 
     def program(self, convs: list[Any], layout: Layout) -> str:
         """``hetero-gat:<slope>``, ``hetero-gat:<slope>:edge`` with edge features,
