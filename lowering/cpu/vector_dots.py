@@ -31,15 +31,12 @@ from . import traversal
 _TRAVERSAL = "hector_intra.traversal_template"
 
 
-def mark_vector_dots(op: ir.Operation) -> int:
+def mark_vector_dots(op: ir.Operation) -> None:
     """Mark every per-head dot nested in ``op`` that :func:`traversal.vector_dot_fits`
-    ``hector.vector_dot``; returns how many it marked."""
-    marked = 0
+    ``hector.vector_dot``."""
     for inner in walk_ops(op):
         if inner.name == _TRAVERSAL and traversal.vector_dot_fits(intra.view(inner)):
             inner.attributes[intra.VECTOR_DOT] = ir.UnitAttr.get()
-            marked += 1
-    return marked
 
 
 @register_pass(

@@ -23,7 +23,8 @@ per node type, before the program, as PyTorch products under its autograd
 type's rows once (the split layout repeats a destination type's rows per relation; computed
 in the program, these per-row products ran over every repeated row, most of them zero blocks,
 and took 40% of its time). Each edge picks its relation's slot (``hetero-gat:<slope>:dst``'s
-selection, :mod:`hector.dynamo.pyg_hetero_dst`); per edge the program only gathers the
+selection, :mod:`hector.dynamo.pyg_hetero_dst`, on the source side; a destination key has
+one relation, so its row is the term); per edge the program only gathers the
 source row, normalises the coefficients within the relation and sums. The ``relu`` and PyG's own
 ``group`` (with the layer's ``k_lin`` and ``q``) run on the program's rows in the captured
 graph, in the order PyG visits ``edge_index_dict``. The terms and their slot selection are
@@ -89,14 +90,14 @@ def han_program(slope: float, drop: bool) -> frontend.CompiledFunction:
     def han_layer(g: GraphProxy, h: Value, *rest: Value) -> Value:
         """``Σ_{j→i in r} α_ij h_j``, ``α`` the softmax within relation ``r`` of
         ``leaky_relu(a_src,r · h_j + a_dst,r · h_i)``, both terms given per node in slots."""
-        src_terms, src_select, dst_terms, dst_select = rest[:4]
+        src_terms, src_select, dst_terms = rest[:3]
         logits = g.typed_linear(g.gather_src(src_terms), src_select)  # [E, H]
-        logits = logits + g.typed_linear(g.gather_dst(dst_terms), dst_select)
+        logits = logits + g.gather_dst(dst_terms)  # a destination key has one relation
         alpha = g.edge_softmax(logits.leaky_relu(slope), by="dst_etype")
-        alpha = alpha * rest[4] if drop else alpha
+        alpha = alpha * rest[3] if drop else alpha
         return g.sum_to_dst(g.gather_src(h) * alpha)
 
-    names = ["g", "h", "src_terms", "src_select", "dst_terms", "dst_select"]
+    names = ["g", "h", "src_terms", "src_select", "dst_terms"]
     return frontend.compile_with_arguments(han_layer, names + (["mask"] if drop else []))
 
 
@@ -181,16 +182,15 @@ def _node_terms(conv: Any, layout: Layout) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _tensors(conv: Any, layout: Layout) -> list[torch.Tensor]:
-    """``h, src_terms, src_select, dst_terms, dst_select`` (and the dropout mask where the
-    layer drops): the projected rows, each side's attention terms per node
-    (:func:`_node_terms`) and the constant matrices that pick an edge's relation's slot
-    (``pyg_hetero_dst.slot_select``)."""
+    """``h, src_terms, src_select, dst_terms`` (and the dropout mask where the layer
+    drops): the projected rows, each side's attention terms per node (:func:`_node_terms`)
+    and the constant matrices that pick an edge's relation's slot among its source's
+    (``pyg_hetero_dst.slot_select``; a destination key's row holds its one relation's)."""
     ends, types, heads = layout.ends(), len(layout.types), int(conv.heads)
     h = torch.cat(layout.xs)
     src_terms, dst_terms = _node_terms(conv, layout)
     src_select = pyg_hetero_dst.slot_select(pyg_hetero_dst.slots(ends[0::2], types), heads, h)
-    dst_select = pyg_hetero_dst.slot_select([0] * len(layout.relations), heads, h)
-    tensors = [h, src_terms, src_select, dst_terms, dst_select]
+    tensors = [h, src_terms, src_select, dst_terms]
     if pyg_attention_dropout.active([conv]):  # PyG's masks, drawn as F.dropout draws them
         ps = pyg_attention_dropout.probabilities([conv]) * len(layout.relations)
         tensors.append(pyg_attention_dropout.mask(ps, layout.edge_index, conv.heads, h))
