@@ -114,6 +114,11 @@ class Schedule:
       call in column panels ``[N / tile_n, K, tile_n]``, panel by panel (``hector-schedule``
       chooses it where a weight row fills a page or more: 1024 f32 columns). Printed only when
       set. The GPU ignores it.
+    * ``in_place`` — a packed CPU ``xw`` of f32 products whose rows of ``a`` are f32 and not
+      gathered multiplies each whole tile of them where they lie, without copying them into a
+      packed tile; a tile cut short (the last rows, a weight slice's run ending inside it) is
+      packed as before (``hector-schedule`` chooses it for small reductions). Printed only
+      when set. The GPU ignores it.
     """
 
     tile_m: int = 1
@@ -126,6 +131,7 @@ class Schedule:
     threads: int = 1
     products: str = "f32"
     panels: bool = False
+    in_place: bool = False
 
     FIELDS = (
         "tile_m",
@@ -138,9 +144,10 @@ class Schedule:
         "threads",
         "products",
         "panels",
+        "in_place",
     )
     #: Fields holding a bool.
-    FLAGS = ("pack", "panels")
+    FLAGS = ("pack", "panels", "in_place")
     #: Fields holding a string, with the values each takes.
     CHOICES = {"parallel": PARALLEL_LOOPS, "products": ("f32", "bf16")}
 
@@ -175,7 +182,7 @@ class Schedule:
         values: dict[str, Any] = {}
         for f in self.FIELDS:
             v = getattr(self, f)
-            if (f, v) in (("products", "f32"), ("panels", False)):
+            if (f, v) in (("products", "f32"), ("panels", False), ("in_place", False)):
                 continue  # defaults, left out so schedules print as they always did
             if isinstance(v, bool):
                 values[f] = ir.BoolAttr.get(v)

@@ -19,6 +19,10 @@ layout (panels measured the same at 256 and 512 columns, and their per-call copy
 slice cost 5% on 90 relations at 256). ``tile_k`` splits a panel product's reduction into
 blocks where a panel would outgrow :data:`PANEL_BYTES` (``K × tile_n × 4`` bytes: beyond
 ``K = 4096`` at ``tile_n = 32``), else stays 1 (the micro-kernel's own step: one block).
+An f32 ``xw`` reading ungathered f32 rows of ``a`` (a typed linear, a layer's root term) with
+``K`` up to :data:`IN_PLACE_MAX_K` multiplies whole tiles of those rows in place (``in_place``,
+``lowering/cpu/in_place.py``): they already have the packed tile's layout, and at ``K = 64``
+their copy was a tenth of the time.
 Products too narrow for a vector (fewer than 8 output columns, or ``K`` below 4) keep
 the row-at-a-time form, spread over the workers all the same.
 
@@ -46,6 +50,7 @@ from ..dialects.builders import OpAccess
 from ..passes.registry import Option, PassFailure, register_pass
 from ..passes.walk import walk_ops
 from . import templates as T
+from .cpu.in_place import in_place_applies
 from .gpu import schedule_choice as gpu_schedule_choice
 
 #: Rows per packed tile.
@@ -103,6 +108,12 @@ def reduction_block(variant: str, k_extent: int, tile_n: int) -> int:
     return max(most, 8)
 
 
+#: The widest reduction whose plain f32 ``xw`` tiles read ``a``'s rows in place: 0.80-0.81x
+#: ``torch.mm`` packed against 0.89-0.91x in place at ``K = N = 64`` (1 thread, same process),
+#: the same at 128 and 4% slower in place at 256 (``docs/optimizations.md``).
+IN_PLACE_MAX_K = 64
+
+
 def cpu_gemm_schedule(v: OpAccess, threads: int, vector_bits: int = 512) -> intra.Schedule:
     """The CPU schedule of one GEMM template (module docstring)."""
     ops = T.operands(v)
@@ -125,6 +136,7 @@ def cpu_gemm_schedule(v: OpAccess, threads: int, vector_bits: int = 512) -> intr
         parallel=parallel,
         threads=threads,
         panels=panels,
+        in_place=not panels and k_extent <= IN_PLACE_MAX_K and in_place_applies(v),
     )
 
 
@@ -167,6 +179,7 @@ def bf16_products(v: OpAccess, s: intra.Schedule, bf16_inputs: bool = False) -> 
         products="bf16",
         panels=False,
         tile_k=1,
+        in_place=False,
     )
 
 

@@ -61,6 +61,7 @@ from ...dialects import hector_intra as intra
 from ...dialects.builders import OpAccess
 from ...passes.registry import register_pass
 from ...passes.walk import walk_ops
+from .in_place import pack_narrowed
 
 _GEMM, _TRAVERSAL = "hector_intra.gemm_template", "hector_intra.traversal_template"
 #: Uses of a buffer that read its shape or free it.
@@ -388,3 +389,4 @@ def _halve(fn: ir.Operation, element: ir.Type, keep_f32: bool) -> None:
             narrow(alloc, element)
     for summed in sums_to_group(fn):
         segment(replace(summed, narrow=summed.narrow and not keep_f32), element)
+    pack_narrowed(fn)

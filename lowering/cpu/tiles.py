@@ -42,6 +42,7 @@ from ...dialects import hector_intra as intra
 from ...dialects.builders import OpAccess
 from .. import templates as T
 from . import bf16
+from .in_place import in_place_applies, rows_in_place
 from .micro_kernel import exact, marked_matmul, panel_product, product
 from .packing import (
     TransposedSlice,
@@ -193,6 +194,10 @@ def check_gemm_schedule(v: OpAccess, s: intra.Schedule) -> None:
     variant = v.attr("variant")
     if s.panels and (not s.pack or variant != "xw" or s.products == bf16.BF16):
         raise ValueError("weight panels are for packed xw tiles of f32 products")
+    if s.in_place and (not s.pack or s.panels or s.products == bf16.BF16):
+        raise ValueError("in-place tiles are for packed f32 products without weight panels")
+    if s.in_place and not in_place_applies(v):
+        raise ValueError("in-place tiles are for an xw reading ungathered f32 rows of a")
     if not s.pack:
         if s.products == bf16.BF16:
             raise ValueError("bf16 products multiply packed tiles: the schedule must pack")
@@ -414,7 +419,8 @@ class _GemmTiles:
     """What every worker's tiles of one scheduled GEMM share. ``dest_of`` gives where an
     ``xty`` run of slice ``t`` accumulates; with ``owned`` its short runs go row at a time into
     the same place. An ``xw`` multiplies by ``packed_weight`` where it has one: its weight in
-    bf16 pairs, or in f32 column panels (``panels``), in reduction blocks of ``tile_k``. An
+    bf16 pairs, or in f32 column panels (``panels``), in reduction blocks of ``tile_k``; with
+    ``in_place`` its whole tiles multiply where their rows lie (:mod:`.in_place`). An
     ``xty``'s ``partner`` is the plan of an ``xwt`` whose rows are its packed row gradients
     (:func:`lower_gradient_pair`)."""
 
@@ -424,6 +430,7 @@ class _GemmTiles:
     owned: bool
     packed_weight: Value | None
     panels: bool
+    in_place: bool
     tile_k: int
     variant: str
     epilogue: str
@@ -461,6 +468,7 @@ class _GemmTiles:
             owned=owned,
             packed_weight=packed_weight,
             panels=packed_weight is not None and uses_panels(v, s),
+            in_place=s.in_place,
             tile_k=s.tile_k,
             variant=variant,
             epilogue=v.attr("epilogue"),
@@ -559,16 +567,34 @@ class _WorkerTiles:
         self, i0: Value, mt: Value, t: Value | None, packed: Value | None = None
     ) -> None:
         """Rows ``[i0, i0 + mt)`` of an ``xw``/``xwt``, packed here, or already ``packed`` (its
-        ``xty`` partner's row gradients)."""
+        ``xty`` partner's row gradients); with ``in_place`` a whole tile reads ``a``'s rows
+        where they lie."""
         wb, plan = self.wb, self.plan
-        lhs = self.lhs if packed is None else packed
-        if packed is None:
-            pack_row_vectors(wb, lhs, i0, mt, plan.tile_m, wb.ops["a"], self.a_row)
         if self.transposed is not None:
             rhs_slice = self.transposed.of(t)
         else:
             held = plan.packed_weight if plan.packed_weight is not None else wb.ops["weight"]
             rhs_slice = held if t is None else leading_slice(held, t)
+        if not plan.in_place or packed is not None:
+            self._product(i0, mt, rhs_slice, packed)
+            return
+        whole = arith.cmpi(arith.CmpIPredicate.eq, mt, wb.index(plan.tile_m))
+        branch = scf.IfOp(whole, has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            self._product(i0, mt, rhs_slice, rows_in_place(wb, i0, plan.tile_m))
+            scf.yield_([])
+        with ir.InsertionPoint(branch.else_block):
+            self._product(i0, mt, rhs_slice, None)
+            scf.yield_([])
+
+    def _product(self, i0: Value, mt: Value, rhs_slice: Value, packed: Value | None) -> None:
+        """Rows ``[i0, i0 + mt)`` times ``rhs_slice``: packed here, or from ``packed`` (a
+        partner's packed row gradients, or a whole tile of ``a``'s rows in place); the
+        epilogue writes them to ``out``."""
+        wb, plan = self.wb, self.plan
+        lhs = self.lhs if packed is None else packed
+        if packed is None:
+            pack_row_vectors(wb, lhs, i0, mt, plan.tile_m, wb.ops["a"], self.a_row)
         if plan.pairs:  # the epilogue straight from the pair micro-kernel's registers
             write = _row_writer(wb, i0, mt, plan.epilogue)
             bf16.matmul(wb, lhs, rhs_slice, None, plan.block, write=write)

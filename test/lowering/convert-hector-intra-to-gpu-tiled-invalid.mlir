@@ -45,7 +45,7 @@ func.func @register_block_too_big(%x: memref<?x16xf32>, %w: memref<16x64xf32>, %
 // -----
 
 func.func @unknown_field(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
-  // expected-error @+1 {{unknown schedule field 'block' (known: tile_m, tile_n, tile_k, vector, unroll, pack, parallel, threads, products, panels)}}
+  // expected-error @+1 {{unknown schedule field 'block' (known: tile_m, tile_n, tile_k, vector, unroll, pack, parallel, threads, products, panels, in_place)}}
   "hector_intra.gemm_template"(%x, %w, %out) {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64, schedule = {block = 4 : i64}, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>} : (memref<?x16xf32>, memref<16x8xf32>, memref<?x8xf32>) -> ()
   return
 }

@@ -402,3 +402,29 @@ func.func @weight_panels(%x: memref<?x40xf32>, %w: memref<40x64xf32>, %out: memr
       : (memref<?x40xf32>, memref<40x64xf32>, memref<?x64xf32>) -> ()
   return
 }
+
+// CHECK-LABEL: func.func @rows_in_place
+// An in-place schedule (a typed linear, rows not gathered): a whole tile of 8 rows multiplies
+// a's own rows [i0, i0 + 8) as a strided view, not a packed copy; a tile cut short by the end
+// of the rows is packed as before (zero rows past the last).
+// CHECK: %[[TILE:.*]] = memref.alloca() : memref<8x16xf32>
+// CHECK: %[[WHOLE:.*]] = arith.cmpi eq, %{{.*}}, %c8 : index
+// CHECK: scf.if %[[WHOLE]] {
+// CHECK-NEXT: %[[ROWS:.*]] = memref.subview %arg0[%{{.*}}, 0] [8, 16] [1, 1] : memref<?x16xf32> to memref<8x16xf32, strided<[16, 1], offset: ?>>
+// CHECK-NOT: vector.transfer_write {{.*}} %[[TILE]]
+// CHECK: memref.subview %[[ROWS]][%{{.*}}, %{{.*}}] [2, 1] [1, 1]
+// CHECK: arith.mulf {{.*}} fastmath<contract> : vector<2x16x1xf32>
+// CHECK: } else {
+// CHECK: vector.transfer_write {{.*}} {in_bounds = [true]} : vector<16xf32>, memref<8x16xf32>
+// CHECK: memref.subview %[[TILE]][%{{.*}}, %{{.*}}] [2, 1] [1, 1]
+// CHECK: arith.mulf {{.*}} fastmath<contract> : vector<2x16x1xf32>
+func.func @rows_in_place(%x: memref<?x16xf32>, %w: memref<16x16xf32>, %out: memref<?x16xf32>) {
+  "hector_intra.gemm_template"(%x, %w, %out)
+      {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>,
+       schedule = {in_place = true, pack = true, parallel = "none", threads = 1 : i64,
+                   tile_k = 1 : i64, tile_m = 8 : i64, tile_n = 16 : i64, unroll = 2 : i64,
+                   vector = 16 : i64}}
+      : (memref<?x16xf32>, memref<16x16xf32>, memref<?x16xf32>) -> ()
+  return
+}

@@ -8,7 +8,7 @@
 // BITS: error: hector-schedule: vector_bits must be one of 128, 256, 512, got 384
 
 func.func @unknown_field(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %out: memref<?x8xf32>) {
-  // expected-error@+1 {{invalid schedule: unknown schedule field 'tiles' (known: tile_m, tile_n, tile_k, vector, unroll, pack, parallel, threads, products, panels)}}
+  // expected-error@+1 {{invalid schedule: unknown schedule field 'tiles' (known: tile_m, tile_n, tile_k, vector, unroll, pack, parallel, threads, products, panels, in_place)}}
   "hector_intra.gemm_template"(%x, %w, %out)
       {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
        operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>, schedule = {tiles = 4 : i64}}
@@ -61,6 +61,19 @@ func.func @panels_of_a_weight_gradient(%x: memref<?x16xf32>, %dy: memref<?x64xf3
        operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>,
        schedule = {pack = true, panels = true, tile_m = 8 : i64, tile_n = 32 : i64, unroll = 2 : i64}}
       : (memref<?x16xf32>, memref<?x64xf32>, memref<16x64xf32>) -> ()
+  return
+}
+
+// -----
+
+// In-place tiles read a's rows where they lie: gathered rows must be packed.
+func.func @gathered_rows_in_place(%x: memref<?x16xf32>, %w: memref<16x8xf32>, %src: memref<?xi32>, %out: memref<?x8xf32>) {
+  // expected-error@+1 {{invalid schedule: in-place tiles are for an xw reading ungathered f32 rows of a}}
+  "hector_intra.gemm_template"(%x, %w, %src, %out)
+      {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 1>,
+       schedule = {in_place = true, pack = true, tile_m = 8 : i64, tile_n = 8 : i64, unroll = 2 : i64}}
+      : (memref<?x16xf32>, memref<16x8xf32>, memref<?xi32>, memref<?x8xf32>) -> ()
   return
 }
 

@@ -118,3 +118,47 @@ func.func @aggregate(%dst: memref<?xi32>, %m: memref<?x8xf32>, %out: memref<?x8x
       : (memref<?xi32>, memref<?x8xf32>, memref<?x8xf32>) -> ()
   return
 }
+
+// CHECK-LABEL: func.func @typed_linear_64
+// A typed linear at K = 64: its rows are not gathered, so whole tiles multiply a's rows where
+// they lie (in_place), on AVX-512 and AVX2 alike; the GPU has no such field.
+// CHECK: schedule = {in_place = true, pack = true, parallel = "rows", threads = 2 : i64, tile_k = 1 : i64, tile_m = 32 : i64, tile_n = 32 : i64, unroll = 4 : i64, vector = 32 : i64}
+// ONE-LABEL: func.func @typed_linear_64
+// ONE: schedule = {in_place = true, pack = true, parallel = "none", threads = 1 : i64
+// GPU-LABEL: func.func @typed_linear_64
+// GPU-NOT: in_place
+// AVX2-LABEL: func.func @typed_linear_64
+// AVX2: schedule = {in_place = true, pack = true, parallel = "rows", threads = 2 : i64, tile_k = 1 : i64, tile_m = 32 : i64, tile_n = 16 : i64, unroll = 4 : i64, vector = 16 : i64}
+func.func @typed_linear_64(%x: memref<?x64xf32>, %w: memref<64x64xf32>, %out: memref<?x64xf32>) {
+  "hector_intra.gemm_template"(%x, %w, %out)
+      {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>}
+      : (memref<?x64xf32>, memref<64x64xf32>, memref<?x64xf32>) -> ()
+  return
+}
+
+// CHECK-LABEL: func.func @typed_linear_128
+// At K = 128 (past IN_PLACE_MAX_K) the rows are packed, as they are when gathered
+// (@rgcn_messages) or stored in bf16 (@bf16_rows).
+// CHECK: schedule = {pack = true, parallel = "rows"
+// AVX2-LABEL: func.func @typed_linear_128
+// AVX2: schedule = {pack = true, parallel = "rows"
+func.func @typed_linear_128(%x: memref<?x128xf32>, %w: memref<128x128xf32>, %out: memref<?x128xf32>) {
+  "hector_intra.gemm_template"(%x, %w, %out)
+      {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>}
+      : (memref<?x128xf32>, memref<128x128xf32>, memref<?x128xf32>) -> ()
+  return
+}
+
+// CHECK-LABEL: func.func @bf16_rows
+// CHECK: schedule = {pack = true, parallel = "rows"
+// AVX2-LABEL: func.func @bf16_rows
+// AVX2: schedule = {pack = true, parallel = "rows"
+func.func @bf16_rows(%x: memref<?x64xbf16>, %w: memref<64x64xf32>, %out: memref<?x64xf32>) {
+  "hector_intra.gemm_template"(%x, %w, %out)
+      {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>}
+      : (memref<?x64xbf16>, memref<64x64xf32>, memref<?x64xf32>) -> ()
+  return
+}

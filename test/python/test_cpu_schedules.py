@@ -275,3 +275,40 @@ def test_gemms_on_either_register_file_match_torch(
 
     assert Options().vector_bits == bits
     assert Options(vector_bits=256).cache_key() != Options(vector_bits=512).cache_key()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_rows_in_place_match_packed_tiles_and_torch(
+    threads: None, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    """At K = 64 an f32 xw over ungathered rows multiplies whole tiles of them in place
+    (``in_place``): 200 rows are 6 whole tiles and a packed tail of 8, and an edge-wise
+    per-relation product's tiles meet relation boundaries (cut-short runs are packed). The
+    results are the packed schedule's bit for bit, and torch's within f32 rounding."""
+    monkeypatch.setenv("HECTOR_COMPILE_CACHE", "0")  # IN_PLACE_MAX_K is not in the cache's key
+    torch.set_num_threads(workers)
+    g = hector.random_graph(200, 1500, 5, seed=5)
+    gen = torch.Generator().manual_seed(9)
+    x, w = torch.randn(200, 64, generator=gen), torch.randn(64, 64, generator=gen)
+    e, ws = torch.randn(1500, 64, generator=gen), torch.randn(5, 64, 32, generator=gen)
+    results, chosen = [], []
+    for widest in (schedule.IN_PLACE_MAX_K, 0):  # in place, then packed
+        monkeypatch.setattr(schedule, "IN_PLACE_MAX_K", widest)
+
+        @hector.compile
+        def shared(g, x, w):
+            return g.typed_linear(x, w, slice="none")
+
+        @hector.compile
+        def per_relation(g, e, w):
+            return g.typed_linear(e, w, slice="etype")
+
+        with torch.no_grad():
+            results.append((shared(g, x, w), per_relation(g, e, ws)))
+        chosen.append([_schedules(f).count("in_place = true") for f in (shared, per_relation)])
+    assert chosen == [[1, 1], [0, 0]]
+    for in_place, packed in zip(*results, strict=True):
+        assert torch.equal(in_place, packed)
+    torch.testing.assert_close(results[0][0], x @ w, rtol=1e-5, atol=1e-5)
+    want = torch.bmm(e.unsqueeze(1), ws[g.etype.long()]).squeeze(1)
+    torch.testing.assert_close(results[0][1], want, rtol=1e-5, atol=1e-5)
