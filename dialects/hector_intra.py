@@ -116,9 +116,9 @@ class Schedule:
       set. The GPU ignores it.
     * ``in_place`` — a packed CPU ``xw`` of f32 products whose rows of ``a`` are f32 and not
       gathered multiplies each whole tile of them where they lie, without copying them into a
-      packed tile; a tile cut short (the last rows, a weight slice's run ending inside it) is
-      packed as before (``hector-schedule`` chooses it for small reductions). Printed only
-      when set. The GPU ignores it.
+      packed tile, its own rows of ``out`` prefetched for writing; a tile cut short (the last
+      rows, a weight slice's run ending inside it) is packed as before (``hector-schedule``
+      chooses it for small reductions). Printed only when set. The GPU ignores it.
     """
 
     tile_m: int = 1

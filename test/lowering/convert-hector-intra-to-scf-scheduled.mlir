@@ -410,7 +410,9 @@ func.func @weight_panels(%x: memref<?x40xf32>, %w: memref<40x64xf32>, %out: memr
 // CHECK: %[[TILE:.*]] = memref.alloca() : memref<8x16xf32>
 // CHECK: %[[WHOLE:.*]] = arith.cmpi eq, %{{.*}}, %c8 : index
 // CHECK: scf.if %[[WHOLE]] {
-// CHECK-NEXT: %[[ROWS:.*]] = memref.subview %arg0[%{{.*}}, 0] [8, 16] [1, 1] : memref<?x16xf32> to memref<8x16xf32, strided<[16, 1], offset: ?>>
+// The tile's rows of out (the epilogue's stores) are prefetched for writing, a line a time.
+// CHECK: memref.prefetch %arg2[%{{.*}}, %c0], write, locality<3>, data : memref<?x16xf32>
+// CHECK: %[[ROWS:.*]] = memref.subview %arg0[%{{.*}}, 0] [8, 16] [1, 1] : memref<?x16xf32> to memref<8x16xf32, strided<[16, 1], offset: ?>>
 // CHECK-NOT: vector.transfer_write {{.*}} %[[TILE]]
 // CHECK: memref.subview %[[ROWS]][%{{.*}}, %{{.*}}] [2, 1] [1, 1]
 // CHECK: arith.mulf {{.*}} fastmath<contract> : vector<2x16x1xf32>
