@@ -21,8 +21,8 @@ blocks where a panel would outgrow :data:`PANEL_BYTES` (``K × tile_n × 4`` byt
 ``K = 4096`` at ``tile_n = 32``), else stays 1 (the micro-kernel's own step: one block).
 An f32 ``xw`` reading ungathered f32 rows of ``a`` (a typed linear, a layer's root term) with
 ``K`` up to :data:`IN_PLACE_MAX_K` multiplies whole tiles of those rows in place (``in_place``,
-``lowering/cpu/in_place.py``): they already have the packed tile's layout, and at ``K = 64``
-their copy was a tenth of the time.
+``lowering/cpu/in_place.py``): they already have the packed tile's layout, and their copy, with
+the epilogue's cache misses the prefetches then hide, cost 14-16% at ``K = 64``.
 Products too narrow for a vector (fewer than 8 output columns, or ``K`` below 4) keep
 the row-at-a-time form, spread over the workers all the same.
 
@@ -108,9 +108,10 @@ def reduction_block(variant: str, k_extent: int, tile_n: int) -> int:
     return max(most, 8)
 
 
-#: The widest reduction whose plain f32 ``xw`` tiles read ``a``'s rows in place: 0.80-0.81x
-#: ``torch.mm`` packed against 0.89-0.91x in place at ``K = N = 64`` (1 thread, same process),
-#: the same at 128 and 4% slower in place at 256 (``docs/optimizations.md``).
+#: The widest reduction whose f32 ``xw`` tiles read ``a``'s rows in place: at ``K = N = 64``,
+#: 1 thread, same process, 0.78-0.84x ``torch.mm`` packed against 0.90-0.98x in place (0.69-0.73x
+#: against 0.81-0.83x at ``K = 32``); forced at 128 the same or 1-2% slower, at 256 up to 10%
+#: slower (``docs/optimizations.md``, "Small reductions: rows in place").
 IN_PLACE_MAX_K = 64
 
 
