@@ -113,13 +113,13 @@ def _assert_close(got: list[Any], want: list[Any]) -> None:
 
 
 #: ``fill_value`` of each kind ``compute_loop_attr`` takes (PyG's default ``"mean"`` first).
-FILLS = ["mean", "add", "max", "min", "mul", None, 0.5, 2, torch.tensor([1.0, -2.0, 0.5])]
+FILLS = ["mean", "add", "max", "min", "mul", "any", None, 0.5, 2, torch.tensor([1.0, -2.0, 0.5])]
 
 
 @pytest.mark.parametrize(
     ("conv", "fill", "loops", "program"),
     [(GATConv, f, True, "hetero-gat:0.2:edge") for f in FILLS]
-    + [(GATv2Conv, f, True, "hetero-gatv2:0.2:feat:edge") for f in ("mean", "max", "mul", 0.5)]
+    + [(GATv2Conv, f, True, "hetero-gatv2:0.2:feat:edge") for f in ("mean", "max", "any", 0.5)]
     + [(GATv2Conv, "mean", False, "hetero-gatv2:0.2:feat")],
     ids=str,
 )
@@ -219,17 +219,18 @@ def test_to_hetero_gat_with_dropout_and_its_default_self_loops() -> None:
 
 
 @pytest.mark.parametrize("conv", [GATConv, GATv2Conv])
-def test_self_loops_declined(conv: Any) -> None:
-    """Self-loops with edge features and a ``fill_value`` not computed (``"any"``: a
-    scatter's last write) run PyG's forward, the reason kept."""
+def test_self_loops_with_an_unknown_fill_declined(conv: Any) -> None:
+    """Self-loops with edge features and a ``fill_value`` string PyG's ``scatter`` does not
+    know: PyG's forward runs, with PyG's error, and the reason is kept."""
     torch.manual_seed(0)
-    model = HeteroConv({RELATIONS[0]: conv(6, 4, edge_dim=3, fill_value="any")})
+    model = HeteroConv({RELATIONS[0]: conv(6, 4, edge_dim=3, fill_value="median")})
     x, ei = _features(SIZES, WIDTHS), _edges([RELATIONS[0]], SIZES, per=30)
     attr = {RELATIONS[0]: torch.randn(30, 3)}
-    want = model(x, ei, attr)
-    got = torch.compile(model, backend=HectorBackend())(x, ei, attr)
-    assert (got["paper"] - want["paper"]).abs().max().item() <= 1e-5
-    assert "fill_value='any'" in pyg_route.FALLBACKS["HeteroConv"]
+    with pytest.raises(ValueError, match="median"):
+        model(x, ei, attr)
+    with pytest.raises(ValueError, match="median"):
+        torch.compile(model, backend=HectorBackend())(x, ei, attr)
+    assert "fill_value='median'" in pyg_route.FALLBACKS["HeteroConv"]
 
 
 def test_gatv2_edge_features_without_edge_dim_declined() -> None:

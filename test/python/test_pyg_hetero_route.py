@@ -256,9 +256,9 @@ _SAME_TYPE = [("paper", "cites", "paper"), ("author", "knows", "author")]
     ("make", "aggr", "reason", "relations"),
     [
         (
-            lambda e: GATConv(6, 4, add_self_loops=e[0] == e[2], edge_dim=2, fill_value="any"),
+            lambda e: GATConv(6, 4, add_self_loops=e[0] == e[2], residual=True),
             "sum",
-            "add_self_loops=True, fill_value='any'",
+            "GATConv(residual=True)",
             RELATIONS[:3],
         ),
         (lambda e: SAGEConv(6, 4, normalize=True), "sum", "normalize", RELATIONS[:3]),

@@ -6,8 +6,11 @@ loops (``remove_self_loops``), then appends one loop ``i → i`` per node ``i`` 
 ``min(sources, destinations)`` (``add_self_loops``); with edge features, each appended loop's
 features are ``compute_loop_attr``'s by the conv's ``fill_value``: ones (``None``), a number,
 a tensor broadcast to one row, or a reduction (``"add"``/``"sum"``, ``"mean"``, ``"max"``,
-``"min"``, ``"mul"``) of the features of the edges left into that node (``"mean"``, PyG's
-default, and ``"add"``/``"max"``/``"min"``: zeros for a node that has none, ``"mul"``: ones).
+``"min"``, ``"mul"``, ``"any"``) of the features of the edges left into that node (``"mean"``,
+PyG's default, and ``"add"``/``"max"``/``"min"``/``"any"``: zeros for a node that has none,
+``"mul"``: ones). ``"any"`` is PyG's ``scatter_``: where several edges enter a node, the
+features of the last of them in edge order, which is what PyTorch's CPU kernel writes last
+(on CUDA, PyTorch picks one of them arbitrarily).
 
 The programs keep shapes fixed by the input's (no data-dependent edge count): the loops PyG
 appends are appended after the relation's edges (:func:`append`), and the relation's own
@@ -38,13 +41,14 @@ REDUCTIONS = {
     "min": "amin",
     "amin": "amin",
     "mul": "prod",
+    "any": "last",
 }
 
 
 def unsupported(convs: list[Any]) -> str | None:
     """Why the convs' self-loops are outside the programs (None: they are not): with edge
     features, a ``fill_value`` other than those PyG's ``compute_loop_attr`` computes by shape
-    or by a reduction above (``"any"``, whose value is the last write of a scatter)."""
+    or by a reduction above (another string, which PyG's ``scatter`` refuses)."""
     for c in convs:
         if not c.add_self_loops:
             continue
@@ -124,8 +128,11 @@ def with_loop_features(
 def _reduced(attr: torch.Tensor, own: torch.Tensor, n: int, reduce: str) -> torch.Tensor:
     """``[n, ...]``: PyG's ``scatter(attr, destination, 0, n, reduce)`` over the edges other
     than the own loops (those weigh nothing: 0 in a sum, 1 in a product, ``∓inf`` in a
-    maximum or minimum, and a node left with no edge gets PyG's 0, or 1 for a product)."""
+    maximum or minimum, and a node left with no edge gets PyG's 0, or 1 for a product;
+    ``"last"``: the features of the node's last edge other than its own loops)."""
     kept = own[0] != own[1]
+    if reduce == "last":
+        return _last(attr, own[1], kept, n)
     shape = (-1,) + (1,) * (attr.dim() - 1)
     index = own[1].view(shape).expand_as(attr)
     weigh = kept.view(shape)
@@ -144,6 +151,24 @@ def _reduced(attr: torch.Tensor, own: torch.Tensor, n: int, reduce: str) -> torc
     out = out.scatter_reduce(0, index, values, reduce, include_self=False)
     reached = attr.new_zeros(n).scatter_add(0, own[1], kept.to(attr.dtype)) > 0
     return torch.where(reached.view(shape), out, attr.new_zeros(()))
+
+
+def _last(attr: torch.Tensor, dst: torch.Tensor, kept: torch.Tensor, n: int) -> torch.Tensor:
+    """``[n, ...]``: PyG's ``scatter(..., reduce="any")`` (PyTorch's ``scatter_``) over the
+    ``kept`` edges (``dst``: each edge's destination). Its value is the row of ``attr`` of the
+    node's last kept edge in edge order, zeros for a node with none; its gradient is
+    ``scatter_``'s, the node's gradient on every kept edge into it (a sum over those edges
+    carries it, its value taken out)."""
+    if attr.shape[0] == 0:
+        return attr.new_zeros(n, *attr.shape[1:])
+    shape = (-1,) + (1,) * (attr.dim() - 1)
+    position = torch.arange(dst.shape[0], device=dst.device)
+    position = torch.where(kept, position, position.new_full((), -1))
+    last = position.new_full((n,), -1).scatter_reduce(0, dst, position, "amax")
+    value = torch.where((last >= 0).view(shape), attr[last.clamp(min=0)], attr.new_zeros(()))
+    index = dst.view(shape).expand_as(attr)
+    total = attr.new_zeros(n, *attr.shape[1:]).scatter_add(0, index, attr * kept.view(shape))
+    return value.detach() + (total - total.detach())
 
 
 @torch.library.custom_op("hector::gat_loops_dropout_mask", mutates_args=())
