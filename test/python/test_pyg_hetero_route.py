@@ -146,6 +146,25 @@ def test_gat_options(aggr: str, concat: bool, bias: bool) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("make", "aggr"),
+    [
+        (lambda e: GATConv(6, 3, heads=2, residual=True, add_self_loops=False), "sum"),
+        (
+            lambda e: GATConv(6, 3, heads=2, concat=False, residual=True, add_self_loops=False),
+            "max",
+        ),
+        (lambda e: GATv2Conv(6, 3, heads=2, residual=e[0] != e[2], add_self_loops=False), "mean"),
+    ],
+    ids=["gat-sum", "gat-mean-heads-max", "gatv2-some-relations-mean"],
+)
+def test_gat_residual(make: Any, aggr: str) -> None:
+    """``residual=True``: each relation's ``res(x_dst)`` added to its output after the heads
+    are combined (its weight's gradient too), with every cross-relation layout (summed in the
+    program, averaged, per relation for ``max``), on some relations only."""
+    _check(make, "hetero-gat", aggr)
+
+
 def test_gat_bipartite_widths_and_projections() -> None:
     """Node types of different widths, ``in_channels`` pairs (separate source and destination
     projections) and a negative slope of the layer's own."""
@@ -256,9 +275,9 @@ _SAME_TYPE = [("paper", "cites", "paper"), ("author", "knows", "author")]
     ("make", "aggr", "reason", "relations"),
     [
         (
-            lambda e: GATConv(6, 4, add_self_loops=e[0] == e[2], residual=True),
+            lambda e: GATConv(6, 4, add_self_loops=e[0] == e[2], aggr="mean"),
             "sum",
-            "GATConv(residual=True)",
+            "GATConv(aggr='mean')",
             RELATIONS[:3],
         ),
         (lambda e: SAGEConv(6, 4, normalize=True), "sum", "normalize", RELATIONS[:3]),

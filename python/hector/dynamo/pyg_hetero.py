@@ -244,18 +244,16 @@ class GatRelations(Relations):
 
     def unsupported(self, convs: list[Any], training: bool) -> str | None:
         """Options outside the program: self-loops outside :mod:`hector.dynamo.pyg_gat_loops`,
-        a residual, another ``aggr``, lazy widths (``return_attention_weights`` is not passed
-        by ``HeteroConv``)."""
+        another ``aggr``, lazy widths (``return_attention_weights`` is not passed by
+        ``HeteroConv``)."""
         reason = pyg_gat_loops.unsupported(convs)
         if reason is not None:
             return reason
         name = self.cls_name
         for c in convs:
-            if getattr(c, "res", None) is not None:
-                return f"{name}(residual=True)"
             if c.aggr not in ("add", "sum"):
                 return f"{name}(aggr={c.aggr!r})"
-            if lazy(*self.linears(c)):
+            if lazy(*self.linears(c), *residuals([c])):
                 return f"{name} with a lazy input width before its first call"
         return differing(convs, ("heads", "out_channels", "concat", "negative_slope"))
 
@@ -353,13 +351,25 @@ class GatRelations(Relations):
     def finish(
         self, convs: list[Any], layout: Layout, key: Any, rows: torch.Tensor
     ) -> torch.Tensor:
-        """Averaged heads: the mean of the ``[N, H, F]`` rows plus the relations' biases."""
+        """Averaged heads: the mean of the ``[N, H, F]`` rows; then the residuals of the
+        relations into ``key`` (``residual=True``: ``res(x_dst)``), then, with averaged heads,
+        their biases: PyG's order after the heads are combined."""
         first = convs[0]
-        if first.concat:
+        into = [c for k, c in zip(layout.targets, convs, strict=True) if k == key]
+        if not first.concat:
+            rows = rows.view(rows.shape[0], first.heads, first.out_channels).mean(dim=1)
+        for res in residuals(into):
+            x = layout.xs[layout.types.index(key)]
+            rows = rows + res(x[:, : res.weight.shape[1]])
+        if first.concat or first.bias is None:
             return rows
-        rows = rows.view(rows.shape[0], first.heads, first.out_channels).mean(dim=1)
-        biases = [c.bias for k, c in zip(layout.targets, convs, strict=True) if k == key]
-        return rows + torch.stack(biases).sum(0) if first.bias is not None else rows
+        return rows + torch.stack([c.bias for c in into]).sum(0)
+
+
+def residuals(convs: list[Any]) -> list[Any]:
+    """The residual linears (``GATConv``/``GATv2Conv(residual=True)``'s ``res``) of ``convs``
+    that have one."""
+    return [c.res for c in convs if getattr(c, "res", None) is not None]
 
 
 #: SAGEConv neighbourhood aggregations the program computes.
