@@ -24,6 +24,7 @@
 #include <dlfcn.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -113,6 +114,7 @@ bool spin_until(Done done, const std::atomic<int64_t>* window_ns, int64_t floor_
         if (probe % 64 == 0) {
             int64_t window = std::max(window_ns->load(std::memory_order_relaxed), floor_ns);
             if (monotonic_ns() - start >= window) return false;
+            sched_yield();  // a thread waiting for this core (another process's) runs first
         }
         cpu_relax();
     }
