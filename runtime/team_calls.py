@@ -39,6 +39,13 @@ helpers leaves it last). With MLIR's pool a join waited for the pool thread to b
 child are its own (started again on its first call: ``pthread_atfork``), where MLIR's pool,
 whose threads the child does not have, left the child's first call waiting forever.
 
+**Spin windows** (:func:`set_spin`, :data:`SPIN_ENV`; 500 µs each by default): after a call a
+helper stays awake that long, watching for the next call, before it sleeps, and at a join the
+caller, once the queue is empty, watches the chunks the helpers run end that long before it
+blocks in MLIR's await. Python's ~0.2 ms between two kernel calls thus finds the helper awake,
+and a chunk's end reaches the caller without a futex wake-up; a process that stops calling
+sleeps after one window. Which thread runs a chunk changes, the results do not.
+
 This module depends only on ctypes, like the rest of the runtime binding.
 """
 
@@ -56,6 +63,7 @@ __all__ = [
     "ENV",
     "POOL_ENV",
     "REPLACED",
+    "SPIN_ENV",
     "PoolCounts",
     "available",
     "call",
@@ -64,6 +72,7 @@ __all__ = [
     "pool_enabled",
     "queued_chunks",
     "set_fallbacks",
+    "set_spin",
     "skip_regions",
 ]
 
@@ -73,6 +82,9 @@ ENV = "HECTOR_TEAM_CALLS"
 #: Environment variable: ``0`` hands the chunks of calls other than team calls to MLIR's pool;
 #: unset or anything else, pool calls (Hector's helpers, the caller running queued chunks).
 POOL_ENV = "HECTOR_POOL_CALLS"
+#: Environment variable, read when the runtime library is first bound: ``IDLE,JOIN`` (or one
+#: number for both), the spin windows of :func:`set_spin` in microseconds.
+SPIN_ENV = "HECTOR_POOL_SPIN_US"
 #: The async runtime's entry points team calls replace (a worker's chunk handed over, a join),
 #: and what the engine binds them to (a linked kernel library renames them to).
 REPLACED = {
@@ -105,7 +117,43 @@ def _lib() -> ctypes.CDLL:
     lib.hector_pool_helpers.restype = ctypes.c_int
     lib.hector_team_set_solo_calls.argtypes = [ctypes.c_int]
     lib.hector_team_set_solo_calls.restype = None
+    lib.hector_pool_set_spin.argtypes = [ctypes.c_int64, ctypes.c_int64]
+    lib.hector_pool_set_spin.restype = None
+    lib.hector_pool_naps.argtypes = []
+    lib.hector_pool_naps.restype = ctypes.c_uint64
+    windows = _spin_from_environment()
+    if windows is not None:
+        lib.hector_pool_set_spin(*windows)
     return lib
+
+
+def _spin_from_environment() -> tuple[int, int] | None:
+    """:data:`SPIN_ENV` as nanoseconds ``(idle, join)``; None when unset or empty."""
+    text = os.environ.get(SPIN_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        parts = [float(p) for p in text.split(",")]
+    except ValueError:
+        parts = []
+    if len(parts) not in (1, 2) or min(parts) < 0:
+        raise ValueError(f"{SPIN_ENV} wants IDLE,JOIN microseconds (>= 0), got {text!r}")
+    idle, join = parts[0], parts[-1]
+    return round(idle * 1000), round(join * 1000)
+
+
+def set_spin(idle_us: float | None = None, join_us: float | None = None) -> None:
+    """Set the spin windows, in microseconds (None: the default, 500): how long a pool helper
+    stays awake after a call, watching for the next one before it sleeps, and how long the
+    calling thread watches at a join for the chunks helpers are running before it blocks.
+    0 sleeps (blocks) at once. Which thread runs a chunk may change; results do not."""
+    for value in (idle_us, join_us):
+        if value is not None and value < 0:
+            raise ValueError(f"a spin window is >= 0 microseconds, got {value}")
+    _lib().hector_pool_set_spin(
+        -1 if idle_us is None else round(idle_us * 1000),
+        -1 if join_us is None else round(join_us * 1000),
+    )
 
 
 def available() -> bool:
@@ -129,19 +177,24 @@ def pool_enabled() -> bool:
 
 @dataclass(frozen=True)
 class PoolCounts:
-    """Pool calls since the process started: chunks queued, of those run by a helper, and the
-    helper threads started (a forked child counts its own)."""
+    """Pool calls since the process started: chunks queued, of those run by a helper, the
+    helper threads started (a forked child counts its own), and the times a helper went to
+    sleep between calls (its idle spin window over with no call)."""
 
     queued: int
     helped: int
     helpers: int
+    naps: int = 0
 
 
 def pool_counts() -> PoolCounts:
     """The process's :class:`PoolCounts`."""
     lib = _lib()
     return PoolCounts(
-        int(lib.hector_pool_queued()), int(lib.hector_pool_helped()), lib.hector_pool_helpers()
+        int(lib.hector_pool_queued()),
+        int(lib.hector_pool_helped()),
+        lib.hector_pool_helpers(),
+        int(lib.hector_pool_naps()),
     )
 
 

@@ -60,8 +60,10 @@ Value = T.Value
 
 def _workers_for_gemm(b: T.Body, v: OpAccess, s: intra.Schedule) -> Workers:
     """Workers for a GEMM, with partial outputs where the spec's rule asks for them
-    (``hector_intra.worker_partials``: a scatter, or any weight gradient, that accumulates)."""
-    return Workers(b, intra.worker_threads(v, s), intra.worker_partials(v, s) > 0)
+    (``hector_intra.worker_partials``: a scatter, or any weight gradient, that accumulates);
+    without, its row tiles are cut into several chunks per worker (``workers.py``)."""
+    partials = intra.worker_partials(v, s) > 0
+    return Workers(b, intra.worker_threads(v, s), partials, split=not partials)
 
 
 #: A run of rows sharing a weight slice shorter than this is multiplied row at a time: a

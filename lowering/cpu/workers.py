@@ -6,6 +6,13 @@ of MLIR's async runtime). A worker whose rows may meet others' in ``out`` (a sca
 weight-gradient accumulation, a sum or max reduction) writes its own partial output; the
 partials are then combined row by row in worker order. No atomics race, and the result is the
 same on every run with the same thread count.
+
+A kernel whose chunks are independent (each writes rows of ``out`` no other chunk writes, with
+no partials: a GEMM's row tiles) may cut its rows into :data:`CHUNKS_PER_WORKER` static chunks
+per worker instead. The runtime hands chunks to whichever of the workers is free
+(``runtime/team_calls.py``), so a worker that starts late, or shares its core with another
+process, leaves its later chunks to the others instead of holding the join. A row's result does
+not depend on which chunk holds it, so the bits are those of one chunk per worker.
 """
 
 from __future__ import annotations
@@ -18,6 +25,9 @@ from mlir.dialects import arith, linalg, memref, scf, vector
 from .. import templates as T
 
 Value = T.Value
+
+#: Static chunks per worker of a kernel that opts in (``Workers(..., split=True)``).
+CHUNKS_PER_WORKER = 4
 
 
 def memref_dims(value: Value) -> list[Value]:
@@ -51,15 +61,21 @@ def leading_slice(source: Value, first: Value) -> Value:
 
 class Workers:
     """``threads`` static chunks of ``[0, count)`` and, when they may collide in ``out``, one
-    partial output per worker after the first, combined into ``out`` in worker order."""
+    partial output per worker after the first, combined into ``out`` in worker order. With
+    ``split`` and no partials, :meth:`each` cuts ``threads`` × :data:`CHUNKS_PER_WORKER`
+    chunks instead (chunks that write disjoint rows of ``out``)."""
 
-    def __init__(self, b: T.Body, threads: int, partials: bool, init: float = 0.0) -> None:
+    def __init__(
+        self, b: T.Body, threads: int, partials: bool, init: float = 0.0, split: bool = False
+    ) -> None:
         self.b = b
         self.threads = threads
+        partial_outputs = threads > 1 and partials
+        self.chunks = threads * CHUNKS_PER_WORKER if split and not partial_outputs else threads
         self.partials: Value | None = None
         self.init = init
         self.combine = arith.addf
-        if threads > 1 and partials:
+        if partial_outputs:
             out = b.ops["out"]
             shape = ir.MemRefType(out.type)
             dyn = ir.ShapedType.get_dynamic_size()
@@ -77,10 +93,10 @@ class Workers:
         if self.threads == 1:
             body(b.index(0), count, b)
             return
-        forall = scf.ForallOp([0], [self.threads], [1])
+        forall = scf.ForallOp([0], [self.chunks], [1])
         with ir.InsertionPoint(forall.body):
             p = forall.induction_variables[0]
-            lo, hi = self.chunk(p, count)
+            lo, hi = _static_chunk(b, p, count, self.chunks)
             if self.partials is None:
                 body(lo, hi, b)
             else:
@@ -105,11 +121,8 @@ class Workers:
         return choice.results[0]
 
     def chunk(self, p: Value, count: Value) -> tuple[Value, Value]:
-        """Worker ``p``'s static chunk ``[lo, hi)`` of ``[0, count)``."""
-        b, ct = self.b, self.b.index(self.threads)
-        lo = arith.divui(arith.muli(p, count), ct)
-        hi = arith.divui(arith.muli(arith.addi(p, b.index(1)), count), ct)
-        return lo, hi
+        """Worker ``p``'s static chunk ``[lo, hi)`` of ``[0, count)`` (one per worker)."""
+        return _static_chunk(self.b, p, count, self.threads)
 
     def each_worker(self, count: Value, body: Callable[[Value, Value, Value], None]) -> None:
         """Build ``body(p, lo, hi)`` once for all workers (no partials): worker ``p`` and its
@@ -185,3 +198,11 @@ class Workers:
                 nest([*idx, j], todo[1:])
 
         nest([i], rest)
+
+
+def _static_chunk(b: T.Body, p: Value, count: Value, chunks: int) -> tuple[Value, Value]:
+    """Chunk ``p``'s ``[lo, hi)`` of ``[0, count)`` cut into ``chunks`` static chunks."""
+    ct = b.index(chunks)
+    lo = arith.divui(arith.muli(p, count), ct)
+    hi = arith.divui(arith.muli(arith.addi(p, b.index(1)), count), ct)
+    return lo, hi

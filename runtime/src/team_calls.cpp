@@ -24,9 +24,12 @@
 #include <dlfcn.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -61,6 +64,7 @@ struct Team {
     std::atomic<int> sleepers{0};     // helpers waiting on `news`
     std::atomic<int> pushed{0};       // chunks the call queued
     std::atomic<int> helped{0};       // of those, run by a helper
+    std::atomic<int> running{0};      // chunks a helper has taken and not finished
     // Pool calls only: the pool it was published to (null: solo, every chunk on the caller),
     // and its owners (the caller and each helper inside it): the last one out deletes it.
     Pool* pool = nullptr;
@@ -73,9 +77,48 @@ struct Team {
 constexpr int SOLO_CALLS = 8;
 std::atomic<int> g_solo_left{0};
 
-// Probes an idle helper spins (a pause each: tens of microseconds) before it sleeps until the
-// next push or the end of the call, leaving its core to other threads.
-constexpr unsigned SPIN_PROBES = 512;
+// The least a helper spins between two chunks of a call before it sleeps until the next push
+// or the end of the call (what 512 pauses took), leaving its core to other threads.
+constexpr int64_t CALL_SPIN_NS = 20000;
+
+// Spin windows, in nanoseconds of the monotonic clock (hector_pool_set_spin): how long a pool
+// helper stays awake after a call, watching for the next one before it sleeps, and how long
+// the calling thread watches at a join for the chunks helpers are running before it blocks.
+// A sleeping thread is woken by a futex and the scheduler, which on a VM whose other core is
+// idle costs tens to hundreds of microseconds: more than a kernel's share of a 1-2 ms call.
+constexpr int64_t IDLE_SPIN_NS = 500000;
+constexpr int64_t JOIN_SPIN_NS = 500000;
+std::atomic<int64_t> g_idle_spin_ns{IDLE_SPIN_NS};
+std::atomic<int64_t> g_join_spin_ns{JOIN_SPIN_NS};
+std::atomic<uint64_t> g_pool_naps{0};  // times a pool helper went to sleep between calls
+
+int64_t monotonic_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+// Spin until done() or for `floor_ns`, or the window `*window_ns` if longer (read with the
+// clock, every 64 probes: a window shortened meanwhile ends the spin); whether done().
+template <typename Done>
+bool spin_until(Done done, const std::atomic<int64_t>* window_ns, int64_t floor_ns = 0) {
+    const int64_t start = monotonic_ns();
+    for (unsigned probe = 0;; ++probe) {
+        if (done()) return true;
+        if (probe % 64 == 0) {
+            int64_t window = std::max(window_ns->load(std::memory_order_relaxed), floor_ns);
+            if (monotonic_ns() - start >= window) return false;
+            sched_yield();  // a thread waiting for this core (another process's) runs first
+        }
+        cpu_relax();
+    }
+}
 
 void futex_wait(std::atomic<uint32_t>* word, uint32_t seen) {
     syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE, seen, nullptr,
@@ -129,32 +172,29 @@ bool pop(Team* team, Task* task) {
 }
 
 // A helper of the team: run queued chunks until the calling thread's function returns.
-// Between chunks it spins for SPIN_PROBES probes, then sleeps until the next announcement.
+// Between chunks it spins for the idle spin window (at least CALL_SPIN_NS), then sleeps
+// until the next announcement.
 void help(Team* team) {
-    unsigned idle = 0;
     Task task;
     while (true) {
         uint32_t seen = team->news.load(std::memory_order_seq_cst);
         if (pop(team, &task)) {
+            team->running.fetch_add(1, std::memory_order_acq_rel);
             task.resume(task.handle);
+            team->running.fetch_sub(1, std::memory_order_acq_rel);
             team->helped.fetch_add(1, std::memory_order_relaxed);
             if (team->fn == nullptr) g_pool_helped.fetch_add(1, std::memory_order_relaxed);
-            idle = 0;
             continue;
         }
         if (team->done.load(std::memory_order_acquire)) return;
-        if (++idle < SPIN_PROBES) {
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#endif
+        if (spin_until([&] { return team->news.load(std::memory_order_acquire) != seen; },
+                       &g_idle_spin_ns, CALL_SPIN_NS))
             continue;
-        }
         team->sleepers.fetch_add(1, std::memory_order_seq_cst);
         if (team->queued.load(std::memory_order_seq_cst) == 0 &&
             !team->done.load(std::memory_order_seq_cst))
             futex_wait(&team->news, seen);
         team->sleepers.fetch_sub(1, std::memory_order_seq_cst);
-        idle = 0;
     }
 }
 
@@ -183,8 +223,10 @@ void region(void* data) {
 // helper: the call's Team is shared (refs), and the last of the caller and the helpers inside
 // it deletes it. One call at a time is published to the helpers; a call made while another
 // is (another Python thread's) runs solo, as does one in a process whose helpers could not
-// start. Between calls the helpers sleep on the pool's futex word, bumped at every chunk a
-// published call queues.
+// start. After a call a helper stays awake for the idle spin window (hector_pool_set_spin),
+// watching for the next call, then sleeps on the pool's futex word, bumped at every chunk a
+// published call queues. At a join the caller, once the queue is empty, watches the chunks the
+// helpers are running end for the join spin window before it blocks in MLIR's await.
 
 struct Pool {
     std::mutex mu;                       // guards current, helpers and the hand-over of refs
@@ -192,6 +234,7 @@ struct Pool {
     int helpers = 0;                     // threads started
     std::atomic<uint32_t> word{0};       // the idle helpers' futex word
     std::atomic<int> sleepers{0};        // helpers asleep on `word`
+    std::atomic<uint64_t> published{0};  // calls published to the helpers so far
 };
 
 // The pool of this process: a forked child gets a fresh one (at_fork_child), since the
@@ -212,14 +255,28 @@ Team* join_current(Pool* pool) {
     return team;
 }
 
+// Between calls: stay awake for the idle spin window, until a call is published or something
+// is queued; whether one was (else the helper sleeps).
+bool next_call_soon(Pool* pool, uint32_t seen, uint64_t published) {
+    return spin_until(
+        [&] {
+            return pool->published.load(std::memory_order_acquire) != published ||
+                   pool->word.load(std::memory_order_acquire) != seen;
+        },
+        &g_idle_spin_ns);
+}
+
 void helper_main(Pool* pool) {
     while (true) {
         uint32_t seen = pool->word.load(std::memory_order_seq_cst);
+        uint64_t published = pool->published.load(std::memory_order_seq_cst);
         if (Team* team = join_current(pool)) {
             help(team);
             release(team);
             continue;
         }
+        if (next_call_soon(pool, seen, published)) continue;
+        g_pool_naps.fetch_add(1, std::memory_order_relaxed);
         pool->sleepers.fetch_add(1, std::memory_order_seq_cst);
         if (pool->word.load(std::memory_order_seq_cst) == seen) futex_wait(&pool->word, seen);
         pool->sleepers.fetch_sub(1, std::memory_order_seq_cst);
@@ -358,6 +415,10 @@ void hector_async_await_all_in_group(void* group) {
     Team* team = t_team;
     Task task;
     while (team != nullptr && pop(team, &task)) task.resume(task.handle);
+    if (team != nullptr) {  // the chunks helpers took: watch them end before blocking
+        spin_until([team] { return team->running.load(std::memory_order_acquire) == 0; },
+                   &g_join_spin_ns);
+    }
     AwaitAll fallback = g_await_all.load();
     if (fallback != nullptr) fallback(group);
 }
@@ -383,6 +444,7 @@ void* hector_pool_begin(int threads) {
         if (pool->current == nullptr && start_helpers(pool, threads - 1)) {
             pool->current = team;
             team->pool = pool;
+            pool->published.fetch_add(1, std::memory_order_release);
         }
     }
     t_team = team;
@@ -405,6 +467,16 @@ void hector_pool_end(void* handle) {
     }
     release(team);
 }
+
+// Set the spin windows (nanoseconds; 0: sleep, or block, at once; negative: the default): a
+// pool helper's after a call, the calling thread's at a join.
+void hector_pool_set_spin(int64_t idle_ns, int64_t join_ns) {
+    g_idle_spin_ns.store(idle_ns < 0 ? IDLE_SPIN_NS : idle_ns, std::memory_order_relaxed);
+    g_join_spin_ns.store(join_ns < 0 ? JOIN_SPIN_NS : join_ns, std::memory_order_relaxed);
+}
+
+// Times a pool helper has gone to sleep between calls since the process started.
+uint64_t hector_pool_naps() { return g_pool_naps.load(std::memory_order_relaxed); }
 
 // Chunks pool calls have queued since the process started, and of those the helpers ran.
 uint64_t hector_pool_queued() { return g_pool_queued.load(std::memory_order_relaxed); }
