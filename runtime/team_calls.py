@@ -39,12 +39,14 @@ helpers leaves it last). With MLIR's pool a join waited for the pool thread to b
 child are its own (started again on its first call: ``pthread_atfork``), where MLIR's pool,
 whose threads the child does not have, left the child's first call waiting forever.
 
-**Spin windows** (:func:`set_spin`, :data:`SPIN_ENV`; 500 µs each by default): after a call a
+**Spin windows** (:func:`set_spin`, :data:`SPIN_ENV`; off by default, 0 µs): after a call a
 helper stays awake that long, watching for the next call, before it sleeps, and at a join the
 caller, once the queue is empty, watches the chunks the helpers run end that long before it
 blocks in MLIR's await. Python's ~0.2 ms between two kernel calls thus finds the helper awake,
 and a chunk's end reaches the caller without a futex wake-up; a process that stops calling
-sleeps after one window. Which thread runs a chunk changes, the results do not.
+sleeps after one window. Which thread runs a chunk changes, the results do not. They are off
+by default: on the 2-core machine the project is measured on, a spinning helper took its core
+from PyTorch's operators between a training step's kernels (the RGCN step slower with them).
 
 This module depends only on ctypes, like the rest of the runtime binding.
 """
@@ -143,7 +145,7 @@ def _spin_from_environment() -> tuple[int, int] | None:
 
 
 def set_spin(idle_us: float | None = None, join_us: float | None = None) -> None:
-    """Set the spin windows, in microseconds (None: the default, 500): how long a pool helper
+    """Set the spin windows, in microseconds (None: the default, 0): how long a pool helper
     stays awake after a call, watching for the next one before it sleeps, and how long the
     calling thread watches at a join for the chunks helpers are running before it blocks.
     0 sleeps (blocks) at once. Which thread runs a chunk may change; results do not."""

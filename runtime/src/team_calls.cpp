@@ -86,8 +86,10 @@ constexpr int64_t CALL_SPIN_NS = 20000;
 // the calling thread watches at a join for the chunks helpers are running before it blocks.
 // A sleeping thread is woken by a futex and the scheduler, which on a VM whose other core is
 // idle costs tens to hundreds of microseconds: more than a kernel's share of a 1-2 ms call.
-constexpr int64_t IDLE_SPIN_NS = 500000;
-constexpr int64_t JOIN_SPIN_NS = 500000;
+// Off by default: on 2 shared cores a spinning thread took the core from PyTorch's operators
+// between a training step's kernels (docs/optimizations.md, "Chunks and spin windows").
+constexpr int64_t IDLE_SPIN_NS = 0;
+constexpr int64_t JOIN_SPIN_NS = 0;
 std::atomic<int64_t> g_idle_spin_ns{IDLE_SPIN_NS};
 std::atomic<int64_t> g_join_spin_ns{JOIN_SPIN_NS};
 std::atomic<uint64_t> g_pool_naps{0};  // times a pool helper went to sleep between calls

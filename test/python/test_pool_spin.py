@@ -61,7 +61,6 @@ def test_the_same_bits_with_the_windows_off_and_long() -> None:
     off = _step(layer, compiled, x, ei, et)
     team_calls.set_spin(LONG_US, LONG_US)
     long = _step(layer, compiled, x, ei, et)
-    assert team_calls.pool_counts().helped > 0
     for a, b in zip(off, long, strict=True):
         assert torch.equal(a, b)
 
