@@ -358,8 +358,8 @@ class GatRelations(Relations):
         into = [c for k, c in zip(layout.targets, convs, strict=True) if k == key]
         if not first.concat:
             rows = rows.view(rows.shape[0], first.heads, first.out_channels).mean(dim=1)
+        x = layout.xs[layout.types.index(key)]
         for res in residuals(into):
-            x = layout.xs[layout.types.index(key)]
             rows = rows + res(x[:, : res.weight.shape[1]])
         if first.concat or first.bias is None:
             return rows
