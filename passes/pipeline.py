@@ -34,7 +34,16 @@ from .diagnostics import (
     module_location,
     offending_op,
 )
-from .registry import MLIR_CONTEXT, PASSES, PIPELINES, PassFailure, PassInfo
+from .registry import (
+    MLIR_CONTEXT,
+    PASSES,
+    PIPELINES,
+    PassFailure,
+    PassInfo,
+    is_known,
+    load,
+    load_all,
+)
 from .reproducer import reproducer_command, shell_quote, write_reproducer
 from .upstream_options import option_problem
 
@@ -217,7 +226,8 @@ def _check_nested(name: str, inner: str, anchors: tuple[str, ...]) -> None:
     for element in split_elements(inner):
         sub, opener, body = _split_element(element)
         path = (*anchors, name)
-        if sub in PASSES or sub in PIPELINES:
+        if is_known(sub):
+            load(sub)
             kind = "pass" if sub in PASSES else "pipeline"
             where = "".join(f"{a}(" for a in path) + "..." + ")" * len(path)
             raise InvalidPipelineError(
@@ -251,6 +261,7 @@ def _parse(text: str, expanding: tuple[str, ...]) -> list[Stage]:
 
     for element in split_elements(_unwrap_module(text)):
         name, opener, inner = _split_element(element)
+        load(name)  # the module that registers a Hector name, imported when first named
         if name in PASSES:
             if opener == "(":
                 raise InvalidPipelineError(
@@ -284,6 +295,7 @@ def _parse(text: str, expanding: tuple[str, ...]) -> list[Stage]:
 
 
 def _close_names(name: str) -> list[str]:
+    load_all()  # suggestions come from every name, not only those loaded so far
     return difflib.get_close_matches(name, [*PASSES, *PIPELINES], n=3, cutoff=0.6)
 
 
@@ -427,6 +439,7 @@ def run_pipeline(
     """
     op = module.operation if isinstance(module, ir.Module) else module
     stages = parse_pipeline(pipeline)
+    load(VERIFY_PASS)
     if verify and VERIFY_PASS in PASSES:
         if not (stages and stages[0].is_hector and stages[0].name == VERIFY_PASS):
             stages.insert(0, Stage(VERIFY_PASS, PASSES[VERIFY_PASS], PASSES[VERIFY_PASS].bind({})))

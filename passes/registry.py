@@ -8,9 +8,11 @@ Named pipelines are pipeline strings (which may mix Hector and upstream passes) 
 under one name, so ``-p hector-lower-cpu`` works like any pass.
 
 Each pass registers where it is defined (``@register_pass``); :data:`PASS_MODULES` names every
-module that defines passes or named pipelines, and :func:`load_all` is the one way to fill the
-registry (``hector-opt`` and the ``hector.lowering`` package call it). The table holds module
-names, loaded with :mod:`importlib`, so this package does not import ``hector.lowering``.
+module that defines passes or named pipelines and the names each one registers. The registry
+fills on demand: :func:`load` imports the module of one name (the pipeline parser calls it for
+each name it meets), :func:`load_all` every module (the pass list, and suggestions for a name
+nobody registers). The table holds module names, loaded with :mod:`importlib`, so this
+package does not import ``hector.lowering``.
 """
 
 from __future__ import annotations
@@ -209,39 +211,72 @@ def register_pipeline(name: str, description: str, pipeline: str) -> None:
 
 
 #: Every module that defines passes (``@register_pass``) or named pipelines
-#: (``register_pipeline``), relative to the ``hector`` package, in registration order.
-PASS_MODULES = (
-    "passes.aggregate_order",  # hector-aggregation-order
-    "passes.autodiff",  # hector-autodiff
-    "passes.compact",  # hector-compact-materialization
-    "passes.fuse",  # hector-fuse, hector-dce-cse
-    "passes.half_saved",  # hector-half-saved
-    "passes.infer_unified",  # placement-infer-unified
-    "passes.linear_reorder",  # hector-linear-reorder
-    "passes.merge_functions",  # hector-merge-identical-functions
-    "passes.plan_offload",  # placement-plan-offload
-    "passes.plan_saved",  # placement-plan-saved
-    "passes.verify",  # hector-verify
-    "lowering.inter_to_intra.destination_passing",  # convert-hector-inter-to-intra
-    "lowering.gpu.intra_to_gpu",  # convert-hector-intra-to-gpu
-    "lowering.gpu.skip_empty_launches",  # hector-skip-empty-launches
-    "lowering.gpu.kernels_on_host",  # hector-gpu-kernels-on-host
-    "lowering.gpu.mma_nvvm",  # hector-mma-to-nvvm
-    "lowering.cpu.intra_to_scf",  # convert-hector-intra-to-scf
-    "lowering.outline_templates",  # hector-outline-templates
-    "lowering.accumulate_sums",  # hector-accumulate-sums
-    "lowering.placement_to_runtime",  # convert-placement-to-runtime
-    "lowering.profile_kernels",  # hector-profile-kernels
-    "lowering.cpu.torch_linalg",  # convert-torch-to-linalg-cpu
-    "lowering.pipelines",  # raise-torch-to-hector and the named pipelines
-    "lowering.schedule",  # hector-schedule
-    "lowering.cpu.half_messages",  # hector-half-messages
-    "lowering.cpu.vector_dots",  # hector-vector-dots
-    "lowering.cpu.gradient_pairs",  # hector-pair-gradient-gemms
-    "lowering.cpu.bf16_emulation",  # hector-emulate-bf16-dot
-)
+#: (``register_pipeline``), relative to the ``hector`` package, in registration order, with
+#: the names it registers: :func:`load` imports only the module a name needs, so a tool that
+#: runs one pass does not import every conversion (``test_pass_table_names_what_each_module_
+#: registers`` keeps the table true).
+PASS_MODULES: dict[str, tuple[str, ...]] = {
+    "passes.aggregate_order": ("hector-aggregation-order",),
+    "passes.autodiff": ("hector-autodiff",),
+    "passes.compact": ("hector-compact-materialization",),
+    "passes.fuse": ("hector-fuse", "hector-dce-cse"),
+    "passes.half_saved": ("hector-half-saved",),
+    "passes.infer_unified": ("placement-infer-unified",),
+    "passes.linear_reorder": ("hector-linear-reorder",),
+    "passes.merge_functions": ("hector-merge-identical-functions",),
+    "passes.plan_offload": ("placement-plan-offload",),
+    "passes.plan_saved": ("placement-plan-saved",),
+    "passes.verify": ("hector-verify",),
+    "lowering.inter_to_intra.destination_passing": ("convert-hector-inter-to-intra",),
+    "lowering.gpu.intra_to_gpu": ("convert-hector-intra-to-gpu",),
+    "lowering.gpu.skip_empty_launches": ("hector-skip-empty-launches",),
+    "lowering.gpu.kernels_on_host": ("hector-gpu-kernels-on-host",),
+    "lowering.gpu.mma_nvvm": ("hector-mma-to-nvvm",),
+    "lowering.cpu.intra_to_scf": ("convert-hector-intra-to-scf",),
+    "lowering.outline_templates": ("hector-outline-templates",),
+    "lowering.accumulate_sums": ("hector-accumulate-sums",),
+    "lowering.placement_to_runtime": ("convert-placement-to-runtime",),
+    "lowering.profile_kernels": ("hector-profile-kernels",),
+    "lowering.cpu.torch_linalg": ("convert-torch-to-linalg-cpu",),
+    "lowering.pipelines": (
+        "raise-torch-to-hector",
+        "hector-optimize",
+        "hector-lower-llvm-cpu",
+        "hector-lower-cpu",
+        "hector-lower-gpu",
+        "hector-lower-gpu-host",
+        "hector-lower-ptx",
+        "hector-lower-cuda",
+        "hector-lower-bundle",
+    ),
+    "lowering.schedule": ("hector-schedule",),
+    "lowering.cpu.half_messages": ("hector-half-messages",),
+    "lowering.cpu.vector_dots": ("hector-vector-dots",),
+    "lowering.cpu.gradient_pairs": ("hector-pair-gradient-gemms",),
+    "lowering.cpu.bf16_emulation": ("hector-emulate-bf16-dot",),
+}
 #: The package the module names of :data:`PASS_MODULES` are relative to.
 _ROOT = __name__.rsplit(".", 2)[0]
+#: Pass or pipeline name -> the module of :data:`PASS_MODULES` that registers it.
+_MODULE_OF = {name: module for module, names in PASS_MODULES.items() for name in names}
+
+
+def is_known(name: str) -> bool:
+    """Whether ``name`` is a Hector pass or named pipeline (registered, or in the table)."""
+    return name in PASSES or name in PIPELINES or name in _MODULE_OF
+
+
+def load(name: str) -> None:
+    """Register the pass or named pipeline ``name`` if it is not yet: import the one module
+    of :data:`PASS_MODULES` that defines it (nothing for a name the table does not hold)."""
+    if name not in PASSES and name not in PIPELINES and name in _MODULE_OF:
+        importlib.import_module(f"{_ROOT}.{_MODULE_OF[name]}")
+
+
+def pass_info(name: str) -> PassInfo:
+    """The registered pass ``name``, its module imported first (``KeyError`` if none)."""
+    load(name)
+    return PASSES[name]
 
 
 def load_all() -> None:

@@ -60,6 +60,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import native
+from .settings import SettingError
 
 __all__ = [
     "ENV",
@@ -139,7 +140,7 @@ def _spin_from_environment() -> tuple[int, int] | None:
     except ValueError:
         parts = []
     if len(parts) not in (1, 2) or min(parts) < 0:
-        raise ValueError(f"{SPIN_ENV} wants IDLE,JOIN microseconds (>= 0), got {text!r}")
+        raise SettingError(f"{SPIN_ENV} wants IDLE,JOIN microseconds (>= 0), got {text!r}")
     idle, join = parts[0], parts[-1]
     return round(idle * 1000), round(join * 1000)
 

@@ -170,3 +170,15 @@ def test_bench_plot_needs_matplotlib(tmp_path) -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 2, proc.stderr
     assert "plots need matplotlib" in proc.stderr
+
+
+def test_a_bad_environment_setting_is_one_error_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A value Hector cannot use in one of its environment variables (here the memory limit
+    every graph and layer is checked against) is the user's error, said in one line: exit
+    status 1, no "internal error", before anything is built."""
+    monkeypatch.setenv("HECTOR_MEMORY_LIMIT", "lots")
+    assert cli.main(["demo"]) == 1
+    err = capsys.readouterr().err
+    assert err == "error: HECTOR_MEMORY_LIMIT must be a byte count such as 8G, got 'lots'\n"

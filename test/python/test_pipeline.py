@@ -555,3 +555,44 @@ def test_parse_module_takes_dialect_only_op_names_when_unregistered_ops_are_allo
 def test_parse_module_parses_safe_text() -> None:
     text = "module attributes {test.a = array<i64: 1>} {}"
     assert "array<i64: 1>" in str(parse_module(text, make_context()))
+
+
+def test_pass_table_names_what_each_module_registers() -> None:
+    """``PASS_MODULES`` holds every name Hector registers, under the module that defines it:
+    the parser imports that module alone when a pipeline names the pass."""
+    from hector.passes.registry import PASS_MODULES, load_all
+
+    load_all()
+    table = {name: module for module, names in PASS_MODULES.items() for name in names}
+    ours = {n: i for n, i in PASSES.items() if i.run.__module__.startswith("hector.")}
+    assert set(table) == set(ours) | set(PIPELINES)
+    for name, info in ours.items():
+        assert info.run.__module__ == f"hector.{table[name]}", name
+    assert {table[name] for name in PIPELINES} == {"lowering.pipelines"}
+
+
+def test_a_pipeline_imports_only_the_modules_of_its_passes() -> None:
+    """In a fresh process: parsing ``hector-verify`` registers it without importing the
+    conversions; naming a pipeline registers it and the passes it holds; an unknown name is
+    suggested from every name."""
+    code = (
+        "import sys\n"
+        "from hector.dialects import make_context\n"
+        "from hector.passes.pipeline import build_pass_manager, parse_pipeline\n"
+        "from hector.passes.diagnostics import InvalidPipelineError\n"
+        "from hector.passes.registry import PASSES, PIPELINES\n"
+        "[s] = parse_pipeline('hector-verify')\n"
+        "assert s.pass_info is PASSES['hector-verify']\n"
+        "assert 'hector.lowering.gpu.intra_to_gpu' not in sys.modules\n"
+        "assert 'hector.lowering.pipelines' not in sys.modules\n"
+        "stages = parse_pipeline('hector-lower-cpu')\n"
+        "assert 'hector-lower-cpu' in PIPELINES\n"
+        "assert 'convert-hector-intra-to-scf' in [s.name for s in stages]\n"
+        "try:\n"
+        "    build_pass_manager(parse_pipeline('hector-autodif'), make_context())\n"
+        "except InvalidPipelineError as err:\n"
+        "    print(err)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "did you mean 'hector-autodiff'" in proc.stdout, proc.stdout

@@ -15,6 +15,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..runtime.settings import SettingError
+
 __all__ = [
     "GRAPH_BYTES_PER_EDGE",
     "GRAPH_BYTES_PER_ETYPE",
@@ -55,7 +57,7 @@ def _parse_bytes(text: str) -> int:
     unit = spec[-1:] if spec[-1:] in _UNITS else ""
     number = spec[: len(spec) - len(unit)]
     if not number.isdigit():
-        raise ValueError(f"HECTOR_MEMORY_LIMIT must be a byte count such as 8G, got {text!r}")
+        raise SettingError(f"HECTOR_MEMORY_LIMIT must be a byte count such as 8G, got {text!r}")
     return int(number) * _UNITS[unit]
 
 

@@ -150,12 +150,12 @@ class Plan:
         from mlir import ir
 
         from hector.dialects import make_context
-        from hector.passes import PASSES
         from hector.passes.plan_offload import profile_module
+        from hector.passes.registry import pass_info
 
         with make_context() as ctx, ir.Location.unknown():
             module = profile_module(scopes, max(int(write_bandwidth), 1), context=ctx)
-            PASSES["placement-plan-offload"].run(
+            pass_info("placement-plan-offload").run(
                 module.operation,
                 policy=policy,
                 write_bandwidth=0,

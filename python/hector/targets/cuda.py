@@ -63,6 +63,7 @@ from ..lowering.gpu.ptx import extract_ptx
 from ..program import Traced
 from ..runtime import compile_cache
 from ..runtime.mgpu_hooks import FakeCudaRuntime, Launch, StreamAllocatorHooks, memref_descriptor
+from ..runtime.settings import SettingError
 from . import cuda_cache
 from .base import Backend, Executable, StagedModule
 from .driver import run_stages
@@ -131,7 +132,7 @@ def gpu_chip() -> str:
         try:
             return pipelines.check_gpu_chip(env)
         except ValueError as err:
-            raise ValueError(f"HECTOR_GPU_CHIP: {err}") from None
+            raise SettingError(f"HECTOR_GPU_CHIP: {err}") from None
     try:
         if torch.cuda.is_available():
             major, minor = torch.cuda.get_device_capability()

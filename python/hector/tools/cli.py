@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from ..runtime.settings import SettingError
 from .cli_args import read_stdin
 
 if TYPE_CHECKING:
@@ -421,6 +422,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             msg if msg.startswith(("<", "/")) or ": error:" in msg else f"error: {msg}",
             file=sys.stderr,
         )
+        return 1
+    except SettingError as err:  # an environment variable the user set
+        print(f"error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -115,7 +115,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _load_passes() -> None:
-    """Register every Hector pass and named pipeline (``hector.passes.registry.load_all``)."""
+    """Register every Hector pass and named pipeline (``hector.passes.registry.load_all``), for
+    the pass list; a pipeline imports only the modules of the names it holds."""
     try:
         from hector.passes.registry import load_all
 
@@ -249,8 +250,8 @@ def _drain(extra: list[Diagnostic]) -> list[Diagnostic]:
 def _run(args: argparse.Namespace) -> int:
     """Run what ``args`` ask for: list the passes, a torch-context pipeline, the torch
     lowering for the CPU, or a pipeline in Hector's context."""
-    _load_passes()
     if args.list_passes:
+        _load_passes()
         list_passes(sys.stdout)
         return 0
     torch_stages = _torch_stages(args)
