@@ -61,12 +61,18 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
 }
 
 
-def add_subcommands(sub: argparse._SubParsersAction) -> None:
-    """Add ``bench`` with one sub-subcommand per benchmark to the ``hector`` parser."""
+def add_subcommands(sub: argparse._SubParsersAction, only: str | None = None) -> None:
+    """Add ``bench`` with one sub-subcommand per benchmark to the ``hector`` parser.
+
+    Every benchmark gets its help line; its arguments (its module imported) only when ``only``
+    is None (the whole tree) or names it (the benchmark on the command line): ``hector compile``
+    and ``hector bench --help`` import none of them."""
     b = sub.add_parser("bench", help="run a benchmark and write a JSON record")
     bsub = b.add_subparsers(dest="benchmark", required=True)
     for name, (module, help_) in BENCHMARKS.items():
         p = bsub.add_parser(name, help=help_)
+        if only is not None and name != only:
+            continue
         try:
             mod = importlib.import_module(f".{module}", __name__)
         except ImportError:  # a benchmark not built yet must not break the others

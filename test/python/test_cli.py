@@ -182,3 +182,29 @@ def test_a_bad_environment_setting_is_one_error_line(
     assert cli.main(["demo"]) == 1
     err = capsys.readouterr().err
     assert err == "error: HECTOR_MEMORY_LIMIT must be a byte count such as 8G, got 'lots'\n"
+
+
+def test_a_command_line_imports_only_the_benchmark_it_names() -> None:
+    """In a fresh process: the parser of ``hector compile`` and of ``hector bench --help``
+    imports no benchmark module (some import torch: seconds before any work); ``hector bench
+    gnn`` imports ``gnn``'s alone; the whole tree (no command line) has every benchmark's
+    arguments."""
+    code = (
+        "import sys\n"
+        "from hector.tools import cli\n"
+        "import hector_bench\n"
+        "before = set(sys.modules)\n"
+        "cli._parser(['compile', 'x.mlir'])\n"
+        "cli._parser(['bench', '--help'])\n"
+        "print(sorted(m for m in set(sys.modules) - before if m.startswith('hector_bench.')))\n"
+        "cli._parser(['bench', 'gnn', '--model', 'rgcn'])\n"
+        "print('hector_bench.gnn' in sys.modules, 'hector_bench.offload' in sys.modules)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["[]", "True False"], proc.stdout
+    sub = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction))
+    bench = next(
+        a for a in sub.choices["bench"]._actions if isinstance(a, argparse._SubParsersAction)
+    )
+    assert all(len(p._actions) > 1 for p in bench.choices.values())  # beyond --help

@@ -61,7 +61,10 @@ def emit_target(target: str | None, stage: str) -> str:
     return target
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``hector`` parser for the command line ``argv``: the arguments of the one benchmark
+    ``argv`` names (``hector bench NAME``), none for other commands; every benchmark's when
+    ``argv`` is None (the whole tree)."""
     from .. import __version__
 
     p = argparse.ArgumentParser(prog="hector", description="Hector: relational GNN compiler.")
@@ -69,8 +72,14 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     _add_demo(sub)
     _add_compile(sub)
-    _add_bench(sub)
+    _add_bench(sub, None if argv is None else _benchmark_named(argv))
     return p
+
+
+def _benchmark_named(argv: Sequence[str]) -> str:
+    """The benchmark ``argv`` runs (``bench NAME ...``), or "" for any other command."""
+    words = list(argv)
+    return words[1] if len(words) > 1 and words[0] == "bench" else ""
 
 
 def _add_demo(sub: argparse._SubParsersAction) -> None:
@@ -183,9 +192,10 @@ BENCH_MISSING = (
 )
 
 
-def _add_bench(sub: argparse._SubParsersAction) -> None:
-    """``hector bench``: the benchmark subcommands when :mod:`hector_bench` is installed, else a
-    stub whose every use says how to install them."""
+def _add_bench(sub: argparse._SubParsersAction, only: str | None) -> None:
+    """``hector bench``: the benchmark subcommands when :mod:`hector_bench` is installed (the
+    arguments of ``only``, or of all when None), else a stub whose every use says how to
+    install them."""
     try:
         import hector_bench
     except ImportError as err:
@@ -193,7 +203,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
         b.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
         b.set_defaults(bench_missing=f"{BENCH_MISSING}; {err}")
         return
-    hector_bench.add_subcommands(sub)
+    hector_bench.add_subcommands(sub, only)
 
 
 def _time(fn: Callable[[], object], runs: int, label: str) -> list[float]:
@@ -405,7 +415,8 @@ def _resource_limit(err: Exception) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``hector`` console script."""
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = _parser(argv).parse_args(argv)
     try:
         if args.command == "demo":
             return demo(args)
