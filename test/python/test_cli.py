@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from _fresh_python import run_python
 
 from hector.targets import TARGETS
 from hector.tools import cli
@@ -200,7 +201,7 @@ def test_a_command_line_imports_only_the_benchmark_it_names() -> None:
         "cli._parser(['bench', 'gnn', '--model', 'rgcn'])\n"
         "print('hector_bench.gnn' in sys.modules, 'hector_bench.offload' in sys.modules)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    proc = run_python(code)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["[]", "True False"], proc.stdout
     sub = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction))

@@ -5,12 +5,9 @@ subprocesses)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
-
 import pytest
 import torch
+from _fresh_python import run_python
 from test_import import _check, _sorted
 from torch import nn
 
@@ -104,13 +101,7 @@ def test_dict_inputs_are_a_clear_error(g: hector.HeteroGraph) -> None:
         hector.import_model(MeanRGCN("dst"), [{"n": torch.randn(N, 8)}, *_sorted(g)], graph=g)
 
 
-def _python(code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+_python = run_python
 
 
 def test_import_hector_loads_mlir_without_torch() -> None:

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import os
 import shlex
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
+from _fresh_python import run_python
 from mlir import ir
 
 from hector.dialects import make_context
@@ -423,7 +422,7 @@ def test_print_ir_after_all_goes_to_stderr(registry: list[str]) -> None:
         f"m = ir.Module.parse('''{_MODULE}''', ctx)\n"
         "run_pipeline(m, 'test-noop, canonicalize', verify=False, print_ir_after_all=True)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    proc = run_python(code)
     assert proc.returncode == 0, proc.stderr
     assert "IR Dump After test-noop (test-noop)" in proc.stderr
     assert "IR Dump After Canonicalizer (canonicalize)" in proc.stderr
@@ -593,6 +592,6 @@ def test_a_pipeline_imports_only_the_modules_of_its_passes() -> None:
         "except InvalidPipelineError as err:\n"
         "    print(err)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    proc = run_python(code)
     assert proc.returncode == 0, proc.stderr
     assert "did you mean 'hector-autodiff'" in proc.stdout, proc.stdout
