@@ -1,7 +1,8 @@
 """Hector's passes on its own dialects, and the registry they and the conversions share.
 
 Importing this package registers nothing by itself: each pass registers where it is defined,
-and :func:`load_all` (``passes/registry.py``) imports every module that defines one.
+the pipeline parser imports the module of each name a pipeline holds (``load``), and
+:func:`load_all` (``passes/registry.py``) imports every module that defines one.
 """
 
 from .registry import (
