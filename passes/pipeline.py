@@ -43,6 +43,7 @@ from .registry import (
     is_known,
     load,
     load_all,
+    pass_info,
 )
 from .reproducer import reproducer_command, shell_quote, write_reproducer
 from .upstream_options import option_problem
@@ -59,7 +60,7 @@ __all__ = [
     "torch_pass_message",
 ]
 
-#: The pass prepended to every pipeline run with ``verify=True`` (when it is registered).
+#: The pass prepended to every pipeline run with ``verify=True``.
 VERIFY_PASS = "hector-verify"
 
 
@@ -431,7 +432,7 @@ def run_pipeline(
 ) -> None:
     """Run ``pipeline`` on ``module`` in place.
 
-    With ``verify`` (the default) ``hector-verify`` runs first when it is registered. On
+    With ``verify`` (the default) ``hector-verify`` runs first. On
     failure raises :class:`PipelineError` carrying the diagnostics; with ``reproducer`` the
     input IR (generic form with locations, as it was before the run) is written to
     ``<tmp>/hector-repro-<pid>-<n>.mlir`` and the error names the ``hector-opt`` command that
@@ -439,10 +440,9 @@ def run_pipeline(
     """
     op = module.operation if isinstance(module, ir.Module) else module
     stages = parse_pipeline(pipeline)
-    load(VERIFY_PASS)
-    if verify and VERIFY_PASS in PASSES:
-        if not (stages and stages[0].is_hector and stages[0].name == VERIFY_PASS):
-            stages.insert(0, Stage(VERIFY_PASS, PASSES[VERIFY_PASS], PASSES[VERIFY_PASS].bind({})))
+    if verify and not (stages and stages[0].is_hector and stages[0].name == VERIFY_PASS):
+        info = pass_info(VERIFY_PASS)
+        stages.insert(0, Stage(VERIFY_PASS, info, info.bind({})))
     tracebacks: list[str] = []
     pm = build_pass_manager(
         stages,
