@@ -134,11 +134,13 @@ def test_gat_destination_terms_per_edge_where_the_rows_are_narrower() -> None:
     assert pyg_route.STATS["hetero-gat:0.2:dst"].calls == 1
 
 
-@pytest.mark.parametrize("aggr", ["sum", "mean"])
-@pytest.mark.parametrize("concat", [True, False])
-@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize(
+    ("aggr", "concat", "bias"),
+    [("sum", True, True), ("mean", True, False), ("sum", False, False), ("mean", False, True)],
+)
 def test_gat_options(aggr: str, concat: bool, bias: bool) -> None:
-    """Concatenated or averaged heads, bias or none, relations summed or averaged."""
+    """Concatenated or averaged heads, bias or none, relations summed or averaged: every
+    pair of two options' values in one of the four cases."""
     _check(
         lambda e: GATConv(6, 3, heads=2, concat=concat, bias=bias, add_self_loops=False),
         "hetero-gat",
@@ -199,6 +201,49 @@ def test_gat_edge_features(edge_dim: int) -> None:
     _assert_matches(model, compiled, x, ei, edge_attr_dict=attrs)
     _assert_routed("hetero-gat")
     assert any(n.endswith(":edge") for n in pyg_route.STATS)
+
+
+def _gat_edge_attrs(edge_dim: int) -> dict[Any, torch.Tensor]:
+    gen = torch.Generator().manual_seed(3)
+    return {e: torch.randn(15, edge_dim, generator=gen) for e in RELATIONS[:3]}
+
+
+@pytest.mark.parametrize(
+    ("make", "aggr", "program"),
+    [
+        (lambda e: GATConv(6, 3, heads=2, add_self_loops=False, aggr="mean"), "sum", ":dst:mean"),
+        (
+            lambda e: GATConv(6, 2, heads=4, concat=False, add_self_loops=False, aggr="mean"),
+            "mean",
+            "hetero-gat:0.2:mean",  # 4 heads x 2 relations: the term per edge (full batch)
+        ),
+        (lambda e: GATv2Conv(6, 3, heads=2, add_self_loops=False, aggr="mean"), "sum", ":mean"),
+    ],
+    ids=["gat-dst-terms", "gat-heads-averaged", "gatv2"],
+)
+def test_gat_mean_over_each_relations_edges(make: Any, aggr: str, program: str) -> None:
+    """``aggr="mean"``: each relation's weighted messages averaged over the destination's
+    in-degree in that relation, the bias after, the relations then summed or averaged; on
+    the batch without two relations too (a node without edges in a relation gets 0 there)."""
+    _check(make, "hetero-gat", aggr)
+    assert all(n.endswith(":mean") for n in pyg_route.STATS), pyg_route.STATS
+    assert any(n.endswith(program) for n in pyg_route.STATS), pyg_route.STATS
+
+
+def test_gat_mean_with_edge_features() -> None:
+    """``aggr="mean"`` with the edge logits of ``edge_dim`` (``hetero-gat:<slope>:edge:mean``)."""
+    torch.manual_seed(0)
+    model = HeteroConv(
+        {
+            e: GATConv(6, 4, heads=2, edge_dim=2, add_self_loops=False, aggr="mean")
+            for e in RELATIONS
+        }
+    )
+    compiled = torch.compile(model, backend=HectorBackend())
+    x, ei = _features(SIZES, WIDTHS), _edges(RELATIONS, SIZES)
+    _assert_matches(model, compiled, x, ei, edge_attr_dict=_gat_edge_attrs(2))
+    _assert_routed("hetero-gat")
+    assert list(pyg_route.STATS) == ["hetero-gat:0.2:edge:mean"]
 
 
 @pytest.mark.parametrize("concat", [True, False])
@@ -277,8 +322,20 @@ _SAME_TYPE = [("paper", "cites", "paper"), ("author", "knows", "author")]
         (
             lambda e: GATConv(6, 4, add_self_loops=e[0] == e[2], aggr="mean"),
             "sum",
-            "GATConv(aggr='mean')",
+            "GATConv(aggr='mean') with add_self_loops=True",
             RELATIONS[:3],
+        ),
+        (
+            lambda e: GATConv(6, 4, add_self_loops=False, aggr="mean" if e[0] == e[2] else "add"),
+            "sum",
+            "differ in aggr",
+            RELATIONS[:3],
+        ),
+        (
+            lambda e: GATConv(6, 4, add_self_loops=False, aggr="max"),
+            "sum",
+            "aggr='max'",
+            _SAME_TYPE,
         ),
         (lambda e: SAGEConv(6, 4, normalize=True), "sum", "normalize", RELATIONS[:3]),
         (lambda e: GATConv(6, 4, add_self_loops=False), "std", "aggr='std'", RELATIONS[:3]),

@@ -45,8 +45,12 @@ def _relation_counts(backend: HectorBackend) -> list[int]:
 
 @pytest.mark.parametrize(
     "conv",
-    [lambda: SAGEConv((-1, -1), 6), lambda: GATConv(6, 3, heads=2, add_self_loops=False)],
-    ids=["sage", "gat"],
+    [
+        lambda: SAGEConv((-1, -1), 6),
+        lambda: GATConv(6, 3, heads=2, add_self_loops=False),
+        lambda: GATConv(6, 3, heads=2, add_self_loops=False, aggr="mean"),
+    ],
+    ids=["sage", "gat", "gat-mean"],
 )
 def test_unread_relations_left_out(conv: Any) -> None:
     """The second layer's call keeps the two relations into ``paper``; the first keeps all

@@ -47,11 +47,13 @@ class GatV2Relations(GatRelations):
 
     def program(self, convs: list[Any], layout: Layout) -> str:
         """``hetero-gatv2:<slope>``, with ``:feat`` for edge features, ``:edge`` for
-        self-loops, ``:drop`` while a conv drops attention coefficients."""
+        self-loops, ``:mean`` for ``aggr="mean"``, ``:drop`` while a conv drops attention
+        coefficients."""
         drop = pyg_attention_dropout.SUFFIX if pyg_attention_dropout.active(convs) else ""
         feat = ":feat" if self._features(convs, layout) else ""
         edge = ":edge" if any(layout.loops) else ""
-        return f"hetero-gatv2:{float(convs[0].negative_slope)!r}{feat}{edge}{drop}"
+        mean = self.mean_suffix(convs)
+        return f"hetero-gatv2:{float(convs[0].negative_slope)!r}{feat}{edge}{mean}{drop}"
 
     @staticmethod
     def _features(convs: list[Any], layout: Layout) -> bool:

@@ -11,7 +11,10 @@ program's ``sum_to_dst`` over all of a node's incoming edges:
 * ``GATConv`` (:class:`GatRelations`): MLPerf's R-GAT layer, ``GATConv(in, h // heads,
   heads=heads, add_self_loops=False)`` per relation, shared or separate source and destination
   projections (``in_channels`` an int or a pair), heads concatenated or averaged, with or
-  without bias, edge features (``edge_dim``, the call's ``edge_attr_dict``: each edge's
+  without bias, messages summed or averaged (``aggr="mean"``: the coefficients times each
+  edge's ``1 / in-degree`` within its relation, ``:mean``; not with self-loops, whose removal
+  of a relation's own loops would change the count), edge features (``edge_dim``, the call's
+  ``edge_attr_dict``: each edge's
   ``a_edge · lin_edge(e_ij)`` computed in the captured graph, an ``[E, H]`` input). The
   program is :func:`hector.models._make_hetero_gat`'s (attention within each relation,
   ``edge_softmax {by = "dst_etype"}``), plus those logits with edge features; self-loops
@@ -237,6 +240,11 @@ def lazy(*lins: Any) -> bool:
     return any(isinstance(lin.weight, torch.nn.parameter.UninitializedParameter) for lin in lins)
 
 
+#: ``GATConv``/``GATv2Conv`` neighbourhood aggregations the programs compute, by what they do:
+#: the coefficients' weighted sum, or that sum over the relation's in-degree (``:mean``).
+GAT_AGGRS = {"add": "sum", "sum": "sum", "mean": "mean"}
+
+
 class GatRelations(Relations):
     """``GATConv`` per relation (module docstring): program ``hetero-gat:<slope>``."""
 
@@ -251,11 +259,23 @@ class GatRelations(Relations):
             return reason
         name = self.cls_name
         for c in convs:
-            if c.aggr not in ("add", "sum"):
-                return f"{name}(aggr={c.aggr!r})"
+            if not isinstance(c.aggr, str) or c.aggr not in GAT_AGGRS:
+                return f"{name}(aggr={c.aggr!r}) (Hector's programs: sum or mean)"
+            if c.aggr == "mean" and c.add_self_loops:
+                return (
+                    f"{name}(aggr='mean') with add_self_loops=True (a relation's own loops, "
+                    "which PyG removes, would count in the program's mean)"
+                )
             if lazy(*self.linears(c), *residuals([c])):
                 return f"{name} with a lazy input width before its first call"
+        if len({GAT_AGGRS[c.aggr] for c in convs}) > 1:
+            return "the relations' convs differ in aggr (one program shares it)"
         return differing(convs, ("heads", "out_channels", "concat", "negative_slope"))
+
+    @staticmethod
+    def mean_suffix(convs: list[Any]) -> str:
+        """``:mean`` where the convs average each relation's messages (``aggr="mean"``)."""
+        return ":mean" if GAT_AGGRS[convs[0].aggr] == "mean" else ""
 
     def linears(self, conv: Any) -> list[Any]:
         """The conv's input projections (one shared, or the source's and the destination's)."""
@@ -264,10 +284,11 @@ class GatRelations(Relations):
     def program(self, convs: list[Any], layout: Layout) -> str:
         """``hetero-gat:<slope>``, ``hetero-gat:<slope>:edge`` with edge features,
         ``hetero-gat:<slope>:dst`` with the destinations' terms per node
-        (:mod:`hector.dynamo.pyg_hetero_dst`); each with ``:drop`` while a conv drops
-        attention coefficients (:mod:`hector.dynamo.pyg_attention_dropout`)."""
+        (:mod:`hector.dynamo.pyg_hetero_dst`); each with ``:mean`` for ``aggr="mean"`` and
+        ``:drop`` while a conv drops attention coefficients
+        (:mod:`hector.dynamo.pyg_attention_dropout`)."""
         drop = pyg_attention_dropout.SUFFIX if pyg_attention_dropout.active(convs) else ""
-        return self._program(convs, layout) + drop
+        return self._program(convs, layout) + self.mean_suffix(convs) + drop
 
     def _program(self, convs: list[Any], layout: Layout) -> str:
         slope = float(convs[0].negative_slope)

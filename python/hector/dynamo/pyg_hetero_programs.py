@@ -1,7 +1,8 @@
 """The programs of :mod:`hector.dynamo.pyg_hetero`'s per-relation conv classes, by name:
 ``hetero-gat:<slope>`` (:func:`hector.models._make_hetero_gat`'s), ``hetero-gat:<slope>:edge``
 (edge logits), ``hetero-gat:<slope>:dst`` (:mod:`hector.dynamo.pyg_hetero_dst`'s terms),
-``hetero-gatv2:<slope>`` (``:feat``: edge features, ``:edge``: self-loops' logits),
+``hetero-gatv2:<slope>`` (``:feat``: edge features, ``:edge``: self-loops' logits), each of
+them with ``:mean`` for ``aggr="mean"`` (the coefficients over the in-degree),
 ``hetero-sage:<aggr>:<root>`` and ``hetero-gcn``, and the ``hetero-gat`` ones with attention
 dropout (``...:drop``, :mod:`hector.dynamo.pyg_attention_dropout`), registered as program
 families of :mod:`hector.dynamo.pyg_route`."""
@@ -46,13 +47,17 @@ def _hetero_sage(aggr: str, root: bool) -> frontend.CompiledFunction:
     return frontend.compile_with_arguments(hetero_sage, ["g", *names])
 
 
-def _hetero_gat_variant(slope: float, variant: str, drop: bool) -> frontend.CompiledFunction:
+def _hetero_gat_variant(
+    slope: float, variant: str, drop: bool, mean: bool = False
+) -> frontend.CompiledFunction:
     """``hector.models``' ``hetero_gat_layer`` as the route's variants compute it:
     ``variant`` ``""`` (the destination's logit term per edge), ``"edge"`` (plus each edge's
     logit: ``GATConv(edge_dim=...)``'s ``a_edge · W_e e_ij``, or the ``-inf`` of a removed
     self-loop) or ``"dst"`` (the term per node, :mod:`hector.dynamo.pyg_hetero_dst`); with
     ``drop`` the coefficients are multiplied by the dropout mask after the softmax
-    (:mod:`hector.dynamo.pyg_attention_dropout`)."""
+    (:mod:`hector.dynamo.pyg_attention_dropout`); with ``mean`` (``aggr="mean"``) by each
+    edge's ``1 / in-degree`` within its relation, so a node's sum over a relation is PyG's
+    mean of the weighted messages, before the bias."""
 
     def hetero_gat_variant(
         g: GraphProxy, x: Value, weight: Value, att_src: Value, *rest: Value
@@ -68,6 +73,7 @@ def _hetero_gat_variant(slope: float, variant: str, drop: bool) -> frontend.Comp
             logits = logits + rest[1]
         alpha = g.edge_softmax(logits.leaky_relu(slope), by="dst_etype")
         alpha = alpha * rest[-2] if drop else alpha
+        alpha = alpha * g.degree_norm("dst_etype") if mean else alpha
         return g.typed_bias(g.sum_to_dst(hs * alpha), rest[-1])
 
     middle = {"": ["weight_att_dst"], "edge": ["weight_att_dst", "edge_logits"]}
@@ -78,7 +84,9 @@ def _hetero_gat_variant(slope: float, variant: str, drop: bool) -> frontend.Comp
     return frontend.compile_with_arguments(hetero_gat_variant, names)
 
 
-def _hetero_gatv2(slope: float, feat: bool, edge: bool, drop: bool) -> frontend.CompiledFunction:
+def _hetero_gatv2(
+    slope: float, feat: bool, edge: bool, mean: bool, drop: bool
+) -> frontend.CompiledFunction:
     def hetero_gatv2(
         g: GraphProxy,
         x: Value,
@@ -93,7 +101,8 @@ def _hetero_gatv2(slope: float, feat: bool, edge: bool, drop: bool) -> frontend.
         ``α = softmax over the relation's edges into i of a · leaky_relu(x_j' + W_r x_i + b_r)``
         (``feat``: ``+ W_e e_ij`` inside the nonlinearity, an ``[E, H*F]`` input; ``edge``:
         plus each edge's logit, the ``-inf`` of a removed self-loop; ``drop``: ``α`` times the
-        dropout mask), ``h'_i = Σ_r Σ_j α_ij ⊙_head x_j' + b_type(i)``."""
+        dropout mask; ``mean``: ``α`` over the relation's in-degree of ``i``),
+        ``h'_i = Σ_r Σ_j α_ij ⊙_head x_j' + b_type(i)``."""
         xs = g.typed_bias(g.typed_linear(g.gather_src(x), weight_l), bias_l)  # [E, H*F]
         xd = g.typed_bias(g.typed_linear(g.gather_dst(x), weight_r), bias_r)
         pre = xs + xd + rest[0] if feat else xs + xd
@@ -101,6 +110,7 @@ def _hetero_gatv2(slope: float, feat: bool, edge: bool, drop: bool) -> frontend.
         logits = logits + rest[int(feat)] if edge else logits
         alpha = g.edge_softmax(logits, by="dst_etype")
         alpha = alpha * rest[-2] if drop else alpha
+        alpha = alpha * g.degree_norm("dst_etype") if mean else alpha
         return g.typed_bias(g.sum_to_dst(xs * alpha), rest[-1])
 
     names = ["g", "x", "weight_l", "bias_l", "weight_r", "bias_r", "att"]
@@ -117,12 +127,12 @@ def _compiled(name: str) -> frontend.CompiledFunction:
         kind, *rest = name.split(":")
         if kind == "hetero-gat" and len(rest) == 1:  # the twin's (hector.models) program
             _PROGRAMS[name] = _make_hetero_gat(float(rest[0]))
-        elif kind == "hetero-gat":  # :edge, :dst, :drop (attention dropout in training)
-            drop = rest[-1] == "drop"
-            variant = ":".join(rest[1 : len(rest) - drop])
-            _PROGRAMS[name] = _hetero_gat_variant(float(rest[0]), variant, drop)
+        elif kind == "hetero-gat":  # :edge, :dst, :mean, :drop (attention dropout)
+            flags = {"mean": "mean" in rest, "drop": "drop" in rest}
+            variant = ":".join(r for r in rest[1:] if r not in flags)
+            _PROGRAMS[name] = _hetero_gat_variant(float(rest[0]), variant, **flags)
         elif kind == "hetero-gatv2":
-            flags = [f in rest for f in ("feat", "edge", "drop")]
+            flags = [f in rest for f in ("feat", "edge", "mean", "drop")]
             _PROGRAMS[name] = _hetero_gatv2(float(rest[0]), *flags)
         elif kind == "hetero-sage":
             _PROGRAMS[name] = _hetero_sage(rest[0], rest[1] == "1")

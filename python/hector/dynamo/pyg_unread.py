@@ -46,6 +46,7 @@ def relation_rows(weight: torch.Tensor, keep: list[int]) -> torch.Tensor:
 def _family(program: str) -> str | None:
     """The :data:`PER_RELATION` key of ``program``, None for a program left whole."""
     kind, *rest = program.split(":")
+    rest = [r for r in rest if r != "mean"]  # a relation's degree is its own: cut as the sum
     if kind == "hetero-sage":
         return kind
     if kind == "hetero-gat" and len(rest) == 1:
