@@ -1,24 +1,29 @@
 """``hector-schedule``: choose each hector_intra template's schedule from its shapes.
 
 The choice is an analytic model of the CPU micro-kernel, not a search: the register block is
-``unroll`` rows by ``tile_n`` columns of f32 accumulators in at most half the vector registers
-(:func:`accumulator_elements`), which leaves the rest for the broadcast operand and the weight
-row: 4 × 32 in 8 of AVX-512's 32 registers, 4 × 16 in 8 of AVX2's 16 (``vector_bits``, the pass
-option: ``hector.compile`` passes the host's, ``lowering/cpu/features.py``; 4 × 32 on AVX2
-needed all 16 registers for its accumulators alone and ran at 0.34-0.47x ``torch.mm``).
-``tile_n`` is the widest of 32, 16, 8 that divides the output width and fits (the transform
-script needs whole blocks: vectorisation wants static shapes), ``unroll`` the largest of 4, 2,
-1 that divides the product's row extent (``tile_m`` for ``xw``/``xwt``, ``K`` for the weight
-gradient ``xty``) and fits.
-Tiles of ``tile_m = 32`` rows keep the packed tile and its product in L1 (32 × K × 4 bytes
-each). An f32 ``xw`` whose weight rows fill a page (:data:`PANEL_ROW_BYTES`: 1024 columns or
-more) and are wider than ``tile_n`` multiplies by its weight packed in column panels
-``[K, tile_n]`` (``panels``, ``lowering/cpu/tiles.py``), panel by panel: read in place, every
-reduction step would reach a new page, in the same few cache sets. Narrower weights keep their
-layout (panels measured the same at 256 and 512 columns, and their per-call copy of every
-slice cost 5% on 90 relations at 256). ``tile_k`` splits a panel product's reduction into
-blocks where a panel would outgrow :data:`PANEL_BYTES` (``K × tile_n × 4`` bytes: beyond
-``K = 4096`` at ``tile_n = 32``), else stays 1 (the micro-kernel's own step: one block).
+``unroll`` rows by ``tile_n`` columns of f32 accumulators (:func:`accumulator_elements`),
+which leaves the other registers for the weight row's vectors and the broadcast operand:
+4 × 32 in 8 of AVX-512's 32 registers; 6 × 16 in 12 of AVX2's 16 (BLIS's block for Haswell:
+two weight vectors and one broadcast beside them; 4 × 32 needed all 16 registers for its
+accumulators alone and ran at 0.34-0.47x ``torch.mm``, 4 × 16 in 8 left the FMA units
+waiting on too few independent sums). ``vector_bits`` is the pass option: ``hector.compile``
+passes the host's, ``lowering/cpu/features.py``. ``tile_n`` is the widest of 32, 16, 8 that
+divides the output width and whose 4-row block fits (the transform script needs whole blocks:
+vectorisation wants static shapes), ``unroll`` the most rows of 6, 4, 2, 1 up to the width's
+:data:`ROW_BLOCK` that divide the product's row extent (``tile_m`` for ``xw``/``xwt``, ``K``
+for the weight gradient ``xty``) and fit.
+Tiles of ``tile_m`` rows, 8 register blocks (:func:`tile_rows`: 32 rows, 48 on AVX2), are
+packed (a weight gradient reduces over as many rows per tile). An f32 ``xw`` whose weight rows
+are 2 KiB or more (:data:`PANEL_ROW_BYTES`: 512 columns) and wider than ``tile_n`` multiplies
+by its weight packed in column panels ``[K, tile_n]`` (``panels``, ``lowering/cpu/tiles.py``),
+panel by panel: read in place, every reduction step would reach a new cache line at the rows'
+stride, and at a stride of 2 KiB those lines fall in a few cache sets, so the weight's reuse
+across a tile's register blocks missed L1 and L2 (512 columns on the Zen 3 VM: 0.54-0.62x
+``torch.mm`` in place, 0.77-1.06x in panels). Narrower weights keep their layout (their per-
+call copy of every slice cost 5% on 90 relations at 256 columns). ``tile_k`` splits a panel
+product's reduction into blocks where a panel would outgrow :data:`PANEL_BYTES` for the vector
+width (``K × tile_n × 4`` bytes: beyond ``K = 4096`` at ``tile_n = 32`` on AVX-512, ``K = 512``
+at ``tile_n = 16`` on AVX2), else stays 1 (the micro-kernel's own step: one block).
 An f32 ``xw`` reading ungathered f32 rows of ``a`` (a typed linear, a layer's root term) with
 ``K`` up to :data:`IN_PLACE_MAX_K` multiplies whole tiles of those rows in place (``in_place``,
 ``lowering/cpu/in_place.py``): they already have the packed tile's layout, and their copy, with
@@ -53,56 +58,74 @@ from . import templates as T
 from .cpu.in_place import in_place_applies
 from .gpu import schedule_choice as gpu_schedule_choice
 
-#: Rows per packed tile.
-TILE_M = 32
 #: Column blocks the micro-kernel accepts, widest first.
 TILE_N_CHOICES = (32, 16, 8)
 #: Register-block rows, largest first.
-UNROLL_CHOICES = (4, 2, 1)
+UNROLL_CHOICES = (6, 4, 2, 1)
 
 
 #: Vector registers per width of them (``vector_bits``): AVX-512's 32, AVX2's and SSE's 16.
 REGISTERS = {512: 32, 256: 16, 128: 16}
+#: The registers a register block's accumulators may take: half of AVX-512's and SSE's; 12 of
+#: AVX2's 16 (6 × 16: two more for the weight row's vectors, one for the broadcast operand).
+ACCUMULATOR_REGISTERS = {512: 16, 256: 12, 128: 8}
+#: The most rows of a register block: 4 (a 4 × 32 block on AVX-512), 6 on AVX2 (6 × 16).
+ROW_BLOCK = {512: 4, 256: 6, 128: 4}
 
 
 def _largest_divisor(extent: int, choices: tuple[int, ...]) -> int | None:
     return next((c for c in choices if extent % c == 0), None)
 
 
-def accumulator_elements(vector_bits: int) -> int:
-    """The most f32 accumulators (``unroll × tile_n``) of a register block on registers of
-    ``vector_bits`` bits: half the registers, the other half holding the weight row's vectors,
-    the broadcast operand and the addresses' spills. 256 on AVX-512 (4 × 32 in 8 of its 32
-    registers), 64 on AVX2 (4 × 16 in 8 of its 16: 4 × 32 needed all 16 and spilled)."""
+def _known(vector_bits: int) -> None:
     if vector_bits not in REGISTERS:
         known = ", ".join(str(b) for b in sorted(REGISTERS))
         raise ValueError(f"vector_bits must be one of {known}, got {vector_bits}")
-    return REGISTERS[vector_bits] // 2 * (vector_bits // 32)
+
+
+def accumulator_elements(vector_bits: int) -> int:
+    """The most f32 accumulators (``unroll × tile_n``) of a register block on registers of
+    ``vector_bits`` bits (:data:`ACCUMULATOR_REGISTERS` of them): 256 on AVX-512 (4 × 32 in 8
+    of its 32 registers), 96 on AVX2 (6 × 16 in 12 of its 16), 32 on SSE."""
+    _known(vector_bits)
+    return ACCUMULATOR_REGISTERS[vector_bits] * (vector_bits // 32)
+
+
+def tile_rows(vector_bits: int) -> int:
+    """Rows per packed tile: 8 register blocks of :data:`ROW_BLOCK` rows (32; 48 on AVX2);
+    a weight gradient (``xty``) reduces over as many rows per tile, so it can share the tile
+    of its input gradient's ``xwt`` (``hector-pair-gradient-gemms``)."""
+    _known(vector_bits)
+    return 8 * ROW_BLOCK[vector_bits]
 
 
 def register_block(n_extent: int, rows: int, vector_bits: int) -> tuple[int | None, int]:
     """``(tile_n, unroll)``: the widest column block of :data:`TILE_N_CHOICES` dividing
     ``n_extent`` whose 4-row block fits :func:`accumulator_elements` (4 × 8 fits every width),
-    then the most rows of :data:`UNROLL_CHOICES` dividing ``rows`` that still fit; ``tile_n``
-    None when no choice divides ``n_extent``."""
+    then the most rows of :data:`UNROLL_CHOICES`, up to the width's :data:`ROW_BLOCK`,
+    dividing ``rows`` that still fit; ``tile_n`` None when no choice divides ``n_extent``."""
     most = accumulator_elements(vector_bits)
     tile_n = _largest_divisor(n_extent, tuple(t for t in TILE_N_CHOICES if 4 * t <= most))
-    unrolls = tuple(u for u in UNROLL_CHOICES if u * (tile_n or 0) <= most)
+    unrolls = tuple(
+        u for u in UNROLL_CHOICES if u <= ROW_BLOCK[vector_bits] and u * (tile_n or 0) <= most
+    )
     return tile_n, _largest_divisor(rows, unrolls) or 1
 
 
-#: The most bytes of one weight panel's reduction block (``tile_k × tile_n × 4``): half the
-#: 1 MiB L2 cache of a Zen 4 core, which also holds the tile's rows of that block.
-PANEL_BYTES = 512 * 1024
+#: The most bytes of one weight panel's reduction block (``tile_k × tile_n × 4``), by vector
+#: width: on AVX-512, half the 1 MiB L2 cache of a Zen 4 core, which also holds the tile's rows
+#: of that block; on AVX2, the 32 KiB L1 data cache of a Zen 3 core (``[20000, 1024] ×
+#: [1024, 512]``: 0.87x and 1.07x ``torch.mm`` in one block, 1.04x and 1.05x in blocks of 512).
+PANEL_BYTES = {512: 512 * 1024, 256: 32 * 1024, 128: 32 * 1024}
 #: The least bytes of a weight row for which an f32 ``xw`` multiplies by weight panels.
-PANEL_ROW_BYTES = 4096
+PANEL_ROW_BYTES = 2048
 
 
-def reduction_block(variant: str, k_extent: int, tile_n: int) -> int:
+def reduction_block(variant: str, k_extent: int, tile_n: int, vector_bits: int = 512) -> int:
     """``tile_k`` of a packed f32 GEMM: steps per reduction block of an ``xw``'s panels, the
-    most whose panel block fits :data:`PANEL_BYTES`, in multiples of 8 — or 1 (no blocks)
-    where the whole panel fits, and for the other variants."""
-    most = PANEL_BYTES // (4 * tile_n) // 8 * 8
+    most whose panel block fits the width's :data:`PANEL_BYTES`, in multiples of 8 — or 1
+    (no blocks) where the whole panel fits, and for the other variants."""
+    most = PANEL_BYTES[vector_bits] // (4 * tile_n) // 8 * 8
     if variant != "xw" or k_extent <= most:
         return 1
     return max(most, 8)
@@ -122,15 +145,16 @@ def cpu_gemm_schedule(v: OpAccess, threads: int, vector_bits: int = 512) -> intr
     k_extent = T.static_dim(ops["a"], 1)
     n_extent = T.width(ops["weight"] if variant == "xty" else ops["out"])
     parallel = "rows" if threads > 1 else "none"
-    rows = k_extent if variant == "xty" else TILE_M
+    tile_m = tile_rows(vector_bits)
+    rows = k_extent if variant == "xty" else tile_m
     tile_n, unroll = register_block(n_extent, rows, vector_bits)
     if tile_n is None or k_extent < 4:
         return intra.Schedule(parallel=parallel, threads=threads)
     panels = variant == "xw" and n_extent > tile_n and 4 * n_extent >= PANEL_ROW_BYTES
     return intra.Schedule(
-        tile_m=TILE_M,
+        tile_m=tile_m,
         tile_n=tile_n,
-        tile_k=reduction_block(variant, k_extent, tile_n) if panels else 1,
+        tile_k=reduction_block(variant, k_extent, tile_n, vector_bits) if panels else 1,
         vector=tile_n,
         unroll=unroll,
         pack=True,

@@ -5,7 +5,8 @@
 
 // hector-schedule picks each template's schedule from its shapes: the register block is
 // `unroll` rows × `tile_n` columns (the widest of 32/16/8 dividing the output width), rows are
-// packed in tiles of 32, and rows spread over the workers when there are several.
+// packed in tiles of 8 register blocks (32 rows; 48 on AVX2), and rows spread over the workers
+// when there are several.
 
 // CHECK-LABEL: func.func @rgcn_messages
 // A per-edge product 64 → 64: tiles of 32 packed rows, a 4 × 32 register block, two workers.
@@ -16,9 +17,10 @@
 // blocks (convert-hector-intra-to-gpu's tiled kernel).
 // GPU-LABEL: func.func @rgcn_messages
 // GPU: schedule = {pack = true, parallel = "none", threads = 1 : i64, tile_k = 16 : i64, tile_m = 64 : i64, tile_n = 64 : i64, unroll = 4 : i64, vector = 4 : i64}
-// On AVX2's 16 vector registers the accumulators take at most 8 of them: a 4 × 16 block.
+// On AVX2's 16 vector registers the accumulators take 12 of them: a 6 × 16 block, in tiles of
+// 48 rows.
 // AVX2-LABEL: func.func @rgcn_messages
-// AVX2: schedule = {pack = true, parallel = "rows", threads = 2 : i64, tile_k = 1 : i64, tile_m = 32 : i64, tile_n = 16 : i64, unroll = 4 : i64, vector = 16 : i64}
+// AVX2: schedule = {pack = true, parallel = "rows", threads = 2 : i64, tile_k = 1 : i64, tile_m = 48 : i64, tile_n = 16 : i64, unroll = 6 : i64, vector = 16 : i64}
 // ONE: schedule = {pack = true, parallel = "none", threads = 1 : i64
 func.func @rgcn_messages(%x: memref<?x64xf32>, %w: memref<3x64x64xf32>, %src: memref<?xi32>,
                          %etype: memref<?xi32>, %dst: memref<?xi32>, %out: memref<?x64xf32>) {
@@ -38,7 +40,10 @@ func.func @rgcn_messages(%x: memref<?x64xf32>, %w: memref<3x64x64xf32>, %src: me
 // A reduction of 4096 steps fits: one block (tile_k = 1, the micro-kernel's own step).
 // CHECK-LABEL: func.func @panel_fits
 // CHECK: schedule = {pack = true, panels = true, parallel = "rows", threads = 2 : i64, tile_k = 1 : i64, tile_m = 32 : i64
-// 512 columns (2 KiB rows) keep the weight as it is, whatever the reduction.
+// On AVX2 a panel's reduction block fits the 32 KiB L1 cache: blocks of 512 steps of 16 columns.
+// AVX2-LABEL: func.func @panel_fits
+// AVX2: schedule = {pack = true, panels = true, parallel = "rows", threads = 2 : i64, tile_k = 512 : i64, tile_m = 48 : i64, tile_n = 16 : i64, unroll = 6 : i64
+// 256 columns (1 KiB rows) keep the weight as it is, whatever the reduction.
 // CHECK-LABEL: func.func @no_panels
 // CHECK: schedule = {pack = true, parallel = "rows", threads = 2 : i64, tile_k = 1 : i64, tile_m = 32 : i64, tile_n = 32 : i64
 func.func @wide_reduction(%x: memref<?x8200xf32>, %w: memref<8200x1024xf32>, %out: memref<?x1024xf32>) {
@@ -55,11 +60,11 @@ func.func @panel_fits(%x: memref<?x4096xf32>, %w: memref<4096x1024xf32>, %out: m
       : (memref<?x4096xf32>, memref<4096x1024xf32>, memref<?x1024xf32>) -> ()
   return
 }
-func.func @no_panels(%x: memref<?x8200xf32>, %w: memref<8200x512xf32>, %out: memref<?x512xf32>) {
+func.func @no_panels(%x: memref<?x8200xf32>, %w: memref<8200x256xf32>, %out: memref<?x256xf32>) {
   "hector_intra.gemm_template"(%x, %w, %out)
       {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,
        operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 1>}
-      : (memref<?x8200xf32>, memref<8200x512xf32>, memref<?x512xf32>) -> ()
+      : (memref<?x8200xf32>, memref<8200x256xf32>, memref<?x256xf32>) -> ()
   return
 }
 
@@ -128,7 +133,7 @@ func.func @aggregate(%dst: memref<?xi32>, %m: memref<?x8xf32>, %out: memref<?x8x
 // GPU-LABEL: func.func @typed_linear_64
 // GPU-NOT: in_place
 // AVX2-LABEL: func.func @typed_linear_64
-// AVX2: schedule = {in_place = true, pack = true, parallel = "rows", threads = 2 : i64, tile_k = 1 : i64, tile_m = 32 : i64, tile_n = 16 : i64, unroll = 4 : i64, vector = 16 : i64}
+// AVX2: schedule = {in_place = true, pack = true, parallel = "rows", threads = 2 : i64, tile_k = 1 : i64, tile_m = 48 : i64, tile_n = 16 : i64, unroll = 6 : i64, vector = 16 : i64}
 func.func @typed_linear_64(%x: memref<?x64xf32>, %w: memref<64x64xf32>, %out: memref<?x64xf32>) {
   "hector_intra.gemm_template"(%x, %w, %out)
       {variant = "xw", epilogue = "store", tile_n = 8 : i64, block_size = 128 : i64,

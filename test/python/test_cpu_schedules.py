@@ -207,7 +207,7 @@ def test_weight_panels_in_reduction_blocks_match_torch(
     tiles meet relation boundaries: the results are torch's within f32 rounding."""
     monkeypatch.setenv("HECTOR_COMPILE_CACHE", "0")  # the budget is not in the cache's key
     monkeypatch.setattr(features, "vector_bits", lambda: 512)  # 32-column blocks on any CPU
-    monkeypatch.setattr(schedule, "PANEL_BYTES", 24 * 32 * 4)
+    monkeypatch.setitem(schedule.PANEL_BYTES, 512, 24 * 32 * 4)
     monkeypatch.setattr(schedule, "PANEL_ROW_BYTES", 64 * 4)  # panels from 64 columns
     torch.set_num_threads(workers)
     g = hector.random_graph(90, 1001, 5, seed=4)
@@ -239,23 +239,34 @@ def test_vector_width_is_read_from_the_cpu_flags() -> None:
     assert features.vector_bits(frozenset()) == 128
 
 
-def test_register_block_fits_half_the_vector_registers() -> None:
-    """4 x 32 accumulators in 8 of AVX-512's 32 registers; on AVX2's 16 registers at most 8
-    of them: 4 x 16 (4 x 32 spilled), narrower outputs as wide as they divide."""
+def test_register_block_by_the_vector_registers() -> None:
+    """4 x 32 accumulators in 8 of AVX-512's 32 registers, in tiles of 32 rows; on AVX2's 16
+    registers 12 of them: 6 x 16 (4 x 32 spilled) in tiles of 48 rows, narrower outputs as
+    wide as they divide, fewer rows where 6 does not divide them."""
     assert schedule.accumulator_elements(512) == 256
-    assert schedule.accumulator_elements(256) == 64
+    assert schedule.accumulator_elements(256) == 96
+    assert (schedule.tile_rows(512), schedule.tile_rows(256), schedule.tile_rows(128)) == (
+        32,
+        48,
+        32,
+    )
     assert schedule.register_block(64, 32, 512) == (32, 4)
-    assert schedule.register_block(64, 32, 256) == (16, 4)
-    assert schedule.register_block(24, 32, 256) == (8, 4)
-    assert schedule.register_block(64, 6, 256) == (16, 2)  # a weight gradient over K = 6
-    assert schedule.register_block(5, 32, 256) == (None, 4)  # no vector block: row at a time
+    assert schedule.register_block(64, 48, 512) == (32, 4)  # AVX-512's block keeps 4 rows
+    assert schedule.register_block(64, 48, 256) == (16, 6)
+    assert schedule.register_block(24, 48, 256) == (8, 6)
+    assert schedule.register_block(64, 8, 256) == (16, 4)  # a weight gradient over K = 8
+    assert schedule.register_block(64, 10, 256) == (16, 2)  # over K = 10
+    assert schedule.register_block(5, 48, 256) == (None, 6)  # no vector block: row at a time
+    assert schedule.register_block(64, 32, 128) == (8, 4)
     with pytest.raises(ValueError, match="vector_bits must be one of 128, 256, 512, got 384"):
         schedule.accumulator_elements(384)
+    with pytest.raises(ValueError, match="got 384"):
+        schedule.tile_rows(384)
 
 
-@pytest.mark.parametrize(("bits", "tile_n"), [(512, 32), (256, 16)])
+@pytest.mark.parametrize(("bits", "tile_n", "unroll"), [(512, 32, 4), (256, 16, 6)])
 def test_gemms_on_either_register_file_match_torch(
-    monkeypatch: pytest.MonkeyPatch, bits: int, tile_n: int
+    monkeypatch: pytest.MonkeyPatch, bits: int, tile_n: int, unroll: int
 ) -> None:
     """The host's vector width is a compile option (so in the cache's key): kernels built for
     either register file compute torch's products, in blocks of their own width."""
@@ -270,7 +281,7 @@ def test_gemms_on_either_register_file_match_torch(
 
     with torch.no_grad():
         torch.testing.assert_close(linear(g, x, w), x @ w, rtol=1e-5, atol=1e-5)
-    assert f"tile_n = {tile_n} : i64, unroll = 4 : i64" in _schedules(linear)
+    assert f"tile_n = {tile_n} : i64, unroll = {unroll} : i64" in _schedules(linear)
     from hector.targets.options import Options
 
     assert Options().vector_bits == bits
