@@ -41,7 +41,7 @@ from mlir.dialects import arith, linalg, memref, scf, vector
 from ...dialects import hector_intra as intra
 from ...dialects.builders import OpAccess
 from .. import templates as T
-from . import bf16
+from . import bf16, narrow_rows
 from .in_place import in_place_applies, rows_in_place
 from .micro_kernel import exact, marked_matmul, panel_product, product
 from .packing import (
@@ -171,9 +171,16 @@ def _xwt_row_fallback(
 
 
 def _rows_over_workers(b: T.Body, v: OpAccess, s: intra.Schedule, m: Value) -> None:
-    """An unpacked schedule: the row-at-a-time form, each worker on its chunk of rows."""
+    """An unpacked schedule: the row-at-a-time form, each worker on its chunk of rows (a
+    narrow ``xw``'s rows as dot products in vector lanes, :mod:`.narrow_rows`)."""
     workers = _workers_for_gemm(b, v, s)
     n_extent = T.width(b.ops["out"])
+    if narrow_rows.applies(v, s):
+        wt = narrow_rows.transposed_weight(b)
+        workers.each(m, lambda lo, hi, wb: narrow_rows.dot_rows(wb, v, wt, lo, arith.subi(hi, lo)))
+        workers.finish()
+        memref.dealloc(wt)
+        return
 
     def rows(lo: Value, hi: Value, wb: T.Body) -> None:
         scratch = None

@@ -128,12 +128,13 @@ def _compiled(name: str) -> frontend.CompiledFunction:
         if kind == "hetero-gat" and len(rest) == 1:  # the twin's (hector.models) program
             _PROGRAMS[name] = _make_hetero_gat(float(rest[0]))
         elif kind == "hetero-gat":  # :edge, :dst, :mean, :drop (attention dropout)
-            flags = {"mean": "mean" in rest, "drop": "drop" in rest}
-            variant = ":".join(r for r in rest[1:] if r not in flags)
-            _PROGRAMS[name] = _hetero_gat_variant(float(rest[0]), variant, **flags)
+            variant = ":".join(r for r in rest[1:] if r not in ("mean", "drop"))
+            _PROGRAMS[name] = _hetero_gat_variant(
+                float(rest[0]), variant, drop="drop" in rest, mean="mean" in rest
+            )
         elif kind == "hetero-gatv2":
-            flags = [f in rest for f in ("feat", "edge", "mean", "drop")]
-            _PROGRAMS[name] = _hetero_gatv2(float(rest[0]), *flags)
+            feat, edge, mean, drop = (f in rest for f in ("feat", "edge", "mean", "drop"))
+            _PROGRAMS[name] = _hetero_gatv2(float(rest[0]), feat, edge, mean, drop)
         elif kind == "hetero-sage":
             _PROGRAMS[name] = _hetero_sage(rest[0], rest[1] == "1")
         elif kind == "hetero-gcn":
