@@ -19,8 +19,8 @@ by its weight packed in column panels ``[K, tile_n]`` (``panels``, ``lowering/cp
 panel by panel: read in place, every reduction step would reach a new cache line at the rows'
 stride, and at a stride of 2 KiB those lines fall in a few cache sets, so the weight's reuse
 across a tile's register blocks missed L1 and L2 (512 columns on the Zen 3 VM: 0.54-0.62x
-``torch.mm`` in place, 0.77-1.06x in panels). Narrower weights keep their layout (their per-
-call copy of every slice cost 5% on 90 relations at 256 columns). ``tile_k`` splits a panel
+``torch.mm`` in place, 0.77-1.06x in panels). Narrower weights keep their layout (their
+per-call copy of every slice cost 5% on 90 relations at 256 columns). ``tile_k`` splits a panel
 product's reduction into blocks where a panel would outgrow :data:`PANEL_BYTES` for the vector
 width (``K × tile_n × 4`` bytes: beyond ``K = 4096`` at ``tile_n = 32`` on AVX-512, ``K = 512``
 at ``tile_n = 16`` on AVX2), else stays 1 (the micro-kernel's own step: one block).

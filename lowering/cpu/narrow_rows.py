@@ -28,8 +28,8 @@ LANES = 8
 
 
 def applies(v: OpAccess, s: intra.Schedule) -> bool:
-    """Whether the rows of an unpacked GEMM are computed here: an ``xw`` (no ``row_scale``
-    restriction) whose output is narrower than :data:`LANES` and whose reduction is a whole
+    """Whether the rows of an unpacked GEMM are computed here: an ``xw`` (with or without
+    ``row_scale``) whose output is narrower than :data:`LANES` and whose reduction is a whole
     number of :data:`LANES`-wide vectors."""
     if v.attr("variant") != "xw" or s.pack:
         return False
