@@ -1,4 +1,5 @@
-"""Narrow ``xw`` GEMM rows as dot products along the reduction, in vector lanes (CPU).
+"""Narrow GEMM rows in vector lanes along the reduction (CPU): ``xw`` products as dot
+products, their weight gradients (``xty``) as vector sums over a transposed accumulator.
 
 An ``xw`` product whose output is narrower than a vector (fewer than :data:`LANES` columns:
 attention logits, a destination term ``x (W a)`` per head) has no register block, so it runs
@@ -12,6 +13,15 @@ added across the lanes at the end. The sums are reassociated, as ``hector-vector
 the rounding differs from the element form's within f32's, and is the same on every run and
 for every worker count (a row is one worker's). The epilogue is the element form's: the row
 scale, then a store or one addition into ``out``.
+
+The weight gradient of such a product, ``out[t] += a[r, :]ᵀ ⊗ g_i`` with ``g_i`` narrower than
+:data:`LANES`, adds ``K × N`` products per row into ``out`` one element at a time (its
+``N``-wide rows give no vector either: 111 ms a step for the twin's destination term). Here each
+worker sums its rows into an f32 accumulator ``[S, N, K]`` of its own (zeroed), a vector of
+:data:`LANES` columns of ``a`` times the broadcast ``g_i[j]`` at a time, and adds it, transposed,
+into its output once after its rows (``out``, or its partial, which the workers combine as for
+every weight gradient). Each element is the same sum of the same products in the same row
+order, started from 0 and then added to ``out``.
 """
 
 from __future__ import annotations
@@ -36,6 +46,16 @@ def applies(v: OpAccess, s: intra.Schedule) -> bool:
     ops = T.operands(v)
     k_extent = T.static_dim(ops["a"], 1)
     return T.width(ops["out"]) < LANES and k_extent >= LANES and k_extent % LANES == 0
+
+
+def applies_to_gradient(v: OpAccess, s: intra.Schedule) -> bool:
+    """Whether the rows of an unpacked weight gradient (``xty``) are summed here: its row
+    gradients narrower than :data:`LANES`, its reduction a whole number of vectors."""
+    if v.attr("variant") != "xty" or s.pack:
+        return False
+    ops = T.operands(v)
+    k_extent = T.static_dim(ops["a"], 1)
+    return T.width(ops["weight"]) < LANES and k_extent >= LANES and k_extent % LANES == 0
 
 
 def transposed_weight(b: T.Body) -> ir.Value:
@@ -88,3 +108,43 @@ def dot_rows(b: T.Body, v: OpAccess, wt: ir.Value, lo: ir.Value, count: ir.Value
                 b.store("out", total, row.o, b.index(j))
             else:
                 b.accumulate("out", total, False, row.o, b.index(j))
+
+
+def gradient_rows(b: T.Body, v: OpAccess, lo: ir.Value, count: ir.Value) -> None:
+    """Rows ``[lo, lo + count)`` of a weight gradient into ``b``'s ``out`` (module docstring):
+    summed in a transposed accumulator, then added to ``out`` once."""
+    k_extent = T.static_dim(b.ops["a"], 1)
+    n_extent = T.width(b.ops["weight"])
+    out_shape = ir.MemRefType(b.ops["out"].type).shape
+    per_slice = len(out_shape) == 3
+    slices = out_shape[0] if per_slice else 1
+    c0, c1, ck = b.index(0), b.index(1), b.index(k_extent)
+    vt = ir.VectorType.get([LANES], T.f32_type())
+    acc_type = ir.MemRefType.get([slices, n_extent, k_extent], T.f32_type())
+    acc = memref.alloc(acc_type, [], [])
+    zero = arith.constant(vt, ir.DenseElementsAttr.get_splat(vt, ir.FloatAttr.get_f32(0.0)))
+    col_map = ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(3, 1))
+    row_map = ir.AffineMapAttr.get(ir.AffineMap.get_minor_identity(2, 1))
+    lanes = b.index(LANES)
+    with b.loop(c0, b.index(slices), c1) as t:
+        with b.loop(c0, ck, lanes) as k:
+            for j in range(n_extent):
+                vector.transfer_write(None, zero, acc, [t, b.index(j), k], col_map, [True])
+    pad = arith.constant(T.f32_type(), 0.0)
+    with b.loop(c0, count, c1) as r:
+        row = T.gemm_row_prologue(b, arith.addi(lo, r), T.slice_rows(v))
+        t = row.t if row.t is not None else c0
+        gs = [vector.broadcast(vt, T.xty_gradient(b, row.i, b.index(j))) for j in range(n_extent)]
+        with b.loop(c0, ck, lanes) as k:
+            va = T.read_vector(vt, b.ops["a"], [row.r, k], row_map, [True])
+            for j, g in enumerate(gs):
+                at = [t, b.index(j), k]
+                cur = vector.transfer_read(vt, acc, at, col_map, pad, [True])
+                vector.transfer_write(None, vector.fma(va, g, cur), acc, at, col_map, [True])
+    with b.loop(c0, b.index(slices), c1) as t:
+        with b.loop(c0, ck, c1) as k:
+            for j in range(n_extent):
+                cj = b.index(j)
+                total = memref.load(acc, [t, cj, k])
+                b.accumulate("out", total, False, *([t] if per_slice else []), k, cj)
+    memref.dealloc(acc)

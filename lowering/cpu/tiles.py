@@ -172,7 +172,7 @@ def _xwt_row_fallback(
 
 def _rows_over_workers(b: T.Body, v: OpAccess, s: intra.Schedule, m: Value) -> None:
     """An unpacked schedule: the row-at-a-time form, each worker on its chunk of rows (a
-    narrow ``xw``'s rows as dot products in vector lanes, :mod:`.narrow_rows`)."""
+    narrow ``xw``'s rows, and a narrow weight gradient's, in vector lanes: :mod:`.narrow_rows`)."""
     workers = _workers_for_gemm(b, v, s)
     n_extent = T.width(b.ops["out"])
     if narrow_rows.applies(v, s):
@@ -180,6 +180,10 @@ def _rows_over_workers(b: T.Body, v: OpAccess, s: intra.Schedule, m: Value) -> N
         workers.each(m, lambda lo, hi, wb: narrow_rows.dot_rows(wb, v, wt, lo, arith.subi(hi, lo)))
         workers.finish()
         memref.dealloc(wt)
+        return
+    if narrow_rows.applies_to_gradient(v, s):
+        workers.each(m, lambda lo, hi, wb: narrow_rows.gradient_rows(wb, v, lo, arith.subi(hi, lo)))
+        workers.finish()
         return
 
     def rows(lo: Value, hi: Value, wb: T.Body) -> None:

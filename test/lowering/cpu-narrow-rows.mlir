@@ -24,6 +24,27 @@ func.func @edge_logits(%x: memref<?x64xf16>, %w: memref<3x64x4xf32>, %dst: memre
   return
 }
 
+// Its weight gradient (xty, 4-wide row gradients): the worker sums its rows in a transposed
+// accumulator [S, N, K], a vector of a's row times each broadcast gradient element per step,
+// then adds it into its output once.
+// CHECK-LABEL: func.func @edge_logits_gradient
+// CHECK: %[[ACC:.*]] = memref.alloc() : memref<3x4x64xf32>
+// CHECK: vector.transfer_write %{{.*}}, %[[ACC]]
+// CHECK: vector.broadcast
+// CHECK: vector.fma
+// CHECK: vector.transfer_write %{{.*}}, %[[ACC]]
+// CHECK: memref.load %[[ACC]]
+// CHECK: memref.dealloc %[[ACC]] : memref<3x4x64xf32>
+func.func @edge_logits_gradient(%x: memref<?x64xf32>, %dy: memref<?x4xf32>, %dst: memref<?xi32>,
+                                %etype: memref<?xi32>, %dw: memref<3x64x4xf32>) {
+  "hector_intra.gemm_template"(%x, %dy, %dst, %etype, %dw)
+      {variant = "xty", epilogue = "add", tile_n = 8 : i64, block_size = 128 : i64,
+       operandSegmentSizes = array<i32: 1, 1, 1, 1, 0, 0, 1>}
+      : (memref<?x64xf32>, memref<?x4xf32>, memref<?xi32>, memref<?xi32>,
+         memref<3x64x4xf32>) -> ()
+  return
+}
+
 // A reduction that is no whole number of vectors (K = 12) keeps the element form.
 // WIDE-LABEL: func.func @short_reduction
 // WIDE-NOT: vector.fma

@@ -47,14 +47,17 @@ class GinNet(torch.nn.Module):
 def _with_bases(model: torch.nn.Module, bases: int) -> torch.nn.Module:
     """``to_hetero_with_bases`` of ``model``, ``x`` aligned to 8 columns (PyG's lazy
     ``LinearAlign``, sized by one eager call); one basis' coefficients set (PyG leaves them
-    uninitialised)."""
+    uninitialised) before that call, whose batch norm in train mode updates its running
+    statistics from the outputs: uninitialised memory holding a NaN made them, and every
+    output in eval mode, NaN."""
     torch.manual_seed(0)
     hetero = to_hetero_with_bases(model, METADATA, num_bases=bases, in_channels={"x": 8})
     with torch.no_grad():
-        hetero(*_batch(seed=9))
         for name, p in hetero.named_parameters():
             if bases == 1 and name.endswith("edge_type_weight"):
                 p.uniform_(-1.0, 1.0)
+        hetero(*_batch(seed=9))
+    assert all(bool(b.isfinite().all()) for b in hetero.buffers())
     return hetero
 
 
