@@ -218,6 +218,51 @@ def test_to_hetero_gat_with_dropout_and_its_default_self_loops() -> None:
     assert pyg_route.STATS["hetero-gat:0.2:edge:drop"].calls == 4
 
 
+@pytest.mark.parametrize(
+    ("conv", "edge_dim", "program"),
+    [
+        (GATConv, None, "hetero-gat:0.2:edge:kept-mean"),
+        (GATv2Conv, 3, "hetero-gatv2:0.2:feat:edge:kept-mean"),
+    ],
+    ids=["gat", "gatv2-edge-features"],
+)
+def test_mean_over_the_edges_pyg_keeps(conv: Any, edge_dim: Any, program: str) -> None:
+    """``aggr="mean"`` with self-loops: each node's weighted messages over the edges PyG
+    aggregates (its own loops removed, one appended; a node with only its own loop, one with
+    none), not the program's edge count; outputs and every gradient against eager PyG."""
+    torch.manual_seed(0)
+    model = HeteroConv(
+        {
+            e: conv(6, 4, heads=2, edge_dim=edge_dim, aggr="mean", add_self_loops=e[0] == e[2])
+            for e in RELATIONS
+        }
+    )
+    x, ei = _features(SIZES, WIDTHS), _loops_and_sinks(_edges(RELATIONS, SIZES, per=30))
+    gen = torch.Generator().manual_seed(2)
+    attr = {e: torch.randn(v.shape[1], 3, generator=gen) for e, v in ei.items()}
+    attr = attr if edge_dim else {}
+    got = _step(model, torch.compile(model, backend=HectorBackend()), x, ei, attr)
+    want = _step(model, model, x, ei, attr)
+    assert not pyg_route.FALLBACKS, pyg_route.FALLBACKS
+    assert _ran() == [program]
+    _assert_close(got, want)
+
+
+def test_mean_over_the_edges_pyg_keeps_with_attention_dropout() -> None:
+    """``aggr="mean"``, self-loops and attention dropout in training: the mean's factors and
+    PyG's masks both reach the program (``:kept-mean:drop``), two steps from two seeds."""
+    torch.manual_seed(0)
+    model = HeteroConv(
+        {
+            e: GATConv(6, 4, heads=2, dropout=0.3, aggr="mean", add_self_loops=e[0] == e[2])
+            for e in RELATIONS
+        }
+    )
+    x, ei = _features(SIZES, WIDTHS), _loops_and_sinks(_edges(RELATIONS, SIZES, per=30))
+    _same_draws(model, x, ei)
+    assert _ran() == ["hetero-gat:0.2:edge:kept-mean:drop"]
+
+
 @pytest.mark.parametrize("conv", [GATConv, GATv2Conv])
 def test_self_loops_with_an_unknown_fill_declined(conv: Any) -> None:
     """Self-loops with edge features and a ``fill_value`` string PyG's ``scatter`` does not

@@ -320,12 +320,6 @@ _SAME_TYPE = [("paper", "cites", "paper"), ("author", "knows", "author")]
     ("make", "aggr", "reason", "relations"),
     [
         (
-            lambda e: GATConv(6, 4, add_self_loops=e[0] == e[2], aggr="mean"),
-            "sum",
-            "GATConv(aggr='mean') with add_self_loops=True",
-            RELATIONS[:3],
-        ),
-        (
             lambda e: GATConv(6, 4, add_self_loops=False, aggr="mean" if e[0] == e[2] else "add"),
             "sum",
             "differ in aggr",

@@ -87,6 +87,28 @@ def removed(edge_index: torch.Tensor, n: int) -> torch.Tensor:
     return torch.cat([own[0] == own[1], own.new_zeros(n, dtype=torch.bool)])
 
 
+def kept_mean_weights(
+    convs: list[Any],
+    edge_index: list[torch.Tensor],
+    loops: list[int],
+    destinations: list[int],
+    like: torch.Tensor,
+) -> torch.Tensor:
+    """``[E, H]``: ``aggr="mean"``'s factor of each edge, relations in their order: 1 over the
+    number of edges PyG aggregates into its destination within its relation (a looped
+    relation's: its edges other than its own loops, and the loops appended; ``destinations``:
+    each relation's destination row count), 0 on an own loop PyG removes."""
+    parts = []
+    for c, ei, n, d in zip(convs, edge_index, loops, destinations, strict=True):
+        kept = like.new_ones(ei.shape[1])
+        if c.add_self_loops:
+            kept = kept.masked_fill(removed(ei, n), 0.0)
+        count = like.new_zeros(d).index_add(0, ei[1], kept)
+        weight = kept / count.clamp(min=1.0)[ei[1]]
+        parts.append(weight.unsqueeze(1).expand(-1, c.heads))
+    return torch.cat(parts)
+
+
 def logits(edge_index: torch.Tensor, n: int, edges: torch.Tensor) -> torch.Tensor:
     """``edges`` (``[E, H]`` edge logits of a relation with ``n`` appended loops) with
     ``-inf`` on the relation's own loops."""

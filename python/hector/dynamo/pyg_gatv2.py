@@ -47,8 +47,8 @@ class GatV2Relations(GatRelations):
 
     def program(self, convs: list[Any], layout: Layout) -> str:
         """``hetero-gatv2:<slope>``, with ``:feat`` for edge features, ``:edge`` for
-        self-loops, ``:mean`` for ``aggr="mean"``, ``:drop`` while a conv drops attention
-        coefficients."""
+        self-loops, ``:mean`` for ``aggr="mean"`` (``:kept-mean`` with self-loops), ``:drop``
+        while a conv drops attention coefficients."""
         drop = pyg_attention_dropout.SUFFIX if pyg_attention_dropout.active(convs) else ""
         feat = ":feat" if self._features(convs, layout) else ""
         edge = ":edge" if any(layout.loops) else ""
@@ -65,7 +65,8 @@ class GatV2Relations(GatRelations):
     def tensors(self, convs: list[Any], layout: Layout) -> list[torch.Tensor]:
         """``x, W_l [R, W, H*F], b_l [R, H*F], W_r, b_r, att [R, H*F, H]``, then the
         ``[E, H*F]`` edge terms with ``:feat``, the ``[E, H]`` logits with ``:edge``, the
-        dropout mask with ``:drop``, and ``bias [T, H*F]``."""
+        mean's ``[E, H]`` factors with ``:kept-mean``, the dropout mask with ``:drop``, and
+        ``bias [T, H*F]``."""
         x = torch.cat(layout.xs)
         args = [x]
         for lins in ([c.lin_l for c in convs], [c.lin_r for c in convs]):
@@ -80,6 +81,7 @@ class GatV2Relations(GatRelations):
         if any(loops):
             args.append(pyg_gat_loops.removal_logits(layout.edge_index, loops, x, convs))
         args.append(self._bias(convs, layout, args[1]))
+        args = self.with_mean_weights(convs, layout, args)
         if not pyg_attention_dropout.active(convs):
             return args
         drop = pyg_gat_loops.dropout_masks(convs, layout.edge_index, loops, x)

@@ -12,8 +12,9 @@ program's ``sum_to_dst`` over all of a node's incoming edges:
   heads=heads, add_self_loops=False)`` per relation, shared or separate source and destination
   projections (``in_channels`` an int or a pair), heads concatenated or averaged, with or
   without bias, messages summed or averaged (``aggr="mean"``: the coefficients times each
-  edge's ``1 / in-degree`` within its relation, ``:mean``; not with self-loops, whose removal
-  of a relation's own loops would change the count), edge features (``edge_dim``, the call's
+  edge's ``1 / in-degree`` within its relation, ``:mean``; with self-loops, ``:kept-mean``:
+  times each edge's factor over the edges PyG keeps, as the relation's own loops, which PyG
+  removes, stay in the program's edges), edge features (``edge_dim``, the call's
   ``edge_attr_dict``: each edge's
   ``a_edge · lin_edge(e_ij)`` computed in the captured graph, an ``[E, H]`` input). The
   program is :func:`hector.models._make_hetero_gat`'s (attention within each relation,
@@ -261,11 +262,6 @@ class GatRelations(Relations):
         for c in convs:
             if not isinstance(c.aggr, str) or c.aggr not in GAT_AGGRS:
                 return f"{name}(aggr={c.aggr!r}) (Hector's programs: sum or mean)"
-            if c.aggr == "mean" and c.add_self_loops:
-                return (
-                    f"{name}(aggr='mean') with add_self_loops=True (a relation's own loops, "
-                    "which PyG removes, would count in the program's mean)"
-                )
             if lazy(*self.linears(c), *residuals([c])):
                 return f"{name} with a lazy input width before its first call"
         if len({GAT_AGGRS[c.aggr] for c in convs}) > 1:
@@ -274,8 +270,25 @@ class GatRelations(Relations):
 
     @staticmethod
     def mean_suffix(convs: list[Any]) -> str:
-        """``:mean`` where the convs average each relation's messages (``aggr="mean"``)."""
-        return ":mean" if GAT_AGGRS[convs[0].aggr] == "mean" else ""
+        """``:mean`` where the convs average each relation's messages (``aggr="mean"``);
+        ``:kept-mean`` where a conv adds self-loops: the program then takes each edge's
+        factor (:func:`hector.dynamo.pyg_gat_loops.kept_mean_weights`), as the relation's own
+        loops, which PyG removes, stay in its edges."""
+        if GAT_AGGRS[convs[0].aggr] != "mean":
+            return ""
+        return ":kept-mean" if any(c.add_self_loops for c in convs) else ":mean"
+
+    def with_mean_weights(
+        self, convs: list[Any], layout: Layout, args: list[torch.Tensor]
+    ) -> list[torch.Tensor]:
+        """``args`` (bias last) with the mean's per-edge factors before the bias, where the
+        program takes them (``:kept-mean``)."""
+        if self.mean_suffix(convs) != ":kept-mean":
+            return args
+        loops = layout.loops or [0] * len(convs)
+        rows = [layout.xs[t].shape[0] for t in layout.ends()[1::2]]
+        weights = pyg_gat_loops.kept_mean_weights(convs, layout.edge_index, loops, rows, args[0])
+        return [*args[:-1], weights, args[-1]]
 
     def linears(self, conv: Any) -> list[Any]:
         """The conv's input projections (one shared, or the source's and the destination's)."""
@@ -342,6 +355,7 @@ class GatRelations(Relations):
         args = self.edge_tensors(convs, layout)
         if self._program(convs, layout).endswith(":dst"):
             args = pyg_hetero_dst.with_node_weights(args, layout.ends()[1::2])
+        args = self.with_mean_weights(convs, layout, args)
         if not pyg_attention_dropout.active(convs):
             return args
         loops = layout.loops or [0] * len(convs)
