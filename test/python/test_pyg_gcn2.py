@@ -223,3 +223,70 @@ def test_gcn2_between_two_node_types_and_mixed_classes() -> None:
     with pytest.raises(Exception, match="mask"):
         torch.compile(mixed, backend=HectorBackend())(x, x, edges)
     assert "second dict keyed by node type" in pyg_route.FALLBACKS["HeteroConv"]
+
+
+class _Gcnii(torch.nn.Module):
+    """A GCNII model as PyG's ``examples/gcn2_cora.py`` writes it: a linear, then
+    ``GCN2Conv(x, x_0, edge_index, edge_weight)`` layers, ``x_0`` the linear's output."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__()
+        self.lin = torch.nn.LazyLinear(8)
+        self.conv1 = GCN2Conv(8, alpha=0.1, theta=0.5, layer=1, **options)
+        self.conv2 = GCN2Conv(8, alpha=0.2, theta=0.5, layer=2, shared_weights=False, **options)
+
+    def forward(self, x: Any, edge_index: Any, edge_weight: Any) -> Any:
+        x = x_0 = self.lin(x).relu()
+        x = self.conv1(x, x_0, edge_index).relu()
+        return self.conv2(x, x_0, edge_index, edge_weight)
+
+
+def _gcnii(**options: Any) -> torch.nn.Module:
+    from torch_geometric.nn import to_hetero
+
+    torch.manual_seed(0)
+    model = to_hetero(_Gcnii(**options), (list(SIZES), RELATIONS), aggr="sum")
+    with torch.no_grad():
+        model(_features(), _edges(), _weights(_edges()))  # the lazy linears' widths
+    return model
+
+
+def _gcnii_step(model: torch.nn.Module, fn: Any) -> tuple[list[str], list[Any], list[Any]]:
+    """Outputs (by type, sorted), then the gradients of the parameters, the features and the
+    edge weights of a training step."""
+    model.zero_grad()
+    x = {k: v.requires_grad_() for k, v in _features().items()}
+    weights = {k: v.requires_grad_() for k, v in _weights(_edges()).items()}
+    out = fn(x, _edges(), weights)
+    keys = sorted(out)
+    torch.stack([out[k].square().mean() for k in keys]).sum().backward()
+    grads = [p.grad for p in model.parameters()]
+    grads += [x[k].grad for k in sorted(x)] + [weights[e].grad for e in RELATIONS]
+    return keys, [out[k].detach() for k in keys], grads
+
+
+def test_to_hetero_gcnii_runs_one_program_per_layer() -> None:
+    """``to_hetero`` of a GCNII model: each ``GCN2Conv`` layer, ``x_0`` passed second and the
+    edge weights fourth, one ``hetero-gcn2`` program over its relations, in one graph without
+    a fallback; outputs and every gradient (the edge weights' too) are eager PyG's."""
+    model = _gcnii()
+    backend = HectorBackend()
+    got = _gcnii_step(model, torch.compile(model, backend=backend))
+    _assert_same(got, _gcnii_step(model, model), TOL)
+    assert not pyg_route.FALLBACKS, pyg_route.FALLBACKS
+    assert backend.graphs[0].layers.count("hetero-gcn2") == 2
+    stats = pyg_route.STATS["hetero-gcn2"]
+    assert (stats.calls, stats.backward_calls) == (2, 2)
+
+
+def test_to_hetero_gcnii_declined_runs_each_relation_as_written() -> None:
+    """A layer the program declines (``cached=True``, which PyG's forward fills) runs each
+    relation's ``GCN2Conv(x, x_0, edge_index, edge_weight)`` as ``to_hetero`` wrote it,
+    matching eager PyG, the reason kept under the layer's name."""
+    model = _gcnii(cached=True)
+    compiled = torch.compile(model, backend=HectorBackend())
+    for _ in range(2):  # cached: the first call fills PyG's cache, the second reads it
+        got, want = compiled(_features(), _edges(), None), model(_features(), _edges(), None)
+        for k in want:
+            assert (got[k] - want[k]).abs().max().item() <= TOL
+    assert "GCN2Conv(cached=True)" in pyg_route.FALLBACKS["to_hetero conv1 (GCN2Conv)"]

@@ -22,7 +22,8 @@ That is a ``HeteroConv`` spelt out node by node, so the route here hands each su
 * **What.** :func:`group_layers` finds, in a copy of the model's graph, each layer's calls of
   per-relation convs (one per edge type of the model, consecutive, each called with features and
   ``edge_index``, optionally ``edge_attr``/``edge_weight`` by keyword, or third positionally
-  where the conv's ``forward`` names that parameter so: ``GINEConv``) and the nodes that
+  where the conv's ``forward`` names that parameter so: ``GINEConv``; ``GCN2Conv``'s ``x_0``,
+  second, goes on by node type as ``HeteroConv``'s ``x_0_dict``) and the nodes that
   combine them, and replaces them by one call of a :class:`ToHeteroLayer` (sharing the convs,
   so gradients reach their parameters) and one ``getitem`` per destination type; each run of
   per-type ``Linear`` copies becomes one typed linear
@@ -65,6 +66,9 @@ EdgeType = tuple[str, str, str]
 #: Keyword arguments of a per-relation conv call the layer passes on (``None`` at run time
 #: unless the call's dicts hold them).
 _EXTRAS = ("edge_attr", "edge_weight")
+#: Node features a conv takes second (``GCN2Conv(x, x_0, edge_index)``): passed on by node
+#: type, as ``HeteroConv``'s ``x_0_dict``.
+_NODE_EXTRAS = ("x_0",)
 #: ``to_hetero``'s combining functions, by its ``aggr`` name (``"mean"``: ``add``, then ``div``).
 _COMBINERS: dict[str, Callable[..., Any]] = {
     "sum": torch.add,
@@ -105,12 +109,12 @@ class ToHeteroLayer(torch.nn.Module):
         arguments ``extras[i]`` are what the model passes ``relations[i]``'s conv."""
         x_dict, reason = self._features(xs)
         edge_index_dict = dict(zip(self.relations, edge_indices, strict=True))
-        kwargs: dict[str, Any] = {}
-        for e, extra in zip(self.relations, extras, strict=True):
-            for name, value in extra.items():  # edge_attr, edge_weight: as HeteroConv's dicts
-                if value is not None:
-                    kwargs.setdefault(f"{name}_dict", {})[e] = value
+        kwargs, extra_reason = self._keyword_dicts(extras)
+        reason = reason or extra_reason
         copies = reason is None and _copies(x_dict)
+        if copies and "x_0_dict" in kwargs:
+            reason = "x_0 given with [B, N, F] features (a static graph)"
+            copies = 0
         if copies:  # a static graph: [B, N, F] features over one graph, as B copies of it
             x_dict, edge_index_dict, kwargs = _as_copies(copies, x_dict, edge_index_dict, kwargs)
         if reason is None and not copies and not kwargs and torch.compiler.is_compiling():
@@ -127,6 +131,21 @@ class ToHeteroLayer(torch.nn.Module):
             return self._per_relation(xs, edge_indices, extras)
         out = pyg_hetero.run_program(self, x_dict, edge_index_dict, **kwargs)
         return {t: v.view(copies, -1, v.shape[-1]) for t, v in out.items()} if copies else out
+
+    def _keyword_dicts(self, extras: tuple[Any, ...]) -> tuple[dict[str, Any], str | None]:
+        """The relations' keyword arguments as ``HeteroConv``'s dicts: ``edge_attr``,
+        ``edge_weight`` by edge type, ``x_0`` by the relation's (source) node type; and why
+        not (a node type given different ``x_0`` by two relations)."""
+        kwargs: dict[str, Any] = {}
+        for e, extra in zip(self.relations, extras, strict=True):
+            for name, value in extra.items():
+                if value is None:
+                    continue
+                into = kwargs.setdefault(f"{name}_dict", {})
+                key = e[0] if name in _NODE_EXTRAS else e
+                if into.setdefault(key, value) is not value:
+                    return kwargs, f"node type {key!r} has another {name} in another relation"
+        return kwargs, None
 
     def combine(self, parts: list[Any]) -> Any:
         """One destination type's output from its relations' (in the model's order), as
@@ -161,7 +180,12 @@ class ToHeteroLayer(torch.nn.Module):
         type (:meth:`combine`)."""
         parts: dict[str, list[Any]] = {}
         for e, x, ei, extra in zip(self.relations, xs, edge_indices, extras, strict=True):
-            parts.setdefault(e[2], []).append(self.convs[e](x, ei, **extra))
+            conv = self.convs[e]
+            if "x_0" in extra:  # GCN2Conv(x, x_0, edge_index, ...): x_0 second, as written
+                rest = {k: v for k, v in extra.items() if k != "x_0"}
+                parts.setdefault(e[2], []).append(conv(x, extra["x_0"], ei, **rest))
+            else:
+                parts.setdefault(e[2], []).append(conv(x, ei, **extra))
         return {dst: self.combine(queue) for dst, queue in parts.items()}
 
 
@@ -277,13 +301,30 @@ def _third_by_name(layer: LayerCalls, convs: list[Any]) -> None:
             n.args = n.args[:2]
 
 
+def _initial_by_name(layer: LayerCalls, convs: list[Any]) -> None:
+    """Pass the initial features of a conv whose ``forward`` takes them second
+    (``GCN2Conv(x, x_0, edge_index, edge_weight)``, as GCNII models write it) by name, and
+    its edge weights after ``edge_index`` too: the call as :func:`_replace` reads it, ``(x,
+    edge_index)`` and keywords."""
+    for n, conv in zip(layer.calls, convs, strict=True):
+        names = list(inspect.signature(type(conv).forward).parameters)[1:]
+        if len(names) < 3 or names[1] not in _NODE_EXTRAS or not 3 <= len(n.args) <= 4:
+            continue
+        named = {names[1]: n.args[1], **({names[3]: n.args[3]} if len(n.args) == 4 else {})}
+        if set(named) & set(n.kwargs):
+            continue
+        n.kwargs = {**n.kwargs, **named}
+        n.args = (n.args[0], n.args[2])
+
+
 def _layer_unsupported(layer: LayerCalls, edge_types: list[EdgeType]) -> str | None:
     """Why these calls are not one layer over all relations that one call can replace."""
     if sorted(layer.relations) != sorted(edge_types):
         return "the per-relation conv calls do not cover each relation once"
+    allowed = {*_EXTRAS, *_NODE_EXTRAS}
     for n in layer.calls:
-        if len(n.args) != 2 or set(n.kwargs) - set(_EXTRAS):
-            names = sorted(set(n.kwargs) - set(_EXTRAS))
+        if len(n.args) != 2 or set(n.kwargs) - allowed:
+            names = sorted(set(n.kwargs) - allowed)
             return (
                 f"a conv called with arguments beyond (x, edge_index, {'/'.join(_EXTRAS)}) {names}"
             )
@@ -364,6 +405,7 @@ def group_layers(gm: torch.fx.GraphModule) -> Grouping:
     for calls in _conv_calls(gm, graph, edge_types) if edge_types else []:
         convs = [gm.get_submodule(str(n.target)) for n in calls.calls]
         label = f"to_hetero {calls.prefix} ({type(convs[0]).__name__})"
+        _initial_by_name(calls, convs)
         _third_by_name(calls, convs)
         reason = _layer_unsupported(calls, edge_types)
         if reason is not None:
