@@ -9,7 +9,7 @@ over the machine's cores:
    (``mlir-translate --mlir-to-llvmir``);
 2. ``llvm-split`` cuts it into parts (private functions a part calls in another are
    externalised with hidden visibility);
-3. each part is optimised (``opt -O3``) and compiled to an object file (``llc -O3``) for the
+3. each part is optimised (``opt -O2``) and compiled to an object file (``llc -O2``) for the
    host (its triple and CPU, as the ExecutionEngine targets it), at most one part per core at a
    time;
 4. the objects link into one shared library (:func:`cpu_jit.link_library`: MLIR's generic
@@ -51,8 +51,11 @@ __all__ = [
     "tools",
 ]
 
-#: Optimisation level of ``opt`` and ``llc``: the ExecutionEngine's (CpuKernel's default).
-OPT_LEVEL = 3
+#: Optimisation level of ``opt`` and ``llc``. The modules come vectorised and tiled from MLIR,
+#: and ``-O3``'s extra passes found nothing more in them: at ``-O2`` the kernels ran as fast
+#: (GEMMs, RGAT and HGT steps, MLPerf's R-GAT twin) and ``opt`` took 0.75x the time
+#: (``docs/optimizations.md``, "LLVM's tools").
+OPT_LEVEL = 2
 #: Parts a module is split into per worker process: more parts than workers even out parts of
 #: unequal size (llvm-split assigns functions by a hash of their names).
 PARTS_PER_JOB = 2
