@@ -18,6 +18,7 @@ declarations are left alone.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from mlir import ir
 
@@ -54,45 +55,73 @@ def _references(text: str) -> set[str]:
     return set(_SYMBOL_REF.findall(text))
 
 
-def _merge_round(module_op: ir.Operation) -> int:
-    """Merge each set of identical functions once; how many functions were erased.
+@dataclass
+class _Printed:
+    """A top-level op, its printed text (without locations) as the rounds have renamed it,
+    the symbol references in that text, and those in its IR (as printed first)."""
 
-    Every top-level op is printed once (without locations); a mergeable function's text with
-    its own name left out is its signature. The uses of each copy are renamed only inside the
-    ops whose text refers to it (a walk of the whole module per copy cost more than the rest of
-    the pass)."""
-    ctx = module_op.context
+    op: ir.Operation
+    text: str
+    refs: set[str]
+    uses: set[str]
+
+
+def _merge_round(ops: list[_Printed], ctx: ir.Context) -> dict[str, str]:
+    """One round on the printed ops: the copies found (printed reference of each copy: the
+    printed reference of the function kept for it), the copies taken out of ``ops`` and the
+    references to them renamed in the texts of the others, as re-printing them after
+    ``SymbolTable.replace_all_symbol_uses`` would show them. A mergeable function's text with
+    its own name left out is its signature; the first of each signature is kept."""
     first: dict[str, str] = {}
-    copies: dict[str, tuple[str, str]] = {}  # printed reference: (copy, kept)
-    texts: list[tuple[ir.Operation, str]] = []
-    for op in module_op.regions[0].blocks[0].operations:
-        op = op.operation
-        text = op.get_asm(use_local_scope=True, enable_debug_info=False)
-        texts.append((op, text))
-        if _mergeable(op):
-            name = _name(op)
-            kept = first.setdefault(text.replace(_printed(name, ctx) + "(", "@(", 1), name)
-            if kept != name:
-                copies[_printed(name, ctx)] = (name, kept)
-    erased = []
-    for op, text in texts:
-        if _mergeable(op) and _printed(_name(op), ctx) in copies:
-            erased.append(op)
-            continue
-        for ref in _references(text) & copies.keys():
-            ir.SymbolTable.replace_all_symbol_uses(*copies[ref], op)
-    for op in erased:
-        op.erase()
-    return len(erased)
+    copies: dict[str, str] = {}
+    for p in ops:
+        if _mergeable(p.op):
+            own = _printed(_name(p.op), ctx)
+            kept = first.setdefault(p.text.replace(own + "(", "@(", 1), own)
+            if kept != own:
+                copies[own] = kept
+    if not copies:
+        return copies
+    ops[:] = [p for p in ops if not (_mergeable(p.op) and _printed(_name(p.op), ctx) in copies)]
+    for p in ops:
+        if p.refs & copies.keys():
+            p.text = _SYMBOL_REF.sub(lambda m: copies.get(m.group(0), m.group(0)), p.text)
+            p.refs = _references(p.text)
+    return copies
 
 
 def merge_identical_functions(module_op: ir.Operation) -> int:
     """Merge identical private functions of ``module_op`` until none are left; how many were
-    erased."""
-    erased = 0
-    while merged := _merge_round(module_op):
-        erased += merged
-    return erased
+    erased.
+
+    Every top-level op is printed once. Merging a set of callees can make their callers
+    identical, so rounds repeat until one merges nothing; each round works on the texts, with
+    the references to the copies it found renamed as the IR will be (:func:`_merge_round`),
+    rather than printing the module again. Then each op that refers to a copy has those uses
+    renamed to the function finally kept, and the copies are erased."""
+    ctx = module_op.context
+    ops = []
+    for op in module_op.regions[0].blocks[0].operations:
+        text = op.operation.get_asm(use_local_scope=True, enable_debug_info=False)
+        refs = _references(text)
+        ops.append(_Printed(op.operation, text, refs, refs))
+    everything = list(ops)
+    kept_for: dict[str, str] = {}  # printed reference of each copy: of the function kept
+    while copies := _merge_round(ops, ctx):
+        kept_for = {c: copies.get(k, k) for c, k in kept_for.items()} | copies
+    if not kept_for:
+        return 0
+    names = {_printed(_name(p.op), ctx): _name(p.op) for p in everything if _mergeable(p.op)}
+    survivors = {id(p) for p in ops}
+    for p in everything:
+        if id(p) not in survivors:
+            continue
+        for ref in sorted(p.uses & kept_for.keys()):
+            ir.SymbolTable.replace_all_symbol_uses(names[ref], names[kept_for[ref]], p.op)
+    for p in everything:
+        if id(p) not in survivors:
+            p.op.erase()
+    return len(everything) - len(ops)
 
 
 @register_pass(

@@ -89,12 +89,12 @@ def size_problem(t: ir.Type) -> str | None:
     return None
 
 
-def _once(t: ir.Type, seen: set[str]) -> str | None:
-    """:func:`size_problem` of ``t`` unless ``t`` was seen before (then ``None``)."""
-    key = str(t)
-    if key in seen:
+def _once(t: ir.Type, seen: set[ir.Type]) -> str | None:
+    """:func:`size_problem` of ``t`` unless ``t`` was seen before (then ``None``): types are
+    uniqued in their context, so the set holds each once (no printing to compare them)."""
+    if t in seen:
         return None
-    seen.add(key)
+    seen.add(t)
     return size_problem(t)
 
 
@@ -114,11 +114,12 @@ def size_problems(op: ir.Operation | ir.OpView) -> Iterator[tuple[str, ir.Locati
     """Each type in ``op`` too large for 64-bit sizes (:func:`size_problem`), as ``(message,
     location)``, each type once, where it first appears: in type attributes (a function's
     signature, so declarations too), block arguments and results of ops, in walk order."""
-    seen: set[str] = set()  # each type once, where it first appears
+    seen: set[ir.Type] = set()  # each type once, where it first appears
     for inner in [op.operation, *walk_ops(op)]:
         where, signature = f"'{inner.name}'", False
-        for name in inner.attributes:
-            attr = inner.attributes[name]
+        attributes = inner.attributes
+        for name in attributes if len(attributes) else ():
+            attr = attributes[name]
             if not isinstance(attr, ir.TypeAttr):
                 continue
             for what, t in _signature(attr):
