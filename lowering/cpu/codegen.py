@@ -215,9 +215,14 @@ def build_library(
         link_library(objects, path, shared_libs)
 
 
-def host_features_used(module: ir.Module) -> set[str]:
+def host_features_used(module: ir.Module, bytecode: bytes | None = None) -> set[str]:
     """The CPU features (``/proc/cpuinfo`` flag names) the LLVM-dialect ``module`` calls
-    instructions of beyond the baseline: ``avx512_bf16`` for ``vdpbf16ps`` intrinsics."""
+    instructions of beyond the baseline: ``avx512_bf16`` for ``vdpbf16ps`` intrinsics. With
+    the module's ``bytecode``, whose string table holds every intrinsic name as written, a
+    module whose bytecode names none of them is not walked (a walk of a training module in
+    Python costs a tenth of a second)."""
+    if bytecode is not None and BF16_INTRINSIC_PREFIX.encode() not in bytecode:
+        return set()
     used: set[str] = set()
 
     def visit(op: ir.Operation) -> ir.WalkResult:
@@ -231,11 +236,12 @@ def host_features_used(module: ir.Module) -> set[str]:
     return used
 
 
-def check_host_runs(module: ir.Module) -> None:
+def check_host_runs(module: ir.Module, bytecode: bytes | None = None) -> None:
     """Refuse a module that calls instructions this CPU lacks (a hand-written schedule with
     ``products = "bf16"`` on a CPU without AVX512-BF16): running it would end the process
     with an illegal instruction. :class:`UnsupportedCpuError` names the feature."""
-    missing = sorted(f for f in host_features_used(module) if f not in features.host_flags())
+    used = host_features_used(module, bytecode)
+    missing = sorted(f for f in used if f not in features.host_flags())
     if missing:
         raise UnsupportedCpuError(
             f"the compiled code uses CPU features this machine lacks ({', '.join(missing)}): "
@@ -258,7 +264,7 @@ def compile_module(
     loaded, or (``engine``, a module under :data:`SMALL_MODULE_BYTES`, or without the tools,
     or when they fail: with a warning) MLIR's ExecutionEngine, which writes its ``functions``
     to ``library`` only when the program is ``cached`` (then its code is relocatable)."""
-    check_host_runs(module)
+    check_host_runs(module, bytecode if isinstance(bytecode, bytes) else None)
     code = None
     if not engine and available():
         code = bytecode if isinstance(bytecode, bytes) else module_bytecode(module)

@@ -267,13 +267,18 @@ def test_code_with_bf16_dot_products_is_refused_on_a_cpu_without_them(
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.parse(_DOT_MODULE)
         assert codegen.host_features_used(module) == {"avx512_bf16"}
+        code = codegen.module_bytecode(module)
+        assert codegen.host_features_used(module, code) == {"avx512_bf16"}
         monkeypatch.setattr(cpu_features, "host_flags", lambda: frozenset({"avx512f"}))
         with pytest.raises(codegen.UnsupportedCpuError, match=r"lacks \(avx512_bf16\)"):
             codegen.check_host_runs(module)
+        with pytest.raises(codegen.UnsupportedCpuError, match=r"lacks \(avx512_bf16\)"):
+            codegen.check_host_runs(module, code)
         monkeypatch.setattr(cpu_features, "host_flags", lambda: frozenset({"avx512_bf16"}))
         codegen.check_host_runs(module)
         plain = ir.Module.parse("llvm.func @f() {\n  llvm.return\n}")
         assert codegen.host_features_used(plain) == set()
+        assert codegen.host_features_used(plain, codegen.module_bytecode(plain)) == set()
 
 
 def _message_buffers(layer: torch.nn.Module) -> list[str]:
