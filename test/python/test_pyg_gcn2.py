@@ -269,11 +269,16 @@ def test_to_hetero_gcnii_runs_one_program_per_layer() -> None:
     """``to_hetero`` of a GCNII model: each ``GCN2Conv`` layer, ``x_0`` passed second and the
     edge weights fourth, one ``hetero-gcn2`` program over its relations, in one graph without
     a fallback; outputs and every gradient (the edge weights' too) are eager PyG's."""
+    from torch._dynamo.utils import counters
+
     model = _gcnii()
     backend = HectorBackend()
+    counters.clear()
     got = _gcnii_step(model, torch.compile(model, backend=backend))
     _assert_same(got, _gcnii_step(model, model), TOL)
     assert not pyg_route.FALLBACKS, pyg_route.FALLBACKS
+    assert not dict(counters["graph_break"])
+    assert backend.stats()["compilations"] == 1
     assert backend.graphs[0].layers.count("hetero-gcn2") == 2
     stats = pyg_route.STATS["hetero-gcn2"]
     assert (stats.calls, stats.backward_calls) == (2, 2)
