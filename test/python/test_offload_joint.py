@@ -29,10 +29,11 @@ from torch._dynamo.utils import counters
 
 from hector.dynamo.backend import HectorBackend
 from hector.offload import Plan, joint_plan
+from hector.offload.host_policy import CPU_ALLOCATOR_ENV
 from hector.offload.joint import JointBackend
 from hector.offload.joint_ops import tickets
 from hector.offload.joint_plan import plan, store_bandwidth
-from hector.runtime import libc_heap
+from hector.runtime import cpu_allocator, libc_heap
 from hector.tools.opt import main as hector_opt
 
 # No measurement in tests: given bandwidths, and the graphs' memory alone (the process's
@@ -342,13 +343,46 @@ print("placement.saved" in text, "hector.passes.plan_offload" in sys.modules)
     assert out[1] == "True True"
 
 
-def test_cpu_budget_compile_fixes_the_mmap_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Freed activations go back to the system (glibc's mmap threshold is fixed, as the eager
-    cache's host policy does) as soon as a CPU graph is planned."""
-    calls: list[bool] = []
-    monkeypatch.setattr(libc_heap, "fix_mmap_threshold", lambda: calls.append(True))
+def test_cpu_budget_compile_serves_freed_memory_from_the_caching_allocator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As soon as a CPU graph is planned, Hector's caching CPU allocator serves the process's
+    large blocks (freed activations reused by the next block of their size, without faults),
+    as the eager cache's ``release_memory="auto"`` does; glibc's threshold is left alone."""
+    served: list[bool] = []
+    fixed: list[bool] = []
+    monkeypatch.delenv(CPU_ALLOCATOR_ENV, raising=False)
+    monkeypatch.setattr(cpu_allocator, "installed", lambda: bool(served))
+    monkeypatch.setattr(cpu_allocator, "install", lambda *a: served.append(True))
+    monkeypatch.setattr(libc_heap, "fix_mmap_threshold", lambda: fixed.append(True))
     _step(_mlp(), _joint(1.0))
-    assert calls
+    assert served == [True]
+    assert not fixed
+
+
+@pytest.mark.parametrize("why", ["pytorch-allocator-asked", "allocator-cannot-build"])
+def test_cpu_budget_compile_without_the_caching_allocator_fixes_the_mmap_threshold(
+    monkeypatch: pytest.MonkeyPatch, why: str
+) -> None:
+    """Where the caching allocator does not serve (``$HECTOR_CPU_ALLOCATOR=pytorch``, or it
+    cannot be built: warned), freed large blocks leave the process instead (glibc's mmap
+    threshold fixed)."""
+    fixed: list[bool] = []
+    monkeypatch.setattr(cpu_allocator, "installed", lambda: False)
+    monkeypatch.setattr(libc_heap, "fix_mmap_threshold", lambda: fixed.append(True))
+    if why == "pytorch-allocator-asked":
+        monkeypatch.setenv(CPU_ALLOCATOR_ENV, "pytorch")
+        _step(_mlp(), _joint(1.0))
+    else:
+        monkeypatch.delenv(CPU_ALLOCATOR_ENV, raising=False)
+
+        def refuse(*args: object) -> None:
+            raise cpu_allocator.CpuAllocatorError("no C++17 compiler here")
+
+        monkeypatch.setattr(cpu_allocator, "install", refuse)
+        with pytest.warns(UserWarning, match="no C\\+\\+17 compiler here"):
+            _step(_mlp(), _joint(1.0))
+    assert fixed
 
 
 def test_store_bandwidth_keeps_the_fastest_of_its_first_probes_then_reads_the_cache(

@@ -56,9 +56,8 @@ from torch import fx
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 from torch._inductor.custom_graph_pass import CustomPartitionerFn
 
-from hector.runtime import libc_heap
-
 from . import joint_ops, memory_timeline
+from .host_policy import CachingAllocatorReuse, UnmapLargeBlocks, resolve_host_policy
 from .joint_grads import GradientStep, OptimizerInBackward, lower_gradient_steps
 from .joint_liveness import StepLiveness, hoist_view, prefetch_anchors, realize_points
 from .joint_plan import (
@@ -75,7 +74,7 @@ from .joint_plan import (
     saved_values,
 )
 
-__all__ = ["COMPUTE", "JointBackend", "lower_plan", "read_lead"]
+__all__ = ["COMPUTE", "JointBackend", "lower_plan", "read_lead", "reuse_freed_memory"]
 
 #: How the compute of a planned graph is compiled.
 COMPUTE = ("inductor", "eager")
@@ -99,6 +98,19 @@ def _fake(op: Any, *args: Any) -> Any:
         return op(*vals)
     with mode:
         return op(*vals)
+
+
+def reuse_freed_memory() -> None:
+    """Make the memory a CPU step frees reusable without faults and without staying resident
+    in glibc's heap: Hector's caching CPU allocator serves the process's large blocks (as the
+    eager cache's ``release_memory="auto"`` installs it), so the next block of a size (the
+    next step's activations, the values read back) lands in memory a freed one left, already
+    resident. Where it does not serve (``$HECTOR_CPU_ALLOCATOR=pytorch``, or it cannot be
+    built here: warned), glibc's mmap threshold is fixed instead: large blocks unmapped when
+    freed, each fresh page of every large block faulting in again."""
+    policy, _ = resolve_host_policy("auto", offloads=True, module=None)
+    if not isinstance(policy, CachingAllocatorReuse):
+        UnmapLargeBlocks().prepare_process()
 
 
 def _first_uses(bw: fx.GraphModule, names: set[str]) -> dict[str, fx.Node]:
@@ -247,9 +259,7 @@ class _Partitioner(CustomPartitionerFn):
         n_out = int(kwargs["num_fwd_outputs"])
         device = _device_of(fw)
         if device.type == "cpu":
-            # Large blocks unmapped when freed (as the eager cache's host policy does): glibc
-            # would otherwise keep a freed activation's pages in its heap, resident.
-            libc_heap.fix_mmap_threshold()
+            reuse_freed_memory()
         cost = CostModel.for_device(device, b.write_bandwidth, b.read_bandwidth)
         target = "pinned_host" if device.type == "cuda" else "ssd"
         saved = saved_values(fw, bw, n_out, cost, b.threshold)
