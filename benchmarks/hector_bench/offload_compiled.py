@@ -14,8 +14,10 @@ and AOTAutograd make.
 
 * ``keep-all``: ``torch.compile(model)``;
 * ``keep-all-mmap``: the same with glibc's mmap threshold fixed first (what Hector's budget
-  path does on CPU: :func:`hector.runtime.libc_heap.fix_mmap_threshold`), so the allocator's
-  part of the budget path's peak is told apart from its offloading;
+  path does on CPU where its caching allocator does not serve:
+  :func:`hector.runtime.libc_heap.fix_mmap_threshold`), so the allocator's part of that path's
+  peak and step is told apart from its offloading (``--allocator caching`` runs every system
+  on the caching allocator the budget path installs);
 * ``torch-budget-0.5``: the same with ``torch._functorch.config.activation_memory_budget = 0.5``
   (the partitioner recomputes instead of saving);
 * ``hector-1.0`` / ``hector-0.75`` / ``hector-0.5`` / ``hector-0.25``:
