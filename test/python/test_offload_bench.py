@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -717,3 +718,72 @@ def test_offload_compiled_timeline_says_where_each_step_peaks(monkeypatch):
     assert all(not label.split()[-1].isdigit() for label in gets)  # named by saved value
     assert out["step_peak_rss_bytes"][1] == max(r["peak_bytes"] for r in last)
     assert out["peak_at"][1]["peak_bytes"] == out["step_peak_rss_bytes"][1]
+
+
+TINY_LM = {"model": "encoder", "layers": 1, "width": 32, "heads": 4, "seq": 16, "batch": 2}
+
+
+def test_offload_compiled_paired_alternates_keep_all_and_the_system_in_one_process(monkeypatch):
+    """``--paired``: one process trains keep-all and the system from the same seed, then
+    alternates their steps for the rounds asked; the ratio is the median of the rounds'."""
+    import statistics
+
+    import torch
+
+    from hector.offload.joint import JointBackend
+    from hector_bench import offload_compiled
+
+    asked = []
+
+    def runner(system, model, optimizer=None):
+        asked.append(system)
+        if system == "keep-all":
+            return model, None
+        backend = JointBackend(
+            0.25, compute="eager", threshold=1024, write_bandwidth=1e9, read_bandwidth=1e9
+        )
+        return torch.compile(model, backend=backend), type("B", (), {"joint": backend})()
+
+    monkeypatch.setattr(offload_compiled, "compile_system", runner)
+    torch._dynamo.reset()
+    config = {**TINY_LM, "vocab": 64}
+    payload = {"system": "hector-0.25", "config": config, "rounds": 3, "threads": 1}
+    out = offload_compiled.measure_paired(payload)
+    assert asked == ["keep-all", "hector-0.25"]
+    assert len(out["ratios"]) == 3
+    assert out["paired_ratio"] == statistics.median(out["ratios"])
+    assert out["keep_all_step_s"] > 0
+    assert out["step_s"] > 0
+    assert out["thread_cpu_ratio"] > 0
+    assert out["write_wait_step_s"] >= 0
+    assert out["read_wait_step_s"] >= 0
+
+
+def test_offload_compiled_paired_runs_each_system_but_keep_all_with_keep_all(
+    tmp_path, monkeypatch, capsys
+):
+    """``hector bench offload-compiled --paired N`` starts one worker per system but keep-all
+    (each pairs itself with keep-all) and records their answers."""
+    import argparse
+
+    from hector_bench import _common, offload_compiled
+
+    payloads = []
+
+    def worker(module, payload, env=None):
+        payloads.append((module, payload))
+        return {"system": payload["system"], "paired_ratio": 1.07}
+
+    monkeypatch.setattr(_common, "measure_in_subprocess", worker)
+    parser = argparse.ArgumentParser()
+    offload_compiled.add_arguments(parser)
+    out = tmp_path / "paired.json"
+    argv = ["--systems", "keep-all", "hector-0.5-opt", "--paired", "4", "--json", str(out)]
+    assert offload_compiled.run(parser.parse_args(argv)) == 0
+    assert [(m, p["system"], p["rounds"]) for m, p in payloads] == [
+        ("hector_bench.offload_compiled", "hector-0.5-opt", 4)
+    ]
+    record = json.loads(out.read_text())
+    assert record["config"]["paired_rounds"] == 4
+    assert record["results"][0]["paired_ratio"] == 1.07
+    assert "paired step/keep-all" in capsys.readouterr().out
