@@ -133,7 +133,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=0,
         metavar="ROUNDS",
         help="instead: each system but keep-all in one process with keep-all, their steps "
-        "alternated for ROUNDS rounds (hector_bench.offload_paired: the step ratio without "
+        "alternated for ROUNDS rounds (measure_paired: the step ratio without "
         "the drift between processes; no memory figures)",
     )
     p.add_argument("--json", help="write the record here")
@@ -209,6 +209,33 @@ def compile_system(system: str, model: Any, optimizer: Any = None) -> tuple[Any,
     return torch.compile(model, backend=backend), backend
 
 
+def _trainer(cfg: dict[str, Any], system: str) -> tuple[Callable[..., None], Any]:
+    """One training step (SGD, cross-entropy on the logits) of a fresh model compiled as
+    ``system``, marking its phases on the timeline it is given, and the system's backend."""
+    import torch
+
+    model = _model(cfg)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    given = {"optimizer": opt} if system.endswith("-opt") else {}
+    compiled, backend = compile_system(system, model, **given)
+    x, y = _batch(cfg)
+
+    def step(timeline: Any = None) -> None:
+        timeline = timeline or _NoTimeline()
+        timeline.begin_step()
+        opt.zero_grad(set_to_none=True)
+        logits = compiled(x).reshape(-1, cfg["vocab"])
+        timeline.mark("forward")
+        loss = torch.nn.functional.cross_entropy(logits, y.reshape(-1))
+        timeline.mark("loss")
+        loss.backward()
+        timeline.mark("backward")
+        opt.step()
+        timeline.mark("optimizer")
+
+    return step, backend
+
+
 def measure(payload: dict[str, Any]) -> dict[str, Any]:
     """Train with one system (in its own process); its figures."""
     import torch
@@ -221,28 +248,11 @@ def measure(payload: dict[str, Any]) -> dict[str, Any]:
         from hector.offload import enable_caching_allocator
 
         enable_caching_allocator()
-    model = _model(cfg)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    given = {"optimizer": opt} if system.endswith("-opt") else {}
-    compiled, backend = compile_system(system, model, **given)
-    x, y = _batch(cfg)
+    train, backend = _trainer(cfg, system)
     peaks = _common.StepPeaks()
     peaks.start()  # the RSS before training: the model and optimizer exist, nothing compiled
     timeline = _timeline(payload, peaks)
-
-    def step() -> None:
-        timeline.begin_step()
-        opt.zero_grad(set_to_none=True)
-        logits = compiled(x).reshape(-1, cfg["vocab"])
-        timeline.mark("forward")
-        loss = torch.nn.functional.cross_entropy(logits, y.reshape(-1))
-        timeline.mark("loss")
-        loss.backward()
-        timeline.mark("backward")
-        opt.step()
-        timeline.mark("optimizer")
-
-    tracked = peaks.step(step)
+    tracked = peaks.step(lambda: train(timeline))
     times, cpu, thread, waits = [], [], [], [_store_waits()]
     for _ in range(payload["steps"]):
         t, c, h = time.perf_counter(), time.process_time(), time.thread_time()
@@ -422,25 +432,6 @@ def run(args: argparse.Namespace) -> int:
 WARMUP = 2
 
 
-def _trainer(cfg: dict[str, Any], system: str) -> tuple[Callable[[], None], Any]:
-    """One training step of a fresh model compiled as ``system``, and its backend."""
-    import torch
-
-    model = _model(cfg)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    given = {"optimizer": opt} if system.endswith("-opt") else {}
-    compiled, backend = compile_system(system, model, **given)
-    x, y = _batch(cfg)
-
-    def step() -> None:
-        opt.zero_grad(set_to_none=True)
-        logits = compiled(x).reshape(-1, cfg["vocab"])
-        torch.nn.functional.cross_entropy(logits, y.reshape(-1)).backward()
-        opt.step()
-
-    return step, backend
-
-
 def measure_paired(payload: dict[str, Any]) -> dict[str, Any]:
     """Alternate keep-all's steps with ``payload["system"]``'s in this process; the figures."""
     import torch
@@ -496,8 +487,7 @@ def _run_paired(args: argparse.Namespace, cfg: dict[str, Any]) -> int:
     """``--paired``: each system but keep-all alternated with keep-all in one process."""
     results = []
     for system in (s for s in args.systems if s != "keep-all"):
-        payload = {"system": system, "config": cfg, "rounds": args.paired}
-        payload["threads"] = args.threads
+        payload = {"system": system, "config": cfg, "rounds": args.paired, "threads": args.threads}
         answer = _common.measure_in_subprocess(
             "hector_bench.offload_compiled", payload, env=NO_COMPILE_CACHE
         )

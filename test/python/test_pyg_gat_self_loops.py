@@ -43,6 +43,16 @@ def _ran() -> list[str]:
     return [n for n in pyg_route.STATS if n.startswith("hetero-gat")]
 
 
+def _assert_routed_as_pyg(model: HeteroConv, x: Any, ei: Any, attr: Any, program: str) -> None:
+    """One training step of ``model`` under the backend runs ``program`` alone, no fallback,
+    with outputs and every gradient as eager PyG's."""
+    got = _step(model, torch.compile(model, backend=HectorBackend()), x, ei, attr)
+    want = _step(model, model, x, ei, attr)
+    assert not pyg_route.FALLBACKS, pyg_route.FALLBACKS
+    assert _ran() == [program]
+    _assert_close(got, want)
+
+
 @pytest.mark.parametrize(("aggr", "heads"), [("sum", 1), ("mean", 2), ("max", 2)])
 def test_self_loops_run_the_program(aggr: str, heads: int) -> None:
     """Loops on the relation from ``paper`` to itself (PyG refuses them on the others), with
@@ -139,11 +149,7 @@ def test_self_loops_with_edge_features(conv: Any, fill: Any, loops: bool, progra
     x, ei = _features(SIZES, WIDTHS), _loops_and_sinks(_edges(RELATIONS, SIZES, per=30))
     gen = torch.Generator().manual_seed(2)
     attr = {e: torch.randn(v.shape[1], 3, generator=gen) for e, v in ei.items()}
-    got = _step(model, torch.compile(model, backend=HectorBackend()), x, ei, attr)
-    want = _step(model, model, x, ei, attr)
-    assert not pyg_route.FALLBACKS, pyg_route.FALLBACKS
-    assert _ran() == [program]
-    _assert_close(got, want)
+    _assert_routed_as_pyg(model, x, ei, attr, program)
 
 
 def test_gatv2_edge_features_on_some_relations() -> None:
@@ -159,10 +165,7 @@ def test_gatv2_edge_features_on_some_relations() -> None:
     model = HeteroConv({e: conv(e) for e in RELATIONS})
     x, ei = _features(SIZES, WIDTHS), _loops_and_sinks(_edges(RELATIONS, SIZES, per=30))
     attr = {RELATIONS[1]: torch.randn(ei[RELATIONS[1]].shape[1], 2)}
-    got = _step(model, torch.compile(model, backend=HectorBackend()), x, ei, attr)
-    want = _step(model, model, x, ei, attr)
-    assert _ran() == ["hetero-gatv2:0.2:feat:edge"]
-    _assert_close(got, want)
+    _assert_routed_as_pyg(model, x, ei, attr, "hetero-gatv2:0.2:feat:edge")
 
 
 @pytest.mark.parametrize("fill", ["mean", 0.5, torch.tensor(3.0)], ids=str)
@@ -173,10 +176,7 @@ def test_self_loops_with_one_edge_weight(fill: Any) -> None:
     model = HeteroConv({RELATIONS[0]: GATConv(6, 4, heads=2, edge_dim=1, fill_value=fill)})
     x, ei = _features(SIZES, WIDTHS), _loops_and_sinks(_edges([RELATIONS[0]], SIZES, per=30))
     attr = {RELATIONS[0]: torch.rand(ei[RELATIONS[0]].shape[1])}
-    got = _step(model, torch.compile(model, backend=HectorBackend()), x, ei, attr)
-    want = _step(model, model, x, ei, attr)
-    assert _ran() == ["hetero-gat:0.2:edge"]
-    _assert_close(got, want)
+    _assert_routed_as_pyg(model, x, ei, attr, "hetero-gat:0.2:edge")
 
 
 @pytest.mark.parametrize(
@@ -241,11 +241,7 @@ def test_mean_over_the_edges_pyg_keeps(conv: Any, edge_dim: Any, program: str) -
     gen = torch.Generator().manual_seed(2)
     attr = {e: torch.randn(v.shape[1], 3, generator=gen) for e, v in ei.items()}
     attr = attr if edge_dim else {}
-    got = _step(model, torch.compile(model, backend=HectorBackend()), x, ei, attr)
-    want = _step(model, model, x, ei, attr)
-    assert not pyg_route.FALLBACKS, pyg_route.FALLBACKS
-    assert _ran() == [program]
-    _assert_close(got, want)
+    _assert_routed_as_pyg(model, x, ei, attr, program)
 
 
 def test_mean_over_the_edges_pyg_keeps_with_attention_dropout() -> None:
